@@ -1,0 +1,211 @@
+#include "common/assignment_store.hpp"
+
+#include <pqxx/pqxx>
+
+#include "common/pg_array.hpp"
+#include "common/store_sql.hpp"
+
+namespace aclaim::common {
+
+namespace {
+
+constexpr const char* kLockNotAvailable = "55P03";
+
+std::string claim_sql(LockStrategy strategy) {
+    std::string text = sql::kClaimTemplate;
+    const std::string clause = strategy == LockStrategy::SkipLocked ? "SKIP LOCKED"
+                               : strategy == LockStrategy::NoWait   ? "NOWAIT"
+                                                                    : "";
+    text.replace(text.find("{LOCK}"), 6, clause);
+    return text;
+}
+
+JobState state_of(const pqxx::field& f) {
+    auto s = parse_job_state(f.as<std::string>());
+    if (!s) throw std::runtime_error("unexpected job state '" + f.as<std::string>() + "'");
+    return *s;
+}
+
+std::optional<RowAuthority> read_authority(pqxx::work& txn, JobId job) {
+    const pqxx::result r = txn.exec_prepared(sql::kAuthorityName, job);
+    if (r.empty()) return std::nullopt;
+    RowAuthority a;
+    a.org_id = r[0][0].as<OrgId>();
+    a.state = state_of(r[0][1]);
+    a.generation = r[0][2].as<Generation>();
+    a.assignee = r[0][3].as<std::string>();
+    if (!r[0][4].is_null()) a.lease_expires_at = r[0][4].as<Micros>();
+    a.result_ref = r[0][5].as<std::string>();
+    return a;
+}
+
+/// The fenced update matched nothing: find out why from the current row, audit the refusal in the
+/// job's own organization, and commit. Refusals of unknown or foreign jobs are not written to the
+/// log, so that no event ever crosses organizations.
+Transition reject(pqxx::work& txn, Operation op, OrgId org, JobId job, Generation generation,
+                  const std::string& worker, const std::string& result_ref, Micros now) {
+    const auto row = read_authority(txn, job);
+    Transition t;
+    t.rejection = diagnose(row, op, org, generation, worker, result_ref, now, &t.detail);
+    if (!t.rejection) {
+        t.replayed = true;
+        t.state = row->state;
+    } else if (*t.rejection != Rejection::UnknownJob &&
+               *t.rejection != Rejection::OtherOrganization && op != Operation::Renew) {
+        txn.exec_prepared(sql::kRejectedName, job, org, generation, worker, now,
+                          std::string(to_string(*t.rejection)) + ": " + t.detail);
+    }
+    txn.commit();
+    return t;
+}
+
+}  // namespace
+
+AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
+    : options_(std::move(options)), conn_(std::make_unique<pqxx::connection>(dsn)) {
+    {
+        pqxx::nontransaction session(*conn_);
+        session.exec("SET application_name = " + session.quote(options_.application_name));
+        if (options_.lock_strategy == LockStrategy::Wait) {
+            session.exec("SET lock_timeout = " + std::to_string(options_.lock_timeout_ms));
+        }
+    }
+    conn_->prepare(sql::kEnqueueName, sql::kEnqueue);
+    conn_->prepare(sql::kClaimName, claim_sql(options_.lock_strategy));
+    conn_->prepare(sql::kRenewName, sql::kRenew);
+    conn_->prepare(sql::kCompleteName, sql::kComplete);
+    conn_->prepare(sql::kFailName, sql::kFail);
+    conn_->prepare(sql::kReleaseName, sql::kRelease);
+    conn_->prepare(sql::kReclaimName, sql::kReclaim);
+    conn_->prepare(sql::kAuthorityName, sql::kAuthority);
+    conn_->prepare(sql::kRejectedName, sql::kRejected);
+}
+
+AssignmentStore::~AssignmentStore() = default;
+
+bool AssignmentStore::is_open() const { return conn_ && conn_->is_open(); }
+
+pqxx::connection& AssignmentStore::connection() { return *conn_; }
+
+std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>& jobs,
+                                            Micros now) {
+    std::vector<int> priorities, attempts;
+    std::vector<std::string> payloads;
+    for (const auto& j : jobs) {
+        priorities.push_back(j.priority);
+        payloads.push_back(j.payload);
+        attempts.push_back(j.max_attempts);
+    }
+    pqxx::work txn(*conn_, "enqueue");
+    const pqxx::result r = txn.exec_prepared(sql::kEnqueueName, org, now, pg_array(priorities),
+                                             pg_array(payloads), pg_array(attempts));
+    txn.commit();
+    std::vector<JobId> ids;
+    ids.reserve(r.size());
+    for (const auto& row : r) ids.push_back(row[0].as<JobId>());
+    return ids;
+}
+
+ClaimOutcome AssignmentStore::claim(OrgId org, const std::string& worker, int max_jobs,
+                                    Micros lease, Micros now) {
+    ClaimOutcome out;
+    try {
+        pqxx::work txn(*conn_, "claim");
+        const pqxx::result r =
+            txn.exec_prepared(sql::kClaimName, org, worker, max_jobs, now, lease);
+        txn.commit();
+        for (const auto& row : r) {
+            Lease l;
+            l.job_id = row[0].as<JobId>();
+            l.org_id = row[1].as<OrgId>();
+            l.generation = row[2].as<Generation>();
+            l.priority = row[3].as<int>();
+            l.enqueued_at = row[4].as<Micros>();
+            l.lease_expires_at = row[5].as<Micros>();
+            l.attempts = row[6].as<int>();
+            l.max_attempts = row[7].as<int>();
+            l.payload = row[8].as<std::string>();
+            out.leases.push_back(std::move(l));
+        }
+    } catch (const pqxx::sql_error& e) {
+        if (e.sqlstate() != kLockNotAvailable) throw;
+        out.status = options_.lock_strategy == LockStrategy::Wait
+                         ? ClaimOutcome::Status::LockTimeout
+                         : ClaimOutcome::Status::CandidateLocked;
+        return out;
+    }
+    out.status = out.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
+    return out;
+}
+
+Transition AssignmentStore::renew(OrgId org, JobId job, Generation generation,
+                                  const std::string& worker, Micros lease, Micros now) {
+    pqxx::work txn(*conn_, "renew");
+    const pqxx::result r =
+        txn.exec_prepared(sql::kRenewName, org, job, generation, worker, now, lease);
+    if (r.empty()) return reject(txn, Operation::Renew, org, job, generation, worker, "", now);
+    txn.commit();
+    Transition t;
+    t.state = JobState::Assigned;
+    t.lease_expires_at = r[0][0].as<Micros>();
+    return t;
+}
+
+Transition AssignmentStore::complete(OrgId org, JobId job, Generation generation,
+                                     const std::string& worker, const std::string& result_ref,
+                                     Micros now) {
+    pqxx::work txn(*conn_, "complete");
+    const pqxx::result r =
+        txn.exec_prepared(sql::kCompleteName, org, job, generation, worker, result_ref, now);
+    if (r.empty()) {
+        return reject(txn, Operation::Complete, org, job, generation, worker, result_ref, now);
+    }
+    txn.commit();
+    Transition t;
+    t.state = JobState::Completed;
+    return t;
+}
+
+Transition AssignmentStore::fail(OrgId org, JobId job, Generation generation,
+                                 const std::string& worker, const std::string& reason,
+                                 bool retryable, Micros now) {
+    pqxx::work txn(*conn_, "fail");
+    const pqxx::result r =
+        txn.exec_prepared(sql::kFailName, org, job, generation, worker, reason, retryable, now);
+    if (r.empty()) return reject(txn, Operation::Fail, org, job, generation, worker, "", now);
+    txn.commit();
+    Transition t;
+    t.state = state_of(r[0][0]);
+    return t;
+}
+
+Transition AssignmentStore::release(OrgId org, JobId job, Generation generation,
+                                    const std::string& worker, Micros now) {
+    pqxx::work txn(*conn_, "release");
+    const pqxx::result r = txn.exec_prepared(sql::kReleaseName, org, job, generation, worker, now);
+    if (r.empty()) return reject(txn, Operation::Release, org, job, generation, worker, "", now);
+    txn.commit();
+    Transition t;
+    t.state = JobState::Pending;
+    return t;
+}
+
+std::vector<Reclaimed> AssignmentStore::reclaim_expired(Micros now, int limit) {
+    pqxx::work txn(*conn_, "reclaim");
+    const pqxx::result r = txn.exec_prepared(sql::kReclaimName, now, limit);
+    txn.commit();
+    std::vector<Reclaimed> out;
+    out.reserve(r.size());
+    for (const auto& row : r) {
+        Reclaimed rc;
+        rc.job_id = row[0].as<JobId>();
+        rc.org_id = row[1].as<OrgId>();
+        rc.generation = row[2].as<Generation>();
+        rc.assignee = row[3].is_null() ? "" : row[3].as<std::string>();
+        rc.state = state_of(row[4]);
+        out.push_back(std::move(rc));
+    }
+    return out;
+}
+
+}  // namespace aclaim::common

@@ -1,0 +1,74 @@
+#pragma once
+
+#include <pqxx/pqxx>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/assignment.hpp"
+
+
+namespace aclaim::common {
+
+/// Settings of one store connection.
+struct StoreOptions {
+    /// What a claim does when a candidate row is locked.
+    LockStrategy lock_strategy = LockStrategy::SkipLocked;
+    /// Upper bound on a lock wait under LockStrategy::Wait, in milliseconds.
+    int lock_timeout_ms = 2000;
+    /// Name reported in pg_stat_activity.application_name.
+    std::string application_name = "aclaim";
+};
+
+/// The explicit state methods of the assignment contract, over one PostgreSQL connection.
+/// Each method is one transaction; the transition itself is one SQL statement that re-checks the
+/// row's current authority. Time always comes from the caller. Not thread-safe: one store per
+/// thread, as a libpqxx connection is one thread's world.
+class AssignmentStore {
+public:
+    AssignmentStore(const std::string& dsn, StoreOptions options = {});
+    ~AssignmentStore();
+    AssignmentStore(const AssignmentStore&) = delete;
+    AssignmentStore& operator=(const AssignmentStore&) = delete;
+
+    const StoreOptions& options() const { return options_; }
+    bool is_open() const;
+
+    /// Adds jobs as pending, all with enqueued_at = now. Returns their ids in order.
+    std::vector<JobId> enqueue(OrgId org, const std::vector<NewJob>& jobs, Micros now);
+
+    /// Moves up to max_jobs of the organization's best pending jobs to assigned, in one statement.
+    ClaimOutcome claim(OrgId org, const std::string& worker, int max_jobs, Micros lease,
+                       Micros now);
+
+    /// Extends a live lease of the current generation to now + lease.
+    Transition renew(OrgId org, JobId job, Generation generation, const std::string& worker,
+                     Micros lease, Micros now);
+
+    /// Completes a job held under a live lease of the current generation and publishes its result
+    /// in the same transaction.
+    Transition complete(OrgId org, JobId job, Generation generation, const std::string& worker,
+                        const std::string& result_ref, Micros now);
+
+    /// Fails a job; a retryable failure with attempts left returns it to pending instead.
+    Transition fail(OrgId org, JobId job, Generation generation, const std::string& worker,
+                    const std::string& reason, bool retryable, Micros now);
+
+    /// Returns a held job to pending without counting the attempt.
+    Transition release(OrgId org, JobId job, Generation generation, const std::string& worker,
+                       Micros now);
+
+    /// Takes back up to limit leases that expired at now, across organizations, each decided on
+    /// the current locked row. Past max_attempts the job fails instead.
+    std::vector<Reclaimed> reclaim_expired(Micros now, int limit);
+
+    /// The connection, for administrative queries on the same session.
+    pqxx::connection& connection();
+
+private:
+    StoreOptions options_;
+    std::unique_ptr<pqxx::connection> conn_;
+};
+
+}  // namespace aclaim::common

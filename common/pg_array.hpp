@@ -1,0 +1,14 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aclaim::common {
+
+// libpqxx 6.4 passes arrays as text literals; these build them safely.
+std::string pg_array(const std::vector<std::int64_t>& values);
+std::string pg_array(const std::vector<int>& values);
+std::string pg_array(const std::vector<std::string>& values);
+
+}  // namespace aclaim::common

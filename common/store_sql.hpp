@@ -1,0 +1,180 @@
+#pragma once
+
+// Every statement of the assignment contract, in one place. Time arrives as $n microseconds since
+// the epoch and is converted by aclaim_ts(); nothing here calls now().
+
+namespace aclaim::common::sql {
+
+/// Prepared statement names.
+inline constexpr const char* kEnqueueName = "aclaim_enqueue";
+inline constexpr const char* kClaimName = "aclaim_claim";
+inline constexpr const char* kRenewName = "aclaim_renew";
+inline constexpr const char* kCompleteName = "aclaim_complete";
+inline constexpr const char* kFailName = "aclaim_fail";
+inline constexpr const char* kReleaseName = "aclaim_release";
+inline constexpr const char* kReclaimName = "aclaim_reclaim";
+inline constexpr const char* kAuthorityName = "aclaim_authority";
+inline constexpr const char* kRejectedName = "aclaim_rejected";
+
+/// $1 org, $2 now, $3 int[] priorities, $4 text[] payloads, $5 int[] max_attempts.
+inline constexpr const char* kEnqueue = R"SQL(
+WITH ins AS (
+    INSERT INTO jobs (org_id, priority, enqueued_at, payload, max_attempts)
+    SELECT $1::bigint, p.priority, aclaim_ts($2::bigint), p.payload, p.max_attempts
+      FROM unnest($3::int[], $4::text[], $5::int[]) WITH ORDINALITY AS p(priority, payload, max_attempts, n)
+     ORDER BY p.n
+    RETURNING id, org_id
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, at)
+    SELECT id, org_id, 0, 'enqueued', aclaim_ts($2::bigint) FROM ins
+)
+SELECT ins.id FROM ins CROSS JOIN (SELECT aclaim_wake($1::bigint)) AS woke ORDER BY ins.id
+)SQL";
+
+/// $1 org, $2 worker, $3 limit, $4 now, $5 lease length. {LOCK} is the lock strategy's clause.
+/// The candidate CTE is MATERIALIZED so that the locked set is computed exactly once.
+inline constexpr const char* kClaimTemplate = R"SQL(
+WITH picked AS MATERIALIZED (
+    SELECT id FROM jobs
+     WHERE org_id = $1::bigint AND state = 'pending'
+     ORDER BY priority DESC, enqueued_at, id
+     LIMIT $3::int
+     FOR UPDATE {LOCK}
+), claimed AS (
+    UPDATE jobs j
+       SET state = 'assigned', generation = j.generation + 1, assignee = $2::text,
+           claimed_at = aclaim_ts($4::bigint),
+           lease_expires_at = aclaim_ts($4::bigint + $5::bigint),
+           attempts = j.attempts + 1
+      FROM picked
+     WHERE j.id = picked.id AND j.state = 'pending'
+    RETURNING j.id, j.org_id, j.generation, j.priority, aclaim_us(j.enqueued_at) AS enqueued_us,
+              aclaim_us(j.lease_expires_at) AS lease_us, j.attempts, j.max_attempts, j.payload
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
+    SELECT id, org_id, generation, 'claimed', $2::text, aclaim_ts($4::bigint) FROM claimed
+)
+SELECT id, org_id, generation, priority, enqueued_us, lease_us, attempts, max_attempts, payload
+  FROM claimed ORDER BY priority DESC, enqueued_us, id
+)SQL";
+
+/// $1 org, $2 job, $3 generation, $4 worker, $5 now, $6 lease length.
+/// Only lease_expires_at changes, and it is not indexed, so a renewal can be a HOT update.
+inline constexpr const char* kRenew = R"SQL(
+UPDATE jobs SET lease_expires_at = aclaim_ts($5::bigint + $6::bigint)
+ WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
+   AND generation = $3::bigint AND assignee = $4::text
+   AND lease_expires_at > aclaim_ts($5::bigint)
+RETURNING aclaim_us(lease_expires_at)
+)SQL";
+
+/// $1 org, $2 job, $3 generation, $4 worker, $5 result_ref, $6 now.
+/// The completion, its outbox row, its audit event and the notification commit together.
+inline constexpr const char* kComplete = R"SQL(
+WITH done AS (
+    UPDATE jobs
+       SET state = 'completed', completed_at = aclaim_ts($6::bigint), result_ref = $5::text,
+           lease_expires_at = NULL
+     WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
+       AND generation = $3::bigint AND assignee = $4::text
+       AND lease_expires_at > aclaim_ts($6::bigint)
+    RETURNING id, org_id, generation
+), published AS (
+    INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
+    SELECT id, org_id, generation, $5::text, aclaim_ts($6::bigint) FROM done
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, 'completed', $4::text, aclaim_ts($6::bigint), $5::text FROM done
+)
+SELECT id, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) FROM done
+)SQL";
+
+/// $1 org, $2 job, $3 generation, $4 worker, $5 reason, $6 retryable, $7 now.
+inline constexpr const char* kFail = R"SQL(
+WITH f AS (
+    UPDATE jobs
+       SET state = CASE WHEN $6::bool AND attempts < max_attempts THEN 'pending' ELSE 'failed' END,
+           assignee = CASE WHEN $6::bool AND attempts < max_attempts THEN NULL ELSE assignee END,
+           claimed_at = CASE WHEN $6::bool AND attempts < max_attempts THEN NULL ELSE claimed_at END,
+           completed_at = CASE WHEN $6::bool AND attempts < max_attempts THEN NULL
+                               ELSE aclaim_ts($7::bigint) END,
+           lease_expires_at = NULL,
+           last_error = $5::text
+     WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
+       AND generation = $3::bigint AND assignee = $4::text
+       AND lease_expires_at > aclaim_ts($7::bigint)
+    RETURNING id, org_id, generation, state
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, CASE WHEN state = 'pending' THEN 'released' ELSE 'failed' END,
+           $4::text, aclaim_ts($7::bigint),
+           CASE WHEN state = 'pending' THEN 'retryable failure: ' ELSE 'failure: ' END || $5::text
+      FROM f
+)
+SELECT state, CASE WHEN state = 'pending' THEN aclaim_wake(org_id) END FROM f
+)SQL";
+
+/// $1 org, $2 job, $3 generation, $4 worker, $5 now. A voluntary release does not use up an attempt.
+inline constexpr const char* kRelease = R"SQL(
+WITH r AS (
+    UPDATE jobs
+       SET state = 'pending', assignee = NULL, claimed_at = NULL, lease_expires_at = NULL,
+           attempts = attempts - 1
+     WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
+       AND generation = $3::bigint AND assignee = $4::text
+       AND lease_expires_at > aclaim_ts($5::bigint)
+    RETURNING id, org_id, generation
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
+    SELECT id, org_id, generation, 'released', $4::text, aclaim_ts($5::bigint) FROM r
+)
+SELECT id, aclaim_wake(org_id) FROM r
+)SQL";
+
+/// $1 now, $2 limit. The reaper works across organizations; each event carries its row's own
+/// organization. The expiry is re-checked on the locked current row inside the UPDATE.
+inline constexpr const char* kReclaim = R"SQL(
+WITH expired AS MATERIALIZED (
+    SELECT id, assignee FROM jobs
+     WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
+     ORDER BY lease_expires_at, id
+     LIMIT $2::int
+     FOR UPDATE SKIP LOCKED
+), r AS (
+    UPDATE jobs j
+       SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,
+           assignee = CASE WHEN j.attempts >= j.max_attempts THEN j.assignee END,
+           claimed_at = CASE WHEN j.attempts >= j.max_attempts THEN j.claimed_at END,
+           completed_at = CASE WHEN j.attempts >= j.max_attempts THEN aclaim_ts($1::bigint) END,
+           last_error = CASE WHEN j.attempts >= j.max_attempts
+                             THEN 'lease expired on attempt ' || j.attempts ELSE j.last_error END,
+           lease_expires_at = NULL
+      FROM expired
+     WHERE j.id = expired.id AND j.state = 'assigned'
+       AND j.lease_expires_at <= aclaim_ts($1::bigint)
+    RETURNING j.id, j.org_id, j.generation, expired.assignee, j.state
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, CASE WHEN state = 'pending' THEN 'reclaimed' ELSE 'failed' END,
+           assignee, aclaim_ts($1::bigint), 'lease expired'
+      FROM r
+)
+SELECT id, org_id, generation, assignee, state,
+       CASE WHEN state = 'pending' THEN aclaim_wake(org_id) END
+  FROM r ORDER BY id
+)SQL";
+
+/// $1 job. The current authority of a row, read after a fenced update matched nothing.
+inline constexpr const char* kAuthority = R"SQL(
+SELECT org_id, state, generation, coalesce(assignee, ''), aclaim_us(lease_expires_at),
+       coalesce(result_ref, '')
+  FROM jobs WHERE id = $1::bigint
+)SQL";
+
+/// $1 job, $2 org, $3 generation, $4 worker, $5 now, $6 detail.
+inline constexpr const char* kRejected = R"SQL(
+INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+VALUES ($1::bigint, $2::bigint, $3::bigint, 'rejected', $4::text, aclaim_ts($5::bigint), $6::text)
+)SQL";
+
+}  // namespace aclaim::common::sql

@@ -1,0 +1,109 @@
+#include "tests/support/test_database.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <stdexcept>
+
+#include "common/migrations.hpp"
+
+namespace aclaim::testing {
+
+namespace {
+
+std::string run(const std::string& cmd) {
+    std::string out;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (!p) throw std::runtime_error("cannot run: " + cmd);
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    if (::pclose(p) != 0) throw std::runtime_error("command failed: " + cmd);
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+}
+
+/// A server this process started; stopped when the process exits normally.
+struct OwnedServer {
+    std::string dir;
+    std::string dsn;
+    OwnedServer() {
+        char tmpl[] = "/tmp/aclaim-test-pg.XXXXXX";
+        if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+        dir = tmpl;
+        dsn = run(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp start " + dir + " --fast");
+    }
+    ~OwnedServer() {
+        std::system((std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp stop " + dir).c_str());
+    }
+};
+
+std::string template_name() { return "aclaim_tmpl_" + std::to_string(::getpid()); }
+
+void ensure_template() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        {
+            pqxx::connection admin(server_dsn());
+            pqxx::nontransaction tx(admin);
+            tx.exec("DROP DATABASE IF EXISTS " + template_name() + " WITH (FORCE)");
+            tx.exec("CREATE DATABASE " + template_name());
+        }
+        pqxx::connection conn(with_database(server_dsn(), template_name()));
+        common::migrate(conn);
+    });
+}
+
+}  // namespace
+
+const std::string& server_dsn() {
+    static const std::string dsn = [] {
+        if (const char* env = std::getenv("ACLAIM_TEST_DSN"); env && *env) return std::string(env);
+        static OwnedServer server;
+        return server.dsn;
+    }();
+    return dsn;
+}
+
+std::string with_database(const std::string& dsn, const std::string& db) {
+    if (dsn.rfind("postgres://", 0) == 0 || dsn.rfind("postgresql://", 0) == 0) {
+        const auto scheme_end = dsn.find("://") + 3;
+        const auto slash = dsn.find('/', scheme_end);
+        const auto query = dsn.find('?', scheme_end);
+        const std::string head = dsn.substr(0, slash == std::string::npos ? query : slash);
+        const std::string tail = query == std::string::npos ? "" : dsn.substr(query);
+        return head + "/" + db + tail;
+    }
+    return dsn + " dbname=" + db;
+}
+
+TestDatabase::TestDatabase() {
+    ensure_template();
+    static std::atomic<int> counter{0};
+    name_ = "aclaim_t" + std::to_string(::getpid()) + "_" + std::to_string(++counter);
+    {
+        pqxx::connection admin(server_dsn());
+        pqxx::nontransaction tx(admin);
+        tx.exec("CREATE DATABASE " + name_ + " TEMPLATE " + template_name());
+    }
+    dsn_ = with_database(server_dsn(), name_);
+}
+
+TestDatabase::~TestDatabase() {
+    try {
+        pqxx::connection admin(server_dsn());
+        pqxx::nontransaction tx(admin);
+        tx.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    } catch (const std::exception&) {
+        // The server may already be gone at process exit; the folder is removed with it.
+    }
+}
+
+std::unique_ptr<pqxx::connection> TestDatabase::connect() const {
+    return std::make_unique<pqxx::connection>(dsn_);
+}
+
+}  // namespace aclaim::testing

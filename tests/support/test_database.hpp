@@ -1,0 +1,36 @@
+#pragma once
+
+#include <pqxx/pqxx>
+
+#include <memory>
+#include <string>
+
+
+namespace aclaim::testing {
+
+/// The DSN of a maintenance database on the test server: ACLAIM_TEST_DSN when set, otherwise a
+/// throwaway PostgreSQL 15 started once per test process (compose/pgtmp) and stopped at exit.
+const std::string& server_dsn();
+
+/// Replaces the database name in a DSN (URI or keyword form).
+std::string with_database(const std::string& dsn, const std::string& db);
+
+/// A fresh, fully migrated database for one test, cloned from a template and dropped afterwards.
+class TestDatabase {
+public:
+    TestDatabase();
+    ~TestDatabase();
+    TestDatabase(const TestDatabase&) = delete;
+    TestDatabase& operator=(const TestDatabase&) = delete;
+
+    const std::string& dsn() const { return dsn_; }
+    const std::string& name() const { return name_; }
+    /// A new connection to this database.
+    std::unique_ptr<pqxx::connection> connect() const;
+
+private:
+    std::string name_;
+    std::string dsn_;
+};
+
+}  // namespace aclaim::testing
