@@ -190,6 +190,13 @@ Transition AssignmentStore::release(OrgId org, JobId job, Generation generation,
     return t;
 }
 
+std::optional<RowAuthority> AssignmentStore::authority(JobId job) {
+    pqxx::work txn(*conn_, "authority");
+    auto row = read_authority(txn, job);
+    txn.commit();
+    return row;
+}
+
 std::vector<Reclaimed> AssignmentStore::reclaim_expired(Micros now, int limit) {
     pqxx::work txn(*conn_, "reclaim");
     const pqxx::result r = txn.exec_prepared(sql::kReclaimName, now, limit);

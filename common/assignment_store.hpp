@@ -63,6 +63,10 @@ public:
     /// the current locked row. Past max_attempts the job fails instead.
     std::vector<Reclaimed> reclaim_expired(Micros now, int limit);
 
+    /// The row's current authority (organization, state, generation, assignee, lease), read
+    /// without locking: used to learn the truth after a commit whose outcome was unknown.
+    std::optional<RowAuthority> authority(JobId job);
+
     /// The connection, for administrative queries on the same session.
     pqxx::connection& connection();
 
