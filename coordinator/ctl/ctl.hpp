@@ -1,0 +1,34 @@
+#pragma once
+
+// aclaimctl: each command family lives in its own file and registers its subcommands here.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace aclaim::ctl {
+
+/// Options every command shares.
+struct Global {
+    /// libpq conninfo or URI (--dsn, ACLAIM_DSN).
+    std::string dsn;
+};
+
+/// What a parsed command will do; returns the process exit code.
+using Action = std::function<int()>;
+
+/// An operator's mistake (bad argument, unknown job): printed as one line, exit code 2.
+class UsageError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+void add_migrate_command(CLI::App& app, Global& global, Action& action);
+void add_enqueue_command(CLI::App& app, Global& global, Action& action);
+void add_status_command(CLI::App& app, Global& global, Action& action);
+
+/// The DSN, or a UsageError naming both ways to give it.
+const std::string& require_dsn(const Global& global);
+
+}  // namespace aclaim::ctl

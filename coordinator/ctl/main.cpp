@@ -1,0 +1,33 @@
+#include <iostream>
+#include <pqxx/pqxx>
+
+#include "coordinator/ctl/ctl.hpp"
+#include "coordinator/ctl/registry.hpp"
+
+int main(int argc, char** argv) {
+    using namespace aclaim::ctl;
+    CLI::App app{"aclaimctl: the aclaim operator's console"};
+    app.require_subcommand(1);
+    Global global;
+    app.add_option("--dsn", global.dsn, "PostgreSQL address (libpq conninfo or URI)")
+        ->envname("ACLAIM_DSN");
+    Action action;
+    register_all_commands(app, global, action);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    try {
+        return action ? action() : 0;
+    } catch (const UsageError& e) {
+        std::cerr << "aclaimctl: " << e.what() << "\n";
+        return 2;
+    } catch (const pqxx::broken_connection& e) {
+        std::cerr << "aclaimctl: cannot reach the database: " << e.what() << "\n";
+        return 3;
+    } catch (const std::exception& e) {
+        std::cerr << "aclaimctl: " << e.what() << "\n";
+        return 1;
+    }
+}

@@ -1,0 +1,16 @@
+#include "coordinator/ctl/registry.hpp"
+
+namespace aclaim::ctl {
+
+const std::string& require_dsn(const Global& global) {
+    if (global.dsn.empty()) throw UsageError("no database given: pass --dsn or set ACLAIM_DSN");
+    return global.dsn;
+}
+
+void register_all_commands(CLI::App& app, Global& global, Action& action) {
+    add_migrate_command(app, global, action);
+    add_enqueue_command(app, global, action);
+    add_status_command(app, global, action);
+}
+
+}  // namespace aclaim::ctl

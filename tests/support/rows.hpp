@@ -1,0 +1,48 @@
+#pragma once
+
+// Reading rows back in tests: the whole state of a job, its results and its events, as text, so
+// that "changed nothing" can be asserted by comparing snapshots.
+
+#include <pqxx/pqxx>
+#include <string>
+
+#include "common/assignment.hpp"
+
+namespace aclaim::testing {
+
+/// Every column of the job row, as one text value; empty when there is no such job.
+inline std::string job_snapshot(pqxx::connection& c, common::JobId id) {
+    pqxx::read_transaction t(c);
+    auto r = t.exec_params("SELECT j::text FROM jobs j WHERE id = $1", id);
+    return r.empty() ? "" : r[0][0].as<std::string>();
+}
+
+/// The job's published result rows, as text.
+inline std::string results_snapshot(pqxx::connection& c, common::JobId id) {
+    pqxx::read_transaction t(c);
+    return t.exec_params1(
+                "SELECT coalesce(string_agg(r::text, ';' ORDER BY generation), '') "
+                "FROM job_results r WHERE job_id = $1",
+                id)[0]
+        .as<std::string>();
+}
+
+/// How many events of a kind the job has.
+inline long event_count(pqxx::connection& c, common::JobId id, const std::string& kind) {
+    pqxx::read_transaction t(c);
+    return t.exec_params1("SELECT count(*) FROM job_events WHERE job_id = $1 AND kind = $2", id,
+                          kind)[0]
+        .as<long>();
+}
+
+inline std::string job_state(pqxx::connection& c, common::JobId id) {
+    pqxx::read_transaction t(c);
+    return t.exec_params1("SELECT state FROM jobs WHERE id = $1", id)[0].as<std::string>();
+}
+
+inline common::Generation job_generation(pqxx::connection& c, common::JobId id) {
+    pqxx::read_transaction t(c);
+    return t.exec_params1("SELECT generation FROM jobs WHERE id = $1", id)[0].as<long>();
+}
+
+}  // namespace aclaim::testing
