@@ -66,9 +66,6 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
     {
         pqxx::nontransaction session(*conn_);
         session.exec("SET application_name = " + session.quote(options_.application_name));
-        if (options_.lock_strategy == LockStrategy::Wait) {
-            session.exec("SET lock_timeout = " + std::to_string(options_.lock_timeout_ms));
-        }
     }
     conn_->prepare(sql::kEnqueueName, sql::kEnqueue);
     conn_->prepare(sql::kClaimName, claim_sql(options_.lock_strategy));
@@ -111,6 +108,11 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const std::string& worker, int ma
     ClaimOutcome out;
     try {
         pqxx::work txn(*conn_, "claim");
+        if (options_.lock_strategy == LockStrategy::Wait) {
+            // Bound only the claim's wait: a completion queued behind a waiting claimer's row
+            // lock must still go through.
+            txn.exec("SET LOCAL lock_timeout = " + std::to_string(options_.lock_timeout_ms));
+        }
         const pqxx::result r =
             txn.exec_prepared(sql::kClaimName, org, worker, max_jobs, now, lease);
         txn.commit();
