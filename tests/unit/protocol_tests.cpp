@@ -1,0 +1,366 @@
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cereal/archives/json.hpp>
+#include <cereal/archives/portable_binary.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <new>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/protocol.hpp"
+#include "common/protocol_serialize.hpp"
+
+// Counts the largest single allocation so a test can prove that a hostile length prefix is
+// refused before anything is allocated for it (a caught std::bad_alloc would look the same).
+// gcc cannot see that the replaced operator new below is malloc-backed and warns at every inlined
+// delete, so the warning is off for this file.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+namespace {
+std::atomic<std::size_t> g_largest_allocation{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+    auto seen = g_largest_allocation.load(std::memory_order_relaxed);
+    while (n > seen && !g_largest_allocation.compare_exchange_weak(seen, n)) {
+    }
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+    return ::operator new(n);
+}
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
+
+namespace proto = aclaim::common::proto;
+using proto::Encoding;
+
+namespace {
+
+std::vector<proto::Message> samples() {
+    return {
+        proto::Hello{1, "reviewer-7", 42},
+        proto::Claim{2, 5, 30000},
+        proto::Renew{3, 1001, 4},
+        proto::Complete{4, 1001, 4, "review:reviewer-7:1001:4"},
+        proto::Fail{5, 1002, 2, "model timed out", true},
+        proto::Release{6, 1003, 9},
+        proto::Bye{7},
+        proto::Welcome{1, 42, 30000, 10000, 65536},
+        proto::Assigned{
+            2,
+            {{1001, 4, 1700000000123456, 30000, 1, 5, "{\"doc\":\"a\"}"},
+             {1004, 1, 1700000000123999, 30000, 3, 0, "r\u00e9sum\u00e9 \"quoted\"\n"}}},
+        proto::NoWork{2, "wait ended"},
+        proto::LeaseMsg{3, 1001, 4, 1700000030123456, 30000},
+        proto::Revoked{0, 1001, 4, "reclaimed", "lease expired at 1700000030123456"},
+        proto::Accepted{4, 1001, 4, "completed", true},
+        proto::Rejected{4, 1001, 3, "stale_generation", "current generation is 4"},
+        proto::Error{0, "undecodable", "CLAIM body: truncated"},
+    };
+}
+
+std::variant<proto::Decoded, proto::DecodeError> decode3(std::string_view tag,
+                                                         std::string_view type,
+                                                         std::string_view body) {
+    return proto::decode({tag, type, body});
+}
+
+proto::DecodeError expect_error(const std::variant<proto::Decoded, proto::DecodeError>& r) {
+    REQUIRE(std::holds_alternative<proto::DecodeError>(r));
+    return std::get<proto::DecodeError>(r);
+}
+
+proto::Message expect_message(const std::variant<proto::Decoded, proto::DecodeError>& r) {
+    if (const auto* e = std::get_if<proto::DecodeError>(&r)) FAIL(e->code << ": " << e->text);
+    return std::get<proto::Decoded>(r).message;
+}
+
+std::string le64(std::uint64_t v) {
+    std::string out;
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    return out;
+}
+
+std::string hex(std::string_view bytes) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string out;
+    for (const unsigned char c : bytes) {
+        out.push_back(kDigits[c >> 4]);
+        out.push_back(kDigits[c & 0xf]);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("every message round-trips in both encodings", "[protocol]") {
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        for (const auto& m : samples()) {
+            CAPTURE(proto::type_name(m), enc == Encoding::Json);
+            const auto f = proto::encode(m, enc);
+            CHECK(f.tag == (enc == Encoding::Json ? proto::kTagJson : proto::kTagBinary));
+            CHECK(f.type == proto::type_name(m));
+            const auto r = decode3(f.tag, f.type, f.body);
+            CHECK(expect_message(r) == m);
+            CHECK(std::get<proto::Decoded>(r).encoding == enc);
+        }
+    }
+}
+
+TEST_CASE("binary strings carry any bytes", "[protocol]") {
+    const proto::Message m = proto::Complete{1, 2, 3, std::string("bin\0\xff\n", 5)};
+    const auto f = proto::encode(m, Encoding::Binary);
+    CHECK(expect_message(decode3(f.tag, f.type, f.body)) == m);
+}
+
+TEST_CASE("type names, request ids and direction", "[protocol]") {
+    const auto all = samples();
+    CHECK(proto::type_name(all[0]) == "HELLO");
+    CHECK(proto::type_name(all[9]) == "NO_WORK");
+    CHECK(proto::type_name(all[10]) == "LEASE");
+    CHECK(proto::request_id(all[3]) == 4);
+    CHECK(proto::is_request(all[6]));
+    CHECK_FALSE(proto::is_request(all[7]));
+}
+
+TEST_CASE("JSON bodies are flat objects of the struct's fields", "[protocol]") {
+    const auto f = proto::encode(proto::Claim{1, 2, 0}, Encoding::Json);
+    CHECK(f.body == R"({"req": 1,"max_jobs": 2,"wait_ms": 0})");
+    const auto a = proto::encode(samples()[8], Encoding::Json).body;
+    CHECK(a.find(R"("jobs": [{"job_id": 1001,)") != std::string::npos);
+    CHECK(a.find("value0") == std::string::npos);
+}
+
+TEST_CASE("binary layout is cereal portable binary, little endian", "[protocol]") {
+    const auto f = proto::encode(proto::Claim{1, 2, 0}, Encoding::Binary);
+    CHECK(hex(f.body) ==
+          "01"
+          "0100000000000000"
+          "02000000"
+          "00000000");
+
+    // cereal's own reader understands what we write ...
+    const auto c = proto::encode(samples()[8], Encoding::Binary);
+    std::istringstream in(c.body);
+    proto::Assigned loaded;
+    {
+        cereal::PortableBinaryInputArchive ar(in);
+        loaded.serialize(ar);
+    }
+    CHECK(proto::Message(loaded) == samples()[8]);
+
+    // ... and we read what cereal writes on a big-endian host.
+    std::ostringstream out;
+    {
+        cereal::PortableBinaryOutputArchive ar(
+            out, cereal::PortableBinaryOutputArchive::Options::BigEndian());
+        auto msg = std::get<proto::Complete>(samples()[3]);
+        msg.serialize(ar);
+    }
+    CHECK(expect_message(decode3(proto::kTagBinary, "COMPLETE", out.str())) == samples()[3]);
+}
+
+TEST_CASE("frame, tag and type errors", "[protocol]") {
+    const auto body = proto::encode(proto::Bye{9}, Encoding::Binary).body;
+    CHECK(expect_error(proto::decode({proto::kTagBinary, "BYE"})).code == "malformed");
+    CHECK(expect_error(proto::decode({proto::kTagBinary, "BYE", body, ""})).code == "malformed");
+    CHECK(expect_error(proto::decode({})).code == "malformed");
+
+    CHECK(expect_error(decode3("ZMTP/1", "BYE", body)).code == "wrong_version");
+    CHECK(expect_error(decode3("", "BYE", body)).code == "wrong_version");
+    CHECK(expect_error(decode3("ACLAIM/2", "BYE", body)).code == "wrong_version");
+    CHECK(expect_error(decode3("ACLAIM/1+xml", "BYE", body)).code == "wrong_version");
+    const auto v2json = expect_error(decode3("ACLAIM/2+json", "BYE", "{}"));
+    CHECK(v2json.code == "wrong_version");
+    CHECK(v2json.reply_encoding == Encoding::Json);
+
+    const auto unknown = expect_error(decode3(proto::kTagJson, "STEAL", "{}"));
+    CHECK(unknown.code == "unknown_type");
+    CHECK(unknown.reply_encoding == Encoding::Json);
+    CHECK(expect_error(decode3(proto::kTagBinary, "claim", body)).code == "unknown_type");
+}
+
+TEST_CASE("oversized bodies are refused before parsing", "[protocol]") {
+    proto::Complete big{11, 1, 1, std::string(proto::kMaxBodyBytes, 'x')};
+    const auto f = proto::encode(big, Encoding::Binary);
+    const auto e = expect_error(decode3(f.tag, f.type, f.body));
+    CHECK(e.code == "oversized");
+    CHECK(e.req == 11);
+    const auto j = proto::encode(big, Encoding::Json);
+    CHECK(expect_error(decode3(j.tag, j.type, j.body)).code == "oversized");
+    // Coordinator -> worker bodies may be larger: ASSIGNED carries payloads.
+    proto::Assigned many{1, {{1, 1, 1, 1000, 1, 0, std::string(proto::kMaxBodyBytes, 'p')}}};
+    const auto a = proto::encode(many, Encoding::Binary);
+    CHECK(expect_message(decode3(a.tag, a.type, a.body)) == proto::Message(many));
+}
+
+TEST_CASE("field ranges are enforced", "[protocol]") {
+    const std::vector<proto::Message> bad = {
+        proto::Hello{1, "", 1},
+        proto::Hello{1, std::string(129, 'w'), 1},
+        proto::Hello{1, "tab\tid", 1},
+        proto::Hello{1, "w", -1},
+        proto::Claim{1, 0, 0},
+        proto::Claim{1, 101, 0},
+        proto::Claim{1, 1, -1},
+        proto::Claim{1, 1, 60001},
+        proto::Renew{1, -1, 1},
+        proto::Renew{1, 1, -1},
+        proto::Complete{1, 1, 1, ""},
+        proto::Complete{1, 1, 1, std::string(1025, 'r')},
+        proto::Fail{1, 1, 1, std::string(1025, 'r'), false},
+        proto::Release{1, -5, 1},
+        proto::Welcome{1, 1, 0, 100, 1},
+        proto::Assigned{1, {}},
+        proto::Error{1, "", "x"},
+    };
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        for (const auto& m : bad) {
+            CAPTURE(proto::type_name(m), enc == Encoding::Json);
+            const auto f = proto::encode(m, enc);
+            const auto e = expect_error(decode3(f.tag, f.type, f.body));
+            CHECK(e.code == "invalid");
+            CHECK(e.req == 1);
+        }
+    }
+    CHECK(std::holds_alternative<proto::Decoded>(
+        decode3(proto::kTagJson, "HELLO", R"({"req":1,"worker_id":"a b~!","org_id":0})")));
+    CHECK(std::holds_alternative<proto::Decoded>(
+        decode3(proto::kTagJson, "CLAIM", R"({"req":1,"max_jobs":100,"wait_ms":60000})")));
+}
+
+TEST_CASE("truncated binary bodies are undecodable at every length", "[protocol]") {
+    for (const auto& m : samples()) {
+        const auto f = proto::encode(m, Encoding::Binary);
+        for (std::size_t n = 0; n < f.body.size(); ++n) {
+            CAPTURE(f.type, n);
+            const auto e = expect_error(decode3(f.tag, f.type, f.body.substr(0, n)));
+            CHECK(e.code == "undecodable");
+        }
+        CHECK(expect_error(decode3(f.tag, f.type, f.body + '\0')).code == "undecodable");
+    }
+}
+
+TEST_CASE("a huge binary length prefix is refused without allocating", "[protocol]") {
+    const std::string body =
+        std::string("\x01", 1) + le64(77) + le64(std::uint64_t{1} << 60) + "abc" + le64(1);
+    g_largest_allocation = 0;
+    const auto e = expect_error(decode3(proto::kTagBinary, "HELLO", body));
+    CHECK(g_largest_allocation.load() < 4096);
+    CHECK(e.code == "undecodable");
+    CHECK(e.req == 77);
+
+    // The same for a vector count: ASSIGNED claiming 2^60 jobs.
+    const std::string jobs = std::string("\x01", 1) + le64(5) + le64(std::uint64_t{1} << 60);
+    g_largest_allocation = 0;
+    CHECK(expect_error(decode3(proto::kTagBinary, "ASSIGNED", jobs)).code == "undecodable");
+    CHECK(g_largest_allocation.load() < 4096);
+
+    CHECK(expect_error(decode3(proto::kTagBinary, "BYE", std::string("\x02", 1) + le64(1))).code ==
+          "undecodable");
+}
+
+TEST_CASE("JSON members may come in any order; missing, extra or mistyped ones are refused",
+          "[protocol]") {
+    const auto ok = decode3(proto::kTagJson, "COMPLETE",
+                            R"({"result_ref":"r","generation":3,"job_id":9,"req":5})");
+    CHECK(expect_message(ok) == proto::Message(proto::Complete{5, 9, 3, "r"}));
+    const auto nested = decode3(proto::kTagJson, "ASSIGNED",
+                                R"({"jobs":[{"payload":"p","priority":1,"attempts":1,"lease_ms":10,
+                                 "lease_expires_at_us":7,"generation":2,"job_id":3}],"req":4})");
+    CHECK(expect_message(nested) == proto::Message(proto::Assigned{4, {{3, 2, 7, 10, 1, 1, "p"}}}));
+
+    const std::vector<std::string> undecodable = {
+        "",
+        "{",
+        "null",
+        "[1,2,3]",
+        R"({"req":1,"max_jobs":2})",
+        R"({"req":1,"max_jobs":2,"wait_ms":0,"extra":1})",
+        R"({"req":1,"max_jobs":2,"wait_ms":0,"req":2})",
+        R"({"req":1,"max_jobs":"2","wait_ms":0})",
+        R"({"req":1,"max_jobs":2.5,"wait_ms":0})",
+        R"({"req":-1,"max_jobs":2,"wait_ms":0})",
+        R"({"req":1,"max_jobs":4294967296,"wait_ms":0})",
+        R"({"req":1,"max_jobs":NaN,"wait_ms":0})",
+        R"({"req":1,"max_jobs":2,"wait_ms":0} trailing)",
+        std::string(R"({"req":1,"max_jobs":2,"wait_ms":0})") + '\0' + "garbage",
+        R"({"req":1,"max_jobs":[[[[[[[[2]]]]]]]],"wait_ms":0})",
+        std::string(100000 / 2, '['),
+        "{\"req\":1,\"max_jobs\":2,\"wait_ms\":0,\"\xff\":1}",
+    };
+    for (const auto& body : undecodable) {
+        CAPTURE(body.substr(0, 80));
+        const auto e = expect_error(decode3(proto::kTagJson, "CLAIM", body));
+        CHECK((e.code == "undecodable" || e.code == "oversized"));
+        CHECK(e.reply_encoding == Encoding::Json);
+    }
+    CHECK(expect_error(decode3(proto::kTagJson, "CLAIM", R"({"req":8,"max_jobs":2})")).req == 8);
+    CHECK(expect_error(decode3(proto::kTagJson, "COMPLETE",
+                               R"({"req":1,"job_id":1,"generation":1,"result_ref":"a\u0000b"})"))
+              .code == "undecodable");
+    CHECK(expect_error(decode3(proto::kTagJson, "ASSIGNED",
+                               R"({"req":1,"jobs":[{"job_id":1,"generation":1,"lease_ms":5,
+                                 "lease_expires_at_us":7,"attempts":1,"priority":0,"payload":"",
+                                 "surplus":true}]})"))
+              .code == "undecodable");
+}
+
+TEST_CASE("cereal turns rapidjson assertions into exceptions instead of aborting", "[protocol]") {
+    std::istringstream in(R"({"req":)");
+    proto::Claim c;
+    CHECK_THROWS_AS(([&] {
+                        cereal::JSONInputArchive ar(in);
+                        c.serialize(ar);
+                    }()),
+                    cereal::Exception);
+}
+
+TEST_CASE("mutated bodies never crash the decoder", "[protocol]") {
+    std::mt19937 rng(12345);
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        for (const auto& m : samples()) {
+            const auto f = proto::encode(m, enc);
+            for (int round = 0; round < 200; ++round) {
+                auto body = f.body;
+                const auto flips = 1 + rng() % 4;
+                for (unsigned i = 0; i < flips && !body.empty(); ++i)
+                    body[rng() % body.size()] = static_cast<char>(rng() & 0xff);
+                const auto r = decode3(f.tag, f.type, body);
+                if (const auto* d = std::get_if<proto::Decoded>(&r))
+                    CHECK(proto::type_name(d->message) == f.type);
+            }
+        }
+    }
+}
+
+TEST_CASE("the JSON examples in docs/protocol.md decode", "[protocol]") {
+    std::ifstream doc(std::string(ACLAIM_SOURCE_DIR) + "/docs/protocol.md");
+    REQUIRE(doc.good());
+    const std::regex example(R"(^([A-Z_]+) +(\{.*\})$)");
+    std::set<std::string> seen;
+    std::string line;
+    while (std::getline(doc, line)) {
+        std::smatch m;
+        if (!std::regex_match(line, m, example)) continue;
+        CAPTURE(line);
+        const auto msg = expect_message(decode3(proto::kTagJson, m[1].str(), m[2].str()));
+        CHECK(proto::type_name(msg) == m[1].str());
+        seen.insert(m[1].str());
+    }
+    CHECK(seen.size() == std::variant_size_v<proto::Message>);
+}
