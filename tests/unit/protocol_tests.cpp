@@ -6,7 +6,6 @@
 #include <fstream>
 #include <new>
 #include <random>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -15,12 +14,29 @@
 
 // Counts the largest single allocation so a test can prove that a hostile length prefix is
 // refused before anything is allocated for it (a caught std::bad_alloc would look the same).
-// gcc cannot see that the replaced operator new below is malloc-backed and warns at every inlined
-// delete, so the warning is off for this file.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+// Sanitizer runtimes own operator new and abort on an absurd request by themselves, so under them
+// the replacement is left out and the sanitizer does the proving.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ACLAIM_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ACLAIM_TEST_SANITIZED 1
+#endif
+
 namespace {
 std::atomic<std::size_t> g_largest_allocation{0};
 }  // namespace
+
+#ifdef ACLAIM_TEST_SANITIZED
+constexpr bool kCountsAllocations = false;
+#else
+constexpr bool kCountsAllocations = true;
+
+// gcc cannot see that the replaced operator new below is malloc-backed and warns at every inlined
+// delete, so the warning is off for this file.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 void* operator new(std::size_t n) {
     auto seen = g_largest_allocation.load(std::memory_order_relaxed);
@@ -44,6 +60,7 @@ void operator delete(void* p, std::size_t) noexcept {
 void operator delete[](void* p, std::size_t) noexcept {
     std::free(p);
 }
+#endif
 
 namespace proto = aclaim::common::proto;
 using proto::Encoding;
@@ -260,7 +277,7 @@ TEST_CASE("a huge binary length prefix is refused without allocating", "[protoco
         std::string("\x01", 1) + le64(77) + le64(std::uint64_t{1} << 60) + "abc" + le64(1);
     g_largest_allocation = 0;
     const auto e = expect_error(decode3(proto::kTagBinary, "HELLO", body));
-    CHECK(g_largest_allocation.load() < 4096);
+    if (kCountsAllocations) CHECK(g_largest_allocation.load() < 4096);
     CHECK(e.code == "undecodable");
     CHECK(e.req == 77);
 
@@ -268,7 +285,7 @@ TEST_CASE("a huge binary length prefix is refused without allocating", "[protoco
     const std::string jobs = std::string("\x01", 1) + le64(5) + le64(std::uint64_t{1} << 60);
     g_largest_allocation = 0;
     CHECK(expect_error(decode3(proto::kTagBinary, "ASSIGNED", jobs)).code == "undecodable");
-    CHECK(g_largest_allocation.load() < 4096);
+    if (kCountsAllocations) CHECK(g_largest_allocation.load() < 4096);
 
     CHECK(expect_error(decode3(proto::kTagBinary, "BYE", std::string("\x02", 1) + le64(1))).code ==
           "undecodable");
@@ -351,16 +368,23 @@ TEST_CASE("mutated bodies never crash the decoder", "[protocol]") {
 TEST_CASE("the JSON examples in docs/protocol.md decode", "[protocol]") {
     std::ifstream doc(std::string(ACLAIM_SOURCE_DIR) + "/docs/protocol.md");
     REQUIRE(doc.good());
-    const std::regex example(R"(^([A-Z_]+) +(\{.*\})$)");
     std::set<std::string> seen;
     std::string line;
     while (std::getline(doc, line)) {
-        std::smatch m;
-        if (!std::regex_match(line, m, example)) continue;
+        // Example lines look like: CLAIM     {"req": 2, ...}
+        const auto space = line.find(' ');
+        const auto brace = line.find('{');
+        if (space == std::string::npos || brace == std::string::npos || line.back() != '}')
+            continue;
+        const auto type = line.substr(0, space);
+        if (type.empty() ||
+            type.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_") != std::string::npos ||
+            line.find_first_not_of(' ', space) != brace)
+            continue;
         CAPTURE(line);
-        const auto msg = expect_message(decode3(proto::kTagJson, m[1].str(), m[2].str()));
-        CHECK(proto::type_name(msg) == m[1].str());
-        seen.insert(m[1].str());
+        const auto msg = expect_message(decode3(proto::kTagJson, type, line.substr(brace)));
+        CHECK(proto::type_name(msg) == type);
+        seen.insert(type);
     }
     CHECK(seen.size() == std::variant_size_v<proto::Message>);
 }
