@@ -11,6 +11,9 @@ void register_all_commands(CLI::App& app, Global& global, Action& action) {
     add_migrate_command(app, global, action);
     add_enqueue_command(app, global, action);
     add_status_command(app, global, action);
+    add_recover_command(app, global, action);
+    add_quarantine_command(app, global, action);
+    add_check_command(app, global, action);
 }
 
 }  // namespace aclaim::ctl

@@ -1,0 +1,99 @@
+// The checker must catch every invariant broken in a corrupted history, and pass a clean one.
+
+#include <catch2/catch.hpp>
+
+#include "common/checker.hpp"
+
+using namespace aclaim::common;
+
+namespace {
+
+/// One job, reclaimed once and then completed by its second claim: a clean history.
+History clean() {
+    History h;
+    h.jobs.push_back({7, 1, "completed", 2, std::string("ref-2"), std::nullopt});
+    std::int64_t id = 0;
+    auto ev = [&](const char* kind, Generation g, const char* worker, Micros at) {
+        h.events.push_back({++id, 7, 1, g, kind, worker, at, ""});
+    };
+    ev("enqueued", 0, "", 100);
+    ev("claimed", 1, "a", 200);
+    ev("rejected", 1, "a", 250);
+    ev("reclaimed", 1, "a", 300);
+    ev("claimed", 2, "b", 400);
+    ev("completed", 2, "b", 500);
+    h.results.push_back({7, 1, 2, "ref-2"});
+    return h;
+}
+
+bool caught(const History& h, Invariant inv) {
+    for (const auto& v : check(h).violations) {
+        if (v.invariant == inv) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a clean history passes", "[checker]") {
+    const auto r = check(clean());
+    CHECK(r.ok());
+    CHECK(r.accepted_completions == 1);
+    CHECK(r.reclaims == 1);
+    CHECK(r.rejections == 1);
+}
+
+TEST_CASE("each corrupted history is caught", "[checker]") {
+    SECTION("two accepted completions") {
+        auto h = clean();
+        h.events.push_back({99, 7, 1, 2, "completed", "b", 600, ""});
+        CHECK(caught(h, Invariant::SingleCompletion));
+    }
+    SECTION("a completion by a stale generation") {
+        auto h = clean();
+        h.events[5].generation = 1;
+        CHECK(caught(h, Invariant::CompletionIsCurrent));
+    }
+    SECTION("a generation that does not increase") {
+        auto h = clean();
+        h.events[4].generation = 1;
+        CHECK(caught(h, Invariant::GenerationsIncrease));
+    }
+    SECTION("a claim while the previous lease was live") {
+        auto h = clean();
+        h.events.erase(h.events.begin() + 3);  // drop the reclaim
+        CHECK(caught(h, Invariant::LeasesDisjoint));
+    }
+    SECTION("a job row that disappeared") {
+        auto h = clean();
+        h.jobs.clear();
+        CHECK(caught(h, Invariant::NothingLost));
+    }
+    SECTION("a job without its enqueue in the log") {
+        auto h = clean();
+        h.events.erase(h.events.begin());
+        CHECK(caught(h, Invariant::NothingLost));
+    }
+    SECTION("a quarantined job without a reason") {
+        auto h = clean();
+        h.jobs[0].state = "quarantined";
+        CHECK(caught(h, Invariant::NothingLost));
+    }
+    SECTION("a completed job whose result is missing or disagrees") {
+        auto h = clean();
+        h.results[0].result_ref = "other";
+        CHECK(caught(h, Invariant::ResultMatchesRow));
+        h.results.clear();
+        CHECK(caught(h, Invariant::ResultMatchesRow));
+    }
+    SECTION("a result published for a job still assigned") {
+        auto h = clean();
+        h.jobs[0].state = "assigned";
+        CHECK(caught(h, Invariant::ResultMatchesRow));
+    }
+    SECTION("an event in another organization") {
+        auto h = clean();
+        h.events[2].org_id = 2;
+        CHECK(caught(h, Invariant::SameOrganization));
+    }
+}
