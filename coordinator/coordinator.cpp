@@ -1,0 +1,176 @@
+#include "coordinator/coordinator.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "common/migrations.hpp"
+#include "coordinator/backoff.hpp"
+#include "coordinator/db_pool.hpp"
+#include "coordinator/listener.hpp"
+#include "coordinator/mailbox.hpp"
+#include "coordinator/reaper.hpp"
+
+namespace aclaim::coordinator {
+
+namespace {
+
+/// Longest single poll: bounds how late a stop request is noticed.
+constexpr auto kMaxPollWait = std::chrono::milliseconds(100);
+/// How long start-up keeps trying to reach the database to apply migrations.
+constexpr auto kMigrationBudget = std::chrono::seconds(30);
+constexpr auto kHousekeepingEvery = std::chrono::seconds(1);
+/// How long the last replies may take to leave once the socket is closed.
+constexpr int kLingerMs = 1000;
+
+/// A session silent this long is forgotten. Workers renew and long-poll well within it; one
+/// that comes back after it gets no_session and says HELLO again.
+SteadyClock::duration idle_limit(const CoordinatorOptions& o) {
+    return std::max<SteadyClock::duration>(5 * o.lease(), std::chrono::seconds(120));
+}
+
+void apply_migrations(const std::string& dsn) {
+    const auto deadline = SteadyClock::now() + kMigrationBudget;
+    Backoff backoff;
+    while (true) {
+        try {
+            pqxx::connection conn(dsn);
+            const auto report = common::migrate(conn);
+            spdlog::info("schema at version {} ({} migrations applied now)", report.version,
+                         report.applied.size());
+            return;
+        } catch (const pqxx::broken_connection& e) {
+            const auto delay = backoff.next();
+            if (SteadyClock::now() + delay > deadline) throw;
+            spdlog::warn("cannot reach the database to migrate ({}); retrying", e.what());
+            std::this_thread::sleep_for(delay);
+        }
+    }
+}
+
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
+    : options_(std::move(options)),
+      clock_(clock),
+      context_(1),
+      router_(context_, zmq::socket_type::router) {}
+
+Coordinator::~Coordinator() { stop(); }
+
+void Coordinator::bind() {
+    options_.validate();
+    if (options_.migrate) apply_migrations(options_.dsn);
+    router_.set(zmq::sockopt::maxmsgsize, proto::kMaxTransportBytes);
+    // Replies to peers that are gone fail at once instead of being silently discarded, so that
+    // an undeliverable assignment can be released.
+    router_.set(zmq::sockopt::router_mandatory, true);
+    router_.set(zmq::sockopt::sndhwm, options_.socket_hwm);
+    router_.set(zmq::sockopt::rcvhwm, options_.socket_hwm);
+    router_.set(zmq::sockopt::linger, kLingerMs);
+    router_.bind(options_.bind);
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+    mailbox_ = std::make_unique<Mailbox>(context_);
+    pool_ = std::make_unique<DbPool>(options_, clock_, queue_, *mailbox_);
+    reaper_ = std::make_unique<Reaper>(options_, clock_, *mailbox_, metrics_);
+    listener_ = std::make_unique<Listener>(options_.dsn, *mailbox_);
+    bound_ = true;
+}
+
+void Coordinator::start() {
+    bind();
+    thread_ = std::thread([this] {
+        try {
+            serve();
+        } catch (const std::exception& e) {
+            spdlog::critical("coordinator stopped by an unexpected error: {}", e.what());
+        }
+    });
+}
+
+void Coordinator::run() {
+    if (!bound_) bind();
+    serve();
+}
+
+void Coordinator::request_stop() { stop_requested_.store(true); }
+
+void Coordinator::stop() {
+    request_stop();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Coordinator::serve() {
+    if (options_.plaintext) {
+        spdlog::warn("plaintext mode: workers are not authenticated and each session acts for the "
+                     "organization its HELLO names; for development only");
+    }
+    pool_->start();
+    reaper_->start();
+    listener_->start();
+    spdlog::info("serving on {}: lease {} ms, heartbeat {} ms, {} DB threads, lock strategy {}",
+                 endpoint_, options_.lease_ms, options_.effective_heartbeat_ms(),
+                 options_.db_threads, common::to_string(options_.lock_strategy));
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                               {mailbox_->doorbell().handle(), 0, ZMQ_POLLIN, 0}};
+    while (true) {
+        const auto now = SteadyClock::now();
+        if (stop_requested_.load() && !draining_) begin_drain();
+        if (draining_ && (at_db_ == 0 || now >= drain_until_)) break;
+        try {
+            zmq::poll(items, 2, poll_timeout(now));
+        } catch (const zmq::error_t& e) {
+            if (e.num() != EINTR) throw;
+            continue;
+        }
+        if (items[1].revents & ZMQ_POLLIN) process_events();
+        if (items[0].revents & ZMQ_POLLIN) read_router();
+        housekeeping(SteadyClock::now());
+    }
+    shutdown();
+}
+
+std::chrono::milliseconds Coordinator::poll_timeout(SteadyClock::time_point now) const {
+    auto until = now + kMaxPollWait;
+    if (const auto next = parked_.next_deadline()) until = std::min(until, *next);
+    if (draining_) until = std::min(until, drain_until_);
+    if (until <= now) return std::chrono::milliseconds(0);
+    return std::chrono::ceil<std::chrono::milliseconds>(until - now);
+}
+
+void Coordinator::housekeeping(SteadyClock::time_point now) {
+    for (auto& claim : parked_.take_expired(now)) answer_no_work(claim, "wait ended");
+    if (now < next_housekeeping_) return;
+    next_housekeeping_ = now + kHousekeepingEvery;
+    if (const auto n = sessions_.expire_idle(now - idle_limit(options_)); n > 0) {
+        spdlog::info("forgot {} idle sessions", n);
+    }
+    metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
+}
+
+void Coordinator::begin_drain() {
+    draining_ = true;
+    drain_until_ = SteadyClock::now() + std::chrono::milliseconds(options_.drain_timeout_ms);
+    auto parked = parked_.take_all();
+    spdlog::info("draining: no new claims; answering {} parked claims and {} requests in flight",
+                 parked.size(), at_db_);
+    for (auto& claim : parked) answer_no_work(claim, "draining");
+}
+
+void Coordinator::shutdown() {
+    // Everything already handed to a DB thread is still executed and answered.
+    queue_.close();
+    queue_closed_ = true;
+    pool_->join();
+    reaper_->stop();
+    listener_->stop();
+    process_events();
+    for (auto& claim : parked_.take_all()) answer_no_work(claim, "draining");
+    router_.close();
+    spdlog::info("stopped: {}", metrics_.summary());
+}
+
+}  // namespace aclaim::coordinator

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <cstddef>
+#include <thread>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "coordinator/mailbox.hpp"
+#include "coordinator/metrics.hpp"
+#include "coordinator/options.hpp"
+#include "coordinator/work_queue.hpp"
+
+namespace aclaim::coordinator {
+
+class StoreHandle;
+
+/// The threads that run store statements. Each owns one long-lived connection (its own
+/// AssignmentStore with prepared statements), takes requests from the WorkQueue and posts every
+/// outcome to the Mailbox, including the outcomes "database unavailable" and "commit outcome
+/// unknown", so that no request is left unanswered.
+class DbPool {
+public:
+    /// Requests one thread takes at once. Each is still executed and answered on its own; the
+    /// queue already hands out same-kind batches for statements that coalesce them.
+    static constexpr std::size_t kBatch = 1;
+
+    DbPool(const CoordinatorOptions& options, const common::Clock& clock, WorkQueue& queue,
+           Mailbox& mailbox);
+    ~DbPool();
+    DbPool(const DbPool&) = delete;
+    DbPool& operator=(const DbPool&) = delete;
+
+    void start();
+    /// Returns once the queue is closed and every request taken has been answered.
+    void join();
+
+private:
+    void run(int index);
+    RequestOutcome execute(StoreHandle& handle, DbRequest request);
+    RequestOutcome::Result resolve(StoreHandle& handle, const DbRequest& request);
+
+    const CoordinatorOptions& options_;
+    const common::Clock& clock_;
+    WorkQueue& queue_;
+    Mailbox& mailbox_;
+    std::vector<std::thread> threads_;
+};
+
+}  // namespace aclaim::coordinator

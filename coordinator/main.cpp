@@ -1,0 +1,95 @@
+// aclaim-coordinator: parses settings, sets up logging and signals, and runs a Coordinator.
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "common/clock.hpp"
+#include "common/logging.hpp"
+#include "coordinator/coordinator.hpp"
+
+namespace {
+
+using aclaim::coordinator::Coordinator;
+
+/// Waits for SIGINT/SIGTERM in a thread of its own, so that nothing runs in a signal handler:
+/// the first signal drains the coordinator, a second one ends the process at once.
+class SignalWaiter {
+public:
+    SignalWaiter(const sigset_t& set, Coordinator& coordinator)
+        : set_(set), thread_([this, &coordinator] { wait(coordinator); }) {}
+    ~SignalWaiter() {
+        done_.store(true);
+        thread_.join();
+    }
+
+private:
+    void wait(Coordinator& coordinator) {
+        int received = 0;
+        while (!done_.load()) {
+            const timespec step{0, 200'000'000};
+            const int sig = sigtimedwait(&set_, nullptr, &step);
+            if (sig <= 0) continue;
+            if (++received > 1) {
+                spdlog::warn("second {}: exiting without draining", strsignal(sig));
+                std::_Exit(1);
+            }
+            spdlog::info("{}: draining", strsignal(sig));
+            coordinator.request_stop();
+        }
+    }
+
+    sigset_t set_;
+    std::atomic<bool> done_{false};
+    std::thread thread_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    aclaim::coordinator::CoordinatorOptions options;
+    CLI::App app{"aclaim coordinator: hands review jobs from PostgreSQL to reviewer workers over "
+                 "ZeroMQ, under leases and fencing generations"};
+    aclaim::coordinator::add_cli_options(app, options);
+    CLI11_PARSE(app, argc, argv);
+
+    try {
+        aclaim::common::setup_logging("coordinator", options.log_level);
+        options.validate();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "aclaim-coordinator: %s\n", e.what());
+        return 2;
+    }
+
+    // Blocked before any thread starts, so every thread inherits the mask and only the waiter
+    // ever sees these signals.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+    std::unique_ptr<aclaim::common::Clock> clock;
+    if (options.clock_skew_ms != 0) {
+        spdlog::warn("clock skewed by {} ms", options.clock_skew_ms);
+        clock = std::make_unique<aclaim::common::SkewedClock>(options.clock_skew_ms *
+                                                              aclaim::common::kMillis);
+    } else {
+        clock = std::make_unique<aclaim::common::SystemClock>();
+    }
+
+    try {
+        Coordinator coordinator(options, *clock);
+        SignalWaiter signals(set, coordinator);
+        coordinator.run();
+    } catch (const std::exception& e) {
+        spdlog::critical("aclaim-coordinator: {}", e.what());
+        return 1;
+    }
+    return 0;
+}

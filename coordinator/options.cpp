@@ -1,0 +1,109 @@
+#include "coordinator/options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <stdexcept>
+
+namespace aclaim::coordinator {
+
+namespace {
+
+void require(bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument(what);
+}
+
+}  // namespace
+
+void CoordinatorOptions::validate() const {
+    require(!dsn.empty(), "--dsn (ACLAIM_DSN) is required");
+    require(!bind.empty(), "--bind must name an endpoint");
+    require(lease_ms >= 100, "--lease-ms must be at least 100");
+    require(heartbeat_ms >= 0 && heartbeat_ms < lease_ms,
+            "--heartbeat-ms must be shorter than the lease");
+    require(db_threads >= 1 && db_threads <= 64, "--db-threads must be 1..64");
+    require(lock_timeout_ms >= 1, "--lock-timeout-ms must be positive");
+    require(reap_interval_ms >= 1, "--reap-interval-ms must be positive");
+    require(reap_batch >= 1 && reap_batch <= 10000, "--reap-batch must be 1..10000");
+    require(max_body_bytes >= 64 && max_body_bytes <= common::proto::kMaxBodyBytes,
+            "--max-body-bytes must be 64.." + std::to_string(common::proto::kMaxBodyBytes));
+    require(in_doubt_budget_ms >= 0, "--in-doubt-budget-ms must not be negative");
+    require(max_inflight_per_session >= 1, "--max-inflight-per-session must be positive");
+    require(max_queued_requests >= 1, "--max-queued-requests must be positive");
+    require(socket_hwm >= 1, "--socket-hwm must be positive");
+    require(drain_timeout_ms >= 0, "--drain-timeout-ms must not be negative");
+    // Until CURVE authentication exists there is no way to learn a worker's organization other
+    // than believing it, so serving at all must be an explicit development choice.
+    require(plaintext,
+            "no authenticated mode is available yet: pass --plaintext (ACLAIM_PLAINTEXT=1) to "
+            "take each worker's organization from its HELLO, for development only");
+}
+
+void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
+    app.add_option("--dsn", o.dsn, "PostgreSQL connection string")->envname("ACLAIM_DSN");
+    app.add_option("--bind", o.bind, "ZeroMQ endpoint of the ROUTER socket")
+        ->envname("ACLAIM_BIND")
+        ->capture_default_str();
+    app.add_option("--lease-ms", o.lease_ms, "Lease length in milliseconds")
+        ->envname("ACLAIM_LEASE_MS")
+        ->capture_default_str();
+    app.add_option("--heartbeat-ms", o.heartbeat_ms,
+                   "Renewal interval told to workers; 0 means a third of the lease")
+        ->envname("ACLAIM_HEARTBEAT_MS")
+        ->capture_default_str();
+    app.add_option("--db-threads", o.db_threads, "Database threads, one connection each")
+        ->envname("ACLAIM_DB_THREADS")
+        ->capture_default_str();
+    app.add_option_function<std::string>(
+           "--lock-strategy",
+           [&o](const std::string& name) { o.lock_strategy = *common::parse_lock_strategy(name); },
+           "What a claim does on a locked candidate: skip_locked, nowait or wait")
+        ->envname("ACLAIM_LOCK_STRATEGY")
+        ->check(CLI::IsMember({"skip_locked", "nowait", "wait"}))
+        ->default_str(std::string(common::to_string(o.lock_strategy)));
+    app.add_option("--lock-timeout-ms", o.lock_timeout_ms, "Lock wait bound under 'wait'")
+        ->envname("ACLAIM_LOCK_TIMEOUT_MS")
+        ->capture_default_str();
+    app.add_option("--reap-interval-ms", o.reap_interval_ms, "Pause between reaper passes")
+        ->envname("ACLAIM_REAP_INTERVAL_MS")
+        ->capture_default_str();
+    app.add_option("--reap-batch", o.reap_batch, "Leases reclaimed per reaper statement")
+        ->envname("ACLAIM_REAP_BATCH")
+        ->capture_default_str();
+    app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body accepted")
+        ->envname("ACLAIM_MAX_BODY_BYTES")
+        ->capture_default_str();
+    app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical, off")
+        ->envname("ACLAIM_LOG_LEVEL")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+        ->capture_default_str();
+    app.add_flag("--migrate", o.migrate, "Apply schema migrations before serving")
+        ->envname("ACLAIM_MIGRATE");
+    app.add_flag("--plaintext", o.plaintext,
+                 "Development mode: trust the organization a worker names in HELLO")
+        ->envname("ACLAIM_PLAINTEXT");
+    app.add_option("--clock-skew-ms", o.clock_skew_ms,
+                   "Offset added to the system clock, for clock-disagreement drills")
+        ->envname("ACLAIM_CLOCK_SKEW_MS")
+        ->capture_default_str();
+    app.add_option("--in-doubt-budget-ms", o.in_doubt_budget_ms,
+                   "How long to try to learn the outcome of an interrupted commit")
+        ->envname("ACLAIM_IN_DOUBT_BUDGET_MS")
+        ->capture_default_str();
+    app.add_option("--max-inflight-per-session", o.max_inflight_per_session,
+                   "Outstanding requests allowed per worker session")
+        ->envname("ACLAIM_MAX_INFLIGHT_PER_SESSION")
+        ->capture_default_str();
+    app.add_option("--max-queued-requests", o.max_queued_requests,
+                   "Requests waiting for a DB thread before refusing new ones")
+        ->envname("ACLAIM_MAX_QUEUED_REQUESTS")
+        ->capture_default_str();
+    app.add_option("--socket-hwm", o.socket_hwm, "ROUTER high-water marks, in messages")
+        ->envname("ACLAIM_SOCKET_HWM")
+        ->capture_default_str();
+    app.add_option("--drain-timeout-ms", o.drain_timeout_ms,
+                   "On shutdown, how long non-claim requests are still served")
+        ->envname("ACLAIM_DRAIN_TIMEOUT_MS")
+        ->capture_default_str();
+}
+
+}  // namespace aclaim::coordinator

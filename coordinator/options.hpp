@@ -1,0 +1,68 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "common/assignment.hpp"
+#include "common/protocol.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace aclaim::coordinator {
+
+/// Everything a coordinator is configured with. Every field has a flag and an ACLAIM_* variable.
+struct CoordinatorOptions {
+    /// PostgreSQL connection string (URI or keyword form).
+    std::string dsn;
+    /// ZeroMQ endpoint of the ROUTER socket; tcp://127.0.0.1:* binds a free port.
+    std::string bind = "tcp://127.0.0.1:5555";
+    /// Length of every granted or renewed lease, in milliseconds.
+    int lease_ms = 10000;
+    /// How often workers are told to renew each held job; 0 means a third of the lease.
+    int heartbeat_ms = 0;
+    /// Threads that run store statements, each with its own long-lived connection.
+    int db_threads = 2;
+    /// What a claim does when a candidate row is locked by another transaction.
+    common::LockStrategy lock_strategy = common::LockStrategy::SkipLocked;
+    /// Upper bound on a lock wait under the `wait` strategy, in milliseconds.
+    int lock_timeout_ms = 2000;
+    /// Pause between reaper passes over expired leases, in milliseconds.
+    int reap_interval_ms = 500;
+    /// Leases reclaimed per reaper statement; a pass repeats until a statement returns fewer.
+    int reap_batch = 100;
+    /// Largest request body accepted; never above the protocol's own limit.
+    std::size_t max_body_bytes = common::proto::kMaxBodyBytes;
+    /// spdlog level: trace, debug, info, warn, error, critical, off.
+    std::string log_level = "info";
+    /// Apply the embedded schema migrations before serving.
+    bool migrate = false;
+    /// Development mode: the organization comes from HELLO instead of an authenticated key.
+    bool plaintext = false;
+    /// Offset added to the system clock, to rehearse coordinators whose clocks disagree.
+    int clock_skew_ms = 0;
+    /// How long to try to reach the database to learn whether an interrupted commit happened.
+    int in_doubt_budget_ms = 5000;
+    /// Requests one session may have outstanding (parked claims included) before ERROR.
+    int max_inflight_per_session = 64;
+    /// Requests waiting for a DB thread before new ones are refused with ERROR "overloaded".
+    int max_queued_requests = 10000;
+    /// ZeroMQ high-water marks of the ROUTER socket, in messages, each way.
+    int socket_hwm = 10000;
+    /// During shutdown, how long requests other than CLAIM are still served, in milliseconds.
+    int drain_timeout_ms = 5000;
+
+    /// The heartbeat interval in effect (heartbeat_ms, or a third of the lease).
+    int effective_heartbeat_ms() const { return heartbeat_ms > 0 ? heartbeat_ms : lease_ms / 3; }
+    std::chrono::milliseconds lease() const { return std::chrono::milliseconds(lease_ms); }
+
+    /// Throws std::invalid_argument naming the first setting that cannot work.
+    void validate() const;
+};
+
+/// Declares every option on a CLI11 app, each with its ACLAIM_* environment variable.
+void add_cli_options(CLI::App& app, CoordinatorOptions& options);
+
+}  // namespace aclaim::coordinator
