@@ -1,0 +1,17 @@
+#pragma once
+
+// Helpers shared by the recover and quarantine commands.
+
+#include <string>
+
+#include "common/clock.hpp"
+
+namespace aclaim::ctl {
+
+/// Who acts, as recorded in the worker column of job_events: "aclaimctl:<login>".
+std::string default_actor();
+
+/// --now: empty means this machine's clock; otherwise ISO 8601 with a zone or @unix_us.
+common::Micros parse_now_option(const std::string& text);
+
+}  // namespace aclaim::ctl
