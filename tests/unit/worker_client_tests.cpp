@@ -1,0 +1,280 @@
+// The worker client against a scripted ROUTER standing in for the coordinator: real sockets on an
+// ephemeral port, both driven from this thread, every wait bounded by a deadline.
+
+#include <catch2/catch.hpp>
+#include <typeinfo>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "common/protocol.hpp"
+#include "worker/client.hpp"
+
+namespace proto = aclaim::common::proto;
+namespace worker = aclaim::worker;
+using worker::Millis;
+using worker::SteadyClock;
+
+namespace {
+
+constexpr Millis kLimit{5000};
+
+struct Request {
+    std::string identity;
+    proto::Encoding encoding = proto::Encoding::Binary;
+    proto::Message message;
+};
+
+class FakeCoordinator {
+  public:
+    explicit FakeCoordinator(zmq::context_t& ctx) : router_(ctx, zmq::socket_type::router) {
+        router_.set(zmq::sockopt::linger, 0);
+        router_.bind("tcp://127.0.0.1:*");
+        endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+    }
+
+    const std::string& endpoint() const { return endpoint_; }
+
+    std::optional<Request> receive() {
+        std::vector<zmq::message_t> parts;
+        if (!zmq::recv_multipart(router_, std::back_inserter(parts), zmq::recv_flags::dontwait))
+            return std::nullopt;
+        REQUIRE(parts.size() == 4);
+        std::vector<std::string_view> frames;
+        for (std::size_t i = 1; i < parts.size(); ++i)
+            frames.emplace_back(parts[i].data<char>(), parts[i].size());
+        auto decoded = proto::decode(frames);
+        REQUIRE(std::holds_alternative<proto::Decoded>(decoded));
+        auto& d = std::get<proto::Decoded>(decoded);
+        return Request{parts[0].to_string(), d.encoding, d.message};
+    }
+
+    void reply(const Request& to, const proto::Message& m) {
+        const auto f = proto::encode(m, to.encoding);
+        std::array<zmq::const_buffer, 4> parts{zmq::buffer(to.identity), zmq::buffer(f.tag),
+                                               zmq::buffer(f.type), zmq::buffer(f.body)};
+        REQUIRE(zmq::send_multipart(router_, parts));
+    }
+
+  private:
+    zmq::socket_t router_;
+    std::string endpoint_;
+};
+
+/// Drives client and fake from one thread: next_request returns the next request of a type
+/// (others are kept for later), next_event the next client event of a type.
+struct Harness {
+    zmq::context_t ctx;
+    FakeCoordinator fake{ctx};
+    worker::Client client;
+    std::vector<worker::Event> events;
+    std::vector<Request> skipped;
+
+    explicit Harness(worker::ClientOptions o)
+        : client(ctx, [&] {
+              o.endpoint = fake.endpoint();
+              return o;
+          }()) {}
+
+    ~Harness() { client.close(); }
+
+    template <class T>
+    Request next_request() {
+        for (auto it = skipped.begin(); it != skipped.end(); ++it) {
+            if (std::holds_alternative<T>(it->message)) {
+                Request r = *it;
+                skipped.erase(it);
+                return r;
+            }
+        }
+        const auto deadline = SteadyClock::now() + kLimit;
+        while (SteadyClock::now() < deadline) {
+            auto ev = client.poll(Millis(5));
+            events.insert(events.end(), ev.begin(), ev.end());
+            while (auto r = fake.receive()) {
+                if (std::holds_alternative<T>(r->message)) return *r;
+                skipped.push_back(*r);
+            }
+        }
+        FAIL("no " << typeid(T).name() << " within the deadline");
+        return {};
+    }
+
+    template <class E>
+    E next_event() {
+        const auto deadline = SteadyClock::now() + kLimit;
+        while (SteadyClock::now() < deadline) {
+            for (auto it = events.begin(); it != events.end(); ++it) {
+                if (auto* e = std::get_if<E>(&*it)) {
+                    E out = *e;
+                    events.erase(it);
+                    return out;
+                }
+            }
+            auto ev = client.poll(Millis(5));
+            events.insert(events.end(), ev.begin(), ev.end());
+            while (auto r = fake.receive()) skipped.push_back(*r);
+        }
+        FAIL("no " << typeid(E).name() << " event within the deadline");
+        return {};
+    }
+
+    /// HELLO answered with WELCOME; returns the request for its identity.
+    Request open_session(std::int32_t lease_ms = 3000, std::int32_t heartbeat_ms = 1000) {
+        const auto hello = next_request<proto::Hello>();
+        fake.reply(hello, proto::Welcome{proto::request_id(hello.message), 7, lease_ms,
+                                         heartbeat_ms, 65536});
+        next_event<worker::SessionReady>();
+        return hello;
+    }
+
+    worker::JobRef assign_one(std::int64_t job, std::int64_t gen, std::int32_t lease_ms) {
+        client.claim(1, 0);
+        const auto claim = next_request<proto::Claim>();
+        fake.reply(claim, proto::Assigned{proto::request_id(claim.message),
+                                          {{job, gen, 0, lease_ms, 1, 0, "payload"}}});
+        const auto a = next_event<worker::JobAssigned>();
+        return {a.job.job_id, a.job.generation};
+    }
+};
+
+worker::ClientOptions options(proto::Encoding enc = proto::Encoding::Binary) {
+    worker::ClientOptions o;
+    o.worker_id = "unit-worker";
+    o.org_id = 7;
+    o.encoding = enc;
+    o.reply_timeout = Millis(300);
+    o.backoff_first = Millis(20);
+    o.backoff_cap = Millis(100);
+    o.retry_delay = Millis(20);
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("client: session, claim, heartbeat and an accepted completion", "[worker]") {
+    for (const auto enc : {proto::Encoding::Binary, proto::Encoding::Json}) {
+        Harness h(options(enc));
+        h.client.start();
+        const auto hello = h.open_session(3000, 50);
+        CHECK(hello.encoding == enc);
+        CHECK(std::get<proto::Hello>(hello.message).worker_id == "unit-worker");
+        CHECK(h.client.ready());
+
+        const auto job = h.assign_one(41, 3, 3000);
+        const auto renew = h.next_request<proto::Renew>();
+        CHECK(std::get<proto::Renew>(renew.message).job_id == 41);
+        CHECK(std::get<proto::Renew>(renew.message).generation == 3);
+        h.fake.reply(renew, proto::LeaseMsg{proto::request_id(renew.message), 41, 3, 0, 3000});
+
+        h.client.complete(job, "review:unit-worker:41:3");
+        const auto complete = h.next_request<proto::Complete>();
+        CHECK(std::get<proto::Complete>(complete.message).result_ref == "review:unit-worker:41:3");
+        h.fake.reply(complete, proto::Accepted{proto::request_id(complete.message), 41, 3,
+                                               "completed", false});
+        const auto v = h.next_event<worker::Verdict>();
+        CHECK(v.accepted);
+        CHECK(v.op == worker::Verdict::Op::Complete);
+        CHECK(v.state == "completed");
+        CHECK(h.client.held().size() == 0);
+        CHECK(h.client.pending() == 0);
+    }
+}
+
+TEST_CASE("client: a pushed REVOKED stops the job's renewals", "[worker]") {
+    Harness h(options());
+    h.client.start();
+    const auto hello = h.open_session(3000, 30);
+    h.assign_one(5, 2, 3000);
+    h.fake.reply(hello, proto::Revoked{0, 5, 2, "reclaimed", "lease expired"});
+    const auto lost = h.next_event<worker::JobLost>();
+    CHECK(lost.job == worker::JobRef{5, 2});
+    CHECK(lost.reason == "reclaimed");
+    CHECK(h.client.held().size() == 0);
+    CHECK_FALSE(h.client.held().next_due().has_value());
+}
+
+TEST_CASE("client: a silent coordinator means reconnect, renew, and re-send the completion",
+          "[worker]") {
+    Harness h(options());
+    h.client.start();
+    const auto first = h.open_session(3000, 1000);
+    const auto job = h.assign_one(9, 4, 3000);
+    h.assign_one(10, 1, 3000);
+    h.client.claim(1, 0);
+    h.next_request<proto::Claim>();  // never answered
+    h.client.complete(job, "review:unit-worker:9:4");
+    const auto lost_complete = h.next_request<proto::Complete>();  // never answered either
+
+    // No reply within reply_timeout: a new connection says HELLO again.
+    const auto lost_claim = h.next_event<worker::ClaimEnded>();
+    CHECK(lost_claim.why == worker::ClaimEnded::Why::ConnectionLost);
+    const auto second = h.open_session(3000, 1000);
+    CHECK(second.identity != first.identity);
+    auto ready_again = std::get_if<proto::Hello>(&second.message);
+    REQUIRE(ready_again != nullptr);
+
+    // The held job is renewed at once and the completion re-sent with its request id; the lost
+    // CLAIM is not re-sent.
+    const auto renew = h.next_request<proto::Renew>();
+    CHECK(std::get<proto::Renew>(renew.message).job_id == 10);
+    const auto again = h.next_request<proto::Complete>();
+    CHECK(again.identity == second.identity);
+    CHECK(proto::request_id(again.message) == proto::request_id(lost_complete.message));
+    h.fake.reply(again, proto::Accepted{proto::request_id(again.message), 9, 4, "completed", true});
+    const auto v = h.next_event<worker::Verdict>();
+    CHECK(v.accepted);
+    CHECK(v.replayed);
+    CHECK(h.client.stats().reconnects == 1);
+    CHECK(h.client.stats().resent == 1);
+    for (const auto& r : h.skipped) CHECK_FALSE(std::holds_alternative<proto::Claim>(r.message));
+}
+
+TEST_CASE("client: ERROR outcome_unknown re-sends; a rejection is final", "[worker]") {
+    Harness h(options());
+    h.client.start();
+    h.open_session();
+    const auto job = h.assign_one(12, 6, 3000);
+    h.client.complete(job, "r");
+    const auto first = h.next_request<proto::Complete>();
+    h.fake.reply(first, proto::Error{proto::request_id(first.message), "outcome_unknown",
+                                     "connection lost during commit"});
+    const auto second = h.next_request<proto::Complete>();
+    CHECK(proto::request_id(second.message) == proto::request_id(first.message));
+    h.fake.reply(second, proto::Rejected{proto::request_id(second.message), 12, 6,
+                                         "stale_generation", "current generation is 7"});
+    const auto v = h.next_event<worker::Verdict>();
+    CHECK_FALSE(v.accepted);
+    CHECK(v.reason == "stale_generation");
+    CHECK(h.client.stats().reconnects == 0);
+}
+
+TEST_CASE("client: no_session (coordinator restarted underneath) means HELLO again", "[worker]") {
+    Harness h(options());
+    h.client.start();
+    h.open_session();
+    h.client.claim(1, 0);
+    const auto claim = h.next_request<proto::Claim>();
+    h.fake.reply(claim, proto::Error{proto::request_id(claim.message), "no_session", "send HELLO"});
+    CHECK(h.next_event<worker::ClaimEnded>().why == worker::ClaimEnded::Why::ConnectionLost);
+    const auto hello = h.open_session();
+    CHECK(std::holds_alternative<proto::Hello>(hello.message));
+    CHECK(h.client.stats().reconnects == 1);
+}
+
+TEST_CASE("client: a HELLO refused for good is an exception", "[worker]") {
+    Harness h(options());
+    h.client.start();
+    const auto hello = h.next_request<proto::Hello>();
+    h.fake.reply(hello, proto::Error{proto::request_id(hello.message), "invalid", "org_id"});
+    const auto deadline = SteadyClock::now() + kLimit;
+    bool thrown = false;
+    while (!thrown && SteadyClock::now() < deadline) {
+        try {
+            h.client.poll(Millis(5));
+        } catch (const std::runtime_error& e) {
+            thrown = true;
+            CHECK(std::string(e.what()).find("invalid") != std::string::npos);
+        }
+    }
+    CHECK(thrown);
+}

@@ -1,0 +1,67 @@
+#include <catch2/catch.hpp>
+
+#include "worker/backoff.hpp"
+#include "worker/held_jobs.hpp"
+
+using aclaim::worker::Backoff;
+using aclaim::worker::HeldJobs;
+using aclaim::worker::JobRef;
+using aclaim::worker::Millis;
+using aclaim::worker::TimePoint;
+
+TEST_CASE("renewals fall due one heartbeat apart and never twice in flight", "[worker]") {
+    HeldJobs held;
+    held.set_heartbeat(Millis(100));
+    const TimePoint t0{};
+    held.add({7, 3}, Millis(300), t0);
+    CHECK(held.next_due() == t0 + Millis(100));
+    CHECK(held.take_due(t0 + Millis(99)).empty());
+    CHECK(held.take_due(t0 + Millis(100)) == std::vector<JobRef>{{7, 3}});
+    // In flight: not offered again even long after, until answered.
+    CHECK(held.take_due(t0 + Millis(500)).empty());
+    CHECK_FALSE(held.next_due().has_value());
+    held.renewed({7, 3}, Millis(300));
+    CHECK(held.lease_deadline(7) == t0 + Millis(400));
+    CHECK(held.next_due() == t0 + Millis(200));
+    CHECK(held.take_due(t0 + Millis(200)) == std::vector<JobRef>{{7, 3}});
+}
+
+TEST_CASE("a stopped job is held but not renewed; removal needs the generation", "[worker]") {
+    HeldJobs held;
+    held.set_heartbeat(Millis(10));
+    const TimePoint t0{};
+    held.add({1, 1}, Millis(30), t0);
+    held.add({2, 5}, Millis(30), t0);
+    held.stop_renewing(1);
+    CHECK(held.take_due(t0 + Millis(10)) == std::vector<JobRef>{{2, 5}});
+    CHECK(held.holds({1, 1}));
+    CHECK_FALSE(held.remove({2, 4}));
+    CHECK(held.remove({2, 5}));
+    CHECK(held.size() == 1);
+    CHECK_FALSE(held.next_due().has_value());
+}
+
+TEST_CASE("after a reconnect every renewable job is due at once", "[worker]") {
+    HeldJobs held;
+    held.set_heartbeat(Millis(1000));
+    const TimePoint t0{};
+    held.add({1, 1}, Millis(3000), t0);
+    held.add({2, 1}, Millis(3000), t0);
+    CHECK(held.take_due(t0 + Millis(1000)).size() == 2);
+    held.renew_all_now(t0 + Millis(1500));
+    CHECK(held.take_due(t0 + Millis(1500)).size() == 2);
+    held.renewal_abandoned(1);
+    CHECK(held.next_due() == t0 + Millis(2500));
+}
+
+TEST_CASE("backoff doubles up to its cap and starts over on reset", "[worker]") {
+    Backoff b(Millis(100), Millis(500));
+    CHECK(b.next() == Millis(100));
+    CHECK(b.next() == Millis(200));
+    CHECK(b.next() == Millis(400));
+    CHECK(b.next() == Millis(500));
+    CHECK(b.next() == Millis(500));
+    CHECK(b.attempts() == 5);
+    b.reset();
+    CHECK(b.next() == Millis(100));
+}

@@ -1,0 +1,175 @@
+#pragma once
+
+// A reviewer's connection to a coordinator: one DEALER socket, the session (HELLO/WELCOME),
+// pipelined requests matched by id, lease renewals at the coordinator's heartbeat interval, and
+// reconnection with backoff that re-sends only what is safe to re-send. Single-threaded: the owner
+// calls poll() in its loop and reacts to the events it returns.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <variant>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/protocol.hpp"
+#include "worker/backoff.hpp"
+#include "worker/held_jobs.hpp"
+
+namespace aclaim::worker {
+
+namespace proto = common::proto;
+
+/// CURVE keys in Z85 text; all empty means plaintext.
+struct CurveKeys {
+    std::string server_public;
+    std::string client_public;
+    std::string client_secret;
+    bool enabled() const { return !server_public.empty(); }
+};
+
+struct ClientOptions {
+    std::string endpoint = "tcp://127.0.0.1:5555";
+    std::string worker_id;
+    /// Sent in HELLO; only a plaintext coordinator uses it.
+    std::int64_t org_id = 0;
+    proto::Encoding encoding = proto::Encoding::Binary;
+    /// A request unanswered this long (beyond a claim's own wait) means the coordinator is gone.
+    Millis reply_timeout{5000};
+    Millis backoff_first{100};
+    Millis backoff_cap{5000};
+    /// Pause before re-sending a request the coordinator could not carry out (e.g. ERROR
+    /// outcome_unknown or database_unavailable), doubled per retry of that request up to the cap.
+    Millis retry_delay{200};
+    CurveKeys curve;
+};
+
+// ---- events returned by Client::poll ----
+
+/// WELCOME arrived: the session is open (again, when `reconnected`).
+struct SessionReady {
+    proto::Welcome welcome;
+    bool reconnected = false;
+};
+
+/// A job granted by ASSIGNED. The client renews it until complete/fail/release or a revocation.
+struct JobAssigned {
+    proto::AssignedJob job;
+};
+
+/// A CLAIM ended without jobs: NO_WORK, an ERROR, or its reply was lost with the connection.
+struct ClaimEnded {
+    enum class Why { NoWork, Error, ConnectionLost };
+    Why why = Why::NoWork;
+    std::string reason;
+};
+
+/// The worker no longer holds the job (REVOKED, pushed or in answer to RENEW): stop working.
+struct JobLost {
+    JobRef job;
+    std::string reason;
+    std::string detail;
+};
+
+/// The answer to COMPLETE, FAIL or RELEASE.
+struct Verdict {
+    enum class Op { Complete, Fail, Release };
+    Op op = Op::Complete;
+    JobRef job;
+    bool accepted = false;
+    bool replayed = false;  ///< ACCEPTED for a commit that had already happened
+    std::string state;      ///< when accepted: the job's state afterwards
+    std::string reason;     ///< when refused: a rejection name, or "error:<code>"
+    std::string detail;
+};
+
+using Event = std::variant<SessionReady, JobAssigned, ClaimEnded, JobLost, Verdict>;
+
+std::string_view to_string(Verdict::Op op);
+
+struct ClientStats {
+    std::int64_t reconnects = 0;
+    std::int64_t resent = 0;  ///< COMPLETE/FAIL/RELEASE sent again after a lost reply or ERROR
+    std::int64_t renewals = 0;
+    std::int64_t revoked = 0;
+    std::int64_t errors = 0;  ///< ERROR replies received
+};
+
+class Client {
+  public:
+    Client(zmq::context_t& context, ClientOptions options);
+
+    /// Opens the socket and sends HELLO; the session is ready when poll() reports SessionReady.
+    void start();
+
+    /// Requests return their id. Requests made while no session is open wait until it opens.
+    std::uint64_t claim(std::int32_t max_jobs, std::int32_t wait_ms);
+    std::uint64_t complete(JobRef job, std::string result_ref);
+    std::uint64_t fail(JobRef job, std::string reason, bool retryable);
+    std::uint64_t release(JobRef job);
+
+    /// Stop heartbeating one job (stall rehearsal) while still counting it as held.
+    void stop_renewing(std::int64_t job_id) { held_.stop_renewing(job_id); }
+
+    /// Waits at most `max_wait` for traffic, sends due renewals and re-sends, detects a silent
+    /// coordinator, and returns what happened. Throws only when the coordinator refuses HELLO
+    /// for good (for instance an unknown organization).
+    std::vector<Event> poll(Millis max_wait);
+
+    /// Sends BYE (when a session is open) and closes the socket.
+    void close();
+
+    bool ready() const { return state_ == State::Ready; }
+    bool claim_pending() const;
+    /// Requests sent or waiting to be sent that have not been answered.
+    std::size_t pending() const { return pending_.size(); }
+    const HeldJobs& held() const { return held_; }
+    const std::optional<proto::Welcome>& welcome() const { return welcome_; }
+    const ClientStats& stats() const { return stats_; }
+    const ClientOptions& options() const { return options_; }
+
+  private:
+    enum class State { Closed, BackingOff, Greeting, Ready };
+
+    struct Pending {
+        proto::Message message;
+        bool sent = false;
+        TimePoint due;          ///< sent: reply expected by; not sent: send at (once ready)
+        Millis retry_delay{0};  ///< the pause before the next re-send after an ERROR
+        int sends = 0;
+    };
+
+    std::uint64_t submit(proto::Message message);
+    bool send(const proto::Message& message);
+    void send_pending(Pending& p, TimePoint now);
+    void open_socket();
+    void send_hello(TimePoint now);
+    void reconnect(const std::string& why, TimePoint now, std::vector<Event>& out);
+    void handle(const proto::Message& message, TimePoint now, std::vector<Event>& out);
+    void handle_error(const proto::Error& error, TimePoint now, std::vector<Event>& out);
+    void on_welcome(const proto::Welcome& welcome, TimePoint now, std::vector<Event>& out);
+    void run_timers(TimePoint now, std::vector<Event>& out);
+    std::optional<TimePoint> next_deadline() const;
+    void receive_all(TimePoint now, std::vector<Event>& out);
+
+    zmq::context_t& context_;
+    ClientOptions options_;
+    std::optional<zmq::socket_t> socket_;
+    std::uint64_t socket_epoch_ = 0;  ///< changes whenever the socket is replaced
+    State state_ = State::Closed;
+    Backoff backoff_;
+    std::minstd_rand jitter_;
+    TimePoint reconnect_at_{};
+    std::uint64_t hello_req_ = 0;
+    TimePoint hello_deadline_{};
+    bool had_session_ = false;
+    std::uint64_t next_req_ = 1;
+    std::map<std::uint64_t, Pending> pending_;
+    HeldJobs held_;
+    std::optional<proto::Welcome> welcome_;
+    ClientStats stats_;
+};
+
+}  // namespace aclaim::worker

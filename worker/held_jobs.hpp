@@ -1,0 +1,80 @@
+#pragma once
+
+// The jobs a worker holds and when each one's lease must be renewed. Pure bookkeeping over
+// steady-clock time points handed in by the caller, so it is tested without sockets or sleeps.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace aclaim::worker {
+
+using SteadyClock = std::chrono::steady_clock;
+using TimePoint = SteadyClock::time_point;
+using Millis = std::chrono::milliseconds;
+
+/// A job as the worker names it to the coordinator.
+struct JobRef {
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    bool operator==(const JobRef&) const = default;
+};
+
+class HeldJobs {
+  public:
+    /// Starts tracking a freshly assigned job; its first renewal is due one heartbeat from now.
+    void add(JobRef job, Millis lease, TimePoint now);
+
+    /// Stops tracking the job if it is held at that generation; false if it was not.
+    bool remove(JobRef job);
+
+    bool holds(JobRef job) const;
+    std::size_t size() const { return jobs_.size(); }
+    std::vector<JobRef> all() const;
+
+    /// The renewal interval the coordinator asked for in WELCOME.
+    void set_heartbeat(Millis heartbeat) { heartbeat_ = heartbeat; }
+    Millis heartbeat() const { return heartbeat_; }
+
+    /// No more renewals for this job: it is being completed, failed or released, or the worker
+    /// rehearses a stall. The job stays held until its verdict.
+    void stop_renewing(std::int64_t job_id);
+
+    /// Jobs whose renewal is due and not already in flight; each is marked in flight and its
+    /// next renewal scheduled one heartbeat after `now`.
+    std::vector<JobRef> take_due(TimePoint now);
+
+    /// A LEASE arrived: the lease now runs `lease` from when the renewal was sent, which is
+    /// never later than when the coordinator extended it.
+    void renewed(JobRef job, Millis lease);
+
+    /// The renewal got no answer (the connection is being replaced): allow another one.
+    void renewal_abandoned(std::int64_t job_id);
+
+    /// After a reconnect every renewable job is renewed at once: its lease kept running while
+    /// the worker was away.
+    void renew_all_now(TimePoint now);
+
+    /// When the next renewal falls due, if any job is renewable.
+    std::optional<TimePoint> next_due() const;
+
+    /// The worker's own conservative estimate of when the job's lease ends.
+    std::optional<TimePoint> lease_deadline(std::int64_t job_id) const;
+
+  private:
+    struct Entry {
+        std::int64_t generation = 0;
+        TimePoint next_renewal;
+        TimePoint renewal_sent;
+        TimePoint lease_deadline;
+        bool in_flight = false;
+        bool renewing = true;
+    };
+
+    std::map<std::int64_t, Entry> jobs_;
+    Millis heartbeat_{10000};
+};
+
+}  // namespace aclaim::worker
