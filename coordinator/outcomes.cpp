@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "coordinator/coordinator.hpp"
 #include "coordinator/errors.hpp"
 #include "coordinator/mailbox.hpp"
@@ -23,6 +25,13 @@ JobRef job_of(const RequestBody& body) {
                       body);
 }
 
+
+/// NO_WORK reasons are read by people: "database unavailable" rather than the ERROR code.
+std::string reason_text(std::string_view code) {
+    std::string text(code);
+    std::replace(text.begin(), text.end(), '_', ' ');
+    return text;
+}
 
 }  // namespace
 
@@ -73,7 +82,7 @@ void Coordinator::on_claim(DbRequest& request, const RequestOutcome::Result& res
     if (const auto* failure = std::get_if<Failure>(&result)) {
         spdlog::warn("claim org={} worker={} outcome={} ({})", from.org_id, from.worker_id,
                      failure->code, failure->text);
-        answer_no_work(request, failure->code);
+        answer_no_work(request, reason_text(failure->code));
         return;
     }
     const auto& outcome = std::get<common::ClaimOutcome>(result);
@@ -118,7 +127,7 @@ void Coordinator::on_claim(DbRequest& request, const RequestOutcome::Result& res
         }
         case common::ClaimOutcome::Status::CandidateLocked:
         case common::ClaimOutcome::Status::LockTimeout:
-            answer_no_work(request, std::string(common::to_string(outcome.status)));
+            answer_no_work(request, reason_text(common::to_string(outcome.status)));
             return;
     }
 }

@@ -1,0 +1,180 @@
+// The coordinator under hostile input, long polls, shutdown and a missing database.
+
+#include <catch2/catch.hpp>
+#include <future>
+#include <random>
+
+#include "coordinator/commit_resolution.hpp"
+#include "tests/pg/coordinator_client.hpp"
+
+using namespace aclaim;
+using namespace aclaim::testing;
+
+namespace {
+
+proto::Error expect_error(RawWorker& w, const std::vector<std::string>& frames) {
+    w.send_frames(frames);
+    auto m = w.receive(5s);
+    REQUIRE(m);
+    REQUIRE(std::holds_alternative<proto::Error>(*m));
+    return std::get<proto::Error>(*m);
+}
+
+std::string binary_body(const proto::Message& m) { return proto::encode(m, proto::Encoding::Binary).body; }
+
+}  // namespace
+
+TEST_CASE("garbage is answered with ERROR and never stops others being served", "[coordinator]") {
+    common::SystemClock clock;
+    CoordinatorHarness h(clock);
+    common::AssignmentStore store(h.db.dsn());
+    store.enqueue(1, some_jobs(1), clock.now());
+    auto bad = h.worker();
+    const std::string tag(proto::kTagBinary);
+
+    CHECK(expect_error(*bad, {"x"}).code == "malformed");
+    CHECK(expect_error(*bad, {tag, "CLAIM", "a", "b", "c"}).code == "malformed");
+    CHECK(expect_error(*bad, {"NOPE/9", "CLAIM", binary_body(proto::Claim{1, 1, 0})}).code ==
+          "wrong_version");
+    CHECK(expect_error(*bad, {"ACLAIM/7", "CLAIM", binary_body(proto::Claim{1, 1, 0})}).code ==
+          "wrong_version");
+    CHECK(expect_error(*bad, {tag, "FROB", ""}).code == "unknown_type");
+    CHECK(expect_error(*bad, {tag, "COMPLETE", std::string(proto::kMaxBodyBytes + 1, 'x')}).code ==
+          "oversized");
+    std::mt19937 rng(7);
+    std::string noise(100, '\0');
+    for (auto& c : noise) c = static_cast<char>(rng());
+    CHECK(expect_error(*bad, {tag, "CLAIM", noise}).code == "undecodable");
+    const auto json = expect_error(*bad, {std::string(proto::kTagJson), "CLAIM", R"({"req": 5})"});
+    CHECK(json.code == "undecodable");
+    CHECK(expect_error(*bad, {std::string(proto::kTagJson), "CLAIM", "{not json"}).code ==
+          "undecodable");
+    CHECK(expect_error(*bad, {tag, "WELCOME", binary_body(proto::Welcome{3, 1, 1, 1, 1})}).code ==
+          "invalid");
+    CHECK(expect_error(*bad, {tag, "CLAIM", binary_body(proto::Claim{4, 1, 0})}).code ==
+          "no_session");
+
+    auto good = h.worker();
+    good->hello("w1", 1);
+    CHECK(good->claim_one().payload == "payload-0");
+    // The broken connection is still a connection: it can start over properly.
+    CHECK(bad->hello("w2", 1).org_id == 1);
+    const auto& m = h.coordinator->metrics();
+    CHECK(m.errors_of("malformed") == 2);
+    CHECK(m.errors_of("wrong_version") == 2);
+    CHECK(m.errors_of("undecodable") == 3);
+    CHECK(m.errors_of("no_session") == 1);
+}
+
+TEST_CASE("a waiting claim is woken by an enqueue, and an empty wait ends with NO_WORK",
+          "[coordinator]") {
+    common::SystemClock clock;
+    CoordinatorHarness h(clock);
+    auto w = h.worker();
+    w->hello("w1", 1);
+
+    const auto started = std::chrono::steady_clock::now();
+    const auto short_wait = w->claim(1, 200);
+    CHECK(w->expect<proto::NoWork>(short_wait, 5s).reason == "wait ended");
+    CHECK(std::chrono::steady_clock::now() - started >= 200ms);
+
+    const auto parked_before = h.coordinator->metrics().parked.load();
+    const auto long_wait = w->claim(1, 5000);
+    REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() > parked_before; }));
+    common::AssignmentStore store(h.db.dsn());
+    const auto enqueued = std::chrono::steady_clock::now();
+    const auto ids = store.enqueue(1, some_jobs(1), clock.now());
+    const auto assigned = w->expect<proto::Assigned>(long_wait, 6s);
+    REQUIRE(assigned.jobs.size() == 1);
+    CHECK(assigned.jobs[0].job_id == ids[0]);
+    CHECK(std::chrono::steady_clock::now() - enqueued < 2500ms);
+}
+
+TEST_CASE("a claim waiting in one organization is not woken by another's jobs", "[coordinator]") {
+    common::SystemClock clock;
+    CoordinatorHarness h(clock);
+    auto w = h.worker();
+    w->hello("w1", 2);
+    const auto req = w->claim(1, 600);
+    REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }));
+    common::AssignmentStore store(h.db.dsn());
+    store.enqueue(1, some_jobs(3), clock.now());
+    CHECK(w->expect<proto::NoWork>(req, 5s).reason == "wait ended");
+}
+
+TEST_CASE("stop answers a parked claim with draining and returns", "[coordinator]") {
+    common::SystemClock clock;
+    CoordinatorHarness h(clock);
+    auto w = h.worker();
+    w->hello("w1", 1);
+    const auto req = w->claim(1, 30000);
+    REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }));
+    auto stopped = std::async(std::launch::async, [&] { h.coordinator->stop(); });
+    CHECK(w->expect<proto::NoWork>(req, 5s).reason == "draining");
+    REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+}
+
+TEST_CASE("without a database, claims get NO_WORK and transitions ERROR, and stop still works",
+          "[coordinator]") {
+    spdlog::set_level(spdlog::level::err);
+    common::SystemClock clock;
+    coordinator::CoordinatorOptions o;
+    o.dsn = "postgresql://postgres@127.0.0.1:1/aclaim?connect_timeout=2";
+    o.bind = "tcp://127.0.0.1:*";
+    o.plaintext = true;
+    coordinator::Coordinator c(o, clock);
+    c.start();
+    zmq::context_t context;
+    RawWorker w(context, c.endpoint());
+    w.hello("w1", 1);
+    CHECK(w.expect<proto::NoWork>(w.claim()).reason == "database unavailable");
+    const auto req = w.next_req();
+    w.send(proto::Complete{req, 1, 1, "r"});
+    CHECK(w.expect<proto::Error>(req).code == "database_unavailable");
+    auto stopped = std::async(std::launch::async, [&] { c.stop(); });
+    REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+}
+
+TEST_CASE("an interrupted commit is resolved from the row, never guessed", "[coordinator]") {
+    using coordinator::InterruptedTransition;
+    using coordinator::resolve_interrupted;
+    using Verdict = coordinator::Resolution::Verdict;
+    using common::JobState;
+    common::RowAuthority row;
+    row.org_id = 1;
+    row.generation = 4;
+    row.assignee = "w1";
+    InterruptedTransition complete{common::Operation::Complete, 1, 4, "w1", "ref", false};
+
+    row.state = JobState::Completed;
+    row.result_ref = "ref";
+    const auto applied = resolve_interrupted(complete, row, 0);
+    CHECK(applied.verdict == Verdict::Applied);
+    CHECK(applied.state == JobState::Completed);
+    row.result_ref = "other";
+    CHECK(resolve_interrupted(complete, row, 0).verdict == Verdict::NotApplied);
+    row.state = JobState::Assigned;
+    row.lease_expires_at = 100;
+    CHECK(resolve_interrupted(complete, row, 0).verdict == Verdict::NotApplied);
+    CHECK(resolve_interrupted(complete, std::nullopt, 0).verdict == Verdict::NotApplied);
+    row.state = JobState::Quarantined;
+    CHECK(resolve_interrupted(complete, row, 0).verdict == Verdict::Unknown);
+
+    InterruptedTransition release{common::Operation::Release, 1, 4, "w1", "", false};
+    row.state = JobState::Assigned;
+    CHECK(resolve_interrupted(release, row, 0).verdict == Verdict::NotApplied);
+    row.state = JobState::Pending;
+    row.assignee.clear();
+    CHECK(resolve_interrupted(release, row, 0).verdict == Verdict::Unknown);
+    row.generation = 5;
+    row.state = JobState::Assigned;
+    CHECK(resolve_interrupted(release, row, 0).verdict == Verdict::Unknown);
+
+    InterruptedTransition fail{common::Operation::Fail, 1, 4, "w1", "", false};
+    row.generation = 4;
+    row.state = JobState::Failed;
+    row.assignee = "w1";
+    CHECK(resolve_interrupted(fail, row, 0).verdict == Verdict::Applied);
+    row.org_id = 2;
+    CHECK(resolve_interrupted(fail, row, 0).verdict == Verdict::NotApplied);
+}
