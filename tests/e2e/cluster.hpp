@@ -1,0 +1,54 @@
+#pragma once
+
+// A coordinator and reviewer workers as real processes against a fresh database, for the
+// end-to-end tests. Logs go to a temporary folder that is kept when ACLAIM_KEEP_LOGS=1.
+
+#include <pqxx/pqxx>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/assignment_store.hpp"
+#include "common/checker.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/test_database.hpp"
+
+namespace aclaim::testing {
+
+class Cluster {
+public:
+    Cluster();
+    ~Cluster();
+
+    const TestDatabase& db() const { return db_; }
+    const std::string& endpoint() const { return endpoint_; }
+    const std::string& log_dir() const { return log_dir_; }
+
+    /// Enqueues `count` jobs for an organization now.
+    std::vector<common::JobId> enqueue(common::OrgId org, int count);
+
+    /// Starts (or restarts, on the same endpoint) the coordinator with extra flags.
+    Process& start_coordinator(std::vector<std::string> extra = {});
+    /// Starts a worker with the given id and organization, plus extra flags.
+    Process& start_worker(const std::string& id, common::OrgId org, std::vector<std::string> extra = {});
+
+    /// One scalar from a query on this test's database.
+    long scalar(const std::string& sql);
+    std::string text(const std::string& sql);
+
+    /// Runs the invariant checker over this test's database.
+    common::CheckReport check();
+
+    /// The last lines of every log, for a failure message.
+    std::string tail_logs() const;
+
+private:
+    TestDatabase db_;
+    std::unique_ptr<pqxx::connection> conn_;
+    std::string endpoint_;
+    std::string log_dir_;
+    int coordinator_runs_ = 0;
+    std::vector<std::unique_ptr<Process>> processes_;
+};
+
+}  // namespace aclaim::testing

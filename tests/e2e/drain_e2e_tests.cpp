@@ -1,0 +1,60 @@
+// End to end with real processes: eight workers drain two organizations; a Python worker speaks
+// the JSON encoding.
+
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+
+#include "tests/e2e/cluster.hpp"
+
+using namespace aclaim::testing;
+using namespace std::chrono_literals;
+
+TEST_CASE("eight workers drain 2,000 jobs of two organizations exactly once", "[e2e]") {
+    Cluster c;
+    c.enqueue(1, 1000);
+    c.enqueue(2, 1000);
+    auto& coordinator = c.start_coordinator({"--lease-ms", "5000"});
+    std::vector<Process*> workers;
+    for (int i = 0; i < 8; ++i) {
+        const int org = 1 + i % 2;
+        workers.push_back(&c.start_worker("org" + std::to_string(org) + "-w" + std::to_string(i), org,
+                                          {"--review-ms", "2", "--concurrency", "4"}));
+    }
+    INFO("logs in " << c.log_dir());
+    const bool drained = eventually(
+        [&] { return c.scalar("SELECT count(*) FROM jobs WHERE state = 'completed'") == 2000; }, 120s);
+    if (!drained) FAIL(c.tail_logs());
+    // Exactly one accepted completion per job, carrying the job's latest generation.
+    CHECK(c.scalar("SELECT count(*) FROM (SELECT job_id FROM job_events WHERE kind = 'completed' "
+                   "GROUP BY job_id HAVING count(*) = 1) s") == 2000);
+    CHECK(c.scalar("SELECT count(*) FROM job_events e JOIN jobs j ON j.id = e.job_id "
+                   "WHERE e.kind = 'completed' AND e.generation <> (SELECT max(generation) FROM "
+                   "job_events c WHERE c.job_id = e.job_id AND c.kind = 'claimed')") == 0);
+    // No job crossed organizations: events match their job, and each job went to its own org's workers.
+    CHECK(c.scalar("SELECT count(*) FROM job_events e JOIN jobs j ON j.id = e.job_id WHERE e.org_id <> j.org_id") == 0);
+    CHECK(c.scalar("SELECT count(*) FROM jobs WHERE assignee NOT LIKE 'org' || org_id || '-%'") == 0);
+    for (auto* w : workers) w->signal(SIGTERM);
+    for (auto* w : workers) CHECK(w->wait_for(15s) == std::optional<int>(0));
+    coordinator.signal(SIGTERM);
+    CHECK(coordinator.wait_for(15s) == std::optional<int>(0));
+    const auto report = c.check();
+    for (const auto& v : report.violations) UNSCOPED_INFO(v.evidence);
+    CHECK(report.ok());
+}
+
+TEST_CASE("a Python worker speaking JSON claims, renews and completes a job", "[e2e][json]") {
+    Cluster c;
+    const auto job = c.enqueue(1, 1).at(0);
+    c.start_coordinator({"--lease-ms", "3000", "--heartbeat-ms", "1000"});
+    Process py({"/usr/bin/python3", std::string(ACLAIM_SOURCE_DIR) + "/tests/e2e/py_worker.py",
+                "--connect", c.endpoint(), "--org", "1", "--id", "py-reviewer"},
+               {}, c.log_dir() + "/py.log");
+    INFO("logs in " << c.log_dir());
+    const auto status = py.wait_for(30s);
+    if (status != std::optional<int>(0)) FAIL(c.tail_logs());
+    const std::string id = std::to_string(job);
+    CHECK(c.text("SELECT state FROM jobs WHERE id = " + id) == "completed");
+    CHECK(c.text("SELECT assignee FROM jobs WHERE id = " + id) == "py-reviewer");
+    CHECK(c.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker = 'py-reviewer'") == 1);
+}
