@@ -27,6 +27,10 @@ Resolution resolve_interrupted(const InterruptedTransition& t,
     if (!row || row->org_id != t.org_id) {
         return verdict(Verdict::NotApplied, "no such job in this organization");
     }
+    if (row->state == JobState::Assigned && row->generation == t.generation &&
+        row->assignee == t.worker) {
+        why = "the job is still held at generation " + std::to_string(t.generation);
+    }
     const bool ends_terminal =
         t.op == common::Operation::Complete || (t.op == common::Operation::Fail && !t.retryable);
     if (ends_terminal) {
@@ -36,13 +40,13 @@ Resolution resolve_interrupted(const InterruptedTransition& t,
             return verdict(Verdict::Unknown, "job is quarantined; whether the commit happened "
                                              "cannot be read from the row");
         }
-        return verdict(Verdict::NotApplied, "the row shows the commit did not happen (" + why + ")");
+        return verdict(Verdict::NotApplied, "the commit did not happen: " + why);
     }
     // RELEASE and retryable FAIL return the job to pending at the same generation, which is also
     // what a reclaim does, and a later claim moves the row past this generation either way.
     if (row->generation == t.generation && row->state != JobState::Pending &&
         row->state != JobState::Quarantined) {
-        return verdict(Verdict::NotApplied, "the row shows the commit did not happen (" + why + ")");
+        return verdict(Verdict::NotApplied, "the commit did not happen: " + why);
     }
     return verdict(Verdict::Unknown,
                    "the job is no longer held at this generation, but a release and a reclaim "

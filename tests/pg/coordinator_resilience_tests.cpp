@@ -1,4 +1,4 @@
-// The coordinator under hostile input, long polls, shutdown and a missing database.
+// The coordinator under hostile input, long polls and shutdown.
 
 #include <catch2/catch.hpp>
 #include <future>
@@ -111,27 +111,6 @@ TEST_CASE("stop answers a parked claim with draining and returns", "[coordinator
     REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }));
     auto stopped = std::async(std::launch::async, [&] { h.coordinator->stop(); });
     CHECK(w->expect<proto::NoWork>(req, 5s).reason == "draining");
-    REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
-}
-
-TEST_CASE("without a database, claims get NO_WORK and transitions ERROR, and stop still works",
-          "[coordinator]") {
-    spdlog::set_level(spdlog::level::err);
-    common::SystemClock clock;
-    coordinator::CoordinatorOptions o;
-    o.dsn = "postgresql://postgres@127.0.0.1:1/aclaim?connect_timeout=2";
-    o.bind = "tcp://127.0.0.1:*";
-    o.plaintext = true;
-    coordinator::Coordinator c(o, clock);
-    c.start();
-    zmq::context_t context;
-    RawWorker w(context, c.endpoint());
-    w.hello("w1", 1);
-    CHECK(w.expect<proto::NoWork>(w.claim()).reason == "database unavailable");
-    const auto req = w.next_req();
-    w.send(proto::Complete{req, 1, 1, "r"});
-    CHECK(w.expect<proto::Error>(req).code == "database_unavailable");
-    auto stopped = std::async(std::launch::async, [&] { c.stop(); });
     REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
 }
 
