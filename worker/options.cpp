@@ -1,0 +1,110 @@
+#include "worker/options.hpp"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+
+namespace aclaim::worker {
+
+WorkerOptions parse_options(int argc, char** argv) {
+    WorkerOptions o;
+    o.client.worker_id = "worker-" + std::to_string(::getpid());
+    std::string dist = "fixed";
+    std::string encoding = "binary";
+    std::int64_t review_ms = o.review_mean.count();
+    std::int64_t stall_ms = 0;
+    std::int64_t idle_exit_ms = 0;
+    std::int64_t reply_timeout_ms = o.client.reply_timeout.count();
+
+    CLI::App app{"aclaim-worker: a simulated reviewer that claims, renews and completes jobs"};
+    app.add_option("--connect", o.client.endpoint, "Coordinator endpoint")
+        ->envname("ACLAIM_CONNECT")
+        ->capture_default_str();
+    app.add_option("--org", o.client.org_id, "Organization (used by a plaintext coordinator)")
+        ->envname("ACLAIM_ORG")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--id", o.client.worker_id, "Worker identity, recorded as the assignee")
+        ->envname("ACLAIM_WORKER_ID")
+        ->capture_default_str();
+    app.add_option("--review-ms", review_ms, "Mean simulated review time")
+        ->envname("ACLAIM_REVIEW_MS")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}))
+        ->capture_default_str();
+    app.add_option("--review-dist", dist, "Review time distribution")
+        ->envname("ACLAIM_REVIEW_DIST")
+        ->check(CLI::IsMember({"fixed", "uniform", "lognormal"}))
+        ->capture_default_str();
+    app.add_option("--jobs", o.jobs, "Exit 0 after this many accepted completions (0: no limit)")
+        ->envname("ACLAIM_WORKER_JOBS")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--concurrency", o.concurrency, "Jobs held at once")
+        ->envname("ACLAIM_CONCURRENCY")
+        ->check(CLI::Range(1, common::proto::kMaxClaimJobs))
+        ->capture_default_str();
+    app.add_option("--claim-wait-ms", o.claim_wait_ms, "Long-poll budget of each claim")
+        ->envname("ACLAIM_CLAIM_WAIT_MS")
+        ->check(CLI::Range(0, common::proto::kMaxClaimWaitMs))
+        ->capture_default_str();
+    app.add_option("--idle-exit-ms", idle_exit_ms,
+                   "With --jobs 0: exit 0 after this long without work (0: never)")
+        ->envname("ACLAIM_IDLE_EXIT_MS")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--crash-after", o.crash_after,
+                   "After K accepted completions, claim one more job and SIGKILL itself mid-review")
+        ->envname("ACLAIM_CRASH_AFTER")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--stall-ms", stall_ms,
+                   "First job: stop heartbeating for this long, then try to complete anyway")
+        ->envname("ACLAIM_STALL_MS")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--fail-rate", o.fail_rate, "Probability of a retryable FAIL per review")
+        ->envname("ACLAIM_FAIL_RATE")
+        ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--encoding", encoding, "Body encoding on the wire")
+        ->envname("ACLAIM_ENCODING")
+        ->check(CLI::IsMember({"binary", "json"}))
+        ->capture_default_str();
+    app.add_option("--reply-timeout-ms", reply_timeout_ms,
+                   "Reconnect when a request goes unanswered this long (beyond a claim's wait)")
+        ->envname("ACLAIM_REPLY_TIMEOUT_MS")
+        ->check(CLI::Range(std::int64_t{100}, std::int64_t{600'000}))
+        ->capture_default_str();
+    app.add_option("--curve-server-key", o.client.curve.server_public,
+                   "Coordinator's CURVE public key (Z85); enables CURVE")
+        ->envname("ACLAIM_CURVE_SERVER_KEY");
+    app.add_option("--curve-public-key", o.client.curve.client_public,
+                   "This worker's CURVE public key (Z85)")
+        ->envname("ACLAIM_CURVE_PUBLIC_KEY");
+    app.add_option("--curve-secret-key", o.client.curve.client_secret,
+                   "This worker's CURVE secret key (Z85)")
+        ->envname("ACLAIM_CURVE_SECRET_KEY");
+    app.add_option("--result-file", o.result_file, "Append one JSON line per verdict to this file")
+        ->envname("ACLAIM_RESULT_FILE");
+    app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical, off")
+        ->envname("ACLAIM_LOG_LEVEL")
+        ->capture_default_str();
+
+    try {
+        app.parse(argc, argv);
+        if (o.client.worker_id.empty() ||
+            o.client.worker_id.size() > common::proto::kMaxWorkerIdBytes)
+            throw CLI::ValidationError("--id", "must be 1..128 bytes");
+        if (o.client.curve.enabled() &&
+            (o.client.curve.client_public.empty() || o.client.curve.client_secret.empty()))
+            throw CLI::ValidationError("--curve-server-key",
+                                       "needs --curve-public-key and --curve-secret-key too");
+    } catch (const CLI::ParseError& e) {
+        std::exit(app.exit(e));
+    }
+    o.review_mean = Millis(review_ms);
+    o.review_dist = *parse_review_dist(dist);
+    o.stall = Millis(stall_ms);
+    o.idle_exit = Millis(idle_exit_ms);
+    o.client.reply_timeout = Millis(reply_timeout_ms);
+    o.client.encoding =
+        encoding == "json" ? common::proto::Encoding::Json : common::proto::Encoding::Binary;
+    return o;
+}
+
+}  // namespace aclaim::worker

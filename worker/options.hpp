@@ -1,0 +1,32 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "worker/client.hpp"
+#include "worker/review_time.hpp"
+
+namespace aclaim::worker {
+
+/// Everything aclaim-worker can be told, by flag or ACLAIM_* environment variable.
+struct WorkerOptions {
+    ClientOptions client;
+    Millis review_mean{200};  ///< mean simulated review time
+    ReviewDist review_dist = ReviewDist::Fixed;
+    std::int64_t jobs = 0;         ///< exit 0 after this many accepted completions; 0: no limit
+    std::int32_t concurrency = 1;  ///< jobs held at once
+    std::int32_t claim_wait_ms = 1000;  ///< long-poll budget of each CLAIM
+    std::int64_t crash_after =
+        -1;                ///< SIGKILL itself mid-review after this many completions; <0: never
+    Millis stall{0};       ///< first job: stop heartbeating this long, then complete anyway
+    double fail_rate = 0;  ///< probability of a retryable FAIL instead of COMPLETE
+    Millis idle_exit{0};   ///< exit 0 after this long without work; 0: never
+    std::string log_level = "info";
+    std::string result_file;  ///< JSON line per verdict, appended; empty: none
+};
+
+/// Parses flags (falling back to environment variables). Exits the process for --help and for
+/// invalid input, the way command-line tools do.
+WorkerOptions parse_options(int argc, char** argv);
+
+}  // namespace aclaim::worker

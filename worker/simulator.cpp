@@ -1,0 +1,244 @@
+#include "worker/simulator.hpp"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace aclaim::worker {
+
+namespace {
+
+/// Signals and timers are looked at least this often, whatever the socket does.
+constexpr Millis kMaxPollWait{100};
+/// After a CLAIM answered with ERROR (overloaded, database unavailable, ...).
+constexpr Millis kClaimRetryPause{500};
+/// After a NO_WORK that came back well before its wait ended (draining, no database): keeps a
+/// worker from spinning on instant answers.
+constexpr Millis kEarlyNoWorkPause{200};
+
+Millis until(TimePoint from, TimePoint to) {
+    return to <= from ? Millis(0) : std::chrono::ceil<Millis>(to - from);
+}
+
+}  // namespace
+
+Simulator::Simulator(zmq::context_t& context, WorkerOptions options, const std::atomic<bool>& stop)
+    : options_(std::move(options)),
+      stop_(stop),
+      client_(context, options_.client),
+      results_(options_.result_file),
+      review_time_(options_.review_dist, options_.review_mean, std::random_device{}()),
+      rng_(std::random_device{}()) {}
+
+std::int64_t Simulator::org() const {
+    return client_.welcome() ? client_.welcome()->org_id : options_.client.org_id;
+}
+
+int Simulator::run() {
+    client_.start();
+    last_work_ = SteadyClock::now();
+    for (;;) {
+        auto now = SteadyClock::now();
+        if (!stopping_ && stop_.load()) begin_shutdown("signal", now);
+        if (!stopping_ && options_.jobs > 0 && counters_.completed_accepted >= options_.jobs)
+            begin_shutdown("completed " + std::to_string(options_.jobs) + " jobs", now);
+        if (!stopping_ && options_.idle_exit > Millis(0) && reviews_.empty() &&
+            submitted_.empty() && saw_no_work_ && now - last_work_ >= options_.idle_exit)
+            begin_shutdown("idle for " + std::to_string(options_.idle_exit.count()) + " ms", now);
+        if (stopping_ && (client_.pending() == 0 || now >= stop_deadline_)) break;
+        if (!stopping_) maybe_claim(now);
+
+        const auto wait = std::min(kMaxPollWait, until(now, next_wake(now)));
+        for (const auto& event : client_.poll(wait)) handle(event, SteadyClock::now());
+
+        now = SteadyClock::now();
+        if (crash_at_ && now >= *crash_at_) {
+            spdlog::warn("worker={} crashing on purpose mid-review (--crash-after {})",
+                         options_.client.worker_id, options_.crash_after);
+            spdlog::default_logger()->flush();
+            ::kill(::getpid(), SIGKILL);
+        }
+        if (!stopping_) finish_due_reviews(now);
+    }
+    client_.close();
+    log_counters();
+    return 0;
+}
+
+void Simulator::maybe_claim(TimePoint now) {
+    if (!client_.ready() || client_.claim_pending() || crash_at_ || now < claim_not_before_) return;
+    const auto busy = static_cast<std::int64_t>(reviews_.size() + submitted_.size());
+    std::int64_t slots = options_.concurrency - busy;
+    if (options_.jobs > 0)
+        slots = std::min(slots, options_.jobs - counters_.completed_accepted - busy);
+    if (slots <= 0) return;
+    client_.claim(static_cast<std::int32_t>(std::min<std::int64_t>(slots, proto::kMaxClaimJobs)),
+                  options_.claim_wait_ms);
+    claim_sent_at_ = now;
+}
+
+TimePoint Simulator::next_wake(TimePoint now) const {
+    TimePoint next = now + kMaxPollWait;
+    for (const auto& [id, r] : reviews_) next = std::min(next, r.done_at);
+    if (crash_at_) next = std::min(next, *crash_at_);
+    if (claim_not_before_ > now) next = std::min(next, claim_not_before_);
+    return next;
+}
+
+void Simulator::handle(const Event& event, TimePoint now) {
+    if (const auto* a = std::get_if<JobAssigned>(&event)) {
+        on_assigned(a->job, now);
+    } else if (const auto* lost = std::get_if<JobLost>(&event)) {
+        on_lost(*lost, now);
+    } else if (const auto* v = std::get_if<Verdict>(&event)) {
+        on_verdict(*v, now);
+    } else if (const auto* c = std::get_if<ClaimEnded>(&event)) {
+        if (c->why == ClaimEnded::Why::Error) {
+            spdlog::warn("worker={} claim failed: {}", options_.client.worker_id, c->reason);
+            claim_not_before_ = now + kClaimRetryPause;
+        } else if (c->why == ClaimEnded::Why::NoWork) {
+            saw_no_work_ = true;
+            spdlog::debug("worker={} no work: {}", options_.client.worker_id, c->reason);
+            if (now - claim_sent_at_ < Millis(options_.claim_wait_ms) / 2)
+                claim_not_before_ = now + kEarlyNoWorkPause;
+        }
+    }
+}
+
+void Simulator::on_assigned(const proto::AssignedJob& job, TimePoint now) {
+    ++counters_.claimed;
+    last_work_ = now;
+    saw_no_work_ = false;
+    const JobRef ref{job.job_id, job.generation};
+    if (stopping_) {
+        spdlog::info("release org={} job={} generation={} worker={}: assigned while stopping",
+                     org(), job.job_id, job.generation, options_.client.worker_id);
+        client_.release(ref);
+        submitted_.insert(job.job_id);
+        return;
+    }
+    const Millis duration = review_time_.sample();
+    Review review{ref, now + duration, false};
+    if (options_.stall > Millis(0) && !stall_used_) {
+        stall_used_ = true;
+        review.stalled = true;
+        review.done_at = now + options_.stall;
+        client_.stop_renewing(job.job_id);
+        spdlog::warn(
+            "stall org={} job={} generation={} worker={}: no heartbeats for {} ms, then "
+            "completing anyway",
+            org(), job.job_id, job.generation, options_.client.worker_id, options_.stall.count());
+    }
+    if (options_.crash_after >= 0 && counters_.completed_accepted >= options_.crash_after) {
+        crash_at_ = now + duration / 2;
+    }
+    reviews_[job.job_id] = review;
+    spdlog::info("assigned org={} job={} generation={} worker={} attempts={} review_ms={}", org(),
+                 job.job_id, job.generation, options_.client.worker_id, job.attempts,
+                 until(now, review.done_at).count());
+}
+
+void Simulator::on_lost(const JobLost& lost, TimePoint now) {
+    results_.write({options_.client.worker_id, lost.job.job_id, lost.job.generation, "review",
+                    "revoked", false, "", lost.reason, lost.detail});
+    const auto it = reviews_.find(lost.job.job_id);
+    if (it == reviews_.end() || it->second.job.generation != lost.job.generation) return;
+    ++counters_.revoked;
+    // A finished review is still reported: fencing makes a late result harmless and the
+    // rejection is what an operator rehearsing a stall wants to see.
+    if (it->second.stalled || it->second.done_at <= now) {
+        spdlog::warn(
+            "revoked org={} job={} generation={} worker={} reason={}: review already "
+            "done or stalled, submitting anyway",
+            org(), lost.job.job_id, lost.job.generation, options_.client.worker_id, lost.reason);
+        return;
+    }
+    spdlog::warn("revoked org={} job={} generation={} worker={} reason={} ({}): review stopped",
+                 org(), lost.job.job_id, lost.job.generation, options_.client.worker_id,
+                 lost.reason, lost.detail);
+    reviews_.erase(it);
+}
+
+void Simulator::finish_due_reviews(TimePoint now) {
+    for (auto it = reviews_.begin(); it != reviews_.end();) {
+        if (it->second.done_at > now) {
+            ++it;
+            continue;
+        }
+        submit(it->second);
+        it = reviews_.erase(it);
+    }
+}
+
+void Simulator::submit(const Review& r) {
+    submitted_.insert(r.job.job_id);
+    if (r.stalled) stalled_job_ = r.job;
+    const bool fail = !r.stalled && options_.fail_rate > 0 &&
+                      std::bernoulli_distribution(options_.fail_rate)(rng_);
+    if (fail) {
+        client_.fail(r.job, "simulated review failure", true);
+        return;
+    }
+    client_.complete(r.job, "review:" + options_.client.worker_id + ":" +
+                                std::to_string(r.job.job_id) + ":" +
+                                std::to_string(r.job.generation));
+}
+
+void Simulator::on_verdict(const Verdict& v, TimePoint now) {
+    submitted_.erase(v.job.job_id);
+    last_work_ = now;
+    const auto op = to_string(v.op);
+    const auto& id = options_.client.worker_id;
+    if (v.accepted) {
+        if (v.op == Verdict::Op::Complete) ++counters_.completed_accepted;
+        if (v.op == Verdict::Op::Complete && v.replayed) ++counters_.replayed;
+        if (v.op == Verdict::Op::Fail) ++counters_.failed_accepted;
+        if (v.op == Verdict::Op::Release) ++counters_.released;
+        spdlog::info("{} org={} job={} generation={} worker={} outcome=accepted state={}{}", op,
+                     org(), v.job.job_id, v.job.generation, id, v.state,
+                     v.replayed ? " replayed" : "");
+    } else {
+        ++counters_.rejected[v.reason];
+        spdlog::warn("{} org={} job={} generation={} worker={} outcome=rejected:{} ({})", op, org(),
+                     v.job.job_id, v.job.generation, id, v.reason, v.detail);
+    }
+    if (stalled_job_ == v.job) {
+        spdlog::warn("stall rehearsal: {} after the stall was {}{}", op,
+                     v.accepted ? "accepted" : "rejected: ", v.accepted ? "" : v.reason);
+    }
+    results_.write({id, v.job.job_id, v.job.generation, op, v.accepted ? "accepted" : "rejected",
+                    v.replayed, v.state, v.reason, v.detail});
+}
+
+void Simulator::begin_shutdown(const std::string& why, TimePoint now) {
+    stopping_ = true;
+    crash_at_.reset();
+    // Long enough for an outstanding long-poll and the releases to be answered; bounded so a
+    // worker whose coordinator is gone still exits.
+    stop_deadline_ = now + options_.client.reply_timeout + Millis(options_.claim_wait_ms);
+    spdlog::info("worker={} stopping ({}): releasing {} held jobs", options_.client.worker_id, why,
+                 reviews_.size());
+    for (const auto& [id, r] : reviews_) {
+        client_.release(r.job);
+        submitted_.insert(id);
+    }
+    reviews_.clear();
+}
+
+void Simulator::log_counters() const {
+    std::string rejected;
+    for (const auto& [reason, n] : counters_.rejected)
+        rejected += (rejected.empty() ? "" : ",") + reason + ":" + std::to_string(n);
+    const auto& s = client_.stats();
+    // The summary is printed even when the level hides per-job lines.
+    spdlog::log(std::max(spdlog::level::info, spdlog::get_level()),
+                "worker={} exit: claimed={} completed_accepted={} replayed={} failed_accepted={} "
+                "released={} rejected={{{}}} revoked={} reconnects={} resent={} errors={}",
+                options_.client.worker_id, counters_.claimed, counters_.completed_accepted,
+                counters_.replayed, counters_.failed_accepted, counters_.released, rejected,
+                counters_.revoked, s.reconnects, s.resent, s.errors);
+}
+
+}  // namespace aclaim::worker

@@ -1,0 +1,81 @@
+#pragma once
+
+// The reviewer simulator behind aclaim-worker: claims up to --concurrency jobs, "reviews" each
+// for a sampled time, completes or fails it, and rehearses the faults operators drill (crash
+// mid-review, stall past the lease). All protocol work is the Client's; this is the policy.
+
+#include <atomic>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+
+#include "worker/client.hpp"
+#include "worker/options.hpp"
+#include "worker/result_log.hpp"
+#include "worker/review_time.hpp"
+
+namespace aclaim::worker {
+
+struct SimulatorCounters {
+    std::int64_t claimed = 0;             ///< jobs assigned to this worker
+    std::int64_t completed_accepted = 0;  ///< including replayed acceptances
+    std::int64_t replayed = 0;
+    std::int64_t failed_accepted = 0;
+    std::int64_t released = 0;
+    std::int64_t revoked = 0;  ///< reviews stopped because the job was taken back
+    std::map<std::string, std::int64_t> rejected;  ///< by reason
+};
+
+class Simulator {
+  public:
+    /// `stop` is set by the owner's signal handler; the simulator then winds down cleanly.
+    Simulator(zmq::context_t& context, WorkerOptions options, const std::atomic<bool>& stop);
+
+    /// Runs until --jobs is reached, --idle-exit-ms passes without work, or `stop` is set;
+    /// returns the process exit code. Throws when the coordinator refuses the session.
+    int run();
+
+    const SimulatorCounters& counters() const { return counters_; }
+
+  private:
+    struct Review {
+        JobRef job;
+        TimePoint done_at;
+        bool stalled = false;  ///< rehearsing a stall: complete even after losing the job
+    };
+
+    void maybe_claim(TimePoint now);
+    void handle(const Event& event, TimePoint now);
+    void on_assigned(const proto::AssignedJob& job, TimePoint now);
+    void on_lost(const JobLost& lost, TimePoint now);
+    void on_verdict(const Verdict& v, TimePoint now);
+    void finish_due_reviews(TimePoint now);
+    void submit(const Review& review);
+    void begin_shutdown(const std::string& why, TimePoint now);
+    TimePoint next_wake(TimePoint now) const;
+    void log_counters() const;
+    std::int64_t org() const;
+
+    WorkerOptions options_;
+    const std::atomic<bool>& stop_;
+    Client client_;
+    ResultLog results_;
+    ReviewTime review_time_;
+    std::mt19937_64 rng_;
+    std::map<std::int64_t, Review> reviews_;
+    std::set<std::int64_t> submitted_;  ///< COMPLETE/FAIL/RELEASE sent, verdict not yet back
+    std::optional<JobRef> stalled_job_;
+    SimulatorCounters counters_;
+    bool stall_used_ = false;
+    std::optional<TimePoint> crash_at_;
+    TimePoint claim_not_before_{};
+    TimePoint claim_sent_at_{};
+    TimePoint last_work_{};
+    bool saw_no_work_ = false;  ///< a NO_WORK since the last assignment: idle, not unreachable
+    bool stopping_ = false;
+    TimePoint stop_deadline_{};
+};
+
+}  // namespace aclaim::worker
