@@ -160,7 +160,8 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
             if (!completed) {
                 add(Contradiction::ResultForUnfinishedRow,
                     "job_results publishes generation " + num(result->generation) + " (ref '" +
-                        result->result_ref + "') but " + row_state);
+                        result->result_ref + "') but " + row_state +
+                        "; only the transaction that completes a row publishes its result");
             } else if (result->generation != row.generation ||
                        result->result_ref != row.result_ref.value_or("") ||
                        result->org_id != row.org_id) {
@@ -349,7 +350,14 @@ std::string describe(const EventRef& e) {
     if (!e.worker.empty()) out += " by " + e.worker;
     out += " at " + format_instant(e.at);
     if (e.org_id != 0) out += " org " + num(e.org_id);
-    if (!e.detail.empty()) out += " '" + e.detail + "'";
+    if (!e.detail.empty()) {
+        // A quarantine event's detail holds a whole report; its first line names the reason.
+        constexpr std::size_t kMaxDetail = 160;
+        std::string detail = e.detail.substr(0, e.detail.find('\n'));
+        if (detail.size() > kMaxDetail) detail = detail.substr(0, kMaxDetail) + "...";
+        if (detail.size() < e.detail.size()) detail += " [...]";
+        out += " '" + detail + "'";
+    }
     return out;
 }
 

@@ -103,12 +103,19 @@ int show(const Global& global, common::JobId job, bool json) {
     std::printf("row:    %s\n", common::describe(s.row).c_str());
     std::printf("result: %s\n", s.result ? common::describe(*s.result).c_str() : "none");
     std::printf("events (%zu):\n", d->events.size());
+    const common::EventRef* quarantined = nullptr;
     for (const auto& e : d->events) {
-        std::string line = common::describe(e);
-        for (auto& ch : line) {
-            if (ch == '\n') ch = ' ';  // evidence in a quarantine event spans lines
+        std::printf("  %s\n", common::describe(e).c_str());
+        if (e.kind == "quarantined") quarantined = &e;
+    }
+    if (quarantined) {
+        // The evidence as the recovery tool saw it at the moment it set the job aside.
+        std::printf("evidence recorded by event #%lld:\n  ", static_cast<long long>(quarantined->id));
+        for (const char ch : quarantined->detail) {
+            std::fputc(ch, stdout);
+            if (ch == '\n') std::fputs("  ", stdout);
         }
-        std::printf("  %s\n", line.c_str());
+        std::printf("\n");
     }
     return 0;
 }

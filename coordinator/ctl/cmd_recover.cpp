@@ -131,8 +131,10 @@ void print_report(const RecoveryReport& report, bool apply) {
         }
     }
     std::printf("\nexpired leases to reclaim: %zu", report.expired.size());
-    for (const auto id : report.expired) std::printf(" %lld", static_cast<long long>(id));
-    std::printf("\n");
+    for (std::size_t i = 0; i < report.expired.size(); ++i) {
+        std::printf("%s%lld", i == 0 ? " (jobs " : " ", static_cast<long long>(report.expired[i]));
+    }
+    std::printf("%s\n", report.expired.empty() ? "" : ")");
 }
 
 void print_outcomes(const std::vector<ApplyOutcome>& outcomes) {
