@@ -242,10 +242,10 @@ TEST_CASE("apply decides on the current row, not on the survey", "[recovery]") {
         auto holder_conn = f.db.connect();
         pqxx::work holder(*holder_conn);
         holder.exec_params("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", id);
+        // Catch's assertions are not thread-safe: the thread only records, the test checks.
+        common::ApplyOutcome outcome;
         std::thread apply([&] {
-            const auto outcome = f.recovery.apply_one(id, RecoveryClass::Expired, f.clock.now(), kActor);
-            CHECK(outcome.locked == RecoveryClass::Live);
-            CHECK(outcome.action == ApplyAction::Unchanged);
+            outcome = f.recovery.apply_one(id, RecoveryClass::Expired, f.clock.now(), kActor);
         });
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         // What a renewal racing the outage would look like, had the lease not yet run out.
@@ -253,6 +253,8 @@ TEST_CASE("apply decides on the current row, not on the survey", "[recovery]") {
                            f.clock.now() + kLease);
         holder.commit();
         apply.join();
+        CHECK(outcome.locked == RecoveryClass::Live);
+        CHECK(outcome.action == ApplyAction::Unchanged);
         CHECK(testing::job_state(*f.conn, id) == "assigned");
     }
 }
