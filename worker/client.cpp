@@ -9,37 +9,13 @@
 #include <thread>
 #include <zmq_addon.hpp>
 
+#include "worker/client_internal.hpp"
+
 namespace aclaim::worker {
 
+using detail::terminal_op;
+
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-    using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
-
-/// ERROR codes after which the request had no effect (or an unknown one that a re-send settles)
-/// and the same request may simply be sent again later.
-bool retryable_error(std::string_view code) {
-    static constexpr std::array<std::string_view, 6> kCodes = {
-        "overloaded",        "database_unavailable", "database_error",
-        "too_many_requests", "not_committed",        "outcome_unknown"};
-    return std::find(kCodes.begin(), kCodes.end(), code) != kCodes.end();
-}
-
-/// The verdict-bearing requests: the only ones re-sent after their reply was lost, because the
-/// coordinator answers a duplicate with ACCEPTED replayed=true or with the rejection.
-std::optional<std::pair<Verdict::Op, JobRef>> terminal_op(const proto::Message& m) {
-    if (const auto* c = std::get_if<proto::Complete>(&m))
-        return std::pair{Verdict::Op::Complete, JobRef{c->job_id, c->generation}};
-    if (const auto* f = std::get_if<proto::Fail>(&m))
-        return std::pair{Verdict::Op::Fail, JobRef{f->job_id, f->generation}};
-    if (const auto* r = std::get_if<proto::Release>(&m))
-        return std::pair{Verdict::Op::Release, JobRef{r->job_id, r->generation}};
-    return std::nullopt;
-}
 
 Millis until(TimePoint from, TimePoint to) {
     if (to <= from) return Millis(0);
@@ -118,7 +94,15 @@ std::uint64_t Client::submit(proto::Message message) {
     return req;
 }
 
+std::size_t Client::in_flight() const {
+    return static_cast<std::size_t>(std::count_if(pending_.begin(), pending_.end(),
+                                                  [](const auto& kv) { return kv.second.sent; }));
+}
+
 void Client::send_pending(Pending& p, TimePoint now) {
+    // At the cap the request keeps its turn (pending_ is ordered by request id) until a reply
+    // frees a slot.
+    if (in_flight() >= options_.max_in_flight) return;
     if (!send(p.message)) {
         p.due = now + options_.retry_delay;
         return;
@@ -198,138 +182,6 @@ void Client::receive_all(TimePoint now, std::vector<Event>& out) {
     }
 }
 
-void Client::handle(const proto::Message& message, TimePoint now, std::vector<Event>& out) {
-    const auto take = [&](std::uint64_t req) -> std::optional<Pending> {
-        const auto it = pending_.find(req);
-        if (it == pending_.end()) return std::nullopt;
-        auto p = std::move(it->second);
-        pending_.erase(it);
-        return p;
-    };
-    const auto verdict = [&](std::uint64_t req, bool accepted) -> std::optional<Verdict> {
-        const auto p = take(req);
-        const auto op = p ? terminal_op(p->message) : std::nullopt;
-        if (!op) return std::nullopt;  // a late duplicate answer: already reported
-        held_.remove(op->second);
-        Verdict v;
-        v.op = op->first;
-        v.job = op->second;
-        v.accepted = accepted;
-        return v;
-    };
-    std::visit(Overloaded{
-                   [&](const proto::Welcome& w) {
-                       if (state_ == State::Greeting && w.req == hello_req_)
-                           on_welcome(w, now, out);
-                   },
-                   [&](const proto::Assigned& a) {
-                       take(a.req);
-                       // Jobs are taken even for a claim given up on: the coordinator granted them.
-                       for (const auto& job : a.jobs) {
-                           held_.add({job.job_id, job.generation}, Millis(job.lease_ms), now);
-                           out.push_back(JobAssigned{job});
-                       }
-                   },
-                   [&](const proto::NoWork& n) {
-                       take(n.req);
-                       out.push_back(ClaimEnded{ClaimEnded::Why::NoWork, n.reason});
-                   },
-                   [&](const proto::LeaseMsg& l) {
-                       take(l.req);
-                       ++stats_.renewals;
-                       held_.renewed({l.job_id, l.generation}, Millis(l.lease_ms));
-                   },
-                   [&](const proto::Revoked& r) {
-                       if (r.req != 0) take(r.req);
-                       ++stats_.revoked;
-                       const JobRef job{r.job_id, r.generation};
-                       if (held_.remove(job)) out.push_back(JobLost{job, r.reason, r.detail});
-                   },
-                   [&](const proto::Accepted& a) {
-                       if (auto v = verdict(a.req, true)) {
-                           v->replayed = a.replayed;
-                           v->state = a.state;
-                           out.push_back(std::move(*v));
-                       }
-                   },
-                   [&](const proto::Rejected& r) {
-                       if (auto v = verdict(r.req, false)) {
-                           v->reason = r.reason;
-                           v->detail = r.detail;
-                           out.push_back(std::move(*v));
-                       }
-                   },
-                   [&](const proto::Error& e) { handle_error(e, now, out); },
-                   [&](const auto& m) {
-                       spdlog::warn("worker={} ignored {} from the coordinator", options_.worker_id,
-                                    proto::type_name(m));
-                   },
-               },
-               message);
-}
-
-void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Event>& out) {
-    ++stats_.errors;
-    if (state_ == State::Greeting && e.req == hello_req_) {
-        if (!retryable_error(e.code) && e.code != "draining")
-            throw std::runtime_error("coordinator refused HELLO: " + e.code + ": " + e.text);
-        reconnect("HELLO answered " + e.code, now, out);
-        return;
-    }
-    // no_session: the coordinator restarted and ZeroMQ reconnected underneath us; draining: it
-    // is going away. Either way a fresh session (perhaps with another coordinator) is needed.
-    if (e.code == "no_session" || e.code == "draining") {
-        reconnect("ERROR " + e.code + ": " + e.text, now, out);
-        return;
-    }
-    const auto it = pending_.find(e.req);
-    if (it == pending_.end()) {
-        spdlog::warn("worker={} ERROR {} for no pending request (req {}): {}", options_.worker_id,
-                     e.code, e.req, e.text);
-        return;
-    }
-    Pending& p = it->second;
-    const auto op = terminal_op(p.message);
-    if (op && retryable_error(e.code)) {
-        p.retry_delay = p.retry_delay == Millis(0)
-                            ? options_.retry_delay
-                            : std::min(p.retry_delay * 2, options_.backoff_cap);
-        p.sent = false;
-        p.due = now + p.retry_delay;
-        spdlog::info("worker={} {} job={} generation={} answered ERROR {}; re-sending in {} ms",
-                     options_.worker_id, to_string(op->first), op->second.job_id,
-                     op->second.generation, e.code, p.retry_delay.count());
-        return;
-    }
-    const auto message = std::move(p.message);
-    pending_.erase(it);
-    if (op) {
-        held_.remove(op->second);
-        out.push_back(Verdict{op->first, op->second, false, false, "", "error:" + e.code, e.text});
-    } else if (std::holds_alternative<proto::Claim>(message)) {
-        out.push_back(ClaimEnded{ClaimEnded::Why::Error, e.code + ": " + e.text});
-    } else if (const auto* r = std::get_if<proto::Renew>(&message)) {
-        // The next heartbeat tries again; a lost lease shows up as REVOKED.
-        held_.renewal_abandoned(r->job_id);
-    }
-}
-
-void Client::on_welcome(const proto::Welcome& w, TimePoint now, std::vector<Event>& out) {
-    state_ = State::Ready;
-    welcome_ = w;
-    backoff_.reset();
-    held_.set_heartbeat(Millis(std::max(1, w.heartbeat_ms)));
-    // Leases kept running while we were away: renew everything we still hold at once.
-    if (had_session_) held_.renew_all_now(now);
-    out.push_back(SessionReady{w, had_session_});
-    spdlog::info("worker={} session org={} lease_ms={} heartbeat_ms={}{}", options_.worker_id,
-                 w.org_id, w.lease_ms, w.heartbeat_ms, had_session_ ? " (reconnected)" : "");
-    had_session_ = true;
-    for (auto& [req, p] : pending_) {
-        if (!p.sent && p.due <= now) send_pending(p, now);
-    }
-}
-
 void Client::reconnect(const std::string& why, TimePoint now, std::vector<Event>& out) {
     ++stats_.reconnects;
     ++socket_epoch_;
@@ -402,7 +254,10 @@ std::optional<TimePoint> Client::next_deadline() const {
             break;
     }
     auto next = held_.next_due();
+    const bool at_cap = in_flight() >= options_.max_in_flight;
     for (const auto& [req, p] : pending_) {
+        // Requests waiting for a free slot are woken by the reply that frees it, not by time.
+        if (!p.sent && at_cap) continue;
         if (!next || p.due < *next) next = p.due;
     }
     return next;

@@ -43,6 +43,9 @@ struct ClientOptions {
     /// Pause before re-sending a request the coordinator could not carry out (e.g. ERROR
     /// outcome_unknown or database_unavailable), doubled per retry of that request up to the cap.
     Millis retry_delay{200};
+    /// Requests awaiting a reply at once; more wait their turn. The coordinator refuses requests
+    /// beyond its own per-session limit (64 by default) with ERROR too_many_requests.
+    std::size_t max_in_flight = 32;
     CurveKeys curve;
 };
 
@@ -152,6 +155,7 @@ class Client {
     void on_welcome(const proto::Welcome& welcome, TimePoint now, std::vector<Event>& out);
     void run_timers(TimePoint now, std::vector<Event>& out);
     std::optional<TimePoint> next_deadline() const;
+    std::size_t in_flight() const;
     void receive_all(TimePoint now, std::vector<Event>& out);
 
     zmq::context_t& context_;

@@ -1,5 +1,7 @@
 #include "worker/held_jobs.hpp"
 
+#include <algorithm>
+
 namespace aclaim::worker {
 
 void HeldJobs::add(JobRef job, Millis lease, TimePoint now) {
@@ -55,6 +57,13 @@ void HeldJobs::renewed(JobRef job, Millis lease) {
 
 void HeldJobs::renewal_abandoned(std::int64_t job_id) {
     if (const auto it = jobs_.find(job_id); it != jobs_.end()) it->second.in_flight = false;
+}
+
+void HeldJobs::retry_renewal(std::int64_t job_id, TimePoint at) {
+    if (const auto it = jobs_.find(job_id); it != jobs_.end()) {
+        it->second.in_flight = false;
+        it->second.next_renewal = std::min(it->second.next_renewal, at);
+    }
 }
 
 void HeldJobs::renew_all_now(TimePoint now) {

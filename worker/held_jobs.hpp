@@ -53,6 +53,9 @@ class HeldJobs {
     /// The renewal got no answer (the connection is being replaced): allow another one.
     void renewal_abandoned(std::int64_t job_id);
 
+    /// The renewal was refused for now (coordinator busy): try again at `at` at the latest.
+    void retry_renewal(std::int64_t job_id, TimePoint at);
+
     /// After a reconnect every renewable job is renewed at once: its lease kept running while
     /// the worker was away.
     void renew_all_now(TimePoint now);

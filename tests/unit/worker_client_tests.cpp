@@ -278,3 +278,25 @@ TEST_CASE("client: a HELLO refused for good is an exception", "[worker]") {
     }
     CHECK(thrown);
 }
+
+TEST_CASE("client: no more than max_in_flight requests await replies at once", "[worker]") {
+    auto o = options();
+    o.max_in_flight = 2;
+    o.reply_timeout = Millis(3000);
+    Harness h(o);
+    h.client.start();
+    h.open_session();
+    for (int i = 1; i <= 3; ++i) h.client.release({i, 1});
+    const auto first = h.next_request<proto::Release>();
+    const auto second = h.next_request<proto::Release>();
+    // The third waits for a slot: nothing more arrives while both are unanswered.
+    const auto quiet_until = SteadyClock::now() + Millis(150);
+    while (SteadyClock::now() < quiet_until) {
+        h.client.poll(Millis(5));
+        if (auto r = h.fake.receive()) FAIL("a third request was sent early");
+    }
+    h.fake.reply(first, proto::Accepted{proto::request_id(first.message), 1, 1, "pending", false});
+    const auto third = h.next_request<proto::Release>();
+    CHECK(std::get<proto::Release>(third.message).job_id == 3);
+    CHECK(std::get<proto::Release>(second.message).job_id == 2);
+}

@@ -54,6 +54,17 @@ TEST_CASE("after a reconnect every renewable job is due at once", "[worker]") {
     CHECK(held.next_due() == t0 + Millis(2500));
 }
 
+TEST_CASE("a renewal refused for now is retried early", "[worker]") {
+    HeldJobs held;
+    held.set_heartbeat(Millis(1000));
+    const TimePoint t0{};
+    held.add({3, 1}, Millis(3000), t0);
+    CHECK(held.take_due(t0 + Millis(1000)).size() == 1);
+    held.retry_renewal(3, t0 + Millis(1200));
+    CHECK(held.next_due() == t0 + Millis(1200));
+    CHECK(held.take_due(t0 + Millis(1200)) == std::vector<JobRef>{{3, 1}});
+}
+
 TEST_CASE("backoff doubles up to its cap and starts over on reset", "[worker]") {
     Backoff b(Millis(100), Millis(500));
     CHECK(b.next() == Millis(100));
