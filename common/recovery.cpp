@@ -32,11 +32,17 @@ constexpr std::array<std::pair<Contradiction, std::string_view>, 11> kContradict
     {Contradiction::CompletionLoggedForUnfinishedRow, "completion_logged_for_unfinished_row"},
 }};
 
-std::string num(std::int64_t v) { return std::to_string(v); }
+std::string num(std::int64_t v) {
+    return std::to_string(v);
+}
 
-std::string opt_text(const std::optional<std::string>& s) { return s ? "'" + *s + "'" : "null"; }
+std::string opt_text(const std::optional<std::string>& s) {
+    return s ? "'" + *s + "'" : "null";
+}
 
-std::string opt_time(const std::optional<Micros>& t) { return t ? format_instant(*t) : "null"; }
+std::string opt_time(const std::optional<Micros>& t) {
+    return t ? format_instant(*t) : "null";
+}
 
 std::string join(const std::vector<std::int64_t>& values) {
     std::string out;
@@ -166,17 +172,16 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
                        result->result_ref != row.result_ref.value_or("") ||
                        result->org_id != row.org_id) {
                 add(Contradiction::ResultMismatch,
-                    "job_results publishes generation " + num(result->generation) +
-                        ", ref '" + result->result_ref + "', organization " +
-                        num(result->org_id) + " but the row completed generation " +
-                        num(row.generation) + ", ref " + opt_text(row.result_ref) +
-                        ", organization " + num(row.org_id));
+                    "job_results publishes generation " + num(result->generation) + ", ref '" +
+                        result->result_ref + "', organization " + num(result->org_id) +
+                        " but the row completed generation " + num(row.generation) + ", ref " +
+                        opt_text(row.result_ref) + ", organization " + num(row.org_id));
             }
         }
         if (completed && !result) {
-            add(Contradiction::CompletedWithoutResult,
-                row_state + " with ref " + opt_text(row.result_ref) +
-                    " but job_results has no row for it");
+            add(Contradiction::CompletedWithoutResult, row_state + " with ref " +
+                                                           opt_text(row.result_ref) +
+                                                           " but job_results has no row for it");
         }
         if (completed) {
             if (events.completions == 0) {
@@ -184,17 +189,19 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
                     row_state + " but the log records no completion");
             } else {
                 const auto& last = *events.latest_completion;
-                if (last.generation != row.generation || last.detail != row.result_ref.value_or("")) {
+                if (last.generation != row.generation ||
+                    last.detail != row.result_ref.value_or("")) {
                     add(Contradiction::CompletionEventMismatch,
-                        "the logged completion is " + describe(last) + " but the row completed generation " +
-                            num(row.generation) + " with ref " + opt_text(row.result_ref));
+                        "the logged completion is " + describe(last) +
+                            " but the row completed generation " + num(row.generation) +
+                            " with ref " + opt_text(row.result_ref));
                 }
             }
         }
         if (events.completions > 1) {
-            add(Contradiction::CompletedMoreThanOnce,
-                "the log records " + num(events.completions) + " completions, at generations " +
-                    join(events.completion_generations));
+            add(Contradiction::CompletedMoreThanOnce, "the log records " + num(events.completions) +
+                                                          " completions, at generations " +
+                                                          join(events.completion_generations));
         }
         if (!completed && events.completions > 0) {
             add(Contradiction::CompletionLoggedForUnfinishedRow,
@@ -208,7 +215,8 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
         std::stable_sort(c.findings.begin(), c.findings.end(),
                          [](const Finding& a, const Finding& b) { return a.code < b.code; });
         c.cls = RecoveryClass::Inconsistent;
-        c.evidence = "row: " + describe(row) + "\nresult: " + (result ? describe(*result) : "none") +
+        c.evidence = "row: " + describe(row) +
+                     "\nresult: " + (result ? describe(*result) : "none") +
                      "\nevents: " + describe(events);
         return c;
     }
@@ -263,9 +271,9 @@ std::string format_instant(Micros t) {
     const auto secs = rest / kSeconds;
     const auto micros = rest % kSeconds;
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%04lld-%02u-%02uT%02lld:%02lld:%02lld", static_cast<long long>(y),
-                  m, d, static_cast<long long>(secs / 3600), static_cast<long long>(secs / 60 % 60),
-                  static_cast<long long>(secs % 60));
+    std::snprintf(buf, sizeof buf, "%04lld-%02u-%02uT%02lld:%02lld:%02lld",
+                  static_cast<long long>(y), m, d, static_cast<long long>(secs / 3600),
+                  static_cast<long long>(secs / 60 % 60), static_cast<long long>(secs % 60));
     std::string out = buf;
     if (micros != 0) {
         std::snprintf(buf, sizeof buf, ".%06lld", static_cast<long long>(micros));
@@ -333,9 +341,9 @@ std::optional<Micros> parse_instant(std::string_view s) {
 std::string describe(const JobRecord& r) {
     return "org=" + num(r.org_id) + " state=" + std::string(to_string(r.state)) +
            " generation=" + num(r.generation) + " assignee=" + opt_text(r.assignee) +
-           " claimed_at=" + opt_time(r.claimed_at) + " lease_expires_at=" +
-           opt_time(r.lease_expires_at) + " attempts=" + num(r.attempts) + "/" +
-           num(r.max_attempts) + " completed_at=" + opt_time(r.completed_at) +
+           " claimed_at=" + opt_time(r.claimed_at) +
+           " lease_expires_at=" + opt_time(r.lease_expires_at) + " attempts=" + num(r.attempts) +
+           "/" + num(r.max_attempts) + " completed_at=" + opt_time(r.completed_at) +
            " result_ref=" + opt_text(r.result_ref) + " last_error=" + opt_text(r.last_error) +
            " quarantined_from=" + opt_text(r.quarantined_from);
 }

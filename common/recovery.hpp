@@ -83,9 +83,9 @@ struct EventSummary {
 
 enum class RecoveryClass { Terminal, Live, Expired, Pending, Inconsistent };
 
-inline constexpr RecoveryClass kRecoveryClasses[] = {
-    RecoveryClass::Terminal, RecoveryClass::Live, RecoveryClass::Expired, RecoveryClass::Pending,
-    RecoveryClass::Inconsistent};
+inline constexpr RecoveryClass kRecoveryClasses[] = {RecoveryClass::Terminal, RecoveryClass::Live,
+                                                     RecoveryClass::Expired, RecoveryClass::Pending,
+                                                     RecoveryClass::Inconsistent};
 
 std::string_view to_string(RecoveryClass c);
 
@@ -133,7 +133,7 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
 struct Orphan {
     JobId job_id = 0;
     OrgId org_id = 0;
-    std::string reason;    ///< "orphan_result" or "orphan_events"
+    std::string reason;  ///< "orphan_result" or "orphan_events"
     std::string evidence;
 };
 

@@ -73,9 +73,9 @@ ResultRecord read_result(const pqxx::row& r) {
 /// Seven columns from `at`: id, org, generation, kind, worker, at, detail.
 std::optional<EventRef> read_ref(const pqxx::row& r, int at) {
     if (r[at].is_null()) return std::nullopt;
-    return EventRef{r[at].as<std::int64_t>(),     r[at + 1].as<OrgId>(),
-                    r[at + 2].as<Generation>(),   r[at + 3].as<std::string>(),
-                    r[at + 4].as<std::string>(),  r[at + 5].as<Micros>(),
+    return EventRef{r[at].as<std::int64_t>(),    r[at + 1].as<OrgId>(),
+                    r[at + 2].as<Generation>(),  r[at + 3].as<std::string>(),
+                    r[at + 4].as<std::string>(), r[at + 5].as<Micros>(),
                     r[at + 6].as<std::string>()};
 }
 
@@ -95,8 +95,7 @@ std::pair<JobId, EventSummary> read_summary(const pqxx::row& r) {
 }
 
 /// Reads one job's row (locked when lock is set), result and event summary.
-std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool lock,
-                                    Micros now) {
+std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool lock, Micros now) {
     const auto rows =
         txn.exec_params(fill(sql::kReadJobs, sql::kJobsOne, lock ? "FOR UPDATE" : ""), job);
     if (rows.empty()) return std::nullopt;
@@ -116,12 +115,18 @@ std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool
 
 std::string_view to_string(ApplyAction a) {
     switch (a) {
-        case ApplyAction::Reclaimed: return "reclaimed";
-        case ApplyAction::Failed: return "failed";
-        case ApplyAction::Quarantined: return "quarantined";
-        case ApplyAction::Unchanged: return "unchanged";
-        case ApplyAction::Busy: return "busy";
-        case ApplyAction::Vanished: return "vanished";
+        case ApplyAction::Reclaimed:
+            return "reclaimed";
+        case ApplyAction::Failed:
+            return "failed";
+        case ApplyAction::Quarantined:
+            return "quarantined";
+        case ApplyAction::Unchanged:
+            return "unchanged";
+        case ApplyAction::Busy:
+            return "busy";
+        case ApplyAction::Vanished:
+            return "vanished";
     }
     return "unknown";
 }
@@ -262,7 +267,8 @@ std::optional<JobDossier> RecoveryStore::dossier(JobId job, Micros now) {
     if (!snap) return std::nullopt;
     JobDossier d;
     d.snapshot = std::move(*snap);
-    for (const auto& r : txn.exec_params(sql::kReadEventsOfJob, job)) d.events.push_back(*read_ref(r, 0));
+    for (const auto& r : txn.exec_params(sql::kReadEventsOfJob, job))
+        d.events.push_back(*read_ref(r, 0));
     txn.commit();
     return d;
 }
@@ -293,7 +299,7 @@ Resolution RecoveryStore::resolve(JobId job, bool release, const std::string& re
     out.generation = row.generation;
     if (row.state != JobState::Quarantined) {
         out.refusal = "job " + std::to_string(job) + " is " + std::string(to_string(row.state)) +
-                      ", not quarantined: only the recovery tool's quarantine can be " + verb;
+                      ", not quarantined: only a job the recovery tool quarantined can be " + verb;
         return out;
     }
     if (release && snap->result) {

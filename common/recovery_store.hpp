@@ -4,11 +4,10 @@
 // locked current row, and the operator's quarantine actions. The decisions themselves are the
 // pure classifier's (recovery.hpp); this file only reads, locks and writes.
 
-#include <pqxx/pqxx>
-
 #include <array>
 #include <map>
 #include <optional>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
 
@@ -30,7 +29,7 @@ using ClassCounts = std::array<std::int64_t, 5>;
 /// Everything one survey found, read from one consistent snapshot.
 struct RecoveryReport {
     Micros now = 0;
-    std::optional<OrgId> org;               ///< the organization filter, if any
+    std::optional<OrgId> org;  ///< the organization filter, if any
     std::map<OrgId, ClassCounts> by_org;
     ClassCounts totals{};
     std::vector<JobSnapshot> inconsistent;  ///< in job id order
@@ -73,7 +72,7 @@ struct Resolution {
 
 /// Not thread-safe: it works on the caller's connection.
 class RecoveryStore {
-public:
+  public:
     explicit RecoveryStore(pqxx::connection& conn) : conn_(conn) {}
 
     /// Reads jobs, job_results and job_events (one statement each, in one repeatable-read
@@ -101,9 +100,9 @@ public:
     /// Fails a quarantined job for good. Its published result, if any, stays as it is.
     Resolution fail(JobId job, const std::string& reason, const std::string& actor, Micros now);
 
-private:
-    Resolution resolve(JobId job, bool release, const std::string& reason,
-                       const std::string& actor, Micros now);
+  private:
+    Resolution resolve(JobId job, bool release, const std::string& reason, const std::string& actor,
+                       Micros now);
 
     pqxx::connection& conn_;
 };

@@ -72,13 +72,18 @@ int show(const Global& global, common::JobId job, bool json) {
     if (json) {
         nlohmann::json events = nlohmann::json::array();
         for (const auto& e : d->events) {
-            events.push_back({{"id", e.id}, {"org_id", e.org_id}, {"generation", e.generation},
-                              {"kind", e.kind}, {"worker", e.worker},
-                              {"at", common::format_instant(e.at)}, {"detail", e.detail}});
+            events.push_back({{"id", e.id},
+                              {"org_id", e.org_id},
+                              {"generation", e.generation},
+                              {"kind", e.kind},
+                              {"worker", e.worker},
+                              {"at", common::format_instant(e.at)},
+                              {"detail", e.detail}});
         }
         nlohmann::json result;
         if (s.result) {
-            result = {{"org_id", s.result->org_id}, {"generation", s.result->generation},
+            result = {{"org_id", s.result->org_id},
+                      {"generation", s.result->generation},
                       {"result_ref", s.result->result_ref},
                       {"published_at", common::format_instant(s.result->published_at)}};
         }
@@ -110,7 +115,8 @@ int show(const Global& global, common::JobId job, bool json) {
     }
     if (quarantined) {
         // The evidence as the recovery tool saw it at the moment it set the job aside.
-        std::printf("evidence recorded by event #%lld:\n  ", static_cast<long long>(quarantined->id));
+        std::printf("evidence recorded by event #%lld:\n  ",
+                    static_cast<long long>(quarantined->id));
         for (const char ch : quarantined->detail) {
             std::fputc(ch, stdout);
             if (ch == '\n') std::fputs("  ", stdout);
@@ -128,7 +134,8 @@ int resolve(const Global& global, common::JobId job, bool release, const std::st
     pqxx::connection conn(require_dsn(global));
     common::RecoveryStore store(conn);
     const auto now = common::SystemClock().now();
-    const auto r = release ? store.release(job, reason, actor, now) : store.fail(job, reason, actor, now);
+    const auto r =
+        release ? store.release(job, reason, actor, now) : store.fail(job, reason, actor, now);
     if (r.refusal) throw UsageError(*r.refusal);
     std::printf("job %lld is %s at generation %lld (%s)\n", static_cast<long long>(job),
                 std::string(common::to_string(r.state)).c_str(),

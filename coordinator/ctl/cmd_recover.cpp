@@ -6,6 +6,8 @@
 // result or event exists, or --apply found a row locked past its timeout. So 1 always means "an
 // operator has something to review"; 2 is a usage error, 3 an unreachable database.
 
+#include "coordinator/ctl/cmd_recover.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -14,7 +16,6 @@
 
 #include "common/clock.hpp"
 #include "common/recovery_store.hpp"
-#include "coordinator/ctl/cmd_recover.hpp"
 #include "coordinator/ctl/ctl.hpp"
 
 namespace aclaim::ctl {
@@ -56,7 +57,8 @@ nlohmann::json report_json(const RecoveryReport& report, bool apply,
     out["org"] = report.org ? nlohmann::json(*report.org) : nlohmann::json();
     out["counts"] = counts_json(report.totals);
     out["by_org"] = nlohmann::json::object();
-    for (const auto& [org, counts] : report.by_org) out["by_org"][std::to_string(org)] = counts_json(counts);
+    for (const auto& [org, counts] : report.by_org)
+        out["by_org"][std::to_string(org)] = counts_json(counts);
     out["inconsistent"] = nlohmann::json::array();
     for (const auto& s : report.inconsistent) {
         nlohmann::json findings = nlohmann::json::array();
@@ -148,11 +150,11 @@ void print_outcomes(const std::vector<ApplyOutcome>& outcomes) {
                     std::string(common::to_string(a.action)).c_str(), a.detail.c_str());
     }
     if (outcomes.empty()) std::printf("  none: nothing to reclaim or quarantine\n");
-    std::printf("applied: %d reclaimed, %d failed, %d quarantined, %d unchanged, %d busy, "
-                "%d vanished\n",
-                tally[ApplyAction::Reclaimed], tally[ApplyAction::Failed],
-                tally[ApplyAction::Quarantined], tally[ApplyAction::Unchanged],
-                tally[ApplyAction::Busy], tally[ApplyAction::Vanished]);
+    std::printf(
+        "applied: %d reclaimed, %d failed, %d quarantined, %d unchanged, %d busy, "
+        "%d vanished\n",
+        tally[ApplyAction::Reclaimed], tally[ApplyAction::Failed], tally[ApplyAction::Quarantined],
+        tally[ApplyAction::Unchanged], tally[ApplyAction::Busy], tally[ApplyAction::Vanished]);
 }
 
 }  // namespace
@@ -184,8 +186,9 @@ void add_recover_command(CLI::App& app, Global& global, Action& action) {
     };
     auto args = std::make_shared<Args>();
     auto* cmd = app.add_subcommand(
-        "recover", "Classify every job after an outage; --apply reclaims expired leases and "
-                   "quarantines contradictory rows");
+        "recover",
+        "Classify every job after an outage; --apply reclaims expired leases and "
+        "quarantines contradictory rows");
     cmd->add_option("--now", args->now,
                     "The clock to classify at: ISO 8601 with a zone or @unix_us (default: now)");
     auto* dry = cmd->add_flag("--dry-run", args->dry_run, "Change nothing (the default)");

@@ -48,26 +48,31 @@ struct Fixture {
     }
 };
 
-common::ClassCounts counts(long terminal, long live, long expired, long pending, long inconsistent) {
+common::ClassCounts counts(long terminal, long live, long expired, long pending,
+                           long inconsistent) {
     return {terminal, live, expired, pending, inconsistent};
 }
 
 /// Everything in the three tables, as text.
 std::string everything(pqxx::connection& c) {
     pqxx::read_transaction t(c);
-    return t.exec1("SELECT (SELECT coalesce(string_agg(j::text, ';' ORDER BY id), '') FROM jobs j)"
-                   " || '|' || (SELECT coalesce(string_agg(r::text, ';' ORDER BY job_id), '')"
-                   " FROM job_results r) || '|' || (SELECT coalesce(string_agg(e::text, ';'"
-                   " ORDER BY id), '') FROM job_events e)")[0]
+    return t
+        .exec1(
+            "SELECT (SELECT coalesce(string_agg(j::text, ';' ORDER BY id), '') FROM jobs j)"
+            " || '|' || (SELECT coalesce(string_agg(r::text, ';' ORDER BY job_id), '')"
+            " FROM job_results r) || '|' || (SELECT coalesce(string_agg(e::text, ';'"
+            " ORDER BY id), '') FROM job_events e)")[0]
         .as<std::string>();
 }
 
 /// The row without the three columns a quarantine may change.
 std::string row_except_quarantine(pqxx::connection& c, common::JobId id) {
     pqxx::read_transaction t(c);
-    return t.exec_params1("SELECT (to_jsonb(j) - 'state' - 'quarantined_from' - 'quarantine_reason')"
-                          "::text FROM jobs j WHERE id = $1",
-                          id)[0]
+    return t
+        .exec_params1(
+            "SELECT (to_jsonb(j) - 'state' - 'quarantined_from' - 'quarantine_reason')"
+            "::text FROM jobs j WHERE id = $1",
+            id)[0]
         .as<std::string>();
 }
 
@@ -85,14 +90,15 @@ TEST_CASE("the survey classifies every job and changes nothing", "[recovery]") {
     const auto failed = f.enqueue_one();
     const auto expired = f.enqueue_one();
     const auto forged = f.enqueue_one();
-    f.enqueue_one();                      // stays pending
-    f.enqueue_one(2);                     // organization 2: claimed live below
-    f.enqueue_one(2);                     // stays pending
+    f.enqueue_one();   // stays pending
+    f.enqueue_one(2);  // organization 2: claimed live below
+    f.enqueue_one(2);  // stays pending
     const auto a = f.claim("rev-a");
     REQUIRE(a.job_id == done);
     REQUIRE(f.store.complete(1, done, a.generation, "rev-a", "r/done", f.clock.now()).accepted());
     const auto b = f.claim("rev-b");
-    REQUIRE(f.store.fail(1, failed, b.generation, "rev-b", "bad input", false, f.clock.now()).accepted());
+    REQUIRE(f.store.fail(1, failed, b.generation, "rev-b", "bad input", false, f.clock.now())
+                .accepted());
     f.claim("rev-c");
     const auto d = f.claim("rev-d");
     f.forge_result(forged, d.generation);
@@ -168,20 +174,21 @@ TEST_CASE("recovery's reclaim is the reaper's reclaim", "[recovery]") {
     for (const int max_attempts : {3, 1}) {
         DYNAMIC_SECTION("max_attempts " << max_attempts) {
             Fixture f;
-            const auto ids = f.store.enqueue(1, {{0, "same", max_attempts}, {0, "same", max_attempts}},
-                                             f.clock.now());
+            const auto ids = f.store.enqueue(
+                1, {{0, "same", max_attempts}, {0, "same", max_attempts}}, f.clock.now());
             REQUIRE(f.store.claim(1, "rev-a", 2, kLease, f.clock.now()).leases.size() == 2);
             f.clock.advance(kLease);
-            const auto by_recovery = f.recovery.apply_one(ids[1], RecoveryClass::Expired,
-                                                          f.clock.now(), kActor);
+            const auto by_recovery =
+                f.recovery.apply_one(ids[1], RecoveryClass::Expired, f.clock.now(), kActor);
             CHECK(by_recovery.action ==
                   (max_attempts == 1 ? ApplyAction::Failed : ApplyAction::Reclaimed));
             REQUIRE(f.store.reclaim_expired(f.clock.now(), 100).size() == 1);  // only ids[0] left
             const std::string row = "SELECT (to_jsonb(j) - 'id')::text FROM jobs j WHERE id = ";
             CHECK(text_of(*f.conn, row + std::to_string(ids[0])) ==
                   text_of(*f.conn, row + std::to_string(ids[1])));
-            const std::string last = "SELECT concat_ws(',', org_id, generation, kind, worker, at) "
-                                     "FROM job_events WHERE job_id = ";
+            const std::string last =
+                "SELECT concat_ws(',', org_id, generation, kind, worker, at) "
+                "FROM job_events WHERE job_id = ";
             const std::string order = " ORDER BY id DESC LIMIT 1";
             CHECK(text_of(*f.conn, last + std::to_string(ids[0]) + order) ==
                   text_of(*f.conn, last + std::to_string(ids[1]) + order));
@@ -301,14 +308,16 @@ TEST_CASE("operators resolve quarantined jobs on the record", "[recovery]") {
               std::to_string(f.clock.now()) + "))");
         f.recovery.apply(f.recovery.survey(f.clock.now()), kActor);
         REQUIRE(testing::job_state(*f.conn, id) == "quarantined");
-        const auto released = f.recovery.release(id, "holder confirmed gone", kActor, f.clock.now());
+        const auto released =
+            f.recovery.release(id, "holder confirmed gone", kActor, f.clock.now());
         REQUIRE_FALSE(released.refusal);
         CHECK(released.generation == 3);
         CHECK(testing::job_state(*f.conn, id) == "pending");
         CHECK(f.recovery.survey(f.clock.now()).inconsistent.empty());
         f.claim("rev-b");  // `other` was enqueued later, so this is id again
         CHECK(testing::job_generation(*f.conn, id) == 4);
-        const auto stale = f.store.complete(1, id, lease.generation, "rev-a", "late", f.clock.now());
+        const auto stale =
+            f.store.complete(1, id, lease.generation, "rev-a", "late", f.clock.now());
         CHECK(*stale.rejection == common::Rejection::StaleGeneration);
     }
 }

@@ -152,8 +152,8 @@ TEST_CASE("a result published while the row is still assigned is a contradiction
     const auto c = classify(expired, result(3, "r/42"), claimed_up_to(3), kNow);
     CHECK(c.cls == RecoveryClass::Inconsistent);  // not expired: it must not be reclaimed
     REQUIRE(codes(c) == std::vector<Contradiction>{Contradiction::ResultForUnfinishedRow});
-    CHECK_THAT(c.findings[0].what,
-               Catch::Contains("publishes generation 3") && Catch::Contains("assigned at generation 3"));
+    CHECK_THAT(c.findings[0].what, Catch::Contains("publishes generation 3") &&
+                                       Catch::Contains("assigned at generation 3"));
     CHECK_THAT(c.evidence, Catch::StartsWith("row: ") && Catch::Contains("\nresult: ") &&
                                Catch::Contains("ref='r/42'") && Catch::Contains("\nevents: "));
 }
@@ -182,7 +182,8 @@ TEST_CASE("results that do not match the row are contradictions", "[recovery]") 
         CHECK(codes(c) == std::vector<Contradiction>{Contradiction::ResultMismatch});
     }
     SECTION("a result in another organization") {
-        const auto c = classify(completed_row(2, "r/42"), result(2, "r/42", kOrg + 1), events, kNow);
+        const auto c =
+            classify(completed_row(2, "r/42"), result(2, "r/42", kOrg + 1), events, kNow);
         CHECK(codes(c) == std::vector<Contradiction>{Contradiction::ResultMismatch});
         CHECK_THAT(c.findings[0].what, Catch::Contains("organization 8"));
     }
@@ -208,8 +209,8 @@ TEST_CASE("generations the log does not back are contradictions", "[recovery]") 
         CHECK(codes(c) == std::vector<Contradiction>{Contradiction::ClaimMissingFromLog});
     }
     SECTION("a claimed row with no log at all") {
-        const auto c = classify(assigned_row(1, kNow + 60 * kSeconds), std::nullopt,
-                                EventSummary{}, kNow);
+        const auto c =
+            classify(assigned_row(1, kNow + 60 * kSeconds), std::nullopt, EventSummary{}, kNow);
         CHECK(codes(c) == std::vector<Contradiction>{Contradiction::ClaimMissingFromLog});
         CHECK_THAT(c.findings[0].what, Catch::Contains("latest grant is none"));
     }
@@ -217,7 +218,8 @@ TEST_CASE("generations the log does not back are contradictions", "[recovery]") 
 
 TEST_CASE("completion events that do not match the row are contradictions", "[recovery]") {
     SECTION("a completed row whose completion is missing from the log") {
-        const auto c = classify(completed_row(2, "r/42"), result(2, "r/42"), claimed_up_to(2), kNow);
+        const auto c =
+            classify(completed_row(2, "r/42"), result(2, "r/42"), claimed_up_to(2), kNow);
         CHECK(codes(c) == std::vector<Contradiction>{Contradiction::CompletionEventMissing});
     }
     SECTION("the logged completion carries another generation") {
@@ -249,8 +251,8 @@ TEST_CASE("events of another organization are a contradiction", "[recovery]") {
     events.orgs = {kOrg, kOrg + 2};
     const auto c = classify(assigned_row(1, kNow + 60 * kSeconds), std::nullopt, events, kNow);
     CHECK(codes(c) == std::vector<Contradiction>{Contradiction::ForeignOrganizationEvents});
-    CHECK_THAT(c.findings[0].what, Catch::Contains("organization 9") &&
-                                       Catch::Contains("belongs to organization 7"));
+    CHECK_THAT(c.findings[0].what,
+               Catch::Contains("organization 9") && Catch::Contains("belongs to organization 7"));
 }
 
 TEST_CASE("several contradictions are all reported, the gravest first", "[recovery]") {
@@ -303,7 +305,8 @@ TEST_CASE("results or events without a job row are orphans", "[recovery]") {
 TEST_CASE("instants are read and written in UTC", "[recovery]") {
     CHECK(parse_instant("1970-01-01T00:00:00Z") == Micros{0});
     CHECK(parse_instant("@1800000000000000") == Micros{1'800'000'000'000'000});
-    CHECK(parse_instant("2027-01-15T08:00:00.25Z") == parse_instant("2027-01-15T10:00:00.250+02:00"));
+    CHECK(parse_instant("2027-01-15T08:00:00.25Z") ==
+          parse_instant("2027-01-15T10:00:00.250+02:00"));
     CHECK(parse_instant("2000-02-29 12:00:00Z") == Micros{951'825'600'000'000});
     CHECK(format_instant(951'825'600'000'000) == "2000-02-29T12:00:00Z");
     CHECK(format_instant(951'825'600'000'001) == "2000-02-29T12:00:00.000001Z");
@@ -311,9 +314,9 @@ TEST_CASE("instants are read and written in UTC", "[recovery]") {
     for (const Micros t : {Micros{0}, kNow, kNow + 123'456, Micros{-86'400'000'001}}) {
         CHECK(parse_instant(format_instant(t)) == t);
     }
-    for (const char* bad : {"", "@", "@12x", "2027-01-15", "2027-01-15T08:00:00",
-                            "2027-13-01T00:00:00Z", "2027-01-15T08:00:00.Z", "yesterday",
-                            "2027-01-15T08:00:00+2:00"}) {
+    for (const char* bad :
+         {"", "@", "@12x", "2027-01-15", "2027-01-15T08:00:00", "2027-13-01T00:00:00Z",
+          "2027-01-15T08:00:00.Z", "yesterday", "2027-01-15T08:00:00+2:00"}) {
         INFO(bad);
         CHECK_FALSE(parse_instant(bad));
     }
