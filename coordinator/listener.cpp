@@ -21,8 +21,9 @@ public:
 
     void operator()(const std::string& payload, int) override {
         common::OrgId org = 0;
-        const auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), org);
-        if (ec != std::errc() || end != payload.data() + payload.size() || org <= 0) {
+        const char* last = payload.data() + payload.size();
+        const auto [end, ec] = std::from_chars(payload.data(), last, org);
+        if (ec != std::errc() || end != last || org <= 0) {
             spdlog::warn("ignoring notification on {} with payload '{}'", Listener::kChannel,
                          payload);
             return;
@@ -87,7 +88,9 @@ void Listener::listen_once(Poster& poster, Backoff& backoff) {
         conn.await_notification(0, kWaitStepMicros);
         // libpqxx may reconnect behind our back; a new backend did not hear what was sent before
         // it started listening, so treat it like any reconnection.
-        if (conn.backendpid() != pid) throw pqxx::broken_connection("listener connection was replaced");
+        if (conn.backendpid() != pid) {
+            throw pqxx::broken_connection("listener connection was replaced");
+        }
     }
 }
 

@@ -101,7 +101,9 @@ void Coordinator::on_claim(DbRequest& request, const RequestOutcome::Result& res
             }
             metrics_.claims.fetch_add(1, std::memory_order_relaxed);
             metrics_.jobs_assigned.fetch_add(outcome.leases.size(), std::memory_order_relaxed);
-            if (!send(from.routing_id, assigned, from.encoding)) release_undelivered(request, outcome);
+            if (!send(from.routing_id, assigned, from.encoding)) {
+                release_undelivered(request, outcome);
+            }
             finish(from);
             return;
         }
@@ -151,7 +153,8 @@ void Coordinator::on_transition(const DbRequest& request, const RequestOutcome::
                      from.org_id, job, generation, from.worker_id, reason, t.detail);
         if (request.kind() == RequestKind::Renew) {
             metrics_.revocations.fetch_add(1, std::memory_order_relaxed);
-            send(from.routing_id, proto::Revoked{from.req, job, generation, reason, errors::clip_text(t.detail)},
+            send(from.routing_id,
+                 proto::Revoked{from.req, job, generation, reason, errors::clip_text(t.detail)},
                  from.encoding);
         } else {
             send(from.routing_id,

@@ -221,7 +221,8 @@ bool Coordinator::send(const std::string& routing_id, const proto::Message& mess
 void Coordinator::send_error(const std::string& routing_id, proto::Encoding encoding,
                              std::uint64_t req, std::string_view code, std::string text) {
     metrics_.count_error(code);
-    send(routing_id, proto::Error{req, std::string(code), errors::clip_text(std::move(text))}, encoding);
+    send(routing_id, proto::Error{req, std::string(code), errors::clip_text(std::move(text))},
+         encoding);
 }
 
 }  // namespace aclaim::coordinator

@@ -14,7 +14,9 @@ bool StoreHandle::try_connect() {
     try {
         store_ = std::make_unique<common::AssignmentStore>(dsn_, options_);
         backoff_.reset();
-        if (reported_down_) spdlog::info("{}: database connection restored", options_.application_name);
+        if (reported_down_) {
+            spdlog::info("{}: database connection restored", options_.application_name);
+        }
         reported_down_ = false;
         return true;
     } catch (const std::exception& e) {

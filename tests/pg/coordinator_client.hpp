@@ -91,7 +91,9 @@ public:
             if (proto::request_id(*m) == req) {
                 if (auto* t = std::get_if<T>(&*m)) return *t;
                 std::string what(proto::type_name(*m));
-                if (auto* e = std::get_if<proto::Error>(&*m)) what += " " + e->code + ": " + e->text;
+                if (auto* e = std::get_if<proto::Error>(&*m)) {
+                    what += " " + e->code + ": " + e->text;
+                }
                 if (auto* n = std::get_if<proto::NoWork>(&*m)) what += " " + n->reason;
                 if (auto* r = std::get_if<proto::Rejected>(&*m)) what += " " + r->reason;
                 FAIL("request " << req << " answered with " << what);

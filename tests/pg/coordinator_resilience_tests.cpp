@@ -20,7 +20,9 @@ proto::Error expect_error(RawWorker& w, const std::vector<std::string>& frames) 
     return std::get<proto::Error>(*m);
 }
 
-std::string binary_body(const proto::Message& m) { return proto::encode(m, proto::Encoding::Binary).body; }
+std::string binary_body(const proto::Message& m) {
+    return proto::encode(m, proto::Encoding::Binary).body;
+}
 
 }  // namespace
 
