@@ -1,0 +1,8 @@
+// libFuzzer target: JSON bodies of every message type.
+
+#include "tests/fuzz/fuzz_input.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    aclaim::fuzz::fuzz_body(aclaim::common::proto::kTagJson, data, size);
+    return 0;
+}
