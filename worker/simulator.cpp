@@ -81,7 +81,7 @@ void Simulator::maybe_claim(TimePoint now) {
 
 TimePoint Simulator::next_wake(TimePoint now) const {
     TimePoint next = now + kMaxPollWait;
-    for (const auto& [id, r] : reviews_) next = std::min(next, r.done_at);
+    for (const auto& [key, r] : reviews_) next = std::min(next, r.done_at);
     if (crash_at_) next = std::min(next, *crash_at_);
     if (claim_not_before_ > now) next = std::min(next, claim_not_before_);
     return next;
@@ -134,7 +134,7 @@ void Simulator::on_assigned(const proto::AssignedJob& job, TimePoint now) {
     if (options_.crash_after >= 0 && counters_.completed_accepted >= options_.crash_after) {
         crash_at_ = now + duration / 2;
     }
-    reviews_[job.job_id] = review;
+    reviews_[{job.job_id, job.generation}] = review;
     spdlog::info("assigned org={} job={} generation={} worker={} attempts={} review_ms={}", org(),
                  job.job_id, job.generation, options_.client.worker_id, job.attempts,
                  until(now, review.done_at).count());
@@ -143,8 +143,8 @@ void Simulator::on_assigned(const proto::AssignedJob& job, TimePoint now) {
 void Simulator::on_lost(const JobLost& lost, TimePoint now) {
     results_.write({options_.client.worker_id, lost.job.job_id, lost.job.generation, "review",
                     "revoked", false, "", lost.reason, lost.detail});
-    const auto it = reviews_.find(lost.job.job_id);
-    if (it == reviews_.end() || it->second.job.generation != lost.job.generation) return;
+    const auto it = reviews_.find({lost.job.job_id, lost.job.generation});
+    if (it == reviews_.end()) return;
     ++counters_.revoked;
     // A finished review is still reported: fencing makes a late result harmless and the
     // rejection is what an operator rehearsing a stall wants to see.
@@ -220,9 +220,9 @@ void Simulator::begin_shutdown(const std::string& why, TimePoint now) {
     stop_deadline_ = now + options_.client.reply_timeout + Millis(options_.claim_wait_ms);
     spdlog::info("worker={} stopping ({}): releasing {} held jobs", options_.client.worker_id, why,
                  reviews_.size());
-    for (const auto& [id, r] : reviews_) {
+    for (const auto& [key, r] : reviews_) {
         client_.release(r.job);
-        submitted_.insert(id);
+        submitted_.insert(r.job.job_id);
     }
     reviews_.clear();
 }

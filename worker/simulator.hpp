@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "worker/client.hpp"
 #include "worker/options.hpp"
@@ -64,7 +65,9 @@ class Simulator {
     ResultLog results_;
     ReviewTime review_time_;
     std::mt19937_64 rng_;
-    std::map<std::int64_t, Review> reviews_;
+    /// Keyed by job and generation: a job reclaimed from a stalled review and claimed again by
+    /// this same worker is a second review, and the stalled one must still be reported.
+    std::map<std::pair<std::int64_t, std::int64_t>, Review> reviews_;
     std::set<std::int64_t> submitted_;  ///< COMPLETE/FAIL/RELEASE sent, verdict not yet back
     std::optional<JobRef> stalled_job_;
     SimulatorCounters counters_;
