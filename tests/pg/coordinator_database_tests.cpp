@@ -144,6 +144,9 @@ TEST_CASE("after PostgreSQL restarts the coordinator reconnects, completes and w
     o.dsn = server.dsn;
     o.bind = "tcp://127.0.0.1:*";
     o.plaintext = true;
+    // A restart of a durable server on a busy machine can take seconds: the lease must outlast
+    // it, or the completion is rightly refused as expired.
+    o.lease_ms = 60000;
     coordinator::Coordinator c(o, clock);
     c.start();
     zmq::context_t context;
