@@ -13,6 +13,7 @@
 #include "coordinator/listener.hpp"
 #include "coordinator/mailbox.hpp"
 #include "coordinator/reaper.hpp"
+#include "coordinator/zap.hpp"
 
 namespace aclaim::coordinator {
 
@@ -61,6 +62,10 @@ Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
 
 Coordinator::~Coordinator() { stop(); }
 
+const AuthCounters* Coordinator::auth_counters() const {
+    return zap_ ? &zap_->counters() : nullptr;
+}
+
 void Coordinator::bind() {
     options_.validate();
     if (options_.migrate) apply_migrations(options_.dsn);
@@ -71,6 +76,17 @@ void Coordinator::bind() {
     router_.set(zmq::sockopt::sndhwm, options_.socket_hwm);
     router_.set(zmq::sockopt::rcvhwm, options_.socket_hwm);
     router_.set(zmq::sockopt::linger, kLingerMs);
+    router_.set(zmq::sockopt::handshake_ivl, options_.handshake_timeout_ms);
+    if (!options_.plaintext) {
+        const std::string secret = options_.load_curve_secret();
+        zap_ = std::make_unique<ZapHandler>(context_, options_.dsn,
+                                            std::chrono::milliseconds(options_.key_cache_ms));
+        router_.set(zmq::sockopt::curve_server, true);
+        router_.set(zmq::sockopt::curve_secretkey, secret);
+        // A non-empty domain makes libzmq consult the ZAP handler for every handshake.
+        router_.set(zmq::sockopt::zap_domain, "aclaim");
+        spdlog::info("CURVE on: server public key {}", curve_public_of(secret));
+    }
     router_.bind(options_.bind);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     mailbox_ = std::make_unique<Mailbox>(context_);
@@ -108,6 +124,7 @@ void Coordinator::serve() {
         spdlog::warn("plaintext mode: workers are not authenticated and each session acts for the "
                      "organization its HELLO names; for development only");
     }
+    if (zap_) zap_->start();
     pool_->start();
     reaper_->start();
     listener_->start();
@@ -170,6 +187,7 @@ void Coordinator::shutdown() {
     process_events();
     for (auto& claim : parked_.take_all()) answer_no_work(claim, "draining");
     router_.close();
+    if (zap_) zap_->stop();
     spdlog::info("stopped: {}", metrics_.summary());
 }
 

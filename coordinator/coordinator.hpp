@@ -24,6 +24,8 @@ class DbPool;
 class Listener;
 class Mailbox;
 class Reaper;
+class ZapHandler;
+struct AuthCounters;
 
 /// The ZeroMQ front end: one ROUTER socket served by one thread, which alone sends on it, in
 /// front of the DB threads, the lease reaper and the job notification listener. Holds no
@@ -50,6 +52,8 @@ public:
     /// The endpoint actually bound, e.g. tcp://127.0.0.1:41234 for a bind on port *.
     const std::string& endpoint() const { return endpoint_; }
     const Metrics& metrics() const { return metrics_; }
+    /// CURVE handshakes accepted and refused; nothing in plaintext mode.
+    const AuthCounters* auth_counters() const;
     const CoordinatorOptions& options() const { return options_; }
 
 private:
@@ -63,11 +67,12 @@ private:
 
     // Requests from workers (requests.cpp).
     void read_router();
-    void handle_message(const std::string& routing_id,
+    void handle_message(const std::string& routing_id, const std::string& user_id,
                         const std::vector<std::string_view>& frames);
-    void handle_request(const std::string& routing_id, proto::Decoded decoded);
-    void handle_hello(const std::string& routing_id, const proto::Hello& hello,
-                      proto::Encoding encoding);
+    void handle_request(const std::string& routing_id, const std::string& user_id,
+                        proto::Decoded decoded);
+    void handle_hello(const std::string& routing_id, const std::string& user_id,
+                      const proto::Hello& hello, proto::Encoding encoding);
     void handle_bye(const std::string& routing_id);
     void dispatch(DbRequest request);
     bool send(const std::string& routing_id, const proto::Message& message,
@@ -93,6 +98,7 @@ private:
     Metrics metrics_;
 
     zmq::context_t context_;
+    std::unique_ptr<ZapHandler> zap_;  ///< before router_: it must outlive the ROUTER's handshakes
     zmq::socket_t router_;
     std::unique_ptr<Mailbox> mailbox_;
     WorkQueue queue_;

@@ -27,13 +27,15 @@ inline constexpr std::string_view kNotCommitted = "not_committed";
 inline constexpr std::string_view kOutcomeUnknown = "outcome_unknown";
 /// The coordinator is shutting down.
 inline constexpr std::string_view kDraining = "draining";
+/// The request does not match the connection's authenticated identity.
+inline constexpr std::string_view kUnauthenticated = "unauthenticated";
 
 /// Every code counted separately by Metrics; anything else is counted as "other".
-inline constexpr std::array<std::string_view, 15> kCounted{
+inline constexpr std::array<std::string_view, 16> kCounted{
     "malformed",          "oversized",        "wrong_version",   "unknown_type",
     "undecodable",        "invalid",          kNoSession,        kTooManyRequests,
     kOverloaded,          kDatabaseUnavailable, kDatabaseError,  kNotCommitted,
-    kOutcomeUnknown,      kDraining,          "other"};
+    kOutcomeUnknown,      kDraining,          kUnauthenticated,  "other"};
 
 /// Cuts a text to the size the protocol allows in reasons and details: a database message, for
 /// one, can be longer, and a reply the worker cannot decode helps nobody.

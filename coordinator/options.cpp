@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cctype>
+#include <fstream>
 #include <stdexcept>
 
 namespace aclaim::coordinator {
@@ -31,11 +33,28 @@ void CoordinatorOptions::validate() const {
     require(max_queued_requests >= 1, "--max-queued-requests must be positive");
     require(socket_hwm >= 1, "--socket-hwm must be positive");
     require(drain_timeout_ms >= 0, "--drain-timeout-ms must not be negative");
-    // Until CURVE authentication exists there is no way to learn a worker's organization other
-    // than believing it, so serving at all must be an explicit development choice.
-    require(plaintext,
-            "no authenticated mode is available yet: pass --plaintext (ACLAIM_PLAINTEXT=1) to "
-            "take each worker's organization from its HELLO, for development only");
+    require(key_cache_ms >= 0, "--key-cache-ms must not be negative");
+    require(handshake_timeout_ms >= 100, "--handshake-timeout-ms must be at least 100");
+    // Without a key the only way to learn a worker's organization is to believe it, so that must
+    // be an explicit development choice.
+    require(plaintext || !curve_secret_key.empty() || !curve_secret_key_file.empty(),
+            "pass --curve-secret-key or --curve-secret-key-file (see aclaimctl keys generate "
+            "--server), or --plaintext (ACLAIM_PLAINTEXT=1) for development only");
+    require(curve_secret_key.empty() || curve_secret_key_file.empty(),
+            "pass --curve-secret-key or --curve-secret-key-file, not both");
+}
+
+std::string CoordinatorOptions::load_curve_secret() const {
+    if (plaintext) return {};
+    std::string key = curve_secret_key;
+    if (!curve_secret_key_file.empty()) {
+        std::ifstream in(curve_secret_key_file);
+        require(static_cast<bool>(in), "cannot read --curve-secret-key-file " + curve_secret_key_file);
+        std::getline(in, key);
+    }
+    while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
+    require(key.size() == 40, "the CURVE secret key must be 40 characters of Z85");
+    return key;
 }
 
 void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
@@ -81,6 +100,20 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
     app.add_flag("--plaintext", o.plaintext,
                  "Development mode: trust the organization a worker names in HELLO")
         ->envname("ACLAIM_PLAINTEXT");
+    app.add_option("--curve-secret-key", o.curve_secret_key,
+                   "CURVE secret key (Z85) of the ROUTER; workers must know its public key")
+        ->envname("ACLAIM_CURVE_SECRET_KEY");
+    app.add_option("--curve-secret-key-file", o.curve_secret_key_file,
+                   "File holding the CURVE secret key (first line, Z85)")
+        ->envname("ACLAIM_CURVE_SECRET_KEY_FILE");
+    app.add_option("--key-cache-ms", o.key_cache_ms,
+                   "How long an accepted worker key is trusted before worker_keys is asked again")
+        ->envname("ACLAIM_KEY_CACHE_MS")
+        ->capture_default_str();
+    app.add_option("--handshake-timeout-ms", o.handshake_timeout_ms,
+                   "Connections that have not finished the CURVE handshake by then are dropped")
+        ->envname("ACLAIM_HANDSHAKE_TIMEOUT_MS")
+        ->capture_default_str();
     app.add_option("--clock-skew-ms", o.clock_skew_ms,
                    "Offset added to the system clock, for clock-disagreement drills")
         ->envname("ACLAIM_CLOCK_SKEW_MS")

@@ -41,6 +41,14 @@ struct CoordinatorOptions {
     bool migrate = false;
     /// Development mode: the organization comes from HELLO instead of an authenticated key.
     bool plaintext = false;
+    /// The coordinator's CURVE secret key (Z85); required unless plaintext. Never logged.
+    std::string curve_secret_key;
+    /// A file holding the CURVE secret key, instead of passing it on the command line.
+    std::string curve_secret_key_file;
+    /// How long an accepted worker key is trusted without asking worker_keys again, in ms.
+    int key_cache_ms = 2000;
+    /// A connection whose CURVE handshake has not finished by then is dropped, in milliseconds.
+    int handshake_timeout_ms = 5000;
     /// Offset added to the system clock, to rehearse coordinators whose clocks disagree.
     int clock_skew_ms = 0;
     /// How long to try to reach the database to learn whether an interrupted commit happened.
@@ -60,6 +68,8 @@ struct CoordinatorOptions {
 
     /// Throws std::invalid_argument naming the first setting that cannot work.
     void validate() const;
+    /// The CURVE secret key from curve_secret_key or the file; empty in plaintext mode.
+    std::string load_curve_secret() const;
 };
 
 /// Declares every option on a CLI11 app, each with its ACLAIM_* environment variable.

@@ -7,6 +7,7 @@
 #include "coordinator/coordinator.hpp"
 #include "coordinator/errors.hpp"
 #include "coordinator/overloaded.hpp"
+#include "coordinator/zap.hpp"
 
 namespace aclaim::coordinator {
 
@@ -48,11 +49,17 @@ void Coordinator::read_router() {
             if (parts.size() < kFramesKept) parts.push_back(std::move(part));
         }
         metrics_.requests.fetch_add(1, std::memory_order_relaxed);
+        // Under CURVE, libzmq stamps every frame with the User-Id the ZAP handler returned for
+        // this connection's key: the one source of a request's organization.
+        std::string user_id;
+        if (!options_.plaintext && !parts.empty()) {
+            if (const char* id = parts[0].gets("User-Id")) user_id = id;
+        }
         std::vector<std::string_view> frames;
         frames.reserve(parts.size());
         for (const auto& p : parts) frames.push_back(p.to_string_view());
         try {
-            handle_message(routing_id, frames);
+            handle_message(routing_id, user_id, frames);
         } catch (const std::exception& e) {
             spdlog::error("request from connection {} not handled: {}", spdlog::to_hex(routing_id),
                           e.what());
@@ -60,7 +67,7 @@ void Coordinator::read_router() {
     }
 }
 
-void Coordinator::handle_message(const std::string& routing_id,
+void Coordinator::handle_message(const std::string& routing_id, const std::string& user_id,
                                  const std::vector<std::string_view>& frames) {
     if (frames.size() == 3 && frames[2].size() > options_.max_body_bytes) {
         const auto enc = frames[0] == proto::kTagJson ? proto::Encoding::Json
@@ -77,10 +84,11 @@ void Coordinator::handle_message(const std::string& routing_id,
         send_error(routing_id, err->reply_encoding, err->req, err->code, err->text);
         return;
     }
-    handle_request(routing_id, std::move(std::get<proto::Decoded>(decoded)));
+    handle_request(routing_id, user_id, std::move(std::get<proto::Decoded>(decoded)));
 }
 
-void Coordinator::handle_request(const std::string& routing_id, proto::Decoded decoded) {
+void Coordinator::handle_request(const std::string& routing_id, const std::string& user_id,
+                                 proto::Decoded decoded) {
     const auto now = SteadyClock::now();
     const proto::Message& message = decoded.message;
     const auto enc = decoded.encoding;
@@ -91,12 +99,19 @@ void Coordinator::handle_request(const std::string& routing_id, proto::Decoded d
         return;
     }
     if (const auto* hello = std::get_if<proto::Hello>(&message)) {
-        handle_hello(routing_id, *hello, enc);
+        handle_hello(routing_id, user_id, *hello, enc);
         return;
     }
     Session* session = sessions_.find(routing_id);
     if (session == nullptr) {
         send_error(routing_id, enc, req, errors::kNoSession, "send HELLO before " + type);
+        return;
+    }
+    // A routing id is one connection and a connection one key, so this cannot differ; checked
+    // anyway because a session acting for the wrong organization is the one unforgivable bug.
+    if (session->user_id != user_id) {
+        send_error(routing_id, enc, req, errors::kUnauthenticated,
+                   "this connection's identity is not the one its session was opened with");
         return;
     }
     session->last_seen = now;
@@ -138,16 +153,33 @@ void Coordinator::handle_request(const std::string& routing_id, proto::Decoded d
     dispatch(std::move(request));
 }
 
-void Coordinator::handle_hello(const std::string& routing_id, const proto::Hello& hello,
-                               proto::Encoding encoding) {
-    // Plaintext development mode is the only mode so far: the organization is the one named.
-    if (hello.org_id <= 0) {
+void Coordinator::handle_hello(const std::string& routing_id, const std::string& user_id,
+                               const proto::Hello& hello, proto::Encoding encoding) {
+    common::OrgId org = hello.org_id;
+    if (!options_.plaintext) {
+        // The organization is the authenticated key's; HELLO's org_id is ignored. The worker id
+        // must be the key's name, or one key could act as (and fence out) any worker of its
+        // organization.
+        const auto identity = KeyIdentity::parse(user_id);
+        if (!identity) {
+            send_error(routing_id, encoding, hello.req, errors::kUnauthenticated,
+                       "the connection carries no authenticated identity");
+            return;
+        }
+        if (hello.worker_id != identity->name) {
+            send_error(routing_id, encoding, hello.req, errors::kUnauthenticated,
+                       "worker_id '" + hello.worker_id + "' is not the name this key is " +
+                           "registered under");
+            return;
+        }
+        org = identity->org_id;
+    } else if (org <= 0) {
         send_error(routing_id, encoding, hello.req, "invalid",
                    "org_id must be a positive organization id");
         return;
     }
-    const Session& s =
-        sessions_.open(routing_id, hello.worker_id, hello.org_id, encoding, SteadyClock::now());
+    Session& s = sessions_.open(routing_id, hello.worker_id, org, encoding, SteadyClock::now());
+    s.user_id = user_id;
     metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
     spdlog::info("session org={} worker={} opened", s.org_id, s.worker_id);
     proto::Welcome welcome;

@@ -15,6 +15,7 @@ struct Session {
     std::string routing_id;
     std::string worker_id;
     common::OrgId org_id = 0;  ///< the organization every request of this session acts for
+    std::string user_id;       ///< the CURVE identity it was opened under; empty in plaintext
     proto::Encoding encoding = proto::Encoding::Binary;  ///< of its latest request, for pushes
     int outstanding = 0;       ///< requests not answered yet, parked claims included
     SteadyClock::time_point last_seen{};

@@ -14,6 +14,7 @@ void register_all_commands(CLI::App& app, Global& global, Action& action) {
     add_recover_command(app, global, action);
     add_quarantine_command(app, global, action);
     add_check_command(app, global, action);
+    add_keys_command(app, global, action);
 }
 
 }  // namespace aclaim::ctl

@@ -1,0 +1,193 @@
+// keys generate|register|revoke|list: the CURVE key pairs workers and the coordinator
+// authenticate with, and the worker_keys table that binds each worker public key to one
+// organization and one worker name. Secret keys are written to files (mode 0600) and never
+// printed or stored in the database.
+
+#include <sys/stat.h>
+#include <zmq.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "coordinator/ctl/ctl.hpp"
+
+namespace aclaim::ctl {
+
+namespace {
+
+struct GenerateArgs {
+    std::string out_dir = ".";
+    std::string name;
+    bool server = false;
+};
+
+struct RegisterArgs {
+    long long org = 0;
+    std::string name;
+    std::string public_key;
+};
+
+struct RevokeArgs {
+    std::string public_key;
+    std::string name;
+    long long org = 0;
+};
+
+/// Writes `text` to a file only the owner can read, creating it with that mode so that the
+/// secret is never readable by others, not even for a moment.
+void write_private(const std::filesystem::path& path, const std::string& text) {
+    const auto old_mask = ::umask(077);
+    std::ofstream out(path, std::ios::trunc);
+    ::umask(old_mask);
+    if (!out) throw UsageError("cannot write " + path.string());
+    out << text << "\n";
+    out.close();
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read |
+                                           std::filesystem::perms::owner_write);
+}
+
+int generate(const GenerateArgs& args) {
+    std::array<char, 41> pub{};
+    std::array<char, 41> sec{};
+    if (zmq_curve_keypair(pub.data(), sec.data()) != 0) {
+        throw std::runtime_error("this libzmq was built without CURVE support");
+    }
+    const std::string base = args.server ? "coordinator" : (args.name.empty() ? "worker" : args.name);
+    const std::filesystem::path dir(args.out_dir);
+    std::filesystem::create_directories(dir);
+    write_private(dir / (base + ".key"), sec.data());
+    std::ofstream(dir / (base + ".pub"), std::ios::trunc) << pub.data() << "\n";
+    // Only the public half goes to stdout, so that it can be captured by a script.
+    std::cout << pub.data() << "\n";
+    std::cerr << "secret key written to " << (dir / (base + ".key")).string() << " (mode 0600)\n";
+    return 0;
+}
+
+int register_key(const Global& global, const RegisterArgs& args) {
+    if (args.org <= 0) throw UsageError("--org must be a positive organization id");
+    if (args.public_key.size() != 40) throw UsageError("--public-key must be 40 characters of Z85");
+    std::array<std::uint8_t, 32> raw{};
+    if (zmq_z85_decode(raw.data(), args.public_key.c_str()) == nullptr) {
+        throw UsageError("--public-key is not valid Z85");
+    }
+    pqxx::connection conn(require_dsn(global));
+    pqxx::work txn(conn, "keys_register");
+    const auto row = txn.exec_params(
+        "INSERT INTO worker_keys (public_key, org_id, name) VALUES ($1, $2, $3) "
+        "ON CONFLICT (public_key) DO NOTHING RETURNING 1",
+        args.public_key, args.org, args.name);
+    if (row.empty()) {
+        throw UsageError("that public key is already registered (keys are never reused, even "
+                         "after revocation: generate a new pair)");
+    }
+    txn.commit();
+    std::cout << "registered " << args.public_key << " for org " << args.org << " worker "
+              << args.name << "\n";
+    return 0;
+}
+
+int revoke(const Global& global, const RevokeArgs& args) {
+    if (args.public_key.empty() == args.name.empty()) {
+        throw UsageError("pass exactly one of --public-key or --name");
+    }
+    pqxx::connection conn(require_dsn(global));
+    pqxx::work txn(conn, "keys_revoke");
+    pqxx::result rows;
+    if (!args.public_key.empty()) {
+        rows = txn.exec_params(
+            "UPDATE worker_keys SET revoked_at = now() WHERE public_key = $1 "
+            "AND revoked_at IS NULL RETURNING public_key",
+            args.public_key);
+    } else {
+        rows = txn.exec_params(
+            "UPDATE worker_keys SET revoked_at = now() WHERE name = $1 "
+            "AND ($2 = 0 OR org_id = $2) AND revoked_at IS NULL RETURNING public_key",
+            args.name, args.org);
+    }
+    if (rows.empty()) throw UsageError("no live key matches");
+    txn.commit();
+    for (const auto& r : rows) std::cout << "revoked " << r[0].as<std::string>() << "\n";
+    std::cerr << "new handshakes with these keys are refused once the coordinator's key cache "
+                 "expires (--key-cache-ms); connections already open stay until they drop\n";
+    return 0;
+}
+
+int list(const Global& global, bool json) {
+    pqxx::connection conn(require_dsn(global));
+    pqxx::read_transaction txn(conn);
+    const auto rows = txn.exec(
+        "SELECT public_key, org_id, name, created_at::text, coalesce(revoked_at::text, '') "
+        "FROM worker_keys ORDER BY org_id, name, created_at");
+    if (json) {
+        nlohmann::json out = {{"keys", nlohmann::json::array()}};
+        for (const auto& r : rows) {
+            const auto revoked = r[4].as<std::string>();
+            out["keys"].push_back({{"public_key", r[0].as<std::string>()},
+                                   {"org_id", r[1].as<long long>()},
+                                   {"name", r[2].as<std::string>()},
+                                   {"created_at", r[3].as<std::string>()},
+                                   {"revoked_at", revoked.empty() ? nlohmann::json()
+                                                                  : nlohmann::json(revoked)}});
+        }
+        std::cout << out.dump() << "\n";
+        return 0;
+    }
+    std::printf("%-40s %-6s %-20s %s\n", "public_key", "org", "name", "revoked_at");
+    for (const auto& r : rows) {
+        std::printf("%-40s %-6lld %-20s %s\n", r[0].c_str(), r[1].as<long long>(), r[2].c_str(),
+                    r[4].as<std::string>().empty() ? "-" : r[4].c_str());
+    }
+    return 0;
+}
+
+}  // namespace
+
+void add_keys_command(CLI::App& app, Global& global, Action& action) {
+    auto* cmd = app.add_subcommand("keys", "CURVE keys of workers and the coordinator");
+    cmd->require_subcommand(1);
+
+    auto gen = std::make_shared<GenerateArgs>();
+    auto* g = cmd->add_subcommand("generate", "New key pair: prints the public key, writes both");
+    g->add_option("--out-dir", gen->out_dir, "Directory for <name>.key (0600) and <name>.pub")
+        ->capture_default_str();
+    g->add_option("--name", gen->name, "File name stem; defaults to 'worker'");
+    g->add_flag("--server", gen->server, "The coordinator's pair (coordinator.key/.pub)");
+    g->callback([&action, gen] { action = [gen] { return generate(*gen); }; });
+
+    auto reg = std::make_shared<RegisterArgs>();
+    auto* r = cmd->add_subcommand("register", "Bind a worker public key to an organization");
+    r->add_option("--org", reg->org, "Organization id")->required();
+    r->add_option("--name", reg->name, "Worker name; the worker must say HELLO with it")
+        ->required()
+        ->check([](const std::string& n) {
+            return n.empty() || n.size() > 128 ? std::string("1..128 bytes") : std::string();
+        });
+    r->add_option("--public-key", reg->public_key, "Z85 public key")->required();
+    r->callback([&global, &action, reg] {
+        action = [&global, reg] { return register_key(global, *reg); };
+    });
+
+    auto rev = std::make_shared<RevokeArgs>();
+    auto* v = cmd->add_subcommand("revoke", "Refuse a key (or every live key of a worker)");
+    v->add_option("--public-key", rev->public_key, "Z85 public key");
+    v->add_option("--name", rev->name, "Worker name: revokes all its live keys");
+    v->add_option("--org", rev->org, "With --name: only in this organization");
+    v->callback([&global, &action, rev] {
+        action = [&global, rev] { return revoke(global, *rev); };
+    });
+
+    auto json = std::make_shared<bool>(false);
+    auto* l = cmd->add_subcommand("list", "Every key, live and revoked");
+    l->add_flag("--json", *json, "One JSON document");
+    l->callback([&global, &action, json] {
+        action = [&global, json] { return list(global, *json); };
+    });
+}
+
+}  // namespace aclaim::ctl
