@@ -1,0 +1,202 @@
+// CURVE authentication against an in-process coordinator and real DEALER sockets: the
+// organization comes from the registered key, never from HELLO; unknown and revoked keys fail the
+// handshake; a worker of one organization cannot touch another's job.
+
+#include <zmq.h>
+
+#include <array>
+#include <pqxx/pqxx>
+
+#include "coordinator/zap.hpp"
+#include "tests/pg/coordinator_client.hpp"
+
+namespace aclaim::testing {
+
+namespace {
+
+struct KeyPair {
+    std::string public_key;
+    std::string secret_key;
+};
+
+KeyPair new_pair() {
+    std::array<char, 41> pub{};
+    std::array<char, 41> sec{};
+    REQUIRE(zmq_curve_keypair(pub.data(), sec.data()) == 0);
+    return {pub.data(), sec.data()};
+}
+
+/// A CURVE coordinator on a fresh database, with a short key cache so revocation is quick.
+struct CurveHarness {
+    CurveHarness()
+        : server(new_pair()), harness(clock, [this](coordinator::CoordinatorOptions& o) {
+              o.plaintext = false;
+              o.curve_secret_key = server.secret_key;
+              o.key_cache_ms = 50;
+              o.handshake_timeout_ms = 1000;
+          }) {}
+
+    KeyPair add_key(common::OrgId org, const std::string& name) {
+        auto pair = new_pair();
+        auto conn = harness.db.connect();
+        pqxx::work txn(*conn);
+        txn.exec_params("INSERT INTO worker_keys (public_key, org_id, name) VALUES ($1, $2, $3)",
+                        pair.public_key, org, name);
+        txn.commit();
+        return pair;
+    }
+
+    void revoke(const KeyPair& pair) {
+        auto conn = harness.db.connect();
+        pqxx::work txn(*conn);
+        txn.exec_params("UPDATE worker_keys SET revoked_at = now() WHERE public_key = $1",
+                        pair.public_key);
+        txn.commit();
+    }
+
+    const coordinator::AuthCounters& auth() const { return *harness.coordinator->auth_counters(); }
+
+    KeyPair server;
+    common::SystemClock clock;
+    CoordinatorHarness harness;
+};
+
+/// A DEALER that authenticates with a client key pair; speaks the protocol in binary.
+class CurveWorker {
+public:
+    CurveWorker(CurveHarness& h, const KeyPair& client)
+        : socket_(h.harness.context, zmq::socket_type::dealer) {
+        socket_.set(zmq::sockopt::linger, 0);
+        socket_.set(zmq::sockopt::curve_serverkey, h.server.public_key);
+        socket_.set(zmq::sockopt::curve_publickey, client.public_key);
+        socket_.set(zmq::sockopt::curve_secretkey, client.secret_key);
+        socket_.connect(h.harness.coordinator->endpoint());
+    }
+
+    std::uint64_t send(proto::Message m) {
+        const auto req = ++req_;
+        std::visit([req](auto& body) { body.req = req; }, m);
+        const auto f = proto::encode(m, proto::Encoding::Binary);
+        socket_.send(zmq::buffer(f.tag), zmq::send_flags::sndmore);
+        socket_.send(zmq::buffer(f.type), zmq::send_flags::sndmore);
+        socket_.send(zmq::buffer(f.body), zmq::send_flags::none);
+        return req;
+    }
+
+    /// The answer to `req` within `limit` (pushes are skipped), or nothing.
+    std::optional<proto::Message> answer(std::uint64_t req, std::chrono::milliseconds limit) {
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        while (true) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+            if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) return std::nullopt;
+            std::vector<zmq::message_t> parts;
+            REQUIRE(zmq::recv_multipart(socket_, std::back_inserter(parts)));
+            std::vector<std::string_view> frames;
+            for (const auto& p : parts) frames.push_back(p.to_string_view());
+            auto decoded = proto::decode(frames);
+            REQUIRE(std::holds_alternative<proto::Decoded>(decoded));
+            auto m = std::get<proto::Decoded>(std::move(decoded)).message;
+            if (proto::request_id(m) == req) return m;
+        }
+    }
+
+    template <class T>
+    T expect(std::uint64_t req) {
+        auto m = answer(req, 10s);
+        REQUIRE(m.has_value());
+        INFO("answered with " << proto::type_name(*m));
+        REQUIRE(std::holds_alternative<T>(*m));
+        return std::get<T>(*m);
+    }
+
+private:
+    zmq::socket_t socket_;
+    std::uint64_t req_ = 0;
+};
+
+/// Every job row, for "changed nothing".
+std::string all_jobs(CurveHarness& h) {
+    auto conn = h.harness.db.connect();
+    pqxx::read_transaction t(*conn);
+    return t.exec1("SELECT coalesce(string_agg(j::text, ';' ORDER BY id), '') FROM jobs j")[0]
+        .as<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("CURVE: the organization is the key's, whatever HELLO names", "[security][curve]") {
+    CurveHarness h;
+    const auto key = h.add_key(7, "rev-a");
+    CurveWorker w(h, key);
+    const auto welcome = w.expect<proto::Welcome>(w.send(proto::Hello{0, "rev-a", 999}));
+    CHECK(welcome.org_id == 7);
+    CHECK(h.auth().accepted.load() >= 1);
+}
+
+TEST_CASE("CURVE: HELLO must name the worker the key is registered to", "[security][curve]") {
+    CurveHarness h;
+    const auto key = h.add_key(7, "rev-a");
+    CurveWorker w(h, key);
+    const auto err = w.expect<proto::Error>(w.send(proto::Hello{0, "rev-b", 7}));
+    CHECK(err.code == "unauthenticated");
+    CHECK(h.harness.coordinator->metrics().errors_of("unauthenticated") == 1);
+}
+
+TEST_CASE("CURVE: an unknown key cannot connect, and the refusal is counted", "[security][curve]") {
+    CurveHarness h;
+    const auto stranger = new_pair();
+    CurveWorker w(h, stranger);
+    CHECK_FALSE(w.answer(w.send(proto::Hello{0, "rev-a", 1}), 1500ms).has_value());
+    CHECK(h.auth().refused.load() >= 1);
+    CHECK(h.auth().accepted.load() == 0);
+}
+
+TEST_CASE("CURVE: a revoked key cannot open a new connection", "[security][curve]") {
+    CurveHarness h;
+    const auto key = h.add_key(3, "rev-a");
+    {
+        CurveWorker before(h, key);
+        before.expect<proto::Welcome>(before.send(proto::Hello{0, "rev-a", 3}));
+    }
+    h.revoke(key);
+    const auto refused_before = h.auth().refused.load();
+    // The cache TTL is 50 ms: a handshake after it must be refused.
+    std::this_thread::sleep_for(100ms);
+    CurveWorker after(h, key);
+    CHECK_FALSE(after.answer(after.send(proto::Hello{0, "rev-a", 3}), 1500ms).has_value());
+    CHECK(h.auth().refused.load() > refused_before);
+}
+
+TEST_CASE("CURVE: another organization's job cannot be claimed, renewed, completed, failed or "
+          "released", "[security][curve]") {
+    CurveHarness h;
+    common::AssignmentStore store(h.harness.db.dsn());
+    store.enqueue(1, some_jobs(2), h.clock.now());
+    CurveWorker owner(h, h.add_key(1, "owner"));
+    CurveWorker intruder(h, h.add_key(2, "intruder"));
+    owner.expect<proto::Welcome>(owner.send(proto::Hello{0, "owner", 1}));
+    // The intruder names organization 1 in HELLO; the key says 2.
+    CHECK(intruder.expect<proto::Welcome>(intruder.send(proto::Hello{0, "intruder", 1})).org_id ==
+          2);
+    const auto job = owner.expect<proto::Assigned>(owner.send(proto::Claim{0, 1, 0})).jobs.at(0);
+    const auto before = all_jobs(h);
+
+    intruder.expect<proto::NoWork>(intruder.send(proto::Claim{0, 5, 0}));
+    CHECK_FALSE(std::holds_alternative<proto::LeaseMsg>(
+        *intruder.answer(intruder.send(proto::Renew{0, job.job_id, job.generation}), 10s)));
+    for (proto::Message m : {proto::Message(proto::Complete{0, job.job_id, job.generation, "x"}),
+                             proto::Message(proto::Fail{0, job.job_id, job.generation, "x", true}),
+                             proto::Message(proto::Release{0, job.job_id, job.generation})}) {
+        const auto reply = intruder.answer(intruder.send(m), 10s);
+        REQUIRE(reply.has_value());
+        INFO(proto::type_name(m) << " answered with " << proto::type_name(*reply));
+        CHECK_FALSE(std::holds_alternative<proto::Accepted>(*reply));
+    }
+    CHECK(all_jobs(h) == before);
+    // The owner still holds the job and can finish it.
+    owner.expect<proto::Accepted>(owner.send(proto::Complete{0, job.job_id, job.generation, "r"}));
+}
+
+}  // namespace aclaim::testing
