@@ -11,8 +11,8 @@ namespace {
 
 constexpr const char* kLockNotAvailable = "55P03";
 
-std::string claim_sql(LockStrategy strategy) {
-    std::string text = sql::kClaimTemplate;
+std::string claim_sql(LockStrategy strategy, const char* text_template = sql::kClaimTemplate) {
+    std::string text = text_template;
     const std::string clause = strategy == LockStrategy::SkipLocked ? "SKIP LOCKED"
                                : strategy == LockStrategy::NoWait   ? "NOWAIT"
                                                                     : "";
@@ -42,8 +42,9 @@ std::optional<RowAuthority> read_authority(pqxx::work& txn, JobId job) {
 /// The fenced update matched nothing: find out why from the current row, audit the refusal in the
 /// job's own organization, and commit. Refusals of unknown or foreign jobs are not written to the
 /// log, so that no event ever crosses organizations.
-Transition reject(pqxx::work& txn, Operation op, OrgId org, JobId job, Generation generation,
-                  const std::string& worker, const std::string& result_ref, Micros now) {
+Transition diagnose_in(pqxx::work& txn, Operation op, OrgId org, JobId job,
+                       Generation generation, const std::string& worker,
+                       const std::string& result_ref, Micros now) {
     const auto row = read_authority(txn, job);
     Transition t;
     t.rejection = diagnose(row, op, org, generation, worker, result_ref, now, &t.detail);
@@ -55,8 +56,47 @@ Transition reject(pqxx::work& txn, Operation op, OrgId org, JobId job, Generatio
         txn.exec_prepared(sql::kRejectedName, job, org, generation, worker, now,
                           std::string(to_string(*t.rejection)) + ": " + t.detail);
     }
+    return t;
+}
+
+Transition reject(pqxx::work& txn, Operation op, OrgId org, JobId job, Generation generation,
+                  const std::string& worker, const std::string& result_ref, Micros now) {
+    Transition t = diagnose_in(txn, op, org, job, generation, worker, result_ref, now);
     txn.commit();
     return t;
+}
+
+Lease lease_of(const pqxx::row& row, int first) {
+    Lease l;
+    l.job_id = row[first].as<JobId>();
+    l.org_id = row[first + 1].as<OrgId>();
+    l.generation = row[first + 2].as<Generation>();
+    l.priority = row[first + 3].as<int>();
+    l.enqueued_at = row[first + 4].as<Micros>();
+    l.lease_expires_at = row[first + 5].as<Micros>();
+    l.attempts = row[first + 6].as<int>();
+    l.max_attempts = row[first + 7].as<int>();
+    l.payload = row[first + 8].as<std::string>();
+    return l;
+}
+
+/// The arrays of a coalesced renew or complete, one element per request.
+struct TransitionArrays {
+    std::string orgs, jobs, generations, workers, result_refs;
+};
+
+TransitionArrays arrays_of(const std::vector<TransitionRequest>& requests) {
+    std::vector<std::int64_t> orgs, jobs, generations;
+    std::vector<std::string> workers, refs;
+    for (const auto& r : requests) {
+        orgs.push_back(r.org);
+        jobs.push_back(r.job);
+        generations.push_back(r.generation);
+        workers.push_back(r.worker);
+        refs.push_back(r.result_ref);
+    }
+    return {pg_array(orgs), pg_array(jobs), pg_array(generations), pg_array(workers),
+            pg_array(refs)};
 }
 
 }  // namespace
@@ -76,6 +116,9 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
     conn_->prepare(sql::kReclaimName, sql::kReclaim);
     conn_->prepare(sql::kAuthorityName, sql::kAuthority);
     conn_->prepare(sql::kRejectedName, sql::kRejected);
+    conn_->prepare(sql::kClaimBatchName, claim_sql(options_.lock_strategy, sql::kClaimBatchTemplate));
+    conn_->prepare(sql::kRenewBatchName, sql::kRenewBatch);
+    conn_->prepare(sql::kCompleteBatchName, sql::kCompleteBatch);
 }
 
 AssignmentStore::~AssignmentStore() = default;
@@ -116,19 +159,7 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const std::string& worker, int ma
         const pqxx::result r =
             txn.exec_prepared(sql::kClaimName, org, worker, max_jobs, now, lease);
         txn.commit();
-        for (const auto& row : r) {
-            Lease l;
-            l.job_id = row[0].as<JobId>();
-            l.org_id = row[1].as<OrgId>();
-            l.generation = row[2].as<Generation>();
-            l.priority = row[3].as<int>();
-            l.enqueued_at = row[4].as<Micros>();
-            l.lease_expires_at = row[5].as<Micros>();
-            l.attempts = row[6].as<int>();
-            l.max_attempts = row[7].as<int>();
-            l.payload = row[8].as<std::string>();
-            out.leases.push_back(std::move(l));
-        }
+        for (const auto& row : r) out.leases.push_back(lease_of(row, 0));
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kLockNotAvailable) throw;
         out.status = options_.lock_strategy == LockStrategy::Wait
@@ -197,6 +228,108 @@ std::optional<RowAuthority> AssignmentStore::authority(JobId job) {
     auto row = read_authority(txn, job);
     txn.commit();
     return row;
+}
+
+std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
+                                                       const std::vector<ClaimRequest>& requests,
+                                                       Micros lease, Micros now) {
+    std::vector<ClaimOutcome> out(requests.size());
+    // Slot s belongs to owner[s]: each requester holds max_jobs consecutive slots.
+    std::vector<std::string> slots;
+    std::vector<std::size_t> owner;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        for (int k = 0; k < requests[i].max_jobs; ++k) {
+            slots.push_back(requests[i].worker);
+            owner.push_back(i);
+        }
+    }
+    try {
+        pqxx::work txn(*conn_, "claim_batch");
+        if (options_.lock_strategy == LockStrategy::Wait) {
+            txn.exec("SET LOCAL lock_timeout = " + std::to_string(options_.lock_timeout_ms));
+        }
+        const pqxx::result r =
+            txn.exec_prepared(sql::kClaimBatchName, org, pg_array(slots), now, lease);
+        txn.commit();
+        for (const auto& row : r) {
+            const auto slot = row[0].as<std::size_t>();
+            out.at(owner.at(slot - 1)).leases.push_back(lease_of(row, 1));
+        }
+    } catch (const pqxx::sql_error& e) {
+        if (e.sqlstate() != kLockNotAvailable) throw;
+        for (auto& o : out) {
+            o.leases.clear();
+            o.status = options_.lock_strategy == LockStrategy::Wait
+                           ? ClaimOutcome::Status::LockTimeout
+                           : ClaimOutcome::Status::CandidateLocked;
+        }
+        return out;
+    }
+    for (auto& o : out) {
+        o.status = o.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
+    }
+    return out;
+}
+
+std::vector<Transition> AssignmentStore::renew_batch(
+    const std::vector<TransitionRequest>& requests, Micros lease, Micros now) {
+    std::vector<Transition> out(requests.size());
+    std::vector<bool> applied(requests.size(), false);
+    const TransitionArrays a = arrays_of(requests);
+    pqxx::work txn(*conn_, "renew_batch");
+    const pqxx::result r = txn.exec_prepared(sql::kRenewBatchName, a.orgs, a.jobs, a.generations,
+                                             a.workers, now, lease);
+    for (const auto& row : r) {
+        const auto i = row[0].as<std::size_t>() - 1;
+        applied.at(i) = true;
+        out[i].state = JobState::Assigned;
+        out[i].lease_expires_at = row[1].as<Micros>();
+    }
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        if (applied[i]) continue;
+        // A duplicate of an applied request is applied again here, as renew() would.
+        const auto& q = requests[i];
+        const pqxx::result one =
+            txn.exec_prepared(sql::kRenewName, q.org, q.job, q.generation, q.worker, now, lease);
+        if (one.empty()) {
+            out[i] = diagnose_in(txn, Operation::Renew, q.org, q.job, q.generation, q.worker, "",
+                                 now);
+        } else {
+            out[i].state = JobState::Assigned;
+            out[i].lease_expires_at = one[0][0].as<Micros>();
+        }
+    }
+    txn.commit();
+    return out;
+}
+
+std::vector<Transition> AssignmentStore::complete_batch(
+    const std::vector<TransitionRequest>& requests, Micros now) {
+    std::vector<Transition> out(requests.size());
+    std::vector<bool> applied(requests.size(), false);
+    const TransitionArrays a = arrays_of(requests);
+    pqxx::work txn(*conn_, "complete_batch");
+    const pqxx::result r = txn.exec_prepared(sql::kCompleteBatchName, a.orgs, a.jobs,
+                                             a.generations, a.workers, a.result_refs, now);
+    for (const auto& row : r) {
+        const auto i = row[0].as<std::size_t>() - 1;
+        applied.at(i) = true;
+        out[i].state = JobState::Completed;
+    }
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        if (applied[i]) continue;
+        const auto& q = requests[i];
+        const pqxx::result one = txn.exec_prepared(sql::kCompleteName, q.org, q.job, q.generation,
+                                                   q.worker, q.result_ref, now);
+        if (one.empty()) {
+            out[i] = diagnose_in(txn, Operation::Complete, q.org, q.job, q.generation, q.worker,
+                                 q.result_ref, now);
+        } else {
+            out[i].state = JobState::Completed;
+        }
+    }
+    txn.commit();
+    return out;
 }
 
 std::vector<Reclaimed> AssignmentStore::reclaim_expired(Micros now, int limit) {

@@ -21,6 +21,21 @@ struct StoreOptions {
     std::string application_name = "aclaim";
 };
 
+/// One requester of a coalesced claim.
+struct ClaimRequest {
+    std::string worker;
+    int max_jobs = 1;
+};
+
+/// One renewal or completion of a coalesced statement; result_ref is for completions only.
+struct TransitionRequest {
+    OrgId org = 0;
+    JobId job = 0;
+    Generation generation = 0;
+    std::string worker;
+    std::string result_ref;
+};
+
 /// The explicit state methods of the assignment contract, over one PostgreSQL connection.
 /// Each method is one transaction; the transition itself is one SQL statement that re-checks the
 /// row's current authority. Time always comes from the caller. Not thread-safe: one store per
@@ -58,6 +73,23 @@ public:
     /// Returns a held job to pending without counting the attempt.
     Transition release(OrgId org, JobId job, Generation generation, const std::string& worker,
                        Micros now);
+
+    /// Coalesced claim: one LIMIT (sum of max_jobs) statement for the organization, its leases
+    /// handed out to the requesters in order, best jobs first. One outcome per request, in order;
+    /// a lock failure under nowait/wait is every requester's outcome.
+    std::vector<ClaimOutcome> claim_batch(OrgId org, const std::vector<ClaimRequest>& requests,
+                                          Micros lease, Micros now);
+
+    /// Coalesced renew: one statement over arrays in one transaction. Requests it did not apply
+    /// take the single statement and its diagnosis in the same transaction, so each outcome is
+    /// exactly what renew() would have answered. One outcome per request, in order.
+    std::vector<Transition> renew_batch(const std::vector<TransitionRequest>& requests,
+                                        Micros lease, Micros now);
+
+    /// Coalesced complete, as renew_batch: outbox rows, events and notifications in the same
+    /// statement, rejections diagnosed and audited as complete() does.
+    std::vector<Transition> complete_batch(const std::vector<TransitionRequest>& requests,
+                                           Micros now);
 
     /// Takes back up to limit leases that expired at now, across organizations, each decided on
     /// the current locked row. Past max_attempts the job fails instead.

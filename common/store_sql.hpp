@@ -15,6 +15,9 @@ inline constexpr const char* kReleaseName = "aclaim_release";
 inline constexpr const char* kReclaimName = "aclaim_reclaim";
 inline constexpr const char* kAuthorityName = "aclaim_authority";
 inline constexpr const char* kRejectedName = "aclaim_rejected";
+inline constexpr const char* kClaimBatchName = "aclaim_claim_batch";
+inline constexpr const char* kRenewBatchName = "aclaim_renew_batch";
+inline constexpr const char* kCompleteBatchName = "aclaim_complete_batch";
 
 /// $1 org, $2 now, $3 int[] priorities, $4 text[] payloads, $5 int[] max_attempts.
 inline constexpr const char* kEnqueue = R"SQL(
@@ -175,6 +178,91 @@ SELECT org_id, state, generation, coalesce(assignee, ''), aclaim_us(lease_expire
 inline constexpr const char* kRejected = R"SQL(
 INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
 VALUES ($1::bigint, $2::bigint, $3::bigint, 'rejected', $4::text, aclaim_ts($5::bigint), $6::text)
+)SQL";
+
+// Coalesced statements: many requests, one statement, one commit. Each row's transition is the
+// same fenced update as the single statement's; RETURNING names the request (its ordinal n in the
+// arrays) that was applied, and the caller takes the others through the single path for their
+// exact answer.
+
+/// $1 org, $2 text[] one assignee per slot (a requester asking for k jobs holds k consecutive
+/// slots), $3 now, $4 lease length. The best job goes to the first slot. {LOCK} as in kClaim.
+inline constexpr const char* kClaimBatchTemplate = R"SQL(
+WITH picked AS MATERIALIZED (
+    SELECT id, priority, enqueued_at FROM jobs
+     WHERE org_id = $1::bigint AND state = 'pending'
+     ORDER BY priority DESC, enqueued_at, id
+     LIMIT cardinality($2::text[])
+     FOR UPDATE {LOCK}
+), slotted AS (
+    SELECT p.id, s.worker, s.slot
+      FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, enqueued_at, id) AS slot
+              FROM picked) AS p
+      JOIN unnest($2::text[]) WITH ORDINALITY AS s(worker, slot) USING (slot)
+), claimed AS (
+    UPDATE jobs j
+       SET state = 'assigned', generation = j.generation + 1, assignee = slotted.worker,
+           claimed_at = aclaim_ts($3::bigint),
+           lease_expires_at = aclaim_ts($3::bigint + $4::bigint),
+           attempts = j.attempts + 1
+      FROM slotted
+     WHERE j.id = slotted.id AND j.state = 'pending'
+    RETURNING slotted.slot, j.id, j.org_id, j.generation, j.priority,
+              aclaim_us(j.enqueued_at) AS enqueued_us, aclaim_us(j.lease_expires_at) AS lease_us,
+              j.attempts, j.max_attempts, j.payload, j.assignee
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
+    SELECT id, org_id, generation, 'claimed', assignee, aclaim_ts($3::bigint) FROM claimed
+)
+SELECT slot, id, org_id, generation, priority, enqueued_us, lease_us, attempts, max_attempts,
+       payload
+  FROM claimed ORDER BY slot
+)SQL";
+
+/// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers, $5 now,
+/// $6 lease length. The rows are locked in id order first, so that two coalesced statements
+/// over overlapping jobs queue behind each other instead of deadlocking.
+inline constexpr const char* kRenewBatch = R"SQL(
+WITH r AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[])
+                  WITH ORDINALITY AS r(org, job, generation, worker, n)
+), locked AS MATERIALIZED (
+    SELECT id FROM jobs WHERE id IN (SELECT job FROM r) ORDER BY id FOR NO KEY UPDATE
+)
+UPDATE jobs j SET lease_expires_at = aclaim_ts($5::bigint + $6::bigint)
+  FROM r JOIN locked ON locked.id = r.job
+ WHERE j.id = r.job AND j.org_id = r.org AND j.state = 'assigned'
+   AND j.generation = r.generation AND j.assignee = r.worker
+   AND j.lease_expires_at > aclaim_ts($5::bigint)
+RETURNING r.n, aclaim_us(j.lease_expires_at)
+)SQL";
+
+/// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers,
+/// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outbox row, its
+/// audit event and its notification; rows locked in id order as in kRenewBatch.
+inline constexpr const char* kCompleteBatch = R"SQL(
+WITH r AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[])
+                  WITH ORDINALITY AS r(org, job, generation, worker, result_ref, n)
+), locked AS MATERIALIZED (
+    SELECT id FROM jobs WHERE id IN (SELECT job FROM r) ORDER BY id FOR NO KEY UPDATE
+), done AS (
+    UPDATE jobs j
+       SET state = 'completed', completed_at = aclaim_ts($6::bigint), result_ref = r.result_ref,
+           lease_expires_at = NULL
+      FROM r JOIN locked ON locked.id = r.job
+     WHERE j.id = r.job AND j.org_id = r.org AND j.state = 'assigned'
+       AND j.generation = r.generation AND j.assignee = r.worker
+       AND j.lease_expires_at > aclaim_ts($6::bigint)
+    RETURNING r.n, j.id, j.org_id, j.generation, r.worker, r.result_ref
+), published AS (
+    INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
+    SELECT id, org_id, generation, result_ref, aclaim_ts($6::bigint) FROM done
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, 'completed', worker, aclaim_ts($6::bigint), result_ref FROM done
+)
+SELECT n, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) FROM done
 )SQL";
 
 }  // namespace aclaim::common::sql

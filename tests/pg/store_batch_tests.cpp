@@ -1,0 +1,227 @@
+// Coalesced claims, renewals and completions: every request answered exactly as the single path
+// answers it, rejected rows untouched, and no job handed out twice under concurrent claimers.
+
+#include <barrier>
+#include <catch2/catch.hpp>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "common/assignment_store.hpp"
+#include "tests/support/rows.hpp"
+#include "tests/support/test_database.hpp"
+
+using namespace aclaim;
+using common::AssignmentStore;
+using common::JobState;
+using common::ManualClock;
+using common::Rejection;
+using common::TransitionRequest;
+
+namespace {
+constexpr common::Micros kT0 = 1'700'000'000'000'000;
+constexpr common::Micros kLease = 10 * common::kSeconds;
+constexpr common::JobId kUnknownJob = 999'999;
+
+common::Lease claim_one(AssignmentStore& store, const ManualClock& clock, const std::string& worker,
+                        common::OrgId org = 1) {
+    auto out = store.claim(org, worker, 1, kLease, clock.now());
+    REQUIRE(out.leases.size() == 1);
+    return out.leases[0];
+}
+
+/// One database prepared with a job in each situation a coalesced statement must tell apart.
+struct MixedScene {
+    testing::TestDatabase db;
+    AssignmentStore store{db.dsn()};
+    ManualClock clock{kT0};
+    std::vector<TransitionRequest> requests;
+    std::vector<common::JobId> jobs;  ///< every job the requests name, unknown one included
+
+    MixedScene() {
+        // B: claimed by a, reclaimed, claimed again by b; a still holds generation 1.
+        const auto b = store.enqueue(1, {{0, "b", 3}}, clock.now()).at(0);
+        const auto b1 = claim_one(store, clock, "a");
+        clock.advance(kLease + 1);
+        REQUIRE(store.reclaim_expired(clock.now(), 10).size() == 1);
+        REQUIRE(claim_one(store, clock, "b").job_id == b);
+        // C: its lease will have run out (and not been reclaimed) when the requests arrive.
+        const auto c = store.enqueue(1, {{0, "c", 3}}, clock.now()).at(0);
+        const auto c1 = claim_one(store, clock, "a");
+        clock.advance(5 * common::kSeconds);
+        // A and D: live leases of a. E: another organization's job.
+        const auto a = store.enqueue(1, {{0, "a", 3}}, clock.now()).at(0);
+        const auto a1 = claim_one(store, clock, "a");
+        const auto d = store.enqueue(1, {{0, "d", 3}}, clock.now()).at(0);
+        const auto d1 = claim_one(store, clock, "a");
+        const auto e = store.enqueue(2, {{0, "e", 3}}, clock.now()).at(0);
+        const auto e1 = claim_one(store, clock, "a", 2);
+        clock.advance(5 * common::kSeconds);
+        REQUIRE(c1.job_id == c);
+        requests = {
+            {1, a1.job_id, a1.generation, "a", "ref-a"},
+            {1, b, b1.generation, "a", "ref-b"},
+            {1, c, c1.generation, "a", "ref-c"},
+            {1, e, e1.generation, "a", "ref-e"},
+            {1, kUnknownJob, 1, "a", "ref-x"},
+            {1, d, d1.generation, "a", "ref-d"},
+            {1, d, d1.generation, "a", "ref-d"},
+        };
+        jobs = {a, b, c, d, e, kUnknownJob};
+    }
+
+    std::map<common::JobId, std::string> snapshots() {
+        std::map<common::JobId, std::string> out;
+        for (auto id : jobs) {
+            out[id] = testing::job_snapshot(store.connection(), id) + "|" +
+                      testing::results_snapshot(store.connection(), id) + "|" +
+                      std::to_string(testing::event_count(store.connection(), id, "rejected")) +
+                      "|" +
+                      std::to_string(testing::event_count(store.connection(), id, "completed"));
+        }
+        return out;
+    }
+};
+
+std::string describe(const common::Transition& t) {
+    return (t.rejection ? std::string(common::to_string(*t.rejection)) : "applied") + "/" +
+           std::string(common::to_string(t.state)) + "/" + (t.replayed ? "replayed" : "fresh") +
+           "/" + std::to_string(t.lease_expires_at) + "/" + t.detail;
+}
+}  // namespace
+
+TEST_CASE("coalesced complete of a mixed batch answers each request as the single path does",
+          "[store][batch][fencing]") {
+    MixedScene single, batch;
+    std::vector<std::string> expected, got;
+    for (const auto& q : single.requests) {
+        expected.push_back(describe(single.store.complete(q.org, q.job, q.generation, q.worker,
+                                                          q.result_ref, single.clock.now())));
+    }
+    const auto& q = batch.requests;
+    const std::vector<common::JobId> rejected{q[1].job, q[2].job, q[3].job, q[4].job};
+    auto& conn = batch.store.connection();
+    std::vector<std::string> before;
+    for (auto id : rejected) {
+        before.push_back(testing::job_snapshot(conn, id) + testing::results_snapshot(conn, id));
+    }
+    const auto outcomes = batch.store.complete_batch(batch.requests, batch.clock.now());
+    for (const auto& t : outcomes) got.push_back(describe(t));
+    CHECK(got == expected);
+
+    REQUIRE(outcomes.size() == 7);
+    CHECK(outcomes[0].accepted());
+    CHECK(outcomes[1].rejection == Rejection::StaleGeneration);
+    CHECK(outcomes[2].rejection == Rejection::LeaseExpired);
+    CHECK(outcomes[3].rejection == Rejection::OtherOrganization);
+    CHECK(outcomes[4].rejection == Rejection::UnknownJob);
+    CHECK((outcomes[5].accepted() && outcomes[6].accepted()));
+    CHECK(outcomes[5].replayed != outcomes[6].replayed);
+
+    // Both databases end in the same rows; the rejected jobs' rows and results did not move.
+    CHECK(batch.snapshots() == single.snapshots());
+    for (std::size_t i = 0; i < rejected.size(); ++i) {
+        CHECK(testing::job_snapshot(conn, rejected[i]) + testing::results_snapshot(conn, rejected[i]) ==
+              before[i]);
+    }
+    CHECK(testing::event_count(conn, q[5].job, "completed") == 1);
+}
+
+TEST_CASE("coalesced renew of a mixed batch answers each request as the single path does",
+          "[store][batch][fencing]") {
+    MixedScene single, batch;
+    std::vector<std::string> expected, got;
+    for (const auto& q : single.requests) {
+        expected.push_back(describe(
+            single.store.renew(q.org, q.job, q.generation, q.worker, kLease, single.clock.now())));
+    }
+    const auto outcomes = batch.store.renew_batch(batch.requests, kLease, batch.clock.now());
+    for (const auto& t : outcomes) got.push_back(describe(t));
+    CHECK(got == expected);
+    REQUIRE(outcomes.size() == 7);
+    CHECK(outcomes[0].lease_expires_at == batch.clock.now() + kLease);
+    CHECK(outcomes[2].rejection == Rejection::LeaseExpired);
+    CHECK((outcomes[5].accepted() && outcomes[6].accepted()));
+    CHECK(batch.snapshots() == single.snapshots());
+}
+
+TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order",
+          "[store][batch][claim]") {
+    testing::TestDatabase db;
+    AssignmentStore store(db.dsn());
+    ManualClock clock(kT0);
+    store.enqueue(1, {{1, "low", 3}, {5, "high", 3}, {3, "mid", 3}}, clock.now());
+    const auto out =
+        store.claim_batch(1, {{"w1", 1}, {"w2", 1}, {"w3", 2}}, kLease, clock.now());
+    REQUIRE(out.size() == 3);
+    REQUIRE(out[0].leases.size() == 1);
+    REQUIRE(out[1].leases.size() == 1);
+    REQUIRE(out[2].leases.size() == 1);
+    CHECK(out[0].leases[0].payload == "high");
+    CHECK(out[1].leases[0].payload == "mid");
+    CHECK(out[2].leases[0].payload == "low");
+    CHECK(out[2].status == common::ClaimOutcome::Status::Claimed);
+    {
+        pqxx::read_transaction t(store.connection());
+        CHECK(t.exec_params1("SELECT assignee FROM jobs WHERE id = $1", out[1].leases[0].job_id)[0]
+                  .as<std::string>() == "w2");
+    }
+    const auto none = store.claim_batch(1, {{"w4", 2}}, kLease, clock.now());
+    CHECK(none.at(0).status == common::ClaimOutcome::Status::NoWork);
+}
+
+TEST_CASE("coalesced claims from many concurrent requesters never hand out a job twice",
+          "[store][batch][claim]") {
+    constexpr int kThreads = 6;
+    constexpr int kJobs = 600;
+    testing::TestDatabase db;
+    {
+        AssignmentStore store(db.dsn());
+        std::vector<common::NewJob> jobs(kJobs, common::NewJob{0, "j", 3});
+        store.enqueue(1, jobs, kT0);
+    }
+    std::mutex mutex;
+    std::vector<std::pair<common::JobId, std::string>> granted;  // job, requester
+    std::barrier start(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            AssignmentStore store(db.dsn());
+            const ManualClock clock(kT0);
+            start.arrive_and_wait();
+            while (true) {
+                std::vector<common::ClaimRequest> requests;
+                for (int r = 0; r < 5; ++r) {
+                    requests.push_back({"t" + std::to_string(t) + "r" + std::to_string(r), r % 3 + 1});
+                }
+                const auto out = store.claim_batch(1, requests, kLease, clock.now());
+                int got = 0;
+                std::lock_guard lock(mutex);
+                for (std::size_t i = 0; i < out.size(); ++i) {
+                    for (const auto& l : out[i].leases) granted.emplace_back(l.job_id, requests[i].worker);
+                    got += static_cast<int>(out[i].leases.size());
+                }
+                if (got == 0) return;
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    std::set<common::JobId> distinct;
+    for (const auto& g : granted) distinct.insert(g.first);
+    CHECK(granted.size() == static_cast<std::size_t>(kJobs));
+    CHECK(distinct.size() == granted.size());
+    auto conn = db.connect();
+    pqxx::read_transaction txn(*conn);
+    CHECK(txn.exec1("SELECT count(*) FROM jobs WHERE state = 'assigned' AND generation = 1")[0]
+              .as<int>() == kJobs);
+    // Each lease went to the requester whose slot it filled.
+    int mismatched = 0;
+    for (const auto& [job, worker] : granted) {
+        if (txn.exec_params1("SELECT assignee FROM jobs WHERE id = $1", job)[0].as<std::string>() !=
+            worker) {
+            ++mismatched;
+        }
+    }
+    CHECK(mismatched == 0);
+}
