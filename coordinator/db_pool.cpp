@@ -50,6 +50,32 @@ common::JobId job_of(const RequestBody& body) {
                       body);
 }
 
+/// The request kinds that have a coalesced statement.
+bool coalescible(RequestKind kind) {
+    return kind == RequestKind::Claim || kind == RequestKind::Renew ||
+           kind == RequestKind::Complete;
+}
+
+common::TransitionRequest transition_request(const DbRequest& r) {
+    common::TransitionRequest t;
+    t.org = r.from.org_id;
+    t.worker = r.from.worker_id;
+    std::visit(Overloaded{
+                   [&](const proto::Complete& c) {
+                       t.job = c.job_id;
+                       t.generation = c.generation;
+                       t.result_ref = c.result_ref;
+                   },
+                   [&](const proto::Renew& m) {
+                       t.job = m.job_id;
+                       t.generation = m.generation;
+                   },
+                   [](const auto&) {},
+               },
+               r.body);
+    return t;
+}
+
 }  // namespace
 
 DbPool::DbPool(const CoordinatorOptions& options, const common::Clock& clock, WorkQueue& queue,
@@ -77,11 +103,71 @@ void DbPool::run(int index) {
     // Connect before the first request so that the first worker does not pay for it.
     handle.get();
     Poster poster(mailbox_);
+    const std::size_t max_batch = options_.coalesce ? kMaxBatch : 1;
     while (true) {
-        std::vector<DbRequest> batch = queue_.take(kBatch);
+        std::vector<DbRequest> batch = queue_.take(max_batch);
         if (batch.empty()) return;
+        if (batch.size() > 1 && coalescible(batch.front().kind())) {
+            for (auto& outcome : execute_batch(handle, std::move(batch))) {
+                poster.post(std::move(outcome));
+            }
+            continue;
+        }
         for (auto& request : batch) poster.post(execute(handle, std::move(request)));
     }
+}
+
+std::vector<RequestOutcome> DbPool::execute_batch(StoreHandle& handle,
+                                                  std::vector<DbRequest> batch) {
+    std::vector<RequestOutcome> out;
+    out.reserve(batch.size());
+    for (auto& r : batch) out.push_back(RequestOutcome{std::move(r), Failure{}});
+    const RequestKind kind = out.front().request.kind();
+    common::AssignmentStore* store = handle.get();
+    if (store == nullptr) {
+        for (auto& o : out) {
+            o.result = Failure{std::string(errors::kDatabaseUnavailable),
+                               "database unavailable: " + handle.last_error()};
+        }
+        return out;
+    }
+    const common::Micros now = clock_.now();
+    const common::Micros lease = options_.lease_ms * common::kMillis;
+    try {
+        if (kind == RequestKind::Claim) {
+            // The queue batches claims of one organization only.
+            std::vector<common::ClaimRequest> claims;
+            for (const auto& o : out) {
+                claims.push_back({o.request.from.worker_id,
+                                  std::get<proto::Claim>(o.request.body).max_jobs});
+            }
+            auto results = store->claim_batch(out.front().request.from.org_id, claims, lease, now);
+            for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
+        } else {
+            std::vector<common::TransitionRequest> requests;
+            for (const auto& o : out) requests.push_back(transition_request(o.request));
+            auto results = kind == RequestKind::Renew ? store->renew_batch(requests, lease, now)
+                                                      : store->complete_batch(requests, now);
+            for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
+        }
+    } catch (const std::exception& e) {
+        if (!connection_lost(e, store)) {
+            spdlog::error("coalesced {} of {} requests failed in the database: {}",
+                          kind_name(kind), out.size(), e.what());
+            for (auto& o : out) o.result = Failure{std::string(errors::kDatabaseError), e.what()};
+            return out;
+        }
+        handle.drop(e.what());
+        for (auto& o : out) {
+            // As for one request: claims and renewals are safe either way, completions are
+            // resolved one by one from their rows.
+            o.result = kind == RequestKind::Complete
+                           ? resolve(handle, o.request)
+                           : Failure{std::string(errors::kDatabaseUnavailable),
+                                     std::string("database connection lost: ") + e.what()};
+        }
+    }
+    return out;
 }
 
 RequestOutcome DbPool::execute(StoreHandle& handle, DbRequest request) {

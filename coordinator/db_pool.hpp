@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -20,9 +21,9 @@ class StoreHandle;
 /// unknown", so that no request is left unanswered.
 class DbPool {
 public:
-    /// Requests one thread takes at once. Each is still executed and answered on its own; the
-    /// queue already hands out same-kind batches for statements that coalesce them.
-    static constexpr std::size_t kBatch = 1;
+    /// Requests one thread takes at once when coalescing: claims of one organization, renewals
+    /// or completions become one statement; each request is still answered on its own.
+    static constexpr std::size_t kMaxBatch = 128;
 
     DbPool(const CoordinatorOptions& options, const common::Clock& clock, WorkQueue& queue,
            Mailbox& mailbox);
@@ -37,6 +38,7 @@ public:
 private:
     void run(int index);
     RequestOutcome execute(StoreHandle& handle, DbRequest request);
+    std::vector<RequestOutcome> execute_batch(StoreHandle& handle, std::vector<DbRequest> batch);
     RequestOutcome::Result resolve(StoreHandle& handle, const DbRequest& request);
 
     const CoordinatorOptions& options_;

@@ -73,6 +73,12 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
         ->envname("ACLAIM_DB_THREADS")
         ->capture_default_str();
     app.add_option_function<std::string>(
+           "--coalesce", [&o](const std::string& v) { o.coalesce = v == "on"; },
+           "Coalesce queued claims (per organization), renewals and completions: on or off")
+        ->envname("ACLAIM_COALESCE")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->default_str(o.coalesce ? "on" : "off");
+    app.add_option_function<std::string>(
            "--lock-strategy",
            [&o](const std::string& name) { o.lock_strategy = *common::parse_lock_strategy(name); },
            "What a claim does on a locked candidate: skip_locked, nowait or wait")

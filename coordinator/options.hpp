@@ -25,6 +25,8 @@ struct CoordinatorOptions {
     int heartbeat_ms = 0;
     /// Threads that run store statements, each with its own long-lived connection.
     int db_threads = 2;
+    /// Run queued claims of one organization, renewals and completions as one statement each.
+    bool coalesce = true;
     /// What a claim does when a candidate row is locked by another transaction.
     common::LockStrategy lock_strategy = common::LockStrategy::SkipLocked;
     /// Upper bound on a lock wait under the `wait` strategy, in milliseconds.

@@ -1,0 +1,91 @@
+#pragma once
+
+// aclaim-bench: the measurements behind drills/bench. Each subcommand runs one bounded
+// measurement and prints one JSON object on stdout; the script puts them together.
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace aclaim::drills {
+
+using BenchClock = std::chrono::steady_clock;
+
+/// Raw SQL limits with the store's own prepared claim and completion statements.
+struct RawOptions {
+    /// PostgreSQL connection string.
+    std::string dsn;
+    /// Organization whose pending jobs are consumed.
+    std::int64_t org = 1;
+    /// Length of each of the two measurements.
+    double seconds = 8;
+    /// Clients of the one-claim-one-completion-per-transaction measurement.
+    int single_threads = 8;
+    /// Clients of the batched measurement.
+    int batch_threads = 4;
+    /// Claims and completions per statement in the batched measurement.
+    int batch = 100;
+};
+nlohmann::json run_raw(const RawOptions& o);
+
+/// End to end through a coordinator with worker client threads.
+struct E2eOptions {
+    /// Coordinator endpoint.
+    std::string endpoint;
+    /// Organization the workers name in HELLO.
+    std::int64_t org = 1;
+    double seconds = 10;
+    /// Worker client threads, one session each.
+    int clients = 8;
+    /// Jobs asked for per CLAIM.
+    int max_jobs = 1;
+    /// Jobs one client holds at most (claimed and not yet answered).
+    int capacity = 8;
+    /// How long each job is held before its COMPLETE, so that heartbeats happen.
+    int hold_ms = 0;
+};
+nlohmann::json run_e2e(const E2eOptions& o);
+
+/// Open-loop paced claims, one job each, and their latency.
+struct LatencyOptions {
+    std::string endpoint;
+    std::int64_t org = 1;
+    double seconds = 8;
+    /// Claims sent per second, on a fixed schedule regardless of replies.
+    double rate = 500;
+    /// DEALER sessions the claims are spread over.
+    int sessions = 4;
+};
+nlohmann::json run_latency(const LatencyOptions& o);
+
+/// Many idle connected workers, and the coordinator's peak resident memory.
+struct IdleOptions {
+    std::string endpoint;
+    std::int64_t org = 1;
+    int workers = 1000;
+    /// The coordinator's process id, for /proc/PID/status.
+    int pid = 0;
+    /// Upper bound on waiting for every WELCOME.
+    double timeout_s = 60;
+};
+nlohmann::json run_idle(const IdleOptions& o);
+
+/// Claim cost against a small and a large pending set, with many completed rows kept.
+struct ScaleOptions {
+    std::string dsn;
+    int small_pending = 10000;
+    int large_pending = 1000000;
+    int large_completed = 1000000;
+    /// Claims timed at each size.
+    int claims = 300;
+};
+nlohmann::json run_scale(const ScaleOptions& o);
+
+/// Seconds since `start`.
+inline double seconds_since(BenchClock::time_point start) {
+    return std::chrono::duration<double>(BenchClock::now() - start).count();
+}
+
+}  // namespace aclaim::drills

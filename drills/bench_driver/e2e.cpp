@@ -1,0 +1,115 @@
+// End to end through a coordinator: worker client threads (the aclaim_worker library) claim,
+// hold each job for a while with heartbeats running, complete it, and count the accepted
+// completions inside the measured window.
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "drills/bench_driver/bench.hpp"
+#include "worker/client.hpp"
+
+namespace aclaim::drills {
+
+namespace {
+
+struct Counts {
+    std::atomic<long> completed{0};
+    std::atomic<long> claims{0};
+    std::atomic<long> renewals{0};
+    std::atomic<long> lost{0};
+    std::atomic<long> errors{0};
+};
+
+void run_client(const E2eOptions& o, int index, std::barrier<>& ready,
+                const std::atomic<bool>& stop, const std::atomic<bool>& counting, Counts& counts) {
+    zmq::context_t context(1);
+    worker::ClientOptions co;
+    co.endpoint = o.endpoint;
+    co.worker_id = "bench-" + std::to_string(index);
+    co.org_id = o.org;
+    co.max_in_flight = 64;
+    worker::Client client(context, co);
+    client.start();
+    struct Held {
+        worker::JobRef job;
+        BenchClock::time_point due;
+    };
+    std::deque<Held> held;
+    int claimed_slots = 0;  // jobs asked for by claims not yet answered
+    int answering = 0;      // completions sent and not yet answered
+    bool arrived = false;
+    while (!stop.load()) {
+        for (auto& event : client.poll(worker::Millis(2))) {
+            if (std::holds_alternative<worker::SessionReady>(event) && !arrived) {
+                arrived = true;
+                ready.arrive_and_wait();
+            } else if (const auto* a = std::get_if<worker::JobAssigned>(&event)) {
+                claimed_slots = std::max(0, claimed_slots - 1);
+                held.push_back({{a->job.job_id, a->job.generation},
+                                BenchClock::now() + std::chrono::milliseconds(o.hold_ms)});
+            } else if (const auto* v = std::get_if<worker::Verdict>(&event)) {
+                --answering;
+                if (v->accepted && counting.load()) counts.completed.fetch_add(1);
+                if (!v->accepted) counts.errors.fetch_add(1);
+            } else if (std::holds_alternative<worker::JobLost>(event)) {
+                counts.lost.fetch_add(1);
+            }
+        }
+        // A claim may be answered with fewer jobs than asked for, and no event says so: once no
+        // claim is outstanding, no slot is either.
+        if (!client.claim_pending()) claimed_slots = 0;
+        const auto now = BenchClock::now();
+        while (!held.empty() && held.front().due <= now) {
+            client.complete(held.front().job, "bench");
+            held.pop_front();
+            ++answering;
+        }
+        if (!client.ready()) continue;
+        const int busy = static_cast<int>(held.size()) + answering + claimed_slots;
+        if (busy + o.max_jobs <= o.capacity && client.pending() < 60) {
+            client.claim(o.max_jobs, 1000);
+            claimed_slots += o.max_jobs;
+            if (counting.load()) counts.claims.fetch_add(1);
+        }
+    }
+    counts.renewals.fetch_add(client.stats().renewals);
+    client.close();
+}
+
+}  // namespace
+
+nlohmann::json run_e2e(const E2eOptions& o) {
+    Counts counts;
+    std::atomic<bool> stop{false}, counting{false};
+    std::barrier<> ready(o.clients + 1);
+    std::vector<std::thread> clients;
+    for (int i = 0; i < o.clients; ++i) {
+        clients.emplace_back([&, i] { run_client(o, i, ready, stop, counting, counts); });
+    }
+    ready.arrive_and_wait();
+    // A short warm-up, so that the window measures the steady state.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    counting.store(true);
+    const auto began = BenchClock::now();
+    while (seconds_since(began) < o.seconds) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const long completed = counts.completed.load();
+    const double elapsed = seconds_since(began);
+    stop.store(true);
+    for (auto& c : clients) c.join();
+    nlohmann::json out;
+    out["jobs_per_s"] = completed / elapsed;
+    out["claims_per_s"] = counts.claims.load() / elapsed;
+    out["renewals"] = counts.renewals.load();
+    out["jobs_lost"] = counts.lost.load();
+    out["refused"] = counts.errors.load();
+    out["clients"] = o.clients;
+    out["max_jobs"] = o.max_jobs;
+    out["hold_ms"] = o.hold_ms;
+    return out;
+}
+
+}  // namespace aclaim::drills

@@ -1,0 +1,170 @@
+// Raw DEALER sockets speaking the wire protocol: open-loop paced claims for latency, and many
+// idle sessions for the coordinator's memory.
+
+#include <zmq.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "common/protocol.hpp"
+#include "drills/bench_driver/bench.hpp"
+
+namespace aclaim::drills {
+
+namespace proto = common::proto;
+
+namespace {
+
+void send(zmq::socket_t& s, const proto::Message& m) {
+    const proto::Frames f = proto::encode(m, proto::Encoding::Binary);
+    (void)s.send(zmq::buffer(f.tag), zmq::send_flags::sndmore);
+    (void)s.send(zmq::buffer(f.type), zmq::send_flags::sndmore);
+    (void)s.send(zmq::buffer(f.body), zmq::send_flags::none);
+}
+
+/// One reply, or nullopt when nothing is waiting.
+std::optional<proto::Message> receive(zmq::socket_t& s) {
+    std::vector<zmq::message_t> parts;
+    zmq::message_t part;
+    if (!s.recv(part, zmq::recv_flags::dontwait)) return std::nullopt;
+    parts.push_back(std::move(part));
+    while (parts.back().more()) {
+        zmq::message_t next;
+        (void)s.recv(next, zmq::recv_flags::none);
+        parts.push_back(std::move(next));
+    }
+    std::vector<std::string_view> frames;
+    for (const auto& p : parts) frames.push_back(p.to_string_view());
+    auto decoded = proto::decode(frames);
+    if (auto* d = std::get_if<proto::Decoded>(&decoded)) return std::move(d->message);
+    return std::nullopt;
+}
+
+std::unique_ptr<zmq::socket_t> connect(zmq::context_t& ctx, const std::string& endpoint) {
+    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::linger, 0);
+    s->connect(endpoint);
+    return s;
+}
+
+long vm_hwm_kb(int pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+    }
+    throw std::runtime_error("no VmHWM for process " + std::to_string(pid));
+}
+
+}  // namespace
+
+nlohmann::json run_latency(const LatencyOptions& o) {
+    zmq::context_t ctx(1);
+    std::vector<std::unique_ptr<zmq::socket_t>> sockets;
+    std::vector<zmq::pollitem_t> items;
+    for (int i = 0; i < o.sessions; ++i) {
+        sockets.push_back(connect(ctx, o.endpoint));
+        send(*sockets.back(), proto::Hello{1, "latency-" + std::to_string(i), o.org});
+    }
+    for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+    int welcomed = 0;
+    const auto hello_deadline = BenchClock::now() + std::chrono::seconds(10);
+    while (welcomed < o.sessions && BenchClock::now() < hello_deadline) {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10));
+        for (auto& s : sockets) {
+            while (auto m = receive(*s)) welcomed += std::holds_alternative<proto::Welcome>(*m);
+        }
+    }
+    if (welcomed < o.sessions) throw std::runtime_error("latency: not every session was welcomed");
+
+    std::map<std::uint64_t, BenchClock::time_point> sent;
+    std::vector<double> ms;
+    long no_work = 0, errors = 0;
+    const auto interval = std::chrono::duration<double>(1.0 / o.rate);
+    const auto began = BenchClock::now();
+    const auto end = began + std::chrono::duration_cast<BenchClock::duration>(
+                                 std::chrono::duration<double>(o.seconds));
+    std::uint64_t next_req = 2;
+    long issued = 0;
+    // Replies to claims sent before the end are still awaited, for a bounded while.
+    while (BenchClock::now() < end + std::chrono::seconds(2) && (BenchClock::now() < end || !sent.empty())) {
+        const auto now = BenchClock::now();
+        while (now < end && began + std::chrono::duration_cast<BenchClock::duration>(interval * issued) <= now) {
+            // The schedule is fixed: a late reply never delays the next claim.
+            const std::uint64_t req = next_req++;
+            send(*sockets[issued % sockets.size()], proto::Claim{req, 1, 0});
+            sent[req] = BenchClock::now();
+            ++issued;
+        }
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(1));
+        for (auto& s : sockets) {
+            while (auto m = receive(*s)) {
+                const auto it = sent.find(proto::request_id(*m));
+                if (it == sent.end()) continue;
+                if (std::holds_alternative<proto::Assigned>(*m)) {
+                    ms.push_back(std::chrono::duration<double, std::milli>(BenchClock::now() - it->second).count());
+                } else if (std::holds_alternative<proto::NoWork>(*m)) {
+                    ++no_work;
+                } else {
+                    ++errors;
+                }
+                sent.erase(it);
+            }
+        }
+    }
+    std::sort(ms.begin(), ms.end());
+    auto pct = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))]; };
+    nlohmann::json out;
+    out["claim_p50_ms"] = pct(0.50);
+    out["claim_p99_ms"] = pct(0.99);
+    out["claims_sent"] = issued;
+    out["claims_assigned"] = ms.size();
+    out["claims_no_work"] = no_work;
+    out["claims_refused"] = errors;
+    out["claims_unanswered"] = sent.size();
+    out["rate_per_s"] = o.rate;
+    return out;
+}
+
+nlohmann::json run_idle(const IdleOptions& o) {
+    zmq::context_t ctx(1);
+    ctx.set(zmq::ctxopt::max_sockets, o.workers + 64);
+    std::vector<std::unique_ptr<zmq::socket_t>> sockets;
+    std::vector<zmq::pollitem_t> items;
+    const long before_kb = vm_hwm_kb(o.pid);
+    for (int i = 0; i < o.workers; ++i) {
+        sockets.push_back(connect(ctx, o.endpoint));
+        send(*sockets.back(), proto::Hello{1, "idle-" + std::to_string(i), o.org});
+    }
+    for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+    std::vector<bool> welcomed(sockets.size(), false);
+    int count = 0;
+    const auto began = BenchClock::now();
+    while (count < o.workers && seconds_since(began) < o.timeout_s) {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(50));
+        for (std::size_t i = 0; i < sockets.size(); ++i) {
+            while (auto m = receive(*sockets[i])) {
+                if (std::holds_alternative<proto::Welcome>(*m) && !welcomed[i]) {
+                    welcomed[i] = true;
+                    ++count;
+                }
+            }
+        }
+    }
+    // Let the sessions sit idle a moment so that anything the coordinator does per session
+    // (housekeeping, buffers) has happened.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    nlohmann::json out;
+    out["workers_welcomed"] = count;
+    out["coordinator_rss_before_mb"] = before_kb / 1024.0;
+    out["coordinator_peak_rss_mb"] = vm_hwm_kb(o.pid) / 1024.0;
+    out["seconds_to_welcome_all"] = seconds_since(began);
+    return out;
+}
+
+}  // namespace aclaim::drills
