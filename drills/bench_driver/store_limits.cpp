@@ -87,7 +87,7 @@ double measure(const RawOptions& o, int threads, int batch) {
 void load_pending(pqxx::connection& c, std::int64_t org, int count) {
     pqxx::work txn(c);
     txn.exec_params("INSERT INTO jobs (org_id, enqueued_at, payload) "
-                    "SELECT $1, aclaim_ts($2 + g), 'bench' FROM generate_series(1, $3) g",
+                    "SELECT $1, aclaim_ts($2::bigint + g), 'bench' FROM generate_series(1, $3) g",
                     org, wall_now(), count);
     txn.commit();
 }
@@ -136,8 +136,8 @@ nlohmann::json run_scale(const ScaleOptions& o) {
         txn.exec_params(
             "INSERT INTO jobs (org_id, state, enqueued_at, payload, generation, assignee, "
             "claimed_at, attempts, completed_at, result_ref) "
-            "SELECT $1, 'completed', aclaim_ts($2 + g), 'done', 1, 'old', aclaim_ts($2 + g), 1, "
-            "aclaim_ts($2 + g + 1), 'ref' FROM generate_series(1, $3) g",
+            "SELECT $1, 'completed', aclaim_ts($2::bigint + g), 'done', 1, 'old', aclaim_ts($2::bigint + g), 1, "
+            "aclaim_ts($2::bigint + g + 1), 'ref' FROM generate_series(1, $3) g",
             kLargeOrg, wall_now() - 86'400 * common::kSeconds, o.large_completed);
         txn.commit();
     }
