@@ -90,7 +90,7 @@ void Coordinator::bind() {
     router_.bind(options_.bind);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     mailbox_ = std::make_unique<Mailbox>(context_);
-    pool_ = std::make_unique<DbPool>(options_, clock_, queue_, *mailbox_);
+    pool_ = std::make_unique<DbPool>(options_, clock_, queue_, *mailbox_, metrics_);
     reaper_ = std::make_unique<Reaper>(options_, clock_, *mailbox_, metrics_);
     listener_ = std::make_unique<Listener>(options_.dsn, *mailbox_);
     bound_ = true;
@@ -166,6 +166,9 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
         spdlog::info("forgot {} idle sessions", n);
     }
     metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
+    metrics_.db_queued.store(static_cast<std::int64_t>(queue_.size()));
+    metrics_.db_in_flight.store(static_cast<std::int64_t>(at_db_));
+    metrics_.router_tick_ns.store(now.time_since_epoch().count());
 }
 
 void Coordinator::begin_drain() {

@@ -79,8 +79,8 @@ common::TransitionRequest transition_request(const DbRequest& r) {
 }  // namespace
 
 DbPool::DbPool(const CoordinatorOptions& options, const common::Clock& clock, WorkQueue& queue,
-               Mailbox& mailbox)
-    : options_(options), clock_(clock), queue_(queue), mailbox_(mailbox) {}
+               Mailbox& mailbox, Metrics& metrics)
+    : options_(options), clock_(clock), queue_(queue), mailbox_(mailbox), metrics_(metrics) {}
 
 DbPool::~DbPool() {
     queue_.close();
@@ -133,6 +133,7 @@ std::vector<RequestOutcome> DbPool::execute_batch(StoreHandle& handle,
     }
     const common::Micros now = clock_.now();
     const common::Micros lease = options_.lease_ms * common::kMillis;
+    const auto started = SteadyClock::now();
     try {
         if (kind == RequestKind::Claim) {
             // The queue batches claims of one organization only.
@@ -150,6 +151,8 @@ std::vector<RequestOutcome> DbPool::execute_batch(StoreHandle& handle,
                                                       : store->complete_batch(requests, now);
             for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
         }
+        metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(SteadyClock::now() -
+                                                                           started);
     } catch (const std::exception& e) {
         if (!connection_lost(e, store)) {
             spdlog::error("coalesced {} of {} requests failed in the database: {}",
@@ -183,6 +186,7 @@ RequestOutcome DbPool::execute(StoreHandle& handle, DbRequest request) {
     const std::string& worker = r.from.worker_id;
     const common::Micros now = clock_.now();
     const common::Micros lease = options_.lease_ms * common::kMillis;
+    const auto started = SteadyClock::now();
     try {
         out.result = std::visit(
             Overloaded{
@@ -204,6 +208,7 @@ RequestOutcome DbPool::execute(StoreHandle& handle, DbRequest request) {
                 },
             },
             r.body);
+        metrics_.statement_latency[r.body.index()].observe(SteadyClock::now() - started);
     } catch (const std::exception& e) {
         if (!connection_lost(e, store)) {
             // The statement failed on a healthy connection, so its transaction rolled back.

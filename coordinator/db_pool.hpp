@@ -26,7 +26,7 @@ public:
     static constexpr std::size_t kMaxBatch = 128;
 
     DbPool(const CoordinatorOptions& options, const common::Clock& clock, WorkQueue& queue,
-           Mailbox& mailbox);
+           Mailbox& mailbox, Metrics& metrics);
     ~DbPool();
     DbPool(const DbPool&) = delete;
     DbPool& operator=(const DbPool&) = delete;
@@ -45,6 +45,7 @@ private:
     const common::Clock& clock_;
     WorkQueue& queue_;
     Mailbox& mailbox_;
+    Metrics& metrics_;
     std::vector<std::thread> threads_;
 };
 

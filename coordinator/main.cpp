@@ -12,6 +12,7 @@
 #include "common/clock.hpp"
 #include "common/logging.hpp"
 #include "coordinator/coordinator.hpp"
+#include "coordinator/http_server.hpp"
 
 namespace {
 
@@ -85,6 +86,18 @@ int main(int argc, char** argv) {
 
     try {
         Coordinator coordinator(options, *clock);
+        std::unique_ptr<aclaim::coordinator::HttpServer> http;
+        if (!options.http_bind.empty()) {
+            http = std::make_unique<aclaim::coordinator::HttpServer>(options, coordinator.metrics());
+            try {
+                http->start();
+            } catch (const std::exception& e) {
+                // Handing out jobs must not depend on the observability port: a taken port is
+                // reported here and by the failing health check, and the workers keep working.
+                spdlog::error("{}; serving without /metrics, /healthz and /readyz", e.what());
+                http.reset();
+            }
+        }
         SignalWaiter signals(set, coordinator);
         coordinator.run();
     } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 
 #include "common/assignment.hpp"
 #include "coordinator/errors.hpp"
+#include "coordinator/histogram.hpp"
 
 namespace aclaim::coordinator {
 
@@ -33,6 +34,20 @@ struct Metrics {
     std::atomic<std::int64_t> connected_sessions{0};  ///< sessions currently open
     std::array<Counter, kRejectionKinds> rejections{};  ///< REJECTED/REVOKED, by Rejection
     std::array<Counter, errors::kCounted.size()> errors{};  ///< ERRORs by code
+
+    /// Statements timed by statement_latency: the five request kinds in RequestKind order, then
+    /// the reaper's reclaim.
+    static constexpr std::array<std::string_view, 6> kStatements{"claim",   "renew", "complete",
+                                                                 "fail",    "release", "reclaim"};
+    static constexpr std::size_t kReclaimStatement = 5;
+    /// A CLAIM from its hand-over to a DB thread until its outcome is back on the router thread:
+    /// queue wait, statement, commit and mailbox, without any long-poll parking.
+    Histogram claim_latency;
+    std::array<Histogram, kStatements.size()> statement_latency;  ///< one store call, by kStatements
+    std::atomic<std::int64_t> db_queued{0};     ///< requests waiting for a DB thread (sampled 1/s)
+    std::atomic<std::int64_t> db_in_flight{0};  ///< requests handed to DB threads (sampled 1/s)
+    /// Steady-clock nanoseconds of the router thread's last housekeeping; 0 before it serves.
+    std::atomic<std::int64_t> router_tick_ns{0};
 
     void count_rejection(common::Rejection r);
     void count_error(std::string_view code);

@@ -1,5 +1,7 @@
 #include "coordinator/options.hpp"
 
+#include "coordinator/host_port.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <cctype>
@@ -33,6 +35,8 @@ void CoordinatorOptions::validate() const {
     require(max_queued_requests >= 1, "--max-queued-requests must be positive");
     require(socket_hwm >= 1, "--socket-hwm must be positive");
     require(drain_timeout_ms >= 0, "--drain-timeout-ms must not be negative");
+    require(http_bind.empty() || parse_host_port(http_bind).has_value(),
+            "--http-bind must be host:port (port 0..65535) or empty, not '" + http_bind + "'");
     require(key_cache_ms >= 0, "--key-cache-ms must not be negative");
     require(handshake_timeout_ms >= 100, "--handshake-timeout-ms must be at least 100");
     // Without a key the only way to learn a worker's organization is to believe it, so that must
@@ -142,6 +146,10 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
     app.add_option("--drain-timeout-ms", o.drain_timeout_ms,
                    "On shutdown, how long non-claim requests are still served")
         ->envname("ACLAIM_DRAIN_TIMEOUT_MS")
+        ->capture_default_str();
+    app.add_option("--http-bind", o.http_bind,
+                   "host:port serving /metrics, /healthz and /readyz; empty turns it off")
+        ->envname("ACLAIM_HTTP_BIND")
         ->capture_default_str();
 }
 

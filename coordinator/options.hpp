@@ -63,6 +63,8 @@ struct CoordinatorOptions {
     int socket_hwm = 10000;
     /// During shutdown, how long requests other than CLAIM are still served, in milliseconds.
     int drain_timeout_ms = 5000;
+    /// host:port of the HTTP endpoint for /metrics, /healthz and /readyz; empty turns it off.
+    std::string http_bind = "127.0.0.1:9464";
 
     /// The heartbeat interval in effect (heartbeat_ms, or a third of the lease).
     int effective_heartbeat_ms() const { return heartbeat_ms > 0 ? heartbeat_ms : lease_ms / 3; }

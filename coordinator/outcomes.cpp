@@ -78,6 +78,7 @@ void Coordinator::on_outcome(RequestOutcome& outcome) {
 }
 
 void Coordinator::on_claim(DbRequest& request, const RequestOutcome::Result& result) {
+    metrics_.claim_latency.observe(SteadyClock::now() - request.dispatched_at);
     const Requester& from = request.from;
     if (const auto* failure = std::get_if<Failure>(&result)) {
         spdlog::warn("claim org={} worker={} outcome={} ({})", from.org_id, from.worker_id,

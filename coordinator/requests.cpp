@@ -222,6 +222,7 @@ void Coordinator::dispatch(DbRequest request) {
         return;
     }
     ++at_db_;
+    request.dispatched_at = SteadyClock::now();
     queue_.push(std::move(request));
 }
 
