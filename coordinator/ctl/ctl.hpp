@@ -30,6 +30,9 @@ void add_status_command(CLI::App& app, Global& global, Action& action);
 void add_recover_command(CLI::App& app, Global& global, Action& action);
 void add_quarantine_command(CLI::App& app, Global& global, Action& action);
 void add_check_command(CLI::App& app, Global& global, Action& action);
+void add_inspect_command(CLI::App& app, Global& global, Action& action);
+void add_jobs_command(CLI::App& app, Global& global, Action& action);
+void add_assignment_commands(CLI::App& app, Global& global, Action& action);
 void add_keys_command(CLI::App& app, Global& global, Action& action);
 
 /// The DSN, or a UsageError naming both ways to give it.

@@ -14,6 +14,9 @@ void register_all_commands(CLI::App& app, Global& global, Action& action) {
     add_recover_command(app, global, action);
     add_quarantine_command(app, global, action);
     add_check_command(app, global, action);
+    add_inspect_command(app, global, action);
+    add_jobs_command(app, global, action);
+    add_assignment_commands(app, global, action);
     add_keys_command(app, global, action);
 }
 

@@ -1,0 +1,89 @@
+#pragma once
+
+// The statements of the operator's console (aclaimctl status, inspect, jobs list, release, fail).
+// Like the store's, they take time as $n microseconds and never call now(). The two transitions
+// are fenced on the generation the operator saw, so an operator can never act on a later holder.
+
+namespace aclaim::common::sql {
+
+/// $1 now, $2 organization (0: all). One row per organization. Lease liveness is decided against
+/// the caller's clock, the same way the reaper decides it.
+inline constexpr const char* kOperatorStatus = R"SQL(
+SELECT org_id,
+       count(*) FILTER (WHERE state = 'pending'),
+       count(*) FILTER (WHERE state = 'assigned'),
+       count(*) FILTER (WHERE state = 'completed'),
+       count(*) FILTER (WHERE state = 'failed'),
+       count(*) FILTER (WHERE state = 'quarantined'),
+       count(*) FILTER (WHERE state = 'assigned' AND lease_expires_at > aclaim_ts($1::bigint)),
+       count(*) FILTER (WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)),
+       count(*) FILTER (WHERE state = 'completed'
+                          AND completed_at > aclaim_ts($1::bigint - 60000000)),
+       aclaim_us(min(enqueued_at) FILTER (WHERE state = 'pending'))
+  FROM jobs
+ WHERE $2::bigint = 0 OR org_id = $2::bigint
+ GROUP BY org_id ORDER BY org_id
+)SQL";
+
+/// The columns of a job as the console shows it, in the order operator_store.cpp reads them.
+/// The two readers below are templates whose {COLUMNS} becomes this list.
+inline constexpr const char* kOperatorJobColumns = R"SQL(
+id, org_id, state, priority, generation, attempts, max_attempts, coalesce(assignee, ''),
+aclaim_us(enqueued_at), aclaim_us(claimed_at), aclaim_us(lease_expires_at),
+aclaim_us(completed_at), result_ref, last_error, quarantined_from, quarantine_reason, payload
+)SQL";
+
+/// $1 job.
+inline constexpr const char* kOperatorJob = "SELECT {COLUMNS} FROM jobs WHERE id = $1::bigint";
+
+/// $1 org or NULL, $2 state or NULL, $3 assignee or NULL, $4 enqueued before (us) or NULL,
+/// $5 after this id, $6 limit. Paging by id keeps every page one range of the primary key.
+inline constexpr const char* kOperatorList = R"SQL(
+SELECT {COLUMNS}
+  FROM jobs
+ WHERE ($1::bigint IS NULL OR org_id = $1::bigint)
+   AND ($2::text IS NULL OR state = $2::text)
+   AND ($3::text IS NULL OR assignee = $3::text)
+   AND ($4::bigint IS NULL OR enqueued_at < aclaim_ts($4::bigint))
+   AND id > $5::bigint
+ ORDER BY id
+ LIMIT $6::int
+)SQL";
+
+/// $1 job, $2 generation, $3 operator, $4 now, $5 detail. A stuck assignment back to pending.
+/// Like a worker's own release it gives the attempt back: the job was not at fault (use fail
+/// for a job that should not run again). The next claim gets a higher generation.
+inline constexpr const char* kOperatorRelease = R"SQL(
+WITH r AS (
+    UPDATE jobs
+       SET state = 'pending', assignee = NULL, claimed_at = NULL, lease_expires_at = NULL,
+           attempts = attempts - 1
+     WHERE id = $1::bigint AND state = 'assigned' AND generation = $2::bigint
+    RETURNING id, org_id, generation
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, 'released', $3::text, aclaim_ts($4::bigint), $5::text FROM r
+)
+SELECT id, aclaim_wake(org_id) FROM r
+)SQL";
+
+/// $1 job, $2 generation, $3 operator, $4 now, $5 detail, $6 last_error. A stuck assignment
+/// failed for good; the failed CHECK wants completed_at set and no lease or result.
+inline constexpr const char* kOperatorFail = R"SQL(
+WITH f AS (
+    UPDATE jobs
+       SET state = 'failed', completed_at = aclaim_ts($4::bigint), lease_expires_at = NULL,
+           last_error = $6::text
+     WHERE id = $1::bigint AND state = 'assigned' AND generation = $2::bigint
+    RETURNING id, org_id, generation
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, 'failed', $3::text, aclaim_ts($4::bigint), $5::text FROM f
+)
+SELECT id FROM f
+)SQL";
+
+/// Bounds the wait for a row a coordinator is updating, so that the console never hangs.
+inline constexpr const char* kOperatorLockTimeout = "SET LOCAL lock_timeout = '5s'";
+
+}  // namespace aclaim::common::sql

@@ -1,0 +1,48 @@
+#include "coordinator/ctl/job_json.hpp"
+
+#include "common/recovery.hpp"
+
+namespace aclaim::ctl {
+
+namespace {
+
+nlohmann::json instant(const std::optional<common::Micros>& t) {
+    return t ? nlohmann::json(common::format_instant(*t)) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+nlohmann::json job_json(const common::JobView& j) {
+    auto opt_text = [](const std::optional<std::string>& s) {
+        return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
+    };
+    return {{"id", j.id},
+            {"org_id", j.org_id},
+            {"state", j.state},
+            {"priority", j.priority},
+            {"generation", j.generation},
+            {"attempts", j.attempts},
+            {"max_attempts", j.max_attempts},
+            {"assignee", j.assignee.empty() ? nlohmann::json(nullptr) : nlohmann::json(j.assignee)},
+            {"enqueued_at", common::format_instant(j.enqueued_at)},
+            {"claimed_at", instant(j.claimed_at)},
+            {"lease_expires_at", instant(j.lease_expires_at)},
+            {"completed_at", instant(j.completed_at)},
+            {"result_ref", opt_text(j.result_ref)},
+            {"last_error", opt_text(j.last_error)},
+            {"quarantined_from", opt_text(j.quarantined_from)},
+            {"quarantine_reason", opt_text(j.quarantine_reason)},
+            {"payload", j.payload}};
+}
+
+nlohmann::json event_json(const common::JobEvent& e) {
+    return {{"id", e.id},
+            {"org_id", e.org_id},
+            {"generation", e.generation},
+            {"kind", e.kind},
+            {"worker", e.worker.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.worker)},
+            {"at", common::format_instant(e.at)},
+            {"detail", e.detail}};
+}
+
+}  // namespace aclaim::ctl

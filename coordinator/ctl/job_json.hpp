@@ -1,0 +1,14 @@
+#pragma once
+
+// Jobs and their events as JSON, the same for inspect and jobs list.
+
+#include <nlohmann/json.hpp>
+
+#include "common/operator_store.hpp"
+
+namespace aclaim::ctl {
+
+nlohmann::json job_json(const common::JobView& job);
+nlohmann::json event_json(const common::JobEvent& event);
+
+}  // namespace aclaim::ctl

@@ -1,0 +1,378 @@
+// The operator's console as an operator runs it: the built aclaimctl against a real database,
+// checked by its output, its exit code and the rows it leaves.
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/assignment_store.hpp"
+#include "common/checker.hpp"
+#include "common/clock.hpp"
+#include "tests/pg/ctl_run.hpp"
+#include "tests/support/rows.hpp"
+#include "tests/support/test_database.hpp"
+
+using namespace aclaim;
+using namespace aclaim::testing;
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr common::Micros kHour = 3600 * common::kSeconds;
+
+long count(pqxx::connection& c, const std::string& sql) {
+    pqxx::read_transaction t(c);
+    return t.exec1(sql)[0].as<long>();
+}
+
+std::vector<std::string> payloads_of(pqxx::connection& c, common::OrgId org) {
+    pqxx::read_transaction t(c);
+    std::vector<std::string> out;
+    for (const auto& r : t.exec_params("SELECT payload FROM jobs WHERE org_id = $1 ORDER BY id", org)) {
+        out.push_back(r[0].as<std::string>());
+    }
+    return out;
+}
+
+std::vector<common::NewJob> jobs(int n, const std::string& prefix = "job") {
+    std::vector<common::NewJob> out;
+    for (int i = 0; i < n; ++i) out.push_back({0, prefix + "-" + std::to_string(i), 3});
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("aclaimctl: every command answers --help", "[ctl]") {
+    const std::vector<std::vector<std::string>> commands{
+        {"--help"},         {"migrate", "--help"},    {"enqueue", "--help"},
+        {"status", "--help"}, {"inspect", "--help"},  {"jobs", "--help"},
+        {"jobs", "list", "--help"}, {"release", "--help"}, {"fail", "--help"},
+        {"recover", "--help"}, {"quarantine", "--help"}, {"check", "--help"}};
+    for (const auto& c : commands) {
+        const auto r = run_ctl("", c);
+        INFO(c[0] << " " << r.err);
+        CHECK(r.code == 0);
+        CHECK(r.out.find("Usage:") != std::string::npos);
+    }
+    const auto list_help = run_ctl("", {"jobs", "list", "--help"}).out;
+    for (const char* flag : {"--org", "--state", "--assignee", "--older-than", "--limit", "--after-id"}) {
+        CHECK(list_help.find(flag) != std::string::npos);
+    }
+}
+
+TEST_CASE("aclaimctl enqueue: arguments, CSV and JSON lines, in batches", "[ctl]") {
+    TestDatabase db;
+    auto conn = db.connect();
+
+    auto r = run_ctl(db.dsn(), {"enqueue", "--org", "1", "first", "second, with a comma"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out == "enqueued 2 jobs for organization 1 in 1 transaction\n");
+    CHECK(payloads_of(*conn, 1) == std::vector<std::string>{"first", "second, with a comma"});
+
+    const std::string csv =
+        "org,priority,payload,max_attempts\n"
+        "2,5,plain,\n"
+        "3,0,\"quoted, with \"\"quotes\"\"\nand a second line\",7\n"
+        "2,-1,last,1\r\n";
+    r = run_ctl(db.dsn(), {"enqueue", "--csv", "-", "--batch", "2"}, csv);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out == "enqueued 3 jobs (organization 2: 2, organization 3: 1) in 3 transactions\n");
+    CHECK(payloads_of(*conn, 2) == std::vector<std::string>{"plain", "last"});
+    CHECK(payloads_of(*conn, 3) ==
+          std::vector<std::string>{"quoted, with \"quotes\"\nand a second line"});
+    CHECK(count(*conn, "SELECT max_attempts FROM jobs WHERE payload = 'plain'") == 3);
+    CHECK(count(*conn, "SELECT priority FROM jobs WHERE payload = 'plain'") == 5);
+    CHECK(count(*conn, "SELECT max_attempts FROM jobs WHERE org_id = 3") == 7);
+
+    const std::string lines =
+        "{\"org\": 4, \"priority\": 2, \"payload\": \"a\"}\n"
+        "\n"
+        "{\"payload\": {\"doc\": 17}}\n";
+    r = run_ctl(db.dsn(), {"enqueue", "--jsonl", "-", "--org", "4"}, lines);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(payloads_of(*conn, 4) == std::vector<std::string>{"a", "{\"doc\":17}"});
+    // Every enqueued job has its audit event.
+    CHECK(count(*conn, "SELECT count(*) FROM job_events WHERE kind = 'enqueued'") == 7);
+}
+
+TEST_CASE("aclaimctl enqueue: a bad record names its line and nothing is written", "[ctl]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    struct Case {
+        std::string flag, input, expect;
+    };
+    const std::vector<Case> cases{
+        {"--csv", "org,payload\n1,a\n1,b\nx,c\n", "<stdin>:4: org 'x' is not an integer"},
+        {"--csv", "org,payload,colour\n1,a,red\n", "unknown column 'colour'"},
+        {"--csv", "org,payload\n1,a\n2\n", "<stdin>:3: has 1 fields, the header has 2"},
+        {"--csv", "priority,payload\n1,a\n", "no org column"},
+        {"--csv", "org,payload\n1,\"never closed\n", "<stdin>:2: a quoted field is never closed"},
+        {"--jsonl", "{\"org\": 1, \"payload\": \"a\"}\n{\"org\": 1}\n", "<stdin>:2: no payload"},
+        {"--jsonl", "{\"org\": 1, \"payload\": \"a\", \"prio\": 3}\n", "unknown field 'prio'"},
+        {"--jsonl", "{\"org\": -1, \"payload\": \"a\"}\n", "organization must be a positive id"},
+        {"--jsonl", "not json\n", "<stdin>:1: not JSON"},
+    };
+    for (const auto& c : cases) {
+        const auto r = run_ctl(db.dsn(), {"enqueue", c.flag, "-"}, c.input);
+        INFO(c.input << " -> " << r.err);
+        CHECK(r.code == 2);
+        CHECK(r.err.find(c.expect) != std::string::npos);
+    }
+    CHECK(count(*conn, "SELECT count(*) FROM jobs") == 0);
+
+    const auto missing = run_ctl(db.dsn(), {"enqueue", "--csv", "/nonexistent/jobs.csv"});
+    CHECK(missing.code == 2);
+    CHECK(missing.err.find("cannot open /nonexistent/jobs.csv") != std::string::npos);
+    const auto no_org = run_ctl(db.dsn(), {"enqueue", "--count", "3"});
+    CHECK(no_org.code == 2);
+    CHECK(no_org.err.find("--org is required") != std::string::npos);
+}
+
+TEST_CASE("aclaimctl status: states, leases, oldest pending and the last minute", "[ctl]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    // Organization 1: four jobs enqueued ten minutes ago and two now. The claims below take the
+    // oldest first, so one old job stays pending.
+    store.enqueue(1, jobs(4, "old"), now - 600 * common::kSeconds);
+    store.enqueue(1, jobs(2, "new"), now);
+    // One live lease, one that ran out five seconds ago, one completed just now.
+    REQUIRE(store.claim(1, "w-live", 1, kHour, now).leases.size() == 1);
+    REQUIRE(store.claim(1, "w-expired", 1, 5 * common::kSeconds, now - 10 * common::kSeconds)
+                .leases.size() == 1);
+    const auto done = store.claim(1, "w-done", 1, kHour, now).leases.at(0);
+    REQUIRE(store.complete(1, done.job_id, done.generation, "w-done", "r", now).accepted());
+    // Organization 2: one job, set aside by the recovery tool.
+    const auto q = store.enqueue(2, jobs(1), now).at(0);
+    {
+        pqxx::work t(*conn);
+        t.exec_params("UPDATE jobs SET state = 'quarantined', quarantined_from = 'pending', "
+                      "quarantine_reason = 'test' WHERE id = $1", q);
+        t.commit();
+    }
+
+    auto r = run_ctl(db.dsn(), {"status", "--json"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto all = Json::parse(r.out);
+    const auto& o1 = all["organizations"]["1"];
+    CHECK(o1["pending"] == 3);
+    CHECK(o1["assigned"] == 2);
+    CHECK(o1["live_leases"] == 1);
+    CHECK(o1["expired_leases"] == 1);
+    CHECK(o1["completed"] == 1);
+    CHECK(o1["completed_last_minute"] == 1);
+    CHECK(o1["quarantined"] == 0);
+    // The oldest pending job is the fourth old one, enqueued ten minutes before `now`.
+    CHECK(o1["oldest_pending_age_ms"].get<long>() >= 600'000);
+    CHECK(o1["oldest_pending_age_ms"].get<long>() < 660'000);
+    const auto& o2 = all["organizations"]["2"];
+    CHECK(o2["quarantined"] == 1);
+    CHECK(o2["oldest_pending_age_ms"].is_null());
+
+    r = run_ctl(db.dsn(), {"status", "--org", "2", "--json"});
+    REQUIRE(r.code == 0);
+    CHECK(Json::parse(r.out)["organizations"].size() == 1);
+
+    r = run_ctl(db.dsn(), {"status"});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("expired") != std::string::npos);
+    CHECK(r.out.find("\ntotal ") != std::string::npos);
+
+    // Watching without a terminal: one plain block per round, bounded by --count.
+    r = run_ctl(db.dsn(), {"status", "--watch", "--count", "3", "--interval", "100ms"});
+    REQUIRE(r.code == 0);
+    std::size_t rounds = 0;
+    for (auto at = r.out.find("aclaim status at"); at != std::string::npos;
+         at = r.out.find("aclaim status at", at + 1)) {
+        ++rounds;
+    }
+    CHECK(rounds == 3);
+    CHECK(r.out.find("\033[") == std::string::npos);
+    r = run_ctl(db.dsn(), {"status", "--watch", "--json", "--count", "2", "--interval", "100ms"});
+    REQUIRE(r.code == 0);
+    std::istringstream lines(r.out);
+    std::string line;
+    int objects = 0;
+    while (std::getline(lines, line)) {
+        CHECK(Json::parse(line)["organizations"]["1"]["pending"] == 3);
+        ++objects;
+    }
+    CHECK(objects == 2);
+
+    CHECK(run_ctl(db.dsn(), {"status", "--count", "2"}).code == 2);
+    CHECK(run_ctl(db.dsn(), {"status", "--watch", "--interval", "soon"}).code == 2);
+}
+
+TEST_CASE("aclaimctl status: an unreachable database is named and exits 3", "[ctl]") {
+    const int port = free_port();
+    const auto r = run_ctl("postgresql://127.0.0.1:" + std::to_string(port) + "/nothing", {"status"});
+    CHECK(r.code == 3);
+    CHECK(r.err.find("cannot reach the database") != std::string::npos);
+}
+
+TEST_CASE("aclaimctl inspect: the row and its whole history", "[ctl]") {
+    TestDatabase db;
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    const auto id = store.enqueue(7, jobs(1), now - 30 * common::kSeconds).at(0);
+    const auto first = store.claim(7, "w1", 1, common::kSeconds, now - 20 * common::kSeconds).leases.at(0);
+    REQUIRE(store.reclaim_expired(now - 10 * common::kSeconds, 10).size() == 1);
+    const auto second = store.claim(7, "w2", 1, kHour, now).leases.at(0);
+    REQUIRE(store.complete(7, id, second.generation, "w2", "review:w2", now).accepted());
+    CHECK_FALSE(store.complete(7, id, first.generation, "w1", "review:w1", now).accepted());
+
+    auto r = run_ctl(db.dsn(), {"inspect", std::to_string(id), "--json"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto j = Json::parse(r.out);
+    CHECK(j["job"]["state"] == "completed");
+    CHECK(j["job"]["generation"] == 2);
+    CHECK(j["job"]["result_ref"] == "review:w2");
+    std::vector<std::string> kinds;
+    for (const auto& e : j["events"]) kinds.push_back(e["kind"]);
+    CHECK(kinds == std::vector<std::string>{"enqueued", "claimed", "reclaimed", "claimed",
+                                            "completed", "rejected"});
+    CHECK(j["events"][5]["worker"] == "w1");
+
+    r = run_ctl(db.dsn(), {"inspect", std::to_string(id)});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("history (6 events)") != std::string::npos);
+    CHECK(r.out.find("last held by") != std::string::npos);
+    CHECK(r.out.find("review:w2") != std::string::npos);
+
+    r = run_ctl(db.dsn(), {"inspect", "999999"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("job 999999 does not exist") != std::string::npos);
+    CHECK(run_ctl(db.dsn(), {"inspect", "abc"}).code != 0);
+}
+
+TEST_CASE("aclaimctl jobs list: filters and pages that add up to the whole", "[ctl]") {
+    TestDatabase db;
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    store.enqueue(1, jobs(3, "old"), now - 2 * kHour);
+    store.enqueue(1, jobs(4, "new"), now);
+    store.enqueue(2, jobs(2, "other"), now);
+    const auto held = store.claim(1, "w1", 2, kHour, now).leases;
+    REQUIRE(held.size() == 2);
+
+    auto list = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), {"jobs", "list", "--json"});
+        const auto r = run_ctl(db.dsn(), args);
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        return Json::parse(r.out);
+    };
+    // Pages of three over organization 1 visit its seven jobs once each, in id order.
+    std::vector<long> seen;
+    long after = 0;
+    for (int page = 0; page < 5; ++page) {
+        const auto j = list({"--org", "1", "--limit", "3", "--after-id", std::to_string(after)});
+        for (const auto& job : j["jobs"]) {
+            CHECK(job["org_id"] == 1);
+            seen.push_back(job["id"]);
+        }
+        if (j["next_after_id"].is_null()) break;
+        after = j["next_after_id"];
+    }
+    CHECK(seen.size() == 7);
+    CHECK(std::is_sorted(seen.begin(), seen.end()));
+    CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+
+    const auto assigned = list({"--state", "assigned", "--assignee", "w1"});
+    REQUIRE(assigned["jobs"].size() == 2);
+    CHECK(assigned["jobs"][0]["id"] == held[0].job_id);
+    CHECK(list({"--state", "assigned", "--assignee", "w2"})["jobs"].empty());
+    const auto old = list({"--older-than", "1h"});
+    CHECK(old["jobs"].size() == 3);
+    for (const auto& job : old["jobs"]) {
+        CHECK(job["payload"].get<std::string>().rfind("old-", 0) == 0);
+    }
+    CHECK(list({"--org", "2", "--state", "pending"})["jobs"].size() == 2);
+
+    const auto text = run_ctl(db.dsn(), {"jobs", "list", "--org", "1", "--limit", "2"});
+    REQUIRE(text.code == 0);
+    CHECK(text.out.find("more: add --after-id") != std::string::npos);
+
+    auto bad = run_ctl(db.dsn(), {"jobs", "list", "--state", "done"});
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find("--state 'done' is not a state") != std::string::npos);
+    bad = run_ctl(db.dsn(), {"jobs", "list", "--older-than", "10"});
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find("--older-than '10' is not a duration") != std::string::npos);
+}
+
+TEST_CASE("aclaimctl release and fail: a stuck assignment taken back, audited and fenced",
+          "[ctl]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    const auto ids = store.enqueue(1, jobs(3), now);
+    const auto stuck = store.claim(1, "w-stuck", 1, kHour, now).leases.at(0);
+
+    // A generation that is not the current one is refused and changes nothing.
+    const auto before = job_snapshot(*conn, stuck.job_id);
+    auto r = run_ctl(db.dsn(), {"release", std::to_string(stuck.job_id), "--generation", "9"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("not the generation 9 given") != std::string::npos);
+    CHECK(job_snapshot(*conn, stuck.job_id) == before);
+
+    r = run_ctl(db.dsn(), {"release", std::to_string(stuck.job_id), "--reason", "worker hung",
+                           "--by", "ops:alice", "--generation", std::to_string(stuck.generation)});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("taken from w-stuck at generation 1") != std::string::npos);
+    CHECK(job_state(*conn, stuck.job_id) == "pending");
+    CHECK(count(*conn, "SELECT attempts FROM jobs WHERE id = " + std::to_string(stuck.job_id)) == 0);
+    {
+        pqxx::read_transaction t(*conn);
+        const auto e = t.exec_params1(
+            "SELECT worker, detail, generation FROM job_events WHERE job_id = $1 AND kind = "
+            "'released'",
+            stuck.job_id);
+        CHECK(e[0].as<std::string>() == "ops:alice");
+        CHECK(e[1].as<std::string>().find("held by w-stuck: worker hung") != std::string::npos);
+        CHECK(e[2].as<long>() == stuck.generation);
+    }
+    // The worker that lost it cannot finish it, and the next claim outranks it.
+    const auto late = store.complete(1, stuck.job_id, stuck.generation, "w-stuck", "late", now);
+    CHECK_FALSE(late.accepted());
+    const auto again = store.claim(1, "w2", 1, kHour, now).leases.at(0);
+    CHECK(again.job_id == stuck.job_id);
+    CHECK(again.generation == stuck.generation + 1);
+
+    // fail needs a reason, then fails the holder's job for good.
+    r = run_ctl(db.dsn(), {"fail", std::to_string(again.job_id)});
+    CHECK(r.code != 0);
+    CHECK(r.err.find("--reason") != std::string::npos);
+    r = run_ctl(db.dsn(), {"fail", std::to_string(again.job_id), "--reason", "poison payload"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(job_state(*conn, again.job_id) == "failed");
+    CHECK(event_count(*conn, again.job_id, "failed") == 1);
+    {
+        pqxx::read_transaction t(*conn);
+        CHECK(t.exec_params1("SELECT last_error FROM jobs WHERE id = $1", again.job_id)[0]
+                  .as<std::string>()
+                  .find("poison payload") != std::string::npos);
+    }
+
+    // Neither acts on a job that nothing holds.
+    r = run_ctl(db.dsn(), {"release", std::to_string(again.job_id)});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("is failed, not assigned") != std::string::npos);
+    r = run_ctl(db.dsn(), {"fail", std::to_string(ids[2]), "--reason", "x"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("is pending, not assigned") != std::string::npos);
+    CHECK(run_ctl(db.dsn(), {"release", "424242"}).err.find("does not exist") != std::string::npos);
+
+    // The history still proves every invariant.
+    const auto report = common::check(common::load_history(*conn));
+    for (const auto& v : report.violations) FAIL_CHECK(v.evidence);
+    CHECK(report.ok());
+}
