@@ -12,8 +12,8 @@
 
 namespace aclaim::coordinator {
 
-/// Counters of everything the coordinator answered or did. Written by the router thread and the
-/// reaper, read by anyone (the summary at exit now, an HTTP exporter later).
+/// Counters of everything the coordinator answered or did. Written by the router thread, the DB
+/// threads and the reaper, read by anyone (the summary at exit, /metrics via http_server.hpp).
 struct Metrics {
     using Counter = std::atomic<std::uint64_t>;
     static constexpr std::size_t kRejectionKinds = 7;

@@ -40,8 +40,9 @@ inline std::string read_file(const std::string& path) {
 /// aclaimctl --dsn DSN ARGS..., with `input` on standard input.
 inline CtlResult run_ctl(const std::string& dsn, const std::vector<std::string>& args,
                          const std::string& input = "") {
-    char dir_template[] = "/tmp/aclaim-ctl-test.XXXXXX";
-    const std::string dir = ::mkdtemp(dir_template);
+    std::string dir_template =
+        (std::filesystem::temp_directory_path() / "aclaim-ctl-test.XXXXXX").string();
+    const std::string dir = ::mkdtemp(dir_template.data());
     const std::string in_path = dir + "/in", out_path = dir + "/out", err_path = dir + "/err";
     std::ofstream(in_path, std::ios::binary) << input;
     std::string cmd = "timeout 60 " + shell_quote(bin("aclaimctl")) + " --dsn " + shell_quote(dsn);
