@@ -90,6 +90,13 @@ CheckReport check(const History& h) {
                     violate(Invariant::CompletionIsCurrent, job,
                             describe(*e) + " but the latest claim was generation " +
                                 std::to_string(last_claim));
+                } else if (!open_claim) {
+                    // The latest claim, but its lease had already been reclaimed, released or
+                    // failed: a late completion from a holder that lost the job before anyone
+                    // claimed it again, which the generation alone cannot tell from a live one.
+                    violate(Invariant::CompletionIsCurrent, job,
+                            describe(*e) + " but the lease of generation " +
+                                std::to_string(last_claim) + " had already ended");
                 }
             } else if (e->kind == "rejected") {
                 ++report.rejections;

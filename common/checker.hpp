@@ -51,7 +51,7 @@ struct History {
 /// The invariants, by name.
 enum class Invariant {
     SingleCompletion,       ///< no job has two accepted completions
-    CompletionIsCurrent,    ///< every accepted completion carries the latest claim's generation
+    CompletionIsCurrent,    ///< every accepted completion is of the latest claim, while its lease is held
     GenerationsIncrease,    ///< claims of a job carry strictly increasing generations
     LeasesDisjoint,         ///< a job is claimed again only after the previous lease ended
     NothingLost,            ///< every enqueued job exists and is terminal, live, pending or quarantined with a reason

@@ -54,6 +54,26 @@ TEST_CASE("each corrupted history is caught", "[checker]") {
         h.events[5].generation = 1;
         CHECK(caught(h, Invariant::CompletionIsCurrent));
     }
+    SECTION("a completion after its own lease was reclaimed, before any new claim") {
+        // The late completion of a stalled worker carries the latest generation; only the
+        // reclaim before it in the log shows that the worker no longer held the job.
+        auto h = clean();
+        h.events.resize(4);  // enqueued, claimed 1, rejected 1, reclaimed 1
+        h.events.push_back({5, 7, 1, 1, "completed", "a", 450, ""});
+        h.jobs[0].generation = 1;
+        h.jobs[0].result_ref = "ref-1";
+        h.results[0] = {7, 1, 1, "ref-1"};
+        const auto r = check(h);
+        REQUIRE(r.violations.size() == 1);
+        CHECK(r.violations[0].invariant == Invariant::CompletionIsCurrent);
+        CHECK_THAT(r.violations[0].evidence, Catch::Contains("had already ended"));
+    }
+    SECTION("a completion after its lease was released") {
+        auto h = clean();
+        h.events[5].kind = "released";
+        h.events.push_back({7, 7, 1, 2, "completed", "b", 600, ""});
+        CHECK(caught(h, Invariant::CompletionIsCurrent));
+    }
     SECTION("a generation that does not increase") {
         auto h = clean();
         h.events[4].generation = 1;
