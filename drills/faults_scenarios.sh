@@ -1,0 +1,289 @@
+# shellcheck shell=bash disable=SC2154,SC2034
+# The scenarios of drills/faults, sourced by it. Each runs on a fresh database, injects its fault
+# while jobs drain, waits on observed state only (rows, events, log lines) within a bound, and
+# ends with scenario_end (aclaimctl check, the summary line, the result-file cross-check).
+# `scale` multiplies job and fault counts (1 for --short); `drain_s` bounds every drain.
+
+# Progress marker: the completed count that the next fault waits for. Each fault waits for some
+# progress since the previous one (the system recovered), and the job counts leave work for all.
+next_step() { echo $(($(completed) + $1)); }
+# progressed TARGET: that many jobs completed, or nothing left to do.
+progressed() { local n; n=$(completed) && { [ "$n" -ge "$1" ] || is_drained; }; }
+
+# ---- repeated SIGKILL of random workers ------------------------------------------------------
+scenario_worker_kills() {
+  local per_org=$((200 * scale)) kills=$((5 * scale))
+  scenario_begin worker_kills "SIGKILL $kills random workers that hold jobs while $((2 * per_org)) jobs of two organizations drain (5% of reviews fail, retryably); each is replaced"
+  ctl enqueue --org 1 --count "$per_org" --max-attempts 50 >/dev/null
+  ctl enqueue --org 2 --count "$per_org" --max-attempts 50 >/dev/null
+  local port
+  port=$(free_port)
+  start_coordinator coordinator "$port" || { scenario_end; return; }
+  local -a cur=() org=(1 1 2 2) victims=()
+  local slot
+  for slot in 0 1 2 3; do
+    cur[slot]="o${org[slot]}-w$slot.0"
+    start_worker "${cur[slot]}" "${org[slot]}" "$port" --concurrency 4 --review-ms 300 --review-dist lognormal --fail-rate 0.05
+  done
+  local k step=15 killed=0 held_at_death=0 target try
+  for k in $(seq "$kills"); do
+    target=$(next_step "$step")
+    wait_for "$drain_s" progressed "$target" || break
+    is_drained && break
+    for try in $(seq 100); do
+      slot=$((RANDOM % 4))
+      [ "$(held_by "${cur[slot]}")" -gt 0 ] && break
+      sleep 0.05
+    done
+    kill_one "${cur[slot]}"
+    victims+=("'${cur[slot]}'")
+    killed=$((killed + 1))
+    held_at_death=$((held_at_death + $(held_by "${cur[slot]}")))
+    cur[slot]="o${org[slot]}-w$slot.$k"
+    start_worker "${cur[slot]}" "${org[slot]}" "$port" --concurrency 4 --review-ms 300 --review-dist lognormal --fail-rate 0.05
+  done
+  wait_for "$drain_s" is_drained || true
+  local list reclaimed
+  list=$(IFS=,; echo "${victims[*]:-''}")
+  reclaimed=$(q "SELECT count(*) FROM job_events WHERE kind = 'reclaimed' AND worker IN ($list)")
+  if [ "$killed" = "$kills" ] && [ "$reclaimed" -ge 1 ]; then
+    pass "worker_kills: $killed workers SIGKILLed holding $held_at_death jobs; $reclaimed of their leases reclaimed and redone"
+  else
+    fail "worker_kills: faults injected" "$killed of $kills kills, $reclaimed leases of the killed workers reclaimed"
+  fi
+  scenario_end
+}
+
+# ---- SIGSTOP past the lease, then SIGCONT --------------------------------------------------
+scenario_worker_stalls() {
+  local jobs=$((100 * scale)) stallers=$((2 * scale))
+  scenario_begin worker_stalls "SIGSTOP $stallers workers holding jobs past their lease, drain with others, SIGCONT: late completions must be rejected"
+  ctl enqueue --org 1 --count "$jobs" --max-attempts 50 >/dev/null
+  local port i id
+  port=$(free_port)
+  start_coordinator coordinator "$port" || { scenario_end; return; }
+  for i in $(seq "$stallers"); do
+    start_worker "o1-stall-$i" 1 "$port" --concurrency 2 --review-ms 1000 --review-dist fixed
+  done
+  # Stop each staller at a moment it holds a job; a job completed just before the stop does
+  # not count, so look again once it is stopped.
+  local stopped_holding=0 try first_stop_ms=""
+  for i in $(seq "$stallers"); do
+    id="o1-stall-$i"
+    for try in 1 2 3; do
+      wait_for 30 at_least 1 held_by "$id" || break
+      signal_one "$id" STOP
+      first_stop_ms=${first_stop_ms:-$(date +%s%3N)}
+      [ "$(held_by "$id")" -gt 0 ] && { stopped_holding=$((stopped_holding + 1)); break; }
+      signal_one "$id" CONT
+    done
+  done
+  local held
+  held=$(q "SELECT count(*) FROM jobs WHERE state = 'assigned' AND assignee LIKE 'o1-stall-%'")
+  for i in 1 2 3; do
+    start_worker "o1-steady-$i" 1 "$port" --concurrency 4 --review-ms 100 --review-dist lognormal
+  done
+  wait_for 60 at_least "$held" events_of reclaimed 'o1-stall-%' || true
+  wait_for "$drain_s" is_drained || true
+  local stopped_for=$(($(date +%s%3N) - ${first_stop_ms:-$(date +%s%3N)}))
+  for i in $(seq "$stallers"); do signal_one "o1-stall-$i" CONT; done
+  # Their reviews finished long ago: each stalled worker now submits, and must be refused.
+  wait_for 30 at_least "$stopped_holding" events_of rejected 'o1-stall-%' || true
+  local rejected odd accepted_late
+  rejected=$(events_of rejected 'o1-stall-%')
+  odd=$(q "SELECT count(*) FROM job_events WHERE kind = 'rejected' AND worker LIKE 'o1-stall-%'
+             AND split_part(detail, ':', 1) NOT IN ('stale_generation', 'lease_expired')")
+  accepted_late=$(q "SELECT count(*) FROM job_events c JOIN job_events r ON r.job_id = c.job_id
+                      AND r.generation = c.generation AND r.kind = 'reclaimed' AND r.id < c.id
+                      WHERE c.kind = 'completed'")
+  if [ "$stopped_holding" = "$stallers" ] && [ "$rejected" -ge "$stallers" ] && [ "$odd" = 0 ] &&
+    [ "$accepted_late" = 0 ]; then
+    pass "worker_stalls: $stallers workers stopped for up to $stopped_for ms (lease $lease_ms ms) holding $held jobs; $rejected late completions rejected as stale, none accepted"
+  else
+    fail "worker_stalls: late completions rejected" "$stopped_holding of $stallers stopped while holding, $rejected rejected ($odd for another reason), $accepted_late accepted after their lease was reclaimed"
+  fi
+  scenario_end
+}
+
+# ---- SIGKILL of the coordinator, restarted on the same endpoint ----------------------------
+scenario_coordinator_kills() {
+  local jobs=$((400 * scale)) kills=$((3 * scale))
+  scenario_begin coordinator_kills "SIGKILL the coordinator $kills times while $jobs jobs drain, restarting it on the same endpoint"
+  ctl enqueue --org 1 --count "$jobs" --max-attempts 50 >/dev/null
+  local port i
+  port=$(free_port)
+  start_coordinator coordinator "$port" || { scenario_end; return; }
+  for i in 1 2 3 4; do
+    start_worker "o1-w$i" 1 "$port" --concurrency 4 --review-ms 150 --review-dist lognormal
+  done
+  local k step=20 killed=0 restarted=0 target
+  for k in $(seq "$kills"); do
+    target=$(next_step "$step")
+    wait_for "$drain_s" progressed "$target" || break
+    is_drained && break
+    kill_one coordinator
+    killed=$((killed + 1))
+    start_coordinator coordinator "$port" || break
+    restarted=$((restarted + 1))
+  done
+  wait_for "$drain_s" is_drained || true
+  local reconnects
+  reconnects=$(cat "$sdir"/o1-w*.log | grep -c "reconnecting to" || true)
+  if [ "$killed" = "$kills" ] && [ "$restarted" = "$kills" ]; then
+    pass "coordinator_kills: coordinator SIGKILLed and restarted $killed times; workers reconnected ($reconnects reconnect attempts)"
+  else
+    fail "coordinator_kills: faults injected" "$killed of $kills kills, $restarted restarts"
+  fi
+  scenario_end
+}
+
+# ---- immediate restart of PostgreSQL mid-run --------------------------------------------------
+scenario_pg_restart() {
+  local jobs=$((1500 * scale)) restarts=$((2 * scale))
+  scenario_begin pg_restart "pg_ctl restart -m immediate $restarts times while $jobs jobs drain with many completions in flight"
+  ctl enqueue --org 1 --count "$jobs" --max-attempts 50 >/dev/null
+  local port i
+  port=$(free_port)
+  start_coordinator coordinator "$port" || { scenario_end; return; }
+  for i in 1 2 3 4 5 6; do
+    start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 50 --review-dist lognormal
+  done
+  local r step=100 done_restarts=0 reconnected=0 target before
+  for r in $(seq "$restarts"); do
+    target=$(next_step "$step")
+    wait_for "$drain_s" progressed "$target" || break
+    is_drained && break
+    before=$(log_count coordinator "database connection restored")
+    timeout -k 5 120 "$root/compose/pgtmp" restart "$pgdir" >"$sdir/pg-restart.$r.log" 2>&1 ||
+      { fail "pg_restart: restart PostgreSQL" "$(tail -3 "$sdir/pg-restart.$r.log")"; break; }
+    done_restarts=$((done_restarts + 1))
+    wait_for 60 at_least $((before + 1)) log_count coordinator "database connection restored" &&
+      reconnected=$((reconnected + 1))
+  done
+  wait_for "$drain_s" is_drained || true
+  local applied not_applied unknown
+  applied=$(log_count coordinator "resolved from the row as applied")
+  not_applied=$(log_count coordinator "resolved from the row as not applied")
+  unknown=$(log_count coordinator "resolved from the row as unknown")
+  if [ "$done_restarts" = "$restarts" ] && [ "$reconnected" = "$restarts" ]; then
+    pass "pg_restart: $restarts immediate restarts, the coordinator reconnected after each; commits interrupted and resolved from the row: $applied applied (worker told ACCEPTED, replayed), $not_applied not applied (worker re-sends), $unknown unknown"
+  else
+    fail "pg_restart: the coordinator reconnects" "$done_restarts of $restarts restarts, reconnected after $reconnected"
+  fi
+  scenario_end
+}
+
+# ---- a cut between workers and the coordinator, longer than the lease -------------------------
+relay_ctl() { "$py" "$lib/relay.py" ctl --port "$relay_control" "$@"; }
+all_terminal() { [ "$(q "SELECT count(*) FROM jobs WHERE id = ANY('{$1}'::bigint[]) AND state NOT IN ('completed', 'failed')")" = 0 ]; }
+sessions_of() { log_count coordinator "session org=1 worker=$1 opened"; }
+
+scenario_network_cut() {
+  local jobs=$((300 * scale)) cuts=$((2 * scale))
+  scenario_begin network_cut "cut the TCP path of 3 workers $cuts times for longer than the lease (the relay blackholes, then refuses, new connections), heal; others keep draining"
+  ctl enqueue --org 1 --count "$jobs" --max-attempts 50 >/dev/null
+  local port i
+  port=$(free_port)
+  start_coordinator coordinator "$port" || { scenario_end; return; }
+  "$py" "$lib/relay.py" serve --target "$port" --ports-file "$sdir/relay.ports" --max-seconds 900 \
+    >"$sdir/relay.log" 2>&1 &
+  remember relay $!
+  wait_for 10 test -s "$sdir/relay.ports" || { fail "network_cut: start relay" "$(cat "$sdir/relay.log")"; scenario_end; return; }
+  local relay_port
+  read -r relay_port relay_control <"$sdir/relay.ports"
+  for i in 1 2 3; do
+    start_worker "o1-far-$i" 1 "$relay_port" --concurrency 2 --review-ms 800 --review-dist fixed
+  done
+  local c n how cut_jobs held=0 ok=0 reconnected
+  for c in $(seq "$cuts"); do
+    wait_for 30 at_least 2 q "SELECT count(*) FROM jobs WHERE state = 'assigned' AND assignee LIKE 'o1-far-%'" || true
+    how=blackhole
+    [ $((c % 2)) = 1 ] || how=refuse
+    relay_ctl cut "$how" >>"$sdir/relay-ctl.log" || fail "network_cut: cut" "the relay did not answer"
+    cut_jobs=$(q "SELECT coalesce(string_agg(id::text, ','), '') FROM jobs WHERE state = 'assigned' AND assignee LIKE 'o1-far-%'")
+    n=$(tr ',' '\n' <<<"$cut_jobs" | grep -c . || true)
+    held=$((held + n))
+    if [ "$c" = 1 ]; then
+      for i in 1 2; do
+        start_worker "o1-near-$i" 1 "$port" --concurrency 2 --review-ms 150 --review-dist lognormal
+      done
+    fi
+    # The cut lasts until every job the far side held was reclaimed and finished by the near
+    # side: necessarily longer than the lease.
+    local cut_at=$SECONDS
+    wait_for 60 all_terminal "$cut_jobs" || true
+    relay_ctl heal >>"$sdir/relay-ctl.log" || fail "network_cut: heal" "the relay did not answer"
+    echo "cut $c ($how): the far workers held $n jobs; the cut lasted $((SECONDS - cut_at)) s" >>"$sdir/relay-ctl.log"
+    reconnected=0
+    for i in 1 2 3; do
+      wait_for 30 at_least $((c + 1)) sessions_of "o1-far-$i" && reconnected=$((reconnected + 1))
+    done
+    [ "$reconnected" = 3 ] && ok=$((ok + 1))
+  done
+  wait_for 30 at_least 1 events_of rejected 'o1-far-%' || true
+  wait_for "$drain_s" is_drained || true
+  local rejected odd
+  rejected=$(events_of rejected 'o1-far-%')
+  odd=$(q "SELECT count(*) FROM job_events WHERE kind = 'rejected' AND worker LIKE 'o1-far-%'
+             AND split_part(detail, ':', 1) NOT IN ('stale_generation', 'lease_expired')")
+  if [ "$ok" = "$cuts" ] && [ "$rejected" -ge 1 ] && [ "$odd" = 0 ]; then
+    pass "network_cut: $cuts cuts longer than the lease while the far workers held $held jobs; all 3 reopened their sessions after each heal; $rejected stale completions rejected"
+  else
+    fail "network_cut: reconnect and reject" "$ok of $cuts heals with all 3 far workers back, $rejected rejected ($odd for another reason)"
+  fi
+  scenario_end
+}
+
+# ---- two coordinators whose clocks disagree --------------------------------------------------
+# within: the disagreement (600 ms) is below lease - heartbeat (1500 ms); workers on both sides
+# are killed so that either coordinator's reaper may take the other's leases.
+# beyond: the disagreement (2500 ms) exceeds the lease, so the fast coordinator's reaper takes
+# every lease the slow one grants at once: live workers lose jobs (availability), and fencing
+# must still keep every acceptance single and current.
+scenario_clock_skew() {
+  local variant=$1 skew_a skew_b jobs
+  if [ "$variant" = within ]; then
+    skew_a=300 skew_b=-300 jobs=$((160 * scale))
+  else
+    skew_a=2500 skew_b=0 jobs=$((80 * scale))
+  fi
+  local d=$((skew_a - skew_b))
+  scenario_begin "clock_skew_$variant" "two coordinators on one database, clocks ${skew_a} ms and ${skew_b} ms off (disagreement $d ms, lease $lease_ms ms), workers split between them"
+  ctl enqueue --org 1 --count "$jobs" --max-attempts 1000 >/dev/null
+  local port_a port_b i
+  port_a=$(free_port)
+  port_b=$(free_port)
+  start_coordinator coordinator-a "$port_a" --clock-skew-ms "$skew_a" || { scenario_end; return; }
+  start_coordinator coordinator-b "$port_b" --clock-skew-ms "$skew_b" || { scenario_end; return; }
+  for i in 1 2; do
+    start_worker "o1-a$i" 1 "$port_a" --concurrency 3 --review-ms 300 --review-dist fixed
+    start_worker "o1-b$i" 1 "$port_b" --concurrency 3 --review-ms 300 --review-dist fixed
+  done
+  local killed=""
+  if [ "$variant" = within ]; then
+    local side
+    for side in a b; do
+      wait_for 30 at_least 1 held_by "o1-${side}1" || true
+      kill_one "o1-${side}1"
+      killed="$killed,'o1-${side}1'"
+      local side_port=$port_a
+      [ "$side" = b ] && side_port=$port_b
+      start_worker "o1-${side}3" 1 "$side_port" --concurrency 3 --review-ms 300 --review-dist fixed
+    done
+  fi
+  wait_for "$drain_s" is_drained || true
+  local live_reclaims by_a by_b
+  live_reclaims=$(q "SELECT count(*) FROM job_events WHERE kind = 'reclaimed' AND worker NOT IN (''${killed})")
+  by_a=$(q "SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker LIKE 'o1-a%'")
+  by_b=$(q "SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker LIKE 'o1-b%'")
+  if [ "$variant" = within ]; then
+    # Informational: a loaded machine can delay a heartbeat past the margin; safety does not
+    # depend on it, so the count is reported rather than asserted.
+    pass "clock_skew_within: disagreement $d ms < lease - heartbeat ($((lease_ms - heartbeat_ms)) ms): accepted $by_a via a, $by_b via b; leases of live workers reclaimed: $live_reclaims (expected 0)"
+  elif [ "$live_reclaims" -ge 1 ]; then
+    pass "clock_skew_beyond: disagreement $d ms >= lease: $live_reclaims leases of live workers reclaimed early by the fast coordinator (the availability cost); accepted $by_a via a, $by_b via b"
+  else
+    fail "clock_skew_beyond: early reclaims" "no lease of a live worker was reclaimed although the disagreement ($d ms) exceeds the lease"
+  fi
+  scenario_end
+}
