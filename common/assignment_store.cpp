@@ -26,6 +26,25 @@ JobState state_of(const pqxx::field& f) {
     return *s;
 }
 
+/// What the rest of a transaction may see when the store runs under row-level security: one
+/// organization, or all of them. Does nothing otherwise. Set only when it changes.
+class Scope {
+public:
+    Scope(pqxx::work& txn, bool enabled) : txn_(txn), enabled_(enabled) {}
+    void to(OrgId org) { set(std::to_string(org)); }
+    void all() { set(sql::kAllOrganizations); }
+
+private:
+    void set(const std::string& value) {
+        if (!enabled_ || value == current_) return;
+        txn_.exec_prepared(sql::kScopeName, value);
+        current_ = value;
+    }
+    pqxx::work& txn_;
+    bool enabled_;
+    std::string current_;
+};
+
 std::optional<RowAuthority> read_authority(pqxx::work& txn, JobId job) {
     const pqxx::result r = txn.exec_prepared(sql::kAuthorityName, job);
     if (r.empty()) return std::nullopt;
@@ -41,10 +60,12 @@ std::optional<RowAuthority> read_authority(pqxx::work& txn, JobId job) {
 
 /// The fenced update matched nothing: find out why from the current row, audit the refusal in the
 /// job's own organization, and commit. Refusals of unknown or foreign jobs are not written to the
-/// log, so that no event ever crosses organizations.
-Transition diagnose_in(pqxx::work& txn, Operation op, OrgId org, JobId job,
+/// log, so that no event ever crosses organizations. The row is read whatever its organization,
+/// to tell a foreign job from an unknown one; the refusal is written in the caller's scope.
+Transition diagnose_in(pqxx::work& txn, Scope& scope, Operation op, OrgId org, JobId job,
                        Generation generation, const std::string& worker,
                        const std::string& result_ref, Micros now) {
+    scope.all();
     const auto row = read_authority(txn, job);
     Transition t;
     t.rejection = diagnose(row, op, org, generation, worker, result_ref, now, &t.detail);
@@ -53,15 +74,17 @@ Transition diagnose_in(pqxx::work& txn, Operation op, OrgId org, JobId job,
         t.state = row->state;
     } else if (*t.rejection != Rejection::UnknownJob &&
                *t.rejection != Rejection::OtherOrganization && op != Operation::Renew) {
+        scope.to(org);
         txn.exec_prepared(sql::kRejectedName, job, org, generation, worker, now,
                           std::string(to_string(*t.rejection)) + ": " + t.detail);
     }
     return t;
 }
 
-Transition reject(pqxx::work& txn, Operation op, OrgId org, JobId job, Generation generation,
-                  const std::string& worker, const std::string& result_ref, Micros now) {
-    Transition t = diagnose_in(txn, op, org, job, generation, worker, result_ref, now);
+Transition reject(pqxx::work& txn, Scope& scope, Operation op, OrgId org, JobId job,
+                  Generation generation, const std::string& worker, const std::string& result_ref,
+                  Micros now) {
+    Transition t = diagnose_in(txn, scope, op, org, job, generation, worker, result_ref, now);
     txn.commit();
     return t;
 }
@@ -85,10 +108,13 @@ struct TransitionArrays {
     std::string orgs, jobs, generations, workers, result_refs;
 };
 
-TransitionArrays arrays_of(const std::vector<TransitionRequest>& requests) {
+/// The requests at `indices`, as arrays.
+TransitionArrays arrays_of(const std::vector<TransitionRequest>& requests,
+                           const std::vector<std::size_t>& indices) {
     std::vector<std::int64_t> orgs, jobs, generations;
     std::vector<std::string> workers, refs;
-    for (const auto& r : requests) {
+    for (const std::size_t i : indices) {
+        const auto& r = requests[i];
         orgs.push_back(r.org);
         jobs.push_back(r.job);
         generations.push_back(r.generation);
@@ -99,6 +125,27 @@ TransitionArrays arrays_of(const std::vector<TransitionRequest>& requests) {
             pg_array(refs)};
 }
 
+/// The requests one coalesced statement may carry: all of them together, or under row-level
+/// security one group per organization (in order of first appearance), as a transaction scoped to
+/// one organization sees no other.
+std::vector<std::vector<std::size_t>> statement_groups(
+    const std::vector<TransitionRequest>& requests, bool by_organization) {
+    std::vector<std::vector<std::size_t>> groups;
+    std::vector<OrgId> group_org;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        std::size_t g = 0;
+        if (by_organization) {
+            while (g < groups.size() && group_org[g] != requests[i].org) ++g;
+        }
+        if (g == groups.size()) {
+            groups.emplace_back();
+            group_org.push_back(requests[i].org);
+        }
+        groups[g].push_back(i);
+    }
+    return groups;
+}
+
 }  // namespace
 
 AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
@@ -106,7 +153,18 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
     {
         pqxx::nontransaction session(*conn_);
         session.exec("SET application_name = " + session.quote(options_.application_name));
+        if (options_.row_security) {
+            try {
+                session.exec(std::string("SET ROLE ") + sql::kRowSecurityRole);
+            } catch (const pqxx::sql_error& e) {
+                throw std::runtime_error(
+                    std::string("row security: this login cannot act as ") +
+                    sql::kRowSecurityRole + " (GRANT " + sql::kRowSecurityRole +
+                    " TO the coordinator's login, or run without row security): " + e.what());
+            }
+        }
     }
+    conn_->prepare(sql::kScopeName, sql::kScope);
     conn_->prepare(sql::kEnqueueName, sql::kEnqueue);
     conn_->prepare(sql::kClaimName, claim_sql(options_.lock_strategy));
     conn_->prepare(sql::kRenewName, sql::kRenew);
@@ -137,6 +195,7 @@ std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>
         attempts.push_back(j.max_attempts);
     }
     pqxx::work txn(*conn_, "enqueue");
+    Scope(txn, options_.row_security).to(org);
     const pqxx::result r = txn.exec_prepared(sql::kEnqueueName, org, now, pg_array(priorities),
                                              pg_array(payloads), pg_array(attempts));
     txn.commit();
@@ -151,6 +210,7 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const std::string& worker, int ma
     ClaimOutcome out;
     try {
         pqxx::work txn(*conn_, "claim");
+        Scope(txn, options_.row_security).to(org);
         if (options_.lock_strategy == LockStrategy::Wait) {
             // Bound only the claim's wait: a completion queued behind a waiting claimer's row
             // lock must still go through.
@@ -174,9 +234,11 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const std::string& worker, int ma
 Transition AssignmentStore::renew(OrgId org, JobId job, Generation generation,
                                   const std::string& worker, Micros lease, Micros now) {
     pqxx::work txn(*conn_, "renew");
+    Scope scope(txn, options_.row_security);
+    scope.to(org);
     const pqxx::result r =
         txn.exec_prepared(sql::kRenewName, org, job, generation, worker, now, lease);
-    if (r.empty()) return reject(txn, Operation::Renew, org, job, generation, worker, "", now);
+    if (r.empty()) return reject(txn, scope, Operation::Renew, org, job, generation, worker, "", now);
     txn.commit();
     Transition t;
     t.state = JobState::Assigned;
@@ -188,10 +250,12 @@ Transition AssignmentStore::complete(OrgId org, JobId job, Generation generation
                                      const std::string& worker, const std::string& result_ref,
                                      Micros now) {
     pqxx::work txn(*conn_, "complete");
+    Scope scope(txn, options_.row_security);
+    scope.to(org);
     const pqxx::result r =
         txn.exec_prepared(sql::kCompleteName, org, job, generation, worker, result_ref, now);
     if (r.empty()) {
-        return reject(txn, Operation::Complete, org, job, generation, worker, result_ref, now);
+        return reject(txn, scope, Operation::Complete, org, job, generation, worker, result_ref, now);
     }
     txn.commit();
     Transition t;
@@ -203,9 +267,11 @@ Transition AssignmentStore::fail(OrgId org, JobId job, Generation generation,
                                  const std::string& worker, const std::string& reason,
                                  bool retryable, Micros now) {
     pqxx::work txn(*conn_, "fail");
+    Scope scope(txn, options_.row_security);
+    scope.to(org);
     const pqxx::result r =
         txn.exec_prepared(sql::kFailName, org, job, generation, worker, reason, retryable, now);
-    if (r.empty()) return reject(txn, Operation::Fail, org, job, generation, worker, "", now);
+    if (r.empty()) return reject(txn, scope, Operation::Fail, org, job, generation, worker, "", now);
     txn.commit();
     Transition t;
     t.state = state_of(r[0][0]);
@@ -215,8 +281,10 @@ Transition AssignmentStore::fail(OrgId org, JobId job, Generation generation,
 Transition AssignmentStore::release(OrgId org, JobId job, Generation generation,
                                     const std::string& worker, Micros now) {
     pqxx::work txn(*conn_, "release");
+    Scope scope(txn, options_.row_security);
+    scope.to(org);
     const pqxx::result r = txn.exec_prepared(sql::kReleaseName, org, job, generation, worker, now);
-    if (r.empty()) return reject(txn, Operation::Release, org, job, generation, worker, "", now);
+    if (r.empty()) return reject(txn, scope, Operation::Release, org, job, generation, worker, "", now);
     txn.commit();
     Transition t;
     t.state = JobState::Pending;
@@ -225,6 +293,7 @@ Transition AssignmentStore::release(OrgId org, JobId job, Generation generation,
 
 std::optional<RowAuthority> AssignmentStore::authority(JobId job) {
     pqxx::work txn(*conn_, "authority");
+    Scope(txn, options_.row_security).all();
     auto row = read_authority(txn, job);
     txn.commit();
     return row;
@@ -245,6 +314,7 @@ std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
     }
     try {
         pqxx::work txn(*conn_, "claim_batch");
+        Scope(txn, options_.row_security).to(org);
         if (options_.lock_strategy == LockStrategy::Wait) {
             txn.exec("SET LOCAL lock_timeout = " + std::to_string(options_.lock_timeout_ms));
         }
@@ -275,24 +345,29 @@ std::vector<Transition> AssignmentStore::renew_batch(
     const std::vector<TransitionRequest>& requests, Micros lease, Micros now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
-    const TransitionArrays a = arrays_of(requests);
     pqxx::work txn(*conn_, "renew_batch");
-    const pqxx::result r = txn.exec_prepared(sql::kRenewBatchName, a.orgs, a.jobs, a.generations,
-                                             a.workers, now, lease);
-    for (const auto& row : r) {
-        const auto i = row[0].as<std::size_t>() - 1;
-        applied.at(i) = true;
-        out[i].state = JobState::Assigned;
-        out[i].lease_expires_at = row[1].as<Micros>();
+    Scope scope(txn, options_.row_security);
+    for (const auto& group : statement_groups(requests, options_.row_security)) {
+        scope.to(requests[group.front()].org);
+        const TransitionArrays a = arrays_of(requests, group);
+        const pqxx::result r = txn.exec_prepared(sql::kRenewBatchName, a.orgs, a.jobs,
+                                                 a.generations, a.workers, now, lease);
+        for (const auto& row : r) {
+            const auto i = group.at(row[0].as<std::size_t>() - 1);
+            applied.at(i) = true;
+            out[i].state = JobState::Assigned;
+            out[i].lease_expires_at = row[1].as<Micros>();
+        }
     }
     for (std::size_t i = 0; i < requests.size(); ++i) {
         if (applied[i]) continue;
         // A duplicate of an applied request is applied again here, as renew() would.
         const auto& q = requests[i];
+        scope.to(q.org);
         const pqxx::result one =
             txn.exec_prepared(sql::kRenewName, q.org, q.job, q.generation, q.worker, now, lease);
         if (one.empty()) {
-            out[i] = diagnose_in(txn, Operation::Renew, q.org, q.job, q.generation, q.worker, "",
+            out[i] = diagnose_in(txn, scope, Operation::Renew, q.org, q.job, q.generation, q.worker, "",
                                  now);
         } else {
             out[i].state = JobState::Assigned;
@@ -307,22 +382,27 @@ std::vector<Transition> AssignmentStore::complete_batch(
     const std::vector<TransitionRequest>& requests, Micros now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
-    const TransitionArrays a = arrays_of(requests);
     pqxx::work txn(*conn_, "complete_batch");
-    const pqxx::result r = txn.exec_prepared(sql::kCompleteBatchName, a.orgs, a.jobs,
-                                             a.generations, a.workers, a.result_refs, now);
-    for (const auto& row : r) {
-        const auto i = row[0].as<std::size_t>() - 1;
-        applied.at(i) = true;
-        out[i].state = JobState::Completed;
+    Scope scope(txn, options_.row_security);
+    for (const auto& group : statement_groups(requests, options_.row_security)) {
+        scope.to(requests[group.front()].org);
+        const TransitionArrays a = arrays_of(requests, group);
+        const pqxx::result r = txn.exec_prepared(sql::kCompleteBatchName, a.orgs, a.jobs,
+                                                 a.generations, a.workers, a.result_refs, now);
+        for (const auto& row : r) {
+            const auto i = group.at(row[0].as<std::size_t>() - 1);
+            applied.at(i) = true;
+            out[i].state = JobState::Completed;
+        }
     }
     for (std::size_t i = 0; i < requests.size(); ++i) {
         if (applied[i]) continue;
         const auto& q = requests[i];
+        scope.to(q.org);
         const pqxx::result one = txn.exec_prepared(sql::kCompleteName, q.org, q.job, q.generation,
                                                    q.worker, q.result_ref, now);
         if (one.empty()) {
-            out[i] = diagnose_in(txn, Operation::Complete, q.org, q.job, q.generation, q.worker,
+            out[i] = diagnose_in(txn, scope, Operation::Complete, q.org, q.job, q.generation, q.worker,
                                  q.result_ref, now);
         } else {
             out[i].state = JobState::Completed;
@@ -334,6 +414,7 @@ std::vector<Transition> AssignmentStore::complete_batch(
 
 std::vector<Reclaimed> AssignmentStore::reclaim_expired(Micros now, int limit) {
     pqxx::work txn(*conn_, "reclaim");
+    Scope(txn, options_.row_security).all();
     const pqxx::result r = txn.exec_prepared(sql::kReclaimName, now, limit);
     txn.commit();
     std::vector<Reclaimed> out;

@@ -19,6 +19,12 @@ struct StoreOptions {
     int lock_timeout_ms = 2000;
     /// Name reported in pg_stat_activity.application_name.
     std::string application_name = "aclaim";
+    /// Act as the aclaim_coordinator role, under row-level security: each transaction names its
+    /// organization in aclaim.org_id, so a statement that forgot its org_id filter still sees
+    /// and changes only that organization's rows. The login role must be a member of
+    /// aclaim_coordinator (or a superuser). Work across organizations (reclaiming expired leases,
+    /// reading a row's authority) names every organization explicitly.
+    bool row_security = false;
 };
 
 /// One requester of a coalesced claim.

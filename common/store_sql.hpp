@@ -18,6 +18,17 @@ inline constexpr const char* kRejectedName = "aclaim_rejected";
 inline constexpr const char* kClaimBatchName = "aclaim_claim_batch";
 inline constexpr const char* kRenewBatchName = "aclaim_renew_batch";
 inline constexpr const char* kCompleteBatchName = "aclaim_complete_batch";
+inline constexpr const char* kScopeName = "aclaim_scope";
+
+/// The role a row-security store acts as (schema/0003_worker_keys_rls.sql): row-level security
+/// applies to it, keyed on the transaction's aclaim.org_id.
+inline constexpr const char* kRowSecurityRole = "aclaim_coordinator";
+/// The aclaim.org_id value that sees every organization: the reaper, and the read of a row's
+/// authority that diagnoses a refused transition.
+inline constexpr const char* kAllOrganizations = "system";
+
+/// $1 text: the organization (or kAllOrganizations) the rest of the transaction may see.
+inline constexpr const char* kScope = "SELECT set_config('aclaim.org_id', $1::text, true)";
 
 /// $1 org, $2 now, $3 int[] priorities, $4 text[] payloads, $5 int[] max_attempts.
 inline constexpr const char* kEnqueue = R"SQL(

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/migrations.hpp"
+#include "common/store_sql.hpp"
 #include "coordinator/backoff.hpp"
 #include "coordinator/db_pool.hpp"
 #include "coordinator/listener.hpp"
@@ -52,6 +53,24 @@ void apply_migrations(const std::string& dsn) {
     }
 }
 
+/// Fails start-up when the login cannot act as the row-security role: a configuration error that
+/// retrying would only hide. A database that cannot be reached is not one; serving starts and the
+/// DB threads reconnect as usual.
+void check_row_security_role(const std::string& dsn) {
+    try {
+        pqxx::connection conn(dsn);
+        pqxx::nontransaction session(conn);
+        session.exec(std::string("SET ROLE ") + common::sql::kRowSecurityRole);
+    } catch (const pqxx::broken_connection& e) {
+        spdlog::warn("cannot reach the database to check row security ({}); continuing", e.what());
+    } catch (const pqxx::sql_error& e) {
+        throw std::runtime_error(std::string("row security is on but this login cannot act as ") +
+                                 common::sql::kRowSecurityRole + ": " + e.what() +
+                                 "(migrate the schema, GRANT the role to the login, or pass "
+                                 "--row-security off)");
+    }
+}
+
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
@@ -69,6 +88,7 @@ const AuthCounters* Coordinator::auth_counters() const {
 void Coordinator::bind() {
     options_.validate();
     if (options_.migrate) apply_migrations(options_.dsn);
+    if (options_.row_security) check_row_security_role(options_.dsn);
     router_.set(zmq::sockopt::maxmsgsize, proto::kMaxTransportBytes);
     // Replies to peers that are gone fail at once instead of being silently discarded, so that
     // an undeliverable assignment can be released.
@@ -128,9 +148,15 @@ void Coordinator::serve() {
     pool_->start();
     reaper_->start();
     listener_->start();
-    spdlog::info("serving on {}: lease {} ms, heartbeat {} ms, {} DB threads, lock strategy {}",
+    if (!options_.row_security) {
+        spdlog::warn("row security off: store statements run as the login role, and only their "
+                     "own org_id filters keep organizations apart");
+    }
+    spdlog::info("serving on {}: lease {} ms, heartbeat {} ms, {} DB threads, lock strategy {}, "
+                 "row security {}",
                  endpoint_, options_.lease_ms, options_.effective_heartbeat_ms(),
-                 options_.db_threads, common::to_string(options_.lock_strategy));
+                 options_.db_threads, common::to_string(options_.lock_strategy),
+                 options_.row_security ? "on" : "off");
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                {mailbox_->doorbell().handle(), 0, ZMQ_POLLIN, 0}};
     while (true) {

@@ -15,6 +15,7 @@ common::StoreOptions store_options(const CoordinatorOptions& o, int index) {
     common::StoreOptions s;
     s.lock_strategy = o.lock_strategy;
     s.lock_timeout_ms = o.lock_timeout_ms;
+    s.row_security = o.row_security;
     s.application_name = "aclaim-coordinator-db-" + std::to_string(index);
     return s;
 }

@@ -83,6 +83,13 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
         ->check(CLI::IsMember({"on", "off"}))
         ->default_str(o.coalesce ? "on" : "off");
     app.add_option_function<std::string>(
+           "--row-security", [&o](const std::string& v) { o.row_security = v == "on"; },
+           "Act as the aclaim_coordinator role under row-level security, each transaction "
+           "scoped to its organization: on or off")
+        ->envname("ACLAIM_ROW_SECURITY")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->default_str(o.row_security ? "on" : "off");
+    app.add_option_function<std::string>(
            "--lock-strategy",
            [&o](const std::string& name) { o.lock_strategy = *common::parse_lock_strategy(name); },
            "What a claim does on a locked candidate: skip_locked, nowait or wait")

@@ -27,6 +27,9 @@ struct CoordinatorOptions {
     int db_threads = 2;
     /// Run queued claims of one organization, renewals and completions as one statement each.
     bool coalesce = true;
+    /// Run store statements as the aclaim_coordinator role under row-level security, each
+    /// transaction scoped to its organization (defence in depth behind every org_id filter).
+    bool row_security = true;
     /// What a claim does when a candidate row is locked by another transaction.
     common::LockStrategy lock_strategy = common::LockStrategy::SkipLocked;
     /// Upper bound on a lock wait under the `wait` strategy, in milliseconds.

@@ -26,6 +26,7 @@ void Reaper::stop() {
 void Reaper::run() {
     common::StoreOptions store_options;
     store_options.application_name = "aclaim-coordinator-reaper";
+    store_options.row_security = options_.row_security;
     StoreHandle handle(options_.dsn, store_options);
     Poster poster(mailbox_);
     const auto interval = std::chrono::milliseconds(options_.reap_interval_ms);

@@ -5,7 +5,12 @@
 #include <catch2/catch.hpp>
 #include <pqxx/pqxx>
 
+#include <unistd.h>
+
 #include "common/assignment_store.hpp"
+#include "common/store_sql.hpp"
+#include "tests/pg/coordinator_client.hpp"
+#include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"
 
 namespace aclaim::testing {
@@ -85,9 +90,20 @@ TEST_CASE("RLS: a row of another organization cannot be written", "[security][rl
     pqxx::work txn(*conn);
     txn.exec("SET LOCAL ROLE aclaim_coordinator");
     txn.exec("SELECT set_config('aclaim.org_id', '1', true)");
-    CHECK_THROWS_AS(txn.exec("INSERT INTO job_events (job_id, org_id, generation, kind, at) "
-                             "VALUES (1, 2, 0, 'enqueued', now())"),
-                    pqxx::sql_error);
+    // The same row in the transaction's own organization goes in: what stops the other is the
+    // policy, not a missing privilege.
+    txn.exec("SAVEPOINT own");
+    CHECK(txn.exec("INSERT INTO job_events (job_id, org_id, generation, kind, at) "
+                   "VALUES (1, 1, 0, 'enqueued', now())")
+              .affected_rows() == 1);
+    txn.exec("ROLLBACK TO SAVEPOINT own");
+    try {
+        txn.exec("INSERT INTO job_events (job_id, org_id, generation, kind, at) "
+                 "VALUES (1, 2, 0, 'enqueued', now())");
+        FAIL("a job_events row of organization 2 was written in organization 1's scope");
+    } catch (const pqxx::sql_error& e) {
+        CHECK(std::string(e.what()).find("row-level security") != std::string::npos);
+    }
 }
 
 TEST_CASE("RLS: the setting is per transaction and does not leak to the next",
@@ -103,6 +119,244 @@ TEST_CASE("RLS: the setting is per transaction and does not leak to the next",
     pqxx::work txn(*conn);
     txn.exec("SET LOCAL ROLE aclaim_coordinator");
     CHECK(txn.exec1("SELECT count(*) FROM jobs")[0].as<int>() == 0);
+}
+
+namespace {
+
+common::StoreOptions row_secure() {
+    common::StoreOptions o;
+    o.row_security = true;
+    o.application_name = "aclaim-rls-test";
+    return o;
+}
+
+long long count_of(pqxx::connection& conn, const std::string& sql) {
+    pqxx::read_transaction txn(conn);
+    return txn.exec1(sql)[0].as<long long>();
+}
+
+/// `dsn` logging in as `user` instead (the throwaway server trusts 127.0.0.1).
+std::string as_user(const std::string& dsn, const std::string& user) {
+    const auto scheme = dsn.find("://");
+    if (scheme == std::string::npos) return dsn + " user=" + user;
+    const auto start = scheme + 3;
+    const auto at = dsn.find('@', start);
+    const auto slash = dsn.find('/', start);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+        return dsn.substr(0, start) + user + dsn.substr(at);
+    }
+    return dsn.substr(0, start) + user + "@" + dsn.substr(start);
+}
+
+/// A login role of this test's own, with no privilege on any table; dropped afterwards. Roles
+/// are cluster-wide, so the name carries the process id.
+struct Login {
+    Login(const TestDatabase& db, const std::string& suffix, bool member) : db_(db) {
+        name = "aclaim_login_" + std::to_string(::getpid()) + "_" + suffix;
+        auto conn = db.connect();
+        pqxx::nontransaction admin(*conn);
+        admin.exec("CREATE ROLE " + name + " LOGIN");
+        if (member) admin.exec(std::string("GRANT ") + common::sql::kRowSecurityRole + " TO " + name);
+        dsn = as_user(db.dsn(), name);
+    }
+    ~Login() {
+        try {
+            auto conn = db_.connect();
+            pqxx::nontransaction admin(*conn);
+            // Its connections may still be closing.
+            admin.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = " +
+                       admin.quote(name));
+            for (int i = 0; i < 100; ++i) {
+                try {
+                    admin.exec("DROP ROLE IF EXISTS " + name);
+                    return;
+                } catch (const pqxx::sql_error&) {
+                    std::this_thread::sleep_for(20ms);
+                }
+            }
+        } catch (const std::exception&) {
+        }
+    }
+    std::string name;
+    std::string dsn;
+
+private:
+    const TestDatabase& db_;
+};
+
+}  // namespace
+
+TEST_CASE("RLS: a row-security store answers every transition as the plain store does",
+          "[security][rls]") {
+    TestDatabase db;
+    common::AssignmentStore owner(db.dsn());
+    common::AssignmentStore store(db.dsn(), row_secure());
+    const auto one = store.enqueue(1, {{0, "a", 3}, {0, "b", 3}, {0, "c", 3}}, kNow);
+    const auto two = store.enqueue(2, {{0, "x", 3}, {0, "y", 3}}, kNow);
+    REQUIRE(one.size() == 3);
+    REQUIRE(two.size() == 2);
+
+    const auto a = store.claim(1, "w1", 1, 10'000'000, kNow);
+    REQUIRE(a.status == common::ClaimOutcome::Status::Claimed);
+    CHECK(a.leases.at(0).job_id == one[0]);
+    const auto x = store.claim_batch(2, {{"w2", 1}, {"w3", 1}}, 10'000'000, kNow);
+    REQUIRE(x.size() == 2);
+    REQUIRE(x[0].leases.size() == 1);
+    REQUIRE(x[1].leases.size() == 1);
+    const auto& lx = x[0].leases[0];
+    const auto& ly = x[1].leases[0];
+
+    // Another organization's job: refused as such, and nothing is written.
+    const auto foreign = store.complete(2, a.leases[0].job_id, 1, "w1", "r", kNow + 1);
+    REQUIRE(foreign.rejection);
+    CHECK(*foreign.rejection == common::Rejection::OtherOrganization);
+    CHECK_FALSE(store.complete(1, 999'999, 1, "w1", "r", kNow + 1).accepted());
+    CHECK(*store.complete(1, 999'999, 1, "w1", "r", kNow + 1).rejection ==
+          common::Rejection::UnknownJob);
+    // A stale generation in its own organization: refused, and the refusal is audited there.
+    const auto stale = store.complete(1, a.leases[0].job_id, 7, "w1", "r", kNow + 1);
+    REQUIRE(stale.rejection);
+    CHECK(*stale.rejection == common::Rejection::StaleGeneration);
+    CHECK(event_count(owner.connection(), a.leases[0].job_id, "rejected") == 1);
+
+    // Coalesced renewals and completions across two organizations, one foreign request among them.
+    const auto renewed = store.renew_batch({{1, a.leases[0].job_id, 1, "w1", ""},
+                                            {2, lx.job_id, lx.generation, "w2", ""},
+                                            {1, ly.job_id, ly.generation, "w3", ""}},
+                                           20'000'000, kNow + 2);
+    REQUIRE(renewed.size() == 3);
+    CHECK(renewed[0].accepted());
+    CHECK(renewed[1].accepted());
+    CHECK(renewed[1].lease_expires_at == kNow + 2 + 20'000'000);
+    REQUIRE(renewed[2].rejection);
+    CHECK(*renewed[2].rejection == common::Rejection::OtherOrganization);
+    const auto done = store.complete_batch({{2, ly.job_id, ly.generation, "w3", "ry"},
+                                            {1, a.leases[0].job_id, 1, "w1", "ra"},
+                                            {2, lx.job_id, lx.generation, "w2", "rx"},
+                                            {2, lx.job_id, lx.generation, "w2", "rx"}},
+                                           kNow + 3);
+    REQUIRE(done.size() == 4);
+    for (const auto& t : done) CHECK(t.accepted());
+    CHECK(done[2].replayed != done[3].replayed);  // the duplicate is answered as a replay
+    CHECK(job_state(owner.connection(), a.leases[0].job_id) == "completed");
+    CHECK(job_state(owner.connection(), lx.job_id) == "completed");
+    CHECK(job_state(owner.connection(), ly.job_id) == "completed");
+
+    // The reaper's and the diagnosis's work spans organizations.
+    const auto b = store.claim(1, "w1", 1, 1'000'000, kNow + 4);
+    REQUIRE(b.leases.size() == 1);
+    const auto auth = store.authority(lx.job_id);
+    REQUIRE(auth);
+    CHECK(auth->org_id == 2);
+    const auto reclaimed = store.reclaim_expired(kNow + 4 + 2'000'000, 10);
+    REQUIRE(reclaimed.size() == 1);
+    CHECK(reclaimed[0].job_id == b.leases[0].job_id);
+
+    // Release and fail, in scope.
+    const auto c = store.claim(1, "w1", 2, 10'000'000, kNow + 5'000'000);
+    REQUIRE(c.leases.size() == 2);
+    CHECK(store.release(1, c.leases[0].job_id, c.leases[0].generation, "w1", kNow + 5'000'001)
+              .accepted());
+    CHECK(store.fail(1, c.leases[1].job_id, c.leases[1].generation, "w1", "bad", false,
+                     kNow + 5'000'001)
+              .state == common::JobState::Failed);
+}
+
+TEST_CASE("RLS: a statement on a row-security store's connection that names no organization "
+          "sees only the transaction's",
+          "[security][rls]") {
+    TestDatabase db;
+    seed(db);
+    common::AssignmentStore store(db.dsn(), row_secure());
+    auto& conn = store.connection();
+    CHECK(count_of(conn, "SELECT count(*) FROM jobs") == 0);
+    {
+        pqxx::work txn(conn);
+        CHECK(txn.exec1("SELECT current_user")[0].as<std::string>() ==
+              common::sql::kRowSecurityRole);
+        txn.exec_prepared(common::sql::kScopeName, "1");
+        CHECK(txn.exec1("SELECT count(*) FROM jobs")[0].as<int>() == 3);
+        CHECK(txn.exec1("SELECT count(*) FROM job_results")[0].as<int>() == 0);
+        CHECK(txn.exec("UPDATE jobs SET priority = 5").affected_rows() == 3);
+        txn.exec_prepared(common::sql::kScopeName, "2");
+        CHECK(txn.exec1("SELECT count(*) FROM job_results")[0].as<int>() == 1);
+    }
+    // The store's own transactions leave no scope behind them.
+    store.claim(1, "w1", 1, 10'000'000, kNow);
+    CHECK(count_of(conn, "SELECT count(*) FROM jobs") == 0);
+}
+
+TEST_CASE("RLS: a coordinator whose login holds no table privilege serves through the role",
+          "[security][rls]") {
+    common::ManualClock clock(kNow);
+    TestDatabase db;
+    Login login(db, "member", true);
+    common::AssignmentStore owner(db.dsn());
+    const auto ids = owner.enqueue(1, some_jobs(2), kNow);
+    owner.enqueue(2, some_jobs(1), kNow);
+
+    SECTION("row security on: each organization claims and completes its own jobs") {
+        spdlog::set_level(spdlog::level::err);
+        coordinator::CoordinatorOptions o;
+        o.dsn = login.dsn;
+        o.bind = "tcp://127.0.0.1:*";
+        o.plaintext = true;
+        coordinator::Coordinator c(o, clock);
+        c.start();
+        zmq::context_t context;
+        RawWorker w1(context, c.endpoint());
+        RawWorker w2(context, c.endpoint());
+        w1.hello("w1", 1);
+        w2.hello("w2", 2);
+        const auto job = w1.claim_one();
+        CHECK(job.job_id == ids[0]);
+        const auto theirs = w2.claim_one();
+        CHECK(theirs.job_id != ids[0]);
+        CHECK(theirs.job_id != ids[1]);
+
+        auto req = w2.next_req();
+        w2.send(proto::Complete{req, job.job_id, job.generation, "forged"});
+        CHECK(w2.expect<proto::Rejected>(req).reason == "other_organization");
+        req = w1.next_req();
+        w1.send(proto::Complete{req, job.job_id, job.generation, "review"});
+        CHECK(w1.expect<proto::Accepted>(req).state == "completed");
+        c.stop();
+        auto conn = db.connect();
+        CHECK(job_state(*conn, job.job_id) == "completed");
+        CHECK(event_count(*conn, job.job_id, "completed") == 1);
+    }
+    SECTION("row security off: the login inherits the policies and, unscoped, sees nothing") {
+        spdlog::set_level(spdlog::level::err);
+        coordinator::CoordinatorOptions o;
+        o.dsn = login.dsn;
+        o.bind = "tcp://127.0.0.1:*";
+        o.plaintext = true;
+        o.row_security = false;
+        coordinator::Coordinator c(o, clock);
+        c.start();
+        zmq::context_t context;
+        RawWorker w1(context, c.endpoint());
+        w1.hello("w1", 1);
+        const auto req = w1.claim();
+        w1.expect<proto::NoWork>(req);
+        c.stop();
+        auto conn = db.connect();
+        CHECK(job_state(*conn, ids[0]) == "pending");
+    }
+}
+
+TEST_CASE("RLS: a coordinator whose login cannot act as the role refuses to start",
+          "[security][rls]") {
+    common::ManualClock clock(kNow);
+    TestDatabase db;
+    Login login(db, "stranger", false);
+    spdlog::set_level(spdlog::level::off);
+    coordinator::CoordinatorOptions o;
+    o.dsn = login.dsn;
+    o.bind = "tcp://127.0.0.1:*";
+    o.plaintext = true;
+    coordinator::Coordinator c(o, clock);
+    CHECK_THROWS_WITH(c.start(), Catch::Contains("cannot act as aclaim_coordinator"));
 }
 
 }  // namespace aclaim::testing
