@@ -9,7 +9,7 @@
 
 #include "common/migrations.hpp"
 #include "common/store_sql.hpp"
-#include "coordinator/backoff.hpp"
+#include "common/backoff.hpp"
 #include "coordinator/db_pool.hpp"
 #include "coordinator/listener.hpp"
 #include "coordinator/mailbox.hpp"
@@ -36,7 +36,7 @@ SteadyClock::duration idle_limit(const CoordinatorOptions& o) {
 
 void apply_migrations(const std::string& dsn) {
     const auto deadline = SteadyClock::now() + kMigrationBudget;
-    Backoff backoff;
+    common::Backoff backoff;
     while (true) {
         try {
             pqxx::connection conn(dsn);

@@ -5,7 +5,7 @@
 #include <charconv>
 #include <pqxx/pqxx>
 
-#include "coordinator/backoff.hpp"
+#include "common/backoff.hpp"
 
 namespace aclaim::coordinator {
 
@@ -57,7 +57,7 @@ void Listener::pause(std::chrono::milliseconds d) const {
 
 void Listener::run() {
     Poster poster(mailbox_);
-    Backoff backoff;
+    common::Backoff backoff;
     while (!stop_.load()) {
         try {
             listen_once(poster, backoff);
@@ -72,7 +72,7 @@ void Listener::run() {
     }
 }
 
-void Listener::listen_once(Poster& poster, Backoff& backoff) {
+void Listener::listen_once(Poster& poster, common::Backoff& backoff) {
     pqxx::connection conn(dsn_);
     {
         pqxx::nontransaction session(conn);

@@ -4,7 +4,7 @@
 #include <string>
 #include <thread>
 
-#include "coordinator/backoff.hpp"
+#include "common/backoff.hpp"
 #include "coordinator/mailbox.hpp"
 
 namespace aclaim::coordinator {
@@ -29,7 +29,7 @@ public:
 
 private:
     void run();
-    void listen_once(Poster& poster, Backoff& backoff);
+    void listen_once(Poster& poster, common::Backoff& backoff);
     void pause(std::chrono::milliseconds d) const;
 
     std::string dsn_;

@@ -44,7 +44,7 @@ common::AssignmentStore* StoreHandle::get_within(std::chrono::milliseconds budge
     // Its own schedule, starting at once: the handle's backoff may have grown to seconds while
     // the database was down, and the answer to a worker is waiting on this.
     const auto deadline = std::chrono::steady_clock::now() + budget;
-    Backoff backoff;
+    common::Backoff backoff;
     while (!try_connect()) {
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) return nullptr;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "common/assignment_store.hpp"
-#include "coordinator/backoff.hpp"
+#include "common/backoff.hpp"
 
 namespace aclaim::coordinator {
 
@@ -36,7 +36,7 @@ private:
     std::string dsn_;
     common::StoreOptions options_;
     std::unique_ptr<common::AssignmentStore> store_;
-    Backoff backoff_;
+    common::Backoff backoff_;
     std::chrono::steady_clock::time_point next_attempt_{};
     std::string last_error_;
     bool reported_down_ = false;

@@ -15,7 +15,7 @@
 #include <zmq.hpp>
 
 #include "common/protocol.hpp"
-#include "worker/backoff.hpp"
+#include "common/backoff.hpp"
 #include "worker/held_jobs.hpp"
 
 namespace aclaim::worker {
@@ -163,7 +163,7 @@ class Client {
     std::optional<zmq::socket_t> socket_;
     std::uint64_t socket_epoch_ = 0;  ///< changes whenever the socket is replaced
     State state_ = State::Closed;
-    Backoff backoff_;
+    common::Backoff backoff_;
     std::minstd_rand jitter_;
     TimePoint reconnect_at_{};
     std::uint64_t hello_req_ = 0;

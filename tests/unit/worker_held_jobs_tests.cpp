@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "worker/backoff.hpp"
+#include "common/backoff.hpp"
 #include "worker/held_jobs.hpp"
 
-using aclaim::worker::Backoff;
+using aclaim::common::Backoff;
 using aclaim::worker::HeldJobs;
 using aclaim::worker::JobRef;
 using aclaim::worker::Millis;

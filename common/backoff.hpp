@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <chrono>
 
-namespace aclaim::worker {
+namespace aclaim::common {
 
-/// Reconnection delay: starts at `first`, doubles per failed attempt up to `cap`, and starts over
-/// once a session is established. Jitter is the caller's business so this stays deterministic.
+/// Reconnection delay, for the coordinator's database connections and the worker's sessions:
+/// starts at `first`, doubles per failed attempt up to `cap`, and starts over once a connection
+/// is established. Jitter is the caller's business so this stays deterministic.
 class Backoff {
-  public:
+public:
     using Millis = std::chrono::milliseconds;
 
     explicit Backoff(Millis first = Millis(100), Millis cap = Millis(5000))
@@ -30,11 +31,11 @@ class Backoff {
     /// Attempts since the last reset.
     int attempts() const { return attempts_; }
 
-  private:
+private:
     Millis first_;
     Millis cap_;
     Millis next_;
     int attempts_ = 0;
 };
 
-}  // namespace aclaim::worker
+}  // namespace aclaim::common
