@@ -23,6 +23,19 @@ enum class JobState { Pending, Assigned, Completed, Failed, Quarantined };
 std::string_view to_string(JobState s);
 std::optional<JobState> parse_job_state(std::string_view s);
 
+/// One row of job_events, the append-only audit log: what the checker reads in bulk, what the
+/// recovery tool quotes as evidence and what `aclaimctl inspect` prints.
+struct AuditEvent {
+    std::int64_t id = 0;  ///< log order
+    JobId job_id = 0;
+    OrgId org_id = 0;
+    Generation generation = 0;
+    std::string kind;
+    std::string worker;
+    Micros at = 0;
+    std::string detail;
+};
+
 /// What a claim does when the head candidate row is locked by another transaction.
 enum class LockStrategy {
     SkipLocked,  ///< pass over locked rows and take the next eligible one (default)

@@ -20,12 +20,12 @@ std::string_view to_string(Invariant i) {
 namespace {
 
 /// Events that end a lease: after one of them the job may be claimed again.
-bool ends_lease(const EventRow& e) {
+bool ends_lease(const AuditEvent& e) {
     return e.kind == "reclaimed" || e.kind == "released" || e.kind == "completed" ||
            e.kind == "failed" || e.kind == "quarantined" || e.kind == "unquarantined";
 }
 
-std::string describe(const EventRow& e) {
+std::string describe(const AuditEvent& e) {
     return "event " + std::to_string(e.id) + " " + e.kind + " gen " + std::to_string(e.generation) +
            (e.worker.empty() ? "" : " by " + e.worker) + " at " + std::to_string(e.at);
 }
@@ -45,7 +45,7 @@ CheckReport check(const History& h) {
         rows[j.id] = &j;
         ++report.states[j.state];
     }
-    std::unordered_map<JobId, std::vector<const EventRow*>> by_job;
+    std::unordered_map<JobId, std::vector<const AuditEvent*>> by_job;
     for (const auto& e : h.events) by_job[e.job_id].push_back(&e);
     std::unordered_map<JobId, std::vector<const ResultRow*>> results;
     for (const auto& r : h.results) results[r.job_id].push_back(&r);
@@ -62,9 +62,9 @@ CheckReport check(const History& h) {
             continue;
         }
         Generation last_claim = 0;
-        const EventRow* open_claim = nullptr;  // the claim whose lease has not ended yet
-        std::vector<const EventRow*> completions;
-        for (const EventRow* e : events) {
+        const AuditEvent* open_claim = nullptr;  // the claim whose lease has not ended yet
+        std::vector<const AuditEvent*> completions;
+        for (const AuditEvent* e : events) {
             if (e->org_id != row->org_id) {
                 violate(Invariant::SameOrganization, job,
                         describe(*e) + " is in organization " + std::to_string(e->org_id) +

@@ -24,17 +24,6 @@ struct JobRow {
     std::optional<std::string> quarantine_reason;
 };
 
-struct EventRow {
-    std::int64_t id = 0;  ///< log order
-    JobId job_id = 0;
-    OrgId org_id = 0;
-    Generation generation = 0;
-    std::string kind;
-    std::string worker;
-    Micros at = 0;
-    std::string detail;
-};
-
 struct ResultRow {
     JobId job_id = 0;
     OrgId org_id = 0;
@@ -44,7 +33,7 @@ struct ResultRow {
 
 struct History {
     std::vector<JobRow> jobs;
-    std::vector<EventRow> events;  ///< in id order
+    std::vector<AuditEvent> events;  ///< in id order
     std::vector<ResultRow> results;
 };
 

@@ -77,11 +77,11 @@ std::optional<JobView> OperatorStore::job(JobId id) {
     return read_one(txn, id);
 }
 
-std::vector<JobEvent> OperatorStore::events(JobId id) {
+std::vector<AuditEvent> OperatorStore::events(JobId id) {
     pqxx::read_transaction txn(conn_);
-    std::vector<JobEvent> out;
+    std::vector<AuditEvent> out;
     for (const auto& r : txn.exec_params(sql::kReadEventsOfJob, id)) {
-        out.push_back({r[0].as<std::int64_t>(), r[1].as<OrgId>(), r[2].as<Generation>(),
+        out.push_back({r[0].as<std::int64_t>(), id, r[1].as<OrgId>(), r[2].as<Generation>(),
                        r[3].as<std::string>(), r[4].as<std::string>(), r[5].as<Micros>(),
                        r[6].as<std::string>()});
     }

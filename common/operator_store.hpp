@@ -45,17 +45,6 @@ struct JobView {
     std::string payload;
 };
 
-/// One row of job_events.
-struct JobEvent {
-    std::int64_t id = 0;
-    OrgId org_id = 0;
-    Generation generation = 0;
-    std::string kind;
-    std::string worker;
-    Micros at = 0;
-    std::string detail;
-};
-
 /// Which jobs `jobs list` shows; every filter is optional. Pages go by id.
 struct JobFilter {
     std::optional<OrgId> org_id;
@@ -93,7 +82,7 @@ public:
 
     std::optional<JobView> job(JobId id);
     /// The job's whole audit log, oldest first.
-    std::vector<JobEvent> events(JobId id);
+    std::vector<AuditEvent> events(JobId id);
     std::vector<JobView> list(const JobFilter& filter);
 
     /// Returns an assigned job to pending, giving back the attempt; the holder's generation loses

@@ -353,7 +353,7 @@ std::string describe(const ResultRecord& r) {
            "' published_at=" + format_instant(r.published_at);
 }
 
-std::string describe(const EventRef& e) {
+std::string describe(const AuditEvent& e) {
     std::string out = "#" + num(e.id) + " " + e.kind + " generation " + num(e.generation);
     if (!e.worker.empty()) out += " by " + e.worker;
     out += " at " + format_instant(e.at);

@@ -45,17 +45,6 @@ struct ResultRecord {
     Micros published_at = 0;
 };
 
-/// One job_events row, quoted as evidence.
-struct EventRef {
-    std::int64_t id = 0;
-    OrgId org_id = 0;
-    Generation generation = 0;
-    std::string kind;
-    std::string worker;
-    Micros at = 0;
-    std::string detail;
-};
-
 /// What the audit log of one job says, condensed so that it can be read in bulk.
 ///
 /// An operator's resolution of a quarantine (an 'unquarantined' event) acknowledges the history
@@ -68,15 +57,15 @@ struct EventSummary {
     /// not what the coordinator granted).
     Generation max_generation = 0;
     /// The event carrying max_generation (latest by id on ties).
-    std::optional<EventRef> top;
+    std::optional<AuditEvent> top;
     /// The claim with the highest generation.
-    std::optional<EventRef> latest_claim;
+    std::optional<AuditEvent> latest_claim;
     /// The latest operator resolution ('unquarantined').
-    std::optional<EventRef> resolution;
+    std::optional<AuditEvent> resolution;
     /// 'completed' events after the resolution: how many, their generations in log order, the last.
     std::int64_t completions = 0;
     std::vector<Generation> completion_generations;
-    std::optional<EventRef> latest_completion;
+    std::optional<AuditEvent> latest_completion;
     /// Distinct organizations of the events after the resolution, ascending.
     std::vector<OrgId> orgs;
 };
@@ -149,7 +138,7 @@ std::optional<Micros> parse_instant(std::string_view text);
 /// One-line renderings used in evidence and reports.
 std::string describe(const JobRecord& row);
 std::string describe(const ResultRecord& result);
-std::string describe(const EventRef& event);
+std::string describe(const AuditEvent& event);
 std::string describe(const EventSummary& events);
 
 }  // namespace aclaim::common

@@ -70,13 +70,13 @@ ResultRecord read_result(const pqxx::row& r) {
             r[4].as<Micros>()};
 }
 
-/// Seven columns from `at`: id, org, generation, kind, worker, at, detail.
-std::optional<EventRef> read_ref(const pqxx::row& r, int at) {
+/// Seven columns from `at`: id, org, generation, kind, worker, at, detail; of `job`.
+std::optional<AuditEvent> read_ref(const pqxx::row& r, int at, JobId job) {
     if (r[at].is_null()) return std::nullopt;
-    return EventRef{r[at].as<std::int64_t>(),    r[at + 1].as<OrgId>(),
-                    r[at + 2].as<Generation>(),  r[at + 3].as<std::string>(),
-                    r[at + 4].as<std::string>(), r[at + 5].as<Micros>(),
-                    r[at + 6].as<std::string>()};
+    return AuditEvent{r[at].as<std::int64_t>(),    job,
+                      r[at + 1].as<OrgId>(),       r[at + 2].as<Generation>(),
+                      r[at + 3].as<std::string>(), r[at + 4].as<std::string>(),
+                      r[at + 5].as<Micros>(),      r[at + 6].as<std::string>()};
 }
 
 std::pair<JobId, EventSummary> read_summary(const pqxx::row& r) {
@@ -87,11 +87,12 @@ std::pair<JobId, EventSummary> read_summary(const pqxx::row& r) {
     s.completion_generations = parse_ids(r[4].as<std::string>());
     s.orgs = parse_ids(r[5].as<std::string>());
     std::sort(s.orgs.begin(), s.orgs.end());
-    s.top = read_ref(r, 6);
-    s.latest_claim = read_ref(r, 13);
-    s.resolution = read_ref(r, 20);
-    s.latest_completion = read_ref(r, 27);
-    return {r[0].as<JobId>(), std::move(s)};
+    const auto job = r[0].as<JobId>();
+    s.top = read_ref(r, 6, job);
+    s.latest_claim = read_ref(r, 13, job);
+    s.resolution = read_ref(r, 20, job);
+    s.latest_completion = read_ref(r, 27, job);
+    return {job, std::move(s)};
 }
 
 /// Reads one job's row (locked when lock is set), result and event summary.
@@ -268,7 +269,7 @@ std::optional<JobDossier> RecoveryStore::dossier(JobId job, Micros now) {
     JobDossier d;
     d.snapshot = std::move(*snap);
     for (const auto& r : txn.exec_params(sql::kReadEventsOfJob, job))
-        d.events.push_back(*read_ref(r, 0));
+        d.events.push_back(*read_ref(r, 0, job));
     txn.commit();
     return d;
 }

@@ -60,7 +60,7 @@ struct ApplyOutcome {
 /// Everything `quarantine show` prints about one job.
 struct JobDossier {
     JobSnapshot snapshot;
-    std::vector<EventRef> events;  ///< every event of the job, in log order
+    std::vector<AuditEvent> events;  ///< every event of the job, in log order
 };
 
 /// An operator's release or fail: done, or refused with the reason (nothing changed).

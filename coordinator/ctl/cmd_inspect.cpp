@@ -50,7 +50,7 @@ void print_job(const common::JobView& j, common::Micros now) {
                                                  : ""));
 }
 
-void print_events(const std::vector<common::JobEvent>& events, common::Micros enqueued_at) {
+void print_events(const std::vector<common::AuditEvent>& events, common::Micros enqueued_at) {
     std::printf("\nhistory (%zu events)\n", events.size());
     std::printf("  %-8s %-28s %9s  %-13s %5s  %-20s %s\n", "event", "at", "+since", "kind", "gen",
                 "by", "detail");

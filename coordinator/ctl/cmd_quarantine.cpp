@@ -108,7 +108,7 @@ int show(const Global& global, common::JobId job, bool json) {
     std::printf("row:    %s\n", common::describe(s.row).c_str());
     std::printf("result: %s\n", s.result ? common::describe(*s.result).c_str() : "none");
     std::printf("events (%zu):\n", d->events.size());
-    const common::EventRef* quarantined = nullptr;
+    const common::AuditEvent* quarantined = nullptr;
     for (const auto& e : d->events) {
         std::printf("  %s\n", common::describe(e).c_str());
         if (e.kind == "quarantined") quarantined = &e;

@@ -35,7 +35,7 @@ nlohmann::json job_json(const common::JobView& j) {
             {"payload", j.payload}};
 }
 
-nlohmann::json event_json(const common::JobEvent& e) {
+nlohmann::json event_json(const common::AuditEvent& e) {
     return {{"id", e.id},
             {"org_id", e.org_id},
             {"generation", e.generation},

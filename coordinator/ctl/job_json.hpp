@@ -9,6 +9,6 @@
 namespace aclaim::ctl {
 
 nlohmann::json job_json(const common::JobView& job);
-nlohmann::json event_json(const common::JobEvent& event);
+nlohmann::json event_json(const common::AuditEvent& event);
 
 }  // namespace aclaim::ctl
