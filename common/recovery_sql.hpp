@@ -7,6 +7,10 @@
 // either nothing or "FOR UPDATE", so the bulk report, the per-organization report and the
 // re-read of one locked row are the same text and cannot drift apart.
 
+#include <string>
+
+#include "common/store_sql.hpp"
+
 namespace aclaim::common::sql {
 
 /// Filters for the readers. The organization filter keeps a job's events and result even when
@@ -81,37 +85,12 @@ SELECT id, org_id, generation, kind, coalesce(worker, ''), aclaim_us(at), detail
   FROM job_events WHERE job_id = $1::bigint ORDER BY id
 )SQL";
 
-/// $1 job, $2 now, $3 detail. The reaper's reclaim (store_sql.hpp kReclaim) narrowed to one job
-/// that the caller has locked: the same SET list, the same re-check of the expiry on the current
-/// row, the same event and wake-up. A pg test holds the two to the same result.
-inline constexpr const char* kReclaimOne = R"SQL(
-WITH expired AS MATERIALIZED (
-    SELECT id, assignee FROM jobs
-     WHERE id = $1::bigint AND state = 'assigned' AND lease_expires_at <= aclaim_ts($2::bigint)
-     FOR UPDATE
-), r AS (
-    UPDATE jobs j
-       SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,
-           assignee = CASE WHEN j.attempts >= j.max_attempts THEN j.assignee END,
-           claimed_at = CASE WHEN j.attempts >= j.max_attempts THEN j.claimed_at END,
-           completed_at = CASE WHEN j.attempts >= j.max_attempts THEN aclaim_ts($2::bigint) END,
-           last_error = CASE WHEN j.attempts >= j.max_attempts
-                             THEN 'lease expired on attempt ' || j.attempts ELSE j.last_error END,
-           lease_expires_at = NULL
-      FROM expired
-     WHERE j.id = expired.id AND j.state = 'assigned'
-       AND j.lease_expires_at <= aclaim_ts($2::bigint)
-    RETURNING j.id, j.org_id, j.generation, expired.assignee, j.state
-), logged AS (
-    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-    SELECT id, org_id, generation, CASE WHEN state = 'pending' THEN 'reclaimed' ELSE 'failed' END,
-           assignee, aclaim_ts($2::bigint), $3::text
-      FROM r
-)
-SELECT id, org_id, generation, assignee, state,
-       CASE WHEN state = 'pending' THEN aclaim_wake(org_id) END
-  FROM r
-)SQL";
+/// $1 now, $2 job, $3 detail. The reaper's reclaim (store_sql.hpp) narrowed to one job that the
+/// caller has locked.
+inline const std::string kReclaimOne = reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
+     WHERE id = $2::bigint AND state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
+     FOR UPDATE)SQL",
+                                                         "$3::text");
 
 /// $1 job, $2 reason, $3 operator, $4 now, $5 evidence. Only state and the two quarantine columns
 /// change; quarantined_from keeps the state the row had (SET reads the old row).

@@ -225,7 +225,7 @@ ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Micros 
         out.org_id = snap->row.org_id;
         out.locked = c.cls;
         if (c.cls == RecoveryClass::Expired) {
-            const auto r = txn.exec_params(sql::kReclaimOne, job, now,
+            const auto r = txn.exec_params(sql::kReclaimOne, now, job,
                                            "lease expired; reclaimed by recovery (" + actor + ")");
             const auto state = state_of(r.at(0)[4]);
             out.action = state == JobState::Pending ? ApplyAction::Reclaimed : ApplyAction::Failed;

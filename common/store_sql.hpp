@@ -3,6 +3,9 @@
 // Every statement of the assignment contract, in one place. Time arrives as $n microseconds since
 // the epoch and is converted by aclaim_ts(); nothing here calls now().
 
+#include <string>
+#include <string_view>
+
 namespace aclaim::common::sql {
 
 /// Prepared statement names.
@@ -145,15 +148,14 @@ WITH r AS (
 SELECT id, aclaim_wake(org_id) FROM r
 )SQL";
 
-/// $1 now, $2 limit. The reaper works across organizations; each event carries its row's own
-/// organization. The expiry is re-checked on the locked current row inside the UPDATE.
-inline constexpr const char* kReclaim = R"SQL(
+/// Takes back expired leases: {PICK} selects and locks the rows, $1 is now, {DETAIL} is the
+/// events' detail. Past max_attempts the job fails instead. The expiry is re-checked on the locked
+/// current row inside the UPDATE; each event carries its row's own organization. The reaper's
+/// kReclaim and the recovery tool's one-job reclaim (recovery_sql.hpp) are this one text.
+inline std::string reclaim_statement(std::string_view pick, std::string_view detail) {
+    std::string text = R"SQL(
 WITH expired AS MATERIALIZED (
-    SELECT id, assignee FROM jobs
-     WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
-     ORDER BY lease_expires_at, id
-     LIMIT $2::int
-     FOR UPDATE SKIP LOCKED
+    {PICK}
 ), r AS (
     UPDATE jobs j
        SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,
@@ -170,13 +172,26 @@ WITH expired AS MATERIALIZED (
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, CASE WHEN state = 'pending' THEN 'reclaimed' ELSE 'failed' END,
-           assignee, aclaim_ts($1::bigint), 'lease expired'
+           assignee, aclaim_ts($1::bigint), {DETAIL}
       FROM r
 )
 SELECT id, org_id, generation, assignee, state,
        CASE WHEN state = 'pending' THEN aclaim_wake(org_id) END
   FROM r ORDER BY id
 )SQL";
+    text.replace(text.find("{PICK}"), 6, pick);
+    text.replace(text.find("{DETAIL}"), 8, detail);
+    return text;
+}
+
+/// $1 now, $2 limit. The reaper: the longest-expired leases first, across organizations, passing
+/// over rows another transaction holds.
+inline const std::string kReclaim = reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
+     WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
+     ORDER BY lease_expires_at, id
+     LIMIT $2::int
+     FOR UPDATE SKIP LOCKED)SQL",
+                                                      "'lease expired'");
 
 /// $1 job. The current authority of a row, read after a fenced update matched nothing.
 inline constexpr const char* kAuthority = R"SQL(
