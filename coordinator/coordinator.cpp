@@ -100,7 +100,8 @@ void Coordinator::bind() {
     if (!options_.plaintext) {
         const std::string secret = options_.load_curve_secret();
         zap_ = std::make_unique<ZapHandler>(context_, options_.dsn,
-                                            std::chrono::milliseconds(options_.key_cache_ms));
+                                            std::chrono::milliseconds(options_.key_cache_ms),
+                                            metrics_.auth);
         router_.set(zmq::sockopt::curve_server, true);
         router_.set(zmq::sockopt::curve_secretkey, secret);
         // A non-empty domain makes libzmq consult the ZAP handler for every handshake.
@@ -144,7 +145,7 @@ void Coordinator::serve() {
         spdlog::warn("plaintext mode: workers are not authenticated and each session acts for the "
                      "organization its HELLO names; for development only");
     }
-    if (zap_) zap_->start();
+    if (zap_) zap_->start(mailbox_.get());
     pool_->start();
     reaper_->start();
     listener_->start();

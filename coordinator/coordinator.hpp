@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -65,15 +66,27 @@ private:
     void begin_drain();
     void housekeeping(SteadyClock::time_point now);
 
+    /// What the transport says about the connection a message came on: under CURVE, the ZAP
+    /// User-Id and the client's public key; both empty in plaintext mode.
+    struct Credentials {
+        std::string user_id;
+        std::string public_key;
+    };
+
     // Requests from workers (requests.cpp).
     void read_router();
-    void handle_message(const std::string& routing_id, const std::string& user_id,
+    void handle_message(const std::string& routing_id, const Credentials& credentials,
                         const std::vector<std::string_view>& frames);
-    void handle_request(const std::string& routing_id, const std::string& user_id,
+    void handle_request(const std::string& routing_id, const Credentials& credentials,
                         proto::Decoded decoded);
-    void handle_hello(const std::string& routing_id, const std::string& user_id,
+    void handle_hello(const std::string& routing_id, const Credentials& credentials,
                       const proto::Hello& hello, proto::Encoding encoding);
     void handle_bye(const std::string& routing_id);
+    /// True when the ZAP handler's latest re-check found this key no longer live.
+    bool key_revoked(const std::string& public_key) const;
+    /// Closes the session of a connection whose key was revoked; its parked claims are answered
+    /// ERROR key_revoked. Its leases are left alone: they expire and are reclaimed.
+    void cut_off(const std::string& routing_id);
     void dispatch(DbRequest request);
     bool send(const std::string& routing_id, const proto::Message& message,
               proto::Encoding encoding);
@@ -88,6 +101,7 @@ private:
     void on_transition(const DbRequest& request, const RequestOutcome::Result& result);
     void on_internal(const DbRequest& request, const RequestOutcome::Result& result);
     void on_reclaimed(const common::Reclaimed& reclaimed);
+    void on_keys_revoked(const KeysRevoked& revoked);
     void wake(std::vector<DbRequest> claims);
     void answer_no_work(const DbRequest& claim, const std::string& reason);
     void release_undelivered(const DbRequest& claim, const common::ClaimOutcome& outcome);
@@ -115,6 +129,8 @@ private:
     /// listener started listening, when any notification may have been missed.
     std::unordered_map<common::OrgId, std::uint64_t> wakes_;
     std::uint64_t listen_epoch_ = 0;
+    /// The keys of open connections that are no longer live (KeysRevoked); empty in plaintext.
+    std::unordered_set<std::string> revoked_keys_;
     std::size_t at_db_ = 0;  ///< requests handed to DB threads and not yet come back
     bool draining_ = false;
     bool queue_closed_ = false;

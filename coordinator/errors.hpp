@@ -30,12 +30,17 @@ inline constexpr std::string_view kDraining = "draining";
 /// The request does not match the connection's authenticated identity.
 inline constexpr std::string_view kUnauthenticated = "unauthenticated";
 
+/// The connection's CURVE key was revoked while it was open: its session is closed and nothing
+/// more is done for it. Not retryable: the key will not come back.
+inline constexpr std::string_view kKeyRevoked = "key_revoked";
+
 /// Every code counted separately by Metrics; anything else is counted as "other".
-inline constexpr std::array<std::string_view, 16> kCounted{
+inline constexpr std::array<std::string_view, 17> kCounted{
     "malformed",          "oversized",        "wrong_version",   "unknown_type",
     "undecodable",        "invalid",          kNoSession,        kTooManyRequests,
     kOverloaded,          kDatabaseUnavailable, kDatabaseError,  kNotCommitted,
-    kOutcomeUnknown,      kDraining,          kUnauthenticated,  "other"};
+    kOutcomeUnknown,      kDraining,          kUnauthenticated,  kKeyRevoked,
+    "other"};
 
 /// Cuts a text to the size the protocol allows in reasons and details: a database message, for
 /// one, can be longer, and a reply the worker cannot decode helps nobody.

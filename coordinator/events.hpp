@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "common/assignment.hpp"
 #include "common/protocol.hpp"
@@ -25,6 +26,7 @@ struct Requester {
     std::uint64_t req = 0;
     common::OrgId org_id = 0;  ///< from the session, never from the body
     std::string worker_id;     ///< from the session
+    std::string public_key;    ///< the connection's CURVE key (Z85); empty in plaintext
 };
 
 /// The order of the alternatives matches RequestKind.
@@ -76,6 +78,13 @@ struct OrgWoken {
 /// The listener (re)started listening; notifications before this moment may have been missed.
 struct ListenerReady {};
 
-using Event = std::variant<RequestOutcome, common::Reclaimed, OrgWoken, ListenerReady>;
+/// The ZAP handler's latest re-check: every key it had accepted that worker_keys no longer holds
+/// as live. Replaces the previous set; connections under these keys are cut off.
+struct KeysRevoked {
+    std::vector<std::string> keys;
+};
+
+using Event =
+    std::variant<RequestOutcome, common::Reclaimed, OrgWoken, ListenerReady, KeysRevoked>;
 
 }  // namespace aclaim::coordinator

@@ -58,6 +58,11 @@ std::string Metrics::summary() const {
     add("reclaims", reclaims.load());
     add("revocations", revocations.load());
     add("replies_dropped", replies_dropped.load());
+    add("auth.accepted", auth.accepted.load());
+    add("auth.refused", auth.refused.load());
+    add("auth.failed", auth.failed.load());
+    add("auth.lookups", auth.lookups.load());
+    add("auth.sessions_revoked", auth.sessions_revoked.load());
     for (std::size_t i = 0; i < rejections.size(); ++i) {
         add("rejected." + std::string(common::to_string(static_cast<common::Rejection>(i))),
             rejections[i].load());

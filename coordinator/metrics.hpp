@@ -12,6 +12,18 @@
 
 namespace aclaim::coordinator {
 
+/// CURVE handshakes answered by the ZAP handler, by outcome, and what became of authenticated
+/// connections. Written by the ZAP thread (and the router thread for sessions_revoked), read by
+/// anyone. All stay zero in plaintext mode.
+struct AuthCounters {
+    std::atomic<std::uint64_t> accepted{0};  ///< 200: a live registered key
+    std::atomic<std::uint64_t> refused{0};   ///< 400: unknown or revoked key, or not CURVE
+    std::atomic<std::uint64_t> failed{0};    ///< 500: the key could not be looked up
+    std::atomic<std::uint64_t> lookups{0};   ///< worker_keys queries (misses, re-checks)
+    /// Sessions cut off because their connection's key was revoked while it was open.
+    std::atomic<std::uint64_t> sessions_revoked{0};
+};
+
 /// Counters of everything the coordinator answered or did. Written by the router thread, the DB
 /// threads and the reaper, read by anyone (the summary at exit, /metrics via http_server.hpp).
 struct Metrics {
@@ -46,6 +58,8 @@ struct Metrics {
     std::array<Histogram, kStatements.size()> statement_latency;  ///< one store call, by kStatements
     std::atomic<std::int64_t> db_queued{0};     ///< requests waiting for a DB thread (sampled 1/s)
     std::atomic<std::int64_t> db_in_flight{0};  ///< requests handed to DB threads (sampled 1/s)
+    /// The ZAP handler's counters; kept here so that /metrics can serve them from the start.
+    AuthCounters auth;
     /// Steady-clock nanoseconds of the router thread's last housekeeping; 0 before it serves.
     std::atomic<std::int64_t> router_tick_ns{0};
 

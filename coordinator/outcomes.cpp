@@ -50,6 +50,7 @@ void Coordinator::process_events() {
                                ++listen_epoch_;
                                if (!draining_) wake(parked_.take_all());
                            },
+                           [this](KeysRevoked& k) { on_keys_revoked(k); },
                        },
                        event);
         } catch (const std::exception& e) {
@@ -87,6 +88,17 @@ void Coordinator::on_claim(DbRequest& request, const RequestOutcome::Result& res
         return;
     }
     const auto& outcome = std::get<common::ClaimOutcome>(result);
+    if (key_revoked(from.public_key)) {
+        // The key was revoked while this claim ran: its jobs go back rather than to a worker
+        // that may no longer complete them.
+        if (outcome.status == common::ClaimOutcome::Status::Claimed) {
+            release_undelivered(request, outcome);
+        }
+        send_error(from.routing_id, from.encoding, from.req, errors::kKeyRevoked,
+                   "this connection's key has been revoked; nothing more is done for it");
+        finish(from);
+        return;
+    }
     switch (outcome.status) {
         case common::ClaimOutcome::Status::Claimed: {
             proto::Assigned assigned;
@@ -239,6 +251,13 @@ void Coordinator::on_reclaimed(const common::Reclaimed& reclaimed) {
     spdlog::info("revoke org={} job={} generation={} worker={} outcome={}", reclaimed.org_id,
                  reclaimed.job_id, reclaimed.generation, reclaimed.assignee,
                  pushed ? "pushed" : "undeliverable");
+}
+
+void Coordinator::on_keys_revoked(const KeysRevoked& revoked) {
+    revoked_keys_ = std::unordered_set<std::string>(revoked.keys.begin(), revoked.keys.end());
+    // Cut off at once rather than at the next request: a session that stays silent must not be
+    // told of reclaims, nor look connected in /metrics.
+    for (const auto& routing_id : sessions_.opened_with(revoked_keys_)) cut_off(routing_id);
 }
 
 void Coordinator::answer_no_work(const DbRequest& claim, const std::string& reason) {

@@ -128,6 +128,24 @@ std::string render_prometheus(const Metrics& m, const CoordinatorOptions& o) {
         w.sample("aclaim_errors_total", label("code", errors::kCounted[i]), m.errors[i].load());
     }
 
+    // Authentication is rendered in plaintext mode too (all zeros, and curve_enabled 0), so that
+    // dashboards and alerts need no second shape.
+    w.gauge("aclaim_auth_curve_enabled",
+            "1 when workers must authenticate with a registered CURVE key, 0 in plaintext mode.",
+            o.plaintext ? 0 : 1);
+    w.family("aclaim_auth_handshakes_total", "counter",
+             "CURVE handshakes answered by the ZAP handler, by outcome: accepted (a live "
+             "registered key), refused (unknown or revoked key), failed (the key lookup failed).");
+    w.sample("aclaim_auth_handshakes_total", label("outcome", "accepted"), m.auth.accepted.load());
+    w.sample("aclaim_auth_handshakes_total", label("outcome", "refused"), m.auth.refused.load());
+    w.sample("aclaim_auth_handshakes_total", label("outcome", "failed"), m.auth.failed.load());
+    w.counter("aclaim_auth_key_lookups_total",
+              "worker_keys queries: handshake cache misses and re-checks of open connections.",
+              m.auth.lookups.load());
+    w.counter("aclaim_auth_sessions_revoked_total",
+              "Sessions cut off because their connection's key was revoked while it was open.",
+              m.auth.sessions_revoked.load());
+
     w.gauge("aclaim_connected_workers", "Worker sessions currently open.",
             m.connected_sessions.load());
     w.gauge("aclaim_db_threads", "Database threads, one connection each.", o.db_threads);

@@ -50,16 +50,21 @@ void Coordinator::read_router() {
         }
         metrics_.requests.fetch_add(1, std::memory_order_relaxed);
         // Under CURVE, libzmq stamps every frame with the User-Id the ZAP handler returned for
-        // this connection's key: the one source of a request's organization.
-        std::string user_id;
+        // this connection's key (the one source of a request's organization) and with the key.
+        Credentials credentials;
         if (!options_.plaintext && !parts.empty()) {
-            if (const char* id = parts[0].gets("User-Id")) user_id = id;
+            if (const char* id = zmq_msg_gets(parts[0].handle(), "User-Id")) {
+                credentials.user_id = id;
+            }
+            if (const char* key = zmq_msg_gets(parts[0].handle(), ZapHandler::kKeyProperty)) {
+                credentials.public_key = key;
+            }
         }
         std::vector<std::string_view> frames;
         frames.reserve(parts.size());
         for (const auto& p : parts) frames.push_back(p.to_string_view());
         try {
-            handle_message(routing_id, user_id, frames);
+            handle_message(routing_id, credentials, frames);
         } catch (const std::exception& e) {
             spdlog::error("request from connection {} not handled: {}", spdlog::to_hex(routing_id),
                           e.what());
@@ -67,7 +72,7 @@ void Coordinator::read_router() {
     }
 }
 
-void Coordinator::handle_message(const std::string& routing_id, const std::string& user_id,
+void Coordinator::handle_message(const std::string& routing_id, const Credentials& credentials,
                                  const std::vector<std::string_view>& frames) {
     if (frames.size() == 3 && frames[2].size() > options_.max_body_bytes) {
         const auto enc = frames[0] == proto::kTagJson ? proto::Encoding::Json
@@ -84,22 +89,31 @@ void Coordinator::handle_message(const std::string& routing_id, const std::strin
         send_error(routing_id, err->reply_encoding, err->req, err->code, err->text);
         return;
     }
-    handle_request(routing_id, user_id, std::move(std::get<proto::Decoded>(decoded)));
+    handle_request(routing_id, credentials, std::move(std::get<proto::Decoded>(decoded)));
 }
 
-void Coordinator::handle_request(const std::string& routing_id, const std::string& user_id,
+void Coordinator::handle_request(const std::string& routing_id, const Credentials& credentials,
                                  proto::Decoded decoded) {
     const auto now = SteadyClock::now();
     const proto::Message& message = decoded.message;
     const auto enc = decoded.encoding;
     const std::uint64_t req = proto::request_id(message);
     const std::string type(proto::type_name(message));
+    const std::string& user_id = credentials.user_id;
+    // A connection outlives the revocation of its key (a ROUTER cannot hang up on one peer), so
+    // every request is checked against the latest re-check, HELLO included.
+    if (key_revoked(credentials.public_key)) {
+        cut_off(routing_id);
+        send_error(routing_id, enc, req, errors::kKeyRevoked,
+                   "this connection's key has been revoked; nothing more is done for it");
+        return;
+    }
     if (!proto::is_request(message)) {
         send_error(routing_id, enc, req, "invalid", type + " is not a request");
         return;
     }
     if (const auto* hello = std::get_if<proto::Hello>(&message)) {
-        handle_hello(routing_id, user_id, *hello, enc);
+        handle_hello(routing_id, credentials, *hello, enc);
         return;
     }
     Session* session = sessions_.find(routing_id);
@@ -143,7 +157,8 @@ void Coordinator::handle_request(const std::string& routing_id, const std::strin
         return;
     }
     DbRequest request;
-    request.from = Requester{routing_id, enc, req, session->org_id, session->worker_id};
+    request.from = Requester{routing_id,         enc,        req, session->org_id,
+                             session->worker_id, session->public_key};
     request.body = std::move(*body);
     if (claim != nullptr) {
         request.wait_until = now + std::chrono::milliseconds(std::max(0, claim->wait_ms));
@@ -153,8 +168,9 @@ void Coordinator::handle_request(const std::string& routing_id, const std::strin
     dispatch(std::move(request));
 }
 
-void Coordinator::handle_hello(const std::string& routing_id, const std::string& user_id,
+void Coordinator::handle_hello(const std::string& routing_id, const Credentials& credentials,
                                const proto::Hello& hello, proto::Encoding encoding) {
+    const std::string& user_id = credentials.user_id;
     common::OrgId org = hello.org_id;
     if (!options_.plaintext) {
         // The organization is the authenticated key's; HELLO's org_id is ignored. The worker id
@@ -180,6 +196,7 @@ void Coordinator::handle_hello(const std::string& routing_id, const std::string&
     }
     Session& s = sessions_.open(routing_id, hello.worker_id, org, encoding, SteadyClock::now());
     s.user_id = user_id;
+    s.public_key = credentials.public_key;
     metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
     spdlog::info("session org={} worker={} opened", s.org_id, s.worker_id);
     proto::Welcome welcome;
@@ -199,6 +216,26 @@ void Coordinator::handle_bye(const std::string& routing_id) {
     }
     sessions_.close(routing_id);
     metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
+}
+
+bool Coordinator::key_revoked(const std::string& public_key) const {
+    return !public_key.empty() && !revoked_keys_.empty() && revoked_keys_.count(public_key) != 0;
+}
+
+void Coordinator::cut_off(const std::string& routing_id) {
+    const Session* s = sessions_.find(routing_id);
+    if (s == nullptr) return;
+    metrics_.auth.sessions_revoked.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("session org={} worker={} cut off: its key {} was revoked; the leases it holds "
+                 "are left to expire and be reclaimed",
+                 s->org_id, s->worker_id, s->public_key);
+    auto parked = parked_.take_connection(routing_id);
+    sessions_.close(routing_id);
+    metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
+    for (const auto& claim : parked) {
+        send_error(routing_id, claim.from.encoding, claim.from.req, errors::kKeyRevoked,
+                   "this connection's key has been revoked; nothing more is done for it");
+    }
 }
 
 std::uint64_t Coordinator::wake_seq(common::OrgId org) const {

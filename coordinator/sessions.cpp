@@ -41,6 +41,16 @@ void SessionTable::close(const std::string& routing_id) {
     by_routing_.erase(it);
 }
 
+std::vector<std::string> SessionTable::opened_with(
+    const std::unordered_set<std::string>& keys) const {
+    std::vector<std::string> out;
+    if (keys.empty()) return out;
+    for (const auto& [routing_id, s] : by_routing_) {
+        if (!s.public_key.empty() && keys.count(s.public_key) != 0) out.push_back(routing_id);
+    }
+    return out;
+}
+
 std::size_t SessionTable::expire_idle(SteadyClock::time_point cutoff) {
     std::size_t closed = 0;
     for (auto it = by_routing_.begin(); it != by_routing_.end();) {

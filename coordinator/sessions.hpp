@@ -4,7 +4,9 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "coordinator/events.hpp"
 
@@ -16,6 +18,7 @@ struct Session {
     std::string worker_id;
     common::OrgId org_id = 0;  ///< the organization every request of this session acts for
     std::string user_id;       ///< the CURVE identity it was opened under; empty in plaintext
+    std::string public_key;    ///< its connection's CURVE key (Z85); empty in plaintext
     proto::Encoding encoding = proto::Encoding::Binary;  ///< of its latest request, for pushes
     int outstanding = 0;       ///< requests not answered yet, parked claims included
     SteadyClock::time_point last_seen{};
@@ -35,6 +38,9 @@ public:
     Session* find_worker(common::OrgId org_id, const std::string& worker_id);
 
     void close(const std::string& routing_id);
+
+    /// The routing ids of the sessions opened under any of these CURVE keys.
+    std::vector<std::string> opened_with(const std::unordered_set<std::string>& keys) const;
 
     /// Closes sessions silent since `cutoff` with nothing outstanding: a ROUTER is not told when
     /// a peer goes away, and the table must not grow with every connection ever made.

@@ -99,6 +99,11 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
         reconnect("HELLO answered " + e.code, now, out);
         return;
     }
+    // Our key was revoked: nothing this worker sends will be served again, and reconnecting
+    // would only fail the handshake. The jobs it holds expire and are reclaimed.
+    if (e.code == "key_revoked") {
+        throw std::runtime_error("the coordinator cut this worker off: key_revoked: " + e.text);
+    }
     // no_session: the coordinator restarted and ZeroMQ reconnected underneath us; draining: it
     // is going away. Either way a fresh session (perhaps with another coordinator) is needed.
     if (e.code == "no_session" || e.code == "draining") {

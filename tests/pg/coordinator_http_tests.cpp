@@ -101,6 +101,15 @@ TEST_CASE("/metrics counts claims, completions and rejections as they happen", "
     CHECK(after.at("aclaim_connected_workers") == 1);
     CHECK(after.at("aclaim_db_threads") == h.coordinator->options().db_threads);
     CHECK(after.at("aclaim_requests_total") >= 5);
+    // Authentication is exported in plaintext mode too, as zeros, so dashboards have one shape.
+    CHECK(after.at("aclaim_auth_curve_enabled") == 0);
+    for (const char* outcome : {"accepted", "refused", "failed"}) {
+        CHECK(after.at(std::string("aclaim_auth_handshakes_total{outcome=\"") + outcome + "\"}") ==
+              0);
+    }
+    CHECK(after.at("aclaim_auth_key_lookups_total") == 0);
+    CHECK(after.at("aclaim_auth_sessions_revoked_total") == 0);
+    CHECK(after.at("aclaim_errors_total{code=\"key_revoked\"}") == 0);
     CHECK(after.at("aclaim_claim_duration_seconds_count") == 2);
     CHECK(after.at("aclaim_claim_duration_seconds_bucket{le=\"+Inf\"}") == 2);
     CHECK(after.at("aclaim_claim_duration_seconds_sum") > 0);

@@ -1,12 +1,17 @@
 // CURVE authentication against an in-process coordinator and real DEALER sockets: the
 // organization comes from the registered key, never from HELLO; unknown and revoked keys fail the
-// handshake; a worker of one organization cannot touch another's job.
+// handshake; a key revoked while its connection is open cuts that connection off; a worker of one
+// organization cannot touch another's job; /metrics counts the handshakes.
 
+#include <httplib.h>
 #include <zmq.h>
 
 #include <array>
+#include <map>
 #include <pqxx/pqxx>
+#include <sstream>
 
+#include "coordinator/http_server.hpp"
 #include "coordinator/zap.hpp"
 #include "tests/pg/coordinator_client.hpp"
 
@@ -28,12 +33,13 @@ KeyPair new_pair() {
 
 /// A CURVE coordinator on a fresh database, with a short key cache so revocation is quick.
 struct CurveHarness {
-    CurveHarness()
-        : server(new_pair()), harness(clock, [this](coordinator::CoordinatorOptions& o) {
+    explicit CurveHarness(int lease_ms = 10000)
+        : server(new_pair()), harness(clock, [this, lease_ms](coordinator::CoordinatorOptions& o) {
               o.plaintext = false;
               o.curve_secret_key = server.secret_key;
               o.key_cache_ms = 50;
               o.handshake_timeout_ms = 1000;
+              o.lease_ms = lease_ms;
           }) {}
 
     KeyPair add_key(common::OrgId org, const std::string& name) {
@@ -55,6 +61,20 @@ struct CurveHarness {
     }
 
     const coordinator::AuthCounters& auth() const { return *harness.coordinator->auth_counters(); }
+
+    long scalar(const std::string& sql) {
+        auto conn = harness.db.connect();
+        pqxx::read_transaction t(*conn);
+        const auto r = t.exec(sql);
+        return r.empty() || r[0][0].is_null() ? 0 : r[0][0].as<long>();
+    }
+
+    std::string text(const std::string& sql) {
+        auto conn = harness.db.connect();
+        pqxx::read_transaction t(*conn);
+        const auto r = t.exec(sql);
+        return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
+    }
 
     KeyPair server;
     common::SystemClock clock;
@@ -116,6 +136,23 @@ private:
     std::uint64_t req_ = 0;
 };
 
+/// Every sample of a /metrics scrape, keyed by its name with labels exactly as written.
+std::map<std::string, double> scrape_metrics(int port) {
+    httplib::Client client("127.0.0.1", port);
+    auto res = client.Get("/metrics");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    std::map<std::string, double> out;
+    std::istringstream lines(res->body);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.empty() || line[0] == '#') continue;
+        const auto space = line.rfind(' ');
+        REQUIRE(space != std::string::npos);
+        out[line.substr(0, space)] = std::stod(line.substr(space + 1));
+    }
+    return out;
+}
+
 /// Every job row, for "changed nothing".
 std::string all_jobs(CurveHarness& h) {
     auto conn = h.harness.db.connect();
@@ -166,6 +203,104 @@ TEST_CASE("CURVE: a revoked key cannot open a new connection", "[security][curve
     std::this_thread::sleep_for(100ms);
     CurveWorker after(h, key);
     CHECK_FALSE(after.answer(after.send(proto::Hello{0, "rev-a", 3}), 1500ms).has_value());
+    CHECK(h.auth().refused.load() > refused_before);
+}
+
+TEST_CASE("CURVE: /metrics counts accepted and refused handshakes and key lookups",
+          "[security][curve][http]") {
+    CurveHarness h;
+    auto o = h.harness.coordinator->options();
+    o.http_bind = "127.0.0.1:0";
+    coordinator::HttpServer http(o, h.harness.coordinator->metrics());
+    http.start();
+    REQUIRE(http.port() > 0);
+    auto before = scrape_metrics(http.port());
+    CHECK(before.at("aclaim_auth_curve_enabled") == 1);
+    CHECK(before.at("aclaim_auth_handshakes_total{outcome=\"accepted\"}") == 0);
+    CHECK(before.at("aclaim_auth_handshakes_total{outcome=\"refused\"}") == 0);
+    CHECK(before.at("aclaim_auth_handshakes_total{outcome=\"failed\"}") == 0);
+    CHECK(before.at("aclaim_auth_sessions_revoked_total") == 0);
+
+    const auto key = h.add_key(5, "rev-m");
+    CurveWorker member(h, key);
+    member.expect<proto::Welcome>(member.send(proto::Hello{0, "rev-m", 5}));
+    CurveWorker stranger(h, new_pair());
+    CHECK_FALSE(stranger.answer(stranger.send(proto::Hello{0, "rev-m", 5}), 1500ms).has_value());
+
+    // The refusal is counted by the ZAP thread; the scrape reads the same counters.
+    REQUIRE(eventually([&] { return h.auth().refused.load() >= 1; }));
+    const auto after = scrape_metrics(http.port());
+    CHECK(after.at("aclaim_auth_handshakes_total{outcome=\"accepted\"}") == 1);
+    CHECK(after.at("aclaim_auth_handshakes_total{outcome=\"refused\"}") >= 1);
+    CHECK(after.at("aclaim_auth_handshakes_total{outcome=\"refused\"}") ==
+          static_cast<double>(h.auth().refused.load()));
+    CHECK(after.at("aclaim_auth_handshakes_total{outcome=\"failed\"}") == 0);
+    // One lookup for the member's key, at least one for the stranger's (each retry asks again).
+    CHECK(after.at("aclaim_auth_key_lookups_total") >= 2);
+    http.stop();
+}
+
+TEST_CASE("CURVE: a key revoked while connected is cut off; its job is left to the reaper",
+          "[security][curve]") {
+    // A short lease so that the revoked worker's job comes back within the test.
+    CurveHarness h(1000);
+    common::AssignmentStore store(h.harness.db.dsn());
+    const auto job_id = store.enqueue(4, some_jobs(1), h.clock.now()).at(0);
+    const std::string id = std::to_string(job_id);
+    const auto revoked_key = h.add_key(4, "rev-r");
+    CurveWorker revoked(h, revoked_key);
+    CurveWorker other(h, h.add_key(4, "rev-s"));
+    revoked.expect<proto::Welcome>(revoked.send(proto::Hello{0, "rev-r", 4}));
+    other.expect<proto::Welcome>(other.send(proto::Hello{0, "rev-s", 4}));
+    const auto job = revoked.expect<proto::Assigned>(revoked.send(proto::Claim{0, 1, 0})).jobs.at(0);
+    REQUIRE(job.job_id == job_id);
+    revoked.expect<proto::LeaseMsg>(revoked.send(proto::Renew{0, job.job_id, job.generation}));
+    // A long-polling claim waits on the revoked connection: the cut-off answers it.
+    const auto parked = revoked.send(proto::Claim{0, 1, 30000});
+    REQUIRE(eventually([&] { return h.harness.coordinator->metrics().parked.load() >= 1; }));
+
+    h.revoke(revoked_key);
+    // The re-check runs every key-cache TTL (50 ms here); the parked claim is answered then.
+    const auto cut = revoked.answer(parked, 5s);
+    REQUIRE(cut.has_value());
+    INFO("the parked claim was answered with " << proto::type_name(*cut));
+    REQUIRE(std::holds_alternative<proto::Error>(*cut));
+    CHECK(std::get<proto::Error>(*cut).code == "key_revoked");
+    CHECK(h.auth().sessions_revoked.load() == 1);
+
+    // Every later request on that connection is refused the same way: the renewal, the
+    // completion of the job it holds, and a fresh HELLO.
+    CHECK(revoked.expect<proto::Error>(revoked.send(proto::Renew{0, job.job_id, job.generation}))
+              .code == "key_revoked");
+    CHECK(revoked
+              .expect<proto::Error>(
+                  revoked.send(proto::Complete{0, job.job_id, job.generation, "review:rev-r"}))
+              .code == "key_revoked");
+    CHECK(revoked.expect<proto::Error>(revoked.send(proto::Hello{0, "rev-r", 4})).code ==
+          "key_revoked");
+    CHECK(h.harness.coordinator->metrics().errors_of("key_revoked") >= 4);
+    CHECK(h.text("SELECT state || ' ' || assignee FROM jobs WHERE id = " + id) == "assigned rev-r");
+    CHECK(h.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed'") == 0);
+    CHECK(h.scalar("SELECT count(*) FROM job_results") == 0);
+
+    // Another key of the same organization is still served, and gets the job once the revoked
+    // worker's lease has expired and been reclaimed (fencing: a new generation).
+    const auto taken = other.expect<proto::Assigned>(other.send(proto::Claim{0, 1, 10000}));
+    REQUIRE(taken.jobs.size() == 1);
+    CHECK(taken.jobs[0].job_id == job_id);
+    CHECK(taken.jobs[0].generation == job.generation + 1);
+    other.expect<proto::Accepted>(
+        other.send(proto::Complete{0, job_id, taken.jobs[0].generation, "review:rev-s"}));
+    CHECK(h.scalar("SELECT count(*) FROM job_events WHERE kind = 'reclaimed' AND worker = 'rev-r'") ==
+          1);
+    CHECK(h.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker = 'rev-r'") ==
+          0);
+    CHECK(h.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker = 'rev-s'") ==
+          1);
+    // The revoked key cannot come back through a new connection either.
+    const auto refused_before = h.auth().refused.load();
+    CurveWorker again(h, revoked_key);
+    CHECK_FALSE(again.answer(again.send(proto::Hello{0, "rev-r", 4}), 1500ms).has_value());
     CHECK(h.auth().refused.load() > refused_before);
 }
 

@@ -59,8 +59,39 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     for (std::size_t at = text.find("# TYPE "); at != std::string::npos; at = text.find("# TYPE ", at + 1)) ++types;
     for (std::size_t at = text.find("# HELP "); at != std::string::npos; at = text.find("# HELP ", at + 1)) ++helps;
     CHECK(types == helps);
-    CHECK(types == 21);
+    CHECK(types == 25);
     CHECK(text.back() == '\n');
+}
+
+TEST_CASE("authentication counters are exported, as zeros in plaintext mode", "[metrics]") {
+    Metrics m;
+    CoordinatorOptions o;
+    o.plaintext = true;
+    auto text = render_prometheus(m, o);
+    CHECK(text.find("# TYPE aclaim_auth_handshakes_total counter\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_curve_enabled 0\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"accepted\"} 0\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"refused\"} 0\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"failed\"} 0\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_key_lookups_total 0\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_sessions_revoked_total 0\n") != std::string::npos);
+
+    o.plaintext = false;
+    m.auth.accepted = 5;
+    m.auth.refused = 3;
+    m.auth.failed = 1;
+    m.auth.lookups = 9;
+    m.auth.sessions_revoked = 2;
+    m.count_error("key_revoked");
+    text = render_prometheus(m, o);
+    CHECK(text.find("aclaim_auth_curve_enabled 1\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"accepted\"} 5\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"refused\"} 3\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"failed\"} 1\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_key_lookups_total 9\n") != std::string::npos);
+    CHECK(text.find("aclaim_auth_sessions_revoked_total 2\n") != std::string::npos);
+    CHECK(text.find("aclaim_errors_total{code=\"key_revoked\"} 1\n") != std::string::npos);
+    CHECK(text.find("aclaim_errors_total{code=\"other\"} 0\n") != std::string::npos);
 }
 
 TEST_CASE("listening addresses as operators write them", "[metrics]") {

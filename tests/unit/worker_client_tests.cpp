@@ -279,6 +279,28 @@ TEST_CASE("client: a HELLO refused for good is an exception", "[worker]") {
     CHECK(thrown);
 }
 
+TEST_CASE("client: ERROR key_revoked on any request ends the client", "[worker]") {
+    Harness h(options());
+    h.client.start();
+    h.open_session(3000, 30);
+    h.assign_one(14, 2, 3000);
+    const auto renew = h.next_request<proto::Renew>();
+    h.fake.reply(renew, proto::Error{proto::request_id(renew.message), "key_revoked",
+                                     "this connection's key has been revoked"});
+    const auto deadline = SteadyClock::now() + kLimit;
+    bool thrown = false;
+    while (!thrown && SteadyClock::now() < deadline) {
+        try {
+            h.client.poll(Millis(5));
+        } catch (const std::runtime_error& e) {
+            thrown = true;
+            CHECK(std::string(e.what()).find("key_revoked") != std::string::npos);
+        }
+    }
+    CHECK(thrown);
+    CHECK(h.client.stats().reconnects == 0);
+}
+
 TEST_CASE("client: no more than max_in_flight requests await replies at once", "[worker]") {
     auto o = options();
     o.max_in_flight = 2;
