@@ -30,7 +30,12 @@ std::vector<common::JobId> Cluster::enqueue(common::OrgId org, int count) {
 
 Process& Cluster::start_coordinator(std::vector<std::string> extra) {
     std::vector<std::string> argv{bin("aclaim-coordinator"), "--dsn", db_.dsn(), "--bind",
-                                  endpoint_, "--plaintext", "--log-level", "info"};
+                                  endpoint_, "--log-level", "info"};
+    if (curve_secret_key_file_.empty()) {
+        argv.push_back("--plaintext");
+    } else {
+        argv.insert(argv.end(), {"--curve-secret-key-file", curve_secret_key_file_});
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     const auto log = log_dir_ + "/coordinator-" + std::to_string(++coordinator_runs_) + ".log";
     processes_.push_back(std::make_unique<Process>(argv, std::map<std::string, std::string>{}, log));

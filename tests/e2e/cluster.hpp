@@ -27,8 +27,12 @@ public:
     /// Enqueues `count` jobs for an organization now.
     std::vector<common::JobId> enqueue(common::OrgId org, int count);
 
-    /// Starts (or restarts, on the same endpoint) the coordinator with extra flags.
+    /// Starts (or restarts, on the same endpoint) the coordinator with extra flags. It runs in
+    /// plaintext mode unless use_curve() was called.
     Process& start_coordinator(std::vector<std::string> extra = {});
+    /// Coordinators started from now on authenticate workers with CURVE, with the secret key in
+    /// this file, instead of running with --plaintext.
+    void use_curve(std::string secret_key_file) { curve_secret_key_file_ = std::move(secret_key_file); }
     /// Starts a worker with the given id and organization, plus extra flags.
     Process& start_worker(const std::string& id, common::OrgId org, std::vector<std::string> extra = {});
 
@@ -48,6 +52,7 @@ private:
     std::string endpoint_;
     std::string log_dir_;
     int coordinator_runs_ = 0;
+    std::string curve_secret_key_file_;
     std::vector<std::unique_ptr<Process>> processes_;
 };
 
