@@ -2,7 +2,8 @@
 # Helpers of drills/faults, sourced by it: PASS/FAIL bookkeeping, the processes a scenario
 # starts, a fresh database per scenario, bounded waits on observed state, and the end of every
 # scenario (stop everything, aclaimctl check, the summary line, the result-file cross-check).
-# Expects root, bin, lib, py, pgbin, work, lease_ms, heartbeat_ms, base_dsn from drills/faults.
+# Expects root, bin, lib, py, pgbin, work, lease_ms, heartbeat_ms, base_dsn from drills/faults, and
+# drills/lib/curve.sh sourced and set up (curve_coordinator_args, curve_worker).
 
 passed=0
 failed=0
@@ -73,7 +74,7 @@ start_coordinator() {
   local n=$(( ${starts_of[$name]:-0} + 1 ))
   starts_of[$name]=$n
   local log="$sdir/$name.$n.log"
-  "$bin/aclaim-coordinator" --dsn "$dsn" --bind "tcp://127.0.0.1:$port" --plaintext \
+  "$bin/aclaim-coordinator" --dsn "$dsn" --bind "tcp://127.0.0.1:$port" "${curve_coordinator_args[@]}" \
     --lease-ms "$lease_ms" --heartbeat-ms "$heartbeat_ms" --reap-interval-ms 100 \
     --db-threads 2 --in-doubt-budget-ms 10000 --log-level info "$@" >"$log" 2>&1 &
   remember "$name" $!
@@ -90,10 +91,13 @@ declare -A starts_of=()
 
 # start_worker ID ORG PORT [flags...]: the id must begin with o<ORG>- (the cross-organization
 # check reads the organization back from it). Result file and log live in the scenario folder.
+# With CURVE (drills/lib/curve.sh) each worker gets a key pair of its own, registered for ORG in
+# the scenario's database under its id.
 start_worker() {
   local id=$1 org=$2 port=$3
   shift 3
-  "$bin/aclaim-worker" --connect "tcp://127.0.0.1:$port" --org "$org" --id "$id" \
+  curve_worker "$id" "$org" "$dsn" || { fail "$sname: keys for $id" "aclaimctl keys failed"; return 1; }
+  ACLAIM_CURVE_SECRET_KEY=$curve_worker_secret "$bin/aclaim-worker" "${curve_worker_args[@]}" --connect "tcp://127.0.0.1:$port" --org "$org" --id "$id" \
     --reply-timeout-ms 2000 --claim-wait-ms 500 --result-file "$sdir/results/$id.jsonl" \
     --log-level info "$@" >"$sdir/$id.log" 2>&1 &
   remember "$id" $!
