@@ -107,6 +107,11 @@ CanaryOptions parse_canary_options(int argc, char** argv) {
         ->default_str("on");
     app.add_option("--org", o.org, "Organization to work in (0: a fresh one)")
         ->capture_default_str();
+    app.add_flag("--plaintext", o.plaintext,
+                 "No CURVE: the coordinator trusts HELLO's organization (to measure without "
+                 "encryption); by default every connection is CURVE with a registered key per "
+                 "poller")
+        ->envname("ACLAIM_DRILL_PLAINTEXT");
     app.add_option("--coordinator-log-level", o.coordinator_log_level,
                    "Log level of the coordinator's log file")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))

@@ -56,6 +56,10 @@ struct CanaryOptions {
     bool coalesce = true;
     /// The organization to work in; 0 picks a fresh one. It must hold no jobs yet.
     common::OrgId org = 0;
+    /// Run the coordinator and the pollers without CURVE (to measure without encryption). By
+    /// default the coordinator gets a key pair and every poller a key registered for the
+    /// canary's organization, as deployed workers have.
+    bool plaintext = false;
     /// spdlog level of the coordinator's log file.
     std::string coordinator_log_level = "warn";
     /// A violation to feed the contract checker, if any.

@@ -108,6 +108,7 @@ json report_json(const RunResult& r) {
                   {"heartbeat_ms", o.heartbeat_ms},
                   {"db_threads", o.db_threads},
                   {"coalesce", o.coalesce},
+                  {"curve", !o.plaintext},
                   {"org", r.org},
                   {"endpoint", r.endpoint},
                   {"started_at", iso_time(r.started_at_us)},

@@ -89,7 +89,11 @@ std::string report_markdown(const RunResult& r) {
           " ms, claim wait " + std::to_string(o.claim_wait_ms) + " ms, lease " +
           std::to_string(o.lease_ms) + " ms, heartbeat " + std::to_string(o.heartbeat_ms) +
           " ms; coordinator with " + std::to_string(o.db_threads) + " DB threads; organization " +
-          std::to_string(r.org) + ".";
+          std::to_string(r.org) + "; " +
+          (o.plaintext ? "plaintext (`--plaintext`): no encryption, HELLO names the organization"
+                       : "CURVE: every connection encrypted, each poller with a key registered "
+                         "for the organization") +
+          ".";
     if (o.inject) {
         md += " A `" + std::string(to_string(o.inject->kind)) +
               "` violation was injected at second " + std::to_string(o.inject->second) +

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "drills/canary_metrics.hpp"
 #include "drills/canary_poller.hpp"
 #include "drills/canary_process.hpp"
+#include "drills/drill_curve.hpp"
 #include "worker/client.hpp"
 
 namespace aclaim::drills {
@@ -47,7 +49,9 @@ common::OrgId pick_org(pqxx::connection& conn, common::OrgId wanted) {
 
 std::vector<std::string> coordinator_argv(const CanaryOptions& o, const std::string& binary,
                                           const std::string& endpoint, int http_port) {
-    std::vector<std::string> argv{binary, "--plaintext"};
+    std::vector<std::string> argv{binary};
+    // Under CURVE the secret key goes in the environment (see coordinator_env), not argv.
+    if (o.plaintext) argv.push_back("--plaintext");
     const auto flag = [&argv](const char* name, std::string value) {
         argv.push_back(name);
         argv.push_back(std::move(value));
@@ -64,13 +68,32 @@ std::vector<std::string> coordinator_argv(const CanaryOptions& o, const std::str
     return argv;
 }
 
+/// The coordinator's environment: the database, and its CURVE secret (empty for plaintext). The
+/// other CURVE and plaintext variables are emptied, so that the caller's environment cannot
+/// contradict the canary's flags (an empty variable counts as unset).
+std::map<std::string, std::string> coordinator_env(const CanaryOptions& o,
+                                                   const std::string& server_secret) {
+    return {{"ACLAIM_DSN", o.dsn},
+            {"ACLAIM_PLAINTEXT", ""},
+            {"ACLAIM_CURVE_SECRET_KEY", server_secret},
+            {"ACLAIM_CURVE_SECRET_KEY_FILE", ""}};
+}
+
+constexpr const char* kReadyCheckName = "canary-ready-check";
+
+std::string poller_name(common::OrgId org, int index) {
+    return "canary-" + std::to_string(org) + "-" + std::to_string(index);
+}
+
 /// Waits until the coordinator answers a HELLO: it is then bound and has its database threads.
 void wait_until_serving(zmq::context_t& context, const std::string& endpoint, common::OrgId org,
-                        ChildProcess& coordinator, const std::string& log_path) {
+                        const worker::CurveKeys& curve, ChildProcess& coordinator,
+                        const std::string& log_path) {
     worker::ClientOptions opts;
     opts.endpoint = endpoint;
-    opts.worker_id = "canary-ready-check";
+    opts.worker_id = kReadyCheckName;
     opts.org_id = org;
+    opts.curve = curve;
     worker::Client client(context, opts);
     client.start();
     const auto deadline = SteadyClock::now() + kReadyTimeout;
@@ -131,11 +154,22 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
     Backlog backlog(o.dsn, r.org, 1000.0 / (o.review_ms + 5), level);
     backlog.fill();
 
+    // CURVE: a key pair for the coordinator, and one registered for the organization for the
+    // ready check and every poller the shape can ask for, all before the first measured second.
+    CurveKeyPair server;
+    std::vector<worker::CurveKeys> client_keys(static_cast<std::size_t>(o.max_pollers) + 1);
+    if (!o.plaintext) {
+        server = make_curve_key_pair();
+        std::vector<std::string> names{kReadyCheckName};
+        for (int i = 0; i < o.max_pollers; ++i) names.push_back(poller_name(r.org, i));
+        client_keys = make_registered_workers(o.dsn, r.org, names, server.public_key);
+    }
+
     const std::string coordinator_log = o.out + "/coordinator.log";
     ChildProcess coordinator(coordinator_argv(o, binary, r.endpoint, http_port),
-                             {{"ACLAIM_DSN", o.dsn}}, coordinator_log);
+                             coordinator_env(o, server.secret_key), coordinator_log);
     zmq::context_t context;
-    wait_until_serving(context, r.endpoint, r.org, coordinator, coordinator_log);
+    wait_until_serving(context, r.endpoint, r.org, client_keys[0], coordinator, coordinator_log);
 
     LockSampler sampler(o.dsn, kLockSamplePeriod);
     ClaimProbe probe(o.dsn, r.org, o.lock_strategy, o.lock_timeout_ms);
@@ -150,7 +184,8 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
             s.endpoint = r.endpoint;
             s.org = r.org;
             s.index = static_cast<int>(pollers.size());
-            s.worker_id = "canary-" + std::to_string(r.org) + "-" + std::to_string(s.index);
+            s.worker_id = poller_name(r.org, s.index);
+            s.curve = client_keys.at(static_cast<std::size_t>(s.index) + 1);
             s.review_ms = o.review_ms;
             s.claim_wait_ms = o.claim_wait_ms;
             pollers.push_back(std::make_unique<Poller>(context, s, recorder, level, pollers_stop));

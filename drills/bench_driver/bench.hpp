@@ -8,10 +8,30 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "worker/client.hpp"
 
 namespace aclaim::drills {
 
 using BenchClock = std::chrono::steady_clock;
+
+/// How the driver's clients reach the coordinator: CURVE (the coordinator's public key, and the
+/// database where each client's fresh key is registered for the organization under the client's
+/// name) unless `plaintext`.
+struct ClientAuth {
+    bool plaintext = false;
+    /// The coordinator's CURVE public key (Z85).
+    std::string server_key;
+    /// PostgreSQL connection string, for worker_keys.
+    std::string dsn;
+
+    /// Throws std::invalid_argument unless exactly one of plaintext or (server key and DSN).
+    void validate() const;
+    /// For each client name a key pair registered for `org`; empty keys for plaintext.
+    std::vector<worker::CurveKeys> keys_for(std::int64_t org,
+                                            const std::vector<std::string>& names) const;
+};
 
 /// Raw SQL limits with the store's own prepared claim and completion statements.
 struct RawOptions {
@@ -45,6 +65,7 @@ struct E2eOptions {
     int capacity = 8;
     /// How long each job is held before its COMPLETE, so that heartbeats happen.
     int hold_ms = 0;
+    ClientAuth auth;
 };
 nlohmann::json run_e2e(const E2eOptions& o);
 
@@ -57,6 +78,7 @@ struct LatencyOptions {
     double rate = 500;
     /// DEALER sessions the claims are spread over.
     int sessions = 4;
+    ClientAuth auth;
 };
 nlohmann::json run_latency(const LatencyOptions& o);
 
@@ -69,6 +91,7 @@ struct IdleOptions {
     int pid = 0;
     /// Upper bound on waiting for every WELCOME.
     double timeout_s = 60;
+    ClientAuth auth;
 };
 nlohmann::json run_idle(const IdleOptions& o);
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <deque>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -16,6 +16,15 @@ namespace aclaim::drills {
 
 namespace {
 
+/// Every client must have its session within this; a refused CURVE handshake never gets one.
+constexpr auto kWelcomeTimeout = std::chrono::seconds(30);
+
+/// Clients that have their session; they start claiming together once all have arrived.
+struct StartLine {
+    std::atomic<int> arrived{0};
+    std::atomic<bool> go{false};
+};
+
 struct Counts {
     std::atomic<long> completed{0};
     std::atomic<long> claims{0};
@@ -24,14 +33,18 @@ struct Counts {
     std::atomic<long> errors{0};
 };
 
-void run_client(const E2eOptions& o, int index, std::barrier<>& ready,
-                const std::atomic<bool>& stop, const std::atomic<bool>& counting, Counts& counts) {
+std::string client_name(int index) { return "bench-" + std::to_string(index); }
+
+void run_client(const E2eOptions& o, int index, const worker::CurveKeys& curve,
+                StartLine& start, const std::atomic<bool>& stop,
+                const std::atomic<bool>& counting, Counts& counts) {
     zmq::context_t context(1);
     worker::ClientOptions co;
     co.endpoint = o.endpoint;
-    co.worker_id = "bench-" + std::to_string(index);
+    co.worker_id = client_name(index);
     co.org_id = o.org;
     co.max_in_flight = 64;
+    co.curve = curve;
     worker::Client client(context, co);
     client.start();
     struct Held {
@@ -46,7 +59,10 @@ void run_client(const E2eOptions& o, int index, std::barrier<>& ready,
         for (auto& event : client.poll(worker::Millis(2))) {
             if (std::holds_alternative<worker::SessionReady>(event) && !arrived) {
                 arrived = true;
-                ready.arrive_and_wait();
+                start.arrived.fetch_add(1);
+                while (!start.go.load() && !stop.load()) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                }
             } else if (const auto* a = std::get_if<worker::JobAssigned>(&event)) {
                 claimed_slots = std::max(0, claimed_slots - 1);
                 held.push_back({{a->job.job_id, a->job.generation},
@@ -85,12 +101,31 @@ void run_client(const E2eOptions& o, int index, std::barrier<>& ready,
 nlohmann::json run_e2e(const E2eOptions& o) {
     Counts counts;
     std::atomic<bool> stop{false}, counting{false};
-    std::barrier<> ready(o.clients + 1);
+    StartLine start;
+    std::vector<std::string> names;
+    for (int i = 0; i < o.clients; ++i) names.push_back(client_name(i));
+    // Registered before any client connects, so that the measured window holds no key work.
+    const auto keys = o.auth.keys_for(o.org, names);
     std::vector<std::thread> clients;
     for (int i = 0; i < o.clients; ++i) {
-        clients.emplace_back([&, i] { run_client(o, i, ready, stop, counting, counts); });
+        clients.emplace_back([&, i] {
+            run_client(o, i, keys[static_cast<std::size_t>(i)], start, stop, counting, counts);
+        });
     }
-    ready.arrive_and_wait();
+    const auto welcome_deadline = BenchClock::now() + kWelcomeTimeout;
+    while (start.arrived.load() < o.clients && BenchClock::now() < welcome_deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (start.arrived.load() < o.clients) {
+        const int arrived = start.arrived.load();
+        stop.store(true);
+        for (auto& c : clients) c.join();
+        throw std::runtime_error("e2e: " + std::to_string(o.clients - arrived) + " of " +
+                                 std::to_string(o.clients) +
+                                 " clients got no session within 30 s (coordinator down, or "
+                                 "their CURVE handshake refused)");
+    }
+    start.go.store(true);
     // A short warm-up, so that the window measures the steady state.
     std::this_thread::sleep_for(std::chrono::seconds(1));
     counting.store(true);
@@ -109,6 +144,7 @@ nlohmann::json run_e2e(const E2eOptions& o) {
     out["clients"] = o.clients;
     out["max_jobs"] = o.max_jobs;
     out["hold_ms"] = o.hold_ms;
+    out["curve"] = !o.auth.plaintext;
     return out;
 }
 

@@ -8,6 +8,20 @@
 
 using namespace aclaim::drills;
 
+namespace {
+
+/// The flags every subcommand that talks to a coordinator takes.
+void add_auth_options(CLI::App* cmd, ClientAuth& auth) {
+    cmd->add_flag("--plaintext", auth.plaintext,
+                  "Connect without CURVE (the coordinator must run with --plaintext)");
+    cmd->add_option("--curve-server-key", auth.server_key,
+                    "The coordinator's CURVE public key (Z85); each client gets a key pair of "
+                    "its own, registered for --org under its name");
+    cmd->add_option("--dsn", auth.dsn, "PostgreSQL connection string, for the clients' keys");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     CLI::App app{"aclaim throughput, latency, scale and memory measurements (see drills/bench)"};
     app.require_subcommand(1);
@@ -30,6 +44,7 @@ int main(int argc, char** argv) {
     e2e_cmd->add_option("--max-jobs", e2e.max_jobs)->check(CLI::Range(1, 100));
     e2e_cmd->add_option("--capacity", e2e.capacity);
     e2e_cmd->add_option("--hold-ms", e2e.hold_ms);
+    add_auth_options(e2e_cmd, e2e.auth);
 
     LatencyOptions lat;
     auto* lat_cmd = app.add_subcommand("latency", "open-loop paced claim latency");
@@ -38,6 +53,7 @@ int main(int argc, char** argv) {
     lat_cmd->add_option("--seconds", lat.seconds);
     lat_cmd->add_option("--rate", lat.rate)->check(CLI::PositiveNumber);
     lat_cmd->add_option("--sessions", lat.sessions)->check(CLI::Range(1, 64));
+    add_auth_options(lat_cmd, lat.auth);
 
     IdleOptions idle;
     auto* idle_cmd = app.add_subcommand("idle", "idle connected workers and coordinator memory");
@@ -45,6 +61,7 @@ int main(int argc, char** argv) {
     idle_cmd->add_option("--org", idle.org);
     idle_cmd->add_option("--workers", idle.workers);
     idle_cmd->add_option("--pid", idle.pid)->required();
+    add_auth_options(idle_cmd, idle.auth);
 
     ScaleOptions scale;
     auto* scale_cmd = app.add_subcommand("scale", "claim cost at 10k and at 1M pending jobs");
@@ -58,9 +75,18 @@ int main(int argc, char** argv) {
     try {
         nlohmann::json out;
         if (*raw_cmd) out = run_raw(raw);
-        if (*e2e_cmd) out = run_e2e(e2e);
-        if (*lat_cmd) out = run_latency(lat);
-        if (*idle_cmd) out = run_idle(idle);
+        if (*e2e_cmd) {
+            e2e.auth.validate();
+            out = run_e2e(e2e);
+        }
+        if (*lat_cmd) {
+            lat.auth.validate();
+            out = run_latency(lat);
+        }
+        if (*idle_cmd) {
+            idle.auth.validate();
+            out = run_idle(idle);
+        }
         if (*scale_cmd) out = run_scale(scale);
         std::cout << out.dump() << std::endl;
     } catch (const std::exception& e) {

@@ -45,11 +45,25 @@ std::optional<proto::Message> receive(zmq::socket_t& s) {
     return std::nullopt;
 }
 
-std::unique_ptr<zmq::socket_t> connect(zmq::context_t& ctx, const std::string& endpoint) {
+std::unique_ptr<zmq::socket_t> connect(zmq::context_t& ctx, const std::string& endpoint,
+                                       const worker::CurveKeys& curve) {
     auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
     s->set(zmq::sockopt::linger, 0);
+    if (curve.enabled()) {
+        s->set(zmq::sockopt::curve_serverkey, curve.server_public);
+        s->set(zmq::sockopt::curve_publickey, curve.client_public);
+        s->set(zmq::sockopt::curve_secretkey, curve.client_secret);
+    }
     s->connect(endpoint);
     return s;
+}
+
+/// Session names "<prefix>-0" .. "<prefix>-(n-1)": the HELLO worker id, and under CURVE the name
+/// each key is registered under.
+std::vector<std::string> session_names(const std::string& prefix, int n) {
+    std::vector<std::string> names;
+    for (int i = 0; i < n; ++i) names.push_back(prefix + "-" + std::to_string(i));
+    return names;
 }
 
 long vm_hwm_kb(int pid) {
@@ -67,9 +81,11 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     zmq::context_t ctx(1);
     std::vector<std::unique_ptr<zmq::socket_t>> sockets;
     std::vector<zmq::pollitem_t> items;
-    for (int i = 0; i < o.sessions; ++i) {
-        sockets.push_back(connect(ctx, o.endpoint));
-        send(*sockets.back(), proto::Hello{1, "latency-" + std::to_string(i), o.org});
+    const auto names = session_names("latency", o.sessions);
+    const auto keys = o.auth.keys_for(o.org, names);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        sockets.push_back(connect(ctx, o.endpoint, keys[i]));
+        send(*sockets.back(), proto::Hello{1, names[i], o.org});
     }
     for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
     int welcomed = 0;
@@ -128,6 +144,7 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     out["claims_refused"] = errors;
     out["claims_unanswered"] = sent.size();
     out["rate_per_s"] = o.rate;
+    out["curve"] = !o.auth.plaintext;
     return out;
 }
 
@@ -136,10 +153,13 @@ nlohmann::json run_idle(const IdleOptions& o) {
     ctx.set(zmq::ctxopt::max_sockets, o.workers + 64);
     std::vector<std::unique_ptr<zmq::socket_t>> sockets;
     std::vector<zmq::pollitem_t> items;
+    const auto names = session_names("idle", o.workers);
+    // Registered before the first connection, and before the coordinator's memory is read.
+    const auto keys = o.auth.keys_for(o.org, names);
     const long before_kb = vm_hwm_kb(o.pid);
-    for (int i = 0; i < o.workers; ++i) {
-        sockets.push_back(connect(ctx, o.endpoint));
-        send(*sockets.back(), proto::Hello{1, "idle-" + std::to_string(i), o.org});
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        sockets.push_back(connect(ctx, o.endpoint, keys[i]));
+        send(*sockets.back(), proto::Hello{1, names[i], o.org});
     }
     for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
     std::vector<bool> welcomed(sockets.size(), false);
@@ -164,6 +184,7 @@ nlohmann::json run_idle(const IdleOptions& o) {
     out["coordinator_rss_before_mb"] = before_kb / 1024.0;
     out["coordinator_peak_rss_mb"] = vm_hwm_kb(o.pid) / 1024.0;
     out["seconds_to_welcome_all"] = seconds_since(began);
+    out["curve"] = !o.auth.plaintext;
     return out;
 }
 
