@@ -2,6 +2,8 @@
 
 #include <pqxx/pqxx>
 
+#include <unordered_map>
+
 #include "common/pg_array.hpp"
 #include "common/store_sql.hpp"
 
@@ -45,17 +47,42 @@ private:
     std::string current_;
 };
 
+/// Six columns from `first`: org, state, generation, assignee, lease, result_ref.
+RowAuthority authority_of(const pqxx::row& r, int first) {
+    RowAuthority a;
+    a.org_id = r[first].as<OrgId>();
+    a.state = state_of(r[first + 1]);
+    a.generation = r[first + 2].as<Generation>();
+    a.assignee = r[first + 3].as<std::string>();
+    if (!r[first + 4].is_null()) a.lease_expires_at = r[first + 4].as<Micros>();
+    a.result_ref = r[first + 5].as<std::string>();
+    return a;
+}
+
 std::optional<RowAuthority> read_authority(pqxx::work& txn, JobId job) {
     const pqxx::result r = txn.exec_prepared(sql::kAuthorityName, job);
     if (r.empty()) return std::nullopt;
-    RowAuthority a;
-    a.org_id = r[0][0].as<OrgId>();
-    a.state = state_of(r[0][1]);
-    a.generation = r[0][2].as<Generation>();
-    a.assignee = r[0][3].as<std::string>();
-    if (!r[0][4].is_null()) a.lease_expires_at = r[0][4].as<Micros>();
-    a.result_ref = r[0][5].as<std::string>();
-    return a;
+    return authority_of(r[0], 0);
+}
+
+/// Whether a refusal is written to the audit log: not for unknown or foreign jobs, so that no
+/// event ever crosses organizations, and not for renewals, which are not logged at all.
+bool audited(Operation op, Rejection r) {
+    return r != Rejection::UnknownJob && r != Rejection::OtherOrganization &&
+           op != Operation::Renew;
+}
+
+/// The answer for a transition that matched nothing, decided on the current row.
+Transition decide(const std::optional<RowAuthority>& row, Operation op, OrgId org,
+                  Generation generation, const std::string& worker,
+                  const std::string& result_ref, Micros now) {
+    Transition t;
+    t.rejection = diagnose(row, op, org, generation, worker, result_ref, now, &t.detail);
+    if (!t.rejection) {
+        t.replayed = true;
+        t.state = row->state;
+    }
+    return t;
 }
 
 /// The fenced update matched nothing: find out why from the current row, audit the refusal in the
@@ -67,13 +94,8 @@ Transition diagnose_in(pqxx::work& txn, Scope& scope, Operation op, OrgId org, J
                        const std::string& result_ref, Micros now) {
     scope.all();
     const auto row = read_authority(txn, job);
-    Transition t;
-    t.rejection = diagnose(row, op, org, generation, worker, result_ref, now, &t.detail);
-    if (!t.rejection) {
-        t.replayed = true;
-        t.state = row->state;
-    } else if (*t.rejection != Rejection::UnknownJob &&
-               *t.rejection != Rejection::OtherOrganization && op != Operation::Renew) {
+    Transition t = decide(row, op, org, generation, worker, result_ref, now);
+    if (t.rejection && audited(op, *t.rejection)) {
         scope.to(org);
         txn.exec_prepared(sql::kRejectedName, job, org, generation, worker, now,
                           std::string(to_string(*t.rejection)) + ": " + t.detail);
@@ -146,6 +168,58 @@ std::vector<std::vector<std::size_t>> statement_groups(
     return groups;
 }
 
+/// The requests at `indices` that a coalesced statement did not apply, answered as the single
+/// path would answer each: their current rows read in one statement, each refusal decided on its
+/// row, and the audited ones written in one statement. A request for a job that appears more than
+/// once in the batch is first tried on its own, as a duplicate of an applied request would be.
+template <class ApplyOne>
+void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
+                      const std::vector<TransitionRequest>& requests,
+                      const std::vector<bool>& applied, Micros now, std::vector<Transition>& out,
+                      ApplyOne apply_one) {
+    std::unordered_map<JobId, int> seen;
+    for (const auto& q : requests) ++seen[q.job];
+    std::vector<std::size_t> pending;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        if (applied[i]) continue;
+        if (seen[requests[i].job] > 1) {
+            scope.to(requests[i].org);
+            if (apply_one(requests[i], out[i])) continue;
+        }
+        pending.push_back(i);
+    }
+    if (pending.empty()) return;
+    std::vector<std::int64_t> ids;
+    for (const std::size_t i : pending) ids.push_back(requests[i].job);
+    scope.all();
+    std::unordered_map<JobId, RowAuthority> rows;
+    for (const auto& r : txn.exec_prepared(sql::kAuthorityBatchName, pg_array(ids))) {
+        rows.emplace(r[0].as<JobId>(), authority_of(r, 1));
+    }
+    std::vector<std::int64_t> jobs, orgs, generations;
+    std::vector<std::string> workers, details;
+    for (const std::size_t i : pending) {
+        const auto& q = requests[i];
+        const auto found = rows.find(q.job);
+        const std::optional<RowAuthority> row =
+            found == rows.end() ? std::nullopt : std::optional<RowAuthority>(found->second);
+        out[i] = decide(row, op, q.org, q.generation, q.worker, q.result_ref, now);
+        if (out[i].rejection && audited(op, *out[i].rejection)) {
+            jobs.push_back(q.job);
+            orgs.push_back(q.org);
+            generations.push_back(q.generation);
+            workers.push_back(q.worker);
+            details.push_back(std::string(to_string(*out[i].rejection)) + ": " + out[i].detail);
+        }
+    }
+    // Each event is in its own job's organization, which the diagnosis found to be the
+    // requester's; the statement runs in the scope that sees them all.
+    if (!jobs.empty()) {
+        txn.exec_prepared(sql::kRejectedBatchName, pg_array(jobs), pg_array(orgs),
+                          pg_array(generations), pg_array(workers), now, pg_array(details));
+    }
+}
+
 }  // namespace
 
 AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
@@ -174,6 +248,8 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
     conn_->prepare(sql::kReclaimName, sql::kReclaim);
     conn_->prepare(sql::kAuthorityName, sql::kAuthority);
     conn_->prepare(sql::kRejectedName, sql::kRejected);
+    conn_->prepare(sql::kAuthorityBatchName, sql::kAuthorityBatch);
+    conn_->prepare(sql::kRejectedBatchName, sql::kRejectedBatch);
     conn_->prepare(sql::kClaimBatchName, claim_sql(options_.lock_strategy, sql::kClaimBatchTemplate));
     conn_->prepare(sql::kRenewBatchName, sql::kRenewBatch);
     conn_->prepare(sql::kCompleteBatchName, sql::kCompleteBatch);
@@ -359,21 +435,16 @@ std::vector<Transition> AssignmentStore::renew_batch(
             out[i].lease_expires_at = row[1].as<Micros>();
         }
     }
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-        if (applied[i]) continue;
-        // A duplicate of an applied request is applied again here, as renew() would.
-        const auto& q = requests[i];
-        scope.to(q.org);
-        const pqxx::result one =
-            txn.exec_prepared(sql::kRenewName, q.org, q.job, q.generation, q.worker, now, lease);
-        if (one.empty()) {
-            out[i] = diagnose_in(txn, scope, Operation::Renew, q.org, q.job, q.generation, q.worker, "",
-                                 now);
-        } else {
-            out[i].state = JobState::Assigned;
-            out[i].lease_expires_at = one[0][0].as<Micros>();
-        }
-    }
+    // A duplicate of an applied request is applied again, as renew() would.
+    settle_unapplied(txn, scope, Operation::Renew, requests, applied, now, out,
+                     [&](const TransitionRequest& q, Transition& t) {
+                         const pqxx::result one = txn.exec_prepared(
+                             sql::kRenewName, q.org, q.job, q.generation, q.worker, now, lease);
+                         if (one.empty()) return false;
+                         t.state = JobState::Assigned;
+                         t.lease_expires_at = one[0][0].as<Micros>();
+                         return true;
+                     });
     txn.commit();
     return out;
 }
@@ -395,19 +466,15 @@ std::vector<Transition> AssignmentStore::complete_batch(
             out[i].state = JobState::Completed;
         }
     }
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-        if (applied[i]) continue;
-        const auto& q = requests[i];
-        scope.to(q.org);
-        const pqxx::result one = txn.exec_prepared(sql::kCompleteName, q.org, q.job, q.generation,
-                                                   q.worker, q.result_ref, now);
-        if (one.empty()) {
-            out[i] = diagnose_in(txn, scope, Operation::Complete, q.org, q.job, q.generation, q.worker,
-                                 q.result_ref, now);
-        } else {
-            out[i].state = JobState::Completed;
-        }
-    }
+    settle_unapplied(txn, scope, Operation::Complete, requests, applied, now, out,
+                     [&](const TransitionRequest& q, Transition& t) {
+                         const pqxx::result one =
+                             txn.exec_prepared(sql::kCompleteName, q.org, q.job, q.generation,
+                                               q.worker, q.result_ref, now);
+                         if (one.empty()) return false;
+                         t.state = JobState::Completed;
+                         return true;
+                     });
     txn.commit();
     return out;
 }

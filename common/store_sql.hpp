@@ -22,6 +22,8 @@ inline constexpr const char* kClaimBatchName = "aclaim_claim_batch";
 inline constexpr const char* kRenewBatchName = "aclaim_renew_batch";
 inline constexpr const char* kCompleteBatchName = "aclaim_complete_batch";
 inline constexpr const char* kScopeName = "aclaim_scope";
+inline constexpr const char* kAuthorityBatchName = "aclaim_authority_batch";
+inline constexpr const char* kRejectedBatchName = "aclaim_rejected_batch";
 
 /// The role a row-security store acts as (schema/0003_worker_keys_rls.sql): row-level security
 /// applies to it, keyed on the transaction's aclaim.org_id.
@@ -204,6 +206,22 @@ SELECT org_id, state, generation, coalesce(assignee, ''), aclaim_us(lease_expire
 inline constexpr const char* kRejected = R"SQL(
 INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
 VALUES ($1::bigint, $2::bigint, $3::bigint, 'rejected', $4::text, aclaim_ts($5::bigint), $6::text)
+)SQL";
+
+/// $1 bigint[] jobs. kAuthority for many jobs at once, with the id first.
+inline constexpr const char* kAuthorityBatch = R"SQL(
+SELECT id, org_id, state, generation, coalesce(assignee, ''), aclaim_us(lease_expires_at),
+       coalesce(result_ref, '')
+  FROM jobs WHERE id = ANY($1::bigint[])
+)SQL";
+
+/// $1 bigint[] jobs, $2 bigint[] orgs, $3 bigint[] generations, $4 text[] workers, $5 now,
+/// $6 text[] details. kRejected for many refusals at once.
+inline constexpr const char* kRejectedBatch = R"SQL(
+INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+SELECT r.job, r.org, r.generation, 'rejected', r.worker, aclaim_ts($5::bigint), r.detail
+  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $6::text[])
+       AS r(job, org, generation, worker, detail)
 )SQL";
 
 // Coalesced statements: many requests, one statement, one commit. Each row's transition is the
