@@ -5,7 +5,8 @@ namespace aclaim::coordinator {
 void WorkQueue::push(DbRequest request) {
     {
         std::lock_guard lock(mutex_);
-        items_.push_back(std::move(request));
+        auto& items = request.kind() == RequestKind::Renew ? renewals_ : others_;
+        items.push_back(std::move(request));
     }
     ready_.notify_one();
 }
@@ -18,18 +19,22 @@ bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {
 
 std::vector<DbRequest> WorkQueue::take(std::size_t max_batch) {
     std::unique_lock lock(mutex_);
-    ready_.wait(lock, [this] { return closed_ || !items_.empty(); });
+    ready_.wait(lock, [this] { return closed_ || !renewals_.empty() || !others_.empty(); });
+    return take_from(renewals_.empty() ? others_ : renewals_, max_batch);
+}
+
+std::vector<DbRequest> WorkQueue::take_from(std::deque<DbRequest>& items, std::size_t max_batch) {
     std::vector<DbRequest> batch;
-    if (items_.empty()) return batch;
-    batch.push_back(std::move(items_.front()));
-    items_.pop_front();
+    if (items.empty()) return batch;
+    batch.push_back(std::move(items.front()));
+    items.pop_front();
     // Looking further than a few batches ahead would make each take linear in the backlog.
     std::size_t budget = max_batch * 8;
-    for (auto it = items_.begin(); it != items_.end() && batch.size() < max_batch && budget > 0;
+    for (auto it = items.begin(); it != items.end() && batch.size() < max_batch && budget > 0;
          --budget) {
         if (batchable(batch.front(), *it)) {
             batch.push_back(std::move(*it));
-            it = items_.erase(it);
+            it = items.erase(it);
         } else {
             ++it;
         }
@@ -47,7 +52,7 @@ void WorkQueue::close() {
 
 std::size_t WorkQueue::size() const {
     std::lock_guard lock(mutex_);
-    return items_.size();
+    return renewals_.size() + others_.size();
 }
 
 }  // namespace aclaim::coordinator

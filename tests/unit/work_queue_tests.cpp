@@ -1,0 +1,79 @@
+// The DB threads' queue: renewals go first, batches are of one kind (claims of one organization),
+// and everything else keeps arrival order.
+
+#include <catch2/catch.hpp>
+
+#include "coordinator/work_queue.hpp"
+
+using namespace aclaim;
+using namespace aclaim::coordinator;
+namespace proto = aclaim::common::proto;
+
+namespace {
+
+DbRequest claim(common::OrgId org, std::uint64_t req) {
+    DbRequest r;
+    r.from.org_id = org;
+    r.body = proto::Claim{req, 1, 0};
+    return r;
+}
+
+DbRequest renew(std::uint64_t req) {
+    DbRequest r;
+    r.from.org_id = 1;
+    r.body = proto::Renew{req, 10, 1};
+    return r;
+}
+
+DbRequest complete(std::uint64_t req) {
+    DbRequest r;
+    r.from.org_id = 1;
+    r.body = proto::Complete{req, 10, 1, "ref"};
+    return r;
+}
+
+std::uint64_t req_of(const DbRequest& r) {
+    return std::visit([](const auto& b) { return b.req; }, r.body);
+}
+
+std::vector<std::uint64_t> reqs(const std::vector<DbRequest>& batch) {
+    std::vector<std::uint64_t> out;
+    for (const auto& r : batch) out.push_back(req_of(r));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("work queue: renewals queued after other requests are taken first",
+          "[work_queue]") {
+    WorkQueue q;
+    q.push(claim(1, 1));
+    q.push(claim(1, 2));
+    q.push(renew(3));
+    q.push(complete(4));
+    q.push(renew(5));
+    q.push(claim(2, 6));
+    REQUIRE(q.size() == 6);
+
+    auto first = q.take(128);
+    CHECK(reqs(first) == std::vector<std::uint64_t>{3, 5});
+    CHECK(first.front().kind() == RequestKind::Renew);
+    // Then arrival order: the claims of organization 1, the completion, the other organization.
+    CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{1, 2});
+    auto third = q.take(128);
+    CHECK(reqs(third) == std::vector<std::uint64_t>{4});
+    CHECK(third.front().kind() == RequestKind::Complete);
+    CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{6});
+    CHECK(q.size() == 0);
+}
+
+TEST_CASE("work queue: a batch never exceeds its size, and close drains what is left",
+          "[work_queue]") {
+    WorkQueue q;
+    for (std::uint64_t i = 1; i <= 5; ++i) q.push(complete(i));
+    CHECK(reqs(q.take(2)) == std::vector<std::uint64_t>{1, 2});
+    q.close();
+    CHECK(reqs(q.take(2)) == std::vector<std::uint64_t>{3, 4});
+    CHECK(reqs(q.take(2)) == std::vector<std::uint64_t>{5});
+    CHECK(q.take(2).empty());
+}
