@@ -13,6 +13,7 @@
 #include "drills/canary_metrics.hpp"
 #include "drills/canary_poller.hpp"
 #include "drills/canary_process.hpp"
+#include "common/worker_keys.hpp"
 #include "drills/drill_curve.hpp"
 #include "worker/client.hpp"
 
@@ -156,10 +157,10 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
 
     // CURVE: a key pair for the coordinator, and one registered for the organization for the
     // ready check and every poller the shape can ask for, all before the first measured second.
-    CurveKeyPair server;
+    common::CurveKeyPair server;
     std::vector<worker::CurveKeys> client_keys(static_cast<std::size_t>(o.max_pollers) + 1);
     if (!o.plaintext) {
-        server = make_curve_key_pair();
+        server = common::make_curve_key_pair();
         std::vector<std::string> names{kReadyCheckName};
         for (int i = 0; i < o.max_pollers; ++i) names.push_back(poller_name(r.org, i));
         client_keys = make_registered_workers(o.dsn, r.org, names, server.public_key);

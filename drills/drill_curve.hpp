@@ -13,15 +13,6 @@
 
 namespace aclaim::drills {
 
-/// One CURVE key pair, Z85 text (40 characters each).
-struct CurveKeyPair {
-    std::string public_key;
-    std::string secret_key;
-};
-
-/// A fresh key pair from zmq_curve_keypair. Throws when libzmq was built without CURVE.
-CurveKeyPair make_curve_key_pair();
-
 /// Registers each public key for organization `org` under the worker name at the same index, as
 /// `aclaimctl keys register --org ORG --name NAME --public-key KEY` does (a name may hold several
 /// live keys; a public key is registered once, ever), all in one transaction on `dsn`. Throws on

@@ -4,7 +4,6 @@
 // printed or stored in the database.
 
 #include <sys/stat.h>
-#include <zmq.h>
 
 #include <array>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include <pqxx/pqxx>
 
 #include "coordinator/ctl/ctl.hpp"
+#include "common/worker_keys.hpp"
 
 namespace aclaim::ctl {
 
@@ -53,36 +53,27 @@ void write_private(const std::filesystem::path& path, const std::string& text) {
 }
 
 int generate(const GenerateArgs& args) {
-    std::array<char, 41> pub{};
-    std::array<char, 41> sec{};
-    if (zmq_curve_keypair(pub.data(), sec.data()) != 0) {
-        throw std::runtime_error("this libzmq was built without CURVE support");
-    }
+    const common::CurveKeyPair pair = common::make_curve_key_pair();
     const std::string base = args.server ? "coordinator" : (args.name.empty() ? "worker" : args.name);
     const std::filesystem::path dir(args.out_dir);
     std::filesystem::create_directories(dir);
-    write_private(dir / (base + ".key"), sec.data());
-    std::ofstream(dir / (base + ".pub"), std::ios::trunc) << pub.data() << "\n";
+    write_private(dir / (base + ".key"), pair.secret_key);
+    std::ofstream(dir / (base + ".pub"), std::ios::trunc) << pair.public_key << "\n";
     // Only the public half goes to stdout, so that it can be captured by a script.
-    std::cout << pub.data() << "\n";
+    std::cout << pair.public_key << "\n";
     std::cerr << "secret key written to " << (dir / (base + ".key")).string() << " (mode 0600)\n";
     return 0;
 }
 
 int register_key(const Global& global, const RegisterArgs& args) {
-    if (args.org <= 0) throw UsageError("--org must be a positive organization id");
-    if (args.public_key.size() != 40) throw UsageError("--public-key must be 40 characters of Z85");
-    std::array<std::uint8_t, 32> raw{};
-    if (zmq_z85_decode(raw.data(), args.public_key.c_str()) == nullptr) {
-        throw UsageError("--public-key is not valid Z85");
+    try {
+        common::check_worker_key(args.org, args.name, args.public_key);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
     }
     pqxx::connection conn(require_dsn(global));
     pqxx::work txn(conn, "keys_register");
-    const auto row = txn.exec_params(
-        "INSERT INTO worker_keys (public_key, org_id, name) VALUES ($1, $2, $3) "
-        "ON CONFLICT (public_key) DO NOTHING RETURNING 1",
-        args.public_key, args.org, args.name);
-    if (row.empty()) {
+    if (!common::register_worker_key(txn, args.org, args.name, args.public_key)) {
         throw UsageError("that public key is already registered (keys are never reused, even "
                          "after revocation: generate a new pair)");
     }

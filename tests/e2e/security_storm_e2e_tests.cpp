@@ -23,6 +23,7 @@
 
 #include "common/protocol.hpp"
 #include "tests/e2e/cluster.hpp"
+#include "common/worker_keys.hpp"
 
 using namespace aclaim::testing;
 using namespace std::chrono_literals;
@@ -38,21 +39,10 @@ constexpr int kMaxInflight = 8;
 /// (nothing grows with the garbage), far above what it needs.
 constexpr long kRssLimitKb = 200 * 1024;
 
-struct KeyPair {
-    std::string public_key;
-    std::string secret_key;
-};
+using KeyPair = aclaim::common::CurveKeyPair;
 
-/// Throws rather than REQUIREs: the client threads make pairs too, and Catch assertions belong
-/// to the test's own thread.
-KeyPair new_pair() {
-    std::array<char, 41> pub{};
-    std::array<char, 41> sec{};
-    if (zmq_curve_keypair(pub.data(), sec.data()) != 0) {
-        throw std::runtime_error("zmq_curve_keypair failed");
-    }
-    return {pub.data(), sec.data()};
-}
+/// Throws rather than failing a Catch assertion, so that client threads may call it too.
+KeyPair new_pair() { return aclaim::common::make_curve_key_pair(); }
 
 /// Registers a worker key the way an operator does: aclaimctl keys register.
 void register_key(const Cluster& c, long org, const std::string& name, const KeyPair& key) {

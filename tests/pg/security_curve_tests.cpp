@@ -14,22 +14,16 @@
 #include "coordinator/http_server.hpp"
 #include "coordinator/zap.hpp"
 #include "tests/pg/coordinator_client.hpp"
+#include "common/worker_keys.hpp"
 
 namespace aclaim::testing {
 
 namespace {
 
-struct KeyPair {
-    std::string public_key;
-    std::string secret_key;
-};
+using KeyPair = aclaim::common::CurveKeyPair;
 
-KeyPair new_pair() {
-    std::array<char, 41> pub{};
-    std::array<char, 41> sec{};
-    REQUIRE(zmq_curve_keypair(pub.data(), sec.data()) == 0);
-    return {pub.data(), sec.data()};
-}
+/// Throws rather than failing a Catch assertion, so that client threads may call it too.
+KeyPair new_pair() { return aclaim::common::make_curve_key_pair(); }
 
 /// A CURVE coordinator on a fresh database, with a short key cache so revocation is quick.
 struct CurveHarness {
