@@ -184,6 +184,16 @@ private:
     const TestDatabase& db_;
 };
 
+/// A plaintext coordinator on a free port, logging in with `dsn`.
+coordinator::CoordinatorOptions options_for(const std::string& dsn) {
+    spdlog::set_level(spdlog::level::err);
+    coordinator::CoordinatorOptions o;
+    o.dsn = dsn;
+    o.bind = "tcp://127.0.0.1:*";
+    o.plaintext = true;
+    return o;
+}
+
 }  // namespace
 
 TEST_CASE("RLS: a row-security store answers every transition as the plain store does",
@@ -296,11 +306,7 @@ TEST_CASE("RLS: a coordinator whose login holds no table privilege serves throug
     owner.enqueue(2, some_jobs(1), kNow);
 
     SECTION("row security on: each organization claims and completes its own jobs") {
-        spdlog::set_level(spdlog::level::err);
-        coordinator::CoordinatorOptions o;
-        o.dsn = login.dsn;
-        o.bind = "tcp://127.0.0.1:*";
-        o.plaintext = true;
+        auto o = options_for(login.dsn);
         coordinator::Coordinator c(o, clock);
         c.start();
         zmq::context_t context;
@@ -326,11 +332,7 @@ TEST_CASE("RLS: a coordinator whose login holds no table privilege serves throug
         CHECK(event_count(*conn, job.job_id, "completed") == 1);
     }
     SECTION("row security off: the login inherits the policies and, unscoped, sees nothing") {
-        spdlog::set_level(spdlog::level::err);
-        coordinator::CoordinatorOptions o;
-        o.dsn = login.dsn;
-        o.bind = "tcp://127.0.0.1:*";
-        o.plaintext = true;
+        auto o = options_for(login.dsn);
         o.row_security = false;
         coordinator::Coordinator c(o, clock);
         c.start();
@@ -350,11 +352,8 @@ TEST_CASE("RLS: a coordinator whose login cannot act as the role refuses to star
     common::ManualClock clock(kNow);
     TestDatabase db;
     Login login(db, "stranger", false);
+    auto o = options_for(login.dsn);
     spdlog::set_level(spdlog::level::off);
-    coordinator::CoordinatorOptions o;
-    o.dsn = login.dsn;
-    o.bind = "tcp://127.0.0.1:*";
-    o.plaintext = true;
     coordinator::Coordinator c(o, clock);
     CHECK_THROWS_WITH(c.start(), Catch::Contains("cannot act as aclaim_coordinator"));
 }
