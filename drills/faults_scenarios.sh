@@ -139,14 +139,16 @@ scenario_coordinator_kills() {
 
 # ---- immediate restart of PostgreSQL mid-run --------------------------------------------------
 scenario_pg_restart() {
-  local jobs=$((1500 * scale)) restarts=$((2 * scale))
+  # Enough work that the queue is still draining at the last restart: a faster drain once left
+  # the second restart with nothing to interrupt.
+  local jobs=$((3000 * scale)) restarts=$((2 * scale))
   scenario_begin pg_restart "pg_ctl restart -m immediate $restarts times while $jobs jobs drain with many completions in flight"
   ctl enqueue --org 1 --count "$jobs" --max-attempts 50 >/dev/null
   local port i
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
   for i in 1 2 3 4 5 6; do
-    start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 50 --review-dist lognormal
+    start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 100 --review-dist lognormal
   done
   local r step=100 done_restarts=0 reconnected=0 target before
   for r in $(seq "$restarts"); do
