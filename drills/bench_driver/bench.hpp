@@ -50,12 +50,17 @@ struct RawOptions {
 };
 nlohmann::json run_raw(const RawOptions& o);
 
+/// The coordinator a measurement talks to, and how its clients authenticate.
+struct CoordinatorTarget {
+    std::string endpoint;
+    /// Organization the clients name in HELLO (and register their keys for).
+    std::int64_t org = 1;
+    ClientAuth auth;
+};
+
 /// End to end through a coordinator with worker client threads.
 struct E2eOptions {
-    /// Coordinator endpoint.
-    std::string endpoint;
-    /// Organization the workers name in HELLO.
-    std::int64_t org = 1;
+    CoordinatorTarget target;
     double seconds = 10;
     /// Worker client threads, one session each.
     int clients = 8;
@@ -65,33 +70,28 @@ struct E2eOptions {
     int capacity = 8;
     /// How long each job is held before its COMPLETE, so that heartbeats happen.
     int hold_ms = 0;
-    ClientAuth auth;
 };
 nlohmann::json run_e2e(const E2eOptions& o);
 
 /// Open-loop paced claims, one job each, and their latency.
 struct LatencyOptions {
-    std::string endpoint;
-    std::int64_t org = 1;
+    CoordinatorTarget target;
     double seconds = 8;
     /// Claims sent per second, on a fixed schedule regardless of replies.
     double rate = 500;
     /// DEALER sessions the claims are spread over.
     int sessions = 4;
-    ClientAuth auth;
 };
 nlohmann::json run_latency(const LatencyOptions& o);
 
 /// Many idle connected workers, and the coordinator's peak resident memory.
 struct IdleOptions {
-    std::string endpoint;
-    std::int64_t org = 1;
+    CoordinatorTarget target;
     int workers = 1000;
     /// The coordinator's process id, for /proc/PID/status.
     int pid = 0;
     /// Upper bound on waiting for every WELCOME.
     double timeout_s = 60;
-    ClientAuth auth;
 };
 nlohmann::json run_idle(const IdleOptions& o);
 

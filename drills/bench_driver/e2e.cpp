@@ -40,9 +40,9 @@ void run_client(const E2eOptions& o, int index, const worker::CurveKeys& curve,
                 const std::atomic<bool>& counting, Counts& counts) {
     zmq::context_t context(1);
     worker::ClientOptions co;
-    co.endpoint = o.endpoint;
+    co.endpoint = o.target.endpoint;
     co.worker_id = client_name(index);
-    co.org_id = o.org;
+    co.org_id = o.target.org;
     co.max_in_flight = 64;
     co.curve = curve;
     worker::Client client(context, co);
@@ -105,7 +105,7 @@ nlohmann::json run_e2e(const E2eOptions& o) {
     std::vector<std::string> names;
     for (int i = 0; i < o.clients; ++i) names.push_back(client_name(i));
     // Registered before any client connects, so that the measured window holds no key work.
-    const auto keys = o.auth.keys_for(o.org, names);
+    const auto keys = o.target.auth.keys_for(o.target.org, names);
     std::vector<std::thread> clients;
     for (int i = 0; i < o.clients; ++i) {
         clients.emplace_back([&, i] {
@@ -144,7 +144,7 @@ nlohmann::json run_e2e(const E2eOptions& o) {
     out["clients"] = o.clients;
     out["max_jobs"] = o.max_jobs;
     out["hold_ms"] = o.hold_ms;
-    out["curve"] = !o.auth.plaintext;
+    out["curve"] = !o.target.auth.plaintext;
     return out;
 }
 

@@ -11,7 +11,10 @@ using namespace aclaim::drills;
 namespace {
 
 /// The flags every subcommand that talks to a coordinator takes.
-void add_auth_options(CLI::App* cmd, ClientAuth& auth) {
+void add_target_options(CLI::App* cmd, CoordinatorTarget& target) {
+    ClientAuth& auth = target.auth;
+    cmd->add_option("--endpoint", target.endpoint)->required();
+    cmd->add_option("--org", target.org);
     cmd->add_flag("--plaintext", auth.plaintext,
                   "Connect without CURVE (the coordinator must run with --plaintext)");
     cmd->add_option("--curve-server-key", auth.server_key,
@@ -37,31 +40,25 @@ int main(int argc, char** argv) {
 
     E2eOptions e2e;
     auto* e2e_cmd = app.add_subcommand("e2e", "end to end through a coordinator");
-    e2e_cmd->add_option("--endpoint", e2e.endpoint)->required();
-    e2e_cmd->add_option("--org", e2e.org);
+    add_target_options(e2e_cmd, e2e.target);
     e2e_cmd->add_option("--seconds", e2e.seconds);
     e2e_cmd->add_option("--clients", e2e.clients);
     e2e_cmd->add_option("--max-jobs", e2e.max_jobs)->check(CLI::Range(1, 100));
     e2e_cmd->add_option("--capacity", e2e.capacity);
     e2e_cmd->add_option("--hold-ms", e2e.hold_ms);
-    add_auth_options(e2e_cmd, e2e.auth);
 
     LatencyOptions lat;
     auto* lat_cmd = app.add_subcommand("latency", "open-loop paced claim latency");
-    lat_cmd->add_option("--endpoint", lat.endpoint)->required();
-    lat_cmd->add_option("--org", lat.org);
+    add_target_options(lat_cmd, lat.target);
     lat_cmd->add_option("--seconds", lat.seconds);
     lat_cmd->add_option("--rate", lat.rate)->check(CLI::PositiveNumber);
     lat_cmd->add_option("--sessions", lat.sessions)->check(CLI::Range(1, 64));
-    add_auth_options(lat_cmd, lat.auth);
 
     IdleOptions idle;
     auto* idle_cmd = app.add_subcommand("idle", "idle connected workers and coordinator memory");
-    idle_cmd->add_option("--endpoint", idle.endpoint)->required();
-    idle_cmd->add_option("--org", idle.org);
+    add_target_options(idle_cmd, idle.target);
     idle_cmd->add_option("--workers", idle.workers);
     idle_cmd->add_option("--pid", idle.pid)->required();
-    add_auth_options(idle_cmd, idle.auth);
 
     ScaleOptions scale;
     auto* scale_cmd = app.add_subcommand("scale", "claim cost at 10k and at 1M pending jobs");
@@ -76,15 +73,15 @@ int main(int argc, char** argv) {
         nlohmann::json out;
         if (*raw_cmd) out = run_raw(raw);
         if (*e2e_cmd) {
-            e2e.auth.validate();
+            e2e.target.auth.validate();
             out = run_e2e(e2e);
         }
         if (*lat_cmd) {
-            lat.auth.validate();
+            lat.target.auth.validate();
             out = run_latency(lat);
         }
         if (*idle_cmd) {
-            idle.auth.validate();
+            idle.target.auth.validate();
             out = run_idle(idle);
         }
         if (*scale_cmd) out = run_scale(scale);

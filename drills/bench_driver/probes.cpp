@@ -75,6 +75,19 @@ long vm_hwm_kb(int pid) {
     throw std::runtime_error("no VmHWM for process " + std::to_string(pid));
 }
 
+/// One DEALER per name, connected to the target with that name's key, each having sent HELLO.
+std::vector<std::unique_ptr<zmq::socket_t>> say_hello(zmq::context_t& ctx,
+                                                      const CoordinatorTarget& target,
+                                                      const std::vector<std::string>& names) {
+    const auto keys = target.auth.keys_for(target.org, names);
+    std::vector<std::unique_ptr<zmq::socket_t>> sockets;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        sockets.push_back(connect(ctx, target.endpoint, keys[i]));
+        send(*sockets.back(), proto::Hello{1, names[i], target.org});
+    }
+    return sockets;
+}
+
 }  // namespace
 
 nlohmann::json run_latency(const LatencyOptions& o) {
@@ -82,11 +95,7 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     std::vector<std::unique_ptr<zmq::socket_t>> sockets;
     std::vector<zmq::pollitem_t> items;
     const auto names = session_names("latency", o.sessions);
-    const auto keys = o.auth.keys_for(o.org, names);
-    for (std::size_t i = 0; i < names.size(); ++i) {
-        sockets.push_back(connect(ctx, o.endpoint, keys[i]));
-        send(*sockets.back(), proto::Hello{1, names[i], o.org});
-    }
+    sockets = say_hello(ctx, o.target, names);
     for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
     int welcomed = 0;
     const auto hello_deadline = BenchClock::now() + std::chrono::seconds(10);
@@ -144,7 +153,7 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     out["claims_refused"] = errors;
     out["claims_unanswered"] = sent.size();
     out["rate_per_s"] = o.rate;
-    out["curve"] = !o.auth.plaintext;
+    out["curve"] = !o.target.auth.plaintext;
     return out;
 }
 
@@ -154,13 +163,8 @@ nlohmann::json run_idle(const IdleOptions& o) {
     std::vector<std::unique_ptr<zmq::socket_t>> sockets;
     std::vector<zmq::pollitem_t> items;
     const auto names = session_names("idle", o.workers);
-    // Registered before the first connection, and before the coordinator's memory is read.
-    const auto keys = o.auth.keys_for(o.org, names);
     const long before_kb = vm_hwm_kb(o.pid);
-    for (std::size_t i = 0; i < names.size(); ++i) {
-        sockets.push_back(connect(ctx, o.endpoint, keys[i]));
-        send(*sockets.back(), proto::Hello{1, names[i], o.org});
-    }
+    sockets = say_hello(ctx, o.target, names);
     for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
     std::vector<bool> welcomed(sockets.size(), false);
     int count = 0;
@@ -184,7 +188,7 @@ nlohmann::json run_idle(const IdleOptions& o) {
     out["coordinator_rss_before_mb"] = before_kb / 1024.0;
     out["coordinator_peak_rss_mb"] = vm_hwm_kb(o.pid) / 1024.0;
     out["seconds_to_welcome_all"] = seconds_since(began);
-    out["curve"] = !o.auth.plaintext;
+    out["curve"] = !o.target.auth.plaintext;
     return out;
 }
 
