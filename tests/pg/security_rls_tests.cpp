@@ -135,19 +135,6 @@ long long count_of(pqxx::connection& conn, const std::string& sql) {
     return txn.exec1(sql)[0].as<long long>();
 }
 
-/// `dsn` logging in as `user` instead (the throwaway server trusts 127.0.0.1).
-std::string as_user(const std::string& dsn, const std::string& user) {
-    const auto scheme = dsn.find("://");
-    if (scheme == std::string::npos) return dsn + " user=" + user;
-    const auto start = scheme + 3;
-    const auto at = dsn.find('@', start);
-    const auto slash = dsn.find('/', start);
-    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
-        return dsn.substr(0, start) + user + dsn.substr(at);
-    }
-    return dsn.substr(0, start) + user + "@" + dsn.substr(start);
-}
-
 /// A login role of this test's own, with no privilege on any table; dropped afterwards. Roles
 /// are cluster-wide, so the name carries the process id.
 struct Login {
@@ -157,7 +144,7 @@ struct Login {
         pqxx::nontransaction admin(*conn);
         admin.exec("CREATE ROLE " + name + " LOGIN");
         if (member) admin.exec(std::string("GRANT ") + common::sql::kRowSecurityRole + " TO " + name);
-        dsn = as_user(db.dsn(), name);
+        dsn = with_user(db.dsn(), name);
     }
     ~Login() {
         try {

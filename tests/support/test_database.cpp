@@ -80,6 +80,18 @@ std::string with_database(const std::string& dsn, const std::string& db) {
     return dsn + " dbname=" + db;
 }
 
+std::string with_user(const std::string& dsn, const std::string& user) {
+    const auto scheme = dsn.find("://");
+    if (scheme == std::string::npos) return dsn + " user=" + user;
+    const auto start = scheme + 3;
+    const auto at = dsn.find('@', start);
+    const auto slash = dsn.find('/', start);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+        return dsn.substr(0, start) + user + dsn.substr(at);
+    }
+    return dsn.substr(0, start) + user + "@" + dsn.substr(start);
+}
+
 TestDatabase::TestDatabase() {
     ensure_template();
     static std::atomic<int> counter{0};

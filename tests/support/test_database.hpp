@@ -15,6 +15,9 @@ const std::string& server_dsn();
 /// Replaces the database name in a DSN (URI or keyword form).
 std::string with_database(const std::string& dsn, const std::string& db);
 
+/// The same DSN logging in as `user` (URI or keyword form); the throwaway server trusts 127.0.0.1.
+std::string with_user(const std::string& dsn, const std::string& user);
+
 /// A fresh, fully migrated database for one test, cloned from a template and dropped afterwards.
 class TestDatabase {
 public:
