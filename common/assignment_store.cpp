@@ -85,31 +85,6 @@ Transition decide(const std::optional<RowAuthority>& row, Operation op, OrgId or
     return t;
 }
 
-/// The fenced update matched nothing: find out why from the current row, audit the refusal in the
-/// job's own organization, and commit. Refusals of unknown or foreign jobs are not written to the
-/// log, so that no event ever crosses organizations. The row is read whatever its organization,
-/// to tell a foreign job from an unknown one; the refusal is written in the caller's scope.
-Transition diagnose_in(pqxx::work& txn, Scope& scope, Operation op, OrgId org, JobId job,
-                       Generation generation, const std::string& worker,
-                       const std::string& result_ref, Micros now) {
-    scope.all();
-    const auto row = read_authority(txn, job);
-    Transition t = decide(row, op, org, generation, worker, result_ref, now);
-    if (t.rejection && audited(op, *t.rejection)) {
-        scope.to(org);
-        txn.exec_prepared(sql::kRejectedName, job, org, generation, worker, now,
-                          std::string(to_string(*t.rejection)) + ": " + t.detail);
-    }
-    return t;
-}
-
-Transition reject(pqxx::work& txn, Scope& scope, Operation op, OrgId org, JobId job,
-                  Generation generation, const std::string& worker, const std::string& result_ref,
-                  Micros now) {
-    Transition t = diagnose_in(txn, scope, op, org, job, generation, worker, result_ref, now);
-    txn.commit();
-    return t;
-}
 
 Lease lease_of(const pqxx::row& row, int first) {
     Lease l;
@@ -168,9 +143,11 @@ std::vector<std::vector<std::size_t>> statement_groups(
     return groups;
 }
 
-/// The requests at `indices` that a coalesced statement did not apply, answered as the single
-/// path would answer each: their current rows read in one statement, each refusal decided on its
-/// row, and the audited ones written in one statement. A request for a job that appears more than
+/// The requests that a fenced update (single or coalesced) did not apply, each answered from its
+/// job's current row: the rows read in one statement whatever their organization (to tell a
+/// foreign job from an unknown one), each refusal decided on its row, and the audited ones
+/// written in one statement, each event in its own job's organization. Refusals of unknown or
+/// foreign jobs are not written, so that no event ever crosses organizations. A request for a job that appears more than
 /// once in the batch is first tried on its own, as a duplicate of an applied request would be.
 template <class ApplyOne>
 void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
@@ -220,6 +197,19 @@ void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
     }
 }
 
+/// The fenced update of a single transition matched nothing: answered and audited as a refusal in
+/// a coalesced batch is, and committed.
+Transition reject(pqxx::work& txn, Scope& scope, Operation op, OrgId org, JobId job,
+                  Generation generation, const std::string& worker, const std::string& result_ref,
+                  Micros now) {
+    const std::vector<TransitionRequest> one{{org, job, generation, worker, result_ref}};
+    std::vector<Transition> out(1);
+    settle_unapplied(txn, scope, op, one, std::vector<bool>{false}, now, out,
+                     [](const TransitionRequest&, Transition&) { return false; });
+    txn.commit();
+    return out[0];
+}
+
 }  // namespace
 
 AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
@@ -247,7 +237,6 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
     conn_->prepare(sql::kReleaseName, sql::kRelease);
     conn_->prepare(sql::kReclaimName, sql::kReclaim);
     conn_->prepare(sql::kAuthorityName, sql::kAuthority);
-    conn_->prepare(sql::kRejectedName, sql::kRejected);
     conn_->prepare(sql::kAuthorityBatchName, sql::kAuthorityBatch);
     conn_->prepare(sql::kRejectedBatchName, sql::kRejectedBatch);
     conn_->prepare(sql::kClaimBatchName, claim_sql(options_.lock_strategy, sql::kClaimBatchTemplate));

@@ -17,7 +17,6 @@ inline constexpr const char* kFailName = "aclaim_fail";
 inline constexpr const char* kReleaseName = "aclaim_release";
 inline constexpr const char* kReclaimName = "aclaim_reclaim";
 inline constexpr const char* kAuthorityName = "aclaim_authority";
-inline constexpr const char* kRejectedName = "aclaim_rejected";
 inline constexpr const char* kClaimBatchName = "aclaim_claim_batch";
 inline constexpr const char* kRenewBatchName = "aclaim_renew_batch";
 inline constexpr const char* kCompleteBatchName = "aclaim_complete_batch";
@@ -202,12 +201,6 @@ SELECT org_id, state, generation, coalesce(assignee, ''), aclaim_us(lease_expire
   FROM jobs WHERE id = $1::bigint
 )SQL";
 
-/// $1 job, $2 org, $3 generation, $4 worker, $5 now, $6 detail.
-inline constexpr const char* kRejected = R"SQL(
-INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-VALUES ($1::bigint, $2::bigint, $3::bigint, 'rejected', $4::text, aclaim_ts($5::bigint), $6::text)
-)SQL";
-
 /// $1 bigint[] jobs. kAuthority for many jobs at once, with the id first.
 inline constexpr const char* kAuthorityBatch = R"SQL(
 SELECT id, org_id, state, generation, coalesce(assignee, ''), aclaim_us(lease_expires_at),
@@ -216,7 +209,7 @@ SELECT id, org_id, state, generation, coalesce(assignee, ''), aclaim_us(lease_ex
 )SQL";
 
 /// $1 bigint[] jobs, $2 bigint[] orgs, $3 bigint[] generations, $4 text[] workers, $5 now,
-/// $6 text[] details. kRejected for many refusals at once.
+/// $6 text[] details. One audited refusal per element, for single and coalesced transitions.
 inline constexpr const char* kRejectedBatch = R"SQL(
 INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
 SELECT r.job, r.org, r.generation, 'rejected', r.worker, aclaim_ts($5::bigint), r.detail
