@@ -190,11 +190,14 @@ SELECT id, org_id, generation, assignee, state,
     return text;
 }
 
-/// $1 now, $2 limit. The reaper: the longest-expired leases first, across organizations, passing
-/// over rows another transaction holds.
+/// $1 now, $2 limit. The reaper: expired leases in job id order (the order of jobs_assigned, so a
+/// pass stops after its limit instead of reading and sorting every expired row: the reaper repeats
+/// passes until one comes back short, and ordering by expiry made draining a backlog of n
+/// expired leases cost n/limit full sorts), across organizations, passing over rows another
+/// transaction holds.
 inline const std::string kReclaim = reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
      WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
-     ORDER BY lease_expires_at, id
+     ORDER BY id
      LIMIT $2::int
      FOR UPDATE SKIP LOCKED)SQL",
                                                       "'lease expired'");
