@@ -153,3 +153,25 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
     // have run out, the pass takes 500.
     CHECK(widest_jobs_scan(run_cached(*coordinator, "reclaim", busy.at("reclaim").first)) == 500);
 }
+
+TEST_CASE("the time helpers are exact in any session time zone and inlined into plans",
+          "[store][plan]") {
+    testing::TestDatabase db;
+    auto conn = db.connect();
+    pqxx::work txn(*conn);
+    txn.exec("SET LOCAL timezone = 'America/New_York'");  // a zone with daylight saving
+    const auto exact = txn.exec(
+        "SELECT count(*) FROM (SELECT 1700000000000000 + g * 7919 AS us "
+        "FROM generate_series(-100000::bigint, 100000) g UNION ALL VALUES (0), (-1), (1)) v "
+        "WHERE aclaim_us(aclaim_ts(us)) <> us "
+        "OR aclaim_ts(us) <> 'epoch'::timestamptz + us * interval '1 microsecond'");
+    CHECK(exact[0][0].as<long>() == 0);
+    CHECK(txn.exec("SELECT aclaim_us('2024-03-10 02:30:00.000001-05')")[0][0].as<long>() ==
+          1710055800000001);
+    // A function the planner cannot inline runs the SQL-function executor for every row.
+    const auto plan = txn.exec("EXPLAIN VERBOSE SELECT aclaim_us(aclaim_ts(id)) FROM jobs");
+    std::string text;
+    for (const auto& row : plan) text += row[0].as<std::string>() + "\n";
+    CHECK(text.find("aclaim_ts(") == std::string::npos);
+    CHECK(text.find("aclaim_us(") == std::string::npos);
+}
