@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
     lat_cmd->add_option("--seconds", lat.seconds);
     lat_cmd->add_option("--rate", lat.rate)->check(CLI::PositiveNumber);
     lat_cmd->add_option("--sessions", lat.sessions)->check(CLI::Range(1, 64));
+    lat_cmd->add_option("--warmup-seconds", lat.warmup_seconds)->check(CLI::NonNegativeNumber);
 
     IdleOptions idle;
     auto* idle_cmd = app.add_subcommand("idle", "idle connected workers and coordinator memory");

@@ -107,13 +107,20 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     }
     if (welcomed < o.sessions) throw std::runtime_error("latency: not every session was welcomed");
 
-    std::map<std::uint64_t, BenchClock::time_point> sent;
-    std::vector<double> ms;
-    long no_work = 0, errors = 0;
+    /// What became of the claims of one period (warm-up, or measured).
+    struct Tally {
+        std::vector<double> ms;  ///< send to ASSIGNED
+        long sent = 0, no_work = 0, errors = 0;
+        std::map<std::string, long> refusals;  ///< by error code
+    };
+    Tally warmup, measured;
+    std::map<std::uint64_t, std::pair<BenchClock::time_point, Tally*>> sent;
     const auto interval = std::chrono::duration<double>(1.0 / o.rate);
     const auto began = BenchClock::now();
-    const auto end = began + std::chrono::duration_cast<BenchClock::duration>(
-                                 std::chrono::duration<double>(o.seconds));
+    const auto measured_from = began + std::chrono::duration_cast<BenchClock::duration>(
+                                           std::chrono::duration<double>(o.warmup_seconds));
+    const auto end = measured_from + std::chrono::duration_cast<BenchClock::duration>(
+                                         std::chrono::duration<double>(o.seconds));
     std::uint64_t next_req = 2;
     long issued = 0;
     // Replies to claims sent before the end are still awaited, for a bounded while.
@@ -123,7 +130,10 @@ nlohmann::json run_latency(const LatencyOptions& o) {
             // The schedule is fixed: a late reply never delays the next claim.
             const std::uint64_t req = next_req++;
             send(*sockets[issued % sockets.size()], proto::Claim{req, 1, 0});
-            sent[req] = BenchClock::now();
+            const auto at = BenchClock::now();
+            Tally* period = at < measured_from ? &warmup : &measured;
+            ++period->sent;
+            sent[req] = {at, period};
             ++issued;
         }
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(1));
@@ -131,28 +141,39 @@ nlohmann::json run_latency(const LatencyOptions& o) {
             while (auto m = receive(*s)) {
                 const auto it = sent.find(proto::request_id(*m));
                 if (it == sent.end()) continue;
+                auto& [at, period] = it->second;
                 if (std::holds_alternative<proto::Assigned>(*m)) {
-                    ms.push_back(std::chrono::duration<double, std::milli>(BenchClock::now() - it->second).count());
+                    period->ms.push_back(std::chrono::duration<double, std::milli>(BenchClock::now() - at).count());
                 } else if (std::holds_alternative<proto::NoWork>(*m)) {
-                    ++no_work;
+                    ++period->no_work;
                 } else {
-                    ++errors;
+                    ++period->errors;
+                    if (const auto* e = std::get_if<proto::Error>(&*m)) ++period->refusals[e->code];
                 }
                 sent.erase(it);
             }
         }
     }
-    std::sort(ms.begin(), ms.end());
-    auto pct = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))]; };
+    auto pct = [](std::vector<double>& ms, double p) {
+        std::sort(ms.begin(), ms.end());
+        return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))];
+    };
     nlohmann::json out;
-    out["claim_p50_ms"] = pct(0.50);
-    out["claim_p99_ms"] = pct(0.99);
-    out["claims_sent"] = issued;
-    out["claims_assigned"] = ms.size();
-    out["claims_no_work"] = no_work;
-    out["claims_refused"] = errors;
+    out["claim_p50_ms"] = pct(measured.ms, 0.50);
+    out["claim_p99_ms"] = pct(measured.ms, 0.99);
+    out["claims_sent"] = measured.sent;
+    out["claims_assigned"] = measured.ms.size();
+    out["claims_no_work"] = measured.no_work;
+    out["claims_refused"] = measured.errors;
+    out["claims_refused_by_code"] = measured.refusals;
     out["claims_unanswered"] = sent.size();
+    out["warmup_seconds"] = o.warmup_seconds;
+    out["warmup_claims_sent"] = warmup.sent;
+    out["warmup_claim_p99_ms"] = pct(warmup.ms, 0.99);
+    out["warmup_claims_refused"] = warmup.errors;
+    out["warmup_claims_refused_by_code"] = warmup.refusals;
     out["rate_per_s"] = o.rate;
+    out["sessions"] = o.sessions;
     out["curve"] = !o.target.auth.plaintext;
     return out;
 }
