@@ -66,8 +66,10 @@ curve_worker() {  # curve_worker NAME ORG [DSN]
   pub=$(curve_ctl keys generate --name "$name" --out-dir "$curve_keydir" 2>/dev/null) ||
     { echo "curve: aclaimctl keys generate --name $name failed" >&2; return 1; }
   curve_ctl ${dsn:+--dsn "$dsn"} keys register --org "$org" --name "$name" \
-    --public-key "$pub" >/dev/null ||
+    --public-key="$pub" >/dev/null ||
     { echo "curve: aclaimctl keys register --org $org --name $name failed" >&2; return 1; }
-  curve_worker_args=(--curve-server-key "$curve_server_pub" --curve-public-key "$pub")
+  # Keys go as --option=KEY: a Z85 key may begin with "-", which a separate argument would turn
+  # into what looks like an option.
+  curve_worker_args=(--curve-server-key="$curve_server_pub" --curve-public-key="$pub")
   curve_worker_secret=$(cat "$curve_keydir/$name.key")
 }
