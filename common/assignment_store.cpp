@@ -59,10 +59,20 @@ RowAuthority authority_of(const pqxx::row& r, int first) {
     return a;
 }
 
-std::optional<RowAuthority> read_authority(pqxx::work& txn, JobId job) {
-    const pqxx::result r = txn.exec_prepared(sql::kAuthorityName, job);
-    if (r.empty()) return std::nullopt;
-    return authority_of(r[0], 0);
+/// The current rows of `jobs` that exist, by id.
+std::unordered_map<JobId, RowAuthority> read_authorities(pqxx::work& txn,
+                                                         const std::vector<std::int64_t>& jobs) {
+    std::unordered_map<JobId, RowAuthority> rows;
+    for (const auto& r : txn.exec_prepared(sql::kAuthorityName, pg_array(jobs))) {
+        rows.emplace(r[0].as<JobId>(), authority_of(r, 1));
+    }
+    return rows;
+}
+
+std::optional<RowAuthority> row_of(const std::unordered_map<JobId, RowAuthority>& rows, JobId job) {
+    const auto found = rows.find(job);
+    if (found == rows.end()) return std::nullopt;
+    return found->second;
 }
 
 /// Whether a refusal is written to the audit log: not for unknown or foreign jobs, so that no
@@ -147,8 +157,9 @@ std::vector<std::vector<std::size_t>> statement_groups(
 /// job's current row: the rows read in one statement whatever their organization (to tell a
 /// foreign job from an unknown one), each refusal decided on its row, and the audited ones
 /// written in one statement, each event in its own job's organization. Refusals of unknown or
-/// foreign jobs are not written, so that no event ever crosses organizations. A request for a job that appears more than
-/// once in the batch is first tried on its own, as a duplicate of an applied request would be.
+/// foreign jobs are not written, so that no event ever crosses organizations. A request for a
+/// job that appears more than once in the batch is first tried on its own, as a duplicate of an
+/// applied request would be.
 template <class ApplyOne>
 void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
                       const std::vector<TransitionRequest>& requests,
@@ -169,18 +180,12 @@ void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
     std::vector<std::int64_t> ids;
     for (const std::size_t i : pending) ids.push_back(requests[i].job);
     scope.all();
-    std::unordered_map<JobId, RowAuthority> rows;
-    for (const auto& r : txn.exec_prepared(sql::kAuthorityBatchName, pg_array(ids))) {
-        rows.emplace(r[0].as<JobId>(), authority_of(r, 1));
-    }
+    const auto rows = read_authorities(txn, ids);
     std::vector<std::int64_t> jobs, orgs, generations;
     std::vector<std::string> workers, details;
     for (const std::size_t i : pending) {
         const auto& q = requests[i];
-        const auto found = rows.find(q.job);
-        const std::optional<RowAuthority> row =
-            found == rows.end() ? std::nullopt : std::optional<RowAuthority>(found->second);
-        out[i] = decide(row, op, q.org, q.generation, q.worker, q.result_ref, now);
+        out[i] = decide(row_of(rows, q.job), op, q.org, q.generation, q.worker, q.result_ref, now);
         if (out[i].rejection && audited(op, *out[i].rejection)) {
             jobs.push_back(q.job);
             orgs.push_back(q.org);
@@ -237,7 +242,6 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
     conn_->prepare(sql::kReleaseName, sql::kRelease);
     conn_->prepare(sql::kReclaimName, sql::kReclaim);
     conn_->prepare(sql::kAuthorityName, sql::kAuthority);
-    conn_->prepare(sql::kAuthorityBatchName, sql::kAuthorityBatch);
     conn_->prepare(sql::kRejectedBatchName, sql::kRejectedBatch);
     conn_->prepare(sql::kClaimBatchName, claim_sql(options_.lock_strategy, sql::kClaimBatchTemplate));
     conn_->prepare(sql::kRenewBatchName, sql::kRenewBatch);
@@ -359,9 +363,9 @@ Transition AssignmentStore::release(OrgId org, JobId job, Generation generation,
 std::optional<RowAuthority> AssignmentStore::authority(JobId job) {
     pqxx::work txn(*conn_, "authority");
     Scope(txn, options_.row_security).all();
-    auto row = read_authority(txn, job);
+    const auto rows = read_authorities(txn, {job});
     txn.commit();
-    return row;
+    return row_of(rows, job);
 }
 
 std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,

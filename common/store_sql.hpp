@@ -21,7 +21,6 @@ inline constexpr const char* kClaimBatchName = "aclaim_claim_batch";
 inline constexpr const char* kRenewBatchName = "aclaim_renew_batch";
 inline constexpr const char* kCompleteBatchName = "aclaim_complete_batch";
 inline constexpr const char* kScopeName = "aclaim_scope";
-inline constexpr const char* kAuthorityBatchName = "aclaim_authority_batch";
 inline constexpr const char* kRejectedBatchName = "aclaim_rejected_batch";
 
 /// The role a row-security store acts as (schema/0003_worker_keys_rls.sql): row-level security
@@ -202,15 +201,9 @@ inline const std::string kReclaim = reclaim_statement(R"SQL(SELECT id, assignee 
      FOR UPDATE SKIP LOCKED)SQL",
                                                       "'lease expired'");
 
-/// $1 job. The current authority of a row, read after a fenced update matched nothing.
+/// $1 bigint[] jobs. The current authority of each row, id first: read after a fenced update
+/// matched nothing, and to resolve an interrupted commit (one job).
 inline constexpr const char* kAuthority = R"SQL(
-SELECT org_id, state, generation, coalesce(assignee, ''), aclaim_us(lease_expires_at),
-       coalesce(result_ref, '')
-  FROM jobs WHERE id = $1::bigint
-)SQL";
-
-/// $1 bigint[] jobs. kAuthority for many jobs at once, with the id first.
-inline constexpr const char* kAuthorityBatch = R"SQL(
 SELECT id, org_id, state, generation, coalesce(assignee, ''), aclaim_us(lease_expires_at),
        coalesce(result_ref, '')
   FROM jobs WHERE id = ANY($1::bigint[])
