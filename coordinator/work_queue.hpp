@@ -25,8 +25,8 @@ public:
 
     /// Blocks until there is work or the queue is closed. Returns the oldest renewal (or, when
     /// there is none, the oldest other request) together with up to max_batch - 1 later ones of
-    /// the same kind that can share a statement, in arrival order. After close() the remaining requests are still handed out; an empty result
-    /// means closed and drained.
+    /// the same kind that can share a statement, in arrival order. After close() the remaining
+    /// requests are still handed out; an empty result means closed and drained.
     std::vector<DbRequest> take(std::size_t max_batch);
 
     /// Wakes every taker; no more pushes are expected.

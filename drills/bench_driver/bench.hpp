@@ -81,9 +81,9 @@ struct LatencyOptions {
     double rate = 500;
     /// DEALER sessions the claims are spread over.
     int sessions = 4;
-    /// Claims are sent on the same schedule for this long first, and reported apart: the first
-    /// statements of fresh connections on just-checkpointed pages (each first change of a page
-    /// writes the whole page to the WAL) are not the steady state.
+    /// Claims are sent on the same schedule for this long first, and reported apart: in some
+    /// runs the first claim statements of a fresh coordinator stalled for up to a second (cause
+    /// not established), which is not the steady state the percentiles describe.
     double warmup_seconds = 0;
 };
 nlohmann::json run_latency(const LatencyOptions& o);

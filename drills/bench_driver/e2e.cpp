@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -19,10 +21,39 @@ namespace {
 /// Every client must have its session within this; a refused CURVE handshake never gets one.
 constexpr auto kWelcomeTimeout = std::chrono::seconds(30);
 
-/// Clients that have their session; they start claiming together once all have arrived.
-struct StartLine {
-    std::atomic<int> arrived{0};
-    std::atomic<bool> go{false};
+/// A barrier the clients reach once they have their session, and that the driver opens when all
+/// have arrived, or abandons when some never do (a refused handshake): std::barrier cannot be
+/// waited on with a deadline.
+class StartLine {
+public:
+    /// Counts this client in and blocks until the line opens (true) or is abandoned (false).
+    bool arrive_and_wait() {
+        std::unique_lock lock(mutex_);
+        ++arrived_;
+        changed_.notify_all();
+        changed_.wait(lock, [this] { return state_ != State::Waiting; });
+        return state_ == State::Open;
+    }
+    /// Waits until `n` clients have arrived or `deadline` passes; returns how many arrived.
+    int wait_for(int n, BenchClock::time_point deadline) {
+        std::unique_lock lock(mutex_);
+        changed_.wait_until(lock, deadline, [&] { return arrived_ >= n; });
+        return arrived_;
+    }
+    void open() { settle(State::Open); }
+    void abandon() { settle(State::Abandoned); }
+
+private:
+    enum class State { Waiting, Open, Abandoned };
+    void settle(State s) {
+        std::lock_guard lock(mutex_);
+        state_ = s;
+        changed_.notify_all();
+    }
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    int arrived_ = 0;
+    State state_ = State::Waiting;
 };
 
 struct Counts {
@@ -59,10 +90,7 @@ void run_client(const E2eOptions& o, int index, const worker::CurveKeys& curve,
         for (auto& event : client.poll(worker::Millis(2))) {
             if (std::holds_alternative<worker::SessionReady>(event) && !arrived) {
                 arrived = true;
-                start.arrived.fetch_add(1);
-                while (!start.go.load() && !stop.load()) {
-                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                }
+                if (!start.arrive_and_wait()) break;  // abandoned: stop is already set
             } else if (const auto* a = std::get_if<worker::JobAssigned>(&event)) {
                 claimed_slots = std::max(0, claimed_slots - 1);
                 held.push_back({{a->job.job_id, a->job.generation},
@@ -112,20 +140,17 @@ nlohmann::json run_e2e(const E2eOptions& o) {
             run_client(o, i, keys[static_cast<std::size_t>(i)], start, stop, counting, counts);
         });
     }
-    const auto welcome_deadline = BenchClock::now() + kWelcomeTimeout;
-    while (start.arrived.load() < o.clients && BenchClock::now() < welcome_deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (start.arrived.load() < o.clients) {
-        const int arrived = start.arrived.load();
+    const int arrived = start.wait_for(o.clients, BenchClock::now() + kWelcomeTimeout);
+    if (arrived < o.clients) {
         stop.store(true);
+        start.abandon();
         for (auto& c : clients) c.join();
         throw std::runtime_error("e2e: " + std::to_string(o.clients - arrived) + " of " +
                                  std::to_string(o.clients) +
                                  " clients got no session within 30 s (coordinator down, or "
                                  "their CURVE handshake refused)");
     }
-    start.go.store(true);
+    start.open();
     // A short warm-up, so that the window measures the steady state.
     std::this_thread::sleep_for(std::chrono::seconds(1));
     counting.store(true);
