@@ -6,13 +6,17 @@
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 #include <rapidjson/document.h>
+#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 // clang-format on
 
 #include "common/protocol.hpp"
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <concepts>
 #include <cstring>
 #include <sstream>
@@ -33,6 +37,9 @@ constexpr std::array<std::string_view, std::variant_size_v<Message>> kTypeNames 
 constexpr std::size_t kRequestTypes = 7;
 /// Our deepest body is object -> jobs array -> object; anything deeper is hostile.
 constexpr int kMaxJsonDepth = 4;
+/// Most bytes of a peer's member name quoted in an error text, which must stay within
+/// kMaxTextBytes.
+constexpr std::size_t kMaxQuotedNameBytes = 64;
 
 /// A body that cannot be read; becomes "undecodable".
 struct Unreadable : std::runtime_error {
@@ -156,6 +163,194 @@ void check_json_shape(std::string_view body) {
     }
 }
 
+/// A surrogate code point as a peer would have escaped it, e.g. "\udddd".
+std::string surrogate_escape(unsigned code_point) {
+    std::array<char, 8> digits{};
+    const auto end =
+        std::to_chars(digits.data(), digits.data() + digits.size(), code_point, 16).ptr;
+    return "\\u" + std::string(digits.data(), end);
+}
+
+/// Why a decoded string is not UTF-8 (RFC 3629: shortest form, no surrogates, at most U+10FFFF),
+/// or empty when it is. rapidjson validates the raw bytes, but writes a lone \uDC00..\uDFFF escape
+/// out as the three bytes of a surrogate, which no UTF-8 reader accepts: not even our own decoder
+/// once the encoder has written those bytes back raw.
+std::string utf8_problem(std::string_view s) {
+    std::size_t i = 0;
+    while (i < s.size()) {
+        const auto lead = static_cast<unsigned char>(s[i]);
+        if (lead < 0x80) {
+            ++i;
+            continue;
+        }
+        std::size_t length = 0;
+        unsigned code_point = 0;
+        unsigned shortest = 0;
+        if ((lead & 0xe0) == 0xc0) {
+            length = 2;
+            code_point = lead & 0x1fu;
+            shortest = 0x80;
+        } else if ((lead & 0xf0) == 0xe0) {
+            length = 3;
+            code_point = lead & 0x0fu;
+            shortest = 0x800;
+        } else if ((lead & 0xf8) == 0xf0) {
+            length = 4;
+            code_point = lead & 0x07u;
+            shortest = 0x10000;
+        }
+        const auto invalid = [i] {
+            return "invalid UTF-8 at byte " + std::to_string(i) + " of the string";
+        };
+        if (length == 0 || s.size() - i < length) return invalid();
+        for (std::size_t k = 1; k < length; ++k) {
+            const auto next = static_cast<unsigned char>(s[i + k]);
+            if ((next & 0xc0) != 0x80) return invalid();
+            code_point = (code_point << 6) | (next & 0x3fu);
+        }
+        if (code_point < shortest || code_point > 0x10ffff) return invalid();
+        if (code_point >= 0xd800 && code_point <= 0xdfff)
+            return "an unpaired UTF-16 surrogate escape (" + surrogate_escape(code_point) + ")";
+        i += length;
+    }
+    return {};
+}
+
+/// Refuses, naming the member it belongs to, any string in a JSON body that is not UTF-8. cereal
+/// copies strings without looking at them, so a string that slipped through would decode into a
+/// message whose own JSON encoding no longer decodes. rapidjson's reader does the parsing; this
+/// handler only tracks where it is, so a refusal can say which field is wrong.
+class JsonStringChecker
+    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonStringChecker> {
+  public:
+    explicit JsonStringChecker(std::string_view body) : body_(body) {}
+
+    /// Throws Unreadable for a bad string; any other syntax error is left to the parse that
+    /// builds the document, which reports it.
+    void run() {
+        rapidjson::MemoryStream bytes(body_.data(), body_.size());
+        rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> in(bytes);
+        rapidjson::Reader reader;
+        const auto result = reader.Parse<rapidjson::kParseValidateEncodingFlag>(in, *this);
+        if (!problem_.empty()) throw Unreadable(problem_);
+        // rapidjson refuses these itself before a string is complete, with its offset.
+        if (result.Code() == rapidjson::kParseErrorStringUnicodeSurrogateInvalid)
+            throw Unreadable(place() + " holds an unpaired UTF-16 surrogate escape" +
+                             escape_at(result.Offset()));
+        if (result.Code() == rapidjson::kParseErrorStringInvalidEncoding &&
+            result.Offset() < body_.size())
+            throw Unreadable(place() + " holds invalid UTF-8 (byte 0x" +
+                             byte_hex(body_[result.Offset()]) + " at offset " +
+                             std::to_string(result.Offset()) + ")");
+    }
+
+    // rapidjson's SAX events; returning false stops the reader with problem_ set.
+    bool Default() {
+        value_done();
+        return true;
+    }
+    bool String(const char* s, rapidjson::SizeType length, bool) {
+        if (!check(std::string_view(s, length))) return false;
+        value_done();
+        return true;
+    }
+    bool Key(const char* s, rapidjson::SizeType length, bool) {
+        if (!check(std::string_view(s, length))) return false;
+        levels_.back().key = quotable(std::string_view(s, length));
+        levels_.back().expecting_key = false;
+        return true;
+    }
+    bool StartObject() {
+        levels_.emplace_back().object = true;
+        return true;
+    }
+    bool EndObject(rapidjson::SizeType) {
+        levels_.pop_back();
+        return Default();
+    }
+    bool StartArray() {
+        levels_.emplace_back().object = false;
+        return true;
+    }
+    bool EndArray(rapidjson::SizeType) {
+        levels_.pop_back();
+        return Default();
+    }
+
+  private:
+    struct Level {
+        bool object = false;
+        bool expecting_key = true;  ///< objects: the next string is a member name
+        std::string key;            ///< objects: the member whose value comes next
+        std::size_t index = 0;      ///< arrays: the element that comes next
+    };
+
+    bool check(std::string_view s) {
+        const auto problem = utf8_problem(s);
+        if (!problem.empty()) problem_ = place() + " holds " + problem;
+        return problem.empty();
+    }
+
+    void value_done() {
+        if (levels_.empty()) return;
+        if (levels_.back().object)
+            levels_.back().expecting_key = true;
+        else
+            ++levels_.back().index;
+    }
+
+    /// The string the reader is in, for a person: "field 'jobs[0].payload'" or "a member name".
+    std::string place() const {
+        std::string path;
+        bool named = false;  // a member named "" still names a field
+        for (const auto& level : levels_) {
+            if (!level.object) {
+                path += "[" + std::to_string(level.index) + "]";
+            } else if (!level.expecting_key) {
+                path += (path.empty() && !named ? "" : ".") + level.key;
+                named = true;
+            }
+        }
+        if (!levels_.empty() && levels_.back().object && levels_.back().expecting_key)
+            return path.empty() ? "a member name" : "a member name in '" + path + "'";
+        return path.empty() && !named ? "the top-level string" : "field '" + path + "'";
+    }
+
+    /// A peer's member name, cut short and without control characters, for an error text.
+    static std::string quotable(std::string_view name) {
+        std::size_t n = std::min(name.size(), kMaxQuotedNameBytes);
+        // Cut at a character boundary so the error text itself stays UTF-8.
+        while (n < name.size() && n > 0 && (static_cast<unsigned char>(name[n]) & 0xc0) == 0x80)
+            --n;
+        std::string out(name.substr(0, n));
+        std::replace_if(
+            out.begin(), out.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; },
+            '?');
+        return out;
+    }
+
+    /// " (\ud800)" for the escape rapidjson reported at `offset`, or nothing if it is not one.
+    std::string escape_at(std::size_t offset) const {
+        if (offset + 6 > body_.size() || body_.substr(offset, 2) != "\\u") return {};
+        unsigned code_point = 0;
+        const auto digits = body_.substr(offset + 2, 4);
+        const auto [end, error] =
+            std::from_chars(digits.data(), digits.data() + digits.size(), code_point, 16);
+        if (error != std::errc{} || end != digits.data() + digits.size()) return {};
+        return " (" + surrogate_escape(code_point) + ")";
+    }
+
+    static std::string byte_hex(char c) {
+        static constexpr char kDigits[] = "0123456789abcdef";
+        const auto b = static_cast<unsigned char>(c);
+        return {kDigits[b >> 4], kDigits[b & 0xf]};
+    }
+
+    std::string_view body_;
+    std::vector<Level> levels_;
+    std::string problem_;
+};
+
 /// cereal finds members by name but ignores extra ones, and its string loader stops at an
 /// escaped NUL; both would let two readers of one body disagree, so refuse them.
 void check_members(const rapidjson::Value& object, std::size_t expected) {
@@ -173,6 +368,7 @@ void check_members(const rapidjson::Value& object, std::size_t expected) {
 template <class T>
 T read_json(std::string_view body) {
     check_json_shape(body);
+    JsonStringChecker(body).run();
     rapidjson::Document doc;
     doc.Parse<rapidjson::kParseValidateEncodingFlag>(body.data(), body.size());
     if (doc.HasParseError())

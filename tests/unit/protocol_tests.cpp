@@ -4,10 +4,12 @@
 #include <cereal/archives/portable_binary.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <new>
 #include <random>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "common/protocol.hpp"
 #include "common/protocol_serialize.hpp"
@@ -335,6 +337,106 @@ TEST_CASE("JSON members may come in any order; missing, extra or mistyped ones a
                                  "lease_expires_at_us":7,"attempts":1,"priority":0,"payload":"",
                                  "surplus":true}]})"))
               .code == "undecodable");
+}
+
+TEST_CASE("JSON strings with an unpaired surrogate escape are refused, naming the field",
+          "[protocol]") {
+    // The fuzzer's finding: rapidjson turned the lone low surrogate into bytes that are not UTF-8,
+    // the encoder wrote them back raw, and the re-encoded body no longer decoded.
+    const std::string finding = R"({"req": 2,"reason": "waiDgdeddfio3\udddDddddddddddedddt d"})";
+    REQUIRE(finding.size() == 59);
+    const auto e = expect_error(decode3(proto::kTagJson, "NO_WORK", finding));
+    CHECK(e.code == "undecodable");
+    CHECK(e.text ==
+          R"(NO_WORK body: field 'reason' holds an unpaired UTF-16 surrogate escape (\udddd))");
+    CHECK(e.reply_encoding == Encoding::Json);
+    CHECK(e.req == 2);  // the req member is read back as for any other undecodable body
+
+    // The seed that keeps the fuzzer trying this input: type byte 9 (NO_WORK), then the body.
+    std::ifstream seed(
+        std::string(ACLAIM_SOURCE_DIR) + "/tests/fuzz/corpus/json/no_work_unpaired_surrogate",
+        std::ios::binary);
+    REQUIRE(seed.good());
+    const std::string seed_bytes{std::istreambuf_iterator<char>(seed), {}};
+    CHECK(seed_bytes == "\t" + finding);
+
+    const auto unpaired_text = [](std::string_view type, std::string_view place,
+                                  std::string_view escape) {
+        return std::string(type) + " body: " + std::string(place) +
+               " holds an unpaired UTF-16 surrogate escape (" + std::string(escape) + ")";
+    };
+    const auto fail = [](std::string_view reason) {
+        return R"({"req":5,"job_id":1,"generation":1,"reason":")" + std::string(reason) +
+               R"(","retryable":false})";
+    };
+    const std::vector<std::pair<std::string, std::string>> unpaired_in_reason = {
+        {R"(lone high \ud83d here)", R"(\ud83d)"},
+        {R"(\ud83d)", R"(\ud83d)"},
+        {R"(\uDE00 lone low first)", R"(\ude00)"},
+        {R"(high then a letter \ud83d\u0041)", R"(\ud83d)"},
+        {R"(high then high \ud83d\ud83d\ude00)", R"(\ud83d)"},
+        // rapidjson stops at the high one before it looks at the string as a whole.
+        {R"(low then high \ude00\ud83d)", R"(\ud83d)"},
+        {R"(high then an escaped quote \ud83d\")", R"(\ud83d)"},
+    };
+    for (const auto& [reason, escape] : unpaired_in_reason) {
+        CAPTURE(reason);
+        const auto err = expect_error(decode3(proto::kTagJson, "FAIL", fail(reason)));
+        CHECK(err.code == "undecodable");
+        CHECK(err.text == unpaired_text("FAIL", "field 'reason'", escape));
+        CHECK(err.reply_encoding == Encoding::Json);
+    }
+
+    const auto nested = expect_error(
+        decode3(proto::kTagJson, "ASSIGNED",
+                R"({"req":1,"jobs":[{"job_id":1,"generation":1,"lease_ms":5,"lease_expires_at_us":7,
+                    "attempts":1,"priority":0,"payload":"ok"},{"job_id":2,"generation":1,
+                    "lease_ms":5,"lease_expires_at_us":7,"attempts":1,"priority":0,
+                    "payload":"\udc00"}]})"));
+    CHECK(nested.code == "undecodable");
+    CHECK(nested.text == unpaired_text("ASSIGNED", "field 'jobs[1].payload'", R"(\udc00)"));
+
+    const auto name = expect_error(
+        decode3(proto::kTagJson, "CLAIM", R"({"req":1,"max_jobs":2,"wait_\udfff":0})"));
+    CHECK(name.code == "undecodable");
+    CHECK(name.text == unpaired_text("CLAIM", "a member name", R"(\udfff)"));
+}
+
+TEST_CASE("a JSON surrogate pair decodes to UTF-8 and round-trips", "[protocol]") {
+    const proto::Message grinning = proto::Complete{4, 1, 2, "smile \xF0\x9F\x98\x80!"};
+    for (const auto* body :
+         {R"({"req":4,"job_id":1,"generation":2,"result_ref":"smile \ud83d\ude00!"})",
+          R"({"req":4,"job_id":1,"generation":2,"result_ref":"smile \uD83D\uDE00!"})"}) {
+        CAPTURE(body);
+        const auto decoded = expect_message(decode3(proto::kTagJson, "COMPLETE", body));
+        CHECK(decoded == grinning);
+        const auto again = proto::encode(decoded, Encoding::Json);
+        CHECK(expect_message(decode3(again.tag, again.type, again.body)) == grinning);
+    }
+}
+
+TEST_CASE("JSON strings must be valid UTF-8", "[protocol]") {
+    const std::vector<std::string> bad = {
+        "\xff",               // never a UTF-8 byte
+        "caf\xe9",            // Latin-1, not UTF-8
+        "\xc0\xaf",           // overlong '/'
+        "\xe2\x82",           // truncated euro sign
+        "\xed\xa0\x80",       // a surrogate written as UTF-8 (CESU-8)
+        "\xf4\x90\x80\x80",   // above U+10FFFF
+        "\x80 continuation",  // continuation byte without a lead
+    };
+    for (const auto& reason : bad) {
+        CAPTURE(hex(reason));
+        const auto body = R"({"req":3,"reason":")" + reason + R"("})";
+        const auto e = expect_error(decode3(proto::kTagJson, "NO_WORK", body));
+        CHECK(e.code == "undecodable");
+        CHECK(e.text.starts_with("NO_WORK body: field 'reason' holds invalid UTF-8 (byte 0x"));
+        CHECK(e.req == 3);
+    }
+    // The same bytes are any bytes in the binary encoding.
+    const proto::Message latin1 = proto::NoWork{3, "caf\xe9"};
+    const auto f = proto::encode(latin1, Encoding::Binary);
+    CHECK(expect_message(decode3(f.tag, f.type, f.body)) == latin1);
 }
 
 TEST_CASE("cereal turns rapidjson assertions into exceptions instead of aborting", "[protocol]") {
