@@ -9,10 +9,10 @@
 #include <memory>
 #include <thread>
 
-#include "common/clock.hpp"
-#include "common/logging.hpp"
-#include "coordinator/coordinator.hpp"
-#include "coordinator/http_server.hpp"
+#include "common/base/clock.hpp"
+#include "common/base/logging.hpp"
+#include "coordinator/router/coordinator.hpp"
+#include "coordinator/http/http_server.hpp"
 
 namespace {
 

@@ -1,6 +1,6 @@
 #include "coordinator/options.hpp"
 
-#include "coordinator/host_port.hpp"
+#include "coordinator/http/host_port.hpp"
 
 #include <CLI/CLI.hpp>
 

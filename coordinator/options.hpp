@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <string>
 
-#include "common/assignment.hpp"
-#include "common/protocol.hpp"
+#include "common/store/assignment.hpp"
+#include "common/proto/protocol.hpp"
 
 namespace CLI {
 class App;

@@ -14,8 +14,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/protocol.hpp"
-#include "common/backoff.hpp"
+#include "common/proto/protocol.hpp"
+#include "common/base/backoff.hpp"
 #include "worker/held_jobs.hpp"
 
 namespace aclaim::worker {

@@ -13,15 +13,6 @@
 
 namespace aclaim::worker::detail {
 
-/// ERROR codes after which the request had no effect (or an unknown one that a re-send settles)
-/// and the same request may simply be sent again later.
-inline bool retryable_error(std::string_view code) {
-    static constexpr std::array<std::string_view, 6> kCodes = {
-        "overloaded",        "database_unavailable", "database_error",
-        "too_many_requests", "not_committed",        "outcome_unknown"};
-    return std::find(kCodes.begin(), kCodes.end(), code) != kCodes.end();
-}
-
 /// The verdict-bearing requests: the only ones re-sent after their reply was lost, because the
 /// coordinator answers a duplicate with ACCEPTED replayed=true or with the rejection.
 inline std::optional<std::pair<Verdict::Op, JobRef>> terminal_op(const proto::Message& m) {

@@ -3,23 +3,14 @@
 #include <stdexcept>
 
 #include "worker/client.hpp"
+#include "common/base/overloaded.hpp"
+#include "common/proto/wire_errors.hpp"
 #include "worker/client_internal.hpp"
 
 namespace aclaim::worker {
 
-using detail::retryable_error;
 using detail::terminal_op;
 
-namespace {
-
-template <class... F>
-struct Overloaded : F... {
-    using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
-
-}  // namespace
 
 void Client::handle(const proto::Message& message, TimePoint now, std::vector<Event>& out) {
     const auto take = [&](std::uint64_t req) -> std::optional<Pending> {
@@ -40,7 +31,7 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
         v.accepted = accepted;
         return v;
     };
-    std::visit(Overloaded{
+    std::visit(common::Overloaded{
                    [&](const proto::Welcome& w) {
                        if (state_ == State::Greeting && w.req == hello_req_)
                            on_welcome(w, now, out);
@@ -94,19 +85,19 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
 void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Event>& out) {
     ++stats_.errors;
     if (state_ == State::Greeting && e.req == hello_req_) {
-        if (!retryable_error(e.code) && e.code != "draining")
+        if (!proto::errors::retryable(e.code) && e.code != proto::errors::kDraining)
             throw std::runtime_error("coordinator refused HELLO: " + e.code + ": " + e.text);
         reconnect("HELLO answered " + e.code, now, out);
         return;
     }
     // Our key was revoked: nothing this worker sends will be served again, and reconnecting
     // would only fail the handshake. The jobs it holds expire and are reclaimed.
-    if (e.code == "key_revoked") {
+    if (e.code == proto::errors::kKeyRevoked) {
         throw std::runtime_error("the coordinator cut this worker off: key_revoked: " + e.text);
     }
     // no_session: the coordinator restarted and ZeroMQ reconnected underneath us; draining: it
     // is going away. Either way a fresh session (perhaps with another coordinator) is needed.
-    if (e.code == "no_session" || e.code == "draining") {
+    if (e.code == proto::errors::kNoSession || e.code == proto::errors::kDraining) {
         reconnect("ERROR " + e.code + ": " + e.text, now, out);
         return;
     }
@@ -118,7 +109,7 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
     }
     Pending& p = it->second;
     const auto op = terminal_op(p.message);
-    if (op && retryable_error(e.code)) {
+    if (op && proto::errors::retryable(e.code)) {
         p.retry_delay = p.retry_delay == Millis(0)
                             ? options_.retry_delay
                             : std::min(p.retry_delay * 2, options_.backoff_cap);
@@ -139,7 +130,7 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
     } else if (const auto* r = std::get_if<proto::Renew>(&message)) {
         // Soon when the coordinator was only busy, else at the next heartbeat; a lease that is
         // really gone shows up as REVOKED.
-        if (retryable_error(e.code))
+        if (proto::errors::retryable(e.code))
             held_.retry_renewal(r->job_id, now + options_.retry_delay);
         else
             held_.renewal_abandoned(r->job_id);

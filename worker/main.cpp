@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <zmq.hpp>
 
-#include "common/logging.hpp"
+#include "common/base/logging.hpp"
 #include "worker/options.hpp"
 #include "worker/simulator.hpp"
 

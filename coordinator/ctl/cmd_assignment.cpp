@@ -4,8 +4,8 @@
 
 #include <cstdio>
 
-#include "common/clock.hpp"
-#include "common/operator_store.hpp"
+#include "common/base/clock.hpp"
+#include "common/ops/operator_store.hpp"
 #include "coordinator/ctl/cmd_recover.hpp"
 #include "coordinator/ctl/ctl.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "common/migrations.hpp"
+#include "common/store/migrations.hpp"
 #include "coordinator/ctl/ctl.hpp"
 
 namespace aclaim::ctl {

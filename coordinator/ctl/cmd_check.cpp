@@ -3,7 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "common/checker.hpp"
+#include "common/ops/checker.hpp"
 #include "coordinator/ctl/ctl.hpp"
 
 namespace aclaim::ctl {

@@ -6,8 +6,8 @@
 #include <iostream>
 #include <map>
 
-#include "common/assignment_store.hpp"
-#include "common/clock.hpp"
+#include "common/store/assignment_store.hpp"
+#include "common/base/clock.hpp"
 #include "coordinator/ctl/console.hpp"
 #include "coordinator/ctl/ctl.hpp"
 #include "coordinator/ctl/job_records.hpp"

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <iostream>
 
-#include "common/clock.hpp"
-#include "common/operator_store.hpp"
-#include "common/recovery.hpp"
+#include "common/base/clock.hpp"
+#include "common/ops/operator_store.hpp"
+#include "common/ops/recovery.hpp"
 #include "coordinator/ctl/console.hpp"
 #include "coordinator/ctl/ctl.hpp"
 #include "coordinator/ctl/job_json.hpp"

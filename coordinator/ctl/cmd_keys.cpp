@@ -15,7 +15,7 @@
 #include <pqxx/pqxx>
 
 #include "coordinator/ctl/ctl.hpp"
-#include "common/worker_keys.hpp"
+#include "common/ops/worker_keys.hpp"
 
 namespace aclaim::ctl {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "common/recovery_store.hpp"
+#include "common/ops/recovery_store.hpp"
 #include "coordinator/ctl/cmd_recover.hpp"
 #include "coordinator/ctl/ctl.hpp"
 

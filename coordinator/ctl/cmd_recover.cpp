@@ -1,5 +1,5 @@
 // recover: classify every job after an outage and, with --apply, reclaim expired leases and
-// quarantine contradictory rows. The decisions are the classifier's (common/recovery.hpp).
+// quarantine contradictory rows. The decisions are the classifier's (common/ops/recovery.hpp).
 //
 // Exit codes: 0 no job is inconsistent; 1 at least one job is inconsistent (found by a dry run,
 // quarantined by --apply, or quarantined earlier and still awaiting its operator), an orphan
@@ -14,8 +14,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "common/clock.hpp"
-#include "common/recovery_store.hpp"
+#include "common/base/clock.hpp"
+#include "common/ops/recovery_store.hpp"
 #include "coordinator/ctl/ctl.hpp"
 
 namespace aclaim::ctl {

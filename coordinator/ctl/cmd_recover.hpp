@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "common/clock.hpp"
+#include "common/base/clock.hpp"
 
 namespace aclaim::ctl {
 

@@ -6,7 +6,7 @@
 #include <charconv>
 #include <cstdio>
 
-#include "common/assignment.hpp"
+#include "common/store/assignment.hpp"
 
 namespace aclaim::ctl {
 

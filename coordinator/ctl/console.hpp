@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/clock.hpp"
+#include "common/base/clock.hpp"
 
 namespace aclaim::ctl {
 

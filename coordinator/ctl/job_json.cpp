@@ -1,6 +1,6 @@
 #include "coordinator/ctl/job_json.hpp"
 
-#include "common/recovery.hpp"
+#include "common/ops/recovery.hpp"
 
 namespace aclaim::ctl {
 

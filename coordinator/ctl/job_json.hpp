@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/operator_store.hpp"
+#include "common/ops/operator_store.hpp"
 
 namespace aclaim::ctl {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/assignment.hpp"
+#include "common/store/assignment.hpp"
 
 namespace aclaim::ctl {
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/clock.hpp"
+#include "common/base/clock.hpp"
 
 namespace aclaim::testing {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/assignment_store.hpp"
-#include "common/checker.hpp"
+#include "common/store/assignment_store.hpp"
+#include "common/ops/checker.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/test_database.hpp"
 

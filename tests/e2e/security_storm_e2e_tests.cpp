@@ -21,9 +21,9 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "common/protocol.hpp"
+#include "common/proto/protocol.hpp"
 #include "tests/e2e/cluster.hpp"
-#include "common/worker_keys.hpp"
+#include "common/ops/worker_keys.hpp"
 
 using namespace aclaim::testing;
 using namespace std::chrono_literals;

@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "common/protocol.hpp"
+#include "common/proto/protocol.hpp"
 
 namespace aclaim::fuzz {
 

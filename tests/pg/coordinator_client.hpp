@@ -1,7 +1,7 @@
 #pragma once
 
 // Drives an in-process Coordinator from tests: a fixture that starts one on a free port against a
-// fresh database, and a raw DEALER that speaks the protocol through common/protocol.hpp. Every
+// fresh database, and a raw DEALER that speaks the protocol through common/proto/protocol.hpp. Every
 // wait is bounded by a deadline; nothing sleeps in the hope that something has happened.
 
 #include <spdlog/spdlog.h>
@@ -17,10 +17,10 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "common/assignment_store.hpp"
-#include "common/clock.hpp"
-#include "common/protocol.hpp"
-#include "coordinator/coordinator.hpp"
+#include "common/store/assignment_store.hpp"
+#include "common/base/clock.hpp"
+#include "common/proto/protocol.hpp"
+#include "coordinator/router/coordinator.hpp"
 #include "tests/support/test_database.hpp"
 
 namespace aclaim::testing {

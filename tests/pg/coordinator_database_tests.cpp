@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <future>
 
-#include "common/migrations.hpp"
+#include "common/store/migrations.hpp"
 #include "tests/pg/coordinator_client.hpp"
 #include "tests/support/rows.hpp"
 

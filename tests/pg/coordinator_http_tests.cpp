@@ -7,7 +7,7 @@
 #include <map>
 #include <sstream>
 
-#include "coordinator/http_server.hpp"
+#include "coordinator/http/http_server.hpp"
 #include "tests/pg/coordinator_client.hpp"
 
 using namespace aclaim;

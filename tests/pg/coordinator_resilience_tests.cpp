@@ -4,7 +4,7 @@
 #include <future>
 #include <random>
 
-#include "coordinator/commit_resolution.hpp"
+#include "coordinator/db/commit_resolution.hpp"
 #include "tests/pg/coordinator_client.hpp"
 
 using namespace aclaim;

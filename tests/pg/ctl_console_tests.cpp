@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "common/assignment_store.hpp"
-#include "common/checker.hpp"
-#include "common/clock.hpp"
+#include "common/store/assignment_store.hpp"
+#include "common/ops/checker.hpp"
+#include "common/base/clock.hpp"
 #include "tests/pg/ctl_run.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <thread>
 
-#include "common/assignment_store.hpp"
-#include "common/recovery_store.hpp"
+#include "common/store/assignment_store.hpp"
+#include "common/ops/recovery_store.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"
 

@@ -11,10 +11,10 @@
 #include <pqxx/pqxx>
 #include <sstream>
 
-#include "coordinator/http_server.hpp"
-#include "coordinator/zap.hpp"
+#include "coordinator/http/http_server.hpp"
+#include "coordinator/auth/zap.hpp"
 #include "tests/pg/coordinator_client.hpp"
-#include "common/worker_keys.hpp"
+#include "common/ops/worker_keys.hpp"
 
 namespace aclaim::testing {
 

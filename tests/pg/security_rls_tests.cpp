@@ -7,8 +7,8 @@
 
 #include <unistd.h>
 
-#include "common/assignment_store.hpp"
-#include "common/store_sql.hpp"
+#include "common/store/assignment_store.hpp"
+#include "common/store/store_sql.hpp"
 #include "tests/pg/coordinator_client.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"

@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "common/assignment_store.hpp"
+#include "common/store/assignment_store.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "common/assignment_store.hpp"
-#include "common/store_sql.hpp"
+#include "common/store/assignment_store.hpp"
+#include "common/store/store_sql.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;

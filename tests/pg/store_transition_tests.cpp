@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "common/assignment_store.hpp"
+#include "common/store/assignment_store.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"
 

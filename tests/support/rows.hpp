@@ -6,7 +6,7 @@
 #include <pqxx/pqxx>
 #include <string>
 
-#include "common/assignment.hpp"
+#include "common/store/assignment.hpp"
 
 namespace aclaim::testing {
 

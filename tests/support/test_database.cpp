@@ -9,7 +9,7 @@
 #include <pqxx/pqxx>
 #include <stdexcept>
 
-#include "common/migrations.hpp"
+#include "common/store/migrations.hpp"
 
 namespace aclaim::testing {
 

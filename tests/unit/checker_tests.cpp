@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/checker.hpp"
+#include "common/ops/checker.hpp"
 
 using namespace aclaim::common;
 

@@ -2,9 +2,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "coordinator/host_port.hpp"
-#include "coordinator/prometheus.hpp"
-#include "coordinator/readiness.hpp"
+#include "coordinator/http/host_port.hpp"
+#include "coordinator/http/prometheus.hpp"
+#include "coordinator/http/readiness.hpp"
 
 using namespace aclaim;
 using namespace aclaim::coordinator;

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <utility>
 
-#include "common/protocol.hpp"
-#include "common/protocol_serialize.hpp"
+#include "common/proto/protocol.hpp"
+#include "common/proto/protocol_serialize.hpp"
 
 // Counts the largest single allocation so a test can prove that a hostile length prefix is
 // refused before anything is allocated for it (a caught std::bad_alloc would look the same).

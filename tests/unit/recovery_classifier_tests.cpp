@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/recovery.hpp"
+#include "common/ops/recovery.hpp"
 
 using namespace aclaim::common;
 

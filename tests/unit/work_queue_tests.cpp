@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "coordinator/work_queue.hpp"
+#include "coordinator/db/work_queue.hpp"
 
 using namespace aclaim;
 using namespace aclaim::coordinator;

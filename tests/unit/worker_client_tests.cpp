@@ -6,7 +6,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "common/protocol.hpp"
+#include "common/proto/protocol.hpp"
 #include "worker/client.hpp"
 
 namespace proto = aclaim::common::proto;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "common/backoff.hpp"
+#include "common/base/backoff.hpp"
 #include "worker/held_jobs.hpp"
 
 using aclaim::common::Backoff;

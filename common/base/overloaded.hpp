@@ -1,0 +1,13 @@
+#pragma once
+
+namespace aclaim::common {
+
+/// Builds a std::visit visitor from lambdas.
+template <class... F>
+struct Overloaded : F... {
+    using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+}  // namespace aclaim::common

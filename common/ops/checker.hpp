@@ -1,0 +1,75 @@
+#pragma once
+
+// The invariant checker: proves from jobs, job_events and job_results alone that nothing was
+// lost, completed twice or accepted from a stale generation. Pure over a loaded history so that
+// corrupted histories can be fed to it in unit tests.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "common/store/assignment.hpp"
+
+namespace aclaim::common {
+
+struct JobRow {
+    JobId id = 0;
+    OrgId org_id = 0;
+    std::string state;
+    Generation generation = 0;
+    std::optional<std::string> result_ref;
+    std::optional<std::string> quarantine_reason;
+};
+
+struct ResultRow {
+    JobId job_id = 0;
+    OrgId org_id = 0;
+    Generation generation = 0;
+    std::string result_ref;
+};
+
+struct History {
+    std::vector<JobRow> jobs;
+    std::vector<AuditEvent> events;  ///< in id order
+    std::vector<ResultRow> results;
+};
+
+/// The invariants, by name.
+enum class Invariant {
+    SingleCompletion,       ///< no job has two accepted completions
+    CompletionIsCurrent,    ///< every accepted completion is of the latest claim, while its lease is held
+    GenerationsIncrease,    ///< claims of a job carry strictly increasing generations
+    LeasesDisjoint,         ///< a job is claimed again only after the previous lease ended
+    NothingLost,            ///< every enqueued job exists and is terminal, live, pending or quarantined with a reason
+    ResultMatchesRow,       ///< completed rows and published results agree
+    SameOrganization,       ///< no event or result crosses organizations
+};
+
+std::string_view to_string(Invariant i);
+
+struct Violation {
+    Invariant invariant;
+    JobId job_id = 0;
+    std::string evidence;
+};
+
+struct CheckReport {
+    std::size_t jobs = 0;
+    std::size_t events = 0;
+    std::map<std::string, std::size_t> states;
+    std::size_t accepted_completions = 0;
+    std::size_t rejections = 0;
+    std::size_t reclaims = 0;
+    std::vector<Violation> violations;
+    bool ok() const { return violations.empty(); }
+};
+
+CheckReport check(const History& history);
+
+/// Loads the whole history in three queries.
+History load_history(pqxx::connection& conn);
+
+}  // namespace aclaim::common

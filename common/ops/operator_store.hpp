@@ -1,0 +1,103 @@
+#pragma once
+
+#include <pqxx/pqxx>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/store/assignment.hpp"
+
+namespace aclaim::common {
+
+/// One organization's queue as an operator sees it at an instant.
+struct OrgStatus {
+    OrgId org_id = 0;
+    std::int64_t pending = 0;
+    std::int64_t assigned = 0;
+    std::int64_t completed = 0;
+    std::int64_t failed = 0;
+    std::int64_t quarantined = 0;
+    std::int64_t live_leases = 0;     ///< assigned, lease still running
+    std::int64_t expired_leases = 0;  ///< assigned, lease over, not yet reclaimed
+    std::int64_t completed_last_minute = 0;
+    std::optional<Micros> oldest_pending_age;  ///< now minus the oldest pending enqueued_at
+};
+
+/// Every column of a job an operator reads.
+struct JobView {
+    JobId id = 0;
+    OrgId org_id = 0;
+    std::string state;
+    int priority = 0;
+    Generation generation = 0;
+    int attempts = 0;
+    int max_attempts = 0;
+    std::string assignee;  ///< empty when nobody holds or held it
+    Micros enqueued_at = 0;
+    std::optional<Micros> claimed_at;
+    std::optional<Micros> lease_expires_at;
+    std::optional<Micros> completed_at;
+    std::optional<std::string> result_ref;
+    std::optional<std::string> last_error;
+    std::optional<std::string> quarantined_from;
+    std::optional<std::string> quarantine_reason;
+    std::string payload;
+};
+
+/// Which jobs `jobs list` shows; every filter is optional. Pages go by id.
+struct JobFilter {
+    std::optional<OrgId> org_id;
+    std::optional<std::string> state;
+    std::optional<std::string> assignee;
+    std::optional<Micros> enqueued_before;
+    JobId after_id = 0;
+    int limit = 50;
+};
+
+/// What an operator's release or fail of an assignment did.
+struct OperatorOutcome {
+    enum class Result {
+        Done,         ///< applied; `job` is the row afterwards
+        NotFound,     ///< no such job
+        NotAssigned,  ///< nothing holds the job; `job` is the row as it is
+        Moved,        ///< the job is held at another generation than the operator named, or was
+                      ///< claimed again while we looked; `job` is the row as it is
+        Busy,         ///< a coordinator kept the row locked past the lock timeout; try again
+    };
+    Result result = Result::NotFound;
+    std::optional<JobView> job;
+    std::string held_by;                ///< the assignee the operator took the job from
+    Generation generation = 0;          ///< the generation that lost its authority
+};
+
+/// The operator console's reads and its two fenced transitions over one connection. Time always
+/// comes from the caller.
+class OperatorStore {
+public:
+    explicit OperatorStore(pqxx::connection& conn) : conn_(conn) {}
+
+    /// Per organization (or only `org`), at `now`.
+    std::vector<OrgStatus> status(Micros now, std::optional<OrgId> org = std::nullopt);
+
+    std::optional<JobView> job(JobId id);
+    /// The job's whole audit log, oldest first.
+    std::vector<AuditEvent> events(JobId id);
+    std::vector<JobView> list(const JobFilter& filter);
+
+    /// Returns an assigned job to pending, giving back the attempt; the holder's generation loses
+    /// its authority. `expected` pins the generation the operator looked at.
+    OperatorOutcome release(JobId id, std::optional<Generation> expected, const std::string& actor,
+                            const std::string& reason, Micros now);
+    /// Fails an assigned job for good, recording `reason` as its last error.
+    OperatorOutcome fail(JobId id, std::optional<Generation> expected, const std::string& actor,
+                         const std::string& reason, Micros now);
+
+private:
+    OperatorOutcome act(bool release, JobId id, std::optional<Generation> expected,
+                        const std::string& actor, const std::string& reason, Micros now);
+
+    pqxx::connection& conn_;
+};
+
+}  // namespace aclaim::common

@@ -1,0 +1,385 @@
+#include "common/ops/recovery.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdio>
+#include <utility>
+
+namespace aclaim::common {
+
+namespace {
+
+constexpr std::array<std::pair<RecoveryClass, std::string_view>, 5> kClassNames{{
+    {RecoveryClass::Terminal, "terminal"},
+    {RecoveryClass::Live, "live"},
+    {RecoveryClass::Expired, "expired"},
+    {RecoveryClass::Pending, "pending"},
+    {RecoveryClass::Inconsistent, "inconsistent"},
+}};
+
+constexpr std::array<std::pair<Contradiction, std::string_view>, 11> kContradictionNames{{
+    {Contradiction::AlreadyQuarantined, "already_quarantined"},
+    {Contradiction::ForeignOrganizationEvents, "foreign_organization_events"},
+    {Contradiction::GenerationBehindLog, "generation_behind_log"},
+    {Contradiction::ClaimMissingFromLog, "claim_missing_from_log"},
+    {Contradiction::ResultForUnfinishedRow, "result_for_unfinished_row"},
+    {Contradiction::CompletedWithoutResult, "completed_without_result"},
+    {Contradiction::ResultMismatch, "result_mismatch"},
+    {Contradiction::CompletionEventMissing, "completion_event_missing"},
+    {Contradiction::CompletionEventMismatch, "completion_event_mismatch"},
+    {Contradiction::CompletedMoreThanOnce, "completed_more_than_once"},
+    {Contradiction::CompletionLoggedForUnfinishedRow, "completion_logged_for_unfinished_row"},
+}};
+
+std::string num(std::int64_t v) {
+    return std::to_string(v);
+}
+
+std::string opt_text(const std::optional<std::string>& s) {
+    return s ? "'" + *s + "'" : "null";
+}
+
+std::string opt_time(const std::optional<Micros>& t) {
+    return t ? format_instant(*t) : "null";
+}
+
+std::string join(const std::vector<std::int64_t>& values) {
+    std::string out;
+    for (const auto v : values) out += (out.empty() ? "" : ",") + num(v);
+    return out.empty() ? "none" : out;
+}
+
+// Days since 1970-01-01 of a proleptic Gregorian date, and back (H. Hinnant's algorithms): no
+// time zone database and no locale is involved, so the tool prints the same text everywhere.
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+    y -= m <= 2;
+    const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const auto yoe = static_cast<unsigned>(y - era * 400);
+    const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+void civil_from_days(std::int64_t z, std::int64_t& y, unsigned& m, unsigned& d) {
+    z += 719468;
+    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    const auto doe = static_cast<unsigned>(z - era * 146097);
+    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    const unsigned mp = (5 * doy + 2) / 153;
+    d = doy - (153 * mp + 2) / 5 + 1;
+    m = mp < 10 ? mp + 3 : mp - 9;
+    y = static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2);
+}
+
+bool read_digits(std::string_view s, std::size_t& pos, std::size_t n, std::int64_t& out) {
+    if (pos + n > s.size()) return false;
+    out = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const char ch = s[pos + i];
+        if (ch < '0' || ch > '9') return false;
+        out = out * 10 + (ch - '0');
+    }
+    pos += n;
+    return true;
+}
+
+bool expect(std::string_view s, std::size_t& pos, char ch) {
+    if (pos >= s.size() || s[pos] != ch) return false;
+    ++pos;
+    return true;
+}
+
+}  // namespace
+
+std::string_view to_string(RecoveryClass c) {
+    for (const auto& [value, name] : kClassNames) {
+        if (value == c) return name;
+    }
+    return "unknown";
+}
+
+std::string_view to_string(Contradiction c) {
+    for (const auto& [value, name] : kContradictionNames) {
+        if (value == c) return name;
+    }
+    return "unknown";
+}
+
+std::string Classification::reason() const {
+    return findings.empty() ? std::string() : std::string(to_string(findings.front().code));
+}
+
+std::string Classification::explanation() const {
+    std::string out;
+    for (const auto& f : findings) {
+        out += (out.empty() ? "" : "\n") + std::string(to_string(f.code)) + ": " + f.what;
+    }
+    return out;
+}
+
+Classification classify(const JobRecord& row, const std::optional<ResultRecord>& result,
+                        const EventSummary& events, Micros now) {
+    Classification c;
+    auto add = [&c](Contradiction code, std::string what) {
+        c.findings.push_back({code, std::move(what)});
+    };
+    const std::string job = "job " + num(row.id);
+    const std::string row_state =
+        "the row is " + std::string(to_string(row.state)) + " at generation " + num(row.generation);
+
+    if (row.state == JobState::Quarantined) {
+        // Set aside earlier: its own reason stands, and nothing about it is decided again here.
+        add(Contradiction::AlreadyQuarantined,
+            "quarantined from " + row.quarantined_from.value_or("?") + ": " +
+                row.quarantine_reason.value_or("(no reason recorded)"));
+    } else {
+        std::vector<OrgId> foreign;
+        for (const auto org : events.orgs) {
+            if (org != row.org_id) foreign.push_back(org);
+        }
+        if (!foreign.empty()) {
+            add(Contradiction::ForeignOrganizationEvents,
+                "the log of " + job + " holds events of organization " + join(foreign) +
+                    " but the row belongs to organization " + num(row.org_id));
+        }
+        if (events.max_generation > row.generation) {
+            add(Contradiction::GenerationBehindLog,
+                "the log reached generation " + num(events.max_generation) +
+                    (events.top ? " (" + describe(*events.top) + ")" : "") + " but " + row_state);
+        }
+        Generation vouched = events.latest_claim ? events.latest_claim->generation : 0;
+        if (events.resolution) vouched = std::max(vouched, events.resolution->generation);
+        if (row.generation > vouched) {
+            add(Contradiction::ClaimMissingFromLog,
+                row_state + " but the log's latest grant is " +
+                    (vouched > 0 ? "generation " + num(vouched) : "none"));
+        }
+
+        const bool completed = row.state == JobState::Completed;
+        // A result the operator already decided on (published at or below the generation of the
+        // latest resolution) is history, not a new contradiction.
+        const bool acknowledged =
+            result && events.resolution && result->generation <= events.resolution->generation;
+        if (result && !acknowledged) {
+            if (!completed) {
+                add(Contradiction::ResultForUnfinishedRow,
+                    "job_results publishes generation " + num(result->generation) + " (ref '" +
+                        result->result_ref + "') but " + row_state +
+                        "; only the transaction that completes a row publishes its result");
+            } else if (result->generation != row.generation ||
+                       result->result_ref != row.result_ref.value_or("") ||
+                       result->org_id != row.org_id) {
+                add(Contradiction::ResultMismatch,
+                    "job_results publishes generation " + num(result->generation) + ", ref '" +
+                        result->result_ref + "', organization " + num(result->org_id) +
+                        " but the row completed generation " + num(row.generation) + ", ref " +
+                        opt_text(row.result_ref) + ", organization " + num(row.org_id));
+            }
+        }
+        if (completed && !result) {
+            add(Contradiction::CompletedWithoutResult, row_state + " with ref " +
+                                                           opt_text(row.result_ref) +
+                                                           " but job_results has no row for it");
+        }
+        if (completed) {
+            if (events.completions == 0) {
+                add(Contradiction::CompletionEventMissing,
+                    row_state + " but the log records no completion");
+            } else {
+                const auto& last = *events.latest_completion;
+                if (last.generation != row.generation ||
+                    last.detail != row.result_ref.value_or("")) {
+                    add(Contradiction::CompletionEventMismatch,
+                        "the logged completion is " + describe(last) +
+                            " but the row completed generation " + num(row.generation) +
+                            " with ref " + opt_text(row.result_ref));
+                }
+            }
+        }
+        if (events.completions > 1) {
+            add(Contradiction::CompletedMoreThanOnce, "the log records " + num(events.completions) +
+                                                          " completions, at generations " +
+                                                          join(events.completion_generations));
+        }
+        if (!completed && events.completions > 0) {
+            add(Contradiction::CompletionLoggedForUnfinishedRow,
+                "the log records a completion (" +
+                    (events.latest_completion ? describe(*events.latest_completion) : "") +
+                    ") but " + row_state);
+        }
+    }
+
+    if (!c.findings.empty()) {
+        std::stable_sort(c.findings.begin(), c.findings.end(),
+                         [](const Finding& a, const Finding& b) { return a.code < b.code; });
+        c.cls = RecoveryClass::Inconsistent;
+        c.evidence = "row: " + describe(row) +
+                     "\nresult: " + (result ? describe(*result) : "none") +
+                     "\nevents: " + describe(events);
+        return c;
+    }
+    switch (row.state) {
+        case JobState::Completed:
+        case JobState::Failed:
+            c.cls = RecoveryClass::Terminal;
+            break;
+        case JobState::Pending:
+            c.cls = RecoveryClass::Pending;
+            break;
+        case JobState::Assigned:
+            // The same boundary as the reaper and the fenced updates: a lease ending at or before
+            // now no longer grants anything.
+            c.cls = row.lease_expires_at && *row.lease_expires_at > now ? RecoveryClass::Live
+                                                                        : RecoveryClass::Expired;
+            break;
+        case JobState::Quarantined:
+            break;  // handled above
+    }
+    return c;
+}
+
+std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& result,
+                                const std::optional<EventSummary>& events) {
+    if (!result && !events) return std::nullopt;
+    Orphan o;
+    o.job_id = job;
+    if (result) {
+        o.org_id = result->org_id;
+        o.reason = "orphan_result";
+    } else {
+        o.org_id = events->orgs.empty() ? 0 : events->orgs.front();
+        o.reason = "orphan_events";
+    }
+    o.evidence = "row: none\nresult: " + (result ? describe(*result) : "none") +
+                 "\nevents: " + (events ? describe(*events) : "none");
+    return o;
+}
+
+std::string format_instant(Micros t) {
+    constexpr Micros kDay = 86400 * kSeconds;
+    std::int64_t days = t / kDay;
+    Micros rest = t % kDay;
+    if (rest < 0) {
+        rest += kDay;
+        --days;
+    }
+    std::int64_t y = 0;
+    unsigned m = 0, d = 0;
+    civil_from_days(days, y, m, d);
+    const auto secs = rest / kSeconds;
+    const auto micros = rest % kSeconds;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04lld-%02u-%02uT%02lld:%02lld:%02lld",
+                  static_cast<long long>(y), m, d, static_cast<long long>(secs / 3600),
+                  static_cast<long long>(secs / 60 % 60), static_cast<long long>(secs % 60));
+    std::string out = buf;
+    if (micros != 0) {
+        std::snprintf(buf, sizeof buf, ".%06lld", static_cast<long long>(micros));
+        out += buf;
+    }
+    return out + "Z";
+}
+
+std::optional<Micros> parse_instant(std::string_view s) {
+    if (!s.empty() && s.front() == '@') {
+        Micros v = 0;
+        const auto* end = s.data() + s.size();
+        const auto [p, ec] = std::from_chars(s.data() + 1, end, v);
+        if (ec != std::errc() || p != end || s.size() == 1) return std::nullopt;
+        return v;
+    }
+    std::size_t pos = 0;
+    std::int64_t y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
+    if (!read_digits(s, pos, 4, y) || !expect(s, pos, '-') || !read_digits(s, pos, 2, mo) ||
+        !expect(s, pos, '-') || !read_digits(s, pos, 2, d)) {
+        return std::nullopt;
+    }
+    if (pos >= s.size() || (s[pos] != 'T' && s[pos] != ' ')) return std::nullopt;
+    ++pos;
+    if (!read_digits(s, pos, 2, h) || !expect(s, pos, ':') || !read_digits(s, pos, 2, mi) ||
+        !expect(s, pos, ':') || !read_digits(s, pos, 2, sec)) {
+        return std::nullopt;
+    }
+    Micros fraction = 0;
+    if (pos < s.size() && s[pos] == '.') {
+        ++pos;
+        std::size_t digits = 0;
+        Micros scale = 100000;
+        while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+            if (digits < 6) fraction += (s[pos] - '0') * scale;  // finer digits are truncated
+            scale /= 10;
+            ++digits;
+            ++pos;
+        }
+        if (digits == 0) return std::nullopt;
+    }
+    Micros offset = 0;
+    if (pos < s.size() && s[pos] == 'Z') {
+        ++pos;
+    } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
+        const int sign = s[pos] == '-' ? -1 : 1;
+        ++pos;
+        std::int64_t oh = 0, om = 0;
+        if (!read_digits(s, pos, 2, oh) || !expect(s, pos, ':') || !read_digits(s, pos, 2, om) ||
+            oh > 23 || om > 59) {
+            return std::nullopt;
+        }
+        offset = sign * (oh * 3600 + om * 60) * kSeconds;
+    } else {
+        return std::nullopt;  // an instant without a zone would depend on where it is read
+    }
+    if (pos != s.size() || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) {
+        return std::nullopt;
+    }
+    const std::int64_t days =
+        days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
+    return (days * 86400 + h * 3600 + mi * 60 + sec) * kSeconds + fraction - offset;
+}
+
+std::string describe(const JobRecord& r) {
+    return "org=" + num(r.org_id) + " state=" + std::string(to_string(r.state)) +
+           " generation=" + num(r.generation) + " assignee=" + opt_text(r.assignee) +
+           " claimed_at=" + opt_time(r.claimed_at) +
+           " lease_expires_at=" + opt_time(r.lease_expires_at) + " attempts=" + num(r.attempts) +
+           "/" + num(r.max_attempts) + " completed_at=" + opt_time(r.completed_at) +
+           " result_ref=" + opt_text(r.result_ref) + " last_error=" + opt_text(r.last_error) +
+           " quarantined_from=" + opt_text(r.quarantined_from);
+}
+
+std::string describe(const ResultRecord& r) {
+    return "org=" + num(r.org_id) + " generation=" + num(r.generation) + " ref='" + r.result_ref +
+           "' published_at=" + format_instant(r.published_at);
+}
+
+std::string describe(const AuditEvent& e) {
+    std::string out = "#" + num(e.id) + " " + e.kind + " generation " + num(e.generation);
+    if (!e.worker.empty()) out += " by " + e.worker;
+    out += " at " + format_instant(e.at);
+    if (e.org_id != 0) out += " org " + num(e.org_id);
+    if (!e.detail.empty()) {
+        // A quarantine event's detail holds a whole report; its first line names the reason.
+        constexpr std::size_t kMaxDetail = 160;
+        std::string detail = e.detail.substr(0, e.detail.find('\n'));
+        if (detail.size() > kMaxDetail) detail = detail.substr(0, kMaxDetail) + "...";
+        if (detail.size() < e.detail.size()) detail += " [...]";
+        out += " '" + detail + "'";
+    }
+    return out;
+}
+
+std::string describe(const EventSummary& s) {
+    std::string out = num(s.total) + " in total; highest generation " + num(s.max_generation);
+    if (s.top) out += " (" + describe(*s.top) + ")";
+    out += "; latest claim " + (s.latest_claim ? describe(*s.latest_claim) : std::string("none"));
+    if (s.resolution) out += "; operator resolution " + describe(*s.resolution);
+    out += "; completions " + num(s.completions);
+    if (s.completions > 0) {
+        out += " at generations " + join(s.completion_generations) + ", latest " +
+               describe(*s.latest_completion);
+    }
+    return out + "; organizations " + join(s.orgs);
+}
+
+}  // namespace aclaim::common

@@ -1,0 +1,144 @@
+#pragma once
+
+// Recovery after an outage: the pure classifier. Given one job row's durable fields, its
+// published result (if any) and a summary of its audit log, it decides whether the job is
+// terminal, holds a live or an expired lease, waits as pending, or contradicts itself. It reads no
+// database and no clock, so every decision can be tested on hand-built rows.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/store/assignment.hpp"
+#include "common/base/clock.hpp"
+
+namespace aclaim::common {
+
+/// The durable fields of one jobs row.
+struct JobRecord {
+    JobId id = 0;
+    OrgId org_id = 0;
+    JobState state = JobState::Pending;
+    Generation generation = 0;
+    int priority = 0;
+    Micros enqueued_at = 0;
+    std::optional<std::string> assignee;
+    std::optional<Micros> claimed_at;
+    std::optional<Micros> lease_expires_at;
+    int attempts = 0;
+    int max_attempts = 0;
+    std::optional<Micros> completed_at;
+    std::optional<std::string> result_ref;
+    std::optional<std::string> last_error;
+    std::optional<std::string> quarantined_from;
+    std::optional<std::string> quarantine_reason;
+};
+
+/// The job_results (outbox) row of a job.
+struct ResultRecord {
+    JobId job_id = 0;
+    OrgId org_id = 0;
+    Generation generation = 0;
+    std::string result_ref;
+    Micros published_at = 0;
+};
+
+/// What the audit log of one job says, condensed so that it can be read in bulk.
+///
+/// An operator's resolution of a quarantine (an 'unquarantined' event) acknowledges the history
+/// before it: completions and organizations are summarised only over the events after the latest
+/// resolution, so that a job the operator released or failed is not quarantined again for the
+/// contradiction the operator already decided on.
+struct EventSummary {
+    std::int64_t total = 0;
+    /// Highest generation on any event except 'rejected' (which quotes what a caller claimed,
+    /// not what the coordinator granted).
+    Generation max_generation = 0;
+    /// The event carrying max_generation (latest by id on ties).
+    std::optional<AuditEvent> top;
+    /// The claim with the highest generation.
+    std::optional<AuditEvent> latest_claim;
+    /// The latest operator resolution ('unquarantined').
+    std::optional<AuditEvent> resolution;
+    /// 'completed' events after the resolution: how many, their generations in log order, the last.
+    std::int64_t completions = 0;
+    std::vector<Generation> completion_generations;
+    std::optional<AuditEvent> latest_completion;
+    /// Distinct organizations of the events after the resolution, ascending.
+    std::vector<OrgId> orgs;
+};
+
+enum class RecoveryClass { Terminal, Live, Expired, Pending, Inconsistent };
+
+inline constexpr RecoveryClass kRecoveryClasses[] = {RecoveryClass::Terminal, RecoveryClass::Live,
+                                                     RecoveryClass::Expired, RecoveryClass::Pending,
+                                                     RecoveryClass::Inconsistent};
+
+std::string_view to_string(RecoveryClass c);
+
+/// A contradiction between a row, its result and its log that no single-row CHECK can see.
+/// Declared in the order a report names them: the first one found is a row's reason.
+enum class Contradiction {
+    AlreadyQuarantined,                ///< set aside earlier; its recorded reason stands
+    ForeignOrganizationEvents,         ///< the log of the job holds events of another organization
+    GenerationBehindLog,               ///< the log granted a higher generation than the row holds
+    ClaimMissingFromLog,               ///< the row holds a generation the log never granted
+    ResultForUnfinishedRow,            ///< a result is published but the row is not completed
+    CompletedWithoutResult,            ///< the row is completed but nothing was published
+    ResultMismatch,                    ///< the published result is of another generation/ref/org
+    CompletionEventMissing,            ///< the row is completed but the log has no completion
+    CompletionEventMismatch,           ///< the logged completion has another generation or ref
+    CompletedMoreThanOnce,             ///< the log records more than one accepted completion
+    CompletionLoggedForUnfinishedRow,  ///< the log records a completion the row does not show
+};
+
+std::string_view to_string(Contradiction c);
+
+struct Finding {
+    Contradiction code = Contradiction::AlreadyQuarantined;
+    std::string what;  ///< which fact contradicts which, in one sentence
+};
+
+struct Classification {
+    RecoveryClass cls = RecoveryClass::Pending;
+    std::vector<Finding> findings;  ///< non-empty exactly when cls is Inconsistent
+    std::string evidence;           ///< for inconsistent rows: the row, result and events involved
+
+    /// The first finding's code, e.g. "result_for_unfinished_row"; empty unless inconsistent.
+    std::string reason() const;
+    /// Every finding as "code: what", one per line: what the quarantine records.
+    std::string explanation() const;
+};
+
+/// Classifies one job as of now. A row is inconsistent if any contradiction holds; otherwise
+/// completed and failed rows are terminal, pending rows pending, and assigned rows live while
+/// lease_expires_at > now and expired from the instant it is reached, as the reaper decides.
+Classification classify(const JobRecord& row, const std::optional<ResultRecord>& result,
+                        const EventSummary& events, Micros now);
+
+/// Published results or events whose job row does not exist: reported, never acted on.
+struct Orphan {
+    JobId job_id = 0;
+    OrgId org_id = 0;
+    std::string reason;  ///< "orphan_result" or "orphan_events"
+    std::string evidence;
+};
+
+std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& result,
+                                const std::optional<EventSummary>& events);
+
+/// "2026-03-01T12:00:00Z", with ".ffffff" only when the microseconds are not zero.
+std::string format_instant(Micros t);
+/// Accepts "@<microseconds since the epoch>" or ISO 8601 "YYYY-MM-DDTHH:MM:SS[.f...](Z|±HH:MM)"
+/// (a space may stand for the T).
+std::optional<Micros> parse_instant(std::string_view text);
+
+/// One-line renderings used in evidence and reports.
+std::string describe(const JobRecord& row);
+std::string describe(const ResultRecord& result);
+std::string describe(const AuditEvent& event);
+std::string describe(const EventSummary& events);
+
+}  // namespace aclaim::common

@@ -1,0 +1,147 @@
+#pragma once
+
+// Every statement of the recovery tool and the quarantine commands, in one place. Like the store's
+// statements they take time as $n microseconds and never call now().
+//
+// The three readers are templates: {FILTER} becomes one of the k*Filter clauses below and {LOCK}
+// either nothing or "FOR UPDATE", so the bulk report, the per-organization report and the
+// re-read of one locked row are the same text and cannot drift apart.
+
+#include <string>
+
+#include "common/store/store_sql.hpp"
+
+namespace aclaim::common::sql {
+
+/// Filters for the readers. The organization filter keeps a job's events and result even when
+/// they carry another organization, since that is exactly what the report must see, plus the
+/// orphans (no job row) that name the organization.
+inline constexpr const char* kJobsAll = "";
+inline constexpr const char* kJobsOfOrg = "WHERE org_id = $1::bigint";
+inline constexpr const char* kJobsOne = "WHERE id = $1::bigint";
+inline constexpr const char* kJobsQuarantined = "WHERE state = 'quarantined'";
+inline constexpr const char* kLinkedAll = "";
+inline constexpr const char* kLinkedOfOrg =
+    "WHERE job_id IN (SELECT id FROM jobs WHERE org_id = $1::bigint)"
+    " OR (org_id = $1::bigint AND job_id NOT IN (SELECT id FROM jobs))";
+inline constexpr const char* kLinkedOne = "WHERE job_id = $1::bigint";
+
+/// The durable fields of jobs rows, in id order. Column order is JobRecord's (see recovery_store).
+inline constexpr const char* kReadJobs = R"SQL(
+SELECT id, org_id, state, generation, priority, aclaim_us(enqueued_at), assignee,
+       aclaim_us(claimed_at), aclaim_us(lease_expires_at), attempts, max_attempts,
+       aclaim_us(completed_at), result_ref, last_error, quarantined_from, quarantine_reason
+  FROM jobs {FILTER} ORDER BY id {LOCK}
+)SQL";
+
+/// The published results.
+inline constexpr const char* kReadResults = R"SQL(
+SELECT job_id, org_id, generation, result_ref, aclaim_us(published_at)
+  FROM job_results {FILTER} ORDER BY job_id
+)SQL";
+
+/// One summary row per job of the audit log (see EventSummary). The latest operator resolution
+/// ('unquarantined') is found per job first; completions and organizations are then counted only
+/// after it. The four quoted events are fetched by id in the same statement.
+inline constexpr const char* kReadEventSummaries = R"SQL(
+WITH ev AS (
+    SELECT id, job_id, org_id, generation, kind,
+           coalesce(max(id) FILTER (WHERE kind = 'unquarantined')
+                    OVER (PARTITION BY job_id), 0) AS resolved_id
+      FROM job_events {FILTER}
+), agg AS (
+    SELECT job_id,
+           count(*) AS total,
+           coalesce(max(generation) FILTER (WHERE kind <> 'rejected'), 0) AS max_generation,
+           (array_agg(id ORDER BY generation DESC, id DESC)
+                FILTER (WHERE kind <> 'rejected'))[1] AS top_id,
+           (array_agg(id ORDER BY generation DESC, id DESC)
+                FILTER (WHERE kind = 'claimed'))[1] AS claim_id,
+           nullif(max(resolved_id), 0) AS resolution_id,
+           count(*) FILTER (WHERE kind = 'completed' AND id > resolved_id) AS completions,
+           coalesce(string_agg(generation::text, ',' ORDER BY id)
+                        FILTER (WHERE kind = 'completed' AND id > resolved_id), '') AS completed_at_gens,
+           max(id) FILTER (WHERE kind = 'completed' AND id > resolved_id) AS completion_id,
+           coalesce(string_agg(DISTINCT org_id::text, ',')
+                        FILTER (WHERE id > resolved_id), '') AS orgs
+      FROM ev GROUP BY job_id
+)
+SELECT a.job_id, a.total, a.max_generation, a.completions, a.completed_at_gens, a.orgs,
+       t.id, t.org_id, t.generation, t.kind, coalesce(t.worker, ''), aclaim_us(t.at), t.detail,
+       c.id, c.org_id, c.generation, c.kind, coalesce(c.worker, ''), aclaim_us(c.at), c.detail,
+       r.id, r.org_id, r.generation, r.kind, coalesce(r.worker, ''), aclaim_us(r.at), r.detail,
+       d.id, d.org_id, d.generation, d.kind, coalesce(d.worker, ''), aclaim_us(d.at), d.detail
+  FROM agg a
+  LEFT JOIN job_events t ON t.id = a.top_id
+  LEFT JOIN job_events c ON c.id = a.claim_id
+  LEFT JOIN job_events r ON r.id = a.resolution_id
+  LEFT JOIN job_events d ON d.id = a.completion_id
+ ORDER BY a.job_id
+)SQL";
+
+/// $1 job. Every event of one job, for `quarantine show`.
+inline constexpr const char* kReadEventsOfJob = R"SQL(
+SELECT id, org_id, generation, kind, coalesce(worker, ''), aclaim_us(at), detail
+  FROM job_events WHERE job_id = $1::bigint ORDER BY id
+)SQL";
+
+/// $1 now, $2 job, $3 detail. The reaper's reclaim (store_sql.hpp) narrowed to one job that the
+/// caller has locked.
+inline const std::string kReclaimOne = reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
+     WHERE id = $2::bigint AND state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
+     FOR UPDATE)SQL",
+                                                         "$3::text");
+
+/// $1 job, $2 reason, $3 operator, $4 now, $5 evidence. Only state and the two quarantine columns
+/// change; quarantined_from keeps the state the row had (SET reads the old row).
+inline constexpr const char* kQuarantine = R"SQL(
+WITH q AS (
+    UPDATE jobs SET state = 'quarantined', quarantined_from = state, quarantine_reason = $2::text
+     WHERE id = $1::bigint AND state <> 'quarantined'
+    RETURNING id, org_id, generation, quarantined_from
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, 'quarantined', $3::text, aclaim_ts($4::bigint), $5::text FROM q
+)
+SELECT quarantined_from FROM q
+)SQL";
+
+/// $1 job, $2 generation, $3 operator, $4 now, $5 detail. Back to pending with the lease fields
+/// cleared as the pending CHECK requires; the generation is raised to the highest the job ever
+/// saw so that the next claim outranks every earlier holder.
+inline constexpr const char* kReleaseQuarantined = R"SQL(
+WITH u AS (
+    UPDATE jobs
+       SET state = 'pending', generation = $2::bigint, assignee = NULL, claimed_at = NULL,
+           lease_expires_at = NULL, completed_at = NULL, result_ref = NULL,
+           quarantined_from = NULL, quarantine_reason = NULL
+     WHERE id = $1::bigint AND state = 'quarantined' AND generation <= $2::bigint
+    RETURNING id, org_id, generation
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, 'unquarantined', $3::text, aclaim_ts($4::bigint), $5::text FROM u
+)
+SELECT id, aclaim_wake(org_id) FROM u
+)SQL";
+
+/// $1 job, $2 generation, $3 operator, $4 now, $5 detail, $6 last_error. Final failure by
+/// decision of an operator: the failed CHECK wants completed_at set and no result_ref or lease.
+inline constexpr const char* kFailQuarantined = R"SQL(
+WITH u AS (
+    UPDATE jobs
+       SET state = 'failed', generation = $2::bigint, completed_at = aclaim_ts($4::bigint),
+           lease_expires_at = NULL, result_ref = NULL, last_error = $6::text,
+           quarantined_from = NULL, quarantine_reason = NULL
+     WHERE id = $1::bigint AND state = 'quarantined' AND generation <= $2::bigint
+    RETURNING id, org_id, generation
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, 'unquarantined', $3::text, aclaim_ts($4::bigint), $5::text FROM u
+)
+SELECT id FROM u
+)SQL";
+
+/// Bounds the wait for a row a coordinator holds, so that recovery never hangs behind one.
+inline constexpr const char* kLockTimeout = "SET LOCAL lock_timeout = '5s'";
+
+}  // namespace aclaim::common::sql

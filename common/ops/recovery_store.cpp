@@ -1,0 +1,334 @@
+#include "common/ops/recovery_store.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "common/ops/recovery_sql.hpp"
+
+namespace aclaim::common {
+
+namespace {
+
+constexpr const char* kLockNotAvailable = "55P03";
+
+std::string fill(const char* tmpl, const char* filter, const char* lock = "") {
+    std::string text = tmpl;
+    text.replace(text.find("{FILTER}"), 8, filter);
+    if (const auto at = text.find("{LOCK}"); at != std::string::npos) text.replace(at, 6, lock);
+    return text;
+}
+
+template <typename T>
+std::optional<T> opt(const pqxx::field& f) {
+    if (f.is_null()) return std::nullopt;
+    return f.as<T>();
+}
+
+JobState state_of(const pqxx::field& f) {
+    const auto s = parse_job_state(f.as<std::string>());
+    if (!s) throw std::runtime_error("unexpected job state '" + f.as<std::string>() + "'");
+    return *s;
+}
+
+std::vector<std::int64_t> parse_ids(const std::string& text) {
+    std::vector<std::int64_t> out;
+    const char* p = text.data();
+    const char* end = p + text.size();
+    while (p < end) {
+        std::int64_t v = 0;
+        const auto [next, ec] = std::from_chars(p, end, v);
+        if (ec != std::errc()) throw std::runtime_error("bad number list '" + text + "'");
+        out.push_back(v);
+        p = next < end ? next + 1 : next;
+    }
+    return out;
+}
+
+JobRecord read_job(const pqxx::row& r) {
+    JobRecord j;
+    j.id = r[0].as<JobId>();
+    j.org_id = r[1].as<OrgId>();
+    j.state = state_of(r[2]);
+    j.generation = r[3].as<Generation>();
+    j.priority = r[4].as<int>();
+    j.enqueued_at = r[5].as<Micros>();
+    j.assignee = opt<std::string>(r[6]);
+    j.claimed_at = opt<Micros>(r[7]);
+    j.lease_expires_at = opt<Micros>(r[8]);
+    j.attempts = r[9].as<int>();
+    j.max_attempts = r[10].as<int>();
+    j.completed_at = opt<Micros>(r[11]);
+    j.result_ref = opt<std::string>(r[12]);
+    j.last_error = opt<std::string>(r[13]);
+    j.quarantined_from = opt<std::string>(r[14]);
+    j.quarantine_reason = opt<std::string>(r[15]);
+    return j;
+}
+
+ResultRecord read_result(const pqxx::row& r) {
+    return {r[0].as<JobId>(), r[1].as<OrgId>(), r[2].as<Generation>(), r[3].as<std::string>(),
+            r[4].as<Micros>()};
+}
+
+/// Seven columns from `at`: id, org, generation, kind, worker, at, detail; of `job`.
+std::optional<AuditEvent> read_ref(const pqxx::row& r, int at, JobId job) {
+    if (r[at].is_null()) return std::nullopt;
+    return AuditEvent{r[at].as<std::int64_t>(),    job,
+                      r[at + 1].as<OrgId>(),       r[at + 2].as<Generation>(),
+                      r[at + 3].as<std::string>(), r[at + 4].as<std::string>(),
+                      r[at + 5].as<Micros>(),      r[at + 6].as<std::string>()};
+}
+
+std::pair<JobId, EventSummary> read_summary(const pqxx::row& r) {
+    EventSummary s;
+    s.total = r[1].as<std::int64_t>();
+    s.max_generation = r[2].as<Generation>();
+    s.completions = r[3].as<std::int64_t>();
+    s.completion_generations = parse_ids(r[4].as<std::string>());
+    s.orgs = parse_ids(r[5].as<std::string>());
+    std::sort(s.orgs.begin(), s.orgs.end());
+    const auto job = r[0].as<JobId>();
+    s.top = read_ref(r, 6, job);
+    s.latest_claim = read_ref(r, 13, job);
+    s.resolution = read_ref(r, 20, job);
+    s.latest_completion = read_ref(r, 27, job);
+    return {job, std::move(s)};
+}
+
+/// Reads one job's row (locked when lock is set), result and event summary.
+std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool lock, Micros now) {
+    const auto rows =
+        txn.exec_params(fill(sql::kReadJobs, sql::kJobsOne, lock ? "FOR UPDATE" : ""), job);
+    if (rows.empty()) return std::nullopt;
+    JobSnapshot s;
+    s.row = read_job(rows[0]);
+    // Read after the lock: under read committed each statement sees what committed before it,
+    // and nothing can add a result or a grant for this job while the row is locked.
+    const auto results = txn.exec_params(fill(sql::kReadResults, sql::kLinkedOne), job);
+    if (!results.empty()) s.result = read_result(results[0]);
+    const auto summaries = txn.exec_params(fill(sql::kReadEventSummaries, sql::kLinkedOne), job);
+    if (!summaries.empty()) s.events = read_summary(summaries[0]).second;
+    s.classification = classify(s.row, s.result, s.events, now);
+    return s;
+}
+
+}  // namespace
+
+std::string_view to_string(ApplyAction a) {
+    switch (a) {
+        case ApplyAction::Reclaimed:
+            return "reclaimed";
+        case ApplyAction::Failed:
+            return "failed";
+        case ApplyAction::Quarantined:
+            return "quarantined";
+        case ApplyAction::Unchanged:
+            return "unchanged";
+        case ApplyAction::Busy:
+            return "busy";
+        case ApplyAction::Vanished:
+            return "vanished";
+    }
+    return "unknown";
+}
+
+RecoveryReport RecoveryStore::survey(Micros now, std::optional<OrgId> org) {
+    RecoveryReport report;
+    report.now = now;
+    report.org = org;
+    pqxx::result jobs, results, summaries;
+    {
+        // One snapshot for the three reads, so that a completion committing in between cannot
+        // show up as a row without its result.
+        pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn_, "recover_survey");
+        auto run = [&](const char* tmpl, const char* all, const char* of_org) {
+            const std::string text = fill(tmpl, org ? of_org : all);
+            return org ? txn.exec_params(text, *org) : txn.exec(text);
+        };
+        jobs = run(sql::kReadJobs, sql::kJobsAll, sql::kJobsOfOrg);
+        results = run(sql::kReadResults, sql::kLinkedAll, sql::kLinkedOfOrg);
+        summaries = run(sql::kReadEventSummaries, sql::kLinkedAll, sql::kLinkedOfOrg);
+        txn.commit();
+    }
+    std::map<JobId, ResultRecord> result_of;
+    for (const auto& r : results) {
+        auto rec = read_result(r);
+        result_of.emplace(rec.job_id, std::move(rec));
+    }
+    std::map<JobId, EventSummary> events_of;
+    for (const auto& r : summaries) events_of.insert(read_summary(r));
+
+    for (const auto& r : jobs) {
+        JobSnapshot s;
+        s.row = read_job(r);
+        if (auto it = result_of.find(s.row.id); it != result_of.end()) {
+            s.result = std::move(it->second);
+            result_of.erase(it);
+        }
+        if (auto it = events_of.find(s.row.id); it != events_of.end()) {
+            s.events = std::move(it->second);
+            events_of.erase(it);
+        }
+        s.classification = classify(s.row, s.result, s.events, now);
+        const auto index = static_cast<std::size_t>(s.classification.cls);
+        ++report.by_org[s.row.org_id][index];
+        ++report.totals[index];
+        if (s.classification.cls == RecoveryClass::Expired) report.expired.push_back(s.row.id);
+        if (s.classification.cls == RecoveryClass::Inconsistent) {
+            report.inconsistent.push_back(std::move(s));
+        }
+    }
+    // What is left has no job row.
+    std::map<JobId, bool> orphan_ids;
+    for (const auto& [id, _] : result_of) orphan_ids[id] = true;
+    for (const auto& [id, _] : events_of) orphan_ids[id] = true;
+    for (const auto& [id, _] : orphan_ids) {
+        std::optional<ResultRecord> result;
+        std::optional<EventSummary> events;
+        if (auto it = result_of.find(id); it != result_of.end()) result = it->second;
+        if (auto it = events_of.find(id); it != events_of.end()) events = it->second;
+        if (auto o = orphan_of(id, result, events)) report.orphans.push_back(std::move(*o));
+    }
+    return report;
+}
+
+std::vector<ApplyOutcome> RecoveryStore::apply(const RecoveryReport& report,
+                                               const std::string& actor) {
+    std::map<JobId, RecoveryClass> todo;
+    for (const auto id : report.expired) todo[id] = RecoveryClass::Expired;
+    for (const auto& s : report.inconsistent) {
+        // An already quarantined row waits for its operator; apply never touches it again.
+        if (s.row.state != JobState::Quarantined) todo[s.row.id] = RecoveryClass::Inconsistent;
+    }
+    std::vector<ApplyOutcome> out;
+    out.reserve(todo.size());
+    for (const auto& [id, cls] : todo) out.push_back(apply_one(id, cls, report.now, actor));
+    return out;
+}
+
+ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Micros now,
+                                      const std::string& actor) {
+    ApplyOutcome out;
+    out.job_id = job;
+    out.surveyed = surveyed;
+    try {
+        pqxx::work txn(conn_, "recover_apply");
+        txn.exec(sql::kLockTimeout);
+        const auto snap = read_one(txn, job, /*lock=*/true, now);
+        if (!snap) {
+            txn.commit();
+            out.action = ApplyAction::Vanished;
+            out.detail = "the job no longer exists";
+            return out;
+        }
+        const auto& c = snap->classification;
+        out.org_id = snap->row.org_id;
+        out.locked = c.cls;
+        if (c.cls == RecoveryClass::Expired) {
+            const auto r = txn.exec_params(sql::kReclaimOne, now, job,
+                                           "lease expired; reclaimed by recovery (" + actor + ")");
+            const auto state = state_of(r.at(0)[4]);
+            out.action = state == JobState::Pending ? ApplyAction::Reclaimed : ApplyAction::Failed;
+            out.detail = "generation " + std::to_string(snap->row.generation) + " of " +
+                         snap->row.assignee.value_or("?") + " lost its lease; now " +
+                         std::string(to_string(state));
+        } else if (c.cls == RecoveryClass::Inconsistent &&
+                   snap->row.state != JobState::Quarantined) {
+            txn.exec_params(sql::kQuarantine, job, c.explanation(), actor, now,
+                            c.explanation() + "\n" + c.evidence);
+            out.action = ApplyAction::Quarantined;
+            out.detail = "from " + std::string(to_string(snap->row.state)) + ": " + c.reason();
+        } else {
+            out.action = ApplyAction::Unchanged;
+            out.detail = "the locked row is " + std::string(to_string(c.cls)) +
+                         (c.cls == RecoveryClass::Inconsistent ? " and already quarantined" : "");
+        }
+        txn.commit();
+    } catch (const pqxx::sql_error& e) {
+        if (e.sqlstate() != kLockNotAvailable) throw;
+        out.action = ApplyAction::Busy;
+        out.detail = "the row stayed locked by another transaction; nothing changed";
+    }
+    return out;
+}
+
+std::vector<JobRecord> RecoveryStore::quarantined() {
+    pqxx::read_transaction txn(conn_, "quarantine_list");
+    const auto rows = txn.exec(fill(sql::kReadJobs, sql::kJobsQuarantined));
+    txn.commit();
+    std::vector<JobRecord> out;
+    out.reserve(rows.size());
+    for (const auto& r : rows) out.push_back(read_job(r));
+    return out;
+}
+
+std::optional<JobDossier> RecoveryStore::dossier(JobId job, Micros now) {
+    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn_, "quarantine_show");
+    auto snap = read_one(txn, job, /*lock=*/false, now);
+    if (!snap) return std::nullopt;
+    JobDossier d;
+    d.snapshot = std::move(*snap);
+    for (const auto& r : txn.exec_params(sql::kReadEventsOfJob, job))
+        d.events.push_back(*read_ref(r, 0, job));
+    txn.commit();
+    return d;
+}
+
+Resolution RecoveryStore::release(JobId job, const std::string& reason, const std::string& actor,
+                                  Micros now) {
+    return resolve(job, true, reason, actor, now);
+}
+
+Resolution RecoveryStore::fail(JobId job, const std::string& reason, const std::string& actor,
+                               Micros now) {
+    return resolve(job, false, reason, actor, now);
+}
+
+Resolution RecoveryStore::resolve(JobId job, bool release, const std::string& reason,
+                                  const std::string& actor, Micros now) {
+    const std::string verb = release ? "released" : "failed";
+    Resolution out;
+    pqxx::work txn(conn_, release ? "quarantine_release" : "quarantine_fail");
+    txn.exec(sql::kLockTimeout);
+    const auto snap = read_one(txn, job, /*lock=*/true, now);
+    if (!snap) {
+        out.refusal = "no job " + std::to_string(job);
+        return out;
+    }
+    const auto& row = snap->row;
+    out.state = row.state;
+    out.generation = row.generation;
+    if (row.state != JobState::Quarantined) {
+        out.refusal = "job " + std::to_string(job) + " is " + std::string(to_string(row.state)) +
+                      ", not quarantined: only a job the recovery tool quarantined can be " + verb;
+        return out;
+    }
+    if (release && snap->result) {
+        out.refusal = "job " + std::to_string(job) + " has a published result (" +
+                      describe(*snap->result) +
+                      "): a pending job would be completed again and its result could not be "
+                      "published beside this one; keep it quarantined or resolve it with "
+                      "`quarantine fail`";
+        return out;
+    }
+    // The highest generation the job ever reached, in the row, its log or its result: the
+    // resolution is recorded at it, so that the next claim outranks every earlier holder.
+    Generation g = std::max(row.generation, snap->events.max_generation);
+    if (snap->result) g = std::max(g, snap->result->generation);
+    const std::string detail = verb + " by operator: " + reason + " (was quarantined from " +
+                               row.quarantined_from.value_or("?") + ": " +
+                               row.quarantine_reason.value_or("") + ")";
+    if (release) {
+        txn.exec_params(sql::kReleaseQuarantined, job, g, actor, now, detail);
+        out.state = JobState::Pending;
+    } else {
+        txn.exec_params(sql::kFailQuarantined, job, g, actor, now, detail,
+                        "failed by operator: " + reason);
+        out.state = JobState::Failed;
+    }
+    txn.commit();
+    out.generation = g;
+    return out;
+}
+
+}  // namespace aclaim::common

@@ -1,0 +1,110 @@
+#pragma once
+
+// Recovery after an outage, against the database: the bulk survey, the per-row apply on the
+// locked current row, and the operator's quarantine actions. The decisions themselves are the
+// pure classifier's (recovery.hpp); this file only reads, locks and writes.
+
+#include <array>
+#include <map>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "common/ops/recovery.hpp"
+
+namespace aclaim::common {
+
+/// One job as the survey saw it.
+struct JobSnapshot {
+    JobRecord row;
+    std::optional<ResultRecord> result;
+    EventSummary events;
+    Classification classification;
+};
+
+/// Counts of the five classes, indexed by RecoveryClass.
+using ClassCounts = std::array<std::int64_t, 5>;
+
+/// Everything one survey found, read from one consistent snapshot.
+struct RecoveryReport {
+    Micros now = 0;
+    std::optional<OrgId> org;  ///< the organization filter, if any
+    std::map<OrgId, ClassCounts> by_org;
+    ClassCounts totals{};
+    std::vector<JobSnapshot> inconsistent;  ///< in job id order
+    std::vector<JobId> expired;             ///< in job id order
+    std::vector<Orphan> orphans;            ///< results or events without a job row
+};
+
+enum class ApplyAction {
+    Reclaimed,    ///< expired lease taken back; the job is pending again
+    Failed,       ///< expired lease on the last attempt: failed, as the reaper does
+    Quarantined,  ///< set aside for an operator with its reason
+    Unchanged,    ///< the locked current row no longer needed this action
+    Busy,         ///< another transaction held the row past the lock timeout; retry later
+    Vanished,     ///< the row no longer exists
+};
+
+std::string_view to_string(ApplyAction a);
+
+struct ApplyOutcome {
+    JobId job_id = 0;
+    OrgId org_id = 0;
+    RecoveryClass surveyed = RecoveryClass::Pending;  ///< the class in the survey
+    RecoveryClass locked = RecoveryClass::Pending;    ///< the class on the locked current row
+    ApplyAction action = ApplyAction::Unchanged;
+    std::string detail;
+};
+
+/// Everything `quarantine show` prints about one job.
+struct JobDossier {
+    JobSnapshot snapshot;
+    std::vector<AuditEvent> events;  ///< every event of the job, in log order
+};
+
+/// An operator's release or fail: done, or refused with the reason (nothing changed).
+struct Resolution {
+    std::optional<std::string> refusal;
+    JobState state = JobState::Quarantined;  ///< the state afterwards
+    Generation generation = 0;               ///< the generation afterwards
+};
+
+/// Not thread-safe: it works on the caller's connection.
+class RecoveryStore {
+  public:
+    explicit RecoveryStore(pqxx::connection& conn) : conn_(conn) {}
+
+    /// Reads jobs, job_results and job_events (one statement each, in one repeatable-read
+    /// snapshot) and classifies every job as of now.
+    RecoveryReport survey(Micros now, std::optional<OrgId> org = std::nullopt);
+
+    /// Acts on every expired and inconsistent job of the report, each in its own transaction.
+    std::vector<ApplyOutcome> apply(const RecoveryReport& report, const std::string& actor);
+
+    /// Locks the job's current row, re-reads its result and events, classifies it again as of now
+    /// and acts on that decision: reclaims an expired lease, quarantines an inconsistent row that
+    /// is not yet quarantined, and leaves everything else alone.
+    ApplyOutcome apply_one(JobId job, RecoveryClass surveyed, Micros now, const std::string& actor);
+
+    /// The quarantined jobs, in id order.
+    std::vector<JobRecord> quarantined();
+
+    /// One job with all of its events; nullopt when it does not exist.
+    std::optional<JobDossier> dossier(JobId job, Micros now);
+
+    /// Returns a quarantined job to pending. Refused when the job is not quarantined or already
+    /// has a published result (a second completion could not be published beside it).
+    Resolution release(JobId job, const std::string& reason, const std::string& actor, Micros now);
+
+    /// Fails a quarantined job for good. Its published result, if any, stays as it is.
+    Resolution fail(JobId job, const std::string& reason, const std::string& actor, Micros now);
+
+  private:
+    Resolution resolve(JobId job, bool release, const std::string& reason, const std::string& actor,
+                       Micros now);
+
+    pqxx::connection& conn_;
+};
+
+}  // namespace aclaim::common

@@ -1,0 +1,236 @@
+#pragma once
+
+// The aclaim wire protocol: every message a worker and a coordinator exchange, in one header.
+//
+// A message is three ZeroMQ frames: [tag][type][body].
+//   tag  : "ACLAIM/1" (body in cereal portable binary) or "ACLAIM/1+json" (body is a JSON object
+//          whose members are the struct's fields, by name). A reply uses the request's encoding.
+//   type : the message type name in capitals, e.g. "CLAIM".
+//   body : the struct below, encoded as the tag says.
+// The coordinator's ROUTER adds the peer's routing identity in front. docs/protocol.md specifies
+// every field and both encodings.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace aclaim::common::proto {
+
+inline constexpr std::string_view kTagBinary = "ACLAIM/1";
+inline constexpr std::string_view kTagJson = "ACLAIM/1+json";
+/// Bodies above this size are refused with ERROR "oversized".
+inline constexpr std::size_t kMaxBodyBytes = 64 * 1024;
+/// Hard transport limit set on sockets (ZMQ_MAXMSGSIZE): beyond it the peer is disconnected.
+inline constexpr std::int64_t kMaxTransportBytes = 1024 * 1024;
+/// Field limits enforced by decode(); a request outside them is answered ERROR "invalid".
+inline constexpr std::size_t kMaxWorkerIdBytes = 128;
+inline constexpr std::int32_t kMaxClaimJobs = 100;
+inline constexpr std::int32_t kMaxClaimWaitMs = 60000;
+inline constexpr std::size_t kMaxResultRefBytes = 1024;
+/// Reasons, details, states and error texts.
+inline constexpr std::size_t kMaxTextBytes = 1024;
+
+enum class Encoding { Binary, Json };
+
+// ---- worker -> coordinator ----
+
+/// Opens a session. Under CURVE the organization comes from the authenticated key and org_id is
+/// ignored; in plaintext development mode it is taken from here.
+struct Hello {
+    std::uint64_t req = 0;       ///< request id, echoed in the reply
+    std::string worker_id;       ///< stable reviewer identity, 1..128 printable bytes
+    std::int64_t org_id = 0;     ///< plaintext mode only
+    template <class A> void serialize(A& ar);
+    bool operator==(const Hello&) const = default;
+};
+
+/// Asks for up to max_jobs jobs; waits up to wait_ms for work to arrive before NO_WORK.
+struct Claim {
+    std::uint64_t req = 0;
+    std::int32_t max_jobs = 1;   ///< 1..100
+    std::int32_t wait_ms = 0;    ///< 0..60000 long-poll budget
+    template <class A> void serialize(A& ar);
+    bool operator==(const Claim&) const = default;
+};
+
+/// Heartbeat for one held job: extend its lease.
+struct Renew {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    template <class A> void serialize(A& ar);
+    bool operator==(const Renew&) const = default;
+};
+
+struct Complete {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    std::string result_ref;      ///< 1..1024 bytes: where the review's result lives
+    template <class A> void serialize(A& ar);
+    bool operator==(const Complete&) const = default;
+};
+
+struct Fail {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    std::string reason;          ///< 0..1024 bytes
+    bool retryable = false;      ///< true: return to pending if attempts remain
+    template <class A> void serialize(A& ar);
+    bool operator==(const Fail&) const = default;
+};
+
+/// Gives a held job back without using up an attempt.
+struct Release {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    template <class A> void serialize(A& ar);
+    bool operator==(const Release&) const = default;
+};
+
+/// Ends the session; held leases are left to expire (or released first by the worker).
+struct Bye {
+    std::uint64_t req = 0;
+    template <class A> void serialize(A& ar);
+    bool operator==(const Bye&) const = default;
+};
+
+// ---- coordinator -> worker ----
+
+struct Welcome {
+    std::uint64_t req = 0;
+    std::int64_t org_id = 0;            ///< the organization the session acts for
+    std::int32_t lease_ms = 0;          ///< length of every granted lease
+    std::int32_t heartbeat_ms = 0;      ///< how often to renew each held job
+    std::uint32_t max_body_bytes = 0;   ///< largest body the coordinator accepts
+    template <class A> void serialize(A& ar);
+    bool operator==(const Welcome&) const = default;
+};
+
+struct AssignedJob {
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;        ///< fencing token: quote it on RENEW/COMPLETE/FAIL/RELEASE
+    std::int64_t lease_expires_at_us = 0;  ///< coordinator clock, microseconds since the epoch
+    std::int32_t lease_ms = 0;          ///< lease length; workers should trust this, not clocks
+    std::int32_t attempts = 0;          ///< this claim is attempt number `attempts`
+    std::int32_t priority = 0;
+    std::string payload;
+    template <class A> void serialize(A& ar);
+    bool operator==(const AssignedJob&) const = default;
+};
+
+struct Assigned {
+    std::uint64_t req = 0;
+    std::vector<AssignedJob> jobs;      ///< at least one
+    template <class A> void serialize(A& ar);
+    bool operator==(const Assigned&) const = default;
+};
+
+struct NoWork {
+    std::uint64_t req = 0;
+    std::string reason;                 ///< "no pending jobs", "wait ended", "draining", ...
+    template <class A> void serialize(A& ar);
+    bool operator==(const NoWork&) const = default;
+};
+
+/// Answer to RENEW: the lease now ends at lease_expires_at_us.
+struct LeaseMsg {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    std::int64_t lease_expires_at_us = 0;
+    std::int32_t lease_ms = 0;
+    template <class A> void serialize(A& ar);
+    bool operator==(const LeaseMsg&) const = default;
+};
+
+/// The worker lost the job (renewal refused, or the reaper took it back): stop working on it.
+/// req is 0 when pushed unprompted.
+struct Revoked {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    std::string reason;                 ///< a Rejection name, or "reclaimed"
+    std::string detail;
+    template <class A> void serialize(A& ar);
+    bool operator==(const Revoked&) const = default;
+};
+
+/// COMPLETE, FAIL or RELEASE was committed.
+struct Accepted {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    std::string state;                  ///< the job's state afterwards
+    bool replayed = false;              ///< it had already been committed; nothing changed now
+    template <class A> void serialize(A& ar);
+    bool operator==(const Accepted&) const = default;
+};
+
+/// COMPLETE, FAIL or RELEASE was refused and changed nothing.
+struct Rejected {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    std::string reason;                 ///< a Rejection name, e.g. "stale_generation"
+    std::string detail;
+    template <class A> void serialize(A& ar);
+    bool operator==(const Rejected&) const = default;
+};
+
+/// What was wrong with a request. The request had no effect unless code says "outcome_unknown".
+struct Error {
+    std::uint64_t req = 0;              ///< 0 when the request could not be decoded
+    std::string code;                   ///< see docs/protocol.md: malformed, oversized, ...
+    std::string text;
+    template <class A> void serialize(A& ar);
+    bool operator==(const Error&) const = default;
+};
+
+using Message = std::variant<Hello, Claim, Renew, Complete, Fail, Release, Bye, Welcome, Assigned,
+                             NoWork, LeaseMsg, Revoked, Accepted, Rejected, Error>;
+
+/// The type frame's text for a message, e.g. "CLAIM", "LEASE".
+std::string_view type_name(const Message& m);
+/// The request id carried by any message.
+std::uint64_t request_id(const Message& m);
+/// True for the worker -> coordinator messages (HELLO .. BYE); a coordinator refuses the others.
+bool is_request(const Message& m);
+
+/// The three frames of a message.
+struct Frames {
+    std::string tag;
+    std::string type;
+    std::string body;
+};
+
+Frames encode(const Message& m, Encoding enc);
+
+// serialize() is defined in common/proto/protocol_serialize.hpp, for any archive. cereal's
+// PortableBinaryInputArchive trusts length prefixes: use decode() for anything from a peer.
+
+struct DecodeError {
+    std::string code;   ///< malformed | oversized | wrong_version | unknown_type | undecodable | invalid
+    std::string text;   ///< says exactly what was wrong
+    Encoding reply_encoding = Encoding::Binary;  ///< the encoding to answer in, when known
+    std::uint64_t req = 0;  ///< the request id when the body was readable that far, else 0
+};
+
+struct Decoded {
+    Encoding encoding = Encoding::Binary;
+    Message message;
+};
+
+/// Decodes the frames after the routing identity. Never throws and never allocates more than a
+/// small multiple of the input size: untrusted length prefixes are checked against the input.
+/// Field ranges (worker_id length, max_jobs, wait_ms, string sizes) are validated too.
+/// Request bodies are limited to kMaxBodyBytes; coordinator -> worker bodies (ASSIGNED carries
+/// payloads) to kMaxTransportBytes.
+std::variant<Decoded, DecodeError> decode(const std::vector<std::string_view>& frames);
+
+}  // namespace aclaim::common::proto

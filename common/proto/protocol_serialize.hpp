@@ -1,0 +1,88 @@
+#pragma once
+
+// The field lists of every protocol message: the single place that names each field, in wire
+// order, shared by every archive (cereal's, and the bounded readers in protocol.cpp). Include it
+// to run other cereal archives over the structs; for bytes from a peer use proto::decode, because
+// cereal's PortableBinaryInputArchive trusts length prefixes.
+
+#include <cereal/cereal.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+
+#include "common/proto/protocol.hpp"
+
+namespace aclaim::common::proto {
+
+template <class A>
+void Hello::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(worker_id), CEREAL_NVP(org_id));
+}
+template <class A>
+void Claim::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(max_jobs), CEREAL_NVP(wait_ms));
+}
+template <class A>
+void Renew::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation));
+}
+template <class A>
+void Complete::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(result_ref));
+}
+template <class A>
+void Fail::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(reason),
+       CEREAL_NVP(retryable));
+}
+template <class A>
+void Release::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation));
+}
+template <class A>
+void Bye::serialize(A& ar) {
+    ar(CEREAL_NVP(req));
+}
+template <class A>
+void Welcome::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(org_id), CEREAL_NVP(lease_ms), CEREAL_NVP(heartbeat_ms),
+       CEREAL_NVP(max_body_bytes));
+}
+template <class A>
+void AssignedJob::serialize(A& ar) {
+    ar(CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(lease_expires_at_us),
+       CEREAL_NVP(lease_ms), CEREAL_NVP(attempts), CEREAL_NVP(priority), CEREAL_NVP(payload));
+}
+template <class A>
+void Assigned::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(jobs));
+}
+template <class A>
+void NoWork::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(reason));
+}
+template <class A>
+void LeaseMsg::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(lease_expires_at_us),
+       CEREAL_NVP(lease_ms));
+}
+template <class A>
+void Revoked::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(reason),
+       CEREAL_NVP(detail));
+}
+template <class A>
+void Accepted::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(state),
+       CEREAL_NVP(replayed));
+}
+template <class A>
+void Rejected::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(reason),
+       CEREAL_NVP(detail));
+}
+template <class A>
+void Error::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(code), CEREAL_NVP(text));
+}
+
+}  // namespace aclaim::common::proto

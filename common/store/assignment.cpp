@@ -1,0 +1,129 @@
+#include "common/store/assignment.hpp"
+
+#include <array>
+#include <utility>
+
+namespace aclaim::common {
+
+namespace {
+
+template <typename E, std::size_t N>
+std::optional<E> lookup(const std::array<std::pair<E, std::string_view>, N>& table,
+                        std::string_view s) {
+    for (const auto& [value, name] : table) {
+        if (name == s) return value;
+    }
+    return std::nullopt;
+}
+
+template <typename E, std::size_t N>
+std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E v) {
+    for (const auto& [value, name] : table) {
+        if (value == v) return name;
+    }
+    return "unknown";
+}
+
+constexpr std::array<std::pair<JobState, std::string_view>, 5> kStates{{
+    {JobState::Pending, "pending"},
+    {JobState::Assigned, "assigned"},
+    {JobState::Completed, "completed"},
+    {JobState::Failed, "failed"},
+    {JobState::Quarantined, "quarantined"},
+}};
+
+constexpr std::array<std::pair<LockStrategy, std::string_view>, 3> kStrategies{{
+    {LockStrategy::SkipLocked, "skip_locked"},
+    {LockStrategy::NoWait, "nowait"},
+    {LockStrategy::Wait, "wait"},
+}};
+
+constexpr std::array<std::pair<Rejection, std::string_view>, 7> kRejections{{
+    {Rejection::UnknownJob, "unknown_job"},
+    {Rejection::OtherOrganization, "other_organization"},
+    {Rejection::StaleGeneration, "stale_generation"},
+    {Rejection::LeaseExpired, "lease_expired"},
+    {Rejection::AlreadyTerminal, "already_terminal"},
+    {Rejection::NotAssignee, "not_assignee"},
+    {Rejection::Quarantined, "quarantined"},
+}};
+
+constexpr std::array<std::pair<ClaimOutcome::Status, std::string_view>, 4> kClaimStatuses{{
+    {ClaimOutcome::Status::Claimed, "claimed"},
+    {ClaimOutcome::Status::NoWork, "no_work"},
+    {ClaimOutcome::Status::CandidateLocked, "candidate_locked"},
+    {ClaimOutcome::Status::LockTimeout, "lock_timeout"},
+}};
+
+}  // namespace
+
+std::string_view to_string(JobState s) { return name_of(kStates, s); }
+std::optional<JobState> parse_job_state(std::string_view s) { return lookup(kStates, s); }
+std::string_view to_string(LockStrategy s) { return name_of(kStrategies, s); }
+std::optional<LockStrategy> parse_lock_strategy(std::string_view s) {
+    return lookup(kStrategies, s);
+}
+std::string_view to_string(Rejection r) { return name_of(kRejections, r); }
+std::optional<Rejection> parse_rejection(std::string_view s) { return lookup(kRejections, s); }
+std::string_view to_string(ClaimOutcome::Status s) { return name_of(kClaimStatuses, s); }
+
+std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op,
+                                  OrgId org, Generation generation, std::string_view worker,
+                                  std::string_view result_ref, Micros now, std::string* detail) {
+    auto say = [&](Rejection r, std::string text) -> std::optional<Rejection> {
+        if (detail) *detail = std::move(text);
+        return r;
+    };
+    const std::string gen = std::to_string(generation);
+    if (!row) return say(Rejection::UnknownJob, "no such job");
+    if (row->org_id != org) return say(Rejection::OtherOrganization, "job belongs to another organization");
+    const std::string current = std::to_string(row->generation);
+    switch (row->state) {
+        case JobState::Quarantined:
+            return say(Rejection::Quarantined, "job is quarantined for operator review");
+        case JobState::Completed:
+            if (op == Operation::Complete && row->generation == generation &&
+                row->assignee == worker && row->result_ref == result_ref) {
+                return std::nullopt;  // the same completion, already committed
+            }
+            if (row->generation != generation) {
+                return say(Rejection::StaleGeneration,
+                           "generation " + gen + " is stale: job completed at generation " + current);
+            }
+            return say(Rejection::AlreadyTerminal, "job is already completed");
+        case JobState::Failed:
+            if (op == Operation::Fail && row->generation == generation && row->assignee == worker) {
+                return std::nullopt;
+            }
+            if (row->generation != generation) {
+                return say(Rejection::StaleGeneration,
+                           "generation " + gen + " is stale: job failed at generation " + current);
+            }
+            return say(Rejection::AlreadyTerminal, "job has already failed");
+        case JobState::Pending:
+            if (row->generation == generation) {
+                return say(Rejection::LeaseExpired,
+                           "lease of generation " + gen + " was taken back; job is pending again");
+            }
+            return say(Rejection::StaleGeneration,
+                       "generation " + gen + " is stale: current generation is " + current);
+        case JobState::Assigned:
+            if (row->generation != generation) {
+                return say(Rejection::StaleGeneration,
+                           "generation " + gen + " is stale: job was claimed again at generation " +
+                               current);
+            }
+            if (row->assignee != worker) {
+                return say(Rejection::NotAssignee, "job is held by another worker");
+            }
+            if (row->lease_expires_at && *row->lease_expires_at <= now) {
+                return say(Rejection::LeaseExpired, "lease of generation " + gen + " has expired");
+            }
+            // The row now shows a live lease of this generation for this worker: the update lost a
+            // race with a change that has since been undone. Refuse rather than guess.
+            return say(Rejection::StaleGeneration, "job changed concurrently; retry");
+    }
+    return say(Rejection::UnknownJob, "unrecognised job state");
+}
+
+}  // namespace aclaim::common

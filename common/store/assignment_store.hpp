@@ -1,0 +1,116 @@
+#pragma once
+
+#include <pqxx/pqxx>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/store/assignment.hpp"
+
+
+namespace aclaim::common {
+
+/// Settings of one store connection.
+struct StoreOptions {
+    /// What a claim does when a candidate row is locked.
+    LockStrategy lock_strategy = LockStrategy::SkipLocked;
+    /// Upper bound on a lock wait under LockStrategy::Wait, in milliseconds.
+    int lock_timeout_ms = 2000;
+    /// Name reported in pg_stat_activity.application_name.
+    std::string application_name = "aclaim";
+    /// Act as the aclaim_coordinator role, under row-level security: each transaction names its
+    /// organization in aclaim.org_id, so a statement that forgot its org_id filter still sees
+    /// and changes only that organization's rows. The login role must be a member of
+    /// aclaim_coordinator (or a superuser). Work across organizations (reclaiming expired leases,
+    /// reading a row's authority) names every organization explicitly.
+    bool row_security = false;
+};
+
+/// One requester of a coalesced claim.
+struct ClaimRequest {
+    std::string worker;
+    int max_jobs = 1;
+};
+
+/// One renewal or completion of a coalesced statement; result_ref is for completions only.
+struct TransitionRequest {
+    OrgId org = 0;
+    JobId job = 0;
+    Generation generation = 0;
+    std::string worker;
+    std::string result_ref;
+};
+
+/// The explicit state methods of the assignment contract, over one PostgreSQL connection.
+/// Each method is one transaction; the transition itself is one SQL statement that re-checks the
+/// row's current authority. Time always comes from the caller. Not thread-safe: one store per
+/// thread, as a libpqxx connection is one thread's world.
+class AssignmentStore {
+public:
+    AssignmentStore(const std::string& dsn, StoreOptions options = {});
+    ~AssignmentStore();
+    AssignmentStore(const AssignmentStore&) = delete;
+    AssignmentStore& operator=(const AssignmentStore&) = delete;
+
+    const StoreOptions& options() const { return options_; }
+    bool is_open() const;
+
+    /// Adds jobs as pending, all with enqueued_at = now. Returns their ids in order.
+    std::vector<JobId> enqueue(OrgId org, const std::vector<NewJob>& jobs, Micros now);
+
+    /// Moves up to max_jobs of the organization's best pending jobs to assigned, in one statement.
+    ClaimOutcome claim(OrgId org, const std::string& worker, int max_jobs, Micros lease,
+                       Micros now);
+
+    /// Extends a live lease of the current generation to now + lease.
+    Transition renew(OrgId org, JobId job, Generation generation, const std::string& worker,
+                     Micros lease, Micros now);
+
+    /// Completes a job held under a live lease of the current generation and publishes its result
+    /// in the same transaction.
+    Transition complete(OrgId org, JobId job, Generation generation, const std::string& worker,
+                        const std::string& result_ref, Micros now);
+
+    /// Fails a job; a retryable failure with attempts left returns it to pending instead.
+    Transition fail(OrgId org, JobId job, Generation generation, const std::string& worker,
+                    const std::string& reason, bool retryable, Micros now);
+
+    /// Returns a held job to pending without counting the attempt.
+    Transition release(OrgId org, JobId job, Generation generation, const std::string& worker,
+                       Micros now);
+
+    /// Coalesced claim: one LIMIT (sum of max_jobs) statement for the organization, its leases
+    /// handed out to the requesters in order, best jobs first. One outcome per request, in order;
+    /// a lock failure under nowait/wait is every requester's outcome.
+    std::vector<ClaimOutcome> claim_batch(OrgId org, const std::vector<ClaimRequest>& requests,
+                                          Micros lease, Micros now);
+
+    /// Coalesced renew: one statement over arrays in one transaction. Requests it did not apply
+    /// take the single statement and its diagnosis in the same transaction, so each outcome is
+    /// exactly what renew() would have answered. One outcome per request, in order.
+    std::vector<Transition> renew_batch(const std::vector<TransitionRequest>& requests,
+                                        Micros lease, Micros now);
+
+    /// Coalesced complete, as renew_batch: outbox rows, events and notifications in the same
+    /// statement, rejections diagnosed and audited as complete() does.
+    std::vector<Transition> complete_batch(const std::vector<TransitionRequest>& requests,
+                                           Micros now);
+
+    /// Takes back up to limit leases that expired at now, across organizations, each decided on
+    /// the current locked row. Past max_attempts the job fails instead.
+    std::vector<Reclaimed> reclaim_expired(Micros now, int limit);
+
+    /// The row's current authority (organization, state, generation, assignee, lease), read
+    /// without locking: used to learn the truth after a commit whose outcome was unknown.
+    std::optional<RowAuthority> authority(JobId job);
+
+    /// The connection, for administrative queries on the same session.
+    pqxx::connection& connection();
+
+private:
+    StoreOptions options_;
+    std::unique_ptr<pqxx::connection> conn_;
+};
+
+}  // namespace aclaim::common

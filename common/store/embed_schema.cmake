@@ -1,0 +1,13 @@
+# Turns schema/NNNN_name.sql files into a C++ table so binaries carry their migrations.
+file(GLOB files "${SCHEMA_DIR}/[0-9][0-9][0-9][0-9]_*.sql")
+list(SORT files)
+set(body "")
+foreach(f ${files})
+  get_filename_component(name "${f}" NAME_WE)
+  string(SUBSTRING "${name}" 0 4 version)
+  math(EXPR version "${version}")
+  file(READ "${f}" text)
+  string(APPEND body "    {${version}, \"${name}\", R\"aclaimsql(${text})aclaimsql\"},\n")
+endforeach()
+file(WRITE "${OUT}.tmp" "// Generated from schema/*.sql at build time.\n#include \"common/store/migrations.hpp\"\n\nnamespace aclaim::common {\n\nconst std::vector<Migration>& embedded_migrations() {\n    static const std::vector<Migration> kAll{\n${body}    };\n    return kAll;\n}\n\n}  // namespace aclaim::common\n")
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUT}.tmp" "${OUT}")

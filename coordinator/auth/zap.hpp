@@ -1,0 +1,99 @@
+#pragma once
+
+#include <pqxx/pqxx>
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/store/assignment.hpp"
+#include "coordinator/http/metrics.hpp"
+
+namespace aclaim::coordinator {
+
+class Mailbox;
+class Poster;
+
+/// Who a CURVE public key belongs to, as registered in worker_keys.
+struct KeyIdentity {
+    common::OrgId org_id = 0;
+    std::string name;
+
+    /// The ZAP User-Id: "<org_id>:<name>", what every message of the connection carries.
+    std::string user_id() const;
+    /// The inverse of user_id(); nothing for a malformed text.
+    static std::optional<KeyIdentity> parse(std::string_view user_id);
+};
+
+/// The ZeroMQ authentication handler (RFC 27 ZAP) for the coordinator's CURVE ROUTER: a REP socket
+/// on inproc://zeromq.zap.01 served by a thread of its own, so a slow key lookup never holds up
+/// the router thread. Accepted keys are cached for `cache_ttl`; a miss always asks the database,
+/// so a newly registered key works at once and a revoked one is refused by new handshakes within
+/// the TTL.
+///
+/// Connections already open are watched too: every key this handler has accepted is re-checked
+/// against worker_keys every `cache_ttl` (at most kMaxRechecksPerSecond times a second), and the
+/// set of those that are no longer live is posted to the router thread (a KeysRevoked event)
+/// whenever it changes. The router thread then cuts off the sessions of those connections. The
+/// key travels with every message as the ZAP metadata property kKeyProperty.
+class ZapHandler {
+public:
+    /// The message property (zmq_msg_gets) that carries the connection's client public key, Z85.
+    static constexpr const char* kKeyProperty = "X-Public-Key";
+    static constexpr int kMaxRechecksPerSecond = 20;
+
+    /// Binds the ZAP endpoint on `context` at once: it must exist before the ROUTER accepts.
+    /// `counters` must outlive the handler.
+    ZapHandler(zmq::context_t& context, std::string dsn, std::chrono::milliseconds cache_ttl,
+               AuthCounters& counters);
+    ~ZapHandler();
+    ZapHandler(const ZapHandler&) = delete;
+    ZapHandler& operator=(const ZapHandler&) = delete;
+
+    /// Starts the thread. Revocations are posted to `mailbox`; without one, open connections are
+    /// not re-checked.
+    void start(Mailbox* mailbox);
+    void stop();
+
+    const AuthCounters& counters() const { return counters_; }
+
+private:
+    struct Cached {
+        KeyIdentity identity;
+        std::chrono::steady_clock::time_point fetched_at;
+    };
+    enum class Verdict { Accepted, Refused, Failed };
+
+    void serve(Mailbox* mailbox);
+    void answer_one();
+    Verdict check(const std::string& public_key_z85, KeyIdentity& identity);
+    std::optional<KeyIdentity> look_up(const std::string& public_key_z85);
+    /// Asks worker_keys which watched keys are still live; posts the others when they changed.
+    void recheck(Poster& poster);
+    pqxx::connection& connection();
+
+    std::string dsn_;
+    std::chrono::milliseconds cache_ttl_;
+    zmq::socket_t socket_;
+    std::unique_ptr<pqxx::connection> conn_;  ///< ZAP thread only; reopened after a failure
+    std::unordered_map<std::string, Cached> cache_;  ///< ZAP thread only
+    /// Every key accepted since start, for the re-check. ZAP thread only.
+    std::unordered_map<std::string, KeyIdentity> watched_;
+    /// The watched keys found not live by the last re-check, as last posted. ZAP thread only.
+    std::vector<std::string> revoked_;
+    AuthCounters& counters_;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+/// The Z85 public key of a Z85 secret key; throws std::invalid_argument if it is not one.
+std::string curve_public_of(const std::string& secret_z85);
+
+}  // namespace aclaim::coordinator

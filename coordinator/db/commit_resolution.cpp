@@ -1,0 +1,56 @@
+#include "coordinator/db/commit_resolution.hpp"
+
+namespace aclaim::coordinator {
+
+namespace {
+
+using common::JobState;
+using Verdict = Resolution::Verdict;
+
+Resolution verdict(Verdict v, std::string detail) {
+    Resolution r;
+    r.verdict = v;
+    r.detail = std::move(detail);
+    return r;
+}
+
+}  // namespace
+
+Resolution resolve_interrupted(const InterruptedTransition& t,
+                               const std::optional<common::RowAuthority>& row, common::Micros now) {
+    std::string why;
+    if (!common::diagnose(row, t.op, t.org_id, t.generation, t.worker, t.result_ref, now, &why)) {
+        Resolution r = verdict(Verdict::Applied, "the row shows the transition committed");
+        r.state = row->state;
+        return r;
+    }
+    if (!row || row->org_id != t.org_id) {
+        return verdict(Verdict::NotApplied, "no such job in this organization");
+    }
+    if (row->state == JobState::Assigned && row->generation == t.generation &&
+        row->assignee == t.worker) {
+        why = "the job is still held at generation " + std::to_string(t.generation);
+    }
+    const bool ends_terminal =
+        t.op == common::Operation::Complete || (t.op == common::Operation::Fail && !t.retryable);
+    if (ends_terminal) {
+        // Had it committed, the row would be terminal at this generation for good; only the
+        // recovery tool moves a terminal row, and only to quarantined.
+        if (row->state == JobState::Quarantined) {
+            return verdict(Verdict::Unknown, "job is quarantined; whether the commit happened "
+                                             "cannot be read from the row");
+        }
+        return verdict(Verdict::NotApplied, "the commit did not happen: " + why);
+    }
+    // RELEASE and retryable FAIL return the job to pending at the same generation, which is also
+    // what a reclaim does, and a later claim moves the row past this generation either way.
+    if (row->generation == t.generation && row->state != JobState::Pending &&
+        row->state != JobState::Quarantined) {
+        return verdict(Verdict::NotApplied, "the commit did not happen: " + why);
+    }
+    return verdict(Verdict::Unknown,
+                   "the job is no longer held at this generation, but a release and a reclaim "
+                   "leave the same row; it is not yours either way");
+}
+
+}  // namespace aclaim::coordinator

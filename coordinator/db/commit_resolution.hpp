@@ -1,0 +1,38 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "common/store/assignment.hpp"
+
+namespace aclaim::coordinator {
+
+/// What the current row says about a transition whose commit was interrupted by a lost
+/// connection. The row is the only authority: the transition is never simply retried, because a
+/// retry after a commit that did happen would be judged against a row that has since moved on.
+struct Resolution {
+    enum class Verdict {
+        Applied,     ///< the row shows this very transition: answer ACCEPTED, replayed
+        NotApplied,  ///< the row shows it cannot have happened: safe for the worker to re-send
+        Unknown,     ///< the row looks the same either way: say so rather than guess
+    };
+    Verdict verdict = Verdict::Unknown;
+    common::JobState state = common::JobState::Pending;  ///< the row's state, when Applied
+    std::string detail;
+};
+
+/// The facts of the interrupted request. `retryable` matters for FAIL only.
+struct InterruptedTransition {
+    common::Operation op = common::Operation::Complete;
+    common::OrgId org_id = 0;
+    common::Generation generation = 0;
+    std::string worker;
+    std::string result_ref;
+    bool retryable = false;
+};
+
+/// Decides from the row read after reconnecting (nullopt: no such job).
+Resolution resolve_interrupted(const InterruptedTransition& t,
+                               const std::optional<common::RowAuthority>& row, common::Micros now);
+
+}  // namespace aclaim::coordinator

@@ -1,0 +1,278 @@
+#include "coordinator/db/db_pool.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "coordinator/db/commit_resolution.hpp"
+#include "common/proto/wire_errors.hpp"
+#include "common/base/overloaded.hpp"
+#include "coordinator/db/store_handle.hpp"
+
+namespace aclaim::coordinator {
+
+namespace {
+
+common::StoreOptions store_options(const CoordinatorOptions& o, int index) {
+    common::StoreOptions s;
+    s.lock_strategy = o.lock_strategy;
+    s.lock_timeout_ms = o.lock_timeout_ms;
+    s.row_security = o.row_security;
+    s.application_name = "aclaim-coordinator-db-" + std::to_string(index);
+    return s;
+}
+
+InterruptedTransition interrupted(const DbRequest& r) {
+    InterruptedTransition t;
+    t.org_id = r.from.org_id;
+    t.worker = r.from.worker_id;
+    std::visit(common::Overloaded{
+                   [&](const proto::Complete& c) {
+                       t.op = common::Operation::Complete;
+                       t.generation = c.generation;
+                       t.result_ref = c.result_ref;
+                   },
+                   [&](const proto::Fail& f) {
+                       t.op = common::Operation::Fail;
+                       t.generation = f.generation;
+                       t.retryable = f.retryable;
+                   },
+                   [&](const proto::Release& rl) {
+                       t.op = common::Operation::Release;
+                       t.generation = rl.generation;
+                   },
+                   [&](const auto&) { t.op = common::Operation::Renew; },
+               },
+               r.body);
+    return t;
+}
+
+common::JobId job_of(const RequestBody& body) {
+    return std::visit(common::Overloaded{[](const proto::Claim&) -> common::JobId { return 0; },
+                                 [](const auto& m) -> common::JobId { return m.job_id; }},
+                      body);
+}
+
+/// The request kinds that have a coalesced statement.
+bool coalescible(RequestKind kind) {
+    return kind == RequestKind::Claim || kind == RequestKind::Renew ||
+           kind == RequestKind::Complete;
+}
+
+common::TransitionRequest transition_request(const DbRequest& r) {
+    common::TransitionRequest t;
+    t.org = r.from.org_id;
+    t.worker = r.from.worker_id;
+    std::visit(common::Overloaded{
+                   [&](const proto::Complete& c) {
+                       t.job = c.job_id;
+                       t.generation = c.generation;
+                       t.result_ref = c.result_ref;
+                   },
+                   [&](const proto::Renew& m) {
+                       t.job = m.job_id;
+                       t.generation = m.generation;
+                   },
+                   [](const auto&) {},
+               },
+               r.body);
+    return t;
+}
+
+}  // namespace
+
+DbPool::DbPool(const CoordinatorOptions& options, const common::Clock& clock, WorkQueue& queue,
+               Mailbox& mailbox, Metrics& metrics)
+    : options_(options), clock_(clock), queue_(queue), mailbox_(mailbox), metrics_(metrics) {}
+
+DbPool::~DbPool() {
+    queue_.close();
+    join();
+}
+
+void DbPool::start() {
+    for (int i = 0; i < options_.db_threads; ++i) threads_.emplace_back([this, i] { run(i); });
+}
+
+void DbPool::join() {
+    for (auto& t : threads_) {
+        if (t.joinable()) t.join();
+    }
+    threads_.clear();
+}
+
+void DbPool::run(int index) {
+    StoreHandle handle(options_.dsn, store_options(options_, index));
+    // Connect before the first request so that the first worker does not pay for it.
+    handle.get();
+    Poster poster(mailbox_);
+    const std::size_t max_batch = options_.coalesce ? kMaxBatch : 1;
+    while (true) {
+        std::vector<DbRequest> batch = queue_.take(max_batch);
+        if (batch.empty()) return;
+        if (batch.size() > 1 && coalescible(batch.front().kind())) {
+            for (auto& outcome : execute_batch(handle, std::move(batch))) {
+                poster.post(std::move(outcome));
+            }
+            continue;
+        }
+        for (auto& request : batch) poster.post(execute(handle, std::move(request)));
+    }
+}
+
+std::vector<RequestOutcome> DbPool::execute_batch(StoreHandle& handle,
+                                                  std::vector<DbRequest> batch) {
+    std::vector<RequestOutcome> out;
+    out.reserve(batch.size());
+    for (auto& r : batch) out.push_back(RequestOutcome{std::move(r), Failure{}});
+    const RequestKind kind = out.front().request.kind();
+    common::AssignmentStore* store = handle.get();
+    if (store == nullptr) {
+        for (auto& o : out) {
+            o.result = Failure{std::string(proto::errors::kDatabaseUnavailable),
+                               "database unavailable: " + handle.last_error()};
+        }
+        return out;
+    }
+    const common::Micros now = clock_.now();
+    const common::Micros lease = options_.lease_ms * common::kMillis;
+    const auto started = SteadyClock::now();
+    try {
+        if (kind == RequestKind::Claim) {
+            // The queue batches claims of one organization only.
+            std::vector<common::ClaimRequest> claims;
+            for (const auto& o : out) {
+                claims.push_back({o.request.from.worker_id,
+                                  std::get<proto::Claim>(o.request.body).max_jobs});
+            }
+            auto results = store->claim_batch(out.front().request.from.org_id, claims, lease, now);
+            for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
+        } else {
+            std::vector<common::TransitionRequest> requests;
+            for (const auto& o : out) requests.push_back(transition_request(o.request));
+            auto results = kind == RequestKind::Renew ? store->renew_batch(requests, lease, now)
+                                                      : store->complete_batch(requests, now);
+            for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
+        }
+        metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(SteadyClock::now() -
+                                                                           started);
+    } catch (const std::exception& e) {
+        if (!connection_lost(e, store)) {
+            spdlog::error("coalesced {} of {} requests failed in the database: {}",
+                          kind_name(kind), out.size(), e.what());
+            for (auto& o : out) o.result = Failure{std::string(proto::errors::kDatabaseError), e.what()};
+            return out;
+        }
+        handle.drop(e.what());
+        for (auto& o : out) {
+            // As for one request: claims and renewals are safe either way, completions are
+            // resolved one by one from their rows.
+            o.result = kind == RequestKind::Complete
+                           ? resolve(handle, o.request)
+                           : Failure{std::string(proto::errors::kDatabaseUnavailable),
+                                     std::string("database connection lost: ") + e.what()};
+        }
+    }
+    return out;
+}
+
+RequestOutcome DbPool::execute(StoreHandle& handle, DbRequest request) {
+    RequestOutcome out{std::move(request), Failure{}};
+    const DbRequest& r = out.request;
+    common::AssignmentStore* store = handle.get();
+    if (store == nullptr) {
+        out.result = Failure{std::string(proto::errors::kDatabaseUnavailable),
+                             "database unavailable: " + handle.last_error()};
+        return out;
+    }
+    const common::OrgId org = r.from.org_id;
+    const std::string& worker = r.from.worker_id;
+    const common::Micros now = clock_.now();
+    const common::Micros lease = options_.lease_ms * common::kMillis;
+    const auto started = SteadyClock::now();
+    try {
+        out.result = std::visit(
+            common::Overloaded{
+                [&](const proto::Claim& c) -> RequestOutcome::Result {
+                    return store->claim(org, worker, c.max_jobs, lease, now);
+                },
+                [&](const proto::Renew& m) -> RequestOutcome::Result {
+                    return store->renew(org, m.job_id, m.generation, worker, lease, now);
+                },
+                [&](const proto::Complete& m) -> RequestOutcome::Result {
+                    return store->complete(org, m.job_id, m.generation, worker, m.result_ref, now);
+                },
+                [&](const proto::Fail& m) -> RequestOutcome::Result {
+                    return store->fail(org, m.job_id, m.generation, worker, m.reason, m.retryable,
+                                       now);
+                },
+                [&](const proto::Release& m) -> RequestOutcome::Result {
+                    return store->release(org, m.job_id, m.generation, worker, now);
+                },
+            },
+            r.body);
+        metrics_.statement_latency[r.body.index()].observe(SteadyClock::now() - started);
+    } catch (const std::exception& e) {
+        if (!connection_lost(e, store)) {
+            // The statement failed on a healthy connection, so its transaction rolled back.
+            spdlog::error("{} of job {} for org {} failed in the database: {}",
+                          kind_name(r.kind()), job_of(r.body), org, e.what());
+            out.result = Failure{std::string(proto::errors::kDatabaseError), e.what()};
+            return out;
+        }
+        handle.drop(e.what());
+        if (r.kind() == RequestKind::Claim || r.kind() == RequestKind::Renew) {
+            // A claim that did commit is reclaimed when its lease runs out; a renewal is
+            // idempotent and safe to re-send. Neither changes anything a worker relies on.
+            out.result = Failure{std::string(proto::errors::kDatabaseUnavailable),
+                                 std::string("database connection lost: ") + e.what()};
+            return out;
+        }
+        out.result = resolve(handle, r);
+    }
+    return out;
+}
+
+RequestOutcome::Result DbPool::resolve(StoreHandle& handle, const DbRequest& r) {
+    const common::JobId job = job_of(r.body);
+    common::AssignmentStore* store =
+        handle.get_within(std::chrono::milliseconds(options_.in_doubt_budget_ms));
+    if (store == nullptr) {
+        return Failure{std::string(proto::errors::kOutcomeUnknown),
+                       "connection lost around the commit and the database could not be reached "
+                       "within " + std::to_string(options_.in_doubt_budget_ms) +
+                           " ms to read the job's row"};
+    }
+    std::optional<common::RowAuthority> row;
+    try {
+        row = store->authority(job);
+    } catch (const std::exception& e) {
+        if (connection_lost(e, store)) handle.drop(e.what());
+        return Failure{std::string(proto::errors::kOutcomeUnknown),
+                       std::string("connection lost around the commit and the job's row could "
+                                   "not be read: ") + e.what()};
+    }
+    const Resolution res = resolve_interrupted(interrupted(r), row, clock_.now());
+    spdlog::warn("org={} job={} worker={}: commit interrupted by a lost connection, resolved "
+                 "from the row as {} ({})",
+                 r.from.org_id, job, r.from.worker_id,
+                 res.verdict == Resolution::Verdict::Applied      ? "applied"
+                 : res.verdict == Resolution::Verdict::NotApplied ? "not applied"
+                                                                  : "unknown",
+                 res.detail);
+    switch (res.verdict) {
+        case Resolution::Verdict::Applied: {
+            common::Transition t;
+            t.replayed = true;
+            t.state = res.state;
+            t.detail = res.detail;
+            return t;
+        }
+        case Resolution::Verdict::NotApplied:
+            return Failure{std::string(proto::errors::kNotCommitted),
+                           res.detail + "; nothing changed, safe to re-send"};
+        case Resolution::Verdict::Unknown:
+            break;
+    }
+    return Failure{std::string(proto::errors::kOutcomeUnknown), res.detail};
+}
+
+}  // namespace aclaim::coordinator

@@ -1,0 +1,97 @@
+#include "coordinator/db/listener.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <pqxx/pqxx>
+
+#include "common/base/backoff.hpp"
+
+namespace aclaim::coordinator {
+
+namespace {
+
+/// How long one wait for a notification lasts: bounds how late a stop is noticed.
+constexpr long kWaitStepMicros = 100'000;
+
+class JobsReceiver final : public pqxx::notification_receiver {
+public:
+    JobsReceiver(pqxx::connection_base& conn, Poster& poster)
+        : pqxx::notification_receiver(conn, Listener::kChannel), poster_(poster) {}
+
+    void operator()(const std::string& payload, int) override {
+        common::OrgId org = 0;
+        const char* last = payload.data() + payload.size();
+        const auto [end, ec] = std::from_chars(payload.data(), last, org);
+        if (ec != std::errc() || end != last || org <= 0) {
+            spdlog::warn("ignoring notification on {} with payload '{}'", Listener::kChannel,
+                         payload);
+            return;
+        }
+        poster_.post(OrgWoken{org});
+    }
+
+private:
+    Poster& poster_;
+};
+
+}  // namespace
+
+Listener::Listener(std::string dsn, Mailbox& mailbox) : dsn_(std::move(dsn)), mailbox_(mailbox) {}
+
+Listener::~Listener() { stop(); }
+
+void Listener::start() { thread_ = std::thread([this] { run(); }); }
+
+void Listener::stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+}
+
+void Listener::pause(std::chrono::milliseconds d) const {
+    const auto until = std::chrono::steady_clock::now() + d;
+    while (!stop_.load() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+void Listener::run() {
+    Poster poster(mailbox_);
+    common::Backoff backoff;
+    while (!stop_.load()) {
+        try {
+            listen_once(poster, backoff);
+        } catch (const std::exception& e) {
+            if (!down_reported_) {
+                spdlog::warn("listener: lost {} ({}); reconnecting with backoff",
+                             Listener::kChannel, e.what());
+            }
+            down_reported_ = true;
+            pause(backoff.next());
+        }
+    }
+}
+
+void Listener::listen_once(Poster& poster, common::Backoff& backoff) {
+    pqxx::connection conn(dsn_);
+    {
+        pqxx::nontransaction session(conn);
+        session.exec("SET application_name = 'aclaim-coordinator-listener'");
+    }
+    JobsReceiver receiver(conn, poster);
+    const int pid = conn.backendpid();
+    spdlog::info("listener: listening on {}", Listener::kChannel);
+    backoff.reset();
+    down_reported_ = false;
+    poster.post(ListenerReady{});
+    while (!stop_.load()) {
+        conn.await_notification(0, kWaitStepMicros);
+        // libpqxx may reconnect behind our back; a new backend did not hear what was sent before
+        // it started listening, so treat it like any reconnection.
+        if (conn.backendpid() != pid) {
+            throw pqxx::broken_connection("listener connection was replaced");
+        }
+    }
+}
+
+}  // namespace aclaim::coordinator

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "common/base/backoff.hpp"
+#include "coordinator/db/mailbox.hpp"
+
+namespace aclaim::coordinator {
+
+/// LISTENs on the aclaim_jobs channel with a connection of its own and posts an OrgWoken event
+/// for every committed enqueue, reclaim, release or retryable failure, so that parked claims
+/// retry exactly when work may have appeared instead of polling the table. Whenever it starts
+/// listening (first connect or reconnect) it posts ListenerReady, because notifications sent
+/// while it was not listening are lost.
+class Listener {
+public:
+    static constexpr const char* kChannel = "aclaim_jobs";
+
+    Listener(std::string dsn, Mailbox& mailbox);
+    ~Listener();
+    Listener(const Listener&) = delete;
+    Listener& operator=(const Listener&) = delete;
+
+    void start();
+    /// Returns within about one wait step (100 ms) plus any connection attempt in progress.
+    void stop();
+
+private:
+    void run();
+    void listen_once(Poster& poster, common::Backoff& backoff);
+    void pause(std::chrono::milliseconds d) const;
+
+    std::string dsn_;
+    Mailbox& mailbox_;
+    std::atomic<bool> stop_{false};
+    bool down_reported_ = false;  ///< listener thread only
+    std::thread thread_;
+};
+
+}  // namespace aclaim::coordinator

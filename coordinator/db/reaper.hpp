@@ -1,0 +1,43 @@
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "common/base/clock.hpp"
+#include "coordinator/db/mailbox.hpp"
+#include "coordinator/http/metrics.hpp"
+#include "coordinator/options.hpp"
+
+namespace aclaim::coordinator {
+
+/// Takes back expired leases every reap_interval_ms on a connection of its own, and posts each
+/// reclaim so that the router can tell the former assignee at once. Each reclaim is decided by
+/// the store on the current locked row, so several coordinators reaping one database agree.
+class Reaper {
+public:
+    Reaper(const CoordinatorOptions& options, const common::Clock& clock, Mailbox& mailbox,
+           Metrics& metrics);
+    ~Reaper();
+    Reaper(const Reaper&) = delete;
+    Reaper& operator=(const Reaper&) = delete;
+
+    void start();
+    /// Returns after the pass in progress, if any, ends.
+    void stop();
+
+private:
+    void run();
+
+    const CoordinatorOptions& options_;
+    const common::Clock& clock_;
+    Mailbox& mailbox_;
+    Metrics& metrics_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+}  // namespace aclaim::coordinator

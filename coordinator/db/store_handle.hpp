@@ -1,0 +1,49 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "common/store/assignment_store.hpp"
+#include "common/base/backoff.hpp"
+
+namespace aclaim::coordinator {
+
+/// One thread's AssignmentStore that survives the database going away: a broken connection is
+/// dropped and rebuilt (fresh session settings and prepared statements) with exponential
+/// backoff, while requests in between are answered at once instead of waiting.
+class StoreHandle {
+public:
+    StoreHandle(std::string dsn, common::StoreOptions options);
+
+    /// The store, connecting first when a reconnection attempt is due; nullptr while the
+    /// database is unreachable.
+    common::AssignmentStore* get();
+
+    /// Keeps trying to connect, sleeping between attempts, until connected or `budget` has
+    /// passed. For learning the outcome of an interrupted commit.
+    common::AssignmentStore* get_within(std::chrono::milliseconds budget);
+
+    /// Forgets a connection found broken; the next attempt comes after the backoff delay.
+    void drop(const std::string& why);
+
+    /// Why the last connection attempt failed or the last connection was dropped.
+    const std::string& last_error() const { return last_error_; }
+
+private:
+    bool try_connect();
+
+    std::string dsn_;
+    common::StoreOptions options_;
+    std::unique_ptr<common::AssignmentStore> store_;
+    common::Backoff backoff_;
+    std::chrono::steady_clock::time_point next_attempt_{};
+    std::string last_error_;
+    bool reported_down_ = false;
+};
+
+/// True when an exception from a store call means the connection is gone, as opposed to the
+/// database refusing one statement on a healthy connection.
+bool connection_lost(const std::exception& e, const common::AssignmentStore* store);
+
+}  // namespace aclaim::coordinator

@@ -1,0 +1,58 @@
+#include "coordinator/db/work_queue.hpp"
+
+namespace aclaim::coordinator {
+
+void WorkQueue::push(DbRequest request) {
+    {
+        std::lock_guard lock(mutex_);
+        auto& items = request.kind() == RequestKind::Renew ? renewals_ : others_;
+        items.push_back(std::move(request));
+    }
+    ready_.notify_one();
+}
+
+bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {
+    if (head.kind() != other.kind()) return false;
+    // A coalesced claim is one LIMIT n statement for one organization.
+    return head.kind() != RequestKind::Claim || head.from.org_id == other.from.org_id;
+}
+
+std::vector<DbRequest> WorkQueue::take(std::size_t max_batch) {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [this] { return closed_ || !renewals_.empty() || !others_.empty(); });
+    return take_from(renewals_.empty() ? others_ : renewals_, max_batch);
+}
+
+std::vector<DbRequest> WorkQueue::take_from(std::deque<DbRequest>& items, std::size_t max_batch) {
+    std::vector<DbRequest> batch;
+    if (items.empty()) return batch;
+    batch.push_back(std::move(items.front()));
+    items.pop_front();
+    // Looking further than a few batches ahead would make each take linear in the backlog.
+    std::size_t budget = max_batch * 8;
+    for (auto it = items.begin(); it != items.end() && batch.size() < max_batch && budget > 0;
+         --budget) {
+        if (batchable(batch.front(), *it)) {
+            batch.push_back(std::move(*it));
+            it = items.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return batch;
+}
+
+void WorkQueue::close() {
+    {
+        std::lock_guard lock(mutex_);
+        closed_ = true;
+    }
+    ready_.notify_all();
+}
+
+std::size_t WorkQueue::size() const {
+    std::lock_guard lock(mutex_);
+    return renewals_.size() + others_.size();
+}
+
+}  // namespace aclaim::coordinator

@@ -1,0 +1,105 @@
+#include "coordinator/http/http_server.hpp"
+
+#include <httplib.h>
+#include <sys/socket.h>
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
+
+#include "coordinator/http/host_port.hpp"
+#include "coordinator/http/prometheus.hpp"
+
+namespace aclaim::coordinator {
+
+namespace {
+
+/// Scrapes and probes are tiny and rare; a few threads keep /metrics answering while a
+/// readiness check waits for an unreachable database.
+constexpr std::size_t kHttpThreads = 3;
+/// How long start() waits for the listening thread; it only has to enter its accept loop.
+constexpr auto kStartBudget = std::chrono::seconds(5);
+
+}  // namespace
+
+HttpServer::HttpServer(CoordinatorOptions options, const Metrics& metrics)
+    : options_(std::move(options)),
+      metrics_(metrics),
+      readiness_(options_.dsn),
+      server_(std::make_unique<httplib::Server>()) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::routes() {
+    server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        res.set_content(render_prometheus(metrics_, options_), std::string(kPrometheusContentType));
+    });
+    server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+        const std::int64_t tick = metrics_.router_tick_ns.load();
+        const auto now = std::chrono::steady_clock::now().time_since_epoch();
+        const auto age = now - std::chrono::steady_clock::duration(tick);
+        if (tick != 0 && age > kStallLimit) {
+            res.status = 503;
+            res.set_content("router thread stalled: last ran " +
+                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(age).count()) +
+                                " s ago\n",
+                            "text/plain");
+            return;
+        }
+        res.set_content(tick == 0 ? "ok: starting\n" : "ok\n", "text/plain");
+    });
+    server_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+        const Readiness r = readiness_.check();
+        res.status = r.ready ? 200 : 503;
+        res.set_content((r.ready ? "ready: " : "not ready: ") + r.detail + "\n", "text/plain");
+    });
+}
+
+void HttpServer::start() {
+    const auto where = parse_host_port(options_.http_bind);
+    if (!where) throw std::runtime_error("--http-bind '" + options_.http_bind + "' is not host:port");
+    routes();
+    server_->new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
+    // httplib's default adds SO_REUSEPORT, which would let a second coordinator on this host
+    // bind the same port and answer half of the scrapes. SO_REUSEADDR alone still lets a
+    // restarted coordinator rebind while old connections linger in TIME_WAIT.
+    server_->set_socket_options([](socket_t sock) {
+        const int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    server_->set_read_timeout(5, 0);
+    server_->set_write_timeout(5, 0);
+    if (where->port == 0) {
+        port_ = server_->bind_to_any_port(where->host);
+        if (port_ <= 0) port_ = 0;
+    } else if (server_->bind_to_port(where->host, where->port)) {
+        port_ = where->port;
+    }
+    if (port_ == 0) {
+        throw std::runtime_error("cannot listen for HTTP on " + options_.http_bind +
+                                 " (address in use, or not an address of this host)");
+    }
+    const bool v6 = where->host.find(':') != std::string::npos;
+    address_ = (v6 ? "[" + where->host + "]" : where->host) + ":" + std::to_string(port_);
+    thread_ = std::thread([this] {
+        server_->listen_after_bind();
+        listening_done_.store(true);
+    });
+    // stop() is only heard by a server inside its accept loop, so wait until it is there.
+    const auto deadline = std::chrono::steady_clock::now() + kStartBudget;
+    while (!server_->is_running() && !listening_done_.load() &&
+           std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    spdlog::info("http: /metrics, /healthz and /readyz on {}", address_);
+}
+
+void HttpServer::stop() {
+    if (!thread_.joinable()) return;
+    while (!server_->is_running() && !listening_done_.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    server_->stop();
+    thread_.join();
+}
+
+}  // namespace aclaim::coordinator

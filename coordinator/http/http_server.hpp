@@ -1,0 +1,59 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "coordinator/http/metrics.hpp"
+#include "coordinator/options.hpp"
+#include "coordinator/http/readiness.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace aclaim::coordinator {
+
+/// The operator's HTTP endpoint, on a thread pool of its own beside the coordinator:
+///   /metrics  the Metrics atomics in the Prometheus text format;
+///   /healthz  200 while the router thread keeps running its loop, 503 once it has stalled;
+///   /readyz   200 when the database is reachable and its schema current, 503 with the reason.
+/// It only reads atomics and opens its own short-lived database connection, so a slow scrape or
+/// probe never delays a worker's request.
+class HttpServer {
+public:
+    /// /healthz fails once the router thread has not ticked for this long.
+    static constexpr auto kStallLimit = std::chrono::seconds(10);
+
+    /// Serves options.http_bind; `metrics` must outlive the server.
+    HttpServer(CoordinatorOptions options, const Metrics& metrics);
+    ~HttpServer();
+    HttpServer(const HttpServer&) = delete;
+    HttpServer& operator=(const HttpServer&) = delete;
+
+    /// Binds and starts serving; returns once requests are accepted. Throws std::runtime_error
+    /// naming the address when it cannot be bound.
+    void start();
+    /// Stops accepting, finishes the requests being served, joins the thread.
+    void stop();
+
+    /// The address actually bound, e.g. 127.0.0.1:40123 for a bind on port 0.
+    const std::string& address() const { return address_; }
+    int port() const { return port_; }
+
+private:
+    void routes();
+
+    CoordinatorOptions options_;
+    const Metrics& metrics_;
+    ReadinessProbe readiness_;
+    std::unique_ptr<httplib::Server> server_;
+    std::thread thread_;
+    std::atomic<bool> listening_done_{false};
+    std::string address_;
+    int port_ = 0;
+};
+
+}  // namespace aclaim::coordinator

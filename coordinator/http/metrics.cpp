@@ -1,0 +1,76 @@
+#include "coordinator/http/metrics.hpp"
+
+#include <algorithm>
+
+namespace aclaim::coordinator {
+
+static_assert(static_cast<std::size_t>(common::Rejection::Quarantined) + 1 ==
+                  Metrics::kRejectionKinds,
+              "one rejection counter per Rejection value");
+
+namespace {
+
+std::size_t error_index(std::string_view code) {
+    const auto it = std::find(common::proto::errors::kCounted.begin(), common::proto::errors::kCounted.end(), code);
+    return it == common::proto::errors::kCounted.end() ? common::proto::errors::kCounted.size() - 1
+                                        : static_cast<std::size_t>(it - common::proto::errors::kCounted.begin());
+}
+
+}  // namespace
+
+void Metrics::count_rejection(common::Rejection r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (i < rejections.size()) rejections[i].fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::count_error(std::string_view code) {
+    errors[error_index(code)].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t Metrics::rejections_of(common::Rejection r) const {
+    const auto i = static_cast<std::size_t>(r);
+    return i < rejections.size() ? rejections[i].load() : 0;
+}
+
+std::uint64_t Metrics::errors_of(std::string_view code) const {
+    return errors[error_index(code)].load();
+}
+
+std::string Metrics::summary() const {
+    std::string out;
+    auto add = [&out](std::string_view name, std::uint64_t v) {
+        if (v == 0) return;
+        if (!out.empty()) out += ' ';
+        out += name;
+        out += '=';
+        out += std::to_string(v);
+    };
+    add("requests", requests.load());
+    add("claims", claims.load());
+    add("jobs_assigned", jobs_assigned.load());
+    add("no_work", no_work.load());
+    add("parked", parked.load());
+    add("renewals", renewals.load());
+    add("completions", completions.load());
+    add("failures", failures.load());
+    add("releases", releases.load());
+    add("replayed", replayed.load());
+    add("reclaims", reclaims.load());
+    add("revocations", revocations.load());
+    add("replies_dropped", replies_dropped.load());
+    add("auth.accepted", auth.accepted.load());
+    add("auth.refused", auth.refused.load());
+    add("auth.failed", auth.failed.load());
+    add("auth.lookups", auth.lookups.load());
+    add("auth.sessions_revoked", auth.sessions_revoked.load());
+    for (std::size_t i = 0; i < rejections.size(); ++i) {
+        add("rejected." + std::string(common::to_string(static_cast<common::Rejection>(i))),
+            rejections[i].load());
+    }
+    for (std::size_t i = 0; i < errors.size(); ++i) {
+        add("error." + std::string(common::proto::errors::kCounted[i]), errors[i].load());
+    }
+    return out.empty() ? "nothing happened" : out;
+}
+
+}  // namespace aclaim::coordinator

@@ -1,0 +1,224 @@
+#include "coordinator/router/coordinator.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "common/store/migrations.hpp"
+#include "common/store/store_sql.hpp"
+#include "common/base/backoff.hpp"
+#include "coordinator/db/db_pool.hpp"
+#include "coordinator/db/listener.hpp"
+#include "coordinator/db/mailbox.hpp"
+#include "coordinator/db/reaper.hpp"
+#include "coordinator/auth/zap.hpp"
+
+namespace aclaim::coordinator {
+
+namespace {
+
+/// Longest single poll: bounds how late a stop request is noticed.
+constexpr auto kMaxPollWait = std::chrono::milliseconds(100);
+/// How long start-up keeps trying to reach the database to apply migrations.
+constexpr auto kMigrationBudget = std::chrono::seconds(30);
+constexpr auto kHousekeepingEvery = std::chrono::seconds(1);
+/// How long the last replies may take to leave once the socket is closed.
+constexpr int kLingerMs = 1000;
+
+/// A session silent this long is forgotten. Workers renew and long-poll well within it; one
+/// that comes back after it gets no_session and says HELLO again.
+SteadyClock::duration idle_limit(const CoordinatorOptions& o) {
+    return std::max<SteadyClock::duration>(5 * o.lease(), std::chrono::seconds(120));
+}
+
+void apply_migrations(const std::string& dsn) {
+    const auto deadline = SteadyClock::now() + kMigrationBudget;
+    common::Backoff backoff;
+    while (true) {
+        try {
+            pqxx::connection conn(dsn);
+            const auto report = common::migrate(conn);
+            spdlog::info("schema at version {} ({} migrations applied now)", report.version,
+                         report.applied.size());
+            return;
+        } catch (const pqxx::broken_connection& e) {
+            const auto delay = backoff.next();
+            if (SteadyClock::now() + delay > deadline) throw;
+            spdlog::warn("cannot reach the database to migrate ({}); retrying", e.what());
+            std::this_thread::sleep_for(delay);
+        }
+    }
+}
+
+/// Fails start-up when the login cannot act as the row-security role: a configuration error that
+/// retrying would only hide. A database that cannot be reached is not one; serving starts and the
+/// DB threads reconnect as usual.
+void check_row_security_role(const std::string& dsn) {
+    try {
+        pqxx::connection conn(dsn);
+        pqxx::nontransaction session(conn);
+        session.exec(std::string("SET ROLE ") + common::sql::kRowSecurityRole);
+    } catch (const pqxx::broken_connection& e) {
+        spdlog::warn("cannot reach the database to check row security ({}); continuing", e.what());
+    } catch (const pqxx::sql_error& e) {
+        throw std::runtime_error(std::string("row security is on but this login cannot act as ") +
+                                 common::sql::kRowSecurityRole + ": " + e.what() +
+                                 "(migrate the schema, GRANT the role to the login, or pass "
+                                 "--row-security off)");
+    }
+}
+
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
+    : options_(std::move(options)),
+      clock_(clock),
+      context_(1),
+      router_(context_, zmq::socket_type::router) {}
+
+Coordinator::~Coordinator() { stop(); }
+
+const AuthCounters* Coordinator::auth_counters() const {
+    return zap_ ? &zap_->counters() : nullptr;
+}
+
+void Coordinator::bind() {
+    options_.validate();
+    if (options_.migrate) apply_migrations(options_.dsn);
+    if (options_.row_security) check_row_security_role(options_.dsn);
+    router_.set(zmq::sockopt::maxmsgsize, proto::kMaxTransportBytes);
+    // Replies to peers that are gone fail at once instead of being silently discarded, so that
+    // an undeliverable assignment can be released.
+    router_.set(zmq::sockopt::router_mandatory, true);
+    router_.set(zmq::sockopt::sndhwm, options_.socket_hwm);
+    router_.set(zmq::sockopt::rcvhwm, options_.socket_hwm);
+    router_.set(zmq::sockopt::linger, kLingerMs);
+    router_.set(zmq::sockopt::handshake_ivl, options_.handshake_timeout_ms);
+    if (!options_.plaintext) {
+        const std::string secret = options_.load_curve_secret();
+        zap_ = std::make_unique<ZapHandler>(context_, options_.dsn,
+                                            std::chrono::milliseconds(options_.key_cache_ms),
+                                            metrics_.auth);
+        router_.set(zmq::sockopt::curve_server, true);
+        router_.set(zmq::sockopt::curve_secretkey, secret);
+        // A non-empty domain makes libzmq consult the ZAP handler for every handshake.
+        router_.set(zmq::sockopt::zap_domain, "aclaim");
+        spdlog::info("CURVE on: server public key {}", curve_public_of(secret));
+    }
+    router_.bind(options_.bind);
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+    mailbox_ = std::make_unique<Mailbox>(context_);
+    pool_ = std::make_unique<DbPool>(options_, clock_, queue_, *mailbox_, metrics_);
+    reaper_ = std::make_unique<Reaper>(options_, clock_, *mailbox_, metrics_);
+    listener_ = std::make_unique<Listener>(options_.dsn, *mailbox_);
+    bound_ = true;
+}
+
+void Coordinator::start() {
+    bind();
+    thread_ = std::thread([this] {
+        try {
+            serve();
+        } catch (const std::exception& e) {
+            spdlog::critical("coordinator stopped by an unexpected error: {}", e.what());
+        }
+    });
+}
+
+void Coordinator::run() {
+    if (!bound_) bind();
+    serve();
+}
+
+void Coordinator::request_stop() { stop_requested_.store(true); }
+
+void Coordinator::stop() {
+    request_stop();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Coordinator::serve() {
+    if (options_.plaintext) {
+        spdlog::warn("plaintext mode: workers are not authenticated and each session acts for the "
+                     "organization its HELLO names; for development only");
+    }
+    if (zap_) zap_->start(mailbox_.get());
+    pool_->start();
+    reaper_->start();
+    listener_->start();
+    if (!options_.row_security) {
+        spdlog::warn("row security off: store statements run as the login role, and only their "
+                     "own org_id filters keep organizations apart");
+    }
+    spdlog::info("serving on {}: lease {} ms, heartbeat {} ms, {} DB threads, lock strategy {}, "
+                 "row security {}",
+                 endpoint_, options_.lease_ms, options_.effective_heartbeat_ms(),
+                 options_.db_threads, common::to_string(options_.lock_strategy),
+                 options_.row_security ? "on" : "off");
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                               {mailbox_->doorbell().handle(), 0, ZMQ_POLLIN, 0}};
+    while (true) {
+        const auto now = SteadyClock::now();
+        if (stop_requested_.load() && !draining_) begin_drain();
+        if (draining_ && (at_db_ == 0 || now >= drain_until_)) break;
+        try {
+            zmq::poll(items, 2, poll_timeout(now));
+        } catch (const zmq::error_t& e) {
+            if (e.num() != EINTR) throw;
+            continue;
+        }
+        if (items[1].revents & ZMQ_POLLIN) process_events();
+        if (items[0].revents & ZMQ_POLLIN) read_router();
+        housekeeping(SteadyClock::now());
+    }
+    shutdown();
+}
+
+std::chrono::milliseconds Coordinator::poll_timeout(SteadyClock::time_point now) const {
+    auto until = now + kMaxPollWait;
+    if (const auto next = parked_.next_deadline()) until = std::min(until, *next);
+    if (draining_) until = std::min(until, drain_until_);
+    if (until <= now) return std::chrono::milliseconds(0);
+    return std::chrono::ceil<std::chrono::milliseconds>(until - now);
+}
+
+void Coordinator::housekeeping(SteadyClock::time_point now) {
+    for (auto& claim : parked_.take_expired(now)) answer_no_work(claim, "wait ended");
+    if (now < next_housekeeping_) return;
+    next_housekeeping_ = now + kHousekeepingEvery;
+    if (const auto n = sessions_.expire_idle(now - idle_limit(options_)); n > 0) {
+        spdlog::info("forgot {} idle sessions", n);
+    }
+    metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
+    metrics_.db_queued.store(static_cast<std::int64_t>(queue_.size()));
+    metrics_.db_in_flight.store(static_cast<std::int64_t>(at_db_));
+    metrics_.router_tick_ns.store(now.time_since_epoch().count());
+}
+
+void Coordinator::begin_drain() {
+    draining_ = true;
+    drain_until_ = SteadyClock::now() + std::chrono::milliseconds(options_.drain_timeout_ms);
+    auto parked = parked_.take_all();
+    spdlog::info("draining: no new claims; answering {} parked claims and {} requests in flight",
+                 parked.size(), at_db_);
+    for (auto& claim : parked) answer_no_work(claim, std::string(proto::errors::kDraining));
+}
+
+void Coordinator::shutdown() {
+    // Everything already handed to a DB thread is still executed and answered.
+    queue_.close();
+    queue_closed_ = true;
+    pool_->join();
+    reaper_->stop();
+    listener_->stop();
+    process_events();
+    for (auto& claim : parked_.take_all()) answer_no_work(claim, std::string(proto::errors::kDraining));
+    router_.close();
+    if (zap_) zap_->stop();
+    spdlog::info("stopped: {}", metrics_.summary());
+}
+
+}  // namespace aclaim::coordinator

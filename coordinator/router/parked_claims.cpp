@@ -1,0 +1,74 @@
+#include "coordinator/router/parked_claims.hpp"
+
+namespace aclaim::coordinator {
+
+void ParkedClaims::park(DbRequest claim) {
+    const auto org = claim.from.org_id;
+    const auto until = claim.wait_until;
+    by_org_[org].emplace(until, std::move(claim));
+    ++count_;
+}
+
+std::vector<DbRequest> ParkedClaims::take_org(common::OrgId org) {
+    std::vector<DbRequest> out;
+    const auto it = by_org_.find(org);
+    if (it == by_org_.end()) return out;
+    for (auto& [until, claim] : it->second) out.push_back(std::move(claim));
+    count_ -= out.size();
+    by_org_.erase(it);
+    return out;
+}
+
+std::vector<DbRequest> ParkedClaims::take_all() {
+    std::vector<DbRequest> out;
+    for (auto& [org, claims] : by_org_) {
+        for (auto& [until, claim] : claims) out.push_back(std::move(claim));
+    }
+    by_org_.clear();
+    count_ = 0;
+    return out;
+}
+
+std::vector<DbRequest> ParkedClaims::take_expired(SteadyClock::time_point now) {
+    std::vector<DbRequest> out;
+    for (auto it = by_org_.begin(); it != by_org_.end();) {
+        auto& claims = it->second;
+        while (!claims.empty() && claims.begin()->first <= now) {
+            out.push_back(std::move(claims.begin()->second));
+            claims.erase(claims.begin());
+        }
+        it = claims.empty() ? by_org_.erase(it) : std::next(it);
+    }
+    count_ -= out.size();
+    return out;
+}
+
+std::vector<DbRequest> ParkedClaims::take_connection(const std::string& routing_id) {
+    std::vector<DbRequest> out;
+    for (auto it = by_org_.begin(); it != by_org_.end();) {
+        auto& claims = it->second;
+        for (auto c = claims.begin(); c != claims.end();) {
+            if (c->second.from.routing_id == routing_id) {
+                out.push_back(std::move(c->second));
+                c = claims.erase(c);
+            } else {
+                ++c;
+            }
+        }
+        it = claims.empty() ? by_org_.erase(it) : std::next(it);
+    }
+    count_ -= out.size();
+    return out;
+}
+
+std::optional<SteadyClock::time_point> ParkedClaims::next_deadline() const {
+    std::optional<SteadyClock::time_point> next;
+    for (const auto& [org, claims] : by_org_) {
+        if (!claims.empty() && (!next || claims.begin()->first < *next)) {
+            next = claims.begin()->first;
+        }
+    }
+    return next;
+}
+
+}  // namespace aclaim::coordinator

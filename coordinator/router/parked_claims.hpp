@@ -1,0 +1,36 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "coordinator/db/events.hpp"
+
+namespace aclaim::coordinator {
+
+/// CLAIMs that found no work and wait for a notification or the end of their wait, by
+/// organization and deadline. Router thread only.
+class ParkedClaims {
+public:
+    void park(DbRequest claim);
+
+    /// Removes and returns the organization's parked claims, oldest deadline first.
+    std::vector<DbRequest> take_org(common::OrgId org);
+    std::vector<DbRequest> take_all();
+    /// Removes and returns the claims whose wait has ended at `now`.
+    std::vector<DbRequest> take_expired(SteadyClock::time_point now);
+    /// Removes and returns the claims of one connection.
+    std::vector<DbRequest> take_connection(const std::string& routing_id);
+
+    std::optional<SteadyClock::time_point> next_deadline() const;
+    std::size_t size() const { return count_; }
+
+private:
+    using ByDeadline = std::multimap<SteadyClock::time_point, DbRequest>;
+    std::unordered_map<common::OrgId, ByDeadline> by_org_;
+    std::size_t count_ = 0;
+};
+
+}  // namespace aclaim::coordinator

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "coordinator/db/events.hpp"
+
+namespace aclaim::coordinator {
+
+/// One connected worker, known by the routing id its connection got from the ROUTER socket.
+struct Session {
+    std::string routing_id;
+    std::string worker_id;
+    common::OrgId org_id = 0;  ///< the organization every request of this session acts for
+    std::string user_id;       ///< the CURVE identity it was opened under; empty in plaintext
+    std::string public_key;    ///< its connection's CURVE key (Z85); empty in plaintext
+    proto::Encoding encoding = proto::Encoding::Binary;  ///< of its latest request, for pushes
+    int outstanding = 0;       ///< requests not answered yet, parked claims included
+    SteadyClock::time_point last_seen{};
+};
+
+/// Sessions by routing id, and the connection currently speaking for each worker so that a
+/// reclaim can be pushed to it. Router thread only.
+class SessionTable {
+public:
+    /// Opens the connection's session, or re-identifies it; outstanding requests carry over.
+    Session& open(const std::string& routing_id, const std::string& worker_id,
+                  common::OrgId org_id, proto::Encoding encoding, SteadyClock::time_point now);
+
+    Session* find(const std::string& routing_id);
+
+    /// The session through which the worker of this organization last said HELLO, if open.
+    Session* find_worker(common::OrgId org_id, const std::string& worker_id);
+
+    void close(const std::string& routing_id);
+
+    /// The routing ids of the sessions opened under any of these CURVE keys.
+    std::vector<std::string> opened_with(const std::unordered_set<std::string>& keys) const;
+
+    /// Closes sessions silent since `cutoff` with nothing outstanding: a ROUTER is not told when
+    /// a peer goes away, and the table must not grow with every connection ever made.
+    std::size_t expire_idle(SteadyClock::time_point cutoff);
+
+    std::size_t size() const { return by_routing_.size(); }
+
+private:
+    using WorkerKey = std::pair<common::OrgId, std::string>;
+
+    void forget_worker(const Session& s);
+
+    std::unordered_map<std::string, Session> by_routing_;
+    std::map<WorkerKey, std::string> by_worker_;
+};
+
+}  // namespace aclaim::coordinator

@@ -1,0 +1,155 @@
+// aclaim-lockprobe: measures how far SKIP LOCKED (or nowait / wait) claims land from strict claim
+// order when k claimers compete, on a real PostgreSQL. For each k it fills a fresh organization
+// with jobs of equal priority and enqueue time (so strict order is id order), lets k threads
+// released together claim one job at a time until the queue is empty, and reads the order of the
+// claims back from job_events. A claim's displacement is the number of better-ranked jobs still
+// unclaimed when it was taken.
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/store/assignment_store.hpp"
+#include "common/store/migrations.hpp"
+
+using namespace aclaim;
+
+namespace {
+
+struct Result {
+    int claimers = 0;
+    long claims = 0;
+    long locked_outcomes = 0;  // nowait: CandidateLocked; wait: LockTimeout
+    double seconds = 0;
+    double mean = 0;
+    long p50 = 0, p99 = 0, max = 0;
+    double displaced_share = 0;
+};
+
+Result probe(const std::string& dsn, common::LockStrategy strategy, int k, int n_jobs,
+             common::OrgId org) {
+    common::StoreOptions opts{strategy, 2000, "aclaim-lockprobe"};
+    {
+        common::AssignmentStore seed(dsn);
+        std::vector<common::NewJob> jobs(static_cast<std::size_t>(n_jobs), {0, "probe", 3});
+        seed.enqueue(org, jobs, 1);
+    }
+    std::barrier start(k);
+    std::atomic<long> locked{0};
+    std::vector<std::thread> threads;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int c = 0; c < k; ++c) {
+        threads.emplace_back([&, c] {
+            common::AssignmentStore s(dsn, opts);
+            const std::string me = "probe-" + std::to_string(c);
+            start.arrive_and_wait();
+            int empty_in_a_row = 0;
+            while (empty_in_a_row < 3) {
+                auto out = s.claim(org, me, 1, 60 * common::kSeconds, 2);
+                if (out.status == common::ClaimOutcome::Status::Claimed) {
+                    empty_in_a_row = 0;
+                    const auto& l = out.leases[0];
+                    s.complete(org, l.job_id, l.generation, me, "ok", 3);
+                } else if (out.status == common::ClaimOutcome::Status::NoWork) {
+                    ++empty_in_a_row;
+                } else {
+                    ++locked;
+                }
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    Result r;
+    r.claimers = k;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.locked_outcomes = locked;
+
+    pqxx::connection conn(dsn);
+    pqxx::read_transaction txn(conn);
+    // Claim order is the order of the claimed events; rank is the job id.
+    const auto rows = txn.exec_params(
+        "SELECT job_id FROM job_events WHERE org_id = $1 AND kind = 'claimed' ORDER BY id", org);
+    std::vector<long> order;
+    for (const auto& row : rows) order.push_back(row[0].as<long>());
+    std::vector<long> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    // Fenwick tree over ranks: how many better-ranked jobs were still unclaimed at each claim.
+    const std::size_t n = order.size();
+    std::vector<long> tree(n + 1, 0);
+    auto add = [&](std::size_t i) { for (++i; i <= n; i += i & -i) ++tree[i]; };
+    auto prefix = [&](std::size_t i) { long s = 0; for (; i > 0; i -= i & -i) s += tree[i]; return s; };
+    std::vector<long> displacement;
+    for (long id : order) {
+        const auto rank = static_cast<std::size_t>(
+            std::lower_bound(sorted.begin(), sorted.end(), id) - sorted.begin());
+        displacement.push_back(static_cast<long>(rank) - prefix(rank));
+        add(rank);
+    }
+    r.claims = static_cast<long>(n);
+    if (n) {
+        std::vector<long> d = displacement;
+        std::sort(d.begin(), d.end());
+        double sum = 0;
+        long displaced = 0;
+        for (long x : d) { sum += static_cast<double>(x); displaced += x > 0; }
+        r.mean = sum / static_cast<double>(n);
+        r.p50 = d[n / 2];
+        r.p99 = d[std::min(n - 1, n * 99 / 100)];
+        r.max = d.back();
+        r.displaced_share = static_cast<double>(displaced) / static_cast<double>(n);
+    }
+    return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"aclaim-lockprobe: claim-order displacement under concurrent claimers"};
+    std::string dsn, strategy_name = "skip_locked", json_path;
+    std::vector<int> claimers{2, 4, 16};
+    int jobs = 2000;
+    app.add_option("--dsn", dsn, "PostgreSQL address")->envname("ACLAIM_DSN")->required();
+    app.add_option("--claimers", claimers, "Claimer counts to measure")->delimiter(',');
+    app.add_option("--jobs", jobs, "Jobs per measurement")->check(CLI::Range(10, 1000000));
+    app.add_option("--lock-strategy", strategy_name, "skip_locked, nowait or wait");
+    app.add_option("--json", json_path, "Also write the results as JSON to this file");
+    CLI11_PARSE(app, argc, argv);
+    const auto strategy = common::parse_lock_strategy(strategy_name);
+    if (!strategy) {
+        std::fprintf(stderr, "aclaim-lockprobe: unknown lock strategy '%s'\n", strategy_name.c_str());
+        return 2;
+    }
+    {
+        pqxx::connection conn(dsn);
+        common::migrate(conn);
+    }
+    nlohmann::json out = nlohmann::json::array();
+    std::printf("strategy %s, %d jobs per run, one job per claim, claim+complete per loop\n",
+                strategy_name.c_str(), jobs);
+    std::printf("%9s %8s %9s %8s %6s %6s %6s %10s %10s\n", "claimers", "claims", "jobs/s",
+                "mean", "p50", "p99", "max", "displaced", "locked");
+    common::OrgId org = 100000 + static_cast<common::OrgId>(::getpid()) * 100;
+    for (int k : claimers) {
+        const auto r = probe(dsn, *strategy, k, jobs, ++org);
+        std::printf("%9d %8ld %9.0f %8.2f %6ld %6ld %6ld %9.1f%% %10ld\n", r.claimers, r.claims,
+                    static_cast<double>(r.claims) / r.seconds, r.mean, r.p50, r.p99, r.max,
+                    100 * r.displaced_share, r.locked_outcomes);
+        out.push_back({{"strategy", strategy_name}, {"claimers", k}, {"claims", r.claims},
+                       {"jobs_per_s", static_cast<double>(r.claims) / r.seconds},
+                       {"displacement_mean", r.mean}, {"displacement_p50", r.p50},
+                       {"displacement_p99", r.p99}, {"displacement_max", r.max},
+                       {"displaced_share", r.displaced_share}, {"locked_outcomes", r.locked_outcomes}});
+    }
+    if (!json_path.empty()) {
+        FILE* f = std::fopen(json_path.c_str(), "w");
+        if (!f) { std::perror(json_path.c_str()); return 1; }
+        std::fputs(out.dump(2).c_str(), f);
+        std::fclose(f);
+    }
+    return 0;
+}

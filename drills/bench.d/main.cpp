@@ -1,0 +1,95 @@
+// aclaim-bench SUBCOMMAND ...: one bounded measurement, printed as one JSON object.
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "drills/bench.d/bench.hpp"
+
+using namespace aclaim::drills;
+
+namespace {
+
+/// The flags every subcommand that talks to a coordinator takes.
+void add_target_options(CLI::App* cmd, CoordinatorTarget& target) {
+    ClientAuth& auth = target.auth;
+    cmd->add_option("--endpoint", target.endpoint)->required();
+    cmd->add_option("--org", target.org);
+    cmd->add_flag("--plaintext", auth.plaintext,
+                  "Connect without CURVE (the coordinator must run with --plaintext)");
+    cmd->add_option("--curve-server-key", auth.server_key,
+                    "The coordinator's CURVE public key (Z85); each client gets a key pair of "
+                    "its own, registered for --org under its name");
+    cmd->add_option("--dsn", auth.dsn, "PostgreSQL connection string, for the clients' keys");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"aclaim throughput, latency, scale and memory measurements (see drills/bench)"};
+    app.require_subcommand(1);
+
+    RawOptions raw;
+    auto* raw_cmd = app.add_subcommand("raw", "raw SQL limits with the store's statements");
+    raw_cmd->add_option("--dsn", raw.dsn)->required();
+    raw_cmd->add_option("--org", raw.org);
+    raw_cmd->add_option("--seconds", raw.seconds);
+    raw_cmd->add_option("--single-threads", raw.single_threads);
+    raw_cmd->add_option("--batch-threads", raw.batch_threads);
+    raw_cmd->add_option("--batch", raw.batch);
+
+    E2eOptions e2e;
+    auto* e2e_cmd = app.add_subcommand("e2e", "end to end through a coordinator");
+    add_target_options(e2e_cmd, e2e.target);
+    e2e_cmd->add_option("--seconds", e2e.seconds);
+    e2e_cmd->add_option("--clients", e2e.clients);
+    e2e_cmd->add_option("--max-jobs", e2e.max_jobs)->check(CLI::Range(1, 100));
+    e2e_cmd->add_option("--capacity", e2e.capacity);
+    e2e_cmd->add_option("--hold-ms", e2e.hold_ms);
+
+    LatencyOptions lat;
+    auto* lat_cmd = app.add_subcommand("latency", "open-loop paced claim latency");
+    add_target_options(lat_cmd, lat.target);
+    lat_cmd->add_option("--seconds", lat.seconds);
+    lat_cmd->add_option("--rate", lat.rate)->check(CLI::PositiveNumber);
+    lat_cmd->add_option("--sessions", lat.sessions)->check(CLI::Range(1, 64));
+    lat_cmd->add_option("--warmup-seconds", lat.warmup_seconds)->check(CLI::NonNegativeNumber);
+
+    IdleOptions idle;
+    auto* idle_cmd = app.add_subcommand("idle", "idle connected workers and coordinator memory");
+    add_target_options(idle_cmd, idle.target);
+    idle_cmd->add_option("--workers", idle.workers);
+    idle_cmd->add_option("--pid", idle.pid)->required();
+
+    ScaleOptions scale;
+    auto* scale_cmd = app.add_subcommand("scale", "claim cost at 10k and at 1M pending jobs");
+    scale_cmd->add_option("--dsn", scale.dsn)->required();
+    scale_cmd->add_option("--small", scale.small_pending);
+    scale_cmd->add_option("--large", scale.large_pending);
+    scale_cmd->add_option("--completed", scale.large_completed);
+    scale_cmd->add_option("--claims", scale.claims);
+
+    CLI11_PARSE(app, argc, argv);
+    try {
+        nlohmann::json out;
+        if (*raw_cmd) out = run_raw(raw);
+        if (*e2e_cmd) {
+            e2e.target.auth.validate();
+            out = run_e2e(e2e);
+        }
+        if (*lat_cmd) {
+            lat.target.auth.validate();
+            out = run_latency(lat);
+        }
+        if (*idle_cmd) {
+            idle.target.auth.validate();
+            out = run_idle(idle);
+        }
+        if (*scale_cmd) out = run_scale(scale);
+        std::cout << out.dump() << std::endl;
+    } catch (const std::exception& e) {
+        std::cerr << "aclaim-bench: " << e.what() << std::endl;
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,216 @@
+// Raw DEALER sockets speaking the wire protocol: open-loop paced claims for latency, and many
+// idle sessions for the coordinator's memory.
+
+#include <zmq.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "common/proto/protocol.hpp"
+#include "drills/bench.d/bench.hpp"
+
+namespace aclaim::drills {
+
+namespace proto = common::proto;
+
+namespace {
+
+void send(zmq::socket_t& s, const proto::Message& m) {
+    const proto::Frames f = proto::encode(m, proto::Encoding::Binary);
+    (void)s.send(zmq::buffer(f.tag), zmq::send_flags::sndmore);
+    (void)s.send(zmq::buffer(f.type), zmq::send_flags::sndmore);
+    (void)s.send(zmq::buffer(f.body), zmq::send_flags::none);
+}
+
+/// One reply, or nullopt when nothing is waiting.
+std::optional<proto::Message> receive(zmq::socket_t& s) {
+    std::vector<zmq::message_t> parts;
+    zmq::message_t part;
+    if (!s.recv(part, zmq::recv_flags::dontwait)) return std::nullopt;
+    parts.push_back(std::move(part));
+    while (parts.back().more()) {
+        zmq::message_t next;
+        (void)s.recv(next, zmq::recv_flags::none);
+        parts.push_back(std::move(next));
+    }
+    std::vector<std::string_view> frames;
+    for (const auto& p : parts) frames.push_back(p.to_string_view());
+    auto decoded = proto::decode(frames);
+    if (auto* d = std::get_if<proto::Decoded>(&decoded)) return std::move(d->message);
+    return std::nullopt;
+}
+
+std::unique_ptr<zmq::socket_t> connect(zmq::context_t& ctx, const std::string& endpoint,
+                                       const worker::CurveKeys& curve) {
+    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::linger, 0);
+    if (curve.enabled()) {
+        s->set(zmq::sockopt::curve_serverkey, curve.server_public);
+        s->set(zmq::sockopt::curve_publickey, curve.client_public);
+        s->set(zmq::sockopt::curve_secretkey, curve.client_secret);
+    }
+    s->connect(endpoint);
+    return s;
+}
+
+/// Session names "<prefix>-0" .. "<prefix>-(n-1)": the HELLO worker id, and under CURVE the name
+/// each key is registered under.
+std::vector<std::string> session_names(const std::string& prefix, int n) {
+    std::vector<std::string> names;
+    for (int i = 0; i < n; ++i) names.push_back(prefix + "-" + std::to_string(i));
+    return names;
+}
+
+long vm_hwm_kb(int pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+    }
+    throw std::runtime_error("no VmHWM for process " + std::to_string(pid));
+}
+
+/// One DEALER per name, connected to the target with that name's key, each having sent HELLO.
+std::vector<std::unique_ptr<zmq::socket_t>> say_hello(zmq::context_t& ctx,
+                                                      const CoordinatorTarget& target,
+                                                      const std::vector<std::string>& names) {
+    const auto keys = target.auth.keys_for(target.org, names);
+    std::vector<std::unique_ptr<zmq::socket_t>> sockets;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        sockets.push_back(connect(ctx, target.endpoint, keys[i]));
+        send(*sockets.back(), proto::Hello{1, names[i], target.org});
+    }
+    return sockets;
+}
+
+}  // namespace
+
+nlohmann::json run_latency(const LatencyOptions& o) {
+    zmq::context_t ctx(1);
+    std::vector<std::unique_ptr<zmq::socket_t>> sockets;
+    std::vector<zmq::pollitem_t> items;
+    const auto names = session_names("latency", o.sessions);
+    sockets = say_hello(ctx, o.target, names);
+    for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+    int welcomed = 0;
+    const auto hello_deadline = BenchClock::now() + std::chrono::seconds(10);
+    while (welcomed < o.sessions && BenchClock::now() < hello_deadline) {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10));
+        for (auto& s : sockets) {
+            while (auto m = receive(*s)) welcomed += std::holds_alternative<proto::Welcome>(*m);
+        }
+    }
+    if (welcomed < o.sessions) throw std::runtime_error("latency: not every session was welcomed");
+
+    /// What became of the claims of one period (warm-up, or measured).
+    struct Tally {
+        std::vector<double> ms;  ///< send to ASSIGNED
+        long sent = 0, no_work = 0, errors = 0;
+        std::map<std::string, long> refusals;  ///< by error code
+    };
+    Tally warmup, measured;
+    std::map<std::uint64_t, std::pair<BenchClock::time_point, Tally*>> sent;
+    const auto interval = std::chrono::duration<double>(1.0 / o.rate);
+    const auto began = BenchClock::now();
+    const auto measured_from = began + std::chrono::duration_cast<BenchClock::duration>(
+                                           std::chrono::duration<double>(o.warmup_seconds));
+    const auto end = measured_from + std::chrono::duration_cast<BenchClock::duration>(
+                                         std::chrono::duration<double>(o.seconds));
+    std::uint64_t next_req = 2;
+    long issued = 0;
+    // Replies to claims sent before the end are still awaited, for a bounded while.
+    while (BenchClock::now() < end + std::chrono::seconds(2) && (BenchClock::now() < end || !sent.empty())) {
+        const auto now = BenchClock::now();
+        while (now < end && began + std::chrono::duration_cast<BenchClock::duration>(interval * issued) <= now) {
+            // The schedule is fixed: a late reply never delays the next claim.
+            const std::uint64_t req = next_req++;
+            send(*sockets[issued % sockets.size()], proto::Claim{req, 1, 0});
+            const auto at = BenchClock::now();
+            Tally* period = at < measured_from ? &warmup : &measured;
+            ++period->sent;
+            sent[req] = {at, period};
+            ++issued;
+        }
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(1));
+        for (auto& s : sockets) {
+            while (auto m = receive(*s)) {
+                const auto it = sent.find(proto::request_id(*m));
+                if (it == sent.end()) continue;
+                auto& [at, period] = it->second;
+                if (std::holds_alternative<proto::Assigned>(*m)) {
+                    period->ms.push_back(std::chrono::duration<double, std::milli>(BenchClock::now() - at).count());
+                } else if (std::holds_alternative<proto::NoWork>(*m)) {
+                    ++period->no_work;
+                } else {
+                    ++period->errors;
+                    if (const auto* e = std::get_if<proto::Error>(&*m)) ++period->refusals[e->code];
+                }
+                sent.erase(it);
+            }
+        }
+    }
+    auto pct = [](std::vector<double>& ms, double p) {
+        std::sort(ms.begin(), ms.end());
+        return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))];
+    };
+    nlohmann::json out;
+    out["claim_p50_ms"] = pct(measured.ms, 0.50);
+    out["claim_p99_ms"] = pct(measured.ms, 0.99);
+    out["claims_sent"] = measured.sent;
+    out["claims_assigned"] = measured.ms.size();
+    out["claims_no_work"] = measured.no_work;
+    out["claims_refused"] = measured.errors;
+    out["claims_refused_by_code"] = measured.refusals;
+    out["claims_unanswered"] = sent.size();
+    out["warmup_seconds"] = o.warmup_seconds;
+    out["warmup_claims_sent"] = warmup.sent;
+    out["warmup_claim_p99_ms"] = pct(warmup.ms, 0.99);
+    out["warmup_claims_refused"] = warmup.errors;
+    out["warmup_claims_refused_by_code"] = warmup.refusals;
+    out["rate_per_s"] = o.rate;
+    out["sessions"] = o.sessions;
+    out["curve"] = !o.target.auth.plaintext;
+    return out;
+}
+
+nlohmann::json run_idle(const IdleOptions& o) {
+    zmq::context_t ctx(1);
+    ctx.set(zmq::ctxopt::max_sockets, o.workers + 64);
+    std::vector<std::unique_ptr<zmq::socket_t>> sockets;
+    std::vector<zmq::pollitem_t> items;
+    const auto names = session_names("idle", o.workers);
+    const long before_kb = vm_hwm_kb(o.pid);
+    sockets = say_hello(ctx, o.target, names);
+    for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+    std::vector<bool> welcomed(sockets.size(), false);
+    int count = 0;
+    const auto began = BenchClock::now();
+    while (count < o.workers && seconds_since(began) < o.timeout_s) {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(50));
+        for (std::size_t i = 0; i < sockets.size(); ++i) {
+            while (auto m = receive(*sockets[i])) {
+                if (std::holds_alternative<proto::Welcome>(*m) && !welcomed[i]) {
+                    welcomed[i] = true;
+                    ++count;
+                }
+            }
+        }
+    }
+    // Let the sessions sit idle a moment so that anything the coordinator does per session
+    // (housekeeping, buffers) has happened.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    nlohmann::json out;
+    out["workers_welcomed"] = count;
+    out["coordinator_rss_before_mb"] = before_kb / 1024.0;
+    out["coordinator_peak_rss_mb"] = vm_hwm_kb(o.pid) / 1024.0;
+    out["seconds_to_welcome_all"] = seconds_since(began);
+    out["curve"] = !o.target.auth.plaintext;
+    return out;
+}
+
+}  // namespace aclaim::drills

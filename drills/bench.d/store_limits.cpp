@@ -1,0 +1,156 @@
+// Raw SQL limits and claim cost at scale, with the store's own prepared statements and durable
+// commits: what the coordinator is measured against.
+
+#include <pqxx/pqxx>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <thread>
+#include <vector>
+
+#include "common/store/assignment_store.hpp"
+#include "common/store/pg_array.hpp"
+#include "common/store/store_sql.hpp"
+#include "drills/bench.d/bench.hpp"
+
+namespace aclaim::drills {
+
+namespace {
+
+constexpr common::Micros kLease = 60 * common::kSeconds;
+
+common::Micros wall_now() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+/// One claim statement (LIMIT batch) and one completion statement of what it claimed, in one
+/// transaction. Returns the jobs completed.
+int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const std::string& worker,
+                       int batch) {
+    const auto now = wall_now();
+    pqxx::work txn(store.connection(), "raw");
+    const pqxx::result claimed =
+        txn.exec_prepared(common::sql::kClaimName, org, worker, batch, now, kLease);
+    if (claimed.empty()) return 0;
+    if (batch == 1) {
+        const auto job = claimed[0][0].as<std::int64_t>();
+        const auto gen = claimed[0][2].as<std::int64_t>();
+        txn.exec_prepared(common::sql::kCompleteName, org, job, gen, worker, "r", now);
+    } else {
+        std::vector<std::int64_t> orgs, jobs, gens;
+        std::vector<std::string> workers, refs;
+        for (const auto& row : claimed) {
+            orgs.push_back(org);
+            jobs.push_back(row[0].as<std::int64_t>());
+            gens.push_back(row[2].as<std::int64_t>());
+            workers.push_back(worker);
+            refs.push_back("r");
+        }
+        txn.exec_prepared(common::sql::kCompleteBatchName, common::pg_array(orgs),
+                          common::pg_array(jobs), common::pg_array(gens),
+                          common::pg_array(workers), common::pg_array(refs), now);
+    }
+    txn.commit();
+    return static_cast<int>(claimed.size());
+}
+
+double measure(const RawOptions& o, int threads, int batch) {
+    std::atomic<long> done{0};
+    std::barrier start(threads + 1);
+    std::vector<std::thread> pool;
+    std::atomic<bool> stop{false};
+    for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            common::AssignmentStore store(o.dsn);
+            const std::string worker = "raw-" + std::to_string(t);
+            start.arrive_and_wait();
+            while (!stop.load()) {
+                const int n = claim_and_complete(store, o.org, worker, batch);
+                if (n == 0) break;
+                done.fetch_add(n);
+            }
+        });
+    }
+    start.arrive_and_wait();
+    const auto began = BenchClock::now();
+    while (seconds_since(began) < o.seconds) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const long counted = done.load();
+    const double elapsed = seconds_since(began);
+    stop.store(true);
+    for (auto& th : pool) th.join();
+    return counted / elapsed;
+}
+
+void load_pending(pqxx::connection& c, std::int64_t org, int count) {
+    pqxx::work txn(c);
+    txn.exec_params("INSERT INTO jobs (org_id, enqueued_at, payload) "
+                    "SELECT $1, aclaim_ts($2::bigint + g), 'bench' FROM generate_series(1, $3) g",
+                    org, wall_now(), count);
+    txn.commit();
+}
+
+/// Mean and p99 of `claims` one-job claims, in milliseconds; each claimed job is completed
+/// outside the timing so that the pending set stays the same size.
+std::pair<double, double> time_claims(const std::string& dsn, std::int64_t org, int claims) {
+    common::AssignmentStore store(dsn);
+    std::vector<double> ms;
+    for (int i = 0; i < claims; ++i) {
+        const auto now = wall_now();
+        const auto t0 = BenchClock::now();
+        const auto out = store.claim(org, "scale", 1, kLease, now);
+        ms.push_back(seconds_since(t0) * 1000);
+        if (out.leases.empty()) break;
+    }
+    std::sort(ms.begin(), ms.end());
+    double sum = 0;
+    for (double v : ms) sum += v;
+    return {ms.empty() ? 0 : sum / ms.size(), ms.empty() ? 0 : ms[ms.size() * 99 / 100]};
+}
+
+}  // namespace
+
+nlohmann::json run_raw(const RawOptions& o) {
+    nlohmann::json out;
+    out["raw_single_jobs_per_s"] = measure(o, o.single_threads, 1);
+    out["raw_batch_jobs_per_s"] = measure(o, o.batch_threads, o.batch);
+    return out;
+}
+
+nlohmann::json run_scale(const ScaleOptions& o) {
+    constexpr std::int64_t kSmallOrg = 900;
+    constexpr std::int64_t kLargeOrg = 901;
+    auto conn = std::make_unique<pqxx::connection>(o.dsn);
+    nlohmann::json out;
+    load_pending(*conn, kSmallOrg, o.small_pending);
+    pqxx::nontransaction(*conn).exec("VACUUM ANALYZE jobs");
+    const auto small = time_claims(o.dsn, kSmallOrg, o.claims);
+
+    const auto load_began = BenchClock::now();
+    {
+        pqxx::work txn(*conn);
+        // Finished history of the same organization: it shares the table and the organization
+        // but must not be in the claim's way.
+        txn.exec_params(
+            "INSERT INTO jobs (org_id, state, enqueued_at, payload, generation, assignee, "
+            "claimed_at, attempts, completed_at, result_ref) "
+            "SELECT $1, 'completed', aclaim_ts($2::bigint + g), 'done', 1, 'old', aclaim_ts($2::bigint + g), 1, "
+            "aclaim_ts($2::bigint + g + 1), 'ref' FROM generate_series(1, $3) g",
+            kLargeOrg, wall_now() - 86'400 * common::kSeconds, o.large_completed);
+        txn.commit();
+    }
+    load_pending(*conn, kLargeOrg, o.large_pending);
+    pqxx::nontransaction(*conn).exec("VACUUM ANALYZE jobs");
+    out["scale_load_s"] = seconds_since(load_began);
+    const auto large = time_claims(o.dsn, kLargeOrg, o.claims);
+    out["claim_10k_mean_ms"] = small.first;
+    out["claim_10k_p99_ms"] = small.second;
+    out["claim_1m_mean_ms"] = large.first;
+    out["claim_1m_p99_ms"] = large.second;
+    out["claims_timed"] = o.claims;
+    return out;
+}
+
+}  // namespace aclaim::drills

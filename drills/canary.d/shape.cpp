@@ -1,0 +1,59 @@
+#include "drills/canary.d/shape.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace aclaim::drills {
+
+std::string_view to_string(Shape shape) {
+    switch (shape) {
+        case Shape::Constant:
+            return "constant";
+        case Shape::Ramp:
+            return "ramp";
+        case Shape::Step:
+            return "step";
+        case Shape::Spike:
+            return "spike";
+    }
+    return "unknown";
+}
+
+std::optional<Shape> parse_shape(std::string_view name) {
+    for (Shape s : {Shape::Constant, Shape::Ramp, Shape::Step, Shape::Spike}) {
+        if (to_string(s) == name) return s;
+    }
+    return std::nullopt;
+}
+
+int pollers_at(Shape shape, int start, int max, int seconds, int second) {
+    start = std::min(start, max);
+    second = std::clamp(second, 0, std::max(seconds - 1, 0));
+    switch (shape) {
+        case Shape::Constant:
+            return max;
+        case Shape::Ramp: {
+            if (seconds <= 1) return max;
+            const double f = static_cast<double>(second) / (seconds - 1);
+            return start + static_cast<int>(std::lround((max - start) * f));
+        }
+        case Shape::Step: {
+            // Doublings from start until max is reached, each held for the same share of the run.
+            int steps = 1;
+            for (int level = start; level < max; level *= 2) ++steps;
+            const int step = std::min(steps - 1, second * steps / std::max(seconds, 1));
+            int level = start;
+            for (int i = 0; i < step; ++i) level *= 2;
+            return std::min(level, max);
+        }
+        case Shape::Spike: {
+            // The burst lands after the fleet has settled and leaves time to watch it recover.
+            const int from = seconds * 2 / 5;
+            const int to = std::max(from + 1, seconds * 3 / 5);
+            return second >= from && second < to ? max : start;
+        }
+    }
+    return start;
+}
+
+}  // namespace aclaim::drills
