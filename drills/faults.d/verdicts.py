@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare what workers were told with what the audit log says happened.
 
-    faults_verdicts.py RESULTS_DIR COMPLETED_CSV
+    verdicts.py RESULTS_DIR COMPLETED_CSV
 
 RESULTS_DIR holds the --result-file of every aclaim-worker of one scenario (*.jsonl, one JSON
 object per verdict). COMPLETED_CSV is "job_id,generation,worker" for every job_events row of kind
