@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 namespace aclaim::drills {
@@ -17,33 +18,38 @@ namespace {
 /// A scrape slower than this is given up for the interval; /metrics answers in microseconds.
 constexpr int kScrapeTimeoutMs = 1000;
 /// Larger answers are not Prometheus text from the coordinator.
-constexpr std::size_t kMaxAnswerBytes = 4 * 1024 * 1024;
+constexpr std::size_t kMaxAnswerBytes = std::size_t{4} * 1024 * 1024;
+
+/// One bucket line's series key (labels without le) and its le value.
+struct BucketLabel {
+    std::string key;
+    std::string le;
+};
 
 /// Splits `name{a="x",le="0.1"}` into the series key without le, and the le value.
-bool split_bucket(const std::string& metric, std::string& key, std::string& le) {
+std::optional<BucketLabel> split_bucket(const std::string& metric) {
     const auto brace = metric.find('{');
-    if (brace == std::string::npos || metric.back() != '}') return false;
+    if (brace == std::string::npos || metric.back() != '}') return std::nullopt;
     std::string name = metric.substr(0, brace);
     const std::string suffix = "_bucket";
     if (name.size() <= suffix.size() ||
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-        return false;
+        return std::nullopt;
     }
     name.resize(name.size() - suffix.size());
     const std::string labels = metric.substr(brace + 1, metric.size() - brace - 2);
     std::string kept;
-    bool found = false;
+    std::optional<std::string> le;
     std::stringstream in(labels);
     for (std::string part; std::getline(in, part, ',');) {
         if (part.rfind("le=\"", 0) == 0 && part.size() >= 5) {
             le = part.substr(4, part.size() - 5);
-            found = true;
         } else {
             kept += (kept.empty() ? "" : ",") + part;
         }
     }
-    key = kept.empty() ? name : name + "{" + kept + "}";
-    return found;
+    if (!le) return std::nullopt;
+    return BucketLabel{kept.empty() ? name : name + "{" + kept + "}", *le};
 }
 
 }  // namespace
@@ -75,17 +81,18 @@ Scrape parse_histograms(const std::string& text) {
         if (line.empty() || line[0] == '#') continue;
         const auto space = line.rfind(' ');
         if (space == std::string::npos) continue;
-        std::string key, le;
-        if (!split_bucket(line.substr(0, space), key, le)) continue;
+        const auto bucket = split_bucket(line.substr(0, space));
+        if (!bucket) continue;
         double upper = 0;
         double value = 0;
         try {
-            upper = le == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(le);
+            upper = bucket->le == "+Inf" ? std::numeric_limits<double>::infinity()
+                                         : std::stod(bucket->le);
             value = std::stod(line.substr(space + 1));
         } catch (const std::exception&) {
             continue;
         }
-        auto& b = out[key];
+        auto& b = out[bucket->key];
         b.upper_s.push_back(upper);
         b.cumulative.push_back(value);
     }
@@ -95,7 +102,7 @@ Scrape parse_histograms(const std::string& text) {
 std::optional<std::string> fetch_metrics(int port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return std::nullopt;
-    timeval tv{kScrapeTimeoutMs / 1000, (kScrapeTimeoutMs % 1000) * 1000};
+    timeval tv{kScrapeTimeoutMs / 1000, static_cast<suseconds_t>(kScrapeTimeoutMs % 1000) * 1000};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     sockaddr_in addr{};

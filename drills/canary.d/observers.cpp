@@ -90,7 +90,8 @@ void LockSampler::start() {
         const auto rows = txn.exec(kLockWaits);
         std::lock_guard lock(mutex_);
         ++current_.samples;
-        current_.waiting_max = std::max<std::int64_t>(current_.waiting_max, rows.size());
+        current_.waiting_max =
+            std::max(current_.waiting_max, static_cast<std::int64_t>(rows.size()));
         for (const auto& row : rows) {
             const bool claim = row[0].as<bool>();
             ++(claim ? current_.claim_waits : current_.other_waits);

@@ -15,7 +15,7 @@ namespace aclaim::testing {
 
 std::string bin(const std::string& name) { return std::string(ACLAIM_BIN_DIR) + "/" + name; }
 
-Process::Process(std::vector<std::string> argv, std::map<std::string, std::string> env,
+Process::Process(std::vector<std::string> argv, const std::map<std::string, std::string>& env,
                  std::string log_path)
     : log_path_(std::move(log_path)) {
     pid_ = ::fork();
@@ -30,6 +30,7 @@ Process::Process(std::vector<std::string> argv, std::map<std::string, std::strin
         }
         for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
         std::vector<char*> args;
+        args.reserve(argv.size() + 1);
         for (auto& a : argv) args.push_back(a.data());
         args.push_back(nullptr);
         ::execv(args[0], args.data());
@@ -78,7 +79,10 @@ int free_port() {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = 0;
-    ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    if (::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        ::close(s);
+        throw std::runtime_error("free_port: cannot bind a loopback port");
+    }
     socklen_t len = sizeof addr;
     ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
     ::close(s);

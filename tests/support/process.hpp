@@ -21,7 +21,7 @@ class Process {
 public:
     /// Starts argv[0] with the given arguments and extra environment; output goes to log_path
     /// (or is discarded when empty).
-    Process(std::vector<std::string> argv, std::map<std::string, std::string> env = {},
+    Process(std::vector<std::string> argv, const std::map<std::string, std::string>& env = {},
             std::string log_path = "");
     ~Process();
     Process(const Process&) = delete;
