@@ -131,10 +131,12 @@ nlohmann::json run_e2e(const E2eOptions& o) {
     std::atomic<bool> stop{false}, counting{false};
     StartLine start;
     std::vector<std::string> names;
+    names.reserve(static_cast<std::size_t>(o.clients));
     for (int i = 0; i < o.clients; ++i) names.push_back(client_name(i));
     // Registered before any client connects, so that the measured window holds no key work.
     const auto keys = o.target.auth.keys_for(o.target.org, names);
     std::vector<std::thread> clients;
+    clients.reserve(static_cast<std::size_t>(o.clients));
     for (int i = 0; i < o.clients; ++i) {
         clients.emplace_back([&, i] {
             run_client(o, i, keys[static_cast<std::size_t>(i)], start, stop, counting, counts);
@@ -161,8 +163,8 @@ nlohmann::json run_e2e(const E2eOptions& o) {
     stop.store(true);
     for (auto& c : clients) c.join();
     nlohmann::json out;
-    out["jobs_per_s"] = completed / elapsed;
-    out["claims_per_s"] = counts.claims.load() / elapsed;
+    out["jobs_per_s"] = static_cast<double>(completed) / elapsed;
+    out["claims_per_s"] = static_cast<double>(counts.claims.load()) / elapsed;
     out["renewals"] = counts.renewals.load();
     out["jobs_lost"] = counts.lost.load();
     out["refused"] = counts.errors.load();

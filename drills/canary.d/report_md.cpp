@@ -60,7 +60,7 @@ std::string coordinator(const CoordinatorTiming& t) {
            std::to_string(static_cast<long long>(t.statements)) + " statements)";
 }
 
-std::string cell(std::string s) {
+std::string cell(const std::string& s) {
     std::string out;
     for (char c : s) {
         if (c == '|')

@@ -150,7 +150,8 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
     r.endpoint = "tcp://127.0.0.1:" + std::to_string(ports[0]);
     const int http_port = ports[1];
 
-    std::atomic<int> level{pollers_at(o.shape, o.start_pollers, o.max_pollers, o.seconds, 0)};
+    const LoadShape load{o.shape, o.start_pollers, o.max_pollers, o.seconds};
+    std::atomic<int> level{pollers_at(load, 0)};
     // A poller takes at most one job per review plus a round trip.
     Backlog backlog(o.dsn, r.org, 1000.0 / (o.review_ms + 5), level);
     backlog.fill();
@@ -208,8 +209,7 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
     const auto t0 = SteadyClock::now();
     try {
         for (int s = 0; s < o.seconds; ++s) {
-            const int want = std::min(
-                pollers_at(o.shape, o.start_pollers, o.max_pollers, o.seconds, s), backoff.cap());
+            const int want = std::min(pollers_at(load, s), backoff.cap());
             level.store(want);
             ensure_pollers(want);
             const auto boundary = t0 + std::chrono::seconds(s + 1);

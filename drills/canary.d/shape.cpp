@@ -26,10 +26,12 @@ std::optional<Shape> parse_shape(std::string_view name) {
     return std::nullopt;
 }
 
-int pollers_at(Shape shape, int start, int max, int seconds, int second) {
-    start = std::min(start, max);
+int pollers_at(const LoadShape& load, int second) {
+    const int max = load.max_pollers;
+    const int seconds = load.seconds;
+    const int start = std::min(load.start_pollers, max);
     second = std::clamp(second, 0, std::max(seconds - 1, 0));
-    switch (shape) {
+    switch (load.shape) {
         case Shape::Constant:
             return max;
         case Shape::Ramp: {

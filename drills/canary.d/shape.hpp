@@ -17,7 +17,16 @@ enum class Shape {
 std::string_view to_string(Shape shape);
 std::optional<Shape> parse_shape(std::string_view name);
 
+/// A run's load: its shape and the numbers the shape is drawn between, named so that no two of
+/// them can be passed in each other's place.
+struct LoadShape {
+    Shape shape = Shape::Constant;
+    int start_pollers = 1;
+    int max_pollers = 1;
+    int seconds = 1;
+};
+
 /// The poller count the shape asks for in interval `second` (0 .. seconds-1), before any back-off.
-int pollers_at(Shape shape, int start, int max, int seconds, int second);
+int pollers_at(const LoadShape& load, int second);
 
 }  // namespace aclaim::drills

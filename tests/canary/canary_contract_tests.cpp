@@ -191,7 +191,7 @@ TEST_CASE("canary back-off: to the last good level when lower, else half", "[can
 TEST_CASE("canary shapes: every shape starts where it should and stays in range", "[canary]") {
     const auto series = [](Shape s, int start, int max, int seconds) {
         std::vector<int> out;
-        for (int t = 0; t < seconds; ++t) out.push_back(pollers_at(s, start, max, seconds, t));
+        for (int t = 0; t < seconds; ++t) out.push_back(pollers_at({s, start, max, seconds}, t));
         return out;
     };
     const auto ramp = series(Shape::Ramp, 2, 16, 20);
