@@ -234,26 +234,26 @@ RequestOutcome::Result DbPool::resolve(StoreHandle& handle, const DbRequest& r) 
                        std::string("connection lost around the commit and the job's row could "
                                    "not be read: ") + e.what()};
     }
-    const Resolution res = resolve_interrupted(interrupted(r), row, clock_.now());
+    const CommitResolution res = resolve_interrupted(interrupted(r), row, clock_.now());
     spdlog::warn("org={} job={} worker={}: commit interrupted by a lost connection, resolved "
                  "from the row as {} ({})",
                  r.from.org_id, job, r.from.worker_id,
-                 res.verdict == Resolution::Verdict::Applied      ? "applied"
-                 : res.verdict == Resolution::Verdict::NotApplied ? "not applied"
+                 res.verdict == CommitResolution::Verdict::Applied      ? "applied"
+                 : res.verdict == CommitResolution::Verdict::NotApplied ? "not applied"
                                                                   : "unknown",
                  res.detail);
     switch (res.verdict) {
-        case Resolution::Verdict::Applied: {
+        case CommitResolution::Verdict::Applied: {
             common::Transition t;
             t.replayed = true;
             t.state = res.state;
             t.detail = res.detail;
             return t;
         }
-        case Resolution::Verdict::NotApplied:
+        case CommitResolution::Verdict::NotApplied:
             return Failure{std::string(proto::errors::kNotCommitted),
                            res.detail + "; nothing changed, safe to re-send"};
-        case Resolution::Verdict::Unknown:
+        case CommitResolution::Verdict::Unknown:
             break;
     }
     return Failure{std::string(proto::errors::kOutcomeUnknown), res.detail};
