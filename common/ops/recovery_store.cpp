@@ -274,20 +274,20 @@ std::optional<JobDossier> RecoveryStore::dossier(JobId job, Micros now) {
     return d;
 }
 
-Resolution RecoveryStore::release(JobId job, const std::string& reason, const std::string& actor,
+QuarantineResolution RecoveryStore::release(JobId job, const std::string& reason, const std::string& actor,
                                   Micros now) {
     return resolve(job, true, reason, actor, now);
 }
 
-Resolution RecoveryStore::fail(JobId job, const std::string& reason, const std::string& actor,
+QuarantineResolution RecoveryStore::fail(JobId job, const std::string& reason, const std::string& actor,
                                Micros now) {
     return resolve(job, false, reason, actor, now);
 }
 
-Resolution RecoveryStore::resolve(JobId job, bool release, const std::string& reason,
+QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::string& reason,
                                   const std::string& actor, Micros now) {
     const std::string verb = release ? "released" : "failed";
-    Resolution out;
+    QuarantineResolution out;
     pqxx::work txn(conn_, release ? "quarantine_release" : "quarantine_fail");
     txn.exec(sql::kLockTimeout);
     const auto snap = read_one(txn, job, /*lock=*/true, now);

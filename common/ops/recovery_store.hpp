@@ -63,8 +63,9 @@ struct JobDossier {
     std::vector<AuditEvent> events;  ///< every event of the job, in log order
 };
 
-/// An operator's release or fail: done, or refused with the reason (nothing changed).
-struct Resolution {
+/// An operator's release or fail of a quarantined job: done, or refused with the reason (nothing
+/// changed).
+struct QuarantineResolution {
     std::optional<std::string> refusal;
     JobState state = JobState::Quarantined;  ///< the state afterwards
     Generation generation = 0;               ///< the generation afterwards
@@ -95,13 +96,13 @@ class RecoveryStore {
 
     /// Returns a quarantined job to pending. Refused when the job is not quarantined or already
     /// has a published result (a second completion could not be published beside it).
-    Resolution release(JobId job, const std::string& reason, const std::string& actor, Micros now);
+    QuarantineResolution release(JobId job, const std::string& reason, const std::string& actor, Micros now);
 
     /// Fails a quarantined job for good. Its published result, if any, stays as it is.
-    Resolution fail(JobId job, const std::string& reason, const std::string& actor, Micros now);
+    QuarantineResolution fail(JobId job, const std::string& reason, const std::string& actor, Micros now);
 
   private:
-    Resolution resolve(JobId job, bool release, const std::string& reason, const std::string& actor,
+    QuarantineResolution resolve(JobId job, bool release, const std::string& reason, const std::string& actor,
                        Micros now);
 
     pqxx::connection& conn_;

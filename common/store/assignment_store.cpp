@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include <span>
 #include <unordered_map>
 
 #include "common/store/pg_array.hpp"
@@ -13,12 +14,15 @@ namespace {
 
 constexpr const char* kLockNotAvailable = "55P03";
 
-std::string claim_sql(LockStrategy strategy, const char* text_template = sql::kClaimTemplate) {
-    std::string text = text_template;
+/// A statement's text as prepared: its {LOCK} clause, if any, filled for the strategy.
+std::string prepared_text(const sql::Statement& statement, LockStrategy strategy) {
+    std::string text = statement.text;
+    const auto at = text.find("{LOCK}");
+    if (at == std::string::npos) return text;
     const std::string clause = strategy == LockStrategy::SkipLocked ? "SKIP LOCKED"
                                : strategy == LockStrategy::NoWait   ? "NOWAIT"
                                                                     : "";
-    text.replace(text.find("{LOCK}"), 6, clause);
+    text.replace(at, 6, clause);
     return text;
 }
 
@@ -39,7 +43,7 @@ public:
 private:
     void set(const std::string& value) {
         if (!enabled_ || value == current_) return;
-        txn_.exec_prepared(sql::kScopeName, value);
+        txn_.exec_prepared(sql::kScope.name, value);
         current_ = value;
     }
     pqxx::work& txn_;
@@ -47,15 +51,15 @@ private:
     std::string current_;
 };
 
-/// Six columns from `first`: org, state, generation, assignee, lease, result_ref.
-RowAuthority authority_of(const pqxx::row& r, int first) {
+/// A row of kAuthority.
+RowAuthority authority_of(const pqxx::row& r) {
     RowAuthority a;
-    a.org_id = r[first].as<OrgId>();
-    a.state = state_of(r[first + 1]);
-    a.generation = r[first + 2].as<Generation>();
-    a.assignee = r[first + 3].as<std::string>();
-    if (!r[first + 4].is_null()) a.lease_expires_at = r[first + 4].as<Micros>();
-    a.result_ref = r[first + 5].as<std::string>();
+    a.org_id = r["org_id"].as<OrgId>();
+    a.state = state_of(r["state"]);
+    a.generation = r["generation"].as<Generation>();
+    a.assignee = r["assignee"].as<std::string>();
+    if (!r["lease_us"].is_null()) a.lease_expires_at = r["lease_us"].as<Micros>();
+    a.result_ref = r["result_ref"].as<std::string>();
     return a;
 }
 
@@ -63,8 +67,8 @@ RowAuthority authority_of(const pqxx::row& r, int first) {
 std::unordered_map<JobId, RowAuthority> read_authorities(pqxx::work& txn,
                                                          const std::vector<std::int64_t>& jobs) {
     std::unordered_map<JobId, RowAuthority> rows;
-    for (const auto& r : txn.exec_prepared(sql::kAuthorityName, pg_array(jobs))) {
-        rows.emplace(r[0].as<JobId>(), authority_of(r, 1));
+    for (const auto& r : txn.exec_prepared(sql::kAuthority.name, pg_array(jobs))) {
+        rows.emplace(r["id"].as<JobId>(), authority_of(r));
     }
     return rows;
 }
@@ -83,11 +87,10 @@ bool audited(Operation op, Rejection r) {
 }
 
 /// The answer for a transition that matched nothing, decided on the current row.
-Transition decide(const std::optional<RowAuthority>& row, Operation op, OrgId org,
-                  Generation generation, const std::string& worker,
-                  const std::string& result_ref, Micros now) {
+Transition decide(const std::optional<RowAuthority>& row, Operation op,
+                  const TransitionRequest& q, Micros now) {
     Transition t;
-    t.rejection = diagnose(row, op, org, generation, worker, result_ref, now, &t.detail);
+    t.rejection = diagnose(row, op, q.org, q.generation, q.worker, q.result_ref, now, &t.detail);
     if (!t.rejection) {
         t.replayed = true;
         t.state = row->state;
@@ -96,17 +99,18 @@ Transition decide(const std::optional<RowAuthority>& row, Operation op, OrgId or
 }
 
 
-Lease lease_of(const pqxx::row& row, int first) {
+/// A row of kClaim or kClaimBatch.
+Lease lease_of(const pqxx::row& row) {
     Lease l;
-    l.job_id = row[first].as<JobId>();
-    l.org_id = row[first + 1].as<OrgId>();
-    l.generation = row[first + 2].as<Generation>();
-    l.priority = row[first + 3].as<int>();
-    l.enqueued_at = row[first + 4].as<Micros>();
-    l.lease_expires_at = row[first + 5].as<Micros>();
-    l.attempts = row[first + 6].as<int>();
-    l.max_attempts = row[first + 7].as<int>();
-    l.payload = row[first + 8].as<std::string>();
+    l.job_id = row["id"].as<JobId>();
+    l.org_id = row["org_id"].as<OrgId>();
+    l.generation = row["generation"].as<Generation>();
+    l.priority = row["priority"].as<int>();
+    l.enqueued_at = row["enqueued_us"].as<Micros>();
+    l.lease_expires_at = row["lease_us"].as<Micros>();
+    l.attempts = row["attempts"].as<int>();
+    l.max_attempts = row["max_attempts"].as<int>();
+    l.payload = row["payload"].as<std::string>();
     return l;
 }
 
@@ -116,7 +120,7 @@ struct TransitionArrays {
 };
 
 /// The requests at `indices`, as arrays.
-TransitionArrays arrays_of(const std::vector<TransitionRequest>& requests,
+TransitionArrays arrays_of(std::span<const TransitionRequest> requests,
                            const std::vector<std::size_t>& indices) {
     std::vector<std::int64_t> orgs, jobs, generations;
     std::vector<std::string> workers, refs;
@@ -136,7 +140,7 @@ TransitionArrays arrays_of(const std::vector<TransitionRequest>& requests,
 /// security one group per organization (in order of first appearance), as a transaction scoped to
 /// one organization sees no other.
 std::vector<std::vector<std::size_t>> statement_groups(
-    const std::vector<TransitionRequest>& requests, bool by_organization) {
+    std::span<const TransitionRequest> requests, bool by_organization) {
     std::vector<std::vector<std::size_t>> groups;
     std::vector<OrgId> group_org;
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -162,7 +166,7 @@ std::vector<std::vector<std::size_t>> statement_groups(
 /// applied request would be.
 template <class ApplyOne>
 void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
-                      const std::vector<TransitionRequest>& requests,
+                      std::span<const TransitionRequest> requests,
                       const std::vector<bool>& applied, Micros now, std::vector<Transition>& out,
                       ApplyOne apply_one) {
     std::unordered_map<JobId, int> seen;
@@ -185,7 +189,7 @@ void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
     std::vector<std::string> workers, details;
     for (const std::size_t i : pending) {
         const auto& q = requests[i];
-        out[i] = decide(row_of(rows, q.job), op, q.org, q.generation, q.worker, q.result_ref, now);
+        out[i] = decide(row_of(rows, q.job), op, q, now);
         if (out[i].rejection && audited(op, *out[i].rejection)) {
             jobs.push_back(q.job);
             orgs.push_back(q.org);
@@ -197,19 +201,17 @@ void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
     // Each event is in its own job's organization, which the diagnosis found to be the
     // requester's; the statement runs in the scope that sees them all.
     if (!jobs.empty()) {
-        txn.exec_prepared(sql::kRejectedBatchName, pg_array(jobs), pg_array(orgs),
+        txn.exec_prepared(sql::kRejectedBatch.name, pg_array(jobs), pg_array(orgs),
                           pg_array(generations), pg_array(workers), now, pg_array(details));
     }
 }
 
 /// The fenced update of a single transition matched nothing: answered and audited as a refusal in
 /// a coalesced batch is, and committed.
-Transition reject(pqxx::work& txn, Scope& scope, Operation op, OrgId org, JobId job,
-                  Generation generation, const std::string& worker, const std::string& result_ref,
+Transition reject(pqxx::work& txn, Scope& scope, Operation op, const TransitionRequest& request,
                   Micros now) {
-    const std::vector<TransitionRequest> one{{org, job, generation, worker, result_ref}};
     std::vector<Transition> out(1);
-    settle_unapplied(txn, scope, op, one, std::vector<bool>{false}, now, out,
+    settle_unapplied(txn, scope, op, std::span(&request, 1), std::vector<bool>{false}, now, out,
                      [](const TransitionRequest&, Transition&) { return false; });
     txn.commit();
     return out[0];
@@ -217,35 +219,31 @@ Transition reject(pqxx::work& txn, Scope& scope, Operation op, OrgId org, JobId 
 
 }  // namespace
 
+void act_as_row_security_role(pqxx::connection& conn) {
+    try {
+        pqxx::nontransaction session(conn);
+        session.exec(std::string("SET ROLE ") + sql::kRowSecurityRole);
+    } catch (const pqxx::broken_connection&) {
+        throw;
+    } catch (const pqxx::sql_error& e) {
+        throw std::runtime_error(std::string("row security is on but this login cannot act as ") +
+                                 sql::kRowSecurityRole +
+                                 " (migrate the schema, GRANT the role to the login, or pass "
+                                 "--row-security off): " +
+                                 e.what());
+    }
+}
+
 AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
     : options_(std::move(options)), conn_(std::make_unique<pqxx::connection>(dsn)) {
     {
         pqxx::nontransaction session(*conn_);
         session.exec("SET application_name = " + session.quote(options_.application_name));
-        if (options_.row_security) {
-            try {
-                session.exec(std::string("SET ROLE ") + sql::kRowSecurityRole);
-            } catch (const pqxx::sql_error& e) {
-                throw std::runtime_error(
-                    std::string("row security: this login cannot act as ") +
-                    sql::kRowSecurityRole + " (GRANT " + sql::kRowSecurityRole +
-                    " TO the coordinator's login, or run without row security): " + e.what());
-            }
-        }
     }
-    conn_->prepare(sql::kScopeName, sql::kScope);
-    conn_->prepare(sql::kEnqueueName, sql::kEnqueue);
-    conn_->prepare(sql::kClaimName, claim_sql(options_.lock_strategy));
-    conn_->prepare(sql::kRenewName, sql::kRenew);
-    conn_->prepare(sql::kCompleteName, sql::kComplete);
-    conn_->prepare(sql::kFailName, sql::kFail);
-    conn_->prepare(sql::kReleaseName, sql::kRelease);
-    conn_->prepare(sql::kReclaimName, sql::kReclaim);
-    conn_->prepare(sql::kAuthorityName, sql::kAuthority);
-    conn_->prepare(sql::kRejectedBatchName, sql::kRejectedBatch);
-    conn_->prepare(sql::kClaimBatchName, claim_sql(options_.lock_strategy, sql::kClaimBatchTemplate));
-    conn_->prepare(sql::kRenewBatchName, sql::kRenewBatch);
-    conn_->prepare(sql::kCompleteBatchName, sql::kCompleteBatch);
+    if (options_.row_security) act_as_row_security_role(*conn_);
+    for (const sql::Statement* statement : sql::kStatements) {
+        conn_->prepare(statement->name, prepared_text(*statement, options_.lock_strategy));
+    }
 }
 
 AssignmentStore::~AssignmentStore() = default;
@@ -265,17 +263,17 @@ std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>
     }
     pqxx::work txn(*conn_, "enqueue");
     Scope(txn, options_.row_security).to(org);
-    const pqxx::result r = txn.exec_prepared(sql::kEnqueueName, org, now, pg_array(priorities),
+    const pqxx::result r = txn.exec_prepared(sql::kEnqueue.name, org, now, pg_array(priorities),
                                              pg_array(payloads), pg_array(attempts));
     txn.commit();
     std::vector<JobId> ids;
     ids.reserve(r.size());
-    for (const auto& row : r) ids.push_back(row[0].as<JobId>());
+    for (const auto& row : r) ids.push_back(row["id"].as<JobId>());
     return ids;
 }
 
-ClaimOutcome AssignmentStore::claim(OrgId org, const std::string& worker, int max_jobs,
-                                    Micros lease, Micros now) {
+ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Micros lease,
+                                    Micros now) {
     ClaimOutcome out;
     try {
         pqxx::work txn(*conn_, "claim");
@@ -285,10 +283,10 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const std::string& worker, int ma
             // lock must still go through.
             txn.exec("SET LOCAL lock_timeout = " + std::to_string(options_.lock_timeout_ms));
         }
-        const pqxx::result r =
-            txn.exec_prepared(sql::kClaimName, org, worker, max_jobs, now, lease);
+        const pqxx::result r = txn.exec_prepared(sql::kClaim.name, org, request.worker,
+                                                 request.max_jobs, now, lease);
         txn.commit();
-        for (const auto& row : r) out.leases.push_back(lease_of(row, 0));
+        for (const auto& row : r) out.leases.push_back(lease_of(row));
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kLockNotAvailable) throw;
         out.status = options_.lock_strategy == LockStrategy::Wait
@@ -300,60 +298,53 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const std::string& worker, int ma
     return out;
 }
 
-Transition AssignmentStore::renew(OrgId org, JobId job, Generation generation,
-                                  const std::string& worker, Micros lease, Micros now) {
+Transition AssignmentStore::renew(const TransitionRequest& q, Micros lease, Micros now) {
     pqxx::work txn(*conn_, "renew");
     Scope scope(txn, options_.row_security);
-    scope.to(org);
+    scope.to(q.org);
     const pqxx::result r =
-        txn.exec_prepared(sql::kRenewName, org, job, generation, worker, now, lease);
-    if (r.empty()) return reject(txn, scope, Operation::Renew, org, job, generation, worker, "", now);
+        txn.exec_prepared(sql::kRenew.name, q.org, q.job, q.generation, q.worker, now, lease);
+    if (r.empty()) return reject(txn, scope, Operation::Renew, q, now);
     txn.commit();
     Transition t;
     t.state = JobState::Assigned;
-    t.lease_expires_at = r[0][0].as<Micros>();
+    t.lease_expires_at = r[0]["lease_us"].as<Micros>();
     return t;
 }
 
-Transition AssignmentStore::complete(OrgId org, JobId job, Generation generation,
-                                     const std::string& worker, const std::string& result_ref,
-                                     Micros now) {
+Transition AssignmentStore::complete(const TransitionRequest& q, Micros now) {
     pqxx::work txn(*conn_, "complete");
     Scope scope(txn, options_.row_security);
-    scope.to(org);
-    const pqxx::result r =
-        txn.exec_prepared(sql::kCompleteName, org, job, generation, worker, result_ref, now);
-    if (r.empty()) {
-        return reject(txn, scope, Operation::Complete, org, job, generation, worker, result_ref, now);
-    }
+    scope.to(q.org);
+    const pqxx::result r = txn.exec_prepared(sql::kComplete.name, q.org, q.job, q.generation,
+                                             q.worker, q.result_ref, now);
+    if (r.empty()) return reject(txn, scope, Operation::Complete, q, now);
     txn.commit();
     Transition t;
     t.state = JobState::Completed;
     return t;
 }
 
-Transition AssignmentStore::fail(OrgId org, JobId job, Generation generation,
-                                 const std::string& worker, const std::string& reason,
-                                 bool retryable, Micros now) {
+Transition AssignmentStore::fail(const TransitionRequest& q, Micros now) {
     pqxx::work txn(*conn_, "fail");
     Scope scope(txn, options_.row_security);
-    scope.to(org);
-    const pqxx::result r =
-        txn.exec_prepared(sql::kFailName, org, job, generation, worker, reason, retryable, now);
-    if (r.empty()) return reject(txn, scope, Operation::Fail, org, job, generation, worker, "", now);
+    scope.to(q.org);
+    const pqxx::result r = txn.exec_prepared(sql::kFail.name, q.org, q.job, q.generation,
+                                             q.worker, q.reason, q.retryable, now);
+    if (r.empty()) return reject(txn, scope, Operation::Fail, q, now);
     txn.commit();
     Transition t;
-    t.state = state_of(r[0][0]);
+    t.state = state_of(r[0]["state"]);
     return t;
 }
 
-Transition AssignmentStore::release(OrgId org, JobId job, Generation generation,
-                                    const std::string& worker, Micros now) {
+Transition AssignmentStore::release(const TransitionRequest& q, Micros now) {
     pqxx::work txn(*conn_, "release");
     Scope scope(txn, options_.row_security);
-    scope.to(org);
-    const pqxx::result r = txn.exec_prepared(sql::kReleaseName, org, job, generation, worker, now);
-    if (r.empty()) return reject(txn, scope, Operation::Release, org, job, generation, worker, "", now);
+    scope.to(q.org);
+    const pqxx::result r =
+        txn.exec_prepared(sql::kRelease.name, q.org, q.job, q.generation, q.worker, now);
+    if (r.empty()) return reject(txn, scope, Operation::Release, q, now);
     txn.commit();
     Transition t;
     t.state = JobState::Pending;
@@ -369,7 +360,7 @@ std::optional<RowAuthority> AssignmentStore::authority(JobId job) {
 }
 
 std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
-                                                       const std::vector<ClaimRequest>& requests,
+                                                       std::span<const ClaimRequest> requests,
                                                        Micros lease, Micros now) {
     std::vector<ClaimOutcome> out(requests.size());
     // Slot s belongs to owner[s]: each requester holds max_jobs consecutive slots.
@@ -388,11 +379,11 @@ std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
             txn.exec("SET LOCAL lock_timeout = " + std::to_string(options_.lock_timeout_ms));
         }
         const pqxx::result r =
-            txn.exec_prepared(sql::kClaimBatchName, org, pg_array(slots), now, lease);
+            txn.exec_prepared(sql::kClaimBatch.name, org, pg_array(slots), now, lease);
         txn.commit();
         for (const auto& row : r) {
-            const auto slot = row[0].as<std::size_t>();
-            out.at(owner.at(slot - 1)).leases.push_back(lease_of(row, 1));
+            const auto slot = row["slot"].as<std::size_t>();
+            out.at(owner.at(slot - 1)).leases.push_back(lease_of(row));
         }
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kLockNotAvailable) throw;
@@ -411,7 +402,7 @@ std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
 }
 
 std::vector<Transition> AssignmentStore::renew_batch(
-    const std::vector<TransitionRequest>& requests, Micros lease, Micros now) {
+    std::span<const TransitionRequest> requests, Micros lease, Micros now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
     pqxx::work txn(*conn_, "renew_batch");
@@ -419,23 +410,23 @@ std::vector<Transition> AssignmentStore::renew_batch(
     for (const auto& group : statement_groups(requests, options_.row_security)) {
         scope.to(requests[group.front()].org);
         const TransitionArrays a = arrays_of(requests, group);
-        const pqxx::result r = txn.exec_prepared(sql::kRenewBatchName, a.orgs, a.jobs,
+        const pqxx::result r = txn.exec_prepared(sql::kRenewBatch.name, a.orgs, a.jobs,
                                                  a.generations, a.workers, now, lease);
         for (const auto& row : r) {
-            const auto i = group.at(row[0].as<std::size_t>() - 1);
+            const auto i = group.at(row["n"].as<std::size_t>() - 1);
             applied.at(i) = true;
             out[i].state = JobState::Assigned;
-            out[i].lease_expires_at = row[1].as<Micros>();
+            out[i].lease_expires_at = row["lease_us"].as<Micros>();
         }
     }
     // A duplicate of an applied request is applied again, as renew() would.
     settle_unapplied(txn, scope, Operation::Renew, requests, applied, now, out,
                      [&](const TransitionRequest& q, Transition& t) {
                          const pqxx::result one = txn.exec_prepared(
-                             sql::kRenewName, q.org, q.job, q.generation, q.worker, now, lease);
+                             sql::kRenew.name, q.org, q.job, q.generation, q.worker, now, lease);
                          if (one.empty()) return false;
                          t.state = JobState::Assigned;
-                         t.lease_expires_at = one[0][0].as<Micros>();
+                         t.lease_expires_at = one[0]["lease_us"].as<Micros>();
                          return true;
                      });
     txn.commit();
@@ -443,7 +434,7 @@ std::vector<Transition> AssignmentStore::renew_batch(
 }
 
 std::vector<Transition> AssignmentStore::complete_batch(
-    const std::vector<TransitionRequest>& requests, Micros now) {
+    std::span<const TransitionRequest> requests, Micros now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
     pqxx::work txn(*conn_, "complete_batch");
@@ -451,10 +442,10 @@ std::vector<Transition> AssignmentStore::complete_batch(
     for (const auto& group : statement_groups(requests, options_.row_security)) {
         scope.to(requests[group.front()].org);
         const TransitionArrays a = arrays_of(requests, group);
-        const pqxx::result r = txn.exec_prepared(sql::kCompleteBatchName, a.orgs, a.jobs,
+        const pqxx::result r = txn.exec_prepared(sql::kCompleteBatch.name, a.orgs, a.jobs,
                                                  a.generations, a.workers, a.result_refs, now);
         for (const auto& row : r) {
-            const auto i = group.at(row[0].as<std::size_t>() - 1);
+            const auto i = group.at(row["n"].as<std::size_t>() - 1);
             applied.at(i) = true;
             out[i].state = JobState::Completed;
         }
@@ -462,7 +453,7 @@ std::vector<Transition> AssignmentStore::complete_batch(
     settle_unapplied(txn, scope, Operation::Complete, requests, applied, now, out,
                      [&](const TransitionRequest& q, Transition& t) {
                          const pqxx::result one =
-                             txn.exec_prepared(sql::kCompleteName, q.org, q.job, q.generation,
+                             txn.exec_prepared(sql::kComplete.name, q.org, q.job, q.generation,
                                                q.worker, q.result_ref, now);
                          if (one.empty()) return false;
                          t.state = JobState::Completed;
@@ -475,17 +466,17 @@ std::vector<Transition> AssignmentStore::complete_batch(
 std::vector<Reclaimed> AssignmentStore::reclaim_expired(Micros now, int limit) {
     pqxx::work txn(*conn_, "reclaim");
     Scope(txn, options_.row_security).all();
-    const pqxx::result r = txn.exec_prepared(sql::kReclaimName, now, limit);
+    const pqxx::result r = txn.exec_prepared(sql::kReclaim.name, now, limit);
     txn.commit();
     std::vector<Reclaimed> out;
     out.reserve(r.size());
     for (const auto& row : r) {
         Reclaimed rc;
-        rc.job_id = row[0].as<JobId>();
-        rc.org_id = row[1].as<OrgId>();
-        rc.generation = row[2].as<Generation>();
-        rc.assignee = row[3].is_null() ? "" : row[3].as<std::string>();
-        rc.state = state_of(row[4]);
+        rc.job_id = row["id"].as<JobId>();
+        rc.org_id = row["org_id"].as<OrgId>();
+        rc.generation = row["generation"].as<Generation>();
+        rc.assignee = row["assignee"].is_null() ? "" : row["assignee"].as<std::string>();
+        rc.state = state_of(row["state"]);
         out.push_back(std::move(rc));
     }
     return out;

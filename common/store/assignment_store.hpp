@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,20 +28,29 @@ struct StoreOptions {
     bool row_security = false;
 };
 
-/// One requester of a coalesced claim.
+/// One requester of a claim, alone or coalesced with others of its organization.
 struct ClaimRequest {
-    std::string worker;
+    std::string worker{};
     int max_jobs = 1;
 };
 
-/// One renewal or completion of a coalesced statement; result_ref is for completions only.
+/// One renew, complete, fail or release, alone or coalesced: the fence it names (organization,
+/// job, generation, worker) and the fields of the operations that carry more.
+/// Every member has an initializer, so a call may name only the fields its operation uses.
 struct TransitionRequest {
     OrgId org = 0;
     JobId job = 0;
     Generation generation = 0;
-    std::string worker;
-    std::string result_ref;
+    std::string worker{};
+    std::string result_ref{};  ///< complete only
+    std::string reason{};      ///< fail only
+    bool retryable = false;    ///< fail only
 };
+
+/// Switches a session to the row-security role (kRowSecurityRole). Throws std::runtime_error
+/// naming the role and the remedy when the login cannot act as it; a connection failure
+/// (pqxx::broken_connection) passes through unchanged.
+void act_as_row_security_role(pqxx::connection& conn);
 
 /// The explicit state methods of the assignment contract, over one PostgreSQL connection.
 /// Each method is one transaction; the transition itself is one SQL statement that re-checks the
@@ -60,41 +70,36 @@ public:
     std::vector<JobId> enqueue(OrgId org, const std::vector<NewJob>& jobs, Micros now);
 
     /// Moves up to max_jobs of the organization's best pending jobs to assigned, in one statement.
-    ClaimOutcome claim(OrgId org, const std::string& worker, int max_jobs, Micros lease,
-                       Micros now);
+    ClaimOutcome claim(OrgId org, const ClaimRequest& request, Micros lease, Micros now);
 
     /// Extends a live lease of the current generation to now + lease.
-    Transition renew(OrgId org, JobId job, Generation generation, const std::string& worker,
-                     Micros lease, Micros now);
+    Transition renew(const TransitionRequest& request, Micros lease, Micros now);
 
     /// Completes a job held under a live lease of the current generation and publishes its result
     /// in the same transaction.
-    Transition complete(OrgId org, JobId job, Generation generation, const std::string& worker,
-                        const std::string& result_ref, Micros now);
+    Transition complete(const TransitionRequest& request, Micros now);
 
     /// Fails a job; a retryable failure with attempts left returns it to pending instead.
-    Transition fail(OrgId org, JobId job, Generation generation, const std::string& worker,
-                    const std::string& reason, bool retryable, Micros now);
+    Transition fail(const TransitionRequest& request, Micros now);
 
     /// Returns a held job to pending without counting the attempt.
-    Transition release(OrgId org, JobId job, Generation generation, const std::string& worker,
-                       Micros now);
+    Transition release(const TransitionRequest& request, Micros now);
 
     /// Coalesced claim: one LIMIT (sum of max_jobs) statement for the organization, its leases
     /// handed out to the requesters in order, best jobs first. One outcome per request, in order;
     /// a lock failure under nowait/wait is every requester's outcome.
-    std::vector<ClaimOutcome> claim_batch(OrgId org, const std::vector<ClaimRequest>& requests,
+    std::vector<ClaimOutcome> claim_batch(OrgId org, std::span<const ClaimRequest> requests,
                                           Micros lease, Micros now);
 
     /// Coalesced renew: one statement over arrays in one transaction. Requests it did not apply
     /// take the single statement and its diagnosis in the same transaction, so each outcome is
     /// exactly what renew() would have answered. One outcome per request, in order.
-    std::vector<Transition> renew_batch(const std::vector<TransitionRequest>& requests,
-                                        Micros lease, Micros now);
+    std::vector<Transition> renew_batch(std::span<const TransitionRequest> requests, Micros lease,
+                                        Micros now);
 
     /// Coalesced complete, as renew_batch: outbox rows, events and notifications in the same
     /// statement, rejections diagnosed and audited as complete() does.
-    std::vector<Transition> complete_batch(const std::vector<TransitionRequest>& requests,
+    std::vector<Transition> complete_batch(std::span<const TransitionRequest> requests,
                                            Micros now);
 
     /// Takes back up to limit leases that expired at now, across organizations, each decided on

@@ -5,23 +5,18 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace aclaim::common::sql {
 
-/// Prepared statement names.
-inline constexpr const char* kEnqueueName = "aclaim_enqueue";
-inline constexpr const char* kClaimName = "aclaim_claim";
-inline constexpr const char* kRenewName = "aclaim_renew";
-inline constexpr const char* kCompleteName = "aclaim_complete";
-inline constexpr const char* kFailName = "aclaim_fail";
-inline constexpr const char* kReleaseName = "aclaim_release";
-inline constexpr const char* kReclaimName = "aclaim_reclaim";
-inline constexpr const char* kAuthorityName = "aclaim_authority";
-inline constexpr const char* kClaimBatchName = "aclaim_claim_batch";
-inline constexpr const char* kRenewBatchName = "aclaim_renew_batch";
-inline constexpr const char* kCompleteBatchName = "aclaim_complete_batch";
-inline constexpr const char* kScopeName = "aclaim_scope";
-inline constexpr const char* kRejectedBatchName = "aclaim_rejected_batch";
+/// One prepared statement: the name it is prepared under, its text and its parameter contract.
+/// A text may hold {LOCK}, filled with the store's lock strategy when it is prepared.
+struct Statement {
+    const char* name;
+    std::string text;
+    /// $1, $2, ... in order, each "name type"; a unit test holds the text to this count.
+    std::vector<std::string_view> params;
+};
 
 /// The role a row-security store acts as (schema/0003_worker_keys_rls.sql): row-level security
 /// applies to it, keyed on the transaction's aclaim.org_id.
@@ -31,10 +26,15 @@ inline constexpr const char* kRowSecurityRole = "aclaim_coordinator";
 inline constexpr const char* kAllOrganizations = "system";
 
 /// $1 text: the organization (or kAllOrganizations) the rest of the transaction may see.
-inline constexpr const char* kScope = "SELECT set_config('aclaim.org_id', $1::text, true)";
+inline const Statement kScope{
+    "aclaim_scope",
+    "SELECT set_config('aclaim.org_id', $1::text, true)",
+    {"org text"}};
 
 /// $1 org, $2 now, $3 int[] priorities, $4 text[] payloads, $5 int[] max_attempts.
-inline constexpr const char* kEnqueue = R"SQL(
+inline const Statement kEnqueue{
+    "aclaim_enqueue",
+    R"SQL(
 WITH ins AS (
     INSERT INTO jobs (org_id, priority, enqueued_at, payload, max_attempts)
     SELECT $1::bigint, p.priority, aclaim_ts($2::bigint), p.payload, p.max_attempts
@@ -46,14 +46,17 @@ WITH ins AS (
     SELECT id, org_id, 0, 'enqueued', aclaim_ts($2::bigint) FROM ins
 )
 SELECT ins.id FROM ins CROSS JOIN (SELECT aclaim_wake($1::bigint)) AS woke ORDER BY ins.id
-)SQL";
+)SQL",
+    {"org bigint", "now_us bigint", "priorities int[]", "payloads text[]", "max_attempts int[]"}};
 
 /// $1 org, $2 worker, $3 limit, $4 now, $5 lease length. {LOCK} is the lock strategy's clause.
 /// The candidate CTE is MATERIALIZED so that the locked set is computed exactly once. A locking
 /// read rechecks its conditions on the newest row version, so every picked row is pending and
 /// locked; the update finds it by primary key alone. (A condition on jobs.state there would make
 /// the partial index jobs_claim_order a candidate for a full scan per job, see kRenewBatch.)
-inline constexpr const char* kClaimTemplate = R"SQL(
+inline const Statement kClaim{
+    "aclaim_claim",
+    R"SQL(
 WITH picked AS MATERIALIZED (
     SELECT id FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
@@ -76,21 +79,27 @@ WITH picked AS MATERIALIZED (
 )
 SELECT id, org_id, generation, priority, enqueued_us, lease_us, attempts, max_attempts, payload
   FROM claimed ORDER BY priority DESC, enqueued_us, id
-)SQL";
+)SQL",
+    {"org bigint", "worker text", "limit int", "now_us bigint", "lease_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 now, $6 lease length.
 /// Only lease_expires_at changes, and it is not indexed, so a renewal can be a HOT update.
-inline constexpr const char* kRenew = R"SQL(
+inline const Statement kRenew{
+    "aclaim_renew",
+    R"SQL(
 UPDATE jobs SET lease_expires_at = aclaim_ts($5::bigint + $6::bigint)
  WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
    AND generation = $3::bigint AND assignee = $4::text
    AND lease_expires_at > aclaim_ts($5::bigint)
-RETURNING aclaim_us(lease_expires_at)
-)SQL";
+RETURNING aclaim_us(lease_expires_at) AS lease_us
+)SQL",
+    {"org bigint", "job bigint", "generation bigint", "worker text", "now_us bigint", "lease_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 result_ref, $6 now.
 /// The completion, its outbox row, its audit event and the notification commit together.
-inline constexpr const char* kComplete = R"SQL(
+inline const Statement kComplete{
+    "aclaim_complete",
+    R"SQL(
 WITH done AS (
     UPDATE jobs
        SET state = 'completed', completed_at = aclaim_ts($6::bigint), result_ref = $5::text,
@@ -107,10 +116,13 @@ WITH done AS (
     SELECT id, org_id, generation, 'completed', $4::text, aclaim_ts($6::bigint), $5::text FROM done
 )
 SELECT id, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) FROM done
-)SQL";
+)SQL",
+    {"org bigint", "job bigint", "generation bigint", "worker text", "result_ref text", "now_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 reason, $6 retryable, $7 now.
-inline constexpr const char* kFail = R"SQL(
+inline const Statement kFail{
+    "aclaim_fail",
+    R"SQL(
 WITH f AS (
     UPDATE jobs
        SET state = CASE WHEN $6::bool AND attempts < max_attempts THEN 'pending' ELSE 'failed' END,
@@ -132,10 +144,13 @@ WITH f AS (
       FROM f
 )
 SELECT state, CASE WHEN state = 'pending' THEN aclaim_wake(org_id) END FROM f
-)SQL";
+)SQL",
+    {"org bigint", "job bigint", "generation bigint", "worker text", "reason text", "retryable bool", "now_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 now. A voluntary release does not use up an attempt.
-inline constexpr const char* kRelease = R"SQL(
+inline const Statement kRelease{
+    "aclaim_release",
+    R"SQL(
 WITH r AS (
     UPDATE jobs
        SET state = 'pending', assignee = NULL, claimed_at = NULL, lease_expires_at = NULL,
@@ -149,13 +164,14 @@ WITH r AS (
     SELECT id, org_id, generation, 'released', $4::text, aclaim_ts($5::bigint) FROM r
 )
 SELECT id, aclaim_wake(org_id) FROM r
-)SQL";
+)SQL",
+    {"org bigint", "job bigint", "generation bigint", "worker text", "now_us bigint"}};
 
 /// Takes back expired leases: {PICK} selects and locks the rows, $1 is now, {DETAIL} is the
 /// events' detail. Past max_attempts the job fails instead. {PICK} must lock its rows with the
 /// conditions `state = 'assigned' AND lease_expires_at <= now`: a locking read rechecks them on
 /// the current row version, and the lock keeps them true until the UPDATE, which then finds its
-/// rows by primary key alone (as kClaimTemplate, and for the reason given at kRenewBatch). Each
+/// rows by primary key alone (as kClaim, and for the reason given at kRenewBatch). Each
 /// event carries its row's own organization. The reaper's kReclaim and the recovery tool's
 /// one-job reclaim (recovery_sql.hpp) are this one text.
 inline std::string reclaim_statement(std::string_view pick, std::string_view detail) {
@@ -194,29 +210,38 @@ SELECT id, org_id, generation, assignee, state,
 /// passes until one comes back short, and ordering by expiry made draining a backlog of n
 /// expired leases cost n/limit full sorts), across organizations, passing over rows another
 /// transaction holds.
-inline const std::string kReclaim = reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
+inline const Statement kReclaim{
+    "aclaim_reclaim",
+    reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
      WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
      ORDER BY id
      LIMIT $2::int
      FOR UPDATE SKIP LOCKED)SQL",
-                                                      "'lease expired'");
+                                                      "'lease expired'"),
+    {"now_us bigint", "limit int"}};
 
 /// $1 bigint[] jobs. The current authority of each row, id first: read after a fenced update
 /// matched nothing, and to resolve an interrupted commit (one job).
-inline constexpr const char* kAuthority = R"SQL(
-SELECT id, org_id, state, generation, coalesce(assignee, ''), aclaim_us(lease_expires_at),
-       coalesce(result_ref, '')
+inline const Statement kAuthority{
+    "aclaim_authority",
+    R"SQL(
+SELECT id, org_id, state, generation, coalesce(assignee, '') AS assignee,
+       aclaim_us(lease_expires_at) AS lease_us, coalesce(result_ref, '') AS result_ref
   FROM jobs WHERE id = ANY($1::bigint[])
-)SQL";
+)SQL",
+    {"jobs bigint[]"}};
 
 /// $1 bigint[] jobs, $2 bigint[] orgs, $3 bigint[] generations, $4 text[] workers, $5 now,
 /// $6 text[] details. One audited refusal per element, for single and coalesced transitions.
-inline constexpr const char* kRejectedBatch = R"SQL(
+inline const Statement kRejectedBatch{
+    "aclaim_rejected_batch",
+    R"SQL(
 INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
 SELECT r.job, r.org, r.generation, 'rejected', r.worker, aclaim_ts($5::bigint), r.detail
   FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $6::text[])
        AS r(job, org, generation, worker, detail)
-)SQL";
+)SQL",
+    {"jobs bigint[]", "orgs bigint[]", "generations bigint[]", "workers text[]", "now_us bigint", "details text[]"}};
 
 // Coalesced statements: many requests, one statement, one commit. Each row's transition is the
 // same fenced update as the single statement's; RETURNING names the request (its ordinal n in the
@@ -225,7 +250,9 @@ SELECT r.job, r.org, r.generation, 'rejected', r.worker, aclaim_ts($5::bigint), 
 
 /// $1 org, $2 text[] one assignee per slot (a requester asking for k jobs holds k consecutive
 /// slots), $3 now, $4 lease length. The best job goes to the first slot. {LOCK} as in kClaim.
-inline constexpr const char* kClaimBatchTemplate = R"SQL(
+inline const Statement kClaimBatch{
+    "aclaim_claim_batch",
+    R"SQL(
 WITH picked AS MATERIALIZED (
     SELECT id, priority, enqueued_at FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
@@ -255,7 +282,8 @@ WITH picked AS MATERIALIZED (
 SELECT slot, id, org_id, generation, priority, enqueued_us, lease_us, attempts, max_attempts,
        payload
   FROM claimed ORDER BY slot
-)SQL";
+)SQL",
+    {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint"}};
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers, $5 now,
 /// $6 lease length. The rows are locked in id order first, so that two coalesced statements
@@ -264,7 +292,9 @@ SELECT slot, id, org_id, generation, priority, enqueued_us, lease_us, attempts, 
 /// update finds its rows by primary key alone: a condition on jobs.state there would let the
 /// planner choose a full scan of the partial index jobs_assigned for every request whenever the
 /// statistics were taken with few leases out (measured: 100-400 ms a batch instead of 3 ms).
-inline constexpr const char* kRenewBatch = R"SQL(
+inline const Statement kRenewBatch{
+    "aclaim_renew_batch",
+    R"SQL(
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[])
                   WITH ORDINALITY AS r(org, job, generation, worker, n)
@@ -277,13 +307,16 @@ UPDATE jobs j SET lease_expires_at = aclaim_ts($5::bigint + $6::bigint)
  WHERE j.id = l.id AND l.org_id = r.org AND l.state = 'assigned'
    AND l.generation = r.generation AND l.assignee = r.worker
    AND l.lease_expires_at > aclaim_ts($5::bigint)
-RETURNING r.n, aclaim_us(j.lease_expires_at)
-)SQL";
+RETURNING r.n, aclaim_us(j.lease_expires_at) AS lease_us
+)SQL",
+    {"orgs bigint[]", "jobs bigint[]", "generations bigint[]", "workers text[]", "now_us bigint", "lease_us bigint"}};
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers,
 /// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outbox row, its
 /// audit event and its notification; rows locked and fenced as in kRenewBatch.
-inline constexpr const char* kCompleteBatch = R"SQL(
+inline const Statement kCompleteBatch{
+    "aclaim_complete_batch",
+    R"SQL(
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[])
                   WITH ORDINALITY AS r(org, job, generation, worker, result_ref, n)
@@ -307,6 +340,13 @@ WITH r AS (
     SELECT id, org_id, generation, 'completed', worker, aclaim_ts($6::bigint), result_ref FROM done
 )
 SELECT n, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) FROM done
-)SQL";
+)SQL",
+    {"orgs bigint[]", "jobs bigint[]", "generations bigint[]", "workers text[]", "result_refs text[]", "now_us bigint"}};
+
+/// Every statement a store prepares at connect, in one table.
+inline const std::vector<const Statement*> kStatements = {
+    &kScope, &kEnqueue, &kClaim, &kRenew, &kComplete, &kFail, &kRelease,
+    &kReclaim, &kAuthority, &kRejectedBatch, &kClaimBatch, &kRenewBatch, &kCompleteBatch,
+};
 
 }  // namespace aclaim::common::sql

@@ -5,10 +5,10 @@ namespace aclaim::coordinator {
 namespace {
 
 using common::JobState;
-using Verdict = Resolution::Verdict;
+using Verdict = CommitResolution::Verdict;
 
-Resolution verdict(Verdict v, std::string detail) {
-    Resolution r;
+CommitResolution verdict(Verdict v, std::string detail) {
+    CommitResolution r;
     r.verdict = v;
     r.detail = std::move(detail);
     return r;
@@ -16,11 +16,11 @@ Resolution verdict(Verdict v, std::string detail) {
 
 }  // namespace
 
-Resolution resolve_interrupted(const InterruptedTransition& t,
+CommitResolution resolve_interrupted(const InterruptedTransition& t,
                                const std::optional<common::RowAuthority>& row, common::Micros now) {
     std::string why;
     if (!common::diagnose(row, t.op, t.org_id, t.generation, t.worker, t.result_ref, now, &why)) {
-        Resolution r = verdict(Verdict::Applied, "the row shows the transition committed");
+        CommitResolution r = verdict(Verdict::Applied, "the row shows the transition committed");
         r.state = row->state;
         return r;
     }

@@ -10,7 +10,7 @@ namespace aclaim::coordinator {
 /// What the current row says about a transition whose commit was interrupted by a lost
 /// connection. The row is the only authority: the transition is never simply retried, because a
 /// retry after a commit that did happen would be judged against a row that has since moved on.
-struct Resolution {
+struct CommitResolution {
     enum class Verdict {
         Applied,     ///< the row shows this very transition: answer ACCEPTED, replayed
         NotApplied,  ///< the row shows it cannot have happened: safe for the worker to re-send
@@ -32,7 +32,7 @@ struct InterruptedTransition {
 };
 
 /// Decides from the row read after reconnecting (nullopt: no such job).
-Resolution resolve_interrupted(const InterruptedTransition& t,
+CommitResolution resolve_interrupted(const InterruptedTransition& t,
                                const std::optional<common::RowAuthority>& row, common::Micros now);
 
 }  // namespace aclaim::coordinator

@@ -57,24 +57,68 @@ bool coalescible(RequestKind kind) {
            kind == RequestKind::Complete;
 }
 
+/// The store's request for a renew, complete, fail or release: the fence from the session and
+/// the body, and the fields of the operations that carry more.
 common::TransitionRequest transition_request(const DbRequest& r) {
     common::TransitionRequest t;
     t.org = r.from.org_id;
     t.worker = r.from.worker_id;
     std::visit(common::Overloaded{
-                   [&](const proto::Complete& c) {
-                       t.job = c.job_id;
-                       t.generation = c.generation;
-                       t.result_ref = c.result_ref;
-                   },
-                   [&](const proto::Renew& m) {
+                   [](const proto::Claim&) {},
+                   [&](const auto& m) {
                        t.job = m.job_id;
                        t.generation = m.generation;
                    },
-                   [](const auto&) {},
                },
                r.body);
+    if (const auto* c = std::get_if<proto::Complete>(&r.body)) t.result_ref = c->result_ref;
+    if (const auto* f = std::get_if<proto::Fail>(&r.body)) {
+        t.reason = f->reason;
+        t.retryable = f->retryable;
+    }
     return t;
+}
+
+/// Runs one request alone, or several of one kind coalesced into one statement (the queue batches
+/// claims of one organization only, and only kinds that have a coalesced statement). One outcome
+/// per request, in order.
+std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store, RequestKind kind,
+                                                  const std::vector<RequestOutcome>& batch,
+                                                  common::Micros lease, common::Micros now) {
+    std::vector<RequestOutcome::Result> results;
+    if (kind == RequestKind::Claim) {
+        std::vector<common::ClaimRequest> claims;
+        for (const auto& o : batch) {
+            claims.push_back(
+                {o.request.from.worker_id, std::get<proto::Claim>(o.request.body).max_jobs});
+        }
+        const common::OrgId org = batch.front().request.from.org_id;
+        if (claims.size() == 1) {
+            results.emplace_back(store.claim(org, claims.front(), lease, now));
+        } else {
+            for (auto& c : store.claim_batch(org, claims, lease, now)) {
+                results.emplace_back(std::move(c));
+            }
+        }
+        return results;
+    }
+    std::vector<common::TransitionRequest> requests;
+    for (const auto& o : batch) requests.push_back(transition_request(o.request));
+    if (requests.size() == 1) {
+        const common::TransitionRequest& q = requests.front();
+        switch (kind) {
+            case RequestKind::Renew: results.emplace_back(store.renew(q, lease, now)); break;
+            case RequestKind::Complete: results.emplace_back(store.complete(q, now)); break;
+            case RequestKind::Fail: results.emplace_back(store.fail(q, now)); break;
+            case RequestKind::Release: results.emplace_back(store.release(q, now)); break;
+            case RequestKind::Claim: break;
+        }
+        return results;
+    }
+    auto transitions = kind == RequestKind::Renew ? store.renew_batch(requests, lease, now)
+                                                  : store.complete_batch(requests, now);
+    for (auto& t : transitions) results.emplace_back(std::move(t));
+    return results;
 }
 
 }  // namespace
@@ -109,17 +153,18 @@ void DbPool::run(int index) {
         std::vector<DbRequest> batch = queue_.take(max_batch);
         if (batch.empty()) return;
         if (batch.size() > 1 && coalescible(batch.front().kind())) {
-            for (auto& outcome : execute_batch(handle, std::move(batch))) {
-                poster.post(std::move(outcome));
-            }
+            for (auto& outcome : execute(handle, std::move(batch))) poster.post(std::move(outcome));
             continue;
         }
-        for (auto& request : batch) poster.post(execute(handle, std::move(request)));
+        for (auto& request : batch) {
+            std::vector<DbRequest> one;
+            one.push_back(std::move(request));
+            poster.post(std::move(execute(handle, std::move(one)).front()));
+        }
     }
 }
 
-std::vector<RequestOutcome> DbPool::execute_batch(StoreHandle& handle,
-                                                  std::vector<DbRequest> batch) {
+std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, std::vector<DbRequest> batch) {
     std::vector<RequestOutcome> out;
     out.reserve(batch.size());
     for (auto& r : batch) out.push_back(RequestOutcome{std::move(r), Failure{}});
@@ -136,97 +181,36 @@ std::vector<RequestOutcome> DbPool::execute_batch(StoreHandle& handle,
     const common::Micros lease = options_.lease_ms * common::kMillis;
     const auto started = SteadyClock::now();
     try {
-        if (kind == RequestKind::Claim) {
-            // The queue batches claims of one organization only.
-            std::vector<common::ClaimRequest> claims;
-            for (const auto& o : out) {
-                claims.push_back({o.request.from.worker_id,
-                                  std::get<proto::Claim>(o.request.body).max_jobs});
-            }
-            auto results = store->claim_batch(out.front().request.from.org_id, claims, lease, now);
-            for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
-        } else {
-            std::vector<common::TransitionRequest> requests;
-            for (const auto& o : out) requests.push_back(transition_request(o.request));
-            auto results = kind == RequestKind::Renew ? store->renew_batch(requests, lease, now)
-                                                      : store->complete_batch(requests, now);
-            for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
-        }
+        auto results = run_statement(*store, kind, out, lease, now);
+        for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
         metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(SteadyClock::now() -
                                                                            started);
     } catch (const std::exception& e) {
         if (!connection_lost(e, store)) {
-            spdlog::error("coalesced {} of {} requests failed in the database: {}",
-                          kind_name(kind), out.size(), e.what());
-            for (auto& o : out) o.result = Failure{std::string(proto::errors::kDatabaseError), e.what()};
+            // The statement failed on a healthy connection, so its transaction rolled back.
+            if (out.size() == 1) {
+                const DbRequest& r = out.front().request;
+                spdlog::error("{} of job {} for org {} failed in the database: {}",
+                              kind_name(kind), job_of(r.body), r.from.org_id, e.what());
+            } else {
+                spdlog::error("coalesced {} of {} requests failed in the database: {}",
+                              kind_name(kind), out.size(), e.what());
+            }
+            for (auto& o : out) {
+                o.result = Failure{std::string(proto::errors::kDatabaseError), e.what()};
+            }
             return out;
         }
         handle.drop(e.what());
         for (auto& o : out) {
-            // As for one request: claims and renewals are safe either way, completions are
-            // resolved one by one from their rows.
-            o.result = kind == RequestKind::Complete
-                           ? resolve(handle, o.request)
-                           : Failure{std::string(proto::errors::kDatabaseUnavailable),
-                                     std::string("database connection lost: ") + e.what()};
-        }
-    }
-    return out;
-}
-
-RequestOutcome DbPool::execute(StoreHandle& handle, DbRequest request) {
-    RequestOutcome out{std::move(request), Failure{}};
-    const DbRequest& r = out.request;
-    common::AssignmentStore* store = handle.get();
-    if (store == nullptr) {
-        out.result = Failure{std::string(proto::errors::kDatabaseUnavailable),
-                             "database unavailable: " + handle.last_error()};
-        return out;
-    }
-    const common::OrgId org = r.from.org_id;
-    const std::string& worker = r.from.worker_id;
-    const common::Micros now = clock_.now();
-    const common::Micros lease = options_.lease_ms * common::kMillis;
-    const auto started = SteadyClock::now();
-    try {
-        out.result = std::visit(
-            common::Overloaded{
-                [&](const proto::Claim& c) -> RequestOutcome::Result {
-                    return store->claim(org, worker, c.max_jobs, lease, now);
-                },
-                [&](const proto::Renew& m) -> RequestOutcome::Result {
-                    return store->renew(org, m.job_id, m.generation, worker, lease, now);
-                },
-                [&](const proto::Complete& m) -> RequestOutcome::Result {
-                    return store->complete(org, m.job_id, m.generation, worker, m.result_ref, now);
-                },
-                [&](const proto::Fail& m) -> RequestOutcome::Result {
-                    return store->fail(org, m.job_id, m.generation, worker, m.reason, m.retryable,
-                                       now);
-                },
-                [&](const proto::Release& m) -> RequestOutcome::Result {
-                    return store->release(org, m.job_id, m.generation, worker, now);
-                },
-            },
-            r.body);
-        metrics_.statement_latency[r.body.index()].observe(SteadyClock::now() - started);
-    } catch (const std::exception& e) {
-        if (!connection_lost(e, store)) {
-            // The statement failed on a healthy connection, so its transaction rolled back.
-            spdlog::error("{} of job {} for org {} failed in the database: {}",
-                          kind_name(r.kind()), job_of(r.body), org, e.what());
-            out.result = Failure{std::string(proto::errors::kDatabaseError), e.what()};
-            return out;
-        }
-        handle.drop(e.what());
-        if (r.kind() == RequestKind::Claim || r.kind() == RequestKind::Renew) {
             // A claim that did commit is reclaimed when its lease runs out; a renewal is
-            // idempotent and safe to re-send. Neither changes anything a worker relies on.
-            out.result = Failure{std::string(proto::errors::kDatabaseUnavailable),
-                                 std::string("database connection lost: ") + e.what()};
-            return out;
+            // idempotent and safe to re-send. Neither changes anything a worker relies on. The
+            // other transitions are resolved one by one from their rows.
+            o.result = kind == RequestKind::Claim || kind == RequestKind::Renew
+                           ? Failure{std::string(proto::errors::kDatabaseUnavailable),
+                                     std::string("database connection lost: ") + e.what()}
+                           : resolve(handle, o.request);
         }
-        out.result = resolve(handle, r);
     }
     return out;
 }
@@ -250,26 +234,26 @@ RequestOutcome::Result DbPool::resolve(StoreHandle& handle, const DbRequest& r) 
                        std::string("connection lost around the commit and the job's row could "
                                    "not be read: ") + e.what()};
     }
-    const Resolution res = resolve_interrupted(interrupted(r), row, clock_.now());
+    const CommitResolution res = resolve_interrupted(interrupted(r), row, clock_.now());
     spdlog::warn("org={} job={} worker={}: commit interrupted by a lost connection, resolved "
                  "from the row as {} ({})",
                  r.from.org_id, job, r.from.worker_id,
-                 res.verdict == Resolution::Verdict::Applied      ? "applied"
-                 : res.verdict == Resolution::Verdict::NotApplied ? "not applied"
+                 res.verdict == CommitResolution::Verdict::Applied      ? "applied"
+                 : res.verdict == CommitResolution::Verdict::NotApplied ? "not applied"
                                                                   : "unknown",
                  res.detail);
     switch (res.verdict) {
-        case Resolution::Verdict::Applied: {
+        case CommitResolution::Verdict::Applied: {
             common::Transition t;
             t.replayed = true;
             t.state = res.state;
             t.detail = res.detail;
             return t;
         }
-        case Resolution::Verdict::NotApplied:
+        case CommitResolution::Verdict::NotApplied:
             return Failure{std::string(proto::errors::kNotCommitted),
                            res.detail + "; nothing changed, safe to re-send"};
-        case Resolution::Verdict::Unknown:
+        case CommitResolution::Verdict::Unknown:
             break;
     }
     return Failure{std::string(proto::errors::kOutcomeUnknown), res.detail};

@@ -37,8 +37,8 @@ public:
 
 private:
     void run(int index);
-    RequestOutcome execute(StoreHandle& handle, DbRequest request);
-    std::vector<RequestOutcome> execute_batch(StoreHandle& handle, std::vector<DbRequest> batch);
+    /// One request, or several of one kind to coalesce; one outcome per request, in order.
+    std::vector<RequestOutcome> execute(StoreHandle& handle, std::vector<DbRequest> batch);
     RequestOutcome::Result resolve(StoreHandle& handle, const DbRequest& request);
 
     const CoordinatorOptions& options_;

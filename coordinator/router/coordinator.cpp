@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "common/store/migrations.hpp"
-#include "common/store/store_sql.hpp"
+#include "common/store/assignment_store.hpp"
 #include "common/base/backoff.hpp"
 #include "coordinator/db/db_pool.hpp"
 #include "coordinator/db/listener.hpp"
@@ -59,15 +59,9 @@ void apply_migrations(const std::string& dsn) {
 void check_row_security_role(const std::string& dsn) {
     try {
         pqxx::connection conn(dsn);
-        pqxx::nontransaction session(conn);
-        session.exec(std::string("SET ROLE ") + common::sql::kRowSecurityRole);
+        common::act_as_row_security_role(conn);
     } catch (const pqxx::broken_connection& e) {
         spdlog::warn("cannot reach the database to check row security ({}); continuing", e.what());
-    } catch (const pqxx::sql_error& e) {
-        throw std::runtime_error(std::string("row security is on but this login cannot act as ") +
-                                 common::sql::kRowSecurityRole + ": " + e.what() +
-                                 "(migrate the schema, GRANT the role to the login, or pass "
-                                 "--row-security off)");
     }
 }
 

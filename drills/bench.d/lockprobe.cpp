@@ -50,11 +50,11 @@ Result probe(const std::string& dsn, common::LockStrategy strategy, int k, int n
             start.arrive_and_wait();
             int empty_in_a_row = 0;
             while (empty_in_a_row < 3) {
-                auto out = s.claim(org, me, 1, 60 * common::kSeconds, 2);
+                auto out = s.claim(org, {me, 1}, 60 * common::kSeconds, 2);
                 if (out.status == common::ClaimOutcome::Status::Claimed) {
                     empty_in_a_row = 0;
                     const auto& l = out.leases[0];
-                    s.complete(org, l.job_id, l.generation, me, "ok", 3);
+                    s.complete({org, l.job_id, l.generation, me, "ok"}, 3);
                 } else if (out.status == common::ClaimOutcome::Status::NoWork) {
                     ++empty_in_a_row;
                 } else {

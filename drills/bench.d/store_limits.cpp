@@ -33,12 +33,12 @@ int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const s
     const auto now = wall_now();
     pqxx::work txn(store.connection(), "raw");
     const pqxx::result claimed =
-        txn.exec_prepared(common::sql::kClaimName, org, worker, batch, now, kLease);
+        txn.exec_prepared(common::sql::kClaim.name, org, worker, batch, now, kLease);
     if (claimed.empty()) return 0;
     if (batch == 1) {
         const auto job = claimed[0][0].as<std::int64_t>();
         const auto gen = claimed[0][2].as<std::int64_t>();
-        txn.exec_prepared(common::sql::kCompleteName, org, job, gen, worker, "r", now);
+        txn.exec_prepared(common::sql::kComplete.name, org, job, gen, worker, "r", now);
     } else {
         std::vector<std::int64_t> orgs, jobs, gens;
         std::vector<std::string> workers, refs;
@@ -49,7 +49,7 @@ int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const s
             workers.push_back(worker);
             refs.push_back("r");
         }
-        txn.exec_prepared(common::sql::kCompleteBatchName, common::pg_array(orgs),
+        txn.exec_prepared(common::sql::kCompleteBatch.name, common::pg_array(orgs),
                           common::pg_array(jobs), common::pg_array(gens),
                           common::pg_array(workers), common::pg_array(refs), now);
     }
@@ -100,7 +100,7 @@ std::pair<double, double> time_claims(const std::string& dsn, std::int64_t org, 
     for (int i = 0; i < claims; ++i) {
         const auto now = wall_now();
         const auto t0 = BenchClock::now();
-        const auto out = store.claim(org, "scale", 1, kLease, now);
+        const auto out = store.claim(org, {"scale", 1}, kLease, now);
         ms.push_back(seconds_since(t0) * 1000);
         if (out.leases.empty()) break;
     }

@@ -126,7 +126,7 @@ void ClaimProbe::probe_once() {
     }
     const common::SystemClock clock;
     const auto t0 = std::chrono::steady_clock::now();
-    const auto outcome = store_->claim(org_, kProbeWorker, 1, 60 * common::kSeconds, clock.now());
+    const auto outcome = store_->claim(org_, {kProbeWorker, 1}, 60 * common::kSeconds, clock.now());
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     {
@@ -136,9 +136,7 @@ void ClaimProbe::probe_once() {
     }
     // The probe's job is finished at once so that it holds nothing the pollers could want.
     for (const auto& lease : outcome.leases) {
-        store_->complete(org_, lease.job_id, lease.generation, kProbeWorker,
-                         std::string(kProbeWorker) + ":" + std::to_string(lease.job_id),
-                         clock.now());
+        store_->complete({org_, lease.job_id, lease.generation, kProbeWorker, std::string(kProbeWorker) + ":" + std::to_string(lease.job_id)}, clock.now());
     }
 }
 

@@ -57,11 +57,11 @@ TEST_CASE("canary audit: a claim past a locked better job is displaced by one", 
     auto holder = db.connect();
     pqxx::work hold(*holder);
     hold.exec_params("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", ids[0]);
-    const auto first = store.claim(org, "w1", 1, kLease, kT0 + 1);
+    const auto first = store.claim(org, {"w1", 1}, kLease, kT0 + 1);
     REQUIRE(first.status == common::ClaimOutcome::Status::Claimed);
     REQUIRE(first.leases[0].job_id == ids[1]);
     hold.abort();
-    const auto second = store.claim(org, "w2", 1, kLease, kT0 + 2);
+    const auto second = store.claim(org, {"w2", 1}, kLease, kT0 + 2);
     REQUIRE(second.leases[0].job_id == ids[0]);
 
     auto conn = db.connect();
@@ -111,7 +111,7 @@ TEST_CASE("canary audit: a duplicate claim and a stale completion in the log are
     common::AssignmentStore store(db.dsn());
     const common::OrgId org = 12;
     const auto ids = enqueue(store, org, 2);
-    const auto claimed = store.claim(org, "w1", 1, kLease, kT0 + 1);
+    const auto claimed = store.claim(org, {"w1", 1}, kLease, kT0 + 1);
     REQUIRE(claimed.leases.at(0).job_id == ids[0]);
 
     auto conn = db.connect();
@@ -134,9 +134,9 @@ TEST_CASE("canary check: the invariant checker judges the canary's organization 
     const common::OrgId mine = 13, other = 14;
     for (const common::OrgId org : {mine, other}) {
         enqueue(store, org, 1);
-        const auto c = store.claim(org, "w", 1, kLease, kT0 + 1);
+        const auto c = store.claim(org, {"w", 1}, kLease, kT0 + 1);
         REQUIRE(
-            store.complete(org, c.leases.at(0).job_id, c.leases[0].generation, "w", "r", kT0 + 2)
+            store.complete({org, c.leases.at(0).job_id, c.leases[0].generation, "w", "r"}, kT0 + 2)
                 .accepted());
     }
     auto conn = db.connect();
@@ -171,7 +171,7 @@ TEST_CASE("canary lock sampler: a claim waiting on a held row is seen with its l
     std::thread waiter([&] {
         common::AssignmentStore waiting(db.dsn(),
                                         {common::LockStrategy::Wait, 10000, "canary-test-wait"});
-        outcome = waiting.claim(org, "waiter", 1, kLease, kT0 + 1);
+        outcome = waiting.claim(org, {"waiter", 1}, kLease, kT0 + 1);
     });
     drills::LockSlice seen;
     const bool waited = testing::eventually(

@@ -119,7 +119,7 @@ TEST_CASE("stop answers a parked claim with draining and returns", "[coordinator
 TEST_CASE("an interrupted commit is resolved from the row, never guessed", "[coordinator]") {
     using coordinator::InterruptedTransition;
     using coordinator::resolve_interrupted;
-    using Verdict = coordinator::Resolution::Verdict;
+    using Verdict = coordinator::CommitResolution::Verdict;
     using common::JobState;
     common::RowAuthority row;
     row.org_id = 1;

@@ -140,11 +140,11 @@ TEST_CASE("aclaimctl status: states, leases, oldest pending and the last minute"
     store.enqueue(1, jobs(4, "old"), now - 600 * common::kSeconds);
     store.enqueue(1, jobs(2, "new"), now);
     // One live lease, one that ran out five seconds ago, one completed just now.
-    REQUIRE(store.claim(1, "w-live", 1, kHour, now).leases.size() == 1);
-    REQUIRE(store.claim(1, "w-expired", 1, 5 * common::kSeconds, now - 10 * common::kSeconds)
+    REQUIRE(store.claim(1, {"w-live", 1}, kHour, now).leases.size() == 1);
+    REQUIRE(store.claim(1, {"w-expired", 1}, 5 * common::kSeconds, now - 10 * common::kSeconds)
                 .leases.size() == 1);
-    const auto done = store.claim(1, "w-done", 1, kHour, now).leases.at(0);
-    REQUIRE(store.complete(1, done.job_id, done.generation, "w-done", "r", now).accepted());
+    const auto done = store.claim(1, {"w-done", 1}, kHour, now).leases.at(0);
+    REQUIRE(store.complete({1, done.job_id, done.generation, "w-done", "r"}, now).accepted());
     // Organization 2: one job, set aside by the recovery tool.
     const auto q = store.enqueue(2, jobs(1), now).at(0);
     {
@@ -219,11 +219,11 @@ TEST_CASE("aclaimctl inspect: the row and its whole history", "[ctl]") {
     common::AssignmentStore store(db.dsn());
     const auto now = common::SystemClock().now();
     const auto id = store.enqueue(7, jobs(1), now - 30 * common::kSeconds).at(0);
-    const auto first = store.claim(7, "w1", 1, common::kSeconds, now - 20 * common::kSeconds).leases.at(0);
+    const auto first = store.claim(7, {"w1", 1}, common::kSeconds, now - 20 * common::kSeconds).leases.at(0);
     REQUIRE(store.reclaim_expired(now - 10 * common::kSeconds, 10).size() == 1);
-    const auto second = store.claim(7, "w2", 1, kHour, now).leases.at(0);
-    REQUIRE(store.complete(7, id, second.generation, "w2", "review:w2", now).accepted());
-    CHECK_FALSE(store.complete(7, id, first.generation, "w1", "review:w1", now).accepted());
+    const auto second = store.claim(7, {"w2", 1}, kHour, now).leases.at(0);
+    REQUIRE(store.complete({7, id, second.generation, "w2", "review:w2"}, now).accepted());
+    CHECK_FALSE(store.complete({7, id, first.generation, "w1", "review:w1"}, now).accepted());
 
     auto r = run_ctl(db.dsn(), {"inspect", std::to_string(id), "--json"});
     INFO(r.err);
@@ -257,7 +257,7 @@ TEST_CASE("aclaimctl jobs list: filters and pages that add up to the whole", "[c
     store.enqueue(1, jobs(3, "old"), now - 2 * kHour);
     store.enqueue(1, jobs(4, "new"), now);
     store.enqueue(2, jobs(2, "other"), now);
-    const auto held = store.claim(1, "w1", 2, kHour, now).leases;
+    const auto held = store.claim(1, {"w1", 2}, kHour, now).leases;
     REQUIRE(held.size() == 2);
 
     auto list = [&](std::vector<std::string> args) {
@@ -313,7 +313,7 @@ TEST_CASE("aclaimctl release and fail: a stuck assignment taken back, audited an
     common::AssignmentStore store(db.dsn());
     const auto now = common::SystemClock().now();
     const auto ids = store.enqueue(1, jobs(3), now);
-    const auto stuck = store.claim(1, "w-stuck", 1, kHour, now).leases.at(0);
+    const auto stuck = store.claim(1, {"w-stuck", 1}, kHour, now).leases.at(0);
 
     // A generation that is not the current one is refused and changes nothing.
     const auto before = job_snapshot(*conn, stuck.job_id);
@@ -340,9 +340,9 @@ TEST_CASE("aclaimctl release and fail: a stuck assignment taken back, audited an
         CHECK(e[2].as<long>() == stuck.generation);
     }
     // The worker that lost it cannot finish it, and the next claim outranks it.
-    const auto late = store.complete(1, stuck.job_id, stuck.generation, "w-stuck", "late", now);
+    const auto late = store.complete({1, stuck.job_id, stuck.generation, "w-stuck", "late"}, now);
     CHECK_FALSE(late.accepted());
-    const auto again = store.claim(1, "w2", 1, kHour, now).leases.at(0);
+    const auto again = store.claim(1, {"w2", 1}, kHour, now).leases.at(0);
     CHECK(again.job_id == stuck.job_id);
     CHECK(again.generation == stuck.generation + 1);
 

@@ -32,7 +32,7 @@ struct Fixture {
         return store.enqueue(org, {{0, "review me", max_attempts}}, clock.now()).at(0);
     }
     common::Lease claim(const std::string& worker, common::OrgId org = 1) {
-        auto out = store.claim(org, worker, 1, kLease, clock.now());
+        auto out = store.claim(org, {worker, 1}, kLease, clock.now());
         REQUIRE(out.leases.size() == 1);
         return out.leases[0];
     }
@@ -95,9 +95,9 @@ TEST_CASE("the survey classifies every job and changes nothing", "[recovery]") {
     f.enqueue_one(2);  // stays pending
     const auto a = f.claim("rev-a");
     REQUIRE(a.job_id == done);
-    REQUIRE(f.store.complete(1, done, a.generation, "rev-a", "r/done", f.clock.now()).accepted());
+    REQUIRE(f.store.complete({1, done, a.generation, "rev-a", "r/done"}, f.clock.now()).accepted());
     const auto b = f.claim("rev-b");
-    REQUIRE(f.store.fail(1, failed, b.generation, "rev-b", "bad input", false, f.clock.now())
+    REQUIRE(f.store.fail({.org = 1, .job = failed, .generation = b.generation, .worker = "rev-b", .reason = "bad input", .retryable = false}, f.clock.now())
                 .accepted());
     f.claim("rev-c");
     const auto d = f.claim("rev-d");
@@ -146,7 +146,7 @@ TEST_CASE("apply quarantines a contradiction and touches nothing else of it", "[
     CHECK(text_of(*f.conn, "SELECT worker FROM job_events WHERE kind = 'quarantined'") == kActor);
 
     // The holder's late completion meets the quarantine.
-    const auto t = f.store.complete(1, id, lease.generation, "rev-a", "late", f.clock.now());
+    const auto t = f.store.complete({1, id, lease.generation, "rev-a", "late"}, f.clock.now());
     REQUIRE_FALSE(t.accepted());
     CHECK(*t.rejection == common::Rejection::Quarantined);
 }
@@ -165,9 +165,9 @@ TEST_CASE("apply reclaims an expired lease; the next claim outranks the old hold
     const auto fresh = f.claim("rev-b");
     CHECK(fresh.job_id == id);
     CHECK(fresh.generation == old.generation + 1);
-    const auto stale = f.store.complete(1, id, old.generation, "rev-a", "late", f.clock.now());
+    const auto stale = f.store.complete({1, id, old.generation, "rev-a", "late"}, f.clock.now());
     CHECK(*stale.rejection == common::Rejection::StaleGeneration);
-    CHECK(f.store.complete(1, id, fresh.generation, "rev-b", "good", f.clock.now()).accepted());
+    CHECK(f.store.complete({1, id, fresh.generation, "rev-b", "good"}, f.clock.now()).accepted());
 }
 
 TEST_CASE("recovery's reclaim is the reaper's reclaim", "[recovery]") {
@@ -176,7 +176,7 @@ TEST_CASE("recovery's reclaim is the reaper's reclaim", "[recovery]") {
             Fixture f;
             const auto ids = f.store.enqueue(
                 1, {{0, "same", max_attempts}, {0, "same", max_attempts}}, f.clock.now());
-            REQUIRE(f.store.claim(1, "rev-a", 2, kLease, f.clock.now()).leases.size() == 2);
+            REQUIRE(f.store.claim(1, {"rev-a", 2}, kLease, f.clock.now()).leases.size() == 2);
             f.clock.advance(kLease);
             const auto by_recovery =
                 f.recovery.apply_one(ids[1], RecoveryClass::Expired, f.clock.now(), kActor);
@@ -235,7 +235,7 @@ TEST_CASE("apply decides on the current row, not on the survey", "[recovery]") {
         CHECK(outcomes[0].locked == RecoveryClass::Live);
         CHECK(outcomes[0].action == ApplyAction::Unchanged);
         CHECK(testing::job_snapshot(*f.conn, id) == row);
-        CHECK(f.store.complete(1, id, fresh.generation, "rev-b", "good", f.clock.now()).accepted());
+        CHECK(f.store.complete({1, id, fresh.generation, "rev-b", "good"}, f.clock.now()).accepted());
     }
     SECTION("a result appeared meanwhile: quarantined instead of reclaimed") {
         f.forge_result(id, 1);
@@ -317,7 +317,7 @@ TEST_CASE("operators resolve quarantined jobs on the record", "[recovery]") {
         f.claim("rev-b");  // `other` was enqueued later, so this is id again
         CHECK(testing::job_generation(*f.conn, id) == 4);
         const auto stale =
-            f.store.complete(1, id, lease.generation, "rev-a", "late", f.clock.now());
+            f.store.complete({1, id, lease.generation, "rev-a", "late"}, f.clock.now());
         CHECK(*stale.rejection == common::Rejection::StaleGeneration);
     }
 }
@@ -327,7 +327,7 @@ TEST_CASE("the survey is not fooled by rejected requests and reports orphans", "
     const auto id = f.enqueue_one();
     f.claim("rev-a");
     // A rejected request records the generation the caller quoted, not one that was granted.
-    CHECK_FALSE(f.store.complete(1, id, 99, "rev-a", "bogus", f.clock.now()).accepted());
+    CHECK_FALSE(f.store.complete({1, id, 99, "rev-a", "bogus"}, f.clock.now()).accepted());
     REQUIRE(testing::event_count(*f.conn, id, "rejected") == 1);
     f.sql("INSERT INTO job_results VALUES (777, 1, 1, 'lost', aclaim_ts(0))");
     const auto report = f.recovery.survey(f.clock.now());

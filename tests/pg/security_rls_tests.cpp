@@ -24,9 +24,9 @@ void seed(const TestDatabase& db) {
     common::AssignmentStore store(db.dsn());
     store.enqueue(1, {{0, "a", 3}, {0, "b", 3}, {0, "c", 3}}, kNow);
     store.enqueue(2, {{0, "x", 3}, {0, "y", 3}}, kNow);
-    const auto claimed = store.claim(2, "w2", 1, 10'000'000, kNow);
+    const auto claimed = store.claim(2, {"w2", 1}, 10'000'000, kNow);
     const auto& lease = claimed.leases.at(0);
-    store.complete(2, lease.job_id, lease.generation, "w2", "ref", kNow + 1);
+    store.complete({2, lease.job_id, lease.generation, "w2", "ref"}, kNow + 1);
 }
 
 /// Runs `sql` as aclaim_coordinator with aclaim.org_id = `scope` (nothing when empty), in a
@@ -193,10 +193,10 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     REQUIRE(one.size() == 3);
     REQUIRE(two.size() == 2);
 
-    const auto a = store.claim(1, "w1", 1, 10'000'000, kNow);
+    const auto a = store.claim(1, {"w1", 1}, 10'000'000, kNow);
     REQUIRE(a.status == common::ClaimOutcome::Status::Claimed);
     CHECK(a.leases.at(0).job_id == one[0]);
-    const auto x = store.claim_batch(2, {{"w2", 1}, {"w3", 1}}, 10'000'000, kNow);
+    const auto x = store.claim_batch(2, std::vector<common::ClaimRequest>{{"w2", 1}, {"w3", 1}}, 10'000'000, kNow);
     REQUIRE(x.size() == 2);
     REQUIRE(x[0].leases.size() == 1);
     REQUIRE(x[1].leases.size() == 1);
@@ -204,20 +204,20 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     const auto& ly = x[1].leases[0];
 
     // Another organization's job: refused as such, and nothing is written.
-    const auto foreign = store.complete(2, a.leases[0].job_id, 1, "w1", "r", kNow + 1);
+    const auto foreign = store.complete({2, a.leases[0].job_id, 1, "w1", "r"}, kNow + 1);
     REQUIRE(foreign.rejection);
     CHECK(*foreign.rejection == common::Rejection::OtherOrganization);
-    CHECK_FALSE(store.complete(1, 999'999, 1, "w1", "r", kNow + 1).accepted());
-    CHECK(*store.complete(1, 999'999, 1, "w1", "r", kNow + 1).rejection ==
+    CHECK_FALSE(store.complete({1, 999'999, 1, "w1", "r"}, kNow + 1).accepted());
+    CHECK(*store.complete({1, 999'999, 1, "w1", "r"}, kNow + 1).rejection ==
           common::Rejection::UnknownJob);
     // A stale generation in its own organization: refused, and the refusal is audited there.
-    const auto stale = store.complete(1, a.leases[0].job_id, 7, "w1", "r", kNow + 1);
+    const auto stale = store.complete({1, a.leases[0].job_id, 7, "w1", "r"}, kNow + 1);
     REQUIRE(stale.rejection);
     CHECK(*stale.rejection == common::Rejection::StaleGeneration);
     CHECK(event_count(owner.connection(), a.leases[0].job_id, "rejected") == 1);
 
     // Coalesced renewals and completions across two organizations, one foreign request among them.
-    const auto renewed = store.renew_batch({{1, a.leases[0].job_id, 1, "w1", ""},
+    const auto renewed = store.renew_batch(std::vector<common::TransitionRequest>{{1, a.leases[0].job_id, 1, "w1", ""},
                                             {2, lx.job_id, lx.generation, "w2", ""},
                                             {1, ly.job_id, ly.generation, "w3", ""}},
                                            20'000'000, kNow + 2);
@@ -227,7 +227,7 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     CHECK(renewed[1].lease_expires_at == kNow + 2 + 20'000'000);
     REQUIRE(renewed[2].rejection);
     CHECK(*renewed[2].rejection == common::Rejection::OtherOrganization);
-    const auto done = store.complete_batch({{2, ly.job_id, ly.generation, "w3", "ry"},
+    const auto done = store.complete_batch(std::vector<common::TransitionRequest>{{2, ly.job_id, ly.generation, "w3", "ry"},
                                             {1, a.leases[0].job_id, 1, "w1", "ra"},
                                             {2, lx.job_id, lx.generation, "w2", "rx"},
                                             {2, lx.job_id, lx.generation, "w2", "rx"}},
@@ -240,7 +240,7 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     CHECK(job_state(owner.connection(), ly.job_id) == "completed");
 
     // The reaper's and the diagnosis's work spans organizations.
-    const auto b = store.claim(1, "w1", 1, 1'000'000, kNow + 4);
+    const auto b = store.claim(1, {"w1", 1}, 1'000'000, kNow + 4);
     REQUIRE(b.leases.size() == 1);
     const auto auth = store.authority(lx.job_id);
     REQUIRE(auth);
@@ -250,12 +250,11 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     CHECK(reclaimed[0].job_id == b.leases[0].job_id);
 
     // Release and fail, in scope.
-    const auto c = store.claim(1, "w1", 2, 10'000'000, kNow + 5'000'000);
+    const auto c = store.claim(1, {"w1", 2}, 10'000'000, kNow + 5'000'000);
     REQUIRE(c.leases.size() == 2);
-    CHECK(store.release(1, c.leases[0].job_id, c.leases[0].generation, "w1", kNow + 5'000'001)
+    CHECK(store.release({1, c.leases[0].job_id, c.leases[0].generation, "w1"}, kNow + 5'000'001)
               .accepted());
-    CHECK(store.fail(1, c.leases[1].job_id, c.leases[1].generation, "w1", "bad", false,
-                     kNow + 5'000'001)
+    CHECK(store.fail({.org = 1, .job = c.leases[1].job_id, .generation = c.leases[1].generation, .worker = "w1", .reason = "bad", .retryable = false}, kNow + 5'000'001)
               .state == common::JobState::Failed);
 }
 
@@ -271,15 +270,15 @@ TEST_CASE("RLS: a statement on a row-security store's connection that names no o
         pqxx::work txn(conn);
         CHECK(txn.exec1("SELECT current_user")[0].as<std::string>() ==
               common::sql::kRowSecurityRole);
-        txn.exec_prepared(common::sql::kScopeName, "1");
+        txn.exec_prepared(common::sql::kScope.name, "1");
         CHECK(txn.exec1("SELECT count(*) FROM jobs")[0].as<int>() == 3);
         CHECK(txn.exec1("SELECT count(*) FROM job_results")[0].as<int>() == 0);
         CHECK(txn.exec("UPDATE jobs SET priority = 5").affected_rows() == 3);
-        txn.exec_prepared(common::sql::kScopeName, "2");
+        txn.exec_prepared(common::sql::kScope.name, "2");
         CHECK(txn.exec1("SELECT count(*) FROM job_results")[0].as<int>() == 1);
     }
     // The store's own transactions leave no scope behind them.
-    store.claim(1, "w1", 1, 10'000'000, kNow);
+    store.claim(1, {"w1", 1}, 10'000'000, kNow);
     CHECK(count_of(conn, "SELECT count(*) FROM jobs") == 0);
 }
 

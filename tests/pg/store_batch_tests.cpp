@@ -26,7 +26,7 @@ constexpr common::JobId kUnknownJob = 999'999;
 
 common::Lease claim_one(AssignmentStore& store, const ManualClock& clock, const std::string& worker,
                         common::OrgId org = 1) {
-    auto out = store.claim(org, worker, 1, kLease, clock.now());
+    auto out = store.claim(org, {worker, 1}, kLease, clock.now());
     REQUIRE(out.leases.size() == 1);
     return out.leases[0];
 }
@@ -96,8 +96,7 @@ TEST_CASE("coalesced complete of a mixed batch answers each request as the singl
     MixedScene single, batch;
     std::vector<std::string> expected, got;
     for (const auto& q : single.requests) {
-        expected.push_back(describe(single.store.complete(q.org, q.job, q.generation, q.worker,
-                                                          q.result_ref, single.clock.now())));
+        expected.push_back(describe(single.store.complete({q.org, q.job, q.generation, q.worker, q.result_ref}, single.clock.now())));
     }
     const auto& q = batch.requests;
     const std::vector<common::JobId> rejected{q[1].job, q[2].job, q[3].job, q[4].job};
@@ -134,7 +133,7 @@ TEST_CASE("coalesced renew of a mixed batch answers each request as the single p
     std::vector<std::string> expected, got;
     for (const auto& q : single.requests) {
         expected.push_back(describe(
-            single.store.renew(q.org, q.job, q.generation, q.worker, kLease, single.clock.now())));
+            single.store.renew({q.org, q.job, q.generation, q.worker}, kLease, single.clock.now())));
     }
     const auto outcomes = batch.store.renew_batch(batch.requests, kLease, batch.clock.now());
     for (const auto& t : outcomes) got.push_back(describe(t));
@@ -153,7 +152,7 @@ TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order"
     ManualClock clock(kT0);
     store.enqueue(1, {{1, "low", 3}, {5, "high", 3}, {3, "mid", 3}}, clock.now());
     const auto out =
-        store.claim_batch(1, {{"w1", 1}, {"w2", 1}, {"w3", 2}}, kLease, clock.now());
+        store.claim_batch(1, std::vector<common::ClaimRequest>{{"w1", 1}, {"w2", 1}, {"w3", 2}}, kLease, clock.now());
     REQUIRE(out.size() == 3);
     REQUIRE(out[0].leases.size() == 1);
     REQUIRE(out[1].leases.size() == 1);
@@ -167,7 +166,7 @@ TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order"
         CHECK(t.exec_params1("SELECT assignee FROM jobs WHERE id = $1", out[1].leases[0].job_id)[0]
                   .as<std::string>() == "w2");
     }
-    const auto none = store.claim_batch(1, {{"w4", 2}}, kLease, clock.now());
+    const auto none = store.claim_batch(1, std::vector<common::ClaimRequest>{{"w4", 2}}, kLease, clock.now());
     CHECK(none.at(0).status == common::ClaimOutcome::Status::NoWork);
 }
 

@@ -47,7 +47,7 @@ TEST_CASE("two clients released together never claim the same job", "[store][con
     auto client = [&](AssignmentStore& s, std::vector<common::JobId>& got, const char* name) {
         for (int r = 0; r < kRounds; ++r) {
             sync.arrive_and_wait();  // both see the round's two new jobs
-            auto out = s.claim(1, name, 1, kLease, kT0);
+            auto out = s.claim(1, {name, 1}, kLease, kT0);
             got[r] = out.leases.empty() ? 0 : out.leases[0].job_id;
             sync.arrive_and_wait();  // the round ends before the next is seeded
             if (&s == &a && r + 1 < kRounds) seed.enqueue(1, jobs(2), kT0);
@@ -81,7 +81,7 @@ TEST_CASE("sixteen clients drain 2000 jobs, each claimed exactly once", "[store]
             const std::string me = "w" + std::to_string(c);
             start.arrive_and_wait();
             for (int batch = 1;; batch = batch % 4 + 1) {
-                auto out = s.claim(1, me, batch, kLease, kT0);
+                auto out = s.claim(1, {me, batch}, kLease, kT0);
                 if (out.status == ClaimOutcome::Status::NoWork) break;
                 std::lock_guard lock(mu);
                 for (const auto& l : out.leases) claimed.insert(l.job_id);
@@ -91,7 +91,7 @@ TEST_CASE("sixteen clients drain 2000 jobs, each claimed exactly once", "[store]
     for (auto& t : threads) t.join();
     // A client may stop on NO_WORK while others still hold the last rows: run one final claim
     // to prove nothing was left pending.
-    CHECK(seed.claim(1, "late", 10, kLease, kT0).status == ClaimOutcome::Status::NoWork);
+    CHECK(seed.claim(1, {"late", 10}, kLease, kT0).status == ClaimOutcome::Status::NoWork);
     CHECK(claimed.size() == 2000);
     CHECK(std::set<common::JobId>(claimed.begin(), claimed.end()).size() == 2000);
     pqxx::read_transaction t(seed.connection());
@@ -107,14 +107,14 @@ TEST_CASE("claim order is priority, then enqueue time, then id", "[store][order]
     const auto high = s.enqueue(1, jobs(1, 5), kT0 + 10);   // higher priority, later
     const auto early = s.enqueue(1, jobs(1, 0), kT0 - 10);  // earlier than `low`
     std::vector<common::JobId> order;
-    for (int i = 0; i < 5; ++i) order.push_back(s.claim(1, "w", 1, kLease, kT0).leases.at(0).job_id);
+    for (int i = 0; i < 5; ++i) order.push_back(s.claim(1, {"w", 1}, kLease, kT0).leases.at(0).job_id);
     CHECK(order == std::vector<common::JobId>{high[0], early[0], low[0], low[1], low[2]});
 
     SECTION("a batch claim returns the same order") {
         testing::TestDatabase db2;
         AssignmentStore s2(db2.dsn());
         const auto ids = s2.enqueue(1, jobs(4, 1), kT0);
-        auto out = s2.claim(1, "w", 10, kLease, kT0);
+        auto out = s2.claim(1, {"w", 10}, kLease, kT0);
         REQUIRE(out.leases.size() == 4);
         for (int i = 0; i < 4; ++i) CHECK(out.leases[i].job_id == ids[i]);
     }
@@ -130,24 +130,24 @@ TEST_CASE("lock strategies when the head candidate is locked", "[store][locks]")
 
     SECTION("skip_locked takes the next job without waiting") {
         AssignmentStore s(db.dsn(), StoreOptions{LockStrategy::SkipLocked});
-        auto out = bounded([&] { return s.claim(1, "w", 1, kLease, kT0); });
+        auto out = bounded([&] { return s.claim(1, {"w", 1}, kLease, kT0); });
         REQUIRE(out.status == ClaimOutcome::Status::Claimed);
         CHECK(out.leases.at(0).job_id == ids[1]);
     }
     SECTION("nowait reports the locked candidate at once") {
         AssignmentStore s(db.dsn(), StoreOptions{LockStrategy::NoWait});
-        auto out = bounded([&] { return s.claim(1, "w", 1, kLease, kT0); });
+        auto out = bounded([&] { return s.claim(1, {"w", 1}, kLease, kT0); });
         CHECK(out.status == ClaimOutcome::Status::CandidateLocked);
         CHECK(testing::job_state(seed.connection(), ids[1]) == "pending");
     }
     SECTION("wait gives up after lock_timeout") {
         AssignmentStore s(db.dsn(), StoreOptions{LockStrategy::Wait, 200});
-        auto out = bounded([&] { return s.claim(1, "w", 1, kLease, kT0); });
+        auto out = bounded([&] { return s.claim(1, {"w", 1}, kLease, kT0); });
         CHECK(out.status == ClaimOutcome::Status::LockTimeout);
     }
     SECTION("wait gets the head job once the lock is released") {
         AssignmentStore s(db.dsn(), StoreOptions{LockStrategy::Wait, 20000, "waiting-claimer"});
-        auto fut = std::async(std::launch::async, [&] { return s.claim(1, "w", 1, kLease, kT0); });
+        auto fut = std::async(std::launch::async, [&] { return s.claim(1, {"w", 1}, kLease, kT0); });
         // Release only once the claimer is observed waiting on the row lock.
         bool waiting = false;
         for (int i = 0; i < 1000 && !waiting; ++i) {

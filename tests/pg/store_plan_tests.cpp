@@ -91,7 +91,7 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
     common::AssignmentStore store(db.dsn());
     std::vector<common::Lease> leases;
     for (int i = 0; i < 3; ++i) {
-        auto out = store.claim(1, "w", 1000, kLease, kT0);
+        auto out = store.claim(1, {"w", 1000}, kLease, kT0);
         REQUIRE(out.leases.size() == 1000);
         leases.insert(leases.end(), out.leases.begin(), out.leases.end());
     }
@@ -106,17 +106,17 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
     // The coordinator's connection, under row-level security, on generic plans (as a prepared
     // statement runs from its sixth execution on).
     auto coordinator = db.connect();
+    common::act_as_row_security_role(*coordinator);
     {
         pqxx::nontransaction session(*coordinator);
-        session.exec(std::string("SET ROLE ") + common::sql::kRowSecurityRole);
         session.exec("SELECT set_config('aclaim.org_id', '1', false)");
         session.exec("SET plan_cache_mode = force_generic_plan");
         const std::map<std::string, std::string> statements = {
-            {"renew_batch", common::sql::kRenewBatch},
-            {"complete_batch", common::sql::kCompleteBatch},
-            {"claim_batch", with_lock(common::sql::kClaimBatchTemplate)},
-            {"claim", with_lock(common::sql::kClaimTemplate)},
-            {"reclaim", common::sql::kReclaim},
+            {"renew_batch", common::sql::kRenewBatch.text},
+            {"complete_batch", common::sql::kCompleteBatch.text},
+            {"claim_batch", with_lock(common::sql::kClaimBatch.text)},
+            {"claim", with_lock(common::sql::kClaim.text)},
+            {"reclaim", common::sql::kReclaim.text},
         };
         for (const auto& [name, text] : statements) session.exec("PREPARE " + name + " AS " + text);
     }

@@ -27,7 +27,7 @@ struct Fixture {
         return store.enqueue(org, {{0, "review me", max_attempts}}, clock.now()).at(0);
     }
     common::Lease claim(const std::string& worker, common::OrgId org = 1) {
-        auto out = store.claim(org, worker, 1, kLease, clock.now());
+        auto out = store.claim(org, {worker, 1}, kLease, clock.now());
         REQUIRE(out.leases.size() == 1);
         return out.leases[0];
     }
@@ -63,7 +63,7 @@ TEST_CASE("a stale completion is rejected with its reason and changes nothing", 
     const auto row = testing::job_snapshot(c, id);
     const auto results = testing::results_snapshot(c, id);
 
-    auto t = f.store.complete(1, id, old.generation, "a", "late-result", f.clock.now());
+    auto t = f.store.complete({1, id, old.generation, "a", "late-result"}, f.clock.now());
     REQUIRE_FALSE(t.accepted());
     CHECK(*t.rejection == Rejection::StaleGeneration);
     CHECK_THAT(t.detail, Catch::Contains("claimed again at generation 2"));
@@ -73,7 +73,7 @@ TEST_CASE("a stale completion is rejected with its reason and changes nothing", 
     CHECK(testing::event_count(c, id, "rejected") == 1);
 
     // The current holder still completes.
-    CHECK(f.store.complete(1, id, fresh.generation, "b", "good", f.clock.now()).accepted());
+    CHECK(f.store.complete({1, id, fresh.generation, "b", "good"}, f.clock.now()).accepted());
     CHECK(testing::results_snapshot(c, id).find("good") != std::string::npos);
 }
 
@@ -85,19 +85,19 @@ TEST_CASE("rejection reasons", "[store][fencing]") {
         REQUIRE_FALSE(t.accepted());
         return *t.rejection;
     };
-    CHECK(reason(f.store.complete(1, id + 1000, 1, "a", "r", f.clock.now())) == Rejection::UnknownJob);
-    CHECK(reason(f.store.complete(1, id, l.generation, "b", "r", f.clock.now())) == Rejection::NotAssignee);
-    CHECK(reason(f.store.complete(1, id, l.generation + 1, "a", "r", f.clock.now())) == Rejection::StaleGeneration);
+    CHECK(reason(f.store.complete({1, id + 1000, 1, "a", "r"}, f.clock.now())) == Rejection::UnknownJob);
+    CHECK(reason(f.store.complete({1, id, l.generation, "b", "r"}, f.clock.now())) == Rejection::NotAssignee);
+    CHECK(reason(f.store.complete({1, id, l.generation + 1, "a", "r"}, f.clock.now())) == Rejection::StaleGeneration);
     f.clock.advance(kLease);
-    CHECK(reason(f.store.complete(1, id, l.generation, "a", "r", f.clock.now())) == Rejection::LeaseExpired);
+    CHECK(reason(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now())) == Rejection::LeaseExpired);
     f.store.reclaim_expired(f.clock.now(), 10);
-    CHECK(reason(f.store.complete(1, id, l.generation, "a", "r", f.clock.now())) == Rejection::LeaseExpired);
+    CHECK(reason(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now())) == Rejection::LeaseExpired);
     const auto l2 = f.claim("b");
-    REQUIRE(f.store.complete(1, id, l2.generation, "b", "r2", f.clock.now()).accepted());
-    CHECK(reason(f.store.complete(1, id, l2.generation, "b", "other", f.clock.now())) == Rejection::AlreadyTerminal);
+    REQUIRE(f.store.complete({1, id, l2.generation, "b", "r2"}, f.clock.now()).accepted());
+    CHECK(reason(f.store.complete({1, id, l2.generation, "b", "other"}, f.clock.now())) == Rejection::AlreadyTerminal);
 
     SECTION("re-sending the same completion is answered as applied, not twice") {
-        auto again = f.store.complete(1, id, l2.generation, "b", "r2", f.clock.now());
+        auto again = f.store.complete({1, id, l2.generation, "b", "r2"}, f.clock.now());
         CHECK(again.accepted());
         CHECK(again.replayed);
         CHECK(testing::event_count(f.store.connection(), id, "completed") == 1);
@@ -107,15 +107,15 @@ TEST_CASE("rejection reasons", "[store][fencing]") {
 TEST_CASE("organizations are isolated for claim, renew, complete and fail", "[store][org]") {
     Fixture f;
     const auto id = f.enqueue_one(1);
-    CHECK(f.store.claim(2, "intruder", 5, kLease, f.clock.now()).leases.empty());
+    CHECK(f.store.claim(2, {"intruder", 5}, kLease, f.clock.now()).leases.empty());
     const auto l = f.claim("a", 1);
     auto& c = f.store.connection();
     const auto row = testing::job_snapshot(c, id);
     for (const auto& t :
-         {f.store.renew(2, id, l.generation, "a", kLease, f.clock.now()),
-          f.store.complete(2, id, l.generation, "a", "r", f.clock.now()),
-          f.store.fail(2, id, l.generation, "a", "x", false, f.clock.now()),
-          f.store.release(2, id, l.generation, "a", f.clock.now())}) {
+         {f.store.renew({2, id, l.generation, "a"}, kLease, f.clock.now()),
+          f.store.complete({2, id, l.generation, "a", "r"}, f.clock.now()),
+          f.store.fail({.org = 2, .job = id, .generation = l.generation, .worker = "a", .reason = "x", .retryable = false}, f.clock.now()),
+          f.store.release({2, id, l.generation, "a"}, f.clock.now())}) {
         REQUIRE_FALSE(t.accepted());
         CHECK(*t.rejection == Rejection::OtherOrganization);
     }
@@ -132,34 +132,34 @@ TEST_CASE("renewal extends only a live lease of the current generation", "[store
         const auto id = f.enqueue_one();
         const auto l = f.claim("a");
         f.clock.advance(kLease / 2);
-        auto t = f.store.renew(1, id, l.generation, "a", kLease, f.clock.now());
+        auto t = f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now());
         REQUIRE(t.accepted());
         CHECK(t.lease_expires_at == f.clock.now() + kLease);
     }
     SECTION("completed") {
         const auto id = f.enqueue_one();
         const auto l = f.claim("a");
-        REQUIRE(f.store.complete(1, id, l.generation, "a", "r", f.clock.now()).accepted());
+        REQUIRE(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now()).accepted());
         const auto row = testing::job_snapshot(c, id);
-        CHECK(*f.store.renew(1, id, l.generation, "a", kLease, f.clock.now()).rejection == Rejection::AlreadyTerminal);
+        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection == Rejection::AlreadyTerminal);
         CHECK(testing::job_snapshot(c, id) == row);
     }
     SECTION("failed") {
         const auto id = f.enqueue_one();
         const auto l = f.claim("a");
-        REQUIRE(f.store.fail(1, id, l.generation, "a", "broken", false, f.clock.now()).state == JobState::Failed);
-        CHECK(*f.store.renew(1, id, l.generation, "a", kLease, f.clock.now()).rejection == Rejection::AlreadyTerminal);
+        REQUIRE(f.store.fail({.org = 1, .job = id, .generation = l.generation, .worker = "a", .reason = "broken", .retryable = false}, f.clock.now()).state == JobState::Failed);
+        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection == Rejection::AlreadyTerminal);
     }
     SECTION("expired, before and after the reaper") {
         const auto id = f.enqueue_one();
         const auto l = f.claim("a");
         f.clock.advance(kLease);
-        CHECK(*f.store.renew(1, id, l.generation, "a", kLease, f.clock.now()).rejection == Rejection::LeaseExpired);
+        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection == Rejection::LeaseExpired);
         f.store.reclaim_expired(f.clock.now(), 10);
-        CHECK(*f.store.renew(1, id, l.generation, "a", kLease, f.clock.now()).rejection == Rejection::LeaseExpired);
+        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection == Rejection::LeaseExpired);
         const auto l2 = f.claim("b");
-        CHECK(*f.store.renew(1, id, l.generation, "a", kLease, f.clock.now()).rejection == Rejection::StaleGeneration);
-        CHECK(f.store.renew(1, id, l2.generation, "b", kLease, f.clock.now()).accepted());
+        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection == Rejection::StaleGeneration);
+        CHECK(f.store.renew({1, id, l2.generation, "b"}, kLease, f.clock.now()).accepted());
     }
 }
 
@@ -168,15 +168,15 @@ TEST_CASE("fail and release", "[store][lease]") {
     SECTION("a retryable failure with attempts left returns the job to pending") {
         const auto id = f.enqueue_one(1, 2);
         auto l = f.claim("a");
-        CHECK(f.store.fail(1, id, l.generation, "a", "flaky", true, f.clock.now()).state == JobState::Pending);
+        CHECK(f.store.fail({.org = 1, .job = id, .generation = l.generation, .worker = "a", .reason = "flaky", .retryable = true}, f.clock.now()).state == JobState::Pending);
         l = f.claim("b");
         CHECK(l.generation == 2);
-        CHECK(f.store.fail(1, id, l.generation, "b", "flaky", true, f.clock.now()).state == JobState::Failed);
+        CHECK(f.store.fail({.org = 1, .job = id, .generation = l.generation, .worker = "b", .reason = "flaky", .retryable = true}, f.clock.now()).state == JobState::Failed);
     }
     SECTION("release gives the job back without using an attempt") {
         const auto id = f.enqueue_one(1, 1);
         auto l = f.claim("a");
-        CHECK(f.store.release(1, id, l.generation, "a", f.clock.now()).accepted());
+        CHECK(f.store.release({1, id, l.generation, "a"}, f.clock.now()).accepted());
         l = f.claim("b");
         CHECK(l.attempts == 1);
         CHECK(l.generation == 2);
@@ -194,7 +194,7 @@ TEST_CASE("completion and its result commit together or not at all", "[store][at
         t.exec_params("INSERT INTO job_results VALUES ($1, 1, 99, 'squatter', now())", id);
         t.commit();
     }
-    CHECK_THROWS(f.store.complete(1, id, l.generation, "a", "r", f.clock.now()));
+    CHECK_THROWS(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now()));
     CHECK(testing::job_state(c, id) == "assigned");
     CHECK(testing::event_count(c, id, "completed") == 0);
     {
@@ -202,7 +202,7 @@ TEST_CASE("completion and its result commit together or not at all", "[store][at
         t.exec_params("DELETE FROM job_results WHERE job_id = $1", id);
         t.commit();
     }
-    CHECK(f.store.complete(1, id, l.generation, "a", "r", f.clock.now()).accepted());
+    CHECK(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now()).accepted());
     CHECK(testing::results_snapshot(c, id).find(",r,") != std::string::npos);
     CHECK(testing::job_state(c, id) == "completed");
 }
@@ -219,7 +219,7 @@ TEST_CASE("reclaim takes exactly the expired leases", "[store][reclaim]") {
         f.clock.advance(common::kSeconds);
     }
     const auto done = leases.begin()->second;
-    REQUIRE(f.store.complete(1, done.job_id, done.generation, "w0", "r", f.clock.now()).accepted());
+    REQUIRE(f.store.complete({1, done.job_id, done.generation, "w0", "r"}, f.clock.now()).accepted());
     f.clock.set(kT0 + kLease + 2 * common::kSeconds);  // second and third leases end now or before
     auto r = f.store.reclaim_expired(f.clock.now(), 100);
     REQUIRE(r.size() == 2);
@@ -242,14 +242,14 @@ TEST_CASE("a completion racing a reclaim on the same row: exactly one wins", "[s
     int completions = 0, reclaims = 0;
     for (int round = 0; round < kRounds; ++round) {
         const auto id = seed.enqueue(1, {{0, "x", 3}}, kT0).at(0);
-        const auto l = seed.claim(1, "w", 1, kLease, kT0).leases.at(0);
+        const auto l = seed.claim(1, {"w", 1}, kLease, kT0).leases.at(0);
         const common::Micros deadline = l.lease_expires_at;
         bool completed = false;
         std::size_t reclaimed = 0;
         // The worker's clock says the lease is still live; the reaper's says it just expired.
         std::thread tw([&] {
             sync.arrive_and_wait();
-            completed = worker.complete(1, id, l.generation, "w", "r", deadline - 1).accepted();
+            completed = worker.complete({1, id, l.generation, "w", "r"}, deadline - 1).accepted();
         });
         std::thread tr([&] {
             sync.arrive_and_wait();
@@ -264,8 +264,8 @@ TEST_CASE("a completion racing a reclaim on the same row: exactly one wins", "[s
         completions += completed;
         reclaims += static_cast<int>(reclaimed);
         if (!completed) {  // drain the reclaimed job so the next round starts clean
-            auto again = seed.claim(1, "w", 1, kLease, kT0).leases.at(0);
-            REQUIRE(seed.complete(1, id, again.generation, "w", "r", kT0).accepted());
+            auto again = seed.claim(1, {"w", 1}, kLease, kT0).leases.at(0);
+            REQUIRE(seed.complete({1, id, again.generation, "w", "r"}, kT0).accepted());
         }
     }
     CHECK(completions + reclaims == kRounds);
