@@ -36,15 +36,23 @@ std::string_view to_string(Verdict::Op op) {
     return "unknown";
 }
 
+namespace {
+const common::SystemClock kSystemClock;
+}  // namespace
+
 Client::Client(zmq::context_t& context, ClientOptions options)
+    : Client(context, std::move(options), kSystemClock) {}
+
+Client::Client(zmq::context_t& context, ClientOptions options, const common::Clock& clock)
     : context_(context),
       options_(std::move(options)),
+      clock_(clock),
       backoff_(options_.backoff_first, options_.backoff_cap),
       jitter_(std::random_device{}()) {}
 
 void Client::start() {
     open_socket();
-    send_hello(SteadyClock::now());
+    send_hello(clock_.monotonic_now());
 }
 
 void Client::open_socket() {
@@ -88,8 +96,8 @@ bool Client::send(const proto::Message& message) {
 std::uint64_t Client::submit(proto::Message message) {
     const auto req = next_req_++;
     std::visit([req](auto& m) { m.req = req; }, message);
-    Pending p{std::move(message), false, SteadyClock::now(), Millis(0), 0};
-    if (state_ == State::Ready) send_pending(p, SteadyClock::now());
+    Pending p{std::move(message), false, clock_.monotonic_now(), Millis(0), 0};
+    if (state_ == State::Ready) send_pending(p, clock_.monotonic_now());
     pending_.emplace(req, std::move(p));
     return req;
 }
@@ -140,7 +148,7 @@ bool Client::claim_pending() const {
 
 std::vector<Event> Client::poll(Millis max_wait) {
     std::vector<Event> out;
-    auto now = SteadyClock::now();
+    auto now = clock_.monotonic_now();
     run_timers(now, out);
     Millis wait = out.empty() ? max_wait : Millis(0);
     if (const auto deadline = next_deadline()) wait = std::min(wait, until(now, *deadline));
@@ -152,12 +160,12 @@ std::vector<Event> Client::poll(Millis max_wait) {
             // A signal (the owner's SIGTERM handler) interrupts the wait; the owner looks next.
             if (e.num() != EINTR) throw;
         }
-        now = SteadyClock::now();
+        now = clock_.monotonic_now();
         receive_all(now, out);
     } else if (wait > Millis(0)) {
         std::this_thread::sleep_for(wait);
     }
-    run_timers(SteadyClock::now(), out);
+    run_timers(clock_.monotonic_now(), out);
     return out;
 }
 

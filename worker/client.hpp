@@ -16,6 +16,7 @@
 
 #include "common/proto/protocol.hpp"
 #include "common/base/backoff.hpp"
+#include "common/base/clock.hpp"
 #include "worker/held_jobs.hpp"
 
 namespace aclaim::worker {
@@ -102,7 +103,11 @@ struct ClientStats {
 
 class Client {
   public:
+    /// Deadlines, renewals and back-off run on the system's monotonic time.
     Client(zmq::context_t& context, ClientOptions options);
+    /// The clock's monotonic time drives every deadline, renewal and back-off; it must outlive
+    /// the client.
+    Client(zmq::context_t& context, ClientOptions options, const common::Clock& clock);
 
     /// Opens the socket and sends HELLO; the session is ready when poll() reports SessionReady.
     void start();
@@ -132,6 +137,7 @@ class Client {
     const std::optional<proto::Welcome>& welcome() const { return welcome_; }
     const ClientStats& stats() const { return stats_; }
     const ClientOptions& options() const { return options_; }
+    const common::Clock& clock() const { return clock_; }
 
   private:
     enum class State { Closed, BackingOff, Greeting, Ready };
@@ -160,6 +166,7 @@ class Client {
 
     zmq::context_t& context_;
     ClientOptions options_;
+    const common::Clock& clock_;
     std::optional<zmq::socket_t> socket_;
     std::uint64_t socket_epoch_ = 0;  ///< changes whenever the socket is replaced
     State state_ = State::Closed;

@@ -38,9 +38,9 @@ std::int64_t Simulator::org() const {
 
 int Simulator::run() {
     client_.start();
-    last_work_ = SteadyClock::now();
+    last_work_ = client_.clock().monotonic_now();
     for (;;) {
-        auto now = SteadyClock::now();
+        auto now = client_.clock().monotonic_now();
         if (!stopping_ && stop_.load()) begin_shutdown("signal", now);
         if (!stopping_ && options_.jobs > 0 && counters_.completed_accepted >= options_.jobs)
             begin_shutdown("completed " + std::to_string(options_.jobs) + " jobs", now);
@@ -51,9 +51,9 @@ int Simulator::run() {
         if (!stopping_) maybe_claim(now);
 
         const auto wait = std::min(kMaxPollWait, until(now, next_wake(now)));
-        for (const auto& event : client_.poll(wait)) handle(event, SteadyClock::now());
+        for (const auto& event : client_.poll(wait)) handle(event, client_.clock().monotonic_now());
 
-        now = SteadyClock::now();
+        now = client_.clock().monotonic_now();
         if (crash_at_ && now >= *crash_at_) {
             spdlog::warn("worker={} crashing on purpose mid-review (--crash-after {})",
                          options_.client.worker_id, options_.crash_after);

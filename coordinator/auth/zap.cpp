@@ -75,11 +75,13 @@ std::string curve_public_of(const std::string& secret_z85) {
 }
 
 ZapHandler::ZapHandler(zmq::context_t& context, std::string dsn,
-                       std::chrono::milliseconds cache_ttl, AuthCounters& counters)
+                       std::chrono::milliseconds cache_ttl, AuthCounters& counters,
+                       const common::Clock& clock)
     : dsn_(std::move(dsn)),
       cache_ttl_(cache_ttl),
       socket_(context, zmq::socket_type::rep),
-      counters_(counters) {
+      counters_(counters),
+      clock_(clock) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.bind(kZapEndpoint);
 }
@@ -102,14 +104,14 @@ void ZapHandler::serve(Mailbox* mailbox) {
     if (mailbox != nullptr) poster.emplace(*mailbox);
     const auto every = std::max<std::chrono::milliseconds>(
         cache_ttl_, std::chrono::milliseconds(1000 / kMaxRechecksPerSecond));
-    auto next_recheck = std::chrono::steady_clock::now() + every;
+    auto next_recheck = clock_.monotonic_now() + every;
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
     while (!stop_.load()) {
         try {
-            auto now = std::chrono::steady_clock::now();
+            auto now = clock_.monotonic_now();
             if (poster && now >= next_recheck) {
                 recheck(*poster);
-                now = std::chrono::steady_clock::now();
+                now = clock_.monotonic_now();
                 next_recheck = now + every;
             }
             const auto wait = std::clamp(
@@ -175,7 +177,7 @@ void ZapHandler::answer_one() {
 
 ZapHandler::Verdict ZapHandler::check(const std::string& key, KeyIdentity& identity) {
     if (key.empty()) return Verdict::Refused;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_.monotonic_now();
     if (const auto it = cache_.find(key); it != cache_.end()) {
         if (now - it->second.fetched_at < cache_ttl_) {
             identity = it->second.identity;

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/base/clock.hpp"
 #include "common/store/assignment.hpp"
 #include "coordinator/http/metrics.hpp"
 
@@ -50,9 +51,10 @@ public:
     static constexpr int kMaxRechecksPerSecond = 20;
 
     /// Binds the ZAP endpoint on `context` at once: it must exist before the ROUTER accepts.
-    /// `counters` must outlive the handler.
+    /// `counters` and `clock` (whose monotonic time ages cached keys and paces re-checks) must
+    /// outlive the handler.
     ZapHandler(zmq::context_t& context, std::string dsn, std::chrono::milliseconds cache_ttl,
-               AuthCounters& counters);
+               AuthCounters& counters, const common::Clock& clock);
     ~ZapHandler();
     ZapHandler(const ZapHandler&) = delete;
     ZapHandler& operator=(const ZapHandler&) = delete;
@@ -89,6 +91,7 @@ private:
     /// The watched keys found not live by the last re-check, as last posted. ZAP thread only.
     std::vector<std::string> revoked_;
     AuthCounters& counters_;
+    const common::Clock& clock_;
     std::atomic<bool> stop_{false};
     std::thread thread_;
 };

@@ -51,7 +51,8 @@ struct DbRequest {
     /// CLAIM only: the organization's wake count when this attempt was dispatched, so that a
     /// notification that raced with an empty claim is not lost.
     std::uint64_t wake_seq = 0;
-    /// When this attempt was handed to the DB threads, for the claim latency histogram.
+    /// When this attempt was handed to the DB threads, for the claim latency histogram (on the
+    /// LatencyClock, as every latency is).
     SteadyClock::time_point dispatched_at{};
 
     RequestKind kind() const { return static_cast<RequestKind>(body.index()); }

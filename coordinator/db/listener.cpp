@@ -44,15 +44,17 @@ Listener::~Listener() { stop(); }
 void Listener::start() { thread_ = std::thread([this] { run(); }); }
 
 void Listener::stop() {
-    stop_.store(true);
+    {
+        std::lock_guard lock(pause_mutex_);
+        stop_.store(true);
+    }
+    pause_wake_.notify_all();
     if (thread_.joinable()) thread_.join();
 }
 
 void Listener::pause(std::chrono::milliseconds d) const {
-    const auto until = std::chrono::steady_clock::now() + d;
-    while (!stop_.load() && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    std::unique_lock lock(pause_mutex_);
+    pause_wake_.wait_for(lock, d, [this] { return stop_.load(); });
 }
 
 void Listener::run() {

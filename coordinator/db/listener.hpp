@@ -1,6 +1,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -35,6 +38,9 @@ private:
     std::string dsn_;
     Mailbox& mailbox_;
     std::atomic<bool> stop_{false};
+    /// Ends a pause as soon as stop() is asked, without reading any clock.
+    mutable std::mutex pause_mutex_;
+    mutable std::condition_variable pause_wake_;
     bool down_reported_ = false;  ///< listener thread only
     std::thread thread_;
 };

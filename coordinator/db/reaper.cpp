@@ -42,10 +42,10 @@ void Reaper::run() {
             // pass rather than one batch per interval.
             std::size_t got = 0;
             do {
-                const auto started = SteadyClock::now();
+                const auto started = LatencyClock::now();
                 const auto reclaimed = store->reclaim_expired(clock_.now(), options_.reap_batch);
                 metrics_.statement_latency[Metrics::kReclaimStatement].observe(
-                    SteadyClock::now() - started);
+                    LatencyClock::now() - started);
                 got = reclaimed.size();
                 for (const auto& r : reclaimed) {
                     metrics_.reclaims.fetch_add(1, std::memory_order_relaxed);

@@ -8,6 +8,10 @@
 
 namespace aclaim::coordinator {
 
+/// Latencies measure real work, so they are read from the system's monotonic clock and never
+/// from the injected one: under a simulated clock every statement would look instant.
+using LatencyClock = std::chrono::steady_clock;
+
 /// A latency histogram with fixed bucket bounds. observe() is two relaxed atomic increments, so
 /// the router and the DB threads never wait for each other or for a scrape; a scrape may see an
 /// observation in its bucket before its sum, which Prometheus tolerates.

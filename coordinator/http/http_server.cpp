@@ -16,15 +16,23 @@ namespace {
 /// Scrapes and probes are tiny and rare; a few threads keep /metrics answering while a
 /// readiness check waits for an unreachable database.
 constexpr std::size_t kHttpThreads = 3;
-/// How long start() waits for the listening thread; it only has to enter its accept loop.
-constexpr auto kStartBudget = std::chrono::seconds(5);
+/// How long start() waits for the listening thread, in steps of kStartStep; it only has to
+/// enter its accept loop.
+constexpr auto kStartStep = std::chrono::milliseconds(1);
+constexpr int kStartSteps = 5000;
+
+const common::SystemClock kSystemClock;
 
 }  // namespace
 
 HttpServer::HttpServer(CoordinatorOptions options, const Metrics& metrics)
+    : HttpServer(std::move(options), metrics, kSystemClock) {}
+
+HttpServer::HttpServer(CoordinatorOptions options, const Metrics& metrics,
+                       const common::Clock& clock)
     : options_(std::move(options)),
       metrics_(metrics),
-      readiness_(options_.dsn),
+      readiness_(options_.dsn, clock),
       server_(std::make_unique<httplib::Server>()) {}
 
 HttpServer::~HttpServer() { stop(); }
@@ -35,6 +43,8 @@ void HttpServer::routes() {
     });
     server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
         const std::int64_t tick = metrics_.router_tick_ns.load();
+        // The router stamps its tick with the system's monotonic time (see housekeeping()):
+        // whether a thread still runs is a question about real time, whatever clock it is given.
         const auto now = std::chrono::steady_clock::now().time_since_epoch();
         const auto age = now - std::chrono::steady_clock::duration(tick);
         if (tick != 0 && age > kStallLimit) {
@@ -85,10 +95,9 @@ void HttpServer::start() {
         listening_done_.store(true);
     });
     // stop() is only heard by a server inside its accept loop, so wait until it is there.
-    const auto deadline = std::chrono::steady_clock::now() + kStartBudget;
-    while (!server_->is_running() && !listening_done_.load() &&
-           std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int step = 0; step < kStartSteps && !server_->is_running() && !listening_done_.load();
+         ++step) {
+        std::this_thread::sleep_for(kStartStep);
     }
     spdlog::info("http: /metrics, /healthz and /readyz on {}", address_);
 }

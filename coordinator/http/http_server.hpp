@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "common/base/clock.hpp"
 #include "coordinator/http/metrics.hpp"
 #include "coordinator/options.hpp"
 #include "coordinator/http/readiness.hpp"
@@ -27,8 +28,10 @@ public:
     /// /healthz fails once the router thread has not ticked for this long.
     static constexpr auto kStallLimit = std::chrono::seconds(10);
 
-    /// Serves options.http_bind; `metrics` must outlive the server.
+    /// Serves options.http_bind; `metrics` must outlive the server, and so must `clock`, whose
+    /// monotonic time decides how long a readiness answer is reused.
     HttpServer(CoordinatorOptions options, const Metrics& metrics);
+    HttpServer(CoordinatorOptions options, const Metrics& metrics, const common::Clock& clock);
     ~HttpServer();
     HttpServer(const HttpServer&) = delete;
     HttpServer& operator=(const HttpServer&) = delete;

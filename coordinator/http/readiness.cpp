@@ -14,15 +14,16 @@ std::string with_connect_timeout(const std::string& dsn, int seconds) {
     return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + setting;
 }
 
-ReadinessProbe::ReadinessProbe(std::string dsn, std::chrono::milliseconds cache_for)
-    : dsn_(with_connect_timeout(dsn, kTimeoutSeconds)), cache_for_(cache_for) {}
+ReadinessProbe::ReadinessProbe(std::string dsn, const common::Clock& clock,
+                               std::chrono::milliseconds cache_for)
+    : dsn_(with_connect_timeout(dsn, kTimeoutSeconds)), clock_(clock), cache_for_(cache_for) {}
 
 Readiness ReadinessProbe::check() {
     std::lock_guard lock(mutex_);
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_.monotonic_now();
     if (!checked_ || now - checked_at_ >= cache_for_) {
         last_ = check_now();
-        checked_at_ = std::chrono::steady_clock::now();
+        checked_at_ = clock_.monotonic_now();
         checked_ = true;
     }
     return last_;

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/base/clock.hpp"
+
 namespace aclaim::coordinator {
 
 /// What /readyz answers.
@@ -20,8 +22,9 @@ public:
     /// Bounds each check: connecting, and each statement of it.
     static constexpr int kTimeoutSeconds = 2;
 
-    explicit ReadinessProbe(std::string dsn,
-                            std::chrono::milliseconds cache_for = std::chrono::seconds(1));
+    /// `clock` (whose monotonic time ages a result) must outlive the probe.
+    ReadinessProbe(std::string dsn, const common::Clock& clock,
+                   std::chrono::milliseconds cache_for = std::chrono::seconds(1));
 
     /// Thread-safe; concurrent callers wait for one check instead of each opening a connection.
     Readiness check();
@@ -30,6 +33,7 @@ private:
     Readiness check_now() const;
 
     std::string dsn_;
+    const common::Clock& clock_;
     std::chrono::milliseconds cache_for_;
     std::mutex mutex_;
     Readiness last_;

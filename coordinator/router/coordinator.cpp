@@ -34,8 +34,8 @@ SteadyClock::duration idle_limit(const CoordinatorOptions& o) {
     return std::max<SteadyClock::duration>(5 * o.lease(), std::chrono::seconds(120));
 }
 
-void apply_migrations(const std::string& dsn) {
-    const auto deadline = SteadyClock::now() + kMigrationBudget;
+void apply_migrations(const std::string& dsn, const common::Clock& clock) {
+    const auto deadline = clock.monotonic_now() + kMigrationBudget;
     common::Backoff backoff;
     while (true) {
         try {
@@ -46,7 +46,7 @@ void apply_migrations(const std::string& dsn) {
             return;
         } catch (const pqxx::broken_connection& e) {
             const auto delay = backoff.next();
-            if (SteadyClock::now() + delay > deadline) throw;
+            if (clock.monotonic_now() + delay > deadline) throw;
             spdlog::warn("cannot reach the database to migrate ({}); retrying", e.what());
             std::this_thread::sleep_for(delay);
         }
@@ -71,7 +71,16 @@ Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
     : options_(std::move(options)),
       clock_(clock),
       context_(1),
-      router_(context_, zmq::socket_type::router) {}
+      router_(context_, zmq::socket_type::router),
+      sessions_(clock),
+      parked_(clock),
+      replier_(router_, sessions_, metrics_),
+      dispatcher_(queue_, replier_),
+      revocations_(sessions_, parked_, replier_, metrics_),
+      inbound_(options_, {router_, clock, sessions_, parked_, revocations_, wakes_, dispatcher_,
+                          replier_, metrics_}),
+      outcomes_(options_, {clock, sessions_, parked_, revocations_, wakes_, dispatcher_, replier_,
+                           metrics_}) {}
 
 Coordinator::~Coordinator() { stop(); }
 
@@ -81,7 +90,7 @@ const AuthCounters* Coordinator::auth_counters() const {
 
 void Coordinator::bind() {
     options_.validate();
-    if (options_.migrate) apply_migrations(options_.dsn);
+    if (options_.migrate) apply_migrations(options_.dsn, clock_);
     if (options_.row_security) check_row_security_role(options_.dsn);
     router_.set(zmq::sockopt::maxmsgsize, proto::kMaxTransportBytes);
     // Replies to peers that are gone fail at once instead of being silently discarded, so that
@@ -95,7 +104,7 @@ void Coordinator::bind() {
         const std::string secret = options_.load_curve_secret();
         zap_ = std::make_unique<ZapHandler>(context_, options_.dsn,
                                             std::chrono::milliseconds(options_.key_cache_ms),
-                                            metrics_.auth);
+                                            metrics_.auth, clock_);
         router_.set(zmq::sockopt::curve_server, true);
         router_.set(zmq::sockopt::curve_secretkey, secret);
         // A non-empty domain makes libzmq consult the ZAP handler for every handshake.
@@ -155,18 +164,18 @@ void Coordinator::serve() {
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                {mailbox_->doorbell().handle(), 0, ZMQ_POLLIN, 0}};
     while (true) {
-        const auto now = SteadyClock::now();
-        if (stop_requested_.load() && !draining_) begin_drain();
-        if (draining_ && (at_db_ == 0 || now >= drain_until_)) break;
+        const auto now = clock_.monotonic_now();
+        if (stop_requested_.load() && !dispatcher_.draining()) begin_drain();
+        if (dispatcher_.draining() && (dispatcher_.at_db() == 0 || now >= drain_until_)) break;
         try {
             zmq::poll(items, 2, poll_timeout(now));
         } catch (const zmq::error_t& e) {
             if (e.num() != EINTR) throw;
             continue;
         }
-        if (items[1].revents & ZMQ_POLLIN) process_events();
-        if (items[0].revents & ZMQ_POLLIN) read_router();
-        housekeeping(SteadyClock::now());
+        if (items[1].revents & ZMQ_POLLIN) outcomes_.process(mailbox_->collect());
+        if (items[0].revents & ZMQ_POLLIN) inbound_.read();
+        housekeeping(clock_.monotonic_now());
     }
     shutdown();
 }
@@ -174,42 +183,49 @@ void Coordinator::serve() {
 std::chrono::milliseconds Coordinator::poll_timeout(SteadyClock::time_point now) const {
     auto until = now + kMaxPollWait;
     if (const auto next = parked_.next_deadline()) until = std::min(until, *next);
-    if (draining_) until = std::min(until, drain_until_);
+    if (dispatcher_.draining()) until = std::min(until, drain_until_);
     if (until <= now) return std::chrono::milliseconds(0);
     return std::chrono::ceil<std::chrono::milliseconds>(until - now);
 }
 
 void Coordinator::housekeeping(SteadyClock::time_point now) {
-    for (auto& claim : parked_.take_expired(now)) answer_no_work(claim, "wait ended");
+    for (auto& claim : parked_.take_expired()) replier_.answer_no_work(claim, "wait ended");
+    // Gauges and the liveness tick are refreshed every round, so that they stay true however
+    // the injected clock moves. /healthz asks whether this thread runs in real time: under a
+    // simulated clock a stalled thread must still look stalled, so the tick is the system's.
+    metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
+    metrics_.db_queued.store(static_cast<std::int64_t>(dispatcher_.queued()));
+    metrics_.db_in_flight.store(static_cast<std::int64_t>(dispatcher_.at_db()));
+    metrics_.router_tick_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
     if (now < next_housekeeping_) return;
     next_housekeeping_ = now + kHousekeepingEvery;
-    if (const auto n = sessions_.expire_idle(now - idle_limit(options_)); n > 0) {
+    if (const auto n = sessions_.expire_idle(idle_limit(options_)); n > 0) {
         spdlog::info("forgot {} idle sessions", n);
+        metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
     }
-    metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
-    metrics_.db_queued.store(static_cast<std::int64_t>(queue_.size()));
-    metrics_.db_in_flight.store(static_cast<std::int64_t>(at_db_));
-    metrics_.router_tick_ns.store(now.time_since_epoch().count());
 }
 
 void Coordinator::begin_drain() {
-    draining_ = true;
-    drain_until_ = SteadyClock::now() + std::chrono::milliseconds(options_.drain_timeout_ms);
+    dispatcher_.begin_drain();
+    drain_until_ = clock_.monotonic_now() + std::chrono::milliseconds(options_.drain_timeout_ms);
     auto parked = parked_.take_all();
     spdlog::info("draining: no new claims; answering {} parked claims and {} requests in flight",
-                 parked.size(), at_db_);
-    for (auto& claim : parked) answer_no_work(claim, std::string(proto::errors::kDraining));
+                 parked.size(), dispatcher_.at_db());
+    for (auto& claim : parked) {
+        replier_.answer_no_work(claim, std::string(proto::errors::kDraining));
+    }
 }
 
 void Coordinator::shutdown() {
     // Everything already handed to a DB thread is still executed and answered.
-    queue_.close();
-    queue_closed_ = true;
+    dispatcher_.close();
     pool_->join();
     reaper_->stop();
     listener_->stop();
-    process_events();
-    for (auto& claim : parked_.take_all()) answer_no_work(claim, std::string(proto::errors::kDraining));
+    outcomes_.process(mailbox_->collect());
+    for (auto& claim : parked_.take_all()) {
+        replier_.answer_no_work(claim, std::string(proto::errors::kDraining));
+    }
     router_.close();
     if (zap_) zap_->stop();
     spdlog::info("stopped: {}", metrics_.summary());

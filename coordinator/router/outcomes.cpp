@@ -1,13 +1,9 @@
-// The router thread's side of what comes back: store outcomes become replies, reclaims become
-// REVOKED pushes, job notifications wake parked claims.
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
-#include "coordinator/router/coordinator.hpp"
+#include "coordinator/router/outcomes.hpp"
 #include "common/proto/wire_errors.hpp"
-#include "coordinator/db/mailbox.hpp"
 #include "common/base/overloaded.hpp"
 
 namespace aclaim::coordinator {
@@ -35,22 +31,22 @@ std::string reason_text(std::string_view code) {
 
 }  // namespace
 
-void Coordinator::process_events() {
-    for (Event& event : mailbox_->collect()) {
+void Outcomes::process(std::deque<Event> events) {
+    for (Event& event : events) {
         try {
             std::visit(common::Overloaded{
                            [this](RequestOutcome& o) { on_outcome(o); },
                            [this](common::Reclaimed& r) { on_reclaimed(r); },
                            [this](OrgWoken& w) {
-                               ++wakes_[w.org_id];
-                               if (!draining_) wake(parked_.take_org(w.org_id));
+                               p_.wakes.org_woken(w.org_id);
+                               if (!p_.dispatcher.draining()) wake(p_.parked.take_org(w.org_id));
                            },
                            [this](ListenerReady&) {
                                // Anything sent while nobody listened is lost: look again once.
-                               ++listen_epoch_;
-                               if (!draining_) wake(parked_.take_all());
+                               p_.wakes.listener_ready();
+                               if (!p_.dispatcher.draining()) wake(p_.parked.take_all());
                            },
-                           [this](KeysRevoked& k) { on_keys_revoked(k); },
+                           [this](KeysRevoked& k) { p_.revocations.replace(k.keys); },
                        },
                        event);
         } catch (const std::exception& e) {
@@ -59,15 +55,15 @@ void Coordinator::process_events() {
     }
 }
 
-void Coordinator::wake(std::vector<DbRequest> claims) {
+void Outcomes::wake(std::vector<DbRequest> claims) {
     for (auto& claim : claims) {
-        claim.wake_seq = wake_seq(claim.from.org_id);
-        dispatch(std::move(claim));
+        claim.wake_seq = p_.wakes.seq(claim.from.org_id);
+        p_.dispatcher.dispatch(std::move(claim));
     }
 }
 
-void Coordinator::on_outcome(RequestOutcome& outcome) {
-    --at_db_;
+void Outcomes::on_outcome(RequestOutcome& outcome) {
+    p_.dispatcher.returned();
     DbRequest& request = outcome.request;
     if (!request.answer) {
         on_internal(request, outcome.result);
@@ -78,25 +74,25 @@ void Coordinator::on_outcome(RequestOutcome& outcome) {
     }
 }
 
-void Coordinator::on_claim(DbRequest& request, const RequestOutcome::Result& result) {
-    metrics_.claim_latency.observe(SteadyClock::now() - request.dispatched_at);
+void Outcomes::on_claim(DbRequest& request, const RequestOutcome::Result& result) {
+    p_.metrics.claim_latency.observe(LatencyClock::now() - request.dispatched_at);
     const Requester& from = request.from;
     if (const auto* failure = std::get_if<Failure>(&result)) {
         spdlog::warn("claim org={} worker={} outcome={} ({})", from.org_id, from.worker_id,
                      failure->code, failure->text);
-        answer_no_work(request, reason_text(failure->code));
+        p_.replier.answer_no_work(request, reason_text(failure->code));
         return;
     }
     const auto& outcome = std::get<common::ClaimOutcome>(result);
-    if (key_revoked(from.public_key)) {
+    if (p_.revocations.revoked(from.public_key)) {
         // The key was revoked while this claim ran: its jobs go back rather than to a worker
         // that may no longer complete them.
         if (outcome.status == common::ClaimOutcome::Status::Claimed) {
             release_undelivered(request, outcome);
         }
-        send_error(from.routing_id, from.encoding, from.req, proto::errors::kKeyRevoked,
+        p_.replier.send_error(from.routing_id, from.encoding, from.req, proto::errors::kKeyRevoked,
                    "this connection's key has been revoked; nothing more is done for it");
-        finish(from);
+        p_.replier.finish(from);
         return;
     }
     switch (outcome.status) {
@@ -112,109 +108,109 @@ void Coordinator::on_claim(DbRequest& request, const RequestOutcome::Result& res
                              lease.org_id, lease.job_id, lease.generation, from.worker_id,
                              lease.attempts);
             }
-            metrics_.claims.fetch_add(1, std::memory_order_relaxed);
-            metrics_.jobs_assigned.fetch_add(outcome.leases.size(), std::memory_order_relaxed);
-            if (!send(from.routing_id, assigned, from.encoding)) {
+            p_.metrics.claims.fetch_add(1, std::memory_order_relaxed);
+            p_.metrics.jobs_assigned.fetch_add(outcome.leases.size(), std::memory_order_relaxed);
+            if (!p_.replier.send(from.routing_id, assigned, from.encoding)) {
                 release_undelivered(request, outcome);
             }
-            finish(from);
+            p_.replier.finish(from);
             return;
         }
         case common::ClaimOutcome::Status::NoWork: {
             const auto& claim = std::get<proto::Claim>(request.body);
-            if (draining_) {
-                answer_no_work(request, std::string(proto::errors::kDraining));
-            } else if (request.wait_until > SteadyClock::now()) {
+            if (p_.dispatcher.draining()) {
+                p_.replier.answer_no_work(request, std::string(proto::errors::kDraining));
+            } else if (request.wait_until > p_.clock.monotonic_now()) {
                 // A notification that arrived while this claim ran may be for a job the claim's
                 // snapshot could not see: look again instead of waiting for the next one.
-                const auto seq = wake_seq(from.org_id);
+                const auto seq = p_.wakes.seq(from.org_id);
                 if (seq != request.wake_seq) {
                     request.wake_seq = seq;
-                    dispatch(std::move(request));
+                    p_.dispatcher.dispatch(std::move(request));
                 } else {
-                    metrics_.parked.fetch_add(1, std::memory_order_relaxed);
-                    parked_.park(std::move(request));
+                    p_.metrics.parked.fetch_add(1, std::memory_order_relaxed);
+                    p_.parked.park(std::move(request));
                 }
             } else {
-                answer_no_work(request, claim.wait_ms > 0 ? "wait ended" : "no pending jobs");
+                p_.replier.answer_no_work(request, claim.wait_ms > 0 ? "wait ended" : "no pending jobs");
             }
             return;
         }
         case common::ClaimOutcome::Status::CandidateLocked:
         case common::ClaimOutcome::Status::LockTimeout:
-            answer_no_work(request, reason_text(common::to_string(outcome.status)));
+            p_.replier.answer_no_work(request, reason_text(common::to_string(outcome.status)));
             return;
     }
 }
 
-void Coordinator::on_transition(const DbRequest& request, const RequestOutcome::Result& result) {
+void Outcomes::on_transition(const DbRequest& request, const RequestOutcome::Result& result) {
     const Requester& from = request.from;
     const auto [job, generation] = job_of(request.body);
     const auto op = kind_name(request.kind());
     if (const auto* failure = std::get_if<Failure>(&result)) {
         spdlog::warn("{} org={} job={} generation={} worker={} outcome=error:{} ({})", op,
                      from.org_id, job, generation, from.worker_id, failure->code, failure->text);
-        send_error(from.routing_id, from.encoding, from.req, failure->code, failure->text);
-        finish(from);
+        p_.replier.send_error(from.routing_id, from.encoding, from.req, failure->code, failure->text);
+        p_.replier.finish(from);
         return;
     }
     const auto& t = std::get<common::Transition>(result);
     if (!t.accepted()) {
         const std::string reason(common::to_string(*t.rejection));
-        metrics_.count_rejection(*t.rejection);
+        p_.metrics.count_rejection(*t.rejection);
         spdlog::info("{} org={} job={} generation={} worker={} outcome=rejected:{} ({})", op,
                      from.org_id, job, generation, from.worker_id, reason, t.detail);
         if (request.kind() == RequestKind::Renew) {
-            metrics_.revocations.fetch_add(1, std::memory_order_relaxed);
-            send(from.routing_id,
+            p_.metrics.revocations.fetch_add(1, std::memory_order_relaxed);
+            p_.replier.send(from.routing_id,
                  proto::Revoked{from.req, job, generation, reason, proto::errors::clip_text(t.detail)},
                  from.encoding);
         } else {
-            send(from.routing_id,
+            p_.replier.send(from.routing_id,
                  proto::Rejected{from.req, job, generation, reason, proto::errors::clip_text(t.detail)},
                  from.encoding);
         }
-        finish(from);
+        p_.replier.finish(from);
         return;
     }
     if (request.kind() == RequestKind::Renew) {
-        metrics_.renewals.fetch_add(1, std::memory_order_relaxed);
+        p_.metrics.renewals.fetch_add(1, std::memory_order_relaxed);
         spdlog::debug("renew org={} job={} generation={} worker={} outcome=extended", from.org_id,
                       job, generation, from.worker_id);
-        send(from.routing_id,
+        p_.replier.send(from.routing_id,
              proto::LeaseMsg{from.req, job, generation, t.lease_expires_at, options_.lease_ms},
              from.encoding);
-        finish(from);
+        p_.replier.finish(from);
         return;
     }
     switch (request.kind()) {
         case RequestKind::Complete:
-            metrics_.completions.fetch_add(1, std::memory_order_relaxed);
+            p_.metrics.completions.fetch_add(1, std::memory_order_relaxed);
             break;
         case RequestKind::Fail:
-            metrics_.failures.fetch_add(1, std::memory_order_relaxed);
+            p_.metrics.failures.fetch_add(1, std::memory_order_relaxed);
             break;
         default:
-            metrics_.releases.fetch_add(1, std::memory_order_relaxed);
+            p_.metrics.releases.fetch_add(1, std::memory_order_relaxed);
             break;
     }
-    if (t.replayed) metrics_.replayed.fetch_add(1, std::memory_order_relaxed);
+    if (t.replayed) p_.metrics.replayed.fetch_add(1, std::memory_order_relaxed);
     const std::string state(common::to_string(t.state));
     spdlog::info("{} org={} job={} generation={} worker={} outcome=accepted state={}{}", op,
                  from.org_id, job, generation, from.worker_id, state,
                  t.replayed ? " replayed" : "");
-    send(from.routing_id, proto::Accepted{from.req, job, generation, state, t.replayed},
+    p_.replier.send(from.routing_id, proto::Accepted{from.req, job, generation, state, t.replayed},
          from.encoding);
-    finish(from);
+    p_.replier.finish(from);
 }
 
-void Coordinator::on_internal(const DbRequest& request, const RequestOutcome::Result& result) {
+void Outcomes::on_internal(const DbRequest& request, const RequestOutcome::Result& result) {
     const auto [job, generation] = job_of(request.body);
     std::string outcome;
     if (const auto* failure = std::get_if<Failure>(&result)) {
         outcome = "error:" + failure->code + "; left to the reaper";
     } else if (const auto& t = std::get<common::Transition>(result); t.accepted()) {
-        metrics_.releases.fetch_add(1, std::memory_order_relaxed);
+        p_.metrics.releases.fetch_add(1, std::memory_order_relaxed);
         outcome = "released";
     } else {
         outcome = "rejected:" + std::string(common::to_string(*t.rejection));
@@ -224,7 +220,7 @@ void Coordinator::on_internal(const DbRequest& request, const RequestOutcome::Re
                  request.from.org_id, job, generation, request.from.worker_id, outcome);
 }
 
-void Coordinator::release_undelivered(const DbRequest& claim,
+void Outcomes::release_undelivered(const DbRequest& claim,
                                       const common::ClaimOutcome& outcome) {
     // The worker will never hear of these jobs; giving them back now spares the queue a whole
     // lease of waiting for the reaper.
@@ -233,44 +229,24 @@ void Coordinator::release_undelivered(const DbRequest& claim,
         release.from = claim.from;
         release.answer = false;
         release.body = proto::Release{0, lease.job_id, lease.generation};
-        dispatch(std::move(release));
+        p_.dispatcher.dispatch(std::move(release));
     }
 }
 
-void Coordinator::on_reclaimed(const common::Reclaimed& reclaimed) {
-    Session* session = sessions_.find_worker(reclaimed.org_id, reclaimed.assignee);
+void Outcomes::on_reclaimed(const common::Reclaimed& reclaimed) {
+    Session* session = p_.sessions.find_worker(reclaimed.org_id, reclaimed.assignee);
     if (session == nullptr) return;
     const std::string detail = reclaimed.state == common::JobState::Failed
                                    ? "lease expired on the job's last attempt; the job failed"
                                    : "lease expired; the job is pending again";
     const bool pushed =
-        send(session->routing_id,
+        p_.replier.send(session->routing_id,
              proto::Revoked{0, reclaimed.job_id, reclaimed.generation, std::string(proto::errors::kReclaimed), detail},
              session->encoding);
-    if (pushed) metrics_.revocations.fetch_add(1, std::memory_order_relaxed);
+    if (pushed) p_.metrics.revocations.fetch_add(1, std::memory_order_relaxed);
     spdlog::info("revoke org={} job={} generation={} worker={} outcome={}", reclaimed.org_id,
                  reclaimed.job_id, reclaimed.generation, reclaimed.assignee,
                  pushed ? "pushed" : "undeliverable");
-}
-
-void Coordinator::on_keys_revoked(const KeysRevoked& revoked) {
-    revoked_keys_ = std::unordered_set<std::string>(revoked.keys.begin(), revoked.keys.end());
-    // Cut off at once rather than at the next request: a session that stays silent must not be
-    // told of reclaims, nor look connected in /metrics.
-    for (const auto& routing_id : sessions_.opened_with(revoked_keys_)) cut_off(routing_id);
-}
-
-void Coordinator::answer_no_work(const DbRequest& claim, const std::string& reason) {
-    metrics_.no_work.fetch_add(1, std::memory_order_relaxed);
-    spdlog::debug("claim org={} worker={} outcome=no_work ({})", claim.from.org_id,
-                  claim.from.worker_id, reason);
-    send(claim.from.routing_id, proto::NoWork{claim.from.req, reason}, claim.from.encoding);
-    finish(claim.from);
-}
-
-void Coordinator::finish(const Requester& from) {
-    Session* session = sessions_.find(from.routing_id);
-    if (session != nullptr && session->outstanding > 0) --session->outstanding;
 }
 
 }  // namespace aclaim::coordinator

@@ -29,7 +29,8 @@ std::vector<DbRequest> ParkedClaims::take_all() {
     return out;
 }
 
-std::vector<DbRequest> ParkedClaims::take_expired(SteadyClock::time_point now) {
+std::vector<DbRequest> ParkedClaims::take_expired() {
+    const auto now = clock_.monotonic_now();
     std::vector<DbRequest> out;
     for (auto it = by_org_.begin(); it != by_org_.end();) {
         auto& claims = it->second;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/base/clock.hpp"
 #include "coordinator/db/events.hpp"
 
 namespace aclaim::coordinator {
@@ -14,20 +15,26 @@ namespace aclaim::coordinator {
 /// organization and deadline. Router thread only.
 class ParkedClaims {
 public:
+    /// A claim's wait ends at its wait_until on the clock's monotonic time; the clock must
+    /// outlive the claims.
+    explicit ParkedClaims(const common::Clock& clock) : clock_(clock) {}
+
     void park(DbRequest claim);
 
     /// Removes and returns the organization's parked claims, oldest deadline first.
     std::vector<DbRequest> take_org(common::OrgId org);
     std::vector<DbRequest> take_all();
-    /// Removes and returns the claims whose wait has ended at `now`.
-    std::vector<DbRequest> take_expired(SteadyClock::time_point now);
+    /// Removes and returns the claims whose wait has ended by now.
+    std::vector<DbRequest> take_expired();
     /// Removes and returns the claims of one connection.
     std::vector<DbRequest> take_connection(const std::string& routing_id);
 
+    /// The earliest end of a wait, if any claim is parked.
     std::optional<SteadyClock::time_point> next_deadline() const;
     std::size_t size() const { return count_; }
 
 private:
+    const common::Clock& clock_;
     using ByDeadline = std::multimap<SteadyClock::time_point, DbRequest>;
     std::unordered_map<common::OrgId, ByDeadline> by_org_;
     std::size_t count_ = 0;

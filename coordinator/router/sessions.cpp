@@ -3,8 +3,7 @@
 namespace aclaim::coordinator {
 
 Session& SessionTable::open(const std::string& routing_id, const std::string& worker_id,
-                            common::OrgId org_id, proto::Encoding encoding,
-                            SteadyClock::time_point now) {
+                            common::OrgId org_id, proto::Encoding encoding) {
     auto [it, fresh] = by_routing_.try_emplace(routing_id);
     Session& s = it->second;
     if (!fresh) forget_worker(s);
@@ -12,7 +11,7 @@ Session& SessionTable::open(const std::string& routing_id, const std::string& wo
     s.worker_id = worker_id;
     s.org_id = org_id;
     s.encoding = encoding;
-    s.last_seen = now;
+    s.last_seen = clock_.monotonic_now();
     // The newest connection of a worker is the one to tell: an older one is most likely a
     // connection the worker abandoned when it reconnected.
     by_worker_[WorkerKey{org_id, worker_id}] = routing_id;
@@ -51,7 +50,8 @@ std::vector<std::string> SessionTable::opened_with(
     return out;
 }
 
-std::size_t SessionTable::expire_idle(SteadyClock::time_point cutoff) {
+std::size_t SessionTable::expire_idle(SteadyClock::duration idle_limit) {
+    const auto cutoff = clock_.monotonic_now() - idle_limit;
     std::size_t closed = 0;
     for (auto it = by_routing_.begin(); it != by_routing_.end();) {
         if (it->second.outstanding == 0 && it->second.last_seen < cutoff) {

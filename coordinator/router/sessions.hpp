@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/base/clock.hpp"
 #include "coordinator/db/events.hpp"
 
 namespace aclaim::coordinator {
@@ -28,9 +29,16 @@ struct Session {
 /// reclaim can be pushed to it. Router thread only.
 class SessionTable {
 public:
+    /// The clock's monotonic time stamps when each session was last heard from; it must outlive
+    /// the table.
+    explicit SessionTable(const common::Clock& clock) : clock_(clock) {}
+
     /// Opens the connection's session, or re-identifies it; outstanding requests carry over.
     Session& open(const std::string& routing_id, const std::string& worker_id,
-                  common::OrgId org_id, proto::Encoding encoding, SteadyClock::time_point now);
+                  common::OrgId org_id, proto::Encoding encoding);
+
+    /// The session was heard from now.
+    void touch(Session& s) const { s.last_seen = clock_.monotonic_now(); }
 
     Session* find(const std::string& routing_id);
 
@@ -42,9 +50,10 @@ public:
     /// The routing ids of the sessions opened under any of these CURVE keys.
     std::vector<std::string> opened_with(const std::unordered_set<std::string>& keys) const;
 
-    /// Closes sessions silent since `cutoff` with nothing outstanding: a ROUTER is not told when
-    /// a peer goes away, and the table must not grow with every connection ever made.
-    std::size_t expire_idle(SteadyClock::time_point cutoff);
+    /// Closes sessions silent for longer than `idle_limit` with nothing outstanding: a ROUTER is
+    /// not told when a peer goes away, and the table must not grow with every connection ever
+    /// made. Returns how many it closed.
+    std::size_t expire_idle(SteadyClock::duration idle_limit);
 
     std::size_t size() const { return by_routing_.size(); }
 
@@ -53,6 +62,7 @@ private:
 
     void forget_worker(const Session& s);
 
+    const common::Clock& clock_;
     std::unordered_map<std::string, Session> by_routing_;
     std::map<WorkerKey, std::string> by_worker_;
 };

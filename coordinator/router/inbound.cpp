@@ -1,10 +1,7 @@
-// The router thread's side of requests: reading frames, sessions, admission, dispatch to the DB
-// threads, and sending.
-
 #include <spdlog/fmt/bin_to_hex.h>
 #include <spdlog/spdlog.h>
 
-#include "coordinator/router/coordinator.hpp"
+#include "coordinator/router/inbound.hpp"
 #include "common/proto/wire_errors.hpp"
 #include "common/base/overloaded.hpp"
 #include "coordinator/auth/zap.hpp"
@@ -34,21 +31,21 @@ std::optional<RequestBody> request_body(const proto::Message& m) {
 
 }  // namespace
 
-void Coordinator::read_router() {
+void Inbound::read() {
     for (int n = 0; n < kReadsPerRound; ++n) {
         zmq::message_t head;
-        if (!router_.recv(head, zmq::recv_flags::dontwait)) return;
+        if (!p_.router.recv(head, zmq::recv_flags::dontwait)) return;
         const std::string routing_id = head.to_string();
         std::vector<zmq::message_t> parts;
         bool more = head.more();
         while (more) {
             zmq::message_t part;
             // The rest of a multipart message is delivered together with its first frame.
-            (void)router_.recv(part, zmq::recv_flags::none);
+            (void)p_.router.recv(part, zmq::recv_flags::none);
             more = part.more();
             if (parts.size() < kFramesKept) parts.push_back(std::move(part));
         }
-        metrics_.requests.fetch_add(1, std::memory_order_relaxed);
+        p_.metrics.requests.fetch_add(1, std::memory_order_relaxed);
         // Under CURVE, libzmq stamps every frame with the User-Id the ZAP handler returned for
         // this connection's key (the one source of a request's organization) and with the key.
         Credentials credentials;
@@ -72,12 +69,12 @@ void Coordinator::read_router() {
     }
 }
 
-void Coordinator::handle_message(const std::string& routing_id, const Credentials& credentials,
+void Inbound::handle_message(const std::string& routing_id, const Credentials& credentials,
                                  const std::vector<std::string_view>& frames) {
     if (frames.size() == 3 && frames[2].size() > options_.max_body_bytes) {
         const auto enc = frames[0] == proto::kTagJson ? proto::Encoding::Json
                                                       : proto::Encoding::Binary;
-        send_error(routing_id, enc, 0, proto::errors::kOversized,
+        p_.replier.send_error(routing_id, enc, 0, proto::errors::kOversized,
                    "body of " + std::to_string(frames[2].size()) + " bytes exceeds the limit of " +
                        std::to_string(options_.max_body_bytes));
         return;
@@ -86,49 +83,48 @@ void Coordinator::handle_message(const std::string& routing_id, const Credential
     if (auto* err = std::get_if<proto::DecodeError>(&decoded)) {
         spdlog::debug("undecodable request from connection {}: {}: {}",
                       spdlog::to_hex(routing_id), err->code, err->text);
-        send_error(routing_id, err->reply_encoding, err->req, err->code, err->text);
+        p_.replier.send_error(routing_id, err->reply_encoding, err->req, err->code, err->text);
         return;
     }
     handle_request(routing_id, credentials, std::move(std::get<proto::Decoded>(decoded)));
 }
 
-void Coordinator::handle_request(const std::string& routing_id, const Credentials& credentials,
+void Inbound::handle_request(const std::string& routing_id, const Credentials& credentials,
                                  proto::Decoded decoded) {
-    const auto now = SteadyClock::now();
-    const proto::Message& message = decoded.message;
+        const proto::Message& message = decoded.message;
     const auto enc = decoded.encoding;
     const std::uint64_t req = proto::request_id(message);
     const std::string type(proto::type_name(message));
     const std::string& user_id = credentials.user_id;
     // A connection outlives the revocation of its key (a ROUTER cannot hang up on one peer), so
     // every request is checked against the latest re-check, HELLO included.
-    if (key_revoked(credentials.public_key)) {
-        cut_off(routing_id);
-        send_error(routing_id, enc, req, proto::errors::kKeyRevoked,
+    if (p_.revocations.revoked(credentials.public_key)) {
+        p_.revocations.cut_off(routing_id);
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kKeyRevoked,
                    "this connection's key has been revoked; nothing more is done for it");
         return;
     }
     if (!proto::is_request(message)) {
-        send_error(routing_id, enc, req, proto::errors::kInvalid, type + " is not a request");
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kInvalid, type + " is not a request");
         return;
     }
     if (const auto* hello = std::get_if<proto::Hello>(&message)) {
         handle_hello(routing_id, credentials, *hello, enc);
         return;
     }
-    Session* session = sessions_.find(routing_id);
+    Session* session = p_.sessions.find(routing_id);
     if (session == nullptr) {
-        send_error(routing_id, enc, req, proto::errors::kNoSession, "send HELLO before " + type);
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kNoSession, "send HELLO before " + type);
         return;
     }
     // A routing id is one connection and a connection one key, so this cannot differ; checked
     // anyway because a session acting for the wrong organization is the one unforgivable bug.
     if (session->user_id != user_id) {
-        send_error(routing_id, enc, req, proto::errors::kUnauthenticated,
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kUnauthenticated,
                    "this connection's identity is not the one its session was opened with");
         return;
     }
-    session->last_seen = now;
+    p_.sessions.touch(*session);
     session->encoding = enc;
     if (std::holds_alternative<proto::Bye>(message)) {
         handle_bye(routing_id);
@@ -136,23 +132,23 @@ void Coordinator::handle_request(const std::string& routing_id, const Credential
     }
     std::optional<RequestBody> body = request_body(message);
     if (!body) {
-        send_error(routing_id, enc, req, proto::errors::kInvalid, type + " is not handled");
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kInvalid, type + " is not handled");
         return;
     }
     const auto* claim = std::get_if<proto::Claim>(&*body);
-    if (claim != nullptr && draining_) {
-        send(routing_id, proto::NoWork{req, std::string(proto::errors::kDraining)}, enc);
-        metrics_.no_work.fetch_add(1, std::memory_order_relaxed);
+    if (claim != nullptr && p_.dispatcher.draining()) {
+        p_.replier.send(routing_id, proto::NoWork{req, std::string(proto::errors::kDraining)}, enc);
+        p_.metrics.no_work.fetch_add(1, std::memory_order_relaxed);
         return;
     }
     if (session->outstanding >= options_.max_inflight_per_session) {
-        send_error(routing_id, enc, req, proto::errors::kTooManyRequests,
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kTooManyRequests,
                    "this session already has " + std::to_string(session->outstanding) +
                        " requests outstanding");
         return;
     }
-    if (queue_.size() >= static_cast<std::size_t>(options_.max_queued_requests)) {
-        send_error(routing_id, enc, req, proto::errors::kOverloaded,
+    if (p_.dispatcher.queued() >= static_cast<std::size_t>(options_.max_queued_requests)) {
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kOverloaded,
                    "the database threads are behind; retry shortly");
         return;
     }
@@ -161,14 +157,14 @@ void Coordinator::handle_request(const std::string& routing_id, const Credential
                              session->worker_id, session->public_key};
     request.body = std::move(*body);
     if (claim != nullptr) {
-        request.wait_until = now + std::chrono::milliseconds(std::max(0, claim->wait_ms));
-        request.wake_seq = wake_seq(session->org_id);
+        request.wait_until = p_.clock.monotonic_now() + std::chrono::milliseconds(std::max(0, claim->wait_ms));
+        request.wake_seq = p_.wakes.seq(session->org_id);
     }
     ++session->outstanding;
-    dispatch(std::move(request));
+    p_.dispatcher.dispatch(std::move(request));
 }
 
-void Coordinator::handle_hello(const std::string& routing_id, const Credentials& credentials,
+void Inbound::handle_hello(const std::string& routing_id, const Credentials& credentials,
                                const proto::Hello& hello, proto::Encoding encoding) {
     const std::string& user_id = credentials.user_id;
     common::OrgId org = hello.org_id;
@@ -178,26 +174,26 @@ void Coordinator::handle_hello(const std::string& routing_id, const Credentials&
         // organization.
         const auto identity = KeyIdentity::parse(user_id);
         if (!identity) {
-            send_error(routing_id, encoding, hello.req, proto::errors::kUnauthenticated,
+            p_.replier.send_error(routing_id, encoding, hello.req, proto::errors::kUnauthenticated,
                        "the connection carries no authenticated identity");
             return;
         }
         if (hello.worker_id != identity->name) {
-            send_error(routing_id, encoding, hello.req, proto::errors::kUnauthenticated,
+            p_.replier.send_error(routing_id, encoding, hello.req, proto::errors::kUnauthenticated,
                        "worker_id '" + hello.worker_id + "' is not the name this key is " +
                            "registered under");
             return;
         }
         org = identity->org_id;
     } else if (org <= 0) {
-        send_error(routing_id, encoding, hello.req, proto::errors::kInvalid,
+        p_.replier.send_error(routing_id, encoding, hello.req, proto::errors::kInvalid,
                    "org_id must be a positive organization id");
         return;
     }
-    Session& s = sessions_.open(routing_id, hello.worker_id, org, encoding, SteadyClock::now());
+    Session& s = p_.sessions.open(routing_id, hello.worker_id, org, encoding);
     s.user_id = user_id;
     s.public_key = credentials.public_key;
-    metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
+    p_.metrics.connected_sessions.store(static_cast<std::int64_t>(p_.sessions.size()));
     spdlog::info("session org={} worker={} opened", s.org_id, s.worker_id);
     proto::Welcome welcome;
     welcome.req = hello.req;
@@ -205,94 +201,17 @@ void Coordinator::handle_hello(const std::string& routing_id, const Credentials&
     welcome.lease_ms = options_.lease_ms;
     welcome.heartbeat_ms = options_.effective_heartbeat_ms();
     welcome.max_body_bytes = static_cast<std::uint32_t>(options_.max_body_bytes);
-    send(routing_id, welcome, encoding);
+    p_.replier.send(routing_id, welcome, encoding);
 }
 
-void Coordinator::handle_bye(const std::string& routing_id) {
+void Inbound::handle_bye(const std::string& routing_id) {
     // The peer is leaving: its parked claims have nobody to answer to.
-    parked_.take_connection(routing_id);
-    if (const Session* s = sessions_.find(routing_id)) {
+    p_.parked.take_connection(routing_id);
+    if (const Session* s = p_.sessions.find(routing_id)) {
         spdlog::info("session org={} worker={} closed by BYE", s->org_id, s->worker_id);
     }
-    sessions_.close(routing_id);
-    metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
-}
-
-bool Coordinator::key_revoked(const std::string& public_key) const {
-    return !public_key.empty() && !revoked_keys_.empty() && revoked_keys_.count(public_key) != 0;
-}
-
-void Coordinator::cut_off(const std::string& routing_id) {
-    const Session* s = sessions_.find(routing_id);
-    if (s == nullptr) return;
-    metrics_.auth.sessions_revoked.fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn("session org={} worker={} cut off: its key {} was revoked; the leases it holds "
-                 "are left to expire and be reclaimed",
-                 s->org_id, s->worker_id, s->public_key);
-    auto parked = parked_.take_connection(routing_id);
-    sessions_.close(routing_id);
-    metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
-    for (const auto& claim : parked) {
-        send_error(routing_id, claim.from.encoding, claim.from.req, proto::errors::kKeyRevoked,
-                   "this connection's key has been revoked; nothing more is done for it");
-    }
-}
-
-std::uint64_t Coordinator::wake_seq(common::OrgId org) const {
-    const auto it = wakes_.find(org);
-    return listen_epoch_ + (it == wakes_.end() ? 0 : it->second);
-}
-
-void Coordinator::dispatch(DbRequest request) {
-    if (queue_closed_) {
-        // Only reachable while the last events are processed at shutdown.
-        if (!request.answer) {
-            spdlog::warn("org={} worker={}: release of an undelivered assignment left to the "
-                         "reaper at shutdown", request.from.org_id, request.from.worker_id);
-        } else if (request.kind() == RequestKind::Claim) {
-            answer_no_work(request, std::string(proto::errors::kDraining));
-        } else {
-            send_error(request.from.routing_id, request.from.encoding, request.from.req,
-                       proto::errors::kDraining, "the coordinator is shutting down");
-            finish(request.from);
-        }
-        return;
-    }
-    ++at_db_;
-    request.dispatched_at = SteadyClock::now();
-    queue_.push(std::move(request));
-}
-
-bool Coordinator::send(const std::string& routing_id, const proto::Message& message,
-                       proto::Encoding encoding) {
-    try {
-        const proto::Frames f = proto::encode(message, encoding);
-        // Only the first frame can fail: once it is queued, the whole message is.
-        if (!router_.send(zmq::buffer(routing_id),
-                          zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
-            metrics_.replies_dropped.fetch_add(1, std::memory_order_relaxed);
-            spdlog::debug("{} to connection {} dropped: its queue is full",
-                          proto::type_name(message), spdlog::to_hex(routing_id));
-            return false;
-        }
-        (void)router_.send(zmq::buffer(f.tag), zmq::send_flags::sndmore);
-        (void)router_.send(zmq::buffer(f.type), zmq::send_flags::sndmore);
-        (void)router_.send(zmq::buffer(f.body), zmq::send_flags::none);
-        return true;
-    } catch (const std::exception& e) {
-        // EHOSTUNREACH under ROUTER_MANDATORY: the peer disconnected.
-        metrics_.replies_dropped.fetch_add(1, std::memory_order_relaxed);
-        spdlog::debug("{} to connection {} dropped: {}", proto::type_name(message),
-                      spdlog::to_hex(routing_id), e.what());
-        return false;
-    }
-}
-
-void Coordinator::send_error(const std::string& routing_id, proto::Encoding encoding,
-                             std::uint64_t req, std::string_view code, std::string text) {
-    metrics_.count_error(code);
-    send(routing_id, proto::Error{req, std::string(code), proto::errors::clip_text(std::move(text))},
-         encoding);
+    p_.sessions.close(routing_id);
+    p_.metrics.connected_sessions.store(static_cast<std::int64_t>(p_.sessions.size()));
 }
 
 }  // namespace aclaim::coordinator

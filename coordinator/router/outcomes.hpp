@@ -1,0 +1,54 @@
+#pragma once
+
+#include <deque>
+#include <vector>
+
+#include "common/base/clock.hpp"
+#include "coordinator/db/events.hpp"
+#include "coordinator/http/metrics.hpp"
+#include "coordinator/options.hpp"
+#include "coordinator/router/dispatcher.hpp"
+#include "coordinator/router/parked_claims.hpp"
+#include "coordinator/router/replier.hpp"
+#include "coordinator/router/revocations.hpp"
+#include "coordinator/router/sessions.hpp"
+#include "coordinator/router/wake_counter.hpp"
+
+namespace aclaim::coordinator {
+
+/// The router thread's side of what comes back: store outcomes become replies (or parked claims,
+/// or claims dispatched again), reclaims become REVOKED pushes, job notifications wake parked
+/// claims, and a key re-check cuts off connections. Router thread only.
+class Outcomes {
+public:
+    /// Everything it is handed must outlive it.
+    struct Parts {
+        const common::Clock& clock;
+        SessionTable& sessions;
+        ParkedClaims& parked;
+        Revocations& revocations;
+        WakeCounter& wakes;
+        Dispatcher& dispatcher;
+        Replier& replier;
+        Metrics& metrics;
+    };
+
+    Outcomes(const CoordinatorOptions& options, Parts parts) : options_(options), p_(parts) {}
+
+    /// Handles the events collected from the mailbox, in order.
+    void process(std::deque<Event> events);
+
+private:
+    void on_outcome(RequestOutcome& outcome);
+    void on_claim(DbRequest& request, const RequestOutcome::Result& result);
+    void on_transition(const DbRequest& request, const RequestOutcome::Result& result);
+    void on_internal(const DbRequest& request, const RequestOutcome::Result& result);
+    void on_reclaimed(const common::Reclaimed& reclaimed);
+    void wake(std::vector<DbRequest> claims);
+    void release_undelivered(const DbRequest& claim, const common::ClaimOutcome& outcome);
+
+    const CoordinatorOptions& options_;
+    Parts p_;
+};
+
+}  // namespace aclaim::coordinator

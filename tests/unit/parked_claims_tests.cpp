@@ -1,0 +1,111 @@
+// Parked claims on a manual clock: a wait ends at its deadline and not before, a notification
+// takes exactly its organization's claims, a departing connection takes its own.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "common/base/clock.hpp"
+#include "coordinator/router/parked_claims.hpp"
+
+using namespace aclaim;
+using namespace aclaim::coordinator;
+using namespace std::chrono_literals;
+
+namespace {
+
+DbRequest claim(const common::Clock& clock, common::OrgId org, std::uint64_t req,
+                std::chrono::milliseconds wait, std::string routing_id = "conn") {
+    DbRequest r;
+    r.from.routing_id = std::move(routing_id);
+    r.from.org_id = org;
+    r.from.req = req;
+    r.body = common::proto::Claim{req, 1, static_cast<int>(wait.count())};
+    r.wait_until = clock.monotonic_now() + wait;
+    return r;
+}
+
+std::vector<std::uint64_t> reqs(const std::vector<DbRequest>& claims) {
+    std::vector<std::uint64_t> out;
+    for (const auto& c : claims) out.push_back(c.from.req);
+    return out;
+}
+
+/// Across organizations the order is unspecified.
+std::vector<std::uint64_t> sorted_reqs(const std::vector<DbRequest>& claims) {
+    auto out = reqs(claims);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a parked claim's wait ends at its deadline, not before", "[parked_claims]") {
+    common::ManualClock clock(1'000'000);
+    ParkedClaims parked(clock);
+    parked.park(claim(clock, 1, 1, 500ms));
+    parked.park(claim(clock, 1, 2, 200ms));
+    REQUIRE(parked.size() == 2);
+    CHECK(parked.next_deadline() == clock.monotonic_now() + 200ms);
+
+    clock.advance(199 * common::kMillis);
+    CHECK(parked.take_expired().empty());
+
+    clock.advance(1 * common::kMillis);
+    CHECK(reqs(parked.take_expired()) == std::vector<std::uint64_t>{2});
+    CHECK(parked.size() == 1);
+    CHECK(parked.next_deadline() == clock.monotonic_now() + 300ms);
+
+    clock.advance(300 * common::kMillis);
+    CHECK(reqs(parked.take_expired()) == std::vector<std::uint64_t>{1});
+    CHECK(parked.size() == 0);
+    CHECK_FALSE(parked.next_deadline().has_value());
+}
+
+TEST_CASE("the next deadline is the earliest over every organization", "[parked_claims]") {
+    common::ManualClock clock(0);
+    ParkedClaims parked(clock);
+    CHECK_FALSE(parked.next_deadline().has_value());
+    parked.park(claim(clock, 1, 1, 900ms));
+    parked.park(claim(clock, 2, 2, 300ms));
+    parked.park(claim(clock, 3, 3, 600ms));
+    CHECK(parked.next_deadline() == clock.monotonic_now() + 300ms);
+    clock.advance(650 * common::kMillis);
+    CHECK(sorted_reqs(parked.take_expired()) == std::vector<std::uint64_t>{2, 3});
+    CHECK(parked.next_deadline() == clock.monotonic_now() + 250ms);
+}
+
+TEST_CASE("a notification wakes its organization's claims only, earliest deadline first",
+          "[parked_claims]") {
+    common::ManualClock clock(0);
+    ParkedClaims parked(clock);
+    parked.park(claim(clock, 1, 1, 900ms));
+    parked.park(claim(clock, 2, 2, 500ms));
+    parked.park(claim(clock, 1, 3, 100ms));
+    CHECK(reqs(parked.take_org(1)) == std::vector<std::uint64_t>{3, 1});
+    CHECK(parked.size() == 1);
+    CHECK(parked.take_org(1).empty());
+    CHECK(parked.take_org(7).empty());
+    CHECK(reqs(parked.take_all()) == std::vector<std::uint64_t>{2});
+    CHECK(parked.size() == 0);
+}
+
+TEST_CASE("a connection's claims are taken out across organizations", "[parked_claims]") {
+    common::ManualClock clock(0);
+    ParkedClaims parked(clock);
+    parked.park(claim(clock, 1, 1, 500ms, "a"));
+    parked.park(claim(clock, 2, 2, 500ms, "b"));
+    parked.park(claim(clock, 2, 3, 700ms, "a"));
+    CHECK(sorted_reqs(parked.take_connection("a")) == std::vector<std::uint64_t>{1, 3});
+    CHECK(parked.size() == 1);
+    CHECK(parked.take_connection("a").empty());
+    clock.advance(500 * common::kMillis);
+    CHECK(reqs(parked.take_expired()) == std::vector<std::uint64_t>{2});
+}
+
+TEST_CASE("a claim with no wait has already expired", "[parked_claims]") {
+    common::ManualClock clock(0);
+    ParkedClaims parked(clock);
+    parked.park(claim(clock, 1, 1, 0ms));
+    CHECK(reqs(parked.take_expired()) == std::vector<std::uint64_t>{1});
+}

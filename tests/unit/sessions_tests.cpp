@@ -1,0 +1,102 @@
+// The session table on a manual clock: sessions by connection and by worker, re-identification,
+// and forgetting the silent ones that have nothing outstanding.
+
+#include <catch2/catch.hpp>
+
+#include "common/base/clock.hpp"
+#include "coordinator/router/sessions.hpp"
+
+using namespace aclaim;
+using namespace aclaim::coordinator;
+using namespace std::chrono_literals;
+
+namespace {
+constexpr auto kBinary = common::proto::Encoding::Binary;
+constexpr auto kJson = common::proto::Encoding::Json;
+}  // namespace
+
+TEST_CASE("a session is found by its connection and by its worker", "[sessions]") {
+    common::ManualClock clock(0);
+    SessionTable table(clock);
+    Session& s = table.open("conn-a", "w1", 7, kJson);
+    CHECK(s.routing_id == "conn-a");
+    CHECK(s.org_id == 7);
+    CHECK(s.encoding == kJson);
+    CHECK(s.last_seen == clock.monotonic_now());
+    CHECK(table.size() == 1);
+    CHECK(table.find("conn-a") == &s);
+    CHECK(table.find("conn-b") == nullptr);
+    CHECK(table.find_worker(7, "w1") == &s);
+    CHECK(table.find_worker(8, "w1") == nullptr);
+    table.close("conn-a");
+    CHECK(table.size() == 0);
+    CHECK(table.find_worker(7, "w1") == nullptr);
+}
+
+TEST_CASE("a worker's newest connection is the one told of reclaims", "[sessions]") {
+    common::ManualClock clock(0);
+    SessionTable table(clock);
+    table.open("old", "w1", 1, kBinary);
+    table.open("new", "w1", 1, kBinary);
+    CHECK(table.size() == 2);
+    REQUIRE(table.find_worker(1, "w1") != nullptr);
+    CHECK(table.find_worker(1, "w1")->routing_id == "new");
+    // Closing the abandoned connection does not forget the worker's current one.
+    table.close("old");
+    REQUIRE(table.find_worker(1, "w1") != nullptr);
+    CHECK(table.find_worker(1, "w1")->routing_id == "new");
+}
+
+TEST_CASE("HELLO again re-identifies a connection and keeps what it has outstanding",
+          "[sessions]") {
+    common::ManualClock clock(0);
+    SessionTable table(clock);
+    table.open("conn", "w1", 1, kBinary).outstanding = 3;
+    clock.advance(5 * common::kSeconds);
+    Session& s = table.open("conn", "w2", 1, kJson);
+    CHECK(table.size() == 1);
+    CHECK(s.outstanding == 3);
+    CHECK(s.worker_id == "w2");
+    CHECK(s.last_seen == clock.monotonic_now());
+    CHECK(table.find_worker(1, "w1") == nullptr);
+    CHECK(table.find_worker(1, "w2") == &s);
+}
+
+TEST_CASE("only sessions silent past the limit with nothing outstanding are forgotten",
+          "[sessions]") {
+    common::ManualClock clock(0);
+    SessionTable table(clock);
+    table.open("quiet", "w1", 1, kBinary);
+    table.open("busy", "w2", 1, kBinary).outstanding = 1;
+    table.open("talking", "w3", 1, kBinary);
+
+    clock.advance(90 * common::kSeconds);
+    table.touch(*table.find("talking"));
+    clock.advance(30 * common::kSeconds);
+    // Exactly at the limit is not past it.
+    CHECK(table.expire_idle(120s) == 0);
+
+    clock.advance(1 * common::kMillis);
+    CHECK(table.expire_idle(120s) == 1);
+    CHECK(table.find("quiet") == nullptr);
+    CHECK(table.find_worker(1, "w1") == nullptr);
+    CHECK(table.find("busy") != nullptr);
+    CHECK(table.find("talking") != nullptr);
+
+    table.find("busy")->outstanding = 0;
+    CHECK(table.expire_idle(120s) == 1);
+    CHECK(table.find("busy") == nullptr);
+    clock.advance(90 * common::kSeconds);
+    CHECK(table.expire_idle(120s) == 1);
+    CHECK(table.size() == 0);
+}
+
+TEST_CASE("sessions opened under revoked keys are named", "[sessions]") {
+    common::ManualClock clock(0);
+    SessionTable table(clock);
+    table.open("a", "w1", 1, kBinary).public_key = "key-1";
+    table.open("b", "w2", 1, kBinary).public_key = "key-2";
+    table.open("c", "w3", 1, kBinary);
+    CHECK(table.opened_with({}).empty());
+    CHECK(table.opened_with({"key-2", "key-9"}) == std::vector<std::string>{"b"});
+}
