@@ -404,9 +404,11 @@ T read_binary(std::string_view body) {
 void require(bool ok, const char* what) {
     if (!ok) throw OutOfRange(what);
 }
-void check_id(std::int64_t job_id, std::int64_t generation) {
-    require(job_id >= 0, "job_id must not be negative");
-    require(generation >= 0, "generation must not be negative");
+/// Any message or job that names a job by id and generation.
+template <class M>
+void check_id(const M& m) {
+    require(m.job_id >= 0, "job_id must not be negative");
+    require(m.generation >= 0, "generation must not be negative");
 }
 void check_text(const std::string& s, const char* what) {
     require(s.size() <= kMaxTextBytes, what);
@@ -425,19 +427,19 @@ void validate(const Claim& m) {
     require(m.wait_ms >= 0 && m.wait_ms <= kMaxClaimWaitMs, "wait_ms must be 0..60000");
 }
 void validate(const Renew& m) {
-    check_id(m.job_id, m.generation);
+    check_id(m);
 }
 void validate(const Complete& m) {
-    check_id(m.job_id, m.generation);
+    check_id(m);
     require(!m.result_ref.empty() && m.result_ref.size() <= kMaxResultRefBytes,
             "result_ref must be 1..1024 bytes");
 }
 void validate(const Fail& m) {
-    check_id(m.job_id, m.generation);
+    check_id(m);
     check_text(m.reason, "reason must be at most 1024 bytes");
 }
 void validate(const Release& m) {
-    check_id(m.job_id, m.generation);
+    check_id(m);
 }
 void validate(const Bye&) {}
 void validate(const Welcome& m) {
@@ -448,7 +450,7 @@ void validate(const Assigned& m) {
     require(!m.jobs.empty() && m.jobs.size() <= static_cast<std::size_t>(kMaxClaimJobs),
             "jobs must hold 1..100 entries");
     for (const auto& j : m.jobs) {
-        check_id(j.job_id, j.generation);
+        check_id(j);
         require(j.lease_ms > 0, "lease_ms must be positive");
     }
 }
@@ -456,20 +458,20 @@ void validate(const NoWork& m) {
     check_text(m.reason, "reason must be at most 1024 bytes");
 }
 void validate(const LeaseMsg& m) {
-    check_id(m.job_id, m.generation);
+    check_id(m);
     require(m.lease_ms > 0, "lease_ms must be positive");
 }
 void validate(const Revoked& m) {
-    check_id(m.job_id, m.generation);
+    check_id(m);
     check_text(m.reason, "reason must be at most 1024 bytes");
     check_text(m.detail, "detail must be at most 1024 bytes");
 }
 void validate(const Accepted& m) {
-    check_id(m.job_id, m.generation);
+    check_id(m);
     check_text(m.state, "state must be at most 1024 bytes");
 }
 void validate(const Rejected& m) {
-    check_id(m.job_id, m.generation);
+    check_id(m);
     check_text(m.reason, "reason must be at most 1024 bytes");
     check_text(m.detail, "detail must be at most 1024 bytes");
 }
@@ -512,8 +514,9 @@ std::uint64_t salvage_req(std::string_view body, Encoding enc) noexcept {
         rapidjson::Document doc;
         doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
         if (doc.HasParseError() || !doc.IsObject()) return 0;
-        const auto it = doc.FindMember("req");
-        return it != doc.MemberEnd() && it->value.IsUint64() ? it->value.GetUint64() : 0;
+        if (!doc.HasMember("req")) return 0;
+        const rapidjson::Value& req = doc["req"];
+        return req.IsUint64() ? req.GetUint64() : 0;
     } catch (...) {
         return 0;
     }

@@ -22,9 +22,9 @@ namespace aclaim::common::proto {
 inline constexpr std::string_view kTagBinary = "ACLAIM/1";
 inline constexpr std::string_view kTagJson = "ACLAIM/1+json";
 /// Bodies above this size are refused with ERROR "oversized".
-inline constexpr std::size_t kMaxBodyBytes = 64 * 1024;
+inline constexpr std::size_t kMaxBodyBytes = std::size_t{64} * 1024;
 /// Hard transport limit set on sockets (ZMQ_MAXMSGSIZE): beyond it the peer is disconnected.
-inline constexpr std::int64_t kMaxTransportBytes = 1024 * 1024;
+inline constexpr std::int64_t kMaxTransportBytes = std::int64_t{1024} * 1024;
 /// Field limits enforced by decode(); a request outside them is answered ERROR "invalid".
 inline constexpr std::size_t kMaxWorkerIdBytes = 128;
 inline constexpr std::int32_t kMaxClaimJobs = 100;
