@@ -4,11 +4,15 @@
 // Like the store's, they take time as $n microseconds and never call now(). The two transitions
 // are fenced on the generation the operator saw, so an operator can never act on a later holder.
 
+#include "common/store/store_sql.hpp"
+
 namespace aclaim::common::sql {
 
 /// $1 now, $2 organization (0: all). One row per organization. Lease liveness is decided against
 /// the caller's clock, the same way the reaper decides it.
-inline constexpr const char* kOperatorStatus = R"SQL(
+inline const Statement kOperatorStatus{
+    "aclaim_operator_status",
+    R"SQL(
 SELECT org_id,
        count(*) FILTER (WHERE state = 'pending'),
        count(*) FILTER (WHERE state = 'assigned'),
@@ -23,7 +27,8 @@ SELECT org_id,
   FROM jobs
  WHERE $2::bigint = 0 OR org_id = $2::bigint
  GROUP BY org_id ORDER BY org_id
-)SQL";
+)SQL",
+    {"now_us bigint", "org bigint"}};
 
 /// The columns of a job as the console shows it, in the order operator_store.cpp reads them.
 /// The two readers below are templates whose {COLUMNS} becomes this list.
@@ -53,7 +58,9 @@ SELECT {COLUMNS}
 /// $1 job, $2 generation, $3 operator, $4 now, $5 detail. A stuck assignment back to pending.
 /// Like a worker's own release it gives the attempt back: the job was not at fault (use fail
 /// for a job that should not run again). The next claim gets a higher generation.
-inline constexpr const char* kOperatorRelease = R"SQL(
+inline const Statement kOperatorRelease{
+    "aclaim_operator_release",
+    R"SQL(
 WITH r AS (
     UPDATE jobs
        SET state = 'pending', assignee = NULL, claimed_at = NULL, lease_expires_at = NULL,
@@ -65,11 +72,14 @@ WITH r AS (
     SELECT id, org_id, generation, 'released', $3::text, aclaim_ts($4::bigint), $5::text FROM r
 )
 SELECT id, aclaim_wake(org_id) FROM r
-)SQL";
+)SQL",
+    {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text"}};
 
 /// $1 job, $2 generation, $3 operator, $4 now, $5 detail, $6 last_error. A stuck assignment
 /// failed for good; the failed CHECK wants completed_at set and no lease or result.
-inline constexpr const char* kOperatorFail = R"SQL(
+inline const Statement kOperatorFail{
+    "aclaim_operator_fail",
+    R"SQL(
 WITH f AS (
     UPDATE jobs
        SET state = 'failed', completed_at = aclaim_ts($4::bigint), lease_expires_at = NULL,
@@ -81,9 +91,14 @@ WITH f AS (
     SELECT id, org_id, generation, 'failed', $3::text, aclaim_ts($4::bigint), $5::text FROM f
 )
 SELECT id FROM f
-)SQL";
+)SQL",
+    {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text", "last_error text"}};
 
 /// Bounds the wait for a row a coordinator is updating, so that the console never hangs.
 inline constexpr const char* kOperatorLockTimeout = "SET LOCAL lock_timeout = '5s'";
+
+/// The statements above that take parameters, run unprepared on the caller's connection (their
+/// names only identify them); listed for the test that holds each text to its contract.
+inline const std::vector<const Statement*> kOperatorStatements = {&kOperatorStatus, &kOperatorRelease, &kOperatorFail};
 
 }  // namespace aclaim::common::sql

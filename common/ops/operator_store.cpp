@@ -55,7 +55,7 @@ bool is_lock_timeout(const pqxx::sql_error& e) { return e.sqlstate() == "55P03";
 std::vector<OrgStatus> OperatorStore::status(Micros now, std::optional<OrgId> org) {
     pqxx::read_transaction txn(conn_);
     std::vector<OrgStatus> out;
-    for (const auto& r : txn.exec_params(sql::kOperatorStatus, now, org.value_or(0))) {
+    for (const auto& r : txn.exec_params(sql::kOperatorStatus.text, now, org.value_or(0))) {
         OrgStatus s;
         s.org_id = r[0].as<OrgId>();
         s.pending = r[1].as<std::int64_t>();
@@ -137,8 +137,8 @@ OperatorOutcome OperatorStore::act(bool release, JobId id, std::optional<Generat
                                    " of the assignment held by " + out.held_by + ": " + reason;
         // Fenced on the generation just read: a claim that slipped in between matches nothing.
         const auto changed =
-            release ? txn.exec_params(sql::kOperatorRelease, id, g, actor, now, detail)
-                    : txn.exec_params(sql::kOperatorFail, id, g, actor, now, detail,
+            release ? txn.exec_params(sql::kOperatorRelease.text, id, g, actor, now, detail)
+                    : txn.exec_params(sql::kOperatorFail.text, id, g, actor, now, detail,
                                       "failed by operator " + actor + ": " + reason);
         if (changed.empty()) {
             out.result = OperatorOutcome::Result::Moved;

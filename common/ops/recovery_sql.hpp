@@ -87,14 +87,19 @@ SELECT id, org_id, generation, kind, coalesce(worker, ''), aclaim_us(at), detail
 
 /// $1 now, $2 job, $3 detail. The reaper's reclaim (store_sql.hpp) narrowed to one job that the
 /// caller has locked.
-inline const std::string kReclaimOne = reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
+inline const Statement kReclaimOne{
+    "aclaim_reclaim_one",
+    reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
      WHERE id = $2::bigint AND state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
      FOR UPDATE)SQL",
-                                                         "$3::text");
+                                                         "$3::text"),
+    {"now_us bigint", "job bigint", "detail text"}};
 
 /// $1 job, $2 reason, $3 operator, $4 now, $5 evidence. Only state and the two quarantine columns
 /// change; quarantined_from keeps the state the row had (SET reads the old row).
-inline constexpr const char* kQuarantine = R"SQL(
+inline const Statement kQuarantine{
+    "aclaim_quarantine",
+    R"SQL(
 WITH q AS (
     UPDATE jobs SET state = 'quarantined', quarantined_from = state, quarantine_reason = $2::text
      WHERE id = $1::bigint AND state <> 'quarantined'
@@ -104,12 +109,15 @@ WITH q AS (
     SELECT id, org_id, generation, 'quarantined', $3::text, aclaim_ts($4::bigint), $5::text FROM q
 )
 SELECT quarantined_from FROM q
-)SQL";
+)SQL",
+    {"job bigint", "reason text", "operator text", "now_us bigint", "evidence text"}};
 
 /// $1 job, $2 generation, $3 operator, $4 now, $5 detail. Back to pending with the lease fields
 /// cleared as the pending CHECK requires; the generation is raised to the highest the job ever
 /// saw so that the next claim outranks every earlier holder.
-inline constexpr const char* kReleaseQuarantined = R"SQL(
+inline const Statement kReleaseQuarantined{
+    "aclaim_release_quarantined",
+    R"SQL(
 WITH u AS (
     UPDATE jobs
        SET state = 'pending', generation = $2::bigint, assignee = NULL, claimed_at = NULL,
@@ -122,11 +130,14 @@ WITH u AS (
     SELECT id, org_id, generation, 'unquarantined', $3::text, aclaim_ts($4::bigint), $5::text FROM u
 )
 SELECT id, aclaim_wake(org_id) FROM u
-)SQL";
+)SQL",
+    {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text"}};
 
 /// $1 job, $2 generation, $3 operator, $4 now, $5 detail, $6 last_error. Final failure by
 /// decision of an operator: the failed CHECK wants completed_at set and no result_ref or lease.
-inline constexpr const char* kFailQuarantined = R"SQL(
+inline const Statement kFailQuarantined{
+    "aclaim_fail_quarantined",
+    R"SQL(
 WITH u AS (
     UPDATE jobs
        SET state = 'failed', generation = $2::bigint, completed_at = aclaim_ts($4::bigint),
@@ -139,9 +150,14 @@ WITH u AS (
     SELECT id, org_id, generation, 'unquarantined', $3::text, aclaim_ts($4::bigint), $5::text FROM u
 )
 SELECT id FROM u
-)SQL";
+)SQL",
+    {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text", "last_error text"}};
 
 /// Bounds the wait for a row a coordinator holds, so that recovery never hangs behind one.
 inline constexpr const char* kLockTimeout = "SET LOCAL lock_timeout = '5s'";
+
+/// The statements above that take parameters, run unprepared on the caller's connection (their
+/// names only identify them); listed for the test that holds each text to its contract.
+inline const std::vector<const Statement*> kRecoveryStatements = {&kReclaimOne, &kQuarantine, &kReleaseQuarantined, &kFailQuarantined};
 
 }  // namespace aclaim::common::sql

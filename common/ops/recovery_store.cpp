@@ -225,7 +225,7 @@ ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Micros 
         out.org_id = snap->row.org_id;
         out.locked = c.cls;
         if (c.cls == RecoveryClass::Expired) {
-            const auto r = txn.exec_params(sql::kReclaimOne, now, job,
+            const auto r = txn.exec_params(sql::kReclaimOne.text, now, job,
                                            "lease expired; reclaimed by recovery (" + actor + ")");
             const auto state = state_of(r.at(0)[4]);
             out.action = state == JobState::Pending ? ApplyAction::Reclaimed : ApplyAction::Failed;
@@ -234,7 +234,7 @@ ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Micros 
                          std::string(to_string(state));
         } else if (c.cls == RecoveryClass::Inconsistent &&
                    snap->row.state != JobState::Quarantined) {
-            txn.exec_params(sql::kQuarantine, job, c.explanation(), actor, now,
+            txn.exec_params(sql::kQuarantine.text, job, c.explanation(), actor, now,
                             c.explanation() + "\n" + c.evidence);
             out.action = ApplyAction::Quarantined;
             out.detail = "from " + std::string(to_string(snap->row.state)) + ": " + c.reason();
@@ -319,10 +319,10 @@ QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::
                                row.quarantined_from.value_or("?") + ": " +
                                row.quarantine_reason.value_or("") + ")";
     if (release) {
-        txn.exec_params(sql::kReleaseQuarantined, job, g, actor, now, detail);
+        txn.exec_params(sql::kReleaseQuarantined.text, job, g, actor, now, detail);
         out.state = JobState::Pending;
     } else {
-        txn.exec_params(sql::kFailQuarantined, job, g, actor, now, detail,
+        txn.exec_params(sql::kFailQuarantined.text, job, g, actor, now, detail,
                         "failed by operator: " + reason);
         out.state = JobState::Failed;
     }

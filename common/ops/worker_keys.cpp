@@ -1,5 +1,7 @@
 #include "common/ops/worker_keys.hpp"
 
+#include "common/store/pg_array.hpp"
+
 #include <zmq.h>
 
 #include <array>
@@ -36,6 +38,51 @@ bool register_worker_key(pqxx::work& txn, OrgId org, const std::string& name,
                             "ON CONFLICT (public_key) DO NOTHING RETURNING 1",
                             public_key, org, name)
                 .empty();
+}
+
+namespace {
+
+std::vector<std::string> keys_of(const pqxx::result& rows) {
+    std::vector<std::string> keys;
+    for (const auto& r : rows) keys.push_back(r["public_key"].as<std::string>());
+    return keys;
+}
+
+}  // namespace
+
+std::optional<WorkerKeyOwner> live_worker_key(pqxx::transaction_base& txn,
+                                              const std::string& public_key) {
+    const auto rows = txn.exec_params(
+        "SELECT org_id, name FROM worker_keys WHERE public_key = $1 AND revoked_at IS NULL",
+        public_key);
+    if (rows.empty()) return std::nullopt;
+    return WorkerKeyOwner{rows[0]["org_id"].as<OrgId>(), rows[0]["name"].as<std::string>()};
+}
+
+std::unordered_set<std::string> live_worker_keys(pqxx::transaction_base& txn,
+                                                 const std::vector<std::string>& public_keys) {
+    const auto rows = txn.exec_params(
+        "SELECT public_key FROM worker_keys WHERE public_key = ANY($1::text[]) "
+        "AND revoked_at IS NULL",
+        pg_array(public_keys));
+    const auto keys = keys_of(rows);
+    return {keys.begin(), keys.end()};
+}
+
+std::vector<std::string> revoke_worker_key(pqxx::work& txn, const std::string& public_key,
+                                           Micros now) {
+    return keys_of(txn.exec_params(
+        "UPDATE worker_keys SET revoked_at = aclaim_ts($2::bigint) WHERE public_key = $1 "
+        "AND revoked_at IS NULL RETURNING public_key",
+        public_key, now));
+}
+
+std::vector<std::string> revoke_worker_keys_named(pqxx::work& txn, const std::string& name,
+                                                  OrgId org, Micros now) {
+    return keys_of(txn.exec_params(
+        "UPDATE worker_keys SET revoked_at = aclaim_ts($3::bigint) WHERE name = $1 "
+        "AND ($2 = 0 OR org_id = $2) AND revoked_at IS NULL RETURNING public_key",
+        name, org, now));
 }
 
 }  // namespace aclaim::common

@@ -1,11 +1,15 @@
 #pragma once
 
-// CURVE key pairs and their registration in worker_keys, shared by `aclaimctl keys`, the drills'
-// own clients and the tests: one set of rules for what a registrable key is, one statement.
+// CURVE key pairs and every statement on worker_keys, shared by `aclaimctl keys`, the ZAP handler,
+// the drills' own clients and the tests: one set of rules for what a registrable key is, and time
+// passed in as everywhere else in the store (no now() in SQL).
 
 #include <pqxx/pqxx>
 
+#include <optional>
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "common/store/assignment.hpp"
 
@@ -30,5 +34,29 @@ void check_worker_key(OrgId org, const std::string& name, const std::string& pub
 /// written, when it already was (revoked or not).
 bool register_worker_key(pqxx::work& txn, OrgId org, const std::string& name,
                          const std::string& public_key);
+
+/// Whom a live (registered, not revoked) key speaks for.
+struct WorkerKeyOwner {
+    OrgId org_id = 0;
+    std::string name;
+};
+
+/// The owner of `public_key` while it is live; nullopt when unknown or revoked.
+std::optional<WorkerKeyOwner> live_worker_key(pqxx::transaction_base& txn,
+                                              const std::string& public_key);
+
+/// Which of `public_keys` are still live.
+std::unordered_set<std::string> live_worker_keys(pqxx::transaction_base& txn,
+                                                 const std::vector<std::string>& public_keys);
+
+/// Revokes `public_key` at `now` (microseconds since the epoch) if it is live. Returns the keys
+/// revoked: it, or nothing.
+std::vector<std::string> revoke_worker_key(pqxx::work& txn, const std::string& public_key,
+                                           Micros now);
+
+/// Revokes every live key of the worker `name` (of `org`, or of every organization when org is
+/// 0) at `now`. Returns the keys revoked.
+std::vector<std::string> revoke_worker_keys_named(pqxx::work& txn, const std::string& name,
+                                                  OrgId org, Micros now);
 
 }  // namespace aclaim::common

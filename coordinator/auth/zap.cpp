@@ -11,7 +11,8 @@
 #include <vector>
 #include <zmq_addon.hpp>
 
-#include "common/store/pg_array.hpp"
+#include "common/ops/worker_keys.hpp"
+
 #include "coordinator/db/mailbox.hpp"
 
 namespace aclaim::coordinator {
@@ -216,10 +217,9 @@ pqxx::connection& ZapHandler::connection() {
 std::optional<KeyIdentity> ZapHandler::look_up(const std::string& key) {
     counters_.lookups.fetch_add(1, std::memory_order_relaxed);
     pqxx::read_transaction txn(connection());
-    const auto rows = txn.exec_params(
-        "SELECT org_id, name FROM worker_keys WHERE public_key = $1 AND revoked_at IS NULL", key);
-    if (rows.empty()) return std::nullopt;
-    return KeyIdentity{rows[0][0].as<common::OrgId>(), rows[0][1].as<std::string>()};
+    const auto owner = common::live_worker_key(txn, key);
+    if (!owner) return std::nullopt;
+    return KeyIdentity{owner->org_id, owner->name};
 }
 
 void ZapHandler::recheck(Poster& poster) {
@@ -231,11 +231,7 @@ void ZapHandler::recheck(Poster& poster) {
     counters_.lookups.fetch_add(1, std::memory_order_relaxed);
     try {
         pqxx::read_transaction txn(connection());
-        const auto rows = txn.exec_params(
-            "SELECT public_key FROM worker_keys WHERE public_key = ANY($1::text[]) "
-            "AND revoked_at IS NULL",
-            common::pg_array(keys));
-        for (const auto& row : rows) live.insert(row[0].as<std::string>());
+        live = common::live_worker_keys(txn, keys);
     } catch (const std::exception& e) {
         // Nothing is known: keep the last verdict and ask again next time.
         conn_.reset();

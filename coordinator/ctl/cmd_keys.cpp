@@ -89,21 +89,14 @@ int revoke(const Global& global, const RevokeArgs& args) {
     }
     pqxx::connection conn(require_dsn(global));
     pqxx::work txn(conn, "keys_revoke");
-    pqxx::result rows;
-    if (!args.public_key.empty()) {
-        rows = txn.exec_params(
-            "UPDATE worker_keys SET revoked_at = now() WHERE public_key = $1 "
-            "AND revoked_at IS NULL RETURNING public_key",
-            args.public_key);
-    } else {
-        rows = txn.exec_params(
-            "UPDATE worker_keys SET revoked_at = now() WHERE name = $1 "
-            "AND ($2 = 0 OR org_id = $2) AND revoked_at IS NULL RETURNING public_key",
-            args.name, args.org);
-    }
-    if (rows.empty()) throw UsageError("no live key matches");
+    const auto now = common::SystemClock().now();
+    const std::vector<std::string> revoked =
+        !args.public_key.empty()
+            ? common::revoke_worker_key(txn, args.public_key, now)
+            : common::revoke_worker_keys_named(txn, args.name, args.org, now);
+    if (revoked.empty()) throw UsageError("no live key matches");
     txn.commit();
-    for (const auto& r : rows) std::cout << "revoked " << r[0].as<std::string>() << "\n";
+    for (const auto& key : revoked) std::cout << "revoked " << key << "\n";
     std::cerr << "new handshakes with these keys are refused once the coordinator's key cache "
                  "expires (--key-cache-ms); connections already open stay until they drop\n";
     return 0;

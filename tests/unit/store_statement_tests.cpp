@@ -3,14 +3,20 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "common/ops/operator_sql.hpp"
+#include "common/ops/recovery_sql.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace sql = aclaim::common::sql;
 
 TEST_CASE("Statements: each declares exactly the parameters its text uses", "[store]") {
+    std::vector<const sql::Statement*> all = sql::kStatements;
+    all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
+    all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
     std::set<std::string> names;
-    for (const sql::Statement* s : sql::kStatements) {
+    for (const sql::Statement* s : all) {
         INFO(s->name);
         CHECK(names.insert(s->name).second);
         std::set<int> used;
