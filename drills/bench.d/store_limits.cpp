@@ -57,10 +57,19 @@ int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const s
     return static_cast<int>(claimed.size());
 }
 
-double measure(const RawOptions& o, int threads, int batch) {
+/// One raw loop's shape: threads, and jobs claimed and completed per statement.
+struct RawLoad {
+    int threads = 1;
+    int batch = 1;
+};
+
+double measure(const RawOptions& o, RawLoad load) {
+    const int threads = load.threads;
+    const int batch = load.batch;
     std::atomic<long> done{0};
     std::barrier start(threads + 1);
     std::vector<std::thread> pool;
+    pool.reserve(threads);
     std::atomic<bool> stop{false};
     for (int t = 0; t < threads; ++t) {
         pool.emplace_back([&, t] {
@@ -81,7 +90,7 @@ double measure(const RawOptions& o, int threads, int batch) {
     const double elapsed = seconds_since(began);
     stop.store(true);
     for (auto& th : pool) th.join();
-    return counted / elapsed;
+    return static_cast<double>(counted) / elapsed;
 }
 
 void load_pending(pqxx::connection& c, std::int64_t org, int count) {
@@ -107,15 +116,16 @@ std::pair<double, double> time_claims(const std::string& dsn, std::int64_t org, 
     std::sort(ms.begin(), ms.end());
     double sum = 0;
     for (double v : ms) sum += v;
-    return {ms.empty() ? 0 : sum / ms.size(), ms.empty() ? 0 : ms[ms.size() * 99 / 100]};
+    if (ms.empty()) return {0, 0};
+    return {sum / static_cast<double>(ms.size()), ms[ms.size() * 99 / 100]};
 }
 
 }  // namespace
 
 nlohmann::json run_raw(const RawOptions& o) {
     nlohmann::json out;
-    out["raw_single_jobs_per_s"] = measure(o, o.single_threads, 1);
-    out["raw_batch_jobs_per_s"] = measure(o, o.batch_threads, o.batch);
+    out["raw_single_jobs_per_s"] = measure(o, {o.single_threads, 1});
+    out["raw_batch_jobs_per_s"] = measure(o, {o.batch_threads, o.batch});
     return out;
 }
 

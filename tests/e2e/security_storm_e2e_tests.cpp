@@ -37,7 +37,7 @@ constexpr std::size_t kMaxBodyBytes = 4096;
 constexpr int kMaxInflight = 8;
 /// The coordinator's resident set must stay below this through the storm: a behaviour check
 /// (nothing grows with the garbage), far above what it needs.
-constexpr long kRssLimitKb = 200 * 1024;
+constexpr long kRssLimitKb = 200L * 1024;
 
 using KeyPair = aclaim::common::CurveKeyPair;
 

@@ -120,7 +120,7 @@ struct Harness {
 
     /// HELLO answered with WELCOME; returns the request for its identity.
     Request open_session(std::int32_t lease_ms = 3000, std::int32_t heartbeat_ms = 1000) {
-        const auto hello = next_request<proto::Hello>();
+        auto hello = next_request<proto::Hello>();
         fake.reply(hello, proto::Welcome{proto::request_id(hello.message), 7, lease_ms,
                                          heartbeat_ms, 65536});
         next_event<worker::SessionReady>();
