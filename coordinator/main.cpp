@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
         Coordinator coordinator(options, *clock);
         std::unique_ptr<aclaim::coordinator::HttpServer> http;
         if (!options.http_bind.empty()) {
-            http = std::make_unique<aclaim::coordinator::HttpServer>(options, coordinator.metrics(),
+            http = std::make_unique<aclaim::coordinator::HttpServer>(options.http(),
+                                                                     coordinator.metrics(),
                                                                      *clock);
             try {
                 http->start();

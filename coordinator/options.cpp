@@ -18,26 +18,32 @@ void require(bool ok, const std::string& what) {
 
 }  // namespace
 
-void CoordinatorOptions::validate() const {
-    require(!dsn.empty(), "--dsn (ACLAIM_DSN) is required");
+void RouterOptions::validate() const {
     require(!bind.empty(), "--bind must name an endpoint");
     require(lease_ms >= 100, "--lease-ms must be at least 100");
     require(heartbeat_ms >= 0 && heartbeat_ms < lease_ms,
             "--heartbeat-ms must be shorter than the lease");
-    require(db_threads >= 1 && db_threads <= 64, "--db-threads must be 1..64");
-    require(lock_timeout_ms >= 1, "--lock-timeout-ms must be positive");
-    require(reap_interval_ms >= 1, "--reap-interval-ms must be positive");
-    require(reap_batch >= 1 && reap_batch <= 10000, "--reap-batch must be 1..10000");
     require(max_body_bytes >= 64 && max_body_bytes <= common::proto::kMaxBodyBytes,
             "--max-body-bytes must be 64.." + std::to_string(common::proto::kMaxBodyBytes));
-    require(in_doubt_budget_ms >= 0, "--in-doubt-budget-ms must not be negative");
     require(max_inflight_per_session >= 1, "--max-inflight-per-session must be positive");
     require(max_queued_requests >= 1, "--max-queued-requests must be positive");
     require(socket_hwm >= 1, "--socket-hwm must be positive");
     require(drain_timeout_ms >= 0, "--drain-timeout-ms must not be negative");
-    require(http_bind.empty() || parse_host_port(http_bind).has_value(),
-            "--http-bind must be host:port (port 0..65535) or empty, not '" + http_bind + "'");
-    require(key_cache_ms >= 0, "--key-cache-ms must not be negative");
+}
+
+void DbPoolOptions::validate() const {
+    require(!dsn.empty(), "--dsn (ACLAIM_DSN) is required");
+    require(db_threads >= 1 && db_threads <= 64, "--db-threads must be 1..64");
+    require(lock_timeout_ms >= 1, "--lock-timeout-ms must be positive");
+    require(in_doubt_budget_ms >= 0, "--in-doubt-budget-ms must not be negative");
+}
+
+void ReaperOptions::validate() const {
+    require(reap_interval_ms >= 1, "--reap-interval-ms must be positive");
+    require(reap_batch >= 1 && reap_batch <= 10000, "--reap-batch must be 1..10000");
+}
+
+void CurveOptions::validate() const {
     require(handshake_timeout_ms >= 100, "--handshake-timeout-ms must be at least 100");
     // Without a key the only way to learn a worker's organization is to believe it, so that must
     // be an explicit development choice.
@@ -48,7 +54,7 @@ void CoordinatorOptions::validate() const {
             "pass --curve-secret-key or --curve-secret-key-file, not both");
 }
 
-std::string CoordinatorOptions::load_curve_secret() const {
+std::string CurveOptions::load_secret() const {
     if (plaintext) return {};
     std::string key = curve_secret_key;
     if (!curve_secret_key_file.empty()) {
@@ -59,6 +65,85 @@ std::string CoordinatorOptions::load_curve_secret() const {
     while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
     require(key.size() == 40, "the CURVE secret key must be 40 characters of Z85");
     return key;
+}
+
+void ZapOptions::validate() const {
+    require(key_cache_ms >= 0, "--key-cache-ms must not be negative");
+}
+
+void HttpOptions::validate() const {
+    require(http_bind.empty() || parse_host_port(http_bind).has_value(),
+            "--http-bind must be host:port (port 0..65535) or empty, not '" + http_bind + "'");
+}
+
+RouterOptions CoordinatorOptions::router() const {
+    RouterOptions r;
+    r.bind = bind;
+    r.lease_ms = lease_ms;
+    r.heartbeat_ms = heartbeat_ms;
+    r.max_body_bytes = max_body_bytes;
+    r.max_inflight_per_session = max_inflight_per_session;
+    r.max_queued_requests = max_queued_requests;
+    r.socket_hwm = socket_hwm;
+    r.drain_timeout_ms = drain_timeout_ms;
+    r.plaintext = plaintext;
+    return r;
+}
+
+DbPoolOptions CoordinatorOptions::db_pool() const {
+    DbPoolOptions d;
+    d.dsn = dsn;
+    d.db_threads = db_threads;
+    d.coalesce = coalesce;
+    d.row_security = row_security;
+    d.lock_strategy = lock_strategy;
+    d.lock_timeout_ms = lock_timeout_ms;
+    d.in_doubt_budget_ms = in_doubt_budget_ms;
+    d.lease_ms = lease_ms;
+    return d;
+}
+
+ReaperOptions CoordinatorOptions::reaper() const {
+    ReaperOptions r;
+    r.dsn = dsn;
+    r.row_security = row_security;
+    r.reap_interval_ms = reap_interval_ms;
+    r.reap_batch = reap_batch;
+    return r;
+}
+
+CurveOptions CoordinatorOptions::curve() const {
+    CurveOptions c;
+    c.plaintext = plaintext;
+    c.curve_secret_key = curve_secret_key;
+    c.curve_secret_key_file = curve_secret_key_file;
+    c.handshake_timeout_ms = handshake_timeout_ms;
+    return c;
+}
+
+ZapOptions CoordinatorOptions::zap() const {
+    ZapOptions z;
+    z.dsn = dsn;
+    z.key_cache_ms = key_cache_ms;
+    return z;
+}
+
+HttpOptions CoordinatorOptions::http() const {
+    HttpOptions h;
+    h.http_bind = http_bind;
+    h.dsn = dsn;
+    h.plaintext = plaintext;
+    h.db_threads = db_threads;
+    return h;
+}
+
+void CoordinatorOptions::validate() const {
+    db_pool().validate();
+    router().validate();
+    reaper().validate();
+    http().validate();
+    zap().validate();
+    curve().validate();
 }
 
 void add_cli_options(CLI::App& app, CoordinatorOptions& o) {

@@ -13,7 +13,123 @@ class App;
 
 namespace aclaim::coordinator {
 
-/// Everything a coordinator is configured with. Every field has a flag and an ACLAIM_* variable.
+// Each component takes only the slice it needs, so that, for instance, the HTTP server never
+// holds key material. Slices are cut from CoordinatorOptions, where the flags are parsed and the
+// defaults live; a field keeps the name of its flag so that errors and code read alike.
+
+/// The ROUTER socket and the router thread's limits: the coordinator loop, Inbound, Outcomes.
+struct RouterOptions {
+    /// ZeroMQ endpoint of the ROUTER socket (--bind).
+    std::string bind;
+    /// Length of every granted or renewed lease, in milliseconds (--lease-ms).
+    int lease_ms = 0;
+    /// Renewal interval told to workers; 0 means a third of the lease (--heartbeat-ms).
+    int heartbeat_ms = 0;
+    /// Largest request body accepted (--max-body-bytes).
+    std::size_t max_body_bytes = 0;
+    /// Outstanding requests allowed per session (--max-inflight-per-session).
+    int max_inflight_per_session = 0;
+    /// Requests waiting for a DB thread before new ones are refused (--max-queued-requests).
+    int max_queued_requests = 0;
+    /// ROUTER high-water marks, in messages, each way (--socket-hwm).
+    int socket_hwm = 0;
+    /// During shutdown, how long requests other than CLAIM are still served (--drain-timeout-ms).
+    int drain_timeout_ms = 0;
+    /// The organization comes from HELLO instead of an authenticated key (--plaintext).
+    bool plaintext = false;
+
+    /// The heartbeat interval in effect (heartbeat_ms, or a third of the lease).
+    int effective_heartbeat_ms() const { return heartbeat_ms > 0 ? heartbeat_ms : lease_ms / 3; }
+    std::chrono::milliseconds lease() const { return std::chrono::milliseconds(lease_ms); }
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+};
+
+/// The DB threads and the store statements they run: DbPool.
+struct DbPoolOptions {
+    /// PostgreSQL connection string (--dsn).
+    std::string dsn;
+    /// Threads, each with its own long-lived connection (--db-threads).
+    int db_threads = 0;
+    /// Run queued claims of one organization, renewals and completions as one statement each.
+    bool coalesce = true;
+    /// Act as aclaim_coordinator under row-level security (--row-security).
+    bool row_security = true;
+    /// What a claim does on a locked candidate row (--lock-strategy).
+    common::LockStrategy lock_strategy = common::LockStrategy::SkipLocked;
+    /// Upper bound on a lock wait under `wait`, in milliseconds (--lock-timeout-ms).
+    int lock_timeout_ms = 0;
+    /// How long to try to learn whether an interrupted commit happened (--in-doubt-budget-ms).
+    int in_doubt_budget_ms = 0;
+    /// Length of every granted or renewed lease, in milliseconds (--lease-ms).
+    int lease_ms = 0;
+
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+};
+
+/// The lease reaper, on a connection of its own: Reaper.
+struct ReaperOptions {
+    /// PostgreSQL connection string (--dsn).
+    std::string dsn;
+    /// Act as aclaim_coordinator under row-level security (--row-security).
+    bool row_security = true;
+    /// Pause between passes, in milliseconds (--reap-interval-ms).
+    int reap_interval_ms = 0;
+    /// Leases reclaimed per statement (--reap-batch).
+    int reap_batch = 0;
+
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+};
+
+/// The ROUTER's CURVE server side: the one slice that holds the secret key, read by the
+/// coordinator when it binds and handed to libzmq, never to another component.
+struct CurveOptions {
+    /// No CURVE at all (--plaintext).
+    bool plaintext = false;
+    /// The CURVE secret key, Z85 (--curve-secret-key). Never logged.
+    std::string curve_secret_key;
+    /// A file whose first line is the secret key (--curve-secret-key-file).
+    std::string curve_secret_key_file;
+    /// Unfinished handshakes are dropped after this, in milliseconds (--handshake-timeout-ms).
+    int handshake_timeout_ms = 0;
+
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+    /// The secret key from curve_secret_key or the file; empty in plaintext mode.
+    std::string load_secret() const;
+};
+
+/// The ZAP handler's lookups of worker keys: ZapHandler.
+struct ZapOptions {
+    /// PostgreSQL connection string (--dsn).
+    std::string dsn;
+    /// How long an accepted worker key is trusted without asking again, in ms (--key-cache-ms).
+    int key_cache_ms = 0;
+
+    std::chrono::milliseconds key_cache() const { return std::chrono::milliseconds(key_cache_ms); }
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+};
+
+/// The operator's HTTP endpoint: HttpServer and the Prometheus text. No key material.
+struct HttpOptions {
+    /// host:port for /metrics, /healthz and /readyz; empty turns it off (--http-bind).
+    std::string http_bind;
+    /// The database /readyz checks (--dsn).
+    std::string dsn;
+    /// Exported as aclaim_auth_curve_enabled (--plaintext).
+    bool plaintext = false;
+    /// Exported as aclaim_db_threads (--db-threads).
+    int db_threads = 0;
+
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+};
+
+/// Everything a coordinator is configured with, as main.cpp parses it and tests build it. Every
+/// field has a flag and an ACLAIM_* variable; components receive slices of it, not the whole.
 struct CoordinatorOptions {
     /// PostgreSQL connection string (URI or keyword form).
     std::string dsn;
@@ -69,14 +185,15 @@ struct CoordinatorOptions {
     /// host:port of the HTTP endpoint for /metrics, /healthz and /readyz; empty turns it off.
     std::string http_bind = "127.0.0.1:9464";
 
-    /// The heartbeat interval in effect (heartbeat_ms, or a third of the lease).
-    int effective_heartbeat_ms() const { return heartbeat_ms > 0 ? heartbeat_ms : lease_ms / 3; }
-    std::chrono::milliseconds lease() const { return std::chrono::milliseconds(lease_ms); }
+    RouterOptions router() const;
+    DbPoolOptions db_pool() const;
+    ReaperOptions reaper() const;
+    CurveOptions curve() const;
+    ZapOptions zap() const;
+    HttpOptions http() const;
 
-    /// Throws std::invalid_argument naming the first setting that cannot work.
+    /// Validates every slice; throws std::invalid_argument naming the first flag that cannot work.
     void validate() const;
-    /// The CURVE secret key from curve_secret_key or the file; empty in plaintext mode.
-    std::string load_curve_secret() const;
 };
 
 /// Declares every option on a CLI11 app, each with its ACLAIM_* environment variable.

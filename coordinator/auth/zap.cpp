@@ -75,11 +75,10 @@ std::string curve_public_of(const std::string& secret_z85) {
     return std::string(pub.data(), 40);
 }
 
-ZapHandler::ZapHandler(zmq::context_t& context, std::string dsn,
-                       std::chrono::milliseconds cache_ttl, AuthCounters& counters,
-                       const common::Clock& clock)
-    : dsn_(std::move(dsn)),
-      cache_ttl_(cache_ttl),
+ZapHandler::ZapHandler(zmq::context_t& context, const ZapOptions& options,
+                       AuthCounters& counters, const common::Clock& clock)
+    : dsn_(options.dsn),
+      cache_ttl_(options.key_cache()),
       socket_(context, zmq::socket_type::rep),
       counters_(counters),
       clock_(clock) {

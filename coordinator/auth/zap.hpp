@@ -16,6 +16,7 @@
 #include "common/base/clock.hpp"
 #include "common/store/assignment.hpp"
 #include "coordinator/http/metrics.hpp"
+#include "coordinator/options.hpp"
 
 namespace aclaim::coordinator {
 
@@ -53,8 +54,8 @@ public:
     /// Binds the ZAP endpoint on `context` at once: it must exist before the ROUTER accepts.
     /// `counters` and `clock` (whose monotonic time ages cached keys and paces re-checks) must
     /// outlive the handler.
-    ZapHandler(zmq::context_t& context, std::string dsn, std::chrono::milliseconds cache_ttl,
-               AuthCounters& counters, const common::Clock& clock);
+    ZapHandler(zmq::context_t& context, const ZapOptions& options, AuthCounters& counters,
+               const common::Clock& clock);
     ~ZapHandler();
     ZapHandler(const ZapHandler&) = delete;
     ZapHandler& operator=(const ZapHandler&) = delete;

@@ -11,7 +11,7 @@ namespace aclaim::coordinator {
 
 namespace {
 
-common::StoreOptions store_options(const CoordinatorOptions& o, int index) {
+common::StoreOptions store_options(const DbPoolOptions& o, int index) {
     common::StoreOptions s;
     s.lock_strategy = o.lock_strategy;
     s.lock_timeout_ms = o.lock_timeout_ms;
@@ -123,9 +123,13 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
 
 }  // namespace
 
-DbPool::DbPool(const CoordinatorOptions& options, const common::Clock& clock, WorkQueue& queue,
+DbPool::DbPool(DbPoolOptions options, const common::Clock& clock, WorkQueue& queue,
                Mailbox& mailbox, Metrics& metrics)
-    : options_(options), clock_(clock), queue_(queue), mailbox_(mailbox), metrics_(metrics) {}
+    : options_(std::move(options)),
+      clock_(clock),
+      queue_(queue),
+      mailbox_(mailbox),
+      metrics_(metrics) {}
 
 DbPool::~DbPool() {
     queue_.close();

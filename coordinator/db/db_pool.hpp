@@ -25,7 +25,7 @@ public:
     /// or completions become one statement; each request is still answered on its own.
     static constexpr std::size_t kMaxBatch = 128;
 
-    DbPool(const CoordinatorOptions& options, const common::Clock& clock, WorkQueue& queue,
+    DbPool(DbPoolOptions options, const common::Clock& clock, WorkQueue& queue,
            Mailbox& mailbox, Metrics& metrics);
     ~DbPool();
     DbPool(const DbPool&) = delete;
@@ -41,7 +41,7 @@ private:
     std::vector<RequestOutcome> execute(StoreHandle& handle, std::vector<DbRequest> batch);
     RequestOutcome::Result resolve(StoreHandle& handle, const DbRequest& request);
 
-    const CoordinatorOptions& options_;
+    const DbPoolOptions options_;
     const common::Clock& clock_;
     WorkQueue& queue_;
     Mailbox& mailbox_;

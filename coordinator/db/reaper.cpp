@@ -6,9 +6,9 @@
 
 namespace aclaim::coordinator {
 
-Reaper::Reaper(const CoordinatorOptions& options, const common::Clock& clock, Mailbox& mailbox,
+Reaper::Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox,
                Metrics& metrics)
-    : options_(options), clock_(clock), mailbox_(mailbox), metrics_(metrics) {}
+    : options_(std::move(options)), clock_(clock), mailbox_(mailbox), metrics_(metrics) {}
 
 Reaper::~Reaper() { stop(); }
 

@@ -17,7 +17,7 @@ namespace aclaim::coordinator {
 /// the store on the current locked row, so several coordinators reaping one database agree.
 class Reaper {
 public:
-    Reaper(const CoordinatorOptions& options, const common::Clock& clock, Mailbox& mailbox,
+    Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox,
            Metrics& metrics);
     ~Reaper();
     Reaper(const Reaper&) = delete;
@@ -30,7 +30,7 @@ public:
 private:
     void run();
 
-    const CoordinatorOptions& options_;
+    const ReaperOptions options_;
     const common::Clock& clock_;
     Mailbox& mailbox_;
     Metrics& metrics_;

@@ -25,10 +25,10 @@ const common::SystemClock kSystemClock;
 
 }  // namespace
 
-HttpServer::HttpServer(CoordinatorOptions options, const Metrics& metrics)
+HttpServer::HttpServer(HttpOptions options, const Metrics& metrics)
     : HttpServer(std::move(options), metrics, kSystemClock) {}
 
-HttpServer::HttpServer(CoordinatorOptions options, const Metrics& metrics,
+HttpServer::HttpServer(HttpOptions options, const Metrics& metrics,
                        const common::Clock& clock)
     : options_(std::move(options)),
       metrics_(metrics),

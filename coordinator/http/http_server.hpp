@@ -30,8 +30,8 @@ public:
 
     /// Serves options.http_bind; `metrics` must outlive the server, and so must `clock`, whose
     /// monotonic time decides how long a readiness answer is reused.
-    HttpServer(CoordinatorOptions options, const Metrics& metrics);
-    HttpServer(CoordinatorOptions options, const Metrics& metrics, const common::Clock& clock);
+    HttpServer(HttpOptions options, const Metrics& metrics);
+    HttpServer(HttpOptions options, const Metrics& metrics, const common::Clock& clock);
     ~HttpServer();
     HttpServer(const HttpServer&) = delete;
     HttpServer& operator=(const HttpServer&) = delete;
@@ -49,7 +49,7 @@ public:
 private:
     void routes();
 
-    CoordinatorOptions options_;
+    HttpOptions options_;
     const Metrics& metrics_;
     ReadinessProbe readiness_;
     std::unique_ptr<httplib::Server> server_;

@@ -91,7 +91,7 @@ std::string label(std::string_view key, std::string_view value) {
 
 }  // namespace
 
-std::string render_prometheus(const Metrics& m, const CoordinatorOptions& o) {
+std::string render_prometheus(const Metrics& m, const HttpOptions& o) {
     Writer w;
     w.counter("aclaim_requests_total", "Frames received on the ROUTER socket.", m.requests.load());
     w.counter("aclaim_claims_total", "CLAIMs answered with ASSIGNED.", m.claims.load());

@@ -13,6 +13,6 @@ inline constexpr std::string_view kPrometheusContentType = "text/plain; version=
 
 /// Every counter, gauge and histogram of `metrics` in the Prometheus text exposition format,
 /// each family with its HELP and TYPE lines. Reads atomics only, so it is safe from any thread.
-std::string render_prometheus(const Metrics& metrics, const CoordinatorOptions& options);
+std::string render_prometheus(const Metrics& metrics, const HttpOptions& options);
 
 }  // namespace aclaim::coordinator

@@ -30,7 +30,7 @@ constexpr int kLingerMs = 1000;
 
 /// A session silent this long is forgotten. Workers renew and long-poll well within it; one
 /// that comes back after it gets no_session and says HELLO again.
-SteadyClock::duration idle_limit(const CoordinatorOptions& o) {
+SteadyClock::duration idle_limit(const RouterOptions& o) {
     return std::max<SteadyClock::duration>(5 * o.lease(), std::chrono::seconds(120));
 }
 
@@ -69,6 +69,7 @@ void check_row_security_role(const std::string& dsn) {
 
 Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
     : options_(std::move(options)),
+      router_options_(options_.router()),
       clock_(clock),
       context_(1),
       router_(context_, zmq::socket_type::router),
@@ -77,10 +78,10 @@ Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
       replier_(router_, sessions_, metrics_),
       dispatcher_(queue_, replier_),
       revocations_(sessions_, parked_, replier_, metrics_),
-      inbound_(options_, {router_, clock, sessions_, parked_, revocations_, wakes_, dispatcher_,
-                          replier_, metrics_}),
-      outcomes_(options_, {clock, sessions_, parked_, revocations_, wakes_, dispatcher_, replier_,
-                           metrics_}) {}
+      inbound_(router_options_, {router_, clock, sessions_, parked_, revocations_, wakes_,
+                                 dispatcher_, replier_, metrics_}),
+      outcomes_(router_options_, {clock, sessions_, parked_, revocations_, wakes_, dispatcher_,
+                                  replier_, metrics_}) {}
 
 Coordinator::~Coordinator() { stop(); }
 
@@ -96,26 +97,25 @@ void Coordinator::bind() {
     // Replies to peers that are gone fail at once instead of being silently discarded, so that
     // an undeliverable assignment can be released.
     router_.set(zmq::sockopt::router_mandatory, true);
-    router_.set(zmq::sockopt::sndhwm, options_.socket_hwm);
-    router_.set(zmq::sockopt::rcvhwm, options_.socket_hwm);
+    router_.set(zmq::sockopt::sndhwm, router_options_.socket_hwm);
+    router_.set(zmq::sockopt::rcvhwm, router_options_.socket_hwm);
     router_.set(zmq::sockopt::linger, kLingerMs);
-    router_.set(zmq::sockopt::handshake_ivl, options_.handshake_timeout_ms);
-    if (!options_.plaintext) {
-        const std::string secret = options_.load_curve_secret();
-        zap_ = std::make_unique<ZapHandler>(context_, options_.dsn,
-                                            std::chrono::milliseconds(options_.key_cache_ms),
-                                            metrics_.auth, clock_);
+    const CurveOptions curve = options_.curve();
+    router_.set(zmq::sockopt::handshake_ivl, curve.handshake_timeout_ms);
+    if (!curve.plaintext) {
+        const std::string secret = curve.load_secret();
+        zap_ = std::make_unique<ZapHandler>(context_, options_.zap(), metrics_.auth, clock_);
         router_.set(zmq::sockopt::curve_server, true);
         router_.set(zmq::sockopt::curve_secretkey, secret);
         // A non-empty domain makes libzmq consult the ZAP handler for every handshake.
         router_.set(zmq::sockopt::zap_domain, "aclaim");
         spdlog::info("CURVE on: server public key {}", curve_public_of(secret));
     }
-    router_.bind(options_.bind);
+    router_.bind(router_options_.bind);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     mailbox_ = std::make_unique<Mailbox>(context_);
-    pool_ = std::make_unique<DbPool>(options_, clock_, queue_, *mailbox_, metrics_);
-    reaper_ = std::make_unique<Reaper>(options_, clock_, *mailbox_, metrics_);
+    pool_ = std::make_unique<DbPool>(options_.db_pool(), clock_, queue_, *mailbox_, metrics_);
+    reaper_ = std::make_unique<Reaper>(options_.reaper(), clock_, *mailbox_, metrics_);
     listener_ = std::make_unique<Listener>(options_.dsn, *mailbox_);
     bound_ = true;
 }
@@ -158,7 +158,7 @@ void Coordinator::serve() {
     }
     spdlog::info("serving on {}: lease {} ms, heartbeat {} ms, {} DB threads, lock strategy {}, "
                  "row security {}",
-                 endpoint_, options_.lease_ms, options_.effective_heartbeat_ms(),
+                 endpoint_, router_options_.lease_ms, router_options_.effective_heartbeat_ms(),
                  options_.db_threads, common::to_string(options_.lock_strategy),
                  options_.row_security ? "on" : "off");
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
@@ -199,7 +199,7 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
     metrics_.router_tick_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
     if (now < next_housekeeping_) return;
     next_housekeeping_ = now + kHousekeepingEvery;
-    if (const auto n = sessions_.expire_idle(idle_limit(options_)); n > 0) {
+    if (const auto n = sessions_.expire_idle(idle_limit(router_options_)); n > 0) {
         spdlog::info("forgot {} idle sessions", n);
         metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
     }
@@ -207,7 +207,8 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
 
 void Coordinator::begin_drain() {
     dispatcher_.begin_drain();
-    drain_until_ = clock_.monotonic_now() + std::chrono::milliseconds(options_.drain_timeout_ms);
+    drain_until_ =
+        clock_.monotonic_now() + std::chrono::milliseconds(router_options_.drain_timeout_ms);
     auto parked = parked_.take_all();
     spdlog::info("draining: no new claims; answering {} parked claims and {} requests in flight",
                  parked.size(), dispatcher_.at_db());

@@ -69,6 +69,7 @@ private:
     void housekeeping(SteadyClock::time_point now);
 
     CoordinatorOptions options_;
+    RouterOptions router_options_;  ///< before inbound_ and outcomes_, which keep a reference
     const common::Clock& clock_;
     Metrics metrics_;
 

@@ -36,7 +36,7 @@ public:
         Metrics& metrics;
     };
 
-    Inbound(const CoordinatorOptions& options, Parts parts) : options_(options), p_(parts) {}
+    Inbound(const RouterOptions& options, Parts parts) : options_(options), p_(parts) {}
 
     /// Reads and handles the messages waiting on the socket, up to one round's worth.
     void read();
@@ -57,7 +57,7 @@ private:
                       const proto::Hello& hello, proto::Encoding encoding);
     void handle_bye(const std::string& routing_id);
 
-    const CoordinatorOptions& options_;
+    const RouterOptions& options_;
     Parts p_;
 };
 

@@ -33,7 +33,7 @@ public:
         Metrics& metrics;
     };
 
-    Outcomes(const CoordinatorOptions& options, Parts parts) : options_(options), p_(parts) {}
+    Outcomes(const RouterOptions& options, Parts parts) : options_(options), p_(parts) {}
 
     /// Handles the events collected from the mailbox, in order.
     void process(std::deque<Event> events);
@@ -47,7 +47,7 @@ private:
     void wake(std::vector<DbRequest> claims);
     void release_undelivered(const DbRequest& claim, const common::ClaimOutcome& outcome);
 
-    const CoordinatorOptions& options_;
+    const RouterOptions& options_;
     Parts p_;
 };
 

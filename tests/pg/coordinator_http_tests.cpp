@@ -49,11 +49,10 @@ struct Scraper {
     httplib::Client client;
 };
 
-coordinator::CoordinatorOptions http_options(coordinator::CoordinatorOptions o,
-                                             const std::string& dsn) {
+coordinator::HttpOptions http_options(coordinator::CoordinatorOptions o, const std::string& dsn) {
     o.http_bind = "127.0.0.1:0";
     o.dsn = dsn;
-    return o;
+    return o.http();
 }
 
 }  // namespace
@@ -176,7 +175,7 @@ TEST_CASE("an HTTP address already taken is refused with its name", "[http]") {
     first.start();
     auto o = h.coordinator->options();
     o.http_bind = first.address();
-    coordinator::HttpServer second(o, h.coordinator->metrics());
+    coordinator::HttpServer second(o.http(), h.coordinator->metrics());
     try {
         second.start();
         FAIL("a second server bound " << first.address());

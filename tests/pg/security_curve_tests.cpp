@@ -205,7 +205,7 @@ TEST_CASE("CURVE: /metrics counts accepted and refused handshakes and key lookup
     CurveHarness h;
     auto o = h.harness.coordinator->options();
     o.http_bind = "127.0.0.1:0";
-    coordinator::HttpServer http(o, h.harness.coordinator->metrics());
+    coordinator::HttpServer http(o.http(), h.harness.coordinator->metrics());
     http.start();
     REQUIRE(http.port() > 0);
     auto before = scrape_metrics(http.port());

@@ -38,7 +38,7 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     m.claim_latency.observe(40ms);
     CoordinatorOptions o;
     o.db_threads = 5;
-    const auto text = render_prometheus(m, o);
+    const auto text = render_prometheus(m, o.http());
     CHECK(text.find("# TYPE aclaim_claims_total counter\naclaim_claims_total 7\n") !=
           std::string::npos);
     CHECK(text.find("aclaim_rejections_total{reason=\"lease_expired\"} 1\n") != std::string::npos);
@@ -67,7 +67,7 @@ TEST_CASE("authentication counters are exported, as zeros in plaintext mode", "[
     Metrics m;
     CoordinatorOptions o;
     o.plaintext = true;
-    auto text = render_prometheus(m, o);
+    auto text = render_prometheus(m, o.http());
     CHECK(text.find("# TYPE aclaim_auth_handshakes_total counter\n") != std::string::npos);
     CHECK(text.find("aclaim_auth_curve_enabled 0\n") != std::string::npos);
     CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"accepted\"} 0\n") != std::string::npos);
@@ -83,7 +83,7 @@ TEST_CASE("authentication counters are exported, as zeros in plaintext mode", "[
     m.auth.lookups = 9;
     m.auth.sessions_revoked = 2;
     m.count_error("key_revoked");
-    text = render_prometheus(m, o);
+    text = render_prometheus(m, o.http());
     CHECK(text.find("aclaim_auth_curve_enabled 1\n") != std::string::npos);
     CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"accepted\"} 5\n") != std::string::npos);
     CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"refused\"} 3\n") != std::string::npos);
