@@ -23,9 +23,7 @@ void add_target_options(CLI::App* cmd, CoordinatorTarget& target) {
     cmd->add_option("--dsn", auth.dsn, "PostgreSQL connection string, for the clients' keys");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     CLI::App app{"aclaim throughput, latency, scale and memory measurements (see drills/bench)"};
     app.require_subcommand(1);
 
@@ -92,4 +90,16 @@ int main(int argc, char** argv) {
         return 1;
     }
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // Setting up the command line can throw too (CLI11 refuses a malformed option declaration).
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::cerr << "aclaim-bench: " << e.what() << std::endl;
+        return 1;
+    }
 }

@@ -39,6 +39,7 @@ std::optional<proto::Message> receive(zmq::socket_t& s) {
         parts.push_back(std::move(next));
     }
     std::vector<std::string_view> frames;
+    frames.reserve(parts.size());
     for (const auto& p : parts) frames.push_back(p.to_string_view());
     auto decoded = proto::decode(frames);
     if (auto* d = std::get_if<proto::Decoded>(&decoded)) return std::move(d->message);
@@ -62,6 +63,7 @@ std::unique_ptr<zmq::socket_t> connect(zmq::context_t& ctx, const std::string& e
 /// each key is registered under.
 std::vector<std::string> session_names(const std::string& prefix, int n) {
     std::vector<std::string> names;
+    names.reserve(static_cast<std::size_t>(std::max(n, 0)));
     for (int i = 0; i < n; ++i) names.push_back(prefix + "-" + std::to_string(i));
     return names;
 }
@@ -96,6 +98,7 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     std::vector<zmq::pollitem_t> items;
     const auto names = session_names("latency", o.sessions);
     sockets = say_hello(ctx, o.target, names);
+    items.reserve(sockets.size());
     for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
     int welcomed = 0;
     const auto hello_deadline = BenchClock::now() + std::chrono::seconds(10);
@@ -156,7 +159,7 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     }
     auto pct = [](std::vector<double>& ms, double p) {
         std::sort(ms.begin(), ms.end());
-        return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))];
+        return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * static_cast<double>(ms.size())))];
     };
     nlohmann::json out;
     out["claim_p50_ms"] = pct(measured.ms, 0.50);
@@ -186,6 +189,7 @@ nlohmann::json run_idle(const IdleOptions& o) {
     const auto names = session_names("idle", o.workers);
     const long before_kb = vm_hwm_kb(o.pid);
     sockets = say_hello(ctx, o.target, names);
+    items.reserve(sockets.size());
     for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
     std::vector<bool> welcomed(sockets.size(), false);
     int count = 0;

@@ -23,7 +23,7 @@ using namespace aclaim::drills;
 /// next interval boundary and still writes its report.
 class StopOnSignal {
   public:
-    explicit StopOnSignal(std::atomic<bool>& stop) : stop_(stop) {
+    explicit StopOnSignal(std::atomic<bool>& stop) : stop_(stop), set_() {
         sigemptyset(&set_);
         sigaddset(&set_, SIGINT);
         sigaddset(&set_, SIGTERM);

@@ -104,7 +104,7 @@ TEST_CASE("durations as operators write and read them", "[ctl]") {
     CHECK(parse_duration("500ms") == 500 * common::kMillis);
     CHECK(parse_duration("10m") == 600 * common::kSeconds);
     CHECK(parse_duration("1h30m") == 5400 * common::kSeconds);
-    CHECK(parse_duration("2d") == 2 * 86400 * common::kSeconds);
+    CHECK(parse_duration("2d") == 2 * 86400L * common::kSeconds);
     CHECK_FALSE(parse_duration("10"));
     CHECK_FALSE(parse_duration("m"));
     CHECK_FALSE(parse_duration("5 minutes"));
