@@ -1,8 +1,8 @@
 // aclaim-coordinator: parses settings, sets up logging and signals, and runs a Coordinator.
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -11,8 +11,8 @@
 
 #include "common/base/clock.hpp"
 #include "common/base/logging.hpp"
-#include "coordinator/router/coordinator.hpp"
 #include "coordinator/http/http_server.hpp"
+#include "coordinator/router/coordinator.hpp"
 
 namespace {
 
@@ -21,7 +21,7 @@ using aclaim::coordinator::Coordinator;
 /// Waits for SIGINT/SIGTERM in a thread of its own, so that nothing runs in a signal handler:
 /// the first signal drains the coordinator, a second one ends the process at once.
 class SignalWaiter {
-public:
+  public:
     SignalWaiter(const sigset_t& set, Coordinator& coordinator)
         : set_(set), thread_([this, &coordinator] { wait(coordinator); }) {}
     ~SignalWaiter() {
@@ -29,7 +29,7 @@ public:
         thread_.join();
     }
 
-private:
+  private:
     void wait(Coordinator& coordinator) {
         int received = 0;
         while (!done_.load()) {
@@ -54,8 +54,9 @@ private:
 
 int main(int argc, char** argv) {
     aclaim::coordinator::CoordinatorOptions options;
-    CLI::App app{"aclaim coordinator: hands review jobs from PostgreSQL to reviewer workers over "
-                 "ZeroMQ, under leases and fencing generations"};
+    CLI::App app{
+        "aclaim coordinator: hands review jobs from PostgreSQL to reviewer workers over "
+        "ZeroMQ, under leases and fencing generations"};
     aclaim::coordinator::add_cli_options(app, options);
     CLI11_PARSE(app, argc, argv);
 
@@ -89,8 +90,7 @@ int main(int argc, char** argv) {
         std::unique_ptr<aclaim::coordinator::HttpServer> http;
         if (!options.http_bind.empty()) {
             http = std::make_unique<aclaim::coordinator::HttpServer>(options.http(),
-                                                                     coordinator.metrics(),
-                                                                     *clock);
+                                                                     coordinator.metrics(), *clock);
             try {
                 http->start();
             } catch (const std::exception& e) {

@@ -1,12 +1,11 @@
 #include "coordinator/options.hpp"
 
-#include "coordinator/http/host_port.hpp"
-
 #include <CLI/CLI.hpp>
-
 #include <cctype>
 #include <fstream>
 #include <stdexcept>
+
+#include "coordinator/http/host_port.hpp"
 
 namespace aclaim::coordinator {
 
@@ -59,7 +58,8 @@ std::string CurveOptions::load_secret() const {
     std::string key = curve_secret_key;
     if (!curve_secret_key_file.empty()) {
         std::ifstream in(curve_secret_key_file);
-        require(static_cast<bool>(in), "cannot read --curve-secret-key-file " + curve_secret_key_file);
+        require(static_cast<bool>(in),
+                "cannot read --curve-secret-key-file " + curve_secret_key_file);
         std::getline(in, key);
     }
     while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();

@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <string>
 
-#include "common/store/assignment.hpp"
 #include "common/proto/protocol.hpp"
+#include "common/store/assignment.hpp"
 
 namespace CLI {
 class App;

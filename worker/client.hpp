@@ -14,9 +14,9 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/proto/protocol.hpp"
 #include "common/base/backoff.hpp"
 #include "common/base/clock.hpp"
+#include "common/proto/protocol.hpp"
 #include "worker/held_jobs.hpp"
 
 namespace aclaim::worker {

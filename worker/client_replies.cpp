@@ -2,15 +2,14 @@
 
 #include <stdexcept>
 
-#include "worker/client.hpp"
 #include "common/base/overloaded.hpp"
 #include "common/proto/wire_errors.hpp"
+#include "worker/client.hpp"
 #include "worker/client_internal.hpp"
 
 namespace aclaim::worker {
 
 using detail::terminal_op;
-
 
 void Client::handle(const proto::Message& message, TimePoint now, std::vector<Event>& out) {
     const auto take = [&](std::uint64_t req) -> std::optional<Pending> {

@@ -9,7 +9,7 @@ namespace aclaim::common {
 /// starts at `first`, doubles per failed attempt up to `cap`, and starts over once a connection
 /// is established. Jitter is the caller's business so this stays deterministic.
 class Backoff {
-public:
+  public:
     using Millis = std::chrono::milliseconds;
 
     explicit Backoff(Millis first = Millis(100), Millis cap = Millis(5000))
@@ -31,7 +31,7 @@ public:
     /// Attempts since the last reset.
     int attempts() const { return attempts_; }
 
-private:
+  private:
     Millis first_;
     Millis cap_;
     Millis next_;

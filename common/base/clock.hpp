@@ -14,7 +14,7 @@ constexpr Micros kSeconds = 1000 * kMillis;
 
 /// Time behind an interface so that lease logic can be driven by tests without waiting.
 class Clock {
-public:
+  public:
     virtual ~Clock() = default;
     /// Wall-clock time: leases, events, anything written to the database.
     virtual Micros now() const = 0;
@@ -26,7 +26,7 @@ public:
 
 /// Production time.
 class SystemClock final : public Clock {
-public:
+  public:
     Micros now() const override {
         return std::chrono::duration_cast<std::chrono::microseconds>(
                    std::chrono::system_clock::now().time_since_epoch())
@@ -37,7 +37,7 @@ public:
 /// Time that moves only when told to; safe to read from several threads. advance() moves wall
 /// and monotonic time together; set() steps the wall clock only, as NTP may.
 class ManualClock final : public Clock {
-public:
+  public:
     explicit ManualClock(Micros start) : now_(start) {}
     Micros now() const override { return now_.load(); }
     std::chrono::steady_clock::time_point monotonic_now() const override {
@@ -49,18 +49,18 @@ public:
         mono_.fetch_add(d);
     }
 
-private:
+  private:
     std::atomic<Micros> now_;
     std::atomic<Micros> mono_{0};
 };
 
 /// A system clock shifted by a fixed offset: used to rehearse coordinators whose clocks disagree.
 class SkewedClock final : public Clock {
-public:
+  public:
     explicit SkewedClock(Micros skew) : skew_(skew) {}
     Micros now() const override { return base_.now() + skew_; }
 
-private:
+  private:
     SystemClock base_;
     Micros skew_;
 };

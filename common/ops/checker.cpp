@@ -6,13 +6,20 @@ namespace aclaim::common {
 
 std::string_view to_string(Invariant i) {
     switch (i) {
-        case Invariant::SingleCompletion: return "single_completion";
-        case Invariant::CompletionIsCurrent: return "completion_is_current";
-        case Invariant::GenerationsIncrease: return "generations_increase";
-        case Invariant::LeasesDisjoint: return "leases_disjoint";
-        case Invariant::NothingLost: return "nothing_lost";
-        case Invariant::ResultMatchesRow: return "result_matches_row";
-        case Invariant::SameOrganization: return "same_organization";
+        case Invariant::SingleCompletion:
+            return "single_completion";
+        case Invariant::CompletionIsCurrent:
+            return "completion_is_current";
+        case Invariant::GenerationsIncrease:
+            return "generations_increase";
+        case Invariant::LeasesDisjoint:
+            return "leases_disjoint";
+        case Invariant::NothingLost:
+            return "nothing_lost";
+        case Invariant::ResultMatchesRow:
+            return "result_matches_row";
+        case Invariant::SameOrganization:
+            return "same_organization";
     }
     return "unknown";
 }
@@ -151,7 +158,8 @@ CheckReport check(const History& h) {
     }
     for (const auto& [job, rs] : results) {
         if (!rows.count(job)) {
-            violate(Invariant::NothingLost, job, "a result is published for a job that does not exist");
+            violate(Invariant::NothingLost, job,
+                    "a result is published for a job that does not exist");
         }
     }
     return report;
@@ -172,15 +180,17 @@ History load_history(pqxx::connection& conn) {
         if (!r[5].is_null()) j.quarantine_reason = r[5].as<std::string>();
         h.jobs.push_back(std::move(j));
     }
-    for (const auto& r : txn.exec("SELECT id, job_id, org_id, generation, kind, coalesce(worker, ''), "
-                                  "aclaim_us(at), detail FROM job_events ORDER BY id")) {
+    for (const auto& r :
+         txn.exec("SELECT id, job_id, org_id, generation, kind, coalesce(worker, ''), "
+                  "aclaim_us(at), detail FROM job_events ORDER BY id")) {
         h.events.push_back({r[0].as<std::int64_t>(), r[1].as<JobId>(), r[2].as<OrgId>(),
                             r[3].as<Generation>(), r[4].as<std::string>(), r[5].as<std::string>(),
                             r[6].as<Micros>(), r[7].as<std::string>()});
     }
-    for (const auto& r : txn.exec("SELECT job_id, org_id, generation, result_ref FROM job_results")) {
-        h.results.push_back({r[0].as<JobId>(), r[1].as<OrgId>(), r[2].as<Generation>(),
-                             r[3].as<std::string>()});
+    for (const auto& r :
+         txn.exec("SELECT job_id, org_id, generation, result_ref FROM job_results")) {
+        h.results.push_back(
+            {r[0].as<JobId>(), r[1].as<OrgId>(), r[2].as<Generation>(), r[3].as<std::string>()});
     }
     return h;
 }

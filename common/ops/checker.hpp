@@ -6,10 +6,9 @@
 
 #include <map>
 #include <optional>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 #include "common/store/assignment.hpp"
 
@@ -39,13 +38,15 @@ struct History {
 
 /// The invariants, by name.
 enum class Invariant {
-    SingleCompletion,       ///< no job has two accepted completions
-    CompletionIsCurrent,    ///< every accepted completion is of the latest claim, while its lease is held
-    GenerationsIncrease,    ///< claims of a job carry strictly increasing generations
-    LeasesDisjoint,         ///< a job is claimed again only after the previous lease ended
-    NothingLost,            ///< every enqueued job exists and is terminal, live, pending or quarantined with a reason
-    ResultMatchesRow,       ///< completed rows and published results agree
-    SameOrganization,       ///< no event or result crosses organizations
+    SingleCompletion,     ///< no job has two accepted completions
+    CompletionIsCurrent,  ///< every accepted completion is of the latest claim, while its lease is
+                          ///< held
+    GenerationsIncrease,  ///< claims of a job carry strictly increasing generations
+    LeasesDisjoint,       ///< a job is claimed again only after the previous lease ended
+    NothingLost,  ///< every enqueued job exists and is terminal, live, pending or quarantined with
+                  ///< a reason
+    ResultMatchesRow,  ///< completed rows and published results agree
+    SameOrganization,  ///< no event or result crosses organizations
 };
 
 std::string_view to_string(Invariant i);

@@ -10,9 +10,8 @@ namespace aclaim::common::sql {
 
 /// $1 now, $2 organization (0: all). One row per organization. Lease liveness is decided against
 /// the caller's clock, the same way the reaper decides it.
-inline const Statement kOperatorStatus{
-    "aclaim_operator_status",
-    R"SQL(
+inline const Statement kOperatorStatus{"aclaim_operator_status",
+                                       R"SQL(
 SELECT org_id,
        count(*) FILTER (WHERE state = 'pending'),
        count(*) FILTER (WHERE state = 'assigned'),
@@ -28,7 +27,7 @@ SELECT org_id,
  WHERE $2::bigint = 0 OR org_id = $2::bigint
  GROUP BY org_id ORDER BY org_id
 )SQL",
-    {"now_us bigint", "org bigint"}};
+                                       {"now_us bigint", "org bigint"}};
 
 /// The columns of a job as the console shows it, in the order operator_store.cpp reads them.
 /// The two readers below are templates whose {COLUMNS} becomes this list.
@@ -77,9 +76,8 @@ SELECT id, aclaim_wake(org_id) FROM r
 
 /// $1 job, $2 generation, $3 operator, $4 now, $5 detail, $6 last_error. A stuck assignment
 /// failed for good; the failed CHECK wants completed_at set and no lease or result.
-inline const Statement kOperatorFail{
-    "aclaim_operator_fail",
-    R"SQL(
+inline const Statement kOperatorFail{"aclaim_operator_fail",
+                                     R"SQL(
 WITH f AS (
     UPDATE jobs
        SET state = 'failed', completed_at = aclaim_ts($4::bigint), lease_expires_at = NULL,
@@ -92,13 +90,15 @@ WITH f AS (
 )
 SELECT id FROM f
 )SQL",
-    {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text", "last_error text"}};
+                                     {"job bigint", "generation bigint", "operator text",
+                                      "now_us bigint", "detail text", "last_error text"}};
 
 /// Bounds the wait for a row a coordinator is updating, so that the console never hangs.
 inline constexpr const char* kOperatorLockTimeout = "SET LOCAL lock_timeout = '5s'";
 
 /// The statements above that take parameters, run unprepared on the caller's connection (their
 /// names only identify them); listed for the test that holds each text to its contract.
-inline const std::vector<const Statement*> kOperatorStatements = {&kOperatorStatus, &kOperatorRelease, &kOperatorFail};
+inline const std::vector<const Statement*> kOperatorStatements = {
+    &kOperatorStatus, &kOperatorRelease, &kOperatorFail};
 
 }  // namespace aclaim::common::sql

@@ -48,7 +48,9 @@ std::optional<JobView> read_one(pqxx::transaction_base& txn, JobId id) {
     return read_job(rows[0]);
 }
 
-bool is_lock_timeout(const pqxx::sql_error& e) { return e.sqlstate() == "55P03"; }
+bool is_lock_timeout(const pqxx::sql_error& e) {
+    return e.sqlstate() == "55P03";
+}
 
 }  // namespace
 

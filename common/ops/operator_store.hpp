@@ -1,8 +1,7 @@
 #pragma once
 
-#include <pqxx/pqxx>
-
 #include <optional>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
 
@@ -67,14 +66,14 @@ struct OperatorOutcome {
     };
     Result result = Result::NotFound;
     std::optional<JobView> job;
-    std::string held_by;                ///< the assignee the operator took the job from
-    Generation generation = 0;          ///< the generation that lost its authority
+    std::string held_by;        ///< the assignee the operator took the job from
+    Generation generation = 0;  ///< the generation that lost its authority
 };
 
 /// The operator console's reads and its two fenced transitions over one connection. Time always
 /// comes from the caller.
 class OperatorStore {
-public:
+  public:
     explicit OperatorStore(pqxx::connection& conn) : conn_(conn) {}
 
     /// Per organization (or only `org`), at `now`.
@@ -93,7 +92,7 @@ public:
     OperatorOutcome fail(JobId id, std::optional<Generation> expected, const std::string& actor,
                          const std::string& reason, Micros now);
 
-private:
+  private:
     OperatorOutcome act(bool release, JobId id, std::optional<Generation> expected,
                         const std::string& actor, const std::string& reason, Micros now);
 

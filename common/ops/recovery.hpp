@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/store/assignment.hpp"
 #include "common/base/clock.hpp"
+#include "common/store/assignment.hpp"
 
 namespace aclaim::common {
 

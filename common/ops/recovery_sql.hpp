@@ -87,13 +87,12 @@ SELECT id, org_id, generation, kind, coalesce(worker, ''), aclaim_us(at), detail
 
 /// $1 now, $2 job, $3 detail. The reaper's reclaim (store_sql.hpp) narrowed to one job that the
 /// caller has locked.
-inline const Statement kReclaimOne{
-    "aclaim_reclaim_one",
-    reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
+inline const Statement kReclaimOne{"aclaim_reclaim_one",
+                                   reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
      WHERE id = $2::bigint AND state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
      FOR UPDATE)SQL",
-                                                         "$3::text"),
-    {"now_us bigint", "job bigint", "detail text"}};
+                                                     "$3::text"),
+                                   {"now_us bigint", "job bigint", "detail text"}};
 
 /// $1 job, $2 reason, $3 operator, $4 now, $5 evidence. Only state and the two quarantine columns
 /// change; quarantined_from keeps the state the row had (SET reads the old row).
@@ -135,9 +134,8 @@ SELECT id, aclaim_wake(org_id) FROM u
 
 /// $1 job, $2 generation, $3 operator, $4 now, $5 detail, $6 last_error. Final failure by
 /// decision of an operator: the failed CHECK wants completed_at set and no result_ref or lease.
-inline const Statement kFailQuarantined{
-    "aclaim_fail_quarantined",
-    R"SQL(
+inline const Statement kFailQuarantined{"aclaim_fail_quarantined",
+                                        R"SQL(
 WITH u AS (
     UPDATE jobs
        SET state = 'failed', generation = $2::bigint, completed_at = aclaim_ts($4::bigint),
@@ -151,13 +149,15 @@ WITH u AS (
 )
 SELECT id FROM u
 )SQL",
-    {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text", "last_error text"}};
+                                        {"job bigint", "generation bigint", "operator text",
+                                         "now_us bigint", "detail text", "last_error text"}};
 
 /// Bounds the wait for a row a coordinator holds, so that recovery never hangs behind one.
 inline constexpr const char* kLockTimeout = "SET LOCAL lock_timeout = '5s'";
 
 /// The statements above that take parameters, run unprepared on the caller's connection (their
 /// names only identify them); listed for the test that holds each text to its contract.
-inline const std::vector<const Statement*> kRecoveryStatements = {&kReclaimOne, &kQuarantine, &kReleaseQuarantined, &kFailQuarantined};
+inline const std::vector<const Statement*> kRecoveryStatements = {
+    &kReclaimOne, &kQuarantine, &kReleaseQuarantined, &kFailQuarantined};
 
 }  // namespace aclaim::common::sql

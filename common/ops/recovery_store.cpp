@@ -274,18 +274,18 @@ std::optional<JobDossier> RecoveryStore::dossier(JobId job, Micros now) {
     return d;
 }
 
-QuarantineResolution RecoveryStore::release(JobId job, const std::string& reason, const std::string& actor,
-                                  Micros now) {
+QuarantineResolution RecoveryStore::release(JobId job, const std::string& reason,
+                                            const std::string& actor, Micros now) {
     return resolve(job, true, reason, actor, now);
 }
 
-QuarantineResolution RecoveryStore::fail(JobId job, const std::string& reason, const std::string& actor,
-                               Micros now) {
+QuarantineResolution RecoveryStore::fail(JobId job, const std::string& reason,
+                                         const std::string& actor, Micros now) {
     return resolve(job, false, reason, actor, now);
 }
 
 QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::string& reason,
-                                  const std::string& actor, Micros now) {
+                                            const std::string& actor, Micros now) {
     const std::string verb = release ? "released" : "failed";
     QuarantineResolution out;
     pqxx::work txn(conn_, release ? "quarantine_release" : "quarantine_fail");

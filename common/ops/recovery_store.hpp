@@ -96,14 +96,16 @@ class RecoveryStore {
 
     /// Returns a quarantined job to pending. Refused when the job is not quarantined or already
     /// has a published result (a second completion could not be published beside it).
-    QuarantineResolution release(JobId job, const std::string& reason, const std::string& actor, Micros now);
+    QuarantineResolution release(JobId job, const std::string& reason, const std::string& actor,
+                                 Micros now);
 
     /// Fails a quarantined job for good. Its published result, if any, stays as it is.
-    QuarantineResolution fail(JobId job, const std::string& reason, const std::string& actor, Micros now);
+    QuarantineResolution fail(JobId job, const std::string& reason, const std::string& actor,
+                              Micros now);
 
   private:
-    QuarantineResolution resolve(JobId job, bool release, const std::string& reason, const std::string& actor,
-                       Micros now);
+    QuarantineResolution resolve(JobId job, bool release, const std::string& reason,
+                                 const std::string& actor, Micros now);
 
     pqxx::connection& conn_;
 };

@@ -1,12 +1,12 @@
 #include "common/ops/worker_keys.hpp"
 
-#include "common/store/pg_array.hpp"
-
 #include <zmq.h>
 
 #include <array>
 #include <cstdint>
 #include <stdexcept>
+
+#include "common/store/pg_array.hpp"
 
 namespace aclaim::common {
 
@@ -26,17 +26,17 @@ void check_worker_key(OrgId org, const std::string& name, const std::string& pub
     }
     std::array<std::uint8_t, 32> raw{};
     if (public_key.size() != 40 || zmq_z85_decode(raw.data(), public_key.c_str()) == nullptr) {
-        throw std::invalid_argument("the public key of '" + name +
-                                    "' is not 40 characters of Z85");
+        throw std::invalid_argument("the public key of '" + name + "' is not 40 characters of Z85");
     }
 }
 
 bool register_worker_key(pqxx::work& txn, OrgId org, const std::string& name,
                          const std::string& public_key) {
     check_worker_key(org, name, public_key);
-    return !txn.exec_params("INSERT INTO worker_keys (public_key, org_id, name) VALUES ($1, $2, $3) "
-                            "ON CONFLICT (public_key) DO NOTHING RETURNING 1",
-                            public_key, org, name)
+    return !txn.exec_params(
+                   "INSERT INTO worker_keys (public_key, org_id, name) VALUES ($1, $2, $3) "
+                   "ON CONFLICT (public_key) DO NOTHING RETURNING 1",
+                   public_key, org, name)
                 .empty();
 }
 
@@ -79,10 +79,10 @@ std::vector<std::string> revoke_worker_key(pqxx::work& txn, const std::string& p
 
 std::vector<std::string> revoke_worker_keys_named(pqxx::work& txn, const std::string& name,
                                                   OrgId org, Micros now) {
-    return keys_of(txn.exec_params(
-        "UPDATE worker_keys SET revoked_at = aclaim_ts($3::bigint) WHERE name = $1 "
-        "AND ($2 = 0 OR org_id = $2) AND revoked_at IS NULL RETURNING public_key",
-        name, org, now));
+    return keys_of(
+        txn.exec_params("UPDATE worker_keys SET revoked_at = aclaim_ts($3::bigint) WHERE name = $1 "
+                        "AND ($2 = 0 OR org_id = $2) AND revoked_at IS NULL RETURNING public_key",
+                        name, org, now));
 }
 
 }  // namespace aclaim::common

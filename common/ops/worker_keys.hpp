@@ -4,9 +4,8 @@
 // the drills' own clients and the tests: one set of rules for what a registrable key is, and time
 // passed in as everywhere else in the store (no now() in SQL).
 
-#include <pqxx/pqxx>
-
 #include <optional>
+#include <pqxx/pqxx>
 #include <string>
 #include <unordered_set>
 #include <vector>

@@ -590,8 +590,8 @@ std::variant<Decoded, DecodeError> decode(const std::vector<std::string_view>& f
 
     const auto found = std::find(kTypeNames.begin(), kTypeNames.end(), type);
     if (found == kTypeNames.end())
-        return failure(errors::kUnknownType, "unknown message type " + std::string(type.substr(0, 64)),
-                       enc);
+        return failure(errors::kUnknownType,
+                       "unknown message type " + std::string(type.substr(0, 64)), enc);
     const auto index = static_cast<std::size_t>(found - kTypeNames.begin());
 
     const std::size_t limit =

@@ -40,19 +40,21 @@ enum class Encoding { Binary, Json };
 /// Opens a session. Under CURVE the organization comes from the authenticated key and org_id is
 /// ignored; in plaintext development mode it is taken from here.
 struct Hello {
-    std::uint64_t req = 0;       ///< request id, echoed in the reply
-    std::string worker_id;       ///< stable reviewer identity, 1..128 printable bytes
-    std::int64_t org_id = 0;     ///< plaintext mode only
-    template <class A> void serialize(A& ar);
+    std::uint64_t req = 0;    ///< request id, echoed in the reply
+    std::string worker_id;    ///< stable reviewer identity, 1..128 printable bytes
+    std::int64_t org_id = 0;  ///< plaintext mode only
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Hello&) const = default;
 };
 
 /// Asks for up to max_jobs jobs; waits up to wait_ms for work to arrive before NO_WORK.
 struct Claim {
     std::uint64_t req = 0;
-    std::int32_t max_jobs = 1;   ///< 1..100
-    std::int32_t wait_ms = 0;    ///< 0..60000 long-poll budget
-    template <class A> void serialize(A& ar);
+    std::int32_t max_jobs = 1;  ///< 1..100
+    std::int32_t wait_ms = 0;   ///< 0..60000 long-poll budget
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Claim&) const = default;
 };
 
@@ -61,7 +63,8 @@ struct Renew {
     std::uint64_t req = 0;
     std::int64_t job_id = 0;
     std::int64_t generation = 0;
-    template <class A> void serialize(A& ar);
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Renew&) const = default;
 };
 
@@ -69,8 +72,9 @@ struct Complete {
     std::uint64_t req = 0;
     std::int64_t job_id = 0;
     std::int64_t generation = 0;
-    std::string result_ref;      ///< 1..1024 bytes: where the review's result lives
-    template <class A> void serialize(A& ar);
+    std::string result_ref;  ///< 1..1024 bytes: where the review's result lives
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Complete&) const = default;
 };
 
@@ -78,9 +82,10 @@ struct Fail {
     std::uint64_t req = 0;
     std::int64_t job_id = 0;
     std::int64_t generation = 0;
-    std::string reason;          ///< 0..1024 bytes
-    bool retryable = false;      ///< true: return to pending if attempts remain
-    template <class A> void serialize(A& ar);
+    std::string reason;      ///< 0..1024 bytes
+    bool retryable = false;  ///< true: return to pending if attempts remain
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Fail&) const = default;
 };
 
@@ -89,14 +94,16 @@ struct Release {
     std::uint64_t req = 0;
     std::int64_t job_id = 0;
     std::int64_t generation = 0;
-    template <class A> void serialize(A& ar);
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Release&) const = default;
 };
 
 /// Ends the session; held leases are left to expire (or released first by the worker).
 struct Bye {
     std::uint64_t req = 0;
-    template <class A> void serialize(A& ar);
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Bye&) const = default;
 };
 
@@ -104,37 +111,41 @@ struct Bye {
 
 struct Welcome {
     std::uint64_t req = 0;
-    std::int64_t org_id = 0;            ///< the organization the session acts for
-    std::int32_t lease_ms = 0;          ///< length of every granted lease
-    std::int32_t heartbeat_ms = 0;      ///< how often to renew each held job
-    std::uint32_t max_body_bytes = 0;   ///< largest body the coordinator accepts
-    template <class A> void serialize(A& ar);
+    std::int64_t org_id = 0;           ///< the organization the session acts for
+    std::int32_t lease_ms = 0;         ///< length of every granted lease
+    std::int32_t heartbeat_ms = 0;     ///< how often to renew each held job
+    std::uint32_t max_body_bytes = 0;  ///< largest body the coordinator accepts
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Welcome&) const = default;
 };
 
 struct AssignedJob {
     std::int64_t job_id = 0;
-    std::int64_t generation = 0;        ///< fencing token: quote it on RENEW/COMPLETE/FAIL/RELEASE
+    std::int64_t generation = 0;  ///< fencing token: quote it on RENEW/COMPLETE/FAIL/RELEASE
     std::int64_t lease_expires_at_us = 0;  ///< coordinator clock, microseconds since the epoch
-    std::int32_t lease_ms = 0;          ///< lease length; workers should trust this, not clocks
-    std::int32_t attempts = 0;          ///< this claim is attempt number `attempts`
+    std::int32_t lease_ms = 0;             ///< lease length; workers should trust this, not clocks
+    std::int32_t attempts = 0;             ///< this claim is attempt number `attempts`
     std::int32_t priority = 0;
     std::string payload;
-    template <class A> void serialize(A& ar);
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const AssignedJob&) const = default;
 };
 
 struct Assigned {
     std::uint64_t req = 0;
-    std::vector<AssignedJob> jobs;      ///< at least one
-    template <class A> void serialize(A& ar);
+    std::vector<AssignedJob> jobs;  ///< at least one
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Assigned&) const = default;
 };
 
 struct NoWork {
     std::uint64_t req = 0;
-    std::string reason;                 ///< "no pending jobs", "wait ended", "draining", ...
-    template <class A> void serialize(A& ar);
+    std::string reason;  ///< "no pending jobs", "wait ended", "draining", ...
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const NoWork&) const = default;
 };
 
@@ -145,7 +156,8 @@ struct LeaseMsg {
     std::int64_t generation = 0;
     std::int64_t lease_expires_at_us = 0;
     std::int32_t lease_ms = 0;
-    template <class A> void serialize(A& ar);
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const LeaseMsg&) const = default;
 };
 
@@ -155,9 +167,10 @@ struct Revoked {
     std::uint64_t req = 0;
     std::int64_t job_id = 0;
     std::int64_t generation = 0;
-    std::string reason;                 ///< a Rejection name, or "reclaimed"
+    std::string reason;  ///< a Rejection name, or "reclaimed"
     std::string detail;
-    template <class A> void serialize(A& ar);
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Revoked&) const = default;
 };
 
@@ -166,9 +179,10 @@ struct Accepted {
     std::uint64_t req = 0;
     std::int64_t job_id = 0;
     std::int64_t generation = 0;
-    std::string state;                  ///< the job's state afterwards
-    bool replayed = false;              ///< it had already been committed; nothing changed now
-    template <class A> void serialize(A& ar);
+    std::string state;      ///< the job's state afterwards
+    bool replayed = false;  ///< it had already been committed; nothing changed now
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Accepted&) const = default;
 };
 
@@ -177,18 +191,20 @@ struct Rejected {
     std::uint64_t req = 0;
     std::int64_t job_id = 0;
     std::int64_t generation = 0;
-    std::string reason;                 ///< a Rejection name, e.g. "stale_generation"
+    std::string reason;  ///< a Rejection name, e.g. "stale_generation"
     std::string detail;
-    template <class A> void serialize(A& ar);
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Rejected&) const = default;
 };
 
 /// What was wrong with a request. The request had no effect unless code says "outcome_unknown".
 struct Error {
-    std::uint64_t req = 0;              ///< 0 when the request could not be decoded
-    std::string code;                   ///< see docs/protocol.md: malformed, oversized, ...
+    std::uint64_t req = 0;  ///< 0 when the request could not be decoded
+    std::string code;       ///< see docs/protocol.md: malformed, oversized, ...
     std::string text;
-    template <class A> void serialize(A& ar);
+    template <class A>
+    void serialize(A& ar);
     bool operator==(const Error&) const = default;
 };
 
@@ -215,8 +231,9 @@ Frames encode(const Message& m, Encoding enc);
 // PortableBinaryInputArchive trusts length prefixes: use decode() for anything from a peer.
 
 struct DecodeError {
-    std::string code;   ///< malformed | oversized | wrong_version | unknown_type | undecodable | invalid
-    std::string text;   ///< says exactly what was wrong
+    std::string
+        code;  ///< malformed | oversized | wrong_version | unknown_type | undecodable | invalid
+    std::string text;                            ///< says exactly what was wrong
     Encoding reply_encoding = Encoding::Binary;  ///< the encoding to answer in, when known
     std::uint64_t req = 0;  ///< the request id when the body was readable that far, else 0
 };

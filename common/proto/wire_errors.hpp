@@ -58,17 +58,17 @@ inline constexpr std::string_view kReclaimed = "reclaimed";
 
 /// Every code counted separately by the coordinator's metrics; anything else counts as "other".
 inline constexpr std::array<std::string_view, 17> kCounted{
-    kMalformed,       kOversized,     kWrongVersion,        kUnknownType,   kUndecodable,
-    kInvalid,         kNoSession,     kTooManyRequests,     kOverloaded,    kDatabaseUnavailable,
-    kDatabaseError,   kNotCommitted,  kOutcomeUnknown,      kDraining,      kUnauthenticated,
-    kKeyRevoked,      "other"};
+    kMalformed,     kOversized,    kWrongVersion,    kUnknownType, kUndecodable,
+    kInvalid,       kNoSession,    kTooManyRequests, kOverloaded,  kDatabaseUnavailable,
+    kDatabaseError, kNotCommitted, kOutcomeUnknown,  kDraining,    kUnauthenticated,
+    kKeyRevoked,    "other"};
 
 /// Codes after which the request had no effect (or an unknown one that a re-send settles), so
 /// the same request may simply be sent again later.
 inline bool retryable(std::string_view code) {
-    static constexpr std::array<std::string_view, 6> kCodes = {
-        kOverloaded,     kDatabaseUnavailable, kDatabaseError,
-        kTooManyRequests, kNotCommitted,       kOutcomeUnknown};
+    static constexpr std::array<std::string_view, 6> kCodes = {kOverloaded,    kDatabaseUnavailable,
+                                                               kDatabaseError, kTooManyRequests,
+                                                               kNotCommitted,  kOutcomeUnknown};
     return std::find(kCodes.begin(), kCodes.end(), code) != kCodes.end();
 }
 

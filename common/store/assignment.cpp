@@ -57,18 +57,30 @@ constexpr std::array<std::pair<ClaimOutcome::Status, std::string_view>, 4> kClai
 
 }  // namespace
 
-std::string_view to_string(JobState s) { return name_of(kStates, s); }
-std::optional<JobState> parse_job_state(std::string_view s) { return lookup(kStates, s); }
-std::string_view to_string(LockStrategy s) { return name_of(kStrategies, s); }
+std::string_view to_string(JobState s) {
+    return name_of(kStates, s);
+}
+std::optional<JobState> parse_job_state(std::string_view s) {
+    return lookup(kStates, s);
+}
+std::string_view to_string(LockStrategy s) {
+    return name_of(kStrategies, s);
+}
 std::optional<LockStrategy> parse_lock_strategy(std::string_view s) {
     return lookup(kStrategies, s);
 }
-std::string_view to_string(Rejection r) { return name_of(kRejections, r); }
-std::optional<Rejection> parse_rejection(std::string_view s) { return lookup(kRejections, s); }
-std::string_view to_string(ClaimOutcome::Status s) { return name_of(kClaimStatuses, s); }
+std::string_view to_string(Rejection r) {
+    return name_of(kRejections, r);
+}
+std::optional<Rejection> parse_rejection(std::string_view s) {
+    return lookup(kRejections, s);
+}
+std::string_view to_string(ClaimOutcome::Status s) {
+    return name_of(kClaimStatuses, s);
+}
 
-std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op,
-                                  OrgId org, Generation generation, std::string_view worker,
+std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op, OrgId org,
+                                  Generation generation, std::string_view worker,
                                   std::string_view result_ref, Micros now, std::string* detail) {
     auto say = [&](Rejection r, std::string text) -> std::optional<Rejection> {
         if (detail) *detail = std::move(text);
@@ -76,7 +88,8 @@ std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operat
     };
     const std::string gen = std::to_string(generation);
     if (!row) return say(Rejection::UnknownJob, "no such job");
-    if (row->org_id != org) return say(Rejection::OtherOrganization, "job belongs to another organization");
+    if (row->org_id != org)
+        return say(Rejection::OtherOrganization, "job belongs to another organization");
     const std::string current = std::to_string(row->generation);
     switch (row->state) {
         case JobState::Quarantined:
@@ -87,8 +100,9 @@ std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operat
                 return std::nullopt;  // the same completion, already committed
             }
             if (row->generation != generation) {
-                return say(Rejection::StaleGeneration,
-                           "generation " + gen + " is stale: job completed at generation " + current);
+                return say(
+                    Rejection::StaleGeneration,
+                    "generation " + gen + " is stale: job completed at generation " + current);
             }
             return say(Rejection::AlreadyTerminal, "job is already completed");
         case JobState::Failed:

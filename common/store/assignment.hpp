@@ -98,7 +98,7 @@ struct Transition {
     std::optional<Rejection> rejection;  ///< empty when the transition was applied
     bool replayed = false;  ///< the same request had already been applied; nothing changed now
     std::string detail;     ///< human-readable explanation of a rejection
-    Micros lease_expires_at = 0;        ///< renew: the new deadline
+    Micros lease_expires_at = 0;         ///< renew: the new deadline
     JobState state = JobState::Pending;  ///< the row's state afterwards, when applied
 
     bool accepted() const { return !rejection.has_value(); }
@@ -108,8 +108,8 @@ struct Transition {
 struct Reclaimed {
     JobId job_id = 0;
     OrgId org_id = 0;
-    Generation generation = 0;  ///< the generation that lost its authority
-    std::string assignee;       ///< the worker that held it
+    Generation generation = 0;           ///< the generation that lost its authority
+    std::string assignee;                ///< the worker that held it
     JobState state = JobState::Pending;  ///< pending, or failed past max_attempts
 };
 
@@ -128,8 +128,8 @@ enum class Operation { Renew, Complete, Fail, Release };
 /// Decides the rejection for a request whose fenced update matched no row, from the current row
 /// (or its absence). Returns nullopt when the row shows the request was already applied, so that
 /// a worker re-sending after a lost reply gets the truth instead of a spurious rejection.
-std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op,
-                                  OrgId org, Generation generation, std::string_view worker,
+std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op, OrgId org,
+                                  Generation generation, std::string_view worker,
                                   std::string_view result_ref, Micros now, std::string* detail);
 
 }  // namespace aclaim::common

@@ -1,7 +1,6 @@
 #include "common/store/assignment_store.hpp"
 
 #include <pqxx/pqxx>
-
 #include <span>
 #include <unordered_map>
 
@@ -35,12 +34,12 @@ JobState state_of(const pqxx::field& f) {
 /// What the rest of a transaction may see when the store runs under row-level security: one
 /// organization, or all of them. Does nothing otherwise. Set only when it changes.
 class Scope {
-public:
+  public:
     Scope(pqxx::work& txn, bool enabled) : txn_(txn), enabled_(enabled) {}
     void to(OrgId org) { set(std::to_string(org)); }
     void all() { set(sql::kAllOrganizations); }
 
-private:
+  private:
     void set(const std::string& value) {
         if (!enabled_ || value == current_) return;
         txn_.exec_prepared(sql::kScope.name, value);
@@ -87,8 +86,8 @@ bool audited(Operation op, Rejection r) {
 }
 
 /// The answer for a transition that matched nothing, decided on the current row.
-Transition decide(const std::optional<RowAuthority>& row, Operation op,
-                  const TransitionRequest& q, Micros now) {
+Transition decide(const std::optional<RowAuthority>& row, Operation op, const TransitionRequest& q,
+                  Micros now) {
     Transition t;
     t.rejection = diagnose(row, op, q.org, q.generation, q.worker, q.result_ref, now, &t.detail);
     if (!t.rejection) {
@@ -97,7 +96,6 @@ Transition decide(const std::optional<RowAuthority>& row, Operation op,
     }
     return t;
 }
-
 
 /// A row of kClaim or kClaimBatch.
 Lease lease_of(const pqxx::row& row) {
@@ -139,8 +137,8 @@ TransitionArrays arrays_of(std::span<const TransitionRequest> requests,
 /// The requests one coalesced statement may carry: all of them together, or under row-level
 /// security one group per organization (in order of first appearance), as a transaction scoped to
 /// one organization sees no other.
-std::vector<std::vector<std::size_t>> statement_groups(
-    std::span<const TransitionRequest> requests, bool by_organization) {
+std::vector<std::vector<std::size_t>> statement_groups(std::span<const TransitionRequest> requests,
+                                                       bool by_organization) {
     std::vector<std::vector<std::size_t>> groups;
     std::vector<OrgId> group_org;
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -166,9 +164,8 @@ std::vector<std::vector<std::size_t>> statement_groups(
 /// applied request would be.
 template <class ApplyOne>
 void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
-                      std::span<const TransitionRequest> requests,
-                      const std::vector<bool>& applied, Micros now, std::vector<Transition>& out,
-                      ApplyOne apply_one) {
+                      std::span<const TransitionRequest> requests, const std::vector<bool>& applied,
+                      Micros now, std::vector<Transition>& out, ApplyOne apply_one) {
     std::unordered_map<JobId, int> seen;
     for (const auto& q : requests) ++seen[q.job];
     std::vector<std::size_t> pending;
@@ -248,9 +245,13 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
 
 AssignmentStore::~AssignmentStore() = default;
 
-bool AssignmentStore::is_open() const { return conn_ && conn_->is_open(); }
+bool AssignmentStore::is_open() const {
+    return conn_ && conn_->is_open();
+}
 
-pqxx::connection& AssignmentStore::connection() { return *conn_; }
+pqxx::connection& AssignmentStore::connection() {
+    return *conn_;
+}
 
 std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>& jobs,
                                             Micros now) {
@@ -283,8 +284,8 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Micr
             // lock must still go through.
             txn.exec("SET LOCAL lock_timeout = " + std::to_string(options_.lock_timeout_ms));
         }
-        const pqxx::result r = txn.exec_prepared(sql::kClaim.name, org, request.worker,
-                                                 request.max_jobs, now, lease);
+        const pqxx::result r =
+            txn.exec_prepared(sql::kClaim.name, org, request.worker, request.max_jobs, now, lease);
         txn.commit();
         for (const auto& row : r) out.leases.push_back(lease_of(row));
     } catch (const pqxx::sql_error& e) {
@@ -329,8 +330,8 @@ Transition AssignmentStore::fail(const TransitionRequest& q, Micros now) {
     pqxx::work txn(*conn_, "fail");
     Scope scope(txn, options_.row_security);
     scope.to(q.org);
-    const pqxx::result r = txn.exec_prepared(sql::kFail.name, q.org, q.job, q.generation,
-                                             q.worker, q.reason, q.retryable, now);
+    const pqxx::result r = txn.exec_prepared(sql::kFail.name, q.org, q.job, q.generation, q.worker,
+                                             q.reason, q.retryable, now);
     if (r.empty()) return reject(txn, scope, Operation::Fail, q, now);
     txn.commit();
     Transition t;
@@ -401,8 +402,8 @@ std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
     return out;
 }
 
-std::vector<Transition> AssignmentStore::renew_batch(
-    std::span<const TransitionRequest> requests, Micros lease, Micros now) {
+std::vector<Transition> AssignmentStore::renew_batch(std::span<const TransitionRequest> requests,
+                                                     Micros lease, Micros now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
     pqxx::work txn(*conn_, "renew_batch");
@@ -433,8 +434,8 @@ std::vector<Transition> AssignmentStore::renew_batch(
     return out;
 }
 
-std::vector<Transition> AssignmentStore::complete_batch(
-    std::span<const TransitionRequest> requests, Micros now) {
+std::vector<Transition> AssignmentStore::complete_batch(std::span<const TransitionRequest> requests,
+                                                        Micros now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
     pqxx::work txn(*conn_, "complete_batch");

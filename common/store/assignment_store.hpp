@@ -1,14 +1,12 @@
 #pragma once
 
-#include <pqxx/pqxx>
-
 #include <memory>
+#include <pqxx/pqxx>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/store/assignment.hpp"
-
 
 namespace aclaim::common {
 
@@ -57,7 +55,7 @@ void act_as_row_security_role(pqxx::connection& conn);
 /// row's current authority. Time always comes from the caller. Not thread-safe: one store per
 /// thread, as a libpqxx connection is one thread's world.
 class AssignmentStore {
-public:
+  public:
     AssignmentStore(const std::string& dsn, StoreOptions options = {});
     ~AssignmentStore();
     AssignmentStore(const AssignmentStore&) = delete;
@@ -99,8 +97,7 @@ public:
 
     /// Coalesced complete, as renew_batch: outbox rows, events and notifications in the same
     /// statement, rejections diagnosed and audited as complete() does.
-    std::vector<Transition> complete_batch(std::span<const TransitionRequest> requests,
-                                           Micros now);
+    std::vector<Transition> complete_batch(std::span<const TransitionRequest> requests, Micros now);
 
     /// Takes back up to limit leases that expired at now, across organizations, each decided on
     /// the current locked row. Past max_attempts the job fails instead.
@@ -113,7 +110,7 @@ public:
     /// The connection, for administrative queries on the same session.
     pqxx::connection& connection();
 
-private:
+  private:
     StoreOptions options_;
     std::unique_ptr<pqxx::connection> conn_;
 };

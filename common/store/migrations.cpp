@@ -38,8 +38,8 @@ MigrationReport migrate(pqxx::connection& conn) {
     try {
         for (const auto& m : embedded_migrations()) {
             pqxx::work txn(conn, "migrate");
-            const auto seen = txn.exec_params(
-                "SELECT 1 FROM schema_migrations WHERE version = $1", m.version);
+            const auto seen =
+                txn.exec_params("SELECT 1 FROM schema_migrations WHERE version = $1", m.version);
             if (!seen.empty()) continue;
             txn.exec(m.sql);
             txn.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",

@@ -1,10 +1,8 @@
 #pragma once
 
 #include <pqxx/pqxx>
-
 #include <string>
 #include <vector>
-
 
 namespace aclaim::common {
 

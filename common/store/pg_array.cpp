@@ -15,8 +15,12 @@ std::string numeric_array(const std::vector<T>& values) {
 }
 }  // namespace
 
-std::string pg_array(const std::vector<std::int64_t>& values) { return numeric_array(values); }
-std::string pg_array(const std::vector<int>& values) { return numeric_array(values); }
+std::string pg_array(const std::vector<std::int64_t>& values) {
+    return numeric_array(values);
+}
+std::string pg_array(const std::vector<int>& values) {
+    return numeric_array(values);
+}
 
 std::string pg_array(const std::vector<std::string>& values) {
     std::string out = "{";

@@ -27,9 +27,7 @@ inline constexpr const char* kAllOrganizations = "system";
 
 /// $1 text: the organization (or kAllOrganizations) the rest of the transaction may see.
 inline const Statement kScope{
-    "aclaim_scope",
-    "SELECT set_config('aclaim.org_id', $1::text, true)",
-    {"org text"}};
+    "aclaim_scope", "SELECT set_config('aclaim.org_id', $1::text, true)", {"org text"}};
 
 /// $1 org, $2 now, $3 int[] priorities, $4 text[] payloads, $5 int[] max_attempts.
 inline const Statement kEnqueue{
@@ -84,22 +82,21 @@ SELECT id, org_id, generation, priority, enqueued_us, lease_us, attempts, max_at
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 now, $6 lease length.
 /// Only lease_expires_at changes, and it is not indexed, so a renewal can be a HOT update.
-inline const Statement kRenew{
-    "aclaim_renew",
-    R"SQL(
+inline const Statement kRenew{"aclaim_renew",
+                              R"SQL(
 UPDATE jobs SET lease_expires_at = aclaim_ts($5::bigint + $6::bigint)
  WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
    AND generation = $3::bigint AND assignee = $4::text
    AND lease_expires_at > aclaim_ts($5::bigint)
 RETURNING aclaim_us(lease_expires_at) AS lease_us
 )SQL",
-    {"org bigint", "job bigint", "generation bigint", "worker text", "now_us bigint", "lease_us bigint"}};
+                              {"org bigint", "job bigint", "generation bigint", "worker text",
+                               "now_us bigint", "lease_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 result_ref, $6 now.
 /// The completion, its outbox row, its audit event and the notification commit together.
-inline const Statement kComplete{
-    "aclaim_complete",
-    R"SQL(
+inline const Statement kComplete{"aclaim_complete",
+                                 R"SQL(
 WITH done AS (
     UPDATE jobs
        SET state = 'completed', completed_at = aclaim_ts($6::bigint), result_ref = $5::text,
@@ -117,12 +114,12 @@ WITH done AS (
 )
 SELECT id, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) FROM done
 )SQL",
-    {"org bigint", "job bigint", "generation bigint", "worker text", "result_ref text", "now_us bigint"}};
+                                 {"org bigint", "job bigint", "generation bigint", "worker text",
+                                  "result_ref text", "now_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 reason, $6 retryable, $7 now.
-inline const Statement kFail{
-    "aclaim_fail",
-    R"SQL(
+inline const Statement kFail{"aclaim_fail",
+                             R"SQL(
 WITH f AS (
     UPDATE jobs
        SET state = CASE WHEN $6::bool AND attempts < max_attempts THEN 'pending' ELSE 'failed' END,
@@ -145,9 +142,11 @@ WITH f AS (
 )
 SELECT state, CASE WHEN state = 'pending' THEN aclaim_wake(org_id) END FROM f
 )SQL",
-    {"org bigint", "job bigint", "generation bigint", "worker text", "reason text", "retryable bool", "now_us bigint"}};
+                             {"org bigint", "job bigint", "generation bigint", "worker text",
+                              "reason text", "retryable bool", "now_us bigint"}};
 
-/// $1 org, $2 job, $3 generation, $4 worker, $5 now. A voluntary release does not use up an attempt.
+/// $1 org, $2 job, $3 generation, $4 worker, $5 now. A voluntary release does not use up an
+/// attempt.
 inline const Statement kRelease{
     "aclaim_release",
     R"SQL(
@@ -210,38 +209,36 @@ SELECT id, org_id, generation, assignee, state,
 /// passes until one comes back short, and ordering by expiry made draining a backlog of n
 /// expired leases cost n/limit full sorts), across organizations, passing over rows another
 /// transaction holds.
-inline const Statement kReclaim{
-    "aclaim_reclaim",
-    reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
+inline const Statement kReclaim{"aclaim_reclaim",
+                                reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
      WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
      ORDER BY id
      LIMIT $2::int
      FOR UPDATE SKIP LOCKED)SQL",
-                                                      "'lease expired'"),
-    {"now_us bigint", "limit int"}};
+                                                  "'lease expired'"),
+                                {"now_us bigint", "limit int"}};
 
 /// $1 bigint[] jobs. The current authority of each row, id first: read after a fenced update
 /// matched nothing, and to resolve an interrupted commit (one job).
-inline const Statement kAuthority{
-    "aclaim_authority",
-    R"SQL(
+inline const Statement kAuthority{"aclaim_authority",
+                                  R"SQL(
 SELECT id, org_id, state, generation, coalesce(assignee, '') AS assignee,
        aclaim_us(lease_expires_at) AS lease_us, coalesce(result_ref, '') AS result_ref
   FROM jobs WHERE id = ANY($1::bigint[])
 )SQL",
-    {"jobs bigint[]"}};
+                                  {"jobs bigint[]"}};
 
 /// $1 bigint[] jobs, $2 bigint[] orgs, $3 bigint[] generations, $4 text[] workers, $5 now,
 /// $6 text[] details. One audited refusal per element, for single and coalesced transitions.
-inline const Statement kRejectedBatch{
-    "aclaim_rejected_batch",
-    R"SQL(
+inline const Statement kRejectedBatch{"aclaim_rejected_batch",
+                                      R"SQL(
 INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
 SELECT r.job, r.org, r.generation, 'rejected', r.worker, aclaim_ts($5::bigint), r.detail
   FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $6::text[])
        AS r(job, org, generation, worker, detail)
 )SQL",
-    {"jobs bigint[]", "orgs bigint[]", "generations bigint[]", "workers text[]", "now_us bigint", "details text[]"}};
+                                      {"jobs bigint[]", "orgs bigint[]", "generations bigint[]",
+                                       "workers text[]", "now_us bigint", "details text[]"}};
 
 // Coalesced statements: many requests, one statement, one commit. Each row's transition is the
 // same fenced update as the single statement's; RETURNING names the request (its ordinal n in the
@@ -292,9 +289,8 @@ SELECT slot, id, org_id, generation, priority, enqueued_us, lease_us, attempts, 
 /// update finds its rows by primary key alone: a condition on jobs.state there would let the
 /// planner choose a full scan of the partial index jobs_assigned for every request whenever the
 /// statistics were taken with few leases out (measured: 100-400 ms a batch instead of 3 ms).
-inline const Statement kRenewBatch{
-    "aclaim_renew_batch",
-    R"SQL(
+inline const Statement kRenewBatch{"aclaim_renew_batch",
+                                   R"SQL(
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[])
                   WITH ORDINALITY AS r(org, job, generation, worker, n)
@@ -309,14 +305,14 @@ UPDATE jobs j SET lease_expires_at = aclaim_ts($5::bigint + $6::bigint)
    AND l.lease_expires_at > aclaim_ts($5::bigint)
 RETURNING r.n, aclaim_us(j.lease_expires_at) AS lease_us
 )SQL",
-    {"orgs bigint[]", "jobs bigint[]", "generations bigint[]", "workers text[]", "now_us bigint", "lease_us bigint"}};
+                                   {"orgs bigint[]", "jobs bigint[]", "generations bigint[]",
+                                    "workers text[]", "now_us bigint", "lease_us bigint"}};
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers,
 /// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outbox row, its
 /// audit event and its notification; rows locked and fenced as in kRenewBatch.
-inline const Statement kCompleteBatch{
-    "aclaim_complete_batch",
-    R"SQL(
+inline const Statement kCompleteBatch{"aclaim_complete_batch",
+                                      R"SQL(
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[])
                   WITH ORDINALITY AS r(org, job, generation, worker, result_ref, n)
@@ -341,11 +337,12 @@ WITH r AS (
 )
 SELECT n, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) FROM done
 )SQL",
-    {"orgs bigint[]", "jobs bigint[]", "generations bigint[]", "workers text[]", "result_refs text[]", "now_us bigint"}};
+                                      {"orgs bigint[]", "jobs bigint[]", "generations bigint[]",
+                                       "workers text[]", "result_refs text[]", "now_us bigint"}};
 
 /// Every statement a store prepares at connect, in one table.
 inline const std::vector<const Statement*> kStatements = {
-    &kScope, &kEnqueue, &kClaim, &kRenew, &kComplete, &kFail, &kRelease,
+    &kScope,   &kEnqueue,   &kClaim,         &kRenew,      &kComplete,   &kFail,          &kRelease,
     &kReclaim, &kAuthority, &kRejectedBatch, &kClaimBatch, &kRenewBatch, &kCompleteBatch,
 };
 

@@ -12,7 +12,6 @@
 #include <zmq_addon.hpp>
 
 #include "common/ops/worker_keys.hpp"
-
 #include "coordinator/db/mailbox.hpp"
 
 namespace aclaim::coordinator {
@@ -52,7 +51,9 @@ std::string z85(const std::string& binary) {
 
 }  // namespace
 
-std::string KeyIdentity::user_id() const { return std::to_string(org_id) + ":" + name; }
+std::string KeyIdentity::user_id() const {
+    return std::to_string(org_id) + ":" + name;
+}
 
 std::optional<KeyIdentity> KeyIdentity::parse(std::string_view user_id) {
     const auto colon = user_id.find(':');
@@ -75,8 +76,8 @@ std::string curve_public_of(const std::string& secret_z85) {
     return std::string(pub.data(), 40);
 }
 
-ZapHandler::ZapHandler(zmq::context_t& context, const ZapOptions& options,
-                       AuthCounters& counters, const common::Clock& clock)
+ZapHandler::ZapHandler(zmq::context_t& context, const ZapOptions& options, AuthCounters& counters,
+                       const common::Clock& clock)
     : dsn_(options.dsn),
       cache_ttl_(options.key_cache()),
       socket_(context, zmq::socket_type::rep),
@@ -86,7 +87,9 @@ ZapHandler::ZapHandler(zmq::context_t& context, const ZapOptions& options,
     socket_.bind(kZapEndpoint);
 }
 
-ZapHandler::~ZapHandler() { stop(); }
+ZapHandler::~ZapHandler() {
+    stop();
+}
 
 void ZapHandler::start(Mailbox* mailbox) {
     thread_ = std::thread([this, mailbox] { serve(mailbox); });
@@ -114,9 +117,9 @@ void ZapHandler::serve(Mailbox* mailbox) {
                 now = clock_.monotonic_now();
                 next_recheck = now + every;
             }
-            const auto wait = std::clamp(
-                std::chrono::ceil<std::chrono::milliseconds>(next_recheck - now),
-                std::chrono::milliseconds(0), std::chrono::milliseconds(kPollMs));
+            const auto wait =
+                std::clamp(std::chrono::ceil<std::chrono::milliseconds>(next_recheck - now),
+                           std::chrono::milliseconds(0), std::chrono::milliseconds(kPollMs));
             if (zmq::poll(&item, 1, wait) > 0) answer_one();
         } catch (const zmq::error_t& e) {
             // A context being terminated ends the handler; anything else is one request lost,
@@ -137,32 +140,33 @@ void ZapHandler::answer_one() {
     std::string text = "refused";
     std::string user_id;
     std::string properties;
-    if (request.size() == kZapFrames && version == "1.0" && request[5].to_string_view() == "CURVE") {
+    if (request.size() == kZapFrames && version == "1.0" &&
+        request[5].to_string_view() == "CURVE") {
         const std::string key = z85(request[6].to_string());
         const std::string address = request[3].to_string();
         KeyIdentity identity;
         switch (check(key, identity)) {
-        case Verdict::Accepted:
-            status = "200";
-            text = "OK";
-            user_id = identity.user_id();
-            // Every message of the connection carries its key, so that the router thread can
-            // tell which open connections a revocation concerns.
-            properties = metadata(kKeyProperty, key);
-            counters_.accepted.fetch_add(1, std::memory_order_relaxed);
-            spdlog::debug("handshake from {} accepted as {}", address, user_id);
-            break;
-        case Verdict::Refused:
-            counters_.refused.fetch_add(1, std::memory_order_relaxed);
-            // Public keys are not secrets; logging them lets an operator find the worker.
-            spdlog::warn("handshake from {} refused: key {} is not registered or is revoked",
-                         address, key);
-            break;
-        case Verdict::Failed:
-            status = "500";
-            text = "key lookup failed";
-            counters_.failed.fetch_add(1, std::memory_order_relaxed);
-            break;
+            case Verdict::Accepted:
+                status = "200";
+                text = "OK";
+                user_id = identity.user_id();
+                // Every message of the connection carries its key, so that the router thread can
+                // tell which open connections a revocation concerns.
+                properties = metadata(kKeyProperty, key);
+                counters_.accepted.fetch_add(1, std::memory_order_relaxed);
+                spdlog::debug("handshake from {} accepted as {}", address, user_id);
+                break;
+            case Verdict::Refused:
+                counters_.refused.fetch_add(1, std::memory_order_relaxed);
+                // Public keys are not secrets; logging them lets an operator find the worker.
+                spdlog::warn("handshake from {} refused: key {} is not registered or is revoked",
+                             address, key);
+                break;
+            case Verdict::Failed:
+                status = "500";
+                text = "key lookup failed";
+                counters_.failed.fetch_add(1, std::memory_order_relaxed);
+                break;
         }
     } else {
         counters_.refused.fetch_add(1, std::memory_order_relaxed);
@@ -245,9 +249,10 @@ void ZapHandler::recheck(Poster& poster) {
         cache_.erase(key);
         if (std::find(revoked_.begin(), revoked_.end(), key) == revoked_.end()) {
             const auto& who = watched_.at(key);
-            spdlog::warn("key {} of org={} name={} is no longer live in worker_keys: its open "
-                         "connections are cut off",
-                         key, who.org_id, who.name);
+            spdlog::warn(
+                "key {} of org={} name={} is no longer live in worker_keys: its open "
+                "connections are cut off",
+                key, who.org_id, who.name);
         }
     }
     std::sort(revoked.begin(), revoked.end());

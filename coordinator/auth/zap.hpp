@@ -1,17 +1,16 @@
 #pragma once
 
-#include <pqxx/pqxx>
-#include <zmq.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <pqxx/pqxx>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
+#include <zmq.hpp>
 
 #include "common/base/clock.hpp"
 #include "common/store/assignment.hpp"
@@ -46,7 +45,7 @@ struct KeyIdentity {
 /// whenever it changes. The router thread then cuts off the sessions of those connections. The
 /// key travels with every message as the ZAP metadata property kKeyProperty.
 class ZapHandler {
-public:
+  public:
     /// The message property (zmq_msg_gets) that carries the connection's client public key, Z85.
     static constexpr const char* kKeyProperty = "X-Public-Key";
     static constexpr int kMaxRechecksPerSecond = 20;
@@ -67,7 +66,7 @@ public:
 
     const AuthCounters& counters() const { return counters_; }
 
-private:
+  private:
     struct Cached {
         KeyIdentity identity;
         std::chrono::steady_clock::time_point fetched_at;
@@ -85,7 +84,7 @@ private:
     std::string dsn_;
     std::chrono::milliseconds cache_ttl_;
     zmq::socket_t socket_;
-    std::unique_ptr<pqxx::connection> conn_;  ///< ZAP thread only; reopened after a failure
+    std::unique_ptr<pqxx::connection> conn_;         ///< ZAP thread only; reopened after a failure
     std::unordered_map<std::string, Cached> cache_;  ///< ZAP thread only
     /// Every key accepted since start, for the re-check. ZAP thread only.
     std::unordered_map<std::string, KeyIdentity> watched_;

@@ -22,12 +22,13 @@ struct AssignmentArgs {
 
 int run(const Global& global, const AssignmentArgs& a, bool release) {
     if (!release && a.reason.find_first_not_of(" \t\n") == std::string::npos) {
-        throw UsageError("--reason must say why; it is recorded in job_events and as the job's "
-                         "last error");
+        throw UsageError(
+            "--reason must say why; it is recorded in job_events and as the job's "
+            "last error");
     }
     const std::string reason = a.reason.empty() ? "no reason given" : a.reason;
-    const auto expected = a.generation > 0 ? std::optional<common::Generation>(a.generation)
-                                           : std::nullopt;
+    const auto expected =
+        a.generation > 0 ? std::optional<common::Generation>(a.generation) : std::nullopt;
     pqxx::connection conn(require_dsn(global));
     common::OperatorStore store(conn);
     const auto now = common::SystemClock().now();
@@ -49,17 +50,18 @@ int run(const Global& global, const AssignmentArgs& a, bool release) {
                                              " given: look again with aclaimctl inspect"
                                        : ": it changed while we looked; nothing done"));
         case Result::Busy:
-            throw std::runtime_error(job + " stayed locked by another transaction for 5 s; "
-                                           "nothing done, try again");
+            throw std::runtime_error(job +
+                                     " stayed locked by another transaction for 5 s; "
+                                     "nothing done, try again");
         case Result::Done:
             break;
     }
     if (release) {
-        std::printf("%s released: taken from %s at generation %lld; pending again, attempt "
-                    "given back (%d of %d used); the next claim gets generation %lld\n",
-                    job.c_str(), out.held_by.c_str(), static_cast<long long>(out.generation),
-                    out.job->attempts, out.job->max_attempts,
-                    static_cast<long long>(out.generation + 1));
+        std::printf(
+            "%s released: taken from %s at generation %lld; pending again, attempt "
+            "given back (%d of %d used); the next claim gets generation %lld\n",
+            job.c_str(), out.held_by.c_str(), static_cast<long long>(out.generation),
+            out.job->attempts, out.job->max_attempts, static_cast<long long>(out.generation + 1));
     } else {
         std::printf("%s failed: taken from %s at generation %lld; final\n", job.c_str(),
                     out.held_by.c_str(), static_cast<long long>(out.generation));
@@ -80,9 +82,9 @@ void add_assignment_commands(CLI::App& app, Global& global, Action& action) {
                       "is given back"
                     : "Fail a stuck assignment for good");
         cmd->add_option("job", args->job, "Job id")->required()->check(CLI::PositiveNumber);
-        auto* reason = cmd->add_option("--reason", args->reason,
-                                       "Why, recorded in job_events" +
-                                           std::string(release ? "" : " and as the last error"));
+        auto* reason = cmd->add_option(
+            "--reason", args->reason,
+            "Why, recorded in job_events" + std::string(release ? "" : " and as the last error"));
         if (!release) reason->required();
         cmd->add_option("--generation", args->generation,
                         "Act only if the job is still held at this generation (from inspect)")

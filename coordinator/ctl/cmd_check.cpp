@@ -44,9 +44,9 @@ void add_check_command(CLI::App& app, Global& global, Action& action) {
                     std::cout << "VIOLATION " << common::to_string(v.invariant) << " job "
                               << v.job_id << ": " << v.evidence << "\n";
                 }
-                std::cout << (report.ok() ? "OK: every invariant holds\n"
-                                          : std::to_string(report.violations.size()) +
-                                                " violations\n");
+                std::cout << (report.ok()
+                                  ? "OK: every invariant holds\n"
+                                  : std::to_string(report.violations.size()) + " violations\n");
             }
             return report.ok() ? 0 : 1;
         };

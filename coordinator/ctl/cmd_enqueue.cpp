@@ -6,8 +6,8 @@
 #include <iostream>
 #include <map>
 
-#include "common/store/assignment_store.hpp"
 #include "common/base/clock.hpp"
+#include "common/store/assignment_store.hpp"
 #include "coordinator/ctl/console.hpp"
 #include "coordinator/ctl/ctl.hpp"
 #include "coordinator/ctl/job_records.hpp"
@@ -35,8 +35,9 @@ std::vector<JobRecord> gather(const EnqueueArgs& a) {
     const std::string& file = a.csv.empty() ? a.jsonl : a.csv;
     if (!file.empty()) {
         if (a.count > 0 || !a.payloads.empty()) {
-            throw UsageError("give jobs either as arguments (--count or payloads) or from a file, "
-                             "not both");
+            throw UsageError(
+                "give jobs either as arguments (--count or payloads) or from a file, "
+                "not both");
         }
         const bool csv = !a.csv.empty();
         const std::string source = file == "-" ? "<stdin>" : file;
@@ -50,7 +51,8 @@ std::vector<JobRecord> gather(const EnqueueArgs& a) {
         if (records.empty()) throw UsageError(source + " holds no jobs");
         return records;
     }
-    if (a.org <= 0) throw UsageError("--org is required unless the jobs come from --csv or --jsonl");
+    if (a.org <= 0)
+        throw UsageError("--org is required unless the jobs come from --csv or --jsonl");
     if (a.count > 0 && !a.payloads.empty()) {
         throw UsageError("give either --count (numbered synthetic payloads) or payloads, not both");
     }
@@ -63,7 +65,8 @@ std::vector<JobRecord> gather(const EnqueueArgs& a) {
         const int n = a.count > 0 ? a.count : 1;
         records.reserve(static_cast<std::size_t>(n));
         for (int i = 0; i < n; ++i) {
-            records.push_back({a.org, {a.priority, a.payload + "-" + std::to_string(i), a.max_attempts},
+            records.push_back({a.org,
+                               {a.priority, a.payload + "-" + std::to_string(i), a.max_attempts},
                                static_cast<std::size_t>(i) + 1});
         }
     }
@@ -83,10 +86,12 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
     int transactions = 0;
     try {
         for (std::size_t begin = 0; begin < records.size();) {
-            const std::size_t end = std::min(records.size(), begin + static_cast<std::size_t>(a.batch));
+            const std::size_t end =
+                std::min(records.size(), begin + static_cast<std::size_t>(a.batch));
             // One statement per organization in the batch; each keeps the file's order.
             std::map<common::OrgId, std::vector<common::NewJob>> by_org;
-            for (std::size_t i = begin; i < end; ++i) by_org[records[i].org_id].push_back(records[i].job);
+            for (std::size_t i = begin; i < end; ++i)
+                by_org[records[i].org_id].push_back(records[i].job);
             for (const auto& [org, jobs] : by_org) {
                 store.enqueue(org, jobs, clock.now());
                 ++transactions;
@@ -115,7 +120,8 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
         }
         std::cout << ")";
     }
-    std::cout << " in " << transactions << (transactions == 1 ? " transaction\n" : " transactions\n");
+    std::cout << " in " << transactions
+              << (transactions == 1 ? " transaction\n" : " transactions\n");
     return 0;
 }
 
@@ -141,8 +147,8 @@ void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
                     "Claims allowed before the job fails (default for records)")
         ->check(CLI::Range(1, 1000))
         ->capture_default_str();
-    auto* csv = cmd->add_option("--csv", args->csv,
-                                "CSV with a header: payload, and any of org, priority, max_attempts");
+    auto* csv = cmd->add_option(
+        "--csv", args->csv, "CSV with a header: payload, and any of org, priority, max_attempts");
     cmd->add_option("--jsonl", args->jsonl,
                     "JSON lines: {\"org\": 1, \"priority\": 0, \"payload\": \"...\"}")
         ->excludes(csv);

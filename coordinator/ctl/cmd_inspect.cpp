@@ -44,10 +44,10 @@ void print_job(const common::JobView& j, common::Micros now) {
     if (j.last_error) field("last error", one_line(*j.last_error, 200));
     if (j.quarantined_from) field("quarantined from", *j.quarantined_from);
     if (j.quarantine_reason) field("quarantine reason", one_line(*j.quarantine_reason, 200));
-    field("payload", one_line(j.payload, 200) +
-                         (j.payload.size() > 200 ? " (" + std::to_string(j.payload.size()) +
-                                                       " bytes; --json shows it whole)"
-                                                 : ""));
+    field("payload", one_line(j.payload, 200) + (j.payload.size() > 200
+                                                     ? " (" + std::to_string(j.payload.size()) +
+                                                           " bytes; --json shows it whole)"
+                                                     : ""));
 }
 
 void print_events(const std::vector<common::AuditEvent>& events, common::Micros enqueued_at) {
@@ -72,7 +72,8 @@ void add_inspect_command(CLI::App& app, Global& global, Action& action) {
         bool json = false;
     };
     auto args = std::make_shared<Args>();
-    auto* cmd = app.add_subcommand("inspect", "One job: its row and its whole history from job_events");
+    auto* cmd =
+        app.add_subcommand("inspect", "One job: its row and its whole history from job_events");
     cmd->add_option("job", args->job, "Job id")->required()->check(CLI::PositiveNumber);
     cmd->add_flag("--json", args->json, "Print one JSON object");
     cmd->callback([&global, &action, args] {

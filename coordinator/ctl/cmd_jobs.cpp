@@ -28,8 +28,9 @@ common::JobFilter filter_of(const ListArgs& a, common::Micros now) {
     if (a.org > 0) f.org_id = a.org;
     if (!a.state.empty()) {
         if (!is_job_state(a.state)) {
-            throw UsageError("--state '" + a.state +
-                             "' is not a state (pending, assigned, completed, failed, quarantined)");
+            throw UsageError(
+                "--state '" + a.state +
+                "' is not a state (pending, assigned, completed, failed, quarantined)");
         }
         f.state = a.state;
     }
@@ -63,8 +64,9 @@ int run_list(const Global& global, const ListArgs& a) {
     const bool more = static_cast<int>(jobs.size()) == a.limit;
     const auto next = jobs.empty() ? a.after_id : jobs.back().id;
     if (a.json) {
-        nlohmann::json out{{"jobs", nlohmann::json::array()},
-                           {"next_after_id", more ? nlohmann::json(next) : nlohmann::json(nullptr)}};
+        nlohmann::json out{
+            {"jobs", nlohmann::json::array()},
+            {"next_after_id", more ? nlohmann::json(next) : nlohmann::json(nullptr)}};
         for (const auto& j : jobs) out["jobs"].push_back(job_json(j));
         std::cout << out.dump(2) << "\n";
         return 0;
@@ -72,7 +74,8 @@ int run_list(const Global& global, const ListArgs& a) {
     std::printf("%-10s %-6s %-11s %5s %5s %8s %-20s %8s %-14s %s\n", "id", "org", "state", "prio",
                 "gen", "attempts", "assignee", "age", "lease", "payload");
     for (const auto& j : jobs) {
-        const std::string attempts = std::to_string(j.attempts) + "/" + std::to_string(j.max_attempts);
+        const std::string attempts =
+            std::to_string(j.attempts) + "/" + std::to_string(j.max_attempts);
         std::printf("%-10lld %-6lld %-11s %5d %5lld %8s %-20s %8s %-14s %s\n",
                     static_cast<long long>(j.id), static_cast<long long>(j.org_id), j.state.c_str(),
                     j.priority, static_cast<long long>(j.generation), attempts.c_str(),
@@ -81,7 +84,8 @@ int run_list(const Global& global, const ListArgs& a) {
                     one_line(j.payload, 40).c_str());
     }
     if (jobs.empty()) std::printf("(no jobs match)\n");
-    if (more) std::printf("more: add --after-id %lld for the next page\n", static_cast<long long>(next));
+    if (more)
+        std::printf("more: add --after-id %lld for the next page\n", static_cast<long long>(next));
     return 0;
 }
 
@@ -91,7 +95,8 @@ void add_jobs_command(CLI::App& app, Global& global, Action& action) {
     auto args = std::make_shared<ListArgs>();
     auto* cmd = app.add_subcommand("jobs", "Find jobs");
     cmd->require_subcommand(1);
-    auto* ls = cmd->add_subcommand("list", "Jobs matching every filter given, in id order, a page at a time");
+    auto* ls = cmd->add_subcommand(
+        "list", "Jobs matching every filter given, in id order, a page at a time");
     ls->add_option("--org", args->org, "Only this organization")->check(CLI::PositiveNumber);
     ls->add_option("--state", args->state,
                    "Only this state: pending, assigned, completed, failed, quarantined");
@@ -104,9 +109,8 @@ void add_jobs_command(CLI::App& app, Global& global, Action& action) {
     ls->add_option("--after-id", args->after_id, "Start after this job id (the next page)")
         ->check(CLI::NonNegativeNumber);
     ls->add_flag("--json", args->json, "Print one JSON object");
-    ls->callback([&global, &action, args] {
-        action = [&global, args] { return run_list(global, *args); };
-    });
+    ls->callback(
+        [&global, &action, args] { action = [&global, args] { return run_list(global, *args); }; });
 }
 
 }  // namespace aclaim::ctl

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
-#include "coordinator/ctl/ctl.hpp"
 #include "common/ops/worker_keys.hpp"
+#include "coordinator/ctl/ctl.hpp"
 
 namespace aclaim::ctl {
 
@@ -48,13 +48,14 @@ void write_private(const std::filesystem::path& path, const std::string& text) {
     if (!out) throw UsageError("cannot write " + path.string());
     out << text << "\n";
     out.close();
-    std::filesystem::permissions(path, std::filesystem::perms::owner_read |
-                                           std::filesystem::perms::owner_write);
+    std::filesystem::permissions(
+        path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 int generate(const GenerateArgs& args) {
     const common::CurveKeyPair pair = common::make_curve_key_pair();
-    const std::string base = args.server ? "coordinator" : (args.name.empty() ? "worker" : args.name);
+    const std::string base =
+        args.server ? "coordinator" : (args.name.empty() ? "worker" : args.name);
     const std::filesystem::path dir(args.out_dir);
     std::filesystem::create_directories(dir);
     write_private(dir / (base + ".key"), pair.secret_key);
@@ -74,8 +75,9 @@ int register_key(const Global& global, const RegisterArgs& args) {
     pqxx::connection conn(require_dsn(global));
     pqxx::work txn(conn, "keys_register");
     if (!common::register_worker_key(txn, args.org, args.name, args.public_key)) {
-        throw UsageError("that public key is already registered (keys are never reused, even "
-                         "after revocation: generate a new pair)");
+        throw UsageError(
+            "that public key is already registered (keys are never reused, even "
+            "after revocation: generate a new pair)");
     }
     txn.commit();
     std::cout << "registered " << args.public_key << " for org " << args.org << " worker "
@@ -91,9 +93,8 @@ int revoke(const Global& global, const RevokeArgs& args) {
     pqxx::work txn(conn, "keys_revoke");
     const auto now = common::SystemClock().now();
     const std::vector<std::string> revoked =
-        !args.public_key.empty()
-            ? common::revoke_worker_key(txn, args.public_key, now)
-            : common::revoke_worker_keys_named(txn, args.name, args.org, now);
+        !args.public_key.empty() ? common::revoke_worker_key(txn, args.public_key, now)
+                                 : common::revoke_worker_keys_named(txn, args.name, args.org, now);
     if (revoked.empty()) throw UsageError("no live key matches");
     txn.commit();
     for (const auto& key : revoked) std::cout << "revoked " << key << "\n";
@@ -112,12 +113,12 @@ int list(const Global& global, bool json) {
         nlohmann::json out = {{"keys", nlohmann::json::array()}};
         for (const auto& r : rows) {
             const auto revoked = r[4].as<std::string>();
-            out["keys"].push_back({{"public_key", r[0].as<std::string>()},
-                                   {"org_id", r[1].as<long long>()},
-                                   {"name", r[2].as<std::string>()},
-                                   {"created_at", r[3].as<std::string>()},
-                                   {"revoked_at", revoked.empty() ? nlohmann::json()
-                                                                  : nlohmann::json(revoked)}});
+            out["keys"].push_back(
+                {{"public_key", r[0].as<std::string>()},
+                 {"org_id", r[1].as<long long>()},
+                 {"name", r[2].as<std::string>()},
+                 {"created_at", r[3].as<std::string>()},
+                 {"revoked_at", revoked.empty() ? nlohmann::json() : nlohmann::json(revoked)}});
         }
         std::cout << out.dump() << "\n";
         return 0;
@@ -162,16 +163,14 @@ void add_keys_command(CLI::App& app, Global& global, Action& action) {
     v->add_option("--public-key", rev->public_key, "Z85 public key");
     v->add_option("--name", rev->name, "Worker name: revokes all its live keys");
     v->add_option("--org", rev->org, "With --name: only in this organization");
-    v->callback([&global, &action, rev] {
-        action = [&global, rev] { return revoke(global, *rev); };
-    });
+    v->callback(
+        [&global, &action, rev] { action = [&global, rev] { return revoke(global, *rev); }; });
 
     auto json = std::make_shared<bool>(false);
     auto* l = cmd->add_subcommand("list", "Every key, live and revoked");
     l->add_flag("--json", *json, "One JSON document");
-    l->callback([&global, &action, json] {
-        action = [&global, json] { return list(global, *json); };
-    });
+    l->callback(
+        [&global, &action, json] { action = [&global, json] { return list(global, *json); }; });
 }
 
 }  // namespace aclaim::ctl

@@ -18,7 +18,9 @@ namespace {
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
-extern "C" void on_interrupt(int) { g_interrupted = 1; }
+extern "C" void on_interrupt(int) {
+    g_interrupted = 1;
+}
 
 struct StatusArgs {
     std::int64_t org = 0;
@@ -41,9 +43,9 @@ nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Micro
             {"live_leases", s.live_leases},
             {"expired_leases", s.expired_leases},
             {"completed_last_minute", s.completed_last_minute},
-            {"oldest_pending_age_ms",
-             s.oldest_pending_age ? nlohmann::json(*s.oldest_pending_age / common::kMillis)
-                                  : nlohmann::json(nullptr)}};
+            {"oldest_pending_age_ms", s.oldest_pending_age
+                                          ? nlohmann::json(*s.oldest_pending_age / common::kMillis)
+                                          : nlohmann::json(nullptr)}};
     }
     return out;
 }
@@ -53,7 +55,8 @@ void print_table(const std::vector<common::OrgStatus>& rows) {
                 "assigned", "live", "expired", "completed", "last-min", "failed", "quarantined");
     common::OrgStatus total;
     auto line = [](const char* org, const common::OrgStatus& s) {
-        const std::string oldest = s.oldest_pending_age ? format_duration(*s.oldest_pending_age) : "-";
+        const std::string oldest =
+            s.oldest_pending_age ? format_duration(*s.oldest_pending_age) : "-";
         std::printf("%-8s %9lld %10s %9lld %9lld %9lld %10lld %9lld %8lld %12lld\n", org,
                     static_cast<long long>(s.pending), oldest.c_str(),
                     static_cast<long long>(s.assigned), static_cast<long long>(s.live_leases),

@@ -25,12 +25,18 @@ std::optional<common::Micros> parse_duration(std::string_view text) {
         }
         const std::string_view unit = text.substr(i, unit_end - i);
         common::Micros scale = 0;
-        if (unit == "ms") scale = common::kMillis;
-        else if (unit == "s") scale = common::kSeconds;
-        else if (unit == "m") scale = 60 * common::kSeconds;
-        else if (unit == "h") scale = 3600 * common::kSeconds;
-        else if (unit == "d") scale = 86400 * common::kSeconds;
-        else return std::nullopt;
+        if (unit == "ms")
+            scale = common::kMillis;
+        else if (unit == "s")
+            scale = common::kSeconds;
+        else if (unit == "m")
+            scale = 60 * common::kSeconds;
+        else if (unit == "h")
+            scale = 3600 * common::kSeconds;
+        else if (unit == "d")
+            scale = 86400 * common::kSeconds;
+        else
+            return std::nullopt;
         total += n * scale;
         i = unit_end;
     }
@@ -57,7 +63,9 @@ std::string format_duration(common::Micros d) {
     return negative ? std::string("-") + buf : std::string(buf);
 }
 
-bool is_terminal(int fd) { return ::isatty(fd) == 1; }
+bool is_terminal(int fd) {
+    return ::isatty(fd) == 1;
+}
 
 std::string one_line(std::string_view text, std::size_t width) {
     std::string out;
@@ -71,6 +79,8 @@ std::string one_line(std::string_view text, std::size_t width) {
     return out;
 }
 
-bool is_job_state(std::string_view s) { return common::parse_job_state(s).has_value(); }
+bool is_job_state(std::string_view s) {
+    return common::parse_job_state(s).has_value();
+}
 
 }  // namespace aclaim::ctl

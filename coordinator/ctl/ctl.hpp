@@ -20,7 +20,7 @@ using Action = std::function<int()>;
 
 /// An operator's mistake (bad argument, unknown job): printed as one line, exit code 2.
 class UsageError : public std::runtime_error {
-public:
+  public:
     using std::runtime_error::runtime_error;
 };
 

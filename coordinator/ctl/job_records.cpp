@@ -105,8 +105,9 @@ std::vector<JobRecord> read_csv(std::istream& in, const std::string& source,
     std::size_t lines = 0;
     do {
         if (!next_csv_record(in, header, lines, source)) {
-            throw UsageError(source + ": empty: the first line must name the columns, e.g. "
-                                      "org,priority,payload");
+            throw UsageError(source +
+                             ": empty: the first line must name the columns, e.g. "
+                             "org,priority,payload");
         }
     } while (header.size() == 1 && header[0].empty());
     int org_col = -1, priority_col = -1, payload_col = -1, attempts_col = -1;
@@ -120,8 +121,9 @@ std::vector<JobRecord> read_csv(std::istream& in, const std::string& source,
                    : name == "max_attempts"          ? &attempts_col
                                                      : nullptr;
         if (col == nullptr) {
-            bad(source, lines, "unknown column '" + name +
-                                   "' in the header (known: org, priority, payload, max_attempts)");
+            bad(source, lines,
+                "unknown column '" + name +
+                    "' in the header (known: org, priority, payload, max_attempts)");
         }
         if (*col >= 0) bad(source, lines, "column '" + name + "' appears twice in the header");
         *col = static_cast<int>(i);
@@ -138,8 +140,9 @@ std::vector<JobRecord> read_csv(std::istream& in, const std::string& source,
         if (!next_csv_record(in, fields, lines, source)) break;
         if (fields.size() == 1 && fields[0].empty()) continue;
         if (fields.size() != header.size()) {
-            bad(source, start, "has " + std::to_string(fields.size()) + " fields, the header has " +
-                                   std::to_string(header.size()));
+            bad(source, start,
+                "has " + std::to_string(fields.size()) + " fields, the header has " +
+                    std::to_string(header.size()));
         }
         JobRecord r;
         r.line = start;
@@ -196,7 +199,8 @@ std::vector<JobRecord> read_jsonl(std::istream& in, const std::string& source,
         bool has_org = false;
         for (const auto& [key, value] : j.items()) {
             auto integer = [&](const char* name) {
-                if (!value.is_number_integer()) bad(source, n, std::string(name) + " must be an integer");
+                if (!value.is_number_integer())
+                    bad(source, n, std::string(name) + " must be an integer");
                 return value.get<std::int64_t>();
             };
             if (key == "org" || key == "org_id") {
@@ -210,8 +214,8 @@ std::vector<JobRecord> read_jsonl(std::istream& in, const std::string& source,
                 r.job.payload = value.is_string() ? value.get<std::string>() : value.dump();
                 has_payload = true;
             } else {
-                bad(source, n, "unknown field '" + key +
-                                   "' (known: org, priority, payload, max_attempts)");
+                bad(source, n,
+                    "unknown field '" + key + "' (known: org, priority, payload, max_attempts)");
             }
         }
         if (!has_payload) bad(source, n, "no payload");

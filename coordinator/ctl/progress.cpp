@@ -28,7 +28,9 @@ ProgressBar::ProgressBar(std::string label, std::int64_t total, bool enabled)
       enabled_(enabled),
       started_(std::chrono::steady_clock::now()) {}
 
-ProgressBar::~ProgressBar() { finish(); }
+ProgressBar::~ProgressBar() {
+    finish();
+}
 
 std::string ProgressBar::render(const std::string& label, std::int64_t done, std::int64_t total,
                                 std::chrono::steady_clock::duration elapsed) {

@@ -10,7 +10,7 @@ namespace aclaim::ctl {
 ///   enqueue [###########---------]  55%  550000/1000000  41.2k/s  eta 11s
 /// Disabled, it prints nothing, so that scripts and logs see only the final summary line.
 class ProgressBar {
-public:
+  public:
     ProgressBar(std::string label, std::int64_t total, bool enabled);
     ~ProgressBar();
     ProgressBar(const ProgressBar&) = delete;
@@ -25,7 +25,7 @@ public:
     static std::string render(const std::string& label, std::int64_t done, std::int64_t total,
                               std::chrono::steady_clock::duration elapsed);
 
-private:
+  private:
     void draw();
 
     std::string label_;

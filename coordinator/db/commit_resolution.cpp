@@ -17,7 +17,8 @@ CommitResolution verdict(Verdict v, std::string detail) {
 }  // namespace
 
 CommitResolution resolve_interrupted(const InterruptedTransition& t,
-                               const std::optional<common::RowAuthority>& row, common::Micros now) {
+                                     const std::optional<common::RowAuthority>& row,
+                                     common::Micros now) {
     std::string why;
     if (!common::diagnose(row, t.op, t.org_id, t.generation, t.worker, t.result_ref, now, &why)) {
         CommitResolution r = verdict(Verdict::Applied, "the row shows the transition committed");
@@ -37,8 +38,9 @@ CommitResolution resolve_interrupted(const InterruptedTransition& t,
         // Had it committed, the row would be terminal at this generation for good; only the
         // recovery tool moves a terminal row, and only to quarantined.
         if (row->state == JobState::Quarantined) {
-            return verdict(Verdict::Unknown, "job is quarantined; whether the commit happened "
-                                             "cannot be read from the row");
+            return verdict(Verdict::Unknown,
+                           "job is quarantined; whether the commit happened "
+                           "cannot be read from the row");
         }
         return verdict(Verdict::NotApplied, "the commit did not happen: " + why);
     }

@@ -33,6 +33,7 @@ struct InterruptedTransition {
 
 /// Decides from the row read after reconnecting (nullopt: no such job).
 CommitResolution resolve_interrupted(const InterruptedTransition& t,
-                               const std::optional<common::RowAuthority>& row, common::Micros now);
+                                     const std::optional<common::RowAuthority>& row,
+                                     common::Micros now);
 
 }  // namespace aclaim::coordinator

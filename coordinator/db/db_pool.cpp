@@ -2,9 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "coordinator/db/commit_resolution.hpp"
-#include "common/proto/wire_errors.hpp"
 #include "common/base/overloaded.hpp"
+#include "common/proto/wire_errors.hpp"
+#include "coordinator/db/commit_resolution.hpp"
 #include "coordinator/db/store_handle.hpp"
 
 namespace aclaim::coordinator {
@@ -47,7 +47,7 @@ InterruptedTransition interrupted(const DbRequest& r) {
 
 common::JobId job_of(const RequestBody& body) {
     return std::visit(common::Overloaded{[](const proto::Claim&) -> common::JobId { return 0; },
-                                 [](const auto& m) -> common::JobId { return m.job_id; }},
+                                         [](const auto& m) -> common::JobId { return m.job_id; }},
                       body);
 }
 
@@ -107,11 +107,20 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
     if (requests.size() == 1) {
         const common::TransitionRequest& q = requests.front();
         switch (kind) {
-            case RequestKind::Renew: results.emplace_back(store.renew(q, lease, now)); break;
-            case RequestKind::Complete: results.emplace_back(store.complete(q, now)); break;
-            case RequestKind::Fail: results.emplace_back(store.fail(q, now)); break;
-            case RequestKind::Release: results.emplace_back(store.release(q, now)); break;
-            case RequestKind::Claim: break;
+            case RequestKind::Renew:
+                results.emplace_back(store.renew(q, lease, now));
+                break;
+            case RequestKind::Complete:
+                results.emplace_back(store.complete(q, now));
+                break;
+            case RequestKind::Fail:
+                results.emplace_back(store.fail(q, now));
+                break;
+            case RequestKind::Release:
+                results.emplace_back(store.release(q, now));
+                break;
+            case RequestKind::Claim:
+                break;
         }
         return results;
     }
@@ -194,8 +203,8 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, std::vector<DbR
             // The statement failed on a healthy connection, so its transaction rolled back.
             if (out.size() == 1) {
                 const DbRequest& r = out.front().request;
-                spdlog::error("{} of job {} for org {} failed in the database: {}",
-                              kind_name(kind), job_of(r.body), r.from.org_id, e.what());
+                spdlog::error("{} of job {} for org {} failed in the database: {}", kind_name(kind),
+                              job_of(r.body), r.from.org_id, e.what());
             } else {
                 spdlog::error("coalesced {} of {} requests failed in the database: {}",
                               kind_name(kind), out.size(), e.what());
@@ -226,7 +235,8 @@ RequestOutcome::Result DbPool::resolve(StoreHandle& handle, const DbRequest& r) 
     if (store == nullptr) {
         return Failure{std::string(proto::errors::kOutcomeUnknown),
                        "connection lost around the commit and the database could not be reached "
-                       "within " + std::to_string(options_.in_doubt_budget_ms) +
+                       "within " +
+                           std::to_string(options_.in_doubt_budget_ms) +
                            " ms to read the job's row"};
     }
     std::optional<common::RowAuthority> row;
@@ -236,16 +246,18 @@ RequestOutcome::Result DbPool::resolve(StoreHandle& handle, const DbRequest& r) 
         if (connection_lost(e, store)) handle.drop(e.what());
         return Failure{std::string(proto::errors::kOutcomeUnknown),
                        std::string("connection lost around the commit and the job's row could "
-                                   "not be read: ") + e.what()};
+                                   "not be read: ") +
+                           e.what()};
     }
     const CommitResolution res = resolve_interrupted(interrupted(r), row, clock_.now());
-    spdlog::warn("org={} job={} worker={}: commit interrupted by a lost connection, resolved "
-                 "from the row as {} ({})",
-                 r.from.org_id, job, r.from.worker_id,
-                 res.verdict == CommitResolution::Verdict::Applied      ? "applied"
-                 : res.verdict == CommitResolution::Verdict::NotApplied ? "not applied"
-                                                                  : "unknown",
-                 res.detail);
+    spdlog::warn(
+        "org={} job={} worker={}: commit interrupted by a lost connection, resolved "
+        "from the row as {} ({})",
+        r.from.org_id, job, r.from.worker_id,
+        res.verdict == CommitResolution::Verdict::Applied      ? "applied"
+        : res.verdict == CommitResolution::Verdict::NotApplied ? "not applied"
+                                                               : "unknown",
+        res.detail);
     switch (res.verdict) {
         case CommitResolution::Verdict::Applied: {
             common::Transition t;

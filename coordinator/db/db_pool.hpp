@@ -7,9 +7,9 @@
 
 #include "common/base/clock.hpp"
 #include "coordinator/db/mailbox.hpp"
+#include "coordinator/db/work_queue.hpp"
 #include "coordinator/http/metrics.hpp"
 #include "coordinator/options.hpp"
-#include "coordinator/db/work_queue.hpp"
 
 namespace aclaim::coordinator {
 
@@ -20,13 +20,13 @@ class StoreHandle;
 /// outcome to the Mailbox, including the outcomes "database unavailable" and "commit outcome
 /// unknown", so that no request is left unanswered.
 class DbPool {
-public:
+  public:
     /// Requests one thread takes at once when coalescing: claims of one organization, renewals
     /// or completions become one statement; each request is still answered on its own.
     static constexpr std::size_t kMaxBatch = 128;
 
-    DbPool(DbPoolOptions options, const common::Clock& clock, WorkQueue& queue,
-           Mailbox& mailbox, Metrics& metrics);
+    DbPool(DbPoolOptions options, const common::Clock& clock, WorkQueue& queue, Mailbox& mailbox,
+           Metrics& metrics);
     ~DbPool();
     DbPool(const DbPool&) = delete;
     DbPool& operator=(const DbPool&) = delete;
@@ -35,7 +35,7 @@ public:
     /// Returns once the queue is closed and every request taken has been answered.
     void join();
 
-private:
+  private:
     void run(int index);
     /// One request, or several of one kind to coalesce; one outcome per request, in order.
     std::vector<RequestOutcome> execute(StoreHandle& handle, std::vector<DbRequest> batch);

@@ -10,8 +10,8 @@
 #include <variant>
 #include <vector>
 
-#include "common/store/assignment.hpp"
 #include "common/proto/protocol.hpp"
+#include "common/store/assignment.hpp"
 
 namespace aclaim::coordinator {
 
@@ -30,8 +30,8 @@ struct Requester {
 };
 
 /// The order of the alternatives matches RequestKind.
-using RequestBody = std::variant<proto::Claim, proto::Renew, proto::Complete, proto::Fail,
-                                 proto::Release>;
+using RequestBody =
+    std::variant<proto::Claim, proto::Renew, proto::Complete, proto::Fail, proto::Release>;
 enum class RequestKind { Claim, Renew, Complete, Fail, Release };
 
 inline std::string_view kind_name(RequestKind k) {
@@ -85,7 +85,6 @@ struct KeysRevoked {
     std::vector<std::string> keys;
 };
 
-using Event =
-    std::variant<RequestOutcome, common::Reclaimed, OrgWoken, ListenerReady, KeysRevoked>;
+using Event = std::variant<RequestOutcome, common::Reclaimed, OrgWoken, ListenerReady, KeysRevoked>;
 
 }  // namespace aclaim::coordinator

@@ -15,7 +15,7 @@ namespace {
 constexpr long kWaitStepMicros = 100'000;
 
 class JobsReceiver final : public pqxx::notification_receiver {
-public:
+  public:
     JobsReceiver(pqxx::connection_base& conn, Poster& poster)
         : pqxx::notification_receiver(conn, Listener::kChannel), poster_(poster) {}
 
@@ -31,7 +31,7 @@ public:
         poster_.post(OrgWoken{org});
     }
 
-private:
+  private:
     Poster& poster_;
 };
 
@@ -39,9 +39,13 @@ private:
 
 Listener::Listener(std::string dsn, Mailbox& mailbox) : dsn_(std::move(dsn)), mailbox_(mailbox) {}
 
-Listener::~Listener() { stop(); }
+Listener::~Listener() {
+    stop();
+}
 
-void Listener::start() { thread_ = std::thread([this] { run(); }); }
+void Listener::start() {
+    thread_ = std::thread([this] { run(); });
+}
 
 void Listener::stop() {
     {

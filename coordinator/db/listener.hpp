@@ -18,7 +18,7 @@ namespace aclaim::coordinator {
 /// listening (first connect or reconnect) it posts ListenerReady, because notifications sent
 /// while it was not listening are lost.
 class Listener {
-public:
+  public:
     static constexpr const char* kChannel = "aclaim_jobs";
 
     Listener(std::string dsn, Mailbox& mailbox);
@@ -30,7 +30,7 @@ public:
     /// Returns within about one wait step (100 ms) plus any connection attempt in progress.
     void stop();
 
-private:
+  private:
     void run();
     void listen_once(Poster& poster, common::Backoff& backoff);
     void pause(std::chrono::milliseconds d) const;

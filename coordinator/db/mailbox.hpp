@@ -1,10 +1,9 @@
 #pragma once
 
-#include <zmq.hpp>
-
 #include <deque>
 #include <mutex>
 #include <string>
+#include <zmq.hpp>
 
 #include "coordinator/db/events.hpp"
 
@@ -15,7 +14,7 @@ namespace aclaim::coordinator {
 /// next to it. The events themselves wait in a locked deque; the inproc message is just a
 /// doorbell, so a full pipe can drop it without losing anything.
 class Mailbox {
-public:
+  public:
     /// Binds the doorbell. Call from the router thread.
     explicit Mailbox(zmq::context_t& context);
 
@@ -31,7 +30,7 @@ public:
     /// Only the Poster rings.
     void enqueue(Event event);
 
-private:
+  private:
     zmq::context_t& context_;
     std::string endpoint_;
     zmq::socket_t pull_;
@@ -42,11 +41,11 @@ private:
 /// One producer thread's way into the mailbox: create, use and destroy it in that thread, as a
 /// ZeroMQ socket belongs to one thread.
 class Poster {
-public:
+  public:
     explicit Poster(Mailbox& mailbox);
     void post(Event event);
 
-private:
+  private:
     Mailbox& mailbox_;
     zmq::socket_t push_;
 };

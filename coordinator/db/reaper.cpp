@@ -10,9 +10,13 @@ Reaper::Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailb
                Metrics& metrics)
     : options_(std::move(options)), clock_(clock), mailbox_(mailbox), metrics_(metrics) {}
 
-Reaper::~Reaper() { stop(); }
+Reaper::~Reaper() {
+    stop();
+}
 
-void Reaper::start() { thread_ = std::thread([this] { run(); }); }
+void Reaper::start() {
+    thread_ = std::thread([this] { run(); });
+}
 
 void Reaper::stop() {
     {
@@ -44,8 +48,8 @@ void Reaper::run() {
             do {
                 const auto started = LatencyClock::now();
                 const auto reclaimed = store->reclaim_expired(clock_.now(), options_.reap_batch);
-                metrics_.statement_latency[Metrics::kReclaimStatement].observe(
-                    LatencyClock::now() - started);
+                metrics_.statement_latency[Metrics::kReclaimStatement].observe(LatencyClock::now() -
+                                                                               started);
                 got = reclaimed.size();
                 for (const auto& r : reclaimed) {
                     metrics_.reclaims.fetch_add(1, std::memory_order_relaxed);

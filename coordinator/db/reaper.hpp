@@ -16,9 +16,8 @@ namespace aclaim::coordinator {
 /// reclaim so that the router can tell the former assignee at once. Each reclaim is decided by
 /// the store on the current locked row, so several coordinators reaping one database agree.
 class Reaper {
-public:
-    Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox,
-           Metrics& metrics);
+  public:
+    Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox, Metrics& metrics);
     ~Reaper();
     Reaper(const Reaper&) = delete;
     Reaper& operator=(const Reaper&) = delete;
@@ -27,7 +26,7 @@ public:
     /// Returns after the pass in progress, if any, ends.
     void stop();
 
-private:
+  private:
     void run();
 
     const ReaperOptions options_;

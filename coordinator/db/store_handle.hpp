@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "common/store/assignment_store.hpp"
 #include "common/base/backoff.hpp"
+#include "common/store/assignment_store.hpp"
 
 namespace aclaim::coordinator {
 
@@ -13,7 +13,7 @@ namespace aclaim::coordinator {
 /// dropped and rebuilt (fresh session settings and prepared statements) with exponential
 /// backoff, while requests in between are answered at once instead of waiting.
 class StoreHandle {
-public:
+  public:
     StoreHandle(std::string dsn, common::StoreOptions options);
 
     /// The store, connecting first when a reconnection attempt is due; nullptr while the
@@ -30,7 +30,7 @@ public:
     /// Why the last connection attempt failed or the last connection was dropped.
     const std::string& last_error() const { return last_error_; }
 
-private:
+  private:
     bool try_connect();
 
     std::string dsn_;

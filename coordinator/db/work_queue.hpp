@@ -20,7 +20,7 @@ namespace aclaim::coordinator {
 /// starve the rest. Everything else keeps arrival order: putting completions before claims as
 /// well was measured to starve claims of DB threads and cut coalesced throughput.
 class WorkQueue {
-public:
+  public:
     void push(DbRequest request);
 
     /// Blocks until there is work or the queue is closed. Returns the oldest renewal (or, when
@@ -34,7 +34,7 @@ public:
 
     std::size_t size() const;
 
-private:
+  private:
     static bool batchable(const DbRequest& head, const DbRequest& other);
     static std::vector<DbRequest> take_from(std::deque<DbRequest>& items, std::size_t max_batch);
 

@@ -16,12 +16,12 @@ using LatencyClock = std::chrono::steady_clock;
 /// the router and the DB threads never wait for each other or for a scrape; a scrape may see an
 /// observation in its bucket before its sum, which Prometheus tolerates.
 class Histogram {
-public:
+  public:
     /// Upper bounds of the buckets in microseconds, from 100 µs (a statement on a warm
     /// connection) to 5 s (a lock wait or a commit behind a slow disk). Anything above goes to
     /// the +Inf bucket.
     static constexpr std::array<std::int64_t, 15> kBoundsUs{
-        100,    250,    500,     1'000,   2'500,   5'000,     10'000,   25'000,
+        100,    250,     500,     1'000,   2'500,     5'000,     10'000,   25'000,
         50'000, 100'000, 250'000, 500'000, 1'000'000, 2'500'000, 5'000'000};
     static constexpr std::size_t kBuckets = kBoundsUs.size() + 1;
 
@@ -50,7 +50,7 @@ public:
         return s;
     }
 
-private:
+  private:
     std::array<std::atomic<std::uint64_t>, kBuckets> buckets_{};
     std::atomic<std::uint64_t> sum_us_{0};
 };

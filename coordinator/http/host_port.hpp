@@ -27,7 +27,8 @@ inline std::optional<HostPort> parse_host_port(std::string_view text) {
         host = host.substr(1, host.size() - 2);
     }
     int port = -1;
-    const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    const auto [end, ec] =
+        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
     if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 0 ||
         port > 65535 || host.empty()) {
         return std::nullopt;

@@ -1,8 +1,8 @@
 #include "coordinator/http/http_server.hpp"
 
 #include <httplib.h>
-#include <sys/socket.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <stdexcept>
 
@@ -28,14 +28,15 @@ const common::SystemClock kSystemClock;
 HttpServer::HttpServer(HttpOptions options, const Metrics& metrics)
     : HttpServer(std::move(options), metrics, kSystemClock) {}
 
-HttpServer::HttpServer(HttpOptions options, const Metrics& metrics,
-                       const common::Clock& clock)
+HttpServer::HttpServer(HttpOptions options, const Metrics& metrics, const common::Clock& clock)
     : options_(std::move(options)),
       metrics_(metrics),
       readiness_(options_.dsn, clock),
       server_(std::make_unique<httplib::Server>()) {}
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+    stop();
+}
 
 void HttpServer::routes() {
     server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -49,10 +50,11 @@ void HttpServer::routes() {
         const auto age = now - std::chrono::steady_clock::duration(tick);
         if (tick != 0 && age > kStallLimit) {
             res.status = 503;
-            res.set_content("router thread stalled: last ran " +
-                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(age).count()) +
-                                " s ago\n",
-                            "text/plain");
+            res.set_content(
+                "router thread stalled: last ran " +
+                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(age).count()) +
+                    " s ago\n",
+                "text/plain");
             return;
         }
         res.set_content(tick == 0 ? "ok: starting\n" : "ok\n", "text/plain");
@@ -66,7 +68,8 @@ void HttpServer::routes() {
 
 void HttpServer::start() {
     const auto where = parse_host_port(options_.http_bind);
-    if (!where) throw std::runtime_error("--http-bind '" + options_.http_bind + "' is not host:port");
+    if (!where)
+        throw std::runtime_error("--http-bind '" + options_.http_bind + "' is not host:port");
     routes();
     server_->new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
     // httplib's default adds SO_REUSEPORT, which would let a second coordinator on this host

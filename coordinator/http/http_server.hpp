@@ -8,8 +8,8 @@
 
 #include "common/base/clock.hpp"
 #include "coordinator/http/metrics.hpp"
-#include "coordinator/options.hpp"
 #include "coordinator/http/readiness.hpp"
+#include "coordinator/options.hpp"
 
 namespace httplib {
 class Server;
@@ -24,7 +24,7 @@ namespace aclaim::coordinator {
 /// It only reads atomics and opens its own short-lived database connection, so a slow scrape or
 /// probe never delays a worker's request.
 class HttpServer {
-public:
+  public:
     /// /healthz fails once the router thread has not ticked for this long.
     static constexpr auto kStallLimit = std::chrono::seconds(10);
 
@@ -46,7 +46,7 @@ public:
     const std::string& address() const { return address_; }
     int port() const { return port_; }
 
-private:
+  private:
     void routes();
 
     HttpOptions options_;

@@ -11,9 +11,11 @@ static_assert(static_cast<std::size_t>(common::Rejection::Quarantined) + 1 ==
 namespace {
 
 std::size_t error_index(std::string_view code) {
-    const auto it = std::find(common::proto::errors::kCounted.begin(), common::proto::errors::kCounted.end(), code);
-    return it == common::proto::errors::kCounted.end() ? common::proto::errors::kCounted.size() - 1
-                                        : static_cast<std::size_t>(it - common::proto::errors::kCounted.begin());
+    const auto it = std::find(common::proto::errors::kCounted.begin(),
+                              common::proto::errors::kCounted.end(), code);
+    return it == common::proto::errors::kCounted.end()
+               ? common::proto::errors::kCounted.size() - 1
+               : static_cast<std::size_t>(it - common::proto::errors::kCounted.begin());
 }
 
 }  // namespace

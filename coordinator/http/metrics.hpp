@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "common/store/assignment.hpp"
 #include "common/proto/wire_errors.hpp"
+#include "common/store/assignment.hpp"
 #include "coordinator/http/histogram.hpp"
 
 namespace aclaim::coordinator {
@@ -30,32 +30,33 @@ struct Metrics {
     using Counter = std::atomic<std::uint64_t>;
     static constexpr std::size_t kRejectionKinds = 7;
 
-    Counter claims{0};             ///< CLAIMs answered with ASSIGNED
-    Counter jobs_assigned{0};      ///< jobs handed out in those ASSIGNED replies
-    Counter no_work{0};            ///< CLAIMs answered with NO_WORK
-    Counter parked{0};             ///< times a CLAIM was parked to wait for work
-    Counter renewals{0};           ///< RENEWs answered with LEASE
-    Counter completions{0};        ///< COMPLETEs accepted (replays included)
-    Counter failures{0};           ///< FAILs accepted
-    Counter releases{0};           ///< RELEASEs accepted, and assignments released undelivered
-    Counter replayed{0};           ///< accepted transitions that had already been committed
-    Counter reclaims{0};           ///< leases the reaper took back
-    Counter revocations{0};        ///< REVOKED sent (renewal refused or reclaim pushed)
-    Counter replies_dropped{0};    ///< replies whose peer was gone or not reading
-    Counter requests{0};           ///< frames received on the ROUTER
-    std::atomic<std::int64_t> connected_sessions{0};  ///< sessions currently open
+    Counter claims{0};           ///< CLAIMs answered with ASSIGNED
+    Counter jobs_assigned{0};    ///< jobs handed out in those ASSIGNED replies
+    Counter no_work{0};          ///< CLAIMs answered with NO_WORK
+    Counter parked{0};           ///< times a CLAIM was parked to wait for work
+    Counter renewals{0};         ///< RENEWs answered with LEASE
+    Counter completions{0};      ///< COMPLETEs accepted (replays included)
+    Counter failures{0};         ///< FAILs accepted
+    Counter releases{0};         ///< RELEASEs accepted, and assignments released undelivered
+    Counter replayed{0};         ///< accepted transitions that had already been committed
+    Counter reclaims{0};         ///< leases the reaper took back
+    Counter revocations{0};      ///< REVOKED sent (renewal refused or reclaim pushed)
+    Counter replies_dropped{0};  ///< replies whose peer was gone or not reading
+    Counter requests{0};         ///< frames received on the ROUTER
+    std::atomic<std::int64_t> connected_sessions{0};    ///< sessions currently open
     std::array<Counter, kRejectionKinds> rejections{};  ///< REJECTED/REVOKED, by Rejection
     std::array<Counter, common::proto::errors::kCounted.size()> errors{};  ///< ERRORs by code
 
     /// Statements timed by statement_latency: the five request kinds in RequestKind order, then
     /// the reaper's reclaim.
-    static constexpr std::array<std::string_view, 6> kStatements{"claim",   "renew", "complete",
-                                                                 "fail",    "release", "reclaim"};
+    static constexpr std::array<std::string_view, 6> kStatements{"claim", "renew",   "complete",
+                                                                 "fail",  "release", "reclaim"};
     static constexpr std::size_t kReclaimStatement = 5;
     /// A CLAIM from its hand-over to a DB thread until its outcome is back on the router thread:
     /// queue wait, statement, commit and mailbox, without any long-poll parking.
     Histogram claim_latency;
-    std::array<Histogram, kStatements.size()> statement_latency;  ///< one store call, by kStatements
+    std::array<Histogram, kStatements.size()>
+        statement_latency;                      ///< one store call, by kStatements
     std::atomic<std::int64_t> db_queued{0};     ///< requests waiting for a DB thread (sampled 1/s)
     std::atomic<std::int64_t> db_in_flight{0};  ///< requests handed to DB threads (sampled 1/s)
     /// The ZAP handler's counters; kept here so that /metrics can serve them from the start.

@@ -8,7 +8,7 @@ namespace {
 
 /// Builds the exposition text family by family.
 class Writer {
-public:
+  public:
     void family(std::string_view name, std::string_view type, std::string_view help) {
         out_ += "# HELP ";
         out_ += name;
@@ -56,7 +56,8 @@ public:
             std::string le;
             if (i < Histogram::kBoundsUs.size()) {
                 char buf[32];
-                std::snprintf(buf, sizeof buf, "%g", static_cast<double>(Histogram::kBoundsUs[i]) / 1e6);
+                std::snprintf(buf, sizeof buf, "%g",
+                              static_cast<double>(Histogram::kBoundsUs[i]) / 1e6);
                 le = buf;
             } else {
                 le = "+Inf";
@@ -69,7 +70,7 @@ public:
 
     std::string take() { return std::move(out_); }
 
-private:
+  private:
     void sample_text(std::string_view name, std::string_view labels, const std::string& value) {
         out_ += name;
         if (!labels.empty()) {
@@ -125,7 +126,8 @@ std::string render_prometheus(const Metrics& m, const HttpOptions& o) {
     }
     w.family("aclaim_errors_total", "counter", "ERROR replies, by code.");
     for (std::size_t i = 0; i < m.errors.size(); ++i) {
-        w.sample("aclaim_errors_total", label("code", common::proto::errors::kCounted[i]), m.errors[i].load());
+        w.sample("aclaim_errors_total", label("code", common::proto::errors::kCounted[i]),
+                 m.errors[i].load());
     }
 
     // Authentication is rendered in plaintext mode too (all zeros, and curve_enabled 0), so that
@@ -162,8 +164,8 @@ std::string render_prometheus(const Metrics& m, const HttpOptions& o) {
     w.family("aclaim_statement_duration_seconds", "histogram",
              "One store call on a database thread or the reaper, by statement.");
     for (std::size_t i = 0; i < Metrics::kStatements.size(); ++i) {
-        w.histogram("aclaim_statement_duration_seconds", label("statement", Metrics::kStatements[i]),
-                    m.statement_latency[i]);
+        w.histogram("aclaim_statement_duration_seconds",
+                    label("statement", Metrics::kStatements[i]), m.statement_latency[i]);
     }
     return w.take();
 }

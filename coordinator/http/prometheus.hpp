@@ -9,7 +9,8 @@
 namespace aclaim::coordinator {
 
 /// The content type of the Prometheus text exposition format.
-inline constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr std::string_view kPrometheusContentType =
+    "text/plain; version=0.0.4; charset=utf-8";
 
 /// Every counter, gauge and histogram of `metrics` in the Prometheus text exposition format,
 /// each family with its HELP and TYPE lines. Reads atomics only, so it is safe from any thread.

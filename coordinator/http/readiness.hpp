@@ -18,7 +18,7 @@ struct Readiness {
 /// a short-lived connection of its own so that a probe never waits behind a DB thread's work. A
 /// result is reused for `cache_for`, so that probes arriving together cost one connection.
 class ReadinessProbe {
-public:
+  public:
     /// Bounds each check: connecting, and each statement of it.
     static constexpr int kTimeoutSeconds = 2;
 
@@ -29,7 +29,7 @@ public:
     /// Thread-safe; concurrent callers wait for one check instead of each opening a connection.
     Readiness check();
 
-private:
+  private:
     Readiness check_now() const;
 
     std::string dsn_;

@@ -7,14 +7,14 @@
 #include <pqxx/pqxx>
 #include <thread>
 
-#include "common/store/migrations.hpp"
-#include "common/store/assignment_store.hpp"
 #include "common/base/backoff.hpp"
+#include "common/store/assignment_store.hpp"
+#include "common/store/migrations.hpp"
+#include "coordinator/auth/zap.hpp"
 #include "coordinator/db/db_pool.hpp"
 #include "coordinator/db/listener.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/reaper.hpp"
-#include "coordinator/auth/zap.hpp"
 
 namespace aclaim::coordinator {
 
@@ -83,7 +83,9 @@ Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
       outcomes_(router_options_, {clock, sessions_, parked_, revocations_, wakes_, dispatcher_,
                                   replier_, metrics_}) {}
 
-Coordinator::~Coordinator() { stop(); }
+Coordinator::~Coordinator() {
+    stop();
+}
 
 const AuthCounters* Coordinator::auth_counters() const {
     return zap_ ? &zap_->counters() : nullptr;
@@ -136,7 +138,9 @@ void Coordinator::run() {
     serve();
 }
 
-void Coordinator::request_stop() { stop_requested_.store(true); }
+void Coordinator::request_stop() {
+    stop_requested_.store(true);
+}
 
 void Coordinator::stop() {
     request_stop();
@@ -145,22 +149,25 @@ void Coordinator::stop() {
 
 void Coordinator::serve() {
     if (options_.plaintext) {
-        spdlog::warn("plaintext mode: workers are not authenticated and each session acts for the "
-                     "organization its HELLO names; for development only");
+        spdlog::warn(
+            "plaintext mode: workers are not authenticated and each session acts for the "
+            "organization its HELLO names; for development only");
     }
     if (zap_) zap_->start(mailbox_.get());
     pool_->start();
     reaper_->start();
     listener_->start();
     if (!options_.row_security) {
-        spdlog::warn("row security off: store statements run as the login role, and only their "
-                     "own org_id filters keep organizations apart");
+        spdlog::warn(
+            "row security off: store statements run as the login role, and only their "
+            "own org_id filters keep organizations apart");
     }
-    spdlog::info("serving on {}: lease {} ms, heartbeat {} ms, {} DB threads, lock strategy {}, "
-                 "row security {}",
-                 endpoint_, router_options_.lease_ms, router_options_.effective_heartbeat_ms(),
-                 options_.db_threads, common::to_string(options_.lock_strategy),
-                 options_.row_security ? "on" : "off");
+    spdlog::info(
+        "serving on {}: lease {} ms, heartbeat {} ms, {} DB threads, lock strategy {}, "
+        "row security {}",
+        endpoint_, router_options_.lease_ms, router_options_.effective_heartbeat_ms(),
+        options_.db_threads, common::to_string(options_.lock_strategy),
+        options_.row_security ? "on" : "off");
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                {mailbox_->doorbell().handle(), 0, ZMQ_POLLIN, 0}};
     while (true) {

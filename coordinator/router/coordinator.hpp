@@ -1,18 +1,17 @@
 #pragma once
 
-#include <zmq.hpp>
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
+#include <zmq.hpp>
 
 #include "common/base/clock.hpp"
 #include "coordinator/db/events.hpp"
+#include "coordinator/db/work_queue.hpp"
 #include "coordinator/http/metrics.hpp"
 #include "coordinator/options.hpp"
-#include "coordinator/db/work_queue.hpp"
 #include "coordinator/router/dispatcher.hpp"
 #include "coordinator/router/inbound.hpp"
 #include "coordinator/router/outcomes.hpp"
@@ -36,7 +35,7 @@ struct AuthCounters;
 /// authority of its own: every decision is a store statement, so coordinators can be restarted
 /// or run side by side on one database.
 class Coordinator {
-public:
+  public:
     /// The clock decides lease times; it must outlive the coordinator.
     Coordinator(CoordinatorOptions options, const common::Clock& clock);
     ~Coordinator();
@@ -60,7 +59,7 @@ public:
     const AuthCounters* auth_counters() const;
     const CoordinatorOptions& options() const { return options_; }
 
-private:
+  private:
     void bind();
     void serve();
     void shutdown();

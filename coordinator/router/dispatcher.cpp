@@ -10,8 +10,10 @@ void Dispatcher::dispatch(DbRequest request) {
     if (closed_) {
         // Only reachable while the last events are processed at shutdown.
         if (!request.answer) {
-            spdlog::warn("org={} worker={}: release of an undelivered assignment left to the "
-                         "reaper at shutdown", request.from.org_id, request.from.worker_id);
+            spdlog::warn(
+                "org={} worker={}: release of an undelivered assignment left to the "
+                "reaper at shutdown",
+                request.from.org_id, request.from.worker_id);
         } else if (request.kind() == RequestKind::Claim) {
             replier_.answer_no_work(request, std::string(proto::errors::kDraining));
         } else {

@@ -12,7 +12,7 @@ namespace aclaim::coordinator {
 /// coordinator is draining (no new claims) or closed (the queue takes nothing more, so what would
 /// have gone down is answered here). Router thread only.
 class Dispatcher {
-public:
+  public:
     Dispatcher(WorkQueue& queue, Replier& replier) : queue_(queue), replier_(replier) {}
 
     void dispatch(DbRequest request);
@@ -29,7 +29,7 @@ public:
     /// Closes the queue: the DB threads finish what they hold and take nothing more.
     void close();
 
-private:
+  private:
     WorkQueue& queue_;
     Replier& replier_;
     std::size_t at_db_ = 0;

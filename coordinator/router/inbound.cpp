@@ -1,9 +1,10 @@
+#include "coordinator/router/inbound.hpp"
+
 #include <spdlog/fmt/bin_to_hex.h>
 #include <spdlog/spdlog.h>
 
-#include "coordinator/router/inbound.hpp"
-#include "common/proto/wire_errors.hpp"
 #include "common/base/overloaded.hpp"
+#include "common/proto/wire_errors.hpp"
 #include "coordinator/auth/zap.hpp"
 
 namespace aclaim::coordinator {
@@ -27,7 +28,6 @@ std::optional<RequestBody> request_body(const proto::Message& m) {
                       },
                       m);
 }
-
 
 }  // namespace
 
@@ -70,19 +70,20 @@ void Inbound::read() {
 }
 
 void Inbound::handle_message(const std::string& routing_id, const Credentials& credentials,
-                                 const std::vector<std::string_view>& frames) {
+                             const std::vector<std::string_view>& frames) {
     if (frames.size() == 3 && frames[2].size() > options_.max_body_bytes) {
-        const auto enc = frames[0] == proto::kTagJson ? proto::Encoding::Json
-                                                      : proto::Encoding::Binary;
+        const auto enc =
+            frames[0] == proto::kTagJson ? proto::Encoding::Json : proto::Encoding::Binary;
         p_.replier.send_error(routing_id, enc, 0, proto::errors::kOversized,
-                   "body of " + std::to_string(frames[2].size()) + " bytes exceeds the limit of " +
-                       std::to_string(options_.max_body_bytes));
+                              "body of " + std::to_string(frames[2].size()) +
+                                  " bytes exceeds the limit of " +
+                                  std::to_string(options_.max_body_bytes));
         return;
     }
     auto decoded = proto::decode(frames);
     if (auto* err = std::get_if<proto::DecodeError>(&decoded)) {
-        spdlog::debug("undecodable request from connection {}: {}: {}",
-                      spdlog::to_hex(routing_id), err->code, err->text);
+        spdlog::debug("undecodable request from connection {}: {}: {}", spdlog::to_hex(routing_id),
+                      err->code, err->text);
         p_.replier.send_error(routing_id, err->reply_encoding, err->req, err->code, err->text);
         return;
     }
@@ -90,8 +91,8 @@ void Inbound::handle_message(const std::string& routing_id, const Credentials& c
 }
 
 void Inbound::handle_request(const std::string& routing_id, const Credentials& credentials,
-                                 proto::Decoded decoded) {
-        const proto::Message& message = decoded.message;
+                             proto::Decoded decoded) {
+    const proto::Message& message = decoded.message;
     const auto enc = decoded.encoding;
     const std::uint64_t req = proto::request_id(message);
     const std::string type(proto::type_name(message));
@@ -100,12 +101,14 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     // every request is checked against the latest re-check, HELLO included.
     if (p_.revocations.revoked(credentials.public_key)) {
         p_.revocations.cut_off(routing_id);
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kKeyRevoked,
-                   "this connection's key has been revoked; nothing more is done for it");
+        p_.replier.send_error(
+            routing_id, enc, req, proto::errors::kKeyRevoked,
+            "this connection's key has been revoked; nothing more is done for it");
         return;
     }
     if (!proto::is_request(message)) {
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kInvalid, type + " is not a request");
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kInvalid,
+                              type + " is not a request");
         return;
     }
     if (const auto* hello = std::get_if<proto::Hello>(&message)) {
@@ -114,14 +117,16 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     }
     Session* session = p_.sessions.find(routing_id);
     if (session == nullptr) {
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kNoSession, "send HELLO before " + type);
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kNoSession,
+                              "send HELLO before " + type);
         return;
     }
     // A routing id is one connection and a connection one key, so this cannot differ; checked
     // anyway because a session acting for the wrong organization is the one unforgivable bug.
     if (session->user_id != user_id) {
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kUnauthenticated,
-                   "this connection's identity is not the one its session was opened with");
+        p_.replier.send_error(
+            routing_id, enc, req, proto::errors::kUnauthenticated,
+            "this connection's identity is not the one its session was opened with");
         return;
     }
     p_.sessions.touch(*session);
@@ -132,7 +137,8 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     }
     std::optional<RequestBody> body = request_body(message);
     if (!body) {
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kInvalid, type + " is not handled");
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kInvalid,
+                              type + " is not handled");
         return;
     }
     const auto* claim = std::get_if<proto::Claim>(&*body);
@@ -143,21 +149,22 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     }
     if (session->outstanding >= options_.max_inflight_per_session) {
         p_.replier.send_error(routing_id, enc, req, proto::errors::kTooManyRequests,
-                   "this session already has " + std::to_string(session->outstanding) +
-                       " requests outstanding");
+                              "this session already has " + std::to_string(session->outstanding) +
+                                  " requests outstanding");
         return;
     }
     if (p_.dispatcher.queued() >= static_cast<std::size_t>(options_.max_queued_requests)) {
         p_.replier.send_error(routing_id, enc, req, proto::errors::kOverloaded,
-                   "the database threads are behind; retry shortly");
+                              "the database threads are behind; retry shortly");
         return;
     }
     DbRequest request;
-    request.from = Requester{routing_id,         enc,        req, session->org_id,
-                             session->worker_id, session->public_key};
+    request.from =
+        Requester{routing_id, enc, req, session->org_id, session->worker_id, session->public_key};
     request.body = std::move(*body);
     if (claim != nullptr) {
-        request.wait_until = p_.clock.monotonic_now() + std::chrono::milliseconds(std::max(0, claim->wait_ms));
+        request.wait_until =
+            p_.clock.monotonic_now() + std::chrono::milliseconds(std::max(0, claim->wait_ms));
         request.wake_seq = p_.wakes.seq(session->org_id);
     }
     ++session->outstanding;
@@ -165,7 +172,7 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
 }
 
 void Inbound::handle_hello(const std::string& routing_id, const Credentials& credentials,
-                               const proto::Hello& hello, proto::Encoding encoding) {
+                           const proto::Hello& hello, proto::Encoding encoding) {
     const std::string& user_id = credentials.user_id;
     common::OrgId org = hello.org_id;
     if (!options_.plaintext) {
@@ -175,19 +182,19 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
         const auto identity = KeyIdentity::parse(user_id);
         if (!identity) {
             p_.replier.send_error(routing_id, encoding, hello.req, proto::errors::kUnauthenticated,
-                       "the connection carries no authenticated identity");
+                                  "the connection carries no authenticated identity");
             return;
         }
         if (hello.worker_id != identity->name) {
             p_.replier.send_error(routing_id, encoding, hello.req, proto::errors::kUnauthenticated,
-                       "worker_id '" + hello.worker_id + "' is not the name this key is " +
-                           "registered under");
+                                  "worker_id '" + hello.worker_id +
+                                      "' is not the name this key is " + "registered under");
             return;
         }
         org = identity->org_id;
     } else if (org <= 0) {
         p_.replier.send_error(routing_id, encoding, hello.req, proto::errors::kInvalid,
-                   "org_id must be a positive organization id");
+                              "org_id must be a positive organization id");
         return;
     }
     Session& s = p_.sessions.open(routing_id, hello.worker_id, org, encoding);

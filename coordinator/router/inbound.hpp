@@ -1,10 +1,9 @@
 #pragma once
 
-#include <zmq.hpp>
-
 #include <string>
 #include <string_view>
 #include <vector>
+#include <zmq.hpp>
 
 #include "common/base/clock.hpp"
 #include "coordinator/http/metrics.hpp"
@@ -22,7 +21,7 @@ namespace aclaim::coordinator {
 /// the session and admission limits, and hands what passes to the Dispatcher. What it refuses it
 /// answers through the Replier. Router thread only.
 class Inbound {
-public:
+  public:
     /// Everything it is handed must outlive it.
     struct Parts {
         zmq::socket_t& router;
@@ -41,7 +40,7 @@ public:
     /// Reads and handles the messages waiting on the socket, up to one round's worth.
     void read();
 
-private:
+  private:
     /// What the transport says about the connection a message came on: under CURVE, the ZAP
     /// User-Id and the client's public key; both empty in plaintext mode.
     struct Credentials {

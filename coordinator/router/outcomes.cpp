@@ -1,10 +1,11 @@
+#include "coordinator/router/outcomes.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
-#include "coordinator/router/outcomes.hpp"
-#include "common/proto/wire_errors.hpp"
 #include "common/base/overloaded.hpp"
+#include "common/proto/wire_errors.hpp"
 
 namespace aclaim::coordinator {
 
@@ -17,10 +18,11 @@ struct JobRef {
 
 JobRef job_of(const RequestBody& body) {
     return std::visit(common::Overloaded{[](const proto::Claim&) { return JobRef{}; },
-                                 [](const auto& m) { return JobRef{m.job_id, m.generation}; }},
+                                         [](const auto& m) {
+                                             return JobRef{m.job_id, m.generation};
+                                         }},
                       body);
 }
-
 
 /// NO_WORK reasons are read by people: "database unavailable" rather than the ERROR code.
 std::string reason_text(std::string_view code) {
@@ -90,8 +92,9 @@ void Outcomes::on_claim(DbRequest& request, const RequestOutcome::Result& result
         if (outcome.status == common::ClaimOutcome::Status::Claimed) {
             release_undelivered(request, outcome);
         }
-        p_.replier.send_error(from.routing_id, from.encoding, from.req, proto::errors::kKeyRevoked,
-                   "this connection's key has been revoked; nothing more is done for it");
+        p_.replier.send_error(
+            from.routing_id, from.encoding, from.req, proto::errors::kKeyRevoked,
+            "this connection's key has been revoked; nothing more is done for it");
         p_.replier.finish(from);
         return;
     }
@@ -103,10 +106,10 @@ void Outcomes::on_claim(DbRequest& request, const RequestOutcome::Result& result
                 assigned.jobs.push_back(proto::AssignedJob{
                     lease.job_id, lease.generation, lease.lease_expires_at, options_.lease_ms,
                     lease.attempts, lease.priority, lease.payload});
-                spdlog::info("claim org={} job={} generation={} worker={} outcome=assigned "
-                             "attempt={}",
-                             lease.org_id, lease.job_id, lease.generation, from.worker_id,
-                             lease.attempts);
+                spdlog::info(
+                    "claim org={} job={} generation={} worker={} outcome=assigned "
+                    "attempt={}",
+                    lease.org_id, lease.job_id, lease.generation, from.worker_id, lease.attempts);
             }
             p_.metrics.claims.fetch_add(1, std::memory_order_relaxed);
             p_.metrics.jobs_assigned.fetch_add(outcome.leases.size(), std::memory_order_relaxed);
@@ -132,7 +135,8 @@ void Outcomes::on_claim(DbRequest& request, const RequestOutcome::Result& result
                     p_.parked.park(std::move(request));
                 }
             } else {
-                p_.replier.answer_no_work(request, claim.wait_ms > 0 ? "wait ended" : "no pending jobs");
+                p_.replier.answer_no_work(request,
+                                          claim.wait_ms > 0 ? "wait ended" : "no pending jobs");
             }
             return;
         }
@@ -150,7 +154,8 @@ void Outcomes::on_transition(const DbRequest& request, const RequestOutcome::Res
     if (const auto* failure = std::get_if<Failure>(&result)) {
         spdlog::warn("{} org={} job={} generation={} worker={} outcome=error:{} ({})", op,
                      from.org_id, job, generation, from.worker_id, failure->code, failure->text);
-        p_.replier.send_error(from.routing_id, from.encoding, from.req, failure->code, failure->text);
+        p_.replier.send_error(from.routing_id, from.encoding, from.req, failure->code,
+                              failure->text);
         p_.replier.finish(from);
         return;
     }
@@ -163,12 +168,14 @@ void Outcomes::on_transition(const DbRequest& request, const RequestOutcome::Res
         if (request.kind() == RequestKind::Renew) {
             p_.metrics.revocations.fetch_add(1, std::memory_order_relaxed);
             p_.replier.send(from.routing_id,
-                 proto::Revoked{from.req, job, generation, reason, proto::errors::clip_text(t.detail)},
-                 from.encoding);
+                            proto::Revoked{from.req, job, generation, reason,
+                                           proto::errors::clip_text(t.detail)},
+                            from.encoding);
         } else {
             p_.replier.send(from.routing_id,
-                 proto::Rejected{from.req, job, generation, reason, proto::errors::clip_text(t.detail)},
-                 from.encoding);
+                            proto::Rejected{from.req, job, generation, reason,
+                                            proto::errors::clip_text(t.detail)},
+                            from.encoding);
         }
         p_.replier.finish(from);
         return;
@@ -177,9 +184,10 @@ void Outcomes::on_transition(const DbRequest& request, const RequestOutcome::Res
         p_.metrics.renewals.fetch_add(1, std::memory_order_relaxed);
         spdlog::debug("renew org={} job={} generation={} worker={} outcome=extended", from.org_id,
                       job, generation, from.worker_id);
-        p_.replier.send(from.routing_id,
-             proto::LeaseMsg{from.req, job, generation, t.lease_expires_at, options_.lease_ms},
-             from.encoding);
+        p_.replier.send(
+            from.routing_id,
+            proto::LeaseMsg{from.req, job, generation, t.lease_expires_at, options_.lease_ms},
+            from.encoding);
         p_.replier.finish(from);
         return;
     }
@@ -200,7 +208,7 @@ void Outcomes::on_transition(const DbRequest& request, const RequestOutcome::Res
                  from.org_id, job, generation, from.worker_id, state,
                  t.replayed ? " replayed" : "");
     p_.replier.send(from.routing_id, proto::Accepted{from.req, job, generation, state, t.replayed},
-         from.encoding);
+                    from.encoding);
     p_.replier.finish(from);
 }
 
@@ -215,13 +223,13 @@ void Outcomes::on_internal(const DbRequest& request, const RequestOutcome::Resul
     } else {
         outcome = "rejected:" + std::string(common::to_string(*t.rejection));
     }
-    spdlog::info("release org={} job={} generation={} worker={} outcome={} (ASSIGNED could not "
-                 "be delivered)",
-                 request.from.org_id, job, generation, request.from.worker_id, outcome);
+    spdlog::info(
+        "release org={} job={} generation={} worker={} outcome={} (ASSIGNED could not "
+        "be delivered)",
+        request.from.org_id, job, generation, request.from.worker_id, outcome);
 }
 
-void Outcomes::release_undelivered(const DbRequest& claim,
-                                      const common::ClaimOutcome& outcome) {
+void Outcomes::release_undelivered(const DbRequest& claim, const common::ClaimOutcome& outcome) {
     // The worker will never hear of these jobs; giving them back now spares the queue a whole
     // lease of waiting for the reaper.
     for (const auto& lease : outcome.leases) {
@@ -241,8 +249,9 @@ void Outcomes::on_reclaimed(const common::Reclaimed& reclaimed) {
                                    : "lease expired; the job is pending again";
     const bool pushed =
         p_.replier.send(session->routing_id,
-             proto::Revoked{0, reclaimed.job_id, reclaimed.generation, std::string(proto::errors::kReclaimed), detail},
-             session->encoding);
+                        proto::Revoked{0, reclaimed.job_id, reclaimed.generation,
+                                       std::string(proto::errors::kReclaimed), detail},
+                        session->encoding);
     if (pushed) p_.metrics.revocations.fetch_add(1, std::memory_order_relaxed);
     spdlog::info("revoke org={} job={} generation={} worker={} outcome={}", reclaimed.org_id,
                  reclaimed.job_id, reclaimed.generation, reclaimed.assignee,

@@ -20,7 +20,7 @@ namespace aclaim::coordinator {
 /// or claims dispatched again), reclaims become REVOKED pushes, job notifications wake parked
 /// claims, and a key re-check cuts off connections. Router thread only.
 class Outcomes {
-public:
+  public:
     /// Everything it is handed must outlive it.
     struct Parts {
         const common::Clock& clock;
@@ -38,7 +38,7 @@ public:
     /// Handles the events collected from the mailbox, in order.
     void process(std::deque<Event> events);
 
-private:
+  private:
     void on_outcome(RequestOutcome& outcome);
     void on_claim(DbRequest& request, const RequestOutcome::Result& result);
     void on_transition(const DbRequest& request, const RequestOutcome::Result& result);

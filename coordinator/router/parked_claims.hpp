@@ -14,7 +14,7 @@ namespace aclaim::coordinator {
 /// CLAIMs that found no work and wait for a notification or the end of their wait, by
 /// organization and deadline. Router thread only.
 class ParkedClaims {
-public:
+  public:
     /// A claim's wait ends at its wait_until on the clock's monotonic time; the clock must
     /// outlive the claims.
     explicit ParkedClaims(const common::Clock& clock) : clock_(clock) {}
@@ -33,7 +33,7 @@ public:
     std::optional<SteadyClock::time_point> next_deadline() const;
     std::size_t size() const { return count_; }
 
-private:
+  private:
     const common::Clock& clock_;
     using ByDeadline = std::multimap<SteadyClock::time_point, DbRequest>;
     std::unordered_map<common::OrgId, ByDeadline> by_org_;

@@ -1,10 +1,9 @@
 #pragma once
 
-#include <zmq.hpp>
-
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <zmq.hpp>
 
 #include "coordinator/db/events.hpp"
 #include "coordinator/http/metrics.hpp"
@@ -16,7 +15,7 @@ namespace aclaim::coordinator {
 /// answered. Both the inbound side and the outcome side reply through it; it calls nothing back.
 /// Router thread only.
 class Replier {
-public:
+  public:
     Replier(zmq::socket_t& router, SessionTable& sessions, Metrics& metrics)
         : router_(router), sessions_(sessions), metrics_(metrics) {}
 
@@ -30,7 +29,7 @@ public:
     /// A request of this requester has been answered: its session may take another.
     void finish(const Requester& from);
 
-private:
+  private:
     zmq::socket_t& router_;
     SessionTable& sessions_;
     Metrics& metrics_;

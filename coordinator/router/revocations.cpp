@@ -15,9 +15,10 @@ void Revocations::cut_off(const std::string& routing_id) {
     const Session* s = sessions_.find(routing_id);
     if (s == nullptr) return;
     metrics_.auth.sessions_revoked.fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn("session org={} worker={} cut off: its key {} was revoked; the leases it holds "
-                 "are left to expire and be reclaimed",
-                 s->org_id, s->worker_id, s->public_key);
+    spdlog::warn(
+        "session org={} worker={} cut off: its key {} was revoked; the leases it holds "
+        "are left to expire and be reclaimed",
+        s->org_id, s->worker_id, s->public_key);
     auto parked = parked_.take_connection(routing_id);
     sessions_.close(routing_id);
     metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));

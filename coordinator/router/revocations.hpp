@@ -14,7 +14,7 @@ namespace aclaim::coordinator {
 /// The keys of open connections that are no longer live, and cutting off the sessions opened
 /// under them. Empty in plaintext mode. Router thread only.
 class Revocations {
-public:
+  public:
     Revocations(SessionTable& sessions, ParkedClaims& parked, Replier& replier, Metrics& metrics)
         : sessions_(sessions), parked_(parked), replier_(replier), metrics_(metrics) {}
 
@@ -32,7 +32,7 @@ public:
     /// ERROR key_revoked. Its leases are left alone: they expire and are reclaimed.
     void cut_off(const std::string& routing_id);
 
-private:
+  private:
     SessionTable& sessions_;
     ParkedClaims& parked_;
     Replier& replier_;

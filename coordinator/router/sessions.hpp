@@ -21,21 +21,21 @@ struct Session {
     std::string user_id;       ///< the CURVE identity it was opened under; empty in plaintext
     std::string public_key;    ///< its connection's CURVE key (Z85); empty in plaintext
     proto::Encoding encoding = proto::Encoding::Binary;  ///< of its latest request, for pushes
-    int outstanding = 0;       ///< requests not answered yet, parked claims included
+    int outstanding = 0;  ///< requests not answered yet, parked claims included
     SteadyClock::time_point last_seen{};
 };
 
 /// Sessions by routing id, and the connection currently speaking for each worker so that a
 /// reclaim can be pushed to it. Router thread only.
 class SessionTable {
-public:
+  public:
     /// The clock's monotonic time stamps when each session was last heard from; it must outlive
     /// the table.
     explicit SessionTable(const common::Clock& clock) : clock_(clock) {}
 
     /// Opens the connection's session, or re-identifies it; outstanding requests carry over.
-    Session& open(const std::string& routing_id, const std::string& worker_id,
-                  common::OrgId org_id, proto::Encoding encoding);
+    Session& open(const std::string& routing_id, const std::string& worker_id, common::OrgId org_id,
+                  proto::Encoding encoding);
 
     /// The session was heard from now.
     void touch(Session& s) const { s.last_seen = clock_.monotonic_now(); }
@@ -57,7 +57,7 @@ public:
 
     std::size_t size() const { return by_routing_.size(); }
 
-private:
+  private:
     using WorkerKey = std::pair<common::OrgId, std::string>;
 
     void forget_worker(const Session& s);

@@ -12,7 +12,7 @@ namespace aclaim::coordinator {
 /// count it was dispatched under, so that a notification that raced with an empty claim is not
 /// lost. Router thread only.
 class WakeCounter {
-public:
+  public:
     std::uint64_t seq(common::OrgId org) const {
         const auto it = wakes_.find(org);
         return listen_epoch_ + (it == wakes_.end() ? 0 : it->second);
@@ -20,7 +20,7 @@ public:
     void org_woken(common::OrgId org) { ++wakes_[org]; }
     void listener_ready() { ++listen_epoch_; }
 
-private:
+  private:
     std::unordered_map<common::OrgId, std::uint64_t> wakes_;
     std::uint64_t listen_epoch_ = 0;
 };

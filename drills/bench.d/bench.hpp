@@ -3,10 +3,9 @@
 // aclaim-bench: the measurements behind drills/bench. Each subcommand runs one bounded
 // measurement and prints one JSON object on stdout; the script puts them together.
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -25,7 +25,7 @@ constexpr auto kWelcomeTimeout = std::chrono::seconds(30);
 /// have arrived, or abandons when some never do (a refused handshake): std::barrier cannot be
 /// waited on with a deadline.
 class StartLine {
-public:
+  public:
     /// Counts this client in and blocks until the line opens (true) or is abandoned (false).
     bool arrive_and_wait() {
         std::unique_lock lock(mutex_);
@@ -43,7 +43,7 @@ public:
     void open() { settle(State::Open); }
     void abandon() { settle(State::Abandoned); }
 
-private:
+  private:
     enum class State { Waiting, Open, Abandoned };
     void settle(State s) {
         std::lock_guard lock(mutex_);
@@ -64,11 +64,12 @@ struct Counts {
     std::atomic<long> errors{0};
 };
 
-std::string client_name(int index) { return "bench-" + std::to_string(index); }
+std::string client_name(int index) {
+    return "bench-" + std::to_string(index);
+}
 
-void run_client(const E2eOptions& o, int index, const worker::CurveKeys& curve,
-                StartLine& start, const std::atomic<bool>& stop,
-                const std::atomic<bool>& counting, Counts& counts) {
+void run_client(const E2eOptions& o, int index, const worker::CurveKeys& curve, StartLine& start,
+                const std::atomic<bool>& stop, const std::atomic<bool>& counting, Counts& counts) {
     zmq::context_t context(1);
     worker::ClientOptions co;
     co.endpoint = o.target.endpoint;
@@ -157,7 +158,8 @@ nlohmann::json run_e2e(const E2eOptions& o) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     counting.store(true);
     const auto began = BenchClock::now();
-    while (seconds_since(began) < o.seconds) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (seconds_since(began) < o.seconds)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const long completed = counts.completed.load();
     const double elapsed = seconds_since(began);
     stop.store(true);

@@ -81,8 +81,14 @@ Result probe(const std::string& dsn, common::LockStrategy strategy, int k, int n
     // Fenwick tree over ranks: how many better-ranked jobs were still unclaimed at each claim.
     const std::size_t n = order.size();
     std::vector<long> tree(n + 1, 0);
-    auto add = [&](std::size_t i) { for (++i; i <= n; i += i & -i) ++tree[i]; };
-    auto prefix = [&](std::size_t i) { long s = 0; for (; i > 0; i -= i & -i) s += tree[i]; return s; };
+    auto add = [&](std::size_t i) {
+        for (++i; i <= n; i += i & -i) ++tree[i];
+    };
+    auto prefix = [&](std::size_t i) {
+        long s = 0;
+        for (; i > 0; i -= i & -i) s += tree[i];
+        return s;
+    };
     std::vector<long> displacement;
     for (long id : order) {
         const auto rank = static_cast<std::size_t>(
@@ -96,7 +102,10 @@ Result probe(const std::string& dsn, common::LockStrategy strategy, int k, int n
         std::sort(d.begin(), d.end());
         double sum = 0;
         long displaced = 0;
-        for (long x : d) { sum += static_cast<double>(x); displaced += x > 0; }
+        for (long x : d) {
+            sum += static_cast<double>(x);
+            displaced += x > 0;
+        }
         r.mean = sum / static_cast<double>(n);
         r.p50 = d[n / 2];
         r.p99 = d[std::min(n - 1, n * 99 / 100)];
@@ -121,7 +130,8 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     const auto strategy = common::parse_lock_strategy(strategy_name);
     if (!strategy) {
-        std::fprintf(stderr, "aclaim-lockprobe: unknown lock strategy '%s'\n", strategy_name.c_str());
+        std::fprintf(stderr, "aclaim-lockprobe: unknown lock strategy '%s'\n",
+                     strategy_name.c_str());
         return 2;
     }
     {
@@ -131,23 +141,31 @@ int main(int argc, char** argv) {
     nlohmann::json out = nlohmann::json::array();
     std::printf("strategy %s, %d jobs per run, one job per claim, claim+complete per loop\n",
                 strategy_name.c_str(), jobs);
-    std::printf("%9s %8s %9s %8s %6s %6s %6s %10s %10s\n", "claimers", "claims", "jobs/s",
-                "mean", "p50", "p99", "max", "displaced", "locked");
+    std::printf("%9s %8s %9s %8s %6s %6s %6s %10s %10s\n", "claimers", "claims", "jobs/s", "mean",
+                "p50", "p99", "max", "displaced", "locked");
     common::OrgId org = 100000 + static_cast<common::OrgId>(::getpid()) * 100;
     for (int k : claimers) {
         const auto r = probe(dsn, *strategy, k, jobs, ++org);
         std::printf("%9d %8ld %9.0f %8.2f %6ld %6ld %6ld %9.1f%% %10ld\n", r.claimers, r.claims,
                     static_cast<double>(r.claims) / r.seconds, r.mean, r.p50, r.p99, r.max,
                     100 * r.displaced_share, r.locked_outcomes);
-        out.push_back({{"strategy", strategy_name}, {"claimers", k}, {"claims", r.claims},
+        out.push_back({{"strategy", strategy_name},
+                       {"claimers", k},
+                       {"claims", r.claims},
                        {"jobs_per_s", static_cast<double>(r.claims) / r.seconds},
-                       {"displacement_mean", r.mean}, {"displacement_p50", r.p50},
-                       {"displacement_p99", r.p99}, {"displacement_max", r.max},
-                       {"displaced_share", r.displaced_share}, {"locked_outcomes", r.locked_outcomes}});
+                       {"displacement_mean", r.mean},
+                       {"displacement_p50", r.p50},
+                       {"displacement_p99", r.p99},
+                       {"displacement_max", r.max},
+                       {"displaced_share", r.displaced_share},
+                       {"locked_outcomes", r.locked_outcomes}});
     }
     if (!json_path.empty()) {
         FILE* f = std::fopen(json_path.c_str(), "w");
-        if (!f) { std::perror(json_path.c_str()); return 1; }
+        if (!f) {
+            std::perror(json_path.c_str());
+            return 1;
+        }
         std::fputs(out.dump(2).c_str(), f);
         std::fclose(f);
     }

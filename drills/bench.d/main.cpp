@@ -1,7 +1,6 @@
 // aclaim-bench SUBCOMMAND ...: one bounded measurement, printed as one JSON object.
 
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "drills/bench.d/bench.hpp"

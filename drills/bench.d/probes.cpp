@@ -1,8 +1,6 @@
 // Raw DEALER sockets speaking the wire protocol: open-loop paced claims for latency, and many
 // idle sessions for the coordinator's memory.
 
-#include <zmq.hpp>
-
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -10,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
+#include <zmq.hpp>
 
 #include "common/proto/protocol.hpp"
 #include "drills/bench.d/bench.hpp"
@@ -127,9 +126,11 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     std::uint64_t next_req = 2;
     long issued = 0;
     // Replies to claims sent before the end are still awaited, for a bounded while.
-    while (BenchClock::now() < end + std::chrono::seconds(2) && (BenchClock::now() < end || !sent.empty())) {
+    while (BenchClock::now() < end + std::chrono::seconds(2) &&
+           (BenchClock::now() < end || !sent.empty())) {
         const auto now = BenchClock::now();
-        while (now < end && began + std::chrono::duration_cast<BenchClock::duration>(interval * issued) <= now) {
+        while (now < end &&
+               began + std::chrono::duration_cast<BenchClock::duration>(interval * issued) <= now) {
             // The schedule is fixed: a late reply never delays the next claim.
             const std::uint64_t req = next_req++;
             send(*sockets[issued % sockets.size()], proto::Claim{req, 1, 0});
@@ -146,7 +147,8 @@ nlohmann::json run_latency(const LatencyOptions& o) {
                 if (it == sent.end()) continue;
                 auto& [at, period] = it->second;
                 if (std::holds_alternative<proto::Assigned>(*m)) {
-                    period->ms.push_back(std::chrono::duration<double, std::milli>(BenchClock::now() - at).count());
+                    period->ms.push_back(
+                        std::chrono::duration<double, std::milli>(BenchClock::now() - at).count());
                 } else if (std::holds_alternative<proto::NoWork>(*m)) {
                     ++period->no_work;
                 } else {
@@ -159,7 +161,10 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     }
     auto pct = [](std::vector<double>& ms, double p) {
         std::sort(ms.begin(), ms.end());
-        return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * static_cast<double>(ms.size())))];
+        return ms.empty()
+                   ? 0.0
+                   : ms[std::min(ms.size() - 1,
+                                 static_cast<std::size_t>(p * static_cast<double>(ms.size())))];
     };
     nlohmann::json out;
     out["claim_p50_ms"] = pct(measured.ms, 0.50);

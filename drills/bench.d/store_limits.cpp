@@ -1,11 +1,10 @@
 // Raw SQL limits and claim cost at scale, with the store's own prepared statements and durable
 // commits: what the coordinator is measured against.
 
-#include <pqxx/pqxx>
-
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <pqxx/pqxx>
 #include <thread>
 #include <vector>
 
@@ -50,8 +49,8 @@ int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const s
             refs.push_back("r");
         }
         txn.exec_prepared(common::sql::kCompleteBatch.name, common::pg_array(orgs),
-                          common::pg_array(jobs), common::pg_array(gens),
-                          common::pg_array(workers), common::pg_array(refs), now);
+                          common::pg_array(jobs), common::pg_array(gens), common::pg_array(workers),
+                          common::pg_array(refs), now);
     }
     txn.commit();
     return static_cast<int>(claimed.size());
@@ -85,7 +84,8 @@ double measure(const RawOptions& o, RawLoad load) {
     }
     start.arrive_and_wait();
     const auto began = BenchClock::now();
-    while (seconds_since(began) < o.seconds) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (seconds_since(began) < o.seconds)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const long counted = done.load();
     const double elapsed = seconds_since(began);
     stop.store(true);
@@ -95,9 +95,10 @@ double measure(const RawOptions& o, RawLoad load) {
 
 void load_pending(pqxx::connection& c, std::int64_t org, int count) {
     pqxx::work txn(c);
-    txn.exec_params("INSERT INTO jobs (org_id, enqueued_at, payload) "
-                    "SELECT $1, aclaim_ts($2::bigint + g), 'bench' FROM generate_series(1, $3) g",
-                    org, wall_now(), count);
+    txn.exec_params(
+        "INSERT INTO jobs (org_id, enqueued_at, payload) "
+        "SELECT $1, aclaim_ts($2::bigint + g), 'bench' FROM generate_series(1, $3) g",
+        org, wall_now(), count);
     txn.commit();
 }
 
@@ -146,7 +147,8 @@ nlohmann::json run_scale(const ScaleOptions& o) {
         txn.exec_params(
             "INSERT INTO jobs (org_id, state, enqueued_at, payload, generation, assignee, "
             "claimed_at, attempts, completed_at, result_ref) "
-            "SELECT $1, 'completed', aclaim_ts($2::bigint + g), 'done', 1, 'old', aclaim_ts($2::bigint + g), 1, "
+            "SELECT $1, 'completed', aclaim_ts($2::bigint + g), 'done', 1, 'old', "
+            "aclaim_ts($2::bigint + g), 1, "
             "aclaim_ts($2::bigint + g + 1), 'ref' FROM generate_series(1, $3) g",
             kLargeOrg, wall_now() - 86'400 * common::kSeconds, o.large_completed);
         txn.commit();

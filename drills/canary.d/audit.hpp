@@ -20,8 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/store/assignment.hpp"
 #include "common/ops/checker.hpp"
+#include "common/store/assignment.hpp"
 
 namespace aclaim::drills {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "common/store/assignment.hpp"
 #include "common/ops/checker.hpp"
+#include "common/store/assignment.hpp"
 #include "drills/canary.d/audit.hpp"
 #include "drills/canary.d/metrics.hpp"
 #include "drills/canary.d/observers.hpp"

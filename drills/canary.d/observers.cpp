@@ -136,7 +136,9 @@ void ClaimProbe::probe_once() {
     }
     // The probe's job is finished at once so that it holds nothing the pollers could want.
     for (const auto& lease : outcome.leases) {
-        store_->complete({org_, lease.job_id, lease.generation, kProbeWorker, std::string(kProbeWorker) + ":" + std::to_string(lease.job_id)}, clock.now());
+        store_->complete({org_, lease.job_id, lease.generation, kProbeWorker,
+                          std::string(kProbeWorker) + ":" + std::to_string(lease.job_id)},
+                         clock.now());
     }
 }
 

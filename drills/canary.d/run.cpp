@@ -9,11 +9,11 @@
 #include <zmq.hpp>
 
 #include "common/base/clock.hpp"
+#include "common/ops/worker_keys.hpp"
 #include "common/store/migrations.hpp"
 #include "drills/canary.d/metrics.hpp"
 #include "drills/canary.d/poller.hpp"
 #include "drills/canary.d/process.hpp"
-#include "common/ops/worker_keys.hpp"
 #include "drills/shared/drill_curve.hpp"
 #include "worker/client.hpp"
 

@@ -1,9 +1,9 @@
 #include "drills/shared/drill_curve.hpp"
 
-#include "common/ops/worker_keys.hpp"
-
 #include <pqxx/pqxx>
 #include <stdexcept>
+
+#include "common/ops/worker_keys.hpp"
 
 namespace aclaim::drills {
 

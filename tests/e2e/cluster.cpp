@@ -29,8 +29,8 @@ std::vector<common::JobId> Cluster::enqueue(common::OrgId org, int count) {
 }
 
 Process& Cluster::start_coordinator(std::vector<std::string> extra) {
-    std::vector<std::string> argv{bin("aclaim-coordinator"), "--dsn", db_.dsn(), "--bind",
-                                  endpoint_, "--log-level", "info"};
+    std::vector<std::string> argv{
+        bin("aclaim-coordinator"), "--dsn", db_.dsn(), "--bind", endpoint_, "--log-level", "info"};
     if (curve_secret_key_file_.empty()) {
         argv.push_back("--plaintext");
     } else {
@@ -38,14 +38,16 @@ Process& Cluster::start_coordinator(std::vector<std::string> extra) {
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
     const auto log = log_dir_ + "/coordinator-" + std::to_string(++coordinator_runs_) + ".log";
-    processes_.push_back(std::make_unique<Process>(argv, std::map<std::string, std::string>{}, log));
+    processes_.push_back(
+        std::make_unique<Process>(argv, std::map<std::string, std::string>{}, log));
     return *processes_.back();
 }
 
 Process& Cluster::start_worker(const std::string& id, common::OrgId org,
                                std::vector<std::string> extra) {
-    std::vector<std::string> argv{bin("aclaim-worker"), "--connect", endpoint_, "--org",
-                                  std::to_string(org), "--id", id, "--log-level", "info"};
+    std::vector<std::string> argv{
+        bin("aclaim-worker"), "--connect", endpoint_, "--org", std::to_string(org), "--id", id,
+        "--log-level",        "info"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     processes_.push_back(std::make_unique<Process>(argv, std::map<std::string, std::string>{},
                                                    log_dir_ + "/" + id + ".log"));
@@ -64,7 +66,9 @@ std::string Cluster::text(const std::string& sql) {
     return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
 }
 
-common::CheckReport Cluster::check() { return common::check(common::load_history(*conn_)); }
+common::CheckReport Cluster::check() {
+    return common::check(common::load_history(*conn_));
+}
 
 std::string Cluster::tail_logs() const {
     std::ostringstream out;

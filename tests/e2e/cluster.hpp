@@ -3,20 +3,20 @@
 // A coordinator and reviewer workers as real processes against a fresh database, for the
 // end-to-end tests. Logs go to a temporary folder that is kept when ACLAIM_KEEP_LOGS=1.
 
-#include <pqxx/pqxx>
 #include <memory>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
 
-#include "common/store/assignment_store.hpp"
 #include "common/ops/checker.hpp"
+#include "common/store/assignment_store.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/test_database.hpp"
 
 namespace aclaim::testing {
 
 class Cluster {
-public:
+  public:
     Cluster();
     ~Cluster();
 
@@ -32,9 +32,12 @@ public:
     Process& start_coordinator(std::vector<std::string> extra = {});
     /// Coordinators started from now on authenticate workers with CURVE, with the secret key in
     /// this file, instead of running with --plaintext.
-    void use_curve(std::string secret_key_file) { curve_secret_key_file_ = std::move(secret_key_file); }
+    void use_curve(std::string secret_key_file) {
+        curve_secret_key_file_ = std::move(secret_key_file);
+    }
     /// Starts a worker with the given id and organization, plus extra flags.
-    Process& start_worker(const std::string& id, common::OrgId org, std::vector<std::string> extra = {});
+    Process& start_worker(const std::string& id, common::OrgId org,
+                          std::vector<std::string> extra = {});
 
     /// One scalar from a query on this test's database.
     long scalar(const std::string& sql);
@@ -46,7 +49,7 @@ public:
     /// The last lines of every log, for a failure message.
     std::string tail_logs() const;
 
-private:
+  private:
     TestDatabase db_;
     std::unique_ptr<pqxx::connection> conn_;
     std::string endpoint_;

@@ -18,12 +18,13 @@ TEST_CASE("eight workers drain 2,000 jobs of two organizations exactly once", "[
     std::vector<Process*> workers;
     for (int i = 0; i < 8; ++i) {
         const int org = 1 + i % 2;
-        workers.push_back(&c.start_worker("org" + std::to_string(org) + "-w" + std::to_string(i), org,
-                                          {"--review-ms", "2", "--concurrency", "4"}));
+        workers.push_back(&c.start_worker("org" + std::to_string(org) + "-w" + std::to_string(i),
+                                          org, {"--review-ms", "2", "--concurrency", "4"}));
     }
     INFO("logs in " << c.log_dir());
     const bool drained = eventually(
-        [&] { return c.scalar("SELECT count(*) FROM jobs WHERE state = 'completed'") == 2000; }, 120s);
+        [&] { return c.scalar("SELECT count(*) FROM jobs WHERE state = 'completed'") == 2000; },
+        120s);
     if (!drained) FAIL(c.tail_logs());
     // Exactly one accepted completion per job, carrying the job's latest generation.
     CHECK(c.scalar("SELECT count(*) FROM (SELECT job_id FROM job_events WHERE kind = 'completed' "
@@ -31,9 +32,12 @@ TEST_CASE("eight workers drain 2,000 jobs of two organizations exactly once", "[
     CHECK(c.scalar("SELECT count(*) FROM job_events e JOIN jobs j ON j.id = e.job_id "
                    "WHERE e.kind = 'completed' AND e.generation <> (SELECT max(generation) FROM "
                    "job_events c WHERE c.job_id = e.job_id AND c.kind = 'claimed')") == 0);
-    // No job crossed organizations: events match their job, and each job went to its own org's workers.
-    CHECK(c.scalar("SELECT count(*) FROM job_events e JOIN jobs j ON j.id = e.job_id WHERE e.org_id <> j.org_id") == 0);
-    CHECK(c.scalar("SELECT count(*) FROM jobs WHERE assignee NOT LIKE 'org' || org_id || '-%'") == 0);
+    // No job crossed organizations: events match their job, and each job went to its own org's
+    // workers.
+    CHECK(c.scalar("SELECT count(*) FROM job_events e JOIN jobs j ON j.id = e.job_id WHERE "
+                   "e.org_id <> j.org_id") == 0);
+    CHECK(c.scalar("SELECT count(*) FROM jobs WHERE assignee NOT LIKE 'org' || org_id || '-%'") ==
+          0);
     for (auto* w : workers) w->signal(SIGTERM);
     for (auto* w : workers) CHECK(w->wait_for(15s) == std::optional<int>(0));
     coordinator.signal(SIGTERM);
@@ -56,5 +60,6 @@ TEST_CASE("a Python worker speaking JSON claims, renews and completes a job", "[
     const std::string id = std::to_string(job);
     CHECK(c.text("SELECT state FROM jobs WHERE id = " + id) == "completed");
     CHECK(c.text("SELECT assignee FROM jobs WHERE id = " + id) == "py-reviewer");
-    CHECK(c.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker = 'py-reviewer'") == 1);
+    CHECK(c.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker = "
+                   "'py-reviewer'") == 1);
 }

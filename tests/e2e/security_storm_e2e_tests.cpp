@@ -21,9 +21,9 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "common/ops/worker_keys.hpp"
 #include "common/proto/protocol.hpp"
 #include "tests/e2e/cluster.hpp"
-#include "common/ops/worker_keys.hpp"
 
 using namespace aclaim::testing;
 using namespace std::chrono_literals;
@@ -42,7 +42,9 @@ constexpr long kRssLimitKb = 200L * 1024;
 using KeyPair = aclaim::common::CurveKeyPair;
 
 /// Throws rather than failing a Catch assertion, so that client threads may call it too.
-KeyPair new_pair() { return aclaim::common::make_curve_key_pair(); }
+KeyPair new_pair() {
+    return aclaim::common::make_curve_key_pair();
+}
 
 /// Registers a worker key the way an operator does: aclaimctl keys register.
 void register_key(const Cluster& c, long org, const std::string& name, const KeyPair& key) {
@@ -67,7 +69,8 @@ std::map<std::string, double> parse_samples(const std::string& text) {
     for (std::string line; std::getline(lines, line);) {
         if (line.empty() || line[0] == '#') continue;
         const auto space = line.rfind(' ');
-        if (space != std::string::npos) out[line.substr(0, space)] = std::stod(line.substr(space + 1));
+        if (space != std::string::npos)
+            out[line.substr(0, space)] = std::stod(line.substr(space + 1));
     }
     return out;
 }
@@ -79,7 +82,7 @@ double sample(const std::map<std::string, double>& m, const std::string& name) {
 
 /// A DEALER under CURVE that sends raw frames and reads whatever comes back.
 class CurveSocket {
-public:
+  public:
     CurveSocket(zmq::context_t& ctx, const std::string& endpoint, const std::string& server_public,
                 const KeyPair& client)
         : socket_(ctx, zmq::socket_type::dealer) {
@@ -119,7 +122,7 @@ public:
         return std::get<proto::Decoded>(std::move(decoded)).message;
     }
 
-private:
+  private:
     zmq::socket_t socket_;
 };
 
@@ -135,9 +138,8 @@ struct FloodReport {
 /// An authenticated client (org 2, which has no jobs) that sends every kind of garbage in rounds
 /// until `stop`, reading the replies of each round before the next so that its own queue never
 /// overflows; the rate is as fast as the coordinator answers.
-FloodReport flood(const std::string& endpoint, const std::string& server_public,
-                  const KeyPair& key, const std::atomic<bool>& stop,
-                  std::atomic<std::uint64_t>& rounds) {
+FloodReport flood(const std::string& endpoint, const std::string& server_public, const KeyPair& key,
+                  const std::atomic<bool>& stop, std::atomic<std::uint64_t>& rounds) {
     FloodReport r;
     try {
         zmq::context_t ctx;
@@ -154,8 +156,8 @@ FloodReport flood(const std::string& endpoint, const std::string& server_public,
             for (auto& ch : out) ch = static_cast<char>(rng() & 0xff);
             return out;
         };
-        const auto complete = proto::encode(proto::Complete{77, 1, 1, "review:flooder"},
-                                            proto::Encoding::Binary);
+        const auto complete =
+            proto::encode(proto::Complete{77, 1, 1, "review:flooder"}, proto::Encoding::Binary);
         std::uint64_t req = 100;
         while (!stop.load()) {
             std::uint64_t expected = 0;
@@ -180,7 +182,7 @@ FloodReport flood(const std::string& endpoint, const std::string& server_public,
             send({std::string(proto::kTagBinary), "EXPLODE", complete.body});
             // A valid header with a body that does not parse, in either encoding.
             send({std::string(proto::kTagBinary), "RENEW", random_bytes(1 + rng() % 7)});
-            send({std::string(proto::kTagJson), "CLAIM", "{\"req\": 5, \"max_jobs\": [" });
+            send({std::string(proto::kTagJson), "CLAIM", "{\"req\": 5, \"max_jobs\": ["});
             // Too many frames.
             send({complete.tag, complete.type, complete.body, "x", "y", "z", "w"});
             // Long-polling claims beyond the per-session limit: the first kMaxInflight park
@@ -252,14 +254,15 @@ TEST_CASE("a garbage storm during a CURVE drain changes nothing and is answered 
         std::ofstream out(key_file);
         out << server.secret_key << "\n";
     }
-    std::filesystem::permissions(key_file, std::filesystem::perms::owner_read |
-                                               std::filesystem::perms::owner_write);
+    std::filesystem::permissions(
+        key_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     std::vector<KeyPair> worker_keys;
     for (int i = 0; i < kWorkers; ++i) {
         worker_keys.push_back(new_pair());
         // One key begins with "-" (about one Z85 key in 85 does): on the command lines of
         // aclaimctl and the worker it must still read as a key, not as an option.
-        while (i == 0 && worker_keys.back().public_key.front() != '-') worker_keys.back() = new_pair();
+        while (i == 0 && worker_keys.back().public_key.front() != '-')
+            worker_keys.back() = new_pair();
         register_key(c, 1, "w" + std::to_string(i), worker_keys.back());
     }
     const auto flooder_key = new_pair();
@@ -289,9 +292,7 @@ TEST_CASE("a garbage storm during a CURVE drain changes nothing and is answered 
     std::thread flooder([&] {
         flood_report = flood(c.endpoint(), server.public_key, flooder_key, stop, flood_rounds);
     });
-    std::thread intruder([&] {
-        intruder_report = intrude(c.endpoint(), server.public_key, stop);
-    });
+    std::thread intruder([&] { intruder_report = intrude(c.endpoint(), server.public_key, stop); });
     // Joins the clients however this test ends.
     struct Joiner {
         std::atomic<bool>& stop;
@@ -353,7 +354,8 @@ TEST_CASE("a garbage storm during a CURVE drain changes nothing and is answered 
     CHECK(c.scalar("SELECT count(*) FROM (SELECT job_id FROM job_events WHERE kind = 'completed' "
                    "GROUP BY job_id HAVING count(*) = 1) s") == kJobs);
     CHECK(c.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed'") == kJobs);
-    CHECK(c.scalar("SELECT count(*) FROM jobs WHERE assignee NOT IN ('w0', 'w1', 'w2', 'w3')") == 0);
+    CHECK(c.scalar("SELECT count(*) FROM jobs WHERE assignee NOT IN ('w0', 'w1', 'w2', 'w3')") ==
+          0);
     // The flooder's organization has no jobs and none were made for it.
     CHECK(c.scalar("SELECT count(*) FROM job_events WHERE org_id = 2 OR worker = 'flooder'") == 0);
 

@@ -82,8 +82,8 @@ proto::Message message_at(std::size_t index) {
 inline void decode_and_check(const std::vector<std::string_view>& frames) {
     auto result = proto::decode(frames);
     if (const auto* err = std::get_if<proto::DecodeError>(&result)) {
-        static constexpr std::string_view kCodes[] = {"malformed",   "oversized", "wrong_version",
-                                                      "unknown_type", "undecodable", "invalid"};
+        static constexpr std::string_view kCodes[] = {
+            "malformed", "oversized", "wrong_version", "unknown_type", "undecodable", "invalid"};
         bool known = false;
         for (const auto code : kCodes) known = known || err->code == code;
         if (!known) finding("decode error with an undocumented code");

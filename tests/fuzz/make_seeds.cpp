@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
         for (const auto enc : {proto::Encoding::Binary, proto::Encoding::Json}) {
             const auto f = proto::encode(all[i], enc);
             const std::string suffix = enc == proto::Encoding::Json ? "_json" : "_binary";
-            write(dir / "frames" / (name + suffix), aclaim::fuzz::join_frames({f.tag, f.type, f.body}));
+            write(dir / "frames" / (name + suffix),
+                  aclaim::fuzz::join_frames({f.tag, f.type, f.body}));
             write(dir / (enc == proto::Encoding::Json ? "json" : "binary") / name,
                   std::string(1, index) + f.body);
         }

@@ -1,8 +1,8 @@
 #pragma once
 
 // Drives an in-process Coordinator from tests: a fixture that starts one on a free port against a
-// fresh database, and a raw DEALER that speaks the protocol through common/proto/protocol.hpp. Every
-// wait is bounded by a deadline; nothing sleeps in the hope that something has happened.
+// fresh database, and a raw DEALER that speaks the protocol through common/proto/protocol.hpp.
+// Every wait is bounded by a deadline; nothing sleeps in the hope that something has happened.
 
 #include <spdlog/spdlog.h>
 
@@ -17,9 +17,9 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "common/store/assignment_store.hpp"
 #include "common/base/clock.hpp"
 #include "common/proto/protocol.hpp"
+#include "common/store/assignment_store.hpp"
 #include "coordinator/router/coordinator.hpp"
 #include "tests/support/test_database.hpp"
 
@@ -40,7 +40,7 @@ inline bool eventually(const std::function<bool()>& done, std::chrono::milliseco
 
 /// A worker without a worker library: frames in, frames out.
 class RawWorker {
-public:
+  public:
     RawWorker(zmq::context_t& context, const std::string& endpoint,
               proto::Encoding encoding = proto::Encoding::Binary)
         : socket_(context, zmq::socket_type::dealer), encoding_(encoding) {
@@ -136,7 +136,7 @@ public:
 
     std::vector<proto::Message> others;
 
-private:
+  private:
     zmq::socket_t socket_;
     proto::Encoding encoding_;
     std::uint64_t req_ = 0;
@@ -144,9 +144,9 @@ private:
 
 /// A fresh database, a coordinator on a free port serving it, and a store to enqueue with.
 struct CoordinatorHarness {
-    explicit CoordinatorHarness(const common::Clock& clock,
-                                const std::function<void(coordinator::CoordinatorOptions&)>&
-                                    adjust = {}) {
+    explicit CoordinatorHarness(
+        const common::Clock& clock,
+        const std::function<void(coordinator::CoordinatorOptions&)>& adjust = {}) {
         spdlog::set_level(spdlog::level::err);
         coordinator::CoordinatorOptions o;
         o.dsn = db.dsn();

@@ -121,7 +121,9 @@ TEST_CASE("/metrics counts claims, completions and rejections as they happen", "
     for (const auto bound : coordinator::Histogram::kBoundsUs) {
         char le[32];
         std::snprintf(le, sizeof le, "%g", static_cast<double>(bound) / 1e6);
-        const auto v = after.at(std::string("aclaim_statement_duration_seconds_bucket{statement=\"claim\",le=\"") + le + "\"}");
+        const auto v = after.at(
+            std::string("aclaim_statement_duration_seconds_bucket{statement=\"claim\",le=\"") + le +
+            "\"}");
         CHECK(v >= previous);
         previous = v;
     }
@@ -129,7 +131,8 @@ TEST_CASE("/metrics counts claims, completions and rejections as they happen", "
 
     // The reaper's statement is timed too; it runs every 20 ms in this harness.
     CHECK(eventually([&] {
-        return scrape.metrics().at("aclaim_statement_duration_seconds_count{statement=\"reclaim\"}") > 0;
+        return scrape.metrics().at(
+                   "aclaim_statement_duration_seconds_count{statement=\"reclaim\"}") > 0;
     }));
     http.stop();
 }

@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "common/store/assignment_store.hpp"
-#include "common/ops/checker.hpp"
 #include "common/base/clock.hpp"
+#include "common/ops/checker.hpp"
+#include "common/store/assignment_store.hpp"
 #include "tests/pg/ctl_run.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"
@@ -27,7 +27,8 @@ long count(pqxx::connection& c, const std::string& sql) {
 std::vector<std::string> payloads_of(pqxx::connection& c, common::OrgId org) {
     pqxx::read_transaction t(c);
     std::vector<std::string> out;
-    for (const auto& r : t.exec_params("SELECT payload FROM jobs WHERE org_id = $1 ORDER BY id", org)) {
+    for (const auto& r :
+         t.exec_params("SELECT payload FROM jobs WHERE org_id = $1 ORDER BY id", org)) {
         out.push_back(r[0].as<std::string>());
     }
     return out;
@@ -42,11 +43,18 @@ std::vector<common::NewJob> jobs(int n, const std::string& prefix = "job") {
 }  // namespace
 
 TEST_CASE("aclaimctl: every command answers --help", "[ctl]") {
-    const std::vector<std::vector<std::string>> commands{
-        {"--help"},         {"migrate", "--help"},    {"enqueue", "--help"},
-        {"status", "--help"}, {"inspect", "--help"},  {"jobs", "--help"},
-        {"jobs", "list", "--help"}, {"release", "--help"}, {"fail", "--help"},
-        {"recover", "--help"}, {"quarantine", "--help"}, {"check", "--help"}};
+    const std::vector<std::vector<std::string>> commands{{"--help"},
+                                                         {"migrate", "--help"},
+                                                         {"enqueue", "--help"},
+                                                         {"status", "--help"},
+                                                         {"inspect", "--help"},
+                                                         {"jobs", "--help"},
+                                                         {"jobs", "list", "--help"},
+                                                         {"release", "--help"},
+                                                         {"fail", "--help"},
+                                                         {"recover", "--help"},
+                                                         {"quarantine", "--help"},
+                                                         {"check", "--help"}};
     for (const auto& c : commands) {
         const auto r = run_ctl("", c);
         INFO(c[0] << " " << r.err);
@@ -54,7 +62,8 @@ TEST_CASE("aclaimctl: every command answers --help", "[ctl]") {
         CHECK(r.out.find("Usage:") != std::string::npos);
     }
     const auto list_help = run_ctl("", {"jobs", "list", "--help"}).out;
-    for (const char* flag : {"--org", "--state", "--assignee", "--older-than", "--limit", "--after-id"}) {
+    for (const char* flag :
+         {"--org", "--state", "--assignee", "--older-than", "--limit", "--after-id"}) {
         CHECK(list_help.find(flag) != std::string::npos);
     }
 }
@@ -149,8 +158,10 @@ TEST_CASE("aclaimctl status: states, leases, oldest pending and the last minute"
     const auto q = store.enqueue(2, jobs(1), now).at(0);
     {
         pqxx::work t(*conn);
-        t.exec_params("UPDATE jobs SET state = 'quarantined', quarantined_from = 'pending', "
-                      "quarantine_reason = 'test' WHERE id = $1", q);
+        t.exec_params(
+            "UPDATE jobs SET state = 'quarantined', quarantined_from = 'pending', "
+            "quarantine_reason = 'test' WHERE id = $1",
+            q);
         t.commit();
     }
 
@@ -209,7 +220,8 @@ TEST_CASE("aclaimctl status: states, leases, oldest pending and the last minute"
 
 TEST_CASE("aclaimctl status: an unreachable database is named and exits 3", "[ctl]") {
     const int port = free_port();
-    const auto r = run_ctl("postgresql://127.0.0.1:" + std::to_string(port) + "/nothing", {"status"});
+    const auto r =
+        run_ctl("postgresql://127.0.0.1:" + std::to_string(port) + "/nothing", {"status"});
     CHECK(r.code == 3);
     CHECK(r.err.find("cannot reach the database") != std::string::npos);
 }
@@ -219,7 +231,8 @@ TEST_CASE("aclaimctl inspect: the row and its whole history", "[ctl]") {
     common::AssignmentStore store(db.dsn());
     const auto now = common::SystemClock().now();
     const auto id = store.enqueue(7, jobs(1), now - 30 * common::kSeconds).at(0);
-    const auto first = store.claim(7, {"w1", 1}, common::kSeconds, now - 20 * common::kSeconds).leases.at(0);
+    const auto first =
+        store.claim(7, {"w1", 1}, common::kSeconds, now - 20 * common::kSeconds).leases.at(0);
     REQUIRE(store.reclaim_expired(now - 10 * common::kSeconds, 10).size() == 1);
     const auto second = store.claim(7, {"w2", 1}, kHour, now).leases.at(0);
     REQUIRE(store.complete({7, id, second.generation, "w2", "review:w2"}, now).accepted());
@@ -328,7 +341,8 @@ TEST_CASE("aclaimctl release and fail: a stuck assignment taken back, audited an
     REQUIRE(r.code == 0);
     CHECK(r.out.find("taken from w-stuck at generation 1") != std::string::npos);
     CHECK(job_state(*conn, stuck.job_id) == "pending");
-    CHECK(count(*conn, "SELECT attempts FROM jobs WHERE id = " + std::to_string(stuck.job_id)) == 0);
+    CHECK(count(*conn, "SELECT attempts FROM jobs WHERE id = " + std::to_string(stuck.job_id)) ==
+          0);
     {
         pqxx::read_transaction t(*conn);
         const auto e = t.exec_params1(

@@ -47,7 +47,8 @@ inline CtlResult run_ctl(const std::string& dsn, const std::vector<std::string>&
     std::ofstream(in_path, std::ios::binary) << input;
     std::string cmd = "timeout 60 " + shell_quote(bin("aclaimctl")) + " --dsn " + shell_quote(dsn);
     for (const auto& a : args) cmd += " " + shell_quote(a);
-    cmd += " <" + shell_quote(in_path) + " >" + shell_quote(out_path) + " 2>" + shell_quote(err_path);
+    cmd +=
+        " <" + shell_quote(in_path) + " >" + shell_quote(out_path) + " 2>" + shell_quote(err_path);
     const int status = std::system(cmd.c_str());
     CtlResult r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <thread>
 
-#include "common/store/assignment_store.hpp"
 #include "common/ops/recovery_store.hpp"
+#include "common/store/assignment_store.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"
 
@@ -97,7 +97,14 @@ TEST_CASE("the survey classifies every job and changes nothing", "[recovery]") {
     REQUIRE(a.job_id == done);
     REQUIRE(f.store.complete({1, done, a.generation, "rev-a", "r/done"}, f.clock.now()).accepted());
     const auto b = f.claim("rev-b");
-    REQUIRE(f.store.fail({.org = 1, .job = failed, .generation = b.generation, .worker = "rev-b", .reason = "bad input", .retryable = false}, f.clock.now())
+    REQUIRE(f.store
+                .fail({.org = 1,
+                       .job = failed,
+                       .generation = b.generation,
+                       .worker = "rev-b",
+                       .reason = "bad input",
+                       .retryable = false},
+                      f.clock.now())
                 .accepted());
     f.claim("rev-c");
     const auto d = f.claim("rev-d");
@@ -235,7 +242,8 @@ TEST_CASE("apply decides on the current row, not on the survey", "[recovery]") {
         CHECK(outcomes[0].locked == RecoveryClass::Live);
         CHECK(outcomes[0].action == ApplyAction::Unchanged);
         CHECK(testing::job_snapshot(*f.conn, id) == row);
-        CHECK(f.store.complete({1, id, fresh.generation, "rev-b", "good"}, f.clock.now()).accepted());
+        CHECK(
+            f.store.complete({1, id, fresh.generation, "rev-b", "good"}, f.clock.now()).accepted());
     }
     SECTION("a result appeared meanwhile: quarantined instead of reclaimed") {
         f.forge_result(id, 1);

@@ -11,10 +11,10 @@
 #include <pqxx/pqxx>
 #include <sstream>
 
-#include "coordinator/http/http_server.hpp"
-#include "coordinator/auth/zap.hpp"
-#include "tests/pg/coordinator_client.hpp"
 #include "common/ops/worker_keys.hpp"
+#include "coordinator/auth/zap.hpp"
+#include "coordinator/http/http_server.hpp"
+#include "tests/pg/coordinator_client.hpp"
 
 namespace aclaim::testing {
 
@@ -23,7 +23,9 @@ namespace {
 using KeyPair = aclaim::common::CurveKeyPair;
 
 /// Throws rather than failing a Catch assertion, so that client threads may call it too.
-KeyPair new_pair() { return aclaim::common::make_curve_key_pair(); }
+KeyPair new_pair() {
+    return aclaim::common::make_curve_key_pair();
+}
 
 /// A CURVE coordinator on a fresh database, with a short key cache so revocation is quick.
 struct CurveHarness {
@@ -77,7 +79,7 @@ struct CurveHarness {
 
 /// A DEALER that authenticates with a client key pair; speaks the protocol in binary.
 class CurveWorker {
-public:
+  public:
     CurveWorker(CurveHarness& h, const KeyPair& client)
         : socket_(h.harness.context, zmq::socket_type::dealer) {
         socket_.set(zmq::sockopt::linger, 0);
@@ -125,7 +127,7 @@ public:
         return std::get<T>(*m);
     }
 
-private:
+  private:
     zmq::socket_t socket_;
     std::uint64_t req_ = 0;
 };
@@ -246,7 +248,8 @@ TEST_CASE("CURVE: a key revoked while connected is cut off; its job is left to t
     CurveWorker other(h, h.add_key(4, "rev-s"));
     revoked.expect<proto::Welcome>(revoked.send(proto::Hello{0, "rev-r", 4}));
     other.expect<proto::Welcome>(other.send(proto::Hello{0, "rev-s", 4}));
-    const auto job = revoked.expect<proto::Assigned>(revoked.send(proto::Claim{0, 1, 0})).jobs.at(0);
+    const auto job =
+        revoked.expect<proto::Assigned>(revoked.send(proto::Claim{0, 1, 0})).jobs.at(0);
     REQUIRE(job.job_id == job_id);
     revoked.expect<proto::LeaseMsg>(revoked.send(proto::Renew{0, job.job_id, job.generation}));
     // A long-polling claim waits on the revoked connection: the cut-off answers it.
@@ -285,12 +288,15 @@ TEST_CASE("CURVE: a key revoked while connected is cut off; its job is left to t
     CHECK(taken.jobs[0].generation == job.generation + 1);
     other.expect<proto::Accepted>(
         other.send(proto::Complete{0, job_id, taken.jobs[0].generation, "review:rev-s"}));
-    CHECK(h.scalar("SELECT count(*) FROM job_events WHERE kind = 'reclaimed' AND worker = 'rev-r'") ==
-          1);
-    CHECK(h.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker = 'rev-r'") ==
-          0);
-    CHECK(h.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker = 'rev-s'") ==
-          1);
+    CHECK(
+        h.scalar("SELECT count(*) FROM job_events WHERE kind = 'reclaimed' AND worker = 'rev-r'") ==
+        1);
+    CHECK(
+        h.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker = 'rev-r'") ==
+        0);
+    CHECK(
+        h.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker = 'rev-s'") ==
+        1);
     // The revoked key cannot come back through a new connection either.
     const auto refused_before = h.auth().refused.load();
     CurveWorker again(h, revoked_key);
@@ -298,8 +304,10 @@ TEST_CASE("CURVE: a key revoked while connected is cut off; its job is left to t
     CHECK(h.auth().refused.load() > refused_before);
 }
 
-TEST_CASE("CURVE: another organization's job cannot be claimed, renewed, completed, failed or "
-          "released", "[security][curve]") {
+TEST_CASE(
+    "CURVE: another organization's job cannot be claimed, renewed, completed, failed or "
+    "released",
+    "[security][curve]") {
     CurveHarness h;
     common::AssignmentStore store(h.harness.db.dsn());
     store.enqueue(1, some_jobs(2), h.clock.now());

@@ -2,10 +2,10 @@
 // statement without any org_id filter sees, changes and adds only rows of the organization the
 // transaction's aclaim.org_id setting names; unset sees nothing; 'system' sees everything.
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <pqxx/pqxx>
-
-#include <unistd.h>
 
 #include "common/store/assignment_store.hpp"
 #include "common/store/store_sql.hpp"
@@ -79,8 +79,9 @@ TEST_CASE("RLS: an unscoped UPDATE changes only the organization's rows", "[secu
     }
     pqxx::read_transaction check(*conn);
     CHECK(check.exec1("SELECT count(*) FROM jobs WHERE priority = 9")[0].as<int>() == 3);
-    CHECK(check.exec1("SELECT count(*) FROM jobs WHERE priority = 9 AND org_id <> 1")[0].as<int>() ==
-          0);
+    CHECK(
+        check.exec1("SELECT count(*) FROM jobs WHERE priority = 9 AND org_id <> 1")[0].as<int>() ==
+        0);
 }
 
 TEST_CASE("RLS: a row of another organization cannot be written", "[security][rls]") {
@@ -98,16 +99,16 @@ TEST_CASE("RLS: a row of another organization cannot be written", "[security][rl
               .affected_rows() == 1);
     txn.exec("ROLLBACK TO SAVEPOINT own");
     try {
-        txn.exec("INSERT INTO job_events (job_id, org_id, generation, kind, at) "
-                 "VALUES (1, 2, 0, 'enqueued', now())");
+        txn.exec(
+            "INSERT INTO job_events (job_id, org_id, generation, kind, at) "
+            "VALUES (1, 2, 0, 'enqueued', now())");
         FAIL("a job_events row of organization 2 was written in organization 1's scope");
     } catch (const pqxx::sql_error& e) {
         CHECK(std::string(e.what()).find("row-level security") != std::string::npos);
     }
 }
 
-TEST_CASE("RLS: the setting is per transaction and does not leak to the next",
-          "[security][rls]") {
+TEST_CASE("RLS: the setting is per transaction and does not leak to the next", "[security][rls]") {
     TestDatabase db;
     seed(db);
     auto conn = db.connect();
@@ -143,7 +144,8 @@ struct Login {
         auto conn = db.connect();
         pqxx::nontransaction admin(*conn);
         admin.exec("CREATE ROLE " + name + " LOGIN");
-        if (member) admin.exec(std::string("GRANT ") + common::sql::kRowSecurityRole + " TO " + name);
+        if (member)
+            admin.exec(std::string("GRANT ") + common::sql::kRowSecurityRole + " TO " + name);
         dsn = with_user(db.dsn(), name);
     }
     ~Login() {
@@ -167,7 +169,7 @@ struct Login {
     std::string name;
     std::string dsn;
 
-private:
+  private:
     const TestDatabase& db_;
 };
 
@@ -196,7 +198,8 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     const auto a = store.claim(1, {"w1", 1}, 10'000'000, kNow);
     REQUIRE(a.status == common::ClaimOutcome::Status::Claimed);
     CHECK(a.leases.at(0).job_id == one[0]);
-    const auto x = store.claim_batch(2, std::vector<common::ClaimRequest>{{"w2", 1}, {"w3", 1}}, 10'000'000, kNow);
+    const auto x = store.claim_batch(2, std::vector<common::ClaimRequest>{{"w2", 1}, {"w3", 1}},
+                                     10'000'000, kNow);
     REQUIRE(x.size() == 2);
     REQUIRE(x[0].leases.size() == 1);
     REQUIRE(x[1].leases.size() == 1);
@@ -217,21 +220,23 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     CHECK(event_count(owner.connection(), a.leases[0].job_id, "rejected") == 1);
 
     // Coalesced renewals and completions across two organizations, one foreign request among them.
-    const auto renewed = store.renew_batch(std::vector<common::TransitionRequest>{{1, a.leases[0].job_id, 1, "w1", ""},
-                                            {2, lx.job_id, lx.generation, "w2", ""},
-                                            {1, ly.job_id, ly.generation, "w3", ""}},
-                                           20'000'000, kNow + 2);
+    const auto renewed = store.renew_batch(
+        std::vector<common::TransitionRequest>{{1, a.leases[0].job_id, 1, "w1", ""},
+                                               {2, lx.job_id, lx.generation, "w2", ""},
+                                               {1, ly.job_id, ly.generation, "w3", ""}},
+        20'000'000, kNow + 2);
     REQUIRE(renewed.size() == 3);
     CHECK(renewed[0].accepted());
     CHECK(renewed[1].accepted());
     CHECK(renewed[1].lease_expires_at == kNow + 2 + 20'000'000);
     REQUIRE(renewed[2].rejection);
     CHECK(*renewed[2].rejection == common::Rejection::OtherOrganization);
-    const auto done = store.complete_batch(std::vector<common::TransitionRequest>{{2, ly.job_id, ly.generation, "w3", "ry"},
-                                            {1, a.leases[0].job_id, 1, "w1", "ra"},
-                                            {2, lx.job_id, lx.generation, "w2", "rx"},
-                                            {2, lx.job_id, lx.generation, "w2", "rx"}},
-                                           kNow + 3);
+    const auto done = store.complete_batch(
+        std::vector<common::TransitionRequest>{{2, ly.job_id, ly.generation, "w3", "ry"},
+                                               {1, a.leases[0].job_id, 1, "w1", "ra"},
+                                               {2, lx.job_id, lx.generation, "w2", "rx"},
+                                               {2, lx.job_id, lx.generation, "w2", "rx"}},
+        kNow + 3);
     REQUIRE(done.size() == 4);
     for (const auto& t : done) CHECK(t.accepted());
     CHECK(done[2].replayed != done[3].replayed);  // the duplicate is answered as a replay
@@ -254,13 +259,21 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     REQUIRE(c.leases.size() == 2);
     CHECK(store.release({1, c.leases[0].job_id, c.leases[0].generation, "w1"}, kNow + 5'000'001)
               .accepted());
-    CHECK(store.fail({.org = 1, .job = c.leases[1].job_id, .generation = c.leases[1].generation, .worker = "w1", .reason = "bad", .retryable = false}, kNow + 5'000'001)
+    CHECK(store
+              .fail({.org = 1,
+                     .job = c.leases[1].job_id,
+                     .generation = c.leases[1].generation,
+                     .worker = "w1",
+                     .reason = "bad",
+                     .retryable = false},
+                    kNow + 5'000'001)
               .state == common::JobState::Failed);
 }
 
-TEST_CASE("RLS: a statement on a row-security store's connection that names no organization "
-          "sees only the transaction's",
-          "[security][rls]") {
+TEST_CASE(
+    "RLS: a statement on a row-security store's connection that names no organization "
+    "sees only the transaction's",
+    "[security][rls]") {
     TestDatabase db;
     seed(db);
     common::AssignmentStore store(db.dsn(), row_secure());

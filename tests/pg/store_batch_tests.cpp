@@ -60,12 +60,9 @@ struct MixedScene {
         clock.advance(5 * common::kSeconds);
         REQUIRE(c1.job_id == c);
         requests = {
-            {1, a1.job_id, a1.generation, "a", "ref-a"},
-            {1, b, b1.generation, "a", "ref-b"},
-            {1, c, c1.generation, "a", "ref-c"},
-            {1, e, e1.generation, "a", "ref-e"},
-            {1, kUnknownJob, 1, "a", "ref-x"},
-            {1, d, d1.generation, "a", "ref-d"},
+            {1, a1.job_id, a1.generation, "a", "ref-a"}, {1, b, b1.generation, "a", "ref-b"},
+            {1, c, c1.generation, "a", "ref-c"},         {1, e, e1.generation, "a", "ref-e"},
+            {1, kUnknownJob, 1, "a", "ref-x"},           {1, d, d1.generation, "a", "ref-d"},
             {1, d, d1.generation, "a", "ref-d"},
         };
         jobs = {a, b, c, d, e, kUnknownJob};
@@ -96,7 +93,8 @@ TEST_CASE("coalesced complete of a mixed batch answers each request as the singl
     MixedScene single, batch;
     std::vector<std::string> expected, got;
     for (const auto& q : single.requests) {
-        expected.push_back(describe(single.store.complete({q.org, q.job, q.generation, q.worker, q.result_ref}, single.clock.now())));
+        expected.push_back(describe(single.store.complete(
+            {q.org, q.job, q.generation, q.worker, q.result_ref}, single.clock.now())));
     }
     const auto& q = batch.requests;
     const std::vector<common::JobId> rejected{q[1].job, q[2].job, q[3].job, q[4].job};
@@ -121,7 +119,8 @@ TEST_CASE("coalesced complete of a mixed batch answers each request as the singl
     // Both databases end in the same rows; the rejected jobs' rows and results did not move.
     CHECK(batch.snapshots() == single.snapshots());
     for (std::size_t i = 0; i < rejected.size(); ++i) {
-        CHECK(testing::job_snapshot(conn, rejected[i]) + testing::results_snapshot(conn, rejected[i]) ==
+        CHECK(testing::job_snapshot(conn, rejected[i]) +
+                  testing::results_snapshot(conn, rejected[i]) ==
               before[i]);
     }
     CHECK(testing::event_count(conn, q[5].job, "completed") == 1);
@@ -132,8 +131,8 @@ TEST_CASE("coalesced renew of a mixed batch answers each request as the single p
     MixedScene single, batch;
     std::vector<std::string> expected, got;
     for (const auto& q : single.requests) {
-        expected.push_back(describe(
-            single.store.renew({q.org, q.job, q.generation, q.worker}, kLease, single.clock.now())));
+        expected.push_back(describe(single.store.renew({q.org, q.job, q.generation, q.worker},
+                                                       kLease, single.clock.now())));
     }
     const auto outcomes = batch.store.renew_batch(batch.requests, kLease, batch.clock.now());
     for (const auto& t : outcomes) got.push_back(describe(t));
@@ -151,8 +150,8 @@ TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order"
     AssignmentStore store(db.dsn());
     ManualClock clock(kT0);
     store.enqueue(1, {{1, "low", 3}, {5, "high", 3}, {3, "mid", 3}}, clock.now());
-    const auto out =
-        store.claim_batch(1, std::vector<common::ClaimRequest>{{"w1", 1}, {"w2", 1}, {"w3", 2}}, kLease, clock.now());
+    const auto out = store.claim_batch(
+        1, std::vector<common::ClaimRequest>{{"w1", 1}, {"w2", 1}, {"w3", 2}}, kLease, clock.now());
     REQUIRE(out.size() == 3);
     REQUIRE(out[0].leases.size() == 1);
     REQUIRE(out[1].leases.size() == 1);
@@ -166,7 +165,8 @@ TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order"
         CHECK(t.exec_params1("SELECT assignee FROM jobs WHERE id = $1", out[1].leases[0].job_id)[0]
                   .as<std::string>() == "w2");
     }
-    const auto none = store.claim_batch(1, std::vector<common::ClaimRequest>{{"w4", 2}}, kLease, clock.now());
+    const auto none =
+        store.claim_batch(1, std::vector<common::ClaimRequest>{{"w4", 2}}, kLease, clock.now());
     CHECK(none.at(0).status == common::ClaimOutcome::Status::NoWork);
 }
 
@@ -192,13 +192,15 @@ TEST_CASE("coalesced claims from many concurrent requesters never hand out a job
             while (true) {
                 std::vector<common::ClaimRequest> requests;
                 for (int r = 0; r < 5; ++r) {
-                    requests.push_back({"t" + std::to_string(t) + "r" + std::to_string(r), r % 3 + 1});
+                    requests.push_back(
+                        {"t" + std::to_string(t) + "r" + std::to_string(r), r % 3 + 1});
                 }
                 const auto out = store.claim_batch(1, requests, kLease, clock.now());
                 int got = 0;
                 std::lock_guard lock(mutex);
                 for (std::size_t i = 0; i < out.size(); ++i) {
-                    for (const auto& l : out[i].leases) granted.emplace_back(l.job_id, requests[i].worker);
+                    for (const auto& l : out[i].leases)
+                        granted.emplace_back(l.job_id, requests[i].worker);
                     got += static_cast<int>(out[i].leases.size());
                 }
                 if (got == 0) return;

@@ -107,7 +107,8 @@ TEST_CASE("claim order is priority, then enqueue time, then id", "[store][order]
     const auto high = s.enqueue(1, jobs(1, 5), kT0 + 10);   // higher priority, later
     const auto early = s.enqueue(1, jobs(1, 0), kT0 - 10);  // earlier than `low`
     std::vector<common::JobId> order;
-    for (int i = 0; i < 5; ++i) order.push_back(s.claim(1, {"w", 1}, kLease, kT0).leases.at(0).job_id);
+    for (int i = 0; i < 5; ++i)
+        order.push_back(s.claim(1, {"w", 1}, kLease, kT0).leases.at(0).job_id);
     CHECK(order == std::vector<common::JobId>{high[0], early[0], low[0], low[1], low[2]});
 
     SECTION("a batch claim returns the same order") {
@@ -147,13 +148,16 @@ TEST_CASE("lock strategies when the head candidate is locked", "[store][locks]")
     }
     SECTION("wait gets the head job once the lock is released") {
         AssignmentStore s(db.dsn(), StoreOptions{LockStrategy::Wait, 20000, "waiting-claimer"});
-        auto fut = std::async(std::launch::async, [&] { return s.claim(1, {"w", 1}, kLease, kT0); });
+        auto fut = std::async(std::launch::async, [&] {
+            return s.claim(1, {"w", 1}, kLease, kT0);
+        });
         // Release only once the claimer is observed waiting on the row lock.
         bool waiting = false;
         for (int i = 0; i < 1000 && !waiting; ++i) {
             pqxx::read_transaction t(seed.connection());
-            waiting = t.exec1("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                              "'waiting-claimer' AND wait_event_type = 'Lock'")[0]
+            waiting = t.exec1(
+                           "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                           "'waiting-claimer' AND wait_event_type = 'Lock'")[0]
                           .as<int>() == 1;
             if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }

@@ -5,12 +5,11 @@
 // and each statement's plan must reach a row it handles per request by the primary key; a reaper
 // pass must read no more expired rows than it takes back.
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
-
-#include <algorithm>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -81,9 +80,10 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
         pqxx::nontransaction admin(*conn);
         // The statistics must stay what the scene makes them.
         admin.exec("ALTER TABLE jobs SET (autovacuum_enabled = off)");
-        admin.exec("INSERT INTO jobs (org_id, enqueued_at, payload) "
-                   "SELECT 1, now() + g * interval '1 microsecond', 'p' "
-                   "FROM generate_series(1, 20000) g");
+        admin.exec(
+            "INSERT INTO jobs (org_id, enqueued_at, payload) "
+            "SELECT 1, now() + g * interval '1 microsecond', 'p' "
+            "FROM generate_series(1, 20000) g");
         admin.exec("VACUUM ANALYZE jobs");  // pending jobs, no lease out
     }
     // Then the queue gets busy, unknown to the statistics: 3,000 leases out and 1,000 of them

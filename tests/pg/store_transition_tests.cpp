@@ -34,7 +34,8 @@ struct Fixture {
 };
 }  // namespace
 
-TEST_CASE("generation strictly increases across claim, expiry, reclaim, claim", "[store][fencing]") {
+TEST_CASE("generation strictly increases across claim, expiry, reclaim, claim",
+          "[store][fencing]") {
     Fixture f;
     const auto id = f.enqueue_one();
     const auto first = f.claim("a");
@@ -52,7 +53,8 @@ TEST_CASE("generation strictly increases across claim, expiry, reclaim, claim", 
     CHECK(testing::event_count(f.store.connection(), id, "reclaimed") == 1);
 }
 
-TEST_CASE("a stale completion is rejected with its reason and changes nothing", "[store][fencing]") {
+TEST_CASE("a stale completion is rejected with its reason and changes nothing",
+          "[store][fencing]") {
     Fixture f;
     const auto id = f.enqueue_one();
     const auto old = f.claim("a");
@@ -85,16 +87,22 @@ TEST_CASE("rejection reasons", "[store][fencing]") {
         REQUIRE_FALSE(t.accepted());
         return *t.rejection;
     };
-    CHECK(reason(f.store.complete({1, id + 1000, 1, "a", "r"}, f.clock.now())) == Rejection::UnknownJob);
-    CHECK(reason(f.store.complete({1, id, l.generation, "b", "r"}, f.clock.now())) == Rejection::NotAssignee);
-    CHECK(reason(f.store.complete({1, id, l.generation + 1, "a", "r"}, f.clock.now())) == Rejection::StaleGeneration);
+    CHECK(reason(f.store.complete({1, id + 1000, 1, "a", "r"}, f.clock.now())) ==
+          Rejection::UnknownJob);
+    CHECK(reason(f.store.complete({1, id, l.generation, "b", "r"}, f.clock.now())) ==
+          Rejection::NotAssignee);
+    CHECK(reason(f.store.complete({1, id, l.generation + 1, "a", "r"}, f.clock.now())) ==
+          Rejection::StaleGeneration);
     f.clock.advance(kLease);
-    CHECK(reason(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now())) == Rejection::LeaseExpired);
+    CHECK(reason(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now())) ==
+          Rejection::LeaseExpired);
     f.store.reclaim_expired(f.clock.now(), 10);
-    CHECK(reason(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now())) == Rejection::LeaseExpired);
+    CHECK(reason(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now())) ==
+          Rejection::LeaseExpired);
     const auto l2 = f.claim("b");
     REQUIRE(f.store.complete({1, id, l2.generation, "b", "r2"}, f.clock.now()).accepted());
-    CHECK(reason(f.store.complete({1, id, l2.generation, "b", "other"}, f.clock.now())) == Rejection::AlreadyTerminal);
+    CHECK(reason(f.store.complete({1, id, l2.generation, "b", "other"}, f.clock.now())) ==
+          Rejection::AlreadyTerminal);
 
     SECTION("re-sending the same completion is answered as applied, not twice") {
         auto again = f.store.complete({1, id, l2.generation, "b", "r2"}, f.clock.now());
@@ -111,11 +119,16 @@ TEST_CASE("organizations are isolated for claim, renew, complete and fail", "[st
     const auto l = f.claim("a", 1);
     auto& c = f.store.connection();
     const auto row = testing::job_snapshot(c, id);
-    for (const auto& t :
-         {f.store.renew({2, id, l.generation, "a"}, kLease, f.clock.now()),
-          f.store.complete({2, id, l.generation, "a", "r"}, f.clock.now()),
-          f.store.fail({.org = 2, .job = id, .generation = l.generation, .worker = "a", .reason = "x", .retryable = false}, f.clock.now()),
-          f.store.release({2, id, l.generation, "a"}, f.clock.now())}) {
+    for (const auto& t : {f.store.renew({2, id, l.generation, "a"}, kLease, f.clock.now()),
+                          f.store.complete({2, id, l.generation, "a", "r"}, f.clock.now()),
+                          f.store.fail({.org = 2,
+                          .job = id,
+                          .generation = l.generation,
+                          .worker = "a",
+                          .reason = "x",
+                          .retryable = false},
+                                       f.clock.now()),
+                          f.store.release({2, id, l.generation, "a"}, f.clock.now())}) {
         REQUIRE_FALSE(t.accepted());
         CHECK(*t.rejection == Rejection::OtherOrganization);
     }
@@ -141,24 +154,37 @@ TEST_CASE("renewal extends only a live lease of the current generation", "[store
         const auto l = f.claim("a");
         REQUIRE(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now()).accepted());
         const auto row = testing::job_snapshot(c, id);
-        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection == Rejection::AlreadyTerminal);
+        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection ==
+              Rejection::AlreadyTerminal);
         CHECK(testing::job_snapshot(c, id) == row);
     }
     SECTION("failed") {
         const auto id = f.enqueue_one();
         const auto l = f.claim("a");
-        REQUIRE(f.store.fail({.org = 1, .job = id, .generation = l.generation, .worker = "a", .reason = "broken", .retryable = false}, f.clock.now()).state == JobState::Failed);
-        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection == Rejection::AlreadyTerminal);
+        REQUIRE(f.store
+                    .fail({.org = 1,
+                           .job = id,
+                           .generation = l.generation,
+                           .worker = "a",
+                           .reason = "broken",
+                           .retryable = false},
+                          f.clock.now())
+                    .state == JobState::Failed);
+        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection ==
+              Rejection::AlreadyTerminal);
     }
     SECTION("expired, before and after the reaper") {
         const auto id = f.enqueue_one();
         const auto l = f.claim("a");
         f.clock.advance(kLease);
-        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection == Rejection::LeaseExpired);
+        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection ==
+              Rejection::LeaseExpired);
         f.store.reclaim_expired(f.clock.now(), 10);
-        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection == Rejection::LeaseExpired);
+        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection ==
+              Rejection::LeaseExpired);
         const auto l2 = f.claim("b");
-        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection == Rejection::StaleGeneration);
+        CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection ==
+              Rejection::StaleGeneration);
         CHECK(f.store.renew({1, id, l2.generation, "b"}, kLease, f.clock.now()).accepted());
     }
 }
@@ -168,10 +194,26 @@ TEST_CASE("fail and release", "[store][lease]") {
     SECTION("a retryable failure with attempts left returns the job to pending") {
         const auto id = f.enqueue_one(1, 2);
         auto l = f.claim("a");
-        CHECK(f.store.fail({.org = 1, .job = id, .generation = l.generation, .worker = "a", .reason = "flaky", .retryable = true}, f.clock.now()).state == JobState::Pending);
+        CHECK(f.store
+                  .fail({.org = 1,
+                         .job = id,
+                         .generation = l.generation,
+                         .worker = "a",
+                         .reason = "flaky",
+                         .retryable = true},
+                        f.clock.now())
+                  .state == JobState::Pending);
         l = f.claim("b");
         CHECK(l.generation == 2);
-        CHECK(f.store.fail({.org = 1, .job = id, .generation = l.generation, .worker = "b", .reason = "flaky", .retryable = true}, f.clock.now()).state == JobState::Failed);
+        CHECK(f.store
+                  .fail({.org = 1,
+                         .job = id,
+                         .generation = l.generation,
+                         .worker = "b",
+                         .reason = "flaky",
+                         .retryable = true},
+                        f.clock.now())
+                  .state == JobState::Failed);
     }
     SECTION("release gives the job back without using an attempt") {
         const auto id = f.enqueue_one(1, 1);
@@ -219,7 +261,8 @@ TEST_CASE("reclaim takes exactly the expired leases", "[store][reclaim]") {
         f.clock.advance(common::kSeconds);
     }
     const auto done = leases.begin()->second;
-    REQUIRE(f.store.complete({1, done.job_id, done.generation, "w0", "r"}, f.clock.now()).accepted());
+    REQUIRE(
+        f.store.complete({1, done.job_id, done.generation, "w0", "r"}, f.clock.now()).accepted());
     f.clock.set(kT0 + kLease + 2 * common::kSeconds);  // second and third leases end now or before
     auto r = f.store.reclaim_expired(f.clock.now(), 100);
     REQUIRE(r.size() == 2);
@@ -234,7 +277,8 @@ TEST_CASE("reclaim takes exactly the expired leases", "[store][reclaim]") {
     CHECK(r[0].state == JobState::Failed);  // its single attempt is used up
 }
 
-TEST_CASE("a completion racing a reclaim on the same row: exactly one wins", "[store][reclaim][concurrency]") {
+TEST_CASE("a completion racing a reclaim on the same row: exactly one wins",
+          "[store][reclaim][concurrency]") {
     testing::TestDatabase db;
     AssignmentStore seed(db.dsn()), worker(db.dsn()), reaper(db.dsn());
     constexpr int kRounds = 100;

@@ -13,7 +13,9 @@
 
 namespace aclaim::testing {
 
-std::string bin(const std::string& name) { return std::string(ACLAIM_BIN_DIR) + "/" + name; }
+std::string bin(const std::string& name) {
+    return std::string(ACLAIM_BIN_DIR) + "/" + name;
+}
 
 Process::Process(std::vector<std::string> argv, const std::map<std::string, std::string>& env,
                  std::string log_path)
@@ -22,8 +24,9 @@ Process::Process(std::vector<std::string> argv, const std::map<std::string, std:
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
         ::setpgid(0, 0);
-        const int fd = log_path_.empty() ? ::open("/dev/null", O_WRONLY)
-                                         : ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        const int fd = log_path_.empty()
+                           ? ::open("/dev/null", O_WRONLY)
+                           : ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             ::dup2(fd, STDOUT_FILENO);
             ::dup2(fd, STDERR_FILENO);
@@ -45,7 +48,9 @@ Process::~Process() {
     }
 }
 
-void Process::signal(int sig) const { ::kill(pid_, sig); }
+void Process::signal(int sig) const {
+    ::kill(pid_, sig);
+}
 
 std::optional<int> Process::wait_for(std::chrono::milliseconds limit) {
     const auto until = std::chrono::steady_clock::now() + limit;
@@ -62,7 +67,9 @@ std::optional<int> Process::wait_for(std::chrono::milliseconds limit) {
     return status_;
 }
 
-bool Process::running() { return !wait_for(std::chrono::milliseconds(0)).has_value(); }
+bool Process::running() {
+    return !wait_for(std::chrono::milliseconds(0)).has_value();
+}
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
     const auto until = std::chrono::steady_clock::now() + limit;

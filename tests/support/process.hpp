@@ -18,7 +18,7 @@ namespace aclaim::testing {
 std::string bin(const std::string& name);
 
 class Process {
-public:
+  public:
     /// Starts argv[0] with the given arguments and extra environment; output goes to log_path
     /// (or is discarded when empty).
     Process(std::vector<std::string> argv, const std::map<std::string, std::string>& env = {},
@@ -35,7 +35,7 @@ public:
     bool running();
     const std::string& log_path() const { return log_path_; }
 
-private:
+  private:
     pid_t pid_ = -1;
     std::optional<int> status_;
     std::string log_path_;

@@ -20,18 +20,20 @@ inline std::string job_snapshot(pqxx::connection& c, common::JobId id) {
 /// The job's published result rows, as text.
 inline std::string results_snapshot(pqxx::connection& c, common::JobId id) {
     pqxx::read_transaction t(c);
-    return t.exec_params1(
-                "SELECT coalesce(string_agg(r::text, ';' ORDER BY generation), '') "
-                "FROM job_results r WHERE job_id = $1",
-                id)[0]
+    return t
+        .exec_params1(
+            "SELECT coalesce(string_agg(r::text, ';' ORDER BY generation), '') "
+            "FROM job_results r WHERE job_id = $1",
+            id)[0]
         .as<std::string>();
 }
 
 /// How many events of a kind the job has.
 inline long event_count(pqxx::connection& c, common::JobId id, const std::string& kind) {
     pqxx::read_transaction t(c);
-    return t.exec_params1("SELECT count(*) FROM job_events WHERE job_id = $1 AND kind = $2", id,
-                          kind)[0]
+    return t
+        .exec_params1("SELECT count(*) FROM job_events WHERE job_id = $1 AND kind = $2", id,
+                      kind)[0]
         .as<long>();
 }
 

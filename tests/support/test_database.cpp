@@ -41,7 +41,9 @@ struct OwnedServer {
     }
 };
 
-std::string template_name() { return "aclaim_tmpl_" + std::to_string(::getpid()); }
+std::string template_name() {
+    return "aclaim_tmpl_" + std::to_string(::getpid());
+}
 
 void ensure_template() {
     static std::once_flag once;

@@ -1,10 +1,8 @@
 #pragma once
 
-#include <pqxx/pqxx>
-
 #include <memory>
+#include <pqxx/pqxx>
 #include <string>
-
 
 namespace aclaim::testing {
 
@@ -20,7 +18,7 @@ std::string with_user(const std::string& dsn, const std::string& user);
 
 /// A fresh, fully migrated database for one test, cloned from a template and dropped afterwards.
 class TestDatabase {
-public:
+  public:
     TestDatabase();
     ~TestDatabase();
     TestDatabase(const TestDatabase&) = delete;
@@ -31,7 +29,7 @@ public:
     /// A new connection to this database.
     std::unique_ptr<pqxx::connection> connect() const;
 
-private:
+  private:
     std::string name_;
     std::string dsn_;
 };

@@ -35,12 +35,13 @@ std::string error_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("CSV records: columns in any order, defaults, quoting, line numbers", "[ctl]") {
-    const auto r = csv("payload, priority ,org\n"
-                       "\"a, b\",3,2\n"
-                       "\n"
-                       "\"multi\nline \"\"quoted\"\"\",,5\r\n"
-                       "plain,-2,7\n",
-                       {0, 9, 4});
+    const auto r =
+        csv("payload, priority ,org\n"
+            "\"a, b\",3,2\n"
+            "\n"
+            "\"multi\nline \"\"quoted\"\"\",,5\r\n"
+            "plain,-2,7\n",
+            {0, 9, 4});
     REQUIRE(r.size() == 3);
     CHECK(r[0].org_id == 2);
     CHECK(r[0].job.payload == "a, b");
@@ -64,7 +65,8 @@ TEST_CASE("CSV records: each mistake is named with its line", "[ctl]") {
           "jobs.csv:3: has 3 fields, the header has 2");
     CHECK(error_of([] { csv("org,payload,org\n"); }) ==
           "jobs.csv:1: column 'org' appears twice in the header");
-    CHECK(error_of([] { csv("org,priority\n"); }) == "jobs.csv:1: the header has no payload column");
+    CHECK(error_of([] { csv("org,priority\n"); }) ==
+          "jobs.csv:1: the header has no payload column");
     CHECK(error_of([] { csv("org,payload,priority\n1,a,high\n"); }) ==
           "jobs.csv:2: priority 'high' is not an integer");
     CHECK(error_of([] { csv("org,payload,priority\n1,a,99999999999\n"); }) ==
@@ -80,10 +82,11 @@ TEST_CASE("CSV records: each mistake is named with its line", "[ctl]") {
 }
 
 TEST_CASE("JSON lines records", "[ctl]") {
-    const auto r = jsonl("{\"org_id\": 3, \"payload\": \"x\", \"max_attempts\": 9}\n"
-                         "   \n"
-                         "{\"payload\": [1, 2], \"priority\": -4}\n",
-                         {8, 1, 3});
+    const auto r = jsonl(
+        "{\"org_id\": 3, \"payload\": \"x\", \"max_attempts\": 9}\n"
+        "   \n"
+        "{\"payload\": [1, 2], \"priority\": -4}\n",
+        {8, 1, 3});
     REQUIRE(r.size() == 2);
     CHECK(r[0].org_id == 3);
     CHECK(r[0].job.max_attempts == 9);
@@ -96,8 +99,8 @@ TEST_CASE("JSON lines records", "[ctl]") {
           "jobs.jsonl:1: no organization: add \"org\" or pass --org");
     CHECK(error_of([] { jsonl("{\"org\": \"1\", \"payload\": \"a\"}\n"); }) ==
           "jobs.jsonl:1: org must be an integer");
-    CHECK(error_of([] { jsonl("{\"org\": 1, \"payload\": \"a\\u0000b\"}\n"); })
-              .find("NUL byte") != std::string::npos);
+    CHECK(error_of([] { jsonl("{\"org\": 1, \"payload\": \"a\\u0000b\"}\n"); }).find("NUL byte") !=
+          std::string::npos);
 }
 
 TEST_CASE("durations as operators write and read them", "[ctl]") {

@@ -1,7 +1,6 @@
 // The coordinator's options, cut into the slices its components take.
 
 #include <catch2/catch.hpp>
-
 #include <stdexcept>
 #include <string>
 

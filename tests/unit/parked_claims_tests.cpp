@@ -1,9 +1,8 @@
 // Parked claims on a manual clock: a wait ends at its deadline and not before, a notification
 // takes exactly its organization's claims, a departing connection takes its own.
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 
 #include "common/base/clock.hpp"
 #include "coordinator/router/parked_claims.hpp"

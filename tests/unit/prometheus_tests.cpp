@@ -13,11 +13,11 @@ using namespace std::chrono_literals;
 TEST_CASE("a histogram puts each observation in the first bucket that holds it", "[metrics]") {
     Histogram h;
     h.observe(0us);
-    h.observe(100us);   // on a bound: belongs to it (le is "less or equal")
+    h.observe(100us);  // on a bound: belongs to it (le is "less or equal")
     h.observe(101us);
     h.observe(3ms);
-    h.observe(10s);     // past the last bound
-    h.observe(-5us);    // a clock step backwards counts as zero
+    h.observe(10s);   // past the last bound
+    h.observe(-5us);  // a clock step backwards counts as zero
     const auto s = h.snapshot();
     CHECK(s.count == 6);
     CHECK(s.buckets[0] == 3);
@@ -48,7 +48,8 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     CHECK(text.find("aclaim_connected_workers 3\n") != std::string::npos);
     CHECK(text.find("aclaim_db_threads 5\n") != std::string::npos);
     CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"0.001\"} 0\n") != std::string::npos);
-    CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"0.0025\"} 1\n") != std::string::npos);
+    CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"0.0025\"} 1\n") !=
+          std::string::npos);
     CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"0.05\"} 2\n") != std::string::npos);
     CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"+Inf\"} 2\n") != std::string::npos);
     CHECK(text.find("aclaim_claim_duration_seconds_sum 0.042000\n") != std::string::npos);
@@ -56,8 +57,12 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
           std::string::npos);
     // Every family is declared once, before its samples.
     std::size_t types = 0, helps = 0;
-    for (std::size_t at = text.find("# TYPE "); at != std::string::npos; at = text.find("# TYPE ", at + 1)) ++types;
-    for (std::size_t at = text.find("# HELP "); at != std::string::npos; at = text.find("# HELP ", at + 1)) ++helps;
+    for (std::size_t at = text.find("# TYPE "); at != std::string::npos;
+         at = text.find("# TYPE ", at + 1))
+        ++types;
+    for (std::size_t at = text.find("# HELP "); at != std::string::npos;
+         at = text.find("# HELP ", at + 1))
+        ++helps;
     CHECK(types == helps);
     CHECK(types == 25);
     CHECK(text.back() == '\n');
@@ -111,7 +116,8 @@ TEST_CASE("listening addresses as operators write them", "[metrics]") {
 }
 
 TEST_CASE("the readiness probe bounds its connection attempt in either DSN form", "[metrics]") {
-    CHECK(with_connect_timeout("postgresql://u@h/db", 2) == "postgresql://u@h/db?connect_timeout=2");
+    CHECK(with_connect_timeout("postgresql://u@h/db", 2) ==
+          "postgresql://u@h/db?connect_timeout=2");
     CHECK(with_connect_timeout("postgres://h/db?sslmode=disable", 2) ==
           "postgres://h/db?sslmode=disable&connect_timeout=2");
     CHECK(with_connect_timeout("host=h dbname=db", 2) == "host=h dbname=db connect_timeout=2");

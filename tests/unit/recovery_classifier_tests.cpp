@@ -13,9 +13,9 @@ constexpr Micros kNow = 1'800'000'000'000'000;
 constexpr OrgId kOrg = 7;
 
 AuditEvent event(std::int64_t id, std::string kind, Generation g, std::string detail = "",
-               OrgId org = kOrg) {
-    return AuditEvent{id,      1, org, g, std::move(kind), "rev-1", kNow - 60 * kSeconds,
-                      std::move(detail)};
+                 OrgId org = kOrg) {
+    return AuditEvent{
+        id, 1, org, g, std::move(kind), "rev-1", kNow - 60 * kSeconds, std::move(detail)};
 }
 
 /// A log with claims up to generation g (each in the row's organization).

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <regex>
 #include <set>
 #include <string>

@@ -44,8 +44,7 @@ std::vector<std::uint64_t> reqs(const std::vector<DbRequest>& batch) {
 
 }  // namespace
 
-TEST_CASE("work queue: renewals queued after other requests are taken first",
-          "[work_queue]") {
+TEST_CASE("work queue: renewals queued after other requests are taken first", "[work_queue]") {
     WorkQueue q;
     q.push(claim(1, 1));
     q.push(claim(1, 2));
