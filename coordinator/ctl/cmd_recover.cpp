@@ -31,7 +31,10 @@ using common::RecoveryReport;
 /// that the coordinators still honour.
 constexpr common::Micros kApplyClockSlack = common::kSeconds;
 
-std::string indent(const std::string& text, const std::string& pad) {
+/// Continuation lines line up under the first: each line break is followed by the report's
+/// twelve-column indent.
+std::string indent(const std::string& text) {
+    static const std::string pad(12, ' ');
     std::string out;
     for (char ch : text) {
         out += ch;
@@ -119,9 +122,8 @@ void print_report(const RecoveryReport& report, bool apply) {
                     static_cast<long long>(s.row.org_id),
                     std::string(common::to_string(s.row.state)).c_str(),
                     s.classification.reason().c_str());
-        std::printf("  what:     %s\n",
-                    indent(s.classification.explanation(), "            ").c_str());
-        std::printf("  evidence: %s\n", indent(s.classification.evidence, "            ").c_str());
+        std::printf("  what:     %s\n", indent(s.classification.explanation()).c_str());
+        std::printf("  evidence: %s\n", indent(s.classification.evidence).c_str());
     }
     if (!report.orphans.empty()) {
         std::printf("\norphans (results or events without a job row; never acted on): %zu\n",
@@ -129,7 +131,7 @@ void print_report(const RecoveryReport& report, bool apply) {
         for (const auto& o : report.orphans) {
             std::printf("job %lld (org %lld): %s\n  evidence: %s\n",
                         static_cast<long long>(o.job_id), static_cast<long long>(o.org_id),
-                        o.reason.c_str(), indent(o.evidence, "            ").c_str());
+                        o.reason.c_str(), indent(o.evidence).c_str());
         }
     }
     std::printf("\nexpired leases to reclaim: %zu", report.expired.size());

@@ -14,7 +14,7 @@ std::string with_connect_timeout(const std::string& dsn, int seconds) {
     return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + setting;
 }
 
-ReadinessProbe::ReadinessProbe(std::string dsn, const common::Clock& clock,
+ReadinessProbe::ReadinessProbe(const std::string& dsn, const common::Clock& clock,
                                std::chrono::milliseconds cache_for)
     : dsn_(with_connect_timeout(dsn, kTimeoutSeconds)), clock_(clock), cache_for_(cache_for) {}
 

@@ -48,9 +48,17 @@ common::OrgId pick_org(pqxx::connection& conn, common::OrgId wanted) {
     return wanted;
 }
 
+/// Where the canary's coordinator serves: its ROUTER endpoint and its HTTP port.
+struct Listening {
+    std::string endpoint;
+    int http_port = 0;
+};
+
 std::vector<std::string> coordinator_argv(const CanaryOptions& o, const std::string& binary,
-                                          const std::string& endpoint, int http_port) {
+                                          const Listening& at) {
     std::vector<std::string> argv{binary};
+    const std::string& endpoint = at.endpoint;
+    const int http_port = at.http_port;
     // Under CURVE the secret key goes in the environment (see coordinator_env), not argv.
     if (o.plaintext) argv.push_back("--plaintext");
     const auto flag = [&argv](const char* name, std::string value) {
@@ -168,7 +176,7 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
     }
 
     const std::string coordinator_log = o.out + "/coordinator.log";
-    ChildProcess coordinator(coordinator_argv(o, binary, r.endpoint, http_port),
+    ChildProcess coordinator(coordinator_argv(o, binary, {r.endpoint, http_port}),
                              coordinator_env(o, server.secret_key), coordinator_log);
     zmq::context_t context;
     wait_until_serving(context, r.endpoint, r.org, client_keys[0], coordinator, coordinator_log);
