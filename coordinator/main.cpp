@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -50,9 +51,7 @@ class SignalWaiter {
     std::thread thread_;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     aclaim::coordinator::CoordinatorOptions options;
     CLI::App app{
         "aclaim coordinator: hands review jobs from PostgreSQL to reviewer workers over "
@@ -107,4 +106,16 @@ int main(int argc, char** argv) {
         return 1;
     }
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // Declaring the command line can throw too (CLI11 refuses a malformed option declaration).
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "aclaim-coordinator: %s\n", e.what());
+        return 1;
+    }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string_view>
 
 #include "common/ops/recovery_sql.hpp"
 
@@ -11,7 +12,8 @@ namespace {
 
 constexpr const char* kLockNotAvailable = "55P03";
 
-std::string fill(const char* tmpl, const char* filter, const char* lock = "") {
+/// A reader template with its row filter and, where it has one, its lock clause filled in.
+std::string fill(const char* tmpl, std::string_view filter, const char* lock = "") {
     std::string text = tmpl;
     text.replace(text.find("{FILTER}"), 8, filter);
     if (const auto at = text.find("{LOCK}"); at != std::string::npos) text.replace(at, 6, lock);

@@ -61,7 +61,7 @@ int run(const Global& global, const AssignmentArgs& a, bool release) {
             "%s released: taken from %s at generation %lld; pending again, attempt "
             "given back (%d of %d used); the next claim gets generation %lld\n",
             job.c_str(), out.held_by.c_str(), static_cast<long long>(out.generation),
-            out.job->attempts, out.job->max_attempts, static_cast<long long>(out.generation + 1));
+            out.job->attempts, out.job->max_attempts, static_cast<long long>(out.generation) + 1);
     } else {
         std::printf("%s failed: taken from %s at generation %lld; final\n", job.c_str(),
                     out.held_by.c_str(), static_cast<long long>(out.generation));

@@ -62,7 +62,11 @@ class Writer {
             } else {
                 le = "+Inf";
             }
-            sample(bucket, prefix + "le=\"" + le + "\"", cumulative);
+            std::string bucket_labels = prefix;
+            bucket_labels += "le=\"";
+            bucket_labels += le;
+            bucket_labels += '"';
+            sample(bucket, bucket_labels, cumulative);
         }
         sample_seconds(std::string(name) + "_sum", labels, s.sum_us);
         sample(std::string(name) + "_count", labels, cumulative);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -86,10 +87,10 @@ std::string iso_time(common::Micros us) {
     return buf;
 }
 
-void write_file(const std::string& path, const std::string& text) {
+void write_file(const std::filesystem::path& path, const std::string& text) {
     std::ofstream out(path, std::ios::trunc);
     out << text;
-    if (!out.flush()) throw std::runtime_error("cannot write " + path);
+    if (!out.flush()) throw std::runtime_error("cannot write " + path.string());
 }
 
 }  // namespace
