@@ -323,9 +323,10 @@ TEST_CASE(
     intruder.expect<proto::NoWork>(intruder.send(proto::Claim{0, 5, 0}));
     CHECK_FALSE(std::holds_alternative<proto::LeaseMsg>(
         *intruder.answer(intruder.send(proto::Renew{0, job.job_id, job.generation}), 10s)));
-    for (proto::Message m : {proto::Message(proto::Complete{0, job.job_id, job.generation, "x"}),
-                             proto::Message(proto::Fail{0, job.job_id, job.generation, "x", true}),
-                             proto::Message(proto::Release{0, job.job_id, job.generation})}) {
+    for (const proto::Message& m :
+         {proto::Message(proto::Complete{0, job.job_id, job.generation, "x"}),
+          proto::Message(proto::Fail{0, job.job_id, job.generation, "x", true}),
+          proto::Message(proto::Release{0, job.job_id, job.generation})}) {
         const auto reply = intruder.answer(intruder.send(m), 10s);
         REQUIRE(reply.has_value());
         INFO(proto::type_name(m) << " answered with " << proto::type_name(*reply));
