@@ -215,8 +215,8 @@ nlohmann::json run_idle(const IdleOptions& o) {
     std::this_thread::sleep_for(std::chrono::seconds(2));
     nlohmann::json out;
     out["workers_welcomed"] = count;
-    out["coordinator_rss_before_mb"] = before_kb / 1024.0;
-    out["coordinator_peak_rss_mb"] = vm_hwm_kb(o.pid) / 1024.0;
+    out["coordinator_rss_before_mb"] = static_cast<double>(before_kb) / 1024.0;
+    out["coordinator_peak_rss_mb"] = static_cast<double>(vm_hwm_kb(o.pid)) / 1024.0;
     out["seconds_to_welcome_all"] = seconds_since(began);
     out["curve"] = !o.target.auth.plaintext;
     return out;
