@@ -179,6 +179,7 @@ void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
     }
     if (pending.empty()) return;
     std::vector<std::int64_t> ids;
+    ids.reserve(pending.size());
     for (const std::size_t i : pending) ids.push_back(requests[i].job);
     scope.all();
     const auto rows = read_authorities(txn, ids);

@@ -198,7 +198,9 @@ std::vector<JobRecord> read_jsonl(std::istream& in, const std::string& source,
         bool has_payload = false;
         bool has_org = false;
         for (const auto& [key, value] : j.items()) {
-            auto integer = [&](const char* name) {
+            // The binding is captured by name: clang-tidy 14 cannot parse a lambda that captures a
+            // structured binding implicitly.
+            auto integer = [&, &value = value](const char* name) {
                 if (!value.is_number_integer())
                     bad(source, n, std::string(name) + " must be an integer");
                 return value.get<std::int64_t>();

@@ -88,6 +88,7 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
     std::vector<RequestOutcome::Result> results;
     if (kind == RequestKind::Claim) {
         std::vector<common::ClaimRequest> claims;
+        claims.reserve(batch.size());
         for (const auto& o : batch) {
             claims.push_back(
                 {o.request.from.worker_id, std::get<proto::Claim>(o.request.body).max_jobs});
@@ -103,6 +104,7 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
         return results;
     }
     std::vector<common::TransitionRequest> requests;
+    requests.reserve(batch.size());
     for (const auto& o : batch) requests.push_back(transition_request(o.request));
     if (requests.size() == 1) {
         const common::TransitionRequest& q = requests.front();

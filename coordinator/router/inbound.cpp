@@ -87,11 +87,11 @@ void Inbound::handle_message(const std::string& routing_id, const Credentials& c
         p_.replier.send_error(routing_id, err->reply_encoding, err->req, err->code, err->text);
         return;
     }
-    handle_request(routing_id, credentials, std::move(std::get<proto::Decoded>(decoded)));
+    handle_request(routing_id, credentials, std::get<proto::Decoded>(decoded));
 }
 
 void Inbound::handle_request(const std::string& routing_id, const Credentials& credentials,
-                             proto::Decoded decoded) {
+                             const proto::Decoded& decoded) {
     const proto::Message& message = decoded.message;
     const auto enc = decoded.encoding;
     const std::uint64_t req = proto::request_id(message);

@@ -51,7 +51,7 @@ class Inbound {
     void handle_message(const std::string& routing_id, const Credentials& credentials,
                         const std::vector<std::string_view>& frames);
     void handle_request(const std::string& routing_id, const Credentials& credentials,
-                        proto::Decoded decoded);
+                        const proto::Decoded& decoded);
     void handle_hello(const std::string& routing_id, const Credentials& credentials,
                       const proto::Hello& hello, proto::Encoding encoding);
     void handle_bye(const std::string& routing_id);

@@ -41,7 +41,12 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
         const auto name = entry.substr(0, entry.find('='));
         if (env.count(name) == 0) env_text.push_back(entry);
     }
-    for (const auto& [k, v] : env) env_text.push_back(k + "=" + v);
+    for (const auto& [k, v] : env) {
+        std::string entry = k;
+        entry += '=';
+        entry += v;
+        env_text.push_back(std::move(entry));
+    }
     std::vector<char*> args, envp;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
