@@ -61,16 +61,22 @@ std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
     return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
 }
 
-void civil_from_days(std::int64_t z, std::int64_t& y, unsigned& m, unsigned& d) {
+struct CivilDate {
+    std::int64_t y = 0;
+    unsigned m = 0;
+    unsigned d = 0;
+};
+
+CivilDate civil_from_days(std::int64_t z) {
     z += 719468;
     const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
     const auto doe = static_cast<unsigned>(z - era * 146097);
     const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
     const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     const unsigned mp = (5 * doy + 2) / 153;
-    d = doy - (153 * mp + 2) / 5 + 1;
-    m = mp < 10 ? mp + 3 : mp - 9;
-    y = static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2);
+    const unsigned d = doy - (153 * mp + 2) / 5 + 1;
+    const unsigned m = mp < 10 ? mp + 3 : mp - 9;
+    return {static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2), m, d};
 }
 
 bool read_digits(std::string_view s, std::size_t& pos, std::size_t n, std::int64_t& out) {
@@ -265,9 +271,7 @@ std::string format_instant(Micros t) {
         rest += kDay;
         --days;
     }
-    std::int64_t y = 0;
-    unsigned m = 0, d = 0;
-    civil_from_days(days, y, m, d);
+    const auto [y, m, d] = civil_from_days(days);
     const auto secs = rest / kSeconds;
     const auto micros = rest % kSeconds;
     char buf[64];

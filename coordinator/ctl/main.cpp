@@ -4,7 +4,9 @@
 #include "coordinator/ctl/ctl.hpp"
 #include "coordinator/ctl/registry.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
     using namespace aclaim::ctl;
     CLI::App app{"aclaimctl: the aclaim operator's console"};
     app.require_subcommand(1);
@@ -26,6 +28,18 @@ int main(int argc, char** argv) {
     } catch (const pqxx::broken_connection& e) {
         std::cerr << "aclaimctl: cannot reach the database: " << e.what() << "\n";
         return 3;
+    } catch (const std::exception& e) {
+        std::cerr << "aclaimctl: " << e.what() << "\n";
+        return 1;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // Declaring the command line can throw too (CLI11 refuses a malformed option declaration).
+    try {
+        return run(argc, argv);
     } catch (const std::exception& e) {
         std::cerr << "aclaimctl: " << e.what() << "\n";
         return 1;
