@@ -78,8 +78,8 @@ int run(int argc, char** argv) {
     std::unique_ptr<aclaim::common::Clock> clock;
     if (options.clock_skew_ms != 0) {
         spdlog::warn("clock skewed by {} ms", options.clock_skew_ms);
-        clock = std::make_unique<aclaim::common::SkewedClock>(options.clock_skew_ms *
-                                                              aclaim::common::kMillis);
+        clock = std::make_unique<aclaim::common::SkewedClock>(
+            std::chrono::milliseconds(options.clock_skew_ms));
     } else {
         clock = std::make_unique<aclaim::common::SystemClock>();
     }

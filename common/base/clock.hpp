@@ -6,31 +6,47 @@
 
 namespace aclaim::common {
 
-/// Microseconds since the Unix epoch: the only unit of time that crosses into SQL.
+/// A length of time, wall or monotonic.
+using Duration = std::chrono::microseconds;
+/// A wall-clock instant, microseconds since the Unix epoch: leases, events, anything written to
+/// the database. A distinct type from Duration, so that `claim(..., lease, now)` cannot be swapped
+/// silently: an instant plus a duration is an instant, two instants cannot be added.
+using Instant = std::chrono::sys_time<Duration>;
+/// Monotonic time: deadlines and intervals within this process, never stored.
+using MonotonicTime = std::chrono::steady_clock::time_point;
+
+constexpr Duration kMillis = std::chrono::milliseconds(1);
+constexpr Duration kSeconds = std::chrono::seconds(1);
+
+/// The representation that crosses into SQL and JSON: a bigint count of microseconds, either since
+/// the epoch (an Instant) or of a Duration. Convert at that boundary only.
 using Micros = std::int64_t;
+constexpr Micros to_micros(Instant t) {
+    return t.time_since_epoch().count();
+}
+constexpr Micros to_micros(Duration d) {
+    return d.count();
+}
+constexpr Instant instant_from_micros(Micros us) {
+    return Instant(Duration(us));
+}
 
-constexpr Micros kMillis = 1000;
-constexpr Micros kSeconds = 1000 * kMillis;
-
-/// Time behind an interface so that lease logic can be driven by tests without waiting.
+/// The one time source: wall-clock instants and monotonic time from the same injected interface,
+/// so that lease logic, deadlines and intervals can be driven by tests without waiting.
 class Clock {
   public:
     virtual ~Clock() = default;
-    /// Wall-clock time: leases, events, anything written to the database.
-    virtual Micros now() const = 0;
-    /// Monotonic time: deadlines and intervals within this process.
-    virtual std::chrono::steady_clock::time_point monotonic_now() const {
-        return std::chrono::steady_clock::now();
-    }
+    /// Wall-clock time.
+    virtual Instant now() const = 0;
+    /// Monotonic time.
+    virtual MonotonicTime monotonic_now() const { return std::chrono::steady_clock::now(); }
 };
 
 /// Production time.
 class SystemClock final : public Clock {
   public:
-    Micros now() const override {
-        return std::chrono::duration_cast<std::chrono::microseconds>(
-                   std::chrono::system_clock::now().time_since_epoch())
-            .count();
+    Instant now() const override {
+        return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
     }
 };
 
@@ -38,15 +54,16 @@ class SystemClock final : public Clock {
 /// and monotonic time together; set() steps the wall clock only, as NTP may.
 class ManualClock final : public Clock {
   public:
-    explicit ManualClock(Micros start) : now_(start) {}
-    Micros now() const override { return now_.load(); }
-    std::chrono::steady_clock::time_point monotonic_now() const override {
-        return std::chrono::steady_clock::time_point(std::chrono::microseconds(mono_.load()));
+    explicit ManualClock(Instant start) : now_(to_micros(start)) {}
+    Instant now() const override { return instant_from_micros(now_.load()); }
+    MonotonicTime monotonic_now() const override {
+        return MonotonicTime(
+            std::chrono::duration_cast<MonotonicTime::duration>(Duration(mono_.load())));
     }
-    void set(Micros t) { now_.store(t); }
-    void advance(Micros d) {
-        now_.fetch_add(d);
-        mono_.fetch_add(d);
+    void set(Instant t) { now_.store(to_micros(t)); }
+    void advance(Duration d) {
+        now_.fetch_add(d.count());
+        mono_.fetch_add(d.count());
     }
 
   private:
@@ -57,12 +74,12 @@ class ManualClock final : public Clock {
 /// A system clock shifted by a fixed offset: used to rehearse coordinators whose clocks disagree.
 class SkewedClock final : public Clock {
   public:
-    explicit SkewedClock(Micros skew) : skew_(skew) {}
-    Micros now() const override { return base_.now() + skew_; }
+    explicit SkewedClock(Duration skew) : skew_(skew) {}
+    Instant now() const override { return base_.now() + skew_; }
 
   private:
     SystemClock base_;
-    Micros skew_;
+    Duration skew_;
 };
 
 }  // namespace aclaim::common

@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "common/store/pg_time.hpp"
+
 namespace aclaim::common {
 
 std::string_view to_string(Invariant i) {
@@ -34,7 +36,7 @@ bool ends_lease(const AuditEvent& e) {
 
 std::string describe(const AuditEvent& e) {
     return "event " + std::to_string(e.id) + " " + e.kind + " gen " + std::to_string(e.generation) +
-           (e.worker.empty() ? "" : " by " + e.worker) + " at " + std::to_string(e.at);
+           (e.worker.empty() ? "" : " by " + e.worker) + " at " + std::to_string(to_micros(e.at));
 }
 
 }  // namespace
@@ -54,7 +56,7 @@ CheckReport check(const History& h) {
     }
     std::unordered_map<JobId, std::vector<const AuditEvent*>> by_job;
     for (const auto& e : h.events) by_job[e.job_id].push_back(&e);
-    std::unordered_map<JobId, std::vector<const ResultRow*>> results;
+    std::unordered_map<JobId, std::vector<const ResultRecord*>> results;
     for (const auto& r : h.results) results[r.job_id].push_back(&r);
 
     for (const auto& [job, events] : by_job) {
@@ -172,25 +174,26 @@ History load_history(pqxx::connection& conn) {
     for (const auto& r : txn.exec("SELECT id, org_id, state, generation, result_ref, "
                                   "quarantine_reason FROM jobs ORDER BY id")) {
         JobRow j;
-        j.id = r[0].as<JobId>();
-        j.org_id = r[1].as<OrgId>();
-        j.state = r[2].as<std::string>();
-        j.generation = r[3].as<Generation>();
-        if (!r[4].is_null()) j.result_ref = r[4].as<std::string>();
-        if (!r[5].is_null()) j.quarantine_reason = r[5].as<std::string>();
+        j.id = r["id"].as<JobId>();
+        j.org_id = r["org_id"].as<OrgId>();
+        j.state = r["state"].as<std::string>();
+        j.generation = r["generation"].as<Generation>();
+        if (!r["result_ref"].is_null()) j.result_ref = r["result_ref"].as<std::string>();
+        if (!r["quarantine_reason"].is_null())
+            j.quarantine_reason = r["quarantine_reason"].as<std::string>();
         h.jobs.push_back(std::move(j));
     }
     for (const auto& r :
-         txn.exec("SELECT id, job_id, org_id, generation, kind, coalesce(worker, ''), "
-                  "aclaim_us(at), detail FROM job_events ORDER BY id")) {
-        h.events.push_back({r[0].as<std::int64_t>(), r[1].as<JobId>(), r[2].as<OrgId>(),
-                            r[3].as<Generation>(), r[4].as<std::string>(), r[5].as<std::string>(),
-                            r[6].as<Micros>(), r[7].as<std::string>()});
+         txn.exec("SELECT id, job_id, org_id, generation, kind, coalesce(worker, '') AS worker, "
+                  "aclaim_us(at) AS at_us, detail FROM job_events ORDER BY id")) {
+        h.events.push_back({r["id"].as<std::int64_t>(), r["job_id"].as<JobId>(),
+                            r["org_id"].as<OrgId>(), r["generation"].as<Generation>(),
+                            r["kind"].as<std::string>(), r["worker"].as<std::string>(),
+                            r["at_us"].as<Instant>(), r["detail"].as<std::string>()});
     }
     for (const auto& r :
-         txn.exec("SELECT job_id, org_id, generation, result_ref FROM job_results")) {
-        h.results.push_back(
-            {r[0].as<JobId>(), r[1].as<OrgId>(), r[2].as<Generation>(), r[3].as<std::string>()});
+         txn.exec(std::string("SELECT ") + sql::kResultColumns + " FROM job_results")) {
+        h.results.push_back(result_record_of(r));
     }
     return h;
 }

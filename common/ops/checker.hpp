@@ -10,10 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "common/ops/job_record.hpp"
 #include "common/store/assignment.hpp"
 
 namespace aclaim::common {
 
+/// The columns of a jobs row the invariants read. Narrower than JobRecord on purpose: the checker
+/// reads every row of the table in one snapshot.
 struct JobRow {
     JobId id = 0;
     OrgId org_id = 0;
@@ -23,17 +26,10 @@ struct JobRow {
     std::optional<std::string> quarantine_reason;
 };
 
-struct ResultRow {
-    JobId job_id = 0;
-    OrgId org_id = 0;
-    Generation generation = 0;
-    std::string result_ref;
-};
-
 struct History {
     std::vector<JobRow> jobs;
     std::vector<AuditEvent> events;  ///< in id order
-    std::vector<ResultRow> results;
+    std::vector<ResultRecord> results;
 };
 
 /// The invariants, by name.

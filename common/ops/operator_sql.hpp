@@ -13,31 +13,27 @@ namespace aclaim::common::sql {
 inline const Statement kOperatorStatus{"aclaim_operator_status",
                                        R"SQL(
 SELECT org_id,
-       count(*) FILTER (WHERE state = 'pending'),
-       count(*) FILTER (WHERE state = 'assigned'),
-       count(*) FILTER (WHERE state = 'completed'),
-       count(*) FILTER (WHERE state = 'failed'),
-       count(*) FILTER (WHERE state = 'quarantined'),
-       count(*) FILTER (WHERE state = 'assigned' AND lease_expires_at > aclaim_ts($1::bigint)),
-       count(*) FILTER (WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)),
+       count(*) FILTER (WHERE state = 'pending') AS pending,
+       count(*) FILTER (WHERE state = 'assigned') AS assigned,
+       count(*) FILTER (WHERE state = 'completed') AS completed,
+       count(*) FILTER (WHERE state = 'failed') AS failed,
+       count(*) FILTER (WHERE state = 'quarantined') AS quarantined,
+       count(*) FILTER (WHERE state = 'assigned' AND lease_expires_at > aclaim_ts($1::bigint))
+           AS live_leases,
+       count(*) FILTER (WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint))
+           AS expired_leases,
        count(*) FILTER (WHERE state = 'completed'
-                          AND completed_at > aclaim_ts($1::bigint - 60000000)),
-       aclaim_us(min(enqueued_at) FILTER (WHERE state = 'pending'))
+                          AND completed_at > aclaim_ts($1::bigint - 60000000))
+           AS completed_last_minute,
+       aclaim_us(min(enqueued_at) FILTER (WHERE state = 'pending')) AS oldest_pending_us
   FROM jobs
  WHERE $2::bigint = 0 OR org_id = $2::bigint
  GROUP BY org_id ORDER BY org_id
 )SQL",
                                        {"now_us bigint", "org bigint"}};
 
-/// The columns of a job as the console shows it, in the order operator_store.cpp reads them.
-/// The two readers below are templates whose {COLUMNS} becomes this list.
-inline constexpr const char* kOperatorJobColumns = R"SQL(
-id, org_id, state, priority, generation, attempts, max_attempts, coalesce(assignee, ''),
-aclaim_us(enqueued_at), aclaim_us(claimed_at), aclaim_us(lease_expires_at),
-aclaim_us(completed_at), result_ref, last_error, quarantined_from, quarantine_reason, payload
-)SQL";
-
-/// $1 job.
+/// The two readers below are templates whose {COLUMNS} becomes kJobColumnsWithPayload
+/// (job_record.hpp). $1 job.
 inline constexpr const char* kOperatorJob = "SELECT {COLUMNS} FROM jobs WHERE id = $1::bigint";
 
 /// $1 org or NULL, $2 state or NULL, $3 assignee or NULL, $4 enqueued before (us) or NULL,

@@ -2,50 +2,23 @@
 
 #include "common/ops/operator_sql.hpp"
 #include "common/ops/recovery_sql.hpp"
+#include "common/store/pg_time.hpp"
 
 namespace aclaim::common {
 
 namespace {
 
-template <class T>
-std::optional<T> opt(const pqxx::field& f) {
-    if (f.is_null()) return std::nullopt;
-    return f.as<T>();
-}
-
 std::string with_columns(const char* text) {
     std::string out(text);
     const std::string key = "{COLUMNS}";
-    out.replace(out.find(key), key.size(), sql::kOperatorJobColumns);
+    out.replace(out.find(key), key.size(), sql::kJobColumnsWithPayload);
     return out;
 }
 
-JobView read_job(const pqxx::row& r) {
-    JobView j;
-    j.id = r[0].as<JobId>();
-    j.org_id = r[1].as<OrgId>();
-    j.state = r[2].as<std::string>();
-    j.priority = r[3].as<int>();
-    j.generation = r[4].as<Generation>();
-    j.attempts = r[5].as<int>();
-    j.max_attempts = r[6].as<int>();
-    j.assignee = r[7].as<std::string>();
-    j.enqueued_at = r[8].as<Micros>();
-    j.claimed_at = opt<Micros>(r[9]);
-    j.lease_expires_at = opt<Micros>(r[10]);
-    j.completed_at = opt<Micros>(r[11]);
-    j.result_ref = opt<std::string>(r[12]);
-    j.last_error = opt<std::string>(r[13]);
-    j.quarantined_from = opt<std::string>(r[14]);
-    j.quarantine_reason = opt<std::string>(r[15]);
-    j.payload = r[16].as<std::string>();
-    return j;
-}
-
-std::optional<JobView> read_one(pqxx::transaction_base& txn, JobId id) {
+std::optional<JobRecord> read_one(pqxx::transaction_base& txn, JobId id) {
     const auto rows = txn.exec_params(with_columns(sql::kOperatorJob), id);
     if (rows.empty()) return std::nullopt;
-    return read_job(rows[0]);
+    return job_record_of(rows[0]);
 }
 
 bool is_lock_timeout(const pqxx::sql_error& e) {
@@ -54,27 +27,28 @@ bool is_lock_timeout(const pqxx::sql_error& e) {
 
 }  // namespace
 
-std::vector<OrgStatus> OperatorStore::status(Micros now, std::optional<OrgId> org) {
+std::vector<OrgStatus> OperatorStore::status(Instant now, std::optional<OrgId> org) {
     pqxx::read_transaction txn(conn_);
     std::vector<OrgStatus> out;
     for (const auto& r : txn.exec_params(sql::kOperatorStatus.text, now, org.value_or(0))) {
         OrgStatus s;
-        s.org_id = r[0].as<OrgId>();
-        s.pending = r[1].as<std::int64_t>();
-        s.assigned = r[2].as<std::int64_t>();
-        s.completed = r[3].as<std::int64_t>();
-        s.failed = r[4].as<std::int64_t>();
-        s.quarantined = r[5].as<std::int64_t>();
-        s.live_leases = r[6].as<std::int64_t>();
-        s.expired_leases = r[7].as<std::int64_t>();
-        s.completed_last_minute = r[8].as<std::int64_t>();
-        if (!r[9].is_null()) s.oldest_pending_age = now - r[9].as<Micros>();
+        s.org_id = r["org_id"].as<OrgId>();
+        s.pending = r["pending"].as<std::int64_t>();
+        s.assigned = r["assigned"].as<std::int64_t>();
+        s.completed = r["completed"].as<std::int64_t>();
+        s.failed = r["failed"].as<std::int64_t>();
+        s.quarantined = r["quarantined"].as<std::int64_t>();
+        s.live_leases = r["live_leases"].as<std::int64_t>();
+        s.expired_leases = r["expired_leases"].as<std::int64_t>();
+        s.completed_last_minute = r["completed_last_minute"].as<std::int64_t>();
+        if (!r["oldest_pending_us"].is_null())
+            s.oldest_pending_age = now - r["oldest_pending_us"].as<Instant>();
         out.push_back(s);
     }
     return out;
 }
 
-std::optional<JobView> OperatorStore::job(JobId id) {
+std::optional<JobRecord> OperatorStore::job(JobId id) {
     pqxx::read_transaction txn(conn_);
     return read_one(txn, id);
 }
@@ -83,38 +57,39 @@ std::vector<AuditEvent> OperatorStore::events(JobId id) {
     pqxx::read_transaction txn(conn_);
     std::vector<AuditEvent> out;
     for (const auto& r : txn.exec_params(sql::kReadEventsOfJob, id)) {
-        out.push_back({r[0].as<std::int64_t>(), id, r[1].as<OrgId>(), r[2].as<Generation>(),
-                       r[3].as<std::string>(), r[4].as<std::string>(), r[5].as<Micros>(),
-                       r[6].as<std::string>()});
+        out.push_back({r["id"].as<std::int64_t>(), id, r["org_id"].as<OrgId>(),
+                       r["generation"].as<Generation>(), r["kind"].as<std::string>(),
+                       r["worker"].as<std::string>(), r["at_us"].as<Instant>(),
+                       r["detail"].as<std::string>()});
     }
     return out;
 }
 
-std::vector<JobView> OperatorStore::list(const JobFilter& f) {
+std::vector<JobRecord> OperatorStore::list(const JobFilter& f) {
     pqxx::read_transaction txn(conn_);
-    std::vector<JobView> out;
+    std::vector<JobRecord> out;
     for (const auto& r : txn.exec_params(with_columns(sql::kOperatorList), f.org_id, f.state,
                                          f.assignee, f.enqueued_before, f.after_id, f.limit)) {
-        out.push_back(read_job(r));
+        out.push_back(job_record_of(r));
     }
     return out;
 }
 
 OperatorOutcome OperatorStore::release(JobId id, std::optional<Generation> expected,
                                        const std::string& actor, const std::string& reason,
-                                       Micros now) {
+                                       Instant now) {
     return act(true, id, expected, actor, reason, now);
 }
 
 OperatorOutcome OperatorStore::fail(JobId id, std::optional<Generation> expected,
                                     const std::string& actor, const std::string& reason,
-                                    Micros now) {
+                                    Instant now) {
     return act(false, id, expected, actor, reason, now);
 }
 
 OperatorOutcome OperatorStore::act(bool release, JobId id, std::optional<Generation> expected,
                                    const std::string& actor, const std::string& reason,
-                                   Micros now) {
+                                   Instant now) {
     OperatorOutcome out;
     try {
         pqxx::work txn(conn_, release ? "operator_release" : "operator_fail");
@@ -124,7 +99,7 @@ OperatorOutcome OperatorStore::act(bool release, JobId id, std::optional<Generat
             out.result = OperatorOutcome::Result::NotFound;
             return out;
         }
-        if (out.job->state != "assigned") {
+        if (out.job->state != JobState::Assigned) {
             out.result = OperatorOutcome::Result::NotAssigned;
             return out;
         }
@@ -133,7 +108,7 @@ OperatorOutcome OperatorStore::act(bool release, JobId id, std::optional<Generat
             out.result = OperatorOutcome::Result::Moved;
             return out;
         }
-        out.held_by = out.job->assignee;
+        out.held_by = out.job->assignee.value_or("");
         out.generation = g;
         const std::string detail = std::string(release ? "operator release" : "operator fail") +
                                    " of the assignment held by " + out.held_by + ": " + reason;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ops/job_record.hpp"
 #include "common/store/assignment.hpp"
 
 namespace aclaim::common {
@@ -20,28 +21,7 @@ struct OrgStatus {
     std::int64_t live_leases = 0;     ///< assigned, lease still running
     std::int64_t expired_leases = 0;  ///< assigned, lease over, not yet reclaimed
     std::int64_t completed_last_minute = 0;
-    std::optional<Micros> oldest_pending_age;  ///< now minus the oldest pending enqueued_at
-};
-
-/// Every column of a job an operator reads.
-struct JobView {
-    JobId id = 0;
-    OrgId org_id = 0;
-    std::string state;
-    int priority = 0;
-    Generation generation = 0;
-    int attempts = 0;
-    int max_attempts = 0;
-    std::string assignee;  ///< empty when nobody holds or held it
-    Micros enqueued_at = 0;
-    std::optional<Micros> claimed_at;
-    std::optional<Micros> lease_expires_at;
-    std::optional<Micros> completed_at;
-    std::optional<std::string> result_ref;
-    std::optional<std::string> last_error;
-    std::optional<std::string> quarantined_from;
-    std::optional<std::string> quarantine_reason;
-    std::string payload;
+    std::optional<Duration> oldest_pending_age;  ///< now minus the oldest pending enqueued_at
 };
 
 /// Which jobs `jobs list` shows; every filter is optional. Pages go by id.
@@ -49,7 +29,7 @@ struct JobFilter {
     std::optional<OrgId> org_id;
     std::optional<std::string> state;
     std::optional<std::string> assignee;
-    std::optional<Micros> enqueued_before;
+    std::optional<Instant> enqueued_before;
     JobId after_id = 0;
     int limit = 50;
 };
@@ -65,7 +45,7 @@ struct OperatorOutcome {
         Busy,         ///< a coordinator kept the row locked past the lock timeout; try again
     };
     Result result = Result::NotFound;
-    std::optional<JobView> job;
+    std::optional<JobRecord> job;
     std::string held_by;        ///< the assignee the operator took the job from
     Generation generation = 0;  ///< the generation that lost its authority
 };
@@ -77,24 +57,24 @@ class OperatorStore {
     explicit OperatorStore(pqxx::connection& conn) : conn_(conn) {}
 
     /// Per organization (or only `org`), at `now`.
-    std::vector<OrgStatus> status(Micros now, std::optional<OrgId> org = std::nullopt);
+    std::vector<OrgStatus> status(Instant now, std::optional<OrgId> org = std::nullopt);
 
-    std::optional<JobView> job(JobId id);
+    std::optional<JobRecord> job(JobId id);
     /// The job's whole audit log, oldest first.
     std::vector<AuditEvent> events(JobId id);
-    std::vector<JobView> list(const JobFilter& filter);
+    std::vector<JobRecord> list(const JobFilter& filter);
 
     /// Returns an assigned job to pending, giving back the attempt; the holder's generation loses
     /// its authority. `expected` pins the generation the operator looked at.
     OperatorOutcome release(JobId id, std::optional<Generation> expected, const std::string& actor,
-                            const std::string& reason, Micros now);
+                            const std::string& reason, Instant now);
     /// Fails an assigned job for good, recording `reason` as its last error.
     OperatorOutcome fail(JobId id, std::optional<Generation> expected, const std::string& actor,
-                         const std::string& reason, Micros now);
+                         const std::string& reason, Instant now);
 
   private:
     OperatorOutcome act(bool release, JobId id, std::optional<Generation> expected,
-                        const std::string& actor, const std::string& reason, Micros now);
+                        const std::string& actor, const std::string& reason, Instant now);
 
     pqxx::connection& conn_;
 };

@@ -40,7 +40,7 @@ std::string opt_text(const std::optional<std::string>& s) {
     return s ? "'" + *s + "'" : "null";
 }
 
-std::string opt_time(const std::optional<Micros>& t) {
+std::string opt_time(const std::optional<Instant>& t) {
     return t ? format_instant(*t) : "null";
 }
 
@@ -126,7 +126,7 @@ std::string Classification::explanation() const {
 }
 
 Classification classify(const JobRecord& row, const std::optional<ResultRecord>& result,
-                        const EventSummary& events, Micros now) {
+                        const EventSummary& events, Instant now) {
     Classification c;
     auto add = [&c](Contradiction code, std::string what) {
         c.findings.push_back({code, std::move(what)});
@@ -263,17 +263,20 @@ std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& re
     return o;
 }
 
-std::string format_instant(Micros t) {
-    constexpr Micros kDay = 86400 * kSeconds;
-    std::int64_t days = t / kDay;
-    Micros rest = t % kDay;
+/// Microseconds in a second, for the calendar arithmetic below.
+constexpr Micros kSecond = 1'000'000;
+
+std::string format_instant(Instant t) {
+    constexpr Micros kDay = 86400 * kSecond;
+    std::int64_t days = to_micros(t) / kDay;
+    Micros rest = to_micros(t) % kDay;
     if (rest < 0) {
         rest += kDay;
         --days;
     }
     const auto [y, m, d] = civil_from_days(days);
-    const auto secs = rest / kSeconds;
-    const auto micros = rest % kSeconds;
+    const auto secs = rest / kSecond;
+    const auto micros = rest % kSecond;
     char buf[64];
     std::snprintf(buf, sizeof buf, "%04lld-%02u-%02uT%02lld:%02lld:%02lld",
                   static_cast<long long>(y), m, d, static_cast<long long>(secs / 3600),
@@ -286,13 +289,13 @@ std::string format_instant(Micros t) {
     return out + "Z";
 }
 
-std::optional<Micros> parse_instant(std::string_view s) {
+std::optional<Instant> parse_instant(std::string_view s) {
     if (!s.empty() && s.front() == '@') {
         Micros v = 0;
         const auto* end = s.data() + s.size();
         const auto [p, ec] = std::from_chars(s.data() + 1, end, v);
         if (ec != std::errc() || p != end || s.size() == 1) return std::nullopt;
-        return v;
+        return instant_from_micros(v);
     }
     std::size_t pos = 0;
     std::int64_t y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
@@ -330,7 +333,7 @@ std::optional<Micros> parse_instant(std::string_view s) {
             oh > 23 || om > 59) {
             return std::nullopt;
         }
-        offset = sign * (oh * 3600 + om * 60) * kSeconds;
+        offset = sign * (oh * 3600 + om * 60) * kSecond;
     } else {
         return std::nullopt;  // an instant without a zone would depend on where it is read
     }
@@ -339,7 +342,8 @@ std::optional<Micros> parse_instant(std::string_view s) {
     }
     const std::int64_t days =
         days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
-    return (days * 86400 + h * 3600 + mi * 60 + sec) * kSeconds + fraction - offset;
+    return instant_from_micros((days * 86400 + h * 3600 + mi * 60 + sec) * kSecond + fraction -
+                               offset);
 }
 
 std::string describe(const JobRecord& r) {

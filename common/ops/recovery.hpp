@@ -12,38 +12,10 @@
 #include <vector>
 
 #include "common/base/clock.hpp"
+#include "common/ops/job_record.hpp"
 #include "common/store/assignment.hpp"
 
 namespace aclaim::common {
-
-/// The durable fields of one jobs row.
-struct JobRecord {
-    JobId id = 0;
-    OrgId org_id = 0;
-    JobState state = JobState::Pending;
-    Generation generation = 0;
-    int priority = 0;
-    Micros enqueued_at = 0;
-    std::optional<std::string> assignee;
-    std::optional<Micros> claimed_at;
-    std::optional<Micros> lease_expires_at;
-    int attempts = 0;
-    int max_attempts = 0;
-    std::optional<Micros> completed_at;
-    std::optional<std::string> result_ref;
-    std::optional<std::string> last_error;
-    std::optional<std::string> quarantined_from;
-    std::optional<std::string> quarantine_reason;
-};
-
-/// The job_results (outbox) row of a job.
-struct ResultRecord {
-    JobId job_id = 0;
-    OrgId org_id = 0;
-    Generation generation = 0;
-    std::string result_ref;
-    Micros published_at = 0;
-};
 
 /// What the audit log of one job says, condensed so that it can be read in bulk.
 ///
@@ -116,7 +88,7 @@ struct Classification {
 /// completed and failed rows are terminal, pending rows pending, and assigned rows live while
 /// lease_expires_at > now and expired from the instant it is reached, as the reaper decides.
 Classification classify(const JobRecord& row, const std::optional<ResultRecord>& result,
-                        const EventSummary& events, Micros now);
+                        const EventSummary& events, Instant now);
 
 /// Published results or events whose job row does not exist: reported, never acted on.
 struct Orphan {
@@ -130,10 +102,10 @@ std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& re
                                 const std::optional<EventSummary>& events);
 
 /// "2026-03-01T12:00:00Z", with ".ffffff" only when the microseconds are not zero.
-std::string format_instant(Micros t);
+std::string format_instant(Instant t);
 /// Accepts "@<microseconds since the epoch>" or ISO 8601 "YYYY-MM-DDTHH:MM:SS[.f...](Z|±HH:MM)"
 /// (a space may stand for the T).
-std::optional<Micros> parse_instant(std::string_view text);
+std::optional<Instant> parse_instant(std::string_view text);
 
 /// One-line renderings used in evidence and reports.
 std::string describe(const JobRecord& row);

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "common/ops/job_record.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace aclaim::common::sql {
@@ -26,19 +27,13 @@ inline constexpr const char* kLinkedOfOrg =
     " OR (org_id = $1::bigint AND job_id NOT IN (SELECT id FROM jobs))";
 inline constexpr const char* kLinkedOne = "WHERE job_id = $1::bigint";
 
-/// The durable fields of jobs rows, in id order. Column order is JobRecord's (see recovery_store).
-inline constexpr const char* kReadJobs = R"SQL(
-SELECT id, org_id, state, generation, priority, aclaim_us(enqueued_at), assignee,
-       aclaim_us(claimed_at), aclaim_us(lease_expires_at), attempts, max_attempts,
-       aclaim_us(completed_at), result_ref, last_error, quarantined_from, quarantine_reason
-  FROM jobs {FILTER} ORDER BY id {LOCK}
-)SQL";
+/// The durable fields of jobs rows (JobRecord, without payloads), in id order.
+inline const std::string kReadJobs =
+    std::string("SELECT ") + kJobColumns + " FROM jobs {FILTER} ORDER BY id {LOCK}";
 
 /// The published results.
-inline constexpr const char* kReadResults = R"SQL(
-SELECT job_id, org_id, generation, result_ref, aclaim_us(published_at)
-  FROM job_results {FILTER} ORDER BY job_id
-)SQL";
+inline const std::string kReadResults =
+    std::string("SELECT ") + kResultColumns + " FROM job_results {FILTER} ORDER BY job_id";
 
 /// One summary row per job of the audit log (see EventSummary). The latest operator resolution
 /// ('unquarantined') is found per job first; completions and organizations are then counted only
@@ -67,10 +62,19 @@ WITH ev AS (
       FROM ev GROUP BY job_id
 )
 SELECT a.job_id, a.total, a.max_generation, a.completions, a.completed_at_gens, a.orgs,
-       t.id, t.org_id, t.generation, t.kind, coalesce(t.worker, ''), aclaim_us(t.at), t.detail,
-       c.id, c.org_id, c.generation, c.kind, coalesce(c.worker, ''), aclaim_us(c.at), c.detail,
-       r.id, r.org_id, r.generation, r.kind, coalesce(r.worker, ''), aclaim_us(r.at), r.detail,
-       d.id, d.org_id, d.generation, d.kind, coalesce(d.worker, ''), aclaim_us(d.at), d.detail
+       t.id AS top_id, t.org_id AS top_org_id, t.generation AS top_generation, t.kind AS top_kind,
+       coalesce(t.worker, '') AS top_worker, aclaim_us(t.at) AS top_at_us, t.detail AS top_detail,
+       c.id AS claim_id, c.org_id AS claim_org_id, c.generation AS claim_generation,
+       c.kind AS claim_kind, coalesce(c.worker, '') AS claim_worker,
+       aclaim_us(c.at) AS claim_at_us, c.detail AS claim_detail,
+       r.id AS resolution_id, r.org_id AS resolution_org_id,
+       r.generation AS resolution_generation, r.kind AS resolution_kind,
+       coalesce(r.worker, '') AS resolution_worker, aclaim_us(r.at) AS resolution_at_us,
+       r.detail AS resolution_detail,
+       d.id AS completion_id, d.org_id AS completion_org_id,
+       d.generation AS completion_generation, d.kind AS completion_kind,
+       coalesce(d.worker, '') AS completion_worker, aclaim_us(d.at) AS completion_at_us,
+       d.detail AS completion_detail
   FROM agg a
   LEFT JOIN job_events t ON t.id = a.top_id
   LEFT JOIN job_events c ON c.id = a.claim_id
@@ -81,7 +85,7 @@ SELECT a.job_id, a.total, a.max_generation, a.completions, a.completed_at_gens, 
 
 /// $1 job. Every event of one job, for `quarantine show`.
 inline constexpr const char* kReadEventsOfJob = R"SQL(
-SELECT id, org_id, generation, kind, coalesce(worker, ''), aclaim_us(at), detail
+SELECT id, org_id, generation, kind, coalesce(worker, '') AS worker, aclaim_us(at) AS at_us, detail
   FROM job_events WHERE job_id = $1::bigint ORDER BY id
 )SQL";
 

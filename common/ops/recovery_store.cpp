@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "common/ops/recovery_sql.hpp"
+#include "common/store/pg_time.hpp"
 
 namespace aclaim::common {
 
@@ -13,8 +14,8 @@ namespace {
 constexpr const char* kLockNotAvailable = "55P03";
 
 /// A reader template with its row filter and, where it has one, its lock clause filled in.
-std::string fill(const char* tmpl, std::string_view filter, const char* lock = "") {
-    std::string text = tmpl;
+std::string fill(std::string_view tmpl, std::string_view filter, const char* lock = "") {
+    std::string text(tmpl);
     text.replace(text.find("{FILTER}"), 8, filter);
     if (const auto at = text.find("{LOCK}"); at != std::string::npos) text.replace(at, 6, lock);
     return text;
@@ -46,68 +47,45 @@ std::vector<std::int64_t> parse_ids(const std::string& text) {
     return out;
 }
 
-JobRecord read_job(const pqxx::row& r) {
-    JobRecord j;
-    j.id = r[0].as<JobId>();
-    j.org_id = r[1].as<OrgId>();
-    j.state = state_of(r[2]);
-    j.generation = r[3].as<Generation>();
-    j.priority = r[4].as<int>();
-    j.enqueued_at = r[5].as<Micros>();
-    j.assignee = opt<std::string>(r[6]);
-    j.claimed_at = opt<Micros>(r[7]);
-    j.lease_expires_at = opt<Micros>(r[8]);
-    j.attempts = r[9].as<int>();
-    j.max_attempts = r[10].as<int>();
-    j.completed_at = opt<Micros>(r[11]);
-    j.result_ref = opt<std::string>(r[12]);
-    j.last_error = opt<std::string>(r[13]);
-    j.quarantined_from = opt<std::string>(r[14]);
-    j.quarantine_reason = opt<std::string>(r[15]);
-    return j;
-}
-
-ResultRecord read_result(const pqxx::row& r) {
-    return {r[0].as<JobId>(), r[1].as<OrgId>(), r[2].as<Generation>(), r[3].as<std::string>(),
-            r[4].as<Micros>()};
-}
-
-/// Seven columns from `at`: id, org, generation, kind, worker, at, detail; of `job`.
-std::optional<AuditEvent> read_ref(const pqxx::row& r, int at, JobId job) {
-    if (r[at].is_null()) return std::nullopt;
-    return AuditEvent{r[at].as<std::int64_t>(),    job,
-                      r[at + 1].as<OrgId>(),       r[at + 2].as<Generation>(),
-                      r[at + 3].as<std::string>(), r[at + 4].as<std::string>(),
-                      r[at + 5].as<Micros>(),      r[at + 6].as<std::string>()};
+/// The event whose columns are named `prefix` + id, org_id, generation, kind, worker, at_us and
+/// detail (see kReadEventSummaries and kReadEventsOfJob), of `job`; none when its id is NULL.
+std::optional<AuditEvent> read_event(const pqxx::row& r, const std::string& prefix, JobId job) {
+    const auto column = [&](const char* name) { return r[prefix + name]; };
+    if (column("id").is_null()) return std::nullopt;
+    return AuditEvent{column("id").as<std::int64_t>(),  job,
+                      column("org_id").as<OrgId>(),     column("generation").as<Generation>(),
+                      column("kind").as<std::string>(), column("worker").as<std::string>(),
+                      column("at_us").as<Instant>(),    column("detail").as<std::string>()};
 }
 
 std::pair<JobId, EventSummary> read_summary(const pqxx::row& r) {
     EventSummary s;
-    s.total = r[1].as<std::int64_t>();
-    s.max_generation = r[2].as<Generation>();
-    s.completions = r[3].as<std::int64_t>();
-    s.completion_generations = parse_ids(r[4].as<std::string>());
-    s.orgs = parse_ids(r[5].as<std::string>());
+    s.total = r["total"].as<std::int64_t>();
+    s.max_generation = r["max_generation"].as<Generation>();
+    s.completions = r["completions"].as<std::int64_t>();
+    s.completion_generations = parse_ids(r["completed_at_gens"].as<std::string>());
+    s.orgs = parse_ids(r["orgs"].as<std::string>());
     std::sort(s.orgs.begin(), s.orgs.end());
-    const auto job = r[0].as<JobId>();
-    s.top = read_ref(r, 6, job);
-    s.latest_claim = read_ref(r, 13, job);
-    s.resolution = read_ref(r, 20, job);
-    s.latest_completion = read_ref(r, 27, job);
+    const auto job = r["job_id"].as<JobId>();
+    s.top = read_event(r, "top_", job);
+    s.latest_claim = read_event(r, "claim_", job);
+    s.resolution = read_event(r, "resolution_", job);
+    s.latest_completion = read_event(r, "completion_", job);
     return {job, std::move(s)};
 }
 
 /// Reads one job's row (locked when lock is set), result and event summary.
-std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool lock, Micros now) {
+std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool lock,
+                                    Instant now) {
     const auto rows =
         txn.exec_params(fill(sql::kReadJobs, sql::kJobsOne, lock ? "FOR UPDATE" : ""), job);
     if (rows.empty()) return std::nullopt;
     JobSnapshot s;
-    s.row = read_job(rows[0]);
+    s.row = job_record_of(rows[0]);
     // Read after the lock: under read committed each statement sees what committed before it,
     // and nothing can add a result or a grant for this job while the row is locked.
     const auto results = txn.exec_params(fill(sql::kReadResults, sql::kLinkedOne), job);
-    if (!results.empty()) s.result = read_result(results[0]);
+    if (!results.empty()) s.result = result_record_of(results[0]);
     const auto summaries = txn.exec_params(fill(sql::kReadEventSummaries, sql::kLinkedOne), job);
     if (!summaries.empty()) s.events = read_summary(summaries[0]).second;
     s.classification = classify(s.row, s.result, s.events, now);
@@ -134,7 +112,7 @@ std::string_view to_string(ApplyAction a) {
     return "unknown";
 }
 
-RecoveryReport RecoveryStore::survey(Micros now, std::optional<OrgId> org) {
+RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
     RecoveryReport report;
     report.now = now;
     report.org = org;
@@ -143,7 +121,7 @@ RecoveryReport RecoveryStore::survey(Micros now, std::optional<OrgId> org) {
         // One snapshot for the three reads, so that a completion committing in between cannot
         // show up as a row without its result.
         pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn_, "recover_survey");
-        auto run = [&](const char* tmpl, const char* all, const char* of_org) {
+        auto run = [&](std::string_view tmpl, const char* all, const char* of_org) {
             const std::string text = fill(tmpl, org ? of_org : all);
             return org ? txn.exec_params(text, *org) : txn.exec(text);
         };
@@ -154,7 +132,7 @@ RecoveryReport RecoveryStore::survey(Micros now, std::optional<OrgId> org) {
     }
     std::map<JobId, ResultRecord> result_of;
     for (const auto& r : results) {
-        auto rec = read_result(r);
+        auto rec = result_record_of(r);
         result_of.emplace(rec.job_id, std::move(rec));
     }
     std::map<JobId, EventSummary> events_of;
@@ -162,7 +140,7 @@ RecoveryReport RecoveryStore::survey(Micros now, std::optional<OrgId> org) {
 
     for (const auto& r : jobs) {
         JobSnapshot s;
-        s.row = read_job(r);
+        s.row = job_record_of(r);
         if (auto it = result_of.find(s.row.id); it != result_of.end()) {
             s.result = std::move(it->second);
             result_of.erase(it);
@@ -208,7 +186,7 @@ std::vector<ApplyOutcome> RecoveryStore::apply(const RecoveryReport& report,
     return out;
 }
 
-ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Micros now,
+ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Instant now,
                                       const std::string& actor) {
     ApplyOutcome out;
     out.job_id = job;
@@ -229,7 +207,7 @@ ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Micros 
         if (c.cls == RecoveryClass::Expired) {
             const auto r = txn.exec_params(sql::kReclaimOne.text, now, job,
                                            "lease expired; reclaimed by recovery (" + actor + ")");
-            const auto state = state_of(r.at(0)[4]);
+            const auto state = state_of(r.at(0)["state"]);
             out.action = state == JobState::Pending ? ApplyAction::Reclaimed : ApplyAction::Failed;
             out.detail = "generation " + std::to_string(snap->row.generation) + " of " +
                          snap->row.assignee.value_or("?") + " lost its lease; now " +
@@ -260,34 +238,34 @@ std::vector<JobRecord> RecoveryStore::quarantined() {
     txn.commit();
     std::vector<JobRecord> out;
     out.reserve(rows.size());
-    for (const auto& r : rows) out.push_back(read_job(r));
+    for (const auto& r : rows) out.push_back(job_record_of(r));
     return out;
 }
 
-std::optional<JobDossier> RecoveryStore::dossier(JobId job, Micros now) {
+std::optional<JobDossier> RecoveryStore::dossier(JobId job, Instant now) {
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn_, "quarantine_show");
     auto snap = read_one(txn, job, /*lock=*/false, now);
     if (!snap) return std::nullopt;
     JobDossier d;
     d.snapshot = std::move(*snap);
     for (const auto& r : txn.exec_params(sql::kReadEventsOfJob, job))
-        d.events.push_back(*read_ref(r, 0, job));
+        d.events.push_back(*read_event(r, "", job));
     txn.commit();
     return d;
 }
 
 QuarantineResolution RecoveryStore::release(JobId job, const std::string& reason,
-                                            const std::string& actor, Micros now) {
+                                            const std::string& actor, Instant now) {
     return resolve(job, true, reason, actor, now);
 }
 
 QuarantineResolution RecoveryStore::fail(JobId job, const std::string& reason,
-                                         const std::string& actor, Micros now) {
+                                         const std::string& actor, Instant now) {
     return resolve(job, false, reason, actor, now);
 }
 
 QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::string& reason,
-                                            const std::string& actor, Micros now) {
+                                            const std::string& actor, Instant now) {
     const std::string verb = release ? "released" : "failed";
     QuarantineResolution out;
     pqxx::work txn(conn_, release ? "quarantine_release" : "quarantine_fail");

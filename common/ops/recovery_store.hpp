@@ -28,7 +28,7 @@ using ClassCounts = std::array<std::int64_t, 5>;
 
 /// Everything one survey found, read from one consistent snapshot.
 struct RecoveryReport {
-    Micros now = 0;
+    Instant now{};
     std::optional<OrgId> org;  ///< the organization filter, if any
     std::map<OrgId, ClassCounts> by_org;
     ClassCounts totals{};
@@ -78,7 +78,7 @@ class RecoveryStore {
 
     /// Reads jobs, job_results and job_events (one statement each, in one repeatable-read
     /// snapshot) and classifies every job as of now.
-    RecoveryReport survey(Micros now, std::optional<OrgId> org = std::nullopt);
+    RecoveryReport survey(Instant now, std::optional<OrgId> org = std::nullopt);
 
     /// Acts on every expired and inconsistent job of the report, each in its own transaction.
     std::vector<ApplyOutcome> apply(const RecoveryReport& report, const std::string& actor);
@@ -86,26 +86,27 @@ class RecoveryStore {
     /// Locks the job's current row, re-reads its result and events, classifies it again as of now
     /// and acts on that decision: reclaims an expired lease, quarantines an inconsistent row that
     /// is not yet quarantined, and leaves everything else alone.
-    ApplyOutcome apply_one(JobId job, RecoveryClass surveyed, Micros now, const std::string& actor);
+    ApplyOutcome apply_one(JobId job, RecoveryClass surveyed, Instant now,
+                           const std::string& actor);
 
     /// The quarantined jobs, in id order.
     std::vector<JobRecord> quarantined();
 
     /// One job with all of its events; nullopt when it does not exist.
-    std::optional<JobDossier> dossier(JobId job, Micros now);
+    std::optional<JobDossier> dossier(JobId job, Instant now);
 
     /// Returns a quarantined job to pending. Refused when the job is not quarantined or already
     /// has a published result (a second completion could not be published beside it).
     QuarantineResolution release(JobId job, const std::string& reason, const std::string& actor,
-                                 Micros now);
+                                 Instant now);
 
     /// Fails a quarantined job for good. Its published result, if any, stays as it is.
     QuarantineResolution fail(JobId job, const std::string& reason, const std::string& actor,
-                              Micros now);
+                              Instant now);
 
   private:
     QuarantineResolution resolve(JobId job, bool release, const std::string& reason,
-                                 const std::string& actor, Micros now);
+                                 const std::string& actor, Instant now);
 
     pqxx::connection& conn_;
 };

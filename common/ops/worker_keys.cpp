@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "common/store/pg_array.hpp"
+#include "common/store/pg_time.hpp"
 
 namespace aclaim::common {
 
@@ -70,7 +71,7 @@ std::unordered_set<std::string> live_worker_keys(pqxx::transaction_base& txn,
 }
 
 std::vector<std::string> revoke_worker_key(pqxx::work& txn, const std::string& public_key,
-                                           Micros now) {
+                                           Instant now) {
     return keys_of(txn.exec_params(
         "UPDATE worker_keys SET revoked_at = aclaim_ts($2::bigint) WHERE public_key = $1 "
         "AND revoked_at IS NULL RETURNING public_key",
@@ -78,7 +79,7 @@ std::vector<std::string> revoke_worker_key(pqxx::work& txn, const std::string& p
 }
 
 std::vector<std::string> revoke_worker_keys_named(pqxx::work& txn, const std::string& name,
-                                                  OrgId org, Micros now) {
+                                                  OrgId org, Instant now) {
     return keys_of(
         txn.exec_params("UPDATE worker_keys SET revoked_at = aclaim_ts($3::bigint) WHERE name = $1 "
                         "AND ($2 = 0 OR org_id = $2) AND revoked_at IS NULL RETURNING public_key",

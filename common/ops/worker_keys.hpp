@@ -51,11 +51,11 @@ std::unordered_set<std::string> live_worker_keys(pqxx::transaction_base& txn,
 /// Revokes `public_key` at `now` (microseconds since the epoch) if it is live. Returns the keys
 /// revoked: it, or nothing.
 std::vector<std::string> revoke_worker_key(pqxx::work& txn, const std::string& public_key,
-                                           Micros now);
+                                           Instant now);
 
 /// Revokes every live key of the worker `name` (of `org`, or of every organization when org is
 /// 0) at `now`. Returns the keys revoked.
 std::vector<std::string> revoke_worker_keys_named(pqxx::work& txn, const std::string& name,
-                                                  OrgId org, Micros now);
+                                                  OrgId org, Instant now);
 
 }  // namespace aclaim::common

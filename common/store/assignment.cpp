@@ -79,9 +79,13 @@ std::string_view to_string(ClaimOutcome::Status s) {
     return name_of(kClaimStatuses, s);
 }
 
-std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op, OrgId org,
-                                  Generation generation, std::string_view worker,
-                                  std::string_view result_ref, Micros now, std::string* detail) {
+std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op,
+                                  const TransitionRequest& request, Instant now,
+                                  std::string* detail) {
+    const OrgId org = request.org;
+    const Generation generation = request.generation;
+    const std::string_view worker = request.worker;
+    const std::string_view result_ref = request.result_ref;
     auto say = [&](Rejection r, std::string text) -> std::optional<Rejection> {
         if (detail) *detail = std::move(text);
         return r;

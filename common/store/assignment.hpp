@@ -32,7 +32,7 @@ struct AuditEvent {
     Generation generation = 0;
     std::string kind;
     std::string worker;
-    Micros at = 0;
+    Instant at{};
     std::string detail;
 };
 
@@ -67,14 +67,33 @@ struct NewJob {
     int max_attempts = 3;
 };
 
+/// One requester of a claim, alone or coalesced with others of its organization.
+struct ClaimRequest {
+    std::string worker{};
+    int max_jobs = 1;
+};
+
+/// One renew, complete, fail or release, alone or coalesced: the fence it names (organization,
+/// job, generation, worker) and the fields of the operations that carry more.
+/// Every member has an initializer, so a call may name only the fields its operation uses.
+struct TransitionRequest {
+    OrgId org = 0;
+    JobId job = 0;
+    Generation generation = 0;
+    std::string worker{};
+    std::string result_ref{};  ///< complete only
+    std::string reason{};      ///< fail only
+    bool retryable = false;    ///< fail only
+};
+
 /// A granted lease: the job, its fencing generation and the lease deadline.
 struct Lease {
     JobId job_id = 0;
     OrgId org_id = 0;
     Generation generation = 0;
     int priority = 0;
-    Micros enqueued_at = 0;
-    Micros lease_expires_at = 0;
+    Instant enqueued_at{};
+    Instant lease_expires_at{};
     int attempts = 0;
     int max_attempts = 0;
     std::string payload;
@@ -96,9 +115,9 @@ std::string_view to_string(ClaimOutcome::Status s);
 /// The outcome of renew, complete, fail and release.
 struct Transition {
     std::optional<Rejection> rejection;  ///< empty when the transition was applied
-    bool replayed = false;  ///< the same request had already been applied; nothing changed now
-    std::string detail;     ///< human-readable explanation of a rejection
-    Micros lease_expires_at = 0;         ///< renew: the new deadline
+    bool replayed = false;       ///< the same request had already been applied; nothing changed now
+    std::string detail;          ///< human-readable explanation of a rejection
+    Instant lease_expires_at{};  ///< renew: the new deadline
     JobState state = JobState::Pending;  ///< the row's state afterwards, when applied
 
     bool accepted() const { return !rejection.has_value(); }
@@ -119,7 +138,7 @@ struct RowAuthority {
     JobState state = JobState::Pending;
     Generation generation = 0;
     std::string assignee;
-    std::optional<Micros> lease_expires_at;
+    std::optional<Instant> lease_expires_at;
     std::string result_ref;
 };
 
@@ -128,8 +147,8 @@ enum class Operation { Renew, Complete, Fail, Release };
 /// Decides the rejection for a request whose fenced update matched no row, from the current row
 /// (or its absence). Returns nullopt when the row shows the request was already applied, so that
 /// a worker re-sending after a lost reply gets the truth instead of a spurious rejection.
-std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op, OrgId org,
-                                  Generation generation, std::string_view worker,
-                                  std::string_view result_ref, Micros now, std::string* detail);
+std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op,
+                                  const TransitionRequest& request, Instant now,
+                                  std::string* detail);
 
 }  // namespace aclaim::common

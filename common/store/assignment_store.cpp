@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "common/store/pg_array.hpp"
+#include "common/store/pg_time.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace aclaim::common {
@@ -57,7 +58,7 @@ RowAuthority authority_of(const pqxx::row& r) {
     a.state = state_of(r["state"]);
     a.generation = r["generation"].as<Generation>();
     a.assignee = r["assignee"].as<std::string>();
-    if (!r["lease_us"].is_null()) a.lease_expires_at = r["lease_us"].as<Micros>();
+    if (!r["lease_us"].is_null()) a.lease_expires_at = r["lease_us"].as<Instant>();
     a.result_ref = r["result_ref"].as<std::string>();
     return a;
 }
@@ -87,9 +88,9 @@ bool audited(Operation op, Rejection r) {
 
 /// The answer for a transition that matched nothing, decided on the current row.
 Transition decide(const std::optional<RowAuthority>& row, Operation op, const TransitionRequest& q,
-                  Micros now) {
+                  Instant now) {
     Transition t;
-    t.rejection = diagnose(row, op, q.org, q.generation, q.worker, q.result_ref, now, &t.detail);
+    t.rejection = diagnose(row, op, q, now, &t.detail);
     if (!t.rejection) {
         t.replayed = true;
         t.state = row->state;
@@ -104,8 +105,8 @@ Lease lease_of(const pqxx::row& row) {
     l.org_id = row["org_id"].as<OrgId>();
     l.generation = row["generation"].as<Generation>();
     l.priority = row["priority"].as<int>();
-    l.enqueued_at = row["enqueued_us"].as<Micros>();
-    l.lease_expires_at = row["lease_us"].as<Micros>();
+    l.enqueued_at = row["enqueued_us"].as<Instant>();
+    l.lease_expires_at = row["lease_us"].as<Instant>();
     l.attempts = row["attempts"].as<int>();
     l.max_attempts = row["max_attempts"].as<int>();
     l.payload = row["payload"].as<std::string>();
@@ -165,7 +166,7 @@ std::vector<std::vector<std::size_t>> statement_groups(std::span<const Transitio
 template <class ApplyOne>
 void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
                       std::span<const TransitionRequest> requests, const std::vector<bool>& applied,
-                      Micros now, std::vector<Transition>& out, ApplyOne apply_one) {
+                      Instant now, std::vector<Transition>& out, ApplyOne apply_one) {
     std::unordered_map<JobId, int> seen;
     for (const auto& q : requests) ++seen[q.job];
     std::vector<std::size_t> pending;
@@ -207,7 +208,7 @@ void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
 /// The fenced update of a single transition matched nothing: answered and audited as a refusal in
 /// a coalesced batch is, and committed.
 Transition reject(pqxx::work& txn, Scope& scope, Operation op, const TransitionRequest& request,
-                  Micros now) {
+                  Instant now) {
     std::vector<Transition> out(1);
     settle_unapplied(txn, scope, op, std::span(&request, 1), std::vector<bool>{false}, now, out,
                      [](const TransitionRequest&, Transition&) { return false; });
@@ -255,7 +256,7 @@ pqxx::connection& AssignmentStore::connection() {
 }
 
 std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>& jobs,
-                                            Micros now) {
+                                            Instant now) {
     std::vector<int> priorities, attempts;
     std::vector<std::string> payloads;
     for (const auto& j : jobs) {
@@ -274,8 +275,8 @@ std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>
     return ids;
 }
 
-ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Micros lease,
-                                    Micros now) {
+ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Duration lease,
+                                    Instant now) {
     ClaimOutcome out;
     try {
         pqxx::work txn(*conn_, "claim");
@@ -300,7 +301,7 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Micr
     return out;
 }
 
-Transition AssignmentStore::renew(const TransitionRequest& q, Micros lease, Micros now) {
+Transition AssignmentStore::renew(const TransitionRequest& q, Duration lease, Instant now) {
     pqxx::work txn(*conn_, "renew");
     Scope scope(txn, options_.row_security);
     scope.to(q.org);
@@ -310,11 +311,11 @@ Transition AssignmentStore::renew(const TransitionRequest& q, Micros lease, Micr
     txn.commit();
     Transition t;
     t.state = JobState::Assigned;
-    t.lease_expires_at = r[0]["lease_us"].as<Micros>();
+    t.lease_expires_at = r[0]["lease_us"].as<Instant>();
     return t;
 }
 
-Transition AssignmentStore::complete(const TransitionRequest& q, Micros now) {
+Transition AssignmentStore::complete(const TransitionRequest& q, Instant now) {
     pqxx::work txn(*conn_, "complete");
     Scope scope(txn, options_.row_security);
     scope.to(q.org);
@@ -327,7 +328,7 @@ Transition AssignmentStore::complete(const TransitionRequest& q, Micros now) {
     return t;
 }
 
-Transition AssignmentStore::fail(const TransitionRequest& q, Micros now) {
+Transition AssignmentStore::fail(const TransitionRequest& q, Instant now) {
     pqxx::work txn(*conn_, "fail");
     Scope scope(txn, options_.row_security);
     scope.to(q.org);
@@ -340,7 +341,7 @@ Transition AssignmentStore::fail(const TransitionRequest& q, Micros now) {
     return t;
 }
 
-Transition AssignmentStore::release(const TransitionRequest& q, Micros now) {
+Transition AssignmentStore::release(const TransitionRequest& q, Instant now) {
     pqxx::work txn(*conn_, "release");
     Scope scope(txn, options_.row_security);
     scope.to(q.org);
@@ -363,7 +364,7 @@ std::optional<RowAuthority> AssignmentStore::authority(JobId job) {
 
 std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
                                                        std::span<const ClaimRequest> requests,
-                                                       Micros lease, Micros now) {
+                                                       Duration lease, Instant now) {
     std::vector<ClaimOutcome> out(requests.size());
     // Slot s belongs to owner[s]: each requester holds max_jobs consecutive slots.
     std::vector<std::string> slots;
@@ -404,7 +405,7 @@ std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
 }
 
 std::vector<Transition> AssignmentStore::renew_batch(std::span<const TransitionRequest> requests,
-                                                     Micros lease, Micros now) {
+                                                     Duration lease, Instant now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
     pqxx::work txn(*conn_, "renew_batch");
@@ -418,7 +419,7 @@ std::vector<Transition> AssignmentStore::renew_batch(std::span<const TransitionR
             const auto i = group.at(row["n"].as<std::size_t>() - 1);
             applied.at(i) = true;
             out[i].state = JobState::Assigned;
-            out[i].lease_expires_at = row["lease_us"].as<Micros>();
+            out[i].lease_expires_at = row["lease_us"].as<Instant>();
         }
     }
     // A duplicate of an applied request is applied again, as renew() would.
@@ -428,7 +429,7 @@ std::vector<Transition> AssignmentStore::renew_batch(std::span<const TransitionR
                              sql::kRenew.name, q.org, q.job, q.generation, q.worker, now, lease);
                          if (one.empty()) return false;
                          t.state = JobState::Assigned;
-                         t.lease_expires_at = one[0]["lease_us"].as<Micros>();
+                         t.lease_expires_at = one[0]["lease_us"].as<Instant>();
                          return true;
                      });
     txn.commit();
@@ -436,7 +437,7 @@ std::vector<Transition> AssignmentStore::renew_batch(std::span<const TransitionR
 }
 
 std::vector<Transition> AssignmentStore::complete_batch(std::span<const TransitionRequest> requests,
-                                                        Micros now) {
+                                                        Instant now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
     pqxx::work txn(*conn_, "complete_batch");
@@ -465,7 +466,7 @@ std::vector<Transition> AssignmentStore::complete_batch(std::span<const Transiti
     return out;
 }
 
-std::vector<Reclaimed> AssignmentStore::reclaim_expired(Micros now, int limit) {
+std::vector<Reclaimed> AssignmentStore::reclaim_expired(Instant now, int limit) {
     pqxx::work txn(*conn_, "reclaim");
     Scope(txn, options_.row_security).all();
     const pqxx::result r = txn.exec_prepared(sql::kReclaim.name, now, limit);

@@ -26,25 +26,6 @@ struct StoreOptions {
     bool row_security = false;
 };
 
-/// One requester of a claim, alone or coalesced with others of its organization.
-struct ClaimRequest {
-    std::string worker{};
-    int max_jobs = 1;
-};
-
-/// One renew, complete, fail or release, alone or coalesced: the fence it names (organization,
-/// job, generation, worker) and the fields of the operations that carry more.
-/// Every member has an initializer, so a call may name only the fields its operation uses.
-struct TransitionRequest {
-    OrgId org = 0;
-    JobId job = 0;
-    Generation generation = 0;
-    std::string worker{};
-    std::string result_ref{};  ///< complete only
-    std::string reason{};      ///< fail only
-    bool retryable = false;    ///< fail only
-};
-
 /// Switches a session to the row-security role (kRowSecurityRole). Throws std::runtime_error
 /// naming the role and the remedy when the login cannot act as it; a connection failure
 /// (pqxx::broken_connection) passes through unchanged.
@@ -65,43 +46,44 @@ class AssignmentStore {
     bool is_open() const;
 
     /// Adds jobs as pending, all with enqueued_at = now. Returns their ids in order.
-    std::vector<JobId> enqueue(OrgId org, const std::vector<NewJob>& jobs, Micros now);
+    std::vector<JobId> enqueue(OrgId org, const std::vector<NewJob>& jobs, Instant now);
 
     /// Moves up to max_jobs of the organization's best pending jobs to assigned, in one statement.
-    ClaimOutcome claim(OrgId org, const ClaimRequest& request, Micros lease, Micros now);
+    ClaimOutcome claim(OrgId org, const ClaimRequest& request, Duration lease, Instant now);
 
     /// Extends a live lease of the current generation to now + lease.
-    Transition renew(const TransitionRequest& request, Micros lease, Micros now);
+    Transition renew(const TransitionRequest& request, Duration lease, Instant now);
 
     /// Completes a job held under a live lease of the current generation and publishes its result
     /// in the same transaction.
-    Transition complete(const TransitionRequest& request, Micros now);
+    Transition complete(const TransitionRequest& request, Instant now);
 
     /// Fails a job; a retryable failure with attempts left returns it to pending instead.
-    Transition fail(const TransitionRequest& request, Micros now);
+    Transition fail(const TransitionRequest& request, Instant now);
 
     /// Returns a held job to pending without counting the attempt.
-    Transition release(const TransitionRequest& request, Micros now);
+    Transition release(const TransitionRequest& request, Instant now);
 
     /// Coalesced claim: one LIMIT (sum of max_jobs) statement for the organization, its leases
     /// handed out to the requesters in order, best jobs first. One outcome per request, in order;
     /// a lock failure under nowait/wait is every requester's outcome.
     std::vector<ClaimOutcome> claim_batch(OrgId org, std::span<const ClaimRequest> requests,
-                                          Micros lease, Micros now);
+                                          Duration lease, Instant now);
 
     /// Coalesced renew: one statement over arrays in one transaction. Requests it did not apply
     /// take the single statement and its diagnosis in the same transaction, so each outcome is
     /// exactly what renew() would have answered. One outcome per request, in order.
-    std::vector<Transition> renew_batch(std::span<const TransitionRequest> requests, Micros lease,
-                                        Micros now);
+    std::vector<Transition> renew_batch(std::span<const TransitionRequest> requests, Duration lease,
+                                        Instant now);
 
     /// Coalesced complete, as renew_batch: outbox rows, events and notifications in the same
     /// statement, rejections diagnosed and audited as complete() does.
-    std::vector<Transition> complete_batch(std::span<const TransitionRequest> requests, Micros now);
+    std::vector<Transition> complete_batch(std::span<const TransitionRequest> requests,
+                                           Instant now);
 
     /// Takes back up to limit leases that expired at now, across organizations, each decided on
     /// the current locked row. Past max_attempts the job fails instead.
-    std::vector<Reclaimed> reclaim_expired(Micros now, int limit);
+    std::vector<Reclaimed> reclaim_expired(Instant now, int limit);
 
     /// The row's current authority (organization, state, generation, assignee, lease), read
     /// without locking: used to learn the truth after a commit whose outcome was unknown.

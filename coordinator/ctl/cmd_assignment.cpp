@@ -40,12 +40,12 @@ int run(const Global& global, const AssignmentArgs& a, bool release) {
         case Result::NotFound:
             throw UsageError(job + " does not exist");
         case Result::NotAssigned:
-            throw UsageError(job + " is " + out.job->state +
+            throw UsageError(job + " is " + std::string(common::to_string(out.job->state)) +
                              ", not assigned: there is no assignment to " +
                              (release ? "release" : "fail"));
         case Result::Moved:
-            throw UsageError(job + " is " + out.job->state + " at generation " +
-                             std::to_string(out.job->generation) +
+            throw UsageError(job + " is " + std::string(common::to_string(out.job->state)) +
+                             " at generation " + std::to_string(out.job->generation) +
                              (expected ? ", not the generation " + std::to_string(*expected) +
                                              " given: look again with aclaimctl inspect"
                                        : ": it changed while we looked; nothing done"));

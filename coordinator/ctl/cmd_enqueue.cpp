@@ -30,7 +30,7 @@ struct EnqueueArgs {
 };
 
 /// The records the arguments describe, read and checked in full before anything is written.
-std::vector<JobRecord> gather(const EnqueueArgs& a) {
+std::vector<EnqueueRecord> gather(const EnqueueArgs& a) {
     const RecordDefaults defaults{a.org, a.priority, a.max_attempts};
     const std::string& file = a.csv.empty() ? a.jsonl : a.csv;
     if (!file.empty()) {
@@ -56,7 +56,7 @@ std::vector<JobRecord> gather(const EnqueueArgs& a) {
     if (a.count > 0 && !a.payloads.empty()) {
         throw UsageError("give either --count (numbered synthetic payloads) or payloads, not both");
     }
-    std::vector<JobRecord> records;
+    std::vector<EnqueueRecord> records;
     if (!a.payloads.empty()) {
         for (std::size_t i = 0; i < a.payloads.size(); ++i) {
             records.push_back({a.org, {a.priority, a.payloads[i], a.max_attempts}, i + 1});
@@ -79,7 +79,7 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
     common::SystemClock clock;
     const auto total = static_cast<std::int64_t>(records.size());
     // A bar for a person watching a long load; a short one, or a script, gets the summary only.
-    ProgressBar progress("enqueue", total,
+    ProgressBar progress(clock, "enqueue", total,
                          is_terminal(2) && total > static_cast<std::int64_t>(a.batch));
     std::map<common::OrgId, std::int64_t> per_org;
     std::int64_t done = 0;

@@ -15,24 +15,28 @@ namespace aclaim::ctl {
 namespace {
 
 /// "2026-03-01T12:00:00.250000Z (3m05s ago)".
-std::string when(common::Micros t, common::Micros now) {
+std::string when(common::Instant t, common::Instant now) {
     const auto d = now - t;
     return common::format_instant(t) + " (" +
-           (d >= 0 ? format_duration(d) + " ago" : "in " + format_duration(-d)) + ")";
+           (d >= common::Duration::zero() ? format_duration(d) + " ago"
+                                          : "in " + format_duration(-d)) +
+           ")";
 }
 
 void field(const char* name, const std::string& value) {
     std::printf("  %-17s %s\n", name, value.c_str());
 }
 
-void print_job(const common::JobView& j, common::Micros now) {
+void print_job(const common::JobRecord& j, common::Instant now) {
     std::printf("job %lld  organization %lld  %s\n", static_cast<long long>(j.id),
-                static_cast<long long>(j.org_id), j.state.c_str());
+                static_cast<long long>(j.org_id), std::string(common::to_string(j.state)).c_str());
     field("priority", std::to_string(j.priority));
     field("generation", std::to_string(j.generation));
     field("attempts", std::to_string(j.attempts) + " of " + std::to_string(j.max_attempts));
     field("enqueued", when(j.enqueued_at, now));
-    if (!j.assignee.empty()) field(j.state == "assigned" ? "held by" : "last held by", j.assignee);
+    if (j.assignee) {
+        field(j.state == common::JobState::Assigned ? "held by" : "last held by", *j.assignee);
+    }
     if (j.claimed_at) field("claimed", when(*j.claimed_at, now));
     if (j.lease_expires_at) {
         const bool live = *j.lease_expires_at > now;
@@ -44,13 +48,14 @@ void print_job(const common::JobView& j, common::Micros now) {
     if (j.last_error) field("last error", one_line(*j.last_error, 200));
     if (j.quarantined_from) field("quarantined from", *j.quarantined_from);
     if (j.quarantine_reason) field("quarantine reason", one_line(*j.quarantine_reason, 200));
-    field("payload", one_line(j.payload, 200) + (j.payload.size() > 200
-                                                     ? " (" + std::to_string(j.payload.size()) +
-                                                           " bytes; --json shows it whole)"
-                                                     : ""));
+    const std::string payload = j.payload.value_or("");
+    field("payload",
+          one_line(payload, 200) + (payload.size() > 200 ? " (" + std::to_string(payload.size()) +
+                                                               " bytes; --json shows it whole)"
+                                                         : ""));
 }
 
-void print_events(const std::vector<common::AuditEvent>& events, common::Micros enqueued_at) {
+void print_events(const std::vector<common::AuditEvent>& events, common::Instant enqueued_at) {
     std::printf("\nhistory (%zu events)\n", events.size());
     std::printf("  %-8s %-28s %9s  %-13s %5s  %-20s %s\n", "event", "at", "+since", "kind", "gen",
                 "by", "detail");

@@ -23,7 +23,7 @@ struct ListArgs {
     bool json = false;
 };
 
-common::JobFilter filter_of(const ListArgs& a, common::Micros now) {
+common::JobFilter filter_of(const ListArgs& a, common::Instant now) {
     common::JobFilter f;
     if (a.org > 0) f.org_id = a.org;
     if (!a.state.empty()) {
@@ -49,10 +49,11 @@ common::JobFilter filter_of(const ListArgs& a, common::Micros now) {
 }
 
 /// The lease column: time left, or how long ago it ran out.
-std::string lease_text(const common::JobView& j, common::Micros now) {
+std::string lease_text(const common::JobRecord& j, common::Instant now) {
     if (!j.lease_expires_at) return "-";
     const auto left = *j.lease_expires_at - now;
-    return left > 0 ? format_duration(left) : "expired " + format_duration(-left);
+    return left > common::Duration::zero() ? format_duration(left)
+                                           : "expired " + format_duration(-left);
 }
 
 int run_list(const Global& global, const ListArgs& a) {
@@ -77,11 +78,12 @@ int run_list(const Global& global, const ListArgs& a) {
         const std::string attempts =
             std::to_string(j.attempts) + "/" + std::to_string(j.max_attempts);
         std::printf("%-10lld %-6lld %-11s %5d %5lld %8s %-20s %8s %-14s %s\n",
-                    static_cast<long long>(j.id), static_cast<long long>(j.org_id), j.state.c_str(),
-                    j.priority, static_cast<long long>(j.generation), attempts.c_str(),
-                    one_line(j.assignee.empty() ? "-" : j.assignee, 20).c_str(),
+                    static_cast<long long>(j.id), static_cast<long long>(j.org_id),
+                    std::string(common::to_string(j.state)).c_str(), j.priority,
+                    static_cast<long long>(j.generation), attempts.c_str(),
+                    one_line(j.assignee.value_or("-"), 20).c_str(),
                     format_duration(now - j.enqueued_at).c_str(), lease_text(j, now).c_str(),
-                    one_line(j.payload, 40).c_str());
+                    one_line(j.payload.value_or(""), 40).c_str());
     }
     if (jobs.empty()) std::printf("(no jobs match)\n");
     if (more)

@@ -19,7 +19,7 @@ nlohmann::json opt_json(const std::optional<std::string>& v) {
     return v ? nlohmann::json(*v) : nlohmann::json();
 }
 
-nlohmann::json opt_json(const std::optional<common::Micros>& v) {
+nlohmann::json opt_json(const std::optional<common::Instant>& v) {
     return v ? nlohmann::json(common::format_instant(*v)) : nlohmann::json();
 }
 

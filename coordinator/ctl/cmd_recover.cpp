@@ -29,7 +29,7 @@ using common::RecoveryReport;
 
 /// How far --apply's clock may run ahead of this machine's: further, and it would take leases
 /// that the coordinators still honour.
-constexpr common::Micros kApplyClockSlack = common::kSeconds;
+constexpr common::Duration kApplyClockSlack = common::kSeconds;
 
 /// Continuation lines line up under the first: each line break is followed by the report's
 /// twelve-column indent.
@@ -55,7 +55,7 @@ nlohmann::json report_json(const RecoveryReport& report, bool apply,
                            const std::vector<ApplyOutcome>& outcomes) {
     nlohmann::json out;
     out["now"] = common::format_instant(report.now);
-    out["now_us"] = report.now;
+    out["now_us"] = common::to_micros(report.now);
     out["mode"] = apply ? "apply" : "dry-run";
     out["org"] = report.org ? nlohmann::json(*report.org) : nlohmann::json();
     out["counts"] = counts_json(report.totals);
@@ -166,7 +166,7 @@ std::string default_actor() {
     return std::string("aclaimctl:") + (user && *user ? user : "operator");
 }
 
-common::Micros parse_now_option(const std::string& text) {
+common::Instant parse_now_option(const std::string& text) {
     if (text.empty()) return common::SystemClock().now();
     const auto t = common::parse_instant(text);
     if (!t) {

@@ -12,6 +12,6 @@ namespace aclaim::ctl {
 std::string default_actor();
 
 /// --now: empty means this machine's clock; otherwise ISO 8601 with a zone or @unix_us.
-common::Micros parse_now_option(const std::string& text);
+common::Instant parse_now_option(const std::string& text);
 
 }  // namespace aclaim::ctl

@@ -30,7 +30,7 @@ struct StatusArgs {
     std::string interval = "1s";
 };
 
-nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Micros now) {
+nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Instant now) {
     nlohmann::json out{{"at", common::format_instant(now)},
                        {"organizations", nlohmann::json::object()}};
     for (const auto& s : rows) {
@@ -43,9 +43,12 @@ nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Micro
             {"live_leases", s.live_leases},
             {"expired_leases", s.expired_leases},
             {"completed_last_minute", s.completed_last_minute},
-            {"oldest_pending_age_ms", s.oldest_pending_age
-                                          ? nlohmann::json(*s.oldest_pending_age / common::kMillis)
-                                          : nlohmann::json(nullptr)}};
+            {"oldest_pending_age_ms",
+             s.oldest_pending_age
+                 ? nlohmann::json(
+                       std::chrono::duration_cast<std::chrono::milliseconds>(*s.oldest_pending_age)
+                           .count())
+                 : nlohmann::json(nullptr)}};
     }
     return out;
 }
@@ -84,16 +87,16 @@ void print_table(const std::vector<common::OrgStatus>& rows) {
 }
 
 /// Sleeps up to `d`, returning early when Ctrl-C arrives.
-void pause(common::Micros d) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(d);
-    while (!g_interrupted && std::chrono::steady_clock::now() < until) {
+void pause(const common::Clock& clock, common::Duration d) {
+    const auto until = clock.monotonic_now() + d;
+    while (!g_interrupted && clock.monotonic_now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
 }
 
 int run_status(const Global& global, const StatusArgs& a) {
     const auto interval = parse_duration(a.interval);
-    if (!interval || *interval < 100 * common::kMillis) {
+    if (!interval || *interval < std::chrono::milliseconds(100)) {
         throw UsageError("--interval '" + a.interval + "' must be a duration of at least 100ms");
     }
     if (a.count > 0 && !a.watch) throw UsageError("--count bounds --watch; add --watch");
@@ -136,7 +139,7 @@ int run_status(const Global& global, const StatusArgs& a) {
             std::fflush(stdout);
         }
         if (!a.watch || (a.count > 0 && round >= a.count)) break;
-        pause(*interval);
+        pause(clock, *interval);
     }
     return 0;
 }

@@ -10,9 +10,13 @@
 
 namespace aclaim::ctl {
 
-std::optional<common::Micros> parse_duration(std::string_view text) {
+std::optional<common::Duration> parse_duration(std::string_view text) {
+    using std::chrono::hours;
+    using std::chrono::milliseconds;
+    using std::chrono::minutes;
+    using std::chrono::seconds;
     if (text.empty()) return std::nullopt;
-    common::Micros total = 0;
+    common::Duration total{0};
     std::size_t i = 0;
     while (i < text.size()) {
         std::int64_t n = 0;
@@ -24,17 +28,17 @@ std::optional<common::Micros> parse_duration(std::string_view text) {
             ++unit_end;
         }
         const std::string_view unit = text.substr(i, unit_end - i);
-        common::Micros scale = 0;
+        common::Duration scale{0};
         if (unit == "ms")
-            scale = common::kMillis;
+            scale = milliseconds(1);
         else if (unit == "s")
-            scale = common::kSeconds;
+            scale = seconds(1);
         else if (unit == "m")
-            scale = 60 * common::kSeconds;
+            scale = minutes(1);
         else if (unit == "h")
-            scale = 3600 * common::kSeconds;
+            scale = hours(1);
         else if (unit == "d")
-            scale = 86400 * common::kSeconds;
+            scale = hours(24);
         else
             return std::nullopt;
         total += n * scale;
@@ -43,12 +47,12 @@ std::optional<common::Micros> parse_duration(std::string_view text) {
     return total;
 }
 
-std::string format_duration(common::Micros d) {
-    const bool negative = d < 0;
+std::string format_duration(common::Duration d) {
+    const bool negative = d < common::Duration::zero();
     if (negative) d = -d;
     char buf[48];
-    const long long ms = d / common::kMillis;
-    const long long s = d / common::kSeconds;
+    const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+    const long long s = std::chrono::duration_cast<std::chrono::seconds>(d).count();
     if (s < 1) {
         std::snprintf(buf, sizeof buf, "%lldms", ms);
     } else if (s < 60) {

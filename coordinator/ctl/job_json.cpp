@@ -6,24 +6,24 @@ namespace aclaim::ctl {
 
 namespace {
 
-nlohmann::json instant(const std::optional<common::Micros>& t) {
+nlohmann::json instant(const std::optional<common::Instant>& t) {
     return t ? nlohmann::json(common::format_instant(*t)) : nlohmann::json(nullptr);
 }
 
 }  // namespace
 
-nlohmann::json job_json(const common::JobView& j) {
+nlohmann::json job_json(const common::JobRecord& j) {
     auto opt_text = [](const std::optional<std::string>& s) {
         return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
     };
     return {{"id", j.id},
             {"org_id", j.org_id},
-            {"state", j.state},
+            {"state", common::to_string(j.state)},
             {"priority", j.priority},
             {"generation", j.generation},
             {"attempts", j.attempts},
             {"max_attempts", j.max_attempts},
-            {"assignee", j.assignee.empty() ? nlohmann::json(nullptr) : nlohmann::json(j.assignee)},
+            {"assignee", opt_text(j.assignee)},
             {"enqueued_at", common::format_instant(j.enqueued_at)},
             {"claimed_at", instant(j.claimed_at)},
             {"lease_expires_at", instant(j.lease_expires_at)},
@@ -32,7 +32,7 @@ nlohmann::json job_json(const common::JobView& j) {
             {"last_error", opt_text(j.last_error)},
             {"quarantined_from", opt_text(j.quarantined_from)},
             {"quarantine_reason", opt_text(j.quarantine_reason)},
-            {"payload", j.payload}};
+            {"payload", opt_text(j.payload)}};
 }
 
 nlohmann::json event_json(const common::AuditEvent& e) {

@@ -8,7 +8,7 @@
 
 namespace aclaim::ctl {
 
-nlohmann::json job_json(const common::JobView& job);
+nlohmann::json job_json(const common::JobRecord& job);
 nlohmann::json event_json(const common::AuditEvent& event);
 
 }  // namespace aclaim::ctl

@@ -28,7 +28,7 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
 
 /// Checks one record's values against the schema's constraints, so that the database never has
 /// to refuse a batch for a reason a line number could have explained.
-void check_record(const JobRecord& r, const std::string& source) {
+void check_record(const EnqueueRecord& r, const std::string& source) {
     if (r.org_id <= 0) bad(source, r.line, "organization must be a positive id");
     if (r.job.max_attempts < 1 || r.job.max_attempts > kMaxAttemptsLimit) {
         bad(source, r.line, "max_attempts must be 1.." + std::to_string(kMaxAttemptsLimit));
@@ -99,8 +99,8 @@ bool next_csv_record(std::istream& in, std::vector<std::string>& fields, std::si
 
 }  // namespace
 
-std::vector<JobRecord> read_csv(std::istream& in, const std::string& source,
-                                const RecordDefaults& defaults) {
+std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
+                                    const RecordDefaults& defaults) {
     std::vector<std::string> header;
     std::size_t lines = 0;
     do {
@@ -133,7 +133,7 @@ std::vector<JobRecord> read_csv(std::istream& in, const std::string& source,
         bad(source, lines, "the header has no org column: add one or pass --org");
     }
 
-    std::vector<JobRecord> out;
+    std::vector<EnqueueRecord> out;
     std::vector<std::string> fields;
     while (true) {
         const std::size_t start = lines + 1;
@@ -144,7 +144,7 @@ std::vector<JobRecord> read_csv(std::istream& in, const std::string& source,
                 "has " + std::to_string(fields.size()) + " fields, the header has " +
                     std::to_string(header.size()));
         }
-        JobRecord r;
+        EnqueueRecord r;
         r.line = start;
         r.org_id = defaults.org_id;
         r.job.priority = defaults.priority;
@@ -175,9 +175,9 @@ std::vector<JobRecord> read_csv(std::istream& in, const std::string& source,
     return out;
 }
 
-std::vector<JobRecord> read_jsonl(std::istream& in, const std::string& source,
-                                  const RecordDefaults& defaults) {
-    std::vector<JobRecord> out;
+std::vector<EnqueueRecord> read_jsonl(std::istream& in, const std::string& source,
+                                      const RecordDefaults& defaults) {
+    std::vector<EnqueueRecord> out;
     std::string line;
     std::size_t n = 0;
     while (std::getline(in, line)) {
@@ -190,7 +190,7 @@ std::vector<JobRecord> read_jsonl(std::istream& in, const std::string& source,
             bad(source, n, std::string("not JSON: ") + e.what());
         }
         if (!j.is_object()) bad(source, n, "each line must be one JSON object");
-        JobRecord r;
+        EnqueueRecord r;
         r.line = n;
         r.org_id = defaults.org_id;
         r.job.priority = defaults.priority;

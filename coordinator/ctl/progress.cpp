@@ -22,11 +22,13 @@ std::string rate_text(double per_second) {
 
 }  // namespace
 
-ProgressBar::ProgressBar(std::string label, std::int64_t total, bool enabled)
-    : label_(std::move(label)),
+ProgressBar::ProgressBar(const common::Clock& clock, std::string label, std::int64_t total,
+                         bool enabled)
+    : clock_(clock),
+      label_(std::move(label)),
       total_(std::max<std::int64_t>(total, 1)),
       enabled_(enabled),
-      started_(std::chrono::steady_clock::now()) {}
+      started_(clock.monotonic_now()) {}
 
 ProgressBar::~ProgressBar() {
     finish();
@@ -56,14 +58,14 @@ std::string ProgressBar::render(const std::string& label, std::int64_t done, std
 void ProgressBar::update(std::int64_t done) {
     done_ = done;
     if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_.monotonic_now();
     if (now - drawn_ < kRedrawEvery) return;
     drawn_ = now;
     draw();
 }
 
 void ProgressBar::draw() {
-    const auto text = render(label_, done_, total_, std::chrono::steady_clock::now() - started_);
+    const auto text = render(label_, done_, total_, clock_.monotonic_now() - started_);
     std::fprintf(stderr, "\r\033[K%s", text.c_str());
     std::fflush(stderr);
 }

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/base/clock.hpp"
+
 namespace aclaim::ctl {
 
 /// A progress bar on standard error, redrawn in place, for a person at a terminal:
@@ -11,7 +13,7 @@ namespace aclaim::ctl {
 /// Disabled, it prints nothing, so that scripts and logs see only the final summary line.
 class ProgressBar {
   public:
-    ProgressBar(std::string label, std::int64_t total, bool enabled);
+    ProgressBar(const common::Clock& clock, std::string label, std::int64_t total, bool enabled);
     ~ProgressBar();
     ProgressBar(const ProgressBar&) = delete;
     ProgressBar& operator=(const ProgressBar&) = delete;
@@ -28,13 +30,14 @@ class ProgressBar {
   private:
     void draw();
 
+    const common::Clock& clock_;
     std::string label_;
     std::int64_t total_;
     std::int64_t done_ = 0;
     bool enabled_;
     bool finished_ = false;
-    std::chrono::steady_clock::time_point started_;
-    std::chrono::steady_clock::time_point drawn_{};
+    common::MonotonicTime started_;
+    common::MonotonicTime drawn_{};
 };
 
 }  // namespace aclaim::ctl

@@ -18,22 +18,22 @@ CommitResolution verdict(Verdict v, std::string detail) {
 
 CommitResolution resolve_interrupted(const InterruptedTransition& t,
                                      const std::optional<common::RowAuthority>& row,
-                                     common::Micros now) {
+                                     common::Instant now) {
     std::string why;
-    if (!common::diagnose(row, t.op, t.org_id, t.generation, t.worker, t.result_ref, now, &why)) {
+    if (!common::diagnose(row, t.op, t.request, now, &why)) {
         CommitResolution r = verdict(Verdict::Applied, "the row shows the transition committed");
         r.state = row->state;
         return r;
     }
-    if (!row || row->org_id != t.org_id) {
+    if (!row || row->org_id != t.request.org) {
         return verdict(Verdict::NotApplied, "no such job in this organization");
     }
-    if (row->state == JobState::Assigned && row->generation == t.generation &&
-        row->assignee == t.worker) {
-        why = "the job is still held at generation " + std::to_string(t.generation);
+    if (row->state == JobState::Assigned && row->generation == t.request.generation &&
+        row->assignee == t.request.worker) {
+        why = "the job is still held at generation " + std::to_string(t.request.generation);
     }
-    const bool ends_terminal =
-        t.op == common::Operation::Complete || (t.op == common::Operation::Fail && !t.retryable);
+    const bool ends_terminal = t.op == common::Operation::Complete ||
+                               (t.op == common::Operation::Fail && !t.request.retryable);
     if (ends_terminal) {
         // Had it committed, the row would be terminal at this generation for good; only the
         // recovery tool moves a terminal row, and only to quarantined.
@@ -46,7 +46,7 @@ CommitResolution resolve_interrupted(const InterruptedTransition& t,
     }
     // RELEASE and retryable FAIL return the job to pending at the same generation, which is also
     // what a reclaim does, and a later claim moves the row past this generation either way.
-    if (row->generation == t.generation && row->state != JobState::Pending &&
+    if (row->generation == t.request.generation && row->state != JobState::Pending &&
         row->state != JobState::Quarantined) {
         return verdict(Verdict::NotApplied, "the commit did not happen: " + why);
     }

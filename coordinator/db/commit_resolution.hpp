@@ -21,19 +21,15 @@ struct CommitResolution {
     std::string detail;
 };
 
-/// The facts of the interrupted request. `retryable` matters for FAIL only.
+/// The interrupted request: the same TransitionRequest the store was given, and its operation.
 struct InterruptedTransition {
     common::Operation op = common::Operation::Complete;
-    common::OrgId org_id = 0;
-    common::Generation generation = 0;
-    std::string worker;
-    std::string result_ref;
-    bool retryable = false;
+    common::TransitionRequest request;
 };
 
 /// Decides from the row read after reconnecting (nullopt: no such job).
 CommitResolution resolve_interrupted(const InterruptedTransition& t,
                                      const std::optional<common::RowAuthority>& row,
-                                     common::Micros now);
+                                     common::Instant now);
 
 }  // namespace aclaim::coordinator

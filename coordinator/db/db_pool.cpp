@@ -20,31 +20,6 @@ common::StoreOptions store_options(const DbPoolOptions& o, int index) {
     return s;
 }
 
-InterruptedTransition interrupted(const DbRequest& r) {
-    InterruptedTransition t;
-    t.org_id = r.from.org_id;
-    t.worker = r.from.worker_id;
-    std::visit(common::Overloaded{
-                   [&](const proto::Complete& c) {
-                       t.op = common::Operation::Complete;
-                       t.generation = c.generation;
-                       t.result_ref = c.result_ref;
-                   },
-                   [&](const proto::Fail& f) {
-                       t.op = common::Operation::Fail;
-                       t.generation = f.generation;
-                       t.retryable = f.retryable;
-                   },
-                   [&](const proto::Release& rl) {
-                       t.op = common::Operation::Release;
-                       t.generation = rl.generation;
-                   },
-                   [&](const auto&) { t.op = common::Operation::Renew; },
-               },
-               r.body);
-    return t;
-}
-
 common::JobId job_of(const RequestBody& body) {
     return std::visit(common::Overloaded{[](const proto::Claim&) -> common::JobId { return 0; },
                                          [](const auto& m) -> common::JobId { return m.job_id; }},
@@ -79,12 +54,24 @@ common::TransitionRequest transition_request(const DbRequest& r) {
     return t;
 }
 
+InterruptedTransition interrupted(const DbRequest& r) {
+    const auto op =
+        std::visit(common::Overloaded{
+                       [](const proto::Complete&) { return common::Operation::Complete; },
+                       [](const proto::Fail&) { return common::Operation::Fail; },
+                       [](const proto::Release&) { return common::Operation::Release; },
+                       [](const auto&) { return common::Operation::Renew; },
+                   },
+                   r.body);
+    return {op, transition_request(r)};
+}
+
 /// Runs one request alone, or several of one kind coalesced into one statement (the queue batches
 /// claims of one organization only, and only kinds that have a coalesced statement). One outcome
 /// per request, in order.
 std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store, RequestKind kind,
                                                   const std::vector<RequestOutcome>& batch,
-                                                  common::Micros lease, common::Micros now) {
+                                                  common::Duration lease, common::Instant now) {
     std::vector<RequestOutcome::Result> results;
     if (kind == RequestKind::Claim) {
         std::vector<common::ClaimRequest> claims;
@@ -159,7 +146,7 @@ void DbPool::join() {
 }
 
 void DbPool::run(int index) {
-    StoreHandle handle(options_.dsn, store_options(options_, index));
+    StoreHandle handle(options_.dsn, store_options(options_, index), clock_);
     // Connect before the first request so that the first worker does not pay for it.
     handle.get();
     Poster poster(mailbox_);
@@ -192,8 +179,8 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, std::vector<DbR
         }
         return out;
     }
-    const common::Micros now = clock_.now();
-    const common::Micros lease = options_.lease_ms * common::kMillis;
+    const common::Instant now = clock_.now();
+    const common::Duration lease = std::chrono::milliseconds(options_.lease_ms);
     const auto started = SteadyClock::now();
     try {
         auto results = run_statement(*store, kind, out, lease, now);

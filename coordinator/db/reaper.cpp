@@ -31,7 +31,7 @@ void Reaper::run() {
     common::StoreOptions store_options;
     store_options.application_name = "aclaim-coordinator-reaper";
     store_options.row_security = options_.row_security;
-    StoreHandle handle(options_.dsn, store_options);
+    StoreHandle handle(options_.dsn, store_options, clock_);
     Poster poster(mailbox_);
     const auto interval = std::chrono::milliseconds(options_.reap_interval_ms);
     while (true) {

@@ -7,8 +7,8 @@
 
 namespace aclaim::coordinator {
 
-StoreHandle::StoreHandle(std::string dsn, common::StoreOptions options)
-    : dsn_(std::move(dsn)), options_(std::move(options)) {}
+StoreHandle::StoreHandle(std::string dsn, common::StoreOptions options, const common::Clock& clock)
+    : dsn_(std::move(dsn)), clock_(clock), options_(std::move(options)) {}
 
 bool StoreHandle::try_connect() {
     try {
@@ -23,7 +23,7 @@ bool StoreHandle::try_connect() {
         store_.reset();
         last_error_ = e.what();
         const auto delay = backoff_.next();
-        next_attempt_ = std::chrono::steady_clock::now() + delay;
+        next_attempt_ = clock_.monotonic_now() + delay;
         if (!reported_down_) {
             spdlog::warn("{}: cannot connect to the database ({}); retrying with backoff",
                          options_.application_name, last_error_);
@@ -35,7 +35,7 @@ bool StoreHandle::try_connect() {
 
 common::AssignmentStore* StoreHandle::get() {
     if (store_) return store_.get();
-    if (std::chrono::steady_clock::now() < next_attempt_) return nullptr;
+    if (clock_.monotonic_now() < next_attempt_) return nullptr;
     return try_connect() ? store_.get() : nullptr;
 }
 
@@ -43,12 +43,18 @@ common::AssignmentStore* StoreHandle::get_within(std::chrono::milliseconds budge
     if (store_) return store_.get();
     // Its own schedule, starting at once: the handle's backoff may have grown to seconds while
     // the database was down, and the answer to a worker is waiting on this.
-    const auto deadline = std::chrono::steady_clock::now() + budget;
+    // The time slept counts against the budget too, so that the wait stays bounded under a
+    // clock that tests move by hand.
+    const auto deadline = clock_.monotonic_now() + budget;
+    common::MonotonicTime::duration slept{0};
     common::Backoff backoff;
     while (!try_connect()) {
-        const auto now = std::chrono::steady_clock::now();
-        if (now >= deadline) return nullptr;
-        std::this_thread::sleep_until(std::min(deadline, now + backoff.next()));
+        const auto now = clock_.monotonic_now();
+        if (now >= deadline || slept >= budget) return nullptr;
+        const auto pause = std::min<common::MonotonicTime::duration>(
+            {deadline - now, budget - slept, backoff.next()});
+        std::this_thread::sleep_for(pause);
+        slept += pause;
     }
     return store_.get();
 }
@@ -56,7 +62,7 @@ common::AssignmentStore* StoreHandle::get_within(std::chrono::milliseconds budge
 void StoreHandle::drop(const std::string& why) {
     store_.reset();
     last_error_ = why;
-    next_attempt_ = std::chrono::steady_clock::now() + backoff_.next();
+    next_attempt_ = clock_.monotonic_now() + backoff_.next();
     if (!reported_down_) {
         spdlog::warn("{}: database connection lost ({}); reconnecting with backoff",
                      options_.application_name, why);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/base/backoff.hpp"
+#include "common/base/clock.hpp"
 #include "common/store/assignment_store.hpp"
 
 namespace aclaim::coordinator {
@@ -14,7 +15,7 @@ namespace aclaim::coordinator {
 /// backoff, while requests in between are answered at once instead of waiting.
 class StoreHandle {
   public:
-    StoreHandle(std::string dsn, common::StoreOptions options);
+    StoreHandle(std::string dsn, common::StoreOptions options, const common::Clock& clock);
 
     /// The store, connecting first when a reconnection attempt is due; nullptr while the
     /// database is unreachable.
@@ -34,10 +35,11 @@ class StoreHandle {
     bool try_connect();
 
     std::string dsn_;
+    const common::Clock& clock_;
     common::StoreOptions options_;
     std::unique_ptr<common::AssignmentStore> store_;
     common::Backoff backoff_;
-    std::chrono::steady_clock::time_point next_attempt_{};
+    common::MonotonicTime next_attempt_{};
     std::string last_error_;
     bool reported_down_ = false;
 };

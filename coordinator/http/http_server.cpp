@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "common/base/clock.hpp"
 #include "coordinator/http/host_port.hpp"
 #include "coordinator/http/prometheus.hpp"
 
@@ -46,7 +47,7 @@ void HttpServer::routes() {
         const std::int64_t tick = metrics_.router_tick_ns.load();
         // The router stamps its tick with the system's monotonic time (see housekeeping()):
         // whether a thread still runs is a question about real time, whatever clock it is given.
-        const auto now = std::chrono::steady_clock::now().time_since_epoch();
+        const auto now = common::SystemClock().monotonic_now().time_since_epoch();
         const auto age = now - std::chrono::steady_clock::duration(tick);
         if (tick != 0 && age > kStallLimit) {
             res.status = 503;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/base/backoff.hpp"
+#include "common/base/clock.hpp"
 #include "common/store/assignment_store.hpp"
 #include "common/store/migrations.hpp"
 #include "coordinator/auth/zap.hpp"
@@ -203,7 +204,7 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
     metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
     metrics_.db_queued.store(static_cast<std::int64_t>(dispatcher_.queued()));
     metrics_.db_in_flight.store(static_cast<std::int64_t>(dispatcher_.at_db()));
-    metrics_.router_tick_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
+    metrics_.router_tick_ns.store(common::SystemClock().monotonic_now().time_since_epoch().count());
     if (now < next_housekeeping_) return;
     next_housekeeping_ = now + kHousekeepingEvery;
     if (const auto n = sessions_.expire_idle(idle_limit(router_options_)); n > 0) {

@@ -104,8 +104,8 @@ void Outcomes::on_claim(DbRequest& request, const RequestOutcome::Result& result
             assigned.req = from.req;
             for (const auto& lease : outcome.leases) {
                 assigned.jobs.push_back(proto::AssignedJob{
-                    lease.job_id, lease.generation, lease.lease_expires_at, options_.lease_ms,
-                    lease.attempts, lease.priority, lease.payload});
+                    lease.job_id, lease.generation, common::to_micros(lease.lease_expires_at),
+                    options_.lease_ms, lease.attempts, lease.priority, lease.payload});
                 spdlog::info(
                     "claim org={} job={} generation={} worker={} outcome=assigned "
                     "attempt={}",
@@ -184,10 +184,10 @@ void Outcomes::on_transition(const DbRequest& request, const RequestOutcome::Res
         p_.metrics.renewals.fetch_add(1, std::memory_order_relaxed);
         spdlog::debug("renew org={} job={} generation={} worker={} outcome=extended", from.org_id,
                       job, generation, from.worker_id);
-        p_.replier.send(
-            from.routing_id,
-            proto::LeaseMsg{from.req, job, generation, t.lease_expires_at, options_.lease_ms},
-            from.encoding);
+        p_.replier.send(from.routing_id,
+                        proto::LeaseMsg{from.req, job, generation,
+                                        common::to_micros(t.lease_expires_at), options_.lease_ms},
+                        from.encoding);
         p_.replier.finish(from);
         return;
     }

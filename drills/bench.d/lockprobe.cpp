@@ -37,7 +37,7 @@ Result probe(const std::string& dsn, common::LockStrategy strategy, int k, int n
     {
         common::AssignmentStore seed(dsn);
         std::vector<common::NewJob> jobs(static_cast<std::size_t>(n_jobs), {0, "probe", 3});
-        seed.enqueue(org, jobs, 1);
+        seed.enqueue(org, jobs, common::instant_from_micros(1));
     }
     std::barrier start(k);
     std::atomic<long> locked{0};
@@ -50,11 +50,13 @@ Result probe(const std::string& dsn, common::LockStrategy strategy, int k, int n
             start.arrive_and_wait();
             int empty_in_a_row = 0;
             while (empty_in_a_row < 3) {
-                auto out = s.claim(org, {me, 1}, 60 * common::kSeconds, 2);
+                auto out =
+                    s.claim(org, {me, 1}, 60 * common::kSeconds, common::instant_from_micros(2));
                 if (out.status == common::ClaimOutcome::Status::Claimed) {
                     empty_in_a_row = 0;
                     const auto& l = out.leases[0];
-                    s.complete({org, l.job_id, l.generation, me, "ok"}, 3);
+                    s.complete({org, l.job_id, l.generation, me, "ok"},
+                               common::instant_from_micros(3));
                 } else if (out.status == common::ClaimOutcome::Status::NoWork) {
                     ++empty_in_a_row;
                 } else {

@@ -10,6 +10,7 @@
 
 #include "common/store/assignment_store.hpp"
 #include "common/store/pg_array.hpp"
+#include "common/store/pg_time.hpp"
 #include "common/store/store_sql.hpp"
 #include "drills/bench.d/bench.hpp"
 
@@ -17,12 +18,10 @@ namespace aclaim::drills {
 
 namespace {
 
-constexpr common::Micros kLease = 60 * common::kSeconds;
+constexpr common::Duration kLease = 60 * common::kSeconds;
 
-common::Micros wall_now() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
+common::Instant wall_now() {
+    return common::SystemClock().now();
 }
 
 /// One claim statement (LIMIT batch) and one completion statement of what it claimed, in one
@@ -150,7 +149,8 @@ nlohmann::json run_scale(const ScaleOptions& o) {
             "SELECT $1, 'completed', aclaim_ts($2::bigint + g), 'done', 1, 'old', "
             "aclaim_ts($2::bigint + g), 1, "
             "aclaim_ts($2::bigint + g + 1), 'ref' FROM generate_series(1, $3) g",
-            kLargeOrg, wall_now() - 86'400 * common::kSeconds, o.large_completed);
+            kLargeOrg, common::to_micros(wall_now() - 86'400 * common::kSeconds),
+            o.large_completed);
         txn.commit();
     }
     load_pending(*conn, kLargeOrg, o.large_pending);

@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/base/clock.hpp"
+
 extern char** environ;
 
 namespace aclaim::drills {
@@ -95,8 +97,8 @@ std::optional<int> ChildProcess::exited() {
 int ChildProcess::stop(std::chrono::milliseconds grace) {
     if (exited()) return *status_;
     ::kill(pid_, SIGTERM);
-    const auto until = std::chrono::steady_clock::now() + grace;
-    while (std::chrono::steady_clock::now() < until) {
+    const auto until = common::SystemClock().monotonic_now() + grace;
+    while (common::SystemClock().monotonic_now() < until) {
         if (exited()) return *status_;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

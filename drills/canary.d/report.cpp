@@ -79,7 +79,7 @@ void put_seen(json& j, const PollerCounts& c, double seconds) {
 }
 
 std::string iso_time(common::Micros us) {
-    const std::time_t t = static_cast<std::time_t>(us / common::kSeconds);
+    const std::time_t t = static_cast<std::time_t>(us / 1'000'000);
     std::tm tm{};
     gmtime_r(&t, &tm);
     char buf[32];

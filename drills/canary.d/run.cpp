@@ -213,7 +213,7 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
     if (const auto text = fetch_metrics(http_port)) scraped = parse_histograms(*text);
     const Scrape first_scrape = scraped;
     int timing_missing = 0;
-    r.started_at_us = common::SystemClock{}.now();
+    r.started_at_us = common::to_micros(common::SystemClock{}.now());
     const auto t0 = SteadyClock::now();
     try {
         for (int s = 0; s < o.seconds; ++s) {

@@ -17,10 +17,12 @@ using drills::AuditEvent;
 using drills::AuditFollower;
 using drills::AuditSlice;
 
+using namespace std::chrono_literals;
+
 namespace {
 
-constexpr common::Micros kT0 = 1'700'000'000'000'000;
-constexpr common::Micros kLease = 60 * common::kSeconds;
+constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr common::Duration kLease = 60 * common::kSeconds;
 
 std::vector<common::JobId> enqueue(common::AssignmentStore& store, common::OrgId org, int n) {
     std::vector<common::NewJob> jobs(static_cast<std::size_t>(n), {0, "canary-test", 3});
@@ -29,12 +31,12 @@ std::vector<common::JobId> enqueue(common::AssignmentStore& store, common::OrgId
 
 /// An audit event the way a broken coordinator would have written it.
 void append_event(pqxx::connection& conn, common::JobId job, common::OrgId org,
-                  common::Generation generation, const std::string& kind, common::Micros at) {
+                  common::Generation generation, const std::string& kind, common::Instant at) {
     pqxx::work txn(conn);
     txn.exec_params(
         "INSERT INTO job_events (job_id, org_id, generation, kind, worker, at) "
         "VALUES ($1, $2, $3, $4, 'forged', aclaim_ts($5))",
-        job, org, generation, kind, at);
+        job, org, generation, kind, common::to_micros(at));
     txn.commit();
 }
 
@@ -57,11 +59,11 @@ TEST_CASE("canary audit: a claim past a locked better job is displaced by one", 
     auto holder = db.connect();
     pqxx::work hold(*holder);
     hold.exec_params("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", ids[0]);
-    const auto first = store.claim(org, {"w1", 1}, kLease, kT0 + 1);
+    const auto first = store.claim(org, {"w1", 1}, kLease, kT0 + 1us);
     REQUIRE(first.status == common::ClaimOutcome::Status::Claimed);
     REQUIRE(first.leases[0].job_id == ids[1]);
     hold.abort();
-    const auto second = store.claim(org, {"w2", 1}, kLease, kT0 + 2);
+    const auto second = store.claim(org, {"w2", 1}, kLease, kT0 + 2us);
     REQUIRE(second.leases[0].job_id == ids[0]);
 
     auto conn = db.connect();
@@ -111,13 +113,13 @@ TEST_CASE("canary audit: a duplicate claim and a stale completion in the log are
     common::AssignmentStore store(db.dsn());
     const common::OrgId org = 12;
     const auto ids = enqueue(store, org, 2);
-    const auto claimed = store.claim(org, {"w1", 1}, kLease, kT0 + 1);
+    const auto claimed = store.claim(org, {"w1", 1}, kLease, kT0 + 1us);
     REQUIRE(claimed.leases.at(0).job_id == ids[0]);
 
     auto conn = db.connect();
     // A second claim of the held job, then a completion of its first, superseded generation.
-    append_event(*conn, ids[0], org, 2, "claimed", kT0 + 2);
-    append_event(*conn, ids[0], org, 1, "completed", kT0 + 3);
+    append_event(*conn, ids[0], org, 2, "claimed", kT0 + 2us);
+    append_event(*conn, ids[0], org, 1, "completed", kT0 + 3us);
 
     AuditFollower follower(org);
     const auto out = settle(follower, *conn);
@@ -134,16 +136,17 @@ TEST_CASE("canary check: the invariant checker judges the canary's organization 
     const common::OrgId mine = 13, other = 14;
     for (const common::OrgId org : {mine, other}) {
         enqueue(store, org, 1);
-        const auto c = store.claim(org, {"w", 1}, kLease, kT0 + 1);
+        const auto c = store.claim(org, {"w", 1}, kLease, kT0 + 1us);
         REQUIRE(
-            store.complete({org, c.leases.at(0).job_id, c.leases[0].generation, "w", "r"}, kT0 + 2)
+            store
+                .complete({org, c.leases.at(0).job_id, c.leases[0].generation, "w", "r"}, kT0 + 2us)
                 .accepted());
     }
     auto conn = db.connect();
     const auto other_job = pqxx::read_transaction(*conn)
                                .exec_params1("SELECT id FROM jobs WHERE org_id = $1", other)[0]
                                .as<common::JobId>();
-    append_event(*conn, other_job, other, 1, "completed", kT0 + 3);
+    append_event(*conn, other_job, other, 1, "completed", kT0 + 3us);
 
     CHECK(drills::check_organization(*conn, mine).ok());
     const auto report = drills::check_organization(*conn, other);
@@ -171,7 +174,7 @@ TEST_CASE("canary lock sampler: a claim waiting on a held row is seen with its l
     std::thread waiter([&] {
         common::AssignmentStore waiting(db.dsn(),
                                         {common::LockStrategy::Wait, 10000, "canary-test-wait"});
-        outcome = waiting.claim(org, {"waiter", 1}, kLease, kT0 + 1);
+        outcome = waiting.claim(org, {"waiter", 1}, kLease, kT0 + 1us);
     });
     drills::LockSlice seen;
     const bool waited = testing::eventually(

@@ -30,9 +30,9 @@ using namespace std::chrono_literals;
 
 /// Polls `done` until it holds or `limit` passes; for state that has no message to wait on.
 inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
+    const auto deadline = common::SystemClock().monotonic_now() + limit;
     while (!done()) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
+        if (common::SystemClock().monotonic_now() >= deadline) return false;
         std::this_thread::sleep_for(2ms);
     }
     return true;
@@ -82,10 +82,10 @@ class RawWorker {
     /// test on timeout, or when the answer to `req` is of another type.
     template <class T>
     T expect(std::uint64_t req, std::chrono::milliseconds limit = 10s) {
-        const auto deadline = std::chrono::steady_clock::now() + limit;
+        const auto deadline = common::SystemClock().monotonic_now() + limit;
         while (true) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - std::chrono::steady_clock::now());
+                deadline - common::SystemClock().monotonic_now());
             auto m = receive(std::max(left, 0ms));
             if (!m) FAIL("no answer to request " << req << " within " << limit.count() << " ms");
             if (proto::request_id(*m) == req) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <future>
 
+#include "common/base/clock.hpp"
 #include "common/store/migrations.hpp"
 #include "tests/pg/coordinator_client.hpp"
 #include "tests/support/rows.hpp"
@@ -50,7 +51,7 @@ struct OwnServer {
 /// promises nothing was committed.
 proto::Accepted complete_until_accepted(RawWorker& w, const proto::AssignedJob& job,
                                         const std::string& ref) {
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    const auto deadline = common::SystemClock().monotonic_now() + 20s;
     while (true) {
         const auto req = w.next_req();
         w.send(proto::Complete{req, job.job_id, job.generation, ref});
@@ -63,7 +64,7 @@ proto::Accepted complete_until_accepted(RawWorker& w, const proto::AssignedJob& 
         const auto& code = std::get<proto::Error>(*m).code;
         INFO("COMPLETE answered ERROR " << code);
         REQUIRE((code == "database_unavailable" || code == "not_committed"));
-        REQUIRE(std::chrono::steady_clock::now() < deadline);
+        REQUIRE(common::SystemClock().monotonic_now() < deadline);
         std::this_thread::sleep_for(50ms);
     }
 }

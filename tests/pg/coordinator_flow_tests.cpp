@@ -9,8 +9,10 @@
 using namespace aclaim;
 using namespace aclaim::testing;
 
+using namespace std::chrono_literals;
+
 namespace {
-constexpr common::Micros kT0 = 1'700'000'000'000'000;
+constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
 }
 
 TEST_CASE("claim, complete, and a re-sent completion is answered as replayed", "[coordinator]") {
@@ -27,7 +29,7 @@ TEST_CASE("claim, complete, and a re-sent completion is answered as replayed", "
     const auto job = w->claim_one();
     CHECK(job.job_id == ids[0]);
     CHECK(job.generation == 1);
-    CHECK(job.lease_expires_at_us == kT0 + 10 * common::kSeconds);
+    CHECK(job.lease_expires_at_us == common::to_micros(kT0 + 10 * common::kSeconds));
     CHECK(job.payload == "payload-0");
 
     const auto complete = [&] {
@@ -99,7 +101,7 @@ TEST_CASE("a renewal extends a live lease and revokes an expired one", "[coordin
     w->send(proto::Renew{req, job.job_id, job.generation});
     const auto lease = w->expect<proto::LeaseMsg>(req);
     CHECK(lease.job_id == job.job_id);
-    CHECK(lease.lease_expires_at_us == kT0 + 12 * common::kSeconds);
+    CHECK(lease.lease_expires_at_us == common::to_micros(kT0 + 12 * common::kSeconds));
     CHECK(lease.lease_expires_at_us > job.lease_expires_at_us);
 
     clock.advance(20 * common::kSeconds);

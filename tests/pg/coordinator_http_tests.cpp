@@ -15,7 +15,7 @@ using namespace aclaim::testing;
 
 namespace {
 
-constexpr common::Micros kT0 = 1'700'000'000'000'000;
+constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
 
 /// Every sample of a scrape, keyed by its name with labels exactly as written.
 std::map<std::string, double> parse_samples(const std::string& text) {

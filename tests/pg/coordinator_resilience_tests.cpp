@@ -4,6 +4,7 @@
 #include <future>
 #include <random>
 
+#include "common/base/clock.hpp"
 #include "coordinator/db/commit_resolution.hpp"
 #include "tests/pg/coordinator_client.hpp"
 
@@ -75,21 +76,21 @@ TEST_CASE("a waiting claim is woken by an enqueue, and an empty wait ends with N
     auto w = h.worker();
     w->hello("w1", 1);
 
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = common::SystemClock().monotonic_now();
     const auto short_wait = w->claim(1, 200);
     CHECK(w->expect<proto::NoWork>(short_wait, 5s).reason == "wait ended");
-    CHECK(std::chrono::steady_clock::now() - started >= 200ms);
+    CHECK(common::SystemClock().monotonic_now() - started >= 200ms);
 
     const auto parked_before = h.coordinator->metrics().parked.load();
     const auto long_wait = w->claim(1, 5000);
     REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() > parked_before; }));
     common::AssignmentStore store(h.db.dsn());
-    const auto enqueued = std::chrono::steady_clock::now();
+    const auto enqueued = common::SystemClock().monotonic_now();
     const auto ids = store.enqueue(1, some_jobs(1), clock.now());
     const auto assigned = w->expect<proto::Assigned>(long_wait, 6s);
     REQUIRE(assigned.jobs.size() == 1);
     CHECK(assigned.jobs[0].job_id == ids[0]);
-    CHECK(std::chrono::steady_clock::now() - enqueued < 2500ms);
+    CHECK(common::SystemClock().monotonic_now() - enqueued < 2500ms);
 }
 
 TEST_CASE("a claim waiting in one organization is not woken by another's jobs", "[coordinator]") {
@@ -125,37 +126,42 @@ TEST_CASE("an interrupted commit is resolved from the row, never guessed", "[coo
     row.org_id = 1;
     row.generation = 4;
     row.assignee = "w1";
-    InterruptedTransition complete{common::Operation::Complete, 1, 4, "w1", "ref", false};
+    InterruptedTransition complete{
+        common::Operation::Complete,
+        {.org = 1, .generation = 4, .worker = "w1", .result_ref = "ref"}};
 
     row.state = JobState::Completed;
     row.result_ref = "ref";
-    const auto applied = resolve_interrupted(complete, row, 0);
+    const auto applied = resolve_interrupted(complete, row, common::Instant{});
     CHECK(applied.verdict == Verdict::Applied);
     CHECK(applied.state == JobState::Completed);
     row.result_ref = "other";
-    CHECK(resolve_interrupted(complete, row, 0).verdict == Verdict::NotApplied);
+    CHECK(resolve_interrupted(complete, row, common::Instant{}).verdict == Verdict::NotApplied);
     row.state = JobState::Assigned;
-    row.lease_expires_at = 100;
-    CHECK(resolve_interrupted(complete, row, 0).verdict == Verdict::NotApplied);
-    CHECK(resolve_interrupted(complete, std::nullopt, 0).verdict == Verdict::NotApplied);
+    row.lease_expires_at = common::instant_from_micros(100);
+    CHECK(resolve_interrupted(complete, row, common::Instant{}).verdict == Verdict::NotApplied);
+    CHECK(resolve_interrupted(complete, std::nullopt, common::Instant{}).verdict ==
+          Verdict::NotApplied);
     row.state = JobState::Quarantined;
-    CHECK(resolve_interrupted(complete, row, 0).verdict == Verdict::Unknown);
+    CHECK(resolve_interrupted(complete, row, common::Instant{}).verdict == Verdict::Unknown);
 
-    InterruptedTransition release{common::Operation::Release, 1, 4, "w1", "", false};
+    InterruptedTransition release{common::Operation::Release,
+                                  {.org = 1, .generation = 4, .worker = "w1"}};
     row.state = JobState::Assigned;
-    CHECK(resolve_interrupted(release, row, 0).verdict == Verdict::NotApplied);
+    CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::NotApplied);
     row.state = JobState::Pending;
     row.assignee.clear();
-    CHECK(resolve_interrupted(release, row, 0).verdict == Verdict::Unknown);
+    CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::Unknown);
     row.generation = 5;
     row.state = JobState::Assigned;
-    CHECK(resolve_interrupted(release, row, 0).verdict == Verdict::Unknown);
+    CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::Unknown);
 
-    InterruptedTransition fail{common::Operation::Fail, 1, 4, "w1", "", false};
+    InterruptedTransition fail{common::Operation::Fail,
+                               {.org = 1, .generation = 4, .worker = "w1"}};
     row.generation = 4;
     row.state = JobState::Failed;
     row.assignee = "w1";
-    CHECK(resolve_interrupted(fail, row, 0).verdict == Verdict::Applied);
+    CHECK(resolve_interrupted(fail, row, common::Instant{}).verdict == Verdict::Applied);
     row.org_id = 2;
-    CHECK(resolve_interrupted(fail, row, 0).verdict == Verdict::NotApplied);
+    CHECK(resolve_interrupted(fail, row, common::Instant{}).verdict == Verdict::NotApplied);
 }

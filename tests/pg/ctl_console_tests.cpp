@@ -17,7 +17,7 @@ using Json = nlohmann::json;
 
 namespace {
 
-constexpr common::Micros kHour = 3600 * common::kSeconds;
+constexpr common::Duration kHour = 3600 * common::kSeconds;
 
 long count(pqxx::connection& c, const std::string& sql) {
     pqxx::read_transaction t(c);

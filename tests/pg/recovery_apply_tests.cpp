@@ -7,6 +7,7 @@
 
 #include "common/ops/recovery_store.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/pg_time.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"
 
@@ -15,10 +16,12 @@ using common::ApplyAction;
 using common::JobState;
 using common::RecoveryClass;
 
+using namespace std::chrono_literals;
+
 namespace {
 
-constexpr common::Micros kT0 = 1'700'000'000'000'000;
-constexpr common::Micros kLease = 10 * common::kSeconds;
+constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr common::Duration kLease = 10 * common::kSeconds;
 constexpr const char* kActor = "aclaimctl:test";
 
 struct Fixture {
@@ -44,7 +47,7 @@ struct Fixture {
     /// Publishes a result the row never completed: the contradiction no CHECK can see.
     void forge_result(common::JobId id, common::Generation g) {
         sql("INSERT INTO job_results VALUES (" + std::to_string(id) + ", 1, " + std::to_string(g) +
-            ", 'forged', aclaim_ts(" + std::to_string(clock.now()) + "))");
+            ", 'forged', aclaim_ts(" + std::to_string(common::to_micros(clock.now())) + "))");
     }
 };
 
@@ -134,7 +137,7 @@ TEST_CASE("apply quarantines a contradiction and touches nothing else of it", "[
     const auto id = f.enqueue_one();
     const auto lease = f.claim("rev-a");
     f.forge_result(id, lease.generation);
-    f.clock.advance(kLease + 1);  // expired too: it must be quarantined, not reclaimed
+    f.clock.advance(kLease + 1us);  // expired too: it must be quarantined, not reclaimed
     const auto row_before = row_except_quarantine(*f.conn, id);
     const auto results_before = testing::results_snapshot(*f.conn, id);
 
@@ -313,7 +316,7 @@ TEST_CASE("operators resolve quarantined jobs on the record", "[recovery]") {
         // The row fell behind its log: a claim at generation 3 that the row never shows.
         f.sql("INSERT INTO job_events (job_id, org_id, generation, kind, worker, at) VALUES (" +
               std::to_string(id) + ", 1, 3, 'claimed', 'rev-x', aclaim_ts(" +
-              std::to_string(f.clock.now()) + "))");
+              std::to_string(common::to_micros(f.clock.now())) + "))");
         f.recovery.apply(f.recovery.survey(f.clock.now()), kActor);
         REQUIRE(testing::job_state(*f.conn, id) == "quarantined");
         const auto released =

@@ -11,6 +11,7 @@
 #include <pqxx/pqxx>
 #include <sstream>
 
+#include "common/base/clock.hpp"
 #include "common/ops/worker_keys.hpp"
 #include "coordinator/auth/zap.hpp"
 #include "coordinator/http/http_server.hpp"
@@ -101,10 +102,10 @@ class CurveWorker {
 
     /// The answer to `req` within `limit` (pushes are skipped), or nothing.
     std::optional<proto::Message> answer(std::uint64_t req, std::chrono::milliseconds limit) {
-        const auto deadline = std::chrono::steady_clock::now() + limit;
+        const auto deadline = common::SystemClock().monotonic_now() + limit;
         while (true) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - std::chrono::steady_clock::now());
+                deadline - common::SystemClock().monotonic_now());
             zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
             if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) return std::nullopt;
             std::vector<zmq::message_t> parts;

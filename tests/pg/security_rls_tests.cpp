@@ -15,18 +15,20 @@
 
 namespace aclaim::testing {
 
+using namespace std::chrono_literals;
+
 namespace {
 
-constexpr common::Micros kNow = 1'700'000'000'000'000;
+constexpr common::Instant kNow = common::instant_from_micros(1'700'000'000'000'000);
 
 /// Jobs in organizations 1 (three), 2 (two); one org-2 job completed so job_results has a row.
 void seed(const TestDatabase& db) {
     common::AssignmentStore store(db.dsn());
     store.enqueue(1, {{0, "a", 3}, {0, "b", 3}, {0, "c", 3}}, kNow);
     store.enqueue(2, {{0, "x", 3}, {0, "y", 3}}, kNow);
-    const auto claimed = store.claim(2, {"w2", 1}, 10'000'000, kNow);
+    const auto claimed = store.claim(2, {"w2", 1}, 10'000'000us, kNow);
     const auto& lease = claimed.leases.at(0);
-    store.complete({2, lease.job_id, lease.generation, "w2", "ref"}, kNow + 1);
+    store.complete({2, lease.job_id, lease.generation, "w2", "ref"}, kNow + 1us);
 }
 
 /// Runs `sql` as aclaim_coordinator with aclaim.org_id = `scope` (nothing when empty), in a
@@ -195,11 +197,11 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     REQUIRE(one.size() == 3);
     REQUIRE(two.size() == 2);
 
-    const auto a = store.claim(1, {"w1", 1}, 10'000'000, kNow);
+    const auto a = store.claim(1, {"w1", 1}, 10'000'000us, kNow);
     REQUIRE(a.status == common::ClaimOutcome::Status::Claimed);
     CHECK(a.leases.at(0).job_id == one[0]);
     const auto x = store.claim_batch(2, std::vector<common::ClaimRequest>{{"w2", 1}, {"w3", 1}},
-                                     10'000'000, kNow);
+                                     10'000'000us, kNow);
     REQUIRE(x.size() == 2);
     REQUIRE(x[0].leases.size() == 1);
     REQUIRE(x[1].leases.size() == 1);
@@ -207,14 +209,14 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     const auto& ly = x[1].leases[0];
 
     // Another organization's job: refused as such, and nothing is written.
-    const auto foreign = store.complete({2, a.leases[0].job_id, 1, "w1", "r"}, kNow + 1);
+    const auto foreign = store.complete({2, a.leases[0].job_id, 1, "w1", "r"}, kNow + 1us);
     REQUIRE(foreign.rejection);
     CHECK(*foreign.rejection == common::Rejection::OtherOrganization);
-    CHECK_FALSE(store.complete({1, 999'999, 1, "w1", "r"}, kNow + 1).accepted());
-    CHECK(*store.complete({1, 999'999, 1, "w1", "r"}, kNow + 1).rejection ==
+    CHECK_FALSE(store.complete({1, 999'999, 1, "w1", "r"}, kNow + 1us).accepted());
+    CHECK(*store.complete({1, 999'999, 1, "w1", "r"}, kNow + 1us).rejection ==
           common::Rejection::UnknownJob);
     // A stale generation in its own organization: refused, and the refusal is audited there.
-    const auto stale = store.complete({1, a.leases[0].job_id, 7, "w1", "r"}, kNow + 1);
+    const auto stale = store.complete({1, a.leases[0].job_id, 7, "w1", "r"}, kNow + 1us);
     REQUIRE(stale.rejection);
     CHECK(*stale.rejection == common::Rejection::StaleGeneration);
     CHECK(event_count(owner.connection(), a.leases[0].job_id, "rejected") == 1);
@@ -224,11 +226,11 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
         std::vector<common::TransitionRequest>{{1, a.leases[0].job_id, 1, "w1", ""},
                                                {2, lx.job_id, lx.generation, "w2", ""},
                                                {1, ly.job_id, ly.generation, "w3", ""}},
-        20'000'000, kNow + 2);
+        20'000'000us, kNow + 2us);
     REQUIRE(renewed.size() == 3);
     CHECK(renewed[0].accepted());
     CHECK(renewed[1].accepted());
-    CHECK(renewed[1].lease_expires_at == kNow + 2 + 20'000'000);
+    CHECK(renewed[1].lease_expires_at == kNow + 2us + 20'000'000us);
     REQUIRE(renewed[2].rejection);
     CHECK(*renewed[2].rejection == common::Rejection::OtherOrganization);
     const auto done = store.complete_batch(
@@ -236,7 +238,7 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
                                                {1, a.leases[0].job_id, 1, "w1", "ra"},
                                                {2, lx.job_id, lx.generation, "w2", "rx"},
                                                {2, lx.job_id, lx.generation, "w2", "rx"}},
-        kNow + 3);
+        kNow + 3us);
     REQUIRE(done.size() == 4);
     for (const auto& t : done) CHECK(t.accepted());
     CHECK(done[2].replayed != done[3].replayed);  // the duplicate is answered as a replay
@@ -245,19 +247,19 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     CHECK(job_state(owner.connection(), ly.job_id) == "completed");
 
     // The reaper's and the diagnosis's work spans organizations.
-    const auto b = store.claim(1, {"w1", 1}, 1'000'000, kNow + 4);
+    const auto b = store.claim(1, {"w1", 1}, 1'000'000us, kNow + 4us);
     REQUIRE(b.leases.size() == 1);
     const auto auth = store.authority(lx.job_id);
     REQUIRE(auth);
     CHECK(auth->org_id == 2);
-    const auto reclaimed = store.reclaim_expired(kNow + 4 + 2'000'000, 10);
+    const auto reclaimed = store.reclaim_expired(kNow + 4us + 2'000'000us, 10);
     REQUIRE(reclaimed.size() == 1);
     CHECK(reclaimed[0].job_id == b.leases[0].job_id);
 
     // Release and fail, in scope.
-    const auto c = store.claim(1, {"w1", 2}, 10'000'000, kNow + 5'000'000);
+    const auto c = store.claim(1, {"w1", 2}, 10'000'000us, kNow + 5'000'000us);
     REQUIRE(c.leases.size() == 2);
-    CHECK(store.release({1, c.leases[0].job_id, c.leases[0].generation, "w1"}, kNow + 5'000'001)
+    CHECK(store.release({1, c.leases[0].job_id, c.leases[0].generation, "w1"}, kNow + 5'000'001us)
               .accepted());
     CHECK(store
               .fail({.org = 1,
@@ -266,7 +268,7 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
                      .worker = "w1",
                      .reason = "bad",
                      .retryable = false},
-                    kNow + 5'000'001)
+                    kNow + 5'000'001us)
               .state == common::JobState::Failed);
 }
 
@@ -291,7 +293,7 @@ TEST_CASE(
         CHECK(txn.exec1("SELECT count(*) FROM job_results")[0].as<int>() == 1);
     }
     // The store's own transactions leave no scope behind them.
-    store.claim(1, {"w1", 1}, 10'000'000, kNow);
+    store.claim(1, {"w1", 1}, 10'000'000us, kNow);
     CHECK(count_of(conn, "SELECT count(*) FROM jobs") == 0);
 }
 

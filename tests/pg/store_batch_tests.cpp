@@ -19,9 +19,11 @@ using common::ManualClock;
 using common::Rejection;
 using common::TransitionRequest;
 
+using namespace std::chrono_literals;
+
 namespace {
-constexpr common::Micros kT0 = 1'700'000'000'000'000;
-constexpr common::Micros kLease = 10 * common::kSeconds;
+constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr common::Duration kLease = 10 * common::kSeconds;
 constexpr common::JobId kUnknownJob = 999'999;
 
 common::Lease claim_one(AssignmentStore& store, const ManualClock& clock, const std::string& worker,
@@ -43,7 +45,7 @@ struct MixedScene {
         // B: claimed by a, reclaimed, claimed again by b; a still holds generation 1.
         const auto b = store.enqueue(1, {{0, "b", 3}}, clock.now()).at(0);
         const auto b1 = claim_one(store, clock, "a");
-        clock.advance(kLease + 1);
+        clock.advance(kLease + 1us);
         REQUIRE(store.reclaim_expired(clock.now(), 10).size() == 1);
         REQUIRE(claim_one(store, clock, "b").job_id == b);
         // C: its lease will have run out (and not been reclaimed) when the requests arrive.
@@ -84,7 +86,7 @@ struct MixedScene {
 std::string describe(const common::Transition& t) {
     return (t.rejection ? std::string(common::to_string(*t.rejection)) : "applied") + "/" +
            std::string(common::to_string(t.state)) + "/" + (t.replayed ? "replayed" : "fresh") +
-           "/" + std::to_string(t.lease_expires_at) + "/" + t.detail;
+           "/" + std::to_string(common::to_micros(t.lease_expires_at)) + "/" + t.detail;
 }
 }  // namespace
 

@@ -17,9 +17,11 @@ using common::ClaimOutcome;
 using common::LockStrategy;
 using common::StoreOptions;
 
+using namespace std::chrono_literals;
+
 namespace {
-constexpr common::Micros kT0 = 1'700'000'000'000'000;
-constexpr common::Micros kLease = 30 * common::kSeconds;
+constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr common::Duration kLease = 30 * common::kSeconds;
 
 std::vector<common::NewJob> jobs(int n, int priority = 0) {
     std::vector<common::NewJob> out;
@@ -103,9 +105,9 @@ TEST_CASE("sixteen clients drain 2000 jobs, each claimed exactly once", "[store]
 TEST_CASE("claim order is priority, then enqueue time, then id", "[store][order]") {
     testing::TestDatabase db;
     AssignmentStore s(db.dsn());
-    const auto low = s.enqueue(1, jobs(3, 0), kT0);         // same time: id decides
-    const auto high = s.enqueue(1, jobs(1, 5), kT0 + 10);   // higher priority, later
-    const auto early = s.enqueue(1, jobs(1, 0), kT0 - 10);  // earlier than `low`
+    const auto low = s.enqueue(1, jobs(3, 0), kT0);           // same time: id decides
+    const auto high = s.enqueue(1, jobs(1, 5), kT0 + 10us);   // higher priority, later
+    const auto early = s.enqueue(1, jobs(1, 0), kT0 - 10us);  // earlier than `low`
     std::vector<common::JobId> order;
     for (int i = 0; i < 5; ++i)
         order.push_back(s.claim(1, {"w", 1}, kLease, kT0).leases.at(0).job_id);

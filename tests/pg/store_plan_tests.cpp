@@ -20,10 +20,12 @@
 using namespace aclaim;
 using nlohmann::json;
 
+using namespace std::chrono_literals;
+
 namespace {
 
-constexpr common::Micros kT0 = 1'700'000'000'000'000;
-constexpr common::Micros kLease = 10 * common::kSeconds;
+constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr common::Duration kLease = 10 * common::kSeconds;
 constexpr int kBatch = 64;
 
 std::string with_lock(std::string text) {
@@ -100,7 +102,7 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
         done.push_back({1, leases[i].job_id, leases[i].generation, "w", "r"});
     }
     int rejected = 0;
-    for (const auto& t : store.complete_batch(done, kT0 + 1)) rejected += t.rejection ? 1 : 0;
+    for (const auto& t : store.complete_batch(done, kT0 + 1us)) rejected += t.rejection ? 1 : 0;
     REQUIRE(rejected == 0);
 
     // The coordinator's connection, under row-level security, on generic plans (as a prepared
@@ -128,8 +130,8 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
         workers.push_back("w");
         refs.push_back("r");
     }
-    const std::string now = std::to_string(kT0 + 2);
-    const std::string lease = std::to_string(kLease);
+    const std::string now = std::to_string(common::to_micros(kT0 + 2us));
+    const std::string lease = std::to_string(kLease.count());
     const std::string transition = array_of(orgs) + "," + array_of(jobs) + "," +
                                    array_of(generations) + "," + array_of(workers);
     const std::map<std::string, std::pair<std::string, int>> busy = {
@@ -138,7 +140,8 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
         {"claim_batch", {"1," + array_of(workers) + "," + now + "," + lease, kBatch}},
         {"claim", {"1, 'w', " + std::to_string(kBatch) + "," + now + "," + lease, kBatch}},
         // An hour later every lease has run out.
-        {"reclaim", {std::to_string(kT0 + 3600 * common::kSeconds) + ", 500", 500}},
+        {"reclaim",
+         {std::to_string(common::to_micros(kT0 + 3600 * common::kSeconds)) + ", 500", 500}},
     };
     for (const auto& [name, call] : busy) {
         INFO(name);

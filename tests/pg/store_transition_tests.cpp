@@ -14,9 +14,11 @@ using common::JobState;
 using common::ManualClock;
 using common::Rejection;
 
+using namespace std::chrono_literals;
+
 namespace {
-constexpr common::Micros kT0 = 1'700'000'000'000'000;
-constexpr common::Micros kLease = 10 * common::kSeconds;
+constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr common::Duration kLease = 10 * common::kSeconds;
 
 struct Fixture {
     testing::TestDatabase db;
@@ -58,7 +60,7 @@ TEST_CASE("a stale completion is rejected with its reason and changes nothing",
     Fixture f;
     const auto id = f.enqueue_one();
     const auto old = f.claim("a");
-    f.clock.advance(kLease + 1);
+    f.clock.advance(kLease + 1us);
     f.store.reclaim_expired(f.clock.now(), 100);
     const auto fresh = f.claim("b");
     auto& c = f.store.connection();
@@ -287,13 +289,13 @@ TEST_CASE("a completion racing a reclaim on the same row: exactly one wins",
     for (int round = 0; round < kRounds; ++round) {
         const auto id = seed.enqueue(1, {{0, "x", 3}}, kT0).at(0);
         const auto l = seed.claim(1, {"w", 1}, kLease, kT0).leases.at(0);
-        const common::Micros deadline = l.lease_expires_at;
+        const common::Instant deadline = l.lease_expires_at;
         bool completed = false;
         std::size_t reclaimed = 0;
         // The worker's clock says the lease is still live; the reaper's says it just expired.
         std::thread tw([&] {
             sync.arrive_and_wait();
-            completed = worker.complete({1, id, l.generation, "w", "r"}, deadline - 1).accepted();
+            completed = worker.complete({1, id, l.generation, "w", "r"}, deadline - 1us).accepted();
         });
         std::thread tr([&] {
             sync.arrive_and_wait();

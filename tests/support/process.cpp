@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/base/clock.hpp"
+
 namespace aclaim::testing {
 
 std::string bin(const std::string& name) {
@@ -53,7 +55,7 @@ void Process::signal(int sig) const {
 }
 
 std::optional<int> Process::wait_for(std::chrono::milliseconds limit) {
-    const auto until = std::chrono::steady_clock::now() + limit;
+    const auto until = common::SystemClock().monotonic_now() + limit;
     while (!status_) {
         int st = 0;
         const pid_t r = ::waitpid(pid_, &st, WNOHANG);
@@ -61,7 +63,7 @@ std::optional<int> Process::wait_for(std::chrono::milliseconds limit) {
             status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             break;
         }
-        if (std::chrono::steady_clock::now() >= until) break;
+        if (common::SystemClock().monotonic_now() >= until) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return status_;
@@ -72,10 +74,10 @@ bool Process::running() {
 }
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
-    const auto until = std::chrono::steady_clock::now() + limit;
+    const auto until = common::SystemClock().monotonic_now() + limit;
     while (true) {
         if (condition()) return true;
-        if (std::chrono::steady_clock::now() >= until) return false;
+        if (common::SystemClock().monotonic_now() >= until) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
 }

@@ -14,7 +14,7 @@ History clean() {
     h.jobs.push_back({7, 1, "completed", 2, std::string("ref-2"), std::nullopt});
     std::int64_t id = 0;
     auto ev = [&](const char* kind, Generation g, const char* worker, Micros at) {
-        h.events.push_back({++id, 7, 1, g, kind, worker, at, ""});
+        h.events.push_back({++id, 7, 1, g, kind, worker, instant_from_micros(at), ""});
     };
     ev("enqueued", 0, "", 100);
     ev("claimed", 1, "a", 200);
@@ -46,7 +46,7 @@ TEST_CASE("a clean history passes", "[checker]") {
 TEST_CASE("each corrupted history is caught", "[checker]") {
     SECTION("two accepted completions") {
         auto h = clean();
-        h.events.push_back({99, 7, 1, 2, "completed", "b", 600, ""});
+        h.events.push_back({99, 7, 1, 2, "completed", "b", instant_from_micros(600), ""});
         CHECK(caught(h, Invariant::SingleCompletion));
     }
     SECTION("a completion by a stale generation") {
@@ -59,7 +59,7 @@ TEST_CASE("each corrupted history is caught", "[checker]") {
         // reclaim before it in the log shows that the worker no longer held the job.
         auto h = clean();
         h.events.resize(4);  // enqueued, claimed 1, rejected 1, reclaimed 1
-        h.events.push_back({5, 7, 1, 1, "completed", "a", 450, ""});
+        h.events.push_back({5, 7, 1, 1, "completed", "a", instant_from_micros(450), ""});
         h.jobs[0].generation = 1;
         h.jobs[0].result_ref = "ref-1";
         h.results[0] = {7, 1, 1, "ref-1"};
@@ -71,7 +71,7 @@ TEST_CASE("each corrupted history is caught", "[checker]") {
     SECTION("a completion after its lease was released") {
         auto h = clean();
         h.events[5].kind = "released";
-        h.events.push_back({7, 7, 1, 2, "completed", "b", 600, ""});
+        h.events.push_back({7, 7, 1, 2, "completed", "b", instant_from_micros(600), ""});
         CHECK(caught(h, Invariant::CompletionIsCurrent));
     }
     SECTION("a generation that does not increase") {

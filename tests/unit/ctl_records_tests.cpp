@@ -13,12 +13,12 @@ using namespace aclaim::ctl;
 
 namespace {
 
-std::vector<JobRecord> csv(const std::string& text, RecordDefaults d = {}) {
+std::vector<EnqueueRecord> csv(const std::string& text, RecordDefaults d = {}) {
     std::istringstream in(text);
     return read_csv(in, "jobs.csv", d);
 }
 
-std::vector<JobRecord> jsonl(const std::string& text, RecordDefaults d = {}) {
+std::vector<EnqueueRecord> jsonl(const std::string& text, RecordDefaults d = {}) {
     std::istringstream in(text);
     return read_jsonl(in, "jobs.jsonl", d);
 }

@@ -40,7 +40,7 @@ std::vector<std::uint64_t> sorted_reqs(const std::vector<DbRequest>& claims) {
 }  // namespace
 
 TEST_CASE("a parked claim's wait ends at its deadline, not before", "[parked_claims]") {
-    common::ManualClock clock(1'000'000);
+    common::ManualClock clock(common::instant_from_micros(1'000'000));
     ParkedClaims parked(clock);
     parked.park(claim(clock, 1, 1, 500ms));
     parked.park(claim(clock, 1, 2, 200ms));
@@ -62,7 +62,7 @@ TEST_CASE("a parked claim's wait ends at its deadline, not before", "[parked_cla
 }
 
 TEST_CASE("the next deadline is the earliest over every organization", "[parked_claims]") {
-    common::ManualClock clock(0);
+    common::ManualClock clock(common::instant_from_micros(0));
     ParkedClaims parked(clock);
     CHECK_FALSE(parked.next_deadline().has_value());
     parked.park(claim(clock, 1, 1, 900ms));
@@ -76,7 +76,7 @@ TEST_CASE("the next deadline is the earliest over every organization", "[parked_
 
 TEST_CASE("a notification wakes its organization's claims only, earliest deadline first",
           "[parked_claims]") {
-    common::ManualClock clock(0);
+    common::ManualClock clock(common::instant_from_micros(0));
     ParkedClaims parked(clock);
     parked.park(claim(clock, 1, 1, 900ms));
     parked.park(claim(clock, 2, 2, 500ms));
@@ -90,7 +90,7 @@ TEST_CASE("a notification wakes its organization's claims only, earliest deadlin
 }
 
 TEST_CASE("a connection's claims are taken out across organizations", "[parked_claims]") {
-    common::ManualClock clock(0);
+    common::ManualClock clock(common::instant_from_micros(0));
     ParkedClaims parked(clock);
     parked.park(claim(clock, 1, 1, 500ms, "a"));
     parked.park(claim(clock, 2, 2, 500ms, "b"));
@@ -103,7 +103,7 @@ TEST_CASE("a connection's claims are taken out across organizations", "[parked_c
 }
 
 TEST_CASE("a claim with no wait has already expired", "[parked_claims]") {
-    common::ManualClock clock(0);
+    common::ManualClock clock(common::instant_from_micros(0));
     ParkedClaims parked(clock);
     parked.park(claim(clock, 1, 1, 0ms));
     CHECK(reqs(parked.take_expired()) == std::vector<std::uint64_t>{1});

@@ -9,7 +9,7 @@ using namespace aclaim::common;
 
 namespace {
 
-constexpr Micros kNow = 1'800'000'000'000'000;
+constexpr Instant kNow = instant_from_micros(1'800'000'000'000'000);
 constexpr OrgId kOrg = 7;
 
 AuditEvent event(std::int64_t id, std::string kind, Generation g, std::string detail = "",
@@ -54,7 +54,7 @@ JobRecord pending_row(Generation g = 0) {
     return r;
 }
 
-JobRecord assigned_row(Generation g, Micros lease_end) {
+JobRecord assigned_row(Generation g, Instant lease_end) {
     JobRecord r = pending_row(g);
     r.state = JobState::Assigned;
     r.assignee = "rev-1";
@@ -108,7 +108,8 @@ TEST_CASE("consistent rows fall into the four plain classes", "[recovery]") {
         CHECK(c.cls == RecoveryClass::Pending);
     }
     SECTION("a lease that ends after now is live") {
-        const auto c = classify(assigned_row(1, kNow + 1), std::nullopt, claimed_up_to(1), kNow);
+        const auto c =
+            classify(assigned_row(1, kNow + Duration(1)), std::nullopt, claimed_up_to(1), kNow);
         CHECK(c.cls == RecoveryClass::Live);
     }
     SECTION("a lease that ends exactly at now has expired, as the reaper decides") {
@@ -304,15 +305,17 @@ TEST_CASE("results or events without a job row are orphans", "[recovery]") {
 }
 
 TEST_CASE("instants are read and written in UTC", "[recovery]") {
-    CHECK(parse_instant("1970-01-01T00:00:00Z") == Micros{0});
-    CHECK(parse_instant("@1800000000000000") == Micros{1'800'000'000'000'000});
+    CHECK(parse_instant("1970-01-01T00:00:00Z") == instant_from_micros(0));
+    CHECK(parse_instant("@1800000000000000") == instant_from_micros(1'800'000'000'000'000));
     CHECK(parse_instant("2027-01-15T08:00:00.25Z") ==
           parse_instant("2027-01-15T10:00:00.250+02:00"));
-    CHECK(parse_instant("2000-02-29 12:00:00Z") == Micros{951'825'600'000'000});
-    CHECK(format_instant(951'825'600'000'000) == "2000-02-29T12:00:00Z");
-    CHECK(format_instant(951'825'600'000'001) == "2000-02-29T12:00:00.000001Z");
-    CHECK(format_instant(-1) == "1969-12-31T23:59:59.999999Z");
-    for (const Micros t : {Micros{0}, kNow, kNow + 123'456, Micros{-86'400'000'001}}) {
+    CHECK(parse_instant("2000-02-29 12:00:00Z") == instant_from_micros(951'825'600'000'000));
+    CHECK(format_instant(instant_from_micros(951'825'600'000'000)) == "2000-02-29T12:00:00Z");
+    CHECK(format_instant(instant_from_micros(951'825'600'000'001)) ==
+          "2000-02-29T12:00:00.000001Z");
+    CHECK(format_instant(instant_from_micros(-1)) == "1969-12-31T23:59:59.999999Z");
+    for (const Instant t : {instant_from_micros(0), kNow, kNow + Duration(123'456),
+                            instant_from_micros(-86'400'000'001)}) {
         CHECK(parse_instant(format_instant(t)) == t);
     }
     for (const char* bad :

@@ -16,7 +16,7 @@ constexpr auto kJson = common::proto::Encoding::Json;
 }  // namespace
 
 TEST_CASE("a session is found by its connection and by its worker", "[sessions]") {
-    common::ManualClock clock(0);
+    common::ManualClock clock(common::instant_from_micros(0));
     SessionTable table(clock);
     Session& s = table.open("conn-a", "w1", 7, kJson);
     CHECK(s.routing_id == "conn-a");
@@ -34,7 +34,7 @@ TEST_CASE("a session is found by its connection and by its worker", "[sessions]"
 }
 
 TEST_CASE("a worker's newest connection is the one told of reclaims", "[sessions]") {
-    common::ManualClock clock(0);
+    common::ManualClock clock(common::instant_from_micros(0));
     SessionTable table(clock);
     table.open("old", "w1", 1, kBinary);
     table.open("new", "w1", 1, kBinary);
@@ -49,7 +49,7 @@ TEST_CASE("a worker's newest connection is the one told of reclaims", "[sessions
 
 TEST_CASE("HELLO again re-identifies a connection and keeps what it has outstanding",
           "[sessions]") {
-    common::ManualClock clock(0);
+    common::ManualClock clock(common::instant_from_micros(0));
     SessionTable table(clock);
     table.open("conn", "w1", 1, kBinary).outstanding = 3;
     clock.advance(5 * common::kSeconds);
@@ -64,7 +64,7 @@ TEST_CASE("HELLO again re-identifies a connection and keeps what it has outstand
 
 TEST_CASE("only sessions silent past the limit with nothing outstanding are forgotten",
           "[sessions]") {
-    common::ManualClock clock(0);
+    common::ManualClock clock(common::instant_from_micros(0));
     SessionTable table(clock);
     table.open("quiet", "w1", 1, kBinary);
     table.open("busy", "w2", 1, kBinary).outstanding = 1;
@@ -92,7 +92,7 @@ TEST_CASE("only sessions silent past the limit with nothing outstanding are forg
 }
 
 TEST_CASE("sessions opened under revoked keys are named", "[sessions]") {
-    common::ManualClock clock(0);
+    common::ManualClock clock(common::instant_from_micros(0));
     SessionTable table(clock);
     table.open("a", "w1", 1, kBinary).public_key = "key-1";
     table.open("b", "w2", 1, kBinary).public_key = "key-2";

@@ -1,0 +1,71 @@
+#pragma once
+
+// One jobs row as the operator side reads it: the console (inspect, jobs list, release, fail),
+// the recovery survey and the quarantine commands all use this one shape, read by column name
+// from the one column list below.
+
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+
+#include "common/base/clock.hpp"
+#include "common/store/assignment.hpp"
+
+namespace aclaim::common {
+
+/// The durable fields of one jobs row. Two smaller shapes of the same row exist on purpose:
+/// RowAuthority (common/store/assignment.hpp) holds only what decides a refusal on the claim
+/// path, read inside the fenced transaction, and the checker's JobRow (checker.hpp) holds only
+/// what its invariants need, since it reads every row of the table at once.
+struct JobRecord {
+    JobId id = 0;
+    OrgId org_id = 0;
+    JobState state = JobState::Pending;
+    Generation generation = 0;
+    int priority = 0;
+    Instant enqueued_at{};
+    std::optional<std::string> assignee;  ///< empty when nobody holds or held it
+    std::optional<Instant> claimed_at;
+    std::optional<Instant> lease_expires_at;
+    int attempts = 0;
+    int max_attempts = 0;
+    std::optional<Instant> completed_at;
+    std::optional<std::string> result_ref;
+    std::optional<std::string> last_error;
+    std::optional<std::string> quarantined_from;
+    std::optional<std::string> quarantine_reason;
+    /// Read only for one job or a page of them (kJobColumnsWithPayload): a survey of every row
+    /// leaves payloads, which may be large, in the table.
+    std::optional<std::string> payload;
+};
+
+/// The job_results (outbox) row of a job.
+struct ResultRecord {
+    JobId job_id = 0;
+    OrgId org_id = 0;
+    Generation generation = 0;
+    std::string result_ref;
+    Instant published_at{};
+};
+
+namespace sql {
+/// The columns job_record_of reads, under the names it reads them by.
+inline constexpr const char* kJobColumns = R"SQL(
+id, org_id, state, generation, priority, aclaim_us(enqueued_at) AS enqueued_us, assignee,
+aclaim_us(claimed_at) AS claimed_us, aclaim_us(lease_expires_at) AS lease_us, attempts,
+max_attempts, aclaim_us(completed_at) AS completed_us, result_ref, last_error, quarantined_from,
+quarantine_reason
+)SQL";
+/// kJobColumns and the payload.
+inline const std::string kJobColumnsWithPayload = std::string(kJobColumns) + ", payload";
+/// The columns result_record_of reads.
+inline constexpr const char* kResultColumns =
+    "job_id, org_id, generation, result_ref, aclaim_us(published_at) AS published_us";
+}  // namespace sql
+
+/// A row selected with sql::kJobColumns (payload read when the row has the column).
+JobRecord job_record_of(const pqxx::row& row);
+/// A row selected with sql::kResultColumns.
+ResultRecord result_record_of(const pqxx::row& row);
+
+}  // namespace aclaim::common
