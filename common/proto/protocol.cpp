@@ -154,6 +154,14 @@ void check_id(const M& m, const std::string& prefix = "") {
     require_not_negative(m.job_id, prefix + "job_id");
     require_not_negative(m.generation, prefix + "generation");
 }
+/// Request strings are stored as text: in the binary encoding, where a string may hold any
+/// bytes, one that is not UTF-8 would only fail later, at the database, as a database_error.
+void require_utf8(const std::string& s, std::string_view field) {
+    const auto problem = detail::utf8_problem(s);
+    if (!problem.empty())
+        throw OutOfRange("field '" + std::string(field) + "' is not UTF-8 text: it holds " +
+                         problem);
+}
 void check_text(const std::string& s, std::string_view field) {
     require_length(s, 0, kMaxTextBytes, field, "at most 1024 bytes");
 }
@@ -178,10 +186,12 @@ void validate(const Renew& m) {
 void validate(const Complete& m) {
     check_id(m);
     require_length(m.result_ref, 1, kMaxResultRefBytes, "result_ref", "1..1024 bytes");
+    require_utf8(m.result_ref, "result_ref");
 }
 void validate(const Fail& m) {
     check_id(m);
     check_text(m.reason, "reason");
+    require_utf8(m.reason, "reason");
 }
 void validate(const Release& m) {
     check_id(m);

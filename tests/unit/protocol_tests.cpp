@@ -140,8 +140,9 @@ TEST_CASE("every message round-trips in both encodings", "[protocol]") {
     }
 }
 
-TEST_CASE("binary strings carry any bytes", "[protocol]") {
-    const proto::Message m = proto::Complete{1, 2, 3, std::string("bin\0\xff\n", 5)};
+TEST_CASE("binary strings carry any bytes in what a coordinator sends", "[protocol]") {
+    // Requests are held to UTF-8 (see "error texts name the field..."); replies are read as sent.
+    const proto::Message m = proto::Rejected{1, 2, 3, std::string("bin\0\xff\n", 5), "d"};
     const auto f = proto::encode(m, Encoding::Binary);
     CHECK(expect_message(decode3(f.tag, f.type, f.body)) == m);
 }
@@ -552,6 +553,16 @@ TEST_CASE("error texts name the field, the kind of value and the rule", "[protoc
     CHECK(text("COMPLETE", R"({"req":1,"job_id":1,"generation":-4,"result_ref":"r"})") ==
           "invalid: COMPLETE: field 'generation' is -4; it must be 0 or more");
 
+    // Any bytes are a binary string, but a request's strings are stored as text.
+    for (const auto& m : {proto::Message(proto::Fail{6, 1, 1, "caf\xe9", false}),
+                          proto::Message(proto::Complete{6, 1, 1, "r\xff"})}) {
+        const auto f = proto::encode(m, Encoding::Binary);
+        const auto e = expect_error(decode3(f.tag, f.type, f.body));
+        CHECK(e.code == "invalid");
+        CHECK(e.req == 6);
+        CHECK(e.text.find("is not UTF-8 text: it holds invalid UTF-8 at byte") !=
+              std::string::npos);
+    }
     const auto bin = [](std::string_view type, const std::string& body) {
         const auto e = expect_error(decode3(proto::kTagBinary, type, body));
         return e.code + ": " + e.text;
