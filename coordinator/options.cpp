@@ -236,7 +236,7 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
         ->envname("ACLAIM_SOCKET_HWM")
         ->capture_default_str();
     app.add_option("--drain-timeout-ms", o.drain_timeout_ms,
-                   "On shutdown, how long non-claim requests are still served")
+                   "On shutdown, the longest time non-claim requests are still served")
         ->envname("ACLAIM_DRAIN_TIMEOUT_MS")
         ->capture_default_str();
     app.add_option("--http-bind", o.http_bind,

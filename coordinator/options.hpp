@@ -180,7 +180,7 @@ struct CoordinatorOptions {
     int max_queued_requests = 10000;
     /// ZeroMQ high-water marks of the ROUTER socket, in messages, each way.
     int socket_hwm = 10000;
-    /// During shutdown, how long requests other than CLAIM are still served, in milliseconds.
+    /// During shutdown, the longest time requests other than CLAIM are still served, in ms.
     int drain_timeout_ms = 5000;
     /// host:port of the HTTP endpoint for /metrics, /healthz and /readyz; empty turns it off.
     std::string http_bind = "127.0.0.1:9464";

@@ -60,7 +60,8 @@ void Client::open_socket() {
     socket_.emplace(context_, zmq::socket_type::dealer);
     // Unsent requests die with the socket: what is safe to re-send is re-sent on the next one.
     socket_->set(zmq::sockopt::linger, 0);
-    socket_->set(zmq::sockopt::maxmsgsize, proto::kMaxTransportBytes);
+    socket_->set(zmq::sockopt::maxmsgsize,
+                 proto::socket_max_message_size(options_.curve.enabled()));
     socket_->set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(options_.backoff_cap.count()));
     if (options_.curve.enabled()) {
         socket_->set(zmq::sockopt::curve_serverkey, options_.curve.server_public);

@@ -23,8 +23,16 @@ inline constexpr std::string_view kTagBinary = "ACLAIM/1";
 inline constexpr std::string_view kTagJson = "ACLAIM/1+json";
 /// Bodies above this size are refused with ERROR "oversized".
 inline constexpr std::size_t kMaxBodyBytes = std::size_t{64} * 1024;
-/// Hard transport limit set on sockets (ZMQ_MAXMSGSIZE): beyond it the peer is disconnected.
+/// Largest frame a peer may send: a longer one makes the transport drop the connection unanswered.
 inline constexpr std::int64_t kMaxTransportBytes = std::int64_t{1024} * 1024;
+/// What CURVE adds to every frame on the wire: the MESSAGE command's name (8 bytes), its nonce
+/// (8), the flags byte and the 16-byte authenticator. libzmq applies ZMQ_MAXMSGSIZE to the
+/// encrypted frame, so under CURVE the socket limit must be this much larger.
+inline constexpr std::int64_t kCurveFrameOverhead = 33;
+/// The ZMQ_MAXMSGSIZE that lets a frame of exactly kMaxTransportBytes through, and nothing longer.
+inline constexpr std::int64_t socket_max_message_size(bool curve) {
+    return kMaxTransportBytes + (curve ? kCurveFrameOverhead : 0);
+}
 /// Field limits enforced by decode(); a request outside them is answered ERROR "invalid".
 inline constexpr std::size_t kMaxWorkerIdBytes = 128;
 inline constexpr std::int32_t kMaxClaimJobs = 100;
@@ -243,11 +251,30 @@ struct Decoded {
     Message message;
 };
 
+struct DecodeLimits {
+    /// Largest request body (HELLO .. BYE) accepted; larger ones are refused "oversized".
+    std::size_t max_request_body_bytes = kMaxBodyBytes;
+    /// How many frames the message had, when the caller kept only the first few (0: all kept).
+    std::size_t frame_count = 0;
+};
+
 /// Decodes the frames after the routing identity. Never throws and never allocates more than a
 /// small multiple of the input size: untrusted length prefixes are checked against the input.
 /// Field ranges (worker_id length, max_jobs, wait_ms, string sizes) are validated too.
-/// Request bodies are limited to kMaxBodyBytes; coordinator -> worker bodies (ASSIGNED carries
-/// payloads) to kMaxTransportBytes.
-std::variant<Decoded, DecodeError> decode(const std::vector<std::string_view>& frames);
+/// Request bodies are limited to limits.max_request_body_bytes; coordinator -> worker bodies
+/// (ASSIGNED carries payloads) to kMaxTransportBytes. Checks run in the order docs/protocol.md
+/// gives: frame count, tag, type, size, body, field ranges; the first failing one answers.
+std::variant<Decoded, DecodeError> decode(const std::vector<std::string_view>& frames,
+                                          const DecodeLimits& limits = {});
+
+/// Peer bytes made fit to quote in an error text: valid UTF-8 without control characters. A byte
+/// that does not belong to a valid UTF-8 character, or a control character, is written as \xHH;
+/// a result longer than max_bytes is cut at a character boundary and ends in "...".
+std::string quote_peer_bytes(std::string_view bytes, std::size_t max_bytes = 64);
+
+/// A text made valid UTF-8 within max_bytes: invalid bytes are written as \xHH, and a long text
+/// is cut at a character boundary. Every string the coordinator sends passes through here or is
+/// one of its own constants.
+std::string valid_utf8_text(std::string_view text, std::size_t max_bytes = kMaxTextBytes);
 
 }  // namespace aclaim::common::proto

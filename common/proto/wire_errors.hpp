@@ -72,11 +72,11 @@ inline bool retryable(std::string_view code) {
     return std::find(kCodes.begin(), kCodes.end(), code) != kCodes.end();
 }
 
-/// Cuts a text to the size the protocol allows in reasons and details: a database message, for
-/// one, can be longer, and a reply the worker cannot decode helps nobody.
-inline std::string clip_text(std::string text) {
-    if (text.size() > kMaxTextBytes) text.resize(kMaxTextBytes);
-    return text;
+/// Makes a text fit for reasons and details: at most kMaxTextBytes (a database message, for one,
+/// can be longer) and valid UTF-8 (JSON replies must be), because a reply the worker cannot
+/// decode helps nobody.
+inline std::string clip_text(const std::string& text) {
+    return valid_utf8_text(text, kMaxTextBytes);
 }
 
 }  // namespace aclaim::common::proto::errors

@@ -28,6 +28,13 @@ constexpr auto kMigrationBudget = std::chrono::seconds(30);
 constexpr auto kHousekeepingEvery = std::chrono::seconds(1);
 /// How long the last replies may take to leave once the socket is closed.
 constexpr int kLingerMs = 1000;
+/// A drain with nothing left at the database still lasts until no request has come for this
+/// long (or the drain timeout ends it), so that requests in flight when the signal came, such as
+/// a COMPLETE sent just after its worker's claim was answered `draining`, are still served. It is
+/// measured on the real clock: it waits for messages on the network, which a simulated clock
+/// does not move.
+constexpr auto kDrainQuiet = std::chrono::milliseconds(200);
+using RealClock = std::chrono::steady_clock;
 
 /// A session silent this long is forgotten. Workers renew and long-poll well within it; one
 /// that comes back after it gets no_session and says HELLO again.
@@ -96,7 +103,7 @@ void Coordinator::bind() {
     options_.validate();
     if (options_.migrate) apply_migrations(options_.dsn, clock_);
     if (options_.row_security) check_row_security_role(options_.dsn);
-    router_.set(zmq::sockopt::maxmsgsize, proto::kMaxTransportBytes);
+    router_.set(zmq::sockopt::maxmsgsize, proto::socket_max_message_size(!options_.plaintext));
     // Replies to peers that are gone fail at once instead of being silently discarded, so that
     // an undeliverable assignment can be released.
     router_.set(zmq::sockopt::router_mandatory, true);
@@ -174,7 +181,10 @@ void Coordinator::serve() {
     while (true) {
         const auto now = clock_.monotonic_now();
         if (stop_requested_.load() && !dispatcher_.draining()) begin_drain();
-        if (dispatcher_.draining() && (dispatcher_.at_db() == 0 || now >= drain_until_)) break;
+        if (dispatcher_.draining() &&
+            ((dispatcher_.at_db() == 0 && RealClock::now() >= drain_quiet_until_) ||
+             now >= drain_until_))
+            break;
         try {
             zmq::poll(items, 2, poll_timeout(now));
         } catch (const zmq::error_t& e) {
@@ -182,7 +192,8 @@ void Coordinator::serve() {
             continue;
         }
         if (items[1].revents & ZMQ_POLLIN) outcomes_.process(mailbox_->collect());
-        if (items[0].revents & ZMQ_POLLIN) inbound_.read();
+        if ((items[0].revents & ZMQ_POLLIN) && inbound_.read() > 0 && dispatcher_.draining())
+            drain_quiet_until_ = RealClock::now() + drain_quiet();
         housekeeping(clock_.monotonic_now());
     }
     shutdown();
@@ -193,7 +204,18 @@ std::chrono::milliseconds Coordinator::poll_timeout(SteadyClock::time_point now)
     if (const auto next = parked_.next_deadline()) until = std::min(until, *next);
     if (dispatcher_.draining()) until = std::min(until, drain_until_);
     if (until <= now) return std::chrono::milliseconds(0);
-    return std::chrono::ceil<std::chrono::milliseconds>(until - now);
+    auto timeout = std::chrono::ceil<std::chrono::milliseconds>(until - now);
+    if (dispatcher_.draining() && dispatcher_.at_db() == 0) {
+        const auto quiet =
+            std::chrono::ceil<std::chrono::milliseconds>(drain_quiet_until_ - RealClock::now());
+        timeout = std::clamp(quiet, std::chrono::milliseconds(0), timeout);
+    }
+    return timeout;
+}
+
+std::chrono::milliseconds Coordinator::drain_quiet() const {
+    return std::min<std::chrono::milliseconds>(
+        kDrainQuiet, std::chrono::milliseconds(router_options_.drain_timeout_ms));
 }
 
 void Coordinator::housekeeping(SteadyClock::time_point now) {
@@ -215,8 +237,9 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
 
 void Coordinator::begin_drain() {
     dispatcher_.begin_drain();
-    drain_until_ =
-        clock_.monotonic_now() + std::chrono::milliseconds(router_options_.drain_timeout_ms);
+    const auto now = clock_.monotonic_now();
+    drain_until_ = now + std::chrono::milliseconds(router_options_.drain_timeout_ms);
+    drain_quiet_until_ = RealClock::now() + drain_quiet();
     auto parked = parked_.take_all();
     spdlog::info("draining: no new claims; answering {} parked claims and {} requests in flight",
                  parked.size(), dispatcher_.at_db());
@@ -226,6 +249,9 @@ void Coordinator::begin_drain() {
 }
 
 void Coordinator::shutdown() {
+    // From here on nothing reaches the database: what is waiting on the socket, and what comes
+    // until it closes, is answered `draining`.
+    inbound_.refuse_remaining();
     // Everything already handed to a DB thread is still executed and answered.
     dispatcher_.close();
     pool_->join();
@@ -235,6 +261,7 @@ void Coordinator::shutdown() {
     for (auto& claim : parked_.take_all()) {
         replier_.answer_no_work(claim, std::string(proto::errors::kDraining));
     }
+    inbound_.refuse_remaining();
     router_.close();
     if (zap_) zap_->stop();
     spdlog::info("stopped: {}", metrics_.summary());

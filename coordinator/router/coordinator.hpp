@@ -64,6 +64,8 @@ class Coordinator {
     void serve();
     void shutdown();
     std::chrono::milliseconds poll_timeout(SteadyClock::time_point now) const;
+    /// How long a drain waits for requests once nothing is at the database.
+    std::chrono::milliseconds drain_quiet() const;
     void begin_drain();
     void housekeeping(SteadyClock::time_point now);
 
@@ -93,6 +95,8 @@ class Coordinator {
     Inbound inbound_;
     Outcomes outcomes_;
     SteadyClock::time_point drain_until_{};
+    /// The drain may end once nothing is at the database and this has passed (real time).
+    std::chrono::steady_clock::time_point drain_quiet_until_{};
     SteadyClock::time_point next_housekeeping_{};
 
     std::atomic<bool> stop_requested_{false};

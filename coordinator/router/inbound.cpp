@@ -31,18 +31,21 @@ std::optional<RequestBody> request_body(const proto::Message& m) {
 
 }  // namespace
 
-void Inbound::read() {
-    for (int n = 0; n < kReadsPerRound; ++n) {
+int Inbound::read() {
+    int n = 0;
+    for (; n < kReadsPerRound; ++n) {
         zmq::message_t head;
-        if (!p_.router.recv(head, zmq::recv_flags::dontwait)) return;
+        if (!p_.router.recv(head, zmq::recv_flags::dontwait)) return n;
         const std::string routing_id = head.to_string();
         std::vector<zmq::message_t> parts;
+        std::size_t frame_count = 0;
         bool more = head.more();
         while (more) {
             zmq::message_t part;
             // The rest of a multipart message is delivered together with its first frame.
             (void)p_.router.recv(part, zmq::recv_flags::none);
             more = part.more();
+            ++frame_count;
             if (parts.size() < kFramesKept) parts.push_back(std::move(part));
         }
         p_.metrics.requests.fetch_add(1, std::memory_order_relaxed);
@@ -61,26 +64,24 @@ void Inbound::read() {
         frames.reserve(parts.size());
         for (const auto& p : parts) frames.push_back(p.to_string_view());
         try {
-            handle_message(routing_id, credentials, frames);
+            handle_message(routing_id, credentials, frames, frame_count);
         } catch (const std::exception& e) {
             spdlog::error("request from connection {} not handled: {}", spdlog::to_hex(routing_id),
                           e.what());
         }
     }
+    return n;
+}
+
+void Inbound::refuse_remaining() {
+    refusing_ = true;
+    while (read() > 0) {
+    }
 }
 
 void Inbound::handle_message(const std::string& routing_id, const Credentials& credentials,
-                             const std::vector<std::string_view>& frames) {
-    if (frames.size() == 3 && frames[2].size() > options_.max_body_bytes) {
-        const auto enc =
-            frames[0] == proto::kTagJson ? proto::Encoding::Json : proto::Encoding::Binary;
-        p_.replier.send_error(routing_id, enc, 0, proto::errors::kOversized,
-                              "body of " + std::to_string(frames[2].size()) +
-                                  " bytes exceeds the limit of " +
-                                  std::to_string(options_.max_body_bytes));
-        return;
-    }
-    auto decoded = proto::decode(frames);
+                             const std::vector<std::string_view>& frames, std::size_t frame_count) {
+    auto decoded = proto::decode(frames, {options_.max_body_bytes, frame_count});
     if (auto* err = std::get_if<proto::DecodeError>(&decoded)) {
         spdlog::debug("undecodable request from connection {}: {}: {}", spdlog::to_hex(routing_id),
                       err->code, err->text);
@@ -109,6 +110,16 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     if (!proto::is_request(message)) {
         p_.replier.send_error(routing_id, enc, req, proto::errors::kInvalid,
                               type + " is not a request");
+        return;
+    }
+    // A draining coordinator opens no sessions; once the drain has ended it serves nothing.
+    if ((std::holds_alternative<proto::Hello>(message) && p_.dispatcher.draining()) ||
+        (refusing_ && !std::holds_alternative<proto::Claim>(message) &&
+         !std::holds_alternative<proto::Bye>(message))) {
+        p_.replier.send_error(routing_id, enc, req, proto::errors::kDraining,
+                              "the coordinator is shutting down and takes no new " + type +
+                                  "; send it again after reconnecting (another coordinator may "
+                                  "serve it)");
         return;
     }
     if (const auto* hello = std::get_if<proto::Hello>(&message)) {

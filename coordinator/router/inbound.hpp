@@ -37,8 +37,12 @@ class Inbound {
 
     Inbound(const RouterOptions& options, Parts parts) : options_(options), p_(parts) {}
 
-    /// Reads and handles the messages waiting on the socket, up to one round's worth.
-    void read();
+    /// Reads and handles the messages waiting on the socket, up to one round's worth; returns
+    /// how many were read.
+    int read();
+    /// For the end of a drain, when nothing more goes to the database: from now on every request
+    /// is answered `draining` (NO_WORK for a claim). Answers all that is waiting on the socket.
+    void refuse_remaining();
 
   private:
     /// What the transport says about the connection a message came on: under CURVE, the ZAP
@@ -49,7 +53,7 @@ class Inbound {
     };
 
     void handle_message(const std::string& routing_id, const Credentials& credentials,
-                        const std::vector<std::string_view>& frames);
+                        const std::vector<std::string_view>& frames, std::size_t frame_count);
     void handle_request(const std::string& routing_id, const Credentials& credentials,
                         const proto::Decoded& decoded);
     void handle_hello(const std::string& routing_id, const Credentials& credentials,
@@ -58,6 +62,7 @@ class Inbound {
 
     const RouterOptions& options_;
     Parts p_;
+    bool refusing_ = false;
 };
 
 }  // namespace aclaim::coordinator

@@ -88,6 +88,9 @@ inline void decode_and_check(const std::vector<std::string_view>& frames) {
         for (const auto code : kCodes) known = known || err->code == code;
         if (!known) finding("decode error with an undocumented code");
         if (err->text.empty()) finding("decode error without a text");
+        if (err->text.size() > proto::kMaxTextBytes) finding("decode error text too long");
+        if (proto::valid_utf8_text(err->text, err->text.size()) != err->text)
+            finding("decode error text is not UTF-8");
         return;
     }
     const auto& decoded = std::get<proto::Decoded>(result);

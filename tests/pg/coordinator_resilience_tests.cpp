@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <future>
+#include <pqxx/pqxx>
 #include <random>
 
 #include "common/base/clock.hpp"
@@ -115,6 +116,85 @@ TEST_CASE("stop answers a parked claim with draining and returns", "[coordinator
     auto stopped = std::async(std::launch::async, [&] { h.coordinator->stop(); });
     CHECK(w->expect<proto::NoWork>(req, 5s).reason == "draining");
     REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+}
+
+TEST_CASE("a COMPLETE sent during the drain is served and the job completed", "[coordinator]") {
+    common::SystemClock clock;
+    CoordinatorHarness h(clock);
+    common::AssignmentStore store(h.db.dsn());
+    store.enqueue(1, some_jobs(1), clock.now());
+    auto w = h.worker();
+    w->hello("w1", 1);
+    const auto job = w->claim_one();
+    const auto parked = w->claim(1, 30000);
+    REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }));
+    auto stopped = std::async(std::launch::async, [&] { h.coordinator->stop(); });
+    // The drain has begun once the parked claim is answered; nothing is at the database now.
+    CHECK(w->expect<proto::NoWork>(parked, 5s).reason == "draining");
+    const auto req = w->next_req();
+    w->send(proto::Complete{req, job.job_id, job.generation, "r:drain"});
+    const auto accepted = w->expect<proto::Accepted>(req, 5s);
+    CHECK(accepted.state == "completed");
+    // A draining coordinator opens no new session.
+    auto late = h.worker();
+    const auto hello = late->next_req();
+    late->send(proto::Hello{hello, "w2", 1});
+    CHECK(late->expect<proto::Error>(hello, 5s).code == "draining");
+    REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+    auto conn = h.db.connect();
+    pqxx::read_transaction t(*conn);
+    CHECK(t.exec1("SELECT state FROM jobs WHERE id = " + std::to_string(job.job_id))[0]
+              .as<std::string>() == "completed");
+}
+
+TEST_CASE("every text the coordinator echoes is valid UTF-8", "[coordinator]") {
+    common::SystemClock clock;
+    CoordinatorHarness h(clock);
+    // RawWorker decodes every reply strictly: a JSON reply holding invalid UTF-8 fails the test.
+    auto w = h.worker(proto::Encoding::Json);
+    const auto type = expect_error(*w, {std::string(proto::kTagJson), "\xc3(", "{}"});
+    CHECK(type.code == "unknown_type");
+    CHECK(type.text.find(R"('\xc3(')") != std::string::npos);
+    const auto tag = expect_error(*w, {"ACLAIM/\xff\xfe+json", "CLAIM", "{}"});
+    CHECK(tag.code == "wrong_version");
+    CHECK(tag.text.find(R"('ACLAIM/\xff\xfe+json')") != std::string::npos);
+    // The frame count of a long message is the message's, not how many frames were kept.
+    std::vector<std::string> hundred(100, "x");
+    hundred[0] = std::string(proto::kTagJson);
+    const auto many = expect_error(*w, hundred);
+    CHECK(many.code == "malformed");
+    CHECK(many.text.ends_with("this one has 100"));
+}
+
+TEST_CASE("a body of exactly 1 MiB is answered; one byte more drops the connection",
+          "[coordinator]") {
+    common::SystemClock clock;
+    CoordinatorHarness h(clock);
+    auto w = h.worker();
+    w->hello("w1", 1);
+    const auto body = [](std::uint64_t req, std::size_t size) {
+        std::string b(1, '\x01');
+        for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>((req >> (8 * i)) & 0xff));
+        b.resize(size, 'x');
+        return b;
+    };
+    const auto limit = static_cast<std::size_t>(proto::kMaxTransportBytes);
+    w->send_frames({std::string(proto::kTagBinary), "CLAIM", body(41, limit)});
+    const auto oversized = w->expect<proto::Error>(41, 5s);
+    CHECK(oversized.code == "oversized");
+    CHECK(oversized.text == "CLAIM body of 1048576 bytes exceeds the limit of 65536 bytes");
+    // One byte more: the transport drops the connection; ZeroMQ reconnects underneath, and the
+    // first answer of all is no_session to a request sent after the drop.
+    w->send_frames({std::string(proto::kTagBinary), "CLAIM", body(42, limit + 1)});
+    std::optional<proto::Message> first;
+    for (int attempt = 0; attempt < 50 && !first; ++attempt) {
+        const auto req = w->next_req();
+        w->send(proto::Renew{req, 1, 1});
+        first = w->receive(200ms);
+    }
+    REQUIRE(first);
+    REQUIRE(std::holds_alternative<proto::Error>(*first));
+    CHECK(std::get<proto::Error>(*first).code == "no_session");
 }
 
 TEST_CASE("an interrupted commit is resolved from the row, never guessed", "[coordinator]") {

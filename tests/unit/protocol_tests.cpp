@@ -140,8 +140,9 @@ TEST_CASE("every message round-trips in both encodings", "[protocol]") {
     }
 }
 
-TEST_CASE("binary strings carry any bytes", "[protocol]") {
-    const proto::Message m = proto::Complete{1, 2, 3, std::string("bin\0\xff\n", 5)};
+TEST_CASE("binary strings carry any bytes in what a coordinator sends", "[protocol]") {
+    // Requests are held to UTF-8 (see "error texts name the field..."); replies are read as sent.
+    const proto::Message m = proto::Rejected{1, 2, 3, std::string("bin\0\xff\n", 5), "d"};
     const auto f = proto::encode(m, Encoding::Binary);
     CHECK(expect_message(decode3(f.tag, f.type, f.body)) == m);
 }
@@ -437,6 +438,174 @@ TEST_CASE("JSON strings must be valid UTF-8", "[protocol]") {
     const proto::Message latin1 = proto::NoWork{3, "caf\xe9"};
     const auto f = proto::encode(latin1, Encoding::Binary);
     CHECK(expect_message(decode3(f.tag, f.type, f.body)) == latin1);
+}
+
+namespace {
+
+/// True when `s` is UTF-8 a strict reader accepts: the codec's own check, run on a JSON string.
+bool is_utf8(const std::string& s) {
+    return proto::valid_utf8_text(s, s.size()) == s;
+}
+
+/// The ERROR a coordinator would send for a decode failure, in the failure's encoding, decoded
+/// back by a strict reader.
+proto::Error reply_round_trip(const proto::DecodeError& e) {
+    const proto::Message reply = proto::Error{e.req, e.code, e.text};
+    const auto f = proto::encode(reply, e.reply_encoding);
+    const auto again = expect_message(decode3(f.tag, f.type, f.body));
+    return std::get<proto::Error>(again);
+}
+
+}  // namespace
+
+TEST_CASE("error texts that echo a frame are valid UTF-8 in both encodings", "[protocol]") {
+    // The client's finding: invalid UTF-8 in the type or tag frame was copied into the reply.
+    const auto type = expect_error(decode3(proto::kTagJson, "\xc3(", "{}"));
+    CHECK(type.code == "unknown_type");
+    CHECK(type.reply_encoding == Encoding::Json);
+    CHECK(type.text ==
+          R"(unknown message type '\xc3('; types are written in capitals, e.g. CLAIM)");
+    const auto tag = expect_error(decode3("ACLAIM/\xff\xfe+json", "CLAIM", "{}"));
+    CHECK(tag.code == "wrong_version");
+    CHECK(tag.reply_encoding == Encoding::Json);
+    CHECK(
+        tag.text ==
+        R"(unsupported protocol tag 'ACLAIM/\xff\xfe+json'; this coordinator speaks ACLAIM/1 and ACLAIM/1+json)");
+    const auto binary = expect_error(decode3("ACLAIM/\x01\x80", "CLAIM", "x"));
+    CHECK(binary.reply_encoding == Encoding::Binary);
+    CHECK(binary.text.find(R"('ACLAIM/\x01\x80')") != std::string::npos);
+    for (const auto& e : {type, tag, binary}) {
+        CAPTURE(e.text);
+        CHECK(is_utf8(e.text));
+        CHECK(reply_round_trip(e).text == e.text);
+    }
+    // A long frame is quoted in part, still whole characters, still UTF-8.
+    const auto long_type = expect_error(decode3(proto::kTagBinary, std::string(300, '\xe9'), "x"));
+    CHECK(is_utf8(long_type.text));
+    CHECK(long_type.text.size() < 200);
+    CHECK(long_type.text.find(R"(\xe9\xe9...')") != std::string::npos);
+}
+
+TEST_CASE("texts sent to workers are cut and repaired to valid UTF-8", "[protocol]") {
+    CHECK(proto::valid_utf8_text("caf\xe9 ok") == R"(caf\xe9 ok)");
+    CHECK(proto::valid_utf8_text("line\nbreak") == "line\nbreak");
+    CHECK(proto::quote_peer_bytes("line\nbreak") == R"(line\x0abreak)");
+    // 1024 bytes of two-byte characters plus one: cut before the character that does not fit.
+    std::string accents;
+    for (int i = 0; i < 513; ++i) accents += "\xc3\xa9";
+    const auto cut = proto::valid_utf8_text("x" + accents);
+    CHECK(cut.size() == 1023);
+    CHECK(is_utf8(cut));
+    // A surrogate written as UTF-8 is not UTF-8 either.
+    CHECK(proto::valid_utf8_text("\xed\xa0\x80") == R"(\xed\xa0\x80)");
+}
+
+TEST_CASE("error texts name the field, the kind of value and the rule", "[protocol]") {
+    const auto text = [](std::string_view type, std::string_view body) {
+        const auto e = expect_error(decode3(proto::kTagJson, type, body));
+        CHECK(e.text.find("rapidjson") == std::string::npos);
+        CHECK(e.text.find("assert") == std::string::npos);
+        CHECK(is_utf8(e.text));
+        return e.code + ": " + e.text;
+    };
+    CHECK(text("CLAIM", R"({"req":1,"max_jobs":"2","wait_ms":0})") ==
+          "undecodable: CLAIM body: field 'max_jobs' must be an integer within int32 "
+          "(-2147483648..2147483647), got a string");
+    CHECK(text("CLAIM", R"({"req":1,"max_jobs":2.5,"wait_ms":0})") ==
+          "undecodable: CLAIM body: field 'max_jobs' must be an integer within int32 "
+          "(-2147483648..2147483647), got a number with a fraction or an exponent, or beyond 64 "
+          "bits");
+    // Beyond the field's type is undecodable; within the type but outside the table, invalid.
+    CHECK(text("CLAIM", R"({"req":1,"max_jobs":2147483648,"wait_ms":0})") ==
+          "undecodable: CLAIM body: field 'max_jobs' must be an integer within int32 "
+          "(-2147483648..2147483647), got the integer 2147483648");
+    CHECK(text("CLAIM", R"({"req":1,"max_jobs":2147483647,"wait_ms":0})") ==
+          "invalid: CLAIM: field 'max_jobs' is 2147483647; it must be 1..100");
+    CHECK(text("CLAIM", R"({"req":-1,"max_jobs":2,"wait_ms":0})") ==
+          "undecodable: CLAIM body: field 'req' must be an integer within uint64 "
+          "(0..18446744073709551615), got the integer -1");
+    CHECK(text("FAIL", R"({"req":1,"job_id":1,"generation":1,"reason":"","retryable":1})") ==
+          "undecodable: FAIL body: field 'retryable' must be true or false, got the integer 1");
+    CHECK(text("COMPLETE", R"({"req":1,"job_id":1,"generation":1,"result_ref":null})") ==
+          "undecodable: COMPLETE body: field 'result_ref' must be a string, got null");
+    CHECK(text("COMPLETE", R"({"req":1,"job_id":1,"generation":1,"result_ref":"a\u0000b"})") ==
+          "undecodable: COMPLETE body: field 'result_ref' holds \\u0000, which no string may "
+          "contain");
+    CHECK(text("CLAIM", R"({"req":1,"max_jobs":2})") ==
+          "undecodable: CLAIM body: missing member 'wait_ms'");
+    CHECK(text("CLAIM", R"({"req":1,"max_jobs":2,"wait_ms":0,"extra":1})") ==
+          "undecodable: CLAIM body: unknown member 'extra'; the members are exactly req, "
+          "max_jobs, wait_ms");
+    CHECK(text("CLAIM", R"({"req":1,"max_jobs":2,"wait_ms":0,"req":2})") ==
+          "undecodable: CLAIM body: member 'req' appears more than once");
+    CHECK(text("CLAIM", "[1]") ==
+          "undecodable: CLAIM body: the body must be a JSON object, got "
+          "an array");
+    CHECK(text("ASSIGNED", R"({"req":1,"jobs":[{"job_id":1,"generation":1,"lease_ms":5,
+          "lease_expires_at_us":7,"attempts":1,"priority":0,"payload":""},7]})") ==
+          "undecodable: ASSIGNED body: 'jobs[1]' must be an object, got the integer 7");
+    CHECK(text("ASSIGNED", R"({"req":1,"jobs":[{"job_id":1,"generation":1,"lease_ms":5,
+          "lease_expires_at_us":7,"attempts":1,"priority":0}]})") ==
+          "undecodable: ASSIGNED body: missing member 'payload' in 'jobs[0]'");
+    CHECK(text("HELLO", R"({"req":1,"worker_id":"tab\there","org_id":1})") ==
+          "invalid: HELLO: field 'worker_id' is 'tab\\x09here'; it must be printable ASCII "
+          "(bytes 0x20..0x7e); byte 3 is 0x09");
+    CHECK(text("COMPLETE", R"({"req":1,"job_id":1,"generation":-4,"result_ref":"r"})") ==
+          "invalid: COMPLETE: field 'generation' is -4; it must be 0 or more");
+
+    // Any bytes are a binary string, but a request's strings are stored as text.
+    for (const auto& m : {proto::Message(proto::Fail{6, 1, 1, "caf\xe9", false}),
+                          proto::Message(proto::Complete{6, 1, 1, "r\xff"})}) {
+        const auto f = proto::encode(m, Encoding::Binary);
+        const auto e = expect_error(decode3(f.tag, f.type, f.body));
+        CHECK(e.code == "invalid");
+        CHECK(e.req == 6);
+        CHECK(e.text.find("is not UTF-8 text: it holds invalid UTF-8 at byte") !=
+              std::string::npos);
+    }
+    const auto bin = [](std::string_view type, const std::string& body) {
+        const auto e = expect_error(decode3(proto::kTagBinary, type, body));
+        return e.code + ": " + e.text;
+    };
+    CHECK(bin("RENEW", std::string("\x01", 1) + le64(3) + "abc") ==
+          "undecodable: RENEW body: truncated in field 'job_id': needs 8 more bytes, 3 left");
+    CHECK(bin("FAIL", std::string("\x01", 1) + le64(3) + le64(1) + le64(1) + le64(0) + "\x07") ==
+          "undecodable: FAIL body: field 'retryable' is a bool: its byte must be 0x00 or 0x01, "
+          "got 0x07");
+}
+
+TEST_CASE("the frame count in a malformed text is the message's, however many were kept",
+          "[protocol]") {
+    const std::vector<std::string_view> kept = {proto::kTagJson, "BYE", "{}", "x"};
+    const auto e = expect_error(proto::decode(kept, {proto::kMaxBodyBytes, 100}));
+    CHECK(e.code == "malformed");
+    CHECK(e.text == "a message must have exactly 3 frames [tag][type][body], this one has 100");
+    CHECK(e.reply_encoding == Encoding::Json);
+    CHECK(expect_error(proto::decode({proto::kTagBinary})).text.ends_with("this one has 1"));
+}
+
+TEST_CASE("req is echoed whenever a body is readable as far as its req", "[protocol]") {
+    // Broken after req: a lone surrogate, trailing garbage, a bad member, an oversized body.
+    CHECK(expect_error(decode3(proto::kTagJson, "FAIL",
+                               R"({"req": 2,"job_id":1,"generation":1,"reason":"\ud800",)"
+                               R"("retryable":true})"))
+              .req == 2);
+    CHECK(expect_error(
+              decode3(proto::kTagJson, "CLAIM", R"({"req":7,"max_jobs":2,"wait_ms":0} trailing)"))
+              .req == 7);
+    CHECK(expect_error(decode3(proto::kTagJson, "CLAIM", R"({"max_jobs":"x","wait_ms":0,"req":9})"))
+              .req == 9);
+    const auto big = proto::encode(
+        proto::Complete{11, 1, 1, std::string(proto::kMaxBodyBytes, 'x')}, Encoding::Json);
+    CHECK(expect_error(decode3(big.tag, big.type, big.body)).req == 11);
+    // Not readable: no req, req not an unsigned integer, or broken before req.
+    CHECK(expect_error(decode3(proto::kTagJson, "CLAIM", R"({"max_jobs":2,"wait_ms":0})")).req ==
+          0);
+    CHECK(expect_error(decode3(proto::kTagJson, "CLAIM", R"({"req":"5","max_jobs":2})")).req == 0);
+    CHECK(expect_error(decode3(proto::kTagJson, "CLAIM", R"({"x":"\ud800","req":5})")).req == 0);
+    // A nested req is not the message's.
+    CHECK(expect_error(decode3(proto::kTagJson, "CLAIM", R"({"a":{"req":5},"max_jobs":2})")).req ==
+          0);
 }
 
 TEST_CASE("cereal turns rapidjson assertions into exceptions instead of aborting", "[protocol]") {

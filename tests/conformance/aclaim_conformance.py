@@ -1,0 +1,1071 @@
+#!/usr/bin/env python3
+"""Conformance kit for the aclaim wire protocol, version 1 (docs/protocol.md).
+
+Point it at a running coordinator. It sends every message type in both encodings, checks every
+reply against the spec's field tables (exact fields, types, ranges, UTF-8, lengths), causes every
+error code and rejection reason a client can cause, and sends the spec's examples verbatim.
+
+Situations that need jobs or keys are set up with aclaimctl (--aclaimctl, with --dsn or
+ACLAIM_DSN); a quarantined job needs the database itself (--dsn and psql). Without them those
+checks are listed as not exercised. --coordinator-pid lets the kit send SIGTERM at the end to
+check the drain; the coordinator then exits.
+
+The output is one line per check and ends with "N passed, M failed"; the exit status is 1 when
+anything failed. Only the Python standard library and pyzmq are needed.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import zmq
+
+TAG_BINARY = b"ACLAIM/1"
+TAG_JSON = b"ACLAIM/1+json"
+MAX_TRANSPORT = 1024 * 1024
+MAX_TEXT = 1024
+
+# ---- the spec's tables ----
+
+# Field order is the binary order (docs/protocol.md, "Field order").
+REQUEST_FIELDS = {
+    "HELLO": [("req", "u64"), ("worker_id", "str"), ("org_id", "i64")],
+    "CLAIM": [("req", "u64"), ("max_jobs", "i32"), ("wait_ms", "i32")],
+    "RENEW": [("req", "u64"), ("job_id", "i64"), ("generation", "i64")],
+    "COMPLETE": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"), ("result_ref", "str")],
+    "FAIL": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"), ("reason", "str"),
+             ("retryable", "bool")],
+    "RELEASE": [("req", "u64"), ("job_id", "i64"), ("generation", "i64")],
+    "BYE": [("req", "u64")],
+}
+JOB_FIELDS = [("job_id", "i64"), ("generation", "i64"), ("lease_expires_at_us", "i64"),
+              ("lease_ms", "i32"), ("attempts", "i32"), ("priority", "i32"), ("payload", "str")]
+REPLY_FIELDS = {
+    "WELCOME": [("req", "u64"), ("org_id", "i64"), ("lease_ms", "i32"), ("heartbeat_ms", "i32"),
+                ("max_body_bytes", "u32")],
+    "ASSIGNED": [("req", "u64"), ("jobs", "jobs")],
+    "NO_WORK": [("req", "u64"), ("reason", "str")],
+    "LEASE": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"),
+              ("lease_expires_at_us", "i64"), ("lease_ms", "i32")],
+    "REVOKED": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"), ("reason", "str"),
+                ("detail", "str")],
+    "ACCEPTED": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"), ("state", "str"),
+                 ("replayed", "bool")],
+    "REJECTED": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"), ("reason", "str"),
+                 ("detail", "str")],
+    "ERROR": [("req", "u64"), ("code", "str"), ("text", "str")],
+}
+ALL_FIELDS = {**REQUEST_FIELDS, **REPLY_FIELDS}
+RANGES = {"u64": (0, 2**64 - 1), "i64": (-2**63, 2**63 - 1), "i32": (-2**31, 2**31 - 1),
+          "u32": (0, 2**32 - 1)}
+REJECTIONS = {"unknown_job", "other_organization", "stale_generation", "lease_expired",
+              "already_terminal", "not_assignee", "quarantined"}
+ERROR_CODES = {"malformed", "wrong_version", "unknown_type", "oversized", "undecodable", "invalid",
+               "no_session", "too_many_requests", "overloaded", "database_unavailable",
+               "database_error", "not_committed", "outcome_unknown", "draining",
+               "unauthenticated", "key_revoked"}
+STATES = {"completed", "failed", "pending"}
+# What may answer each request (BYE is never answered).
+ANSWERS = {"HELLO": {"WELCOME", "ERROR"}, "CLAIM": {"ASSIGNED", "NO_WORK", "ERROR"},
+           "RENEW": {"LEASE", "REVOKED", "ERROR"},
+           "COMPLETE": {"ACCEPTED", "REJECTED", "ERROR"},
+           "FAIL": {"ACCEPTED", "REJECTED", "ERROR"},
+           "RELEASE": {"ACCEPTED", "REJECTED", "ERROR"}}
+
+
+class Malformed(Exception):
+    """A message that does not match the spec."""
+
+
+def field_ranges(kind, msg):
+    """The range rules of the coordinator -> worker table."""
+    problems = []
+
+    def need(ok, what):
+        if not ok:
+            problems.append(what)
+
+    def text(name, low=0):
+        v = msg.get(name, "")
+        need(low <= len(v.encode("utf-8", "surrogatepass")) <= MAX_TEXT,
+             f"{name} must be {low}..{MAX_TEXT} bytes")
+
+    if "job_id" in msg:
+        need(msg["job_id"] >= 0, "job_id must be >= 0")
+        need(msg["generation"] >= 0, "generation must be >= 0")
+    if kind == "WELCOME":
+        need(msg["org_id"] >= 0, "org_id must be >= 0")
+        need(msg["lease_ms"] > 0, "lease_ms must be > 0")
+        need(msg["heartbeat_ms"] > 0, "heartbeat_ms must be > 0")
+    elif kind == "ASSIGNED":
+        need(1 <= len(msg["jobs"]) <= 100, "jobs must hold 1..100 entries")
+        for j in msg["jobs"]:
+            need(j["job_id"] >= 0 and j["generation"] >= 0, "job ids and generations >= 0")
+            need(j["lease_ms"] > 0, "jobs[].lease_ms must be > 0")
+    elif kind == "NO_WORK":
+        text("reason")
+    elif kind == "LEASE":
+        need(msg["lease_ms"] > 0, "lease_ms must be > 0")
+    elif kind == "REVOKED":
+        text("reason")
+        text("detail")
+        need(msg["reason"] in REJECTIONS | {"reclaimed"}, f"unknown REVOKED reason {msg['reason']!r}")
+    elif kind == "ACCEPTED":
+        text("state")
+        need(msg["state"] in STATES, f"unknown state {msg['state']!r}")
+    elif kind == "REJECTED":
+        text("reason")
+        text("detail")
+        need(msg["reason"] in REJECTIONS, f"unknown rejection {msg['reason']!r}")
+    elif kind == "ERROR":
+        text("code", 1)
+        text("text")
+        need(msg["code"] in ERROR_CODES, f"undocumented error code {msg['code']!r}")
+    return problems
+
+
+# ---- the binary encoding ----
+
+def pack_value(kind, value):
+    if kind == "u64":
+        return struct.pack("<Q", value)
+    if kind == "i64":
+        return struct.pack("<q", value)
+    if kind == "i32":
+        return struct.pack("<i", value)
+    if kind == "u32":
+        return struct.pack("<I", value)
+    if kind == "bool":
+        return b"\x01" if value else b"\x00"
+    if kind == "str":
+        raw = value if isinstance(value, bytes) else value.encode("utf-8")
+        return struct.pack("<Q", len(raw)) + raw
+    if kind == "jobs":
+        return struct.pack("<Q", len(value)) + b"".join(
+            pack_value(k, job[n]) for job in value for n, k in JOB_FIELDS)
+    raise ValueError(kind)
+
+
+def encode_binary(kind, msg):
+    return b"\x01" + b"".join(pack_value(k, msg[n]) for n, k in ALL_FIELDS[kind])
+
+
+class BinaryReader:
+    SIZES = {"u64": ("Q", 8), "i64": ("q", 8), "i32": ("i", 4), "u32": ("I", 4)}
+
+    def __init__(self, body):
+        if not body or body[0] not in (0, 1):
+            raise Malformed("the endianness byte must be 0x00 or 0x01")
+        self.order = "<" if body[0] == 1 else ">"
+        self.body = body
+        self.at = 1
+
+    def take(self, n, name):
+        if self.at + n > len(self.body):
+            raise Malformed(f"truncated in field {name!r}")
+        out = self.body[self.at:self.at + n]
+        self.at += n
+        return out
+
+    def read(self, kind, name):
+        if kind in self.SIZES:
+            code, size = self.SIZES[kind]
+            return struct.unpack(self.order + code, self.take(size, name))[0]
+        if kind == "bool":
+            b = self.take(1, name)[0]
+            if b not in (0, 1):
+                raise Malformed(f"bool field {name!r} holds {b}")
+            return b == 1
+        if kind == "str":
+            n = self.read("u64", name)
+            raw = self.take(n, name)
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise Malformed(f"field {name!r} is not UTF-8: {e}") from None
+        if kind == "jobs":
+            return [{n: self.read(k, f"jobs[{i}].{n}") for n, k in JOB_FIELDS}
+                    for i in range(self.read("u64", name))]
+        raise ValueError(kind)
+
+
+def decode_binary(kind, body):
+    r = BinaryReader(body)
+    msg = {n: r.read(k, n) for n, k in ALL_FIELDS[kind]}
+    if r.at != len(body):
+        raise Malformed(f"{len(body) - r.at} trailing bytes")
+    return msg
+
+
+# ---- the JSON encoding ----
+
+def encode_json(msg):
+    return json.dumps(msg, ensure_ascii=False, separators=(",", ": ")).encode("utf-8")
+
+
+def check_json_value(kind, value, name):
+    if kind in RANGES:
+        if type(value) is not int:
+            raise Malformed(f"field {name!r} must be a JSON integer, got {value!r}")
+        low, high = RANGES[kind]
+        if not low <= value <= high:
+            raise Malformed(f"field {name!r} = {value} is beyond {kind}")
+    elif kind == "bool":
+        if type(value) is not bool:
+            raise Malformed(f"field {name!r} must be true or false, got {value!r}")
+    elif kind == "str":
+        if type(value) is not str:
+            raise Malformed(f"field {name!r} must be a string, got {value!r}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Malformed(f"field {name!r} holds an unpaired surrogate") from None
+        if "\0" in value:
+            raise Malformed(f"field {name!r} holds U+0000")
+    elif kind == "jobs":
+        if type(value) is not list:
+            raise Malformed(f"field {name!r} must be an array")
+        for i, job in enumerate(value):
+            check_json_object(JOB_FIELDS, job, f"jobs[{i}]")
+
+
+def no_duplicates(pairs):
+    seen = {}
+    for k, v in pairs:
+        if k in seen:
+            raise Malformed(f"member {k!r} appears twice")
+        seen[k] = v
+    return seen
+
+
+def check_json_object(fields, obj, where):
+    if type(obj) is not dict:
+        raise Malformed(f"{where} must be an object")
+    names = [n for n, _ in fields]
+    if sorted(obj) != sorted(names):
+        raise Malformed(f"{where} has members {sorted(obj)}, the table says {sorted(names)}")
+    for n, k in fields:
+        check_json_value(k, obj[n], n)
+
+
+def decode_json(kind, body):
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Malformed(f"body is not UTF-8: {e}") from None
+    try:
+        obj = json.loads(text, object_pairs_hook=no_duplicates,
+                         parse_constant=lambda c: (_ for _ in ()).throw(Malformed(c)))
+    except json.JSONDecodeError as e:
+        raise Malformed(f"body is not JSON: {e}") from None
+    check_json_object(ALL_FIELDS[kind], obj, "body")
+    return obj
+
+
+def decode_reply(frames, encoding):
+    """(type, fields) of a reply, or Malformed naming what breaks the spec."""
+    if len(frames) != 3:
+        raise Malformed(f"{len(frames)} frames, not 3")
+    tag, kind_raw, body = frames
+    want = TAG_JSON if encoding == "json" else TAG_BINARY
+    if tag != want:
+        raise Malformed(f"tag {tag!r}, expected {want!r} (replies use the request's encoding)")
+    kind = kind_raw.decode("ascii", "replace")
+    if kind not in REPLY_FIELDS:
+        raise Malformed(f"type {kind!r} is not a coordinator -> worker message")
+    msg = decode_json(kind, body) if encoding == "json" else decode_binary(kind, body)
+    problems = field_ranges(kind, msg)
+    if problems:
+        raise Malformed("; ".join(problems))
+    return kind, msg
+
+
+# ---- the kit ----
+
+class Reply:
+    def __init__(self, kind, msg, frames):
+        self.kind, self.msg, self.frames = kind, msg, frames
+
+    def __getitem__(self, name):
+        return self.msg[name]
+
+    def __repr__(self):
+        return f"{self.kind} {self.msg}"
+
+
+class Kit:
+    def __init__(self, args):
+        self.args = args
+        self.context = zmq.Context()
+        self.passed = 0
+        self.failed = 0
+        self.not_exercised = []
+        self.codes_seen = set()
+        self.reasons_seen = set()
+        self.run_id = f"{os.getpid()}-{random.randrange(10**6)}"
+        self.server_public = None
+        if args.server_key_file:
+            with open(args.server_key_file, "rb") as f:
+                self.server_public = f.readline().strip()
+        elif args.server_key:
+            self.server_public = args.server_key.encode()
+        self.curve = self.server_public is not None
+        self.lease_ms = None
+
+    # -- reporting --
+    def check(self, name, ok, detail=""):
+        if ok:
+            self.passed += 1
+            print(f"ok      {name}")
+        else:
+            self.failed += 1
+            print(f"FAILED  {name}" + (f": {detail}" if detail else ""))
+        sys.stdout.flush()
+        return ok
+
+    def skip(self, what, why):
+        self.not_exercised.append(f"{what} ({why})")
+
+    # -- set-up through the operator's tools --
+    def ctl(self, *argv):
+        cmd = [self.args.aclaimctl] + (["--dsn", self.args.dsn] if self.args.dsn else []) + list(argv)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv[:2])} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def enqueue(self, org, payload, max_attempts=3):
+        self.ctl("enqueue", "--org", str(org), "--max-attempts", str(max_attempts), payload)
+
+    def new_identity(self, org, name):
+        """A worker of `org`: under CURVE a fresh key registered under `name`."""
+        if not self.curve:
+            return {"org": org, "name": name, "keys": None}
+        public, secret = zmq.curve_keypair()
+        self.ctl("keys", "register", "--org", str(org), "--name", name, "--public-key",
+                 public.decode())
+        return {"org": org, "name": name, "keys": (public, secret)}
+
+    def new_org(self):
+        return random.randrange(100_000, 2**31 - 1)
+
+    def connect(self, identity=None, keys=None):
+        s = self.context.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        keys = keys or (identity["keys"] if identity else None)
+        if self.curve:
+            if keys is None:
+                keys = zmq.curve_keypair()
+            s.curve_serverkey = self.server_public
+            s.curve_publickey, s.curve_secretkey = keys
+        s.connect(self.args.endpoint)
+        return Conn(self, s)
+
+
+class Conn:
+    def __init__(self, kit, socket):
+        self.kit = kit
+        self.socket = socket
+        self.next = 0
+        self.pushes = []
+        self.early = {}
+
+    def close(self):
+        self.socket.close(0)
+
+    def req(self):
+        self.next += 1
+        return self.next
+
+    def send(self, kind, encoding, **fields):
+        if "req" not in fields:
+            fields["req"] = self.req()
+        msg = {n: fields[n] for n, _ in ALL_FIELDS[kind]}
+        body = encode_json(msg) if encoding == "json" else encode_binary(kind, msg)
+        tag = TAG_JSON if encoding == "json" else TAG_BINARY
+        self.socket.send_multipart([tag, kind.encode(), body])
+        return fields["req"]
+
+    def send_raw(self, frames):
+        self.socket.send_multipart(frames)
+
+    def receive(self, timeout_ms):
+        if not self.socket.poll(timeout_ms):
+            return None
+        return self.socket.recv_multipart()
+
+    def reply(self, req, encoding, what, timeout_ms=10_000, allowed=None):
+        """The answer to `req`, checked against the tables; pushes and other answers are kept."""
+        if req in self.early:
+            return self.early.pop(req)
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            left = int((deadline - time.monotonic()) * 1000)
+            frames = self.receive(max(left, 0)) if left > 0 else None
+            if frames is None:
+                self.kit.check(f"{what}: answered", False, f"no answer to req {req} in {timeout_ms} ms")
+                return None
+            try:
+                kind, msg = decode_reply(frames, encoding)
+            except Malformed as e:
+                self.kit.check(f"{what}: reply matches the field tables", False,
+                               f"{e}; frames {frames!r:.300}")
+                return None
+            r = Reply(kind, msg, frames)
+            if kind == "ERROR":
+                self.kit.codes_seen.add(msg["code"])
+            if kind in ("REJECTED", "REVOKED"):
+                self.kit.reasons_seen.add(msg["reason"])
+            if msg["req"] == req:
+                ok = allowed is None or kind in allowed
+                self.kit.check(f"{what}: reply matches the field tables", ok,
+                               f"{kind} is not among {sorted(allowed or [])}: {msg}")
+                if encoding == "json":
+                    self.kit.check(f"{what}: JSON written on one line", b"\n" not in frames[2])
+                return r
+            if msg["req"] == 0:
+                self.pushes.append(r)
+            else:
+                self.early[msg["req"]] = r
+
+    def expect(self, kind, req, encoding, what, timeout_ms=10_000):
+        r = self.reply(req, encoding, what, timeout_ms)
+        if r is None:
+            return None
+        extra = f": {r.msg.get('code', '')} {r.msg.get('text', r.msg.get('reason', ''))}"
+        if not self.kit.check(f"{what}: answered {kind}", r.kind == kind, f"got {r.kind}{extra}"):
+            return None
+        return r
+
+    def expect_error(self, code, req, encoding, what, timeout_ms=10_000):
+        r = self.expect("ERROR", req, encoding, what, timeout_ms)
+        if r is not None:
+            self.kit.check(f"{what}: code {code}", r["code"] == code,
+                           f"got {r['code']}: {r['text']}")
+        return r
+
+    def expect_rejected(self, reason, req, encoding, what):
+        r = self.expect("REJECTED", req, encoding, what)
+        if r is not None:
+            self.kit.check(f"{what}: reason {reason}", r["reason"] == reason,
+                           f"got {r['reason']}: {r['detail']}")
+        return r
+
+    def silent(self, timeout_ms):
+        frames = self.receive(timeout_ms)
+        return frames is None
+
+    def hello(self, identity, encoding, what, org=None):
+        req = self.send("HELLO", encoding, worker_id=identity["name"],
+                        org_id=identity["org"] if org is None else org)
+        r = self.expect("WELCOME", req, encoding, what)
+        if r is not None:
+            self.kit.check(f"{what}: session acts for the worker's organization",
+                           r["org_id"] == identity["org"], f"org_id {r['org_id']}")
+            self.kit.lease_ms = r["lease_ms"]
+        return r
+
+    def claim_one(self, encoding, what, wait_ms=5000):
+        req = self.send("CLAIM", encoding, max_jobs=1, wait_ms=wait_ms)
+        r = self.expect("ASSIGNED", req, encoding, what)
+        return r["jobs"][0] if r is not None and r["jobs"] else None
+
+
+# ---- the situations ----
+
+def sessions(kit, enc):
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-a")
+    c = kit.connect(me)
+    req = c.send("CLAIM", enc, max_jobs=1, wait_ms=0)
+    c.expect_error("no_session", req, enc, f"[{enc}] CLAIM before HELLO")
+    if kit.curve:
+        welcome = c.hello(me, enc, f"[{enc}] HELLO naming another org_id (CURVE)", org=999_999)
+    else:
+        req = c.send("HELLO", enc, worker_id=me["name"], org_id=0)
+        c.expect_error("invalid", req, enc, f"[{enc}] HELLO with org_id 0 in plaintext")
+        welcome = c.hello(me, enc, f"[{enc}] HELLO")
+    if welcome is not None:
+        kit.check(f"[{enc}] WELCOME echoes req", welcome["req"] == (2 if kit.curve else 3),
+                  str(welcome["req"]))
+    req = c.send("CLAIM", enc, max_jobs=1, wait_ms=0)
+    r = c.expect("NO_WORK", req, enc, f"[{enc}] CLAIM with no pending jobs")
+    if r is not None:
+        kit.check(f"[{enc}] NO_WORK reason 'no pending jobs'", r["reason"] == "no pending jobs",
+                  r["reason"])
+    started = time.monotonic()
+    req = c.send("CLAIM", enc, max_jobs=1, wait_ms=300)
+    r = c.expect("NO_WORK", req, enc, f"[{enc}] CLAIM waiting 300 ms")
+    if r is not None:
+        kit.check(f"[{enc}] a long poll waits its wait_ms", time.monotonic() - started >= 0.25)
+        kit.check(f"[{enc}] NO_WORK reason 'wait ended'", r["reason"] == "wait ended", r["reason"])
+    # Pipelining: replies matched by req.
+    reqs = [c.send("CLAIM", enc, max_jobs=1, wait_ms=0) for _ in range(3)]
+    for q in reversed(reqs):
+        c.expect("NO_WORK", q, enc, f"[{enc}] pipelined CLAIM {q}")
+    # A second HELLO on the connection opens the session anew.
+    c.hello(me, enc, f"[{enc}] second HELLO on one connection")
+    c.send("BYE", enc)
+    kit.check(f"[{enc}] BYE is not answered", c.silent(300))
+    req = c.send("CLAIM", enc, max_jobs=1, wait_ms=0)
+    c.expect_error("no_session", req, enc, f"[{enc}] CLAIM after BYE")
+    c.close()
+
+
+def lifecycle(kit, enc):
+    org = kit.new_org()
+    a = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-w1")
+    b = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-w2")
+    stranger = kit.new_identity(kit.new_org(), f"kit-{kit.run_id}-{enc}-other")
+    ca, cb, cs = kit.connect(a), kit.connect(b), kit.connect(stranger)
+    ca.hello(a, enc, f"[{enc}] HELLO worker 1")
+    cb.hello(b, enc, f"[{enc}] HELLO worker 2")
+    cs.hello(stranger, enc, f"[{enc}] HELLO worker of another organization")
+
+    payload = f"kit {kit.run_id} \u00e9\u2713 {enc}"
+    kit.enqueue(org, payload)
+    req = ca.send("CLAIM", enc, max_jobs=5, wait_ms=5000)
+    r = ca.expect("ASSIGNED", req, enc, f"[{enc}] CLAIM of an enqueued job")
+    if r is None:
+        return
+    job = r["jobs"][0]
+    kit.check(f"[{enc}] ASSIGNED: one job, its payload as enqueued",
+              len(r["jobs"]) == 1 and job["payload"] == payload, repr(job))
+    kit.check(f"[{enc}] ASSIGNED: first claim is attempt 1, generation >= 1",
+              job["attempts"] == 1 and job["generation"] >= 1, repr(job))
+    kit.check(f"[{enc}] ASSIGNED: lease_ms is WELCOME's", job["lease_ms"] == kit.lease_ms)
+    jid, gen = job["job_id"], job["generation"]
+
+    req = ca.send("RENEW", enc, job_id=jid, generation=gen)
+    lease = ca.expect("LEASE", req, enc, f"[{enc}] RENEW of a held job")
+    if lease is not None:
+        kit.check(f"[{enc}] LEASE names the job and generation",
+                  (lease["job_id"], lease["generation"]) == (jid, gen))
+        kit.check(f"[{enc}] LEASE pushes the deadline no earlier",
+                  lease["lease_expires_at_us"] >= job["lease_expires_at_us"])
+
+    req = cs.send("COMPLETE", enc, job_id=jid, generation=gen, result_ref="r:x")
+    cs.expect_rejected("other_organization", req, enc, f"[{enc}] COMPLETE of another org's job")
+    req = cb.send("COMPLETE", enc, job_id=jid, generation=gen, result_ref="r:x")
+    cb.expect_rejected("not_assignee", req, enc, f"[{enc}] COMPLETE by another worker")
+    req = cb.send("RENEW", enc, job_id=jid, generation=gen)
+    r = cb.expect("REVOKED", req, enc, f"[{enc}] RENEW by another worker")
+    if r is not None:
+        kit.check(f"[{enc}] REVOKED reason not_assignee", r["reason"] == "not_assignee", repr(r))
+    req = ca.send("COMPLETE", enc, job_id=2**62, generation=1, result_ref="r:x")
+    ca.expect_rejected("unknown_job", req, enc, f"[{enc}] COMPLETE of a job that does not exist")
+    req = ca.send("RENEW", enc, job_id=2**62, generation=1)
+    r = ca.expect("REVOKED", req, enc, f"[{enc}] RENEW of a job that does not exist")
+    if r is not None:
+        kit.check(f"[{enc}] REVOKED reason unknown_job", r["reason"] == "unknown_job")
+
+    ref = f"review:{a['name']}:{jid}:{gen}"
+    req = ca.send("COMPLETE", enc, job_id=jid, generation=gen, result_ref=ref)
+    r = ca.expect("ACCEPTED", req, enc, f"[{enc}] COMPLETE of a held job")
+    if r is not None:
+        kit.check(f"[{enc}] ACCEPTED completed, not replayed",
+                  r["state"] == "completed" and r["replayed"] is False, repr(r))
+    req = ca.send("COMPLETE", enc, job_id=jid, generation=gen, result_ref=ref)
+    r = ca.expect("ACCEPTED", req, enc, f"[{enc}] the same COMPLETE again")
+    if r is not None:
+        kit.check(f"[{enc}] ACCEPTED replayed", r["replayed"] is True and r["state"] == "completed")
+    req = ca.send("COMPLETE", enc, job_id=jid, generation=gen, result_ref=ref + ":other")
+    ca.expect_rejected("already_terminal", req, enc, f"[{enc}] a different COMPLETE of a completed job")
+    req = ca.send("COMPLETE", enc, job_id=jid, generation=gen - 1, result_ref=ref)
+    ca.expect_rejected("stale_generation", req, enc, f"[{enc}] COMPLETE with an older generation")
+    req = ca.send("RENEW", enc, job_id=jid, generation=gen)
+    r = ca.expect("REVOKED", req, enc, f"[{enc}] RENEW of a completed job")
+    if r is not None:
+        kit.check(f"[{enc}] REVOKED reason already_terminal", r["reason"] == "already_terminal")
+
+    # RELEASE gives the attempt back; the generation rises on the next claim, not on release.
+    kit.enqueue(org, payload + " 2", max_attempts=3)
+    job = ca.claim_one(enc, f"[{enc}] CLAIM of a second job")
+    if job is None:
+        return
+    jid, gen, attempts = job["job_id"], job["generation"], job["attempts"]
+    req = ca.send("RELEASE", enc, job_id=jid, generation=gen)
+    r = ca.expect("ACCEPTED", req, enc, f"[{enc}] RELEASE of a held job")
+    if r is not None:
+        kit.check(f"[{enc}] RELEASE leaves the job pending", r["state"] == "pending")
+    req = ca.send("COMPLETE", enc, job_id=jid, generation=gen, result_ref="r:late")
+    ca.expect_rejected("lease_expired", req, enc, f"[{enc}] COMPLETE after RELEASE")
+    req = ca.send("RELEASE", enc, job_id=jid, generation=gen)
+    ca.expect_rejected("lease_expired", req, enc, f"[{enc}] RELEASE sent again")
+    job = ca.claim_one(enc, f"[{enc}] CLAIM of the released job")
+    if job is None:
+        return
+    kit.check(f"[{enc}] the claim after RELEASE: generation + 1, same attempt number",
+              job["job_id"] == jid and job["generation"] == gen + 1 and job["attempts"] == attempts,
+              repr(job))
+    gen = job["generation"]
+    req = ca.send("FAIL", enc, job_id=jid, generation=gen, reason="retry me", retryable=True)
+    r = ca.expect("ACCEPTED", req, enc, f"[{enc}] FAIL retryable")
+    if r is not None:
+        kit.check(f"[{enc}] a retryable FAIL with attempts left: pending", r["state"] == "pending")
+    req = ca.send("RENEW", enc, job_id=jid, generation=gen)
+    r = ca.expect("REVOKED", req, enc, f"[{enc}] RENEW after FAIL")
+    if r is not None:
+        kit.check(f"[{enc}] REVOKED reason lease_expired", r["reason"] == "lease_expired")
+    job = ca.claim_one(enc, f"[{enc}] CLAIM of the failed job")
+    if job is None:
+        return
+    kit.check(f"[{enc}] the claim after FAIL: generation + 1, attempt + 1",
+              job["generation"] == gen + 1 and job["attempts"] == attempts + 1, repr(job))
+    gen = job["generation"]
+    req = ca.send("FAIL", enc, job_id=jid, generation=gen, reason="", retryable=False)
+    r = ca.expect("ACCEPTED", req, enc, f"[{enc}] FAIL not retryable")
+    if r is not None:
+        kit.check(f"[{enc}] a final FAIL: failed", r["state"] == "failed")
+    req = ca.send("FAIL", enc, job_id=jid, generation=gen, reason="", retryable=False)
+    r = ca.expect("ACCEPTED", req, enc, f"[{enc}] the same FAIL again")
+    if r is not None:
+        kit.check(f"[{enc}] ACCEPTED replayed for a repeated FAIL", r["replayed"] is True)
+    req = ca.send("COMPLETE", enc, job_id=jid, generation=gen, result_ref="r:x")
+    ca.expect_rejected("already_terminal", req, enc, f"[{enc}] COMPLETE of a failed job")
+
+    quarantine(kit, enc, org, ca)
+    reclaim(kit, enc, org, ca)
+    for c in (ca, cb, cs):
+        c.close()
+
+
+def quarantine(kit, enc, org, c):
+    if not kit.args.dsn or not shutil.which("psql"):
+        kit.skip("rejection quarantined", "needs --dsn and psql")
+        return
+    kit.enqueue(org, "to be quarantined")
+    job = c.claim_one(enc, f"[{enc}] CLAIM of a job to quarantine")
+    if job is None:
+        return
+    # What the recovery tool does to a contradictory row (aclaimctl recover --apply).
+    subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", kit.args.dsn, "-c",
+                    "UPDATE jobs SET state = 'quarantined', quarantined_from = state, "
+                    f"quarantine_reason = 'conformance kit' WHERE id = {int(job['job_id'])}"],
+                   check=True, stdout=subprocess.DEVNULL, timeout=60)
+    req = c.send("COMPLETE", enc, job_id=job["job_id"], generation=job["generation"], result_ref="r")
+    c.expect_rejected("quarantined", req, enc, f"[{enc}] COMPLETE of a quarantined job")
+
+
+def reclaim(kit, enc, org, c):
+    if kit.lease_ms is None or kit.lease_ms > kit.args.max_lease_wait_ms:
+        kit.skip("REVOKED reclaimed", f"lease longer than --max-lease-wait-ms")
+        return
+    kit.enqueue(org, "left to expire")
+    job = c.claim_one(enc, f"[{enc}] CLAIM of a job left to expire")
+    if job is None:
+        return
+    deadline = time.monotonic() + kit.lease_ms / 1000 + 10
+    pushed = None
+    while pushed is None and time.monotonic() < deadline:
+        for p in c.pushes:
+            if p.kind == "REVOKED" and p["job_id"] == job["job_id"]:
+                pushed = p
+        frames = c.receive(200)
+        if frames is not None:
+            try:
+                kind, msg = decode_reply(frames, enc)
+                if msg["req"] == 0:
+                    c.pushes.append(Reply(kind, msg, frames))
+            except Malformed as e:
+                kit.check(f"[{enc}] pushed message matches the field tables", False, str(e))
+    if kit.check(f"[{enc}] an expired lease is pushed REVOKED with req 0", pushed is not None):
+        kit.check(f"[{enc}] pushed REVOKED reason reclaimed",
+                  pushed["reason"] == "reclaimed" and pushed["generation"] == job["generation"],
+                  repr(pushed))
+        kit.reasons_seen.add("reclaimed")
+    req = c.send("COMPLETE", enc, job_id=job["job_id"], generation=job["generation"], result_ref="r")
+    c.expect_rejected("lease_expired", req, enc, f"[{enc}] COMPLETE after the lease was reclaimed")
+
+
+def errors(kit, enc):
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-err")
+    c = kit.connect(me)
+    welcome = c.hello(me, enc, f"[{enc}] HELLO for the error checks")
+    tag = TAG_JSON if enc == "json" else TAG_BINARY
+    max_body = welcome["max_body_bytes"] if welcome else 65536
+
+    def err(code, frames, what, req=0, reply_enc=enc):
+        c.send_raw(frames)
+        r = c.expect_error(code, req, reply_enc, what)
+        if r is not None:
+            kit.check(f"{what}: text within 1024 bytes of UTF-8",
+                      0 < len(r["text"].encode("utf-8")) <= MAX_TEXT)
+        return r
+
+    for n in (1, 2, 4, 100):
+        frames = [tag] + [b"CLAIM"] * (n - 1)
+        r = err("malformed", frames[:n], f"[{enc}] {n} frames")
+        if r is not None:
+            kit.check(f"[{enc}] malformed text counts {n} frames", r["text"].endswith(f" {n}"),
+                      r["text"])
+    body = encode_json({"req": 1, "max_jobs": 1, "wait_ms": 0}) if enc == "json" else \
+        encode_binary("CLAIM", {"req": 1, "max_jobs": 1, "wait_ms": 0})
+    suffix = b"+json" if enc == "json" else b""
+    for bad in (b"ACLAIM/2" + suffix, b"NOPE" + suffix, b"ACLAIM/1+xml", b"ACLAIM/\xff\xfe" + suffix):
+        reply_enc = "json" if bad.endswith(b"+json") else "binary"
+        err("wrong_version", [bad, b"CLAIM", body], f"[{enc}] tag {bad!r}", reply_enc=reply_enc)
+    for bad in (b"claim", b"STEAL", b"\xc3(", b""):
+        err("unknown_type", [tag, bad, body], f"[{enc}] type {bad!r}")
+    # Sent to the coordinator, a coordinator -> worker message is invalid.
+    welcome_body = encode_json({"req": 5, "org_id": 1, "lease_ms": 1, "heartbeat_ms": 1,
+                                "max_body_bytes": 1}) if enc == "json" else \
+        encode_binary("WELCOME", {"req": 5, "org_id": 1, "lease_ms": 1, "heartbeat_ms": 1,
+                                  "max_body_bytes": 1})
+    err("invalid", [tag, b"WELCOME", welcome_body], f"[{enc}] WELCOME sent to the coordinator", req=5)
+
+    # Sizes: max_body_bytes is answered by the body's own merits, one more byte is oversized.
+    if enc == "json":
+        at_limit = encode_json({"req": 7, "max_jobs": 1, "wait_ms": 0})
+        at_limit += b" " * (max_body - len(at_limit))
+    else:
+        at_limit = b"\x01" + struct.pack("<Q", 7) + b"x" * (max_body - 9)
+    c.send_raw([tag, b"CLAIM", at_limit])
+    r = c.reply(7, enc, f"[{enc}] CLAIM body of exactly max_body_bytes")
+    if r is not None:
+        ok = r.kind == "NO_WORK" if enc == "json" else (r.kind == "ERROR" and r["code"] == "undecodable")
+        kit.check(f"[{enc}] a body of exactly max_body_bytes is read, not refused as oversized", ok,
+                  repr(r))
+    if enc == "json":
+        over = encode_json({"req": 8, "max_jobs": 1, "wait_ms": 0})
+        over += b" " * (max_body + 1 - len(over))
+    else:
+        over = b"\x01" + struct.pack("<Q", 8) + b"x" * (max_body + 1 - 9)
+    err("oversized", [tag, b"CLAIM", over], f"[{enc}] body of max_body_bytes + 1", req=8)
+    if enc == "json":
+        mib = b'{"req": 9' + b" " * (MAX_TRANSPORT - 10) + b"}"
+    else:
+        mib = b"\x01" + struct.pack("<Q", 9) + b"x" * (MAX_TRANSPORT - 9)
+    r = err("oversized", [tag, b"CLAIM", mib], f"[{enc}] body of exactly 1 MiB", req=9)
+
+    undecodable_json = [
+        (b'{"req": 11,"max_jobs": 1}', 11, "a missing member"),
+        (b'{"req": 12,"max_jobs": 1,"wait_ms": 0,"x": 1}', 12, "an unknown member"),
+        (b'{"req": 13,"max_jobs": 1,"wait_ms": 0,"max_jobs": 1}', 13, "a repeated member"),
+        (b'{"req": 14,"max_jobs": "1","wait_ms": 0}', 14, "a string for an int32"),
+        (b'{"req": 15,"max_jobs": 1.0,"wait_ms": 0}', 15, "a fraction"),
+        (b'{"req": 16,"max_jobs": 1e0,"wait_ms": 0}', 16, "an exponent"),
+        (b'{"req": 17,"max_jobs": 2147483648,"wait_ms": 0}', 17, "2^31 in an int32"),
+        (b'{"req": 18,"max_jobs": 1,"wait_ms": 0} x', 18, "bytes after the object"),
+        (b'{"req": 19,"max_jobs": 1,"wait_ms": 0}{}', 19, "a second object"),
+        (b'{"req": 20,"max_jobs": [[[[1]]]],"wait_ms": 0}', 20, "nesting deeper than 4"),
+        (b'{"req": -1,"max_jobs": 1,"wait_ms": 0}', 0, "a negative req"),
+        (b'{"max_jobs": 1,"wait_ms": 0', 0, "a truncated object"),
+        (b'[1, 2]', 0, "an array"),
+        (b'', 0, "an empty body"),
+    ]
+    undecodable_fail = [
+        (b'{"req": 21,"job_id": 1,"generation": 1,"reason": "\\ud800","retryable": true}', 21,
+         "a lone high surrogate escape"),
+        (b'{"req": 22,"job_id": 1,"generation": 1,"reason": "\\udc00","retryable": true}', 22,
+         "a lone low surrogate escape"),
+        (b'{"req": 23,"job_id": 1,"generation": 1,"reason": "caf\xe9","retryable": true}', 23,
+         "raw bytes that are not UTF-8"),
+        (b'{"req": 24,"job_id": 1,"generation": 1,"reason": "a\\u0000b","retryable": true}', 24,
+         "an escaped NUL"),
+        (b'{"req": 25,"job_id": 1,"generation": 1,"reason": "x","retryable": 1}', 25,
+         "an integer for a bool"),
+    ]
+    if enc == "json":
+        for body, req, what in undecodable_json:
+            err("undecodable", [tag, b"CLAIM", body], f"[json] CLAIM with {what}", req=req)
+        for body, req, what in undecodable_fail:
+            err("undecodable", [tag, b"FAIL", body], f"[json] FAIL with {what}", req=req)
+        # Whitespace around the object and between tokens is allowed; members in any order.
+        c.send_raw([tag, b"CLAIM", b' \r\n\t{ "wait_ms" :0 ,\n"max_jobs":1, "req":31 }\n\t '])
+        c.expect("NO_WORK", 31, enc, "[json] whitespace everywhere JSON allows it, members reordered")
+        c.send_raw([tag, b"FAIL", '{"req": 32,"job_id": 1,"generation": 1,"reason": "\\ud83d\\ude00 '
+                    '\u00e9","retryable": false}'.encode()])
+        c.expect("REJECTED", 32, enc, "[json] a surrogate pair and raw UTF-8 in a string")
+    else:
+        claim = encode_binary("CLAIM", {"req": 41, "max_jobs": 1, "wait_ms": 0})
+        for body, req, what in [
+            (claim[:-1], 41, "a truncated body"),
+            (claim + b"\x00", 41, "a trailing byte"),
+            (b"\x07" + claim[1:], 0, "endianness byte 0x07"),
+            (b"\x01" + struct.pack("<Q", 42), 42, "only req"),
+        ]:
+            err("undecodable", [tag, b"CLAIM", body], f"[binary] CLAIM with {what}", req=req)
+        fail = encode_binary("FAIL", {"req": 43, "job_id": 1, "generation": 1, "reason": "x",
+                                      "retryable": False})
+        err("undecodable", [tag, b"FAIL", fail[:-1] + b"\x02"], "[binary] FAIL with bool byte 2",
+            req=43)
+        big_prefix = b"\x01" + struct.pack("<Q", 44) + struct.pack("<Q", 1) * 2 + \
+            struct.pack("<Q", 2**60) + b"r"
+        err("undecodable", [tag, b"COMPLETE", big_prefix], "[binary] a length prefix beyond the body",
+            req=44)
+        # Big endian is accepted: the first byte says so.
+        be = b"\x00" + struct.pack(">Qii", 45, 1, 0)
+        c.send_raw([tag, b"CLAIM", be])
+        c.expect("NO_WORK", 45, enc, "[binary] a big-endian CLAIM")
+        # A binary string may hold any bytes, but a request's strings must be UTF-8 text.
+        fail = encode_binary("FAIL", {"req": 46, "job_id": 2**62, "generation": 1,
+                                      "reason": b"caf\xe9", "retryable": False})
+        err("invalid", [tag, b"FAIL", fail], "[binary] a FAIL reason that is not UTF-8", req=46)
+
+    invalid = [
+        ("CLAIM", {"max_jobs": 0, "wait_ms": 0}, "max_jobs 0"),
+        ("CLAIM", {"max_jobs": 101, "wait_ms": 0}, "max_jobs 101"),
+        ("CLAIM", {"max_jobs": 1, "wait_ms": -1}, "wait_ms -1"),
+        ("CLAIM", {"max_jobs": 1, "wait_ms": 60001}, "wait_ms 60001"),
+        ("CLAIM", {"max_jobs": 2147483647, "wait_ms": 0}, "max_jobs 2^31-1"),
+        ("RENEW", {"job_id": -1, "generation": 1}, "job_id -1"),
+        ("RELEASE", {"job_id": 1, "generation": -1}, "generation -1"),
+        ("COMPLETE", {"job_id": 1, "generation": 1, "result_ref": ""}, "an empty result_ref"),
+        ("COMPLETE", {"job_id": 1, "generation": 1, "result_ref": "r" * 1025}, "result_ref 1025 bytes"),
+        ("FAIL", {"job_id": 1, "generation": 1, "reason": "r" * 1025, "retryable": True},
+         "reason 1025 bytes"),
+        ("HELLO", {"worker_id": "", "org_id": 1}, "an empty worker_id"),
+        ("HELLO", {"worker_id": "w" * 129, "org_id": 1}, "worker_id 129 bytes"),
+        ("HELLO", {"worker_id": "tab\there", "org_id": 1}, "a tab in worker_id"),
+        ("HELLO", {"worker_id": "caf\u00e9", "org_id": 1}, "non-ASCII worker_id"),
+        ("HELLO", {"worker_id": "w", "org_id": -1}, "org_id -1"),
+    ]
+    for kind, fields, what in invalid:
+        req = c.send(kind, enc, **fields)
+        r = c.expect_error("invalid", req, enc, f"[{enc}] {kind} with {what}")
+        if r is not None:
+            kit.check(f"[{enc}] {kind} with {what}: text names the field",
+                      any(f"'{n}'" in r["text"] for n in fields), r["text"])
+    c.close()
+
+    # One byte over 1 MiB: the transport drops the connection unanswered; ZeroMQ reconnects and
+    # the next request finds no session.
+    c = kit.connect(me)
+    c.hello(me, enc, f"[{enc}] HELLO before a body over 1 MiB")
+    if enc == "json":
+        huge = b'{"req": 50' + b" " * (MAX_TRANSPORT - 10) + b"}"
+    else:
+        huge = b"\x01" + struct.pack("<Q", 50) + b"x" * (MAX_TRANSPORT - 8)
+    c.send_raw([tag, b"CLAIM", huge])
+    first = None
+    deadline = time.monotonic() + 10
+    while first is None and time.monotonic() < deadline:
+        c.send("CLAIM", enc, max_jobs=1, wait_ms=0)
+        frames = c.receive(200)
+        if frames is not None:
+            first = frames
+    ok = False
+    if first is not None:
+        try:
+            kind, msg = decode_reply(first, enc)
+            ok = kind == "ERROR" and msg["code"] == "no_session" and msg["req"] != 50
+            kit.codes_seen.add(msg.get("code"))
+        except Malformed as e:
+            msg = str(e)
+    kit.check(f"[{enc}] a body over 1 MiB drops the connection; the next request gets no_session",
+              ok, repr(first)[:200])
+    c.close()
+
+
+def too_many(kit, enc):
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-busy")
+    c = kit.connect(me)
+    c.hello(me, enc, f"[{enc}] HELLO for the outstanding-request limit")
+    sent = [c.send("CLAIM", enc, max_jobs=1, wait_ms=60000) for _ in range(kit.args.max_outstanding)]
+    got = None
+    deadline = time.monotonic() + 10
+    while got is None and time.monotonic() < deadline:
+        frames = c.receive(500)
+        if frames is None:
+            break
+        kind, msg = decode_reply(frames, enc)
+        if kind == "ERROR":
+            got = msg
+    ok = got is not None and got["code"] == "too_many_requests" and got["req"] in sent
+    if ok:
+        kit.codes_seen.add("too_many_requests")
+    kit.check(f"[{enc}] parked claims beyond the session's limit: too_many_requests", ok, repr(got))
+    c.send("BYE", enc)
+    c.close()
+
+
+def curve_only(kit, enc):
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-key")
+    c = kit.connect(me)
+    req = c.send("HELLO", enc, worker_id=me["name"] + "-not", org_id=org)
+    c.expect_error("unauthenticated", req, enc, f"[{enc}] HELLO naming a worker the key is not for")
+    c.hello(me, enc, f"[{enc}] HELLO with the key's worker name")
+    stranger = kit.connect(None, zmq.curve_keypair())
+    stranger.send("HELLO", enc, worker_id="nobody", org_id=1)
+    kit.check(f"[{enc}] a key that is not registered fails the handshake: no answer",
+              stranger.silent(1000))
+    stranger.close()
+    kit.ctl("keys", "revoke", "--public-key", me["keys"][0].decode())
+    got = None
+    deadline = time.monotonic() + 15
+    while got is None and time.monotonic() < deadline:
+        req = c.send("CLAIM", enc, max_jobs=1, wait_ms=0)
+        r = c.reply(req, enc, f"[{enc}] CLAIM while the key is being revoked")
+        if r is not None and r.kind == "ERROR" and r["code"] == "key_revoked":
+            got = r
+        else:
+            time.sleep(0.2)
+    kit.check(f"[{enc}] a key revoked while connected: key_revoked", got is not None)
+    req = c.send("HELLO", enc, worker_id=me["name"], org_id=org)
+    c.expect_error("key_revoked", req, enc, f"[{enc}] HELLO after the key was revoked")
+    c.close()
+
+
+def spec_examples(kit):
+    """The JSON and binary examples of docs/protocol.md, sent and read verbatim."""
+    try:
+        with open(kit.args.spec, encoding="utf-8") as f:
+            doc = f.read()
+    except OSError as e:
+        kit.check("docs/protocol.md readable for its examples", False, str(e))
+        return
+    lines = re.findall(r"^([A-Z_]+) +(\{.*\})$", doc, re.M)
+    kinds = {k for k, _ in lines}
+    kit.check("the spec has a JSON example of every message type",
+              kinds == set(ALL_FIELDS), str(sorted(set(ALL_FIELDS) - kinds)))
+    for kind, body in lines:
+        try:
+            msg = decode_json(kind, body.encode())
+            problems = field_ranges(kind, msg) if kind in REPLY_FIELDS else []
+            kit.check(f"[spec] example {kind} matches the field tables", not problems,
+                      "; ".join(problems))
+        except Malformed as e:
+            kit.check(f"[spec] example {kind} matches the field tables", False, str(e))
+    examples = {k: b for k, b in lines if k in REQUEST_FIELDS}
+    org = 42
+    me = {"org": org, "name": "reviewer-7", "keys": None}
+    if kit.curve:
+        try:
+            me = kit.new_identity(org, "reviewer-7")
+        except RuntimeError as e:
+            kit.check("[spec] register a key for reviewer-7", False, str(e))
+            return
+    if kit.args.aclaimctl:
+        kit.enqueue(org, '{"doc":"a"}')
+    c = kit.connect(me)
+    for kind in ("HELLO", "CLAIM", "RENEW", "COMPLETE", "FAIL", "RELEASE", "BYE"):
+        body = examples[kind].encode()
+        c.send_raw([TAG_JSON, kind.encode(), body])
+        if kind == "BYE":
+            kit.check("[spec] example BYE is not answered", c.silent(300))
+            continue
+        req = json.loads(body)["req"]
+        r = c.reply(req, "json", f"[spec] example {kind} sent verbatim", timeout_ms=35_000,
+                    allowed=ANSWERS[kind] - {"ERROR"})
+        if r is not None and kind == "HELLO":
+            kit.check("[spec] example HELLO: WELCOME for org 42", r["org_id"] == 42, repr(r))
+    c.close()
+    # The binary examples: hex dumps under "Example: `CLAIM ..." and "Example: `COMPLETE ...".
+    c = kit.connect(me)
+    c.send("HELLO", "binary", req=100, worker_id=me["name"], org_id=org)
+    c.expect("WELCOME", 100, "binary", "[spec] HELLO before the binary examples")
+    for kind, length in (("CLAIM", 17), ("COMPLETE", 36)):
+        m = re.search(r"Example: `" + kind + r" \{.*?\}` is (\d+) bytes:\n\n```\n(.*?)```", doc, re.S)
+        if not kit.check(f"[spec] binary example {kind} found", m is not None):
+            continue
+        raw = bytes.fromhex("".join(re.match(r"((?:[0-9a-f]{2} )*[0-9a-f]{2})", line).group(1)
+                                    .replace(" ", "") for line in m.group(2).splitlines()))
+        kit.check(f"[spec] binary example {kind} is {length} bytes as stated",
+                  len(raw) == length == int(m.group(1)), str(len(raw)))
+        c.send_raw([TAG_BINARY, kind.encode(), raw])
+        req = struct.unpack("<Q", raw[1:9])[0]
+        c.reply(req, "binary", f"[spec] binary example {kind} sent verbatim",
+                allowed=ANSWERS[kind] - {"ERROR"})
+    c.close()
+
+
+def drain(kit):
+    if not kit.args.coordinator_pid:
+        kit.skip("error draining, NO_WORK draining", "needs --coordinator-pid")
+        return
+    enc = "json"
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-drain")
+    c = kit.connect(me)
+    c.hello(me, enc, "[drain] HELLO")
+    kit.enqueue(org, "held across the drain")
+    job = c.claim_one(enc, "[drain] CLAIM")
+    parked = c.send("CLAIM", enc, max_jobs=1, wait_ms=30000)
+    req = c.send("RENEW", enc, job_id=job["job_id"], generation=job["generation"])
+    c.expect("LEASE", req, enc, "[drain] RENEW")
+    # Connected (and, under CURVE, through the handshake) before the signal.
+    late_identity = kit.new_identity(org, f"kit-{kit.run_id}-late")
+    late = kit.connect(late_identity)
+    req = late.send("CLAIM", enc, max_jobs=1, wait_ms=0)
+    late.expect_error("no_session", req, enc, "[drain] a second connection before the signal")
+    os.kill(kit.args.coordinator_pid, signal.SIGTERM)
+    r = c.expect("NO_WORK", parked, enc, "[drain] a parked CLAIM after SIGTERM")
+    if r is not None:
+        kit.check("[drain] NO_WORK reason draining", r["reason"] == "draining")
+    req = c.send("COMPLETE", enc, job_id=job["job_id"], generation=job["generation"], result_ref="r")
+    hello = late.send("HELLO", enc, worker_id=late_identity["name"], org_id=org)
+    r = c.expect("ACCEPTED", req, enc, "[drain] COMPLETE sent during the drain")
+    if r is not None:
+        kit.check("[drain] the job is completed", r["state"] == "completed")
+    late.expect_error("draining", hello, enc, "[drain] HELLO during the drain")
+    late.close()
+    c.close()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--endpoint", required=True, help="the coordinator, e.g. tcp://127.0.0.1:5555")
+    p.add_argument("--server-key", help="CURVE: the coordinator's public key (Z85)")
+    p.add_argument("--server-key-file", help="CURVE: a file whose first line is that key")
+    p.add_argument("--aclaimctl", help="aclaimctl, to enqueue jobs and register keys")
+    p.add_argument("--dsn", default=os.environ.get("ACLAIM_DSN"),
+                   help="the coordinator's database (default ACLAIM_DSN), for aclaimctl and for "
+                        "quarantining a job")
+    p.add_argument("--coordinator-pid", type=int,
+                   help="send this process SIGTERM at the end to check the drain")
+    p.add_argument("--max-lease-wait-ms", type=int, default=5000,
+                   help="wait for a lease to expire only if WELCOME's lease_ms is at most this")
+    p.add_argument("--max-outstanding", type=int, default=65,
+                   help="claims to park to reach the per-session limit (the coordinator's "
+                        "--max-inflight-per-session plus one)")
+    p.add_argument("--spec", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                  "..", "..", "docs", "protocol.md"),
+                   help="docs/protocol.md, for its examples")
+    args = p.parse_args()
+    kit = Kit(args)
+    print(f"aclaim protocol v1 conformance kit against {args.endpoint} "
+          f"({'CURVE' if kit.curve else 'plaintext'})")
+    started = time.monotonic()
+    try:
+        for enc in ("binary", "json"):
+            sessions(kit, enc)
+            errors(kit, enc)
+            too_many(kit, enc)
+            if args.aclaimctl:
+                lifecycle(kit, enc)
+                if kit.curve:
+                    curve_only(kit, enc)
+            else:
+                kit.skip(f"[{enc}] jobs, rejections, keys", "needs --aclaimctl")
+        spec_examples(kit)
+        drain(kit)
+    except Exception as e:  # a broken situation must still end in a count
+        kit.check("the kit ran to its end", False, f"{type(e).__name__}: {e}")
+    expected_codes = ERROR_CODES if kit.curve else ERROR_CODES - {"unauthenticated", "key_revoked"}
+    for code in sorted(expected_codes - kit.codes_seen):
+        kit.skip(f"error code {code}", "no situation a client can cause without fault injection"
+                 if code in ("overloaded", "database_unavailable", "database_error",
+                             "not_committed", "outcome_unknown") else "not reached in this run")
+    for reason in sorted((REJECTIONS | {"reclaimed"}) - kit.reasons_seen):
+        kit.skip(f"reason {reason}", "not reached in this run")
+    for what in kit.not_exercised:
+        print(f"not exercised: {what}")
+    print(f"run time {time.monotonic() - started:.1f} s")
+    print(f"{kit.passed} passed, {kit.failed} failed")
+    return 1 if kit.failed or kit.passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
