@@ -7,7 +7,8 @@
 
 namespace aclaim::common {
 
-void setup_logging(const std::string& process_name, const std::string& level) {
+void setup_logging(const std::string& process_name, std::string_view level_name) {
+    const std::string level(level_name);
     const auto lvl = spdlog::level::from_str(level);
     if (lvl == spdlog::level::off && level != "off") {
         throw std::invalid_argument("unknown log level '" + level + "'");

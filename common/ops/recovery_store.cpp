@@ -14,8 +14,8 @@ namespace {
 constexpr const char* kLockNotAvailable = "55P03";
 
 /// A reader template with its row filter and, where it has one, its lock clause filled in.
-std::string fill(std::string_view tmpl, std::string_view filter, const char* lock = "") {
-    std::string text(tmpl);
+std::string fill(const std::string& tmpl, std::string_view filter, const char* lock = "") {
+    std::string text = tmpl;
     text.replace(text.find("{FILTER}"), 8, filter);
     if (const auto at = text.find("{LOCK}"); at != std::string::npos) text.replace(at, 6, lock);
     return text;
@@ -121,7 +121,7 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
         // One snapshot for the three reads, so that a completion committing in between cannot
         // show up as a row without its result.
         pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn_, "recover_survey");
-        auto run = [&](std::string_view tmpl, const char* all, const char* of_org) {
+        auto run = [&](const std::string& tmpl, const char* all, const char* of_org) {
             const std::string text = fill(tmpl, org ? of_org : all);
             return org ? txn.exec_params(text, *org) : txn.exec(text);
         };

@@ -33,10 +33,10 @@ bool Replier::send(const std::string& routing_id, const proto::Message& message,
 }
 
 void Replier::send_error(const std::string& routing_id, proto::Encoding encoding, std::uint64_t req,
-                         std::string_view code, std::string text) {
+                         std::string_view code, const std::string& text) {
     metrics_.count_error(code);
-    send(routing_id,
-         proto::Error{req, std::string(code), proto::errors::clip_text(std::move(text))}, encoding);
+    send(routing_id, proto::Error{req, std::string(code), proto::errors::clip_text(text)},
+         encoding);
 }
 
 void Replier::answer_no_work(const DbRequest& claim, const std::string& reason) {

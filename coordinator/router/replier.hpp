@@ -23,7 +23,7 @@ class Replier {
     bool send(const std::string& routing_id, const proto::Message& message,
               proto::Encoding encoding);
     void send_error(const std::string& routing_id, proto::Encoding encoding, std::uint64_t req,
-                    std::string_view code, std::string text);
+                    std::string_view code, const std::string& text);
     /// Answers a claim NO_WORK with `reason` and counts it answered.
     void answer_no_work(const DbRequest& claim, const std::string& reason);
     /// A request of this requester has been answered: its session may take another.

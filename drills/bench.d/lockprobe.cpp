@@ -31,8 +31,17 @@ struct Result {
     double displaced_share = 0;
 };
 
-Result probe(const std::string& dsn, common::LockStrategy strategy, int k, int n_jobs,
-             common::OrgId org) {
+/// One measurement: `claimers` threads drain `jobs` jobs of a fresh organization.
+struct Run {
+    int claimers = 0;
+    int jobs = 0;
+    common::OrgId org = 0;
+};
+
+Result probe(const std::string& dsn, common::LockStrategy strategy, const Run& run) {
+    const int k = run.claimers;
+    const int n_jobs = run.jobs;
+    const common::OrgId org = run.org;
     common::StoreOptions opts{strategy, 2000, "aclaim-lockprobe"};
     {
         common::AssignmentStore seed(dsn);
@@ -42,6 +51,7 @@ Result probe(const std::string& dsn, common::LockStrategy strategy, int k, int n
     std::barrier start(k);
     std::atomic<long> locked{0};
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(k));
     const auto t0 = std::chrono::steady_clock::now();
     for (int c = 0; c < k; ++c) {
         threads.emplace_back([&, c] {
@@ -119,7 +129,7 @@ Result probe(const std::string& dsn, common::LockStrategy strategy, int k, int n
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
     CLI::App app{"aclaim-lockprobe: claim-order displacement under concurrent claimers"};
     std::string dsn, strategy_name = "skip_locked", json_path;
     std::vector<int> claimers{2, 4, 16};
@@ -147,7 +157,7 @@ int main(int argc, char** argv) {
                 "p50", "p99", "max", "displaced", "locked");
     common::OrgId org = 100000 + static_cast<common::OrgId>(::getpid()) * 100;
     for (int k : claimers) {
-        const auto r = probe(dsn, *strategy, k, jobs, ++org);
+        const auto r = probe(dsn, *strategy, {k, jobs, ++org});
         std::printf("%9d %8ld %9.0f %8.2f %6ld %6ld %6ld %9.1f%% %10ld\n", r.claimers, r.claims,
                     static_cast<double>(r.claims) / r.seconds, r.mean, r.p50, r.p99, r.max,
                     100 * r.displaced_share, r.locked_outcomes);
@@ -172,4 +182,13 @@ int main(int argc, char** argv) {
         std::fclose(f);
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    try {
+        return run_main(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "aclaim-lockprobe: %s\n", e.what());
+        return 1;
+    }
 }

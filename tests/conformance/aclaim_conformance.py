@@ -1017,7 +1017,9 @@ def drain(kit):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--endpoint", required=True, help="the coordinator, e.g. tcp://127.0.0.1:5555")
-    p.add_argument("--server-key", help="CURVE: the coordinator's public key (Z85)")
+    p.add_argument("--server-key",
+                   help="CURVE: the coordinator's public key (Z85); write --server-key=KEY, "
+                   "since a key may begin with -")
     p.add_argument("--server-key-file", help="CURVE: a file whose first line is that key")
     p.add_argument("--aclaimctl", help="aclaimctl, to enqueue jobs and register keys")
     p.add_argument("--dsn", default=os.environ.get("ACLAIM_DSN"),

@@ -63,7 +63,8 @@ def main():
             f.write(secret + b"\n")
         os.chmod(key_file, 0o600)
         argv += ["--curve-secret-key-file", key_file]
-        kit += ["--server-key", public.decode()]
+        # The "=" form: a Z85 key may begin with "-", which would read as an option.
+        kit += ["--server-key=" + public.decode()]
     else:
         argv.append("--plaintext")
     status = 1

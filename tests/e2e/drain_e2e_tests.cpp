@@ -9,66 +9,11 @@
 
 #include "common/proto/protocol.hpp"
 #include "tests/e2e/cluster.hpp"
+#include "tests/support/raw_worker.hpp"
 
 using namespace aclaim::testing;
 using namespace std::chrono_literals;
 namespace proto = aclaim::common::proto;
-
-namespace {
-
-/// A DEALER speaking JSON, as a client written from docs/protocol.md would.
-class JsonClient {
-  public:
-    explicit JsonClient(const std::string& endpoint) : socket_(context_, zmq::socket_type::dealer) {
-        socket_.set(zmq::sockopt::linger, 0);
-        socket_.connect(endpoint);
-    }
-
-    std::uint64_t send(proto::Message m) {
-        const auto req = ++req_;
-        std::visit([req](auto& body) { body.req = req; }, m);
-        const auto f = proto::encode(m, proto::Encoding::Json);
-        socket_.send(zmq::buffer(f.tag), zmq::send_flags::sndmore);
-        socket_.send(zmq::buffer(f.type), zmq::send_flags::sndmore);
-        socket_.send(zmq::buffer(f.body), zmq::send_flags::none);
-        return req;
-    }
-
-    /// The answer to `req`, or nothing within `limit`.
-    std::optional<proto::Message> answer(std::uint64_t req, std::chrono::milliseconds limit) {
-        const auto deadline = std::chrono::steady_clock::now() + limit;
-        while (true) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - std::chrono::steady_clock::now());
-            zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-            if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) return std::nullopt;
-            std::vector<zmq::message_t> parts;
-            REQUIRE(zmq::recv_multipart(socket_, std::back_inserter(parts)));
-            std::vector<std::string_view> frames;
-            for (const auto& p : parts) frames.push_back(p.to_string_view());
-            auto decoded = proto::decode(frames);
-            REQUIRE(std::holds_alternative<proto::Decoded>(decoded));
-            auto m = std::get<proto::Decoded>(std::move(decoded)).message;
-            if (proto::request_id(m) == req) return m;
-        }
-    }
-
-    template <class T>
-    T expect(std::uint64_t req, std::chrono::milliseconds limit = 10s) {
-        auto m = answer(req, limit);
-        REQUIRE(m.has_value());
-        INFO("answered with " << proto::type_name(*m));
-        REQUIRE(std::holds_alternative<T>(*m));
-        return std::get<T>(*m);
-    }
-
-  private:
-    zmq::context_t context_;
-    zmq::socket_t socket_;
-    std::uint64_t req_ = 0;
-};
-
-}  // namespace
 
 TEST_CASE("eight workers drain 2,000 jobs of two organizations exactly once", "[e2e]") {
     Cluster c;
@@ -130,22 +75,23 @@ TEST_CASE("after SIGTERM a COMPLETE sent during the drain is answered and the jo
     const auto job = c.enqueue(1, 1).at(0);
     auto& coordinator = c.start_coordinator({"--drain-timeout-ms", "5000"});
     INFO("logs in " << c.log_dir());
-    JsonClient w(c.endpoint());
-    w.expect<proto::Welcome>(w.send(proto::Hello{0, "drainer", 1}));
-    const auto assigned = w.expect<proto::Assigned>(w.send(proto::Claim{0, 1, 0}));
+    zmq::context_t context;
+    RawWorker w(context, c.endpoint(), proto::Encoding::Json);
+    w.expect<proto::Welcome>(w.request(proto::Hello{0, "drainer", 1}));
+    const auto assigned = w.expect<proto::Assigned>(w.request(proto::Claim{0, 1, 0}));
     REQUIRE(assigned.jobs.size() == 1);
     const auto held = assigned.jobs[0];
     REQUIRE(held.job_id == job);
-    const auto parked = w.send(proto::Claim{0, 1, 30000});
+    const auto parked = w.request(proto::Claim{0, 1, 30000});
     // The claim is parked once a RENEW sent after it has been answered: one connection's
     // requests are read in order.
-    w.expect<proto::LeaseMsg>(w.send(proto::Renew{0, held.job_id, held.generation}));
+    w.expect<proto::LeaseMsg>(w.request(proto::Renew{0, held.job_id, held.generation}));
     coordinator.signal(SIGTERM);
     CHECK(w.expect<proto::NoWork>(parked).reason == "draining");
     // The client's finding: this COMPLETE, sent right after the draining answer, got no reply
     // and the process exited with the job still assigned.
     const auto done = w.expect<proto::Accepted>(
-        w.send(proto::Complete{0, held.job_id, held.generation, "r:drain"}));
+        w.request(proto::Complete{0, held.job_id, held.generation, "r:drain"}));
     CHECK(done.state == "completed");
     CHECK(coordinator.wait_for(15s) == std::optional<int>(0));
     CHECK(c.text("SELECT state FROM jobs WHERE id = " + std::to_string(job)) == "completed");

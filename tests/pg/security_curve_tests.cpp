@@ -78,70 +78,12 @@ struct CurveHarness {
     CoordinatorHarness harness;
 };
 
-/// A DEALER that authenticates with a client key pair; speaks the protocol in binary.
-class CurveWorker {
+/// A RawWorker that authenticates with a client key pair; speaks the protocol in binary.
+class CurveWorker : public RawWorker {
   public:
     CurveWorker(CurveHarness& h, const KeyPair& client)
-        : socket_(h.harness.context, zmq::socket_type::dealer) {
-        socket_.set(zmq::sockopt::linger, 0);
-        socket_.set(zmq::sockopt::curve_serverkey, h.server.public_key);
-        socket_.set(zmq::sockopt::curve_publickey, client.public_key);
-        socket_.set(zmq::sockopt::curve_secretkey, client.secret_key);
-        socket_.connect(h.harness.coordinator->endpoint());
-    }
-
-    /// Sends frames as given, for bodies no encoder would write.
-    void send_frames(const std::vector<std::string>& frames) {
-        for (std::size_t i = 0; i < frames.size(); ++i) {
-            const auto flags =
-                i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-            REQUIRE(socket_.send(zmq::buffer(frames[i]), flags));
-        }
-    }
-
-    std::uint64_t next_req() { return ++req_; }
-
-    std::uint64_t send(proto::Message m) {
-        const auto req = ++req_;
-        std::visit([req](auto& body) { body.req = req; }, m);
-        const auto f = proto::encode(m, proto::Encoding::Binary);
-        socket_.send(zmq::buffer(f.tag), zmq::send_flags::sndmore);
-        socket_.send(zmq::buffer(f.type), zmq::send_flags::sndmore);
-        socket_.send(zmq::buffer(f.body), zmq::send_flags::none);
-        return req;
-    }
-
-    /// The answer to `req` within `limit` (pushes are skipped), or nothing.
-    std::optional<proto::Message> answer(std::uint64_t req, std::chrono::milliseconds limit) {
-        const auto deadline = common::SystemClock().monotonic_now() + limit;
-        while (true) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - common::SystemClock().monotonic_now());
-            zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-            if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) return std::nullopt;
-            std::vector<zmq::message_t> parts;
-            REQUIRE(zmq::recv_multipart(socket_, std::back_inserter(parts)));
-            std::vector<std::string_view> frames;
-            for (const auto& p : parts) frames.push_back(p.to_string_view());
-            auto decoded = proto::decode(frames);
-            REQUIRE(std::holds_alternative<proto::Decoded>(decoded));
-            auto m = std::get<proto::Decoded>(std::move(decoded)).message;
-            if (proto::request_id(m) == req) return m;
-        }
-    }
-
-    template <class T>
-    T expect(std::uint64_t req) {
-        auto m = answer(req, 10s);
-        REQUIRE(m.has_value());
-        INFO("answered with " << proto::type_name(*m));
-        REQUIRE(std::holds_alternative<T>(*m));
-        return std::get<T>(*m);
-    }
-
-  private:
-    zmq::socket_t socket_;
-    std::uint64_t req_ = 0;
+        : RawWorker(h.harness.context, h.harness.coordinator->endpoint(), proto::Encoding::Binary,
+                    CurveClient{h.server.public_key, client.public_key, client.secret_key}) {}
 };
 
 /// Every sample of a /metrics scrape, keyed by its name with labels exactly as written.
@@ -175,7 +117,7 @@ TEST_CASE("CURVE: the organization is the key's, whatever HELLO names", "[securi
     CurveHarness h;
     const auto key = h.add_key(7, "rev-a");
     CurveWorker w(h, key);
-    const auto welcome = w.expect<proto::Welcome>(w.send(proto::Hello{0, "rev-a", 999}));
+    const auto welcome = w.expect<proto::Welcome>(w.request(proto::Hello{0, "rev-a", 999}));
     CHECK(welcome.org_id == 7);
     CHECK(h.auth().accepted.load() >= 1);
 }
@@ -184,7 +126,7 @@ TEST_CASE("CURVE: HELLO must name the worker the key is registered to", "[securi
     CurveHarness h;
     const auto key = h.add_key(7, "rev-a");
     CurveWorker w(h, key);
-    const auto err = w.expect<proto::Error>(w.send(proto::Hello{0, "rev-b", 7}));
+    const auto err = w.expect<proto::Error>(w.request(proto::Hello{0, "rev-b", 7}));
     CHECK(err.code == "unauthenticated");
     CHECK(h.harness.coordinator->metrics().errors_of("unauthenticated") == 1);
 }
@@ -193,7 +135,7 @@ TEST_CASE("CURVE: an unknown key cannot connect, and the refusal is counted", "[
     CurveHarness h;
     const auto stranger = new_pair();
     CurveWorker w(h, stranger);
-    CHECK_FALSE(w.answer(w.send(proto::Hello{0, "rev-a", 1}), 1500ms).has_value());
+    CHECK_FALSE(w.answer(w.request(proto::Hello{0, "rev-a", 1}), 1500ms).has_value());
     CHECK(h.auth().refused.load() >= 1);
     CHECK(h.auth().accepted.load() == 0);
 }
@@ -203,14 +145,14 @@ TEST_CASE("CURVE: a revoked key cannot open a new connection", "[security][curve
     const auto key = h.add_key(3, "rev-a");
     {
         CurveWorker before(h, key);
-        before.expect<proto::Welcome>(before.send(proto::Hello{0, "rev-a", 3}));
+        before.expect<proto::Welcome>(before.request(proto::Hello{0, "rev-a", 3}));
     }
     h.revoke(key);
     const auto refused_before = h.auth().refused.load();
     // The cache TTL is 50 ms: a handshake after it must be refused.
     std::this_thread::sleep_for(100ms);
     CurveWorker after(h, key);
-    CHECK_FALSE(after.answer(after.send(proto::Hello{0, "rev-a", 3}), 1500ms).has_value());
+    CHECK_FALSE(after.answer(after.request(proto::Hello{0, "rev-a", 3}), 1500ms).has_value());
     CHECK(h.auth().refused.load() > refused_before);
 }
 
@@ -231,9 +173,9 @@ TEST_CASE("CURVE: /metrics counts accepted and refused handshakes and key lookup
 
     const auto key = h.add_key(5, "rev-m");
     CurveWorker member(h, key);
-    member.expect<proto::Welcome>(member.send(proto::Hello{0, "rev-m", 5}));
+    member.expect<proto::Welcome>(member.request(proto::Hello{0, "rev-m", 5}));
     CurveWorker stranger(h, new_pair());
-    CHECK_FALSE(stranger.answer(stranger.send(proto::Hello{0, "rev-m", 5}), 1500ms).has_value());
+    CHECK_FALSE(stranger.answer(stranger.request(proto::Hello{0, "rev-m", 5}), 1500ms).has_value());
 
     // The refusal is counted by the ZAP thread; the scrape reads the same counters.
     REQUIRE(eventually([&] { return h.auth().refused.load() >= 1; }));
@@ -258,14 +200,14 @@ TEST_CASE("CURVE: a key revoked while connected is cut off; its job is left to t
     const auto revoked_key = h.add_key(4, "rev-r");
     CurveWorker revoked(h, revoked_key);
     CurveWorker other(h, h.add_key(4, "rev-s"));
-    revoked.expect<proto::Welcome>(revoked.send(proto::Hello{0, "rev-r", 4}));
-    other.expect<proto::Welcome>(other.send(proto::Hello{0, "rev-s", 4}));
+    revoked.expect<proto::Welcome>(revoked.request(proto::Hello{0, "rev-r", 4}));
+    other.expect<proto::Welcome>(other.request(proto::Hello{0, "rev-s", 4}));
     const auto job =
-        revoked.expect<proto::Assigned>(revoked.send(proto::Claim{0, 1, 0})).jobs.at(0);
+        revoked.expect<proto::Assigned>(revoked.request(proto::Claim{0, 1, 0})).jobs.at(0);
     REQUIRE(job.job_id == job_id);
-    revoked.expect<proto::LeaseMsg>(revoked.send(proto::Renew{0, job.job_id, job.generation}));
+    revoked.expect<proto::LeaseMsg>(revoked.request(proto::Renew{0, job.job_id, job.generation}));
     // A long-polling claim waits on the revoked connection: the cut-off answers it.
-    const auto parked = revoked.send(proto::Claim{0, 1, 30000});
+    const auto parked = revoked.request(proto::Claim{0, 1, 30000});
     REQUIRE(eventually([&] { return h.harness.coordinator->metrics().parked.load() >= 1; }));
 
     h.revoke(revoked_key);
@@ -279,13 +221,13 @@ TEST_CASE("CURVE: a key revoked while connected is cut off; its job is left to t
 
     // Every later request on that connection is refused the same way: the renewal, the
     // completion of the job it holds, and a fresh HELLO.
-    CHECK(revoked.expect<proto::Error>(revoked.send(proto::Renew{0, job.job_id, job.generation}))
+    CHECK(revoked.expect<proto::Error>(revoked.request(proto::Renew{0, job.job_id, job.generation}))
               .code == "key_revoked");
     CHECK(revoked
               .expect<proto::Error>(
-                  revoked.send(proto::Complete{0, job.job_id, job.generation, "review:rev-r"}))
+                  revoked.request(proto::Complete{0, job.job_id, job.generation, "review:rev-r"}))
               .code == "key_revoked");
-    CHECK(revoked.expect<proto::Error>(revoked.send(proto::Hello{0, "rev-r", 4})).code ==
+    CHECK(revoked.expect<proto::Error>(revoked.request(proto::Hello{0, "rev-r", 4})).code ==
           "key_revoked");
     CHECK(h.harness.coordinator->metrics().errors_of("key_revoked") >= 4);
     CHECK(h.text("SELECT state || ' ' || assignee FROM jobs WHERE id = " + id) == "assigned rev-r");
@@ -294,12 +236,12 @@ TEST_CASE("CURVE: a key revoked while connected is cut off; its job is left to t
 
     // Another key of the same organization is still served, and gets the job once the revoked
     // worker's lease has expired and been reclaimed (fencing: a new generation).
-    const auto taken = other.expect<proto::Assigned>(other.send(proto::Claim{0, 1, 10000}));
+    const auto taken = other.expect<proto::Assigned>(other.request(proto::Claim{0, 1, 10000}));
     REQUIRE(taken.jobs.size() == 1);
     CHECK(taken.jobs[0].job_id == job_id);
     CHECK(taken.jobs[0].generation == job.generation + 1);
     other.expect<proto::Accepted>(
-        other.send(proto::Complete{0, job_id, taken.jobs[0].generation, "review:rev-s"}));
+        other.request(proto::Complete{0, job_id, taken.jobs[0].generation, "review:rev-s"}));
     CHECK(
         h.scalar("SELECT count(*) FROM job_events WHERE kind = 'reclaimed' AND worker = 'rev-r'") ==
         1);
@@ -312,7 +254,7 @@ TEST_CASE("CURVE: a key revoked while connected is cut off; its job is left to t
     // The revoked key cannot come back through a new connection either.
     const auto refused_before = h.auth().refused.load();
     CurveWorker again(h, revoked_key);
-    CHECK_FALSE(again.answer(again.send(proto::Hello{0, "rev-r", 4}), 1500ms).has_value());
+    CHECK_FALSE(again.answer(again.request(proto::Hello{0, "rev-r", 4}), 1500ms).has_value());
     CHECK(h.auth().refused.load() > refused_before);
 }
 
@@ -325,28 +267,30 @@ TEST_CASE(
     store.enqueue(1, some_jobs(2), h.clock.now());
     CurveWorker owner(h, h.add_key(1, "owner"));
     CurveWorker intruder(h, h.add_key(2, "intruder"));
-    owner.expect<proto::Welcome>(owner.send(proto::Hello{0, "owner", 1}));
+    owner.expect<proto::Welcome>(owner.request(proto::Hello{0, "owner", 1}));
     // The intruder names organization 1 in HELLO; the key says 2.
-    CHECK(intruder.expect<proto::Welcome>(intruder.send(proto::Hello{0, "intruder", 1})).org_id ==
-          2);
-    const auto job = owner.expect<proto::Assigned>(owner.send(proto::Claim{0, 1, 0})).jobs.at(0);
+    CHECK(
+        intruder.expect<proto::Welcome>(intruder.request(proto::Hello{0, "intruder", 1})).org_id ==
+        2);
+    const auto job = owner.expect<proto::Assigned>(owner.request(proto::Claim{0, 1, 0})).jobs.at(0);
     const auto before = all_jobs(h);
 
-    intruder.expect<proto::NoWork>(intruder.send(proto::Claim{0, 5, 0}));
+    intruder.expect<proto::NoWork>(intruder.request(proto::Claim{0, 5, 0}));
     CHECK_FALSE(std::holds_alternative<proto::LeaseMsg>(
-        *intruder.answer(intruder.send(proto::Renew{0, job.job_id, job.generation}), 10s)));
+        *intruder.answer(intruder.request(proto::Renew{0, job.job_id, job.generation}), 10s)));
     for (const proto::Message& m :
          {proto::Message(proto::Complete{0, job.job_id, job.generation, "x"}),
           proto::Message(proto::Fail{0, job.job_id, job.generation, "x", true}),
           proto::Message(proto::Release{0, job.job_id, job.generation})}) {
-        const auto reply = intruder.answer(intruder.send(m), 10s);
+        const auto reply = intruder.answer(intruder.request(m), 10s);
         REQUIRE(reply.has_value());
         INFO(proto::type_name(m) << " answered with " << proto::type_name(*reply));
         CHECK_FALSE(std::holds_alternative<proto::Accepted>(*reply));
     }
     CHECK(all_jobs(h) == before);
     // The owner still holds the job and can finish it.
-    owner.expect<proto::Accepted>(owner.send(proto::Complete{0, job.job_id, job.generation, "r"}));
+    owner.expect<proto::Accepted>(
+        owner.request(proto::Complete{0, job.job_id, job.generation, "r"}));
 }
 
 TEST_CASE("CURVE: a body of exactly 1 MiB is answered; one byte more drops the connection",
@@ -356,7 +300,7 @@ TEST_CASE("CURVE: a body of exactly 1 MiB is answered; one byte more drops the c
     CurveHarness h;
     const auto key = h.add_key(7, "rev-a");
     CurveWorker w(h, key);
-    w.expect<proto::Welcome>(w.send(proto::Hello{0, "rev-a", 7}));
+    w.expect<proto::Welcome>(w.request(proto::Hello{0, "rev-a", 7}));
     const auto body = [](std::uint64_t req, std::size_t size) {
         std::string b(1, '\x01');
         for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>((req >> (8 * i)) & 0xff));
@@ -375,7 +319,7 @@ TEST_CASE("CURVE: a body of exactly 1 MiB is answered; one byte more drops the c
     w.send_frames({std::string(proto::kTagBinary), "CLAIM", body(over, limit + 1)});
     std::optional<proto::Message> first;
     for (int attempt = 0; attempt < 50 && !first; ++attempt) {
-        const auto req = w.send(proto::Renew{0, 1, 1});
+        const auto req = w.request(proto::Renew{0, 1, 1});
         first = w.answer(req, 200ms);
     }
     REQUIRE(first);
