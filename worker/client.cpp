@@ -75,7 +75,7 @@ void Client::send_hello(TimePoint now) {
     hello_req_ = next_req_++;
     state_ = State::Greeting;
     hello_deadline_ = now + options_.reply_timeout;
-    send(proto::Hello{hello_req_, options_.worker_id, options_.org_id});
+    send(proto::Hello{hello_req_, options_.worker_id, options_.org_id, options_.queues});
 }
 
 bool Client::send(const proto::Message& message) {

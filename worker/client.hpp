@@ -36,6 +36,8 @@ struct ClientOptions {
     std::string worker_id;
     /// Sent in HELLO; only a plaintext coordinator uses it.
     std::int64_t org_id = 0;
+    /// The queues served (HELLO's queues, protocol 1.1); empty: "default" only.
+    std::vector<std::string> queues;
     proto::Encoding encoding = proto::Encoding::Binary;
     /// A request unanswered this long (beyond a claim's own wait) means the coordinator is gone.
     Millis reply_timeout{5000};

@@ -24,6 +24,10 @@ WorkerOptions parse_options(int argc, char** argv) {
     app.add_option("--org", o.client.org_id, "Organization (used by a plaintext coordinator)")
         ->envname("ACLAIM_ORG")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--queues", o.client.queues,
+                   "Queues served, comma-separated (the worker's skills); default: 'default'")
+        ->delimiter(',')
+        ->envname("ACLAIM_QUEUES");
     app.add_option("--id", o.client.worker_id, "Worker identity, recorded as the assignee")
         ->envname("ACLAIM_WORKER_ID")
         ->capture_default_str();
@@ -50,6 +54,9 @@ WorkerOptions parse_options(int argc, char** argv) {
                    "With --jobs 0: exit 0 after this long without work (0: never)")
         ->envname("ACLAIM_IDLE_EXIT_MS")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--poison", o.poison,
+                   "A payload that kills the worker (SIGKILL mid-review) whenever it takes it")
+        ->envname("ACLAIM_POISON");
     app.add_option("--crash-after", o.crash_after,
                    "After K accepted completions, claim one more job and SIGKILL itself mid-review")
         ->envname("ACLAIM_CRASH_AFTER")

@@ -18,6 +18,7 @@ struct WorkerOptions {
     std::int32_t claim_wait_ms = 1000;  ///< long-poll budget of each CLAIM
     std::int64_t crash_after =
         -1;                ///< SIGKILL itself mid-review after this many completions; <0: never
+    std::string poison;    ///< a payload that makes the worker SIGKILL itself mid-review
     Millis stall{0};       ///< first job: stop heartbeating this long, then complete anyway
     double fail_rate = 0;  ///< probability of a retryable FAIL instead of COMPLETE
     Millis idle_exit{0};   ///< exit 0 after this long without work; 0: never

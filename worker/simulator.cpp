@@ -55,7 +55,7 @@ int Simulator::run() {
 
         now = client_.clock().monotonic_now();
         if (crash_at_ && now >= *crash_at_) {
-            spdlog::warn("worker={} crashing on purpose mid-review (--crash-after {})",
+            spdlog::warn("worker={} crashing on purpose mid-review (--crash-after {} or --poison)",
                          options_.client.worker_id, options_.crash_after);
             spdlog::default_logger()->flush();
             ::kill(::getpid(), SIGKILL);
@@ -132,6 +132,13 @@ void Simulator::on_assigned(const proto::AssignedJob& job, TimePoint now) {
             org(), job.job_id, job.generation, options_.client.worker_id, options_.stall.count());
     }
     if (options_.crash_after >= 0 && counters_.completed_accepted >= options_.crash_after) {
+        crash_at_ = now + duration / 2;
+    }
+    if (!options_.poison.empty() && job.payload == options_.poison) {
+        // A poison job: whatever takes it dies mid-review, so it comes back until its attempts
+        // are used up and it is discarded.
+        spdlog::warn("worker={} took the poison job {}; crashing mid-review",
+                     options_.client.worker_id, job.job_id);
         crash_at_ = now + duration / 2;
     }
     reviews_[{job.job_id, job.generation}] = review;

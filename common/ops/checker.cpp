@@ -1,6 +1,9 @@
 #include "common/ops/checker.hpp"
 
+#include <cstdlib>
+#include <functional>
 #include <unordered_map>
+#include <utility>
 
 #include "common/store/pg_time.hpp"
 
@@ -22,21 +25,108 @@ std::string_view to_string(Invariant i) {
             return "result_matches_row";
         case Invariant::SameOrganization:
             return "same_organization";
+        case Invariant::ClaimAfterRunAt:
+            return "claim_after_run_at";
+        case Invariant::PausedQueueIdle:
+            return "paused_queue_idle";
+        case Invariant::LimitRespected:
+            return "limit_respected";
+        case Invariant::EndedStaysEnded:
+            return "ended_stays_ended";
     }
     return "unknown";
 }
 
 namespace {
 
-/// Events that end a lease: after one of them the job may be claimed again.
-bool ends_lease(const AuditEvent& e) {
-    return e.kind == "reclaimed" || e.kind == "released" || e.kind == "completed" ||
-           e.kind == "failed" || e.kind == "quarantined" || e.kind == "unquarantined";
-}
-
 std::string describe(const AuditEvent& e) {
     return "event " + std::to_string(e.id) + " " + e.kind + " gen " + std::to_string(e.generation) +
            (e.worker.empty() ? "" : " by " + e.worker) + " at " + std::to_string(to_micros(e.at));
+}
+
+/// Events that end a lease: after one of them the job may be claimed again.
+bool ends_lease(const AuditEvent& e) {
+    return e.kind == "reclaimed" || e.kind == "released" || e.kind == "completed" ||
+           e.kind == "failed" || e.kind == "quarantined" || e.kind == "unquarantined" ||
+           e.kind == "discarded" || e.kind == "cancelled";
+}
+
+/// Events after which the job waits for its run_at: an enqueue with a delay, or a retry with a
+/// backoff (schema/0005 and store_sql.hpp write these details).
+bool schedules(const AuditEvent& e) {
+    if (e.kind == "enqueued") return e.detail.find("; run at ") != std::string::npos;
+    return (e.kind == "released" || e.kind == "reclaimed") &&
+           e.detail.find("; retry ") != std::string::npos &&
+           e.detail.find(" now") == std::string::npos;
+}
+
+/// Events that end a job for good, until an operator revives it.
+bool ends_job(const AuditEvent& e) {
+    return e.kind == "cancelled" || e.kind == "discarded" || e.kind == "failed";
+}
+
+/// The max_assigned a queue_events 'configured' detail sets: nullopt when it does not name it,
+/// 0 when it clears the limit.
+std::optional<int> configured_limit(const std::string& detail) {
+    const std::string key = "max_assigned=";
+    const auto at = detail.find(key);
+    if (at == std::string::npos) return std::nullopt;
+    return std::atoi(detail.c_str() + at + key.size());
+}
+
+/// The queue checks that need the whole history in time order: no claim while the queue is
+/// paused, and no more leases out than its limit at any claim.
+void check_queues(const History& h, const std::unordered_map<JobId, const JobRow*>& rows,
+                  const std::function<void(Invariant, JobId, std::string)>& violate) {
+    using QueueKey = std::pair<OrgId, std::string>;
+    std::map<QueueKey, std::vector<const QueueEvent*>> changes;
+    for (const auto& q : h.queue_events) changes[{q.org_id, q.queue}].push_back(&q);
+    // The queue's pause state and limit in force at `at`.
+    auto state_at = [&](const QueueKey& key, Instant at, Duration resume_tolerance) {
+        bool paused = false;
+        int limit = 0;
+        const auto found = changes.find(key);
+        if (found == changes.end()) return std::pair{paused, limit};
+        for (const QueueEvent* q : found->second) {
+            // A pause covers the claims stamped after it (one stamped the same instant committed
+            // before the pause took the queue lock); a resume, those up to the tolerance before.
+            const bool resume = q->kind == "resumed";
+            if (resume ? q->at > at + resume_tolerance : q->at >= at) break;
+            if (q->kind == "paused") paused = true;
+            if (resume) paused = false;
+            if (q->kind == "configured") {
+                if (const auto l = configured_limit(q->detail)) limit = *l;
+            }
+        }
+        return std::pair{paused, limit};
+    };
+    std::map<QueueKey, int> out;                    // leases out per queue, by event order
+    std::unordered_map<JobId, Generation> holding;  // job -> generation of its open claim
+    for (const auto& e : h.events) {
+        const auto row = rows.find(e.job_id);
+        if (row == rows.end()) continue;
+        const QueueKey key{row->second->org_id, row->second->queue};
+        if (e.kind == "claimed") {
+            const auto [paused, limit] = state_at(key, e.at, kResumeTolerance);
+            if (paused) {
+                violate(Invariant::PausedQueueIdle, e.job_id,
+                        describe(e) + " while queue " + key.second + " was paused");
+            }
+            const int now_out = ++out[key];
+            holding[e.job_id] = e.generation;
+            if (limit > 0 && now_out > limit) {
+                violate(Invariant::LimitRespected, e.job_id,
+                        describe(e) + " made " + std::to_string(now_out) + " leases out of queue " +
+                            key.second + ", whose limit is " + std::to_string(limit));
+            }
+        } else if (ends_lease(e)) {
+            const auto held = holding.find(e.job_id);
+            if (held != holding.end() && held->second == e.generation) {
+                holding.erase(held);
+                --out[key];
+            }
+        }
+    }
 }
 
 }  // namespace
@@ -72,6 +162,8 @@ CheckReport check(const History& h) {
         }
         Generation last_claim = 0;
         const AuditEvent* open_claim = nullptr;  // the claim whose lease has not ended yet
+        const AuditEvent* waiting = nullptr;     // the event that scheduled the job for later
+        const AuditEvent* ended = nullptr;       // the event that ended the job
         std::vector<const AuditEvent*> completions;
         for (const AuditEvent* e : events) {
             if (e->org_id != row->org_id) {
@@ -79,6 +171,21 @@ CheckReport check(const History& h) {
                         describe(*e) + " is in organization " + std::to_string(e->org_id) +
                             " but the job belongs to " + std::to_string(row->org_id));
             }
+            if ((e->kind == "claimed" || e->kind == "completed") && ended) {
+                violate(Invariant::EndedStaysEnded, job,
+                        describe(*e) + " after " + describe(*ended) + " with no retry between");
+            }
+            if (e->kind == "claimed" && waiting) {
+                violate(Invariant::ClaimAfterRunAt, job,
+                        describe(*e) + " but the job was scheduled for later by " +
+                            describe(*waiting) + " and never came due");
+            }
+            if (schedules(*e)) waiting = e;
+            if (e->kind == "due" || e->kind == "retried" || e->kind == "cancelled") {
+                waiting = nullptr;
+            }
+            if (ends_job(*e)) ended = e;
+            if (e->kind == "retried" || e->kind == "unquarantined") ended = nullptr;
             if (e->kind == "claimed") {
                 if (e->generation <= last_claim) {
                     violate(Invariant::GenerationsIncrease, job,
@@ -164,6 +271,7 @@ CheckReport check(const History& h) {
                     "a result is published for a job that does not exist");
         }
     }
+    check_queues(h, rows, violate);
     return report;
 }
 
@@ -172,7 +280,7 @@ History load_history(pqxx::connection& conn) {
     // One snapshot for all three reads, so that a system still running is seen consistently.
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn, "check");
     for (const auto& r : txn.exec("SELECT id, org_id, state, generation, result_ref, "
-                                  "quarantine_reason FROM jobs ORDER BY id")) {
+                                  "quarantine_reason, queue FROM jobs ORDER BY id")) {
         JobRow j;
         j.id = r["id"].as<JobId>();
         j.org_id = r["org_id"].as<OrgId>();
@@ -181,6 +289,7 @@ History load_history(pqxx::connection& conn) {
         if (!r["result_ref"].is_null()) j.result_ref = r["result_ref"].as<std::string>();
         if (!r["quarantine_reason"].is_null())
             j.quarantine_reason = r["quarantine_reason"].as<std::string>();
+        j.queue = r["queue"].as<std::string>();
         h.jobs.push_back(std::move(j));
     }
     for (const auto& r :
@@ -194,6 +303,12 @@ History load_history(pqxx::connection& conn) {
     for (const auto& r :
          txn.exec(std::string("SELECT ") + sql::kResultColumns + " FROM job_results")) {
         h.results.push_back(result_record_of(r));
+    }
+    for (const auto& r : txn.exec("SELECT org_id, queue, kind, aclaim_us(at) AS at_us, detail "
+                                  "FROM queue_events ORDER BY id")) {
+        h.queue_events.push_back({r["org_id"].as<OrgId>(), r["queue"].as<std::string>(),
+                                  r["kind"].as<std::string>(), r["at_us"].as<Instant>(),
+                                  r["detail"].as<std::string>()});
     }
     return h;
 }

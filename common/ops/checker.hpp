@@ -24,12 +24,23 @@ struct JobRow {
     Generation generation = 0;
     std::optional<std::string> result_ref;
     std::optional<std::string> quarantine_reason;
+    std::string queue{kDefaultQueue};
+};
+
+/// One row of queue_events: a pause, resume or settings change of an organization's queue.
+struct QueueEvent {
+    OrgId org_id = 0;
+    std::string queue;
+    std::string kind;  ///< paused, resumed, configured
+    Instant at{};
+    std::string detail;  ///< configured: "max_assigned=3, ..." as aclaimctl queue set wrote it
 };
 
 struct History {
     std::vector<JobRow> jobs;
     std::vector<AuditEvent> events;  ///< in id order
     std::vector<ResultRecord> results;
+    std::vector<QueueEvent> queue_events;  ///< in id order
 };
 
 /// The invariants, by name.
@@ -43,7 +54,17 @@ enum class Invariant {
                   ///< a reason
     ResultMatchesRow,  ///< completed rows and published results agree
     SameOrganization,  ///< no event or result crosses organizations
+    ClaimAfterRunAt,   ///< a job scheduled for later (a delay or a retry's backoff) is claimed
+                       ///< only after it came due
+    PausedQueueIdle,   ///< no claim from a queue while it is paused
+    LimitRespected,    ///< a queue never has more leases out than its max_assigned
+    EndedStaysEnded,   ///< nothing is claimed or completed after a job was cancelled, discarded
+                       ///< or failed, unless an operator revived it (retried)
 };
+
+/// How long before a resume a claim may be stamped and still be legitimate: a claim carries the
+/// time it was dispatched, and one dispatched just before a resume may run just after it.
+inline constexpr Duration kResumeTolerance = std::chrono::seconds(1);
 
 std::string_view to_string(Invariant i);
 

@@ -44,6 +44,10 @@ JobRecord job_record_of(const pqxx::row& r) {
     j.last_error = opt<std::string>(r["last_error"]);
     j.quarantined_from = opt<std::string>(r["quarantined_from"]);
     j.quarantine_reason = opt<std::string>(r["quarantine_reason"]);
+    j.queue = r["queue"].as<std::string>();
+    j.run_at = r["run_at_us"].as<Instant>();
+    j.deadline = opt<Instant>(r["deadline_us"]);
+    j.dedupe_key = opt<std::string>(r["dedupe_key"]);
     if (has_column(r, "payload")) j.payload = opt<std::string>(r["payload"]);
     return j;
 }

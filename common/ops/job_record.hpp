@@ -34,6 +34,10 @@ struct JobRecord {
     std::optional<std::string> last_error;
     std::optional<std::string> quarantined_from;
     std::optional<std::string> quarantine_reason;
+    std::string queue{kDefaultQueue};
+    Instant run_at{};                 ///< not claimable before
+    std::optional<Instant> deadline;  ///< the current or last attempt's run deadline
+    std::optional<std::string> dedupe_key;
     /// Read only for one job or a page of them (kJobColumnsWithPayload): a survey of every row
     /// leaves payloads, which may be large, in the table.
     std::optional<std::string> payload;
@@ -54,7 +58,8 @@ inline constexpr const char* kJobColumns = R"SQL(
 id, org_id, state, generation, priority, aclaim_us(enqueued_at) AS enqueued_us, assignee,
 aclaim_us(claimed_at) AS claimed_us, aclaim_us(lease_expires_at) AS lease_us, attempts,
 max_attempts, aclaim_us(completed_at) AS completed_us, result_ref, last_error, quarantined_from,
-quarantine_reason
+quarantine_reason, queue, aclaim_us(run_at) AS run_at_us, aclaim_us(deadline_at) AS deadline_us,
+dedupe_key
 )SQL";
 /// kJobColumns and the payload.
 inline const std::string kJobColumnsWithPayload = std::string(kJobColumns) + ", payload";

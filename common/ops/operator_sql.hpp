@@ -14,9 +14,12 @@ inline const Statement kOperatorStatus{"aclaim_operator_status",
                                        R"SQL(
 SELECT org_id,
        count(*) FILTER (WHERE state = 'pending') AS pending,
+       count(*) FILTER (WHERE state = 'scheduled') AS scheduled,
        count(*) FILTER (WHERE state = 'assigned') AS assigned,
        count(*) FILTER (WHERE state = 'completed') AS completed,
        count(*) FILTER (WHERE state = 'failed') AS failed,
+       count(*) FILTER (WHERE state = 'discarded') AS discarded,
+       count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
        count(*) FILTER (WHERE state = 'quarantined') AS quarantined,
        count(*) FILTER (WHERE state = 'assigned' AND lease_expires_at > aclaim_ts($1::bigint))
            AS live_leases,
@@ -37,7 +40,8 @@ SELECT org_id,
 inline constexpr const char* kOperatorJob = "SELECT {COLUMNS} FROM jobs WHERE id = $1::bigint";
 
 /// $1 org or NULL, $2 state or NULL, $3 assignee or NULL, $4 enqueued before (us) or NULL,
-/// $5 after this id, $6 limit. Paging by id keeps every page one range of the primary key.
+/// $5 after this id, $6 limit, $7 queue or NULL. Paging by id keeps every page one range of the
+/// primary key.
 inline constexpr const char* kOperatorList = R"SQL(
 SELECT {COLUMNS}
   FROM jobs
@@ -45,6 +49,7 @@ SELECT {COLUMNS}
    AND ($2::text IS NULL OR state = $2::text)
    AND ($3::text IS NULL OR assignee = $3::text)
    AND ($4::bigint IS NULL OR enqueued_at < aclaim_ts($4::bigint))
+   AND ($7::text IS NULL OR queue = $7::text)
    AND id > $5::bigint
  ORDER BY id
  LIMIT $6::int
@@ -89,12 +94,153 @@ SELECT id FROM f
                                      {"job bigint", "generation bigint", "operator text",
                                       "now_us bigint", "detail text", "last_error text"}};
 
+/// $1 bigint[] jobs, $2 operator, $3 reason, $4 now. Cancels each listed job that is pending,
+/// scheduled or assigned, in id order: terminal at once, audited with who and why. An assigned
+/// job keeps its holder in the row, and the holder's coordinator is told on aclaim_revoke
+/// (delivered at commit) so that it pushes REVOKED "cancelled" at once; the holder's completion
+/// is refused "cancelled" from then on.
+inline const Statement kOperatorCancel{
+    "aclaim_operator_cancel",
+    R"SQL(
+WITH c AS MATERIALIZED (
+    SELECT id, state AS was, assignee AS holder FROM jobs
+     WHERE id = ANY($1::bigint[]) AND state IN ('pending', 'scheduled', 'assigned')
+     ORDER BY id FOR UPDATE
+), done AS (
+    UPDATE jobs j
+       SET state = 'cancelled', completed_at = aclaim_ts($4::bigint), lease_expires_at = NULL,
+           last_error = 'cancelled by ' || $2::text || ': ' || $3::text
+      FROM c
+     WHERE j.id = c.id
+    RETURNING j.id, j.org_id, j.generation, c.was, c.holder
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, 'cancelled', $2::text, aclaim_ts($4::bigint),
+           'was ' || was || coalesce(', held by ' || holder, '') || ': ' || $3::text
+      FROM done
+)
+SELECT id, org_id, generation, was, coalesce(holder, '') AS holder,
+       CASE WHEN was = 'assigned'
+            THEN pg_notify('aclaim_revoke', org_id || ':' || id || ':' || generation
+                                            || ':cancelled:' || holder) END
+  FROM done ORDER BY id
+)SQL",
+    {"jobs bigint[]", "operator text", "reason text", "now_us bigint"}};
+
+/// $1 bigint[] jobs, $2 operator, $3 now, $4 reason. Revives each listed job that failed, was
+/// discarded or was cancelled: pending now, with a fresh attempt budget, audited 'retried'. A
+/// completed job is never run again.
+inline const Statement kOperatorRetry{
+    "aclaim_operator_retry",
+    R"SQL(
+WITH r AS (
+    UPDATE jobs
+       SET state = 'pending', attempts = 0, assignee = NULL, claimed_at = NULL,
+           lease_expires_at = NULL, completed_at = NULL, deadline_at = NULL,
+           run_at = aclaim_ts($3::bigint)
+     WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'discarded', 'cancelled')
+    RETURNING id, org_id, queue, generation, max_attempts
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
+    SELECT id, org_id, generation, 'retried', $2::text, aclaim_ts($3::bigint),
+           'fresh budget of ' || max_attempts || ' attempts: ' || $4::text
+      FROM r
+)
+SELECT id, aclaim_wake(org_id, queue) FROM r ORDER BY id
+)SQL",
+    {"jobs bigint[]", "operator text", "now_us bigint", "reason text"}};
+
+/// $1 org, $2 queue, $3 paused, $4 operator, $5 now, $6 reason. Runs after the organization's
+/// queue lock (kOperatorQueueLock), so claims already running finish first and later ones see it.
+inline const Statement kOperatorPause{
+    "aclaim_operator_pause",
+    R"SQL(
+WITH q AS (
+    INSERT INTO job_queues AS jq (org_id, queue, paused, updated_at)
+    VALUES ($1::bigint, $2::text, $3::bool, aclaim_ts($5::bigint))
+    ON CONFLICT (org_id, queue) DO UPDATE SET paused = EXCLUDED.paused,
+                                               updated_at = EXCLUDED.updated_at
+    RETURNING jq.org_id, jq.queue
+), logged AS (
+    INSERT INTO queue_events (org_id, queue, kind, actor, at, detail)
+    SELECT org_id, queue, CASE WHEN $3::bool THEN 'paused' ELSE 'resumed' END, $4::text,
+           aclaim_ts($5::bigint), $6::text FROM q
+)
+SELECT CASE WHEN NOT $3::bool THEN aclaim_wake(org_id, queue) END FROM q
+)SQL",
+    {"org bigint", "queue text", "paused bool", "operator text", "now_us bigint", "reason text"}};
+
+/// $1 org, $2 queue, $3 max_assigned, $4 max_attempts, $5 backoff base, $6 backoff cap,
+/// $7 run timeout (each NULL: keep; 0: back to none or the built-in default), $8 operator,
+/// $9 now, $10 detail. After kOperatorQueueLock, as kOperatorPause.
+inline const Statement kOperatorConfigure{
+    "aclaim_operator_configure",
+    R"SQL(
+WITH q AS (
+    INSERT INTO job_queues AS jq (org_id, queue, max_assigned, max_attempts, backoff_base_us,
+                                  backoff_cap_us, run_timeout_us, updated_at)
+    VALUES ($1::bigint, $2::text, nullif($3::int, 0), nullif($4::int, 0), nullif($5::bigint, 0),
+            nullif($6::bigint, 0), nullif($7::bigint, 0), aclaim_ts($9::bigint))
+    ON CONFLICT (org_id, queue) DO UPDATE SET
+        max_assigned = CASE WHEN $3::int IS NULL THEN jq.max_assigned ELSE nullif($3::int, 0) END,
+        max_attempts = CASE WHEN $4::int IS NULL THEN jq.max_attempts ELSE nullif($4::int, 0) END,
+        backoff_base_us = CASE WHEN $5::bigint IS NULL THEN jq.backoff_base_us
+                               ELSE nullif($5::bigint, 0) END,
+        backoff_cap_us = CASE WHEN $6::bigint IS NULL THEN jq.backoff_cap_us
+                              ELSE nullif($6::bigint, 0) END,
+        run_timeout_us = CASE WHEN $7::bigint IS NULL THEN jq.run_timeout_us
+                              ELSE nullif($7::bigint, 0) END,
+        updated_at = EXCLUDED.updated_at
+    RETURNING jq.org_id, jq.queue
+), logged AS (
+    INSERT INTO queue_events (org_id, queue, kind, actor, at, detail)
+    SELECT org_id, queue, 'configured', $8::text, aclaim_ts($9::bigint), $10::text FROM q
+)
+SELECT aclaim_wake(org_id, queue) FROM q
+)SQL",
+    {"org bigint", "queue text", "max_assigned int", "max_attempts int", "backoff_base_us bigint",
+     "backoff_cap_us bigint", "run_timeout_us bigint", "operator text", "now_us bigint",
+     "detail text"}};
+
+/// $1 org. The organization's queue lock, exclusive (see kClaimLocks).
+inline constexpr const char* kOperatorQueueLock =
+    "SELECT pg_advisory_xact_lock(aclaim_org_lock($1::bigint))";
+
+/// $1 org (0: all). One row per organization and queue that has jobs or settings: counts by
+/// state and the settings. Reads the whole table, as status does.
+inline const Statement kOperatorQueues{"aclaim_operator_queues",
+                                       R"SQL(
+WITH counts AS (
+    SELECT org_id, queue,
+           count(*) FILTER (WHERE state = 'pending') AS pending,
+           count(*) FILTER (WHERE state = 'scheduled') AS scheduled,
+           count(*) FILTER (WHERE state = 'assigned') AS assigned,
+           count(*) FILTER (WHERE state = 'completed') AS completed,
+           count(*) FILTER (WHERE state = 'discarded') AS discarded,
+           count(*) FILTER (WHERE state = 'failed') AS failed,
+           count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+      FROM jobs WHERE $1::bigint = 0 OR org_id = $1::bigint
+     GROUP BY org_id, queue
+)
+SELECT org_id, queue, coalesce(c.pending, 0) AS pending, coalesce(c.scheduled, 0) AS scheduled,
+       coalesce(c.assigned, 0) AS assigned, coalesce(c.completed, 0) AS completed,
+       coalesce(c.discarded, 0) AS discarded, coalesce(c.failed, 0) AS failed,
+       coalesce(c.cancelled, 0) AS cancelled, coalesce(q.paused, false) AS paused,
+       q.max_assigned, q.max_attempts, q.backoff_base_us, q.backoff_cap_us, q.run_timeout_us
+  FROM counts c
+  FULL JOIN (SELECT * FROM job_queues WHERE $1::bigint = 0 OR org_id = $1::bigint) q
+ USING (org_id, queue)
+ ORDER BY org_id, queue
+)SQL",
+                                       {"org bigint"}};
+
 /// Bounds the wait for a row a coordinator is updating, so that the console never hangs.
 inline constexpr const char* kOperatorLockTimeout = "SET LOCAL lock_timeout = '5s'";
 
 /// The statements above that take parameters, run unprepared on the caller's connection (their
 /// names only identify them); listed for the test that holds each text to its contract.
 inline const std::vector<const Statement*> kOperatorStatements = {
-    &kOperatorStatus, &kOperatorRelease, &kOperatorFail};
+    &kOperatorStatus, &kOperatorRelease, &kOperatorFail,      &kOperatorCancel,
+    &kOperatorRetry,  &kOperatorPause,   &kOperatorConfigure, &kOperatorQueues};
 
 }  // namespace aclaim::common::sql

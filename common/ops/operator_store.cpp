@@ -2,6 +2,7 @@
 
 #include "common/ops/operator_sql.hpp"
 #include "common/ops/recovery_sql.hpp"
+#include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
 
 namespace aclaim::common {
@@ -21,6 +22,13 @@ std::optional<JobRecord> read_one(pqxx::transaction_base& txn, JobId id) {
     return job_record_of(rows[0]);
 }
 
+std::string value_text(int v) {
+    return std::to_string(v);
+}
+std::string value_text(Duration d) {
+    return std::to_string(d.count() / 1000) + "ms";
+}
+
 bool is_lock_timeout(const pqxx::sql_error& e) {
     return e.sqlstate() == "55P03";
 }
@@ -34,9 +42,12 @@ std::vector<OrgStatus> OperatorStore::status(Instant now, std::optional<OrgId> o
         OrgStatus s;
         s.org_id = r["org_id"].as<OrgId>();
         s.pending = r["pending"].as<std::int64_t>();
+        s.scheduled = r["scheduled"].as<std::int64_t>();
         s.assigned = r["assigned"].as<std::int64_t>();
         s.completed = r["completed"].as<std::int64_t>();
         s.failed = r["failed"].as<std::int64_t>();
+        s.discarded = r["discarded"].as<std::int64_t>();
+        s.cancelled = r["cancelled"].as<std::int64_t>();
         s.quarantined = r["quarantined"].as<std::int64_t>();
         s.live_leases = r["live_leases"].as<std::int64_t>();
         s.expired_leases = r["expired_leases"].as<std::int64_t>();
@@ -68,8 +79,9 @@ std::vector<AuditEvent> OperatorStore::events(JobId id) {
 std::vector<JobRecord> OperatorStore::list(const JobFilter& f) {
     pqxx::read_transaction txn(conn_);
     std::vector<JobRecord> out;
-    for (const auto& r : txn.exec_params(with_columns(sql::kOperatorList), f.org_id, f.state,
-                                         f.assignee, f.enqueued_before, f.after_id, f.limit)) {
+    for (const auto& r :
+         txn.exec_params(with_columns(sql::kOperatorList), f.org_id, f.state, f.assignee,
+                         f.enqueued_before, f.after_id, f.limit, f.queue)) {
         out.push_back(job_record_of(r));
     }
     return out;
@@ -128,6 +140,120 @@ OperatorOutcome OperatorStore::act(bool release, JobId id, std::optional<Generat
     } catch (const pqxx::sql_error& e) {
         if (!is_lock_timeout(e)) throw;
         out.result = OperatorOutcome::Result::Busy;
+    }
+    return out;
+}
+
+namespace {
+
+std::optional<Duration> duration_of(const pqxx::field& f) {
+    if (f.is_null()) return std::nullopt;
+    return f.as<Duration>();
+}
+
+std::optional<int> int_of(const pqxx::field& f) {
+    if (f.is_null()) return std::nullopt;
+    return f.as<int>();
+}
+
+std::optional<std::int64_t> micros_of(const std::optional<Duration>& d) {
+    if (!d) return std::nullopt;
+    return d->count();
+}
+
+}  // namespace
+
+std::vector<Cancelled> OperatorStore::cancel(const std::vector<JobId>& ids,
+                                             const std::string& actor, const std::string& reason,
+                                             Instant now) {
+    pqxx::work txn(conn_, "operator_cancel");
+    txn.exec(sql::kOperatorLockTimeout);
+    std::vector<Cancelled> out;
+    for (const auto& r :
+         txn.exec_params(sql::kOperatorCancel.text, pg_array(ids), actor, reason, now)) {
+        out.push_back({r["id"].as<JobId>(), r["org_id"].as<OrgId>(),
+                       r["generation"].as<Generation>(), r["was"].as<std::string>(),
+                       r["holder"].as<std::string>()});
+    }
+    txn.commit();
+    return out;
+}
+
+std::vector<JobId> OperatorStore::retry(const std::vector<JobId>& ids, const std::string& actor,
+                                        const std::string& reason, Instant now) {
+    pqxx::work txn(conn_, "operator_retry");
+    txn.exec(sql::kOperatorLockTimeout);
+    std::vector<JobId> out;
+    for (const auto& r :
+         txn.exec_params(sql::kOperatorRetry.text, pg_array(ids), actor, now, reason)) {
+        out.push_back(r["id"].as<JobId>());
+    }
+    txn.commit();
+    return out;
+}
+
+std::vector<JobId> OperatorStore::matching(JobFilter filter) {
+    std::vector<JobId> out;
+    filter.limit = 1000;
+    while (true) {
+        const auto page = list(filter);
+        for (const auto& j : page) out.push_back(j.id);
+        if (page.size() < static_cast<std::size_t>(filter.limit)) return out;
+        filter.after_id = page.back().id;
+    }
+}
+
+void OperatorStore::pause(OrgId org, const std::string& queue, bool paused,
+                          const std::string& actor, const std::string& reason, const Clock& clock) {
+    pqxx::work txn(conn_, "operator_pause");
+    txn.exec(sql::kOperatorLockTimeout);
+    txn.exec_params(sql::kOperatorQueueLock, org);
+    txn.exec_params(sql::kOperatorPause.text, org, queue, paused, actor, clock.now(), reason);
+    txn.commit();
+}
+
+void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSettings& q,
+                              const std::string& actor, Instant now) {
+    std::string detail;
+    auto say = [&](const char* name, const auto& value) {
+        if (value)
+            detail += (detail.empty() ? "" : ", ") + std::string(name) + "=" + value_text(*value);
+    };
+    say("max_assigned", q.max_assigned);
+    say("max_attempts", q.max_attempts);
+    say("backoff_base", q.backoff_base);
+    say("backoff_cap", q.backoff_cap);
+    say("run_timeout", q.run_timeout);
+    pqxx::work txn(conn_, "operator_configure");
+    txn.exec(sql::kOperatorLockTimeout);
+    txn.exec_params(sql::kOperatorQueueLock, org);
+    txn.exec_params(sql::kOperatorConfigure.text, org, queue, q.max_assigned, q.max_attempts,
+                    micros_of(q.backoff_base), micros_of(q.backoff_cap), micros_of(q.run_timeout),
+                    actor, now, detail.empty() ? "nothing changed" : detail);
+    txn.commit();
+}
+
+std::vector<QueueStatus> OperatorStore::queues(std::optional<OrgId> org) {
+    pqxx::read_transaction txn(conn_);
+    std::vector<QueueStatus> out;
+    for (const auto& r : txn.exec_params(sql::kOperatorQueues.text, org.value_or(0))) {
+        QueueStatus q;
+        q.org_id = r["org_id"].as<OrgId>();
+        q.queue = r["queue"].as<std::string>();
+        q.pending = r["pending"].as<std::int64_t>();
+        q.scheduled = r["scheduled"].as<std::int64_t>();
+        q.assigned = r["assigned"].as<std::int64_t>();
+        q.completed = r["completed"].as<std::int64_t>();
+        q.discarded = r["discarded"].as<std::int64_t>();
+        q.failed = r["failed"].as<std::int64_t>();
+        q.cancelled = r["cancelled"].as<std::int64_t>();
+        q.paused = r["paused"].as<bool>();
+        q.max_assigned = int_of(r["max_assigned"]);
+        q.max_attempts = int_of(r["max_attempts"]);
+        q.backoff_base = duration_of(r["backoff_base_us"]);
+        q.backoff_cap = duration_of(r["backoff_cap_us"]);
+        q.run_timeout = duration_of(r["run_timeout_us"]);
+        out.push_back(std::move(q));
     }
     return out;
 }

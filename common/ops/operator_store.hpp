@@ -14,9 +14,12 @@ namespace aclaim::common {
 struct OrgStatus {
     OrgId org_id = 0;
     std::int64_t pending = 0;
+    std::int64_t scheduled = 0;
     std::int64_t assigned = 0;
     std::int64_t completed = 0;
     std::int64_t failed = 0;
+    std::int64_t discarded = 0;
+    std::int64_t cancelled = 0;
     std::int64_t quarantined = 0;
     std::int64_t live_leases = 0;     ///< assigned, lease still running
     std::int64_t expired_leases = 0;  ///< assigned, lease over, not yet reclaimed
@@ -27,6 +30,7 @@ struct OrgStatus {
 /// Which jobs `jobs list` shows; every filter is optional. Pages go by id.
 struct JobFilter {
     std::optional<OrgId> org_id;
+    std::optional<std::string> queue;
     std::optional<std::string> state;
     std::optional<std::string> assignee;
     std::optional<Instant> enqueued_before;
@@ -50,7 +54,40 @@ struct OperatorOutcome {
     Generation generation = 0;  ///< the generation that lost its authority
 };
 
-/// The operator console's reads and its two fenced transitions over one connection. Time always
+/// One job an operator cancelled: the state it was in and, if it was assigned, its holder.
+struct Cancelled {
+    JobId job_id = 0;
+    OrgId org_id = 0;
+    Generation generation = 0;
+    std::string was;
+    std::string holder;
+};
+
+/// A queue's settings to change: each unset field is kept; 0 (or a zero duration) sets it back to
+/// none (max_assigned, run_timeout) or to the built-in default.
+struct QueueSettings {
+    std::optional<int> max_assigned;
+    std::optional<int> max_attempts;
+    std::optional<Duration> backoff_base;
+    std::optional<Duration> backoff_cap;
+    std::optional<Duration> run_timeout;
+};
+
+/// One organization's queue as `aclaimctl queue list` shows it.
+struct QueueStatus {
+    OrgId org_id = 0;
+    std::string queue;
+    std::int64_t pending = 0, scheduled = 0, assigned = 0, completed = 0, discarded = 0, failed = 0,
+                 cancelled = 0;
+    bool paused = false;
+    std::optional<int> max_assigned;
+    std::optional<int> max_attempts;
+    std::optional<Duration> backoff_base;
+    std::optional<Duration> backoff_cap;
+    std::optional<Duration> run_timeout;
+};
+
+/// The operator console's reads and its fenced transitions over one connection. Time always
 /// comes from the caller.
 class OperatorStore {
   public:
@@ -71,6 +108,28 @@ class OperatorStore {
     /// Fails an assigned job for good, recording `reason` as its last error.
     OperatorOutcome fail(JobId id, std::optional<Generation> expected, const std::string& actor,
                          const std::string& reason, Instant now);
+
+    /// Cancels the listed jobs that are pending, scheduled or assigned; returns those it
+    /// cancelled, in id order. The holders of assigned ones are told at once (aclaim_revoke).
+    std::vector<Cancelled> cancel(const std::vector<JobId>& ids, const std::string& actor,
+                                  const std::string& reason, Instant now);
+    /// Gives the listed failed, discarded or cancelled jobs a fresh attempt budget, pending now;
+    /// returns the ids it revived.
+    std::vector<JobId> retry(const std::vector<JobId>& ids, const std::string& actor,
+                             const std::string& reason, Instant now);
+    /// The ids of jobs matching the filter (paged through to the end), for the bulk forms of
+    /// cancel and retry.
+    std::vector<JobId> matching(JobFilter filter);
+
+    /// Pauses or resumes one queue of an organization, audited in queue_events. The event is
+    /// stamped from `clock` once the organization's queue lock is held: every claim stamped
+    /// before it committed before it, which is what the checker's paused_queue_idle relies on.
+    void pause(OrgId org, const std::string& queue, bool paused, const std::string& actor,
+               const std::string& reason, const Clock& clock);
+    /// Changes a queue's settings, audited in queue_events.
+    void configure(OrgId org, const std::string& queue, const QueueSettings& settings,
+                   const std::string& actor, Instant now);
+    std::vector<QueueStatus> queues(std::optional<OrgId> org = std::nullopt);
 
   private:
     OperatorOutcome act(bool release, JobId id, std::optional<Generation> expected,

@@ -229,9 +229,14 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
     switch (row.state) {
         case JobState::Completed:
         case JobState::Failed:
+        case JobState::Discarded:
+        case JobState::Cancelled:
             c.cls = RecoveryClass::Terminal;
             break;
         case JobState::Pending:
+        case JobState::Scheduled:
+            // A scheduled job waits for its run_at as a pending one waits for a worker: nothing
+            // holds it, so there is nothing to recover.
             c.cls = RecoveryClass::Pending;
             break;
         case JobState::Assigned:

@@ -98,8 +98,8 @@ std::string_view to_string(ApplyAction a) {
     switch (a) {
         case ApplyAction::Reclaimed:
             return "reclaimed";
-        case ApplyAction::Failed:
-            return "failed";
+        case ApplyAction::Discarded:
+            return "discarded";
         case ApplyAction::Quarantined:
             return "quarantined";
         case ApplyAction::Unchanged:
@@ -208,7 +208,8 @@ ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Instant
             const auto r = txn.exec_params(sql::kReclaimOne.text, now, job,
                                            "lease expired; reclaimed by recovery (" + actor + ")");
             const auto state = state_of(r.at(0)["state"]);
-            out.action = state == JobState::Pending ? ApplyAction::Reclaimed : ApplyAction::Failed;
+            out.action =
+                state == JobState::Discarded ? ApplyAction::Discarded : ApplyAction::Reclaimed;
             out.detail = "generation " + std::to_string(snap->row.generation) + " of " +
                          snap->row.assignee.value_or("?") + " lost its lease; now " +
                          std::string(to_string(state));

@@ -38,8 +38,8 @@ struct RecoveryReport {
 };
 
 enum class ApplyAction {
-    Reclaimed,    ///< expired lease taken back; the job is pending again
-    Failed,       ///< expired lease on the last attempt: failed, as the reaper does
+    Reclaimed,    ///< expired lease taken back; the job is pending (or scheduled) again
+    Discarded,    ///< expired lease on the last attempt: discarded, as the reaper does
     Quarantined,  ///< set aside for an operator with its reason
     Unchanged,    ///< the locked current row no longer needed this action
     Busy,         ///< another transaction held the row past the lock timeout; retry later

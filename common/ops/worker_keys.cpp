@@ -32,13 +32,35 @@ void check_worker_key(OrgId org, const std::string& name, const std::string& pub
 }
 
 bool register_worker_key(pqxx::work& txn, OrgId org, const std::string& name,
-                         const std::string& public_key) {
+                         const std::string& public_key,
+                         const std::optional<std::vector<std::string>>& queues) {
     check_worker_key(org, name, public_key);
+    if (queues) {
+        if (queues->empty() || queues->size() > 32)
+            throw std::invalid_argument("a key may be limited to 1..32 queues");
+        for (const auto& q : *queues) {
+            if (!valid_queue_name(q))
+                throw std::invalid_argument("'" + q + "' is not a valid queue name");
+        }
+    }
+    const std::string limited = queues ? pg_array(*queues) : "";
     return !txn.exec_params(
-                   "INSERT INTO worker_keys (public_key, org_id, name) VALUES ($1, $2, $3) "
-                   "ON CONFLICT (public_key) DO NOTHING RETURNING 1",
-                   public_key, org, name)
+                   "INSERT INTO worker_keys (public_key, org_id, name, queues) "
+                   "VALUES ($1, $2, $3, NULLIF($4, '')::text[]) ON CONFLICT (public_key) DO "
+                   "NOTHING RETURNING 1",
+                   public_key, org, name, limited)
                 .empty();
+}
+
+std::vector<std::string> split_queues(std::string_view list) {
+    std::vector<std::string> out;
+    while (!list.empty()) {
+        const auto comma = list.find(',');
+        out.emplace_back(list.substr(0, comma));
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+    }
+    return out;
 }
 
 namespace {
@@ -54,10 +76,13 @@ std::vector<std::string> keys_of(const pqxx::result& rows) {
 std::optional<WorkerKeyOwner> live_worker_key(pqxx::transaction_base& txn,
                                               const std::string& public_key) {
     const auto rows = txn.exec_params(
-        "SELECT org_id, name FROM worker_keys WHERE public_key = $1 AND revoked_at IS NULL",
+        "SELECT org_id, name, array_to_string(queues, ',') AS queues FROM worker_keys "
+        "WHERE public_key = $1 AND revoked_at IS NULL",
         public_key);
     if (rows.empty()) return std::nullopt;
-    return WorkerKeyOwner{rows[0]["org_id"].as<OrgId>(), rows[0]["name"].as<std::string>()};
+    WorkerKeyOwner owner{rows[0]["org_id"].as<OrgId>(), rows[0]["name"].as<std::string>(), {}};
+    if (!rows[0]["queues"].is_null()) owner.queues = split_queues(rows[0]["queues"].c_str());
+    return owner;
 }
 
 std::unordered_set<std::string> live_worker_keys(pqxx::transaction_base& txn,

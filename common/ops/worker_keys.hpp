@@ -31,14 +31,21 @@ void check_worker_key(OrgId org, const std::string& name, const std::string& pub
 /// Binds `public_key` to the worker `name` of `org`, after check_worker_key. A name may hold
 /// several live keys (rotation); a public key is registered once, ever: false, and nothing
 /// written, when it already was (revoked or not).
+/// `queues`, when given, are the only queues the key's worker may serve.
 bool register_worker_key(pqxx::work& txn, OrgId org, const std::string& name,
-                         const std::string& public_key);
+                         const std::string& public_key,
+                         const std::optional<std::vector<std::string>>& queues = std::nullopt);
 
 /// Whom a live (registered, not revoked) key speaks for.
 struct WorkerKeyOwner {
     OrgId org_id = 0;
     std::string name;
+    /// The only queues its worker may serve; nullopt: any.
+    std::optional<std::vector<std::string>> queues;
 };
+
+/// "a,b,c" as {"a", "b", "c"} (queue names hold no comma).
+std::vector<std::string> split_queues(std::string_view list);
 
 /// The owner of `public_key` while it is live; nullopt when unknown or revoked.
 std::optional<WorkerKeyOwner> live_worker_key(pqxx::transaction_base& txn,

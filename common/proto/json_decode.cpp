@@ -210,23 +210,56 @@ std::string integer_type() {
 /// and reports a mistyped value only as a rapidjson assertion.
 class JsonFieldReader {
   public:
-    /// `path` names the object in texts: "" for the body, "jobs[0]" for an element.
-    JsonFieldReader(const rapidjson::Value& object, std::string path)
-        : object_(object), path_(std::move(path)) {}
+    /// Reads a message or element `out` from `object`; `path` names the object in texts: "" for
+    /// the body, "jobs[0]" for an element. The members are checked as a whole first.
+    template <class M>
+    static void read_object(const rapidjson::Value& object, std::string path, M& out) {
+        MemberNames names;
+        M().serialize(names);
+        JsonFieldReader reader(object, std::move(path));
+        reader.check_members(names.required, names.optional);
+        out.serialize(reader);
+    }
 
     template <class... T>
     void operator()(cereal::NameValuePair<T>&&... fields) {
-        check_members({fields.name...});
         (read(object_.FindMember(fields.name)->value, fields.name, fields.value), ...);
     }
 
+    /// A member a peer may leave out (protocol_serialize.hpp): read when present.
+    template <class T>
+    void optional_member(cereal::NameValuePair<T>&& field) {
+        const auto found = object_.FindMember(field.name);
+        if (found != object_.MemberEnd()) read(found->value, field.name, field.value);
+    }
+
   private:
+    /// A message's member names, collected before any value is read.
+    struct MemberNames {
+        std::vector<const char*> required;
+        std::vector<const char*> optional;
+        template <class... T>
+        void operator()(cereal::NameValuePair<T>&&... fields) {
+            (required.push_back(fields.name), ...);
+        }
+        template <class T>
+        void optional_member(cereal::NameValuePair<T>&& field) {
+            optional.push_back(field.name);
+        }
+    };
+
+    JsonFieldReader(const rapidjson::Value& object, std::string path)
+        : object_(object), path_(std::move(path)) {}
+
     std::string field(const char* name) const {
         return "field '" + (path_.empty() ? "" : path_ + ".") + name + "'";
     }
     std::string where() const { return path_.empty() ? "" : " in '" + path_ + "'"; }
 
-    void check_members(std::initializer_list<const char*> names) const {
+    void check_members(const std::vector<const char*>& required,
+                       const std::vector<const char*>& optional) const {
+        std::vector<const char*> names = required;
+        names.insert(names.end(), optional.begin(), optional.end());
         std::vector<bool> seen(names.size(), false);
         for (auto it = object_.MemberBegin(); it != object_.MemberEnd(); ++it) {
             const std::string_view name(it->name.GetString(), it->name.GetStringLength());
@@ -243,10 +276,9 @@ class JsonFieldReader {
                                  " appears more than once");
             seen[index] = true;
         }
-        for (std::size_t i = 0; i < names.size(); ++i) {
+        for (std::size_t i = 0; i < required.size(); ++i) {
             if (!seen[i])
-                throw Unreadable("missing member '" + std::string(names.begin()[i]) + "'" +
-                                 where());
+                throw Unreadable("missing member '" + std::string(required[i]) + "'" + where());
         }
     }
 
@@ -276,6 +308,16 @@ class JsonFieldReader {
             throw Unreadable(field(name) + " holds \\u0000, which no string may contain");
     }
 
+    void read(const rapidjson::Value& v, const char* name, std::vector<std::string>& out) {
+        if (!v.IsArray())
+            throw Unreadable(field(name) + " must be an array of strings, got " + value_class(v));
+        out.clear();
+        for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+            const std::string element = std::string(name) + "[" + std::to_string(i) + "]";
+            read(v[i], element.c_str(), out.emplace_back());
+        }
+    }
+
     void read(const rapidjson::Value& v, const char* name, std::vector<AssignedJob>& out) {
         if (!v.IsArray())
             throw Unreadable(field(name) + " must be an array of objects, got " + value_class(v));
@@ -285,8 +327,7 @@ class JsonFieldReader {
                 (path_.empty() ? "" : path_ + ".") + name + "[" + std::to_string(i) + "]";
             if (!v[i].IsObject())
                 throw Unreadable("'" + element + "' must be an object, got " + value_class(v[i]));
-            JsonFieldReader reader(v[i], element);
-            out.emplace_back().serialize(reader);
+            read_object(v[i], element, out.emplace_back());
         }
     }
 
@@ -309,8 +350,7 @@ T read_json(std::string_view body) {
     if (!doc.IsObject())
         throw Unreadable("the body must be a JSON object, got " + value_class(doc));
     T msg;
-    JsonFieldReader reader(doc, "");
-    msg.serialize(reader);
+    JsonFieldReader::read_object(doc, "", msg);
     return msg;
 }
 

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/base/queue_name.hpp"
 #include "common/proto/decode_detail.hpp"
 #include "common/proto/protocol_serialize.hpp"
 #include "common/proto/wire_errors.hpp"
@@ -51,6 +52,13 @@ class BoundedBinaryReader {
     template <class... T>
     void operator()(cereal::NameValuePair<T>&&... fields) {
         ((field_ = fields.name, read(fields.value)), ...);
+    }
+
+    /// A member a peer may leave out (protocol_serialize.hpp): it is last, so present exactly
+    /// when bytes remain.
+    template <class T>
+    void optional_member(cereal::NameValuePair<T>&& field) {
+        if (!in_.empty()) (*this)(std::move(field));
     }
 
     void expect_end() const {
@@ -105,7 +113,8 @@ class BoundedBinaryReader {
 
     void read(AssignedJob& value) { value.serialize(*this); }
 
-    void read(std::vector<AssignedJob>& value) {
+    template <class T>
+    void read(std::vector<T>& value) {
         // Elements are appended as they are read, so memory follows the bytes actually present.
         const auto n = read_size();
         value.clear();
@@ -175,6 +184,16 @@ void validate(const Hello& m) {
                      "printable ASCII (bytes 0x20..0x7e); byte " +
                          std::to_string(bad - m.worker_id.begin()) + " is 0x" + byte_hex(*bad));
     require_not_negative(m.org_id, "org_id");
+    if (m.queues.size() > kMaxQueues)
+        out_of_range("queues", std::to_string(m.queues.size()) + " queues",
+                     "at most " + std::to_string(kMaxQueues));
+    for (std::size_t i = 0; i < m.queues.size(); ++i) {
+        if (!valid_queue_name(m.queues[i]))
+            out_of_range("queues[" + std::to_string(i) + "]",
+                         "'" + quote_peer_bytes(m.queues[i], 80) + "'",
+                         "a queue name: 1..64 of A-Z a-z 0-9 _ . : -, starting with a letter or "
+                         "digit");
+    }
 }
 void validate(const Claim& m) {
     require_range(m.max_jobs, 1, kMaxClaimJobs, "max_jobs", "1..100");

@@ -38,6 +38,8 @@ inline constexpr std::size_t kMaxWorkerIdBytes = 128;
 inline constexpr std::int32_t kMaxClaimJobs = 100;
 inline constexpr std::int32_t kMaxClaimWaitMs = 60000;
 inline constexpr std::size_t kMaxResultRefBytes = 1024;
+/// Queues one HELLO may name.
+inline constexpr std::size_t kMaxQueues = 32;
 /// Reasons, details, states and error texts.
 inline constexpr std::size_t kMaxTextBytes = 1024;
 
@@ -45,12 +47,16 @@ enum class Encoding { Binary, Json };
 
 // ---- worker -> coordinator ----
 
-/// Opens a session. Under CURVE the organization comes from the authenticated key and org_id is
-/// ignored; in plaintext development mode it is taken from here.
+/// Opens a session, or changes the queues of an open one. Under CURVE the organization comes from
+/// the authenticated key and org_id is ignored; in plaintext development mode it is taken from
+/// here.
 struct Hello {
     std::uint64_t req = 0;    ///< request id, echoed in the reply
     std::string worker_id;    ///< stable reviewer identity, 1..128 printable bytes
     std::int64_t org_id = 0;  ///< plaintext mode only
+    /// Since protocol 1.1, optional: the queues this worker serves (its skills), at most
+    /// kMaxQueues valid queue names; absent or empty means "default" only.
+    std::vector<std::string> queues{};
     template <class A>
     void serialize(A& ar);
     bool operator==(const Hello&) const = default;

@@ -13,9 +13,23 @@
 
 namespace aclaim::common::proto {
 
+/// A member added to a message after protocol 1.0, which a peer may leave out: always last, and
+/// written only when it is not empty, so that a message that does not use it is byte for byte
+/// what a 1.0 peer sends and reads. The bounded readers (protocol.cpp, json_decode.cpp) read it
+/// when it is present; any other archive reads only what was written.
+template <class A, class T>
+void optional_member(A& ar, cereal::NameValuePair<T>&& field) {
+    if constexpr (requires { ar.optional_member(std::move(field)); }) {
+        ar.optional_member(std::move(field));
+    } else if (!field.value.empty()) {
+        ar(std::move(field));
+    }
+}
+
 template <class A>
 void Hello::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(worker_id), CEREAL_NVP(org_id));
+    optional_member(ar, CEREAL_NVP(queues));  // protocol 1.1
 }
 template <class A>
 void Claim::serialize(A& ar) {

@@ -52,16 +52,20 @@ inline constexpr std::string_view kUnauthenticated = "unauthenticated";
 /// more is done for it. Not retryable: the key will not come back.
 inline constexpr std::string_view kKeyRevoked = "key_revoked";
 
+/// HELLO named a queue that the connection's key may not serve (aclaimctl keys add --queues).
+inline constexpr std::string_view kQueueNotAllowed = "queue_not_allowed";
+
 /// The REVOKED reason pushed when the reaper took an expired lease back (the other REVOKED and
-/// REJECTED reasons are the store's Rejection names).
+/// REJECTED reasons are the store's Rejection names, "cancelled" and "deadline_exceeded" among
+/// them).
 inline constexpr std::string_view kReclaimed = "reclaimed";
 
 /// Every code counted separately by the coordinator's metrics; anything else counts as "other".
-inline constexpr std::array<std::string_view, 17> kCounted{
-    kMalformed,     kOversized,    kWrongVersion,    kUnknownType, kUndecodable,
-    kInvalid,       kNoSession,    kTooManyRequests, kOverloaded,  kDatabaseUnavailable,
-    kDatabaseError, kNotCommitted, kOutcomeUnknown,  kDraining,    kUnauthenticated,
-    kKeyRevoked,    "other"};
+inline constexpr std::array<std::string_view, 18> kCounted{
+    kMalformed,     kOversized,       kWrongVersion,    kUnknownType, kUndecodable,
+    kInvalid,       kNoSession,       kTooManyRequests, kOverloaded,  kDatabaseUnavailable,
+    kDatabaseError, kNotCommitted,    kOutcomeUnknown,  kDraining,    kUnauthenticated,
+    kKeyRevoked,    kQueueNotAllowed, "other"};
 
 /// Codes after which the request had no effect (or an unknown one that a re-send settles), so
 /// the same request may simply be sent again later.

@@ -24,11 +24,14 @@ std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& ta
     return "unknown";
 }
 
-constexpr std::array<std::pair<JobState, std::string_view>, 5> kStates{{
+constexpr std::array<std::pair<JobState, std::string_view>, 8> kStates{{
     {JobState::Pending, "pending"},
+    {JobState::Scheduled, "scheduled"},
     {JobState::Assigned, "assigned"},
     {JobState::Completed, "completed"},
     {JobState::Failed, "failed"},
+    {JobState::Discarded, "discarded"},
+    {JobState::Cancelled, "cancelled"},
     {JobState::Quarantined, "quarantined"},
 }};
 
@@ -38,7 +41,7 @@ constexpr std::array<std::pair<LockStrategy, std::string_view>, 3> kStrategies{{
     {LockStrategy::Wait, "wait"},
 }};
 
-constexpr std::array<std::pair<Rejection, std::string_view>, 7> kRejections{{
+constexpr std::array<std::pair<Rejection, std::string_view>, 9> kRejections{{
     {Rejection::UnknownJob, "unknown_job"},
     {Rejection::OtherOrganization, "other_organization"},
     {Rejection::StaleGeneration, "stale_generation"},
@@ -46,6 +49,8 @@ constexpr std::array<std::pair<Rejection, std::string_view>, 7> kRejections{{
     {Rejection::AlreadyTerminal, "already_terminal"},
     {Rejection::NotAssignee, "not_assignee"},
     {Rejection::Quarantined, "quarantined"},
+    {Rejection::DeadlineExceeded, "deadline_exceeded"},
+    {Rejection::Cancelled, "cancelled"},
 }};
 
 constexpr std::array<std::pair<ClaimOutcome::Status, std::string_view>, 4> kClaimStatuses{{
@@ -56,6 +61,11 @@ constexpr std::array<std::pair<ClaimOutcome::Status, std::string_view>, 4> kClai
 }};
 
 }  // namespace
+
+bool is_terminal(JobState s) {
+    return s == JobState::Completed || s == JobState::Failed || s == JobState::Discarded ||
+           s == JobState::Cancelled;
+}
 
 std::string_view to_string(JobState s) {
     return name_of(kStates, s);
@@ -110,18 +120,31 @@ std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operat
             }
             return say(Rejection::AlreadyTerminal, "job is already completed");
         case JobState::Failed:
+        case JobState::Discarded: {
+            const std::string ended = row->state == JobState::Failed ? "failed" : "was discarded";
             if (op == Operation::Fail && row->generation == generation && row->assignee == worker) {
                 return std::nullopt;
             }
             if (row->generation != generation) {
-                return say(Rejection::StaleGeneration,
-                           "generation " + gen + " is stale: job failed at generation " + current);
+                return say(Rejection::StaleGeneration, "generation " + gen + " is stale: job " +
+                                                           ended + " at generation " + current);
             }
-            return say(Rejection::AlreadyTerminal, "job has already failed");
+            if (row->deadline && *row->deadline <= now) {
+                return say(Rejection::DeadlineExceeded,
+                           "the attempt ran past its run deadline; "
+                           "the job " +
+                               ended);
+            }
+            return say(Rejection::AlreadyTerminal, "job " + ended + " already");
+        }
+        case JobState::Cancelled:
+            return say(Rejection::Cancelled, "job was cancelled");
+        case JobState::Scheduled:
         case JobState::Pending:
             if (row->generation == generation) {
                 return say(Rejection::LeaseExpired,
-                           "lease of generation " + gen + " was taken back; job is pending again");
+                           "lease of generation " + gen + " was taken back; job is " +
+                               std::string(to_string(row->state)) + " again");
             }
             return say(Rejection::StaleGeneration,
                        "generation " + gen + " is stale: current generation is " + current);
@@ -133,6 +156,10 @@ std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operat
             }
             if (row->assignee != worker) {
                 return say(Rejection::NotAssignee, "job is held by another worker");
+            }
+            if (row->deadline && *row->deadline <= now) {
+                return say(Rejection::DeadlineExceeded,
+                           "the attempt of generation " + gen + " ran past its run deadline");
             }
             if (row->lease_expires_at && *row->lease_expires_at <= now) {
                 return say(Rejection::LeaseExpired, "lease of generation " + gen + " has expired");

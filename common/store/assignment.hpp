@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/base/clock.hpp"
+#include "common/base/queue_name.hpp"
 
 namespace aclaim::common {
 
@@ -18,7 +19,23 @@ using JobId = std::int64_t;
 using OrgId = std::int64_t;
 using Generation = std::int64_t;
 
-enum class JobState { Pending, Assigned, Completed, Failed, Quarantined };
+/// pending: claimable now. scheduled: waiting for its run_at (a delay, or a retry's backoff).
+/// assigned: leased. completed, failed (a final failure), discarded (every attempt used up) and
+/// cancelled are terminal. quarantined: set aside by the recovery tool for a person.
+enum class JobState {
+    Pending,
+    Scheduled,
+    Assigned,
+    Completed,
+    Failed,
+    Discarded,
+    Cancelled,
+    Quarantined
+};
+
+/// True for the states a job never leaves on its own (an operator may revive failed, discarded
+/// and cancelled jobs with `aclaimctl retry`).
+bool is_terminal(JobState s);
 
 std::string_view to_string(JobState s);
 std::optional<JobState> parse_job_state(std::string_view s);
@@ -55,22 +72,44 @@ enum class Rejection {
     AlreadyTerminal,    ///< the job is completed or failed
     NotAssignee,        ///< the generation matches but another worker holds it
     Quarantined,        ///< the recovery tool set the job aside for review
+    DeadlineExceeded,   ///< the attempt ran into its run deadline; the retry policy applies
+    Cancelled,          ///< an operator or producer cancelled the job
 };
 
 std::string_view to_string(Rejection r);
 std::optional<Rejection> parse_rejection(std::string_view s);
 
-/// A job to add to the queue.
+/// A job to add. Unset options take the queue's setting (job_queues), then the built-in default
+/// (3 attempts, no backoff: a retry is claimable at once, no run deadline).
 struct NewJob {
     int priority = 0;
     std::string payload;
-    int max_attempts = 3;
+    std::optional<int> max_attempts{};
+    std::string queue{kDefaultQueue};
+    /// Not claimable before this instant (the job is scheduled until then).
+    std::optional<Instant> run_at{};
+    std::optional<Duration> backoff_base{};
+    std::optional<Duration> backoff_cap{};
+    /// How long one attempt may run, renewals included.
+    std::optional<Duration> run_timeout{};
+    /// While a job of the organization holds this key, enqueueing it again returns that job.
+    std::optional<std::string> dedupe_key{};
 };
 
-/// One requester of a claim, alone or coalesced with others of its organization.
+/// What enqueue did with one NewJob.
+struct Enqueued {
+    JobId id = 0;
+    bool created = true;  ///< false: a job holding the dedupe key was returned instead
+    JobState state = JobState::Pending;
+};
+
+/// One requester of a claim, alone or coalesced with others of its organization that serve the
+/// same queues.
 struct ClaimRequest {
     std::string worker{};
     int max_jobs = 1;
+    /// The queues served; empty means kDefaultQueue only.
+    std::vector<std::string> queues{};
 };
 
 /// One renew, complete, fail or release, alone or coalesced: the fence it names (organization,
@@ -97,6 +136,9 @@ struct Lease {
     int attempts = 0;
     int max_attempts = 0;
     std::string payload;
+    std::string queue;
+    /// The attempt's run deadline, when the job has one: the lease never runs past it.
+    std::optional<Instant> deadline{};
 };
 
 struct ClaimOutcome {
@@ -129,7 +171,9 @@ struct Reclaimed {
     OrgId org_id = 0;
     Generation generation = 0;           ///< the generation that lost its authority
     std::string assignee;                ///< the worker that held it
-    JobState state = JobState::Pending;  ///< pending, or failed past max_attempts
+    JobState state = JobState::Pending;  ///< pending or scheduled, or discarded past max_attempts
+    /// The REVOKED reason pushed to the holder: "reclaimed" (the reaper), or "cancelled".
+    std::string reason = "reclaimed";
 };
 
 /// The fields of the current row that decide why a request was refused.
@@ -139,6 +183,7 @@ struct RowAuthority {
     Generation generation = 0;
     std::string assignee;
     std::optional<Instant> lease_expires_at;
+    std::optional<Instant> deadline;
     std::string result_ref;
 };
 

@@ -59,6 +59,7 @@ RowAuthority authority_of(const pqxx::row& r) {
     a.generation = r["generation"].as<Generation>();
     a.assignee = r["assignee"].as<std::string>();
     if (!r["lease_us"].is_null()) a.lease_expires_at = r["lease_us"].as<Instant>();
+    if (!r["deadline_us"].is_null()) a.deadline = r["deadline_us"].as<Instant>();
     a.result_ref = r["result_ref"].as<std::string>();
     return a;
 }
@@ -110,7 +111,27 @@ Lease lease_of(const pqxx::row& row) {
     l.attempts = row["attempts"].as<int>();
     l.max_attempts = row["max_attempts"].as<int>();
     l.payload = row["payload"].as<std::string>();
+    l.queue = row["queue"].as<std::string>();
+    if (!row["deadline_us"].is_null()) l.deadline = row["deadline_us"].as<Instant>();
     return l;
+}
+
+/// The queues a claim serves, as the text array its statements take.
+std::string served_queues(const std::vector<std::string>& queues) {
+    return queues.empty() ? pg_array(std::vector<std::string>{std::string(kDefaultQueue)})
+                          : pg_array(queues);
+}
+
+/// The first statement of a claim transaction (kClaimLocks), then, for the wait strategy, the
+/// bound on the claim's own lock wait.
+void begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
+                 const StoreOptions& options) {
+    txn.exec_prepared(sql::kClaimLocks.name, org, queues);
+    if (options.lock_strategy == LockStrategy::Wait) {
+        // Bound only the claim's wait: a completion queued behind a waiting claimer's row
+        // lock must still go through.
+        txn.exec("SET LOCAL lock_timeout = " + std::to_string(options.lock_timeout_ms));
+    }
 }
 
 /// The arrays of a coalesced renew or complete, one element per request.
@@ -257,22 +278,47 @@ pqxx::connection& AssignmentStore::connection() {
 
 std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>& jobs,
                                             Instant now) {
-    std::vector<int> priorities, attempts;
-    std::vector<std::string> payloads;
+    std::vector<JobId> ids;
+    ids.reserve(jobs.size());
+    for (const auto& e : enqueue_each(org, jobs, now)) ids.push_back(e.id);
+    return ids;
+}
+
+std::vector<Enqueued> AssignmentStore::enqueue_each(OrgId org, const std::vector<NewJob>& jobs,
+                                                    Instant now, Duration dedupe_window) {
+    std::vector<std::string> queues, payloads;
+    std::vector<int> priorities;
+    std::vector<std::optional<int>> attempts;
+    std::vector<std::optional<std::int64_t>> run_at, base, cap, timeout;
+    std::vector<std::optional<std::string>> keys;
+    auto micros = [](const std::optional<Duration>& d) -> std::optional<std::int64_t> {
+        if (!d) return std::nullopt;
+        return d->count();
+    };
     for (const auto& j : jobs) {
-        priorities.push_back(j.priority);
+        queues.push_back(j.queue);
         payloads.push_back(j.payload);
+        priorities.push_back(j.priority);
         attempts.push_back(j.max_attempts);
+        run_at.push_back(j.run_at ? std::optional(to_micros(*j.run_at)) : std::nullopt);
+        base.push_back(micros(j.backoff_base));
+        cap.push_back(micros(j.backoff_cap));
+        timeout.push_back(micros(j.run_timeout));
+        keys.push_back(j.dedupe_key);
     }
     pqxx::work txn(*conn_, "enqueue");
     Scope(txn, options_.row_security).to(org);
-    const pqxx::result r = txn.exec_prepared(sql::kEnqueue.name, org, now, pg_array(priorities),
-                                             pg_array(payloads), pg_array(attempts));
+    const pqxx::result r = txn.exec_prepared(
+        sql::kEnqueue.name, org, now, pg_array(queues), pg_array(payloads), pg_array(priorities),
+        pg_array(run_at), pg_array(attempts), pg_array(base), pg_array(cap), pg_array(timeout),
+        pg_array(keys), dedupe_window);
     txn.commit();
-    std::vector<JobId> ids;
-    ids.reserve(r.size());
-    for (const auto& row : r) ids.push_back(row["id"].as<JobId>());
-    return ids;
+    std::vector<Enqueued> out;
+    out.reserve(r.size());
+    for (const auto& row : r) {
+        out.push_back({row["id"].as<JobId>(), row["created"].as<bool>(), state_of(row["state"])});
+    }
+    return out;
 }
 
 ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Duration lease,
@@ -281,13 +327,10 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
     try {
         pqxx::work txn(*conn_, "claim");
         Scope(txn, options_.row_security).to(org);
-        if (options_.lock_strategy == LockStrategy::Wait) {
-            // Bound only the claim's wait: a completion queued behind a waiting claimer's row
-            // lock must still go through.
-            txn.exec("SET LOCAL lock_timeout = " + std::to_string(options_.lock_timeout_ms));
-        }
-        const pqxx::result r =
-            txn.exec_prepared(sql::kClaim.name, org, request.worker, request.max_jobs, now, lease);
+        const std::string queues = served_queues(request.queues);
+        begin_claim(txn, org, queues, options_);
+        const pqxx::result r = txn.exec_prepared(sql::kClaim.name, org, request.worker,
+                                                 request.max_jobs, now, lease, queues);
         txn.commit();
         for (const auto& row : r) out.leases.push_back(lease_of(row));
     } catch (const pqxx::sql_error& e) {
@@ -378,11 +421,11 @@ std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
     try {
         pqxx::work txn(*conn_, "claim_batch");
         Scope(txn, options_.row_security).to(org);
-        if (options_.lock_strategy == LockStrategy::Wait) {
-            txn.exec("SET LOCAL lock_timeout = " + std::to_string(options_.lock_timeout_ms));
-        }
+        const std::string queues =
+            served_queues(requests.empty() ? std::vector<std::string>{} : requests[0].queues);
+        begin_claim(txn, org, queues, options_);
         const pqxx::result r =
-            txn.exec_prepared(sql::kClaimBatch.name, org, pg_array(slots), now, lease);
+            txn.exec_prepared(sql::kClaimBatch.name, org, pg_array(slots), now, lease, queues);
         txn.commit();
         for (const auto& row : r) {
             const auto slot = row["slot"].as<std::size_t>();
@@ -483,6 +526,23 @@ std::vector<Reclaimed> AssignmentStore::reclaim_expired(Instant now, int limit) 
         out.push_back(std::move(rc));
     }
     return out;
+}
+
+int AssignmentStore::promote_due(Instant now, int limit) {
+    pqxx::work txn(*conn_, "promote_due");
+    Scope(txn, options_.row_security).all();
+    const pqxx::row r = txn.exec_prepared1(sql::kPromoteDue.name, now, limit);
+    txn.commit();
+    return r["promoted"].as<int>();
+}
+
+std::optional<Instant> AssignmentStore::next_due() {
+    pqxx::work txn(*conn_, "next_due");
+    Scope(txn, options_.row_security).all();
+    const pqxx::row r = txn.exec_prepared1(sql::kNextDue.name);
+    txn.commit();
+    if (r["run_at_us"].is_null()) return std::nullopt;
+    return r["run_at_us"].as<Instant>();
 }
 
 }  // namespace aclaim::common

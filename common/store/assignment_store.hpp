@@ -45,10 +45,17 @@ class AssignmentStore {
     const StoreOptions& options() const { return options_; }
     bool is_open() const;
 
-    /// Adds jobs as pending, all with enqueued_at = now. Returns their ids in order.
+    /// Adds jobs, all with enqueued_at = now: pending, or scheduled when run_at is later. Returns
+    /// their ids in order (for a held dedupe key, the id of the job that holds it).
     std::vector<JobId> enqueue(OrgId org, const std::vector<NewJob>& jobs, Instant now);
+    /// As enqueue, saying for each job whether it was created or an existing holder of its
+    /// dedupe key; a key held by a job that finished less than dedupe_window ago is still held.
+    std::vector<Enqueued> enqueue_each(OrgId org, const std::vector<NewJob>& jobs, Instant now,
+                                       Duration dedupe_window = Duration{0});
 
-    /// Moves up to max_jobs of the organization's best pending jobs to assigned, in one statement.
+    /// Moves up to max_jobs of the organization's best pending jobs, from the queues the request
+    /// serves that are not paused and within their concurrency limits, to assigned, in one
+    /// statement after the queue locks (kClaimLocks).
     ClaimOutcome claim(OrgId org, const ClaimRequest& request, Duration lease, Instant now);
 
     /// Extends a live lease of the current generation to now + lease.
@@ -64,7 +71,8 @@ class AssignmentStore {
     /// Returns a held job to pending without counting the attempt.
     Transition release(const TransitionRequest& request, Instant now);
 
-    /// Coalesced claim: one LIMIT (sum of max_jobs) statement for the organization, its leases
+    /// Coalesced claim: one LIMIT (sum of max_jobs) statement for the organization and the queues
+    /// the first request serves (the caller batches only requests that serve the same), its leases
     /// handed out to the requesters in order, best jobs first. One outcome per request, in order;
     /// a lock failure under nowait/wait is every requester's outcome.
     std::vector<ClaimOutcome> claim_batch(OrgId org, std::span<const ClaimRequest> requests,
@@ -84,6 +92,12 @@ class AssignmentStore {
     /// Takes back up to limit leases that expired at now, across organizations, each decided on
     /// the current locked row. Past max_attempts the job fails instead.
     std::vector<Reclaimed> reclaim_expired(Instant now, int limit);
+
+    /// Makes up to limit scheduled jobs whose run_at has arrived pending, across organizations,
+    /// and wakes their queues. Returns how many.
+    int promote_due(Instant now, int limit);
+    /// The earliest run_at of any scheduled job.
+    std::optional<Instant> next_due();
 
     /// The row's current authority (organization, state, generation, assignee, lease), read
     /// without locking: used to learn the truth after a commit whose outcome was unknown.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,5 +11,9 @@ namespace aclaim::common {
 std::string pg_array(const std::vector<std::int64_t>& values);
 std::string pg_array(const std::vector<int>& values);
 std::string pg_array(const std::vector<std::string>& values);
+/// Arrays whose absent elements are SQL NULL.
+std::string pg_array(const std::vector<std::optional<std::int64_t>>& values);
+std::string pg_array(const std::vector<std::optional<int>>& values);
+std::string pg_array(const std::vector<std::optional<std::string>>& values);
 
 }  // namespace aclaim::common

@@ -29,62 +29,126 @@ inline constexpr const char* kAllOrganizations = "system";
 inline const Statement kScope{
     "aclaim_scope", "SELECT set_config('aclaim.org_id', $1::text, true)", {"org text"}};
 
-/// $1 org, $2 now, $3 int[] priorities, $4 text[] payloads, $5 int[] max_attempts.
+/// $1 org, $2 now, then one array element per job: $3 queues, $4 payloads, $5 priorities,
+/// $6 run_at (NULL: now), $7 max_attempts, $8 backoff bases, $9 backoff caps, $10 run timeouts,
+/// $11 dedupe keys (NULL elements: the queue's setting or the built-in default; no key), and $12
+/// the dedupe window. Each job goes through aclaim_enqueue_job (schema/0005_lifecycle.sql), which
+/// returns the existing job for a dedupe key that is still held. Jobs without a key go first, in
+/// order; keyed ones after, in key order: an insert waits for another transaction's uncommitted
+/// holder of its key, and producers that take keys in one order can never wait on each other in a
+/// cycle. Rows come back in the caller's order.
 inline const Statement kEnqueue{
     "aclaim_enqueue",
     R"SQL(
-WITH ins AS (
-    INSERT INTO jobs (org_id, priority, enqueued_at, payload, max_attempts)
-    SELECT $1::bigint, p.priority, aclaim_ts($2::bigint), p.payload, p.max_attempts
-      FROM unnest($3::int[], $4::text[], $5::int[]) WITH ORDINALITY AS p(priority, payload, max_attempts, n)
-     ORDER BY p.n
-    RETURNING id, org_id
-), logged AS (
-    INSERT INTO job_events (job_id, org_id, generation, kind, at)
-    SELECT id, org_id, 0, 'enqueued', aclaim_ts($2::bigint) FROM ins
-)
-SELECT ins.id FROM ins CROSS JOIN (SELECT aclaim_wake($1::bigint)) AS woke ORDER BY ins.id
+SELECT e.id, e.created, e.state
+  FROM (SELECT * FROM unnest($3::text[], $4::text[], $5::int[], $6::bigint[], $7::int[],
+                             $8::bigint[], $9::bigint[], $10::bigint[], $11::text[])
+                      WITH ORDINALITY AS p(queue, payload, priority, run_at, max_attempts, base,
+                                           cap, timeout, dedupe_key, n)
+         ORDER BY dedupe_key IS NOT NULL, dedupe_key, n) AS p
+ CROSS JOIN LATERAL aclaim_enqueue_job($1::bigint, $2::bigint, p.queue, p.payload, p.priority,
+                                       p.run_at, p.max_attempts, p.base, p.cap, p.timeout,
+                                       p.dedupe_key, $12::bigint) AS e
+ ORDER BY p.n
 )SQL",
-    {"org bigint", "now_us bigint", "priorities int[]", "payloads text[]", "max_attempts int[]"}};
+    {"org bigint", "now_us bigint", "queues text[]", "payloads text[]", "priorities int[]",
+     "run_at_us bigint[]", "max_attempts int[]", "backoff_base_us bigint[]",
+     "backoff_cap_us bigint[]", "run_timeout_us bigint[]", "dedupe_keys text[]",
+     "dedupe_window_us bigint"}};
 
-/// $1 org, $2 worker, $3 limit, $4 now, $5 lease length. {LOCK} is the lock strategy's clause.
-/// The candidate CTE is MATERIALIZED so that the locked set is computed exactly once. A locking
-/// read rechecks its conditions on the newest row version, so every picked row is pending and
-/// locked; the update finds it by primary key alone. (A condition on jobs.state there would make
-/// the partial index jobs_claim_order a candidate for a full scan per job, see kRenewBatch.)
+/// $1 org, $2 text[] queues. The first statement of every claim transaction; the claim itself
+/// runs in the next statement, whose snapshot is taken after these locks are granted. It takes
+/// the organization's queue lock shared (pausing a queue or changing its limit takes it
+/// exclusive, so a claim sees a pause that committed before it and a pause waits for the claims
+/// already running), and the lock of each served queue that has a concurrency limit exclusive,
+/// in name order: claims on a limited queue take turns, and each counts the leases out after the
+/// previous one committed, so no number of coordinators can exceed the limit together.
+inline const Statement kClaimLocks{"aclaim_claim_locks",
+                                   R"SQL(
+SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
+       (SELECT count(pg_advisory_xact_lock(aclaim_queue_lock($1::bigint, queue)))
+          FROM (SELECT queue FROM job_queues
+                 WHERE org_id = $1::bigint AND queue = ANY($2::text[])
+                   AND max_assigned IS NOT NULL ORDER BY queue) AS limited) AS limited
+)SQL",
+                                   {"org bigint", "queues text[]"}};
+
+/// The served queues that are not paused, with how many jobs each may still hand out: the
+/// requested number, or what its concurrency limit leaves. $1 is the organization, {LIMIT} the
+/// parameter of the number requested and {QUEUES} that of the served queues.
+inline std::string claim_room(std::string_view limit, std::string_view queues) {
+    std::string text = R"SQL(room AS (
+    SELECT s.queue,
+           CASE WHEN q.max_assigned IS NULL THEN {LIMIT}
+                ELSE q.max_assigned - (SELECT count(*) FROM jobs a
+                                        WHERE a.org_id = $1::bigint AND a.queue = s.queue
+                                          AND a.state = 'assigned')::int END AS room
+      FROM (SELECT DISTINCT unnest({QUEUES}) AS queue) AS s
+      LEFT JOIN job_queues q ON q.org_id = $1::bigint AND q.queue = s.queue
+     WHERE q.paused IS NOT TRUE
+))SQL";
+    text.replace(text.find("{LIMIT}"), 7, limit);
+    text.replace(text.find("{QUEUES}"), 8, queues);
+    return text;
+}
+
+/// $1 org, $2 worker, $3 limit, $4 now, $5 lease length, $6 text[] queues served. {LOCK} is the
+/// lock strategy's clause. Runs after kClaimLocks. Only pending rows are candidates (a scheduled
+/// job becomes pending when its run_at arrives), from the served queues that are not paused, in
+/// claim order across them; a limited queue gives no more than its room. The candidate CTE is
+/// MATERIALIZED so that the locked set is computed exactly once. A locking read rechecks its
+/// conditions on the newest row version, so every picked row is pending and locked; the update
+/// finds it by primary key alone. (A condition on jobs.state there would make the partial index
+/// jobs_claim_order a candidate for a full scan per job, see kRenewBatch.) A lease never runs past
+/// the attempt's deadline.
 inline const Statement kClaim{
     "aclaim_claim",
-    R"SQL(
-WITH picked AS MATERIALIZED (
-    SELECT id FROM jobs
+    "WITH " + claim_room("$3::int", "$6::text[]") + R"SQL(, picked AS MATERIALIZED (
+    SELECT id, queue, priority, run_at FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
-     ORDER BY priority DESC, enqueued_at, id
+       AND queue IN (SELECT queue FROM room WHERE room > 0)
+     ORDER BY priority DESC, run_at, id
      LIMIT $3::int
      FOR UPDATE {LOCK}
+), allowed AS (
+    SELECT p.id
+      FROM (SELECT id, queue,
+                   row_number() OVER (PARTITION BY queue ORDER BY priority DESC, run_at, id) AS rn
+              FROM picked) AS p
+      JOIN room USING (queue)
+     WHERE p.rn <= room.room
 ), claimed AS (
     UPDATE jobs j
        SET state = 'assigned', generation = j.generation + 1, assignee = $2::text,
            claimed_at = aclaim_ts($4::bigint),
-           lease_expires_at = aclaim_ts($4::bigint + $5::bigint),
+           deadline_at = aclaim_ts($4::bigint + j.run_timeout_us),
+           lease_expires_at = least(aclaim_ts($4::bigint + $5::bigint),
+                                    aclaim_ts($4::bigint + j.run_timeout_us)),
            attempts = j.attempts + 1
-      FROM picked
-     WHERE j.id = picked.id
-    RETURNING j.id, j.org_id, j.generation, j.priority, aclaim_us(j.enqueued_at) AS enqueued_us,
-              aclaim_us(j.lease_expires_at) AS lease_us, j.attempts, j.max_attempts, j.payload
+      FROM allowed
+     WHERE j.id = allowed.id
+    RETURNING j.id, j.org_id, j.queue, j.generation, j.priority,
+              aclaim_us(j.enqueued_at) AS enqueued_us, aclaim_us(j.run_at) AS run_at_us,
+              aclaim_us(j.lease_expires_at) AS lease_us, aclaim_us(j.deadline_at) AS deadline_us,
+              j.attempts, j.max_attempts, j.payload
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
     SELECT id, org_id, generation, 'claimed', $2::text, aclaim_ts($4::bigint) FROM claimed
 )
-SELECT id, org_id, generation, priority, enqueued_us, lease_us, attempts, max_attempts, payload
-  FROM claimed ORDER BY priority DESC, enqueued_us, id
+SELECT id, org_id, queue, generation, priority, enqueued_us, lease_us, deadline_us, attempts,
+       max_attempts, payload
+  FROM claimed ORDER BY priority DESC, run_at_us, id
 )SQL",
-    {"org bigint", "worker text", "limit int", "now_us bigint", "lease_us bigint"}};
+    {"org bigint", "worker text", "limit int", "now_us bigint", "lease_us bigint",
+     "queues text[]"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 now, $6 lease length.
-/// Only lease_expires_at changes, and it is not indexed, so a renewal can be a HOT update.
+/// Only lease_expires_at changes, and it is not indexed, so a renewal can be a HOT update. The
+/// lease never runs past the attempt's deadline: once it has reached it, the renewal is refused
+/// and the reaper takes the job back as it takes back any expired lease.
 inline const Statement kRenew{"aclaim_renew",
                               R"SQL(
-UPDATE jobs SET lease_expires_at = aclaim_ts($5::bigint + $6::bigint)
+UPDATE jobs SET lease_expires_at = least(aclaim_ts($5::bigint + $6::bigint), deadline_at)
  WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
    AND generation = $3::bigint AND assignee = $4::text
    AND lease_expires_at > aclaim_ts($5::bigint)
@@ -117,36 +181,94 @@ SELECT id, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation)
                                  {"org bigint", "job bigint", "generation bigint", "worker text",
                                   "result_ref text", "now_us bigint"}};
 
-/// $1 org, $2 job, $3 generation, $4 worker, $5 reason, $6 retryable, $7 now.
+/// How a job that lost an attempt goes on, as SET clauses over the row `j` being updated (its
+/// values before the update) and the time parameter {NOW}: with attempts left it waits out its
+/// backoff (scheduled, or pending again when the delay is zero), and with none left it is
+/// discarded, keeping its last holder. {RETRY} is the condition that the attempt may be retried.
+inline std::string retry_or_discard(std::string_view retry, std::string_view now) {
+    std::string text = R"SQL(
+           state = CASE WHEN NOT ({RETRY}) THEN 'failed'
+                        WHEN j.attempts >= j.max_attempts THEN 'discarded'
+                        WHEN aclaim_retry_delay(j.id, j.attempts, j.backoff_base_us,
+                                                j.backoff_cap_us) > 0 THEN 'scheduled'
+                        ELSE 'pending' END,
+           run_at = CASE WHEN ({RETRY}) AND j.attempts < j.max_attempts
+                         THEN aclaim_ts({NOW} + aclaim_retry_delay(j.id, j.attempts,
+                                                                   j.backoff_base_us,
+                                                                   j.backoff_cap_us))
+                         ELSE j.run_at END,
+           assignee = CASE WHEN ({RETRY}) AND j.attempts < j.max_attempts THEN NULL
+                           ELSE j.assignee END,
+           claimed_at = CASE WHEN ({RETRY}) AND j.attempts < j.max_attempts THEN NULL
+                             ELSE j.claimed_at END,
+           completed_at = CASE WHEN ({RETRY}) AND j.attempts < j.max_attempts THEN NULL
+                               ELSE aclaim_ts({NOW}) END,
+           lease_expires_at = NULL)SQL";
+    for (auto [key, value] : {std::pair{std::string_view("{RETRY}"), retry},
+                              std::pair{std::string_view("{NOW}"), now}}) {
+        for (auto at = text.find(key); at != std::string::npos; at = text.find(key, at)) {
+            text.replace(at, key.size(), value);
+            at += value.size();
+        }
+    }
+    return text;
+}
+
+/// The audit kind and the wake after retry_or_discard, for a CTE `r` returning id, org_id,
+/// queue, generation, state and run_at_us: 'released' back to the queue (woken, or scheduled
+/// for the promoters), 'discarded' or 'failed'.
+inline constexpr const char* kRetryEventKind =
+    "CASE state WHEN 'discarded' THEN 'discarded' WHEN 'failed' THEN 'failed' ELSE {BACK} END";
+inline constexpr const char* kRetryWake =
+    "CASE state WHEN 'pending' THEN aclaim_wake(org_id, queue) "
+    "WHEN 'scheduled' THEN aclaim_scheduled(run_at_us) END";
+
+inline std::string retry_event_kind(std::string_view back) {
+    std::string text = kRetryEventKind;
+    text.replace(text.find("{BACK}"), 6, back);
+    return text;
+}
+
+/// What the audit detail says of where the job went: "; retry 2 of 3 at <time>" (scheduled),
+/// "; retry 2 of 3 now" (pending: no backoff) or "; attempt 3 of 3 was the last: discarded". The
+/// checker reads the first form. For a CTE `r` as above with attempts and max_attempts.
+inline constexpr const char* kRetryDetail =
+    "CASE state WHEN 'discarded' THEN '; attempt ' || attempts || ' of ' || max_attempts || "
+    "' was the last: discarded' WHEN 'failed' THEN '' WHEN 'scheduled' THEN '; retry ' || "
+    "(attempts + 1) || ' of ' || max_attempts || ' at ' || aclaim_ts(run_at_us) ELSE "
+    "'; retry ' || (attempts + 1) || ' of ' || max_attempts || ' now' END";
+
+/// $1 org, $2 job, $3 generation, $4 worker, $5 reason, $6 retryable, $7 now. A retryable failure
+/// uses up the attempt and the retry policy applies; a failure that is not retryable is final.
 inline const Statement kFail{"aclaim_fail",
                              R"SQL(
-WITH f AS (
-    UPDATE jobs
-       SET state = CASE WHEN $6::bool AND attempts < max_attempts THEN 'pending' ELSE 'failed' END,
-           assignee = CASE WHEN $6::bool AND attempts < max_attempts THEN NULL ELSE assignee END,
-           claimed_at = CASE WHEN $6::bool AND attempts < max_attempts THEN NULL ELSE claimed_at END,
-           completed_at = CASE WHEN $6::bool AND attempts < max_attempts THEN NULL
-                               ELSE aclaim_ts($7::bigint) END,
-           lease_expires_at = NULL,
+WITH r AS (
+    UPDATE jobs j SET)SQL" + retry_or_discard("$6::bool", "$7::bigint") +
+                                 R"SQL(,
            last_error = $5::text
      WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
        AND generation = $3::bigint AND assignee = $4::text
        AND lease_expires_at > aclaim_ts($7::bigint)
-    RETURNING id, org_id, generation, state
+    RETURNING id, org_id, queue, generation, state, aclaim_us(run_at) AS run_at_us, attempts,
+              max_attempts
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-    SELECT id, org_id, generation, CASE WHEN state = 'pending' THEN 'released' ELSE 'failed' END,
+    SELECT id, org_id, generation, )SQL" +
+                                 retry_event_kind("'released'") + R"SQL(,
            $4::text, aclaim_ts($7::bigint),
-           CASE WHEN state = 'pending' THEN 'retryable failure: ' ELSE 'failure: ' END || $5::text
-      FROM f
+           CASE WHEN state = 'failed' THEN 'failure: ' ELSE 'retryable failure: ' END || $5::text
+           || )SQL" + kRetryDetail +
+                                 R"SQL(
+      FROM r
 )
-SELECT state, CASE WHEN state = 'pending' THEN aclaim_wake(org_id) END FROM f
+SELECT state, )SQL" + kRetryWake +
+                                 R"SQL( FROM r
 )SQL",
                              {"org bigint", "job bigint", "generation bigint", "worker text",
                               "reason text", "retryable bool", "now_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 now. A voluntary release does not use up an
-/// attempt.
+/// attempt, and the job keeps its place (its run_at).
 inline const Statement kRelease{
     "aclaim_release",
     R"SQL(
@@ -157,46 +279,49 @@ WITH r AS (
      WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
        AND generation = $3::bigint AND assignee = $4::text
        AND lease_expires_at > aclaim_ts($5::bigint)
-    RETURNING id, org_id, generation
+    RETURNING id, org_id, queue, generation
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
     SELECT id, org_id, generation, 'released', $4::text, aclaim_ts($5::bigint) FROM r
 )
-SELECT id, aclaim_wake(org_id) FROM r
+SELECT id, aclaim_wake(org_id, queue) FROM r
 )SQL",
     {"org bigint", "job bigint", "generation bigint", "worker text", "now_us bigint"}};
 
 /// Takes back expired leases: {PICK} selects and locks the rows, $1 is now, {DETAIL} is the
-/// events' detail. Past max_attempts the job fails instead. {PICK} must lock its rows with the
-/// conditions `state = 'assigned' AND lease_expires_at <= now`: a locking read rechecks them on
-/// the current row version, and the lock keeps them true until the UPDATE, which then finds its
-/// rows by primary key alone (as kClaim, and for the reason given at kRenewBatch). Each
-/// event carries its row's own organization. The reaper's kReclaim and the recovery tool's
-/// one-job reclaim (recovery_sql.hpp) are this one text.
+/// events' detail. An expired lease uses up its attempt: the retry policy applies, and past
+/// max_attempts the job is discarded. A lease that ran into the attempt's deadline says so in the
+/// detail. {PICK} must lock its rows with the conditions `state = 'assigned' AND
+/// lease_expires_at <= now`: a locking read rechecks them on the current row version, and the
+/// lock keeps them true until the UPDATE, which then finds its rows by primary key alone (as
+/// kClaim, and for the reason given at kRenewBatch). Each event carries its row's own
+/// organization. The reaper's kReclaim and the recovery tool's one-job reclaim
+/// (recovery_sql.hpp) are this one text.
 inline std::string reclaim_statement(std::string_view pick, std::string_view detail) {
     std::string text = R"SQL(
 WITH expired AS MATERIALIZED (
     {PICK}
 ), r AS (
-    UPDATE jobs j
-       SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,
-           assignee = CASE WHEN j.attempts >= j.max_attempts THEN j.assignee END,
-           claimed_at = CASE WHEN j.attempts >= j.max_attempts THEN j.claimed_at END,
-           completed_at = CASE WHEN j.attempts >= j.max_attempts THEN aclaim_ts($1::bigint) END,
-           last_error = CASE WHEN j.attempts >= j.max_attempts
-                             THEN 'lease expired on attempt ' || j.attempts ELSE j.last_error END,
-           lease_expires_at = NULL
+    UPDATE jobs j SET)SQL" +
+                       retry_or_discard("true", "$1::bigint") +
+                       R"SQL(,
+           last_error = CASE WHEN j.deadline_at <= aclaim_ts($1::bigint)
+                             THEN 'run deadline exceeded on attempt ' || j.attempts
+                             ELSE 'lease expired on attempt ' || j.attempts END
       FROM expired
      WHERE j.id = expired.id
-    RETURNING j.id, j.org_id, j.generation, expired.assignee, j.state
+    RETURNING j.id, j.org_id, j.queue, j.generation, expired.assignee, j.state,
+              aclaim_us(j.run_at) AS run_at_us, j.attempts, j.max_attempts, j.last_error
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-    SELECT id, org_id, generation, CASE WHEN state = 'pending' THEN 'reclaimed' ELSE 'failed' END,
-           assignee, aclaim_ts($1::bigint), {DETAIL}
+    SELECT id, org_id, generation, )SQL" +
+                       retry_event_kind("'reclaimed'") + R"SQL(,
+           assignee, aclaim_ts($1::bigint), {DETAIL} || ': ' || last_error || )SQL" +
+                       kRetryDetail + R"SQL(
       FROM r
 )
-SELECT id, org_id, generation, assignee, state,
-       CASE WHEN state = 'pending' THEN aclaim_wake(org_id) END
+SELECT id, org_id, generation, assignee, state, )SQL" +
+                       kRetryWake + R"SQL(
   FROM r ORDER BY id
 )SQL";
     text.replace(text.find("{PICK}"), 6, pick);
@@ -215,15 +340,47 @@ inline const Statement kReclaim{"aclaim_reclaim",
      ORDER BY id
      LIMIT $2::int
      FOR UPDATE SKIP LOCKED)SQL",
-                                                  "'lease expired'"),
+                                                  "'reaper'"),
                                 {"now_us bigint", "limit int"}};
+
+/// $1 now, $2 limit. Scheduled jobs whose run_at has arrived become pending, earliest first,
+/// across organizations, each audited 'due'; each queue that got work is woken once. Rows another
+/// promoter holds are passed over, so several coordinators promote together without waiting.
+inline const Statement kPromoteDue{"aclaim_promote_due",
+                                   R"SQL(
+WITH due AS MATERIALIZED (
+    SELECT id FROM jobs
+     WHERE state = 'scheduled' AND run_at <= aclaim_ts($1::bigint)
+     ORDER BY run_at, id
+     LIMIT $2::int
+     FOR UPDATE SKIP LOCKED
+), promoted AS (
+    UPDATE jobs j SET state = 'pending' FROM due WHERE j.id = due.id
+    RETURNING j.id, j.org_id, j.queue, j.generation
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, at)
+    SELECT id, org_id, generation, 'due', aclaim_ts($1::bigint) FROM promoted
+)
+SELECT count(*) AS promoted,
+       (SELECT count(aclaim_wake(org_id, queue))
+          FROM (SELECT DISTINCT org_id, queue FROM promoted) AS q) AS woken
+  FROM promoted
+)SQL",
+                                   {"now_us bigint", "limit int"}};
+
+/// The earliest run_at of any scheduled job (NULL when none): one probe of jobs_scheduled.
+inline const Statement kNextDue{
+    "aclaim_next_due",
+    "SELECT aclaim_us(min(run_at)) AS run_at_us FROM jobs WHERE state = 'scheduled'",
+    {}};
 
 /// $1 bigint[] jobs. The current authority of each row, id first: read after a fenced update
 /// matched nothing, and to resolve an interrupted commit (one job).
 inline const Statement kAuthority{"aclaim_authority",
                                   R"SQL(
 SELECT id, org_id, state, generation, coalesce(assignee, '') AS assignee,
-       aclaim_us(lease_expires_at) AS lease_us, coalesce(result_ref, '') AS result_ref
+       aclaim_us(lease_expires_at) AS lease_us, aclaim_us(deadline_at) AS deadline_us,
+       coalesce(result_ref, '') AS result_ref
   FROM jobs WHERE id = ANY($1::bigint[])
 )SQL",
                                   {"jobs bigint[]"}};
@@ -246,41 +403,52 @@ SELECT r.job, r.org, r.generation, 'rejected', r.worker, aclaim_ts($5::bigint), 
 // exact answer.
 
 /// $1 org, $2 text[] one assignee per slot (a requester asking for k jobs holds k consecutive
-/// slots), $3 now, $4 lease length. The best job goes to the first slot. {LOCK} as in kClaim.
+/// slots), $3 now, $4 lease length, $5 text[] the queues every requester of the batch serves.
+/// The best job goes to the first slot. {LOCK} as in kClaim, which this is for many requesters.
 inline const Statement kClaimBatch{
     "aclaim_claim_batch",
-    R"SQL(
-WITH picked AS MATERIALIZED (
-    SELECT id, priority, enqueued_at FROM jobs
+    "WITH " + claim_room("cardinality($2::text[])", "$5::text[]") + R"SQL(, picked AS MATERIALIZED (
+    SELECT id, queue, priority, run_at FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
-     ORDER BY priority DESC, enqueued_at, id
+       AND queue IN (SELECT queue FROM room WHERE room > 0)
+     ORDER BY priority DESC, run_at, id
      LIMIT cardinality($2::text[])
      FOR UPDATE {LOCK}
+), allowed AS (
+    SELECT p.id, p.priority, p.run_at
+      FROM (SELECT id, queue, priority, run_at,
+                   row_number() OVER (PARTITION BY queue ORDER BY priority DESC, run_at, id) AS rn
+              FROM picked) AS p
+      JOIN room USING (queue)
+     WHERE p.rn <= room.room
 ), slotted AS (
     SELECT p.id, s.worker, s.slot
-      FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, enqueued_at, id) AS slot
-              FROM picked) AS p
+      FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) AS slot
+              FROM allowed) AS p
       JOIN unnest($2::text[]) WITH ORDINALITY AS s(worker, slot) USING (slot)
 ), claimed AS (
     UPDATE jobs j
        SET state = 'assigned', generation = j.generation + 1, assignee = slotted.worker,
            claimed_at = aclaim_ts($3::bigint),
-           lease_expires_at = aclaim_ts($3::bigint + $4::bigint),
+           deadline_at = aclaim_ts($3::bigint + j.run_timeout_us),
+           lease_expires_at = least(aclaim_ts($3::bigint + $4::bigint),
+                                    aclaim_ts($3::bigint + j.run_timeout_us)),
            attempts = j.attempts + 1
       FROM slotted
      WHERE j.id = slotted.id
-    RETURNING slotted.slot, j.id, j.org_id, j.generation, j.priority,
+    RETURNING slotted.slot, j.id, j.org_id, j.queue, j.generation, j.priority,
               aclaim_us(j.enqueued_at) AS enqueued_us, aclaim_us(j.lease_expires_at) AS lease_us,
-              j.attempts, j.max_attempts, j.payload, j.assignee
+              aclaim_us(j.deadline_at) AS deadline_us, j.attempts, j.max_attempts, j.payload,
+              j.assignee
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
     SELECT id, org_id, generation, 'claimed', assignee, aclaim_ts($3::bigint) FROM claimed
 )
-SELECT slot, id, org_id, generation, priority, enqueued_us, lease_us, attempts, max_attempts,
-       payload
+SELECT slot, id, org_id, queue, generation, priority, enqueued_us, lease_us, deadline_us, attempts,
+       max_attempts, payload
   FROM claimed ORDER BY slot
 )SQL",
-    {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint"}};
+    {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers, $5 now,
 /// $6 lease length. The rows are locked in id order first, so that two coalesced statements
@@ -295,10 +463,10 @@ WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[])
                   WITH ORDINALITY AS r(org, job, generation, worker, n)
 ), locked AS MATERIALIZED (
-    SELECT id, org_id, state, generation, assignee, lease_expires_at FROM jobs
+    SELECT id, org_id, state, generation, assignee, lease_expires_at, deadline_at FROM jobs
      WHERE id IN (SELECT job FROM r) ORDER BY id FOR NO KEY UPDATE
 )
-UPDATE jobs j SET lease_expires_at = aclaim_ts($5::bigint + $6::bigint)
+UPDATE jobs j SET lease_expires_at = least(aclaim_ts($5::bigint + $6::bigint), l.deadline_at)
   FROM r JOIN locked l ON l.id = r.job
  WHERE j.id = l.id AND l.org_id = r.org AND l.state = 'assigned'
    AND l.generation = r.generation AND l.assignee = r.worker
@@ -342,8 +510,9 @@ SELECT n, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) 
 
 /// Every statement a store prepares at connect, in one table.
 inline const std::vector<const Statement*> kStatements = {
-    &kScope,   &kEnqueue,   &kClaim,         &kRenew,      &kComplete,   &kFail,          &kRelease,
-    &kReclaim, &kAuthority, &kRejectedBatch, &kClaimBatch, &kRenewBatch, &kCompleteBatch,
+    &kScope,         &kEnqueue,    &kClaimLocks, &kClaim,         &kRenew,   &kComplete,
+    &kFail,          &kRelease,    &kReclaim,    &kPromoteDue,    &kNextDue, &kAuthority,
+    &kRejectedBatch, &kClaimBatch, &kRenewBatch, &kCompleteBatch,
 };
 
 }  // namespace aclaim::common::sql

@@ -152,7 +152,8 @@ void ZapHandler::answer_one() {
                 user_id = identity.user_id();
                 // Every message of the connection carries its key, so that the router thread can
                 // tell which open connections a revocation concerns.
-                properties = metadata(kKeyProperty, key);
+                properties =
+                    metadata(kKeyProperty, key) + metadata(kQueuesProperty, identity.queues);
                 counters_.accepted.fetch_add(1, std::memory_order_relaxed);
                 spdlog::debug("handshake from {} accepted as {}", address, user_id);
                 break;
@@ -222,7 +223,11 @@ std::optional<KeyIdentity> ZapHandler::look_up(const std::string& key) {
     pqxx::read_transaction txn(connection());
     const auto owner = common::live_worker_key(txn, key);
     if (!owner) return std::nullopt;
-    return KeyIdentity{owner->org_id, owner->name};
+    std::string queues;
+    for (const auto& q : owner->queues.value_or(std::vector<std::string>{})) {
+        queues += (queues.empty() ? "" : ",") + q;
+    }
+    return KeyIdentity{owner->org_id, owner->name, queues};
 }
 
 void ZapHandler::recheck(Poster& poster) {

@@ -26,6 +26,9 @@ class Poster;
 struct KeyIdentity {
     common::OrgId org_id = 0;
     std::string name;
+    /// The only queues the key's worker may serve, comma-separated; empty: any. Travels with
+    /// every message as the ZAP metadata property ZapHandler::kQueuesProperty.
+    std::string queues;
 
     /// The ZAP User-Id: "<org_id>:<name>", what every message of the connection carries.
     std::string user_id() const;
@@ -48,6 +51,7 @@ class ZapHandler {
   public:
     /// The message property (zmq_msg_gets) that carries the connection's client public key, Z85.
     static constexpr const char* kKeyProperty = "X-Public-Key";
+    static constexpr const char* kQueuesProperty = "X-Queues";
     static constexpr int kMaxRechecksPerSecond = 20;
 
     /// Binds the ZAP endpoint on `context` at once: it must exist before the ROUTER accepts.

@@ -30,10 +30,17 @@ void field(const char* name, const std::string& value) {
 void print_job(const common::JobRecord& j, common::Instant now) {
     std::printf("job %lld  organization %lld  %s\n", static_cast<long long>(j.id),
                 static_cast<long long>(j.org_id), std::string(common::to_string(j.state)).c_str());
+    field("queue", j.queue);
     field("priority", std::to_string(j.priority));
     field("generation", std::to_string(j.generation));
-    field("attempts", std::to_string(j.attempts) + " of " + std::to_string(j.max_attempts));
+    field("attempts", std::to_string(j.attempts) + " of " + std::to_string(j.max_attempts) +
+                          " (each attempt's error is in the history below)");
     field("enqueued", when(j.enqueued_at, now));
+    if (j.run_at != j.enqueued_at) {
+        field(j.state == common::JobState::Scheduled ? "runs at" : "ran at", when(j.run_at, now));
+    }
+    if (j.deadline) field("run deadline", when(*j.deadline, now));
+    if (j.dedupe_key) field("dedupe key", *j.dedupe_key);
     if (j.assignee) {
         field(j.state == common::JobState::Assigned ? "held by" : "last held by", *j.assignee);
     }

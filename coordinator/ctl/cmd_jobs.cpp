@@ -15,6 +15,7 @@ namespace {
 
 struct ListArgs {
     std::int64_t org = 0;
+    std::string queue;
     std::string state;
     std::string assignee;
     std::string older_than;
@@ -30,11 +31,13 @@ common::JobFilter filter_of(const ListArgs& a, common::Instant now) {
         if (!is_job_state(a.state)) {
             throw UsageError(
                 "--state '" + a.state +
-                "' is not a state (pending, assigned, completed, failed, quarantined)");
+                "' is not a state (pending, scheduled, assigned, completed, failed, discarded, "
+                "cancelled, quarantined)");
         }
         f.state = a.state;
     }
     if (!a.assignee.empty()) f.assignee = a.assignee;
+    if (!a.queue.empty()) f.queue = a.queue;
     if (!a.older_than.empty()) {
         const auto d = parse_duration(a.older_than);
         if (!d) {
@@ -100,8 +103,10 @@ void add_jobs_command(CLI::App& app, Global& global, Action& action) {
     auto* ls = cmd->add_subcommand(
         "list", "Jobs matching every filter given, in id order, a page at a time");
     ls->add_option("--org", args->org, "Only this organization")->check(CLI::PositiveNumber);
+    ls->add_option("--queue", args->queue, "Only this queue");
     ls->add_option("--state", args->state,
-                   "Only this state: pending, assigned, completed, failed, quarantined");
+                   "Only this state: pending, scheduled, assigned, completed, failed, discarded, "
+                   "cancelled, quarantined");
     ls->add_option("--assignee", args->assignee, "Only jobs this worker holds or last held");
     ls->add_option("--older-than", args->older_than,
                    "Only jobs enqueued longer ago than this (90s, 10m, 2h, 1d)");

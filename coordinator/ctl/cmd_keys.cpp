@@ -31,6 +31,7 @@ struct RegisterArgs {
     long long org = 0;
     std::string name;
     std::string public_key;
+    std::vector<std::string> queues;
 };
 
 struct RevokeArgs {
@@ -74,14 +75,27 @@ int register_key(const Global& global, const RegisterArgs& args) {
     }
     pqxx::connection conn(require_dsn(global));
     pqxx::work txn(conn, "keys_register");
-    if (!common::register_worker_key(txn, args.org, args.name, args.public_key)) {
+    const auto queues =
+        args.queues.empty() ? std::nullopt : std::optional<std::vector<std::string>>(args.queues);
+    bool registered = false;
+    try {
+        registered = common::register_worker_key(txn, args.org, args.name, args.public_key, queues);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    if (!registered) {
         throw UsageError(
             "that public key is already registered (keys are never reused, even "
             "after revocation: generate a new pair)");
     }
     txn.commit();
     std::cout << "registered " << args.public_key << " for org " << args.org << " worker "
-              << args.name << "\n";
+              << args.name;
+    if (queues) {
+        std::cout << ", limited to the queues";
+        for (const auto& q : *queues) std::cout << " " << q;
+    }
+    std::cout << "\n";
     return 0;
 }
 
@@ -154,6 +168,9 @@ void add_keys_command(CLI::App& app, Global& global, Action& action) {
             return n.empty() || n.size() > 128 ? std::string("1..128 bytes") : std::string();
         });
     r->add_option("--public-key", reg->public_key, "Z85 public key")->required();
+    r->add_option("--queues", reg->queues,
+                  "Limit the key to these queues (HELLO naming another is refused)")
+        ->delimiter(',');
     r->callback([&global, &action, reg] {
         action = [&global, reg] { return register_key(global, *reg); };
     });

@@ -153,10 +153,11 @@ void print_outcomes(const std::vector<ApplyOutcome>& outcomes) {
     }
     if (outcomes.empty()) std::printf("  none: nothing to reclaim or quarantine\n");
     std::printf(
-        "applied: %d reclaimed, %d failed, %d quarantined, %d unchanged, %d busy, "
+        "applied: %d reclaimed, %d discarded, %d quarantined, %d unchanged, %d busy, "
         "%d vanished\n",
-        tally[ApplyAction::Reclaimed], tally[ApplyAction::Failed], tally[ApplyAction::Quarantined],
-        tally[ApplyAction::Unchanged], tally[ApplyAction::Busy], tally[ApplyAction::Vanished]);
+        tally[ApplyAction::Reclaimed], tally[ApplyAction::Discarded],
+        tally[ApplyAction::Quarantined], tally[ApplyAction::Unchanged], tally[ApplyAction::Busy],
+        tally[ApplyAction::Vanished]);
 }
 
 }  // namespace

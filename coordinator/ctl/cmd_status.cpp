@@ -36,9 +36,12 @@ nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Insta
     for (const auto& s : rows) {
         out["organizations"][std::to_string(s.org_id)] = {
             {"pending", s.pending},
+            {"scheduled", s.scheduled},
             {"assigned", s.assigned},
             {"completed", s.completed},
             {"failed", s.failed},
+            {"discarded", s.discarded},
+            {"cancelled", s.cancelled},
             {"quarantined", s.quarantined},
             {"live_leases", s.live_leases},
             {"expired_leases", s.expired_leases},
@@ -54,22 +57,28 @@ nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Insta
 }
 
 void print_table(const std::vector<common::OrgStatus>& rows) {
-    std::printf("%-8s %9s %10s %9s %9s %9s %10s %9s %8s %12s\n", "org", "pending", "oldest",
-                "assigned", "live", "expired", "completed", "last-min", "failed", "quarantined");
+    std::printf("%-8s %9s %10s %9s %9s %9s %9s %10s %9s %8s %9s %9s %12s\n", "org", "pending",
+                "oldest", "scheduled", "assigned", "live", "expired", "completed", "last-min",
+                "failed", "discarded", "cancelled", "quarantined");
     common::OrgStatus total;
     auto line = [](const char* org, const common::OrgStatus& s) {
         const std::string oldest =
             s.oldest_pending_age ? format_duration(*s.oldest_pending_age) : "-";
-        std::printf("%-8s %9lld %10s %9lld %9lld %9lld %10lld %9lld %8lld %12lld\n", org,
-                    static_cast<long long>(s.pending), oldest.c_str(),
-                    static_cast<long long>(s.assigned), static_cast<long long>(s.live_leases),
-                    static_cast<long long>(s.expired_leases), static_cast<long long>(s.completed),
-                    static_cast<long long>(s.completed_last_minute),
-                    static_cast<long long>(s.failed), static_cast<long long>(s.quarantined));
+        std::printf(
+            "%-8s %9lld %10s %9lld %9lld %9lld %9lld %10lld %9lld %8lld %9lld %9lld %12lld\n", org,
+            static_cast<long long>(s.pending), oldest.c_str(), static_cast<long long>(s.scheduled),
+            static_cast<long long>(s.assigned), static_cast<long long>(s.live_leases),
+            static_cast<long long>(s.expired_leases), static_cast<long long>(s.completed),
+            static_cast<long long>(s.completed_last_minute), static_cast<long long>(s.failed),
+            static_cast<long long>(s.discarded), static_cast<long long>(s.cancelled),
+            static_cast<long long>(s.quarantined));
     };
     for (const auto& s : rows) {
         line(std::to_string(s.org_id).c_str(), s);
         total.pending += s.pending;
+        total.scheduled += s.scheduled;
+        total.discarded += s.discarded;
+        total.cancelled += s.cancelled;
         total.assigned += s.assigned;
         total.live_leases += s.live_leases;
         total.expired_leases += s.expired_leases;

@@ -30,7 +30,8 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
 /// to refuse a batch for a reason a line number could have explained.
 void check_record(const EnqueueRecord& r, const std::string& source) {
     if (r.org_id <= 0) bad(source, r.line, "organization must be a positive id");
-    if (r.job.max_attempts < 1 || r.job.max_attempts > kMaxAttemptsLimit) {
+    if (r.job.max_attempts &&
+        (*r.job.max_attempts < 1 || *r.job.max_attempts > kMaxAttemptsLimit)) {
         bad(source, r.line, "max_attempts must be 1.." + std::to_string(kMaxAttemptsLimit));
     }
     if (r.job.payload.find('\0') != std::string::npos) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <istream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,7 @@ struct EnqueueRecord {
 struct RecordDefaults {
     common::OrgId org_id = 0;  ///< 0: every record must name its organization
     int priority = 0;
-    int max_attempts = 3;
+    std::optional<int> max_attempts;  ///< unset: the queue's setting, then 3
 };
 
 /// CSV with a header row naming its columns: payload (required), org (or org_id), priority,

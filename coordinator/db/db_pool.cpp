@@ -77,8 +77,9 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
         std::vector<common::ClaimRequest> claims;
         claims.reserve(batch.size());
         for (const auto& o : batch) {
-            claims.push_back(
-                {o.request.from.worker_id, std::get<proto::Claim>(o.request.body).max_jobs});
+            claims.push_back({o.request.from.worker_id,
+                              std::get<proto::Claim>(o.request.body).max_jobs,
+                              o.request.from.queues});
         }
         const common::OrgId org = batch.front().request.from.org_id;
         if (claims.size() == 1) {

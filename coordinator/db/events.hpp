@@ -24,9 +24,10 @@ struct Requester {
     std::string routing_id;
     proto::Encoding encoding = proto::Encoding::Binary;
     std::uint64_t req = 0;
-    common::OrgId org_id = 0;  ///< from the session, never from the body
-    std::string worker_id;     ///< from the session
-    std::string public_key;    ///< the connection's CURVE key (Z85); empty in plaintext
+    common::OrgId org_id = 0;           ///< from the session, never from the body
+    std::string worker_id;              ///< from the session
+    std::string public_key;             ///< the connection's CURVE key (Z85); empty in plaintext
+    std::vector<std::string> queues{};  ///< the queues the session serves (sorted, each once)
 };
 
 /// The order of the alternatives matches RequestKind.
@@ -71,9 +72,10 @@ struct RequestOutcome {
     Result result;
 };
 
-/// A committed job notification for an organization arrived.
+/// A committed job notification for an organization's queue arrived (all queues when empty).
 struct OrgWoken {
     common::OrgId org_id = 0;
+    std::string queue;
 };
 
 /// The listener (re)started listening; notifications before this moment may have been missed.

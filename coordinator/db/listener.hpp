@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -12,16 +13,24 @@
 
 namespace aclaim::coordinator {
 
-/// LISTENs on the aclaim_jobs channel with a connection of its own and posts an OrgWoken event
-/// for every committed enqueue, reclaim, release or retryable failure, so that parked claims
-/// retry exactly when work may have appeared instead of polling the table. Whenever it starts
-/// listening (first connect or reconnect) it posts ListenerReady, because notifications sent
-/// while it was not listening are lost.
+/// LISTENs with a connection of its own on three channels:
+///   aclaim_jobs      "org:queue" (or "org": every queue) for every committed enqueue, promotion,
+///                    reclaim, release or retry: posts OrgWoken, so that parked claims retry
+///                    exactly when work may have appeared in a queue they serve, instead of
+///                    polling the table;
+///   aclaim_schedule  a job was scheduled for later: calls on_schedule, which makes the promoter
+///                    re-read the earliest run_at;
+///   aclaim_revoke    "org:job:generation:reason:worker" for an assigned job cancelled: posts a
+///                    Reclaimed with that reason, so that its holder is told at once.
+/// Whenever it starts listening (first connect or reconnect) it posts ListenerReady and calls
+/// on_schedule, because notifications sent while it was not listening are lost.
 class Listener {
   public:
     static constexpr const char* kChannel = "aclaim_jobs";
+    static constexpr const char* kScheduleChannel = "aclaim_schedule";
+    static constexpr const char* kRevokeChannel = "aclaim_revoke";
 
-    Listener(std::string dsn, Mailbox& mailbox);
+    Listener(std::string dsn, Mailbox& mailbox, std::function<void()> on_schedule = {});
     ~Listener();
     Listener(const Listener&) = delete;
     Listener& operator=(const Listener&) = delete;
@@ -37,6 +46,7 @@ class Listener {
 
     std::string dsn_;
     Mailbox& mailbox_;
+    std::function<void()> on_schedule_;
     std::atomic<bool> stop_{false};
     /// Ends a pause as soon as stop() is asked, without reading any clock.
     mutable std::mutex pause_mutex_;

@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "coordinator/db/store_handle.hpp"
 
 namespace aclaim::coordinator {
@@ -27,6 +30,14 @@ void Reaper::stop() {
     if (thread_.joinable()) thread_.join();
 }
 
+void Reaper::nudge() {
+    {
+        std::lock_guard lock(mutex_);
+        nudged_ = true;
+    }
+    wake_.notify_all();
+}
+
 void Reaper::run() {
     common::StoreOptions store_options;
     store_options.application_name = "aclaim-coordinator-reaper";
@@ -34,39 +45,78 @@ void Reaper::run() {
     StoreHandle handle(options_.dsn, store_options, clock_);
     Poster poster(mailbox_);
     const auto interval = std::chrono::milliseconds(options_.reap_interval_ms);
+    std::optional<common::Instant> next_due;
+    bool read_due = true;
+    // The reaper's pace is the interval in real time, which is what a condition variable waits
+    // on (as before the promoter existed); the promoter's timer ends a wait early when the
+    // earliest run_at, on the injected clock, comes sooner.
+    auto next_reap = std::chrono::steady_clock::now() + interval;
     while (true) {
         {
             std::unique_lock lock(mutex_);
-            if (wake_.wait_for(lock, interval, [this] { return stop_; })) return;
+            auto until = next_reap;
+            if (next_due) {
+                const auto due_in = std::max(*next_due - clock_.now(), common::Duration{0});
+                until = std::min(until, std::chrono::steady_clock::now() + due_in);
+            }
+            wake_.wait_until(lock, until, [this] { return stop_ || nudged_; });
+            if (stop_) return;
+            read_due = read_due || nudged_;
+            nudged_ = false;
         }
+        const bool reap = std::chrono::steady_clock::now() >= next_reap;
+        if (reap) next_reap = std::chrono::steady_clock::now() + interval;
         common::AssignmentStore* store = handle.get();
-        if (store == nullptr) continue;
+        if (store == nullptr) {
+            read_due = true;
+            continue;
+        }
         try {
-            // Repeat while a statement comes back full: a backlog after an outage drains in one
-            // pass rather than one batch per interval.
-            std::size_t got = 0;
-            do {
-                const auto started = LatencyClock::now();
-                const auto reclaimed = store->reclaim_expired(clock_.now(), options_.reap_batch);
-                metrics_.statement_latency[Metrics::kReclaimStatement].observe(LatencyClock::now() -
-                                                                               started);
-                got = reclaimed.size();
-                for (const auto& r : reclaimed) {
-                    metrics_.reclaims.fetch_add(1, std::memory_order_relaxed);
-                    spdlog::info("reclaim org={} job={} generation={} worker={} outcome={}",
-                                 r.org_id, r.job_id, r.generation, r.assignee,
-                                 common::to_string(r.state));
-                    poster.post(r);
-                }
-            } while (got == static_cast<std::size_t>(options_.reap_batch));
+            if (reap) reclaim(*store, poster);
+            if (next_due && clock_.now() >= *next_due) {
+                promote(*store);
+                read_due = true;
+            }
+            if (read_due) {
+                next_due = store->next_due();
+                read_due = false;
+            }
         } catch (const std::exception& e) {
+            read_due = true;
             if (connection_lost(e, store)) {
                 handle.drop(e.what());
             } else {
-                spdlog::error("reaper: reclaim failed: {}", e.what());
+                spdlog::error("reaper: pass failed: {}", e.what());
             }
         }
     }
+}
+
+void Reaper::reclaim(common::AssignmentStore& store, Poster& poster) {
+    // Repeat while a statement comes back full: a backlog after an outage drains in one pass
+    // rather than one batch per interval.
+    std::size_t got = 0;
+    do {
+        const auto started = LatencyClock::now();
+        const auto reclaimed = store.reclaim_expired(clock_.now(), options_.reap_batch);
+        metrics_.statement_latency[Metrics::kReclaimStatement].observe(LatencyClock::now() -
+                                                                       started);
+        got = reclaimed.size();
+        for (const auto& r : reclaimed) {
+            metrics_.reclaims.fetch_add(1, std::memory_order_relaxed);
+            spdlog::info("reclaim org={} job={} generation={} worker={} outcome={}", r.org_id,
+                         r.job_id, r.generation, r.assignee, common::to_string(r.state));
+            poster.post(r);
+        }
+    } while (got == static_cast<std::size_t>(options_.reap_batch));
+}
+
+void Reaper::promote(common::AssignmentStore& store) {
+    int got = 0;
+    do {
+        got = store.promote_due(clock_.now(), options_.reap_batch);
+        if (got > 0) spdlog::debug("promoted {} scheduled jobs", got);
+    } while (got == options_.reap_batch);
 }
 
 }  // namespace aclaim::coordinator

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/base/clock.hpp"
+#include "common/store/assignment_store.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/http/metrics.hpp"
 #include "coordinator/options.hpp"
@@ -15,6 +16,12 @@ namespace aclaim::coordinator {
 /// Takes back expired leases every reap_interval_ms on a connection of its own, and posts each
 /// reclaim so that the router can tell the former assignee at once. Each reclaim is decided by
 /// the store on the current locked row, so several coordinators reaping one database agree.
+///
+/// It is also the promoter of scheduled jobs: it knows the earliest run_at (one probe of the
+/// index jobs_scheduled, read again only when nudged: at start, when the listener hears that a
+/// job was scheduled, and after each promotion) and sleeps until then, so a delayed job or a
+/// retry becomes pending, and its queue's parked claims are woken, when its time comes, without
+/// polling the table.
 class Reaper {
   public:
     Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox, Metrics& metrics);
@@ -25,9 +32,13 @@ class Reaper {
     void start();
     /// Returns after the pass in progress, if any, ends.
     void stop();
+    /// Makes the promoter read the earliest run_at again. Any thread.
+    void nudge();
 
   private:
     void run();
+    void reclaim(common::AssignmentStore& store, Poster& poster);
+    void promote(common::AssignmentStore& store);
 
     const ReaperOptions options_;
     const common::Clock& clock_;
@@ -36,6 +47,7 @@ class Reaper {
     std::mutex mutex_;
     std::condition_variable wake_;
     bool stop_ = false;
+    bool nudged_ = true;
     std::thread thread_;
 };
 

@@ -13,8 +13,9 @@ void WorkQueue::push(DbRequest request) {
 
 bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {
     if (head.kind() != other.kind()) return false;
-    // A coalesced claim is one LIMIT n statement for one organization.
-    return head.kind() != RequestKind::Claim || head.from.org_id == other.from.org_id;
+    // A coalesced claim is one LIMIT n statement for one organization and one set of queues.
+    return head.kind() != RequestKind::Claim ||
+           (head.from.org_id == other.from.org_id && head.from.queues == other.from.queues);
 }
 
 std::vector<DbRequest> WorkQueue::take(std::size_t max_batch) {

@@ -32,6 +32,8 @@ HttpServer::HttpServer(HttpOptions options, const Metrics& metrics)
 HttpServer::HttpServer(HttpOptions options, const Metrics& metrics, const common::Clock& clock)
     : options_(std::move(options)),
       metrics_(metrics),
+      queue_metrics_(options_.dsn.empty() ? nullptr
+                                          : std::make_unique<QueueMetrics>(options_.dsn, clock)),
       readiness_(options_.dsn, clock),
       server_(std::make_unique<httplib::Server>()) {}
 
@@ -41,7 +43,9 @@ HttpServer::~HttpServer() {
 
 void HttpServer::routes() {
     server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(render_prometheus(metrics_, options_), std::string(kPrometheusContentType));
+        std::string text = render_prometheus(metrics_, options_);
+        if (queue_metrics_) text += queue_metrics_->render();
+        res.set_content(text, std::string(kPrometheusContentType));
     });
     server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
         const std::int64_t tick = metrics_.router_tick_ns.load();

@@ -8,6 +8,7 @@
 
 #include "common/base/clock.hpp"
 #include "coordinator/http/metrics.hpp"
+#include "coordinator/http/queue_metrics.hpp"
 #include "coordinator/http/readiness.hpp"
 #include "coordinator/options.hpp"
 
@@ -51,6 +52,8 @@ class HttpServer {
 
     HttpOptions options_;
     const Metrics& metrics_;
+    /// Per-queue gauges appended to /metrics (none without a database).
+    std::unique_ptr<QueueMetrics> queue_metrics_;
     ReadinessProbe readiness_;
     std::unique_ptr<httplib::Server> server_;
     std::thread thread_;

@@ -126,7 +126,8 @@ void Coordinator::bind() {
     mailbox_ = std::make_unique<Mailbox>(context_);
     pool_ = std::make_unique<DbPool>(options_.db_pool(), clock_, queue_, *mailbox_, metrics_);
     reaper_ = std::make_unique<Reaper>(options_.reaper(), clock_, *mailbox_, metrics_);
-    listener_ = std::make_unique<Listener>(options_.dsn, *mailbox_);
+    listener_ = std::make_unique<Listener>(options_.dsn, *mailbox_,
+                                           [reaper = reaper_.get()] { reaper->nudge(); });
     bound_ = true;
 }
 

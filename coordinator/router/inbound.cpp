@@ -3,7 +3,10 @@
 #include <spdlog/fmt/bin_to_hex.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/base/overloaded.hpp"
+#include "common/ops/worker_keys.hpp"
 #include "common/proto/wire_errors.hpp"
 #include "coordinator/auth/zap.hpp"
 
@@ -58,6 +61,9 @@ int Inbound::read() {
             }
             if (const char* key = zmq_msg_gets(parts[0].handle(), ZapHandler::kKeyProperty)) {
                 credentials.public_key = key;
+            }
+            if (const char* queues = zmq_msg_gets(parts[0].handle(), ZapHandler::kQueuesProperty)) {
+                credentials.queues = queues;
             }
         }
         std::vector<std::string_view> frames;
@@ -170,8 +176,9 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
         return;
     }
     DbRequest request;
-    request.from =
-        Requester{routing_id, enc, req, session->org_id, session->worker_id, session->public_key};
+    request.from = Requester{
+        routing_id,     enc, req, session->org_id, session->worker_id, session->public_key,
+        session->queues};
     request.body = std::move(*body);
     if (claim != nullptr) {
         request.wait_until =
@@ -208,11 +215,31 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
                               "org_id must be a positive organization id");
         return;
     }
+    // The queues served: those named, each once, in name order (requests that serve the same set
+    // are coalesced together); none named means the default queue only.
+    std::vector<std::string> queues = hello.queues;
+    if (queues.empty()) queues.emplace_back(common::kDefaultQueue);
+    std::sort(queues.begin(), queues.end());
+    queues.erase(std::unique(queues.begin(), queues.end()), queues.end());
+    if (!credentials.queues.empty()) {
+        const auto allowed = common::split_queues(credentials.queues);
+        for (const auto& q : queues) {
+            if (std::find(allowed.begin(), allowed.end(), q) == allowed.end()) {
+                p_.replier.send_error(routing_id, encoding, hello.req,
+                                      proto::errors::kQueueNotAllowed,
+                                      "this key may serve only the queues " + credentials.queues +
+                                          ", not '" + q + "'");
+                return;
+            }
+        }
+    }
     Session& s = p_.sessions.open(routing_id, hello.worker_id, org, encoding);
     s.user_id = user_id;
     s.public_key = credentials.public_key;
+    s.queues = std::move(queues);
     p_.metrics.connected_sessions.store(static_cast<std::int64_t>(p_.sessions.size()));
-    spdlog::info("session org={} worker={} opened", s.org_id, s.worker_id);
+    spdlog::info("session org={} worker={} queues={} opened", s.org_id, s.worker_id,
+                 fmt::join(s.queues, ","));
     proto::Welcome welcome;
     welcome.req = hello.req;
     welcome.org_id = s.org_id;

@@ -50,6 +50,8 @@ class Inbound {
     struct Credentials {
         std::string user_id;
         std::string public_key;
+        /// The key's queue limit, comma-separated; empty: any queue.
+        std::string queues;
     };
 
     void handle_message(const std::string& routing_id, const Credentials& credentials,

@@ -41,7 +41,9 @@ void Outcomes::process(std::deque<Event> events) {
                            [this](common::Reclaimed& r) { on_reclaimed(r); },
                            [this](OrgWoken& w) {
                                p_.wakes.org_woken(w.org_id);
-                               if (!p_.dispatcher.draining()) wake(p_.parked.take_org(w.org_id));
+                               if (!p_.dispatcher.draining()) {
+                                   wake(p_.parked.take_org(w.org_id, w.queue));
+                               }
                            },
                            [this](ListenerReady&) {
                                // Anything sent while nobody listened is lost: look again once.
@@ -244,14 +246,16 @@ void Outcomes::release_undelivered(const DbRequest& claim, const common::ClaimOu
 void Outcomes::on_reclaimed(const common::Reclaimed& reclaimed) {
     Session* session = p_.sessions.find_worker(reclaimed.org_id, reclaimed.assignee);
     if (session == nullptr) return;
-    const std::string detail = reclaimed.state == common::JobState::Failed
-                                   ? "lease expired on the job's last attempt; the job failed"
-                                   : "lease expired; the job is pending again";
-    const bool pushed =
-        p_.replier.send(session->routing_id,
-                        proto::Revoked{0, reclaimed.job_id, reclaimed.generation,
-                                       std::string(proto::errors::kReclaimed), detail},
-                        session->encoding);
+    const std::string detail =
+        reclaimed.reason == "cancelled" ? "the job was cancelled"
+        : reclaimed.state == common::JobState::Discarded
+            ? "lease expired on the job's last attempt; the job was discarded"
+            : "lease expired; the job is " + std::string(common::to_string(reclaimed.state)) +
+                  " again";
+    const bool pushed = p_.replier.send(
+        session->routing_id,
+        proto::Revoked{0, reclaimed.job_id, reclaimed.generation, reclaimed.reason, detail},
+        session->encoding);
     if (pushed) p_.metrics.revocations.fetch_add(1, std::memory_order_relaxed);
     spdlog::info("revoke org={} job={} generation={} worker={} outcome={}", reclaimed.org_id,
                  reclaimed.job_id, reclaimed.generation, reclaimed.assignee,

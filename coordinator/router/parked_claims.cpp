@@ -1,5 +1,7 @@
 #include "coordinator/router/parked_claims.hpp"
 
+#include <algorithm>
+
 namespace aclaim::coordinator {
 
 void ParkedClaims::park(DbRequest claim) {
@@ -9,13 +11,22 @@ void ParkedClaims::park(DbRequest claim) {
     ++count_;
 }
 
-std::vector<DbRequest> ParkedClaims::take_org(common::OrgId org) {
+std::vector<DbRequest> ParkedClaims::take_org(common::OrgId org, std::string_view queue) {
     std::vector<DbRequest> out;
     const auto it = by_org_.find(org);
     if (it == by_org_.end()) return out;
-    for (auto& [until, claim] : it->second) out.push_back(std::move(claim));
+    auto& claims = it->second;
+    for (auto c = claims.begin(); c != claims.end();) {
+        const auto& served = c->second.from.queues;
+        if (queue.empty() || std::find(served.begin(), served.end(), queue) != served.end()) {
+            out.push_back(std::move(c->second));
+            c = claims.erase(c);
+        } else {
+            ++c;
+        }
+    }
     count_ -= out.size();
-    by_org_.erase(it);
+    if (claims.empty()) by_org_.erase(it);
     return out;
 }
 

@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -21,8 +22,9 @@ class ParkedClaims {
 
     void park(DbRequest claim);
 
-    /// Removes and returns the organization's parked claims, oldest deadline first.
-    std::vector<DbRequest> take_org(common::OrgId org);
+    /// Removes and returns the organization's parked claims that serve `queue` (all of them
+    /// when it is empty), oldest deadline first.
+    std::vector<DbRequest> take_org(common::OrgId org, std::string_view queue = {});
     std::vector<DbRequest> take_all();
     /// Removes and returns the claims whose wait has ended by now.
     std::vector<DbRequest> take_expired();

@@ -20,6 +20,7 @@ struct Session {
     common::OrgId org_id = 0;  ///< the organization every request of this session acts for
     std::string user_id;       ///< the CURVE identity it was opened under; empty in plaintext
     std::string public_key;    ///< its connection's CURVE key (Z85); empty in plaintext
+    std::vector<std::string> queues{};  ///< served, sorted, each once; set by every HELLO
     proto::Encoding encoding = proto::Encoding::Binary;  ///< of its latest request, for pushes
     int outstanding = 0;  ///< requests not answered yet, parked claims included
     SteadyClock::time_point last_seen{};

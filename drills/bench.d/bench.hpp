@@ -104,6 +104,8 @@ struct ScaleOptions {
     int small_pending = 10000;
     int large_pending = 1000000;
     int large_completed = 1000000;
+    /// Jobs scheduled a day ahead next to small_pending runnable ones over 20 queues (0: skip).
+    int future = 1000000;
     /// Claims timed at each size.
     int claims = 300;
 };

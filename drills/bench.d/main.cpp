@@ -65,6 +65,8 @@ int run(int argc, char** argv) {
     scale_cmd->add_option("--large", scale.large_pending);
     scale_cmd->add_option("--completed", scale.large_completed);
     scale_cmd->add_option("--claims", scale.claims);
+    scale_cmd->add_option("--future", scale.future,
+                          "Jobs scheduled a day ahead beside the runnable ones, over 20 queues");
 
     CLI11_PARSE(app, argc, argv);
     try {

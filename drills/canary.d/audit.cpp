@@ -154,10 +154,12 @@ void AuditFollower::apply_one(const AuditEvent& e, AuditSlice& out) {
         }
         leave_pending();
         t.state = State::Done;
-    } else if (e.kind == "failed" || e.kind == "quarantined") {
+    } else if (e.kind == "failed" || e.kind == "discarded" || e.kind == "cancelled" ||
+               e.kind == "quarantined") {
         leave_pending();
         t.state = State::Done;
-    } else if (e.kind == "released" || e.kind == "reclaimed" || e.kind == "unquarantined") {
+    } else if (e.kind == "released" || e.kind == "reclaimed" || e.kind == "unquarantined" ||
+               e.kind == "retried") {
         if (t.state != State::Pending) pending_.insert(t.rank);
         t.state = State::Pending;
         ++out.returned;

@@ -126,7 +126,8 @@ void ClaimProbe::probe_once() {
     }
     const common::SystemClock clock;
     const auto t0 = std::chrono::steady_clock::now();
-    const auto outcome = store_->claim(org_, {kProbeWorker, 1}, 60 * common::kSeconds, clock.now());
+    const auto outcome =
+        store_->claim(org_, {kProbeWorker, 1, queues_}, 60 * common::kSeconds, clock.now());
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     {
@@ -150,8 +151,12 @@ ProbeSlice ClaimProbe::take() {
 }
 
 Backlog::Backlog(std::string dsn, common::OrgId org, double jobs_per_poller_s,
-                 const std::atomic<int>& level)
-    : dsn_(std::move(dsn)), org_(org), jobs_per_poller_s_(jobs_per_poller_s), level_(level) {}
+                 const std::atomic<int>& level, std::vector<std::string> queues)
+    : dsn_(std::move(dsn)),
+      org_(org),
+      queues_(std::move(queues)),
+      jobs_per_poller_s_(jobs_per_poller_s),
+      level_(level) {}
 
 void Backlog::fill() {
     if (!store_) {
@@ -188,6 +193,9 @@ void Backlog::top_up(common::AssignmentStore& store) {
             // One priority for every job: a later enqueue then never outranks a claim's snapshot,
             // which keeps log order a sound clock for the displacement measure.
             std::vector<common::NewJob> jobs(static_cast<std::size_t>(n), {0, "canary", 3});
+            for (auto& j : jobs) {
+                if (!queues_.empty()) j.queue = queues_[next_queue_++ % queues_.size()];
+            }
             store.enqueue(org_, jobs, clock.now());
             want -= n;
             added += n;

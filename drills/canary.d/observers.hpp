@@ -89,9 +89,14 @@ inline constexpr const char* kProbeWorker = "canary-probe";
 
 class ClaimProbe {
   public:
+    /// Claims from `queues`, the ones the pollers serve.
     ClaimProbe(std::string dsn, common::OrgId org, common::LockStrategy strategy,
-               int lock_timeout_ms)
-        : dsn_(std::move(dsn)), org_(org), strategy_(strategy), lock_timeout_ms_(lock_timeout_ms) {}
+               int lock_timeout_ms, std::vector<std::string> queues)
+        : dsn_(std::move(dsn)),
+          org_(org),
+          strategy_(strategy),
+          lock_timeout_ms_(lock_timeout_ms),
+          queues_(std::move(queues)) {}
     void start();
     void stop() { thread_.stop(); }
     ProbeSlice take();
@@ -104,6 +109,7 @@ class ClaimProbe {
     common::OrgId org_;
     common::LockStrategy strategy_;
     int lock_timeout_ms_;
+    std::vector<std::string> queues_;
     std::unique_ptr<common::AssignmentStore> store_;
     std::mutex mutex_;
     ProbeSlice current_;
@@ -118,9 +124,10 @@ struct BacklogSlice {
 
 class Backlog {
   public:
-    /// Keeps at least `level * jobs_per_poller_s * 2 s + 50` jobs pending.
+    /// Keeps at least `level * jobs_per_poller_s * 2 s + 50` jobs pending, dealt round robin
+    /// over `queues` (every poller serves them all).
     Backlog(std::string dsn, common::OrgId org, double jobs_per_poller_s,
-            const std::atomic<int>& level);
+            const std::atomic<int>& level, std::vector<std::string> queues);
     /// Tops the queue up once, from the calling thread, before the pollers start.
     void fill();
     void start();
@@ -133,6 +140,8 @@ class Backlog {
 
     std::string dsn_;
     common::OrgId org_;
+    std::vector<std::string> queues_;
+    std::size_t next_queue_ = 0;
     double jobs_per_poller_s_;
     const std::atomic<int>& level_;
     std::unique_ptr<common::AssignmentStore> store_;

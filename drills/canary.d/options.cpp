@@ -78,6 +78,10 @@ CanaryOptions parse_canary_options(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--start-pollers", o.start_pollers, "Pollers at the start of the shape")
         ->capture_default_str();
+    app.add_option("--queues", o.queues,
+                   "Queues the jobs are dealt over round robin; every poller serves them all")
+        ->check(CLI::Range(1, 20))
+        ->capture_default_str();
     app.add_option("--max-pollers", o.max_pollers, "Pollers at the top of the shape")
         ->capture_default_str();
     app.add_option("--review-ms", o.review_ms, "How long each job is held before completing")

@@ -38,6 +38,8 @@ struct CanaryOptions {
     int start_pollers = 2;
     /// Pollers at the top of the shape.
     int max_pollers = 16;
+    /// Queues the jobs are dealt over; every poller serves them all.
+    int queues = 3;
     /// How long a poller holds each job before completing it, in milliseconds.
     int review_ms = 200;
     /// Long-poll budget of each CLAIM, in milliseconds.

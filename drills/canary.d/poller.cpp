@@ -29,6 +29,7 @@ worker::ClientOptions client_options(const PollerSettings& s) {
     o.endpoint = s.endpoint;
     o.worker_id = s.worker_id;
     o.org_id = s.org;
+    o.queues = s.queues;
     o.curve = s.curve;
     return o;
 }

@@ -22,6 +22,8 @@ struct PollerSettings {
     int index = 0;  ///< works while index < level
     int review_ms = 200;
     int claim_wait_ms = 200;
+    /// The queues served (HELLO's queues).
+    std::vector<std::string> queues;
     /// The coordinator's public key and this poller's registered pair; empty for plaintext.
     worker::CurveKeys curve;
 };

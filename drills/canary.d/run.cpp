@@ -160,8 +160,11 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
 
     const LoadShape load{o.shape, o.start_pollers, o.max_pollers, o.seconds};
     std::atomic<int> level{pollers_at(load, 0)};
+    // Jobs are dealt over the queues; every poller serves them all.
+    std::vector<std::string> queues;
+    for (int q = 0; q < o.queues; ++q) queues.push_back("canary-" + std::to_string(q));
     // A poller takes at most one job per review plus a round trip.
-    Backlog backlog(o.dsn, r.org, 1000.0 / (o.review_ms + 5), level);
+    Backlog backlog(o.dsn, r.org, 1000.0 / (o.review_ms + 5), level, queues);
     backlog.fill();
 
     // CURVE: a key pair for the coordinator, and one registered for the organization for the
@@ -182,7 +185,7 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
     wait_until_serving(context, r.endpoint, r.org, client_keys[0], coordinator, coordinator_log);
 
     LockSampler sampler(o.dsn, kLockSamplePeriod);
-    ClaimProbe probe(o.dsn, r.org, o.lock_strategy, o.lock_timeout_ms);
+    ClaimProbe probe(o.dsn, r.org, o.lock_strategy, o.lock_timeout_ms, queues);
     AuditFollower follower(r.org);
     Recorder recorder;
     std::atomic<bool> pollers_stop{false};
@@ -198,6 +201,7 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
             s.curve = client_keys.at(static_cast<std::size_t>(s.index) + 1);
             s.review_ms = o.review_ms;
             s.claim_wait_ms = o.claim_wait_ms;
+            s.queues = queues;
             pollers.push_back(std::make_unique<Poller>(context, s, recorder, level, pollers_stop));
             threads.emplace_back([p = pollers.back().get()] { p->run(); });
         }

@@ -99,6 +99,7 @@ start_worker() {
   curve_worker "$id" "$org" "$dsn" || { fail "$sname: keys for $id" "aclaimctl keys failed"; return 1; }
   ACLAIM_CURVE_SECRET_KEY=$curve_worker_secret "$bin/aclaim-worker" "${curve_worker_args[@]}" --connect "tcp://127.0.0.1:$port" --org "$org" --id "$id" \
     --reply-timeout-ms 2000 --claim-wait-ms 500 --result-file "$sdir/results/$id.jsonl" \
+    --queues "$(IFS=,; echo "${fault_queues[*]}")" \
     --log-level info "$@" >"$sdir/$id.log" 2>&1 &
   remember "$id" $!
 }
@@ -106,8 +107,19 @@ start_worker() {
 # ---- the scenario's database -------------------------------------------------------------------
 q() { timeout -k 5 30 "$pgbin/psql" "$dsn" -qAtX -v ON_ERROR_STOP=1 -c "$1"; }
 ctl() { timeout -k 5 60 "$bin/aclaimctl" --dsn "$dsn" "$@"; }
+# The jobs of every scenario are dealt over two queues, which every worker serves, so that the
+# faults are rehearsed with queues as deployed.
+fault_queues=(intake review)
+# enqueue ORG COUNT MAX_ATTEMPTS: half the jobs in each queue.
+enqueue() {
+  local org=$1 n=$2 attempts=$3 half=$(( $2 / 2 ))
+  if [ "$half" -gt 0 ]; then
+    ctl enqueue --org "$org" --count "$half" --max-attempts "$attempts" --queue "${fault_queues[0]}" >/dev/null || return 1
+  fi
+  ctl enqueue --org "$org" --count "$(( n - half ))" --max-attempts "$attempts" --queue "${fault_queues[1]}" >/dev/null
+}
 
-remaining() { q "SELECT count(*) FROM jobs WHERE state NOT IN ('completed', 'failed')"; }
+remaining() { q "SELECT count(*) FROM jobs WHERE state NOT IN ('completed', 'failed', 'discarded', 'cancelled')"; }
 completed() { q "SELECT count(*) FROM jobs WHERE state = 'completed'"; }
 held_by() { q "SELECT count(*) FROM jobs WHERE state = 'assigned' AND assignee = '$1'"; }
 events_of() {  # events_of KIND WORKER-LIKE
@@ -151,7 +163,7 @@ scenario_end() {
   jobs=$(q "SELECT count(*) FROM jobs")
   left=$(remaining)
   accepted=$(q "SELECT count(*) FROM job_events WHERE kind = 'completed'")
-  failed_jobs=$(q "SELECT count(*) FROM jobs WHERE state = 'failed'")
+  failed_jobs=$(q "SELECT count(*) FROM jobs WHERE state IN ('failed', 'discarded')")
   reclaims=$(q "SELECT count(*) FROM job_events WHERE kind = 'reclaimed'")
   rejected=$(q "SELECT coalesce(string_agg(reason || ':' || n, ' ' ORDER BY reason), 'none')
                   FROM (SELECT split_part(detail, ':', 1) AS reason, count(*) AS n FROM job_events
@@ -198,7 +210,7 @@ for v in json.load(open(sys.argv[1]))["violations"][:5]: print(v["invariant"], v
 
   local foreign
   foreign=$(q "SELECT count(*) FROM job_events e JOIN jobs j ON j.id = e.job_id
-                WHERE e.kind IN ('claimed', 'completed', 'failed', 'released', 'reclaimed', 'rejected')
+                WHERE e.kind IN ('claimed', 'completed', 'failed', 'discarded', 'released', 'reclaimed', 'rejected')
                   AND e.worker NOT LIKE 'o' || j.org_id || '-%'")
   if [ "$foreign" = 0 ]; then
     pass "$sname: no job was claimed or completed by another organization's worker"

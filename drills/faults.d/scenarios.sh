@@ -14,8 +14,8 @@ progressed() { local n; n=$(completed) && { [ "$n" -ge "$1" ] || is_drained; }; 
 scenario_worker_kills() {
   local per_org=$((200 * scale)) kills=$((5 * scale))
   scenario_begin worker_kills "SIGKILL $kills random workers that hold jobs while $((2 * per_org)) jobs of two organizations drain (5% of reviews fail, retryably); each is replaced"
-  ctl enqueue --org 1 --count "$per_org" --max-attempts 50 >/dev/null
-  ctl enqueue --org 2 --count "$per_org" --max-attempts 50 >/dev/null
+  enqueue 1 "$per_org" 50
+  enqueue 2 "$per_org" 50
   local port
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
@@ -58,7 +58,7 @@ scenario_worker_kills() {
 scenario_worker_stalls() {
   local jobs=$((100 * scale)) stallers=$((2 * scale))
   scenario_begin worker_stalls "SIGSTOP $stallers workers holding jobs past their lease, drain with others, SIGCONT: late completions must be rejected"
-  ctl enqueue --org 1 --count "$jobs" --max-attempts 50 >/dev/null
+  enqueue 1 "$jobs" 50
   local port i id
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
@@ -109,7 +109,7 @@ scenario_worker_stalls() {
 scenario_coordinator_kills() {
   local jobs=$((400 * scale)) kills=$((3 * scale))
   scenario_begin coordinator_kills "SIGKILL the coordinator $kills times while $jobs jobs drain, restarting it on the same endpoint"
-  ctl enqueue --org 1 --count "$jobs" --max-attempts 50 >/dev/null
+  enqueue 1 "$jobs" 50
   local port i
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
@@ -143,7 +143,7 @@ scenario_pg_restart() {
   # the second restart with nothing to interrupt.
   local jobs=$((3000 * scale)) restarts=$((2 * scale))
   scenario_begin pg_restart "pg_ctl restart -m immediate $restarts times while $jobs jobs drain with many completions in flight"
-  ctl enqueue --org 1 --count "$jobs" --max-attempts 50 >/dev/null
+  enqueue 1 "$jobs" 50
   local port i
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
@@ -177,13 +177,13 @@ scenario_pg_restart() {
 
 # ---- a cut between workers and the coordinator, longer than the lease -------------------------
 relay_ctl() { "$py" "$lib/relay.py" ctl --port "$relay_control" "$@"; }
-all_terminal() { [ "$(q "SELECT count(*) FROM jobs WHERE id = ANY('{$1}'::bigint[]) AND state NOT IN ('completed', 'failed')")" = 0 ]; }
+all_terminal() { [ "$(q "SELECT count(*) FROM jobs WHERE id = ANY('{$1}'::bigint[]) AND state NOT IN ('completed', 'failed', 'discarded', 'cancelled')")" = 0 ]; }
 sessions_of() { log_count coordinator "session org=1 worker=$1 opened"; }
 
 scenario_network_cut() {
   local jobs=$((300 * scale)) cuts=$((2 * scale))
   scenario_begin network_cut "cut the TCP path of 3 workers $cuts times for longer than the lease (the relay blackholes, then refuses, new connections), heal; others keep draining"
-  ctl enqueue --org 1 --count "$jobs" --max-attempts 50 >/dev/null
+  enqueue 1 "$jobs" 50
   local port i
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
@@ -251,7 +251,7 @@ scenario_clock_skew() {
   fi
   local d=$((skew_a - skew_b))
   scenario_begin "clock_skew_$variant" "two coordinators on one database, clocks ${skew_a} ms and ${skew_b} ms off (disagreement $d ms, lease $lease_ms ms), workers split between them"
-  ctl enqueue --org 1 --count "$jobs" --max-attempts 1000 >/dev/null
+  enqueue 1 "$jobs" 1000
   local port_a port_b i
   port_a=$(free_port)
   port_b=$(free_port)

@@ -191,7 +191,7 @@ TEST_CASE("recovery's reclaim is the reaper's reclaim", "[recovery]") {
             const auto by_recovery =
                 f.recovery.apply_one(ids[1], RecoveryClass::Expired, f.clock.now(), kActor);
             CHECK(by_recovery.action ==
-                  (max_attempts == 1 ? ApplyAction::Failed : ApplyAction::Reclaimed));
+                  (max_attempts == 1 ? ApplyAction::Discarded : ApplyAction::Reclaimed));
             REQUIRE(f.store.reclaim_expired(f.clock.now(), 100).size() == 1);  // only ids[0] left
             const std::string row = "SELECT (to_jsonb(j) - 'id')::text FROM jobs j WHERE id = ";
             CHECK(text_of(*f.conn, row + std::to_string(ids[0])) ==

@@ -13,6 +13,7 @@
 
 #include "common/base/clock.hpp"
 #include "common/ops/worker_keys.hpp"
+#include "common/store/assignment_store.hpp"
 #include "coordinator/auth/zap.hpp"
 #include "coordinator/http/http_server.hpp"
 #include "tests/pg/coordinator_client.hpp"
@@ -129,6 +130,40 @@ TEST_CASE("CURVE: HELLO must name the worker the key is registered to", "[securi
     const auto err = w.expect<proto::Error>(w.request(proto::Hello{0, "rev-b", 7}));
     CHECK(err.code == "unauthenticated");
     CHECK(h.harness.coordinator->metrics().errors_of("unauthenticated") == 1);
+}
+
+TEST_CASE("CURVE: a key limited to some queues may serve only those", "[security][curve][queues]") {
+    CurveHarness h;
+    auto pair = new_pair();
+    {
+        auto conn = h.harness.db.connect();
+        pqxx::work txn(*conn);
+        REQUIRE(common::register_worker_key(txn, 7, "sparky", pair.public_key,
+                                            std::vector<std::string>{"electrical", "lighting"}));
+        txn.commit();
+    }
+    {
+        common::AssignmentStore store(h.harness.db.dsn());
+        common::NewJob wiring;
+        wiring.queue = "electrical";
+        store.enqueue(7, {wiring, common::NewJob{}}, h.clock.now());
+    }
+    CurveWorker w(h, pair);
+    SECTION("naming no queue means default, which the key may not serve") {
+        const auto err = w.expect<proto::Error>(w.request(proto::Hello{0, "sparky", 7}));
+        CHECK(err.code == "queue_not_allowed");
+        CHECK(err.text.find("'default'") != std::string::npos);
+        CHECK(w.expect<proto::Error>(w.request(proto::Claim{0, 1, 0})).code == "no_session");
+    }
+    SECTION("a queue outside the limit is refused, and the session keeps its queues") {
+        w.expect<proto::Welcome>(w.request(proto::Hello{0, "sparky", 7, {"electrical"}}));
+        const auto err =
+            w.expect<proto::Error>(w.request(proto::Hello{0, "sparky", 7, {"plumbing"}}));
+        CHECK(err.code == "queue_not_allowed");
+        const auto got = w.expect<proto::Assigned>(w.request(proto::Claim{0, 5, 0}));
+        REQUIRE(got.jobs.size() == 1);
+        CHECK(h.harness.coordinator->metrics().errors_of("queue_not_allowed") == 1);
+    }
 }
 
 TEST_CASE("CURVE: an unknown key cannot connect, and the refusal is counted", "[security][curve]") {

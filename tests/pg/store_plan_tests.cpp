@@ -137,8 +137,10 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
     const std::map<std::string, std::pair<std::string, int>> busy = {
         {"renew_batch", {transition + "," + now + "," + lease, kBatch}},
         {"complete_batch", {transition + "," + array_of(refs) + "," + now, kBatch}},
-        {"claim_batch", {"1," + array_of(workers) + "," + now + "," + lease, kBatch}},
-        {"claim", {"1, 'w', " + std::to_string(kBatch) + "," + now + "," + lease, kBatch}},
+        {"claim_batch",
+         {"1," + array_of(workers) + "," + now + "," + lease + ", '{default}'", kBatch}},
+        {"claim",
+         {"1, 'w', " + std::to_string(kBatch) + "," + now + "," + lease + ", '{default}'", kBatch}},
         // An hour later every lease has run out.
         {"reclaim",
          {std::to_string(common::to_micros(kT0 + 3600 * common::kSeconds)) + ", 500", 500}},

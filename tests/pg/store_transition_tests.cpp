@@ -215,7 +215,7 @@ TEST_CASE("fail and release", "[store][lease]") {
                          .reason = "flaky",
                          .retryable = true},
                         f.clock.now())
-                  .state == JobState::Failed);
+                  .state == JobState::Discarded);
     }
     SECTION("release gives the job back without using an attempt") {
         const auto id = f.enqueue_one(1, 1);
@@ -276,7 +276,7 @@ TEST_CASE("reclaim takes exactly the expired leases", "[store][reclaim]") {
     f.clock.advance(common::kSeconds);
     r = f.store.reclaim_expired(f.clock.now(), 100);
     REQUIRE(r.size() == 1);
-    CHECK(r[0].state == JobState::Failed);  // its single attempt is used up
+    CHECK(r[0].state == JobState::Discarded);  // its single attempt is used up
 }
 
 TEST_CASE("a completion racing a reclaim on the same row: exactly one wins",

@@ -117,3 +117,59 @@ TEST_CASE("each corrupted history is caught", "[checker]") {
         CHECK(caught(h, Invariant::SameOrganization));
     }
 }
+
+TEST_CASE("the lifecycle invariants catch what the lifecycle forbids", "[checker][lifecycle]") {
+    // Job 8 of queue q: scheduled for later, came due, claimed; the queue is limited to one lease.
+    auto lifecycle = [] {
+        History h;
+        h.jobs.push_back({8, 1, "assigned", 1, std::nullopt, std::nullopt, "q"});
+        h.jobs.push_back({9, 1, "pending", 0, std::nullopt, std::nullopt, "q"});
+        h.events.push_back({1, 8, 1, 0, "enqueued", "", instant_from_micros(100),
+                            "queue q; run at 2026-12-01 00:00:00+00"});
+        h.events.push_back({2, 9, 1, 0, "enqueued", "", instant_from_micros(100), "queue q"});
+        h.events.push_back({3, 8, 1, 0, "due", "", instant_from_micros(150), ""});
+        h.events.push_back({4, 8, 1, 1, "claimed", "a", instant_from_micros(200), ""});
+        h.queue_events.push_back({1, "q", "configured", instant_from_micros(50), "max_assigned=1"});
+        return h;
+    };
+    CHECK(check(lifecycle()).ok());
+    SECTION("a claim before the job came due") {
+        auto h = lifecycle();
+        h.events.erase(h.events.begin() + 2);
+        CHECK(caught(h, Invariant::ClaimAfterRunAt));
+    }
+    SECTION("a claim while the queue was paused") {
+        auto h = lifecycle();
+        h.queue_events.push_back({1, "q", "paused", instant_from_micros(180), "ops"});
+        CHECK(caught(h, Invariant::PausedQueueIdle));
+    }
+    SECTION("a claim just before a resume is within the tolerance") {
+        auto h = lifecycle();
+        h.queue_events.push_back({1, "q", "paused", instant_from_micros(120), "ops"});
+        h.queue_events.push_back({1, "q", "resumed", instant_from_micros(300), "ops"});
+        CHECK_FALSE(caught(h, Invariant::PausedQueueIdle));
+    }
+    SECTION("a second lease out of a queue limited to one") {
+        auto h = lifecycle();
+        h.jobs[1].state = "assigned";
+        h.events.push_back({5, 9, 1, 1, "claimed", "b", instant_from_micros(250), ""});
+        CHECK(caught(h, Invariant::LimitRespected));
+    }
+    SECTION("a completion after the job was cancelled") {
+        auto h = lifecycle();
+        h.events.push_back(
+            {5, 8, 1, 1, "cancelled", "ops", instant_from_micros(250), "was assigned"});
+        h.events.push_back({6, 8, 1, 1, "completed", "a", instant_from_micros(260), "ref"});
+        CHECK(caught(h, Invariant::EndedStaysEnded));
+    }
+    SECTION("a claim after discarding, unless an operator retried it") {
+        auto h = lifecycle();
+        h.events.push_back({5, 8, 1, 1, "discarded", "a", instant_from_micros(250), ""});
+        auto revived = h;
+        h.events.push_back({6, 8, 1, 2, "claimed", "b", instant_from_micros(260), ""});
+        CHECK(caught(h, Invariant::EndedStaysEnded));
+        revived.events.push_back({6, 8, 1, 1, "retried", "ops", instant_from_micros(255), ""});
+        revived.events.push_back({7, 8, 1, 2, "claimed", "b", instant_from_micros(260), ""});
+        CHECK_FALSE(caught(revived, Invariant::EndedStaysEnded));
+    }
+}

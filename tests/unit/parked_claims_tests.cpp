@@ -108,3 +108,24 @@ TEST_CASE("a claim with no wait has already expired", "[parked_claims]") {
     parked.park(claim(clock, 1, 1, 0ms));
     CHECK(reqs(parked.take_expired()) == std::vector<std::uint64_t>{1});
 }
+
+TEST_CASE("work in a queue wakes only the parked claims that serve it", "[parked_claims][queues]") {
+    common::ManualClock clock(common::instant_from_micros(1'000'000));
+    ParkedClaims parked(clock);
+    auto serving = [&](std::uint64_t req, std::vector<std::string> queues) {
+        auto c = claim(clock, 1, req, 500ms);
+        c.from.queues = std::move(queues);
+        return c;
+    };
+    parked.park(serving(1, {"electrical"}));
+    parked.park(serving(2, {"default", "plumbing"}));
+    parked.park(serving(3, {"electrical", "plumbing"}));
+    parked.park(claim(clock, 2, 4, 500ms));
+
+    CHECK(sorted_reqs(parked.take_org(1, "plumbing")) == std::vector<std::uint64_t>{2, 3});
+    CHECK(parked.take_org(1, "roofing").empty());
+    CHECK(parked.size() == 2);
+    // A notification that names no queue (an operator's release, a listener restart) wakes all.
+    CHECK(reqs(parked.take_org(1)) == std::vector<std::uint64_t>{1});
+    CHECK(parked.size() == 1);
+}

@@ -659,3 +659,38 @@ TEST_CASE("the JSON examples in docs/protocol.md decode", "[protocol]") {
     }
     CHECK(seen.size() == std::variant_size_v<proto::Message>);
 }
+
+TEST_CASE("HELLO's queues are an optional member: absent, a 1.0 HELLO byte for byte",
+          "[protocol][queues]") {
+    const proto::Hello plain{1, "w", 7};
+    const proto::Hello skilled{1, "w", 7, {"electrical", "plumbing"}};
+    // Without queues, both encodings are exactly what protocol 1.0 wrote.
+    CHECK(proto::encode(plain, Encoding::Json).body ==
+          R"({"req": 1,"worker_id": "w","org_id": 7})");
+    CHECK(hex(proto::encode(plain, Encoding::Binary).body) ==
+          "01"
+          "0100000000000000"
+          "0100000000000000"
+          "77"
+          "0700000000000000");
+    // With queues, the member follows, and both readers take it.
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        const auto f = proto::encode(skilled, enc);
+        CHECK(expect_message(decode3(f.tag, f.type, f.body)) == proto::Message(skilled));
+    }
+    CHECK(expect_message(decode3(proto::kTagJson, "HELLO",
+                                 R"({"req": 1,"worker_id": "w","org_id": 7,"queues": ["a"]})")) ==
+          proto::Message(proto::Hello{1, "w", 7, {"a"}}));
+    // Names are checked like every field.
+    const auto bad = expect_error(decode3(
+        proto::kTagJson, "HELLO", R"({"req": 1,"worker_id": "w","org_id": 7,"queues": ["-x"]})"));
+    CHECK(bad.code == "invalid");
+    CHECK(bad.text.find("queues[0]") != std::string::npos);
+    const auto typed = expect_error(decode3(
+        proto::kTagJson, "HELLO", R"({"req": 1,"worker_id": "w","org_id": 7,"queues": [3]})"));
+    CHECK(typed.code == "undecodable");
+    std::string many = R"({"req": 1,"worker_id": "w","org_id": 7,"queues": [)";
+    for (int i = 0; i < 33; ++i)
+        many += (i ? "," : "") + std::string("\"q") + std::to_string(i) + "\"";
+    CHECK(expect_error(decode3(proto::kTagJson, "HELLO", many + "]}")).code == "invalid");
+}

@@ -24,6 +24,10 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
              it != std::sregex_iterator(); ++it) {
             used.insert(std::stoi((*it)[1].str()));
         }
+        if (s->params.empty()) {
+            CHECK(used.empty());
+            continue;
+        }
         REQUIRE_FALSE(used.empty());
         CHECK(*used.begin() == 1);
         CHECK(static_cast<std::size_t>(*used.rbegin()) == s->params.size());
