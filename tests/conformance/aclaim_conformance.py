@@ -67,12 +67,12 @@ ALL_FIELDS = {**REQUEST_FIELDS, **REPLY_FIELDS}
 RANGES = {"u64": (0, 2**64 - 1), "i64": (-2**63, 2**63 - 1), "i32": (-2**31, 2**31 - 1),
           "u32": (0, 2**32 - 1)}
 REJECTIONS = {"unknown_job", "other_organization", "stale_generation", "lease_expired",
-              "already_terminal", "not_assignee", "quarantined"}
+              "already_terminal", "not_assignee", "quarantined", "cancelled", "deadline_exceeded"}
 ERROR_CODES = {"malformed", "wrong_version", "unknown_type", "oversized", "undecodable", "invalid",
                "no_session", "too_many_requests", "overloaded", "database_unavailable",
                "database_error", "not_committed", "outcome_unknown", "draining",
-               "unauthenticated", "key_revoked"}
-STATES = {"completed", "failed", "pending"}
+               "unauthenticated", "key_revoked", "queue_not_allowed"}
+STATES = {"completed", "failed", "pending", "scheduled", "discarded"}
 # What may answer each request (BYE is never answered).
 ANSWERS = {"HELLO": {"WELCOME", "ERROR"}, "CLAIM": {"ASSIGNED", "NO_WORK", "ERROR"},
            "RENEW": {"LEASE", "REVOKED", "ERROR"},
@@ -389,6 +389,9 @@ class Conn:
         if "req" not in fields:
             fields["req"] = self.req()
         msg = {n: fields[n] for n, _ in ALL_FIELDS[kind]}
+        if encoding == "json":
+            # Optional members (protocol 1.1, e.g. HELLO's queues) follow the table's fields.
+            msg.update({n: v for n, v in fields.items() if n not in msg})
         body = encode_json(msg) if encoding == "json" else encode_binary(kind, msg)
         tag = TAG_JSON if encoding == "json" else TAG_BINARY
         self.socket.send_multipart([tag, kind.encode(), body])
@@ -511,6 +514,14 @@ def sessions(kit, enc):
     reqs = [c.send("CLAIM", enc, max_jobs=1, wait_ms=0) for _ in range(3)]
     for q in reversed(reqs):
         c.expect("NO_WORK", q, enc, f"[{enc}] pipelined CLAIM {q}")
+    if enc == "json":
+        # Protocol 1.1: HELLO may name the queues the worker serves (an optional member).
+        req = c.send("HELLO", enc, worker_id=me["name"], org_id=me["org"], queues=["kit-skill"])
+        c.expect("WELCOME", req, enc, f"[{enc}] HELLO naming queues (1.1)")
+        req = c.send("CLAIM", enc, max_jobs=1, wait_ms=0)
+        c.expect("NO_WORK", req, enc, f"[{enc}] CLAIM from a queue with no jobs")
+        req = c.send("HELLO", enc, worker_id=me["name"], org_id=me["org"], queues=["-not a name"])
+        c.expect_error("invalid", req, enc, f"[{enc}] HELLO naming an invalid queue")
     # A second HELLO on the connection opens the session anew.
     c.hello(me, enc, f"[{enc}] second HELLO on one connection")
     c.send("BYE", enc)

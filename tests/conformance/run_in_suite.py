@@ -67,6 +67,10 @@ def main():
         kit += ["--server-key=" + public.decode()]
     else:
         argv.append("--plaintext")
+    # The schema first, so that the kit's first statements (registering keys) never race the
+    # coordinator's own migration.
+    subprocess.run([os.path.join(args.bin_dir, "aclaimctl"), "--dsn", dsn, "migrate"], check=True,
+                   stdout=subprocess.DEVNULL, timeout=120)
     status = 1
     with open(log_path, "wb") as log:
         coordinator = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
