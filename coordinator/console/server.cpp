@@ -100,7 +100,11 @@ void ConsoleServer::routes() {
         if (req.path.rfind("/api/", 0) != 0 && req.path.rfind("/reports/", 0) != 0) {
             return httplib::Server::HandlerResponse::Unhandled;
         }
-        if (req.path == "/api/login") return httplib::Server::HandlerResponse::Unhandled;
+        // Sign-in, and the question "am I signed in?" (answered without an error status, so
+        // that the sign-in page loads without one).
+        if (req.path == "/api/login" || (req.path == "/api/session" && req.method == "GET")) {
+            return httplib::Server::HandlerResponse::Unhandled;
+        }
         const auto token = cookie_token(req);
         const auto session = token ? sessions_.find(*token) : std::nullopt;
         if (!session) {
@@ -192,12 +196,16 @@ void ConsoleServer::routes() {
         send_json(res, 200, json::object());
     });
 
-    s.Get("/api/session", [session_of](const httplib::Request& req, httplib::Response& res) {
-        const auto session = session_of(req);
+    s.Get("/api/session", [this](const httplib::Request& req, httplib::Response& res) {
+        const auto session = sessions_.find(cookie_token(req).value_or(""));
+        if (!session) {
+            send_json(res, 200, {{"operator", nullptr}});
+            return;
+        }
         send_json(res, 200,
-                  {{"operator", session.op.name},
-                   {"orgs", session.op.orgs ? json(*session.op.orgs) : json(nullptr)},
-                   {"csrf", session.csrf}});
+                  {{"operator", session->op.name},
+                   {"orgs", session->op.orgs ? json(*session->op.orgs) : json(nullptr)},
+                   {"csrf", session->csrf}});
     });
 
     s.Get("/api/overview", [this, session_of](const httplib::Request& req, httplib::Response& res) {
@@ -254,8 +262,8 @@ void ConsoleServer::routes() {
             const auto op = session_of(req).op;
             const auto r =
                 views_.resolve_quarantined(op, id, release, reason, common::SystemClock().now());
-            spdlog::info("console: {} {} quarantined job {}: {}", op.name,
-                         release ? "released" : "failed", id, r.body.dump());
+            spdlog::info("console: {} asked to {} quarantined job {}: {}", op.name,
+                         release ? "release" : "fail", id, r.body.dump());
             const int status = r.kind == ActionResult::Kind::Done      ? 200
                                : r.kind == ActionResult::Kind::Refused ? 409
                                                                        : 404;

@@ -261,7 +261,12 @@ std::optional<json> Views::job(const Operator& op, common::JobId id, common::Ins
                           {"result_ref", snap.result->result_ref},
                           {"published_at", common::format_instant(snap.result->published_at)}};
             }
-            return json{{"job", ctl::job_json(snap.row)},
+            auto row = ctl::job_json(snap.row);
+            // The dossier leaves payloads in the table; one job's page shows its own.
+            if (const auto full = common::OperatorStore(data()).job(id)) {
+                row["payload"] = full->payload ? json(*full->payload) : json(nullptr);
+            }
+            return json{{"job", row},
                         {"class", common::to_string(snap.classification.cls)},
                         {"findings", snap.classification.explanation()},
                         {"result", result},

@@ -262,7 +262,7 @@ async function renderQuarantine(view) {
     return el('tr', { 'data-job': j.id },
       el('td', {}, jobLink(j.id)), el('td', { text: j.org_id }), el('td', { text: j.quarantined_from }),
       el('td', { text: j.generation }), el('td', {}, el('pre', { text: j.quarantine_reason })),
-      el('td', {}, input, ' ',
+      el('td', { class: 'actions' }, input, ' ',
         el('button', { type: 'button', class: 'release', onclick: () => resolveQuarantined(j.id, 'release'), text: 'Release' }), ' ',
         el('button', { type: 'button', class: 'fail danger', onclick: () => resolveQuarantined(j.id, 'fail'), text: 'Fail' })));
   });
@@ -368,6 +368,7 @@ function showLogin() {
 async function start() {
   try {
     const s = await api('/api/session');
+    if (!s.operator) { showLogin(); return; }
     csrf = s.csrf;
     document.getElementById('who').textContent = s.operator + (s.orgs ? ` · organizations ${s.orgs.join(', ')}` : ' · all organizations');
   } catch (e) {
