@@ -44,8 +44,11 @@ int main(int argc, char** argv) {
     std::string listen = "127.0.0.1:8090";
     std::string reports;
     auto* serve = app.add_subcommand("serve", "Serve the console");
-    serve->add_option("--listen", listen, "host:port to bind (port 0: any free port)");
-    serve->add_option("--reports", reports, "Directory of canary and bench reports (JSON, SVG)");
+    // The last of a repeated option wins, so that a wrapper's defaults can be overridden.
+    serve->add_option("--listen", listen, "host:port to bind (port 0: any free port)")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    serve->add_option("--reports", reports, "Directory of canary and bench reports (JSON, SVG)")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
     auto* ops = app.add_subcommand("operator", "Operator accounts");
     ops->require_subcommand(1);
