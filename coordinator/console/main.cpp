@@ -33,9 +33,7 @@ std::string dsn_or_env(const std::string& dsn) {
     return env;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     CLI::App app{"aclaim-console: the operator's console in the browser"};
     app.require_subcommand(1);
     std::string dsn;
@@ -101,6 +99,18 @@ int main(int argc, char** argv) {
         return 0;
     } catch (const CLI::Error& e) {
         return app.exit(e);
+    } catch (const std::exception& e) {
+        std::cerr << "aclaim-console: " << e.what() << "\n";
+        return 1;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // Declaring the command line can throw too (CLI11 refuses a malformed option declaration).
+    try {
+        return run(argc, argv);
     } catch (const std::exception& e) {
         std::cerr << "aclaim-console: " << e.what() << "\n";
         return 1;

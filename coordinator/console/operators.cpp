@@ -57,8 +57,8 @@ void put_operator(pqxx::connection& conn, const Operator& op, const std::string&
     txn.commit();
 }
 
-std::optional<Operator> authenticate(pqxx::connection& conn, const std::string& name,
-                                     const std::string& password) {
+std::optional<Operator> authenticate(pqxx::connection& conn, const Credentials& who) {
+    const auto& [name, password] = who;
     pqxx::read_transaction txn(conn);
     const auto rows = txn.exec_params(
         "SELECT password_hash, array_to_string(org_ids, ',') AS orgs FROM console_operators"
@@ -90,7 +90,7 @@ std::optional<Operator> authenticate(pqxx::connection& conn, const std::string& 
 std::string Sessions::open(const Operator& op) {
     auto token = random_token();
     std::lock_guard lock(mutex_);
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_.monotonic_now();
     std::erase_if(by_token_, [&](const auto& kv) { return now - kv.second.last_used > idle_; });
     by_token_[token] = Session{op, random_token(), now};
     return token;
@@ -100,7 +100,7 @@ std::optional<Session> Sessions::find(const std::string& token) {
     std::lock_guard lock(mutex_);
     const auto it = by_token_.find(token);
     if (it == by_token_.end()) return std::nullopt;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_.monotonic_now();
     if (now - it->second.last_used > idle_) {
         by_token_.erase(it);
         return std::nullopt;

@@ -4,7 +4,6 @@
 // only as libsodium's crypto_pwhash_str, and the signed-in sessions, held in memory (a restart
 // signs everybody out, which is the safe direction).
 
-#include <chrono>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -12,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/base/clock.hpp"
 #include "common/store/assignment.hpp"
 
 namespace aclaim::console {
@@ -36,20 +36,26 @@ std::string random_token(std::size_t bytes = 32);
 /// Creates the operator, or resets an existing one's password and scope (and enables it again).
 void put_operator(pqxx::connection& conn, const Operator& op, const std::string& password);
 
+struct Credentials {
+    std::string name;
+    std::string password;
+};
+
 /// The operator when the name exists, is enabled and the password matches.
-std::optional<Operator> authenticate(pqxx::connection& conn, const std::string& name,
-                                     const std::string& password);
+std::optional<Operator> authenticate(pqxx::connection& conn, const Credentials& who);
 
 struct Session {
     Operator op;
     std::string csrf;  ///< checked on every POST, in the X-CSRF-Token header
-    std::chrono::steady_clock::time_point last_used;
+    common::MonotonicTime last_used;
 };
 
-/// Signed-in sessions by their cookie token. Thread-safe.
+/// Signed-in sessions by their cookie token, each ending after `idle` without a request (on the
+/// clock's monotonic time). Thread-safe.
 class Sessions {
   public:
-    explicit Sessions(std::chrono::seconds idle = std::chrono::hours(8)) : idle_(idle) {}
+    explicit Sessions(const common::Clock& clock, common::Duration idle = std::chrono::hours(8))
+        : clock_(clock), idle_(idle) {}
     /// Returns the new session's cookie token.
     std::string open(const Operator& op);
     /// The live session for the token, its idle timer restarted.
@@ -57,7 +63,8 @@ class Sessions {
     void close(const std::string& token);
 
   private:
-    std::chrono::seconds idle_;
+    const common::Clock& clock_;
+    common::Duration idle_;
     std::mutex mutex_;
     std::map<std::string, Session> by_token_;
 };

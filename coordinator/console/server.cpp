@@ -132,7 +132,7 @@ void ConsoleServer::routes() {
     s.set_exception_handler(
         [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
             try {
-                std::rethrow_exception(ep);
+                std::rethrow_exception(std::move(ep));
             } catch (const std::invalid_argument& e) {
                 send_json(res, 400, {{"error", e.what()}});
             } catch (const std::exception& e) {
@@ -177,7 +177,8 @@ void ConsoleServer::routes() {
             send_json(res, 400, {{"error", "name and password are required"}});
             return;
         }
-        const auto op = views_.authenticate(body["name"], body["password"]);
+        const auto op = views_.authenticate(
+            {body["name"].get<std::string>(), body["password"].get<std::string>()});
         if (!op) {
             spdlog::warn("console: failed sign-in as '{}'", body["name"].get<std::string>());
             send_json(res, 401, {{"error", "wrong name or password"}});

@@ -33,7 +33,8 @@ class ConsoleServer {
     void routes();
 
     Views& views_;
-    Sessions sessions_;
+    common::SystemClock clock_;
+    Sessions sessions_{clock_};
     std::unique_ptr<httplib::Server> server_;
 };
 

@@ -84,8 +84,8 @@ void Views::migrate() {
     with_connections([&] { common::migrate(meta()); });
 }
 
-std::optional<Operator> Views::authenticate(const std::string& name, const std::string& password) {
-    return with_connections([&] { return console::authenticate(meta(), name, password); });
+std::optional<Operator> Views::authenticate(const Credentials& who) {
+    return with_connections([&] { return console::authenticate(meta(), who); });
 }
 
 json Views::overview(const Operator& op, common::Instant now) {

@@ -46,7 +46,7 @@ class Views {
     /// Applies the embedded migrations (the console needs its table and indexes).
     void migrate();
 
-    std::optional<Operator> authenticate(const std::string& name, const std::string& password);
+    std::optional<Operator> authenticate(const Credentials& who);
 
     nlohmann::json overview(const Operator& op, common::Instant now);
     nlohmann::json leases(const Operator& op, common::Instant now);
