@@ -274,6 +274,35 @@ void ConsoleServer::routes() {
     s.Post(R"(/api/quarantine/(\d+)/release)", resolve(true));
     s.Post(R"(/api/quarantine/(\d+)/fail)", resolve(false));
 
+    auto resolve_lease = [this, session_of](bool release) {
+        return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
+            const auto id = std::stoll(req.matches[1].str());
+            const auto body = json::parse(req.body, nullptr, false);
+            if (!body.is_object() || !body.contains("generation") ||
+                !body["generation"].is_number_integer() || !body.contains("reason") ||
+                !body["reason"].is_string()) {
+                send_json(res, 400, {{"error", "generation and reason are required"}});
+                return;
+            }
+            const auto reason = body["reason"].get<std::string>();
+            if (reason.find_first_not_of(" \t\n") == std::string::npos) {
+                send_json(res, 400, {{"error", "say why: the reason is recorded in job_events"}});
+                return;
+            }
+            const auto op = session_of(req).op;
+            const auto r = views_.resolve_lease(op, id, body["generation"].get<long long>(),
+                                                release, reason, common::SystemClock().now());
+            spdlog::info("console: {} asked to {} the assignment of job {}: {}", op.name,
+                         release ? "release" : "fail", id, r.body.dump());
+            const int status = r.kind == ActionResult::Kind::Done      ? 200
+                               : r.kind == ActionResult::Kind::Refused ? 409
+                                                                       : 404;
+            send_json(res, status, r.body);
+        };
+    };
+    s.Post(R"(/api/leases/(\d+)/release)", resolve_lease(true));
+    s.Post(R"(/api/leases/(\d+)/fail)", resolve_lease(false));
+
     s.Get("/api/drills", [this](const httplib::Request&, httplib::Response& res) {
         send_json(res, 200, views_.drills());
     });

@@ -311,6 +311,41 @@ ActionResult Views::resolve_quarantined(const Operator& op, common::JobId id, bo
     });
 }
 
+ActionResult Views::resolve_lease(const Operator& op, common::JobId id, common::Generation seen,
+                                  bool release, const std::string& reason, common::Instant now) {
+    return with_connections([&] {
+        using Result = common::OperatorOutcome::Result;
+        for (const auto& s : scopes_of(op)) {
+            scope(s);
+            common::OperatorStore store(data());
+            const auto r = release ? store.release(id, seen, actor_of(op), reason, now)
+                                   : store.fail(id, seen, actor_of(op), reason, now);
+            switch (r.result) {
+                case Result::NotFound:
+                    continue;  // not in this organization: try the operator's next one
+                case Result::Done:
+                    return ActionResult{ActionResult::Kind::Done,
+                                        {{"job_id", id},
+                                         {"state", common::to_string(r.job->state)},
+                                         {"generation", r.generation},
+                                         {"taken_from", r.held_by},
+                                         {"by", actor_of(op)}}};
+                case Result::NotAssigned:
+                    return ActionResult{ActionResult::Kind::Refused,
+                                        {{"error", "nothing holds the job any more"}}};
+                case Result::Moved:
+                    return ActionResult{ActionResult::Kind::Refused,
+                                        {{"error", "the job was claimed again since generation " +
+                                                       std::to_string(seen) + ": look again"}}};
+                case Result::Busy:
+                    return ActionResult{ActionResult::Kind::Refused,
+                                        {{"error", "a coordinator holds the row; try again"}}};
+            }
+        }
+        return ActionResult{ActionResult::Kind::NotFound, {{"error", "no such job"}}};
+    });
+}
+
 std::vector<fs::path> Views::report_files() const {
     std::vector<std::pair<fs::file_time_type, fs::path>> found;
     std::error_code ec;

@@ -58,6 +58,12 @@ class Views {
     ActionResult resolve_quarantined(const Operator& op, common::JobId id, bool release,
                                      const std::string& reason, common::Instant now);
 
+    /// Takes a stuck assignment back (release: pending again, the attempt given back) or fails it
+    /// for good, through the operator store as aclaimctl release/fail do, fenced on the
+    /// generation the operator saw: a job claimed again since is refused, not touched.
+    ActionResult resolve_lease(const Operator& op, common::JobId id, common::Generation seen,
+                               bool release, const std::string& reason, common::Instant now);
+
     /// The report files (JSON and SVG) under the reports directory, newest first, and the last
     /// check.
     nlohmann::json drills();

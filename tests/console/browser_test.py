@@ -260,6 +260,20 @@ def run(args, work, dsn):
               "a lease about to expire is highlighted")
         check(browser.evaluate("document.querySelectorAll('#leases tbody tr').length") == 1,
               "exactly one live lease")
+        held = f"#leases tr[data-job=\"{ids['held']}\"]"
+        browser.click(held + " input.reason")
+        browser.call("Input.insertText", text="worker stopped renewing")
+        browser.click(held + " button.release")
+        browser.wait_for("document.getElementById('action-result').textContent.includes("
+                         "'taken from reviewer-a')", "the take-back's confirmation")
+        browser.wait_for(f"document.querySelector('{held}') === null",
+                         "the lease leaving the page")
+        errors = browser.errors()
+        check(not errors, f"taking a lease back raised no console error {errors}")
+        logged = psql(dsn, "SELECT kind || ' ' || worker FROM job_events"
+                           f" WHERE job_id = {ids['held']} ORDER BY id DESC LIMIT 1")
+        check(logged == "released console:tester",
+              f"the take-back is in job_events under the operator's name: {logged!r}")
 
         page(browser, "jobs", "#/jobs?org=1&state=failed", args.out,
              "document.querySelector('#jobs tbody tr') !== null")

@@ -137,6 +137,52 @@ TEST_CASE("console views: an operator scoped to one organization sees and acts o
     CHECK((*check)["jobs"] == 4);
 }
 
+TEST_CASE("console views: a stuck assignment is taken back only at the generation seen",
+          "[console]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    store.enqueue(1, some_jobs(1), now);
+    store.enqueue(2, some_jobs(2), now);
+    const auto held1 = store.claim(1, {"w1", 1}, 60 * common::kSeconds, now);
+    const auto held2 = store.claim(2, {"w2", 2}, 60 * common::kSeconds, now);
+    REQUIRE(held1.leases.size() == 1);
+    REQUIRE(held2.leases.size() == 2);
+    const auto a = held2.leases[0];
+    const auto b = held2.leases[1];
+
+    console::Views views(db.dsn(), "");
+    const console::Operator two{"two", std::vector<common::OrgId>{2}};
+    const auto leases = views.leases(two, now);
+    REQUIRE(leases["leases"].size() == 2);
+    for (const auto& l : leases["leases"]) CHECK(l["holder"] == "w2");
+
+    const auto other = held1.leases[0];
+    const auto before = job_snapshot(*conn, other.job_id);
+    CHECK(views.resolve_lease(two, other.job_id, other.generation, true, "not mine", now).kind ==
+          console::ActionResult::Kind::NotFound);
+    CHECK(job_snapshot(*conn, other.job_id) == before);
+
+    const auto stale = views.resolve_lease(two, a.job_id, a.generation + 1, true, "stuck", now);
+    CHECK(stale.kind == console::ActionResult::Kind::Refused);
+    CHECK(job_state(*conn, a.job_id) == "assigned");
+
+    const auto taken = views.resolve_lease(two, a.job_id, a.generation, true, "stuck", now);
+    REQUIRE(taken.kind == console::ActionResult::Kind::Done);
+    CHECK(taken.body["taken_from"] == "w2");
+    CHECK(job_state(*conn, a.job_id) == "pending");
+    CHECK(event_count(*conn, a.job_id, "released") == 1);
+
+    const auto failed = views.resolve_lease(two, b.job_id, b.generation, false, "poison", now);
+    REQUIRE(failed.kind == console::ActionResult::Kind::Done);
+    CHECK(job_state(*conn, b.job_id) == "failed");
+    pqxx::read_transaction t(*conn);
+    CHECK(t.exec_params1("SELECT worker FROM job_events WHERE job_id = $1 AND kind = 'failed'",
+                         b.job_id)[0]
+              .as<std::string>() == "console:two");
+}
+
 TEST_CASE("console overview: above the cap a count is the planner's estimate, and says so",
           "[console]") {
     TestDatabase db;

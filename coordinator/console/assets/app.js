@@ -10,6 +10,8 @@ const SVG_NS = 'http://www.w3.org/2000/svg';
 let csrf = null;
 let refreshTimer = null;
 let renders = 0;
+// What an operator typed as the reason of an action, by job id: kept across live refreshes.
+const reasons = new Map();
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -129,20 +131,51 @@ async function renderOverview(view) {
 
 // ---- leases ----
 
+async function resolveLease(lease, action) {
+  const reason = (reasons.get(lease.id) || '').trim();
+  const out = document.getElementById('action-result');
+  if (!reason) {
+    out.textContent = 'Say why: the reason is recorded in the audit log.';
+    out.className = 'error';
+    return;
+  }
+  try {
+    const r = await api(`/api/leases/${lease.id}/${action}`, { generation: lease.generation, reason });
+    reasons.delete(lease.id);
+    out.textContent = `Job #${lease.id} taken from ${r.taken_from}: now ${r.state} (${r.by}).`;
+    out.className = 'ok';
+  } catch (e) {
+    out.textContent = `Job #${lease.id}: ${e.message}`;
+    out.className = 'error';
+  }
+  await render(false);
+}
+
+function actionResult() {
+  const previous = document.getElementById('action-result');
+  return el('p', { id: 'action-result', class: previous ? previous.className : null,
+                   text: previous ? previous.textContent : '' });
+}
+
 async function renderLeases(view) {
   const data = await api('/api/leases');
   const rows = data.leases.map((l) => {
     const cls = l.time_left_ms <= 0 ? 'expired' : l.time_left_ms < 10000 ? 'expiring' : '';
+    const input = el('input', { class: 'reason', placeholder: 'why (recorded)', value: reasons.get(l.id) || '',
+                                oninput: (e) => reasons.set(l.id, e.target.value) });
     return el('tr', { class: cls || null, 'data-job': l.id },
       el('td', {}, jobLink(l.id)), el('td', { text: l.org_id }), el('td', { text: l.holder }),
       el('td', { text: l.generation }), el('td', { text: `${l.attempts}/${l.max_attempts}` }),
       el('td', { text: timeOf(l.claimed_us) }),
       el('td', { text: l.renewed_us ? ago(data.now_us / 1000 - l.renewed_us / 1000) + ' ago' : '—' }),
-      el('td', { class: 'left', text: l.time_left_ms <= 0 ? 'expired ' + ago(l.time_left_ms) + ' ago' : ago(l.time_left_ms) }));
+      el('td', { class: 'left', text: l.time_left_ms <= 0 ? 'expired ' + ago(l.time_left_ms) + ' ago' : ago(l.time_left_ms) }),
+      el('td', { class: 'actions' }, input, ' ',
+        el('button', { type: 'button', class: 'release secondary', onclick: () => resolveLease(l, 'release'), text: 'Take back' }), ' ',
+        el('button', { type: 'button', class: 'fail danger', onclick: () => resolveLease(l, 'fail'), text: 'Fail' })));
   });
-  view.replaceChildren(el('h1', { text: `Live leases (${data.leases.length})` }),
+  view.replaceChildren(el('h1', { text: `Live leases (${data.leases.length})` }), actionResult(),
     el('table', { id: 'leases' },
-      el('thead', {}, el('tr', {}, ['job', 'org', 'holder', 'generation', 'attempt', 'claimed', 'last renewal', 'time left'].map((h) => el('th', { text: h })))),
+      el('thead', {}, el('tr', {}, ['job', 'org', 'holder', 'generation', 'attempt', 'claimed', 'last renewal', 'time left', 'action'].map((h) => el('th', { text: h })))),
       el('tbody', {}, rows)));
 }
 
@@ -229,8 +262,6 @@ async function renderJob(view, id) {
 
 // ---- quarantine ----
 
-const reasons = new Map();
-
 async function resolveQuarantined(id, action) {
   const reason = (reasons.get(id) || '').trim();
   const out = document.getElementById('action-result');
@@ -253,9 +284,7 @@ async function resolveQuarantined(id, action) {
 
 async function renderQuarantine(view) {
   const data = await api('/api/quarantine');
-  const previous = document.getElementById('action-result');
-  const result = el('p', { id: 'action-result', class: previous ? previous.className : null,
-                           text: previous ? previous.textContent : '' });
+  const result = actionResult();
   const rows = data.quarantined.map((j) => {
     const input = el('input', { class: 'reason', placeholder: 'why (recorded)', value: reasons.get(j.id) || '',
                                 oninput: (e) => reasons.set(j.id, e.target.value) });
@@ -333,6 +362,8 @@ async function render(fromNavigation) {
   const active = document.activeElement;
   if (!fromNavigation && active && (active.tagName === 'INPUT' || active.tagName === 'SELECT')) return;
   const view = document.getElementById('view');
+  // An action's message belongs to the page it was taken on.
+  if (fromNavigation) document.getElementById('action-result')?.remove();
   try {
     await p.render(view, arg);
     renders += 1;
