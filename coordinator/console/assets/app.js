@@ -1,0 +1,437 @@
+// The console's pages. Everything is built with DOM calls and textContent (never innerHTML), so
+// no value read from the database can become markup; the Content-Security-Policy allows only this
+// file as script.
+'use strict';
+
+const REFRESH_MS = 2000;
+const STATES = ['pending', 'assigned', 'completed', 'failed', 'quarantined'];
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+let csrf = null;
+let refreshTimer = null;
+let renders = 0;
+// What an operator typed as the reason of an action, by job id: kept across live refreshes.
+const reasons = new Map();
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === 'text') node.textContent = v;
+    else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'text') node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  return node;
+}
+
+class HttpError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+async function api(path, body) {
+  const opts = { credentials: 'same-origin', headers: {} };
+  if (body !== undefined) {
+    opts.method = 'POST';
+    opts.headers['Content-Type'] = 'application/json';
+    if (csrf) opts.headers['X-CSRF-Token'] = csrf;
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, opts);
+  const data = await res.json().catch(() => ({}));
+  if (!res.ok) throw new HttpError(res.status, data.error || res.statusText);
+  return data;
+}
+
+function ago(ms) {
+  if (ms === null || ms === undefined) return '—';
+  const s = Math.abs(ms) / 1000;
+  if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + ' s';
+  if (s < 3600) return (s / 60).toFixed(1) + ' min';
+  if (s < 86400) return (s / 3600).toFixed(1) + ' h';
+  return (s / 86400).toFixed(1) + ' d';
+}
+
+function timeOf(us) {
+  return us === null || us === undefined ? '—' : new Date(us / 1000).toISOString().replace('T', ' ').slice(0, 23);
+}
+
+function stateBadge(state) { return el('span', { class: 'state ' + state, text: state }); }
+function jobLink(id) { return el('a', { href: '#/job/' + id, text: '#' + id }); }
+
+function setStatus(text, isError) {
+  const s = document.getElementById('status');
+  s.textContent = text;
+  s.className = isError ? 'error' : '';
+}
+
+// ---- overview ----
+
+function chart(perMinute) {
+  const w = 600, h = 90, pad = 14, max = Math.max(1, ...perMinute);
+  const root = svg('svg', { class: 'chart', viewBox: `0 0 ${w} ${h}`, role: 'img',
+                            'aria-label': 'completions per minute over the last hour' });
+  const bw = (w - pad) / perMinute.length;
+  perMinute.forEach((n, i) => {
+    const bh = (h - 2 * pad) * n / max;
+    const bar = svg('rect', { class: 'bar', x: pad + i * bw + 0.5, y: h - pad - bh,
+                              width: Math.max(1, bw - 1), height: bh });
+    bar.append(svg('title', { text: `${60 - i} min ago: ${n}` }));
+    root.append(bar);
+  });
+  root.append(svg('line', { class: 'axis', x1: pad, y1: h - pad, x2: w, y2: h - pad }));
+  root.append(svg('text', { x: pad, y: h - 2, text: '-60 min' }));
+  root.append(svg('text', { x: w - 30, y: h - 2, text: 'now' }));
+  root.append(svg('text', { x: 0, y: pad - 4, text: 'max ' + max + '/min' }));
+  return root;
+}
+
+async function renderOverview(view) {
+  const data = await api('/api/overview');
+  const cards = el('div', { class: 'cards' });
+  for (const o of data.organizations) {
+    const counts = el('div', { class: 'counts' });
+    for (const s of STATES) {
+      const n = o.counts[s];
+      counts.append(el('div', { class: 'count', 'data-org': o.org_id, 'data-state': s },
+        el('div', { class: 'n', text: (o.estimated[s] ? '≈' : '') + n.toLocaleString('en') }),
+        el('div', { class: 'label', text: s })));
+    }
+    const rejections = Object.entries(o.rejections);
+    const perMinute = o.completions_per_minute;
+    cards.append(el('div', { class: 'card', 'data-org': o.org_id },
+      el('h2', { text: 'Organization ' + o.org_id }),
+      counts,
+      el('div', { class: 'facts' },
+        el('span', {}, 'leases out ', el('b', { class: 'leases-out', text: o.leases_out })),
+        el('span', {}, 'expired, not reclaimed ', el('b', { text: o.leases_expired })),
+        el('span', {}, 'oldest pending ', el('b', { text: ago(o.oldest_pending_age_ms) })),
+        el('span', {}, 'completed last hour ', el('b', { text: perMinute.reduce((a, b) => a + b, 0) }))),
+      chart(perMinute),
+      el('div', { class: 'facts' }, 'rejections (1 h): ',
+        rejections.length === 0 ? el('span', { text: 'none' })
+          : rejections.map(([r, n]) => el('span', {}, r + ' ', el('b', { text: n }))))));
+  }
+  view.replaceChildren(el('h1', { text: 'Overview' }),
+    data.organizations.length === 0 ? el('p', { class: 'muted', text: 'No jobs yet.' }) : cards,
+    el('p', { class: 'muted', text: `Counts above ${data.exact_count_cap.toLocaleString('en')} per state are the planner's estimates (≈).` }));
+}
+
+// ---- leases ----
+
+async function resolveLease(lease, action) {
+  const reason = (reasons.get(lease.id) || '').trim();
+  const out = document.getElementById('action-result');
+  if (!reason) {
+    out.textContent = 'Say why: the reason is recorded in the audit log.';
+    out.className = 'error';
+    return;
+  }
+  try {
+    const r = await api(`/api/leases/${lease.id}/${action}`, { generation: lease.generation, reason });
+    reasons.delete(lease.id);
+    out.textContent = `Job #${lease.id} taken from ${r.taken_from}: now ${r.state} (${r.by}).`;
+    out.className = 'ok';
+  } catch (e) {
+    out.textContent = `Job #${lease.id}: ${e.message}`;
+    out.className = 'error';
+  }
+  await render(false);
+}
+
+function actionResult() {
+  const previous = document.getElementById('action-result');
+  return el('p', { id: 'action-result', class: previous ? previous.className : null,
+                   text: previous ? previous.textContent : '' });
+}
+
+async function renderLeases(view) {
+  const data = await api('/api/leases');
+  const rows = data.leases.map((l) => {
+    const cls = l.time_left_ms <= 0 ? 'expired' : l.time_left_ms < 10000 ? 'expiring' : '';
+    const input = el('input', { class: 'reason', placeholder: 'why (recorded)', value: reasons.get(l.id) || '',
+                                oninput: (e) => reasons.set(l.id, e.target.value) });
+    return el('tr', { class: cls || null, 'data-job': l.id },
+      el('td', {}, jobLink(l.id)), el('td', { text: l.org_id }), el('td', { text: l.holder }),
+      el('td', { text: l.generation }), el('td', { text: `${l.attempts}/${l.max_attempts}` }),
+      el('td', { text: timeOf(l.claimed_us) }),
+      el('td', { text: l.renewed_us ? ago(data.now_us / 1000 - l.renewed_us / 1000) + ' ago' : '—' }),
+      el('td', { class: 'left', text: l.time_left_ms <= 0 ? 'expired ' + ago(l.time_left_ms) + ' ago' : ago(l.time_left_ms) }),
+      el('td', { class: 'actions' }, input, ' ',
+        el('button', { type: 'button', class: 'release secondary', onclick: () => resolveLease(l, 'release'), text: 'Take back' }), ' ',
+        el('button', { type: 'button', class: 'fail danger', onclick: () => resolveLease(l, 'fail'), text: 'Fail' })));
+  });
+  view.replaceChildren(el('h1', { text: `Live leases (${data.leases.length})` }), actionResult(),
+    el('table', { id: 'leases' },
+      el('thead', {}, el('tr', {}, ['job', 'org', 'holder', 'generation', 'attempt', 'claimed', 'last renewal', 'time left', 'action'].map((h) => el('th', { text: h })))),
+      el('tbody', {}, rows)));
+}
+
+// ---- jobs ----
+
+function jobsQuery() {
+  const q = new URLSearchParams(location.hash.split('?')[1] || '');
+  return q;
+}
+
+async function renderJobs(view) {
+  const q = jobsQuery();
+  const data = await api('/api/jobs?' + q.toString());
+  const field = (name, label, attrs) => el('label', {}, label,
+    el('input', Object.assign({ name, value: q.get(name) || '' }, attrs || {})));
+  const state = el('select', { name: 'state' }, el('option', { value: '', text: 'any' }),
+    STATES.map((s) => el('option', { value: s, text: s, selected: q.get('state') === s })));
+  const form = el('form', { class: 'filters', id: 'job-filters', onsubmit: (e) => {
+    e.preventDefault();
+    const next = new URLSearchParams();
+    for (const [k, v] of new FormData(e.target)) if (v) next.set(k, v);
+    location.hash = '#/jobs?' + next.toString();
+  } },
+  field('org', 'organization', { inputmode: 'numeric', size: 6 }),
+  el('label', {}, 'state', state),
+  field('holder', 'holder'),
+  field('before', 'enqueued before (ISO 8601)', { placeholder: '2026-01-01T00:00:00Z' }),
+  el('button', { type: 'submit', text: 'Filter' }));
+  const rows = data.jobs.map((j) => el('tr', { 'data-job': j.id },
+    el('td', {}, jobLink(j.id)), el('td', { text: j.org_id }), el('td', {}, stateBadge(j.state)),
+    el('td', { text: j.generation }), el('td', { text: j.assignee || '—' }),
+    el('td', { text: `${j.attempts}/${j.max_attempts}` }), el('td', { text: j.enqueued_at }),
+    el('td', { text: j.completed_at || '—' })));
+  const paging = el('div', { class: 'filters' });
+  if (q.get('after')) {
+    const first = new URLSearchParams(q); first.delete('after');
+    paging.append(el('a', { href: '#/jobs?' + first.toString(), text: '« first page' }));
+  }
+  if (data.next_after !== null) {
+    const next = new URLSearchParams(q); next.set('after', data.next_after);
+    paging.append(el('a', { id: 'next-page', href: '#/jobs?' + next.toString(), text: 'next page »' }));
+  }
+  view.replaceChildren(el('h1', { text: 'Jobs' }), form,
+    el('table', { id: 'jobs' },
+      el('thead', {}, el('tr', {}, ['job', 'org', 'state', 'generation', 'holder', 'attempt', 'enqueued', 'finished'].map((h) => el('th', { text: h })))),
+      el('tbody', {}, rows)),
+    paging);
+}
+
+// ---- one job ----
+
+async function renderJob(view, id) {
+  const data = await api('/api/jobs/' + encodeURIComponent(id));
+  const j = data.job;
+  const fields = el('dl', { class: 'fields' });
+  const add = (k, v) => fields.append(el('dt', { text: k }), el('dd', {}, v === null || v === undefined ? '—' : v));
+  add('state', stateBadge(j.state));
+  add('organization', String(j.org_id));
+  add('generation', String(j.generation));
+  add('attempts', `${j.attempts}/${j.max_attempts}`);
+  add('priority', String(j.priority));
+  add('holder', j.assignee);
+  add('enqueued', j.enqueued_at);
+  add('claimed', j.claimed_at);
+  add('lease expires', j.lease_expires_at);
+  add('finished', j.completed_at);
+  add('result', data.result ? `${data.result.result_ref} (generation ${data.result.generation}, published ${data.result.published_at})` : null);
+  add('last error', j.last_error ? el('pre', { text: j.last_error }) : null);
+  if (j.state === 'quarantined') {
+    add('quarantined from', j.quarantined_from);
+    add('quarantine reason', el('pre', { text: j.quarantine_reason }));
+  }
+  add('recovery class', data.class);
+  if (data.findings) add('findings', el('pre', { text: data.findings }));
+  add('payload', j.payload ? el('pre', { text: j.payload }) : null);
+  const timeline = el('ol', { class: 'timeline', id: 'timeline' }, data.events.map((e) =>
+    el('li', { class: e.kind, 'data-kind': e.kind },
+      el('span', { class: 'kind', text: e.kind }), ' ',
+      el('span', { class: 'muted', text: `#${e.id} · ${e.at} · generation ${e.generation}` + (e.worker ? ` · ${e.worker}` : '') }),
+      e.detail ? el('pre', { text: e.detail }) : null)));
+  view.replaceChildren(el('h1', { text: `Job #${j.id}` }), fields,
+    el('h2', { text: `Audit timeline (${data.events.length} events)` }), timeline);
+}
+
+// ---- quarantine ----
+
+async function resolveQuarantined(id, action) {
+  const reason = (reasons.get(id) || '').trim();
+  const out = document.getElementById('action-result');
+  if (!reason) {
+    out.textContent = 'Say why: the reason is recorded in the audit log.';
+    out.className = 'error';
+    return;
+  }
+  try {
+    const r = await api(`/api/quarantine/${id}/${action}`, { reason });
+    reasons.delete(id);
+    out.textContent = `Job #${id} is ${r.state} at generation ${r.generation} (${r.by}).`;
+    out.className = 'ok';
+  } catch (e) {
+    out.textContent = `Job #${id}: ${e.message}`;
+    out.className = 'error';
+  }
+  await render(false);
+}
+
+async function renderQuarantine(view) {
+  const data = await api('/api/quarantine');
+  const result = actionResult();
+  const rows = data.quarantined.map((j) => {
+    const input = el('input', { class: 'reason', placeholder: 'why (recorded)', value: reasons.get(j.id) || '',
+                                oninput: (e) => reasons.set(j.id, e.target.value) });
+    return el('tr', { 'data-job': j.id },
+      el('td', {}, jobLink(j.id)), el('td', { text: j.org_id }), el('td', { text: j.quarantined_from }),
+      el('td', { text: j.generation }), el('td', {}, el('pre', { text: j.quarantine_reason })),
+      el('td', { class: 'actions' }, input, ' ',
+        el('button', { type: 'button', class: 'release', onclick: () => resolveQuarantined(j.id, 'release'), text: 'Release' }), ' ',
+        el('button', { type: 'button', class: 'fail danger', onclick: () => resolveQuarantined(j.id, 'fail'), text: 'Fail' })));
+  });
+  view.replaceChildren(el('h1', { text: `Quarantine inbox (${data.quarantined.length})` }), result,
+    data.quarantined.length === 0 ? el('p', { class: 'muted', text: 'Nothing is quarantined.' })
+      : el('table', { id: 'quarantine' },
+        el('thead', {}, el('tr', {}, ['job', 'org', 'from', 'generation', 'evidence', 'action'].map((h) => el('th', { text: h })))),
+        el('tbody', {}, rows)));
+}
+
+// ---- drills ----
+
+async function runCheck() {
+  const out = document.getElementById('check-result');
+  out.textContent = 'checking…';
+  try {
+    await api('/api/check', {});
+  } catch (e) {
+    out.textContent = e.message;
+    out.className = 'error';
+    return;
+  }
+  await render(false);
+}
+
+async function renderDrills(view) {
+  const data = await api('/api/drills');
+  const c = data.last_check;
+  const check = el('div', { class: 'card', id: 'last-check' }, el('h2', { text: 'Last check' }),
+    c ? el('div', {},
+      el('p', { class: c.ok ? 'ok' : 'error', id: 'check-result',
+                text: `${c.ok ? 'OK' : c.violations.length + ' violations'}: ${c.jobs} jobs, ${c.events} events, ${c.accepted_completions} accepted completions, ${c.rejections} rejections, ${c.reclaims} reclaims — ${c.at} by ${c.by}` }),
+      c.violations.length ? el('pre', { text: c.violations.map((v) => `${v.invariant} job ${v.job_id}: ${v.evidence}`).join('\n') }) : null)
+      : el('p', { class: 'muted', id: 'check-result', text: 'Not run since the console started.' }),
+    el('button', { type: 'button', id: 'run-check', onclick: runCheck, text: 'Run check now' }));
+  const reports = el('div', { class: 'cards reports' }, data.reports.map((r) =>
+    el('div', { class: 'card', 'data-report': r.path }, el('h2', { text: r.path }),
+      r.kind === 'svg' ? el('img', { src: '/reports/' + r.path, alt: r.path })
+        : el('p', {}, el('a', { href: '/reports/' + r.path, target: '_blank', rel: 'noopener', text: `open JSON (${r.bytes} bytes)` })))));
+  view.replaceChildren(el('h1', { text: 'Drills' }), check, el('h2', { text: `Reports (${data.reports.length})` }),
+    data.reports.length ? reports : el('p', { class: 'muted', text: 'No reports: start the console with --reports DIR.' }));
+}
+
+// ---- shell ----
+
+function route() {
+  const path = (location.hash.replace(/^#/, '') || '/overview').split('?')[0];
+  const parts = path.split('/').filter(Boolean);
+  return { page: parts[0] || 'overview', arg: parts[1] };
+}
+
+const PAGES = {
+  overview: { render: renderOverview, live: true },
+  leases: { render: renderLeases, live: true },
+  jobs: { render: renderJobs, live: false },
+  job: { render: (v, id) => renderJob(v, id), live: true },
+  quarantine: { render: renderQuarantine, live: true },
+  drills: { render: renderDrills, live: false },
+};
+
+async function render(fromNavigation) {
+  const { page, arg } = route();
+  const p = PAGES[page] || PAGES.overview;
+  for (const a of document.querySelectorAll('#nav a')) {
+    a.classList.toggle('active', a.dataset.page === page || (page === 'job' && a.dataset.page === 'jobs'));
+  }
+  // A live refresh never replaces the page under an operator who is typing in it.
+  const active = document.activeElement;
+  if (!fromNavigation && active && (active.tagName === 'INPUT' || active.tagName === 'SELECT')) return;
+  const view = document.getElementById('view');
+  // An action's message belongs to the page it was taken on.
+  if (fromNavigation) document.getElementById('action-result')?.remove();
+  try {
+    await p.render(view, arg);
+    renders += 1;
+    document.body.dataset.page = page;
+    document.body.dataset.renders = String(renders);
+    setStatus('updated ' + new Date().toLocaleTimeString('en-GB') + (p.live ? ' · live' : ''));
+  } catch (e) {
+    if (e.status === 401) { showLogin(); return; }
+    document.body.dataset.page = page;
+    document.body.dataset.error = e.message;
+    view.replaceChildren(el('p', { class: 'error', text: e.message }));
+    setStatus('error: ' + e.message, true);
+  }
+}
+
+function schedule() {
+  clearInterval(refreshTimer);
+  const p = PAGES[route().page] || PAGES.overview;
+  if (p.live) refreshTimer = setInterval(() => render(false), REFRESH_MS);
+}
+
+function showLogin() {
+  clearInterval(refreshTimer);
+  csrf = null;
+  document.getElementById('login').hidden = false;
+  document.getElementById('view').hidden = true;
+  document.getElementById('nav').hidden = true;
+  document.getElementById('logout').hidden = true;
+  document.getElementById('who').textContent = '';
+  document.body.dataset.page = 'login';
+}
+
+async function start() {
+  try {
+    const s = await api('/api/session');
+    if (!s.operator) { showLogin(); return; }
+    csrf = s.csrf;
+    document.getElementById('who').textContent = s.operator + (s.orgs ? ` · organizations ${s.orgs.join(', ')}` : ' · all organizations');
+  } catch (e) {
+    if (e.status === 401) { showLogin(); return; }
+    setStatus(e.message, true);
+    return;
+  }
+  document.getElementById('login').hidden = true;
+  document.getElementById('view').hidden = false;
+  document.getElementById('nav').hidden = false;
+  document.getElementById('logout').hidden = false;
+  await render(true);
+  schedule();
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  document.getElementById('login-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const err = document.getElementById('login-error');
+    err.textContent = '';
+    try {
+      await api('/api/login', { name: document.getElementById('login-name').value,
+                                password: document.getElementById('login-password').value });
+      await start();
+    } catch (ex) {
+      err.textContent = ex.message;
+    }
+  });
+  document.getElementById('logout').addEventListener('click', async () => {
+    await api('/api/logout', {}).catch(() => {});
+    showLogin();
+  });
+  window.addEventListener('hashchange', async () => { await render(true); schedule(); });
+  start();
+});

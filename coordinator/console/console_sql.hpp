@@ -1,0 +1,126 @@
+#pragma once
+
+// The console's own reads: the overview and the live leases. Each is bounded on a big table (see
+// schema/0006 for the indexes they use): no statement here reads every row of jobs or job_events.
+// Jobs, a job's dossier and the quarantine inbox are the operator store's and the recovery
+// store's statements, shared with aclaimctl. Time comes in as $n microseconds, as in the store.
+
+#include <array>
+#include <string_view>
+
+namespace aclaim::console::sql {
+
+/// The states the overview counts, in display order. A new state is one more entry.
+inline constexpr std::array<std::string_view, 8> kStates = {
+    "pending", "scheduled", "assigned",  "completed",
+    "failed",  "discarded", "cancelled", "quarantined"};
+
+/// Above this many rows of one (organization, state) the overview shows the planner's estimate
+/// instead of counting: an index-only count of at most this many entries per pair stays cheap.
+inline constexpr long long kExactCountCap = 2000;
+
+/// Every organization with jobs: a skip scan over jobs_org_state, one index probe each.
+inline constexpr const char* kOrganizations = R"SQL(
+WITH RECURSIVE o AS (
+    (SELECT org_id FROM jobs ORDER BY org_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.org_id FROM jobs j WHERE j.org_id > o.org_id ORDER BY j.org_id LIMIT 1)
+      FROM o WHERE o.org_id IS NOT NULL
+)
+SELECT org_id FROM o WHERE org_id IS NOT NULL ORDER BY org_id
+)SQL";
+
+/// $1 bigint[] organizations, $2 text[] states (pairwise), $3 cap. Per pair, the count of rows up
+/// to $3 + 1 (index-only scans of jobs_org_state; more than $3 means "take the estimate").
+inline constexpr const char* kCappedCounts = R"SQL(
+SELECT o AS org_id, s AS state,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = o AND j.state = s
+                               LIMIT $3::bigint + 1) c) AS n
+  FROM unnest($1::bigint[], $2::text[]) AS p(o, s)
+)SQL";
+
+/// States a job never leaves: their counts only grow, so an estimate from the last ANALYZE errs
+/// low, never showing work that is gone. Above kSkipCountFactor times the cap by the estimate,
+/// the overview does not count them at all.
+inline constexpr std::array<std::string_view, 4> kGrowingStates = {"completed", "failed",
+                                                                  "discarded", "cancelled"};
+inline constexpr long long kSkipCountFactor = 4;
+
+/// The planner's per-(organization, state) estimates in one read: the most common combinations
+/// of the jobs_org_state_mcv statistics (schema/0006) times the table's estimated rows. Readable
+/// by the table's owner (the login role that migrated), empty before the first ANALYZE.
+inline constexpr const char* kStateEstimates = R"SQL(
+SELECT s.most_common_vals[i][1]::bigint AS org_id, s.most_common_vals[i][2] AS state,
+       round(s.most_common_freqs[i] * greatest(c.reltuples, 0))::bigint AS estimate
+  FROM pg_stats_ext s, generate_subscripts(s.most_common_freqs, 1) i, pg_class c
+ WHERE s.statistics_name = 'jobs_org_state_mcv' AND s.schemaname = current_schema()
+   AND c.oid = 'jobs'::regclass
+)SQL";
+
+/// $1 now. Leases out and expired ones not yet reclaimed, per organization: assigned rows only
+/// (jobs_assigned), which the number of workers bounds.
+inline constexpr const char* kLeaseCounts = R"SQL(
+SELECT org_id,
+       count(*) FILTER (WHERE lease_expires_at > aclaim_ts($1::bigint)) AS leases_out,
+       count(*) FILTER (WHERE lease_expires_at <= aclaim_ts($1::bigint)) AS leases_expired
+  FROM jobs
+ WHERE state = 'assigned'
+ GROUP BY org_id
+)SQL";
+
+/// $1 bigint[] organizations. The oldest pending job of each, found by a skip scan over the
+/// claim-order index: one probe per distinct priority, however long the backlog.
+inline constexpr const char* kOldestPending = R"SQL(
+SELECT o AS org_id,
+       (WITH RECURSIVE p AS (
+            (SELECT priority, enqueued_at FROM jobs j
+              WHERE j.org_id = o AND j.state = 'pending'
+              ORDER BY priority DESC, enqueued_at LIMIT 1)
+            UNION ALL
+            SELECT q.priority, q.enqueued_at FROM p, LATERAL (
+                SELECT priority, enqueued_at FROM jobs j
+                 WHERE j.org_id = o AND j.state = 'pending' AND j.priority < p.priority
+                 ORDER BY priority DESC, enqueued_at LIMIT 1) q)
+        SELECT aclaim_us(min(enqueued_at)) FROM p) AS oldest_pending_us
+  FROM unnest($1::bigint[]) o
+)SQL";
+
+/// $1 since, $2 now, $3 bigint[] organizations. Completions per organization and minute since $1
+/// (one range of jobs_completed_at per organization), binned in the index's own type: converting
+/// every row to microseconds first would cost more than the scan.
+inline constexpr const char* kCompletionsPerMinute = R"SQL(
+SELECT org_id, aclaim_us(date_bin('1 minute', completed_at, aclaim_ts($1::bigint))) AS bin_us,
+       count(*) AS n
+  FROM jobs
+ WHERE state = 'completed' AND org_id = ANY($3::bigint[])
+   AND completed_at > aclaim_ts($1::bigint) AND completed_at <= aclaim_ts($2::bigint)
+ GROUP BY 1, 2
+)SQL";
+
+/// $1 since. Rejections per organization and reason since $1 (job_events_rejected). The reason
+/// is the detail's prefix, as the store writes it ("stale_generation: ...").
+inline constexpr const char* kRejections = R"SQL(
+SELECT org_id, split_part(detail, ':', 1) AS reason, count(*) AS n
+  FROM job_events
+ WHERE kind = 'rejected' AND at > aclaim_ts($1::bigint)
+ GROUP BY 1, 2 ORDER BY 1, 3 DESC
+)SQL";
+
+/// $1 limit. Every held lease, soonest to expire first (jobs_assigned), with the latest claim or
+/// renewal from the job's own events (job_events_job).
+inline constexpr const char* kLeases = R"SQL(
+SELECT id, org_id, generation, assignee, attempts, max_attempts,
+       aclaim_us(claimed_at) AS claimed_us, aclaim_us(lease_expires_at) AS lease_us,
+       (SELECT aclaim_us(max(e.at)) FROM job_events e
+         WHERE e.job_id = jobs.id AND e.kind IN ('claimed', 'renewed')) AS renewed_us
+  FROM jobs
+ WHERE state = 'assigned'
+ ORDER BY lease_expires_at, id
+ LIMIT $1::int
+)SQL";
+
+/// The planner's estimate of the table's rows (-1 before the first ANALYZE).
+inline constexpr const char* kTableEstimate =
+    "SELECT reltuples::bigint FROM pg_class WHERE oid = 'jobs'::regclass";
+
+}  // namespace aclaim::console::sql

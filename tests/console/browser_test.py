@@ -1,0 +1,399 @@
+#!/usr/bin/env python3
+"""The operator console in a real browser (Debian's chromium, headless, driven over the DevTools
+protocol) against a live coordinator and database holding jobs in every state.
+
+On a fresh database of the suite's PostgreSQL (ACLAIM_TEST_DSN): a coordinator, a worker session
+that completes, fails, holds and is rejected, two jobs set aside by `aclaimctl recover --apply`,
+then aclaim-console with two operators (one of every organization, one scoped to organization 2).
+Checks that every page loads without a console error and shows the right counts and events, that
+a quarantine release clicked in the page lands in the job's audit log under the operator's name,
+that a POST without the CSRF token is refused with 403, that the scoped operator sees only its
+organization, and keeps a PNG of every page in --out.
+"""
+
+import argparse
+import http.cookiejar
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+
+import cdp  # noqa: E402
+import py_worker  # noqa: E402
+
+PASSWORD = "correct horse battery staple"
+
+
+class Failure(Exception):
+    pass
+
+
+def check(ok, what):
+    if not ok:
+        raise Failure(what)
+    print("ok:", what)
+
+
+def with_database(dsn, name):
+    parts = urllib.parse.urlsplit(dsn)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + name))
+
+
+def psql(dsn, statement):
+    env = dict(os.environ, PGOPTIONS="-c client_min_messages=warning")
+    out = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", dsn, "-c", statement],
+                         check=True, stdout=subprocess.PIPE, env=env, text=True)
+    return out.stdout.strip()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parsed(raw, content_type):
+    if not content_type.startswith("application/json"):
+        return raw.decode("utf-8", errors="replace")
+    return json.loads(raw or b"{}")
+
+
+class Http:
+    """A cookie-keeping client of the console's JSON API."""
+
+    def __init__(self, base):
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+    def request(self, path, body=None, headers=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, headers=dict(headers or {}))
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with self.opener.open(req, timeout=10) as r:
+                return r.status, parsed(r.read(), r.headers.get("Content-Type", "")), r.headers
+        except urllib.error.HTTPError as e:
+            return e.code, parsed(e.read(), e.headers.get("Content-Type", "")), e.headers
+
+
+def make_history(dsn, endpoint, bin_dir):
+    """Jobs in every state in organization 1 and pending ones in organization 2; returns the ids
+    by role."""
+    ctl = os.path.join(bin_dir, "aclaimctl")
+    subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--count", "7"], check=True,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "2", "--count", "3"], check=True,
+                   stdout=subprocess.DEVNULL)
+    s = py_worker.Session(endpoint, 10.0)
+    kind, _ = s.call("HELLO", worker_id="reviewer-a", org_id=1)
+    check(kind == "WELCOME", "the worker is welcomed")
+    jobs = []
+    while len(jobs) < 5:
+        kind, reply = s.call("CLAIM", extra_wait_s=2.0, max_jobs=5 - len(jobs), wait_ms=2000)
+        if kind == "ASSIGNED":
+            jobs += reply["jobs"]
+    done, failed, held, q1, q2 = jobs
+    kind, _ = s.call("COMPLETE", job_id=done["job_id"], generation=done["generation"],
+                     result_ref="review:done")
+    check(kind == "ACCEPTED", "a completion is accepted")
+    kind, _ = s.call("FAIL", job_id=failed["job_id"], generation=failed["generation"],
+                     reason="the diff does not apply", retryable=False)
+    check(kind == "ACCEPTED", "a failure is accepted")
+    kind, _ = s.call("COMPLETE", job_id=done["job_id"], generation=done["generation"] + 1,
+                     result_ref="review:stale")
+    check(kind == "REJECTED", "a completion with a made-up generation is rejected")
+    # Two held rows whose generation the log never granted: recovery sets them aside.
+    psql(dsn, "UPDATE jobs SET generation = generation + 5 WHERE id IN "
+              f"({q1['job_id']}, {q2['job_id']})")
+    # Exit 1: it found inconsistencies, which is what this history is made of.
+    recovered = subprocess.run([ctl, "--dsn", dsn, "recover", "--apply", "--by", "browser-test"],
+                               stdout=subprocess.PIPE, text=True)
+    check(recovered.returncode == 1 and "2 quarantined" in recovered.stdout,
+          "recovery quarantines the two contradictory rows")
+    return {"session": s, "done": done["job_id"], "failed": failed["job_id"],
+            "held": held["job_id"], "release": q1["job_id"], "keep": q2["job_id"]}
+
+
+def start(argv, log_path, ready_pattern, timeout_s=30):
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            m = re.search(ready_pattern, f.read())
+        if m:
+            return proc, m
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise Failure(f"{argv[0]} did not become ready; see {log_path}")
+
+
+def page(browser, name, hash_, out, ready):
+    """Goes to a page, waits until it rendered and `ready` holds, checks for console errors and
+    keeps a screenshot."""
+    before = browser.evaluate("Number(document.body.dataset.renders || 0)")
+    browser.evaluate(f"location.hash = {json.dumps(hash_)}")
+    browser.wait_for(f"document.body.dataset.page === {json.dumps(hash_.split('/')[1].split('?')[0])}"
+                     f" && Number(document.body.dataset.renders) > {before}", name + " rendered")
+    browser.wait_for(ready, name + " shows its data")
+    errors = browser.errors()
+    check(not errors, f"the {name} page loads with no console error {errors}")
+    path = browser.screenshot(os.path.join(out, f"console-{name}.png"))
+    check(os.path.getsize(path) > 1000, f"a screenshot of the {name} page is kept: {path}")
+
+
+def run(args, work, dsn):
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    coordinator, _ = start(
+        [os.path.join(args.bin_dir, "aclaim-coordinator"), "--dsn", dsn, "--bind", endpoint,
+         "--migrate", "--plaintext", "--lease-ms", "60000", "--http-bind", "",
+         "--log-level", "info"],
+        os.path.join(work, "coordinator.log"), r"serving on", timeout_s=30)
+    console = None
+    browser = None
+    try:
+        ids = make_history(dsn, endpoint, args.bin_dir)
+        add = os.path.join(args.bin_dir, "aclaim-console")
+        subprocess.run([add, "--dsn", dsn, "operator", "add", "tester"], input=PASSWORD + "\n",
+                       text=True, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([add, "--dsn", dsn, "operator", "add", "org2", "--org", "2"],
+                       input=PASSWORD + "\n", text=True, check=True, stdout=subprocess.DEVNULL)
+        stored = psql(dsn, "SELECT password_hash FROM console_operators WHERE name = 'tester'")
+        check(stored.startswith("$argon2id$") and PASSWORD not in stored,
+              "operator passwords are stored only as an Argon2id hash")
+        reports = os.path.join(work, "reports")
+        os.makedirs(os.path.join(reports, "canary"))
+        with open(os.path.join(reports, "canary", "report.json"), "w") as f:
+            json.dump({"ok": True, "p99_claim_ms": 4.2}, f)
+        with open(os.path.join(reports, "canary", "latency.svg"), "w") as f:
+            f.write('<svg xmlns="http://www.w3.org/2000/svg" width="200" height="60">'
+                    '<rect x="10" y="10" width="120" height="40" fill="#1d4e89"/></svg>')
+        console, m = start([add, "--dsn", dsn, "serve", "--listen", "127.0.0.1:0",
+                            "--reports", reports],
+                           os.path.join(work, "console.log"), r"console: (http://\S+)")
+        base = m.group(1).rstrip("/")
+
+        # The HTTP side on its own: headers, sign-in, CSRF and the scoped operator.
+        anon = Http(base)
+        status, _, headers = anon.request("/")
+        csp = headers.get("Content-Security-Policy", "")
+        check(status == 200 and "script-src 'self'" in csp and "unsafe-inline" not in csp
+              and "frame-ancestors 'none'" in csp, "the CSP allows only the console's own script")
+        check(headers.get("X-Frame-Options") == "DENY"
+              and headers.get("X-Content-Type-Options") == "nosniff", "frames denied, nosniff")
+        check(anon.request("/api/overview")[0] == 401, "the API wants a session")
+        check(anon.request("/api/login", {"name": "tester", "password": "wrong"})[0] == 401,
+              "a wrong password is refused")
+        scoped = Http(base)
+        check(scoped.request("/api/login", {"name": "org2", "password": PASSWORD})[0] == 200,
+              "the scoped operator signs in")
+        _, ov, _ = scoped.request("/api/overview")
+        check([o["org_id"] for o in ov["organizations"]] == [2],
+              "the scoped operator's overview has only its organization")
+        check(scoped.request(f"/api/jobs/{ids['done']}")[0] == 404,
+              "the scoped operator cannot read another organization's job")
+        _, jobs, _ = scoped.request("/api/jobs?limit=50")
+        check({j["org_id"] for j in jobs["jobs"]} == {2} and len(jobs["jobs"]) == 3,
+              "the scoped operator's job list has only its organization's three jobs")
+        _, session, _ = scoped.request("/api/session")
+        status, _, _ = scoped.request(f"/api/quarantine/{ids['keep']}/release",
+                                      {"reason": "not mine"}, {"X-CSRF-Token": session["csrf"]})
+        check(status == 404, "the scoped operator cannot act on another organization's job")
+
+        browser = cdp.Browser()
+        browser.navigate(base + "/")
+        browser.wait_for("document.body.dataset.page === 'login'", "the sign-in form")
+        errors = browser.errors()
+        check(not errors, f"the sign-in page loads with no console error {errors}")
+        browser.screenshot(os.path.join(args.out, "console-login.png"))
+        browser.evaluate(
+            f"document.getElementById('login-name').value = 'tester';"
+            f"document.getElementById('login-password').value = {json.dumps(PASSWORD)};"
+            "document.getElementById('login-form').requestSubmit(); true")
+        browser.wait_for("document.body.dataset.page === 'overview'"
+                         " && document.querySelector('.card[data-org=\"1\"]') !== null",
+                         "the overview after signing in")
+
+        count = ("(() => { const c = {}; for (const e of document.querySelectorAll("
+                 "'.card[data-org=\"1\"] .count')) c[e.dataset.state] ="
+                 " e.querySelector('.n').textContent; return c; })()")
+        page(browser, "overview", "#/overview", args.out,
+             "document.querySelector('.card[data-org=\"2\"]') !== null")
+        counts = browser.evaluate(count)
+        check(counts == {"pending": "2", "scheduled": "0", "assigned": "1", "completed": "1",
+                         "failed": "1", "discarded": "0", "cancelled": "0", "quarantined": "2"},
+              f"organization 1's counts by state {counts}")
+        org2 = browser.evaluate("document.querySelector('.card[data-org=\"2\"] "
+                                ".count[data-state=\"pending\"] .n').textContent")
+        check(org2 == "3", "organization 2 has three pending jobs")
+        card = browser.evaluate("document.querySelector('.card[data-org=\"1\"]').textContent")
+        check("leases out 1" in card and "completed last hour 1" in card,
+              "one lease out and one completion in the last hour")
+        check(re.search(r"stale_generation|lease_expired|already_terminal", card) is not None,
+              "the rejection is counted by reason")
+        check(browser.evaluate("document.querySelectorAll('.card[data-org=\"1\"] svg.chart rect')"
+                               ".length") == 60, "the completions chart has a bar per minute")
+
+        # The held lease close to its end, as a worker that stopped renewing leaves it.
+        psql(dsn, "UPDATE jobs SET lease_expires_at = now() + interval '8 seconds'"
+                  f" WHERE id = {ids['held']}")
+        page(browser, "leases", "#/leases", args.out,
+             f"document.querySelector('#leases tr[data-job=\"{ids['held']}\"]') !== null")
+        row = browser.evaluate(f"document.querySelector('#leases tr[data-job=\"{ids['held']}\"]')"
+                               ".textContent")
+        check("reviewer-a" in row, "the live lease names its holder")
+        check(browser.evaluate(f"document.querySelector('#leases tr[data-job=\"{ids['held']}\"]')"
+                               ".classList.contains('expiring')"),
+              "a lease about to expire is highlighted")
+        check(browser.evaluate("document.querySelectorAll('#leases tbody tr').length") == 1,
+              "exactly one live lease")
+        held = f"#leases tr[data-job=\"{ids['held']}\"]"
+        browser.click(held + " input.reason")
+        browser.call("Input.insertText", text="worker stopped renewing")
+        browser.click(held + " button.release")
+        browser.wait_for("document.getElementById('action-result').textContent.includes("
+                         "'taken from reviewer-a')", "the take-back's confirmation")
+        browser.wait_for(f"document.querySelector('{held}') === null",
+                         "the lease leaving the page")
+        errors = browser.errors()
+        check(not errors, f"taking a lease back raised no console error {errors}")
+        logged = psql(dsn, "SELECT kind || ' ' || worker FROM job_events"
+                           f" WHERE job_id = {ids['held']} ORDER BY id DESC LIMIT 1")
+        check(logged == "released console:tester",
+              f"the take-back is in job_events under the operator's name: {logged!r}")
+
+        page(browser, "jobs", "#/jobs?org=1&state=failed", args.out,
+             "document.querySelector('#jobs tbody tr') !== null")
+        rows = browser.evaluate("[...document.querySelectorAll('#jobs tbody tr')]"
+                                ".map((r) => Number(r.dataset.job))")
+        check(rows == [ids["failed"]], f"the state filter finds the failed job {rows}")
+        page(browser, "jobs-paged", "#/jobs?limit=4", args.out,
+             "document.getElementById('next-page') !== null")
+        first = browser.evaluate("[...document.querySelectorAll('#jobs tbody tr')]"
+                                 ".map((r) => Number(r.dataset.job))")
+        browser.click("#next-page")
+        browser.wait_for("location.hash.includes('after=')", "the next page")
+        browser.wait_for("document.querySelector('#jobs tbody tr') !== null && "
+                         f"Number(document.querySelector('#jobs tbody tr').dataset.job) > {first[-1]}",
+                         "the second page's rows")
+        second = browser.evaluate("[...document.querySelectorAll('#jobs tbody tr')]"
+                                  ".map((r) => Number(r.dataset.job))")
+        check(len(first) == 4 and min(second) > max(first), "keyset paging moves past the page")
+
+        page(browser, "job", f"#/job/{ids['done']}", args.out,
+             "document.querySelector('#timeline li') !== null")
+        kinds = browser.evaluate("[...document.querySelectorAll('#timeline li')]"
+                                 ".map((l) => l.dataset.kind)")
+        check(kinds == ["enqueued", "claimed", "completed", "rejected"],
+              f"the completed job's whole audit timeline {kinds}")
+
+        page(browser, "quarantine", "#/quarantine", args.out,
+             f"document.querySelector('#quarantine tr[data-job=\"{ids['release']}\"]') !== null")
+        check(browser.evaluate("document.querySelectorAll('#quarantine tbody tr').length") == 2,
+              "the inbox holds the two quarantined jobs")
+        evidence = browser.evaluate(f"document.querySelector('#quarantine tr[data-job="
+                                    f"\"{ids['release']}\"]').textContent")
+        check("claim_missing_from_log" in evidence, "the inbox shows the recovery evidence")
+
+        # A POST from the signed-in page without the token: refused, nothing changes.
+        status = browser.evaluate(
+            f"fetch('/api/quarantine/{ids['keep']}/fail', {{method: 'POST', headers:"
+            " {'Content-Type': 'application/json'}, body: JSON.stringify({reason: 'forged'})})"
+            ".then((r) => r.status)")
+        check(status == 403, "a POST without the CSRF token is refused with 403")
+        browser.errors()  # the refused fetch is logged by the browser, as it should be
+        check(psql(dsn, f"SELECT state FROM jobs WHERE id = {ids['keep']}") == "quarantined",
+              "the refused POST changed nothing")
+
+        selector = f"#quarantine tr[data-job=\"{ids['release']}\"]"
+        browser.click(selector + " input.reason")
+        browser.call("Input.insertText", text="evidence reviewed; the generation bump was a test")
+        browser.click(selector + " button.release")
+        browser.wait_for("document.getElementById('action-result').textContent.includes('pending')",
+                         "the release's confirmation")
+        browser.wait_for(f"document.querySelector('{selector}') === null",
+                         "the released job leaving the inbox")
+        errors = browser.errors()
+        check(not errors, f"the release raised no console error {errors}")
+        browser.screenshot(os.path.join(args.out, "console-quarantine-released.png"))
+        logged = psql(dsn, "SELECT kind || ' ' || worker || ' ' || detail FROM job_events"
+                           f" WHERE job_id = {ids['release']} ORDER BY id DESC LIMIT 1")
+        check(logged.startswith("unquarantined console:tester")
+              and "evidence reviewed" in logged,
+              f"the release is in job_events under the operator's name: {logged!r}")
+        page(browser, "job-released", f"#/job/{ids['release']}", args.out,
+             "document.querySelector('#timeline li[data-kind=\"unquarantined\"]') !== null")
+        check("console:tester" in browser.evaluate(
+            "document.querySelector('#timeline li[data-kind=\"unquarantined\"]').textContent"),
+            "the job's timeline in the page shows the release by the operator")
+
+        page(browser, "drills", "#/drills", args.out,
+             "document.querySelector('[data-report=\"canary/latency.svg\"] img') !== null")
+        browser.click("#run-check")
+        browser.wait_for("document.getElementById('check-result').textContent.startsWith('OK')",
+                         "the check's result")
+        errors = browser.errors()
+        check(not errors, f"running the check raised no console error {errors}")
+        browser.screenshot(os.path.join(args.out, "console-drills.png"))
+        return 0
+    finally:
+        if browser:
+            browser.close()
+        for proc in (console, coordinator):
+            if proc and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bin-dir", required=True)
+    p.add_argument("--out", required=True, help="where the screenshots go")
+    args = p.parse_args()
+    server = os.environ.get("ACLAIM_TEST_DSN")
+    if not server:
+        print("ACLAIM_TEST_DSN is not set: run through compose/dev test", file=sys.stderr)
+        return 1
+    os.makedirs(args.out, exist_ok=True)
+    name = f"aclaim_console_{os.getpid()}"
+    psql(server, f"CREATE DATABASE {name}")
+    work = tempfile.mkdtemp(prefix="aclaim-console-")
+    status = 1
+    started = time.monotonic()
+    try:
+        status = run(args, work, with_database(server, name))
+    except (Failure, cdp.CdpError, subprocess.CalledProcessError, OSError, ValueError) as e:
+        print("FAILED:", e, file=sys.stderr)
+        for log in ("coordinator.log", "console.log"):
+            path = os.path.join(work, log)
+            if os.path.exists(path):
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    print(f"---- {log} (tail) ----\n" + "".join(f.readlines()[-30:]),
+                          file=sys.stderr)
+    finally:
+        psql(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    print(f"console browser test: {'passed' if status == 0 else 'FAILED'} in "
+          f"{time.monotonic() - started:.1f} s; screenshots in {args.out}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+// The browser console's store side against a real database: operator accounts, and the pages'
+// reads and actions under row-level security for an operator scoped to some organizations.
+
+#include <catch2/catch.hpp>
+
+#include "common/base/clock.hpp"
+#include "common/store/assignment_store.hpp"
+#include "coordinator/console/console_sql.hpp"
+#include "coordinator/console/operators.hpp"
+#include "coordinator/console/views.hpp"
+#include "tests/support/rows.hpp"
+#include "tests/support/test_database.hpp"
+
+using namespace aclaim;
+using namespace aclaim::testing;
+
+namespace {
+
+std::vector<common::NewJob> some_jobs(int n) {
+    std::vector<common::NewJob> out;
+    for (int i = 0; i < n; ++i) out.push_back({0, "review-" + std::to_string(i), 3});
+    return out;
+}
+
+void quarantine(pqxx::connection& conn, common::JobId id) {
+    pqxx::work t(conn);
+    t.exec_params(
+        "UPDATE jobs SET state = 'quarantined', quarantined_from = 'pending', "
+        "quarantine_reason = 'test evidence' WHERE id = $1",
+        id);
+    t.commit();
+}
+
+std::vector<common::OrgId> orgs_of(const nlohmann::json& overview) {
+    std::vector<common::OrgId> out;
+    for (const auto& o : overview["organizations"]) out.push_back(o["org_id"]);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("console operators: passwords are kept hashed and checked, scopes read back sorted",
+          "[console]") {
+    console::init_crypto();
+    TestDatabase db;
+    auto conn = db.connect();
+    console::put_operator(*conn, {"alice", std::nullopt}, "s3cret words");
+    console::put_operator(*conn, {"bob", std::vector<common::OrgId>{7, 3}}, "other words");
+    {
+        pqxx::read_transaction t(*conn);
+        const auto hash =
+            t.exec1("SELECT password_hash FROM console_operators WHERE name = 'alice'")[0]
+                .as<std::string>();
+        CHECK(hash.rfind("$argon2id$", 0) == 0);
+        CHECK(hash.find("s3cret") == std::string::npos);
+    }
+    const auto alice = console::authenticate(*conn, {"alice", "s3cret words"});
+    REQUIRE(alice);
+    CHECK_FALSE(alice->orgs);
+    CHECK_FALSE(console::authenticate(*conn, {"alice", "s3cret word"}));
+    CHECK_FALSE(console::authenticate(*conn, {"nobody", "s3cret words"}));
+    const auto bob = console::authenticate(*conn, {"bob", "other words"});
+    REQUIRE(bob);
+    REQUIRE(bob->orgs);
+    CHECK(*bob->orgs == std::vector<common::OrgId>{3, 7});
+    CHECK(bob->sees(7));
+    CHECK_FALSE(bob->sees(5));
+
+    SECTION("a disabled operator cannot sign in until put again") {
+        {
+            pqxx::work t(*conn);
+            t.exec("UPDATE console_operators SET disabled_at = now() WHERE name = 'alice'");
+            t.commit();
+        }
+        CHECK_FALSE(console::authenticate(*conn, {"alice", "s3cret words"}));
+        console::put_operator(*conn, {"alice", std::nullopt}, "new words");
+        CHECK_FALSE(console::authenticate(*conn, {"alice", "s3cret words"}));
+        CHECK(console::authenticate(*conn, {"alice", "new words"}));
+    }
+}
+
+TEST_CASE("console views: an operator scoped to one organization sees and acts only there",
+          "[console]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    const auto org1 = store.enqueue(1, some_jobs(2), now);
+    const auto org2 = store.enqueue(2, some_jobs(2), now);
+    quarantine(*conn, org1[1]);
+    quarantine(*conn, org2[1]);
+
+    console::Views views(db.dsn(), "");
+    const console::Operator all{"all", std::nullopt};
+    const console::Operator two{"two", std::vector<common::OrgId>{2}};
+
+    const auto everything = views.overview(all, now);
+    CHECK(orgs_of(everything) == std::vector<common::OrgId>{1, 2});
+    const auto scoped = views.overview(two, now);
+    REQUIRE(orgs_of(scoped) == std::vector<common::OrgId>{2});
+    CHECK(scoped["organizations"][0]["counts"]["pending"] == 1);
+    CHECK(scoped["organizations"][0]["counts"]["quarantined"] == 1);
+    CHECK(scoped["organizations"][0]["estimated"]["pending"] == false);
+
+    CHECK(views.job(all, org1[0], now));
+    CHECK_FALSE(views.job(two, org1[0], now));
+    const auto own = views.job(two, org2[0], now);
+    REQUIRE(own);
+    CHECK((*own)["job"]["org_id"] == 2);
+    CHECK((*own)["events"].size() == 1);
+
+    const auto listed = views.jobs(two, {});
+    REQUIRE(listed["jobs"].size() == 2);
+    for (const auto& j : listed["jobs"]) CHECK(j["org_id"] == 2);
+    const auto inbox = views.quarantine(two);
+    REQUIRE(inbox["quarantined"].size() == 1);
+    CHECK(inbox["quarantined"][0]["id"] == org2[1]);
+
+    const auto before = job_snapshot(*conn, org1[1]);
+    const auto refused = views.resolve_quarantined(two, org1[1], true, "not mine", now);
+    CHECK(refused.kind == console::ActionResult::Kind::NotFound);
+    CHECK(job_snapshot(*conn, org1[1]) == before);
+
+    const auto released = views.resolve_quarantined(two, org2[1], true, "checked", now);
+    CHECK(released.kind == console::ActionResult::Kind::Done);
+    CHECK(job_state(*conn, org2[1]) == "pending");
+    pqxx::read_transaction t(*conn);
+    const auto ev = t.exec_params1(
+        "SELECT worker, detail FROM job_events WHERE job_id = $1 AND kind = 'unquarantined'",
+        org2[1]);
+    CHECK(ev[0].as<std::string>() == "console:two");
+    CHECK(ev[1].as<std::string>().find("checked") != std::string::npos);
+
+    CHECK_FALSE(views.run_check(two, now));
+    const auto check = views.run_check(all, now);
+    REQUIRE(check);
+    CHECK((*check)["jobs"] == 4);
+}
+
+TEST_CASE("console views: a stuck assignment is taken back only at the generation seen",
+          "[console]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    store.enqueue(1, some_jobs(1), now);
+    store.enqueue(2, some_jobs(2), now);
+    const auto held1 = store.claim(1, {"w1", 1}, 60 * common::kSeconds, now);
+    const auto held2 = store.claim(2, {"w2", 2}, 60 * common::kSeconds, now);
+    REQUIRE(held1.leases.size() == 1);
+    REQUIRE(held2.leases.size() == 2);
+    const auto a = held2.leases[0];
+    const auto b = held2.leases[1];
+
+    console::Views views(db.dsn(), "");
+    const console::Operator two{"two", std::vector<common::OrgId>{2}};
+    const auto leases = views.leases(two, now);
+    REQUIRE(leases["leases"].size() == 2);
+    for (const auto& l : leases["leases"]) CHECK(l["holder"] == "w2");
+
+    const auto other = held1.leases[0];
+    const auto before = job_snapshot(*conn, other.job_id);
+    CHECK(views.resolve_lease(two, other.job_id, other.generation, true, "not mine", now).kind ==
+          console::ActionResult::Kind::NotFound);
+    CHECK(job_snapshot(*conn, other.job_id) == before);
+
+    const auto stale = views.resolve_lease(two, a.job_id, a.generation + 1, true, "stuck", now);
+    CHECK(stale.kind == console::ActionResult::Kind::Refused);
+    CHECK(job_state(*conn, a.job_id) == "assigned");
+
+    const auto taken = views.resolve_lease(two, a.job_id, a.generation, true, "stuck", now);
+    REQUIRE(taken.kind == console::ActionResult::Kind::Done);
+    CHECK(taken.body["taken_from"] == "w2");
+    CHECK(job_state(*conn, a.job_id) == "pending");
+    CHECK(event_count(*conn, a.job_id, "released") == 1);
+
+    const auto failed = views.resolve_lease(two, b.job_id, b.generation, false, "poison", now);
+    REQUIRE(failed.kind == console::ActionResult::Kind::Done);
+    CHECK(job_state(*conn, b.job_id) == "failed");
+    pqxx::read_transaction t(*conn);
+    CHECK(t.exec_params1("SELECT worker FROM job_events WHERE job_id = $1 AND kind = 'failed'",
+                         b.job_id)[0]
+              .as<std::string>() == "console:two");
+}
+
+TEST_CASE("console overview: above the cap a count is the planner's estimate, and says so",
+          "[console]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    store.enqueue(1, some_jobs(static_cast<int>(console::sql::kExactCountCap) + 600), now);
+    store.enqueue(2, some_jobs(3), now);
+    {
+        pqxx::nontransaction t(*conn);
+        t.exec("ANALYZE jobs");
+    }
+    console::Views views(db.dsn(), "");
+    const auto o = views.overview({"all", std::nullopt}, now);
+    REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1, 2});
+    const auto& big = o["organizations"][0];
+    CHECK(big["estimated"]["pending"] == true);
+    // The (org_id, state) statistics make the estimate close to the truth.
+    CHECK(big["counts"]["pending"].get<long long>() >= console::sql::kExactCountCap);
+    CHECK(big["counts"]["pending"].get<long long>() <= console::sql::kExactCountCap + 1200);
+    CHECK(big["estimated"]["completed"] == false);
+    CHECK(big["counts"]["completed"] == 0);
+    const auto& small = o["organizations"][1];
+    CHECK(small["estimated"]["pending"] == false);
+    CHECK(small["counts"]["pending"] == 3);
+    CHECK(small["oldest_pending_age_ms"].get<long long>() >= 0);
+}
