@@ -7,8 +7,12 @@
 namespace aclaim::coordinator {
 
 Reaper::Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox,
-               Metrics& metrics)
-    : options_(std::move(options)), clock_(clock), mailbox_(mailbox), metrics_(metrics) {}
+               Metrics& metrics, StatementWatchdog& watchdog)
+    : options_(std::move(options)),
+      clock_(clock),
+      mailbox_(mailbox),
+      metrics_(metrics),
+      watchdog_(watchdog) {}
 
 Reaper::~Reaper() {
     stop();
@@ -31,6 +35,7 @@ void Reaper::run() {
     common::StoreOptions store_options;
     store_options.application_name = "aclaim-coordinator-reaper";
     store_options.row_security = options_.row_security;
+    const auto watch = watchdog_.watch(store_options.application_name);
     StoreHandle handle(options_.dsn, store_options, clock_);
     Poster poster(mailbox_);
     const auto interval = std::chrono::milliseconds(options_.reap_interval_ms);
@@ -41,13 +46,17 @@ void Reaper::run() {
         }
         common::AssignmentStore* store = handle.get();
         if (store == nullptr) continue;
+        const auto deadline = std::chrono::milliseconds(options_.db_deadline_ms);
+        bool cut = false;
         try {
             // Repeat while a statement comes back full: a backlog after an outage drains in one
             // pass rather than one batch per interval.
             std::size_t got = 0;
             do {
                 const auto started = LatencyClock::now();
+                watch->arm(store->connection().sock(), clock_.monotonic_now() + deadline);
                 const auto reclaimed = store->reclaim_expired(clock_.now(), options_.reap_batch);
+                cut = watch->disarm();
                 metrics_.statement_latency[Metrics::kReclaimStatement].observe(LatencyClock::now() -
                                                                                started);
                 got = reclaimed.size();
@@ -58,9 +67,10 @@ void Reaper::run() {
                                  common::to_string(r.state));
                     poster.post(r);
                 }
-            } while (got == static_cast<std::size_t>(options_.reap_batch));
+            } while (!cut && got == static_cast<std::size_t>(options_.reap_batch));
+            if (cut) handle.drop("cut at its deadline just after answering");
         } catch (const std::exception& e) {
-            if (connection_lost(e, store)) {
+            if (watch->disarm() || connection_lost(e, store)) {
                 handle.drop(e.what());
             } else {
                 spdlog::error("reaper: reclaim failed: {}", e.what());
