@@ -28,6 +28,7 @@ void RouterOptions::validate() const {
     require(max_queued_requests >= 1, "--max-queued-requests must be positive");
     require(socket_hwm >= 1, "--socket-hwm must be positive");
     require(drain_timeout_ms >= 0, "--drain-timeout-ms must not be negative");
+    require(db_deadline_ms >= 100, "--db-deadline-ms must be at least 100");
 }
 
 void DbPoolOptions::validate() const {
@@ -35,6 +36,10 @@ void DbPoolOptions::validate() const {
     require(db_threads >= 1 && db_threads <= 64, "--db-threads must be 1..64");
     require(lock_timeout_ms >= 1, "--lock-timeout-ms must be positive");
     require(in_doubt_budget_ms >= 0, "--in-doubt-budget-ms must not be negative");
+    require(db_deadline_ms >= 100, "--db-deadline-ms must be at least 100");
+    // A claim that waits out its lock timeout must still finish before its connection is cut.
+    require(lock_strategy != common::LockStrategy::Wait || db_deadline_ms > lock_timeout_ms,
+            "--db-deadline-ms must be longer than --lock-timeout-ms under --lock-strategy wait");
 }
 
 void ReaperOptions::validate() const {
@@ -87,6 +92,7 @@ RouterOptions CoordinatorOptions::router() const {
     r.socket_hwm = socket_hwm;
     r.drain_timeout_ms = drain_timeout_ms;
     r.plaintext = plaintext;
+    r.db_deadline_ms = db_deadline_ms;
     return r;
 }
 
@@ -100,6 +106,7 @@ DbPoolOptions CoordinatorOptions::db_pool() const {
     d.lock_timeout_ms = lock_timeout_ms;
     d.in_doubt_budget_ms = in_doubt_budget_ms;
     d.lease_ms = lease_ms;
+    d.db_deadline_ms = db_deadline_ms;
     return d;
 }
 
@@ -109,6 +116,7 @@ ReaperOptions CoordinatorOptions::reaper() const {
     r.row_security = row_security;
     r.reap_interval_ms = reap_interval_ms;
     r.reap_batch = reap_batch;
+    r.db_deadline_ms = db_deadline_ms;
     return r;
 }
 
@@ -223,6 +231,11 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
     app.add_option("--in-doubt-budget-ms", o.in_doubt_budget_ms,
                    "How long to try to learn the outcome of an interrupted commit")
         ->envname("ACLAIM_IN_DOUBT_BUDGET_MS")
+        ->capture_default_str();
+    app.add_option("--db-deadline-ms", o.db_deadline_ms,
+                   "Every request is answered within this even while the database hangs; a "
+                   "statement running this long has its connection cut and replaced")
+        ->envname("ACLAIM_DB_DEADLINE_MS")
         ->capture_default_str();
     app.add_option("--max-inflight-per-session", o.max_inflight_per_session,
                    "Outstanding requests allowed per worker session")

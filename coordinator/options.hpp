@@ -37,7 +37,12 @@ struct RouterOptions {
     int drain_timeout_ms = 0;
     /// The organization comes from HELLO instead of an authenticated key (--plaintext).
     bool plaintext = false;
+    /// Every request handed to the DB threads is answered within this, in ms (--db-deadline-ms).
+    int db_deadline_ms = 0;
 
+    std::chrono::milliseconds db_deadline() const {
+        return std::chrono::milliseconds(db_deadline_ms);
+    }
     /// The heartbeat interval in effect (heartbeat_ms, or a third of the lease).
     int effective_heartbeat_ms() const { return heartbeat_ms > 0 ? heartbeat_ms : lease_ms / 3; }
     std::chrono::milliseconds lease() const { return std::chrono::milliseconds(lease_ms); }
@@ -63,7 +68,12 @@ struct DbPoolOptions {
     int in_doubt_budget_ms = 0;
     /// Length of every granted or renewed lease, in milliseconds (--lease-ms).
     int lease_ms = 0;
+    /// A statement not answered by then has its connection cut, in ms (--db-deadline-ms).
+    int db_deadline_ms = 0;
 
+    std::chrono::milliseconds db_deadline() const {
+        return std::chrono::milliseconds(db_deadline_ms);
+    }
     /// Throws std::invalid_argument naming the first flag whose value cannot work.
     void validate() const;
 };
@@ -78,6 +88,8 @@ struct ReaperOptions {
     int reap_interval_ms = 0;
     /// Leases reclaimed per statement (--reap-batch).
     int reap_batch = 0;
+    /// A statement not answered by then has its connection cut, in ms (--db-deadline-ms).
+    int db_deadline_ms = 0;
 
     /// Throws std::invalid_argument naming the first flag whose value cannot work.
     void validate() const;
@@ -174,6 +186,12 @@ struct CoordinatorOptions {
     int clock_skew_ms = 0;
     /// How long to try to reach the database to learn whether an interrupted commit happened.
     int in_doubt_budget_ms = 5000;
+    /// The answer bound: a request the database has not answered this long after it was handed
+    /// to a DB thread is answered by the coordinator (NO_WORK, or ERROR database_unavailable or
+    /// outcome_unknown), and a statement running this long has its connection cut and replaced.
+    /// Below the worker's reply timeout (5 s), so that a hanging database never looks like a
+    /// dead coordinator.
+    int db_deadline_ms = 2000;
     /// Requests one session may have outstanding (parked claims included) before ERROR.
     int max_inflight_per_session = 64;
     /// Requests waiting for a DB thread before new ones are refused with ERROR "overloaded".

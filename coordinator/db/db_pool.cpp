@@ -123,12 +123,13 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
 }  // namespace
 
 DbPool::DbPool(DbPoolOptions options, const common::Clock& clock, WorkQueue& queue,
-               Mailbox& mailbox, Metrics& metrics)
+               Mailbox& mailbox, Metrics& metrics, StatementWatchdog& watchdog)
     : options_(std::move(options)),
       clock_(clock),
       queue_(queue),
       mailbox_(mailbox),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      watchdog_(watchdog) {}
 
 DbPool::~DbPool() {
     queue_.close();
@@ -146,79 +147,135 @@ void DbPool::join() {
     threads_.clear();
 }
 
+common::MonotonicTime DbPool::deadline() const {
+    return clock_.monotonic_now() + options_.db_deadline();
+}
+
+std::vector<DbRequest> DbPool::start_unanswered(std::vector<DbRequest> batch) {
+    std::vector<DbRequest> kept;
+    kept.reserve(batch.size());
+    for (auto& r : batch) {
+        auto expected = Stage::Queued;
+        // The router answers a request it has given up on; running it now would act on a
+        // request whose worker has been told it was not attempted.
+        if (r.stage && !r.stage->compare_exchange_strong(expected, Stage::Started)) continue;
+        kept.push_back(std::move(r));
+    }
+    return kept;
+}
+
 void DbPool::run(int index) {
-    StoreHandle handle(options_.dsn, store_options(options_, index), clock_);
+    const auto options = store_options(options_, index);
+    const auto watch = watchdog_.watch(options.application_name);
+    StoreHandle handle(options_.dsn, options, clock_);
     // Connect before the first request so that the first worker does not pay for it.
     handle.get();
     Poster poster(mailbox_);
     const std::size_t max_batch = options_.coalesce ? kMaxBatch : 1;
     while (true) {
-        std::vector<DbRequest> batch = queue_.take(max_batch);
-        if (batch.empty()) return;
+        std::vector<DbRequest> taken = queue_.take(max_batch);
+        if (taken.empty()) return;
+        std::vector<DbRequest> batch = start_unanswered(std::move(taken));
+        if (batch.empty()) continue;
         if (batch.size() > 1 && coalescible(batch.front().kind())) {
-            for (auto& outcome : execute(handle, std::move(batch))) poster.post(std::move(outcome));
+            for (auto& outcome : execute(handle, *watch, std::move(batch))) {
+                poster.post(std::move(outcome));
+            }
             continue;
         }
         for (auto& request : batch) {
             std::vector<DbRequest> one;
             one.push_back(std::move(request));
-            poster.post(std::move(execute(handle, std::move(one)).front()));
+            poster.post(std::move(execute(handle, *watch, std::move(one)).front()));
         }
     }
 }
 
-std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, std::vector<DbRequest> batch) {
+std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchdog::Watch& watch,
+                                            std::vector<DbRequest> batch) {
     std::vector<RequestOutcome> out;
     out.reserve(batch.size());
     for (auto& r : batch) out.push_back(RequestOutcome{std::move(r), Failure{}});
     const RequestKind kind = out.front().request.kind();
-    common::AssignmentStore* store = handle.get();
-    if (store == nullptr) {
-        for (auto& o : out) {
-            o.result = Failure{std::string(proto::errors::kDatabaseUnavailable),
-                               "database unavailable: " + handle.last_error()};
-        }
-        return out;
-    }
-    const common::Instant now = clock_.now();
-    const common::Duration lease = std::chrono::milliseconds(options_.lease_ms);
-    const auto started = SteadyClock::now();
-    try {
-        auto results = run_statement(*store, kind, out, lease, now);
-        for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
-        metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(SteadyClock::now() -
-                                                                           started);
-    } catch (const std::exception& e) {
-        if (!connection_lost(e, store)) {
-            // The statement failed on a healthy connection, so its transaction rolled back.
-            if (out.size() == 1) {
-                const DbRequest& r = out.front().request;
-                spdlog::error("{} of job {} for org {} failed in the database: {}", kind_name(kind),
-                              job_of(r.body), r.from.org_id, e.what());
-            } else {
-                spdlog::error("coalesced {} of {} requests failed in the database: {}",
-                              kind_name(kind), out.size(), e.what());
-            }
+    const bool harmless = kind == RequestKind::Claim || kind == RequestKind::Renew;
+    for (int attempt = 0;; ++attempt) {
+        // A retry connects at once rather than after the backoff: it follows a connection that
+        // was found gone, not a database that refused to connect.
+        common::AssignmentStore* store =
+            attempt == 0 ? handle.get() : handle.get_within(std::chrono::milliseconds(0));
+        if (store == nullptr) {
             for (auto& o : out) {
-                o.result = Failure{std::string(proto::errors::kDatabaseError), e.what()};
+                o.result = Failure{std::string(proto::errors::kDatabaseUnavailable),
+                                   "database unavailable: " + handle.last_error()};
             }
             return out;
         }
-        handle.drop(e.what());
-        for (auto& o : out) {
+        const common::Instant now = clock_.now();
+        const common::Duration lease = std::chrono::milliseconds(options_.lease_ms);
+        const auto started = SteadyClock::now();
+        ArmedWatch armed(watch, store->connection().sock(), deadline());
+        try {
+            auto results = run_statement(*store, kind, out, lease, now);
+            for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
+            metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(SteadyClock::now() -
+                                                                               started);
+            // Answered just as the deadline cut the connection: the answer stands, the
+            // connection is gone.
+            if (armed.release()) handle.drop("cut at its deadline just after answering");
+            return out;
+        } catch (const std::exception& e) {
+            if (armed.release()) {
+                // The database hung: the router has answered (or is about to answer) at the same
+                // deadline, so waiting longer here, to resolve the commit from the row, would
+                // only hold this thread on a server that does not answer. A re-send settles it.
+                handle.drop("no answer within " + std::to_string(options_.db_deadline_ms) + " ms");
+                const std::string within = "the database did not answer within " +
+                                           std::to_string(options_.db_deadline_ms) + " ms";
+                for (auto& o : out) {
+                    o.result =
+                        harmless ? Failure{std::string(proto::errors::kDatabaseUnavailable), within}
+                                 : Failure{std::string(proto::errors::kOutcomeUnknown),
+                                           within +
+                                               " while the statement was under way; re-send, the "
+                                               "job's row decides it"};
+                }
+                return out;
+            }
+            if (!connection_lost(e, store)) {
+                // The statement failed on a healthy connection, so its transaction rolled back.
+                if (out.size() == 1) {
+                    const DbRequest& r = out.front().request;
+                    spdlog::error("{} of job {} for org {} failed in the database: {}",
+                                  kind_name(kind), job_of(r.body), r.from.org_id, e.what());
+                } else {
+                    spdlog::error("coalesced {} of {} requests failed in the database: {}",
+                                  kind_name(kind), out.size(), e.what());
+                }
+                for (auto& o : out) {
+                    o.result = Failure{std::string(proto::errors::kDatabaseError), e.what()};
+                }
+                return out;
+            }
+            handle.drop(e.what());
             // A claim that did commit is reclaimed when its lease runs out; a renewal is
-            // idempotent and safe to re-send. Neither changes anything a worker relies on. The
-            // other transitions are resolved one by one from their rows.
-            o.result = kind == RequestKind::Claim || kind == RequestKind::Renew
-                           ? Failure{std::string(proto::errors::kDatabaseUnavailable),
-                                     std::string("database connection lost: ") + e.what()}
-                           : resolve(handle, o.request);
+            // idempotent and safe to re-send. Neither changes anything a worker relies on, so one
+            // whose connection was found gone (as the first statement on every connection after
+            // a failover is) runs once more on a fresh connection: on whichever host a multi-host
+            // DSN now finds writable. The other transitions are resolved one by one from their
+            // rows.
+            if (harmless && attempt == 0) continue;
+            for (auto& o : out) {
+                o.result = harmless ? Failure{std::string(proto::errors::kDatabaseUnavailable),
+                                              std::string("database connection lost: ") + e.what()}
+                                    : resolve(handle, watch, o.request);
+            }
+            return out;
         }
     }
-    return out;
 }
 
-RequestOutcome::Result DbPool::resolve(StoreHandle& handle, const DbRequest& r) {
+RequestOutcome::Result DbPool::resolve(StoreHandle& handle, StatementWatchdog::Watch& watch,
+                                       const DbRequest& r) {
     const common::JobId job = job_of(r.body);
     common::AssignmentStore* store =
         handle.get_within(std::chrono::milliseconds(options_.in_doubt_budget_ms));
@@ -230,10 +287,12 @@ RequestOutcome::Result DbPool::resolve(StoreHandle& handle, const DbRequest& r) 
                            " ms to read the job's row"};
     }
     std::optional<common::RowAuthority> row;
+    ArmedWatch armed(watch, store->connection().sock(), deadline());
     try {
         row = store->authority(job);
+        if (armed.release()) handle.drop("cut at its deadline just after answering");
     } catch (const std::exception& e) {
-        if (connection_lost(e, store)) handle.drop(e.what());
+        if (armed.release() || connection_lost(e, store)) handle.drop(e.what());
         return Failure{std::string(proto::errors::kOutcomeUnknown),
                        std::string("connection lost around the commit and the job's row could "
                                    "not be read: ") +

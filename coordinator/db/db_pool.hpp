@@ -7,6 +7,7 @@
 
 #include "common/base/clock.hpp"
 #include "coordinator/db/mailbox.hpp"
+#include "coordinator/db/statement_watchdog.hpp"
 #include "coordinator/db/work_queue.hpp"
 #include "coordinator/http/metrics.hpp"
 #include "coordinator/options.hpp"
@@ -18,15 +19,19 @@ class StoreHandle;
 /// The threads that run store statements. Each owns one long-lived connection (its own
 /// AssignmentStore with prepared statements), takes requests from the WorkQueue and posts every
 /// outcome to the Mailbox, including the outcomes "database unavailable" and "commit outcome
-/// unknown", so that no request is left unanswered.
+/// unknown", so that no request is left unanswered. Every statement runs under the watchdog: one
+/// the database has not answered by the deadline has its connection cut, and the thread moves on
+/// to a new connection (on whichever host a multi-host DSN finds writable) instead of waiting on a
+/// server that hangs. A request the router has already answered at its deadline is not run.
 class DbPool {
   public:
     /// Requests one thread takes at once when coalescing: claims of one organization, renewals
     /// or completions become one statement; each request is still answered on its own.
     static constexpr std::size_t kMaxBatch = 128;
 
+    /// The watchdog must be running while requests are taken, and outlive the pool.
     DbPool(DbPoolOptions options, const common::Clock& clock, WorkQueue& queue, Mailbox& mailbox,
-           Metrics& metrics);
+           Metrics& metrics, StatementWatchdog& watchdog);
     ~DbPool();
     DbPool(const DbPool&) = delete;
     DbPool& operator=(const DbPool&) = delete;
@@ -37,15 +42,21 @@ class DbPool {
 
   private:
     void run(int index);
+    /// Keeps the requests no one has answered yet, marking them started.
+    static std::vector<DbRequest> start_unanswered(std::vector<DbRequest> batch);
     /// One request, or several of one kind to coalesce; one outcome per request, in order.
-    std::vector<RequestOutcome> execute(StoreHandle& handle, std::vector<DbRequest> batch);
-    RequestOutcome::Result resolve(StoreHandle& handle, const DbRequest& request);
+    std::vector<RequestOutcome> execute(StoreHandle& handle, StatementWatchdog::Watch& watch,
+                                        std::vector<DbRequest> batch);
+    RequestOutcome::Result resolve(StoreHandle& handle, StatementWatchdog::Watch& watch,
+                                   const DbRequest& request);
+    common::MonotonicTime deadline() const;
 
     const DbPoolOptions options_;
     const common::Clock& clock_;
     WorkQueue& queue_;
     Mailbox& mailbox_;
     Metrics& metrics_;
+    StatementWatchdog& watchdog_;
     std::vector<std::thread> threads_;
 };
 

@@ -3,8 +3,10 @@
 // What crosses between the router thread and the threads that talk to PostgreSQL. Requests go
 // down through the WorkQueue; outcomes and database news come back through the Mailbox.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -40,6 +42,16 @@ inline std::string_view kind_name(RequestKind k) {
     return kNames[static_cast<int>(k)];
 }
 
+/// Where a request stands between the router thread, which may answer it itself once its
+/// deadline passes, and the DB thread that takes it. Each side moves it once, with a
+/// compare-exchange from Queued, so that exactly one of them decides whether it reaches the
+/// database: a request answered "nothing was attempted" is never run afterwards.
+enum class Stage : std::uint8_t {
+    Queued,    ///< waiting for a DB thread
+    Started,   ///< a DB thread took it; its statement may have run
+    Answered,  ///< the router answered it at its deadline before any DB thread took it
+};
+
 /// One request for a DB thread.
 struct DbRequest {
     Requester from;
@@ -55,6 +67,10 @@ struct DbRequest {
     /// When this attempt was handed to the DB threads, for the claim latency histogram (on the
     /// LatencyClock, as every latency is).
     SteadyClock::time_point dispatched_at{};
+    /// Set by the dispatcher for a request it must answer by a deadline (0: none, as for work on
+    /// the coordinator's own behalf), so that a late outcome can be told apart.
+    std::uint64_t ticket = 0;
+    std::shared_ptr<std::atomic<Stage>> stage;
 
     RequestKind kind() const { return static_cast<RequestKind>(body.index()); }
 };

@@ -107,8 +107,13 @@ class RevokeReceiver final : public pqxx::notification_receiver {
 
 }  // namespace
 
-Listener::Listener(std::string dsn, Mailbox& mailbox, std::function<void()> on_schedule)
-    : dsn_(std::move(dsn)), mailbox_(mailbox), on_schedule_(std::move(on_schedule)) {}
+Listener::Listener(std::string dsn, Mailbox& mailbox, StatementWatchdog& watchdog,
+                   std::chrono::milliseconds deadline, std::function<void()> on_schedule)
+    : dsn_(std::move(dsn)),
+      mailbox_(mailbox),
+      watchdog_(watchdog),
+      deadline_(deadline),
+      on_schedule_(std::move(on_schedule)) {}
 
 Listener::~Listener() {
     stop();
@@ -135,9 +140,10 @@ void Listener::pause(std::chrono::milliseconds d) const {
 void Listener::run() {
     Poster poster(mailbox_);
     common::Backoff backoff;
+    const auto watch = watchdog_.watch("aclaim-coordinator-listener");
     while (!stop_.load()) {
         try {
-            listen_once(poster, backoff);
+            listen_once(poster, backoff, *watch);
         } catch (const std::exception& e) {
             if (!down_reported_) {
                 spdlog::warn("listener: lost {} ({}); reconnecting with backoff",
@@ -149,7 +155,8 @@ void Listener::run() {
     }
 }
 
-void Listener::listen_once(Poster& poster, common::Backoff& backoff) {
+void Listener::listen_once(Poster& poster, common::Backoff& backoff,
+                           StatementWatchdog::Watch& watch) {
     pqxx::connection conn(dsn_);
     {
         pqxx::nontransaction session(conn);
@@ -165,8 +172,17 @@ void Listener::listen_once(Poster& poster, common::Backoff& backoff) {
     down_reported_ = false;
     poster.post(ListenerReady{});
     if (on_schedule_) on_schedule_();
+    const common::Clock& clock = watchdog_.clock();
+    auto next_ping = clock.monotonic_now() + kPingEvery;
     while (!stop_.load()) {
         conn.await_notification(0, kWaitStepMicros);
+        if (clock.monotonic_now() >= next_ping) {
+            ArmedWatch armed(watch, conn.sock(), clock.monotonic_now() + deadline_);
+            pqxx::nontransaction ping(conn);
+            ping.exec("SELECT 1");
+            if (armed.release()) throw pqxx::broken_connection("listener ping passed its deadline");
+            next_ping = clock.monotonic_now() + kPingEvery;
+        }
         // libpqxx may reconnect behind our back; a new backend did not hear what was sent before
         // it started listening, so treat it like any reconnection.
         if (conn.backendpid() != pid) {

@@ -10,6 +10,7 @@
 
 #include "common/base/backoff.hpp"
 #include "coordinator/db/mailbox.hpp"
+#include "coordinator/db/statement_watchdog.hpp"
 
 namespace aclaim::coordinator {
 
@@ -24,13 +25,21 @@ namespace aclaim::coordinator {
 ///                    Reclaimed with that reason, so that its holder is told at once.
 /// Whenever it starts listening (first connect or reconnect) it posts ListenerReady and calls
 /// on_schedule, because notifications sent while it was not listening are lost.
+///
+/// A server that hangs sends no notifications and no error either, and a frozen process's kernel
+/// still answers keepalives, so the listener also runs a trivial statement under the watchdog
+/// every kPingEvery: a connection that does not answer it by the deadline is cut and the listener
+/// reconnects, to whichever host a multi-host DSN now finds writable.
 class Listener {
   public:
     static constexpr const char* kChannel = "aclaim_jobs";
     static constexpr const char* kScheduleChannel = "aclaim_schedule";
     static constexpr const char* kRevokeChannel = "aclaim_revoke";
+    static constexpr std::chrono::seconds kPingEvery{5};
 
-    Listener(std::string dsn, Mailbox& mailbox, std::function<void()> on_schedule = {});
+    /// The watchdog (whose clock times the pings) must outlive the listener.
+    Listener(std::string dsn, Mailbox& mailbox, StatementWatchdog& watchdog,
+             std::chrono::milliseconds deadline, std::function<void()> on_schedule = {});
     ~Listener();
     Listener(const Listener&) = delete;
     Listener& operator=(const Listener&) = delete;
@@ -41,11 +50,13 @@ class Listener {
 
   private:
     void run();
-    void listen_once(Poster& poster, common::Backoff& backoff);
+    void listen_once(Poster& poster, common::Backoff& backoff, StatementWatchdog::Watch& watch);
     void pause(std::chrono::milliseconds d) const;
 
     std::string dsn_;
     Mailbox& mailbox_;
+    StatementWatchdog& watchdog_;
+    const std::chrono::milliseconds deadline_;
     std::function<void()> on_schedule_;
     std::atomic<bool> stop_{false};
     /// Ends a pause as soon as stop() is asked, without reading any clock.

@@ -10,8 +10,12 @@
 namespace aclaim::coordinator {
 
 Reaper::Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox,
-               Metrics& metrics)
-    : options_(std::move(options)), clock_(clock), mailbox_(mailbox), metrics_(metrics) {}
+               Metrics& metrics, StatementWatchdog& watchdog)
+    : options_(std::move(options)),
+      clock_(clock),
+      mailbox_(mailbox),
+      metrics_(metrics),
+      watchdog_(watchdog) {}
 
 Reaper::~Reaper() {
     stop();
@@ -42,9 +46,11 @@ void Reaper::run() {
     common::StoreOptions store_options;
     store_options.application_name = "aclaim-coordinator-reaper";
     store_options.row_security = options_.row_security;
+    const auto watch = watchdog_.watch(store_options.application_name);
     StoreHandle handle(options_.dsn, store_options, clock_);
     Poster poster(mailbox_);
     const auto interval = std::chrono::milliseconds(options_.reap_interval_ms);
+    const auto deadline = std::chrono::milliseconds(options_.db_deadline_ms);
     std::optional<common::Instant> next_due;
     bool read_due = true;
     // The reaper's pace is the interval in real time, which is what a condition variable waits
@@ -71,19 +77,28 @@ void Reaper::run() {
             read_due = true;
             continue;
         }
+        const Guarded guarded = [&](const std::function<void()>& call) {
+            watch->arm(store->connection().sock(), clock_.monotonic_now() + deadline);
+            call();
+            return watch->disarm();
+        };
         try {
-            if (reap) reclaim(*store, poster);
-            if (next_due && clock_.now() >= *next_due) {
-                promote(*store);
+            bool cut = reap && reclaim(*store, poster, guarded);
+            if (!cut && next_due && clock_.now() >= *next_due) {
+                cut = promote(*store, guarded);
                 read_due = true;
             }
-            if (read_due) {
-                next_due = store->next_due();
-                read_due = false;
+            if (!cut && read_due) {
+                cut = guarded([&] { next_due = store->next_due(); });
+                read_due = cut;
+            }
+            if (cut) {
+                read_due = true;
+                handle.drop("cut at its deadline just after answering");
             }
         } catch (const std::exception& e) {
             read_due = true;
-            if (connection_lost(e, store)) {
+            if (watch->disarm() || connection_lost(e, store)) {
                 handle.drop(e.what());
             } else {
                 spdlog::error("reaper: pass failed: {}", e.what());
@@ -92,13 +107,15 @@ void Reaper::run() {
     }
 }
 
-void Reaper::reclaim(common::AssignmentStore& store, Poster& poster) {
+bool Reaper::reclaim(common::AssignmentStore& store, Poster& poster, const Guarded& guarded) {
     // Repeat while a statement comes back full: a backlog after an outage drains in one pass
     // rather than one batch per interval.
     std::size_t got = 0;
     do {
         const auto started = LatencyClock::now();
-        const auto reclaimed = store.reclaim_expired(clock_.now(), options_.reap_batch);
+        std::vector<common::Reclaimed> reclaimed;
+        const bool cut = guarded(
+            [&] { reclaimed = store.reclaim_expired(clock_.now(), options_.reap_batch); });
         metrics_.statement_latency[Metrics::kReclaimStatement].observe(LatencyClock::now() -
                                                                        started);
         got = reclaimed.size();
@@ -108,15 +125,20 @@ void Reaper::reclaim(common::AssignmentStore& store, Poster& poster) {
                          r.job_id, r.generation, r.assignee, common::to_string(r.state));
             poster.post(r);
         }
+        if (cut) return true;
     } while (got == static_cast<std::size_t>(options_.reap_batch));
+    return false;
 }
 
-void Reaper::promote(common::AssignmentStore& store) {
+bool Reaper::promote(common::AssignmentStore& store, const Guarded& guarded) {
     int got = 0;
     do {
-        got = store.promote_due(clock_.now(), options_.reap_batch);
+        if (guarded([&] { got = store.promote_due(clock_.now(), options_.reap_batch); })) {
+            return true;
+        }
         if (got > 0) spdlog::debug("promoted {} scheduled jobs", got);
     } while (got == options_.reap_batch);
+    return false;
 }
 
 }  // namespace aclaim::coordinator

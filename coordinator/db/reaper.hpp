@@ -2,12 +2,14 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 #include "common/base/clock.hpp"
 #include "common/store/assignment_store.hpp"
 #include "coordinator/db/mailbox.hpp"
+#include "coordinator/db/statement_watchdog.hpp"
 #include "coordinator/http/metrics.hpp"
 #include "coordinator/options.hpp"
 
@@ -22,9 +24,12 @@ namespace aclaim::coordinator {
 /// job was scheduled, and after each promotion) and sleeps until then, so a delayed job or a
 /// retry becomes pending, and its queue's parked claims are woken, when its time comes, without
 /// polling the table.
+/// Its statements run under the watchdog, as the DB threads' do.
 class Reaper {
   public:
-    Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox, Metrics& metrics);
+    /// The watchdog must outlive the reaper.
+    Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox, Metrics& metrics,
+           StatementWatchdog& watchdog);
     ~Reaper();
     Reaper(const Reaper&) = delete;
     Reaper& operator=(const Reaper&) = delete;
@@ -37,13 +42,17 @@ class Reaper {
 
   private:
     void run();
-    void reclaim(common::AssignmentStore& store, Poster& poster);
-    void promote(common::AssignmentStore& store);
+    /// Runs one store call under the watchdog; true when the watchdog cut it at its deadline.
+    using Guarded = std::function<bool(const std::function<void()>&)>;
+    /// Each returns true when a statement was cut at its deadline.
+    bool reclaim(common::AssignmentStore& store, Poster& poster, const Guarded& guarded);
+    bool promote(common::AssignmentStore& store, const Guarded& guarded);
 
     const ReaperOptions options_;
     const common::Clock& clock_;
     Mailbox& mailbox_;
     Metrics& metrics_;
+    StatementWatchdog& watchdog_;
     std::mutex mutex_;
     std::condition_variable wake_;
     bool stop_ = false;

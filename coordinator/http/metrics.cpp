@@ -60,6 +60,8 @@ std::string Metrics::summary() const {
     add("reclaims", reclaims.load());
     add("revocations", revocations.load());
     add("replies_dropped", replies_dropped.load());
+    add("db_deadline_answers", db_deadline_answers.load());
+    add("db_connections_abandoned", db_connections_abandoned.load());
     add("auth.accepted", auth.accepted.load());
     add("auth.refused", auth.refused.load());
     add("auth.failed", auth.failed.load());

@@ -43,6 +43,10 @@ struct Metrics {
     Counter revocations{0};      ///< REVOKED sent (renewal refused or reclaim pushed)
     Counter replies_dropped{0};  ///< replies whose peer was gone or not reading
     Counter requests{0};         ///< frames received on the ROUTER
+    /// Requests the router answered itself because the database had not by their deadline.
+    Counter db_deadline_answers{0};
+    /// Database connections cut because a statement on them passed its deadline.
+    Counter db_connections_abandoned{0};
     std::atomic<std::int64_t> connected_sessions{0};    ///< sessions currently open
     std::array<Counter, kRejectionKinds> rejections{};  ///< REJECTED/REVOKED, by Rejection
     std::array<Counter, common::proto::errors::kCounted.size()> errors{};  ///< ERRORs by code

@@ -120,6 +120,13 @@ std::string render_prometheus(const Metrics& m, const HttpOptions& o) {
               m.revocations.load());
     w.counter("aclaim_replies_dropped_total", "Replies whose peer was gone or not reading.",
               m.replies_dropped.load());
+    w.counter("aclaim_db_deadline_answers_total",
+              "Requests answered by the coordinator itself because the database had not answered "
+              "by the deadline.",
+              m.db_deadline_answers.load());
+    w.counter("aclaim_db_connections_abandoned_total",
+              "Database connections cut because a statement on them passed its deadline.",
+              m.db_connections_abandoned.load());
 
     w.family("aclaim_rejections_total", "counter",
              "RENEW, COMPLETE, FAIL and RELEASE refused, by reason.");

@@ -3,15 +3,12 @@
 #include <pqxx/pqxx>
 
 #include "common/store/migrations.hpp"
+#include "coordinator/db/conninfo.hpp"
 
 namespace aclaim::coordinator {
 
 std::string with_connect_timeout(const std::string& dsn, int seconds) {
-    if (dsn.find("connect_timeout") != std::string::npos) return dsn;
-    const std::string setting = "connect_timeout=" + std::to_string(seconds);
-    const bool uri = dsn.rfind("postgresql://", 0) == 0 || dsn.rfind("postgres://", 0) == 0;
-    if (!uri) return dsn.empty() ? setting : dsn + " " + setting;
-    return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + setting;
+    return with_setting(dsn, "connect_timeout", std::to_string(seconds));
 }
 
 ReadinessProbe::ReadinessProbe(const std::string& dsn, const common::Clock& clock,

@@ -12,6 +12,7 @@
 #include "common/store/assignment_store.hpp"
 #include "common/store/migrations.hpp"
 #include "coordinator/auth/zap.hpp"
+#include "coordinator/db/conninfo.hpp"
 #include "coordinator/db/db_pool.hpp"
 #include "coordinator/db/listener.hpp"
 #include "coordinator/db/mailbox.hpp"
@@ -30,11 +31,8 @@ constexpr auto kHousekeepingEvery = std::chrono::seconds(1);
 constexpr int kLingerMs = 1000;
 /// A drain with nothing left at the database still lasts until no request has come for this
 /// long (or the drain timeout ends it), so that requests in flight when the signal came, such as
-/// a COMPLETE sent just after its worker's claim was answered `draining`, are still served. It is
-/// measured on the real clock: it waits for messages on the network, which a simulated clock
-/// does not move.
+/// a COMPLETE sent just after its worker's claim was answered `draining`, are still served.
 constexpr auto kDrainQuiet = std::chrono::milliseconds(200);
-using RealClock = std::chrono::steady_clock;
 
 /// A session silent this long is forgotten. Workers renew and long-poll well within it; one
 /// that comes back after it gets no_session and says HELLO again.
@@ -79,12 +77,13 @@ Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
     : options_(std::move(options)),
       router_options_(options_.router()),
       clock_(clock),
+      watchdog_(clock),
       context_(1),
       router_(context_, zmq::socket_type::router),
       sessions_(clock),
       parked_(clock),
       replier_(router_, sessions_, metrics_),
-      dispatcher_(queue_, replier_),
+      dispatcher_(queue_, replier_, metrics_, clock, router_options_.db_deadline()),
       revocations_(sessions_, parked_, replier_, metrics_),
       inbound_(router_options_, {router_, clock, sessions_, parked_, revocations_, wakes_,
                                  dispatcher_, replier_, metrics_}),
@@ -114,7 +113,9 @@ void Coordinator::bind() {
     router_.set(zmq::sockopt::handshake_ivl, curve.handshake_timeout_ms);
     if (!curve.plaintext) {
         const std::string secret = curve.load_secret();
-        zap_ = std::make_unique<ZapHandler>(context_, options_.zap(), metrics_.auth, clock_);
+        auto zap_options = options_.zap();
+        zap_options.dsn = guarded_dsn(zap_options.dsn, router_options_.db_deadline());
+        zap_ = std::make_unique<ZapHandler>(context_, zap_options, metrics_.auth, clock_);
         router_.set(zmq::sockopt::curve_server, true);
         router_.set(zmq::sockopt::curve_secretkey, secret);
         // A non-empty domain makes libzmq consult the ZAP handler for every handshake.
@@ -124,9 +125,15 @@ void Coordinator::bind() {
     router_.bind(router_options_.bind);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     mailbox_ = std::make_unique<Mailbox>(context_);
-    pool_ = std::make_unique<DbPool>(options_.db_pool(), clock_, queue_, *mailbox_, metrics_);
-    reaper_ = std::make_unique<Reaper>(options_.reaper(), clock_, *mailbox_, metrics_);
-    listener_ = std::make_unique<Listener>(options_.dsn, *mailbox_,
+    // Every connection of the serving threads gives up on a server that does not answer.
+    const std::string dsn = guarded_dsn(options_.dsn, router_options_.db_deadline());
+    auto pool_options = options_.db_pool();
+    pool_options.dsn = dsn;
+    auto reaper_options = options_.reaper();
+    reaper_options.dsn = dsn;
+    pool_ = std::make_unique<DbPool>(pool_options, clock_, queue_, *mailbox_, metrics_, watchdog_);
+    reaper_ = std::make_unique<Reaper>(reaper_options, clock_, *mailbox_, metrics_, watchdog_);
+    listener_ = std::make_unique<Listener>(dsn, *mailbox_, watchdog_, router_options_.db_deadline(),
                                            [reaper = reaper_.get()] { reaper->nudge(); });
     bound_ = true;
 }
@@ -163,6 +170,7 @@ void Coordinator::serve() {
             "organization its HELLO names; for development only");
     }
     if (zap_) zap_->start(mailbox_.get());
+    watchdog_.start();
     pool_->start();
     reaper_->start();
     listener_->start();
@@ -183,8 +191,7 @@ void Coordinator::serve() {
         const auto now = clock_.monotonic_now();
         if (stop_requested_.load() && !dispatcher_.draining()) begin_drain();
         if (dispatcher_.draining() &&
-            ((dispatcher_.at_db() == 0 && RealClock::now() >= drain_quiet_until_) ||
-             now >= drain_until_))
+            ((dispatcher_.at_db() == 0 && now >= drain_quiet_until_) || now >= drain_until_))
             break;
         try {
             zmq::poll(items, 2, poll_timeout(now));
@@ -194,7 +201,7 @@ void Coordinator::serve() {
         }
         if (items[1].revents & ZMQ_POLLIN) outcomes_.process(mailbox_->collect());
         if ((items[0].revents & ZMQ_POLLIN) && inbound_.read() > 0 && dispatcher_.draining())
-            drain_quiet_until_ = RealClock::now() + drain_quiet();
+            drain_quiet_until_ = clock_.monotonic_now() + drain_quiet();
         housekeeping(clock_.monotonic_now());
     }
     shutdown();
@@ -203,12 +210,12 @@ void Coordinator::serve() {
 std::chrono::milliseconds Coordinator::poll_timeout(SteadyClock::time_point now) const {
     auto until = now + kMaxPollWait;
     if (const auto next = parked_.next_deadline()) until = std::min(until, *next);
+    if (const auto next = dispatcher_.next_deadline()) until = std::min(until, *next);
     if (dispatcher_.draining()) until = std::min(until, drain_until_);
     if (until <= now) return std::chrono::milliseconds(0);
     auto timeout = std::chrono::ceil<std::chrono::milliseconds>(until - now);
     if (dispatcher_.draining() && dispatcher_.at_db() == 0) {
-        const auto quiet =
-            std::chrono::ceil<std::chrono::milliseconds>(drain_quiet_until_ - RealClock::now());
+        const auto quiet = std::chrono::ceil<std::chrono::milliseconds>(drain_quiet_until_ - now);
         timeout = std::clamp(quiet, std::chrono::milliseconds(0), timeout);
     }
     return timeout;
@@ -221,12 +228,14 @@ std::chrono::milliseconds Coordinator::drain_quiet() const {
 
 void Coordinator::housekeeping(SteadyClock::time_point now) {
     for (auto& claim : parked_.take_expired()) replier_.answer_no_work(claim, "wait ended");
+    dispatcher_.expire(now);
     // Gauges and the liveness tick are refreshed every round, so that they stay true however
     // the injected clock moves. /healthz asks whether this thread runs in real time: under a
     // simulated clock a stalled thread must still look stalled, so the tick is the system's.
     metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
     metrics_.db_queued.store(static_cast<std::int64_t>(dispatcher_.queued()));
     metrics_.db_in_flight.store(static_cast<std::int64_t>(dispatcher_.at_db()));
+    metrics_.db_connections_abandoned.store(watchdog_.cuts());
     metrics_.router_tick_ns.store(common::SystemClock().monotonic_now().time_since_epoch().count());
     if (now < next_housekeeping_) return;
     next_housekeeping_ = now + kHousekeepingEvery;
@@ -240,7 +249,7 @@ void Coordinator::begin_drain() {
     dispatcher_.begin_drain();
     const auto now = clock_.monotonic_now();
     drain_until_ = now + std::chrono::milliseconds(router_options_.drain_timeout_ms);
-    drain_quiet_until_ = RealClock::now() + drain_quiet();
+    drain_quiet_until_ = now + drain_quiet();
     auto parked = parked_.take_all();
     spdlog::info("draining: no new claims; answering {} parked claims and {} requests in flight",
                  parked.size(), dispatcher_.at_db());
@@ -258,6 +267,8 @@ void Coordinator::shutdown() {
     pool_->join();
     reaper_->stop();
     listener_->stop();
+    watchdog_.stop();
+    metrics_.db_connections_abandoned.store(watchdog_.cuts());
     outcomes_.process(mailbox_->collect());
     for (auto& claim : parked_.take_all()) {
         replier_.answer_no_work(claim, std::string(proto::errors::kDraining));

@@ -9,6 +9,7 @@
 
 #include "common/base/clock.hpp"
 #include "coordinator/db/events.hpp"
+#include "coordinator/db/statement_watchdog.hpp"
 #include "coordinator/db/work_queue.hpp"
 #include "coordinator/http/metrics.hpp"
 #include "coordinator/options.hpp"
@@ -73,6 +74,8 @@ class Coordinator {
     RouterOptions router_options_;  ///< before inbound_ and outcomes_, which keep a reference
     const common::Clock& clock_;
     Metrics metrics_;
+    /// Before the DB threads, the reaper and the listener, whose statements it watches.
+    StatementWatchdog watchdog_;
 
     zmq::context_t context_;
     std::unique_ptr<ZapHandler> zap_;  ///< before router_: it must outlive the ROUTER's handshakes
@@ -95,8 +98,8 @@ class Coordinator {
     Inbound inbound_;
     Outcomes outcomes_;
     SteadyClock::time_point drain_until_{};
-    /// The drain may end once nothing is at the database and this has passed (real time).
-    std::chrono::steady_clock::time_point drain_quiet_until_{};
+    /// The drain may end once nothing is at the database and this has passed.
+    common::MonotonicTime drain_quiet_until_{};
     SteadyClock::time_point next_housekeeping_{};
 
     std::atomic<bool> stop_requested_{false};

@@ -1,25 +1,52 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+#include <utility>
 
+#include "common/base/clock.hpp"
 #include "coordinator/db/events.hpp"
 #include "coordinator/db/work_queue.hpp"
+#include "coordinator/http/metrics.hpp"
 #include "coordinator/router/replier.hpp"
 
 namespace aclaim::coordinator {
 
 /// Hands requests to the DB threads and keeps count of those not yet come back. Knows whether the
 /// coordinator is draining (no new claims) or closed (the queue takes nothing more, so what would
-/// have gone down is answered here). Router thread only.
+/// have gone down is answered here). Every request a worker waits for is answered by its deadline
+/// (`answer_within` after it was handed over, on the clock's monotonic time): when the database
+/// has not answered by then, expire() answers it here, so that a database that hangs rather than
+/// fails never leaves a worker without an answer. Router thread only.
 class Dispatcher {
   public:
-    Dispatcher(WorkQueue& queue, Replier& replier) : queue_(queue), replier_(replier) {}
+    Dispatcher(WorkQueue& queue, Replier& replier, Metrics& metrics, const common::Clock& clock,
+               std::chrono::milliseconds answer_within)
+        : queue_(queue),
+          replier_(replier),
+          metrics_(metrics),
+          clock_(clock),
+          answer_within_(answer_within) {}
 
     void dispatch(DbRequest request);
-    /// An outcome of a dispatched request came back.
-    void returned() { --at_db_; }
+    /// An outcome of a dispatched request came back. False when the request was already answered
+    /// at its deadline, so the outcome must not be answered again.
+    bool returned(const DbRequest& request);
 
-    /// Requests handed to DB threads and not yet come back.
+    /// Answers every request whose deadline has passed by `now`: a claim with NO_WORK, a renewal
+    /// with ERROR database_unavailable, and a completion, failure or release with ERROR
+    /// database_unavailable when no DB thread took it (it will not be run) or outcome_unknown when
+    /// one did (the row decides a re-send). Returns how many it answered.
+    std::size_t expire(common::MonotonicTime now);
+    /// The earliest deadline not yet passed to expire(), if any; it may belong to a request that
+    /// has come back since, which costs one early wake-up.
+    std::optional<common::MonotonicTime> next_deadline() const;
+
+    /// Requests handed to DB threads, neither come back nor answered at their deadline.
     std::size_t at_db() const { return at_db_; }
     /// Requests waiting for a DB thread.
     std::size_t queued() const { return queue_.size(); }
@@ -30,8 +57,20 @@ class Dispatcher {
     void close();
 
   private:
+    void answer_expired(DbRequest& request);
+    /// Drops deadlines of requests that came back already.
+    void skip_returned();
+
     WorkQueue& queue_;
     Replier& replier_;
+    Metrics& metrics_;
+    const common::Clock& clock_;
+    const std::chrono::milliseconds answer_within_;
+    /// Requests to answer by a deadline and not yet come back, by ticket.
+    std::unordered_map<std::uint64_t, DbRequest> pending_;
+    /// Their deadlines in dispatch order, which is deadline order as the bound is fixed.
+    std::deque<std::pair<common::MonotonicTime, std::uint64_t>> deadlines_;
+    std::uint64_t last_ticket_ = 0;
     std::size_t at_db_ = 0;
     bool draining_ = false;
     bool closed_ = false;

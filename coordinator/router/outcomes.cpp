@@ -67,9 +67,10 @@ void Outcomes::wake(std::vector<DbRequest> claims) {
 }
 
 void Outcomes::on_outcome(RequestOutcome& outcome) {
-    p_.dispatcher.returned();
     DbRequest& request = outcome.request;
-    if (!request.answer) {
+    if (!p_.dispatcher.returned(request)) {
+        on_late(request, outcome.result);
+    } else if (!request.answer) {
         on_internal(request, outcome.result);
     } else if (request.kind() == RequestKind::Claim) {
         on_claim(request, outcome.result);
@@ -229,6 +230,33 @@ void Outcomes::on_internal(const DbRequest& request, const RequestOutcome::Resul
         "release org={} job={} generation={} worker={} outcome={} (ASSIGNED could not "
         "be delivered)",
         request.from.org_id, job, generation, request.from.worker_id, outcome);
+}
+
+void Outcomes::on_late(const DbRequest& request, const RequestOutcome::Result& result) {
+    const Requester& from = request.from;
+    if (const auto* claim = std::get_if<common::ClaimOutcome>(&result)) {
+        // The worker was told NO_WORK: these jobs must not wait a whole lease for the reaper.
+        if (claim->status == common::ClaimOutcome::Status::Claimed) {
+            spdlog::info(
+                "claim org={} worker={}: {} jobs claimed after the deadline answer; "
+                "releasing them",
+                from.org_id, from.worker_id, claim->leases.size());
+            release_undelivered(request, *claim);
+        }
+        return;
+    }
+    const auto [job, generation] = job_of(request.body);
+    std::string outcome;
+    if (const auto* failure = std::get_if<Failure>(&result)) {
+        outcome = "error:" + failure->code;
+    } else if (const auto& t = std::get<common::Transition>(result); t.accepted()) {
+        outcome = "accepted";
+    } else {
+        outcome = "rejected:" + std::string(common::to_string(*t.rejection));
+    }
+    // Already answered at the deadline; the worker's re-send is judged against the row.
+    spdlog::info("{} org={} job={} generation={} worker={} outcome={} (after the deadline answer)",
+                 kind_name(request.kind()), from.org_id, job, generation, from.worker_id, outcome);
 }
 
 void Outcomes::release_undelivered(const DbRequest& claim, const common::ClaimOutcome& outcome) {

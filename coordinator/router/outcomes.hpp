@@ -43,6 +43,8 @@ class Outcomes {
     void on_claim(DbRequest& request, const RequestOutcome::Result& result);
     void on_transition(const DbRequest& request, const RequestOutcome::Result& result);
     void on_internal(const DbRequest& request, const RequestOutcome::Result& result);
+    /// An outcome of a request already answered at its deadline.
+    void on_late(const DbRequest& request, const RequestOutcome::Result& result);
     void on_reclaimed(const common::Reclaimed& reclaimed);
     void wake(std::vector<DbRequest> claims);
     void release_undelivered(const DbRequest& claim, const common::ClaimOutcome& outcome);

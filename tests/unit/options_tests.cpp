@@ -49,6 +49,9 @@ TEST_CASE("each slice carries the parsed values its component needs", "[options]
     CHECK(o.http().http_bind == "127.0.0.1:0");
     CHECK(o.http().dsn == o.dsn);
     CHECK(o.http().db_threads == 7);
+    CHECK(o.router().db_deadline_ms == 2000);
+    CHECK(o.db_pool().db_deadline_ms == 2000);
+    CHECK(o.reaper().db_deadline_ms == 2000);
 }
 
 TEST_CASE("a refused setting is named by its flag, whichever slice holds it", "[options]") {
@@ -78,4 +81,16 @@ TEST_CASE("a refused setting is named by its flag, whichever slice holds it", "[
     o = valid();
     o.plaintext = false;
     CHECK(refusal(o).find("--curve-secret-key") != std::string::npos);
+
+    o = valid();
+    o.db_deadline_ms = 50;
+    CHECK(refusal(o).find("--db-deadline-ms") != std::string::npos);
+
+    // A claim waiting out its lock timeout must not have its connection cut first.
+    o = valid();
+    o.lock_strategy = common::LockStrategy::Wait;
+    o.lock_timeout_ms = o.db_deadline_ms;
+    CHECK(refusal(o).find("--db-deadline-ms") != std::string::npos);
+    o.lock_timeout_ms = o.db_deadline_ms - 1;
+    CHECK(refusal(o).empty());
 }
