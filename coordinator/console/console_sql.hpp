@@ -11,9 +11,9 @@
 namespace aclaim::console::sql {
 
 /// The states the overview counts, in display order. A new state is one more entry.
-inline constexpr std::array<std::string_view, 8> kStates = {
-    "pending", "scheduled", "assigned",  "completed",
-    "failed",  "discarded", "cancelled", "quarantined"};
+inline constexpr std::array<std::string_view, 8> kStates = {"pending",   "scheduled",  "assigned",
+                                                            "completed", "failed",     "discarded",
+                                                            "cancelled", "quarantined"};
 
 /// Above this many rows of one (organization, state) the overview shows the planner's estimate
 /// instead of counting: an index-only count of at most this many entries per pair stays cheap.
@@ -43,7 +43,7 @@ SELECT o AS org_id, s AS state,
 /// low, never showing work that is gone. Above kSkipCountFactor times the cap by the estimate,
 /// the overview does not count them at all.
 inline constexpr std::array<std::string_view, 4> kGrowingStates = {"completed", "failed",
-                                                                  "discarded", "cancelled"};
+                                                                   "discarded", "cancelled"};
 inline constexpr long long kSkipCountFactor = 4;
 
 /// The planner's per-(organization, state) estimates in one read: the most common combinations

@@ -33,8 +33,7 @@ std::vector<common::JobId> select(common::OperatorStore& store, const Selection&
     const bool filtered = s.org > 0 || !s.queue.empty() || !s.state.empty();
     if (!s.ids.empty() && filtered) throw UsageError("give job ids or a filter, not both");
     if (!s.ids.empty()) return s.ids;
-    if (s.org <= 0)
-        throw UsageError("give job ids, or a filter with --org (and --queue, --state)");
+    if (s.org <= 0) throw UsageError("give job ids, or a filter with --org (and --queue, --state)");
     if (!s.state.empty() && !is_job_state(s.state))
         throw UsageError("--state '" + s.state + "' is not a job state");
     common::JobFilter f;
@@ -141,11 +140,11 @@ int run_set(const Global& global, const QueueArgs& a) {
     q.backoff_cap = setting(a.backoff_cap, "--backoff-cap");
     q.run_timeout = setting(a.run_timeout, "--run-timeout");
     pqxx::connection conn(require_dsn(global));
-    common::OperatorStore(conn).configure(a.org, a.queue, q, a.actor,
-                                          common::SystemClock().now());
-    std::printf("queue %s of organization %lld configured; jobs enqueued from now on take its "
-                "retry policy and deadline, and its limit holds at once\n",
-                a.queue.c_str(), static_cast<long long>(a.org));
+    common::OperatorStore(conn).configure(a.org, a.queue, q, a.actor, common::SystemClock().now());
+    std::printf(
+        "queue %s of organization %lld configured; jobs enqueued from now on take its "
+        "retry policy and deadline, and its limit holds at once\n",
+        a.queue.c_str(), static_cast<long long>(a.org));
     return 0;
 }
 
@@ -195,8 +194,7 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
     auto* r = app.add_subcommand(
         "retry", "Revive failed, discarded or cancelled jobs with a fresh attempt budget");
     add_selection(r, retry->selection, "revive");
-    r->add_option("--reason", retry->reason, "Why, recorded in job_events")
-        ->capture_default_str();
+    r->add_option("--reason", retry->reason, "Why, recorded in job_events")->capture_default_str();
     r->add_option("--by", retry->actor, "Who acts, as recorded")->capture_default_str();
     r->callback([&global, &action, retry] {
         action = [&global, retry] { return run_retry(global, *retry); };
@@ -211,8 +209,7 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
                                              "continue)"
                                            : "Hand out work from the queue again");
         p->add_option("queue", qa->queue, "Queue name")->required();
-        p->add_option("--org", qa->org, "Organization id")->required()->check(
-            CLI::PositiveNumber);
+        p->add_option("--org", qa->org, "Organization id")->required()->check(CLI::PositiveNumber);
         p->add_option("--reason", qa->reason, "Why, recorded in queue_events");
         p->add_option("--by", qa->actor, "Who acts, as recorded")->capture_default_str();
         p->callback([&global, &action, qa, paused] {
@@ -228,18 +225,17 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
     s->add_option("--max-attempts", qa->max_attempts,
                   "Attempts before a job is discarded (0: the default, 3)")
         ->check(CLI::Range(0, 1000));
-    s->add_option("--backoff-base", qa->backoff_base, "First retry's wait, doubling per attempt (0: the default, none)");
+    s->add_option("--backoff-base", qa->backoff_base,
+                  "First retry's wait, doubling per attempt (0: the default, none)");
     s->add_option("--backoff-cap", qa->backoff_cap, "Longest retry wait (0: the default, 5m)");
     s->add_option("--run-timeout", qa->run_timeout, "Run deadline of each attempt (0: none)");
     s->add_option("--by", qa->actor, "Who acts, as recorded")->capture_default_str();
-    s->callback([&global, &action, qa] {
-        action = [&global, qa] { return run_set(global, *qa); };
-    });
+    s->callback(
+        [&global, &action, qa] { action = [&global, qa] { return run_set(global, *qa); }; });
     auto* l = q->add_subcommand("list", "Each queue's counts by state and its settings");
     l->add_option("--org", qa->org, "Only this organization")->check(CLI::PositiveNumber);
-    l->callback([&global, &action, qa] {
-        action = [&global, qa] { return run_list(global, *qa); };
-    });
+    l->callback(
+        [&global, &action, qa] { action = [&global, qa] { return run_list(global, *qa); }; });
 }
 
 }  // namespace aclaim::ctl

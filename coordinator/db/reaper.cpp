@@ -114,8 +114,8 @@ bool Reaper::reclaim(common::AssignmentStore& store, Poster& poster, const Guard
     do {
         const auto started = LatencyClock::now();
         std::vector<common::Reclaimed> reclaimed;
-        const bool cut = guarded(
-            [&] { reclaimed = store.reclaim_expired(clock_.now(), options_.reap_batch); });
+        const bool cut =
+            guarded([&] { reclaimed = store.reclaim_expired(clock_.now(), options_.reap_batch); });
         metrics_.statement_latency[Metrics::kReclaimStatement].observe(LatencyClock::now() -
                                                                        started);
         got = reclaimed.size();

@@ -238,7 +238,7 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
     s.public_key = credentials.public_key;
     s.queues = std::move(queues);
     p_.metrics.connected_sessions.store(static_cast<std::int64_t>(p_.sessions.size()));
-    spdlog::info("session org={} worker={} queues={} opened", s.org_id, s.worker_id,
+    spdlog::info("session org={} worker={} opened, serving {}", s.org_id, s.worker_id,
                  fmt::join(s.queues, ","));
     proto::Welcome welcome;
     welcome.req = hello.req;

@@ -26,16 +26,18 @@ common::NewJob job(const std::string& queue, const std::string& payload, int max
 }
 
 std::vector<std::string> worker_flags(const std::string& queues, std::vector<std::string> more) {
-    std::vector<std::string> flags{"--queues", queues, "--review-ms", "20", "--poison", "POISON",
-                                   "--concurrency", "2", "--claim-wait-ms", "500"};
+    std::vector<std::string> flags{"--queues",        queues,   "--review-ms",   "20",
+                                   "--poison",        "POISON", "--concurrency", "2",
+                                   "--claim-wait-ms", "500"};
     flags.insert(flags.end(), more.begin(), more.end());
     return flags;
 }
 }  // namespace
 
-TEST_CASE("skilled workers drain mixed queues; a poison job is discarded, a running job "
-          "cancelled, a paused queue waits",
-          "[e2e][lifecycle]") {
+TEST_CASE(
+    "skilled workers drain mixed queues; a poison job is discarded, a running job "
+    "cancelled, a paused queue waits",
+    "[e2e][lifecycle]") {
     Cluster c;
     INFO("logs in " << c.log_dir());
     {
@@ -83,8 +85,9 @@ TEST_CASE("skilled workers drain mixed queues; a poison job is discarded, a runn
     auto& e3 = c.start_worker("electrician-3", 1, worker_flags("electrical,default", {}));
     REQUIRE(eventually(
         [&] {
-            return c.scalar("SELECT count(*) FROM jobs WHERE queue IN ('electrical', 'default') "
-                            "AND state = 'completed'") == 25;
+            return c.scalar(
+                       "SELECT count(*) FROM jobs WHERE queue IN ('electrical', 'default') "
+                       "AND state = 'completed'") == 25;
         },
         60s));
     // Plumbing was paused the whole time: its worker was connected and asking, and got nothing.
@@ -93,8 +96,9 @@ TEST_CASE("skilled workers drain mixed queues; a poison job is discarded, a runn
     REQUIRE(run_ctl(c.db().dsn(), {"queue", "resume", "plumbing", "--org", "1"}).code == 0);
     REQUIRE(eventually(
         [&] {
-            return c.scalar("SELECT count(*) FROM jobs WHERE queue = 'plumbing' AND state = "
-                            "'completed'") == 15;
+            return c.scalar(
+                       "SELECT count(*) FROM jobs WHERE queue = 'plumbing' AND state = "
+                       "'completed'") == 15;
         },
         60s));
 

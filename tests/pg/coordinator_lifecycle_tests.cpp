@@ -40,7 +40,8 @@ TEST_CASE("HELLO's queues decide what a session claims, and a new HELLO changes 
     CHECK(w->claim_one().payload == "wiring");
 }
 
-TEST_CASE("a parked claim gets a scheduled job when its run_at arrives", "[coordinator][lifecycle]") {
+TEST_CASE("a parked claim gets a scheduled job when its run_at arrives",
+          "[coordinator][lifecycle]") {
     common::ManualClock clock(kT0);
     CoordinatorHarness h(clock);
     common::AssignmentStore store(h.db.dsn());

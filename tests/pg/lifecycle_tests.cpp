@@ -64,7 +64,8 @@ struct Fixture {
     /// aclaim_retry_delay for this job and attempt, as the schema computes it.
     Duration retry_delay(common::JobId id, int attempt, Duration base, Duration cap) {
         pqxx::work txn(store.connection());
-        return txn.exec_params1("SELECT aclaim_retry_delay($1, $2, $3, $4)", id, attempt, base, cap)[0]
+        return txn
+            .exec_params1("SELECT aclaim_retry_delay($1, $2, $3, $4)", id, attempt, base, cap)[0]
             .as<Duration>();
     }
     common::CheckReport check() {
@@ -139,8 +140,9 @@ TEST_CASE("a scheduled job is not claimable before its run_at, then comes due an
     CHECK(report.ok());
 }
 
-TEST_CASE("retries wait out an exponential backoff with jitter and a cap, then the job is discarded",
-          "[store][lifecycle][retry]") {
+TEST_CASE(
+    "retries wait out an exponential backoff with jitter and a cap, then the job is discarded",
+    "[store][lifecycle][retry]") {
     Fixture f;
     NewJob j = job_in("default", "flaky");
     j.max_attempts = 4;
@@ -262,8 +264,8 @@ TEST_CASE("cancel: pending at once, assigned with its completion refused, both r
     const auto lease = f.claim("w", {}).leases.at(0);
     REQUIRE(lease.job_id == held_id);
 
-    const auto cancelled = f.ops.cancel({waiting, held_id, 999999}, "ops-alice", "duplicate order",
-                                        f.clock.now());
+    const auto cancelled =
+        f.ops.cancel({waiting, held_id, 999999}, "ops-alice", "duplicate order", f.clock.now());
     REQUIRE(cancelled.size() == 2);
     CHECK(cancelled[0].was == "pending");
     CHECK(cancelled[1].was == "assigned");
@@ -387,8 +389,8 @@ TEST_CASE("a queue's concurrency limit holds with three stores claiming at once"
             AssignmentStore store(f.db.dsn());
             for (int r = 0; r < kRounds; ++r) {
                 round.arrive_and_wait();
-                const auto out = store.claim(
-                    1, {"c" + std::to_string(c), 4, {"scarce"}}, kLease, kT0);
+                const auto out =
+                    store.claim(1, {"c" + std::to_string(c), 4, {"scarce"}}, kLease, kT0);
                 granted += static_cast<int>(out.leases.size());
             }
         });
@@ -475,8 +477,8 @@ VALUES (1, 'pending', 0, aclaim_ts(1000), 'p', 0, NULL, NULL, NULL, 0, NULL, NUL
     {
         AssignmentStore store(dsn);
         pqxx::work txn(store.connection());
-        const auto rows = txn.exec(
-            "SELECT state, queue, run_at = enqueued_at AS same FROM jobs ORDER BY id");
+        const auto rows =
+            txn.exec("SELECT state, queue, run_at = enqueued_at AS same FROM jobs ORDER BY id");
         txn.commit();
         REQUIRE(rows.size() == 5);
         const std::vector<std::string> states = {"pending", "assigned", "completed", "failed",
