@@ -217,7 +217,7 @@ class JsonFieldReader {
         MemberNames names;
         M().serialize(names);
         JsonFieldReader reader(object, std::move(path));
-        reader.check_members(names.required, names.optional);
+        reader.check_members(names);
         out.serialize(reader);
     }
 
@@ -256,10 +256,10 @@ class JsonFieldReader {
     }
     std::string where() const { return path_.empty() ? "" : " in '" + path_ + "'"; }
 
-    void check_members(const std::vector<const char*>& required,
-                       const std::vector<const char*>& optional) const {
+    void check_members(const MemberNames& members) const {
+        const std::vector<const char*>& required = members.required;
         std::vector<const char*> names = required;
-        names.insert(names.end(), optional.begin(), optional.end());
+        names.insert(names.end(), members.optional.begin(), members.optional.end());
         std::vector<bool> seen(names.size(), false);
         for (auto it = object_.MemberBegin(); it != object_.MemberEnd(); ++it) {
             const std::string_view name(it->name.GetString(), it->name.GetStringLength());

@@ -191,6 +191,7 @@ nlohmann::json run_scale(const ScaleOptions& o) {
         pqxx::nontransaction(*conn).exec("VACUUM ANALYZE jobs");
         out["queues_load_s"] = seconds_since(began);
         std::vector<std::string> all;
+        all.reserve(kQueues);
         for (int q = 0; q < kQueues; ++q) all.push_back("q" + std::to_string(q));
         const auto every = time_claims(o.dsn, kQueueOrg, o.claims, all);
         const auto one = time_claims(o.dsn, kQueueOrg, o.claims, {"q7"});

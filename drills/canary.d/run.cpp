@@ -162,6 +162,7 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
     std::atomic<int> level{pollers_at(load, 0)};
     // Jobs are dealt over the queues; every poller serves them all.
     std::vector<std::string> queues;
+    queues.reserve(static_cast<std::size_t>(o.queues));
     for (int q = 0; q < o.queues; ++q) queues.push_back("canary-" + std::to_string(q));
     // A poller takes at most one job per review plus a round trip.
     Backlog backlog(o.dsn, r.org, 1000.0 / (o.review_ms + 5), level, queues);
