@@ -141,6 +141,15 @@ std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operat
             return say(Rejection::Cancelled, "job was cancelled");
         case JobState::Scheduled:
         case JobState::Pending:
+            // A reclaimed attempt keeps its deadline_at until the next claim: when the reaper took
+            // the lease back at the run deadline (the lease never outlives it), say so, whichever
+            // of the reaper and this request came first.
+            if (row->generation == generation && row->deadline && *row->deadline <= now) {
+                return say(Rejection::DeadlineExceeded, "the attempt of generation " + gen +
+                                                            " ran past its run deadline; job is " +
+                                                            std::string(to_string(row->state)) +
+                                                            " again");
+            }
             if (row->generation == generation) {
                 return say(Rejection::LeaseExpired,
                            "lease of generation " + gen + " was taken back; job is " +

@@ -251,6 +251,10 @@ TEST_CASE("a run deadline caps the lease: renewals past it are refused and the a
     CHECK(r[0].state == JobState::Pending);
     CHECK(f.ops.events(id).back().detail.find("run deadline exceeded on attempt 1") !=
           std::string::npos);
+    // A renewal that arrives after the reaper took the lease back still hears the real reason.
+    const auto after_reclaim = f.store.renew(req, kLease, f.clock.now());
+    REQUIRE(after_reclaim.rejection);
+    CHECK(*after_reclaim.rejection == Rejection::DeadlineExceeded);
     const auto second = f.claim("w2", {}).leases.at(0);
     CHECK(second.attempts == 2);
     CHECK(second.deadline == f.clock.now() + 25s);
