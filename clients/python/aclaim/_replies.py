@@ -54,6 +54,10 @@ class Replies:
         elif kind == "NO_WORK":
             self._take(req)
             out.append(ClaimEnded("no_work", body["reason"]))
+            if body["reason"] == "draining":
+                # The coordinator is going away: take the session (and any outcome still to
+                # deliver) to the next one now rather than claim from it until it is gone.
+                self._reconnect("the coordinator is draining", now, out)
         elif kind == "LEASE":
             self._take(req)
             self.stats.renewals += 1

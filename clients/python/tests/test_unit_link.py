@@ -213,6 +213,21 @@ class LinkTest(unittest.TestCase):
         h.expect("HELLO", first)  # back to the first, a new round
         self.assertEqual(h.link.stats.reconnects, 2)
 
+    def test_a_draining_coordinator_hands_the_session_and_the_outcome_to_the_next(
+            self) -> None:
+        h = self.harness(fakes=2)
+        first, second = h.fakes
+        h.link.start()
+        h.session(first)
+        h.link.complete((41, 3), "review:41")
+        h.expect("COMPLETE", first)  # its answer is lost with the drain
+        h.link.claim(1, 1000)
+        first.reply(h.expect("CLAIM", first), "NO_WORK", reason="draining")
+        self.assertEqual(h.next_event(ClaimEnded).reason, "draining")
+        h.session(second)
+        again = h.expect("COMPLETE", second)
+        self.assertEqual((again.body["job_id"], again.body["generation"]), (41, 3))
+
     def test_a_lease_that_runs_out_unrenewed_is_lost_by_the_workers_clock(self) -> None:
         h = self.harness(reply_timeout=3.0)
         h.link.start()
