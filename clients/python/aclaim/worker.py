@@ -95,8 +95,8 @@ class Worker:
             backoff_first=backoff_first, backoff_cap=backoff_cap, retry_delay=retry_delay,
             max_in_flight=32)
         self._context = context
-        # Handler threads, stop() and signal handlers wake the I/O thread through this pipe.
-        self._wake_r: Optional[int] = None
+        # Handler threads, stop() and signal handlers wake the I/O thread through a pipe; this
+        # is its writing end while run() runs.
         self._wake_w: Optional[int] = None
         # Reentrant: a signal handler runs on the main thread, perhaps while it holds the lock.
         self._lock = threading.RLock()
@@ -137,11 +137,20 @@ class Worker:
             self._cancel_requested = self._cancel_requested or cancel
         self._wake()
         if wait and self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-            if self._thread.is_alive():
+            if not self.join(timeout):
                 raise TimeoutError(f"worker {self.worker_id} did not stop within {timeout} s")
-            if self._error is not None:
-                raise self._error
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        """Waits up to `timeout` seconds for a worker started by start() to end; False if it is
+        still running. Re-raises what ended it (a WorkerError when the coordinator refused it)."""
+        if self._thread is None:
+            raise RuntimeError("join() is for a worker started with start()")
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            return False
+        if self._error is not None:
+            raise self._error
+        return True
 
     def stop_renewing(self, job: Job) -> None:
         """Sends no more heartbeats for this job while its handler runs on: for rehearsing a
@@ -196,7 +205,7 @@ class Worker:
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
         with self._lock:
-            self._wake_r, self._wake_w = wake_r, wake_w
+            self._wake_w = wake_w
         self._link = Link(context, self._options, wake_fd=wake_r)
         self._link.stats = self._stats
         settings = LoopSettings(worker_id=self.worker_id, concurrency=self.concurrency,
@@ -216,7 +225,7 @@ class Worker:
             for sig, old in previous.items():
                 signal.signal(sig, old)
             with self._lock:
-                self._wake_r = self._wake_w = None
+                self._wake_w = None
             os.close(wake_r)
             os.close(wake_w)
 

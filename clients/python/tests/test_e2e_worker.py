@@ -18,6 +18,7 @@ import uuid
 import checkout
 
 from support import ORG, Cluster, Verdicts, free_port, plaintext_only, wait_for
+from support import mode as cluster_mode
 
 import aclaim
 
@@ -266,6 +267,27 @@ class Coordinators(WorkerTest):
         job_id = self.enqueue(unique("job"))
         self.assertTrue(self.verdicts.wait(job_id)[0].accepted)
         self.assertGreaterEqual(w.stats.reconnects, 1)
+
+
+@unittest.skipUnless(cluster_mode() == "curve", "keys exist only under CURVE")
+class Refusals(WorkerTest):
+    def test_a_name_that_is_not_the_keys_ends_the_worker_with_the_reason(self) -> None:
+        keys = cluster.curve_keys(unique("owner"))
+        w = aclaim.Worker([main], unique("impostor"), queues=[self.queue], curve=keys,
+                          reply_timeout=2.0)
+        w.start(lambda job: "never")
+        with self.assertRaises(aclaim.WorkerError) as e:
+            w.join(10)
+        self.assertEqual(e.exception.code, "unauthenticated")
+
+    def test_a_queue_the_key_may_not_serve_ends_the_worker_with_the_reason(self) -> None:
+        name = unique("sparky")
+        keys = cluster.curve_keys(name, queues=["electrical"])
+        w = aclaim.Worker([main], name, queues=["plumbing"], curve=keys, reply_timeout=2.0)
+        w.start(lambda job: "never")
+        with self.assertRaises(aclaim.WorkerError) as e:
+            w.join(10)
+        self.assertEqual(e.exception.code, "queue_not_allowed")
 
 
 class Example(WorkerTest):

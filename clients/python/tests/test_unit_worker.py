@@ -34,7 +34,8 @@ class WorkerTest(unittest.TestCase):
         options.setdefault("stop_timeout", 2.0)
         w = aclaim.Worker(self.fake.endpoint, "rev-1", org_id=7, context=self.ctx, **options)
         w.start(handler)
-        self.addCleanup(lambda: w.stop(timeout=LIMIT) if w._thread.is_alive() else None)
+        self.addCleanup(lambda: w.stop(timeout=LIMIT) if w._thread and w._thread.is_alive()
+                        else None)
         return w
 
     def session(self, heartbeat_ms: int = 100, lease_ms: int = 1000) -> Request:
@@ -192,8 +193,9 @@ class Stopping(WorkerTest):
         self.fake.reply(hello, "ERROR", code="queue_not_allowed",
                         text="the key may serve only electrical")
         with self.assertRaises(aclaim.WorkerError) as e:
-            w.stop(timeout=LIMIT)
+            w.join(LIMIT)
         self.assertEqual(e.exception.code, "queue_not_allowed")
+        self.assertFalse(w.wait_ready(0))
 
     def test_bad_settings_are_refused_before_anything_is_sent(self) -> None:
         with self.assertRaisesRegex(ValueError, "printable ASCII"):
