@@ -9,9 +9,11 @@ deadline and fails with what it last saw.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -217,6 +219,11 @@ class Cluster:
             c.kill()
         self._conn.close()
         self._admin(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
+        # A failing test printed the logs' tails already; ACLAIM_KEEP_LOGS=1 keeps them whole.
+        if os.environ.get("ACLAIM_KEEP_LOGS") == "1":
+            print(f"logs kept in {self.work}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.work, ignore_errors=True)
 
     def tail_logs(self, lines: int = 30) -> str:
         out = []
