@@ -34,9 +34,21 @@ json micros_or_null(const pqxx::field& f) {
 Views::Views(std::string dsn, fs::path reports_dir)
     : dsn_(std::move(dsn)), reports_dir_(std::move(reports_dir)) {}
 
+namespace {
+
+/// The console's reads are index probes whose row estimates (recursive skip scans) look costly
+/// to the planner: with JIT on, it spends a second compiling what then runs in milliseconds.
+void console_session(pqxx::connection& conn) {
+    pqxx::nontransaction session(conn);
+    session.exec("SET jit = off; SET application_name = 'aclaim-console'");
+}
+
+}  // namespace
+
 pqxx::connection& Views::data() {
     if (!data_) {
         data_ = std::make_unique<pqxx::connection>(dsn_);
+        console_session(*data_);
         pqxx::nontransaction session(*data_);
         session.exec(std::string("SET ROLE ") + common::sql::kRowSecurityRole);
     }
@@ -44,7 +56,10 @@ pqxx::connection& Views::data() {
 }
 
 pqxx::connection& Views::meta() {
-    if (!meta_) meta_ = std::make_unique<pqxx::connection>(dsn_);
+    if (!meta_) {
+        meta_ = std::make_unique<pqxx::connection>(dsn_);
+        console_session(*meta_);
+    }
     return *meta_;
 }
 

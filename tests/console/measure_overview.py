@@ -24,7 +24,7 @@ GENERATE = """
 INSERT INTO jobs (org_id, queue, state, priority, enqueued_at, generation, assignee, claimed_at,
                   lease_expires_at, attempts, completed_at, result_ref, last_error,
                   quarantined_from, quarantine_reason)
-SELECT 1 + g % 10, 'queue-' || (g / 10 % 20), st, 0, now() - interval '1 day' + g * (interval '1 day' / {jobs}),
+SELECT 1 + g % 10, 'queue-' || (g / 10000 % 20), st, 0, now() - interval '1 day' + g * (interval '1 day' / {jobs}),
        CASE WHEN st = 'pending' THEN 0 ELSE 1 END,
        CASE WHEN st IN ('assigned', 'completed') THEN 'w' || (g % 50) END,
        CASE WHEN st IN ('assigned', 'completed') THEN now() - interval '1 day' END,
