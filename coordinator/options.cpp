@@ -47,6 +47,11 @@ void ReaperOptions::validate() const {
     require(reap_batch >= 1 && reap_batch <= 10000, "--reap-batch must be 1..10000");
 }
 
+void PresenceOptions::validate() const {
+    require(interval_ms == 0 || (interval_ms >= 100 && interval_ms <= 3'600'000),
+            "--presence-interval-ms must be 0 (off) or 100..3600000");
+}
+
 void CurveOptions::validate() const {
     require(handshake_timeout_ms >= 100, "--handshake-timeout-ms must be at least 100");
     // Without a key the only way to learn a worker's organization is to believe it, so that must
@@ -120,6 +125,15 @@ ReaperOptions CoordinatorOptions::reaper() const {
     return r;
 }
 
+PresenceOptions CoordinatorOptions::presence() const {
+    PresenceOptions p;
+    p.dsn = dsn;
+    p.row_security = row_security;
+    p.interval_ms = presence_interval_ms;
+    p.db_deadline_ms = db_deadline_ms;
+    return p;
+}
+
 CurveOptions CoordinatorOptions::curve() const {
     CurveOptions c;
     c.plaintext = plaintext;
@@ -149,6 +163,7 @@ void CoordinatorOptions::validate() const {
     db_pool().validate();
     router().validate();
     reaper().validate();
+    presence().validate();
     http().validate();
     zap().validate();
     curve().validate();
@@ -197,6 +212,10 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
         ->capture_default_str();
     app.add_option("--reap-batch", o.reap_batch, "Leases reclaimed per reaper statement")
         ->envname("ACLAIM_REAP_BATCH")
+        ->capture_default_str();
+    app.add_option("--presence-interval-ms", o.presence_interval_ms,
+                   "How often connected workers are published for the console; 0: off")
+        ->envname("ACLAIM_PRESENCE_INTERVAL_MS")
         ->capture_default_str();
     app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body accepted")
         ->envname("ACLAIM_MAX_BODY_BYTES")

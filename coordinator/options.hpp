@@ -95,6 +95,22 @@ struct ReaperOptions {
     void validate() const;
 };
 
+/// The presence publisher, on a connection of its own: PresencePublisher.
+struct PresenceOptions {
+    /// PostgreSQL connection string (--dsn).
+    std::string dsn;
+    /// Act as aclaim_coordinator under row-level security (--row-security).
+    bool row_security = true;
+    /// How often the connected workers are published, in ms; 0 turns it off
+    /// (--presence-interval-ms).
+    int interval_ms = 0;
+    /// A statement not answered by then has its connection cut, in ms (--db-deadline-ms).
+    int db_deadline_ms = 0;
+
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+};
+
 /// The ROUTER's CURVE server side: the one slice that holds the secret key, read by the
 /// coordinator when it binds and handed to libzmq, never to another component.
 struct CurveOptions {
@@ -166,6 +182,9 @@ struct CoordinatorOptions {
     int reap_interval_ms = 500;
     /// Leases reclaimed per reaper statement; a pass repeats until a statement returns fewer.
     int reap_batch = 100;
+    /// How often the workers connected to this coordinator are written to coordinator_presence
+    /// (the browser console shows them), in milliseconds; 0 turns it off.
+    int presence_interval_ms = 5000;
     /// Largest request body accepted; never above the protocol's own limit.
     std::size_t max_body_bytes = common::proto::kMaxBodyBytes;
     /// spdlog level: trace, debug, info, warn, error, critical, off.
@@ -206,6 +225,7 @@ struct CoordinatorOptions {
     RouterOptions router() const;
     DbPoolOptions db_pool() const;
     ReaperOptions reaper() const;
+    PresenceOptions presence() const;
     CurveOptions curve() const;
     ZapOptions zap() const;
     HttpOptions http() const;

@@ -1,8 +1,10 @@
 #include "coordinator/router/coordinator.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <pqxx/pqxx>
 #include <thread>
@@ -71,6 +73,13 @@ void check_row_security_role(const std::string& dsn) {
     }
 }
 
+/// How coordinators are told apart in coordinator_presence: the host and the process.
+std::string presence_name() {
+    std::array<char, 256> host{};
+    if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+    return std::string(host.data()) + "/" + std::to_string(getpid());
+}
+
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
@@ -135,6 +144,10 @@ void Coordinator::bind() {
     reaper_ = std::make_unique<Reaper>(reaper_options, clock_, *mailbox_, metrics_, watchdog_);
     listener_ = std::make_unique<Listener>(dsn, *mailbox_, watchdog_, router_options_.db_deadline(),
                                            [reaper = reaper_.get()] { reaper->nudge(); });
+    auto presence_options = options_.presence();
+    presence_options.dsn = dsn;
+    presence_ = std::make_unique<PresencePublisher>(presence_options, presence_name(), endpoint_,
+                                                    clock_, presence_board_, watchdog_);
     bound_ = true;
 }
 
@@ -174,6 +187,7 @@ void Coordinator::serve() {
     pool_->start();
     reaper_->start();
     listener_->start();
+    presence_->start();
     if (!options_.row_security) {
         spdlog::warn(
             "row security off: store statements run as the login role, and only their "
@@ -243,6 +257,7 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
         spdlog::info("forgot {} idle sessions", n);
         metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
     }
+    presence_board_.set(sessions_.workers_by_org());
 }
 
 void Coordinator::begin_drain() {
@@ -267,6 +282,7 @@ void Coordinator::shutdown() {
     pool_->join();
     reaper_->stop();
     listener_->stop();
+    presence_->stop();
     watchdog_.stop();
     metrics_.db_connections_abandoned.store(watchdog_.cuts());
     outcomes_.process(mailbox_->collect());

@@ -9,6 +9,7 @@
 
 #include "common/base/clock.hpp"
 #include "coordinator/db/events.hpp"
+#include "coordinator/db/presence.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
 #include "coordinator/db/work_queue.hpp"
 #include "coordinator/http/metrics.hpp"
@@ -85,6 +86,8 @@ class Coordinator {
     std::unique_ptr<DbPool> pool_;
     std::unique_ptr<Reaper> reaper_;
     std::unique_ptr<Listener> listener_;
+    PresenceBoard presence_board_;
+    std::unique_ptr<PresencePublisher> presence_;
     std::string endpoint_;
     bool bound_ = false;
 
