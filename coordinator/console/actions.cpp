@@ -42,8 +42,7 @@ ActionResult Views::cancel(const Operator& op, common::JobId id, const std::stri
         const auto done = store.cancel({id}, actor_of(op), reason, now);
         if (done.empty()) {
             const auto j = store.job(id);
-            return refused("job #" + std::to_string(id) + " is " +
-                           state_of(j) +
+            return refused("job #" + std::to_string(id) + " is " + state_of(j) +
                            ": only a pending, scheduled or assigned job can be cancelled");
         }
         const auto& c = done.front();
@@ -65,14 +64,11 @@ ActionResult Views::retry(const Operator& op, common::JobId id, const std::strin
         const auto done = store.retry({id}, actor_of(op), reason, now);
         const auto j = store.job(id);
         if (done.empty()) {
-            return refused("job #" + std::to_string(id) + " is " +
-                           state_of(j) +
+            return refused("job #" + std::to_string(id) + " is " + state_of(j) +
                            ": only a failed, discarded or cancelled job can be retried");
         }
         return ActionResult{ActionResult::Kind::Done,
-                            {{"job_id", id},
-                             {"state", state_of(j)},
-                             {"by", actor_of(op)}}};
+                            {{"job_id", id}, {"state", state_of(j)}, {"by", actor_of(op)}}};
     });
 }
 
@@ -84,11 +80,9 @@ ActionResult Views::pause(const Operator& op, common::OrgId org, const std::stri
         scope(std::to_string(org));
         common::OperatorStore(data()).pause(org, queue, paused, actor_of(op), reason,
                                             common::SystemClock());
-        return ActionResult{ActionResult::Kind::Done,
-                            {{"org_id", org},
-                             {"queue", queue},
-                             {"paused", paused},
-                             {"by", actor_of(op)}}};
+        return ActionResult{
+            ActionResult::Kind::Done,
+            {{"org_id", org}, {"queue", queue}, {"paused", paused}, {"by", actor_of(op)}}};
     });
 }
 

@@ -36,13 +36,13 @@ void Views::queue_overview(pqxx::transaction_base& txn, const std::vector<common
             const std::string column(state);
             counts[column] = r[column].as<long long>();
         }
-        json row = {{"queue", r["queue"].as<std::string>()},
-                    {"paused", r["paused"].as<bool>()},
-                    {"max_assigned", r["max_assigned"].is_null()
-                                         ? json(nullptr)
-                                         : json(r["max_assigned"].as<int>())},
-                    {"counts", counts},
-                    {"oldest_pending_age_ms", nullptr}};
+        json row = {
+            {"queue", r["queue"].as<std::string>()},
+            {"paused", r["paused"].as<bool>()},
+            {"max_assigned",
+             r["max_assigned"].is_null() ? json(nullptr) : json(r["max_assigned"].as<int>())},
+            {"counts", counts},
+            {"oldest_pending_age_ms", nullptr}};
         if (!r["oldest_pending_us"].is_null()) {
             const auto us = r["oldest_pending_us"].as<common::Micros>();
             row["oldest_pending_age_ms"] = age_ms(now, us);
@@ -198,6 +198,5 @@ json Views::overview(const Operator& op, common::Instant now) {
         return out;
     });
 }
-
 
 }  // namespace aclaim::console

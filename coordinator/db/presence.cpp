@@ -101,8 +101,8 @@ void PresencePublisher::run() {
         } catch (const std::exception& e) {
             const bool cut = watch->disarm();
             if (!failing) {
-                spdlog::warn("presence: could not publish{}: {}", cut ? " (cut at its deadline)" : "",
-                             e.what());
+                spdlog::warn("presence: could not publish{}: {}",
+                             cut ? " (cut at its deadline)" : "", e.what());
             }
             failing = true;
             conn.reset();

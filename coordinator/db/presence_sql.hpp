@@ -10,8 +10,8 @@ namespace aclaim::coordinator::sql {
 using common::sql::Statement;
 
 /// $1 coordinator, $2 endpoint, $3 started, $4 now, $5 bigint[] organizations, $6 int[] workers
-/// (pairwise), $7 the publishing interval in ms. One row per organization with workers connected; the coordinator's rows of
-/// organizations it no longer serves are removed in the same statement.
+/// (pairwise), $7 the publishing interval in ms. One row per organization with workers connected;
+/// the coordinator's rows of organizations it no longer serves are removed in the same statement.
 inline const Statement kPublishPresence{
     "aclaim_publish_presence",
     R"SQL(
@@ -29,8 +29,8 @@ WITH published AS (
 DELETE FROM coordinator_presence p
  WHERE p.coordinator = $1::text AND p.org_id <> ALL($5::bigint[])
 )SQL",
-    {"coordinator text", "endpoint text", "started_us bigint", "now_us bigint",
-     "orgs bigint[]", "workers int[]", "interval_ms int"}};
+    {"coordinator text", "endpoint text", "started_us bigint", "now_us bigint", "orgs bigint[]",
+     "workers int[]", "interval_ms int"}};
 
 /// $1 now, $2 how old a row may be, in microseconds: rows of coordinators gone that long.
 inline const Statement kForgetGonePresence{
@@ -40,7 +40,8 @@ inline const Statement kForgetGonePresence{
 
 /// $1 coordinator: its rows, at a clean stop.
 inline const Statement kWithdrawPresence{
-    "aclaim_withdraw_presence", "DELETE FROM coordinator_presence WHERE coordinator = $1::text",
+    "aclaim_withdraw_presence",
+    "DELETE FROM coordinator_presence WHERE coordinator = $1::text",
     {"coordinator text"}};
 
 }  // namespace aclaim::coordinator::sql
