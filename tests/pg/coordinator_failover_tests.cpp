@@ -58,19 +58,8 @@ TEST_CASE("on a multi-host DSN the coordinator follows the writable primary", "[
     CHECK(assigned.jobs[0].job_id == on_a);
     // The other DB thread may still hold a session the demotion ended: its COMPLETE is resolved
     // from the row on the new primary (not_committed), and the re-send is accepted there.
-    std::optional<proto::Accepted> accepted;
-    for (int attempt = 0; attempt < 5 && !accepted; ++attempt) {
-        const auto done = w.next_req();
-        w.send(proto::Complete{done, on_a, assigned.jobs[0].generation, "review:w1"});
-        auto m = w.answer(done, 10s);
-        REQUIRE(m);
-        if (auto* yes = std::get_if<proto::Accepted>(&*m)) {
-            accepted = *yes;
-        } else {
-            REQUIRE(std::holds_alternative<proto::Error>(*m));
-            CHECK(std::get<proto::Error>(*m).code == "not_committed");
-        }
-    }
+    const auto accepted =
+        send_until_accepted(w, proto::Complete{0, on_a, assigned.jobs[0].generation, "review:w1"});
     REQUIRE(accepted);
     CHECK(accepted->state == "completed");
     CHECK_FALSE(accepted->replayed);
@@ -113,19 +102,8 @@ TEST_CASE("a primary fenced read-only without ending its sessions is left for th
     CHECK(a.coordinator_sessions("aclaim-coordinator-listener") == 1);
     CHECK(b.coordinator_sessions("aclaim-coordinator-listener") == 0);
     // A transition that meets the fenced server is resolved from the row on the writable one.
-    std::optional<proto::Accepted> accepted;
-    for (int attempt = 0; attempt < 5 && !accepted; ++attempt) {
-        const auto done = w.next_req();
-        w.send(proto::Complete{done, on_a, assigned.jobs[0].generation, "review:w1"});
-        auto m = w.answer(done, 10s);
-        REQUIRE(m);
-        if (auto* yes = std::get_if<proto::Accepted>(&*m)) {
-            accepted = *yes;
-        } else {
-            REQUIRE(std::holds_alternative<proto::Error>(*m));
-            CHECK(std::get<proto::Error>(*m).code == "not_committed");
-        }
-    }
+    const auto accepted =
+        send_until_accepted(w, proto::Complete{0, on_a, assigned.jobs[0].generation, "review:w1"});
     REQUIRE(accepted);
     CHECK(a.job_state(on_a) == "completed");
     c.stop();

@@ -176,9 +176,8 @@ TEST_CASE("a lossy failover never hands out a fencing token twice", "[coordinato
         if (j.job_id == kept.job_id) retaken = j.generation;
     }
     REQUIRE(retaken == kept.generation + 1);
-    const Token acknowledged = *std::find_if(lost.begin(), lost.end(), [&](const Token& t) {
-        return t.first != kept.job_id;
-    });
+    const Token acknowledged = *std::find_if(
+        lost.begin(), lost.end(), [&](const Token& t) { return t.first != kept.job_id; });
     REQUIRE(std::holds_alternative<proto::Accepted>(
         complete(*w1, acknowledged.first, acknowledged.second)));
 
@@ -190,14 +189,7 @@ TEST_CASE("a lossy failover never hands out a fencing token twice", "[coordinato
     // both workers, w1 too on a new session under the same name, claim everything there is.
     w0 = std::make_unique<RawWorker>(context, c.endpoint());
     w0->hello("w0", 1);
-    std::optional<proto::Accepted> released;
-    for (int attempt = 0; attempt < 5 && !released; ++attempt) {
-        const auto req = w0->next_req();
-        w0->send(proto::Release{req, kept.job_id, kept.generation});
-        auto m = w0->answer(req, 20s);
-        REQUIRE(m);
-        if (auto* yes = std::get_if<proto::Accepted>(&*m)) released = *yes;
-    }
+    const auto released = send_until_accepted(*w0, proto::Release{0, kept.job_id, kept.generation});
     REQUIRE(released);
     w1 = std::make_unique<RawWorker>(context, c.endpoint());
     w1->hello("w1", 1);

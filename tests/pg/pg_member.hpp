@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
 
@@ -56,7 +57,9 @@ class PgMember {
     PgMember(const PgMember&) = delete;
     PgMember& operator=(const PgMember&) = delete;
 
-    ~PgMember() { std::system((std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp stop " + dir).c_str()); }
+    ~PgMember() {
+        std::system((std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp stop " + dir).c_str());
+    }
 
     /// The standby stops receiving WAL and keeps what it has.
     void detach() { pgtmp("detach " + dir); }
@@ -65,13 +68,15 @@ class PgMember {
     /// SIGKILL of the server and all its processes.
     void kill() { pgtmp("kill " + dir); }
 
-    /// Waits until this standby has replayed everything `primary` has written.
+    /// Waits until this standby has replayed everything `primary` has written: up to its insert
+    /// position, since with synchronous_commit off a commit already answered may not be written
+    /// out yet.
     void catch_up(const PgMember& primary) {
-        const auto target = scalar(primary.dsn, "SELECT pg_current_wal_lsn()::text");
+        const auto target = scalar(primary.dsn, "SELECT pg_current_wal_insert_lsn()::text");
         REQUIRE(eventually(
             [&] {
-                return scalar(dsn, "SELECT pg_last_wal_replay_lsn() >= '" + target +
-                                       "'::pg_lsn") == "t";
+                return scalar(dsn, "SELECT pg_last_wal_replay_lsn() >= '" + target + "'::pg_lsn") ==
+                       "t";
             },
             30s));
     }
@@ -88,7 +93,10 @@ class PgMember {
         }
         // The reload is asynchronous: wait until a new session sees it.
         REQUIRE(eventually(
-            [&] { return scalar(dsn, "SHOW default_transaction_read_only") == (writable ? "off" : "on"); },
+            [&] {
+                return scalar(dsn, "SHOW default_transaction_read_only") ==
+                       (writable ? "off" : "on");
+            },
             10s));
     }
 
@@ -102,7 +110,8 @@ class PgMember {
     long coordinator_sessions(const std::string& name = "aclaim-coordinator%") {
         return std::stol(scalar(dsn,
                                 "SELECT count(*) FROM pg_stat_activity WHERE application_name "
-                                "LIKE '" + name + "'"));
+                                "LIKE '" +
+                                    name + "'"));
     }
 
     std::string job_state(common::JobId id) {
@@ -136,6 +145,28 @@ class PgMember {
         return run_command(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp " + args);
     }
 };
+
+/// Sends `request` (a COMPLETE, FAIL or RELEASE) under a fresh request id until it is ACCEPTED,
+/// at most `attempts` times. Across a failover a send may meet a connection the failover ended:
+/// its commit is resolved from the row on the new primary, and `not_committed` says that nothing
+/// changed and the re-send is safe.
+template <class Request>
+std::optional<proto::Accepted> send_until_accepted(RawWorker& w, Request request,
+                                                   int attempts = 5) {
+    for (int attempt = 0; attempt < attempts; ++attempt) {
+        request.req = w.next_req();
+        w.send(request);
+        auto m = w.answer(request.req, 20s);
+        REQUIRE(m);
+        if (auto* yes = std::get_if<proto::Accepted>(&*m)) return *yes;
+        if (auto* no = std::get_if<proto::Rejected>(&*m)) {
+            FAIL("REJECTED " << no->reason << ": " << no->detail);
+        }
+        REQUIRE(std::holds_alternative<proto::Error>(*m));
+        CHECK(std::get<proto::Error>(*m).code == "not_committed");
+    }
+    return std::nullopt;
+}
 
 /// The multi-host DSN of a cluster of these members, as an HA deployment gives coordinators.
 inline std::string multi_host_dsn(const PgMember& a, const PgMember& b) {
