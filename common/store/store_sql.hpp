@@ -100,7 +100,9 @@ inline std::string claim_room(std::string_view limit, std::string_view queues) {
 /// conditions on the newest row version, so every picked row is pending and locked; the update
 /// finds it by primary key alone. (A condition on jobs.state there would make the partial index
 /// jobs_claim_order a candidate for a full scan per job, see kRenewBatch.) A lease never runs past
-/// the attempt's deadline.
+/// the attempt's deadline. The generation is the next one, or the first of the current
+/// timeline's range when that is higher (the fencing epoch, schema/0009_fencing_epoch.sql): after
+/// a failover that lost commits, no claim repeats a generation granted in the lost history.
 inline const Statement kClaim{
     "aclaim_claim",
     "WITH " + claim_room("$3::int", "$6::text[]") + R"SQL(, picked AS MATERIALIZED (
@@ -119,7 +121,8 @@ inline const Statement kClaim{
      WHERE p.rn <= room.room
 ), claimed AS (
     UPDATE jobs j
-       SET state = 'assigned', generation = j.generation + 1, assignee = $2::text,
+       SET state = 'assigned', generation = greatest(j.generation + 1, (SELECT aclaim_generation_floor()) + 1),
+           assignee = $2::text,
            claimed_at = aclaim_ts($4::bigint),
            deadline_at = aclaim_ts($4::bigint + j.run_timeout_us),
            lease_expires_at = least(aclaim_ts($4::bigint + $5::bigint),
@@ -428,7 +431,8 @@ inline const Statement kClaimBatch{
       JOIN unnest($2::text[]) WITH ORDINALITY AS s(worker, slot) USING (slot)
 ), claimed AS (
     UPDATE jobs j
-       SET state = 'assigned', generation = j.generation + 1, assignee = slotted.worker,
+       SET state = 'assigned', generation = greatest(j.generation + 1, (SELECT aclaim_generation_floor()) + 1),
+           assignee = slotted.worker,
            claimed_at = aclaim_ts($3::bigint),
            deadline_at = aclaim_ts($3::bigint + j.run_timeout_us),
            lease_expires_at = least(aclaim_ts($3::bigint + $4::bigint),

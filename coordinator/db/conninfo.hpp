@@ -17,7 +17,9 @@ std::string with_setting(const std::string& dsn, std::string_view key, const std
 /// server that accepts TCP but never answers (frozen, or behind a stalled route) fails the attempt
 /// instead of holding it, and TCP keepalives and tcp_user_timeout, so that a connection whose
 /// route died is closed by the kernel even while nothing is sent on it. A statement on a server
-/// that still acknowledges TCP but does not answer is the StatementWatchdog's business.
+/// that still acknowledges TCP but does not answer is the StatementWatchdog's business. And
+/// target_session_attrs=read-write, so that of the hosts of a multi-host DSN only the writable
+/// primary is taken, whichever of them that is after a failover.
 std::string guarded_dsn(const std::string& dsn, std::chrono::milliseconds deadline);
 
 }  // namespace aclaim::coordinator

@@ -46,6 +46,11 @@ TEST_CASE("every coordinator connection bounds its connect and watches its route
     // What the operator wrote wins.
     CHECK(guarded_dsn("host=h connect_timeout=30", 300ms).find("connect_timeout=2") ==
           std::string::npos);
+    // Of several hosts only the writable primary will do, unless the operator said otherwise.
+    CHECK(guarded_dsn("host=a,b", 300ms).find("target_session_attrs=read-write") !=
+          std::string::npos);
+    CHECK(guarded_dsn("host=a,b target_session_attrs=any", 300ms).find("read-write") ==
+          std::string::npos);
 }
 
 namespace {
