@@ -15,7 +15,8 @@ namespace {
 struct Parser {
     CLI::App app{"aclaim-worker: a simulated reviewer that claims, renews and completes jobs"};
     WorkerOptions o;
-    std::vector<std::string> connect;
+    std::vector<std::string> connect{"tcp://127.0.0.1:5555"};
+    CLI::Option* connect_opt = nullptr;
     std::string cells;
     std::string dist = "fixed";
     std::string encoding = "binary";
@@ -31,17 +32,16 @@ struct Parser {
 
 Parser::Parser() {
     o.client.worker_id = "worker-" + std::to_string(::getpid());
-    auto* connect_opt =
-        app.add_option("--connect", connect,
-                       "Coordinator endpoints, comma-separated: the worker fails over between "
-                       "them (default tcp://127.0.0.1:5555)")
-            ->delimiter(',')
-            ->envname("ACLAIM_CONNECT");
+    connect_opt = app.add_option("--connect", connect,
+                                 "Coordinator endpoints, comma-separated: the worker fails over "
+                                 "between them")
+                      ->delimiter(',')
+                      ->envname("ACLAIM_CONNECT")
+                      ->capture_default_str();
     app.add_option("--cells", cells,
                    "Cell map (JSON): connect to the coordinators of --org's cell instead of "
                    "--connect")
-        ->envname("ACLAIM_CELLS")
-        ->excludes(connect_opt);
+        ->envname("ACLAIM_CELLS");
     app.add_option("--org", o.client.org_id, "Organization (used by a plaintext coordinator)")
         ->envname("ACLAIM_ORG")
         ->check(CLI::NonNegativeNumber);
@@ -127,6 +127,8 @@ WorkerOptions Parser::finish() {
         (o.client.curve.client_public.empty() || o.client.curve.client_secret.empty()))
         throw CLI::ValidationError("--curve-server-key",
                                    "needs --curve-public-key and --curve-secret-key too");
+    if (!cells.empty() && connect_opt->count() > 0)
+        throw CLI::ValidationError("--cells", "excludes --connect: the map names the endpoints");
     if (!cells.empty()) {
         // Under CURVE the coordinator takes the organization from the key; the map still needs
         // it to know which cell's coordinators to ask.
@@ -138,7 +140,7 @@ WorkerOptions Parser::finish() {
         } catch (const common::CellMapError& e) {
             throw CLI::ValidationError("--cells", e.what());
         }
-    } else if (!connect.empty()) {
+    } else {
         o.client.endpoints.clear();
         for (auto& e : connect) {
             if (e.empty()) continue;
