@@ -4,18 +4,16 @@
 // whose rows sit in the wrong cell, and refuses a map that puts an organization in two cells.
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/base/clock.hpp"
 #include "common/store/assignment_store.hpp"
-#include "common/store/migrations.hpp"
 #include "tests/e2e/cluster.hpp"
 #include "tests/pg/ctl_run.hpp"
+#include "tests/support/pg_server.hpp"
 
 using namespace aclaim;
 using namespace aclaim::testing;
@@ -23,60 +21,6 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
-
-std::string run_text(const std::string& cmd) {
-    std::string out;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    REQUIRE(p);
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    REQUIRE(::pclose(p) == 0);
-    while (!out.empty() && out.back() == '\n') out.pop_back();
-    return out;
-}
-
-/// The second cell's database: a PostgreSQL server of its own, so that it can go down alone.
-struct CellServer {
-    std::string dir;
-    std::string dsn;
-    CellServer() {
-        char tmpl[] = "/tmp/aclaim-cell-pg.XXXXXX";
-        REQUIRE(::mkdtemp(tmpl));
-        dir = tmpl;
-        dsn = run_text(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp start " + dir + " --fast");
-        pqxx::connection conn(dsn);
-        common::migrate(conn);
-    }
-    ~CellServer() { stop(); }
-    void stop() {
-        if (dir.empty()) return;
-        std::system((std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp stop " + dir).c_str());
-        dir.clear();
-    }
-    /// The postmaster and every backend: SIGSTOP them all to freeze the server, SIGCONT to thaw.
-    std::vector<pid_t> processes() const {
-        std::ifstream in(dir + "/data/postmaster.pid");
-        pid_t postmaster = 0;
-        in >> postmaster;
-        std::vector<pid_t> out{postmaster};
-        for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-            const auto name = entry.path().filename().string();
-            if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-            std::ifstream stat(entry.path() / "stat");
-            std::string line;
-            std::getline(stat, line);
-            // pid (comm) state ppid ...: the command may hold spaces, so read after the ')'.
-            const auto close = line.rfind(')');
-            if (close == std::string::npos) continue;
-            std::istringstream rest(line.substr(close + 2));
-            char state = 0;
-            pid_t ppid = 0;
-            rest >> state >> ppid;
-            if (ppid == postmaster) out.push_back(std::stoi(name));
-        }
-        return out;
-    }
-};
 
 std::string write_map(const std::string& dir, const std::string& name, const json& map) {
     const auto path = dir + "/" + name;
@@ -107,25 +51,25 @@ const json& cell_of(const json& out, const std::string& name) {
 
 TEST_CASE("two cells: workers find their cell, aclaimctl sees both and reports a cell down",
           "[e2e][cells]") {
-    Cluster east;  // cell "east": the cluster's database and coordinator
-    CellServer west_db;
+    Cluster east;             // cell "east": the cluster's database and coordinator
+    ThrowawayServer west_db;  // cell "west": a server of its own, so that it can go down alone
     INFO("logs in " << east.log_dir());
     const std::string west = "tcp://127.0.0.1:" + std::to_string(free_port());
     const auto map_path = write_map(east.log_dir(), "cells.json",
                                     {{"cells",
                                       {cell("east", east.db().dsn(), east.endpoint(), {1}),
-                                       cell("west", west_db.dsn, west, {2})}}});
+                                       cell("west", west_db.dsn(), west, {2})}}});
 
     constexpr int kJobs = 40;
     east.enqueue(1, kJobs);
     {
-        common::AssignmentStore store(west_db.dsn);
+        common::AssignmentStore store(west_db.dsn());
         std::vector<common::NewJob> jobs;
         for (int i = 0; i < kJobs; ++i) jobs.push_back({0, "west-" + std::to_string(i), 3});
         store.enqueue(2, jobs, common::SystemClock().now());
     }
     east.start_coordinator();
-    Process west_coordinator({bin("aclaim-coordinator"), "--dsn", west_db.dsn, "--bind", west,
+    Process west_coordinator({bin("aclaim-coordinator"), "--dsn", west_db.dsn(), "--bind", west,
                               "--plaintext", "--log-level", "info"},
                              {}, east.log_dir() + "/west-coordinator.log");
     std::vector<std::unique_ptr<Process>> workers;
@@ -144,7 +88,7 @@ TEST_CASE("two cells: workers find their cell, aclaimctl sees both and reports a
           kJobs);
     CHECK(east.scalar("SELECT count(*) FROM jobs WHERE org_id <> 1") == 0);
     {
-        pqxx::connection conn(west_db.dsn);
+        pqxx::connection conn(west_db.dsn());
         pqxx::read_transaction t(conn);
         CHECK(t.exec1("SELECT count(*) FROM jobs WHERE state = 'completed' AND org_id = 2")[0]
                   .as<int>() == kJobs);
@@ -180,14 +124,15 @@ TEST_CASE("two cells: workers find their cell, aclaimctl sees both and reports a
     east.enqueue(3, 1);
     status = run_aclaimctl({"--cells", map_path, "status"});
     CHECK(status.code == 1);
-    CHECK_THAT(status.out,
-               Catch::Contains("organization 3 has rows in cell 'east' but the map puts it in no cell"));
+    CHECK_THAT(
+        status.out,
+        Catch::Contains("organization 3 has rows in cell 'east' but the map puts it in no cell"));
 
     // A map that puts an organization in two cells is refused before anything runs.
     const auto split = write_map(east.log_dir(), "split.json",
                                  {{"cells",
                                    {cell("east", east.db().dsn(), east.endpoint(), {1, 2}),
-                                    cell("west", west_db.dsn, west, {2})}}});
+                                    cell("west", west_db.dsn(), west, {2})}}});
     const auto refused = run_aclaimctl({"--cells", split, "check"});
     CHECK(refused.code == 2);
     CHECK_THAT(refused.err, Catch::Contains("organization 2 is mapped to two cells"));

@@ -55,7 +55,9 @@ TEST_CASE("workers fail over to the surviving coordinator and keep their leases"
                                              {"--review-ms", "15", "--concurrency", "2"}));
     }
     REQUIRE(eventually(
-        [&] { return c.scalar("SELECT count(*) FROM jobs WHERE state = 'completed'") >= kLoad / 4; },
+        [&] {
+            return c.scalar("SELECT count(*) FROM jobs WHERE state = 'completed'") >= kLoad / 4;
+        },
         60s));
 
     coordinator_a->signal(SIGKILL);

@@ -55,17 +55,21 @@ TEST_CASE("cell map: an organization in two cells is refused", "[cells]") {
     const auto why = refusal(text);
     CHECK_THAT(why, Catch::Contains("organization 17 is mapped to two cells, 'eu-1' and 'us-1'"));
     CHECK_THAT(why, Catch::StartsWith("cell map map.json: "));
-    CHECK_THAT(refusal(one_cell(
-                   R"({"name": "a", "dsn": "d", "coordinators": ["tcp://x:1"], "organizations": [5, 5]})")),
-               Catch::Contains("organization 5 is mapped twice in cell 'a'"));
+    CHECK_THAT(
+        refusal(one_cell(
+            R"({"name": "a", "dsn": "d", "coordinators": ["tcp://x:1"], "organizations": [5, 5]})")),
+        Catch::Contains("organization 5 is mapped twice in cell 'a'"));
 }
 
 TEST_CASE("cell map: two cells on one database or one coordinator are refused", "[cells]") {
-    const std::string a = R"({"name": "a", "dsn": "same", "coordinators": ["tcp://x:1"], "organizations": [1]})";
-    const std::string b = R"({"name": "b", "dsn": "same", "coordinators": ["tcp://y:1"], "organizations": [2]})";
+    const std::string a =
+        R"({"name": "a", "dsn": "same", "coordinators": ["tcp://x:1"], "organizations": [1]})";
+    const std::string b =
+        R"({"name": "b", "dsn": "same", "coordinators": ["tcp://y:1"], "organizations": [2]})";
     CHECK_THAT(refusal(R"({"cells": [)" + a + "," + b + "]}"),
                Catch::Contains("cells 'a' and 'b' have the same dsn"));
-    const std::string c = R"({"name": "c", "dsn": "other", "coordinators": ["tcp://x:1"], "organizations": [3]})";
+    const std::string c =
+        R"({"name": "c", "dsn": "other", "coordinators": ["tcp://x:1"], "organizations": [3]})";
     CHECK_THAT(refusal(R"({"cells": [)" + a + "," + c + "]}"),
                Catch::Contains("coordinator tcp://x:1 is listed in cells 'a' and 'c'"));
     CHECK_THAT(refusal(R"({"cells": [)" + a + "," + a + "]}"),
@@ -78,21 +82,34 @@ TEST_CASE("cell map: malformed maps name what is wrong", "[cells]") {
     CHECK_THAT(refusal(R"({"cells": []})"), Catch::Contains("non-empty array"));
     CHECK_THAT(refusal(R"({"cells": [], "cels": 1})"), Catch::Contains("unknown member 'cels'"));
     CHECK_THAT(refusal(R"({"version": 2, "cells": []})"), Catch::Contains("version 2"));
-    CHECK_THAT(refusal(one_cell(R"({"dsn": "d", "coordinators": ["tcp://x:1"], "organizations": []})")),
-               Catch::Contains("cells[0] has no 'name'"));
-    CHECK_THAT(refusal(one_cell(R"({"name": "a b", "dsn": "d", "coordinators": ["tcp://x:1"], "organizations": []})")),
-               Catch::Contains("cells[0].name must be"));
-    CHECK_THAT(refusal(one_cell(R"({"name": "a", "dsn": "", "coordinators": ["tcp://x:1"], "organizations": []})")),
-               Catch::Contains("cell 'a': 'dsn' must be a non-empty string"));
-    CHECK_THAT(refusal(one_cell(R"({"name": "a", "dsn": "d", "coordinators": [], "organizations": []})")),
-               Catch::Contains("'coordinators' must be a non-empty array"));
-    CHECK_THAT(refusal(one_cell(R"({"name": "a", "dsn": "d", "coordinators": ["x:1"], "organizations": []})")),
+    CHECK_THAT(
+        refusal(one_cell(R"({"dsn": "d", "coordinators": ["tcp://x:1"], "organizations": []})")),
+        Catch::Contains("cells[0] has no 'name'"));
+    CHECK_THAT(
+        refusal(one_cell(
+            R"({"name": "a b", "dsn": "d", "coordinators": ["tcp://x:1"], "organizations": []})")),
+        Catch::Contains("cells[0].name must be"));
+    CHECK_THAT(
+        refusal(one_cell(
+            R"({"name": "a", "dsn": "", "coordinators": ["tcp://x:1"], "organizations": []})")),
+        Catch::Contains("cell 'a': 'dsn' must be a non-empty string"));
+    CHECK_THAT(
+        refusal(one_cell(R"({"name": "a", "dsn": "d", "coordinators": [], "organizations": []})")),
+        Catch::Contains("'coordinators' must be a non-empty array"));
+    CHECK_THAT(refusal(one_cell(
+                   R"({"name": "a", "dsn": "d", "coordinators": ["x:1"], "organizations": []})")),
                Catch::Contains("every coordinator must be an endpoint"));
-    CHECK_THAT(refusal(one_cell(R"({"name": "a", "dsn": "d", "coordinators": ["tcp://x:1"], "organizations": [0]})")),
-               Catch::Contains("every organization must be an integer >= 1, got 0"));
-    CHECK_THAT(refusal(one_cell(R"({"name": "a", "dsn": "d", "coordinators": ["tcp://x:1"], "organizations": ["1"]})")),
-               Catch::Contains("got \"1\""));
-    CHECK_THAT(refusal(one_cell(R"({"name": "a", "dsn": "d", "coordinators": ["tcp://x:1"], "organizations": [], "dns": 1})")),
-               Catch::Contains("cells[0] has an unknown member 'dns'"));
+    CHECK_THAT(
+        refusal(one_cell(
+            R"({"name": "a", "dsn": "d", "coordinators": ["tcp://x:1"], "organizations": [0]})")),
+        Catch::Contains("every organization must be an integer >= 1, got 0"));
+    CHECK_THAT(
+        refusal(one_cell(
+            R"({"name": "a", "dsn": "d", "coordinators": ["tcp://x:1"], "organizations": ["1"]})")),
+        Catch::Contains("got \"1\""));
+    CHECK_THAT(
+        refusal(one_cell(
+            R"({"name": "a", "dsn": "d", "coordinators": ["tcp://x:1"], "organizations": [], "dns": 1})")),
+        Catch::Contains("cells[0] has an unknown member 'dns'"));
     CHECK_THROWS_WITH(CellMap::load("/nonexistent/cells.json"), Catch::Contains("cannot be read"));
 }

@@ -62,6 +62,55 @@ class FakeCoordinator {
     std::string endpoint_;
 };
 
+/// The next request of type T that `fake` receives, polling `client` meanwhile (its events go
+/// to `events`); requests of other types are kept in `skipped` and looked at first next time.
+template <class T>
+Request next_request(worker::Client& client, FakeCoordinator& fake,
+                     std::vector<worker::Event>& events, std::vector<Request>& skipped) {
+    for (auto it = skipped.begin(); it != skipped.end(); ++it) {
+        if (std::holds_alternative<T>(it->message)) {
+            Request r = *it;
+            skipped.erase(it);
+            return r;
+        }
+    }
+    const auto deadline = SteadyClock::now() + kLimit;
+    while (SteadyClock::now() < deadline) {
+        auto ev = client.poll(Millis(5));
+        events.insert(events.end(), ev.begin(), ev.end());
+        while (auto r = fake.receive()) {
+            if (std::holds_alternative<T>(r->message)) return *r;
+            skipped.push_back(*r);
+        }
+    }
+    FAIL("no " << typeid(T).name() << " within the deadline");
+    return {};
+}
+
+/// The next client event of type E, from `events` or by polling `client`; what `fake` receives
+/// meanwhile (when given) is kept in `skipped`.
+template <class E>
+E next_event(worker::Client& client, std::vector<worker::Event>& events,
+             FakeCoordinator* fake = nullptr, std::vector<Request>* skipped = nullptr) {
+    const auto deadline = SteadyClock::now() + kLimit;
+    while (SteadyClock::now() < deadline) {
+        for (auto it = events.begin(); it != events.end(); ++it) {
+            if (auto* e = std::get_if<E>(&*it)) {
+                E out = *e;
+                events.erase(it);
+                return out;
+            }
+        }
+        auto ev = client.poll(Millis(5));
+        events.insert(events.end(), ev.begin(), ev.end());
+        if (fake && skipped) {
+            while (auto r = fake->receive()) skipped->push_back(*r);
+        }
+    }
+    FAIL("no " << typeid(E).name() << " event within the deadline");
+    return {};
+}
+
 /// Drives client and fake from one thread: next_request returns the next request of a type
 /// (others are kept for later), next_event the next client event of a type.
 struct Harness {
@@ -81,43 +130,12 @@ struct Harness {
 
     template <class T>
     Request next_request() {
-        for (auto it = skipped.begin(); it != skipped.end(); ++it) {
-            if (std::holds_alternative<T>(it->message)) {
-                Request r = *it;
-                skipped.erase(it);
-                return r;
-            }
-        }
-        const auto deadline = SteadyClock::now() + kLimit;
-        while (SteadyClock::now() < deadline) {
-            auto ev = client.poll(Millis(5));
-            events.insert(events.end(), ev.begin(), ev.end());
-            while (auto r = fake.receive()) {
-                if (std::holds_alternative<T>(r->message)) return *r;
-                skipped.push_back(*r);
-            }
-        }
-        FAIL("no " << typeid(T).name() << " within the deadline");
-        return {};
+        return testing::next_request<T>(client, fake, events, skipped);
     }
 
     template <class E>
     E next_event() {
-        const auto deadline = SteadyClock::now() + kLimit;
-        while (SteadyClock::now() < deadline) {
-            for (auto it = events.begin(); it != events.end(); ++it) {
-                if (auto* e = std::get_if<E>(&*it)) {
-                    E out = *e;
-                    events.erase(it);
-                    return out;
-                }
-            }
-            auto ev = client.poll(Millis(5));
-            events.insert(events.end(), ev.begin(), ev.end());
-            while (auto r = fake.receive()) skipped.push_back(*r);
-        }
-        FAIL("no " << typeid(E).name() << " event within the deadline");
-        return {};
+        return testing::next_event<E>(client, events, &fake, &skipped);
     }
 
     /// HELLO answered with WELCOME; returns the request for its identity.

@@ -46,41 +46,21 @@ struct MuteListener {
     ~MuteListener() { ::close(fd); }
 };
 
-/// Polls the client and collects its events; every fake's requests are read by the caller.
+/// Polls the client and collects its events; each fake's requests of other types than the one
+/// awaited are dropped, so that one coordinator's are never taken for another's.
 struct Driver {
     worker::Client& client;
     std::vector<worker::Event> events;
 
     template <class T>
     Request next_request(FakeCoordinator& fake) {
-        const auto deadline = SteadyClock::now() + kLimit;
-        while (SteadyClock::now() < deadline) {
-            auto ev = client.poll(Millis(5));
-            events.insert(events.end(), ev.begin(), ev.end());
-            while (auto r = fake.receive()) {
-                if (std::holds_alternative<T>(r->message)) return *r;
-            }
-        }
-        FAIL("no " << typeid(T).name() << " within the deadline");
-        return {};
+        std::vector<Request> dropped;
+        return aclaim::testing::next_request<T>(client, fake, events, dropped);
     }
 
     template <class E>
     E next_event() {
-        const auto deadline = SteadyClock::now() + kLimit;
-        while (SteadyClock::now() < deadline) {
-            for (auto it = events.begin(); it != events.end(); ++it) {
-                if (auto* e = std::get_if<E>(&*it)) {
-                    E out = *e;
-                    events.erase(it);
-                    return out;
-                }
-            }
-            auto ev = client.poll(Millis(5));
-            events.insert(events.end(), ev.begin(), ev.end());
-        }
-        FAIL("no " << typeid(E).name() << " event within the deadline");
-        return {};
+        return aclaim::testing::next_event<E>(client, events);
     }
 
     void welcome(FakeCoordinator& fake, const Request& hello) {
