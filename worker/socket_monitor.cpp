@@ -36,8 +36,7 @@ std::string TransportEvent::describe() const {
 SocketMonitor::SocketMonitor(zmq::context_t& context, zmq::socket_t& watched)
     : watched_(watched), pair_(context, zmq::socket_type::pair) {
     const auto address = fresh_address();
-    if (zmq_socket_monitor(watched_.handle(), address.c_str(), kWatched) != 0)
-        throw zmq::error_t();
+    if (zmq_socket_monitor(watched_.handle(), address.c_str(), kWatched) != 0) throw zmq::error_t();
     pair_.set(zmq::sockopt::linger, 0);
     pair_.connect(address);
 }
@@ -62,9 +61,9 @@ std::optional<TransportEvent> SocketMonitor::next() {
             out.kind = TransportEvent::Kind::Disconnected;
         } else if (event == ZMQ_EVENT_CONNECT_RETRIED) {
             out.kind = TransportEvent::Kind::ConnectFailed;
-        } else if ((event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) != 0) {
+        } else if ((event &
+                    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) != 0) {
             out.kind = TransportEvent::Kind::HandshakeFailed;
         } else {
             continue;

@@ -61,8 +61,10 @@ Cell parse_cell(const json& j, std::size_t index, const std::string& source) {
         refuse(source, where + ": 'coordinators' must be a non-empty array of endpoints");
     for (const auto& c : coordinators) {
         if (!c.is_string() || c.get<std::string>().find("://") == std::string::npos)
-            refuse(source, where + ": every coordinator must be an endpoint such as "
-                               "tcp://host:5555, got " + c.dump());
+            refuse(source, where +
+                               ": every coordinator must be an endpoint such as "
+                               "tcp://host:5555, got " +
+                               c.dump());
         cell.coordinators.push_back(c.get<std::string>());
     }
     const auto& orgs = member(j, "organizations", where, source);
@@ -103,7 +105,8 @@ CellMap CellMap::parse(std::string_view text, const std::string& source) {
     std::set<std::string> names;
     for (std::size_t i = 0; i < cells.size(); ++i) {
         auto cell = parse_cell(cells[i], i, source);
-        if (!names.insert(cell.name).second) refuse(source, "two cells are named '" + cell.name + "'");
+        if (!names.insert(cell.name).second)
+            refuse(source, "two cells are named '" + cell.name + "'");
         // Two cells on one database would be one cell whose statements span the map.
         if (const auto [it, fresh] = dsn_owner.emplace(cell.dsn, cell.name); !fresh)
             refuse(source, "cells '" + it->second + "' and '" + cell.name + "' have the same dsn");
@@ -111,9 +114,9 @@ CellMap CellMap::parse(std::string_view text, const std::string& source) {
             const auto [it, fresh] = coordinator_owner.emplace(c, cell.name);
             if (!fresh) {
                 refuse(source, "coordinator " + c + " is listed " +
-                                   (it->second == cell.name ? "twice in cell '" + cell.name + "'"
-                                                            : "in cells '" + it->second +
-                                                                  "' and '" + cell.name + "'"));
+                                   (it->second == cell.name
+                                        ? "twice in cell '" + cell.name + "'"
+                                        : "in cells '" + it->second + "' and '" + cell.name + "'"));
             }
         }
         for (const auto org : cell.organizations) {
@@ -148,8 +151,9 @@ const Cell* CellMap::cell_of(std::int64_t org) const {
 
 const Cell& CellMap::require_cell_of(std::int64_t org) const {
     const auto* cell = cell_of(org);
-    if (!cell) throw CellMapError("cell map " + source_ + ": no cell holds organization " +
-                                  std::to_string(org));
+    if (!cell)
+        throw CellMapError("cell map " + source_ + ": no cell holds organization " +
+                           std::to_string(org));
     return *cell;
 }
 

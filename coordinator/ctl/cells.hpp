@@ -7,8 +7,8 @@
 
 #include <cstdio>
 #include <functional>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <pqxx/pqxx>
 #include <set>
 #include <string>
@@ -35,7 +35,8 @@ using CellCommand = std::function<CellReport(const common::Cell&, pqxx::connecti
 std::optional<common::CellMap> load_cells(const Global& global);
 
 /// The cells a command runs in: every cell, or with an organization only the one that holds it.
-std::vector<common::Cell> target_cells(const common::CellMap& map, std::optional<common::OrgId> org);
+std::vector<common::Cell> target_cells(const common::CellMap& map,
+                                       std::optional<common::OrgId> org);
 
 /// Findings for organizations whose rows are in `cell` but that the map places elsewhere or
 /// nowhere: their work is invisible to their cell's coordinators.
