@@ -29,8 +29,8 @@ ThrowawayServer::ThrowawayServer() {
     char tmpl[] = "/tmp/aclaim-test-pg.XXXXXX";
     REQUIRE(::mkdtemp(tmpl));
     dir_ = tmpl;
-    dsn_ = command_output(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp start " + dir_ +
-                          " --fast");
+    dsn_ =
+        command_output(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp start " + dir_ + " --fast");
     std::ifstream(dir_ + "/port") >> port_;
     pqxx::connection conn(dsn_);
     common::migrate(conn);
