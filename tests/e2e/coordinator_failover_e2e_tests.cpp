@@ -101,3 +101,55 @@ TEST_CASE("workers fail over to the surviving coordinator and keep their leases"
     REQUIRE(report.ok());
     CHECK(report.accepted_completions == static_cast<std::size_t>(kLoad + 1));
 }
+
+TEST_CASE("a coordinator that hangs with its connections up is left within the silence bound",
+          "[e2e][failover]") {
+    Cluster c;
+    INFO("logs in " << c.log_dir());
+    const std::string a = c.endpoint();
+    const std::string b = "tcp://127.0.0.1:" + std::to_string(free_port());
+    const std::vector<std::string> leases{"--lease-ms",         "3000", "--heartbeat-ms", "1000",
+                                          "--reap-interval-ms", "100"};
+    const auto held = std::to_string(c.enqueue(1, 1).at(0));
+    auto& coordinator_a = c.start_coordinator(leases);
+    // The transport's heartbeat, not a request's reply timeout, must notice the hang.
+    auto& holder =
+        c.start_worker_at(a + "," + b, "holder", 1,
+                          {"--review-ms", "9000", "--review-dist", "fixed", "--jobs", "1",
+                           "--silence-timeout-ms", "900", "--reply-timeout-ms", "20000"});
+    REQUIRE(eventually(
+        [&] { return c.text("SELECT assignee FROM jobs WHERE id = " + held) == "holder"; }, 20s));
+    auto& coordinator_b = c.start_coordinator_at(b, leases);
+
+    // Every thread of A stops; the kernel keeps its sockets open and acknowledges TCP.
+    coordinator_a.signal(SIGSTOP);
+    const auto stopped = std::chrono::steady_clock::now();
+    const bool moved = eventually(
+        [&] {
+            return contents(holder.log_path()).find("failing over from " + a) != std::string::npos;
+        },
+        10s);
+    const auto took = std::chrono::steady_clock::now() - stopped;
+    if (!moved) {
+        coordinator_a.signal(SIGCONT);
+        FAIL(c.tail_logs());
+    }
+    // 900 ms of silence after a PING, plus up to 300 ms until the PING, plus the scheduling of a
+    // loaded machine: far below the 20 s reply timeout that would otherwise have been the bound.
+    CHECK(took < 5s);
+    std::this_thread::sleep_for(4s);
+    CHECK(
+        c.text("SELECT (state = 'assigned' AND generation = 1 AND lease_expires_at > now())::text "
+               "FROM jobs WHERE id = " +
+               held) == "true");
+    CHECK(holder.wait_for(30s) == std::optional<int>(0));
+    CHECK(c.text("SELECT state || ':' || generation || ':' || assignee FROM jobs WHERE id = " +
+                 held) == "completed:1:holder");
+    CHECK(c.scalar("SELECT count(*) FROM job_events WHERE kind = 'reclaimed'") == 0);
+    coordinator_a.signal(SIGCONT);
+    coordinator_a.signal(SIGTERM);
+    coordinator_b.signal(SIGTERM);
+    CHECK(coordinator_a.wait_for(15s).has_value());
+    CHECK(coordinator_b.wait_for(15s) == std::optional<int>(0));
+    REQUIRE(c.check().ok());
+}
