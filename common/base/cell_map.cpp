@@ -19,18 +19,28 @@ constexpr std::size_t kMaxNameBytes = 64;
     throw CellMapError("cell map " + source + ": " + what);
 }
 
-void only_members(const json& object, std::initializer_list<std::string_view> allowed,
-                  const std::string& where, const std::string& source) {
-    for (const auto& [key, value] : object.items()) {
-        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-            refuse(source, where + " has an unknown member '" + key + "'");
+/// An object of the map and where it is, for the errors about it.
+struct Object {
+    const json& value;
+    std::string where;  ///< "the map", "cells[0]"
+    const std::string& source;
+};
+
+void only_members(const Object& o, std::initializer_list<std::string_view> allowed) {
+    for (const auto& [key, value] : o.value.items()) {
+        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+            std::string what = o.where;
+            what += " has an unknown member '";
+            what += key;
+            what += "'";
+            refuse(o.source, what);
+        }
     }
 }
 
-const json& member(const json& object, const char* key, const std::string& where,
-                   const std::string& source) {
-    const auto it = object.find(key);
-    if (it == object.end()) refuse(source, where + " has no '" + key + "'");
+const json& member(const Object& o, const char* key) {
+    const auto it = o.value.find(key);
+    if (it == o.value.end()) refuse(o.source, o.where + " has no '" + key + "'");
     return *it;
 }
 
@@ -45,18 +55,19 @@ bool valid_name(const std::string& name) {
 Cell parse_cell(const json& j, std::size_t index, const std::string& source) {
     std::string where = "cells[" + std::to_string(index) + "]";
     if (!j.is_object()) refuse(source, where + " is not an object");
-    only_members(j, {"name", "dsn", "coordinators", "organizations"}, where, source);
+    const Object cell_object{j, where, source};
+    only_members(cell_object, {"name", "dsn", "coordinators", "organizations"});
     Cell cell;
-    const auto& name = member(j, "name", where, source);
+    const auto& name = member(cell_object, "name");
     if (!name.is_string() || !valid_name(name.get<std::string>()))
         refuse(source, where + ".name must be 1..64 of A-Z a-z 0-9 - _ .");
     cell.name = name.get<std::string>();
     where = "cell '" + cell.name + "'";
-    const auto& dsn = member(j, "dsn", where, source);
+    const auto& dsn = member(cell_object, "dsn");
     if (!dsn.is_string() || dsn.get<std::string>().empty())
         refuse(source, where + ": 'dsn' must be a non-empty string (a libpq conninfo or URI)");
     cell.dsn = dsn.get<std::string>();
-    const auto& coordinators = member(j, "coordinators", where, source);
+    const auto& coordinators = member(cell_object, "coordinators");
     if (!coordinators.is_array() || coordinators.empty())
         refuse(source, where + ": 'coordinators' must be a non-empty array of endpoints");
     for (const auto& c : coordinators) {
@@ -67,7 +78,7 @@ Cell parse_cell(const json& j, std::size_t index, const std::string& source) {
                                c.dump());
         cell.coordinators.push_back(c.get<std::string>());
     }
-    const auto& orgs = member(j, "organizations", where, source);
+    const auto& orgs = member(cell_object, "organizations");
     if (!orgs.is_array()) refuse(source, where + ": 'organizations' must be an array");
     for (const auto& o : orgs) {
         if (!o.is_number_integer() || o.get<std::int64_t>() < 1)
@@ -91,10 +102,11 @@ CellMap CellMap::parse(std::string_view text, const std::string& source) {
         refuse(source, std::string("not JSON: ") + e.what());
     }
     if (!j.is_object()) refuse(source, "must be a JSON object with a 'cells' array");
-    only_members(j, {"version", "cells"}, "the map", source);
+    const Object top{j, "the map", source};
+    only_members(top, {"version", "cells"});
     if (const auto v = j.find("version"); v != j.end() && *v != 1)
         refuse(source, "version " + v->dump() + " is not one this program reads (1)");
-    const auto& cells = member(j, "cells", "the map", source);
+    const auto& cells = member(top, "cells");
     if (!cells.is_array() || cells.empty()) refuse(source, "'cells' must be a non-empty array");
 
     CellMap map;

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "coordinator/ctl/console.hpp"
@@ -54,7 +55,18 @@ void run_one(const common::Cell& cell, const CellCommand& command, Slot& slot) {
     } catch (const std::exception& e) {
         error = std::string("failed: ") + e.what();
     }
-    while (!error.empty() && (error.back() == '\n' || error.back() == ' ')) error.pop_back();
+    // libpq's messages run over several lines; a cell's verdict is one.
+    std::string line;
+    for (const char c : error) {
+        const bool space = c == '\n' || c == '\t' || c == ' ';
+        if (!space) {
+            line += c;
+        } else if (!line.empty() && line.back() != ' ') {
+            line += ' ';
+        }
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    error = std::move(line);
     const std::lock_guard lock(slot.mutex);
     slot.verdict = verdict;
     slot.report = std::move(report);
@@ -98,8 +110,9 @@ std::vector<std::string> misplaced_organizations(const common::CellMap& map,
     return out;
 }
 
-int run_across_cells(const Global& global, const std::vector<common::Cell>& cells,
-                     const CellCommand& command, bool json) {
+int run_across_cells(const Global& global, const common::CellMap& map,
+                     const std::vector<common::Cell>& cells, const CellCommand& command,
+                     bool json) {
     const auto timeout = parse_duration(global.cell_timeout);
     if (!timeout || *timeout < std::chrono::seconds(1))
         throw UsageError("--cell-timeout '" + global.cell_timeout +
@@ -140,6 +153,8 @@ int run_across_cells(const Global& global, const std::vector<common::Cell>& cell
     for (std::size_t i = 0; i < cells.size(); ++i) {
         auto& slot = *slots[i];
         const std::lock_guard lock(slot.mutex);
+        const auto misplaced = misplaced_organizations(map, cells[i], slot.report.organizations);
+        if (slot.verdict == Verdict::Ok && !misplaced.empty()) slot.verdict = Verdict::Findings;
         const auto verdict = slot.verdict;
         (verdict == Verdict::Ok ? ok : verdict == Verdict::Findings ? with_findings : down) += 1;
         if (json) {
@@ -147,14 +162,18 @@ int run_across_cells(const Global& global, const std::vector<common::Cell>& cell
             if (verdict == Verdict::Down) {
                 c["error"] = slot.error;
             } else {
-                c["report"] = slot.report.json;
+                c["report"] = nlohmann::json::parse(slot.report.json);
+                c["report"]["misplaced"] = misplaced;
             }
             out["cells"].push_back(std::move(c));
         } else {
             std::cout << "== cell " << cells[i].name << ": " << to_string(verdict);
             if (verdict == Verdict::Down) std::cout << ": " << slot.error;
             std::cout << "\n";
-            if (verdict != Verdict::Down) std::cout << slot.report.text;
+            if (verdict != Verdict::Down) {
+                std::cout << slot.report.text;
+                for (const auto& m : misplaced) std::cout << "MISPLACED " << m << "\n";
+            }
             std::cout << "\n";
         }
     }

@@ -7,7 +7,6 @@
 
 #include <cstdio>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
 #include <set>
@@ -25,7 +24,9 @@ namespace aclaim::ctl {
 struct CellReport {
     bool findings = false;  ///< something an operator must look at (the command's exit code 1)
     std::string text;       ///< the command's report, as it prints it for one database
-    nlohmann::json json;    ///< the same as JSON
+    std::string json;       ///< the same as one JSON object, serialized
+    /// The organizations whose rows the command saw, to hold against the map.
+    std::set<common::OrgId> organizations;
 };
 
 /// The command's work in one cell, on a connection to the cell's database.
@@ -44,13 +45,14 @@ std::vector<std::string> misplaced_organizations(const common::CellMap& map,
                                                  const common::Cell& cell,
                                                  const std::set<common::OrgId>& seen);
 
-/// Runs `command` in every cell at once, waits at most --cell-timeout for each, prints each
-/// cell's report and the verdict (one JSON object when `json`) and returns the exit code: 0 when
-/// every cell answered without findings, 1 when a cell had findings, 3 when a cell is down. A
-/// cell still not answering at the deadline is abandoned: the process then ends as soon as the
-/// verdict is printed, without waiting for its connection.
-int run_across_cells(const Global& global, const std::vector<common::Cell>& cells,
-                     const CellCommand& command, bool json);
+/// Runs `command` in each of `cells` (of `map`) at once, waits at most --cell-timeout for each,
+/// prints each cell's report, with a finding for each misplaced organization, and the verdict
+/// (one JSON object when `json`), and returns the exit code: 0 when every cell answered without
+/// findings, 1 when a cell had findings, 3 when a cell is down. A cell still not answering at
+/// the deadline is abandoned: the process then ends as soon as the verdict is printed, without
+/// waiting for its connection.
+int run_across_cells(const Global& global, const common::CellMap& map,
+                     const std::vector<common::Cell>& cells, const CellCommand& command, bool json);
 
 /// A FILE* that writes into memory, for the report printers that take one.
 class TextBuffer {

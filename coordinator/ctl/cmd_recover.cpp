@@ -14,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "common/base/clock.hpp"
 #include "common/ops/recovery_store.hpp"
@@ -176,31 +175,26 @@ void print_outcomes(std::FILE* out, const std::vector<ApplyOutcome>& outcomes) {
 }
 
 /// The survey (and with --apply the actions) in one database, as the command reports it.
-struct Recovered {
-    CellReport report;
-    std::map<common::OrgId, common::ClassCounts> by_org;
-};
-
-Recovered recover_one(pqxx::connection& conn, common::Instant now, std::optional<common::OrgId> org,
-                      const RecoverArgs& args) {
+CellReport recover_one(pqxx::connection& conn, common::Instant now,
+                       std::optional<common::OrgId> org, const RecoverArgs& args) {
     common::RecoveryStore store(conn);
     const auto report = store.survey(now, org);
     std::vector<ApplyOutcome> outcomes;
     if (args.apply) outcomes = store.apply(report, args.actor);
-    Recovered out;
-    for (const auto& [o, counts] : report.by_org) out.by_org[o] = counts;
+    CellReport out;
+    for (const auto& [o, counts] : report.by_org) out.organizations.insert(o);
     if (args.json) {
-        out.report.json = report_json(report, args.apply, outcomes);
+        out.json = report_json(report, args.apply, outcomes).dump();
     } else {
         TextBuffer text;
         print_report(text.file(), report, args.apply);
         if (args.apply) print_outcomes(text.file(), outcomes);
-        out.report.text = text.text();
+        out.text = text.text();
     }
     bool busy = false;
     for (const auto& a : outcomes) busy = busy || a.action == ApplyAction::Busy;
     const auto inconsistent = report.totals[static_cast<std::size_t>(RecoveryClass::Inconsistent)];
-    out.report.findings = inconsistent > 0 || !report.orphans.empty() || busy;
+    out.findings = inconsistent > 0 || !report.orphans.empty() || busy;
     return out;
 }
 
@@ -249,21 +243,13 @@ void add_recover_command(CLI::App& app, Global& global, Action& action) {
             if (!map) {
                 pqxx::connection conn(require_dsn(global));
                 const auto result = recover_one(conn, now, org, *args);
-                std::cout << (args->json ? result.report.json.dump() + "\n" : result.report.text);
-                return result.report.findings ? 1 : 0;
+                std::cout << (args->json ? result.json + "\n" : result.text);
+                return result.findings ? 1 : 0;
             }
-            const auto command = [map = *map, now, org, args](const common::Cell& cell,
-                                                              pqxx::connection& conn) {
-                auto result = recover_one(conn, now, org, *args);
-                std::set<common::OrgId> seen;
-                for (const auto& [o, counts] : result.by_org) seen.insert(o);
-                const auto misplaced = misplaced_organizations(map, cell, seen);
-                result.report.findings = result.report.findings || !misplaced.empty();
-                result.report.json["misplaced"] = misplaced;
-                for (const auto& m : misplaced) result.report.text += "MISPLACED " + m + "\n";
-                return result.report;
+            const auto command = [now, org, args](const common::Cell&, pqxx::connection& conn) {
+                return recover_one(conn, now, org, *args);
             };
-            return run_across_cells(global, target_cells(*map, org), command, args->json);
+            return run_across_cells(global, *map, target_cells(*map, org), command, args->json);
         };
     });
 }

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <thread>
 
 #include "common/base/clock.hpp"
@@ -113,26 +112,20 @@ int status_cells(const Global& global, const common::CellMap& map, const StatusA
         throw UsageError(
             "--watch follows one database: pass --dsn with the cell's DSN instead of "
             "--cells");
-    const auto command = [map, org, json = a.json](const common::Cell& cell,
-                                                   pqxx::connection& conn) {
+    const auto command = [org, json = a.json](const common::Cell&, pqxx::connection& conn) {
         const auto now = common::SystemClock().now();
         const auto rows = common::OperatorStore(conn).status(now, org);
-        std::set<common::OrgId> seen;
-        for (const auto& r : rows) seen.insert(r.org_id);
-        const auto misplaced = misplaced_organizations(map, cell, seen);
         CellReport out;
-        out.findings = !misplaced.empty();
-        out.json = to_json(rows, now);
-        out.json["misplaced"] = misplaced;
+        for (const auto& r : rows) out.organizations.insert(r.org_id);
+        out.json = to_json(rows, now).dump();
         if (!json) {
             TextBuffer text;
             print_table(text.file(), rows);
-            for (const auto& m : misplaced) std::fprintf(text.file(), "MISPLACED %s\n", m.c_str());
             out.text = text.text();
         }
         return out;
     };
-    return run_across_cells(global, target_cells(map, org), command, a.json);
+    return run_across_cells(global, map, target_cells(map, org), command, a.json);
 }
 
 int run_status(const Global& global, const StatusArgs& a) {

@@ -23,7 +23,7 @@ using nlohmann::json;
 namespace {
 
 std::string write_map(const std::string& dir, const std::string& name, const json& map) {
-    const auto path = dir + "/" + name;
+    std::string path = dir + "/" + name;
     std::ofstream(path) << map.dump(2);
     return path;
 }
