@@ -6,7 +6,8 @@
 #   (3) the same coalesced (no-op jobs), and (4) coalesced with each job held 1.2 s on 3 s leases,
 #       so that every job is renewed once.
 # Each phase reads pg_current_wal_lsn() and pg_stat_wal before and after, and the jobs it moved
-# from the tables, and reports jobs/s and WAL bytes (records, full-page images) per job.
+# from the tables, and reports jobs/s and WAL bytes (records, full-page images) per job, and
+# pg_walinspect's bytes per record type over the phase (a renewal is one Heap/HOT_UPDATE).
 # Usage: capacity.sh BIN_DIR OUT_JSON SECONDS
 set -euo pipefail
 
@@ -31,11 +32,20 @@ dsn=$("$root/compose/pgtmp" start "$db")
 export ACLAIM_DSN=$dsn
 q() { psql "$dsn" -qAt -v ON_ERROR_STOP=1 -c "$1"; }
 "$bin/aclaimctl" migrate >/dev/null
+q "CREATE EXTENSION pg_walinspect" >/dev/null
 echo "PostgreSQL $(q 'SHOW server_version'), fsync=$(q 'SHOW fsync'), synchronous_commit=$(q 'SHOW synchronous_commit'), full_page_writes=$(q 'SHOW full_page_writes'), wal_level=$(q 'SHOW wal_level')"
 echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start; data on $(df -T "$db" | awk 'NR==2 {print $2 " (" $1 ")"}')"
 
-# The WAL position, records, full-page images and syncs so far, as one '|' line.
-wal() { q "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, wal_records, wal_fpi, wal_sync FROM pg_stat_wal"; }
+# The WAL position (bytes, then as an LSN), records, full-page images and syncs so far, as one
+# '|' line.
+wal() { q "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, wal_records, wal_fpi, wal_sync, pg_current_wal_lsn() FROM pg_stat_wal"; }
+# The record types that wrote the most between two wal() lines, as JSON.
+records() {
+  q "SELECT coalesce(json_agg(r), '[]') FROM (
+       SELECT \"resource_manager/record_type\" AS record, count, combined_size AS bytes
+         FROM pg_get_wal_stats('$(cut -d'|' -f5 <<<"$1")', '$(cut -d'|' -f5 <<<"$2")', true)
+        WHERE count > 0 ORDER BY combined_size DESC LIMIT 8) r"
+}
 completed() { q "SELECT count(*) FROM jobs WHERE org_id = $1 AND state = 'completed'"; }
 load() {  # load ORG COUNT: pending jobs straight from SQL, flushed out before the measurement
   q "INSERT INTO jobs (org_id, enqueued_at, run_at, payload)
@@ -59,15 +69,16 @@ stop_coordinator() {
   coordinator=""
 }
 record() {  # record NAME JOBS SECONDS BEFORE AFTER [EXTRA_JSON]
-  python3 - "$work/$1.json" "$2" "$3" "$4" "$5" "${6:-{\}}" <<'PY'
+  python3 - "$work/$1.json" "$2" "$3" "$4" "$5" "${6:-{\}}" "$(records "$4" "$5")" <<'PY'
 import json, sys
-path, jobs, secs, before, after, extra = sys.argv[1:7]
-b = [int(x) for x in before.split("|")]
-a = [int(x) for x in after.split("|")]
+path, jobs, secs, before, after, extra, records = sys.argv[1:8]
+b = [int(x) for x in before.split("|")[:4]]
+a = [int(x) for x in after.split("|")[:4]]
 jobs, secs = int(jobs), float(secs)
 r = {"jobs": jobs, "seconds": secs, "wal_bytes": a[0] - b[0], "wal_records": a[1] - b[1],
      "wal_fpi": a[2] - b[2], "wal_syncs": a[3] - b[3]}
 r.update(json.loads(extra))
+r["records"] = json.loads(records)
 r.setdefault("jobs_per_s", jobs / secs if secs else 0)
 for k in ("wal_bytes", "wal_records", "wal_fpi"):
     r[k + "_per_job"] = r[k] / jobs if jobs else 0
@@ -128,10 +139,19 @@ for k, label in names.items():
     p = r[k]
     print(f"{label:<40} {p['jobs_per_s']:>9.0f} {p['wal_bytes_per_job']:>10.0f} "
           f"{p['wal_records_per_job']:>12.1f} {p['wal_fpi_per_job']:>8.2f} {p['jobs_per_sync']:>10.1f}")
+print()
+for k, label in names.items():
+    top = ", ".join(f"{x['record']} {x['bytes'] / max(1, r[k]['jobs']):.0f}" for x in r[k]["records"][:5])
+    print(f"{k:<10} bytes per job by record type: {top}")
 life = r["enqueue"]["wal_bytes_per_job"] + r["coalesced"]["wal_bytes_per_job"]
-renewal = r["held"]["wal_bytes_per_job"] - r["coalesced"]["wal_bytes_per_job"]
+held = r["held"]
+hot = sum(x["bytes"] for x in held["records"] if x["record"] == "Heap/HOT_UPDATE")
+renewals = held.get("renewals", 0)
+r["renewal_wal_bytes"] = hot / renewals if renewals else 0
+json.dump(r, open(out, "w"), indent=2)
 print(f"\na job's life (enqueue + coalesced claim and completion): {life:.0f} WAL bytes; "
-      f"one renewal adds about {renewal:.0f}")
+      f"one renewal (a Heap/HOT_UPDATE record) adds {r['renewal_wal_bytes']:.0f} "
+      f"({renewals} renewals in the held phase)")
 print(f"load average at the end: {load} on {cores} cores")
 print(f"written to {out}")
 PY
