@@ -13,6 +13,10 @@ namespace aclaim::ctl {
 struct Global {
     /// libpq conninfo or URI (--dsn, ACLAIM_DSN).
     std::string dsn;
+    /// A cell map (--cells, ACLAIM_CELLS): status, check and recover then run in every cell.
+    std::string cells;
+    /// How long each cell may take to answer (--cell-timeout).
+    std::string cell_timeout = "60s";
 };
 
 /// What a parsed command will do; returns the process exit code.

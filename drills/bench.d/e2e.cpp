@@ -72,7 +72,7 @@ void run_client(const E2eOptions& o, int index, const worker::CurveKeys& curve, 
                 const std::atomic<bool>& stop, const std::atomic<bool>& counting, Counts& counts) {
     zmq::context_t context(1);
     worker::ClientOptions co;
-    co.endpoint = o.target.endpoint;
+    co.endpoints = {o.target.endpoint};
     co.worker_id = client_name(index);
     co.org_id = o.target.org;
     co.max_in_flight = 64;

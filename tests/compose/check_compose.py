@@ -91,6 +91,9 @@ def parse_options(help_text):
         typ, default = "", ""
         if len(tokens) > 1:
             typ, _, default = tokens[1].partition("=")
+            # A list's default reads "[a,b] ...": the " ..." belongs to the type.
+            if default.endswith(" ..."):
+                typ, default = typ + " ...", default[: -len(" ...")].strip("[]")
         for pattern, stable in VOLATILE_DEFAULTS:
             default = pattern.sub(stable, default)
         options.append({"flag": flag, "type": typ.strip(), "default": default.strip(),
