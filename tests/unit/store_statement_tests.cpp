@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "clients/cpp/client_sql.hpp"
 #include "common/ops/operator_sql.hpp"
 #include "common/ops/recovery_sql.hpp"
 #include "common/store/store_sql.hpp"
@@ -14,6 +15,8 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     std::vector<const sql::Statement*> all = sql::kStatements;
     all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
     all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
+    all.insert(all.end(), aclaim::clients::sql::kStatements.begin(),
+               aclaim::clients::sql::kStatements.end());
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
         INFO(s->name);

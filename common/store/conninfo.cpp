@@ -1,9 +1,9 @@
-#include "coordinator/db/conninfo.hpp"
+#include "common/store/conninfo.hpp"
 
 #include <algorithm>
 #include <cctype>
 
-namespace aclaim::coordinator {
+namespace aclaim::common {
 
 namespace {
 
@@ -59,4 +59,4 @@ std::string guarded_dsn(const std::string& dsn, std::chrono::milliseconds deadli
     return with_setting(out, "tcp_user_timeout", std::to_string(kTcpUserTimeoutMs));
 }
 
-}  // namespace aclaim::coordinator
+}  // namespace aclaim::common
