@@ -27,17 +27,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+sys.path.insert(0, os.path.join(ROOT, "clients", "python", "tests"))
 
 import psycopg2  # noqa: E402
 
 from aclaim.consumer import ResultConsumer  # noqa: E402
 from aclaim.producer import Producer  # noqa: E402
+from sqlapi_support import admin, with_database, with_user  # noqa: E402
 
 ORDERS = 24
 DEADLINE_S = 120
@@ -49,25 +50,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def with_path(dsn: str, **parts: str) -> str:
-    u = urllib.parse.urlsplit(dsn)
-    netloc = u.netloc
-    if "user" in parts:
-        netloc = parts["user"] + "@" + netloc.rsplit("@", 1)[-1]
-    return urllib.parse.urlunsplit(u._replace(netloc=netloc, path="/" + parts.get("db", u.path[1:])))
-
-
-def admin(dsn: str, *statements: str) -> None:
-    conn = psycopg2.connect(dsn, connect_timeout=10)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            for s in statements:
-                cur.execute(s)
-    finally:
-        conn.close()
-
-
 class Run:
     def __init__(self, bin_dir: str) -> None:
         self.bin = bin_dir
@@ -77,8 +59,8 @@ class Run:
         self.logs = tempfile.mkdtemp(prefix="aclaim-integration-")
         self.procs: list[subprocess.Popen] = []
         admin(self.server, f"DROP DATABASE IF EXISTS {self.name}", f"CREATE DATABASE {self.name}")
-        self.dsn = with_path(self.server, db=self.name)
-        self.service_dsn = with_path(self.dsn, user=self.login)
+        self.dsn = with_database(self.server, self.name)
+        self.service_dsn = with_user(self.dsn, self.login)
 
     def ctl(self, *args: str, dsn: str | None = None) -> str:
         return subprocess.run([os.path.join(self.bin, "aclaimctl"), "--dsn", dsn or self.dsn,

@@ -17,42 +17,21 @@ import sys
 import threading
 import time
 import unittest
-import urllib.parse
 from datetime import timedelta
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
 import psycopg2  # noqa: E402
 import psycopg2.errors  # noqa: E402
 
 from aclaim.consumer import ResultConsumer  # noqa: E402
 from aclaim.producer import NewJob, Producer  # noqa: E402
+from sqlapi_support import admin, with_database, with_user  # noqa: E402
 
 BIN_DIR = "build/bin"
 SERVER = os.environ.get("ACLAIM_TEST_DSN", "")
-
-
-def with_database(dsn: str, name: str) -> str:
-    parts = urllib.parse.urlsplit(dsn)
-    return urllib.parse.urlunsplit(parts._replace(path="/" + name))
-
-
-def with_user(dsn: str, user: str) -> str:
-    parts = urllib.parse.urlsplit(dsn)
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}@{host}"))
-
-
-def admin(dsn: str, *statements: str) -> None:
-    conn = psycopg2.connect(dsn, connect_timeout=10)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            for s in statements:
-                cur.execute(s)
-    finally:
-        conn.close()
 
 
 class Database:
