@@ -22,9 +22,10 @@ leave the transaction aborted, as any failed statement does.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 from ._sqltime import Instant, duration_us, from_us, instant_us
 
@@ -89,9 +90,14 @@ class JobStatus:
     last_error: Optional[str]
 
 
-def _cursor(target: Any) -> Any:
-    """A cursor of the caller's connection (or the caller's cursor itself)."""
-    return target.cursor() if hasattr(target, "cursor") else target
+@contextmanager
+def _cursor(target: Any) -> Iterator[Any]:
+    """A cursor of the caller's connection, closed afterwards, or the caller's cursor itself."""
+    if hasattr(target, "cursor"):
+        with target.cursor() as cur:
+            yield cur
+    else:
+        yield target
 
 
 class Producer:
@@ -135,41 +141,42 @@ class Producer:
                 run_at.append(now_us + duration_us(j.delay))  # type: ignore[operator]
             else:
                 run_at.append(instant_us(j.run_at))
-        cur = _cursor(target)
-        cur.execute(
-            "SELECT n, id, created, state FROM aclaim_enqueue_many("
-            "payloads => %s::text[], queues => %s::text[], priorities => %s::int[], "
-            "run_at_us => %s::bigint[], dedupe_keys => %s::text[], max_attempts => %s::int[], "
-            "run_timeout_us => %s::bigint[], backoff_base_us => %s::bigint[], "
-            "backoff_cap_us => %s::bigint[], dedupe_window_us => %s::bigint, org => %s::bigint, "
-            "now_us => %s::bigint) ORDER BY n",
-            ([j.payload for j in jobs], [j.queue for j in jobs], [j.priority for j in jobs],
-             run_at, [j.dedupe_key for j in jobs], [j.max_attempts for j in jobs],
-             [duration_us(j.run_timeout) for j in jobs],
-             [duration_us(j.backoff_base) for j in jobs],
-             [duration_us(j.backoff_cap) for j in jobs], duration_us(self.dedupe_window),
-             self.org, now_us))
-        return [Enqueued(id=r[1], created=r[2], state=r[3]) for r in cur.fetchall()]
+        with _cursor(target) as cur:
+            cur.execute(
+                "SELECT n, id, created, state FROM aclaim_enqueue_many("
+                "payloads => %s::text[], queues => %s::text[], priorities => %s::int[], "
+                "run_at_us => %s::bigint[], dedupe_keys => %s::text[], "
+                "max_attempts => %s::int[], run_timeout_us => %s::bigint[], "
+                "backoff_base_us => %s::bigint[], backoff_cap_us => %s::bigint[], "
+                "dedupe_window_us => %s::bigint, org => %s::bigint, now_us => %s::bigint) "
+                "ORDER BY n",
+                ([j.payload for j in jobs], [j.queue for j in jobs], [j.priority for j in jobs],
+                 run_at, [j.dedupe_key for j in jobs], [j.max_attempts for j in jobs],
+                 [duration_us(j.run_timeout) for j in jobs],
+                 [duration_us(j.backoff_base) for j in jobs],
+                 [duration_us(j.backoff_cap) for j in jobs], duration_us(self.dedupe_window),
+                 self.org, now_us))
+            return [Enqueued(id=r[1], created=r[2], state=r[3]) for r in cur.fetchall()]
 
     def cancel(self, target: Any, job_ids: Sequence[int], reason: str) -> List[CancelledJob]:
         """Cancels the listed jobs that are pending, scheduled or assigned (a holder is told at
         once), audited with ``reason``. Jobs already finished, unknown or of another
         organization are left alone and not returned."""
-        cur = _cursor(target)
-        cur.execute("SELECT id, was FROM aclaim_cancel(%s::bigint[], %s, %s::bigint, %s::bigint)",
-                    (list(job_ids), reason, self.org, instant_us(self.clock())))
-        return [CancelledJob(id=r[0], was=r[1]) for r in cur.fetchall()]
+        with _cursor(target) as cur:
+            cur.execute("SELECT id, was FROM aclaim_cancel(%s::bigint[], %s, %s::bigint, "
+                        "%s::bigint)", (list(job_ids), reason, self.org, instant_us(self.clock())))
+            return [CancelledJob(id=r[0], was=r[1]) for r in cur.fetchall()]
 
     def status(self, target: Any, job_ids: Sequence[int] = (),
                dedupe_keys: Sequence[str] = ()) -> List[JobStatus]:
         """The producer's organization's jobs named by id or dedupe key, in id order."""
-        cur = _cursor(target)
-        cur.execute(
-            "SELECT id, queue, state, priority, attempts, max_attempts, dedupe_key, enqueued_us, "
-            "run_at_us, finished_us, result_ref, last_error "
-            "FROM aclaim_job_status(%s::bigint[], %s::text[], %s::bigint)",
-            (list(job_ids), list(dedupe_keys), self.org))
-        return [JobStatus(id=r[0], queue=r[1], state=r[2], priority=r[3], attempts=r[4],
-                          max_attempts=r[5], dedupe_key=r[6], enqueued_at=from_us(r[7]),
-                          run_at=from_us(r[8]), finished_at=from_us(r[9]), result_ref=r[10],
-                          last_error=r[11]) for r in cur.fetchall()]
+        with _cursor(target) as cur:
+            cur.execute(
+                "SELECT id, queue, state, priority, attempts, max_attempts, dedupe_key, "
+                "enqueued_us, run_at_us, finished_us, result_ref, last_error "
+                "FROM aclaim_job_status(%s::bigint[], %s::text[], %s::bigint)",
+                (list(job_ids), list(dedupe_keys), self.org))
+            return [JobStatus(id=r[0], queue=r[1], state=r[2], priority=r[3], attempts=r[4],
+                              max_attempts=r[5], dedupe_key=r[6], enqueued_at=from_us(r[7]),
+                              run_at=from_us(r[8]), finished_at=from_us(r[9]), result_ref=r[10],
+                              last_error=r[11]) for r in cur.fetchall()]
