@@ -51,7 +51,7 @@ struct JobStatus {
 class Producer {
   public:
     explicit Producer(const common::Clock& clock, ProducerOptions options = {})
-        : clock_(&clock), options_(std::move(options)) {}
+        : clock_(&clock), options_(options) {}
 
     /// One job. For a dedupe key still held, the holder's id with created = false.
     common::Enqueued enqueue(pqxx::transaction_base& txn, const common::NewJob& job) const;

@@ -24,8 +24,8 @@ std::string_view to_string(Outcome o) {
 }
 
 std::optional<Outcome> parse_outcome(std::string_view s) {
-    for (const auto o : {Outcome::Completed, Outcome::Failed, Outcome::Discarded,
-                         Outcome::Cancelled}) {
+    for (const auto o :
+         {Outcome::Completed, Outcome::Failed, Outcome::Discarded, Outcome::Cancelled}) {
         if (to_string(o) == s) return o;
     }
     return std::nullopt;
@@ -80,26 +80,26 @@ class ResultConsumer::Receiver final : public pqxx::notification_receiver {
     bool woken_ = false;
 };
 
-ResultConsumer::ResultConsumer(const std::string& dsn, std::string group,
-                               const common::Clock& clock, ConsumerOptions options)
+ResultConsumer::ResultConsumer(const std::string& dsn, const common::Clock& clock,
+                               std::string group, ConsumerOptions options)
     : group_(std::move(group)), clock_(clock), options_(std::move(options)) {
     if (options_.batch < 1 || options_.batch > 10000)
         throw std::invalid_argument("ResultConsumer: batch is 1 to 10000");
-    conn_ = std::make_unique<pqxx::connection>(
-        common::guarded_dsn(dsn, options_.statement_timeout));
+    conn_ =
+        std::make_unique<pqxx::connection>(common::guarded_dsn(dsn, options_.statement_timeout));
     {
         pqxx::nontransaction session(*conn_);
-        session.exec_params("SELECT set_config('application_name', $1, false), "
-                            "set_config('statement_timeout', $2, false)",
-                            options_.application_name,
-                            std::to_string(options_.statement_timeout.count()));
+        session.exec_params(
+            "SELECT set_config('application_name', $1, false), "
+            "set_config('statement_timeout', $2, false)",
+            options_.application_name, std::to_string(options_.statement_timeout.count()));
     }
     pqxx::work txn(*conn_, "consumer_group");
     if (options_.create_group) {
-        const auto r = txn.exec_params1(
-            sql::kGroupCreate.text, group_,
-            options_.start == GroupStart::Latest ? "latest" : "earliest", options_.org,
-            clock_.now());
+        const auto r =
+            txn.exec_params1(sql::kGroupCreate.text, group_,
+                             options_.start == GroupStart::Latest ? "latest" : "earliest",
+                             options_.org, clock_.now());
         org_ = r["org_id"].as<common::OrgId>();
     } else {
         bool found = false;

@@ -72,7 +72,7 @@ struct GroupStatus {
 class ResultConsumer {
   public:
     /// Connects, LISTENs on aclaim_outcomes and creates the group if asked to.
-    ResultConsumer(const std::string& dsn, std::string group, const common::Clock& clock,
+    ResultConsumer(const std::string& dsn, const common::Clock& clock, std::string group,
                    ConsumerOptions options = {});
     ~ResultConsumer();
     ResultConsumer(const ResultConsumer&) = delete;

@@ -33,8 +33,8 @@ NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs) {
         keys.push_back(j.dedupe_key);
     }
     return {pg_array(queues), pg_array(payloads), pg_array(priorities),
-            pg_array(run_at),  pg_array(attempts), pg_array(base),
-            pg_array(cap),     pg_array(timeout),  pg_array(keys)};
+            pg_array(run_at), pg_array(attempts), pg_array(base),
+            pg_array(cap),    pg_array(timeout),  pg_array(keys)};
 }
 
 }  // namespace aclaim::common

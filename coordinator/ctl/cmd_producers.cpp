@@ -36,8 +36,7 @@ int run_bind(const Global& global, const ProducerArgs& a) {
 int run_unbind(const Global& global, const ProducerArgs& a) {
     pqxx::connection conn(require_dsn(global));
     pqxx::work txn(conn, "producer_unbind");
-    const bool unbound =
-        txn.exec_params1(common::sql::kProducerUnbind.text, a.login)[0].as<bool>();
+    const bool unbound = txn.exec_params1(common::sql::kProducerUnbind.text, a.login)[0].as<bool>();
     txn.commit();
     if (!unbound) throw UsageError("login " + a.login + " is not bound to an organization");
     std::printf("login %s is no longer a producer\n", a.login.c_str());
@@ -51,11 +50,12 @@ int run_list(const Global& global, const ProducerArgs& a) {
     if (a.json) {
         auto out = nlohmann::json::array();
         for (const auto& r : rows) {
-            out.push_back({{"login", r["login"].as<std::string>()},
-                           {"org", r["org_id"].as<long long>()},
-                           {"bound_at", common::format_instant(r["bound_us"].as<common::Instant>())},
-                           {"bound_by", r["bound_by"].as<std::string>()},
-                           {"can_login", r["can_login"].as<bool>()}});
+            out.push_back(
+                {{"login", r["login"].as<std::string>()},
+                 {"org", r["org_id"].as<long long>()},
+                 {"bound_at", common::format_instant(r["bound_us"].as<common::Instant>())},
+                 {"bound_by", r["bound_by"].as<std::string>()},
+                 {"can_login", r["can_login"].as<bool>()}});
         }
         std::printf("%s\n", out.dump().c_str());
         return 0;
@@ -80,9 +80,8 @@ void add_producers_command(CLI::App& app, Global& global, Action& action) {
         "bind", "Bind an existing login role to one organization (and make it a producer)");
     b->add_option("--login", bind->login, "The login role")->required();
     b->add_option("--org", bind->org, "Its organization")->required()->check(CLI::PositiveNumber);
-    b->callback([&global, &action, bind] {
-        action = [&global, bind] { return run_bind(global, *bind); };
-    });
+    b->callback(
+        [&global, &action, bind] { action = [&global, bind] { return run_bind(global, *bind); }; });
     auto unbind = std::make_shared<ProducerArgs>();
     auto* u = producers->add_subcommand("unbind", "Take a login's producer rights away");
     u->add_option("--login", unbind->login, "The login role")->required();
@@ -92,9 +91,8 @@ void add_producers_command(CLI::App& app, Global& global, Action& action) {
     auto list = std::make_shared<ProducerArgs>();
     auto* l = producers->add_subcommand("list", "Bound logins and their organizations");
     l->add_flag("--json", list->json, "JSON");
-    l->callback([&global, &action, list] {
-        action = [&global, list] { return run_list(global, *list); };
-    });
+    l->callback(
+        [&global, &action, list] { action = [&global, list] { return run_list(global, *list); }; });
 }
 
 }  // namespace aclaim::ctl

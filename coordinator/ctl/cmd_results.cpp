@@ -100,8 +100,8 @@ std::int64_t deliver(clients::ResultConsumer& consumer, std::vector<clients::Ver
     if (room > 0 && static_cast<std::int64_t>(verdicts.size()) > room)
         verdicts.resize(static_cast<std::size_t>(room));
     for (const auto& v : verdicts) {
-        const std::string line = a.g.json ? verdict_json(v, consumer.org(), a.g.group).dump()
-                                          : verdict_line(v);
+        const std::string line =
+            a.g.json ? verdict_json(v, consumer.org(), a.g.group).dump() : verdict_line(v);
         std::fputs(line.c_str(), stdout);
         std::fputc('\n', stdout);
     }
@@ -122,7 +122,7 @@ int run_follow(const Global& global, const FollowArgs& a) {
     auto idle_since = clock.monotonic_now();
     while (a.max == 0 || written < a.max) {
         try {
-            clients::ResultConsumer consumer(require_dsn(global), a.g.group, clock, options);
+            clients::ResultConsumer consumer(require_dsn(global), clock, a.g.group, options);
             backoff.reset();
             while (a.max == 0 || written < a.max) {
                 auto step = wait;
@@ -224,8 +224,7 @@ void add_results_command(CLI::App& app, Global& global, Action& action) {
         ->check(CLI::PositiveNumber);
     f->add_option("--idle-exit", follow->idle_exit,
                   "Stop when nothing arrived for this long, e.g. 10s (default: never)");
-    f->add_option("--wait", follow->wait,
-                  "Longest wait for a notification before looking again")
+    f->add_option("--wait", follow->wait, "Longest wait for a notification before looking again")
         ->capture_default_str();
     f->add_option("--batch", follow->batch, "Verdicts per fetch")
         ->check(CLI::Range(1, 10000))

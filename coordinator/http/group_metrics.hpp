@@ -1,7 +1,7 @@
 #pragma once
 
-#include <pqxx/pqxx>
 #include <ostream>
+#include <pqxx/pqxx>
 
 #include "common/base/clock.hpp"
 

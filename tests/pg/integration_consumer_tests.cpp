@@ -102,11 +102,14 @@ TEST_CASE("Outcomes: every transition that ends a job records its outcome, in it
     CHECK(store.reclaim_expired(kT0 + std::chrono::minutes(5), 100).size() == 2);
 
     const auto outcomes = recorded(*ops_conn);
-    CHECK(outcomes == std::map<common::JobId, std::string>{
-                          {l[0].job_id, "completed"}, {l[1].job_id, "completed"},
-                          {l[2].job_id, "failed"},    {l[3].job_id, "discarded"},
-                          {l[4].job_id, "discarded"}, {l[5].job_id, "cancelled"},
-                          {l[6].job_id, "failed"},    {l[7].job_id, "failed"}});
+    CHECK(outcomes == std::map<common::JobId, std::string>{{l[0].job_id, "completed"},
+                                                           {l[1].job_id, "completed"},
+                                                           {l[2].job_id, "failed"},
+                                                           {l[3].job_id, "discarded"},
+                                                           {l[4].job_id, "discarded"},
+                                                           {l[5].job_id, "cancelled"},
+                                                           {l[6].job_id, "failed"},
+                                                           {l[7].job_id, "failed"}});
     pqxx::read_transaction t(*ops_conn);
     CHECK(t.exec1("SELECT count(*) FROM jobs j WHERE state IN ('completed', 'failed', "
                   "'discarded', 'cancelled') AND (SELECT count(*) FROM job_outcomes o "
@@ -124,22 +127,21 @@ TEST_CASE("Consumer: a completion that commits after later ones is delivered, no
     common::SystemClock clock;  // the consumers' waits run on real time
     common::AssignmentStore store(db.dsn());
     const auto leases = claimed_jobs(store, 1, 4);
-    ResultConsumer consumer(db.dsn(), "billing", clock, for_org(1));
+    ResultConsumer consumer(db.dsn(), clock, "billing", for_org(1));
 
     // The first completion's transaction stays open (its outcome row already has the lowest id)
     // while the three after it commit.
     auto held_conn = db.connect();
     pqxx::work held(*held_conn);
-    REQUIRE(held.exec_params(common::sql::kComplete.text, 1, leases[0].job_id,
-                             leases[0].generation, "w", "late", kT0)
+    REQUIRE(held.exec_params(common::sql::kComplete.text, 1, leases[0].job_id, leases[0].generation,
+                             "w", "late", kT0)
                 .size() == 1);
     for (int i = 1; i < 4; ++i) {
         REQUIRE(store.complete(completion(leases[static_cast<std::size_t>(i)], "on time"), kT0)
                     .accepted());
     }
     const auto first = consumer.fetch();
-    CHECK(job_ids(first) ==
-          std::vector{leases[1].job_id, leases[2].job_id, leases[3].job_id});
+    CHECK(job_ids(first) == std::vector{leases[1].job_id, leases[2].job_id, leases[3].job_id});
     REQUIRE(first.size() == 3);
     CHECK(first.back().seq == 3);
     consumer.ack(first.back());
@@ -166,25 +168,24 @@ TEST_CASE("Consumer: a completion that commits after later ones is delivered, no
     CHECK(consumer.status().lag == 0);
 }
 
-TEST_CASE("Consumer: what was fetched and not acknowledged comes again, what was acknowledged never",
-          "[integration][consumer]") {
+TEST_CASE(
+    "Consumer: what was fetched and not acknowledged comes again, what was acknowledged never",
+    "[integration][consumer]") {
     TestDatabase db;
     common::SystemClock clock;  // the consumers' waits run on real time
     common::AssignmentStore store(db.dsn());
     const auto leases = claimed_jobs(store, 1, 5);
-    {
-        ResultConsumer setup(db.dsn(), "g", clock, for_org(1));
-    }
+    { ResultConsumer setup(db.dsn(), clock, "g", for_org(1)); }
     for (const auto& l : leases) REQUIRE(store.complete(completion(l, "r"), kT0).accepted());
 
     std::vector<common::JobId> unacked;
     {
         // A consumer that dies between fetch and acknowledgement: its connection simply goes.
-        ResultConsumer crashed(db.dsn(), "g", clock, for_org(1, 3));
+        ResultConsumer crashed(db.dsn(), clock, "g", for_org(1, 3));
         unacked = job_ids(crashed.fetch());
         REQUIRE(unacked.size() == 3);
     }
-    ResultConsumer next(db.dsn(), "g", clock, for_org(1, 3));
+    ResultConsumer next(db.dsn(), clock, "g", for_org(1, 3));
     const auto again = next.fetch();
     CHECK(job_ids(again) == unacked);
     next.ack(again[1]);  // the first two
@@ -199,7 +200,7 @@ TEST_CASE("Consumer: what was fetched and not acknowledged comes again, what was
     CHECK(next.ack(5) == 5);
     CHECK_THROWS_WITH(next.ack(6), Catch::Contains("position 6 of organization 1 was never "
                                                    "delivered (the last given is 5)"));
-    ResultConsumer later(db.dsn(), "g", clock, for_org(1));
+    ResultConsumer later(db.dsn(), clock, "g", for_org(1));
     CHECK(later.fetch().empty());
 }
 
@@ -208,9 +209,9 @@ TEST_CASE("Consumer: independent groups, each with its own cursor, and organizat
     TestDatabase db;
     common::SystemClock clock;  // the consumers' waits run on real time
     common::AssignmentStore store(db.dsn());
-    ResultConsumer billing(db.dsn(), "billing", clock, for_org(1));
-    ResultConsumer audit(db.dsn(), "audit", clock, for_org(1));
-    ResultConsumer other(db.dsn(), "billing", clock, for_org(2));
+    ResultConsumer billing(db.dsn(), clock, "billing", for_org(1));
+    ResultConsumer audit(db.dsn(), clock, "audit", for_org(1));
+    ResultConsumer other(db.dsn(), clock, "billing", for_org(2));
     const auto one = claimed_jobs(store, 1, 3);
     const auto two = claimed_jobs(store, 2, 1);
     for (const auto& l : one) REQUIRE(store.complete(completion(l, "r"), kT0).accepted());
@@ -239,10 +240,10 @@ TEST_CASE("Consumer: independent groups, each with its own cursor, and organizat
     audit.ack(b.back());
     other.ack(o.back());
     pqxx::read_transaction after(store.connection());
-    CHECK_FALSE(
-        after.exec_params1("SELECT aclaim_outcome_unacknowledged($1)", one[0].job_id)[0].as<bool>());
-    CHECK_FALSE(
-        after.exec_params1("SELECT aclaim_outcome_unacknowledged($1)", two[0].job_id)[0].as<bool>());
+    CHECK_FALSE(after.exec_params1("SELECT aclaim_outcome_unacknowledged($1)", one[0].job_id)[0]
+                    .as<bool>());
+    CHECK_FALSE(after.exec_params1("SELECT aclaim_outcome_unacknowledged($1)", two[0].job_id)[0]
+                    .as<bool>());
 }
 
 TEST_CASE("Consumer: outcomes committed together and notified once are all delivered",
@@ -251,7 +252,7 @@ TEST_CASE("Consumer: outcomes committed together and notified once are all deliv
     common::SystemClock clock;  // the consumers' waits run on real time
     common::AssignmentStore store(db.dsn());
     const auto leases = claimed_jobs(store, 1, 7);
-    ResultConsumer consumer(db.dsn(), "g", clock, for_org(1, 3));
+    ResultConsumer consumer(db.dsn(), clock, "g", for_org(1, 3));
     auto watcher_conn = db.connect();
     Notifications notified(*watcher_conn, "aclaim_outcomes");
 
@@ -277,7 +278,7 @@ TEST_CASE("Consumer: next() is woken by a commit, and returns empty at its deadl
     common::SystemClock clock;
     common::AssignmentStore store(db.dsn());
     const auto leases = claimed_jobs(store, 1, 1);
-    ResultConsumer consumer(db.dsn(), "g", clock, for_org(1));
+    ResultConsumer consumer(db.dsn(), clock, "g", for_org(1));
     CHECK(consumer.next(std::chrono::milliseconds(50)).empty());
 
     std::barrier ready(2);
@@ -302,14 +303,15 @@ TEST_CASE("Consumer: concurrent completions and two groups, every verdict once p
     common::SystemClock clock;
     constexpr int kProducers = 4;
     constexpr int kPerProducer = 40;
+    constexpr auto kJobs = static_cast<std::size_t>(kProducers) * kPerProducer;
     std::vector<std::unique_ptr<common::AssignmentStore>> stores;
     std::vector<std::vector<common::Lease>> leases;
     for (int p = 0; p < kProducers; ++p) {
         stores.push_back(std::make_unique<common::AssignmentStore>(db.dsn()));
         leases.push_back(claimed_jobs(*stores.back(), 1, kPerProducer, "w" + std::to_string(p)));
     }
-    ResultConsumer a(db.dsn(), "a", clock, for_org(1, 7));
-    ResultConsumer b(db.dsn(), "b", clock, for_org(1, 5));
+    ResultConsumer a(db.dsn(), clock, "a", for_org(1, 7));
+    ResultConsumer b(db.dsn(), clock, "b", for_org(1, 5));
 
     std::barrier start(kProducers + 2);
     std::vector<std::thread> threads;
@@ -326,7 +328,7 @@ TEST_CASE("Consumer: concurrent completions and two groups, every verdict once p
     auto follow = [&](ResultConsumer& c, std::vector<common::JobId>& out,
                       std::vector<std::int64_t>& seqs) {
         start.arrive_and_wait();
-        while (out.size() < kProducers * kPerProducer) {
+        while (out.size() < kJobs) {
             const auto got = c.next(std::chrono::seconds(10));
             if (got.empty()) break;
             for (const auto& v : got) {
@@ -341,7 +343,7 @@ TEST_CASE("Consumer: concurrent completions and two groups, every verdict once p
     threads.emplace_back([&] { follow(a, seen_a, seqs_a); });
     threads.emplace_back([&] { follow(b, seen_b, seqs_b); });
     for (auto& t : threads) t.join();
-    CHECK(seen_a.size() == kProducers * kPerProducer);
+    CHECK(seen_a.size() == kJobs);
     CHECK(std::set(seen_a.begin(), seen_a.end()).size() == seen_a.size());
     CHECK(std::set(seen_b.begin(), seen_b.end()) == std::set(seen_a.begin(), seen_a.end()));
     CHECK(seen_b.size() == seen_a.size());
@@ -353,16 +355,15 @@ TEST_CASE("Consumer: concurrent completions and two groups, every verdict once p
     }
 }
 
-TEST_CASE("Consumer: fetch needs READ COMMITTED and an existing group",
-          "[integration][consumer]") {
+TEST_CASE("Consumer: fetch needs READ COMMITTED and an existing group", "[integration][consumer]") {
     TestDatabase db;
     common::SystemClock clock;  // the consumers' waits run on real time
     common::AssignmentStore store(db.dsn());
     auto opts = for_org(1);
     opts.create_group = false;
-    CHECK_THROWS_WITH(ResultConsumer(db.dsn(), "missing", clock, opts),
+    CHECK_THROWS_WITH(ResultConsumer(db.dsn(), clock, "missing", opts),
                       Catch::Contains("no consumer group 'missing'"));
-    ResultConsumer g(db.dsn(), "g", clock, for_org(1));
+    ResultConsumer g(db.dsn(), clock, "g", for_org(1));
     REQUIRE(store.complete(completion(claimed_jobs(store, 1, 1)[0], "r"), kT0).accepted());
     auto conn = db.connect();
     pqxx::work txn(*conn);
@@ -375,8 +376,8 @@ TEST_CASE("Consumer: each group's lag on /metrics", "[integration][consumer][htt
     TestDatabase db;
     common::SystemClock clock;  // the consumers' waits run on real time
     common::AssignmentStore store(db.dsn());
-    ResultConsumer behind(db.dsn(), "behind", clock, for_org(1));
-    ResultConsumer current(db.dsn(), "current", clock, for_org(1));
+    ResultConsumer behind(db.dsn(), clock, "behind", for_org(1));
+    ResultConsumer current(db.dsn(), clock, "current", for_org(1));
     const auto leases = claimed_jobs(store, 1, 3);
     for (const auto& l : leases) REQUIRE(store.complete(completion(l, "r"), kT0).accepted());
     current.ack(current.fetch().back());

@@ -180,16 +180,16 @@ TEST_CASE("Producer login: confined to its own organization by the database",
               1);
     }
     // Naming another organization is refused, whatever the call.
-    for (const std::string sql :
-         {"SELECT * FROM aclaim_enqueue('x', org => 2)",
-          "SELECT * FROM aclaim_cancel(ARRAY[1]::bigint[], 'r', org => 2)",
-          "SELECT * FROM aclaim_job_status(ARRAY[1]::bigint[], org => 2)",
-          "SELECT * FROM aclaim_results_fetch('audit', org => 2)",
-          "SELECT aclaim_results_ack('audit', 0, org => 2)",
-          "SELECT * FROM aclaim_results_groups(2)"}) {
+    for (const std::string sql : {"SELECT * FROM aclaim_enqueue('x', org => 2)",
+                                  "SELECT * FROM aclaim_cancel(ARRAY[1]::bigint[], 'r', org => 2)",
+                                  "SELECT * FROM aclaim_job_status(ARRAY[1]::bigint[], org => 2)",
+                                  "SELECT * FROM aclaim_results_fetch('audit', org => 2)",
+                                  "SELECT aclaim_results_ack('audit', 0, org => 2)",
+                                  "SELECT * FROM aclaim_results_groups(2)"}) {
         INFO(sql);
         pqxx::work txn(p1);
-        CHECK_THROWS_WITH(txn.exec(sql), Catch::Contains("acts for organization 1 only, not for 2"));
+        CHECK_THROWS_WITH(txn.exec(sql),
+                          Catch::Contains("acts for organization 1 only, not for 2"));
     }
     {
         // Organization 2's job cannot be cancelled or read, and stays pending.

@@ -78,7 +78,8 @@ class Notifications final : public pqxx::notification_receiver {
 inline std::vector<common::Lease> claimed_jobs(common::AssignmentStore& store, common::OrgId org,
                                                int count, const std::string& worker = "w") {
     std::vector<common::NewJob> jobs(static_cast<std::size_t>(count));
-    for (int i = 0; i < count; ++i) jobs[static_cast<std::size_t>(i)].payload = "p" + std::to_string(i);
+    for (int i = 0; i < count; ++i)
+        jobs[static_cast<std::size_t>(i)].payload = "p" + std::to_string(i);
     store.enqueue(org, jobs, kT0);
     return store.claim(org, {worker, count, {}}, std::chrono::seconds(60), kT0).leases;
 }
