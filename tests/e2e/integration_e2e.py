@@ -5,8 +5,10 @@
   enqueues in its own transactions, next to its own rows: one transaction rolls back (its job
   never exists, its order is never reviewed), one enqueues a dedupe key already held (it gets the
   holder back), one cancels a job it scheduled;
-* C++ reviewers (aclaim-worker) serve two different queues through a real coordinator, one of
-  them failing some reviews so that jobs run out of attempts and are discarded;
+* reviewers serve different queues through a real coordinator: a C++ one (aclaim-worker) the
+  electrical queue, failing some reviews so that jobs run out of attempts and are discarded, and
+  the Python example reviewer (clients/python/examples/reviewer.py, aclaim.Worker) the plumbing
+  queue, failing for good the one order whose document is empty;
 * a consumer group follows the verdicts with `aclaimctl results follow --json`, which is killed
   with SIGKILL mid-stream and started again: every verdict reaches the group, and those it
   acknowledged before the crash never come again;
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -67,9 +70,9 @@ class Run:
                                *args], check=True, capture_output=True, text=True,
                               timeout=60).stdout
 
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def start(self, name: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
         log = open(os.path.join(self.logs, name + ".log"), "wb")
-        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         self.procs.append(p)
         return p
 
@@ -87,6 +90,10 @@ class Run:
     def drop(self) -> None:
         admin(self.server, f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)",
               f"DROP ROLE IF EXISTS {self.login}")
+        if os.environ.get("ACLAIM_KEEP_LOGS") == "1":
+            print(f"logs kept in {self.logs}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.logs, ignore_errors=True)
 
     def tail(self) -> str:
         out = []
@@ -133,7 +140,9 @@ def inspection_service(run: Run) -> dict:
             queue = "electrical" if order % 2 else "plumbing"
             with conn.cursor() as cur:
                 cur.execute("INSERT INTO inspections (order_no) VALUES (%s) RETURNING id", (order,))
-                job = producer.enqueue(cur, json.dumps({"order": order}), queue=queue,
+                # Order 4's document is empty: the Python reviewer fails it for good.
+                document = " " if order == 4 else json.dumps({"order": order})
+                job = producer.enqueue(cur, document, queue=queue,
                                        dedupe_key=f"order-{order}", max_attempts=2)
                 cur.execute("UPDATE inspections SET job_id = %s WHERE order_no = %s",
                             (job.id, order))
@@ -183,11 +192,14 @@ def main() -> int:
         run.start("coordinator", [os.path.join(run.bin, "aclaim-coordinator"), "--dsn", run.dsn,
                                   "--bind", endpoint, "--plaintext", "--lease-ms", "2000",
                                   "--reap-interval-ms", "100", "--http-bind", http])
-        for name, queue, extra in (("rev-electrical", "electrical", []),
-                                   ("rev-plumbing", "plumbing", ["--fail-rate", "0.3"])):
-            run.start(name, [os.path.join(run.bin, "aclaim-worker"), "--connect", endpoint,
-                             "--org", "1", "--id", name, "--queues", queue, "--review-ms", "30",
-                             *extra])
+        run.start("rev-electrical", [os.path.join(run.bin, "aclaim-worker"), "--connect",
+                                     endpoint, "--org", "1", "--id", "rev-electrical", "--queues",
+                                     "electrical", "--review-ms", "30", "--fail-rate", "0.3"])
+        run.start("py-plumbing", [sys.executable, "-u",
+                                  os.path.join(ROOT, "clients", "python", "examples", "reviewer.py"),
+                                  "--connect", endpoint, "--org", "1", "--id", "py-plumbing",
+                                  "--queues", "plumbing"],
+                  env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "clients", "python")))
 
         first = Follower(run, [])
         expected = inspection_service(run)
@@ -243,7 +255,7 @@ def main() -> int:
             if v and v["outcome"] == "completed" and not v["result_ref"]:
                 problems.append(f"job {job_id} completed without a result")
         kinds = sorted({v["outcome"] for v in outcomes.values()})
-        if "completed" not in kinds or "cancelled" not in kinds:
+        if not {"completed", "cancelled", "failed"} <= set(kinds):
             problems.append(f"outcomes seen: {kinds}")
 
         # Nothing more for the group; the rolled-back order never existed.
@@ -261,6 +273,12 @@ def main() -> int:
             cur.execute("SELECT count(*) FROM jobs")
             if cur.fetchone()[0] != len(jobs):
                 problems.append("jobs other than the committed ones exist")
+            # Each queue was served by its own reviewer, one in C++ and one in Python.
+            cur.execute("SELECT queue, array_agg(DISTINCT assignee) FROM jobs "
+                        "WHERE state = 'completed' GROUP BY queue ORDER BY queue")
+            served = dict(cur.fetchall())
+            if served != {"electrical": ["rev-electrical"], "plumbing": ["py-plumbing"]}:
+                problems.append(f"reviewers by queue: {served}")
         conn.close()
         metrics = urllib.request.urlopen(f"http://{http}/metrics", timeout=10).read().decode()
         if 'aclaim_result_group_lag{org="1",group="billing"} 0\n' not in metrics:

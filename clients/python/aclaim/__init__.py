@@ -1,9 +1,35 @@
 """aclaim's Python client.
 
-``aclaim.producer.Producer`` enqueues, cancels and reads jobs inside the service's own
-transaction; ``aclaim.consumer.ResultConsumer`` receives the verdicts of a consumer group, at
-least once until acknowledged and never again after. Both speak the SQL API of
-schema/0008_integration.sql through Debian's python3-psycopg2 (docs/integration.md).
+Reviewers (``Worker``) claim jobs from coordinators over the wire protocol of docs/protocol.md,
+with CURVE keys, lease renewal, cancellation, failover and reconnection:
+
+    import aclaim
+
+    def review(job: aclaim.Job) -> str:
+        job.cancellation.raise_if_cancelled()
+        return f"review:{job.job_id}"
+
+    aclaim.Worker("tcp://127.0.0.1:5555", "reviewer-1", org_id=1).run(review)
+
+Producers and result consumers speak the SQL API instead (aclaim.producer, aclaim.consumer).
 """
 
+from .errors import Cancelled, FailJob, ReleaseJob, WorkerError
+from .keys import CurveKeys
+from .model import Cancellation, Job, Verdict, Welcome, WorkerStats
+from .worker import Handler, Worker
+
+# ---- producers and result consumers (the SQL API): aclaim.producer, aclaim.consumer ----
+from .consumer import GroupStatus, JobOutcome, ResultConsumer
+from .producer import CancelledJob, Enqueued, JobStatus, NewJob, Producer
+
 __version__ = "0.1.0"
+
+__all__ = [
+    # Reviewers: the wire protocol.
+    "Worker", "Handler", "Job", "Cancellation", "Verdict", "Welcome", "WorkerStats",
+    "CurveKeys", "WorkerError", "FailJob", "ReleaseJob", "Cancelled",
+    # Producers and result consumers: the SQL API.
+    "Producer", "NewJob", "Enqueued", "CancelledJob", "JobStatus",
+    "ResultConsumer", "JobOutcome", "GroupStatus",
+]

@@ -24,9 +24,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterator, List, Optional, Union
 
-import psycopg2
-import psycopg2.extensions
-
 from ._sqltime import from_us, instant_us
 
 CHANNEL = "aclaim_outcomes"
@@ -85,6 +82,10 @@ class ResultConsumer:
             raise ValueError("batch is 1 to 10000")
         if start not in ("latest", "earliest"):
             raise ValueError("start is 'latest' or 'earliest'")
+        # Imported here, so that `import aclaim` works for a reviewer without psycopg2.
+        import psycopg2
+        import psycopg2.extensions
+
         self.group = group
         self.batch = batch
         self._conn = psycopg2.connect(

@@ -1,0 +1,79 @@
+"""What a Link reports from poll(), and the bookkeeping of one request in flight."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional, Sequence, Union
+
+from ._held import JobRef
+from .keys import CurveKeys
+from .model import Verdict, Welcome
+
+
+@dataclass
+class SessionReady:
+    """WELCOME arrived: the session is open (again, when `reconnected`)."""
+    welcome: Welcome
+    reconnected: bool
+
+
+@dataclass
+class JobAssigned:
+    """A job granted by ASSIGNED; the link renews it until its outcome or a revocation."""
+    job: Dict[str, Any]
+
+
+@dataclass
+class ClaimEnded:
+    """A CLAIM ended without jobs: NO_WORK, an ERROR, or its reply was lost with the session."""
+    why: str  # "no_work", "error" or "connection_lost"
+    reason: str
+
+
+@dataclass
+class JobLost:
+    """The worker no longer holds the job: REVOKED (pushed or in answer to RENEW), or its lease
+    ran out by the worker's own clock without a renewal answered (reason "lease_lost")."""
+    job: JobRef
+    reason: str
+    detail: str
+
+
+Event = Union[SessionReady, JobAssigned, ClaimEnded, JobLost, Verdict]
+
+LEASE_LOST = "lease_lost"
+
+TERMINAL_OPS = {"COMPLETE": "complete", "FAIL": "fail", "RELEASE": "release"}
+
+
+@dataclass
+class Pending:
+    kind: str
+    fields: Dict[str, Any]
+    sent: bool = False
+    due: float = 0.0  # sent: reply expected by; not sent: send at (once ready)
+    retry_delay: float = 0.0  # the pause before the next re-send after a retryable ERROR
+    sends: int = 0
+
+    def job(self) -> JobRef:
+        return (self.fields["job_id"], self.fields["generation"])
+
+
+@dataclass
+class LinkOptions:
+    endpoints: Sequence[str]
+    worker_id: str
+    org_id: int = 0
+    queues: Sequence[str] = ()
+    curve: Optional[CurveKeys] = None
+    reply_timeout: float = 5.0
+    backoff_first: float = 0.1
+    backoff_cap: float = 5.0
+    retry_delay: float = 0.2
+    max_in_flight: int = 32
+    clock: Callable[[], float] = time.monotonic
+    rng: random.Random = field(default_factory=random.Random)
+
+

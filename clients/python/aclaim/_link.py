@@ -1,0 +1,315 @@
+"""A worker's connection to its coordinators: one DEALER socket at a time, the session
+(HELLO/WELCOME), pipelined requests matched by id, lease renewals at the coordinator's heartbeat,
+and reconnection with backoff (jitter, cap) that moves to the next endpoint and re-sends only
+what is safe to re-send. The same behaviour as the C++ client (worker/client.cpp).
+
+Single-threaded: only the worker's I/O thread touches a Link. Its owner calls poll() in a loop
+and reacts to the events it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional
+
+import zmq
+
+from . import _wire
+from ._events import LEASE_LOST, TERMINAL_OPS, ClaimEnded, Event, JobLost, LinkOptions, Pending
+from ._held import HeldJobs, JobRef
+from ._replies import Replies
+from .model import Welcome, WorkerStats
+
+log = logging.getLogger("aclaim.worker")
+
+
+class Link(Replies):
+    """The session with one coordinator out of several endpoints, and everything in flight."""
+
+    def __init__(self, context: zmq.Context, options: LinkOptions,
+                 wake_fd: Optional[int] = None) -> None:
+        if not options.endpoints:
+            raise ValueError("at least one coordinator endpoint is needed")
+        self._ctx = context
+        self._o = options
+        self._clock = options.clock
+        self._wake_fd = wake_fd
+        self._socket: Optional[zmq.Socket] = None
+        self._state = "closed"  # closed, backing_off, greeting, ready
+        self._endpoint_index = 0
+        self._round_start = 0
+        self._backoff_next = options.backoff_first
+        self._reconnect_at = 0.0
+        self._hello_req = 0
+        self._hello_deadline = 0.0
+        self._had_session = False
+        self._next_req = 1
+        self._pending: Dict[int, Pending] = {}
+        self.held = HeldJobs()
+        self.welcome: Optional[Welcome] = None
+        self.stats = WorkerStats()
+
+    # ---- state ----
+
+    @property
+    def ready(self) -> bool:
+        return self._state == "ready"
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint of the current (or next) session."""
+        return self._o.endpoints[self._endpoint_index]
+
+    def claim_pending(self) -> bool:
+        return any(p.kind == "CLAIM" for p in self._pending.values())
+
+    def pending(self) -> int:
+        """Requests sent or waiting to be sent that have not been answered."""
+        return len(self._pending)
+
+    def awaiting(self) -> int:
+        """Claims and outcomes not answered yet: what a stopping worker waits for (a renewal's
+        answer no longer matters once the job's outcome is in)."""
+        return sum(1 for p in self._pending.values() if p.kind == "CLAIM" or
+                   p.kind in TERMINAL_OPS)
+
+    # ---- requests ----
+
+    def start(self) -> None:
+        """Opens the socket and sends HELLO; poll() reports SessionReady once it is answered."""
+        self._open_socket()
+        self._send_hello(self._clock())
+
+    def claim(self, max_jobs: int, wait_ms: int) -> int:
+        _wire.check_claim(max_jobs, wait_ms)
+        return self._submit("CLAIM", {"max_jobs": max_jobs, "wait_ms": wait_ms})
+
+    def complete(self, job: JobRef, result_ref: str) -> int:
+        _wire.check_result_ref(result_ref)
+        self.held.stop_renewing(job[0])
+        return self._submit("COMPLETE", {"job_id": job[0], "generation": job[1],
+                                         "result_ref": result_ref})
+
+    def fail(self, job: JobRef, reason: str, retryable: bool) -> int:
+        self.held.stop_renewing(job[0])
+        return self._submit("FAIL", {"job_id": job[0], "generation": job[1],
+                                     "reason": _wire.clip_text(reason),
+                                     "retryable": bool(retryable)})
+
+    def release(self, job: JobRef) -> int:
+        self.held.stop_renewing(job[0])
+        return self._submit("RELEASE", {"job_id": job[0], "generation": job[1]})
+
+    def stop_renewing(self, job_id: int) -> None:
+        """No more heartbeats for a job that stays held: for rehearsing a stalled reviewer."""
+        self.held.stop_renewing(job_id)
+
+    def _submit(self, kind: str, fields: Dict[str, Any]) -> int:
+        req = self._next_req
+        self._next_req += 1
+        now = self._clock()
+        p = Pending(kind, {"req": req, **fields}, due=now)
+        self._pending[req] = p
+        if self.ready:
+            self._send_pending(p, now)
+        return req
+
+    def _in_flight(self) -> int:
+        return sum(1 for p in self._pending.values() if p.sent)
+
+    def _send_pending(self, p: Pending, now: float) -> None:
+        # At the cap the request keeps its turn (requests are kept in id order) until a reply
+        # frees a slot.
+        if self._in_flight() >= self._o.max_in_flight:
+            return
+        if not self._send(p.kind, p.fields):
+            p.due = now + self._o.retry_delay
+            return
+        p.sends += 1
+        if p.sends > 1 and p.kind in TERMINAL_OPS:
+            self.stats.resent += 1
+        p.sent = True
+        p.due = now + self._o.reply_timeout + p.fields.get("wait_ms", 0) / 1000.0
+
+    def _send(self, kind: str, fields: Dict[str, Any]) -> bool:
+        if self._socket is None:
+            return False
+        frames = _wire.encode(kind, fields)
+        try:
+            # NOBLOCK: a full queue means the coordinator is not reading; the reply deadline
+            # and the retry schedule deal with that instead of blocking the worker.
+            self._socket.send_multipart(frames, flags=zmq.NOBLOCK)
+            return True
+        except zmq.Again:
+            return False
+        except zmq.ZMQError as e:
+            log.warning("worker=%s send %s failed: %s", self._o.worker_id, kind, e)
+            return False
+
+    # ---- the socket ----
+
+    def _open_socket(self) -> None:
+        sock = self._ctx.socket(zmq.DEALER)
+        # Unsent requests die with the socket: what is safe to re-send is re-sent on the next.
+        sock.setsockopt(zmq.LINGER, 0)
+        curve = self._o.curve
+        sock.setsockopt(zmq.MAXMSGSIZE, _wire.MAX_TRANSPORT_BYTES +
+                        (_wire.CURVE_FRAME_OVERHEAD if curve else 0))
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(self._o.backoff_cap * 1000))
+        if curve is not None:
+            sock.curve_serverkey = curve.server_public.encode("ascii")
+            sock.curve_publickey = curve.client_public.encode("ascii")
+            sock.curve_secretkey = curve.client_secret.encode("ascii")
+        sock.connect(self.endpoint)
+        self._socket = sock
+
+    def _close_socket(self) -> None:
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None
+
+    def _send_hello(self, now: float) -> None:
+        self._hello_req = self._next_req
+        self._next_req += 1
+        self._state = "greeting"
+        self._hello_deadline = now + self._o.reply_timeout
+        fields: Dict[str, Any] = {"req": self._hello_req, "worker_id": self._o.worker_id,
+                                  "org_id": self._o.org_id}
+        # An optional member (protocol 1.1) is left out when empty, so that a worker serving
+        # only "default" speaks 1.0 exactly.
+        if self._o.queues:
+            fields["queues"] = list(self._o.queues)
+        self._send("HELLO", fields)
+
+    def _reconnect(self, why: str, now: float, out: List[Event]) -> None:
+        self.stats.reconnects += 1
+        self._close_socket()
+        self._state = "backing_off"
+        # A lost session moves on to the next endpoint. Within a round of the endpoints the next
+        # one is tried after the first delay; each round that ends without a session doubles
+        # the delay, up to the cap.
+        self._endpoint_index = (self._endpoint_index + 1) % len(self._o.endpoints)
+        if self._endpoint_index == self._round_start:
+            nominal = self._backoff_next
+            self._backoff_next = min(self._o.backoff_cap, self._backoff_next * 2)
+        else:
+            nominal = self._o.backoff_first
+        # Jitter spreads the workers of a restarted coordinator over the interval.
+        delay = self._o.rng.uniform(nominal / 2, nominal)
+        self._reconnect_at = now + delay
+        log.warning("worker=%s reconnecting to %s in %d ms: %s", self._o.worker_id,
+                    self.endpoint, round(delay * 1000), why)
+        for req in list(self._pending):
+            p = self._pending[req]
+            if p.kind in TERMINAL_OPS:
+                p.sent = False
+                p.due = now
+                continue
+            # A lost CLAIM is never re-sent: whatever it was granted comes back when the lease
+            # ends. A lost RENEW is superseded by renewing everything after WELCOME.
+            if p.kind == "CLAIM":
+                out.append(ClaimEnded("connection_lost", why))
+            del self._pending[req]
+
+    def close(self) -> None:
+        """Sends BYE (when a session is open) and closes the socket."""
+        if self._socket is not None and self.ready:
+            self._send("BYE", {"req": self._next_req})
+            self._next_req += 1
+            # Give BYE a moment to leave; it needs no answer.
+            self._socket.close(linger=200)
+            self._socket = None
+        self._close_socket()
+        self._state = "closed"
+        self._pending.clear()
+
+    # ---- the loop ----
+
+    def poll(self, max_wait: float) -> List[Event]:
+        """Waits at most `max_wait` seconds for traffic (or the wake-up descriptor), sends due
+        renewals and re-sends, detects a silent coordinator, and returns what happened. Raises
+        WorkerError when the coordinator refuses this worker for good."""
+        out: List[Event] = []
+        now = self._clock()
+        self._run_timers(now, out)
+        wait = 0.0 if out else max_wait
+        deadline = self._next_deadline()
+        if deadline is not None:
+            wait = min(wait, max(0.0, deadline - now))
+        poller = zmq.Poller()
+        if self._socket is not None:
+            poller.register(self._socket, zmq.POLLIN)
+        if self._wake_fd is not None:
+            poller.register(self._wake_fd, zmq.POLLIN)
+        try:
+            ready = dict(poller.poll(timeout=max(0, round(wait * 1000))))
+        except zmq.ZMQError as e:
+            if e.errno != zmq.EINTR:
+                raise
+            ready = {}
+        if self._socket is not None and self._socket in ready:
+            self._receive_all(out)
+        self._run_timers(self._clock(), out)
+        return out
+
+    def _receive_all(self, out: List[Event]) -> None:
+        while self._socket is not None:
+            sock = self._socket
+            try:
+                frames = sock.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                kind, body = _wire.decode(frames)
+            except _wire.WireError as e:
+                log.warning("worker=%s ignored a message from the coordinator: %s",
+                            self._o.worker_id, e)
+                continue
+            self._handle(kind, body, self._clock(), out)
+            # A reconnect replaced the socket: what is queued on the old one is gone with it.
+            if self._socket is not sock:
+                return
+
+    def _run_timers(self, now: float, out: List[Event]) -> None:
+        for job in self.held.take_expired(now):
+            self.stats.lost_leases += 1
+            out.append(JobLost(job, LEASE_LOST, "no renewal was answered before the lease ran "
+                               "out (by this worker's clock); the coordinator takes it back"))
+        if self._state == "closed":
+            return
+        if self._state == "backing_off":
+            if now >= self._reconnect_at:
+                self._open_socket()
+                self._send_hello(now)
+            return
+        if self._state == "greeting":
+            if now >= self._hello_deadline:
+                self._reconnect(f"no WELCOME within {round(self._o.reply_timeout * 1000)} ms "
+                                f"from {self.endpoint}", now, out)
+            return
+        for req, p in self._pending.items():
+            if p.sent and p.due <= now:
+                self._reconnect(f"no reply to {p.kind} (req {req}) in time", now, out)
+                return
+        for p in list(self._pending.values()):
+            if not p.sent and p.due <= now:
+                self._send_pending(p, now)
+        for job_id, generation in self.held.take_due(now):
+            self._submit("RENEW", {"job_id": job_id, "generation": generation})
+
+    def _next_deadline(self) -> Optional[float]:
+        times = []
+        if self._state == "backing_off":
+            times.append(self._reconnect_at)
+        elif self._state == "greeting":
+            times.append(self._hello_deadline)
+        elif self._state == "ready":
+            at_cap = self._in_flight() >= self._o.max_in_flight
+            for p in self._pending.values():
+                # Requests waiting for a free slot are woken by the reply that frees it.
+                if p.sent or not at_cap:
+                    times.append(p.due)
+        held = self.held.next_due()
+        if held is not None:
+            times.append(held)
+        return min(times) if times else None

@@ -1,0 +1,153 @@
+"""What each reply from the coordinator means to a Link: the other half of _link.py (as
+client_replies.cpp is of the C++ client). Single-threaded, like the Link."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional
+
+from . import _wire
+from ._events import TERMINAL_OPS, ClaimEnded, Event, JobAssigned, JobLost, Pending, SessionReady
+from ._held import HeldJobs
+from .errors import WorkerError
+from .model import Verdict, Welcome, WorkerStats
+
+log = logging.getLogger("aclaim.worker")
+
+
+class Replies:
+    """Reply handling, mixed into Link; the attributes below are the Link's."""
+
+    _o: Any
+    _state: str
+    _hello_req: int
+    _had_session: bool
+    _pending: Dict[int, Pending]
+    _endpoint_index: int
+    _round_start: int
+    _backoff_next: float
+    held: HeldJobs
+    welcome: Optional[Welcome]
+    stats: WorkerStats
+    endpoint: str
+
+    def _reconnect(self, why: str, now: float, out: List[Event]) -> None:
+        raise NotImplementedError
+
+    def _send_pending(self, p: Pending, now: float) -> None:
+        raise NotImplementedError
+
+    def _take(self, req: int) -> Optional[Pending]:
+        return self._pending.pop(req, None)
+
+    def _handle(self, kind: str, body: Dict[str, Any], now: float, out: List[Event]) -> None:
+        req = body["req"]
+        if kind == "WELCOME":
+            if self._state == "greeting" and req == self._hello_req:
+                self._on_welcome(body, now, out)
+        elif kind == "ASSIGNED":
+            self._take(req)
+            # Jobs are taken even for a claim given up on: the coordinator granted them.
+            for job in body["jobs"]:
+                self.held.add((job["job_id"], job["generation"]), job["lease_ms"] / 1000.0, now)
+                out.append(JobAssigned(job))
+        elif kind == "NO_WORK":
+            self._take(req)
+            out.append(ClaimEnded("no_work", body["reason"]))
+            if body["reason"] == "draining":
+                # The coordinator is going away: take the session (and any outcome still to
+                # deliver) to the next one now rather than claim from it until it is gone.
+                self._reconnect("the coordinator is draining", now, out)
+        elif kind == "LEASE":
+            self._take(req)
+            self.stats.renewals += 1
+            self.held.renewed((body["job_id"], body["generation"]), body["lease_ms"] / 1000.0)
+        elif kind == "REVOKED":
+            if req != 0:
+                self._take(req)
+            self.stats.revoked += 1
+            job = (body["job_id"], body["generation"])
+            if self.held.remove(job):
+                out.append(JobLost(job, body["reason"], body["detail"]))
+        elif kind in ("ACCEPTED", "REJECTED"):
+            p = self._take(req)
+            if p is None or p.kind not in TERMINAL_OPS:
+                return  # a late duplicate answer: already reported
+            self.held.remove(p.job())
+            accepted = kind == "ACCEPTED"
+            out.append(Verdict(op=TERMINAL_OPS[p.kind], job_id=p.job()[0],
+                               generation=p.job()[1], accepted=accepted,
+                               replayed=bool(body["replayed"]) if accepted else False,
+                               state=body["state"] if accepted else "",
+                               reason="" if accepted else body["reason"],
+                               detail="" if accepted else body["detail"]))
+        elif kind == "ERROR":
+            self._handle_error(body, now, out)
+
+    def _handle_error(self, e: Dict[str, Any], now: float, out: List[Event]) -> None:
+        self.stats.errors += 1
+        code, text, req = e["code"], e["text"], e["req"]
+        if self._state == "greeting" and req == self._hello_req:
+            if code not in _wire.RETRYABLE_ERRORS and code != "draining":
+                raise WorkerError(f"{self.endpoint} refused HELLO: {code}: {text}", code)
+            self._reconnect(f"HELLO answered {code}", now, out)
+            return
+        # The key was revoked: nothing this worker sends will be served again, and reconnecting
+        # would only fail the handshake. The jobs it holds expire and are reclaimed.
+        if code == "key_revoked":
+            raise WorkerError(f"the coordinator cut this worker off: key_revoked: {text}", code)
+        # no_session: the coordinator restarted and ZeroMQ reconnected underneath; draining: it
+        # is going away. Either way a fresh session, perhaps with another coordinator, is needed.
+        if code in ("no_session", "draining"):
+            self._reconnect(f"ERROR {code}: {text}", now, out)
+            return
+        p = self._pending.get(req)
+        if p is None:
+            log.warning("worker=%s ERROR %s for no pending request (req %d): %s",
+                        self._o.worker_id, code, req, text)
+            return
+        terminal = p.kind in TERMINAL_OPS
+        if terminal and code in _wire.RETRYABLE_ERRORS:
+            p.retry_delay = (self._o.retry_delay if p.retry_delay == 0
+                             else min(p.retry_delay * 2, self._o.backoff_cap))
+            p.sent = False
+            p.due = now + p.retry_delay
+            log.info("worker=%s %s job=%d generation=%d answered ERROR %s; re-sending in %d ms",
+                     self._o.worker_id, p.kind, p.job()[0], p.job()[1], code,
+                     round(p.retry_delay * 1000))
+            return
+        del self._pending[req]
+        if terminal:
+            self.held.remove(p.job())
+            out.append(Verdict(op=TERMINAL_OPS[p.kind], job_id=p.job()[0],
+                               generation=p.job()[1], accepted=False,
+                               reason="error:" + code, detail=text))
+        elif p.kind == "CLAIM":
+            out.append(ClaimEnded("error", f"{code}: {text}"))
+        elif p.kind == "RENEW":
+            # Soon when the coordinator was only busy, else at the next heartbeat; a lease that
+            # is really gone shows up as REVOKED.
+            if code in _wire.RETRYABLE_ERRORS:
+                self.held.retry_renewal(p.fields["job_id"], now + self._o.retry_delay)
+            else:
+                self.held.renewal_abandoned(p.fields["job_id"])
+
+    def _on_welcome(self, w: Dict[str, Any], now: float, out: List[Event]) -> None:
+        self._state = "ready"
+        self.welcome = Welcome(org_id=w["org_id"], lease_ms=w["lease_ms"],
+                               heartbeat_ms=w["heartbeat_ms"],
+                               max_body_bytes=w["max_body_bytes"], endpoint=self.endpoint)
+        self._backoff_next = self._o.backoff_first
+        self._round_start = self._endpoint_index
+        self.held.heartbeat_s = max(1, w["heartbeat_ms"]) / 1000.0
+        # Leases kept running while the worker was away: renew everything still held at once.
+        if self._had_session:
+            self.held.renew_all_now(now)
+        out.append(SessionReady(self.welcome, self._had_session))
+        log.info("worker=%s session with %s org=%d lease_ms=%d heartbeat_ms=%d%s",
+                 self._o.worker_id, self.endpoint, w["org_id"], w["lease_ms"], w["heartbeat_ms"],
+                 " (reconnected)" if self._had_session else "")
+        self._had_session = True
+        for p in list(self._pending.values()):
+            if not p.sent and p.due <= now:
+                self._send_pending(p, now)

@@ -1,0 +1,127 @@
+"""The values a worker hands to user code: the job being reviewed with its cancellation, the
+coordinator's verdict on an outcome, the session and the worker's counters."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .errors import Cancelled
+
+
+@dataclass(frozen=True)
+class Welcome:
+    """The session a coordinator opened (WELCOME)."""
+
+    org_id: int
+    lease_ms: int
+    heartbeat_ms: int
+    max_body_bytes: int
+    endpoint: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The coordinator's answer to an outcome (COMPLETE, FAIL or RELEASE).
+
+    ``accepted`` with ``state`` the job's state afterwards (``completed``, ``failed``,
+    ``discarded``, ``pending``, ``scheduled``) and ``replayed`` when the same outcome had already
+    been committed (a re-send after a lost reply). Otherwise ``reason`` names the rejection
+    (``stale_generation``, ``lease_expired``, ``cancelled``, ... as in docs/protocol.md), or
+    ``error:<code>`` for an ERROR that cannot be retried, and ``detail`` explains it."""
+
+    op: str  # "complete", "fail" or "release"
+    job_id: int
+    generation: int
+    accepted: bool
+    replayed: bool = False
+    state: str = ""
+    reason: str = ""
+    detail: str = ""
+
+
+class Cancellation:
+    """Tells a handler that its job was taken away. Set at once when the coordinator revokes the
+    job (an operator cancelled it, its lease was reclaimed, its run deadline passed), when the
+    worker's own clock says the lease ran out without a renewal answered (``lease_lost``), and
+    when the worker is stopping (``stopping``). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._reason = ""
+        self._detail = ""
+
+    def _set(self, reason: str, detail: str = "") -> bool:
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self._reason, self._detail = reason, detail
+            self._event.set()
+            return True
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def __bool__(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Waits up to `timeout` seconds for the cancellation; True if the job was cancelled."""
+        return self._event.wait(timeout)
+
+    @property
+    def reason(self) -> str:
+        """``cancelled``, ``reclaimed``, ``deadline_exceeded``, ``lease_lost``, ``stopping``, or
+        another reason from the coordinator's REVOKED; empty while not cancelled."""
+        with self._lock:
+            return self._reason
+
+    @property
+    def detail(self) -> str:
+        """A person's explanation of the reason."""
+        with self._lock:
+            return self._detail
+
+    def raise_if_cancelled(self) -> None:
+        """Raises Cancelled with the reason once the job was taken away."""
+        if self._event.is_set():
+            raise Cancelled(self.reason)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job handed to the handler: what to review (``payload``), its fencing ``generation``,
+    which attempt this is, and its ``cancellation``."""
+
+    job_id: int
+    generation: int
+    attempts: int
+    priority: int
+    payload: str
+    lease_ms: int
+    cancellation: Cancellation = field(default_factory=Cancellation, compare=False)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancellation.is_set()
+
+
+@dataclass
+class WorkerStats:
+    """Counters of a worker since it started. Read them from any thread."""
+
+    claimed: int = 0
+    completed: int = 0  # COMPLETE accepted
+    failed: int = 0  # FAIL accepted
+    released: int = 0  # RELEASE accepted
+    rejected: Counter = field(default_factory=Counter)  # refused outcomes by reason
+    revoked: int = 0  # REVOKED received
+    lost_leases: int = 0  # leases that ran out by the worker's clock
+    renewals: int = 0  # LEASE received
+    reconnects: int = 0
+    resent: int = 0  # outcomes sent again after a lost reply or a retryable ERROR
+    errors: int = 0  # ERROR replies received
+    handler_errors: int = 0  # exceptions raised by the handler other than FailJob/ReleaseJob
