@@ -80,12 +80,14 @@ SELECT id, aclaim_wake(org_id) FROM r
 inline const Statement kOperatorFail{"aclaim_operator_fail",
                                      R"SQL(
 WITH f AS (
-    UPDATE jobs
+    UPDATE jobs j
        SET state = 'failed', completed_at = aclaim_ts($4::bigint), lease_expires_at = NULL,
            last_error = $6::text
      WHERE id = $1::bigint AND state = 'assigned' AND generation = $2::bigint
-    RETURNING id, org_id, generation
-), logged AS (
+    RETURNING )SQL" + std::string(kOutcomeReturning) +
+                                         R"SQL(
+), recorded AS ()SQL" + record_outcomes("f") +
+                                         R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'failed', $3::text, aclaim_ts($4::bigint), $5::text FROM f
 )
@@ -98,32 +100,14 @@ SELECT id FROM f
 /// scheduled or assigned, in id order: terminal at once, audited with who and why. An assigned
 /// job keeps its holder in the row, and the holder's coordinator is told on aclaim_revoke
 /// (delivered at commit) so that it pushes REVOKED "cancelled" at once; the holder's completion
-/// is refused "cancelled" from then on.
+/// is refused "cancelled" from then on. The statement is aclaim_cancel_jobs
+/// (schema/0008_integration.sql), which a producer's aclaim_cancel runs too, confined to its
+/// organization.
 inline const Statement kOperatorCancel{
     "aclaim_operator_cancel",
     R"SQL(
-WITH c AS MATERIALIZED (
-    SELECT id, state AS was, assignee AS holder FROM jobs
-     WHERE id = ANY($1::bigint[]) AND state IN ('pending', 'scheduled', 'assigned')
-     ORDER BY id FOR UPDATE
-), done AS (
-    UPDATE jobs j
-       SET state = 'cancelled', completed_at = aclaim_ts($4::bigint), lease_expires_at = NULL,
-           last_error = 'cancelled by ' || $2::text || ': ' || $3::text
-      FROM c
-     WHERE j.id = c.id
-    RETURNING j.id, j.org_id, j.generation, c.was, c.holder
-), logged AS (
-    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-    SELECT id, org_id, generation, 'cancelled', $2::text, aclaim_ts($4::bigint),
-           'was ' || was || coalesce(', held by ' || holder, '') || ': ' || $3::text
-      FROM done
-)
-SELECT id, org_id, generation, was, coalesce(holder, '') AS holder,
-       CASE WHEN was = 'assigned'
-            THEN pg_notify('aclaim_revoke', org_id || ':' || id || ':' || generation
-                                            || ':cancelled:' || holder) END
-  FROM done ORDER BY id
+SELECT id, org_id, generation, was, holder
+  FROM aclaim_cancel_jobs(NULL, $1::bigint[], $2::text, $3::text, $4::bigint)
 )SQL",
     {"jobs bigint[]", "operator text", "reason text", "now_us bigint"}};
 
@@ -237,10 +221,33 @@ SELECT org_id, queue, coalesce(c.pending, 0) AS pending, coalesce(c.scheduled, 0
 /// Bounds the wait for a row a coordinator is updating, so that the console never hangs.
 inline constexpr const char* kOperatorLockTimeout = "SET LOCAL lock_timeout = '5s'";
 
+/// $1 login, $2 organization, $3 operator, $4 now. Binds a producer login to one organization
+/// (schema/0008_integration.sql: a superuser, a login that bypasses row-level security or one that
+/// can act as the coordinator is refused) and makes it a member of aclaim_producer.
+inline const Statement kProducerBind{
+    "aclaim_producer_bind",
+    "SELECT aclaim_producer_bind($1::name, $2::bigint, $3::text, $4::bigint)",
+    {"login name", "org bigint", "operator text", "now_us bigint"}};
+
+/// $1 login. Removes the binding and the membership; true when the login was bound.
+inline const Statement kProducerUnbind{
+    "aclaim_producer_unbind", "SELECT aclaim_producer_unbind($1::name) AS unbound", {"login name"}};
+
+/// Every bound login, whether it can still log in.
+inline const Statement kProducerList{"aclaim_producer_list",
+                                     R"SQL(
+SELECT p.login, p.org_id, aclaim_us(p.bound_at) AS bound_us, p.bound_by,
+       coalesce(r.rolcanlogin, false) AS can_login
+  FROM producer_logins p LEFT JOIN pg_roles r ON r.rolname = p.login
+ ORDER BY p.org_id, p.login
+)SQL",
+                                     {}};
+
 /// The statements above that take parameters, run unprepared on the caller's connection (their
 /// names only identify them); listed for the test that holds each text to its contract.
 inline const std::vector<const Statement*> kOperatorStatements = {
     &kOperatorStatus, &kOperatorRelease, &kOperatorFail,      &kOperatorCancel,
-    &kOperatorRetry,  &kOperatorPause,   &kOperatorConfigure, &kOperatorQueues};
+    &kOperatorRetry,  &kOperatorPause,   &kOperatorConfigure, &kOperatorQueues,
+    &kProducerBind,   &kProducerUnbind,  &kProducerList};
 
 }  // namespace aclaim::common::sql

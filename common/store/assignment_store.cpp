@@ -4,6 +4,7 @@
 #include <span>
 #include <unordered_map>
 
+#include "common/store/new_job_arrays.hpp"
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
 #include "common/store/store_sql.hpp"
@@ -286,32 +287,13 @@ std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>
 
 std::vector<Enqueued> AssignmentStore::enqueue_each(OrgId org, const std::vector<NewJob>& jobs,
                                                     Instant now, Duration dedupe_window) {
-    std::vector<std::string> queues, payloads;
-    std::vector<int> priorities;
-    std::vector<std::optional<int>> attempts;
-    std::vector<std::optional<std::int64_t>> run_at, base, cap, timeout;
-    std::vector<std::optional<std::string>> keys;
-    auto micros = [](const std::optional<Duration>& d) -> std::optional<std::int64_t> {
-        if (!d) return std::nullopt;
-        return d->count();
-    };
-    for (const auto& j : jobs) {
-        queues.push_back(j.queue);
-        payloads.push_back(j.payload);
-        priorities.push_back(j.priority);
-        attempts.push_back(j.max_attempts);
-        run_at.push_back(j.run_at ? std::optional(to_micros(*j.run_at)) : std::nullopt);
-        base.push_back(micros(j.backoff_base));
-        cap.push_back(micros(j.backoff_cap));
-        timeout.push_back(micros(j.run_timeout));
-        keys.push_back(j.dedupe_key);
-    }
+    const NewJobArrays a = new_job_arrays(jobs);
     pqxx::work txn(*conn_, "enqueue");
     Scope(txn, options_.row_security).to(org);
-    const pqxx::result r = txn.exec_prepared(
-        sql::kEnqueue.name, org, now, pg_array(queues), pg_array(payloads), pg_array(priorities),
-        pg_array(run_at), pg_array(attempts), pg_array(base), pg_array(cap), pg_array(timeout),
-        pg_array(keys), dedupe_window);
+    const pqxx::result r =
+        txn.exec_prepared(sql::kEnqueue.name, org, now, a.queues, a.payloads, a.priorities,
+                          a.run_at_us, a.max_attempts, a.backoff_base_us, a.backoff_cap_us,
+                          a.run_timeout_us, a.dedupe_keys, dedupe_window);
     txn.commit();
     std::vector<Enqueued> out;
     out.reserve(r.size());

@@ -29,27 +29,49 @@ inline constexpr const char* kAllOrganizations = "system";
 inline const Statement kScope{
     "aclaim_scope", "SELECT set_config('aclaim.org_id', $1::text, true)", {"org text"}};
 
+/// What an UPDATE of `jobs j` that may end jobs returns for record_outcomes: the row afterwards.
+inline constexpr const char* kOutcomeReturning =
+    "j.id, j.org_id, j.queue, j.generation, j.attempts, j.state, j.result_ref, j.last_error, "
+    "j.dedupe_key, j.completed_at";
+
+/// The CTE body that records the outcome of each row of the CTE `from` (which returns
+/// kOutcomeReturning) that ended its job: completed with its result, failed, discarded or
+/// cancelled; rows that went back to a queue record nothing. Every statement that can end a job
+/// includes it, so the outcome commits with the transition (schema/0008_integration.sql, and
+/// docs/integration.md for how consumer groups read it); a unit test holds every statement that
+/// sets a terminal state to it. Each row notifies aclaim_outcomes with its organization only:
+/// PostgreSQL delivers one notification per payload per transaction, and a consumer treats it as
+/// "look again", never as the outcome.
+inline std::string record_outcomes(std::string_view from) {
+    std::string text = R"SQL(
+    INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, result_ref,
+                              error, dedupe_key, at)
+    SELECT org_id, id, state, queue, generation, attempts,
+           CASE WHEN state = 'completed' THEN result_ref END,
+           CASE WHEN state <> 'completed' THEN last_error END, dedupe_key, completed_at
+      FROM {FROM} WHERE state IN ('completed', 'failed', 'discarded', 'cancelled')
+    RETURNING pg_notify('aclaim_outcomes', org_id::text)
+)SQL";
+    text.replace(text.find("{FROM}"), 6, from);
+    return text;
+}
+
 /// $1 org, $2 now, then one array element per job: $3 queues, $4 payloads, $5 priorities,
 /// $6 run_at (NULL: now), $7 max_attempts, $8 backoff bases, $9 backoff caps, $10 run timeouts,
 /// $11 dedupe keys (NULL elements: the queue's setting or the built-in default; no key), and $12
-/// the dedupe window. Each job goes through aclaim_enqueue_job (schema/0005_lifecycle.sql), which
-/// returns the existing job for a dedupe key that is still held. Jobs without a key go first, in
-/// order; keyed ones after, in key order: an insert waits for another transaction's uncommitted
-/// holder of its key, and producers that take keys in one order can never wait on each other in a
-/// cycle. Rows come back in the caller's order.
+/// the dedupe window. aclaim_enqueue_jobs (schema/0008_integration.sql) holds the statement, so
+/// that the producers' SQL API enqueues exactly as the store does: it refuses a payload over
+/// aclaim_max_payload_bytes(), sends each job through aclaim_enqueue_job (schema/0005), which
+/// returns the existing job for a dedupe key that is still held, and takes keys in key order so
+/// that producers never wait on each other in a cycle. Rows come back in the caller's order.
 inline const Statement kEnqueue{
     "aclaim_enqueue",
     R"SQL(
-SELECT e.id, e.created, e.state
-  FROM (SELECT * FROM unnest($3::text[], $4::text[], $5::int[], $6::bigint[], $7::int[],
-                             $8::bigint[], $9::bigint[], $10::bigint[], $11::text[])
-                      WITH ORDINALITY AS p(queue, payload, priority, run_at, max_attempts, base,
-                                           cap, timeout, dedupe_key, n)
-         ORDER BY dedupe_key IS NOT NULL, dedupe_key, n) AS p
- CROSS JOIN LATERAL aclaim_enqueue_job($1::bigint, $2::bigint, p.queue, p.payload, p.priority,
-                                       p.run_at, p.max_attempts, p.base, p.cap, p.timeout,
-                                       p.dedupe_key, $12::bigint) AS e
- ORDER BY p.n
+SELECT id, created, state
+  FROM aclaim_enqueue_jobs($1::bigint, $2::bigint, $3::text[], $4::text[], $5::int[],
+                           $6::bigint[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[],
+                           $11::text[], $12::bigint)
+ ORDER BY n
 )SQL",
     {"org bigint", "now_us bigint", "queues text[]", "payloads text[]", "priorities int[]",
      "run_at_us bigint[]", "max_attempts int[]", "backoff_base_us bigint[]",
@@ -161,18 +183,21 @@ RETURNING aclaim_us(lease_expires_at) AS lease_us
                                "now_us bigint", "lease_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 result_ref, $6 now.
-/// The completion, its outbox row, its audit event and the notification commit together.
+/// The completion, its outbox row, its outcome, its audit event and the notifications commit
+/// together.
 inline const Statement kComplete{"aclaim_complete",
                                  R"SQL(
 WITH done AS (
-    UPDATE jobs
+    UPDATE jobs j
        SET state = 'completed', completed_at = aclaim_ts($6::bigint), result_ref = $5::text,
            lease_expires_at = NULL
      WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
        AND generation = $3::bigint AND assignee = $4::text
        AND lease_expires_at > aclaim_ts($6::bigint)
-    RETURNING id, org_id, generation
-), published AS (
+    RETURNING )SQL" + std::string(kOutcomeReturning) +
+                                     R"SQL(
+), recorded AS ()SQL" + record_outcomes("done") +
+                                     R"SQL(), published AS (
     INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
     SELECT id, org_id, generation, $5::text, aclaim_ts($6::bigint) FROM done
 ), logged AS (
@@ -252,9 +277,10 @@ WITH r AS (
      WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
        AND generation = $3::bigint AND assignee = $4::text
        AND lease_expires_at > aclaim_ts($7::bigint)
-    RETURNING id, org_id, queue, generation, state, aclaim_us(run_at) AS run_at_us, attempts,
-              max_attempts
-), logged AS (
+    RETURNING )SQL" + kOutcomeReturning +
+                                 R"SQL(, aclaim_us(j.run_at) AS run_at_us, j.max_attempts
+), recorded AS ()SQL" + record_outcomes("r") +
+                                 R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, )SQL" +
                                  retry_event_kind("'released'") + R"SQL(,
@@ -313,9 +339,10 @@ WITH expired AS MATERIALIZED (
                              ELSE 'lease expired on attempt ' || j.attempts END
       FROM expired
      WHERE j.id = expired.id
-    RETURNING j.id, j.org_id, j.queue, j.generation, expired.assignee, j.state,
-              aclaim_us(j.run_at) AS run_at_us, j.attempts, j.max_attempts, j.last_error
-), logged AS (
+    RETURNING )SQL" + kOutcomeReturning +
+                       R"SQL(, expired.assignee, aclaim_us(j.run_at) AS run_at_us, j.max_attempts
+), recorded AS ()SQL" + record_outcomes("r") +
+                       R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, )SQL" +
                        retry_event_kind("'reclaimed'") + R"SQL(,
@@ -482,7 +509,7 @@ RETURNING r.n, aclaim_us(j.lease_expires_at) AS lease_us
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers,
 /// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outbox row, its
-/// audit event and its notification; rows locked and fenced as in kRenewBatch.
+/// outcome, its audit event and its notifications; rows locked and fenced as in kRenewBatch.
 inline const Statement kCompleteBatch{"aclaim_complete_batch",
                                       R"SQL(
 WITH r AS (
@@ -499,8 +526,10 @@ WITH r AS (
      WHERE j.id = l.id AND l.org_id = r.org AND l.state = 'assigned'
        AND l.generation = r.generation AND l.assignee = r.worker
        AND l.lease_expires_at > aclaim_ts($6::bigint)
-    RETURNING r.n, j.id, j.org_id, j.generation, r.worker, r.result_ref
-), published AS (
+    RETURNING r.n, r.worker, )SQL" + std::string(kOutcomeReturning) +
+                                          R"SQL(
+), recorded AS ()SQL" + record_outcomes("done") +
+                                          R"SQL(), published AS (
     INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
     SELECT id, org_id, generation, result_ref, aclaim_ts($6::bigint) FROM done
 ), logged AS (

@@ -2,13 +2,13 @@
 
 #include <pqxx/pqxx>
 
+#include "common/store/conninfo.hpp"
 #include "common/store/migrations.hpp"
-#include "coordinator/db/conninfo.hpp"
 
 namespace aclaim::coordinator {
 
 std::string with_connect_timeout(const std::string& dsn, int seconds) {
-    return with_setting(dsn, "connect_timeout", std::to_string(seconds));
+    return common::with_setting(dsn, "connect_timeout", std::to_string(seconds));
 }
 
 ReadinessProbe::ReadinessProbe(const std::string& dsn, const common::Clock& clock,

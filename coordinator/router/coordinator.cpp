@@ -12,9 +12,9 @@
 #include "common/base/backoff.hpp"
 #include "common/base/clock.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/conninfo.hpp"
 #include "common/store/migrations.hpp"
 #include "coordinator/auth/zap.hpp"
-#include "coordinator/db/conninfo.hpp"
 #include "coordinator/db/db_pool.hpp"
 #include "coordinator/db/listener.hpp"
 #include "coordinator/db/mailbox.hpp"
@@ -123,7 +123,7 @@ void Coordinator::bind() {
     if (!curve.plaintext) {
         const std::string secret = curve.load_secret();
         auto zap_options = options_.zap();
-        zap_options.dsn = guarded_dsn(zap_options.dsn, router_options_.db_deadline());
+        zap_options.dsn = common::guarded_dsn(zap_options.dsn, router_options_.db_deadline());
         zap_ = std::make_unique<ZapHandler>(context_, zap_options, metrics_.auth, clock_);
         router_.set(zmq::sockopt::curve_server, true);
         router_.set(zmq::sockopt::curve_secretkey, secret);
@@ -135,7 +135,7 @@ void Coordinator::bind() {
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     mailbox_ = std::make_unique<Mailbox>(context_);
     // Every connection of the serving threads gives up on a server that does not answer.
-    const std::string dsn = guarded_dsn(options_.dsn, router_options_.db_deadline());
+    const std::string dsn = common::guarded_dsn(options_.dsn, router_options_.db_deadline());
     auto pool_options = options_.db_pool();
     pool_options.dsn = dsn;
     auto reaper_options = options_.reaper();

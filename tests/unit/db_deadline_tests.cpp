@@ -8,11 +8,12 @@
 #include <chrono>
 
 #include "common/base/clock.hpp"
-#include "coordinator/db/conninfo.hpp"
+#include "common/store/conninfo.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
 
 using namespace aclaim;
 using namespace aclaim::coordinator;
+using namespace aclaim::common;
 using namespace std::chrono_literals;
 
 TEST_CASE("a connection setting is added in either DSN form unless the DSN names it",

@@ -1,9 +1,9 @@
-#include "coordinator/db/conninfo.hpp"
+#include "common/store/conninfo.hpp"
 
 #include <algorithm>
 #include <cctype>
 
-namespace aclaim::coordinator {
+namespace aclaim::common {
 
 namespace {
 
@@ -61,4 +61,4 @@ std::string guarded_dsn(const std::string& dsn, std::chrono::milliseconds deadli
     return with_setting(out, "target_session_attrs", "read-write");
 }
 
-}  // namespace aclaim::coordinator
+}  // namespace aclaim::common
