@@ -25,6 +25,8 @@ void add_check_command(CLI::App& app, Global& global, Action& action) {
                                    {"accepted_completions", report.accepted_completions},
                                    {"rejections", report.rejections},
                                    {"reclaims", report.reclaims},
+                                   {"pruned", report.pruned},
+                                   {"pruned_with_history", report.pruned_with_history},
                                    {"violations", nlohmann::json::array()}};
                 for (const auto& v : report.violations) {
                     out["violations"].push_back({{"invariant", common::to_string(v.invariant)},
@@ -37,6 +39,11 @@ void add_check_command(CLI::App& app, Global& global, Action& action) {
                           << ", accepted completions " << report.accepted_completions
                           << ", rejections " << report.rejections << ", reclaims "
                           << report.reclaims << "\n";
+                if (report.pruned > 0) {
+                    std::cout << "pruned by retention " << report.pruned
+                              << " (absent, recorded in job_prunes; " << report.pruned_with_history
+                              << " still with events in job_events)\n";
+                }
                 for (const auto& [state, n] : report.states) {
                     std::cout << "  " << state << ": " << n << "\n";
                 }

@@ -28,6 +28,7 @@ class DbPool;
 class Listener;
 class Mailbox;
 class Reaper;
+class Retention;
 class ZapHandler;
 struct AuthCounters;
 
@@ -84,6 +85,7 @@ class Coordinator {
     WorkQueue queue_;
     std::unique_ptr<DbPool> pool_;
     std::unique_ptr<Reaper> reaper_;
+    std::unique_ptr<Retention> retention_;
     std::unique_ptr<Listener> listener_;
     std::string endpoint_;
     bool bound_ = false;

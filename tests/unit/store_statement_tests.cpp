@@ -6,6 +6,7 @@
 
 #include "common/ops/operator_sql.hpp"
 #include "common/ops/recovery_sql.hpp"
+#include "common/ops/retention_sql.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace sql = aclaim::common::sql;
@@ -14,6 +15,7 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     std::vector<const sql::Statement*> all = sql::kStatements;
     all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
     all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
+    all.insert(all.end(), sql::kRetentionStatements.begin(), sql::kRetentionStatements.end());
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
         INFO(s->name);
