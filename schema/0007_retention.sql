@@ -107,13 +107,16 @@ BEGIN
              WHERE j.state IN ('completed', 'failed', 'discarded', 'cancelled')
                AND (j.org_id, j.queue, j.state) > (g.org_id, g.queue, g.state)
              ORDER BY j.org_id, j.queue, j.state LIMIT 1) n
-    ), cut AS (
+    ), cut AS MATERIALIZED (
+        -- Materialized: each group's cut-off is one value, so that its scan below is a range of
+        -- jobs_finished rather than a filter evaluated row by row.
         SELECT g.org_id, g.queue, g.state, aclaim_retention_us(g.org_id, g.queue, g.state) AS keep
           FROM grp g
     ), candidates AS (
         SELECT c.id FROM cut CROSS JOIN LATERAL (
             SELECT j.id FROM jobs j
              WHERE j.org_id = cut.org_id AND j.queue = cut.queue AND j.state = cut.state
+               AND j.state IN ('completed', 'failed', 'discarded', 'cancelled')
                AND j.completed_at < aclaim_ts(now_us - cut.keep)
              ORDER BY j.completed_at LIMIT batch) c
          WHERE cut.keep < now_us
@@ -123,11 +126,12 @@ BEGIN
          WHERE j.id IN (SELECT id FROM candidates) AND aclaim_job_prunable(j, now_us)
          FOR UPDATE SKIP LOCKED
     ), gone AS (
-        DELETE FROM jobs j USING doomed WHERE j.id = doomed.id
+        -- By primary key, whatever the planner estimates of the batch.
+        DELETE FROM jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM doomed))
         RETURNING j.id, j.org_id, j.state
     ), unpublished AS (
-        DELETE FROM job_results r USING gone WHERE r.job_id = gone.id
-        RETURNING r.job_id, gone.org_id
+        DELETE FROM job_results r WHERE r.job_id = ANY (ARRAY(SELECT id FROM gone))
+        RETURNING r.job_id, r.org_id
     ), logged AS (
         INSERT INTO job_prunes AS p (org_id, pruned_at, jobs, completed, failed, discarded,
                                      cancelled, results)
