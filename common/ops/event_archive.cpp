@@ -41,26 +41,25 @@ Instant instant_of(const nlohmann::json& j, const char* what) {
 }  // namespace
 
 std::string archive_line(const AuditEvent& e) {
-    nlohmann::json j{{"id", e.id},
-                     {"job_id", e.job_id},
-                     {"org_id", e.org_id},
-                     {"generation", e.generation},
-                     {"kind", e.kind},
-                     {"worker", e.worker.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.worker)},
-                     {"at", format_instant(e.at)},
-                     {"detail", e.detail}};
+    nlohmann::json j{
+        {"id", e.id},
+        {"job_id", e.job_id},
+        {"org_id", e.org_id},
+        {"generation", e.generation},
+        {"kind", e.kind},
+        {"worker", e.worker.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.worker)},
+        {"at", format_instant(e.at)},
+        {"detail", e.detail}};
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 ArchiveWriter::ArchiveWriter(std::ostream& out, const ArchiveHeader& h)
     : out_(out), hash_(std::make_unique<ArchiveHash>()) {
     if (sodium_init() < 0) throw std::runtime_error("libsodium failed to initialise");
-    const nlohmann::json header{{"format", kArchiveFormat},
-                                {"version", kArchiveVersion},
-                                {"partition", h.partition},
-                                {"from", instant_json(h.from)},
-                                {"to", format_instant(h.to)},
-                                {"archived_at", format_instant(h.archived_at)}};
+    const nlohmann::json header{
+        {"format", kArchiveFormat},   {"version", kArchiveVersion},
+        {"partition", h.partition},   {"from", instant_json(h.from)},
+        {"to", format_instant(h.to)}, {"archived_at", format_instant(h.archived_at)}};
     line(header.dump());
 }
 
@@ -95,8 +94,7 @@ ArchiveSummary ArchiveWriter::finish() {
     return summary_;
 }
 
-ArchiveContents read_archive(std::istream& in,
-                             const std::function<void(const AuditEvent&)>& each) {
+ArchiveContents read_archive(std::istream& in, const std::function<void(const AuditEvent&)>& each) {
     if (sodium_init() < 0) throw std::runtime_error("libsodium failed to initialise");
     ArchiveHash hash;
     ArchiveContents out;
@@ -118,8 +116,8 @@ ArchiveContents read_archive(std::istream& in,
         if (!have_header) {
             if (j.value("format", "") != kArchiveFormat) fail("not an aclaim job_events archive");
             if (j.value("version", 0) != kArchiveVersion)
-                fail("archive version " + j.value("version", nlohmann::json()).dump() +
-                     " is not " + std::to_string(kArchiveVersion));
+                fail("archive version " + j.value("version", nlohmann::json()).dump() + " is not " +
+                     std::to_string(kArchiveVersion));
             out.header.partition = j.value("partition", "");
             if (!j["from"].is_null()) out.header.from = instant_of(j["from"], "from");
             out.header.to = instant_of(j["to"], "to");

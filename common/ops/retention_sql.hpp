@@ -141,10 +141,20 @@ inline const Statement kMarkDropped{
     "'archived'",
     {"name text"}};
 
+/// $1 job. The prune ledger's record of one job: when retention removed it, in which
+/// organization and in what state (counted in that batch's row).
+inline const Statement kPrunedJob{"aclaim_pruned_job",
+                                  R"SQL(
+SELECT org_id, aclaim_us(pruned_at) AS pruned_us FROM job_prunes
+ WHERE jobs @> $1::bigint
+)SQL",
+                                  {"job bigint"}};
+
 /// The statements above that are Statement objects, for the test that holds each text to its
 /// parameter contract.
 inline const std::vector<const Statement*> kRetentionStatements = {
-    &kRetentionPreview, &kRetentionLedger, &kEventPartitions, &kRetentionTableSizes,
-    &kPartitionsDue,    &kMarkDetaching,   &kMarkArchived,    &kMarkDropped};
+    &kRetentionPreview,    &kRetentionLedger, &kEventPartitions,
+    &kRetentionTableSizes, &kPartitionsDue,   &kMarkDetaching,
+    &kMarkArchived,        &kMarkDropped,     &kPrunedJob};
 
 }  // namespace aclaim::common::sql

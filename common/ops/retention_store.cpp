@@ -116,12 +116,19 @@ std::vector<TableSize> RetentionStore::table_sizes() {
     return out;
 }
 
+std::optional<std::pair<OrgId, Instant>> RetentionStore::pruned(JobId job) {
+    pqxx::read_transaction txn(conn_);
+    const auto rows = txn.exec_params(sql::kPrunedJob.text, job);
+    if (rows.empty()) return std::nullopt;
+    return std::pair{rows[0]["org_id"].as<OrgId>(), rows[0]["pruned_us"].as<Instant>()};
+}
+
 std::vector<ArchiveOutcome> RetentionStore::archive(const ArchiveOptions& options, Instant now) {
     std::vector<EventPartition> due;
     {
         pqxx::read_transaction txn(conn_);
-        for (const auto& r : txn.exec_params(sql::kPartitionsDue.text, now,
-                                             options.older_than.count())) {
+        for (const auto& r :
+             txn.exec_params(sql::kPartitionsDue.text, now, options.older_than.count())) {
             due.push_back(partition_of(r));
         }
     }
@@ -165,16 +172,17 @@ ArchiveOutcome RetentionStore::archive_one(const EventPartition& p, const Archiv
         }
         if (!lost.empty()) {
             out.action = "unaccounted";
-            out.detail = "events of jobs with neither a row nor a prune record (see aclaimctl "
-                         "check): " +
-                         lost;
+            out.detail =
+                "events of jobs with neither a row nor a prune record (see aclaimctl "
+                "check): " +
+                lost;
             return out;
         }
     }
     if (options.dry_run) {
         out.action = "would_archive";
-        out.detail = p.state == "attached" ? "detach, write, verify, drop"
-                                           : "resume from " + p.state;
+        out.detail =
+            p.state == "attached" ? "detach, write, verify, drop" : "resume from " + p.state;
         return out;
     }
     if (p.state == "attached") {
@@ -194,13 +202,12 @@ ArchiveOutcome RetentionStore::archive_one(const EventPartition& p, const Archiv
             throw std::runtime_error("partition " + p.name + " is gone before it was archived");
         if (!at["detach_pending"].is_null()) {
             pqxx::nontransaction session(conn_);
-            session.exec(with_partition(at["detach_pending"].as<bool>() ? sql::kFinalizeDetach
-                                                                        : sql::kDetachPartition,
-                                        quoted));
+            session.exec(with_partition(
+                at["detach_pending"].as<bool>() ? sql::kFinalizeDetach : sql::kDetachPartition,
+                quoted));
         }
-        const std::filesystem::path path =
-            std::filesystem::absolute(std::filesystem::path(options.dir) /
-                                      (p.name + ".events.jsonl"));
+        const std::filesystem::path path = std::filesystem::absolute(
+            std::filesystem::path(options.dir) / (p.name + ".events.jsonl"));
         const std::filesystem::path tmp = path.string() + ".tmp";
         ArchiveSummary written;
         {

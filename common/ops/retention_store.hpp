@@ -37,7 +37,7 @@ struct EventPartition {
     std::string name;
     std::optional<Instant> from;  ///< none: open lower bound
     Instant to{};
-    std::string state;  ///< attached, detaching, archived, dropped
+    std::string state;                           ///< attached, detaching, archived, dropped
     std::optional<std::int64_t> rows;            ///< counted when archived
     std::optional<std::int64_t> estimated_rows;  ///< the planner's, while the table exists
     std::optional<std::int64_t> bytes;           ///< table and indexes, while it exists
@@ -82,6 +82,8 @@ class RetentionStore {
     std::vector<PruneTotals> ledger();
     std::vector<EventPartition> partitions();
     std::vector<TableSize> table_sizes();
+    /// When retention removed the job, and from which organization; none if it never did.
+    std::optional<std::pair<OrgId, Instant>> pruned(JobId job);
 
     /// Archives every partition that ended options.older_than before now, oldest first:
     /// refuses one that a still existing job has events in, or whose events name a job that is
@@ -92,8 +94,7 @@ class RetentionStore {
     std::vector<ArchiveOutcome> archive(const ArchiveOptions& options, Instant now);
 
   private:
-    ArchiveOutcome archive_one(const EventPartition& p, const ArchiveOptions& options,
-                               Instant now);
+    ArchiveOutcome archive_one(const EventPartition& p, const ArchiveOptions& options, Instant now);
 
     pqxx::connection& conn_;
 };

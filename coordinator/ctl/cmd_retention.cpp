@@ -186,8 +186,8 @@ int run_archive(const Global& global, ArchiveArgs a) {
         common::RetentionStore(conn).archive(a.options, common::SystemClock().now());
     bool failed = false;
     for (const auto& o : outcomes) {
-        std::printf("%-22s %-13s %s%s%s\n", o.partition.c_str(), o.action.c_str(),
-                    o.detail.c_str(), o.file.empty() ? "" : " -> ", o.file.c_str());
+        std::printf("%-22s %-13s %s%s%s\n", o.partition.c_str(), o.action.c_str(), o.detail.c_str(),
+                    o.file.empty() ? "" : " -> ", o.file.c_str());
         failed = failed || o.action == "failed" || o.action == "unaccounted";
     }
     if (outcomes.empty()) {
@@ -214,16 +214,15 @@ int run_read(const ReadArgs& a) {
         std::cout << common::archive_line(e) << "\n";
         ++shown;
     });
-    std::fprintf(stderr,
-                 "%s: partition %s [%s, %s), %lld events (ids %lld..%lld), SHA-256 %s verified%s\n",
-                 a.file.c_str(), contents.header.partition.c_str(),
-                 contents.header.from ? common::format_instant(*contents.header.from).c_str()
-                                      : "(open)",
-                 common::format_instant(contents.header.to).c_str(),
-                 static_cast<long long>(contents.summary.rows),
-                 static_cast<long long>(contents.summary.min_id),
-                 static_cast<long long>(contents.summary.max_id), contents.summary.sha256.c_str(),
-                 a.verify_only ? "" : ("; " + std::to_string(shown) + " shown").c_str());
+    std::fprintf(
+        stderr, "%s: partition %s [%s, %s), %lld events (ids %lld..%lld), SHA-256 %s verified%s\n",
+        a.file.c_str(), contents.header.partition.c_str(),
+        contents.header.from ? common::format_instant(*contents.header.from).c_str() : "(open)",
+        common::format_instant(contents.header.to).c_str(),
+        static_cast<long long>(contents.summary.rows),
+        static_cast<long long>(contents.summary.min_id),
+        static_cast<long long>(contents.summary.max_id), contents.summary.sha256.c_str(),
+        a.verify_only ? "" : ("; " + std::to_string(shown) + " shown").c_str());
     return 0;
 }
 
@@ -257,9 +256,8 @@ void add_retention_command(CLI::App& app, Global& global, Action& action) {
                   "Months of job_events partitions to have ahead")
         ->check(CLI::Range(1, 24))
         ->capture_default_str();
-    p->callback([&global, &action, run] {
-        action = [&global, run] { return run_prune(global, *run); };
-    });
+    p->callback(
+        [&global, &action, run] { action = [&global, run] { return run_prune(global, *run); }; });
 
     auto archive = std::make_shared<ArchiveArgs>();
     auto* a = r->add_subcommand(

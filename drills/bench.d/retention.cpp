@@ -70,7 +70,7 @@ nlohmann::json run_retention(const RetentionBenchOptions& o) {
     common::ArchiveOptions archive;
     archive.dir = o.archive_dir;
     archive.older_than = o.archive_after_days * day;
-    nlohmann::json out{{"jobs", o.jobs},          {"chunk", o.chunk},
+    nlohmann::json out{{"jobs", o.jobs},           {"chunk", o.chunk},
                        {"simulated_days", o.days}, {"retention", o.retention},
                        {"prune_batch", o.batch},   {"archive_after_days", o.archive_after_days}};
     double load_s = 0, prune_s = 0, vacuum_s = 0, archive_s = 0;

@@ -19,6 +19,7 @@
 #include "common/store/migrations.hpp"
 #include "common/store/pg_time.hpp"
 #include "coordinator/db/retention.hpp"
+#include "tests/pg/ctl_run.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"
 
@@ -112,9 +113,10 @@ void quarantine(pqxx::connection& conn, JobId id, Instant now) {
 }
 }  // namespace
 
-TEST_CASE("finished jobs are kept for their state's retention, per queue, then pruned with "
-          "their results",
-          "[retention]") {
+TEST_CASE(
+    "finished jobs are kept for their state's retention, per queue, then pruned with "
+    "their results",
+    "[retention]") {
     Fixture f;
     common::QueueSettings quick;
     quick.retain_completed = std::chrono::hours(1);
@@ -265,9 +267,10 @@ TEST_CASE("a claim is not blocked while a prune batch holds its locks", "[retent
         }
         pqxx::work txn(*conn);
         txn.exec("SET LOCAL aclaim.org_id = 'system'");
-        removed = txn.exec_params1("SELECT coalesce(sum(completed), 0) FROM aclaim_prune_jobs($1, "
-                                   "1000)",
-                                   f.clock.now())[0]
+        removed = txn.exec_params1(
+                         "SELECT coalesce(sum(completed), 0) FROM aclaim_prune_jobs($1, "
+                         "1000)",
+                         f.clock.now())[0]
                       .as<std::int64_t>();
         sync.arrive_and_wait();  // the batch is done and its transaction still open
         sync.arrive_and_wait();  // the claims ran meanwhile
@@ -375,9 +378,10 @@ TEST_CASE("one coordinator at a time prunes, and its pass keeps partitions ahead
                    later.partitions_created[0] + "')") == 1);
 }
 
-TEST_CASE("old job_events partitions are archived, read back and dropped, never while a job "
-          "that exists has events in them",
-          "[retention][partitions]") {
+TEST_CASE(
+    "old job_events partitions are archived, read back and dropped, never while a job "
+    "that exists has events in them",
+    "[retention][partitions]") {
     Fixture f;
     const JobId a = f.enqueue();
     f.finish(a, "completed");
@@ -391,8 +395,8 @@ TEST_CASE("old job_events partitions are archived, read back and dropped, never 
     REQUIRE_FALSE(before.empty());
     REQUIRE(before[0].name == "job_events_legacy");
     const Instant legacy_end = before[0].to;
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("aclaim_archive_" + std::to_string(::getpid()));
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("aclaim_archive_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     common::ArchiveOptions options;
     options.dir = dir.string();
@@ -450,9 +454,10 @@ TEST_CASE("old job_events partitions are archived, read back and dropped, never 
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("a partition with events of a job that has neither a row nor a prune record is not "
-          "archived",
-          "[retention][partitions]") {
+TEST_CASE(
+    "a partition with events of a job that has neither a row nor a prune record is not "
+    "archived",
+    "[retention][partitions]") {
     Fixture f;
     const JobId a = f.enqueue();
     f.finish(a, "completed");
@@ -557,8 +562,7 @@ TEST_CASE("the retention migration applies in place to a populated database",
         pqxx::work txn(conn);
         CHECK(txn.exec1("SELECT relkind FROM pg_class WHERE oid = 'job_events'::regclass")[0]
                   .as<std::string>() == "p");
-        CHECK(txn.exec1("SELECT count(*) FROM job_events")[0].as<std::int64_t>() ==
-              events_before);
+        CHECK(txn.exec1("SELECT count(*) FROM job_events")[0].as<std::int64_t>() == events_before);
         CHECK(txn.exec1("SELECT count(*) FROM job_events_legacy")[0].as<std::int64_t>() ==
               events_before);
         // A month's partitions ahead, registered.
@@ -586,10 +590,11 @@ TEST_CASE("the retention migration applies in place to a populated database",
             for (const auto& r :
                  txn.exec("SELECT name, coalesce(from_at, aclaim_ts(1)) AS at FROM "
                           "job_event_partitions WHERE state = 'attached' ORDER BY to_at")) {
-                const auto id = txn.exec_params1("INSERT INTO job_events (job_id, org_id, "
-                                                 "generation, kind, at) VALUES (0, 1, 0, 'due', "
-                                                 "$1::timestamptz) RETURNING id",
-                                                 r["at"].as<std::string>())[0]
+                const auto id = txn.exec_params1(
+                                       "INSERT INTO job_events (job_id, org_id, "
+                                       "generation, kind, at) VALUES (0, 1, 0, 'due', "
+                                       "$1::timestamptz) RETURNING id",
+                                       r["at"].as<std::string>())[0]
                                     .as<std::int64_t>();
                 rows.emplace_back(r["name"].as<std::string>(), id);
             }
@@ -599,11 +604,10 @@ TEST_CASE("the retention migration applies in place to a populated database",
         for (const auto& [table, id] : rows) {
             INFO(table);
             const std::string where = " WHERE id = " + std::to_string(id);
-            for (const std::string& verb :
-                 {"UPDATE " + table + " SET detail = 'rewritten'" + where,
-                  "DELETE FROM " + table + where,
-                  "UPDATE job_events SET detail = 'rewritten'" + where,
-                  "DELETE FROM job_events" + where}) {
+            for (const std::string& verb : {"UPDATE " + table + " SET detail = 'rewritten'" + where,
+                                            "DELETE FROM " + table + where,
+                                            "UPDATE job_events SET detail = 'rewritten'" + where,
+                                            "DELETE FROM job_events" + where}) {
                 pqxx::work txn(conn);
                 try {
                     txn.exec(verb);
@@ -623,4 +627,48 @@ TEST_CASE("the retention migration applies in place to a populated database",
     pqxx::connection admin(testing::server_dsn());
     pqxx::nontransaction tx(admin);
     tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+}
+
+TEST_CASE("aclaimctl sets a queue's retention, previews, prunes, reports and names a pruned job",
+          "[retention][ctl]") {
+    Fixture f;
+    // Finished a month ago by the system clock, which aclaimctl reads.
+    f.clock.set(common::SystemClock().now() - 30 * kDay);
+    const JobId old = f.enqueue();
+    f.finish(old, "completed");
+    const JobId kept = f.enqueue("keep");
+    f.finish(kept, "completed", "keep");
+    auto r =
+        testing::run_ctl(f.db.dsn(), {"queue", "set", "keep", "--org", "1", "--retain-completed",
+                                      "forever", "--retain-failed", "12h"});
+    REQUIRE(r.code == 0);
+    r = testing::run_ctl(f.db.dsn(), {"queue", "list", "--org", "1"});
+    CHECK(r.out.find("forever/12h00m/30d00h/7d00h") != std::string::npos);
+    r = testing::run_ctl(f.db.dsn(),
+                         {"queue", "set", "keep", "--org", "1", "--retain-failed", "10ms"});
+    CHECK(r.code == 2);
+    r = testing::run_ctl(f.db.dsn(), {"retention", "run", "--dry-run"});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("would remove 1 finished jobs") != std::string::npos);
+    CHECK(f.exists(old));
+    r = testing::run_ctl(f.db.dsn(), {"retention", "run"});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("pruned 1 finished jobs (1 completed") != std::string::npos);
+    CHECK_FALSE(f.exists(old));
+    CHECK(f.exists(kept));
+    r = testing::run_ctl(f.db.dsn(), {"inspect", std::to_string(old)});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("removed by retention") != std::string::npos);
+    r = testing::run_ctl(f.db.dsn(), {"retention", "status"});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("org 1: 1 completed") != std::string::npos);
+    CHECK(r.out.find("job_events_legacy") != std::string::npos);
+    r = testing::run_ctl(f.db.dsn(), {"check"});
+    CHECK(r.code == 0);
+    CHECK(r.out.find("pruned by retention 1") != std::string::npos);
+    // While a coordinator holds the retention lock, a pass by hand does nothing.
+    REQUIRE(f.store.try_retention_lock());
+    r = testing::run_ctl(f.db.dsn(), {"retention", "run"});
+    CHECK(r.code == 3);
+    f.store.release_retention_lock();
 }
