@@ -442,6 +442,9 @@ TEST_CASE(
     CHECK(read.front().job_id == a);
     CHECK(read.front().kind == "enqueued");
 
+    // An archived month is never made again, even for a clock that went back into it.
+    CHECK(f.store.ensure_event_partitions(kT0, 1).empty());
+
     // Nothing lost: the pruned jobs are absent; a job enqueued now is whole.
     f.clock.set(common::SystemClock().now());
     const JobId fresh = f.enqueue();
