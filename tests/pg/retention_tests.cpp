@@ -487,32 +487,13 @@ TEST_CASE(
 
 TEST_CASE("the retention migration applies in place to a populated database",
           "[retention][migration]") {
-    const std::string name = "aclaim_mig7_" + std::to_string(::getpid());
-    {
-        pqxx::connection admin(testing::server_dsn());
-        pqxx::nontransaction tx(admin);
-        tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
-        tx.exec("CREATE DATABASE " + name);
-    }
-    const std::string dsn = testing::with_database(testing::server_dsn(), name);
+    const testing::OlderSchemaDatabase older("mig7", 7);
+    const std::string& dsn = older.dsn();
     ManualClock clock{kT0};
     std::vector<JobId> ids;
     std::int64_t events_before = 0, max_event = 0;
     {
         pqxx::connection conn(dsn);
-        {
-            pqxx::work txn(conn);
-            txn.exec(
-                "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())");
-            for (const auto& m : common::embedded_migrations()) {
-                if (m.version >= 7) break;
-                txn.exec(m.sql);
-                txn.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                                m.version, m.name);
-            }
-            txn.commit();
-        }
         // Jobs in every state of today's schema, through today's statements.
         AssignmentStore store(dsn);
         common::OperatorStore ops(conn);
@@ -627,9 +608,6 @@ TEST_CASE("the retention migration applies in place to a populated database",
         CHECK(txn.exec1("SELECT count(*) FROM job_events")[0].as<std::int64_t>() > events_before);
         CHECK_THROWS(txn.exec("SELECT count(*) FROM job_events_legacy"));
     }
-    pqxx::connection admin(testing::server_dsn());
-    pqxx::nontransaction tx(admin);
-    tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
 }
 
 TEST_CASE("aclaimctl sets a queue's retention, previews, prunes, reports and names a pruned job",
