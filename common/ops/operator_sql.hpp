@@ -155,16 +155,21 @@ SELECT CASE WHEN NOT $3::bool THEN aclaim_wake(org_id, queue) END FROM q
     {"org bigint", "queue text", "paused bool", "operator text", "now_us bigint", "reason text"}};
 
 /// $1 org, $2 queue, $3 max_assigned, $4 max_attempts, $5 backoff base, $6 backoff cap,
-/// $7 run timeout (each NULL: keep; 0: back to none or the built-in default), $8 operator,
-/// $9 now, $10 detail. After kOperatorQueueLock, as kOperatorPause.
+/// $7 run timeout, $11..$14 the retention of completed, failed, discarded and cancelled jobs
+/// (each NULL: keep; 0: back to none or the built-in default), $8 operator, $9 now, $10 detail.
+/// After kOperatorQueueLock, as kOperatorPause.
 inline const Statement kOperatorConfigure{
     "aclaim_operator_configure",
     R"SQL(
 WITH q AS (
     INSERT INTO job_queues AS jq (org_id, queue, max_assigned, max_attempts, backoff_base_us,
-                                  backoff_cap_us, run_timeout_us, updated_at)
+                                  backoff_cap_us, run_timeout_us, retain_completed_us,
+                                  retain_failed_us, retain_discarded_us, retain_cancelled_us,
+                                  updated_at)
     VALUES ($1::bigint, $2::text, nullif($3::int, 0), nullif($4::int, 0), nullif($5::bigint, 0),
-            nullif($6::bigint, 0), nullif($7::bigint, 0), aclaim_ts($9::bigint))
+            nullif($6::bigint, 0), nullif($7::bigint, 0), nullif($11::bigint, 0),
+            nullif($12::bigint, 0), nullif($13::bigint, 0), nullif($14::bigint, 0),
+            aclaim_ts($9::bigint))
     ON CONFLICT (org_id, queue) DO UPDATE SET
         max_assigned = CASE WHEN $3::int IS NULL THEN jq.max_assigned ELSE nullif($3::int, 0) END,
         max_attempts = CASE WHEN $4::int IS NULL THEN jq.max_attempts ELSE nullif($4::int, 0) END,
@@ -174,6 +179,14 @@ WITH q AS (
                               ELSE nullif($6::bigint, 0) END,
         run_timeout_us = CASE WHEN $7::bigint IS NULL THEN jq.run_timeout_us
                               ELSE nullif($7::bigint, 0) END,
+        retain_completed_us = CASE WHEN $11::bigint IS NULL THEN jq.retain_completed_us
+                                   ELSE nullif($11::bigint, 0) END,
+        retain_failed_us = CASE WHEN $12::bigint IS NULL THEN jq.retain_failed_us
+                                ELSE nullif($12::bigint, 0) END,
+        retain_discarded_us = CASE WHEN $13::bigint IS NULL THEN jq.retain_discarded_us
+                                   ELSE nullif($13::bigint, 0) END,
+        retain_cancelled_us = CASE WHEN $14::bigint IS NULL THEN jq.retain_cancelled_us
+                                   ELSE nullif($14::bigint, 0) END,
         updated_at = EXCLUDED.updated_at
     RETURNING jq.org_id, jq.queue
 ), logged AS (
@@ -184,14 +197,16 @@ SELECT aclaim_wake(org_id, queue) FROM q
 )SQL",
     {"org bigint", "queue text", "max_assigned int", "max_attempts int", "backoff_base_us bigint",
      "backoff_cap_us bigint", "run_timeout_us bigint", "operator text", "now_us bigint",
-     "detail text"}};
+     "detail text", "retain_completed_us bigint", "retain_failed_us bigint",
+     "retain_discarded_us bigint", "retain_cancelled_us bigint"}};
 
 /// $1 org. The organization's queue lock, exclusive (see kClaimLocks).
 inline constexpr const char* kOperatorQueueLock =
     "SELECT pg_advisory_xact_lock(aclaim_org_lock($1::bigint))";
 
 /// $1 org (0: all). One row per organization and queue that has jobs or settings: counts by
-/// state and the settings. Reads the whole table, as status does.
+/// state and the settings, with the retention in force per terminal state (the queue's setting
+/// or the built-in default, aclaim_retention_us). Reads the whole table, as status does.
 inline const Statement kOperatorQueues{"aclaim_operator_queues",
                                        R"SQL(
 WITH counts AS (
@@ -210,7 +225,11 @@ SELECT org_id, queue, coalesce(c.pending, 0) AS pending, coalesce(c.scheduled, 0
        coalesce(c.assigned, 0) AS assigned, coalesce(c.completed, 0) AS completed,
        coalesce(c.discarded, 0) AS discarded, coalesce(c.failed, 0) AS failed,
        coalesce(c.cancelled, 0) AS cancelled, coalesce(q.paused, false) AS paused,
-       q.max_assigned, q.max_attempts, q.backoff_base_us, q.backoff_cap_us, q.run_timeout_us
+       q.max_assigned, q.max_attempts, q.backoff_base_us, q.backoff_cap_us, q.run_timeout_us,
+       aclaim_retention_us(org_id, queue, 'completed') AS retain_completed_us,
+       aclaim_retention_us(org_id, queue, 'failed') AS retain_failed_us,
+       aclaim_retention_us(org_id, queue, 'discarded') AS retain_discarded_us,
+       aclaim_retention_us(org_id, queue, 'cancelled') AS retain_cancelled_us
   FROM counts c
   FULL JOIN (SELECT * FROM job_queues WHERE $1::bigint = 0 OR org_id = $1::bigint) q
  USING (org_id, queue)

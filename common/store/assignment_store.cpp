@@ -527,4 +527,57 @@ std::optional<Instant> AssignmentStore::next_due() {
     return r["run_at_us"].as<Instant>();
 }
 
+bool AssignmentStore::try_retention_lock() {
+    pqxx::nontransaction session(*conn_);
+    return session.exec_prepared1(sql::kRetentionTryLock.name)["held"].as<bool>();
+}
+
+void AssignmentStore::release_retention_lock() {
+    pqxx::nontransaction session(*conn_);
+    session.exec_prepared(sql::kRetentionUnlock.name);
+}
+
+std::vector<Pruned> AssignmentStore::prune_finished(Instant now, int limit) {
+    pqxx::work txn(*conn_, "prune_finished");
+    Scope(txn, options_.row_security).all();
+    std::vector<Pruned> out;
+    for (const auto& r : txn.exec_prepared(sql::kPruneJobs.name, now, limit)) {
+        Pruned p;
+        p.org_id = r["org_id"].as<OrgId>();
+        p.completed = r["completed"].as<std::int64_t>();
+        p.failed = r["failed"].as<std::int64_t>();
+        p.discarded = r["discarded"].as<std::int64_t>();
+        p.cancelled = r["cancelled"].as<std::int64_t>();
+        p.results = r["results"].as<std::int64_t>();
+        out.push_back(p);
+    }
+    txn.commit();
+    return out;
+}
+
+std::vector<std::string> AssignmentStore::ensure_event_partitions(Instant now, int months_ahead) {
+    pqxx::work txn(*conn_, "ensure_event_partitions");
+    Scope(txn, options_.row_security).all();
+    std::vector<std::string> out;
+    for (const auto& r : txn.exec_prepared(sql::kEnsurePartitions.name, now, months_ahead)) {
+        out.push_back(r["name"].as<std::string>());
+    }
+    txn.commit();
+    return out;
+}
+
+PartitionSummary AssignmentStore::partition_summary() {
+    pqxx::work txn(*conn_, "partition_summary");
+    Scope(txn, options_.row_security).all();
+    const pqxx::row r = txn.exec_prepared1(sql::kPartitionSummary.name);
+    txn.commit();
+    PartitionSummary s;
+    s.attached = r["attached"].as<std::int64_t>();
+    s.detaching = r["detaching"].as<std::int64_t>();
+    s.archived = r["archived"].as<std::int64_t>();
+    s.dropped = r["dropped"].as<std::int64_t>();
+    if (!r["covered_until_us"].is_null()) s.covered_until = r["covered_until_us"].as<Instant>();
+    return s;
+}
+
 }  // namespace aclaim::common

@@ -541,11 +541,73 @@ SELECT n, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) 
                                       {"orgs bigint[]", "jobs bigint[]", "generations bigint[]",
                                        "workers text[]", "result_refs text[]", "now_us bigint"}};
 
+// Retention (schema/0007_retention.sql): one coordinator at a time prunes finished jobs and keeps
+// job_events' partitions ahead of the clock.
+
+/// The session advisory lock that makes one coordinator the pruner while the others pass. Taken
+/// with a try, never waited for; its key is apart from every lock a claim takes (kClaimLocks).
+inline const Statement kRetentionTryLock{
+    "aclaim_retention_try_lock",
+    "SELECT pg_try_advisory_lock(hashtextextended('aclaim retention', 0)) AS held",
+    {}};
+inline const Statement kRetentionUnlock{
+    "aclaim_retention_unlock",
+    "SELECT pg_advisory_unlock(hashtextextended('aclaim retention', 0)) AS released",
+    {}};
+
+/// $1 now, $2 batch. One prune batch through aclaim_prune_jobs, whose predicate
+/// aclaim_job_prunable decides what may go: one row per organization touched, with how many jobs
+/// of each state and how many results were removed (and recorded in job_prunes).
+inline const Statement kPruneJobs{"aclaim_prune_jobs",
+                                  R"SQL(
+SELECT org_id, completed, failed, discarded, cancelled, results
+  FROM aclaim_prune_jobs($1::bigint, $2::int)
+)SQL",
+                                  {"now_us bigint", "batch int"}};
+
+/// $1 now, $2 months ahead. Creates the monthly partitions of job_events that do not exist yet,
+/// from the month of now through the months ahead; returns the names created.
+inline const Statement kEnsurePartitions{
+    "aclaim_ensure_partitions",
+    "SELECT p AS name FROM aclaim_ensure_event_partitions($1::bigint, $2::int) AS p",
+    {"now_us bigint", "months_ahead int"}};
+
+/// The partitions of job_events by state, and the end of the last attached one: how far ahead
+/// events have somewhere to go.
+inline const Statement kPartitionSummary{"aclaim_partition_summary",
+                                         R"SQL(
+SELECT count(*) FILTER (WHERE state = 'attached') AS attached,
+       count(*) FILTER (WHERE state = 'detaching') AS detaching,
+       count(*) FILTER (WHERE state = 'archived') AS archived,
+       count(*) FILTER (WHERE state = 'dropped') AS dropped,
+       aclaim_us(max(to_at) FILTER (WHERE state = 'attached')) AS covered_until_us
+  FROM job_event_partitions
+)SQL",
+                                         {}};
+
 /// Every statement a store prepares at connect, in one table.
 inline const std::vector<const Statement*> kStatements = {
-    &kScope,         &kEnqueue,    &kClaimLocks, &kClaim,         &kRenew,   &kComplete,
-    &kFail,          &kRelease,    &kReclaim,    &kPromoteDue,    &kNextDue, &kAuthority,
-    &kRejectedBatch, &kClaimBatch, &kRenewBatch, &kCompleteBatch,
+    &kScope,
+    &kEnqueue,
+    &kClaimLocks,
+    &kClaim,
+    &kRenew,
+    &kComplete,
+    &kFail,
+    &kRelease,
+    &kReclaim,
+    &kPromoteDue,
+    &kNextDue,
+    &kAuthority,
+    &kRejectedBatch,
+    &kClaimBatch,
+    &kRenewBatch,
+    &kCompleteBatch,
+    &kRetentionTryLock,
+    &kRetentionUnlock,
+    &kPruneJobs,
+    &kEnsurePartitions,
+    &kPartitionSummary,
 };
 
 }  // namespace aclaim::common::sql

@@ -20,6 +20,8 @@ nlohmann::json report_json(const common::CheckReport& report) {
                        {"accepted_completions", report.accepted_completions},
                        {"rejections", report.rejections},
                        {"reclaims", report.reclaims},
+                       {"pruned", report.pruned},
+                       {"pruned_with_history", report.pruned_with_history},
                        {"violations", nlohmann::json::array()}};
     for (const auto& v : report.violations) {
         out["violations"].push_back({{"invariant", common::to_string(v.invariant)},
@@ -34,6 +36,10 @@ std::string report_text(const common::CheckReport& report) {
     out << "jobs " << report.jobs << ", events " << report.events << ", accepted completions "
         << report.accepted_completions << ", rejections " << report.rejections << ", reclaims "
         << report.reclaims << "\n";
+    if (report.pruned > 0) {
+        out << "pruned by retention " << report.pruned << " (absent, recorded in job_prunes; "
+            << report.pruned_with_history << " still with events in job_events)\n";
+    }
     for (const auto& [state, n] : report.states) out << "  " << state << ": " << n << "\n";
     for (const auto& v : report.violations) {
         out << "VIOLATION " << common::to_string(v.invariant) << " job " << v.job_id << ": "

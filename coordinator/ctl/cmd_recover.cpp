@@ -87,6 +87,7 @@ nlohmann::json report_json(const RecoveryReport& report, bool apply,
                                        {"evidence", s.classification.evidence}});
     }
     out["expired"] = report.expired;
+    out["pruned_with_events"] = report.pruned_with_events;
     out["orphans"] = nlohmann::json::array();
     for (const auto& o : report.orphans) {
         out["orphans"].push_back({{"job_id", o.job_id},
@@ -137,6 +138,10 @@ void print_report(std::FILE* out, const RecoveryReport& report, bool apply) {
                      s.classification.reason().c_str());
         std::fprintf(out, "  what:     %s\n", indent(s.classification.explanation()).c_str());
         std::fprintf(out, "  evidence: %s\n", indent(s.classification.evidence).c_str());
+    }
+    if (report.pruned_with_events > 0) {
+        std::printf("\npruned by retention (absent; events still attached): %zu\n",
+                    report.pruned_with_events);
     }
     if (!report.orphans.empty()) {
         std::fprintf(out, "\norphans (results or events without a job row; never acted on): %zu\n",

@@ -19,6 +19,7 @@
 #include "coordinator/db/listener.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/reaper.hpp"
+#include "coordinator/db/retention.hpp"
 
 namespace aclaim::coordinator {
 
@@ -142,6 +143,9 @@ void Coordinator::bind() {
     reaper_options.dsn = dsn;
     pool_ = std::make_unique<DbPool>(pool_options, clock_, queue_, *mailbox_, metrics_, watchdog_);
     reaper_ = std::make_unique<Reaper>(reaper_options, clock_, *mailbox_, metrics_, watchdog_);
+    auto retention_options = options_.retention_options();
+    retention_options.dsn = dsn;
+    retention_ = std::make_unique<Retention>(retention_options, clock_, metrics_, watchdog_);
     listener_ = std::make_unique<Listener>(dsn, *mailbox_, watchdog_, router_options_.db_deadline(),
                                            [reaper = reaper_.get()] { reaper->nudge(); });
     auto presence_options = options_.presence();
@@ -186,6 +190,7 @@ void Coordinator::serve() {
     watchdog_.start();
     pool_->start();
     reaper_->start();
+    retention_->start();
     listener_->start();
     presence_->start();
     if (!options_.row_security) {
@@ -281,6 +286,7 @@ void Coordinator::shutdown() {
     dispatcher_.close();
     pool_->join();
     reaper_->stop();
+    retention_->stop();
     listener_->stop();
     presence_->stop();
     watchdog_.stop();

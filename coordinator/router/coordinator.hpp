@@ -29,6 +29,7 @@ class DbPool;
 class Listener;
 class Mailbox;
 class Reaper;
+class Retention;
 class ZapHandler;
 struct AuthCounters;
 
@@ -85,6 +86,7 @@ class Coordinator {
     WorkQueue queue_;
     std::unique_ptr<DbPool> pool_;
     std::unique_ptr<Reaper> reaper_;
+    std::unique_ptr<Retention> retention_;
     std::unique_ptr<Listener> listener_;
     PresenceBoard presence_board_;
     std::unique_ptr<PresencePublisher> presence_;

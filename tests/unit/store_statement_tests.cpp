@@ -7,6 +7,7 @@
 #include "clients/cpp/client_sql.hpp"
 #include "common/ops/operator_sql.hpp"
 #include "common/ops/recovery_sql.hpp"
+#include "common/ops/retention_sql.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace sql = aclaim::common::sql;
@@ -17,6 +18,7 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
     all.insert(all.end(), aclaim::clients::sql::kStatements.begin(),
                aclaim::clients::sql::kStatements.end());
+    all.insert(all.end(), sql::kRetentionStatements.begin(), sql::kRetentionStatements.end());
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
         INFO(s->name);
