@@ -490,47 +490,54 @@ TEST_CASE("the retention migration applies in place to a populated database",
     const testing::OlderSchemaDatabase older("mig7", 7);
     const std::string& dsn = older.dsn();
     ManualClock clock{kT0};
-    std::vector<JobId> ids;
     std::int64_t events_before = 0, max_event = 0;
     {
+        // Jobs in every state of the schema before retention (at kT0), with the events, results and
+        // columns the statements of that release wrote (those of today's binaries need the later
+        // migrations, which is why they are not used here).
         pqxx::connection conn(dsn);
-        // Jobs in every state of today's schema, through today's statements.
-        AssignmentStore store(dsn);
-        common::OperatorStore ops(conn);
-        auto enqueue = [&](int attempts = 3, std::optional<Instant> run_at = std::nullopt) {
-            NewJob j;
-            j.payload = "p";
-            j.max_attempts = attempts;
-            j.run_at = run_at;
-            ids.push_back(store.enqueue(1, {j}, clock.now()).at(0));
-            return ids.back();
-        };
-        auto claim = [&](JobId id) {
-            const auto out = store.claim(1, {"w", 1}, kLease, clock.now());
-            REQUIRE(out.leases.size() == 1);
-            REQUIRE(out.leases[0].job_id == id);
-            return common::TransitionRequest{1, id, out.leases[0].generation, "w"};
-        };
-        const JobId completed = enqueue();
-        store.complete(claim(completed), clock.now());
-        const JobId failed = enqueue();
-        auto f = claim(failed);
-        f.reason = "bad";
-        store.fail(f, clock.now());
-        const JobId discarded = enqueue(1);
-        auto d = claim(discarded);
-        d.reason = "bad";
-        d.retryable = true;
-        store.fail(d, clock.now());
-        const JobId cancelled = enqueue();
-        ops.cancel({cancelled}, "ops", "no", clock.now());
-        const JobId assigned = enqueue();
-        claim(assigned);
-        const JobId quarantined = enqueue();
-        quarantine(conn, quarantined, clock.now());
-        enqueue(3, kT0 + 3600s);  // scheduled
-        enqueue();                // pending
         pqxx::work txn(conn);
+        txn.exec(R"SQL(
+WITH j AS (
+    INSERT INTO jobs (org_id, state, queue, priority, enqueued_at, run_at, payload, generation,
+                      assignee, claimed_at, lease_expires_at, attempts, max_attempts, completed_at,
+                      result_ref, last_error, quarantined_from, quarantine_reason)
+    VALUES
+    (1, 'pending',     'default', 0, aclaim_ts(1700000000000000), aclaim_ts(1700000000000000), 'p', 0, NULL, NULL, NULL,
+     0, 3, NULL, NULL, NULL, NULL, NULL),
+    (1, 'scheduled',   'default', 0, aclaim_ts(1700000000000000), aclaim_ts(9000000000000000), 's', 0, NULL,
+     NULL, NULL, 0, 3, NULL, NULL, NULL, NULL, NULL),
+    (1, 'assigned',    'default', 0, aclaim_ts(1700000000000000), aclaim_ts(1700000000000000), 'a', 1, 'w',
+     aclaim_ts(1700000001000000), aclaim_ts(9000000000000000), 1, 3, NULL, NULL, NULL, NULL, NULL),
+    (1, 'completed',   'default', 0, aclaim_ts(1700000000000000), aclaim_ts(1700000000000000), 'c', 1, 'w',
+     aclaim_ts(1700000001000000), NULL, 1, 3, aclaim_ts(1700000002000000), 'ref', NULL, NULL, NULL),
+    (1, 'failed',      'default', 0, aclaim_ts(1700000000000000), aclaim_ts(1700000000000000), 'f', 1, 'w',
+     aclaim_ts(1700000001000000), NULL, 1, 3, aclaim_ts(1700000002000000), NULL, 'bad', NULL, NULL),
+    (1, 'discarded',   'default', 0, aclaim_ts(1700000000000000), aclaim_ts(1700000000000000), 'd', 1, 'w',
+     aclaim_ts(1700000001000000), NULL, 1, 1, aclaim_ts(1700000002000000), NULL, 'bad', NULL, NULL),
+    (1, 'cancelled',   'default', 0, aclaim_ts(1700000000000000), aclaim_ts(1700000000000000), 'x', 0, NULL, NULL, NULL,
+     0, 3, aclaim_ts(1700000002000000), NULL, 'cancelled by ops: no', NULL, NULL),
+    (1, 'quarantined', 'default', 0, aclaim_ts(1700000000000000), aclaim_ts(1700000000000000), 'q', 0, NULL, NULL, NULL,
+     0, 3, NULL, NULL, NULL, 'pending', 'evidence')
+    RETURNING id, state
+), ev AS (
+    SELECT id, 0 AS generation, 'enqueued' AS kind, NULL AS worker, 1700000000000000 AS at_us FROM j
+    UNION ALL
+    SELECT id, 1, 'claimed', 'w', 1700000001000000 FROM j
+     WHERE state IN ('assigned', 'completed', 'failed', 'discarded')
+    UNION ALL
+    SELECT id, 1, state, 'w', 1700000002000000 FROM j WHERE state IN ('completed', 'failed', 'discarded')
+    UNION ALL
+    SELECT id, 0, 'cancelled', 'ops', 1700000002000000 FROM j WHERE state = 'cancelled'
+    UNION ALL
+    SELECT id, 0, 'quarantined', 'recovery', 1700000002000000 FROM j WHERE state = 'quarantined'
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
+    SELECT id, 1, generation, kind, worker, aclaim_ts(at_us) FROM ev ORDER BY id, at_us
+)
+INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
+SELECT id, 1, 1, 'ref', aclaim_ts(1700000002000000) FROM j WHERE state = 'completed'
+)SQL");
         events_before = txn.exec1("SELECT count(*) FROM job_events")[0].as<std::int64_t>();
         max_event = txn.exec1("SELECT max(id) FROM job_events")[0].as<std::int64_t>();
         const auto states = txn.exec("SELECT DISTINCT state FROM jobs");
@@ -652,4 +659,61 @@ TEST_CASE("aclaimctl sets a queue's retention, previews, prunes, reports and nam
     r = testing::run_ctl(f.db.dsn(), {"retention", "run"});
     CHECK(r.code == 3);
     f.store.release_retention_lock();
+}
+
+TEST_CASE("a verdict a consumer group has not acknowledged keeps its job from being pruned",
+          "[retention][integration]") {
+    Fixture f;
+    {
+        pqxx::work txn(*f.ops_conn);
+        txn.exec("SELECT * FROM aclaim_results_group_create('billing', 'earliest', 1)");
+        txn.commit();
+    }
+    const JobId done = f.enqueue();
+    f.finish(done, "completed");
+    // Organization 2 has no consumer group: its verdicts wait for nobody.
+    NewJob other;
+    other.payload = "review";
+    const JobId elsewhere = f.store.enqueue(2, {other}, f.clock.now()).at(0);
+    {
+        const auto out = f.store.claim(2, {"w", 1}, kLease, f.clock.now());
+        REQUIRE(out.leases.size() == 1);
+        f.store.complete({2, elsewhere, out.leases[0].generation, "w", "ref"}, f.clock.now());
+    }
+    const auto outcomes_of = [&](JobId id) {
+        return f.scalar("SELECT count(*) FROM job_outcomes WHERE job_id = " + std::to_string(id));
+    };
+    REQUIRE(outcomes_of(done) == 1);
+    REQUIRE(outcomes_of(elsewhere) == 1);
+
+    f.clock.advance(8 * kDay);
+    CHECK(f.prune() == 1);
+    CHECK_FALSE(f.exists(elsewhere));
+    CHECK(outcomes_of(elsewhere) == 0);
+    CHECK(f.exists(done));
+    CHECK(outcomes_of(done) == 1);
+
+    // Fetched is not enough: only the acknowledgement lets it go.
+    std::int64_t seq = 0;
+    {
+        pqxx::work txn(*f.ops_conn);
+        const auto rows =
+            txn.exec("SELECT seq, job_id FROM aclaim_results_fetch('billing', 10, 1)");
+        REQUIRE(rows.size() == 1);
+        CHECK(rows[0][1].as<JobId>() == done);
+        seq = rows[0][0].as<std::int64_t>();
+        txn.commit();
+    }
+    CHECK(f.prune() == 0);
+    {
+        pqxx::work txn(*f.ops_conn);
+        txn.exec_params("SELECT aclaim_results_ack('billing', $1, 1)", seq);
+        txn.commit();
+    }
+    CHECK(f.prune() == 1);
+    CHECK_FALSE(f.exists(done));
+    CHECK(outcomes_of(done) == 0);
+    const auto report = f.check();
+    INFO(violations(report));
+    CHECK(report.ok());
 }
