@@ -20,6 +20,7 @@
 #include "common/store/assignment_store.hpp"
 #include "common/store/migrations.hpp"
 #include "tests/e2e/stall_relay.hpp"
+#include "tests/support/pg_server.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/raw_worker.hpp"
 
@@ -34,39 +35,6 @@ namespace {
 constexpr auto kDeadline = 2000ms;
 constexpr auto kSlack = 1500ms;
 constexpr int kJobs = 150;
-
-std::string run(const std::string& cmd) {
-    std::string out;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    REQUIRE(p);
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    REQUIRE(::pclose(p) == 0);
-    while (!out.empty() && out.back() == '\n') out.pop_back();
-    return out;
-}
-
-/// A PostgreSQL of this test's own: freezing the shared one would stall every other test.
-struct OwnServer {
-    OwnServer() {
-        char tmpl[] = "/tmp/aclaim-hang-pg.XXXXXX";
-        REQUIRE(::mkdtemp(tmpl));
-        dir = tmpl;
-        dsn = run(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp start " + dir + " --fast");
-        std::ifstream in(dir + "/port");
-        in >> port;
-        REQUIRE(port > 0);
-        pqxx::connection conn(dsn);
-        common::migrate(conn);
-    }
-    ~OwnServer() {
-        std::system((std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp stop " + dir).c_str());
-    }
-
-    std::string dir;
-    std::string dsn;
-    int port = 0;
-};
 
 pid_t parent_of(pid_t pid, char* state) {
     std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -147,11 +115,11 @@ std::string with_port(const std::string& uri, int port) {
 /// A coordinator process, workers under load, and a fresh client; the database path may be
 /// frozen or stalled between them.
 struct Rig {
-    explicit Rig(const OwnServer& server, const std::string& coordinator_dsn) : db(server) {
+    explicit Rig(const ThrowawayServer& server, const std::string& coordinator_dsn) : db(server) {
         char tmpl[] = "/tmp/aclaim-hang-e2e.XXXXXX";
         log_dir = ::mkdtemp(tmpl);
         endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
-        common::AssignmentStore store(server.dsn);
+        common::AssignmentStore store(server.dsn());
         std::vector<common::NewJob> jobs;
         for (int i = 0; i < kJobs; ++i) jobs.push_back({0, "hang-" + std::to_string(i), 5});
         store.enqueue(1, jobs, common::SystemClock().now());
@@ -177,13 +145,13 @@ struct Rig {
     }
 
     long scalar(const std::string& sql) {
-        pqxx::connection conn(db.dsn);
+        pqxx::connection conn(db.dsn());
         pqxx::read_transaction t(conn);
         return t.exec1(sql)[0].as<long>();
     }
     long completed() { return scalar("SELECT count(*) FROM jobs WHERE state = 'completed'"); }
 
-    const OwnServer& db;
+    const ThrowawayServer& db;
     std::string log_dir;
     std::string endpoint;
     std::vector<std::unique_ptr<Process>> processes;
@@ -250,7 +218,7 @@ void answers_within_the_bound(Rig& rig, Hang hang, Release release) {
     CHECK(accepted.state == "completed");
     REQUIRE(eventually([&] { return rig.completed() == kJobs; }, 25s));
     CHECK(rig.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed'") == kJobs);
-    pqxx::connection conn(rig.db.dsn);
+    pqxx::connection conn(rig.db.dsn());
     const auto report = common::check(common::load_history(conn));
     for (const auto& v : report.violations) {
         UNSCOPED_INFO(common::to_string(v.invariant) << " job " << v.job_id << ": " << v.evidence);
@@ -262,18 +230,18 @@ void answers_within_the_bound(Rig& rig, Hang hang, Release release) {
 
 TEST_CASE("with every PostgreSQL process frozen, a claim and a completion are answered in time",
           "[e2e][hang]") {
-    OwnServer server;
-    Rig rig(server, server.dsn);
+    ThrowawayServer server;
+    Rig rig(server, server.dsn());
     answers_within_the_bound(
-        rig, [&] { return std::make_unique<Frozen>(server.dir + "/data"); },
+        rig, [&] { return std::make_unique<Frozen>(server.data_dir()); },
         [](std::unique_ptr<Frozen>& f) { f->thaw(); });
 }
 
 TEST_CASE("with a route that stops forwarding, a claim and a completion are answered in time",
           "[e2e][hang]") {
-    OwnServer server;
-    StallRelay relay(server.port);
-    Rig rig(server, with_port(server.dsn, relay.port()));
+    ThrowawayServer server;
+    StallRelay relay(server.port());
+    Rig rig(server, with_port(server.dsn(), relay.port()));
     answers_within_the_bound(
         rig,
         [&] {

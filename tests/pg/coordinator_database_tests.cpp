@@ -10,42 +10,13 @@
 #include "common/base/clock.hpp"
 #include "common/store/migrations.hpp"
 #include "tests/pg/coordinator_client.hpp"
+#include "tests/support/pg_server.hpp"
 #include "tests/support/rows.hpp"
 
 using namespace aclaim;
 using namespace aclaim::testing;
 
 namespace {
-
-std::string run(const std::string& cmd) {
-    std::string out;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    REQUIRE(p);
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    REQUIRE(::pclose(p) == 0);
-    while (!out.empty() && out.back() == '\n') out.pop_back();
-    return out;
-}
-
-/// A PostgreSQL of this test's own, so that it can be restarted without disturbing others.
-struct OwnServer {
-    OwnServer() {
-        char tmpl[] = "/tmp/aclaim-coord-pg.XXXXXX";
-        REQUIRE(::mkdtemp(tmpl));
-        dir = tmpl;
-        // Durable commits: an immediate restart of a server without them loses the last ones,
-        // which is a different drill.
-        dsn = run(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp start " + dir);
-    }
-    ~OwnServer() {
-        std::system((std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp stop " + dir).c_str());
-    }
-    void restart() { run(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp restart " + dir); }
-
-    std::string dir;
-    std::string dsn;
-};
 
 /// Re-sends a COMPLETE until it is accepted, as a worker does; each refusal must be one that
 /// promises nothing was committed, or outcome_unknown: a restart that outlasts the answer bound
@@ -142,14 +113,14 @@ TEST_CASE("a completion whose connection dies before the commit is not_committed
 TEST_CASE("after PostgreSQL restarts the coordinator reconnects, completes and wakes claims",
           "[coordinator][slow]") {
     spdlog::set_level(spdlog::level::critical);
-    OwnServer server;
+    ThrowawayServer server({.durable = true, .migrate = false});
     {
-        pqxx::connection conn(server.dsn);
+        pqxx::connection conn(server.dsn());
         common::migrate(conn);
     }
     common::SystemClock clock;
     coordinator::CoordinatorOptions o;
-    o.dsn = server.dsn;
+    o.dsn = server.dsn();
     o.bind = "tcp://127.0.0.1:*";
     o.plaintext = true;
     // A restart of a durable server on a busy machine can take seconds: the lease must outlast
@@ -161,7 +132,7 @@ TEST_CASE("after PostgreSQL restarts the coordinator reconnects, completes and w
     RawWorker w(context, c.endpoint());
     w.hello("w1", 1);
     {
-        common::AssignmentStore store(server.dsn);
+        common::AssignmentStore store(server.dsn());
         store.enqueue(1, some_jobs(1), clock.now());
     }
     const auto job = w.claim_one();
@@ -174,7 +145,7 @@ TEST_CASE("after PostgreSQL restarts the coordinator reconnects, completes and w
     const auto parked = c.metrics().parked.load();
     const auto req = w.claim(1, 15000);
     REQUIRE(eventually([&] { return c.metrics().parked.load() > parked; }, 10s));
-    common::AssignmentStore store(server.dsn);
+    common::AssignmentStore store(server.dsn());
     const auto ids = store.enqueue(1, some_jobs(1), clock.now());
     const auto assigned = w.expect<proto::Assigned>(req, 10s);
     CHECK(assigned.jobs.at(0).job_id == ids[0]);

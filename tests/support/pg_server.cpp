@@ -25,15 +25,22 @@ std::string command_output(const std::string& command) {
     return out;
 }
 
-ThrowawayServer::ThrowawayServer() {
+ThrowawayServer::ThrowawayServer(ServerOptions options) {
     char tmpl[] = "/tmp/aclaim-test-pg.XXXXXX";
     REQUIRE(::mkdtemp(tmpl));
     dir_ = tmpl;
-    dsn_ =
-        command_output(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp start " + dir_ + " --fast");
+    dsn_ = command_output(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp start " + dir_ +
+                          (options.durable ? "" : " --fast"));
     std::ifstream(dir_ + "/port") >> port_;
-    pqxx::connection conn(dsn_);
-    common::migrate(conn);
+    REQUIRE(port_ > 0);
+    if (options.migrate) {
+        pqxx::connection conn(dsn_);
+        common::migrate(conn);
+    }
+}
+
+void ThrowawayServer::restart() {
+    command_output(std::string(ACLAIM_SOURCE_DIR) + "/compose/pgtmp restart " + dir_);
 }
 
 ThrowawayServer::~ThrowawayServer() {
