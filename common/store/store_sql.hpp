@@ -158,7 +158,10 @@ RETURNING aclaim_us(lease_expires_at) AS lease_us
                                "now_us bigint", "lease_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 result_ref, $6 now.
-/// The completion, its outbox row, its audit event and the notification commit together.
+/// The completion, its outbox row and its audit event commit together. Nothing here notifies: a
+/// NOTIFY takes a cluster-wide lock at commit that every notifying transaction holds through its
+/// WAL flush, so notifying completions commit one at a time. Consumers are told after the commit
+/// instead (kNotifyResults).
 inline const Statement kComplete{"aclaim_complete",
                                  R"SQL(
 WITH done AS (
@@ -176,7 +179,7 @@ WITH done AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', $4::text, aclaim_ts($6::bigint), $5::text FROM done
 )
-SELECT id, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) FROM done
+SELECT id FROM done
 )SQL",
                                  {"org bigint", "job bigint", "generation bigint", "worker text",
                                   "result_ref text", "now_us bigint"}};
@@ -477,8 +480,8 @@ RETURNING r.n, aclaim_us(j.lease_expires_at) AS lease_us
                                     "workers text[]", "now_us bigint", "lease_us bigint"}};
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers,
-/// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outbox row, its
-/// audit event and its notification; rows locked and fenced as in kRenewBatch.
+/// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outbox row and its
+/// audit event; rows locked and fenced as in kRenewBatch.
 inline const Statement kCompleteBatch{"aclaim_complete_batch",
                                       R"SQL(
 WITH r AS (
@@ -503,10 +506,18 @@ WITH r AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', worker, aclaim_ts($6::bigint), result_ref FROM done
 )
-SELECT n, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) FROM done
+SELECT n FROM done
 )SQL",
                                       {"orgs bigint[]", "jobs bigint[]", "generations bigint[]",
                                        "workers text[]", "result_refs text[]", "now_us bigint"}};
+
+/// $1 channel, $2 bigint[] organizations. Run by the coordinator's result notifier after
+/// completions committed, in a transaction of its own: one notification per organization that has
+/// new results, payload the organization id ("look again", never the result itself).
+inline const Statement kNotifyResults{
+    "aclaim_notify_results",
+    "SELECT count(pg_notify($1::text, org::text)) FROM unnest($2::bigint[]) AS org",
+    {"channel text", "orgs bigint[]"}};
 
 /// Every statement a store prepares at connect, in one table.
 inline const std::vector<const Statement*> kStatements = {

@@ -17,6 +17,7 @@
 #include "coordinator/db/listener.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/reaper.hpp"
+#include "coordinator/db/result_notifier.hpp"
 
 namespace aclaim::coordinator {
 
@@ -131,7 +132,9 @@ void Coordinator::bind() {
     pool_options.dsn = dsn;
     auto reaper_options = options_.reaper();
     reaper_options.dsn = dsn;
-    pool_ = std::make_unique<DbPool>(pool_options, clock_, queue_, *mailbox_, metrics_, watchdog_);
+    results_ = std::make_unique<ResultNotifier>(dsn, watchdog_, router_options_.db_deadline());
+    pool_ = std::make_unique<DbPool>(pool_options, clock_, queue_, *mailbox_, metrics_, watchdog_,
+                                     results_.get());
     reaper_ = std::make_unique<Reaper>(reaper_options, clock_, *mailbox_, metrics_, watchdog_);
     listener_ = std::make_unique<Listener>(dsn, *mailbox_, watchdog_, router_options_.db_deadline(),
                                            [reaper = reaper_.get()] { reaper->nudge(); });
@@ -171,6 +174,7 @@ void Coordinator::serve() {
     }
     if (zap_) zap_->start(mailbox_.get());
     watchdog_.start();
+    results_->start();
     pool_->start();
     reaper_->start();
     listener_->start();
@@ -265,6 +269,7 @@ void Coordinator::shutdown() {
     // Everything already handed to a DB thread is still executed and answered.
     dispatcher_.close();
     pool_->join();
+    results_->stop();
     reaper_->stop();
     listener_->stop();
     watchdog_.stop();

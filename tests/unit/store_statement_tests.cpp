@@ -14,6 +14,7 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     std::vector<const sql::Statement*> all = sql::kStatements;
     all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
     all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
+    all.push_back(&sql::kNotifyResults);
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
         INFO(s->name);
