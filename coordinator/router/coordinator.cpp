@@ -204,7 +204,12 @@ void Coordinator::serve() {
             continue;
         }
         if (items[1].revents & ZMQ_POLLIN) outcomes_.process(mailbox_->collect());
-        if ((items[0].revents & ZMQ_POLLIN) && inbound_.read() > 0 && dispatcher_.draining())
+        // Only requests that still go to the database hold a drain open: the HELLOs and CLAIMs it
+        // refuses at once would keep a crowd of workers, each reconnecting with its backoff,
+        // from ever letting the drain go quiet.
+        const auto dispatched = dispatcher_.dispatched();
+        if ((items[0].revents & ZMQ_POLLIN) && inbound_.read() > 0 && dispatcher_.draining() &&
+            dispatcher_.dispatched() != dispatched)
             drain_quiet_until_ = clock_.monotonic_now() + drain_quiet();
         housekeeping(clock_.monotonic_now());
     }
