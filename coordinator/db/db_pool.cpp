@@ -188,6 +188,8 @@ void DbPool::run(int index) {
         if (taken.empty()) return;
         std::vector<DbRequest> batch = start_unanswered(std::move(taken));
         if (batch.empty()) continue;
+        const auto taken_at = SteadyClock::now();
+        for (auto& r : batch) r.timings.taken = taken_at;
         if (batch.size() > 1 && coalescible(batch.front().kind())) {
             for (auto& outcome : execute(handle, *watch, std::move(batch))) {
                 announce(outcome);
@@ -231,8 +233,12 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
         try {
             auto results = run_statement(*store, kind, out, lease, now);
             for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
-            metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(SteadyClock::now() -
-                                                                               started);
+            const auto finished = SteadyClock::now();
+            metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(finished - started);
+            for (auto& o : out) {
+                o.request.timings.finished = finished;
+                o.request.timings.commit = store->last_commit();
+            }
             // Answered just as the deadline cut the connection: the answer stands, the
             // connection is gone.
             if (armed.release()) handle.drop("cut at its deadline just after answering");
