@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -78,14 +78,16 @@ struct Child {
 };
 
 Child spawn_idle(const CrowdOptions& o, int count, int first) {
-    std::vector<std::string> args{"/proc/self/exe", "crowd-idle",  "--endpoint", o.target.endpoint,
-                                  "--org",          std::to_string(o.target.org), "--count",
-                                  std::to_string(count), "--first", std::to_string(first)};
+    std::vector<std::string> args{"/proc/self/exe", "crowd-idle",
+                                  "--endpoint",     o.target.endpoint,
+                                  "--org",          std::to_string(o.target.org),
+                                  "--count",        std::to_string(count),
+                                  "--first",        std::to_string(first)};
     if (o.target.auth.plaintext) {
         args.emplace_back("--plaintext");
     } else {
-        args.insert(args.end(), {"--curve-server-key", o.target.auth.server_key, "--dsn",
-                                 o.target.auth.dsn});
+        args.insert(args.end(),
+                    {"--curve-server-key", o.target.auth.server_key, "--dsn", o.target.auth.dsn});
     }
     int pipe_fds[2];
     if (pipe(pipe_fds) != 0) throw std::runtime_error("crowd: pipe failed");
@@ -138,8 +140,8 @@ void end_children(std::vector<Child>& children) {
 }
 
 /// Latency figures of claim samples inside [from, to).
-nlohmann::json claims_between(const std::vector<ClaimSample>& samples,
-                              BenchClock::time_point from, BenchClock::time_point to) {
+nlohmann::json claims_between(const std::vector<ClaimSample>& samples, BenchClock::time_point from,
+                              BenchClock::time_point to) {
     std::vector<double> ms;
     std::vector<BenchClock::time_point> at;
     for (const auto& s : samples) {
@@ -344,8 +346,8 @@ nlohmann::json run_crowd(const CrowdOptions& o) {
             static_cast<double>(proc_status_kb(o.pid, "RssAnon")) / 1024.0;
         // The kernel's socket buffers are not in any process's RSS: both ends of each loopback
         // connection, in pages of the whole machine.
-        out["kernel_tcp_kb_per_connection"] = static_cast<double>(tcp_connected - tcp_before) *
-                                              4.0 / static_cast<double>(o.idle);
+        out["kernel_tcp_kb_per_connection"] =
+            static_cast<double>(tcp_connected - tcp_before) * 4.0 / static_cast<double>(o.idle);
         out["sessions_connected"] = gauge(o.metrics, "aclaim_connected_workers").value_or(-1);
 
         ClientFleet fleet(o.active, "active");
@@ -361,7 +363,8 @@ nlohmann::json run_crowd(const CrowdOptions& o) {
         auto samples = fleet.take_samples();
         out["steady"] = claims_between(samples, steady_from, steady_to);
         out["steady"]["jobs_per_s"] =
-            static_cast<double>(steady_jobs) / std::chrono::duration<double>(steady_to - steady_from).count();
+            static_cast<double>(steady_jobs) /
+            std::chrono::duration<double>(steady_to - steady_from).count();
         out["steady"]["cpu"] = cpu_report(cpu_began, cpu_ended, static_cast<double>(steady_jobs));
 
         // The restart: this process stops the coordinator, the bench starts the next one on the
@@ -414,7 +417,8 @@ nlohmann::json run_crowd(const CrowdOptions& o) {
             active_back ? std::chrono::duration<double>(*active_back - restart_at).count() : -1.0;
         r["longest_gap_after_active_back_ms"] =
             active_back && *active_back < storm_to
-                ? claims_between(samples, *active_back, storm_to)["longest_gap_without_assignment_ms"]
+                ? claims_between(samples, *active_back,
+                                 storm_to)["longest_gap_without_assignment_ms"]
                       .get<double>()
                 : 0.0;
         r["claims_after_active_back"] =
@@ -423,7 +427,8 @@ nlohmann::json run_crowd(const CrowdOptions& o) {
                 : 0;
         r["all_reconnected"] = all.has_value();
         r["sessions_at_end"] = sessions;
-        r["seconds_to_reconnect_all"] = std::chrono::duration<double>(storm_to - restart_at).count();
+        r["seconds_to_reconnect_all"] =
+            std::chrono::duration<double>(storm_to - restart_at).count();
         r["seconds_from_new_coordinator_up"] =
             up ? std::chrono::duration<double>(storm_to - *up).count() : 0.0;
         r["active_refusals"] = fleet.counts().errors.load() - errors_before;

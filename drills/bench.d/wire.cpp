@@ -75,8 +75,8 @@ std::optional<std::string> get_metrics(const std::string& host_port) {
     bool sent = false;
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
         const std::string request = "GET /metrics HTTP/1.0\r\nHost: " + host_port + "\r\n\r\n";
-        sent = ::send(fd, request.data(), request.size(), 0) ==
-               static_cast<ssize_t>(request.size());
+        sent =
+            ::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size());
         std::array<char, 8192> buf{};
         ssize_t n = 0;
         while (sent && (n = ::recv(fd, buf.data(), buf.size(), 0)) > 0) {
@@ -85,7 +85,8 @@ std::optional<std::string> get_metrics(const std::string& host_port) {
     }
     ::close(fd);
     const auto body = response.find("\r\n\r\n");
-    if (!sent || body == std::string::npos || response.rfind("HTTP/1.", 0) != 0) return std::nullopt;
+    if (!sent || body == std::string::npos || response.rfind("HTTP/1.", 0) != 0)
+        return std::nullopt;
     return response.substr(body + 4);
 }
 
