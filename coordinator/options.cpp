@@ -47,6 +47,18 @@ void ReaperOptions::validate() const {
     require(reap_batch >= 1 && reap_batch <= 10000, "--reap-batch must be 1..10000");
 }
 
+void PresenceOptions::validate() const {
+    require(interval_ms == 0 || (interval_ms >= 100 && interval_ms <= 3'600'000),
+            "--presence-interval-ms must be 0 (off) or 100..3600000");
+}
+
+void RetentionOptions::validate() const {
+    require(retention_interval_ms >= 10, "--retention-interval-ms must be at least 10");
+    require(retention_batch >= 1 && retention_batch <= 10000, "--retention-batch must be 1..10000");
+    require(retention_pause_ms >= 0, "--retention-pause-ms must not be negative");
+    require(partitions_ahead >= 1 && partitions_ahead <= 24, "--partitions-ahead must be 1..24");
+}
+
 void CurveOptions::validate() const {
     require(handshake_timeout_ms >= 100, "--handshake-timeout-ms must be at least 100");
     // Without a key the only way to learn a worker's organization is to believe it, so that must
@@ -120,6 +132,28 @@ ReaperOptions CoordinatorOptions::reaper() const {
     return r;
 }
 
+PresenceOptions CoordinatorOptions::presence() const {
+    PresenceOptions p;
+    p.dsn = dsn;
+    p.row_security = row_security;
+    p.interval_ms = presence_interval_ms;
+    p.db_deadline_ms = db_deadline_ms;
+    return p;
+}
+
+RetentionOptions CoordinatorOptions::retention_options() const {
+    RetentionOptions r;
+    r.dsn = dsn;
+    r.row_security = row_security;
+    r.retention = retention;
+    r.retention_interval_ms = retention_interval_ms;
+    r.retention_batch = retention_batch;
+    r.retention_pause_ms = retention_pause_ms;
+    r.partitions_ahead = partitions_ahead;
+    r.db_deadline_ms = db_deadline_ms;
+    return r;
+}
+
 CurveOptions CoordinatorOptions::curve() const {
     CurveOptions c;
     c.plaintext = plaintext;
@@ -149,6 +183,8 @@ void CoordinatorOptions::validate() const {
     db_pool().validate();
     router().validate();
     reaper().validate();
+    presence().validate();
+    retention_options().validate();
     http().validate();
     zap().validate();
     curve().validate();
@@ -197,6 +233,33 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
         ->capture_default_str();
     app.add_option("--reap-batch", o.reap_batch, "Leases reclaimed per reaper statement")
         ->envname("ACLAIM_REAP_BATCH")
+        ->capture_default_str();
+    app.add_option("--presence-interval-ms", o.presence_interval_ms,
+                   "How often connected workers are published for the console; 0: off")
+        ->envname("ACLAIM_PRESENCE_INTERVAL_MS")
+        ->capture_default_str();
+    app.add_option_function<std::string>(
+           "--retention", [&o](const std::string& v) { o.retention = v == "on"; },
+           "Remove finished jobs past their queue's retention: on or off (job_events "
+           "partitions are kept ahead either way)")
+        ->envname("ACLAIM_RETENTION")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->default_str(o.retention ? "on" : "off");
+    app.add_option("--retention-interval-ms", o.retention_interval_ms,
+                   "Pause between retention passes (one coordinator at a time prunes)")
+        ->envname("ACLAIM_RETENTION_INTERVAL_MS")
+        ->capture_default_str();
+    app.add_option("--retention-batch", o.retention_batch,
+                   "Finished jobs removed per prune statement and transaction")
+        ->envname("ACLAIM_RETENTION_BATCH")
+        ->capture_default_str();
+    app.add_option("--retention-pause-ms", o.retention_pause_ms,
+                   "Pause between the prune batches of a pass")
+        ->envname("ACLAIM_RETENTION_PAUSE_MS")
+        ->capture_default_str();
+    app.add_option("--partitions-ahead", o.partitions_ahead,
+                   "Months of job_events partitions created ahead of the current one")
+        ->envname("ACLAIM_PARTITIONS_AHEAD")
         ->capture_default_str();
     app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body accepted")
         ->envname("ACLAIM_MAX_BODY_BYTES")

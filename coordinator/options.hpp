@@ -95,6 +95,47 @@ struct ReaperOptions {
     void validate() const;
 };
 
+/// The presence publisher, on a connection of its own: PresencePublisher.
+struct PresenceOptions {
+    /// PostgreSQL connection string (--dsn).
+    std::string dsn;
+    /// Act as aclaim_coordinator under row-level security (--row-security).
+    bool row_security = true;
+    /// How often the connected workers are published, in ms; 0 turns it off
+    /// (--presence-interval-ms).
+    int interval_ms = 0;
+    /// A statement not answered by then has its connection cut, in ms (--db-deadline-ms).
+    int db_deadline_ms = 0;
+
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+};
+
+/// Retention, on a connection of its own: Retention. One coordinator at a time (the holder of the
+/// retention lock) prunes and keeps job_events' partitions ahead.
+struct RetentionOptions {
+    /// PostgreSQL connection string (--dsn).
+    std::string dsn;
+    /// Act as aclaim_coordinator under row-level security (--row-security).
+    bool row_security = true;
+    /// Remove finished jobs past their retention (--retention); partitions are kept ahead either
+    /// way.
+    bool retention = true;
+    /// Pause between retention passes, in milliseconds (--retention-interval-ms).
+    int retention_interval_ms = 0;
+    /// Jobs removed per prune statement and transaction (--retention-batch).
+    int retention_batch = 0;
+    /// Pause between two prune batches of a pass, in milliseconds (--retention-pause-ms).
+    int retention_pause_ms = 0;
+    /// Months of job_events partitions kept ahead of the current one (--partitions-ahead).
+    int partitions_ahead = 0;
+    /// A statement not answered by then has its connection cut, in ms (--db-deadline-ms).
+    int db_deadline_ms = 0;
+
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+};
+
 /// The ROUTER's CURVE server side: the one slice that holds the secret key, read by the
 /// coordinator when it binds and handed to libzmq, never to another component.
 struct CurveOptions {
@@ -166,6 +207,19 @@ struct CoordinatorOptions {
     int reap_interval_ms = 500;
     /// Leases reclaimed per reaper statement; a pass repeats until a statement returns fewer.
     int reap_batch = 100;
+    /// How often the workers connected to this coordinator are written to coordinator_presence
+    /// (the browser console shows them), in milliseconds; 0 turns it off.
+    int presence_interval_ms = 5000;
+    /// Remove finished jobs once their queue's retention for their state has passed.
+    bool retention = true;
+    /// Pause between retention passes, in milliseconds.
+    int retention_interval_ms = 60000;
+    /// Jobs removed per prune batch (one statement, one transaction).
+    int retention_batch = 500;
+    /// Pause between the prune batches of a pass, in milliseconds: paces the deletes.
+    int retention_pause_ms = 50;
+    /// Months of job_events partitions created ahead of the current month.
+    int partitions_ahead = 3;
     /// Largest request body accepted; never above the protocol's own limit.
     std::size_t max_body_bytes = common::proto::kMaxBodyBytes;
     /// spdlog level: trace, debug, info, warn, error, critical, off.
@@ -206,6 +260,8 @@ struct CoordinatorOptions {
     RouterOptions router() const;
     DbPoolOptions db_pool() const;
     ReaperOptions reaper() const;
+    PresenceOptions presence() const;
+    RetentionOptions retention_options() const;
     CurveOptions curve() const;
     ZapOptions zap() const;
     HttpOptions http() const;

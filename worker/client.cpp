@@ -38,6 +38,13 @@ std::string_view to_string(Verdict::Op op) {
 
 namespace {
 const common::SystemClock kSystemClock;
+
+std::minstd_rand make_jitter(std::uint64_t seed) {
+    if (seed == 0) return std::minstd_rand(std::random_device{}());
+    // Through seed_seq: small seeds given to minstd_rand directly give nearly equal first draws.
+    std::seed_seq mixed{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
+    return std::minstd_rand(mixed);
+}
 }  // namespace
 
 Client::Client(zmq::context_t& context, ClientOptions options)
@@ -47,8 +54,14 @@ Client::Client(zmq::context_t& context, ClientOptions options, const common::Clo
     : context_(context),
       options_(std::move(options)),
       clock_(clock),
+      endpoint_order_(options_.endpoints),
       backoff_(options_.backoff_first, options_.backoff_cap),
-      jitter_(std::random_device{}()) {}
+      jitter_(make_jitter(options_.seed)) {
+    if (endpoint_order_.empty()) throw std::invalid_argument("no coordinator endpoint given");
+    // An order of its own per worker: when one coordinator dies, its workers go on to different
+    // survivors instead of all to the one listed after it.
+    std::shuffle(endpoint_order_.begin(), endpoint_order_.end(), jitter_);
+}
 
 void Client::start() {
     open_socket();
@@ -63,12 +76,24 @@ void Client::open_socket() {
     socket_->set(zmq::sockopt::maxmsgsize,
                  proto::socket_max_message_size(options_.curve.enabled()));
     socket_->set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(options_.backoff_cap.count()));
+    // ZMTP PINGs are answered by the coordinator's I/O thread, however busy its router is, so
+    // only a hung process or a dead route stays silent past the timeout.
+    const auto silence =
+        static_cast<int>(std::max<Millis::rep>(options_.silence_timeout.count(), 3));
+    socket_->set(zmq::sockopt::heartbeat_ivl, silence / 3);
+    socket_->set(zmq::sockopt::heartbeat_timeout, silence);
     if (options_.curve.enabled()) {
         socket_->set(zmq::sockopt::curve_serverkey, options_.curve.server_public);
         socket_->set(zmq::sockopt::curve_publickey, options_.curve.client_public);
         socket_->set(zmq::sockopt::curve_secretkey, options_.curve.client_secret);
     }
-    socket_->connect(options_.endpoint);
+    monitor_.emplace(context_, *socket_);
+    socket_->connect(endpoint());
+}
+
+void Client::close_socket() {
+    monitor_.reset();
+    socket_.reset();
 }
 
 void Client::send_hello(TimePoint now) {
@@ -154,7 +179,8 @@ std::vector<Event> Client::poll(Millis max_wait) {
     Millis wait = out.empty() ? max_wait : Millis(0);
     if (const auto deadline = next_deadline()) wait = std::min(wait, until(now, *deadline));
     if (socket_) {
-        std::array<zmq::pollitem_t, 1> items{{{socket_->handle(), 0, ZMQ_POLLIN, 0}}};
+        std::array<zmq::pollitem_t, 2> items{
+            {{socket_->handle(), 0, ZMQ_POLLIN, 0}, {monitor_->handle(), 0, ZMQ_POLLIN, 0}}};
         try {
             zmq::poll(items, wait);
         } catch (const zmq::error_t& e) {
@@ -162,7 +188,9 @@ std::vector<Event> Client::poll(Millis max_wait) {
             if (e.num() != EINTR) throw;
         }
         now = clock_.monotonic_now();
+        // Replies that arrived before the connection dropped still count.
         receive_all(now, out);
+        watch_transport(now, out);
     } else if (wait > Millis(0)) {
         std::this_thread::sleep_for(wait);
     }
@@ -191,17 +219,43 @@ void Client::receive_all(TimePoint now, std::vector<Event>& out) {
     }
 }
 
-void Client::reconnect(const std::string& why, TimePoint now, std::vector<Event>& out) {
+void Client::watch_transport(TimePoint now, std::vector<Event>& out) {
+    while (monitor_ && (state_ == State::Greeting || state_ == State::Ready)) {
+        const auto event = monitor_->next();
+        if (!event) return;
+        // With one endpoint there is nowhere else to go: ZeroMQ keeps retrying the connection
+        // itself, and the HELLO deadline bounds the wait.
+        if (event->kind == TransportEvent::Kind::ConnectFailed && endpoint_order_.size() == 1)
+            continue;
+        reconnect(event->describe(), Target::Next, now, out);
+    }
+}
+
+void Client::reconnect(const std::string& why, Target target, TimePoint now,
+                       std::vector<Event>& out) {
     ++stats_.reconnects;
     ++socket_epoch_;
-    socket_.reset();
+    close_socket();
     state_ = State::BackingOff;
+    const std::string left = endpoint();
+    if (target == Target::Next && endpoint_order_.size() > 1) {
+        endpoint_at_ = (endpoint_at_ + 1) % endpoint_order_.size();
+        ++stats_.failovers;
+    }
+    // The back-off grows over consecutive failures whichever endpoint they were at, and starts
+    // over only at a WELCOME, so a cell with every coordinator down is not hammered. Jitter
+    // spreads the workers of a dead coordinator over the interval.
     const auto nominal = backoff_.next();
-    // Jitter spreads the workers of a restarted coordinator over the interval.
     std::uniform_int_distribution<Millis::rep> spread(nominal.count() / 2, nominal.count());
     reconnect_at_ = now + Millis(spread(jitter_));
-    spdlog::warn("worker={} reconnecting to {} in {} ms (attempt {}): {}", options_.worker_id,
-                 options_.endpoint, until(now, reconnect_at_).count(), backoff_.attempts(), why);
+    if (endpoint() == left) {
+        spdlog::warn("worker={} reconnecting to {} in {} ms (attempt {}): {}", options_.worker_id,
+                     left, until(now, reconnect_at_).count(), backoff_.attempts(), why);
+    } else {
+        spdlog::warn("worker={} failing over from {} to {} in {} ms (attempt {}): {}",
+                     options_.worker_id, left, endpoint(), until(now, reconnect_at_).count(),
+                     backoff_.attempts(), why);
+    }
     for (auto it = pending_.begin(); it != pending_.end();) {
         Pending& p = it->second;
         if (terminal_op(p.message)) {
@@ -232,7 +286,7 @@ void Client::run_timers(TimePoint now, std::vector<Event>& out) {
             if (now >= hello_deadline_)
                 reconnect(
                     "no WELCOME within " + std::to_string(options_.reply_timeout.count()) + " ms",
-                    now, out);
+                    Target::Next, now, out);
             return;
         case State::Ready:
             break;
@@ -241,7 +295,7 @@ void Client::run_timers(TimePoint now, std::vector<Event>& out) {
         if (p.sent && p.due <= now) {
             reconnect("no reply to " + std::string(proto::type_name(p.message)) + " (req " +
                           std::to_string(req) + ") in time",
-                      now, out);
+                      Target::Next, now, out);
             return;
         }
     }
@@ -278,7 +332,7 @@ void Client::close() {
         // Give BYE a moment to leave; it needs no answer.
         socket_->set(zmq::sockopt::linger, 200);
     }
-    socket_.reset();
+    close_socket();
     state_ = State::Closed;
     pending_.clear();
 }

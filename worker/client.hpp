@@ -2,7 +2,10 @@
 
 // A reviewer's connection to a coordinator: one DEALER socket, the session (HELLO/WELCOME),
 // pipelined requests matched by id, lease renewals at the coordinator's heartbeat interval, and
-// reconnection with backoff that re-sends only what is safe to re-send. Single-threaded: the owner
+// reconnection with backoff that re-sends only what is safe to re-send. Given several coordinator
+// endpoints it fails over between them: a coordinator that died, stopped answering the
+// transport's PINGs or left a request unanswered is left for the next one, and the jobs held are
+// renewed there (the lease is in the row, not in the coordinator). Single-threaded: the owner
 // calls poll() in its loop and reacts to the events it returns.
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include "common/base/clock.hpp"
 #include "common/proto/protocol.hpp"
 #include "worker/held_jobs.hpp"
+#include "worker/socket_monitor.hpp"
 
 namespace aclaim::worker {
 
@@ -32,7 +36,10 @@ struct CurveKeys {
 };
 
 struct ClientOptions {
-    std::string endpoint = "tcp://127.0.0.1:5555";
+    /// The coordinators that serve this worker's organization (its cell), at least one. The
+    /// client takes them in an order of its own, shuffled once, starting at the first: the
+    /// workers of a coordinator that dies spread over the others.
+    std::vector<std::string> endpoints{"tcp://127.0.0.1:5555"};
     std::string worker_id;
     /// Sent in HELLO; only a plaintext coordinator uses it.
     std::int64_t org_id = 0;
@@ -41,6 +48,12 @@ struct ClientOptions {
     proto::Encoding encoding = proto::Encoding::Binary;
     /// A request unanswered this long (beyond a claim's own wait) means the coordinator is gone.
     Millis reply_timeout{5000};
+    /// A coordinator whose end of the connection answers nothing, not even the transport's
+    /// PINGs (sent every third of this), this long is given up: a hung process or a dead route.
+    /// A coordinator that dies outright is noticed at once, when its connection drops.
+    Millis silence_timeout{3000};
+    /// Seeds the endpoint order and the back-off jitter; 0: a random seed.
+    std::uint64_t seed = 0;
     Millis backoff_first{100};
     Millis backoff_cap{5000};
     /// Pause before re-sending a request the coordinator could not carry out (e.g. ERROR
@@ -97,7 +110,8 @@ std::string_view to_string(Verdict::Op op);
 
 struct ClientStats {
     std::int64_t reconnects = 0;
-    std::int64_t resent = 0;  ///< COMPLETE/FAIL/RELEASE sent again after a lost reply or ERROR
+    std::int64_t failovers = 0;  ///< reconnections that moved to another endpoint
+    std::int64_t resent = 0;     ///< COMPLETE/FAIL/RELEASE sent again after a lost reply or ERROR
     std::int64_t renewals = 0;
     std::int64_t revoked = 0;
     std::int64_t errors = 0;  ///< ERROR replies received
@@ -139,10 +153,15 @@ class Client {
     const std::optional<proto::Welcome>& welcome() const { return welcome_; }
     const ClientStats& stats() const { return stats_; }
     const ClientOptions& options() const { return options_; }
+    /// The coordinator endpoint in use (or being connected to next).
+    const std::string& endpoint() const { return endpoint_order_[endpoint_at_]; }
     const common::Clock& clock() const { return clock_; }
 
   private:
     enum class State { Closed, BackingOff, Greeting, Ready };
+    /// Where a reconnection goes: back to the same coordinator (it is alive and only lost the
+    /// session, e.g. it restarted) or on to the next endpoint.
+    enum class Target { Same, Next };
 
     struct Pending {
         proto::Message message;
@@ -157,7 +176,9 @@ class Client {
     void send_pending(Pending& p, TimePoint now);
     void open_socket();
     void send_hello(TimePoint now);
-    void reconnect(const std::string& why, TimePoint now, std::vector<Event>& out);
+    void close_socket();
+    void reconnect(const std::string& why, Target target, TimePoint now, std::vector<Event>& out);
+    void watch_transport(TimePoint now, std::vector<Event>& out);
     void handle(const proto::Message& message, TimePoint now, std::vector<Event>& out);
     void handle_error(const proto::Error& error, TimePoint now, std::vector<Event>& out);
     void on_welcome(const proto::Welcome& welcome, TimePoint now, std::vector<Event>& out);
@@ -169,8 +190,11 @@ class Client {
     zmq::context_t& context_;
     ClientOptions options_;
     const common::Clock& clock_;
+    std::vector<std::string> endpoint_order_;
+    std::size_t endpoint_at_ = 0;
     std::optional<zmq::socket_t> socket_;
-    std::uint64_t socket_epoch_ = 0;  ///< changes whenever the socket is replaced
+    std::optional<SocketMonitor> monitor_;  ///< watches socket_; destroyed before it
+    std::uint64_t socket_epoch_ = 0;        ///< changes whenever the socket is replaced
     State state_ = State::Closed;
     common::Backoff backoff_;
     std::minstd_rand jitter_;

@@ -86,7 +86,7 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
     if (state_ == State::Greeting && e.req == hello_req_) {
         if (!proto::errors::retryable(e.code) && e.code != proto::errors::kDraining)
             throw std::runtime_error("coordinator refused HELLO: " + e.code + ": " + e.text);
-        reconnect("HELLO answered " + e.code, now, out);
+        reconnect("HELLO answered " + e.code, Target::Next, now, out);
         return;
     }
     // Our key was revoked: nothing this worker sends will be served again, and reconnecting
@@ -94,10 +94,11 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
     if (e.code == proto::errors::kKeyRevoked) {
         throw std::runtime_error("the coordinator cut this worker off: key_revoked: " + e.text);
     }
-    // no_session: the coordinator restarted and ZeroMQ reconnected underneath us; draining: it
-    // is going away. Either way a fresh session (perhaps with another coordinator) is needed.
+    // no_session: the coordinator restarted and ZeroMQ reconnected underneath us, so it is
+    // alive; draining: it is going away, so another one serves next.
     if (e.code == proto::errors::kNoSession || e.code == proto::errors::kDraining) {
-        reconnect("ERROR " + e.code + ": " + e.text, now, out);
+        reconnect("ERROR " + e.code + ": " + e.text,
+                  e.code == proto::errors::kDraining ? Target::Next : Target::Same, now, out);
         return;
     }
     const auto it = pending_.find(e.req);
@@ -145,8 +146,9 @@ void Client::on_welcome(const proto::Welcome& w, TimePoint now, std::vector<Even
     if (had_session_) held_.renew_all_now(now);
     // In place: converting a temporary here trips a false maybe-uninitialized in gcc 12.
     out.emplace_back(std::in_place_type<SessionReady>, SessionReady{w, had_session_});
-    spdlog::info("worker={} session org={} lease_ms={} heartbeat_ms={}{}", options_.worker_id,
-                 w.org_id, w.lease_ms, w.heartbeat_ms, had_session_ ? " (reconnected)" : "");
+    spdlog::info("worker={} session at {} org={} lease_ms={} heartbeat_ms={}{}", options_.worker_id,
+                 endpoint(), w.org_id, w.lease_ms, w.heartbeat_ms,
+                 had_session_ ? " (reconnected)" : "");
     had_session_ = true;
     for (auto& [req, p] : pending_) {
         if (!p.sent && p.due <= now) send_pending(p, now);

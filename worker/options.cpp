@@ -5,22 +5,43 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
+#include "common/base/cell_map.hpp"
+
 namespace aclaim::worker {
 
-WorkerOptions parse_options(int argc, char** argv) {
+namespace {
+
+/// The command line and what it parses into; finish() turns it into options.
+struct Parser {
+    CLI::App app{"aclaim-worker: a simulated reviewer that claims, renews and completes jobs"};
     WorkerOptions o;
-    o.client.worker_id = "worker-" + std::to_string(::getpid());
+    std::vector<std::string> connect{"tcp://127.0.0.1:5555"};
+    CLI::Option* connect_opt = nullptr;
+    std::string cells;
     std::string dist = "fixed";
     std::string encoding = "binary";
     std::int64_t review_ms = o.review_mean.count();
     std::int64_t stall_ms = 0;
     std::int64_t idle_exit_ms = 0;
     std::int64_t reply_timeout_ms = o.client.reply_timeout.count();
+    std::int64_t silence_timeout_ms = o.client.silence_timeout.count();
 
-    CLI::App app{"aclaim-worker: a simulated reviewer that claims, renews and completes jobs"};
-    app.add_option("--connect", o.client.endpoint, "Coordinator endpoint")
-        ->envname("ACLAIM_CONNECT")
-        ->capture_default_str();
+    Parser();
+    WorkerOptions finish();
+};
+
+Parser::Parser() {
+    o.client.worker_id = "worker-" + std::to_string(::getpid());
+    connect_opt = app.add_option("--connect", connect,
+                                 "Coordinator endpoints, comma-separated: the worker fails over "
+                                 "between them")
+                      ->delimiter(',')
+                      ->envname("ACLAIM_CONNECT")
+                      ->capture_default_str();
+    app.add_option("--cells", cells,
+                   "Cell map (JSON): connect to the coordinators of --org's cell instead of "
+                   "--connect")
+        ->envname("ACLAIM_CELLS");
     app.add_option("--org", o.client.org_id, "Organization (used by a plaintext coordinator)")
         ->envname("ACLAIM_ORG")
         ->check(CLI::NonNegativeNumber);
@@ -73,9 +94,15 @@ WorkerOptions parse_options(int argc, char** argv) {
         ->check(CLI::IsMember({"binary", "json"}))
         ->capture_default_str();
     app.add_option("--reply-timeout-ms", reply_timeout_ms,
-                   "Reconnect when a request goes unanswered this long (beyond a claim's wait)")
+                   "Fail over when a request goes unanswered this long (beyond a claim's wait)")
         ->envname("ACLAIM_REPLY_TIMEOUT_MS")
         ->check(CLI::Range(std::int64_t{100}, std::int64_t{600'000}))
+        ->capture_default_str();
+    app.add_option("--silence-timeout-ms", silence_timeout_ms,
+                   "Fail over when the coordinator's end of the connection answers nothing, not "
+                   "even the transport's PINGs, this long")
+        ->envname("ACLAIM_SILENCE_TIMEOUT_MS")
+        ->check(CLI::Range(std::int64_t{300}, std::int64_t{600'000}))
         ->capture_default_str();
     app.add_option("--curve-server-key", o.client.curve.server_public,
                    "Coordinator's CURVE public key (Z85); enables CURVE")
@@ -91,19 +118,41 @@ WorkerOptions parse_options(int argc, char** argv) {
     app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical, off")
         ->envname("ACLAIM_LOG_LEVEL")
         ->capture_default_str();
+}
 
-    try {
-        app.parse(argc, argv);
-        if (o.client.worker_id.empty() ||
-            o.client.worker_id.size() > common::proto::kMaxWorkerIdBytes)
-            throw CLI::ValidationError("--id", "must be 1..128 bytes");
-        if (o.client.curve.enabled() &&
-            (o.client.curve.client_public.empty() || o.client.curve.client_secret.empty()))
-            throw CLI::ValidationError("--curve-server-key",
-                                       "needs --curve-public-key and --curve-secret-key too");
-    } catch (const CLI::ParseError& e) {
-        std::exit(app.exit(e));
+WorkerOptions Parser::finish() {
+    if (o.client.worker_id.empty() || o.client.worker_id.size() > common::proto::kMaxWorkerIdBytes)
+        throw CLI::ValidationError("--id", "must be 1..128 bytes");
+    if (o.client.curve.enabled() &&
+        (o.client.curve.client_public.empty() || o.client.curve.client_secret.empty()))
+        throw CLI::ValidationError("--curve-server-key",
+                                   "needs --curve-public-key and --curve-secret-key too");
+    if (!cells.empty() && connect_opt->count() > 0)
+        throw CLI::ValidationError("--cells", "excludes --connect: the map names the endpoints");
+    if (!cells.empty()) {
+        // Under CURVE the coordinator takes the organization from the key; the map still needs
+        // it to know which cell's coordinators to ask.
+        if (o.client.org_id < 1)
+            throw CLI::ValidationError("--cells", "needs --org, to find the organization's cell");
+        try {
+            const auto map = common::CellMap::load(cells);
+            o.client.endpoints = map.require_cell_of(o.client.org_id).coordinators;
+        } catch (const common::CellMapError& e) {
+            throw CLI::ValidationError("--cells", e.what());
+        }
+    } else {
+        o.client.endpoints.clear();
+        for (auto& e : connect) {
+            if (e.empty()) continue;
+            if (e.find("://") == std::string::npos)
+                throw CLI::ValidationError(
+                    "--connect", "'" + e + "' is not an endpoint such as tcp://host:5555");
+            o.client.endpoints.push_back(e);
+        }
+        if (o.client.endpoints.empty())
+            throw CLI::ValidationError("--connect", "names no endpoint");
     }
+    o.client.silence_timeout = Millis(silence_timeout_ms);
     o.review_mean = Millis(review_ms);
     o.review_dist = *parse_review_dist(dist);
     o.stall = Millis(stall_ms);
@@ -112,6 +161,24 @@ WorkerOptions parse_options(int argc, char** argv) {
     o.client.encoding =
         encoding == "json" ? common::proto::Encoding::Json : common::proto::Encoding::Binary;
     return o;
+}
+
+}  // namespace
+
+WorkerOptions parse_options_or_throw(int argc, const char* const* argv) {
+    Parser p;
+    p.app.parse(argc, argv);
+    return p.finish();
+}
+
+WorkerOptions parse_options(int argc, char** argv) {
+    Parser p;
+    try {
+        p.app.parse(argc, argv);
+        return p.finish();
+    } catch (const CLI::ParseError& e) {
+        std::exit(p.app.exit(e));
+    }
 }
 
 }  // namespace aclaim::worker

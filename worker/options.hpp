@@ -30,4 +30,7 @@ struct WorkerOptions {
 /// invalid input, the way command-line tools do.
 WorkerOptions parse_options(int argc, char** argv);
 
+/// The same, throwing CLI11's ParseError (with the flag's name in its text) instead of exiting.
+WorkerOptions parse_options_or_throw(int argc, const char* const* argv);
+
 }  // namespace aclaim::worker

@@ -242,10 +242,11 @@ void Simulator::log_counters() const {
     // The summary is printed even when the level hides per-job lines.
     spdlog::log(std::max(spdlog::level::info, spdlog::get_level()),
                 "worker={} exit: claimed={} completed_accepted={} replayed={} failed_accepted={} "
-                "released={} rejected={{{}}} revoked={} reconnects={} resent={} errors={}",
+                "released={} rejected={{{}}} revoked={} reconnects={} failovers={} resent={} "
+                "errors={}",
                 options_.client.worker_id, counters_.claimed, counters_.completed_accepted,
                 counters_.replayed, counters_.failed_accepted, counters_.released, rejected,
-                counters_.revoked, s.reconnects, s.resent, s.errors);
+                counters_.revoked, s.reconnects, s.failovers, s.resent, s.errors);
 }
 
 }  // namespace aclaim::worker

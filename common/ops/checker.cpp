@@ -33,6 +33,10 @@ std::string_view to_string(Invariant i) {
             return "limit_respected";
         case Invariant::EndedStaysEnded:
             return "ended_stays_ended";
+        case Invariant::PrunedIsAbsent:
+            return "pruned_is_absent";
+        case Invariant::PrunedWasFinished:
+            return "pruned_was_finished";
     }
     return "unknown";
 }
@@ -72,6 +76,24 @@ std::optional<int> configured_limit(const std::string& detail) {
     const auto at = detail.find(key);
     if (at == std::string::npos) return std::nullopt;
     return std::atoi(detail.c_str() + at + key.size());
+}
+
+/// Where the remaining history of a pruned job left it: "finished" unless its last event that
+/// moves the job says it was pending, assigned or quarantined. An operator's resolution of a
+/// quarantine ('unquarantined') may have failed it, so it counts as finished.
+std::optional<std::string> unfinished_at_prune(const std::vector<const AuditEvent*>& events) {
+    const AuditEvent* last = nullptr;
+    for (const AuditEvent* e : events) {
+        if (e->kind != "rejected" && e->kind != "renewed") last = e;
+    }
+    if (!last) return std::nullopt;
+    const std::string& k = last->kind;
+    if (k == "completed" || k == "failed" || k == "discarded" || k == "cancelled" ||
+        k == "unquarantined")
+        return std::nullopt;
+    if (k == "claimed") return "assigned";
+    if (k == "quarantined") return "quarantined";
+    return "waiting";
 }
 
 /// The queue checks that need the whole history in time order: no claim while the queue is
@@ -148,11 +170,24 @@ CheckReport check(const History& h) {
     for (const auto& e : h.events) by_job[e.job_id].push_back(&e);
     std::unordered_map<JobId, std::vector<const ResultRecord*>> results;
     for (const auto& r : h.results) results[r.job_id].push_back(&r);
+    const PrunedIds pruned(h.pruned);
+    report.pruned = pruned.count();
 
     for (const auto& [job, events] : by_job) {
         const auto row_it = rows.find(job);
         const JobRow* row = row_it == rows.end() ? nullptr : row_it->second;
         const bool enqueued = events.front()->kind == "enqueued";
+        if (!row && pruned.contains(job)) {
+            // Removed by retention: absent, not lost. Its history may be partial (older
+            // partitions archived), so only how it ended is checked.
+            ++report.pruned_with_history;
+            if (const auto how = unfinished_at_prune(events)) {
+                violate(Invariant::PrunedWasFinished, job,
+                        "the prune ledger removed the job, but its history leaves it " + *how +
+                            ": last " + describe(*events.back()));
+            }
+            continue;
+        }
         if (!row) {
             // A refused request for a job that never existed is logged by nobody; any other event
             // names a job that must still be there.
@@ -236,6 +271,11 @@ CheckReport check(const History& h) {
     }
 
     for (const auto& j : h.jobs) {
+        if (pruned.contains(j.id)) {
+            violate(
+                Invariant::PrunedIsAbsent, j.id,
+                "the prune ledger removed the job, but its row is still there (" + j.state + ")");
+        }
         if (!by_job.count(j.id)) {
             violate(Invariant::NothingLost, j.id, "job row has no history in job_events");
         }
@@ -266,7 +306,10 @@ CheckReport check(const History& h) {
         }
     }
     for (const auto& [job, rs] : results) {
-        if (!rows.count(job)) {
+        if (!rows.count(job) && pruned.contains(job)) {
+            violate(Invariant::PrunedIsAbsent, job,
+                    "the prune ledger removed the job, but its result is still published");
+        } else if (!rows.count(job)) {
             violate(Invariant::NothingLost, job,
                     "a result is published for a job that does not exist");
         }
@@ -310,6 +353,7 @@ History load_history(pqxx::connection& conn) {
                                   r["kind"].as<std::string>(), r["at_us"].as<Instant>(),
                                   r["detail"].as<std::string>()});
     }
+    h.pruned = load_pruned(txn);
     return h;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/ops/job_record.hpp"
+#include "common/ops/pruned.hpp"
 #include "common/store/assignment.hpp"
 
 namespace aclaim::common {
@@ -41,6 +42,7 @@ struct History {
     std::vector<AuditEvent> events;  ///< in id order
     std::vector<ResultRecord> results;
     std::vector<QueueEvent> queue_events;  ///< in id order
+    std::vector<PrunedRange> pruned;       ///< the prune ledger: jobs absent by design, any order
 };
 
 /// The invariants, by name.
@@ -52,14 +54,17 @@ enum class Invariant {
     LeasesDisjoint,       ///< a job is claimed again only after the previous lease ended
     NothingLost,  ///< every enqueued job exists and is terminal, live, pending or quarantined with
                   ///< a reason
-    ResultMatchesRow,  ///< completed rows and published results agree
-    SameOrganization,  ///< no event or result crosses organizations
-    ClaimAfterRunAt,   ///< a job scheduled for later (a delay or a retry's backoff) is claimed
-                       ///< only after it came due
-    PausedQueueIdle,   ///< no claim from a queue while it is paused
-    LimitRespected,    ///< a queue never has more leases out than its max_assigned
-    EndedStaysEnded,   ///< nothing is claimed or completed after a job was cancelled, discarded
-                       ///< or failed, unless an operator revived it (retried)
+    ResultMatchesRow,   ///< completed rows and published results agree
+    SameOrganization,   ///< no event or result crosses organizations
+    ClaimAfterRunAt,    ///< a job scheduled for later (a delay or a retry's backoff) is claimed
+                        ///< only after it came due
+    PausedQueueIdle,    ///< no claim from a queue while it is paused
+    LimitRespected,     ///< a queue never has more leases out than its max_assigned
+    EndedStaysEnded,    ///< nothing is claimed or completed after a job was cancelled, discarded
+                        ///< or failed, unless an operator revived it (retried)
+    PrunedIsAbsent,     ///< a job the prune ledger names has no row and no result left
+    PrunedWasFinished,  ///< a pruned job whose history is still attached had finished, and was
+                        ///< neither quarantined nor waiting nor assigned when it went
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the
@@ -81,13 +86,18 @@ struct CheckReport {
     std::size_t accepted_completions = 0;
     std::size_t rejections = 0;
     std::size_t reclaims = 0;
+    /// Jobs the prune ledger records as removed by retention, and how many of them still have
+    /// events in the attached partitions of job_events.
+    std::size_t pruned = 0;
+    std::size_t pruned_with_history = 0;
     std::vector<Violation> violations;
     bool ok() const { return violations.empty(); }
 };
 
 CheckReport check(const History& history);
 
-/// Loads the whole history in three queries.
+/// Loads the whole history (jobs, events, results, queue events, the prune ledger) in one
+/// snapshot.
 History load_history(pqxx::connection& conn);
 
 }  // namespace aclaim::common

@@ -80,12 +80,14 @@ SELECT id, aclaim_wake(org_id) FROM r
 inline const Statement kOperatorFail{"aclaim_operator_fail",
                                      R"SQL(
 WITH f AS (
-    UPDATE jobs
+    UPDATE jobs j
        SET state = 'failed', completed_at = aclaim_ts($4::bigint), lease_expires_at = NULL,
            last_error = $6::text
      WHERE id = $1::bigint AND state = 'assigned' AND generation = $2::bigint
-    RETURNING id, org_id, generation
-), logged AS (
+    RETURNING )SQL" + std::string(kOutcomeReturning) +
+                                         R"SQL(
+), recorded AS ()SQL" + record_outcomes("f") +
+                                         R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'failed', $3::text, aclaim_ts($4::bigint), $5::text FROM f
 )
@@ -98,32 +100,14 @@ SELECT id FROM f
 /// scheduled or assigned, in id order: terminal at once, audited with who and why. An assigned
 /// job keeps its holder in the row, and the holder's coordinator is told on aclaim_revoke
 /// (delivered at commit) so that it pushes REVOKED "cancelled" at once; the holder's completion
-/// is refused "cancelled" from then on.
+/// is refused "cancelled" from then on. The statement is aclaim_cancel_jobs
+/// (schema/0008_integration.sql), which a producer's aclaim_cancel runs too, confined to its
+/// organization.
 inline const Statement kOperatorCancel{
     "aclaim_operator_cancel",
     R"SQL(
-WITH c AS MATERIALIZED (
-    SELECT id, state AS was, assignee AS holder FROM jobs
-     WHERE id = ANY($1::bigint[]) AND state IN ('pending', 'scheduled', 'assigned')
-     ORDER BY id FOR UPDATE
-), done AS (
-    UPDATE jobs j
-       SET state = 'cancelled', completed_at = aclaim_ts($4::bigint), lease_expires_at = NULL,
-           last_error = 'cancelled by ' || $2::text || ': ' || $3::text
-      FROM c
-     WHERE j.id = c.id
-    RETURNING j.id, j.org_id, j.generation, c.was, c.holder
-), logged AS (
-    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-    SELECT id, org_id, generation, 'cancelled', $2::text, aclaim_ts($4::bigint),
-           'was ' || was || coalesce(', held by ' || holder, '') || ': ' || $3::text
-      FROM done
-)
-SELECT id, org_id, generation, was, coalesce(holder, '') AS holder,
-       CASE WHEN was = 'assigned'
-            THEN pg_notify('aclaim_revoke', org_id || ':' || id || ':' || generation
-                                            || ':cancelled:' || holder) END
-  FROM done ORDER BY id
+SELECT id, org_id, generation, was, holder
+  FROM aclaim_cancel_jobs(NULL, $1::bigint[], $2::text, $3::text, $4::bigint)
 )SQL",
     {"jobs bigint[]", "operator text", "reason text", "now_us bigint"}};
 
@@ -171,16 +155,21 @@ SELECT CASE WHEN NOT $3::bool THEN aclaim_wake(org_id, queue) END FROM q
     {"org bigint", "queue text", "paused bool", "operator text", "now_us bigint", "reason text"}};
 
 /// $1 org, $2 queue, $3 max_assigned, $4 max_attempts, $5 backoff base, $6 backoff cap,
-/// $7 run timeout (each NULL: keep; 0: back to none or the built-in default), $8 operator,
-/// $9 now, $10 detail. After kOperatorQueueLock, as kOperatorPause.
+/// $7 run timeout, $11..$14 the retention of completed, failed, discarded and cancelled jobs
+/// (each NULL: keep; 0: back to none or the built-in default), $8 operator, $9 now, $10 detail.
+/// After kOperatorQueueLock, as kOperatorPause.
 inline const Statement kOperatorConfigure{
     "aclaim_operator_configure",
     R"SQL(
 WITH q AS (
     INSERT INTO job_queues AS jq (org_id, queue, max_assigned, max_attempts, backoff_base_us,
-                                  backoff_cap_us, run_timeout_us, updated_at)
+                                  backoff_cap_us, run_timeout_us, retain_completed_us,
+                                  retain_failed_us, retain_discarded_us, retain_cancelled_us,
+                                  updated_at)
     VALUES ($1::bigint, $2::text, nullif($3::int, 0), nullif($4::int, 0), nullif($5::bigint, 0),
-            nullif($6::bigint, 0), nullif($7::bigint, 0), aclaim_ts($9::bigint))
+            nullif($6::bigint, 0), nullif($7::bigint, 0), nullif($11::bigint, 0),
+            nullif($12::bigint, 0), nullif($13::bigint, 0), nullif($14::bigint, 0),
+            aclaim_ts($9::bigint))
     ON CONFLICT (org_id, queue) DO UPDATE SET
         max_assigned = CASE WHEN $3::int IS NULL THEN jq.max_assigned ELSE nullif($3::int, 0) END,
         max_attempts = CASE WHEN $4::int IS NULL THEN jq.max_attempts ELSE nullif($4::int, 0) END,
@@ -190,6 +179,14 @@ WITH q AS (
                               ELSE nullif($6::bigint, 0) END,
         run_timeout_us = CASE WHEN $7::bigint IS NULL THEN jq.run_timeout_us
                               ELSE nullif($7::bigint, 0) END,
+        retain_completed_us = CASE WHEN $11::bigint IS NULL THEN jq.retain_completed_us
+                                   ELSE nullif($11::bigint, 0) END,
+        retain_failed_us = CASE WHEN $12::bigint IS NULL THEN jq.retain_failed_us
+                                ELSE nullif($12::bigint, 0) END,
+        retain_discarded_us = CASE WHEN $13::bigint IS NULL THEN jq.retain_discarded_us
+                                   ELSE nullif($13::bigint, 0) END,
+        retain_cancelled_us = CASE WHEN $14::bigint IS NULL THEN jq.retain_cancelled_us
+                                   ELSE nullif($14::bigint, 0) END,
         updated_at = EXCLUDED.updated_at
     RETURNING jq.org_id, jq.queue
 ), logged AS (
@@ -200,14 +197,16 @@ SELECT aclaim_wake(org_id, queue) FROM q
 )SQL",
     {"org bigint", "queue text", "max_assigned int", "max_attempts int", "backoff_base_us bigint",
      "backoff_cap_us bigint", "run_timeout_us bigint", "operator text", "now_us bigint",
-     "detail text"}};
+     "detail text", "retain_completed_us bigint", "retain_failed_us bigint",
+     "retain_discarded_us bigint", "retain_cancelled_us bigint"}};
 
 /// $1 org. The organization's queue lock, exclusive (see kClaimLocks).
 inline constexpr const char* kOperatorQueueLock =
     "SELECT pg_advisory_xact_lock(aclaim_org_lock($1::bigint))";
 
 /// $1 org (0: all). One row per organization and queue that has jobs or settings: counts by
-/// state and the settings. Reads the whole table, as status does.
+/// state and the settings, with the retention in force per terminal state (the queue's setting
+/// or the built-in default, aclaim_retention_us). Reads the whole table, as status does.
 inline const Statement kOperatorQueues{"aclaim_operator_queues",
                                        R"SQL(
 WITH counts AS (
@@ -226,7 +225,11 @@ SELECT org_id, queue, coalesce(c.pending, 0) AS pending, coalesce(c.scheduled, 0
        coalesce(c.assigned, 0) AS assigned, coalesce(c.completed, 0) AS completed,
        coalesce(c.discarded, 0) AS discarded, coalesce(c.failed, 0) AS failed,
        coalesce(c.cancelled, 0) AS cancelled, coalesce(q.paused, false) AS paused,
-       q.max_assigned, q.max_attempts, q.backoff_base_us, q.backoff_cap_us, q.run_timeout_us
+       q.max_assigned, q.max_attempts, q.backoff_base_us, q.backoff_cap_us, q.run_timeout_us,
+       aclaim_retention_us(org_id, queue, 'completed') AS retain_completed_us,
+       aclaim_retention_us(org_id, queue, 'failed') AS retain_failed_us,
+       aclaim_retention_us(org_id, queue, 'discarded') AS retain_discarded_us,
+       aclaim_retention_us(org_id, queue, 'cancelled') AS retain_cancelled_us
   FROM counts c
   FULL JOIN (SELECT * FROM job_queues WHERE $1::bigint = 0 OR org_id = $1::bigint) q
  USING (org_id, queue)
@@ -237,10 +240,33 @@ SELECT org_id, queue, coalesce(c.pending, 0) AS pending, coalesce(c.scheduled, 0
 /// Bounds the wait for a row a coordinator is updating, so that the console never hangs.
 inline constexpr const char* kOperatorLockTimeout = "SET LOCAL lock_timeout = '5s'";
 
+/// $1 login, $2 organization, $3 operator, $4 now. Binds a producer login to one organization
+/// (schema/0008_integration.sql: a superuser, a login that bypasses row-level security or one that
+/// can act as the coordinator is refused) and makes it a member of aclaim_producer.
+inline const Statement kProducerBind{
+    "aclaim_producer_bind",
+    "SELECT aclaim_producer_bind($1::name, $2::bigint, $3::text, $4::bigint)",
+    {"login name", "org bigint", "operator text", "now_us bigint"}};
+
+/// $1 login. Removes the binding and the membership; true when the login was bound.
+inline const Statement kProducerUnbind{
+    "aclaim_producer_unbind", "SELECT aclaim_producer_unbind($1::name) AS unbound", {"login name"}};
+
+/// Every bound login, whether it can still log in.
+inline const Statement kProducerList{"aclaim_producer_list",
+                                     R"SQL(
+SELECT p.login, p.org_id, aclaim_us(p.bound_at) AS bound_us, p.bound_by,
+       coalesce(r.rolcanlogin, false) AS can_login
+  FROM producer_logins p LEFT JOIN pg_roles r ON r.rolname = p.login
+ ORDER BY p.org_id, p.login
+)SQL",
+                                     {}};
+
 /// The statements above that take parameters, run unprepared on the caller's connection (their
 /// names only identify them); listed for the test that holds each text to its contract.
 inline const std::vector<const Statement*> kOperatorStatements = {
     &kOperatorStatus, &kOperatorRelease, &kOperatorFail,      &kOperatorCancel,
-    &kOperatorRetry,  &kOperatorPause,   &kOperatorConfigure, &kOperatorQueues};
+    &kOperatorRetry,  &kOperatorPause,   &kOperatorConfigure, &kOperatorQueues,
+    &kProducerBind,   &kProducerUnbind,  &kProducerList};
 
 }  // namespace aclaim::common::sql

@@ -26,6 +26,7 @@ std::string value_text(int v) {
     return std::to_string(v);
 }
 std::string value_text(Duration d) {
+    if (d == kRetainForever) return "forever";
     return std::to_string(d.count() / 1000) + "ms";
 }
 
@@ -224,12 +225,18 @@ void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSe
     say("backoff_base", q.backoff_base);
     say("backoff_cap", q.backoff_cap);
     say("run_timeout", q.run_timeout);
+    say("retain_completed", q.retain_completed);
+    say("retain_failed", q.retain_failed);
+    say("retain_discarded", q.retain_discarded);
+    say("retain_cancelled", q.retain_cancelled);
     pqxx::work txn(conn_, "operator_configure");
     txn.exec(sql::kOperatorLockTimeout);
     txn.exec_params(sql::kOperatorQueueLock, org);
     txn.exec_params(sql::kOperatorConfigure.text, org, queue, q.max_assigned, q.max_attempts,
                     micros_of(q.backoff_base), micros_of(q.backoff_cap), micros_of(q.run_timeout),
-                    actor, now, detail.empty() ? "nothing changed" : detail);
+                    actor, now, detail.empty() ? "nothing changed" : detail,
+                    micros_of(q.retain_completed), micros_of(q.retain_failed),
+                    micros_of(q.retain_discarded), micros_of(q.retain_cancelled));
     txn.commit();
 }
 
@@ -253,6 +260,10 @@ std::vector<QueueStatus> OperatorStore::queues(std::optional<OrgId> org) {
         q.backoff_base = duration_of(r["backoff_base_us"]);
         q.backoff_cap = duration_of(r["backoff_cap_us"]);
         q.run_timeout = duration_of(r["run_timeout_us"]);
+        q.retain_completed = Duration(r["retain_completed_us"].as<std::int64_t>());
+        q.retain_failed = Duration(r["retain_failed_us"].as<std::int64_t>());
+        q.retain_discarded = Duration(r["retain_discarded_us"].as<std::int64_t>());
+        q.retain_cancelled = Duration(r["retain_cancelled_us"].as<std::int64_t>());
         out.push_back(std::move(q));
     }
     return out;

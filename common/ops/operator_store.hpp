@@ -71,7 +71,16 @@ struct QueueSettings {
     std::optional<Duration> backoff_base;
     std::optional<Duration> backoff_cap;
     std::optional<Duration> run_timeout;
+    /// How long finished jobs are kept, by the state they finished in (kRetainForever: never
+    /// removed).
+    std::optional<Duration> retain_completed;
+    std::optional<Duration> retain_failed;
+    std::optional<Duration> retain_discarded;
+    std::optional<Duration> retain_cancelled;
 };
+
+/// A retention that never ends (2^63-1 microseconds, as schema/0007_retention.sql reads it).
+inline constexpr Duration kRetainForever = Duration::max();
 
 /// One organization's queue as `aclaimctl queue list` shows it.
 struct QueueStatus {
@@ -85,6 +94,8 @@ struct QueueStatus {
     std::optional<Duration> backoff_base;
     std::optional<Duration> backoff_cap;
     std::optional<Duration> run_timeout;
+    /// The retention in force per terminal state: the queue's setting or the built-in default.
+    Duration retain_completed{}, retain_failed{}, retain_discarded{}, retain_cancelled{};
 };
 
 /// The operator console's reads and its fenced transitions over one connection. Time always

@@ -252,13 +252,14 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
 }
 
 std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& result,
-                                const std::optional<EventSummary>& events) {
+                                const std::optional<EventSummary>& events, bool pruned) {
     if (!result && !events) return std::nullopt;
+    if (pruned && !result) return std::nullopt;
     Orphan o;
     o.job_id = job;
     if (result) {
         o.org_id = result->org_id;
-        o.reason = "orphan_result";
+        o.reason = pruned ? "pruned_result_left" : "orphan_result";
     } else {
         o.org_id = events->orgs.empty() ? 0 : events->orgs.front();
         o.reason = "orphan_events";

@@ -98,8 +98,10 @@ struct Orphan {
     std::string evidence;
 };
 
+/// `pruned`: the prune ledger names the job. Its remaining events are then no orphan (the job is
+/// absent by design); a result left behind still is, since retention removes both together.
 std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& result,
-                                const std::optional<EventSummary>& events);
+                                const std::optional<EventSummary>& events, bool pruned = false);
 
 /// "2026-03-01T12:00:00Z", with ".ffffff" only when the microseconds are not zero.
 std::string format_instant(Instant t);

@@ -141,13 +141,15 @@ SELECT id, aclaim_wake(org_id) FROM u
 inline const Statement kFailQuarantined{"aclaim_fail_quarantined",
                                         R"SQL(
 WITH u AS (
-    UPDATE jobs
+    UPDATE jobs j
        SET state = 'failed', generation = $2::bigint, completed_at = aclaim_ts($4::bigint),
            lease_expires_at = NULL, result_ref = NULL, last_error = $6::text,
            quarantined_from = NULL, quarantine_reason = NULL
      WHERE id = $1::bigint AND state = 'quarantined' AND generation <= $2::bigint
-    RETURNING id, org_id, generation
-), logged AS (
+    RETURNING )SQL" + std::string(kOutcomeReturning) +
+                                            R"SQL(
+), recorded AS ()SQL" + record_outcomes("u") +
+                                            R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'unquarantined', $3::text, aclaim_ts($4::bigint), $5::text FROM u
 )

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <string_view>
 
+#include "common/ops/pruned.hpp"
 #include "common/ops/recovery_sql.hpp"
 #include "common/store/pg_time.hpp"
 
@@ -117,6 +118,7 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
     report.now = now;
     report.org = org;
     pqxx::result jobs, results, summaries;
+    PrunedIds pruned;
     {
         // One snapshot for the three reads, so that a completion committing in between cannot
         // show up as a row without its result.
@@ -128,6 +130,7 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
         jobs = run(sql::kReadJobs, sql::kJobsAll, sql::kJobsOfOrg);
         results = run(sql::kReadResults, sql::kLinkedAll, sql::kLinkedOfOrg);
         summaries = run(sql::kReadEventSummaries, sql::kLinkedAll, sql::kLinkedOfOrg);
+        pruned = PrunedIds(load_pruned(txn));
         txn.commit();
     }
     std::map<JobId, ResultRecord> result_of;
@@ -167,7 +170,11 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
         std::optional<EventSummary> events;
         if (auto it = result_of.find(id); it != result_of.end()) result = it->second;
         if (auto it = events_of.find(id); it != events_of.end()) events = it->second;
-        if (auto o = orphan_of(id, result, events)) report.orphans.push_back(std::move(*o));
+        const bool was_pruned = pruned.contains(id);
+        if (was_pruned && !result) ++report.pruned_with_events;
+        if (auto o = orphan_of(id, result, events, was_pruned)) {
+            report.orphans.push_back(std::move(*o));
+        }
     }
     return report;
 }

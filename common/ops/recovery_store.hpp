@@ -35,6 +35,9 @@ struct RecoveryReport {
     std::vector<JobSnapshot> inconsistent;  ///< in job id order
     std::vector<JobId> expired;             ///< in job id order
     std::vector<Orphan> orphans;            ///< results or events without a job row
+    /// Jobs retention removed (the prune ledger) whose events are still attached: absent, not
+    /// orphans and not lost.
+    std::size_t pruned_with_events = 0;
 };
 
 enum class ApplyAction {

@@ -176,6 +176,21 @@ struct Reclaimed {
     std::string reason = "reclaimed";
 };
 
+/// What one prune batch removed from one organization (schema/0007_retention.sql): finished jobs
+/// by state, and their published results.
+struct Pruned {
+    OrgId org_id = 0;
+    std::int64_t completed = 0, failed = 0, discarded = 0, cancelled = 0;
+    std::int64_t results = 0;
+    std::int64_t jobs() const { return completed + failed + discarded + cancelled; }
+};
+
+/// job_events' partitions by what became of them, and how far ahead the attached ones reach.
+struct PartitionSummary {
+    std::int64_t attached = 0, detaching = 0, archived = 0, dropped = 0;
+    std::optional<Instant> covered_until;
+};
+
 /// The fields of the current row that decide why a request was refused.
 struct RowAuthority {
     OrgId org_id = 0;

@@ -4,6 +4,7 @@
 #include <span>
 #include <unordered_map>
 
+#include "common/store/new_job_arrays.hpp"
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
 #include "common/store/store_sql.hpp"
@@ -297,32 +298,13 @@ std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>
 
 std::vector<Enqueued> AssignmentStore::enqueue_each(OrgId org, const std::vector<NewJob>& jobs,
                                                     Instant now, Duration dedupe_window) {
-    std::vector<std::string> queues, payloads;
-    std::vector<int> priorities;
-    std::vector<std::optional<int>> attempts;
-    std::vector<std::optional<std::int64_t>> run_at, base, cap, timeout;
-    std::vector<std::optional<std::string>> keys;
-    auto micros = [](const std::optional<Duration>& d) -> std::optional<std::int64_t> {
-        if (!d) return std::nullopt;
-        return d->count();
-    };
-    for (const auto& j : jobs) {
-        queues.push_back(j.queue);
-        payloads.push_back(j.payload);
-        priorities.push_back(j.priority);
-        attempts.push_back(j.max_attempts);
-        run_at.push_back(j.run_at ? std::optional(to_micros(*j.run_at)) : std::nullopt);
-        base.push_back(micros(j.backoff_base));
-        cap.push_back(micros(j.backoff_cap));
-        timeout.push_back(micros(j.run_timeout));
-        keys.push_back(j.dedupe_key);
-    }
+    const NewJobArrays a = new_job_arrays(jobs);
     pqxx::work txn(*conn_, "enqueue");
     Scope(txn, options_.row_security).to(org);
-    const pqxx::result r = txn.exec_prepared(
-        sql::kEnqueue.name, org, now, pg_array(queues), pg_array(payloads), pg_array(priorities),
-        pg_array(run_at), pg_array(attempts), pg_array(base), pg_array(cap), pg_array(timeout),
-        pg_array(keys), dedupe_window);
+    const pqxx::result r =
+        txn.exec_prepared(sql::kEnqueue.name, org, now, a.queues, a.payloads, a.priorities,
+                          a.run_at_us, a.max_attempts, a.backoff_base_us, a.backoff_cap_us,
+                          a.run_timeout_us, a.dedupe_keys, dedupe_window);
     txn.commit();
     std::vector<Enqueued> out;
     out.reserve(r.size());
@@ -554,6 +536,59 @@ std::optional<Instant> AssignmentStore::next_due() {
     txn.commit();
     if (r["run_at_us"].is_null()) return std::nullopt;
     return r["run_at_us"].as<Instant>();
+}
+
+bool AssignmentStore::try_retention_lock() {
+    pqxx::nontransaction session(*conn_);
+    return session.exec_prepared1(sql::kRetentionTryLock.name)["held"].as<bool>();
+}
+
+void AssignmentStore::release_retention_lock() {
+    pqxx::nontransaction session(*conn_);
+    session.exec_prepared(sql::kRetentionUnlock.name);
+}
+
+std::vector<Pruned> AssignmentStore::prune_finished(Instant now, int limit) {
+    pqxx::work txn(*conn_, "prune_finished");
+    Scope(txn, options_.row_security).all();
+    std::vector<Pruned> out;
+    for (const auto& r : txn.exec_prepared(sql::kPruneJobs.name, now, limit)) {
+        Pruned p;
+        p.org_id = r["org_id"].as<OrgId>();
+        p.completed = r["completed"].as<std::int64_t>();
+        p.failed = r["failed"].as<std::int64_t>();
+        p.discarded = r["discarded"].as<std::int64_t>();
+        p.cancelled = r["cancelled"].as<std::int64_t>();
+        p.results = r["results"].as<std::int64_t>();
+        out.push_back(p);
+    }
+    txn.commit();
+    return out;
+}
+
+std::vector<std::string> AssignmentStore::ensure_event_partitions(Instant now, int months_ahead) {
+    pqxx::work txn(*conn_, "ensure_event_partitions");
+    Scope(txn, options_.row_security).all();
+    std::vector<std::string> out;
+    for (const auto& r : txn.exec_prepared(sql::kEnsurePartitions.name, now, months_ahead)) {
+        out.push_back(r["name"].as<std::string>());
+    }
+    txn.commit();
+    return out;
+}
+
+PartitionSummary AssignmentStore::partition_summary() {
+    pqxx::work txn(*conn_, "partition_summary");
+    Scope(txn, options_.row_security).all();
+    const pqxx::row r = txn.exec_prepared1(sql::kPartitionSummary.name);
+    txn.commit();
+    PartitionSummary s;
+    s.attached = r["attached"].as<std::int64_t>();
+    s.detaching = r["detaching"].as<std::int64_t>();
+    s.archived = r["archived"].as<std::int64_t>();
+    s.dropped = r["dropped"].as<std::int64_t>();
+    if (!r["covered_until_us"].is_null()) s.covered_until = r["covered_until_us"].as<Instant>();
+    return s;
 }
 
 }  // namespace aclaim::common

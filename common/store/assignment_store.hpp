@@ -100,6 +100,19 @@ class AssignmentStore {
     /// The earliest run_at of any scheduled job.
     std::optional<Instant> next_due();
 
+    /// Takes the retention lock (a session advisory lock) if no other session holds it; true when
+    /// this session holds it now. Released by release_retention_lock or when the session ends.
+    bool try_retention_lock();
+    void release_retention_lock();
+    /// One prune batch: removes up to limit finished jobs whose retention has passed at now (the
+    /// predicate aclaim_job_prunable decides), with their results, recorded in job_prunes. One
+    /// entry per organization touched.
+    std::vector<Pruned> prune_finished(Instant now, int limit);
+    /// Creates the monthly partitions of job_events from now's month through months_ahead months
+    /// after it that do not exist yet; returns their names.
+    std::vector<std::string> ensure_event_partitions(Instant now, int months_ahead);
+    PartitionSummary partition_summary();
+
     /// The row's current authority (organization, state, generation, assignee, lease), read
     /// without locking: used to learn the truth after a commit whose outcome was unknown.
     std::optional<RowAuthority> authority(JobId job);

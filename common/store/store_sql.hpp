@@ -29,27 +29,54 @@ inline constexpr const char* kAllOrganizations = "system";
 inline const Statement kScope{
     "aclaim_scope", "SELECT set_config('aclaim.org_id', $1::text, true)", {"org text"}};
 
+/// What an UPDATE of `jobs j` that may end jobs returns for record_outcomes: the row afterwards.
+inline constexpr const char* kOutcomeReturning =
+    "j.id, j.org_id, j.queue, j.generation, j.attempts, j.state, j.result_ref, j.last_error, "
+    "j.dedupe_key, j.completed_at";
+
+/// The CTE body that records the outcome of each row of the CTE `from` (which returns
+/// kOutcomeReturning) that ended its job: completed with its result, failed, discarded or
+/// cancelled; rows that went back to a queue record nothing. Every statement that can end a job
+/// includes it, so the outcome commits with the transition (schema/0008_integration.sql, and
+/// docs/integration.md for how consumer groups read it); a unit test holds every statement that
+/// sets a terminal state to it. Each row of an organization that has a consumer group notifies
+/// aclaim_outcomes with its organization only: PostgreSQL delivers one notification per payload
+/// per transaction, and a consumer treats it as "look again", never as the outcome. Organizations
+/// without a group have no consumer to wake, and their transitions skip NOTIFY, whose
+/// cluster-wide commit lock is held through the WAL flush and makes notifying transactions commit
+/// one at a time (docs/performance.md). A group created while a transition is under way is not
+/// seen by it: that one outcome reaches the group's consumer at its next bounded look.
+inline std::string record_outcomes(std::string_view from) {
+    std::string text = R"SQL(
+    INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, result_ref,
+                              error, dedupe_key, at)
+    SELECT org_id, id, state, queue, generation, attempts,
+           CASE WHEN state = 'completed' THEN result_ref END,
+           CASE WHEN state <> 'completed' THEN last_error END, dedupe_key, completed_at
+      FROM {FROM} WHERE state IN ('completed', 'failed', 'discarded', 'cancelled')
+    RETURNING CASE WHEN EXISTS (SELECT 1 FROM result_groups g WHERE g.org_id = job_outcomes.org_id)
+                   THEN pg_notify('aclaim_outcomes', org_id::text) END
+)SQL";
+    text.replace(text.find("{FROM}"), 6, from);
+    return text;
+}
+
 /// $1 org, $2 now, then one array element per job: $3 queues, $4 payloads, $5 priorities,
 /// $6 run_at (NULL: now), $7 max_attempts, $8 backoff bases, $9 backoff caps, $10 run timeouts,
 /// $11 dedupe keys (NULL elements: the queue's setting or the built-in default; no key), and $12
-/// the dedupe window. Each job goes through aclaim_enqueue_job (schema/0005_lifecycle.sql), which
-/// returns the existing job for a dedupe key that is still held. Jobs without a key go first, in
-/// order; keyed ones after, in key order: an insert waits for another transaction's uncommitted
-/// holder of its key, and producers that take keys in one order can never wait on each other in a
-/// cycle. Rows come back in the caller's order.
+/// the dedupe window. aclaim_enqueue_jobs (schema/0008_integration.sql) holds the statement, so
+/// that the producers' SQL API enqueues exactly as the store does: it refuses a payload over
+/// aclaim_max_payload_bytes(), sends each job through aclaim_enqueue_job (schema/0005), which
+/// returns the existing job for a dedupe key that is still held, and takes keys in key order so
+/// that producers never wait on each other in a cycle. Rows come back in the caller's order.
 inline const Statement kEnqueue{
     "aclaim_enqueue",
     R"SQL(
-SELECT e.id, e.created, e.state
-  FROM (SELECT * FROM unnest($3::text[], $4::text[], $5::int[], $6::bigint[], $7::int[],
-                             $8::bigint[], $9::bigint[], $10::bigint[], $11::text[])
-                      WITH ORDINALITY AS p(queue, payload, priority, run_at, max_attempts, base,
-                                           cap, timeout, dedupe_key, n)
-         ORDER BY dedupe_key IS NOT NULL, dedupe_key, n) AS p
- CROSS JOIN LATERAL aclaim_enqueue_job($1::bigint, $2::bigint, p.queue, p.payload, p.priority,
-                                       p.run_at, p.max_attempts, p.base, p.cap, p.timeout,
-                                       p.dedupe_key, $12::bigint) AS e
- ORDER BY p.n
+SELECT id, created, state
+  FROM aclaim_enqueue_jobs($1::bigint, $2::bigint, $3::text[], $4::text[], $5::int[],
+                           $6::bigint[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[],
+                           $11::text[], $12::bigint)
+ ORDER BY n
 )SQL",
     {"org bigint", "now_us bigint", "queues text[]", "payloads text[]", "priorities int[]",
      "run_at_us bigint[]", "max_attempts int[]", "backoff_base_us bigint[]",
@@ -100,7 +127,9 @@ inline std::string claim_room(std::string_view limit, std::string_view queues) {
 /// conditions on the newest row version, so every picked row is pending and locked; the update
 /// finds it by primary key alone. (A condition on jobs.state there would make the partial index
 /// jobs_claim_order a candidate for a full scan per job, see kRenewBatch.) A lease never runs past
-/// the attempt's deadline.
+/// the attempt's deadline. The generation is the next one, or the first of the current
+/// timeline's range when that is higher (the fencing epoch, schema/0009_fencing_epoch.sql): after
+/// a failover that lost commits, no claim repeats a generation granted in the lost history.
 inline const Statement kClaim{
     "aclaim_claim",
     "WITH " + claim_room("$3::int", "$6::text[]") + R"SQL(, picked AS MATERIALIZED (
@@ -119,7 +148,8 @@ inline const Statement kClaim{
      WHERE p.rn <= room.room
 ), claimed AS (
     UPDATE jobs j
-       SET state = 'assigned', generation = j.generation + 1, assignee = $2::text,
+       SET state = 'assigned', generation = greatest(j.generation + 1, (SELECT aclaim_generation_floor()) + 1),
+           assignee = $2::text,
            claimed_at = aclaim_ts($4::bigint),
            deadline_at = aclaim_ts($4::bigint + j.run_timeout_us),
            lease_expires_at = least(aclaim_ts($4::bigint + $5::bigint),
@@ -158,21 +188,24 @@ RETURNING aclaim_us(lease_expires_at) AS lease_us
                                "now_us bigint", "lease_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 result_ref, $6 now.
-/// The completion, its outbox row and its audit event commit together. Nothing here notifies: a
-/// NOTIFY takes a cluster-wide lock at commit that every notifying transaction holds through its
-/// WAL flush, so notifying completions commit one at a time. Consumers are told after the commit
-/// instead (kNotifyResults).
+/// The completion, its outbox row, its outcome and its audit event commit together. It notifies
+/// only through record_outcomes, and only organizations with consumer groups: a NOTIFY takes a
+/// cluster-wide lock at commit that every notifying transaction holds through its WAL flush, so
+/// notifying completions commit one at a time. aclaim_results is sent after the commit instead
+/// (kNotifyResults).
 inline const Statement kComplete{"aclaim_complete",
                                  R"SQL(
 WITH done AS (
-    UPDATE jobs
+    UPDATE jobs j
        SET state = 'completed', completed_at = aclaim_ts($6::bigint), result_ref = $5::text,
            lease_expires_at = NULL
      WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
        AND generation = $3::bigint AND assignee = $4::text
        AND lease_expires_at > aclaim_ts($6::bigint)
-    RETURNING id, org_id, generation
-), published AS (
+    RETURNING )SQL" + std::string(kOutcomeReturning) +
+                                     R"SQL(
+), recorded AS ()SQL" + record_outcomes("done") +
+                                     R"SQL(), published AS (
     INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
     SELECT id, org_id, generation, $5::text, aclaim_ts($6::bigint) FROM done
 ), logged AS (
@@ -252,9 +285,10 @@ WITH r AS (
      WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
        AND generation = $3::bigint AND assignee = $4::text
        AND lease_expires_at > aclaim_ts($7::bigint)
-    RETURNING id, org_id, queue, generation, state, aclaim_us(run_at) AS run_at_us, attempts,
-              max_attempts
-), logged AS (
+    RETURNING )SQL" + kOutcomeReturning +
+                                 R"SQL(, aclaim_us(j.run_at) AS run_at_us, j.max_attempts
+), recorded AS ()SQL" + record_outcomes("r") +
+                                 R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, )SQL" +
                                  retry_event_kind("'released'") + R"SQL(,
@@ -313,9 +347,10 @@ WITH expired AS MATERIALIZED (
                              ELSE 'lease expired on attempt ' || j.attempts END
       FROM expired
      WHERE j.id = expired.id
-    RETURNING j.id, j.org_id, j.queue, j.generation, expired.assignee, j.state,
-              aclaim_us(j.run_at) AS run_at_us, j.attempts, j.max_attempts, j.last_error
-), logged AS (
+    RETURNING )SQL" + kOutcomeReturning +
+                       R"SQL(, expired.assignee, aclaim_us(j.run_at) AS run_at_us, j.max_attempts
+), recorded AS ()SQL" + record_outcomes("r") +
+                       R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, )SQL" +
                        retry_event_kind("'reclaimed'") + R"SQL(,
@@ -431,7 +466,8 @@ inline const Statement kClaimBatch{
       JOIN unnest($2::text[]) WITH ORDINALITY AS s(worker, slot) USING (slot)
 ), claimed AS (
     UPDATE jobs j
-       SET state = 'assigned', generation = j.generation + 1, assignee = slotted.worker,
+       SET state = 'assigned', generation = greatest(j.generation + 1, (SELECT aclaim_generation_floor()) + 1),
+           assignee = slotted.worker,
            claimed_at = aclaim_ts($3::bigint),
            deadline_at = aclaim_ts($3::bigint + j.run_timeout_us),
            lease_expires_at = least(aclaim_ts($3::bigint + $4::bigint),
@@ -480,8 +516,8 @@ RETURNING r.n, aclaim_us(j.lease_expires_at) AS lease_us
                                     "workers text[]", "now_us bigint", "lease_us bigint"}};
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers,
-/// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outbox row and its
-/// audit event; rows locked and fenced as in kRenewBatch.
+/// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outbox row, its
+/// outcome and its audit event; rows locked and fenced as in kRenewBatch.
 inline const Statement kCompleteBatch{"aclaim_complete_batch",
                                       R"SQL(
 WITH r AS (
@@ -498,8 +534,10 @@ WITH r AS (
      WHERE j.id = l.id AND l.org_id = r.org AND l.state = 'assigned'
        AND l.generation = r.generation AND l.assignee = r.worker
        AND l.lease_expires_at > aclaim_ts($6::bigint)
-    RETURNING r.n, j.id, j.org_id, j.generation, r.worker, r.result_ref
-), published AS (
+    RETURNING r.n, r.worker, )SQL" + std::string(kOutcomeReturning) +
+                                          R"SQL(
+), recorded AS ()SQL" + record_outcomes("done") +
+                                          R"SQL(), published AS (
     INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
     SELECT id, org_id, generation, result_ref, aclaim_ts($6::bigint) FROM done
 ), logged AS (
@@ -519,11 +557,73 @@ inline const Statement kNotifyResults{
     "SELECT count(pg_notify($1::text, org::text)) FROM unnest($2::bigint[]) AS org",
     {"channel text", "orgs bigint[]"}};
 
+// Retention (schema/0007_retention.sql): one coordinator at a time prunes finished jobs and keeps
+// job_events' partitions ahead of the clock.
+
+/// The session advisory lock that makes one coordinator the pruner while the others pass. Taken
+/// with a try, never waited for; its key is apart from every lock a claim takes (kClaimLocks).
+inline const Statement kRetentionTryLock{
+    "aclaim_retention_try_lock",
+    "SELECT pg_try_advisory_lock(hashtextextended('aclaim retention', 0)) AS held",
+    {}};
+inline const Statement kRetentionUnlock{
+    "aclaim_retention_unlock",
+    "SELECT pg_advisory_unlock(hashtextextended('aclaim retention', 0)) AS released",
+    {}};
+
+/// $1 now, $2 batch. One prune batch through aclaim_prune_jobs, whose predicate
+/// aclaim_job_prunable decides what may go: one row per organization touched, with how many jobs
+/// of each state and how many results were removed (and recorded in job_prunes).
+inline const Statement kPruneJobs{"aclaim_prune_jobs",
+                                  R"SQL(
+SELECT org_id, completed, failed, discarded, cancelled, results
+  FROM aclaim_prune_jobs($1::bigint, $2::int)
+)SQL",
+                                  {"now_us bigint", "batch int"}};
+
+/// $1 now, $2 months ahead. Creates the monthly partitions of job_events that do not exist yet,
+/// from the month of now through the months ahead; returns the names created.
+inline const Statement kEnsurePartitions{
+    "aclaim_ensure_partitions",
+    "SELECT p AS name FROM aclaim_ensure_event_partitions($1::bigint, $2::int) AS p",
+    {"now_us bigint", "months_ahead int"}};
+
+/// The partitions of job_events by state, and the end of the last attached one: how far ahead
+/// events have somewhere to go.
+inline const Statement kPartitionSummary{"aclaim_partition_summary",
+                                         R"SQL(
+SELECT count(*) FILTER (WHERE state = 'attached') AS attached,
+       count(*) FILTER (WHERE state = 'detaching') AS detaching,
+       count(*) FILTER (WHERE state = 'archived') AS archived,
+       count(*) FILTER (WHERE state = 'dropped') AS dropped,
+       aclaim_us(max(to_at) FILTER (WHERE state = 'attached')) AS covered_until_us
+  FROM job_event_partitions
+)SQL",
+                                         {}};
+
 /// Every statement a store prepares at connect, in one table.
 inline const std::vector<const Statement*> kStatements = {
-    &kScope,         &kEnqueue,    &kClaimLocks, &kClaim,         &kRenew,   &kComplete,
-    &kFail,          &kRelease,    &kReclaim,    &kPromoteDue,    &kNextDue, &kAuthority,
-    &kRejectedBatch, &kClaimBatch, &kRenewBatch, &kCompleteBatch,
+    &kScope,
+    &kEnqueue,
+    &kClaimLocks,
+    &kClaim,
+    &kRenew,
+    &kComplete,
+    &kFail,
+    &kRelease,
+    &kReclaim,
+    &kPromoteDue,
+    &kNextDue,
+    &kAuthority,
+    &kRejectedBatch,
+    &kClaimBatch,
+    &kRenewBatch,
+    &kCompleteBatch,
+    &kRetentionTryLock,
+    &kRetentionUnlock,
+    &kPruneJobs,
+    &kEnsurePartitions,
+    &kPartitionSummary,
 };
 
 }  // namespace aclaim::common::sql

@@ -68,21 +68,53 @@ SELECT org_id,
  GROUP BY org_id
 )SQL";
 
-/// $1 bigint[] organizations. The oldest pending job of each, found by a skip scan over the
-/// claim-order index: one probe per distinct priority, however long the backlog.
-inline constexpr const char* kOldestPending = R"SQL(
-SELECT o AS org_id,
-       (WITH RECURSIVE p AS (
-            (SELECT priority, enqueued_at FROM jobs j
-              WHERE j.org_id = o AND j.state = 'pending'
-              ORDER BY priority DESC, enqueued_at LIMIT 1)
-            UNION ALL
-            SELECT q.priority, q.enqueued_at FROM p, LATERAL (
-                SELECT priority, enqueued_at FROM jobs j
-                 WHERE j.org_id = o AND j.state = 'pending' AND j.priority < p.priority
-                 ORDER BY priority DESC, enqueued_at LIMIT 1) q)
-        SELECT aclaim_us(min(enqueued_at)) FROM p) AS oldest_pending_us
-  FROM unnest($1::bigint[]) o
+/// The states the per-queue table counts, each a column of kQueueOverview: the work still to do
+/// and what waits for a person. Finished states are counted per organization only.
+inline constexpr std::array<std::string_view, 4> kQueueStates = {"pending", "scheduled", "assigned",
+                                                                 "discarded"};
+
+/// At most this many queues per organization and state are listed (the skip scan stops there).
+inline constexpr int kQueuesShown = 100;
+
+/// $1 bigint[] organizations, $2 count cap, $3 queues shown. Every queue of the organizations
+/// that holds a job in one of kQueueStates, or has settings, with its switch, its limit, each of
+/// those states' count up to $2 + 1 and the run_at of its oldest claimable job. All of it from
+/// jobs_org_state (schema/0011): a skip scan over the queues of each (organization, state), then
+/// per queue index-only counts and one probe for the oldest pending entry.
+inline constexpr const char* kQueueOverview = R"SQL(
+WITH RECURSIVE pairs AS (
+    SELECT o, s FROM unnest($1::bigint[]) o,
+                     unnest(ARRAY['pending', 'scheduled', 'assigned', 'discarded']) s
+), found AS (
+    SELECT p.o, p.s, 1 AS n,
+           (SELECT j.queue FROM jobs j WHERE j.org_id = p.o AND j.state = p.s
+             ORDER BY j.queue LIMIT 1) AS queue
+      FROM pairs p
+    UNION ALL
+    SELECT f.o, f.s, f.n + 1,
+           (SELECT j.queue FROM jobs j WHERE j.org_id = f.o AND j.state = f.s AND j.queue > f.queue
+             ORDER BY j.queue LIMIT 1)
+      FROM found f WHERE f.queue IS NOT NULL AND f.n < $3::int
+), queues AS (
+    SELECT o AS org_id, queue FROM found WHERE queue IS NOT NULL
+    UNION
+    SELECT org_id, queue FROM job_queues WHERE org_id = ANY($1::bigint[])
+)
+SELECT q.org_id, q.queue, coalesce(jq.paused, false) AS paused, jq.max_assigned,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = q.org_id
+          AND j.state = 'pending' AND j.queue = q.queue LIMIT $2::bigint + 1) c) AS pending,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = q.org_id
+          AND j.state = 'scheduled' AND j.queue = q.queue LIMIT $2::bigint + 1) c) AS scheduled,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = q.org_id
+          AND j.state = 'assigned' AND j.queue = q.queue LIMIT $2::bigint + 1) c) AS assigned,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = q.org_id
+          AND j.state = 'discarded' AND j.queue = q.queue LIMIT $2::bigint + 1) c) AS discarded,
+       (SELECT aclaim_us(j.run_at) FROM jobs j
+         WHERE j.org_id = q.org_id AND j.state = 'pending' AND j.queue = q.queue
+         ORDER BY j.run_at LIMIT 1) AS oldest_pending_us
+  FROM queues q
+  LEFT JOIN job_queues jq ON jq.org_id = q.org_id AND jq.queue = q.queue
+ ORDER BY q.org_id, q.queue
 )SQL";
 
 /// $1 since, $2 now, $3 bigint[] organizations. Completions per organization and minute since $1
@@ -117,6 +149,16 @@ SELECT id, org_id, generation, assignee, attempts, max_attempts,
  WHERE state = 'assigned'
  ORDER BY lease_expires_at, id
  LIMIT $1::int
+)SQL";
+
+/// $1 now, $2 bigint[] organizations. The workers connected to each coordinator that has written
+/// its presence within three of its intervals (coordinator_presence, schema/0011).
+inline constexpr const char* kConnectedWorkers = R"SQL(
+SELECT org_id, coordinator, endpoint, workers, aclaim_us(seen_at) AS seen_us
+  FROM coordinator_presence
+ WHERE org_id = ANY($2::bigint[])
+   AND seen_at > aclaim_ts($1::bigint - 3 * interval_ms * 1000::bigint)
+ ORDER BY org_id, coordinator
 )SQL";
 
 /// The planner's estimate of the table's rows (-1 before the first ANALYZE).

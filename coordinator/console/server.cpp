@@ -57,6 +57,30 @@ std::optional<std::string> text_param(const httplib::Request& req, const char* n
     return req.get_param_value(name);
 }
 
+/// An action's reason from its JSON body; answers 400 itself (and returns nothing) when there is
+/// none, since every action is recorded with why.
+std::optional<std::string> reason_of(const httplib::Request& req, httplib::Response& res) {
+    const auto body = json::parse(req.body, nullptr, false);
+    const std::string reason =
+        body.is_object() && body.contains("reason") && body["reason"].is_string()
+            ? body["reason"].get<std::string>()
+            : "";
+    if (reason.find_first_not_of(" \t\n") == std::string::npos) {
+        send_json(res, 400, {{"error", "say why: the reason is recorded in the audit log"}});
+        return std::nullopt;
+    }
+    return reason;
+}
+
+/// Done is 200, refused 409 (the job is not in a state the action applies to, or moved), not
+/// found (or not visible to the operator) 404.
+void send_action(httplib::Response& res, const ActionResult& r) {
+    const int status = r.kind == ActionResult::Kind::Done      ? 200
+                       : r.kind == ActionResult::Kind::Refused ? 409
+                                                               : 404;
+    send_json(res, status, r.body);
+}
+
 }  // namespace
 
 ConsoleServer::ConsoleServer(Views& views)
@@ -220,6 +244,7 @@ void ConsoleServer::routes() {
     s.Get("/api/jobs", [this, session_of](const httplib::Request& req, httplib::Response& res) {
         JobQuery q;
         q.org = int_param(req, "org");
+        q.queue = text_param(req, "queue");
         q.state = text_param(req, "state");
         q.holder = text_param(req, "holder");
         if (const auto before = text_param(req, "before")) {
@@ -251,28 +276,52 @@ void ConsoleServer::routes() {
     auto resolve = [this, session_of](bool release) {
         return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
             const auto id = std::stoll(req.matches[1].str());
-            const auto body = json::parse(req.body, nullptr, false);
-            const std::string reason =
-                body.is_object() && body.contains("reason") && body["reason"].is_string()
-                    ? body["reason"].get<std::string>()
-                    : "";
-            if (reason.find_first_not_of(" \t\n") == std::string::npos) {
-                send_json(res, 400, {{"error", "say why: the reason is recorded in job_events"}});
-                return;
-            }
+            const auto reason = reason_of(req, res);
+            if (!reason) return;
             const auto op = session_of(req).op;
             const auto r =
-                views_.resolve_quarantined(op, id, release, reason, common::SystemClock().now());
+                views_.resolve_quarantined(op, id, release, *reason, common::SystemClock().now());
             spdlog::info("console: {} asked to {} quarantined job {}: {}", op.name,
                          release ? "release" : "fail", id, r.body.dump());
-            const int status = r.kind == ActionResult::Kind::Done      ? 200
-                               : r.kind == ActionResult::Kind::Refused ? 409
-                                                                       : 404;
-            send_json(res, status, r.body);
+            send_action(res, r);
         };
     };
     s.Post(R"(/api/quarantine/(\d+)/release)", resolve(true));
     s.Post(R"(/api/quarantine/(\d+)/fail)", resolve(false));
+
+    auto job_action = [this, session_of](bool cancel) {
+        return [this, session_of, cancel](const httplib::Request& req, httplib::Response& res) {
+            const auto id = std::stoll(req.matches[1].str());
+            const auto reason = reason_of(req, res);
+            if (!reason) return;
+            const auto op = session_of(req).op;
+            const auto now = common::SystemClock().now();
+            const auto r =
+                cancel ? views_.cancel(op, id, *reason, now) : views_.retry(op, id, *reason, now);
+            spdlog::info("console: {} asked to {} job {}: {}", op.name, cancel ? "cancel" : "retry",
+                         id, r.body.dump());
+            send_action(res, r);
+        };
+    };
+    s.Post(R"(/api/jobs/(\d+)/cancel)", job_action(true));
+    s.Post(R"(/api/jobs/(\d+)/retry)", job_action(false));
+
+    auto queue_action = [this, session_of](bool paused) {
+        return [this, session_of, paused](const httplib::Request& req, httplib::Response& res) {
+            const auto org = std::stoll(req.matches[1].str());
+            const auto queue = req.matches[2].str();
+            const auto reason = reason_of(req, res);
+            if (!reason) return;
+            const auto op = session_of(req).op;
+            const auto r = views_.pause(op, org, queue, paused, *reason);
+            spdlog::info("console: {} asked to {} queue {} of organization {}: {}", op.name,
+                         paused ? "pause" : "resume", queue, org, r.body.dump());
+            send_action(res, r);
+        };
+    };
+    // The pattern is the queue name's own rule (schema/0005), so nothing else reaches the store.
+    s.Post(R"(/api/queues/(\d+)/([A-Za-z0-9][A-Za-z0-9_.:-]{0,63})/pause)", queue_action(true));
+    s.Post(R"(/api/queues/(\d+)/([A-Za-z0-9][A-Za-z0-9_.:-]{0,63})/resume)", queue_action(false));
 
     auto resolve_lease = [this, session_of](bool release) {
         return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
@@ -286,7 +335,8 @@ void ConsoleServer::routes() {
             }
             const auto reason = body["reason"].get<std::string>();
             if (reason.find_first_not_of(" \t\n") == std::string::npos) {
-                send_json(res, 400, {{"error", "say why: the reason is recorded in job_events"}});
+                send_json(res, 400,
+                          {{"error", "say why: the reason is recorded in the audit log"}});
                 return;
             }
             const auto op = session_of(req).op;
@@ -294,10 +344,7 @@ void ConsoleServer::routes() {
                                                 release, reason, common::SystemClock().now());
             spdlog::info("console: {} asked to {} the assignment of job {}: {}", op.name,
                          release ? "release" : "fail", id, r.body.dump());
-            const int status = r.kind == ActionResult::Kind::Done      ? 200
-                               : r.kind == ActionResult::Kind::Refused ? 409
-                                                                       : 404;
-            send_json(res, status, r.body);
+            send_action(res, r);
         };
     };
     s.Post(R"(/api/leases/(\d+)/release)", resolve_lease(true));

@@ -23,15 +23,10 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMinutesCharted = 60;
 constexpr int kLeasesShown = 500;
 
 json micros_or_null(const pqxx::field& f) {
     return f.is_null() ? json(nullptr) : json(f.as<common::Micros>());
-}
-
-std::string actor_of(const Operator& op) {
-    return "console:" + op.name;
 }
 
 }  // namespace
@@ -39,22 +34,21 @@ std::string actor_of(const Operator& op) {
 Views::Views(std::string dsn, fs::path reports_dir)
     : dsn_(std::move(dsn)), reports_dir_(std::move(reports_dir)) {}
 
-template <typename F>
-auto Views::with_connections(F&& f) -> decltype(f()) {
-    std::lock_guard lock(mutex_);
-    try {
-        return f();
-    } catch (const pqxx::broken_connection&) {
-        // Reconnect on the next request rather than serve from a dead connection forever.
-        data_.reset();
-        meta_.reset();
-        throw;
-    }
+namespace {
+
+/// The console's reads are index probes whose row estimates (recursive skip scans) look costly
+/// to the planner: with JIT on, it spends a second compiling what then runs in milliseconds.
+void console_session(pqxx::connection& conn) {
+    pqxx::nontransaction session(conn);
+    session.exec("SET jit = off; SET application_name = 'aclaim-console'");
 }
+
+}  // namespace
 
 pqxx::connection& Views::data() {
     if (!data_) {
         data_ = std::make_unique<pqxx::connection>(dsn_);
+        console_session(*data_);
         pqxx::nontransaction session(*data_);
         session.exec(std::string("SET ROLE ") + common::sql::kRowSecurityRole);
     }
@@ -62,7 +56,10 @@ pqxx::connection& Views::data() {
 }
 
 pqxx::connection& Views::meta() {
-    if (!meta_) meta_ = std::make_unique<pqxx::connection>(dsn_);
+    if (!meta_) {
+        meta_ = std::make_unique<pqxx::connection>(dsn_);
+        console_session(*meta_);
+    }
     return *meta_;
 }
 
@@ -86,146 +83,6 @@ void Views::migrate() {
 
 std::optional<Operator> Views::authenticate(const Credentials& who) {
     return with_connections([&] { return console::authenticate(meta(), who); });
-}
-
-json Views::overview(const Operator& op, common::Instant now) {
-    return with_connections([&] {
-        const auto since = now - std::chrono::minutes(kMinutesCharted);
-        std::vector<common::OrgId> orgs;
-        if (op.orgs) {
-            orgs = *op.orgs;
-        } else {
-            pqxx::read_transaction txn(meta());
-            for (const auto& r : txn.exec(sql::kOrganizations))
-                orgs.push_back(r[0].as<common::OrgId>());
-        }
-        std::map<common::OrgId, json> by_org;
-        for (const auto org : orgs) {
-            json counts = json::object();
-            json estimated = json::object();
-            for (const auto s : sql::kStates) {
-                counts[std::string(s)] = 0;
-                estimated[std::string(s)] = false;
-            }
-            by_org[org] = {{"org_id", org},
-                           {"counts", counts},
-                           {"estimated", estimated},
-                           {"leases_out", 0},
-                           {"leases_expired", 0},
-                           {"oldest_pending_age_ms", nullptr},
-                           {"completions_per_minute", std::vector<long long>(kMinutesCharted, 0)},
-                           {"rejections", json::object()}};
-        }
-        // The planner's estimates, read as the login role (the statistics are the owner's):
-        // growing states far above the cap are not counted at all.
-        std::map<std::pair<common::OrgId, std::string>, long long> estimates;
-        {
-            pqxx::read_transaction txn(meta());
-            for (const auto& r : txn.exec(sql::kStateEstimates)) {
-                estimates[{r["org_id"].as<common::OrgId>(), r["state"].as<std::string>()}] =
-                    r["estimate"].as<long long>();
-            }
-        }
-        auto estimate_of = [&](common::OrgId org, const std::string& state) -> long long {
-            const auto it = estimates.find({org, state});
-            return it == estimates.end() ? -1 : it->second;
-        };
-        std::vector<std::pair<common::OrgId, std::string>> to_estimate;
-        for (const auto& s : scopes_of(op)) {
-            std::vector<common::OrgId> in_scope;
-            if (op.orgs) {
-                in_scope = {std::stoll(s)};
-            } else {
-                in_scope = orgs;
-            }
-            std::vector<common::OrgId> count_orgs;
-            std::vector<std::string> count_states;
-            for (const auto org : in_scope) {
-                for (const auto state_view : sql::kStates) {
-                    const std::string state(state_view);
-                    const auto e = estimate_of(org, state);
-                    const bool growing =
-                        std::find(sql::kGrowingStates.begin(), sql::kGrowingStates.end(),
-                                  state_view) != sql::kGrowingStates.end();
-                    if (growing && e >= sql::kSkipCountFactor * sql::kExactCountCap) {
-                        by_org[org]["counts"][state] = e;
-                        by_org[org]["estimated"][state] = true;
-                        continue;
-                    }
-                    count_orgs.push_back(org);
-                    count_states.push_back(state);
-                }
-            }
-            // An operator of every organization reads the aggregates as the login role: the
-            // policy would let every row through, at several times the cost per row of the
-            // scans below. Scoped operators read them under the policy, as everything else.
-            if (op.orgs) scope(s);
-            pqxx::read_transaction txn(op.orgs ? data() : meta());
-            for (const auto& r :
-                 txn.exec_params(sql::kCappedCounts, common::pg_array(count_orgs),
-                                 common::pg_array(count_states), sql::kExactCountCap)) {
-                const auto org = r["org_id"].as<common::OrgId>();
-                const auto state = r["state"].as<std::string>();
-                const auto n = r["n"].as<long long>();
-                by_org[org]["counts"][state] = n;
-                if (n <= sql::kExactCountCap) continue;
-                if (const auto e = estimate_of(org, state); e >= 0) {
-                    by_org[org]["counts"][state] = std::max(sql::kExactCountCap, e);
-                    by_org[org]["estimated"][state] = true;
-                } else {
-                    to_estimate.emplace_back(org, state);
-                }
-            }
-            for (const auto& r : txn.exec_params(sql::kLeaseCounts, now)) {
-                const auto org = r["org_id"].as<common::OrgId>();
-                if (!by_org.count(org)) continue;
-                by_org[org]["leases_out"] = r["leases_out"].as<long long>();
-                by_org[org]["leases_expired"] = r["leases_expired"].as<long long>();
-            }
-            for (const auto& r : txn.exec_params(sql::kOldestPending, common::pg_array(in_scope))) {
-                by_org[r["org_id"].as<common::OrgId>()]["oldest_pending_age_ms"] =
-                    r["oldest_pending_us"].is_null()
-                        ? json(nullptr)
-                        : json((common::to_micros(now) -
-                                r["oldest_pending_us"].as<common::Micros>()) /
-                               1000);
-            }
-            for (const auto& r : txn.exec_params(sql::kCompletionsPerMinute, since, now,
-                                                 common::pg_array(in_scope))) {
-                const auto org = r["org_id"].as<common::OrgId>();
-                const auto minute = static_cast<int>(
-                    (r["bin_us"].as<common::Micros>() - common::to_micros(since)) / 60'000'000);
-                if (!by_org.count(org) || minute < 0 || minute >= kMinutesCharted) continue;
-                by_org[org]["completions_per_minute"][minute] = r["n"].as<long long>();
-            }
-            for (const auto& r : txn.exec_params(sql::kRejections, since)) {
-                const auto org = r["org_id"].as<common::OrgId>();
-                if (!by_org.count(org)) continue;
-                by_org[org]["rejections"][r["reason"].as<std::string>()] = r["n"].as<long long>();
-            }
-        }
-        if (!to_estimate.empty()) {
-            // A pair the statistics do not list among the most common: the planner's estimate,
-            // asked as the login role (under row-level security the policy's filter would
-            // distort it).
-            pqxx::nontransaction txn(meta());
-            for (const auto& [org, state] : to_estimate) {
-                const auto plan = json::parse(
-                    txn.exec1("EXPLAIN (FORMAT JSON) SELECT 1 FROM jobs WHERE org_id = " +
-                              std::to_string(org) + " AND state = " + txn.quote(state))[0]
-                        .as<std::string>());
-                const auto rows = plan.at(0).at("Plan").at("Plan Rows").get<double>();
-                by_org[org]["counts"][state] =
-                    std::max<long long>(sql::kExactCountCap, static_cast<long long>(rows));
-                by_org[org]["estimated"][state] = true;
-            }
-        }
-        json out = {{"now_us", common::to_micros(now)},
-                    {"exact_count_cap", sql::kExactCountCap},
-                    {"organizations", json::array()}};
-        for (auto& [org, o] : by_org) out["organizations"].push_back(std::move(o));
-        return out;
-    });
 }
 
 json Views::leases(const Operator& op, common::Instant now) {
@@ -263,6 +120,7 @@ json Views::jobs(const Operator& op, const JobQuery& q) {
             scope(s);
             common::JobFilter f;
             f.org_id = q.org;
+            f.queue = q.queue;
             f.state = q.state;
             f.assignee = q.holder;
             f.enqueued_before = q.enqueued_before;
@@ -326,62 +184,6 @@ json Views::quarantine(const Operator& op) {
             }
         }
         return json{{"quarantined", rows}};
-    });
-}
-
-ActionResult Views::resolve_quarantined(const Operator& op, common::JobId id, bool release,
-                                        const std::string& reason, common::Instant now) {
-    return with_connections([&] {
-        for (const auto& s : scopes_of(op)) {
-            scope(s);
-            if (!common::OperatorStore(data()).job(id)) continue;
-            common::RecoveryStore store(data());
-            const auto r = release ? store.release(id, reason, actor_of(op), now)
-                                   : store.fail(id, reason, actor_of(op), now);
-            if (r.refusal)
-                return ActionResult{ActionResult::Kind::Refused, {{"error", *r.refusal}}};
-            return ActionResult{ActionResult::Kind::Done,
-                                {{"job_id", id},
-                                 {"state", common::to_string(r.state)},
-                                 {"generation", r.generation},
-                                 {"by", actor_of(op)}}};
-        }
-        return ActionResult{ActionResult::Kind::NotFound, {{"error", "no such job"}}};
-    });
-}
-
-ActionResult Views::resolve_lease(const Operator& op, common::JobId id, common::Generation seen,
-                                  bool release, const std::string& reason, common::Instant now) {
-    return with_connections([&] {
-        using Result = common::OperatorOutcome::Result;
-        for (const auto& s : scopes_of(op)) {
-            scope(s);
-            common::OperatorStore store(data());
-            const auto r = release ? store.release(id, seen, actor_of(op), reason, now)
-                                   : store.fail(id, seen, actor_of(op), reason, now);
-            switch (r.result) {
-                case Result::NotFound:
-                    continue;  // not in this organization: try the operator's next one
-                case Result::Done:
-                    return ActionResult{ActionResult::Kind::Done,
-                                        {{"job_id", id},
-                                         {"state", common::to_string(r.job->state)},
-                                         {"generation", r.generation},
-                                         {"taken_from", r.held_by},
-                                         {"by", actor_of(op)}}};
-                case Result::NotAssigned:
-                    return ActionResult{ActionResult::Kind::Refused,
-                                        {{"error", "nothing holds the job any more"}}};
-                case Result::Moved:
-                    return ActionResult{ActionResult::Kind::Refused,
-                                        {{"error", "the job was claimed again since generation " +
-                                                       std::to_string(seen) + ": look again"}}};
-                case Result::Busy:
-                    return ActionResult{ActionResult::Kind::Refused,
-                                        {{"error", "a coordinator holds the row; try again"}}};
-            }
-        }
-        return ActionResult{ActionResult::Kind::NotFound, {{"error", "no such job"}}};
     });
 }
 

@@ -10,12 +10,14 @@
 // One mutex serialises both connections: the console serves a few operators, not the workers.
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
+#include <vector>
 
 #include "common/base/clock.hpp"
 #include "coordinator/console/operators.hpp"
@@ -25,6 +27,7 @@ namespace aclaim::console {
 /// The jobs page's filters; every one optional. Pages go by id (keyset), newest last.
 struct JobQuery {
     std::optional<common::OrgId> org;
+    std::optional<std::string> queue;
     std::optional<std::string> state;
     std::optional<std::string> holder;
     std::optional<common::Instant> enqueued_before;
@@ -64,6 +67,19 @@ class Views {
     ActionResult resolve_lease(const Operator& op, common::JobId id, common::Generation seen,
                                bool release, const std::string& reason, common::Instant now);
 
+    /// Cancels a pending, scheduled or assigned job as aclaimctl cancel does (its holder is told
+    /// at once); refused for a job in any other state.
+    ActionResult cancel(const Operator& op, common::JobId id, const std::string& reason,
+                        common::Instant now);
+    /// Gives a failed, discarded or cancelled job a fresh attempt budget, as aclaimctl retry
+    /// does; refused for a job in any other state.
+    ActionResult retry(const Operator& op, common::JobId id, const std::string& reason,
+                       common::Instant now);
+    /// Pauses or resumes one queue of an organization the operator may act in, audited in
+    /// queue_events; leases already out continue.
+    ActionResult pause(const Operator& op, common::OrgId org, const std::string& queue, bool paused,
+                       const std::string& reason);
+
     /// The report files (JSON and SVG) under the reports directory, newest first, and the last
     /// check.
     nlohmann::json drills();
@@ -74,6 +90,14 @@ class Views {
     std::optional<nlohmann::json> run_check(const Operator& op, common::Instant now);
 
   private:
+    /// The per-queue rows of the overview for `orgs`, read on `txn`, with each organization's
+    /// oldest claimable job (the oldest over its queues) folded into `by_org`.
+    static void queue_overview(pqxx::transaction_base& txn, const std::vector<common::OrgId>& orgs,
+                               common::Instant now,
+                               std::map<common::OrgId, nlohmann::json>& by_org);
+    /// The job's organization when the operator may see it, trying each scope in turn; leaves
+    /// the data connection scoped to it.
+    std::optional<common::OrgId> find_job(const Operator& op, common::JobId id);
     pqxx::connection& data();
     pqxx::connection& meta();
     void scope(const std::string& org_or_system);
@@ -90,5 +114,23 @@ class Views {
     std::unique_ptr<pqxx::connection> meta_;
     nlohmann::json last_check_;
 };
+
+/// The name every console action is recorded under in the audit log.
+inline std::string actor_of(const Operator& op) {
+    return "console:" + op.name;
+}
+
+template <typename F>
+auto Views::with_connections(F&& f) -> decltype(f()) {
+    std::lock_guard lock(mutex_);
+    try {
+        return f();
+    } catch (const pqxx::broken_connection&) {
+        // Reconnect on the next request rather than serve from a dead connection forever.
+        data_.reset();
+        meta_.reset();
+        throw;
+    }
+}
 
 }  // namespace aclaim::console

@@ -6,6 +6,7 @@
 #include "common/base/clock.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/ops/recovery.hpp"
+#include "common/ops/retention_store.hpp"
 #include "coordinator/ctl/console.hpp"
 #include "coordinator/ctl/ctl.hpp"
 #include "coordinator/ctl/job_json.hpp"
@@ -93,7 +94,17 @@ void add_inspect_command(CLI::App& app, Global& global, Action& action) {
             pqxx::connection conn(require_dsn(global));
             common::OperatorStore store(conn);
             const auto job = store.job(args->job);
-            if (!job) throw UsageError("job " + std::to_string(args->job) + " does not exist");
+            if (!job) {
+                if (const auto pruned = common::RetentionStore(conn).pruned(args->job)) {
+                    throw UsageError("job " + std::to_string(args->job) + " of organization " +
+                                     std::to_string(pruned->first) +
+                                     " was removed by retention at " +
+                                     common::format_instant(pruned->second) +
+                                     " (recorded in job_prunes); its events stay in job_events "
+                                     "until their month is archived");
+                }
+                throw UsageError("job " + std::to_string(args->job) + " does not exist");
+            }
             const auto events = store.events(args->job);
             const auto now = common::SystemClock().now();
             if (args->json) {

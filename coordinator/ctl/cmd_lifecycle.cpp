@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <tuple>
 
 #include "common/base/clock.hpp"
 #include "common/ops/operator_store.hpp"
@@ -101,6 +102,7 @@ struct QueueArgs {
     std::optional<int> max_assigned;
     std::optional<int> max_attempts;
     std::string backoff_base, backoff_cap, run_timeout;
+    std::string retain_completed, retain_failed, retain_discarded, retain_cancelled;
     bool json = false;
 };
 
@@ -131,6 +133,19 @@ std::optional<common::Duration> setting(const std::string& text, const char* fla
     return d;
 }
 
+/// A retention: a duration, "forever", or "0" for the built-in default.
+std::optional<common::Duration> retention(const std::string& text, const char* flag) {
+    if (text == "forever") return common::kRetainForever;
+    const auto d = setting(text, flag);
+    if (d && *d != common::Duration{0} && *d < std::chrono::seconds(1))
+        throw UsageError(std::string(flag) + " '" + text + "' is shorter than a second");
+    return d;
+}
+
+std::string retention_text(common::Duration d) {
+    return d == common::kRetainForever ? "forever" : format_duration(d);
+}
+
 int run_set(const Global& global, const QueueArgs& a) {
     check_queue(a);
     common::QueueSettings q;
@@ -139,11 +154,15 @@ int run_set(const Global& global, const QueueArgs& a) {
     q.backoff_base = setting(a.backoff_base, "--backoff-base");
     q.backoff_cap = setting(a.backoff_cap, "--backoff-cap");
     q.run_timeout = setting(a.run_timeout, "--run-timeout");
+    q.retain_completed = retention(a.retain_completed, "--retain-completed");
+    q.retain_failed = retention(a.retain_failed, "--retain-failed");
+    q.retain_discarded = retention(a.retain_discarded, "--retain-discarded");
+    q.retain_cancelled = retention(a.retain_cancelled, "--retain-cancelled");
     pqxx::connection conn(require_dsn(global));
     common::OperatorStore(conn).configure(a.org, a.queue, q, a.actor, common::SystemClock().now());
     std::printf(
         "queue %s of organization %lld configured; jobs enqueued from now on take its "
-        "retry policy and deadline, and its limit holds at once\n",
+        "retry policy and deadline, and its limit and retention hold at once\n",
         a.queue.c_str(), static_cast<long long>(a.org));
     return 0;
 }
@@ -159,18 +178,23 @@ int run_list(const Global& global, const QueueArgs& a) {
     pqxx::connection conn(require_dsn(global));
     const auto queues = common::OperatorStore(conn).queues(
         a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt);
-    std::printf("%6s %-20s %-7s %8s %9s %8s %9s %9s %6s %9s %6s %8s %7s %7s\n", "org", "queue",
+    std::printf("%6s %-20s %-7s %8s %9s %8s %9s %9s %6s %9s %6s %8s %7s %7s  %s\n", "org", "queue",
                 "state", "pending", "scheduled", "assigned", "completed", "discarded", "failed",
-                "cancelled", "limit", "attempts", "backoff", "timeout");
+                "cancelled", "limit", "attempts", "backoff", "timeout",
+                "kept completed/failed/discarded/cancelled");
     for (const auto& q : queues) {
-        std::printf("%6lld %-20s %-7s %8lld %9lld %8lld %9lld %9lld %6lld %9lld %6s %8s %7s %7s\n",
-                    static_cast<long long>(q.org_id), q.queue.c_str(),
-                    q.paused ? "paused" : "running", static_cast<long long>(q.pending),
-                    static_cast<long long>(q.scheduled), static_cast<long long>(q.assigned),
-                    static_cast<long long>(q.completed), static_cast<long long>(q.discarded),
-                    static_cast<long long>(q.failed), static_cast<long long>(q.cancelled),
-                    opt_text(q.max_assigned).c_str(), opt_text(q.max_attempts).c_str(),
-                    opt_text(q.backoff_base).c_str(), opt_text(q.run_timeout).c_str());
+        const std::string kept =
+            retention_text(q.retain_completed) + "/" + retention_text(q.retain_failed) + "/" +
+            retention_text(q.retain_discarded) + "/" + retention_text(q.retain_cancelled);
+        std::printf(
+            "%6lld %-20s %-7s %8lld %9lld %8lld %9lld %9lld %6lld %9lld %6s %8s %7s %7s  %s\n",
+            static_cast<long long>(q.org_id), q.queue.c_str(), q.paused ? "paused" : "running",
+            static_cast<long long>(q.pending), static_cast<long long>(q.scheduled),
+            static_cast<long long>(q.assigned), static_cast<long long>(q.completed),
+            static_cast<long long>(q.discarded), static_cast<long long>(q.failed),
+            static_cast<long long>(q.cancelled), opt_text(q.max_assigned).c_str(),
+            opt_text(q.max_attempts).c_str(), opt_text(q.backoff_base).c_str(),
+            opt_text(q.run_timeout).c_str(), kept.c_str());
     }
     return 0;
 }
@@ -216,7 +240,8 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
             action = [&global, qa, paused] { return run_pause(global, *qa, paused); };
         });
     }
-    auto* s = q->add_subcommand("set", "Set a queue's limit, retry policy and run deadline");
+    auto* s =
+        q->add_subcommand("set", "Set a queue's limit, retry policy, run deadline and retention");
     s->add_option("queue", qa->queue, "Queue name")->required();
     s->add_option("--org", qa->org, "Organization id")->required()->check(CLI::PositiveNumber);
     s->add_option("--max-assigned", qa->max_assigned,
@@ -229,6 +254,17 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
                   "First retry's wait, doubling per attempt (0: the default, none)");
     s->add_option("--backoff-cap", qa->backoff_cap, "Longest retry wait (0: the default, 5m)");
     s->add_option("--run-timeout", qa->run_timeout, "Run deadline of each attempt (0: none)");
+    for (auto [flag, field, fallback] :
+         {std::tuple{"--retain-completed", &qa->retain_completed, "7d"},
+          std::tuple{"--retain-failed", &qa->retain_failed, "30d"},
+          std::tuple{"--retain-discarded", &qa->retain_discarded, "30d"},
+          std::tuple{"--retain-cancelled", &qa->retain_cancelled, "7d"}}) {
+        s->add_option(flag, *field,
+                      std::string("How long a finished job in this state is kept before retention "
+                                  "removes it with its result, e.g. 12h, 14d, forever (0: the "
+                                  "default, ") +
+                          fallback + ")");
+    }
     s->add_option("--by", qa->actor, "Who acts, as recorded")->capture_default_str();
     s->callback(
         [&global, &action, qa] { action = [&global, qa] { return run_set(global, *qa); }; });

@@ -11,11 +11,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "common/base/clock.hpp"
 #include "common/ops/recovery_store.hpp"
+#include "coordinator/ctl/cells.hpp"
 #include "coordinator/ctl/ctl.hpp"
 
 namespace aclaim::ctl {
@@ -26,6 +28,15 @@ using common::ApplyAction;
 using common::ApplyOutcome;
 using common::RecoveryClass;
 using common::RecoveryReport;
+
+struct RecoverArgs {
+    std::string now;
+    bool dry_run = false;
+    bool apply = false;
+    bool json = false;
+    std::int64_t org = 0;
+    std::string actor = default_actor();
+};
 
 /// How far --apply's clock may run ahead of this machine's: further, and it would take leases
 /// that the coordinators still honour.
@@ -76,6 +87,7 @@ nlohmann::json report_json(const RecoveryReport& report, bool apply,
                                        {"evidence", s.classification.evidence}});
     }
     out["expired"] = report.expired;
+    out["pruned_with_events"] = report.pruned_with_events;
     out["orphans"] = nlohmann::json::array();
     for (const auto& o : report.orphans) {
         out["orphans"].push_back({{"job_id", o.job_id},
@@ -95,69 +107,100 @@ nlohmann::json report_json(const RecoveryReport& report, bool apply,
     return out;
 }
 
-void print_counts_row(const std::string& label, const common::ClassCounts& counts) {
-    std::printf("%-8s", label.c_str());
+void print_counts_row(std::FILE* out, const std::string& label, const common::ClassCounts& counts) {
+    std::fprintf(out, "%-8s", label.c_str());
     for (const auto cls : common::kRecoveryClasses) {
-        std::printf(" %12lld", static_cast<long long>(counts[static_cast<std::size_t>(cls)]));
+        std::fprintf(out, " %12lld", static_cast<long long>(counts[static_cast<std::size_t>(cls)]));
     }
-    std::printf("\n");
+    std::fprintf(out, "\n");
 }
 
-void print_report(const RecoveryReport& report, bool apply) {
-    std::printf("recovery survey as of %s%s (%s)\n\n", common::format_instant(report.now).c_str(),
-                report.org ? (" for organization " + std::to_string(*report.org)).c_str() : "",
-                apply ? "apply: acting on expired and inconsistent jobs below"
-                      : "dry run: nothing was changed");
-    std::printf("%-8s", "org");
+void print_report(std::FILE* out, const RecoveryReport& report, bool apply) {
+    std::fprintf(out, "recovery survey as of %s%s (%s)\n\n",
+                 common::format_instant(report.now).c_str(),
+                 report.org ? (" for organization " + std::to_string(*report.org)).c_str() : "",
+                 apply ? "apply: acting on expired and inconsistent jobs below"
+                       : "dry run: nothing was changed");
+    std::fprintf(out, "%-8s", "org");
     for (const auto cls : common::kRecoveryClasses) {
-        std::printf(" %12s", std::string(common::to_string(cls)).c_str());
+        std::fprintf(out, " %12s", std::string(common::to_string(cls)).c_str());
     }
-    std::printf("\n");
-    for (const auto& [org, counts] : report.by_org) print_counts_row(std::to_string(org), counts);
-    print_counts_row("total", report.totals);
+    std::fprintf(out, "\n");
+    for (const auto& [org, counts] : report.by_org)
+        print_counts_row(out, std::to_string(org), counts);
+    print_counts_row(out, "total", report.totals);
 
-    std::printf("\ninconsistent jobs: %zu\n", report.inconsistent.size());
+    std::fprintf(out, "\ninconsistent jobs: %zu\n", report.inconsistent.size());
     for (const auto& s : report.inconsistent) {
-        std::printf("job %lld (org %lld, %s): %s\n", static_cast<long long>(s.row.id),
-                    static_cast<long long>(s.row.org_id),
-                    std::string(common::to_string(s.row.state)).c_str(),
-                    s.classification.reason().c_str());
-        std::printf("  what:     %s\n", indent(s.classification.explanation()).c_str());
-        std::printf("  evidence: %s\n", indent(s.classification.evidence).c_str());
+        std::fprintf(out, "job %lld (org %lld, %s): %s\n", static_cast<long long>(s.row.id),
+                     static_cast<long long>(s.row.org_id),
+                     std::string(common::to_string(s.row.state)).c_str(),
+                     s.classification.reason().c_str());
+        std::fprintf(out, "  what:     %s\n", indent(s.classification.explanation()).c_str());
+        std::fprintf(out, "  evidence: %s\n", indent(s.classification.evidence).c_str());
+    }
+    if (report.pruned_with_events > 0) {
+        std::printf("\npruned by retention (absent; events still attached): %zu\n",
+                    report.pruned_with_events);
     }
     if (!report.orphans.empty()) {
-        std::printf("\norphans (results or events without a job row; never acted on): %zu\n",
-                    report.orphans.size());
+        std::fprintf(out, "\norphans (results or events without a job row; never acted on): %zu\n",
+                     report.orphans.size());
         for (const auto& o : report.orphans) {
-            std::printf("job %lld (org %lld): %s\n  evidence: %s\n",
-                        static_cast<long long>(o.job_id), static_cast<long long>(o.org_id),
-                        o.reason.c_str(), indent(o.evidence).c_str());
+            std::fprintf(out, "job %lld (org %lld): %s\n  evidence: %s\n",
+                         static_cast<long long>(o.job_id), static_cast<long long>(o.org_id),
+                         o.reason.c_str(), indent(o.evidence).c_str());
         }
     }
-    std::printf("\nexpired leases to reclaim: %zu", report.expired.size());
+    std::fprintf(out, "\nexpired leases to reclaim: %zu", report.expired.size());
     for (std::size_t i = 0; i < report.expired.size(); ++i) {
-        std::printf("%s%lld", i == 0 ? " (jobs " : " ", static_cast<long long>(report.expired[i]));
+        std::fprintf(out, "%s%lld", i == 0 ? " (jobs " : " ",
+                     static_cast<long long>(report.expired[i]));
     }
-    std::printf("%s\n", report.expired.empty() ? "" : ")");
+    std::fprintf(out, "%s\n", report.expired.empty() ? "" : ")");
 }
 
-void print_outcomes(const std::vector<ApplyOutcome>& outcomes) {
-    std::printf("\nactions, each decided on the locked current row:\n");
+void print_outcomes(std::FILE* out, const std::vector<ApplyOutcome>& outcomes) {
+    std::fprintf(out, "\nactions, each decided on the locked current row:\n");
     std::map<ApplyAction, int> tally;
     for (const auto& a : outcomes) {
         ++tally[a.action];
-        std::printf("  job %lld (org %lld): %s -> %s: %s\n", static_cast<long long>(a.job_id),
-                    static_cast<long long>(a.org_id),
-                    std::string(common::to_string(a.surveyed)).c_str(),
-                    std::string(common::to_string(a.action)).c_str(), a.detail.c_str());
+        std::fprintf(out, "  job %lld (org %lld): %s -> %s: %s\n", static_cast<long long>(a.job_id),
+                     static_cast<long long>(a.org_id),
+                     std::string(common::to_string(a.surveyed)).c_str(),
+                     std::string(common::to_string(a.action)).c_str(), a.detail.c_str());
     }
-    if (outcomes.empty()) std::printf("  none: nothing to reclaim or quarantine\n");
-    std::printf(
-        "applied: %d reclaimed, %d discarded, %d quarantined, %d unchanged, %d busy, "
-        "%d vanished\n",
-        tally[ApplyAction::Reclaimed], tally[ApplyAction::Discarded],
-        tally[ApplyAction::Quarantined], tally[ApplyAction::Unchanged], tally[ApplyAction::Busy],
-        tally[ApplyAction::Vanished]);
+    if (outcomes.empty()) std::fprintf(out, "  none: nothing to reclaim or quarantine\n");
+    std::fprintf(out,
+                 "applied: %d reclaimed, %d discarded, %d quarantined, %d unchanged, %d busy, "
+                 "%d vanished\n",
+                 tally[ApplyAction::Reclaimed], tally[ApplyAction::Discarded],
+                 tally[ApplyAction::Quarantined], tally[ApplyAction::Unchanged],
+                 tally[ApplyAction::Busy], tally[ApplyAction::Vanished]);
+}
+
+/// The survey (and with --apply the actions) in one database, as the command reports it.
+CellReport recover_one(pqxx::connection& conn, common::Instant now,
+                       std::optional<common::OrgId> org, const RecoverArgs& args) {
+    common::RecoveryStore store(conn);
+    const auto report = store.survey(now, org);
+    std::vector<ApplyOutcome> outcomes;
+    if (args.apply) outcomes = store.apply(report, args.actor);
+    CellReport out;
+    for (const auto& [o, counts] : report.by_org) out.organizations.insert(o);
+    if (args.json) {
+        out.json = report_json(report, args.apply, outcomes).dump();
+    } else {
+        TextBuffer text;
+        print_report(text.file(), report, args.apply);
+        if (args.apply) print_outcomes(text.file(), outcomes);
+        out.text = text.text();
+    }
+    bool busy = false;
+    for (const auto& a : outcomes) busy = busy || a.action == ApplyAction::Busy;
+    const auto inconsistent = report.totals[static_cast<std::size_t>(RecoveryClass::Inconsistent)];
+    out.findings = inconsistent > 0 || !report.orphans.empty() || busy;
+    return out;
 }
 
 }  // namespace
@@ -179,15 +222,7 @@ common::Instant parse_now_option(const std::string& text) {
 }
 
 void add_recover_command(CLI::App& app, Global& global, Action& action) {
-    struct Args {
-        std::string now;
-        bool dry_run = false;
-        bool apply = false;
-        bool json = false;
-        std::int64_t org = 0;
-        std::string actor = default_actor();
-    };
-    auto args = std::make_shared<Args>();
+    auto args = std::make_shared<RecoverArgs>();
     auto* cmd = app.add_subcommand(
         "recover",
         "Classify every job after an outage; --apply reclaims expired leases and "
@@ -208,23 +243,18 @@ void add_recover_command(CLI::App& app, Global& global, Action& action) {
                                  " ahead of this machine's clock would take leases that are still "
                                  "live; apply at the real time or earlier");
             }
-            pqxx::connection conn(require_dsn(global));
-            common::RecoveryStore store(conn);
             const auto org = args->org > 0 ? std::optional<common::OrgId>(args->org) : std::nullopt;
-            const auto report = store.survey(now, org);
-            std::vector<ApplyOutcome> outcomes;
-            if (args->apply) outcomes = store.apply(report, args->actor);
-            if (args->json) {
-                std::cout << report_json(report, args->apply, outcomes).dump() << "\n";
-            } else {
-                print_report(report, args->apply);
-                if (args->apply) print_outcomes(outcomes);
+            const auto map = load_cells(global);
+            if (!map) {
+                pqxx::connection conn(require_dsn(global));
+                const auto result = recover_one(conn, now, org, *args);
+                std::cout << (args->json ? result.json + "\n" : result.text);
+                return result.findings ? 1 : 0;
             }
-            bool busy = false;
-            for (const auto& a : outcomes) busy = busy || a.action == ApplyAction::Busy;
-            const auto inconsistent =
-                report.totals[static_cast<std::size_t>(RecoveryClass::Inconsistent)];
-            return inconsistent > 0 || !report.orphans.empty() || busy ? 1 : 0;
+            const auto command = [now, org, args](const common::Cell&, pqxx::connection& conn) {
+                return recover_one(conn, now, org, *args);
+            };
+            return run_across_cells(global, *map, target_cells(*map, org), command, args->json);
         };
     });
 }

@@ -9,6 +9,7 @@
 #include "common/base/clock.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/ops/recovery.hpp"
+#include "coordinator/ctl/cells.hpp"
 #include "coordinator/ctl/console.hpp"
 #include "coordinator/ctl/ctl.hpp"
 
@@ -56,22 +57,22 @@ nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Insta
     return out;
 }
 
-void print_table(const std::vector<common::OrgStatus>& rows) {
-    std::printf("%-8s %9s %10s %9s %9s %9s %9s %10s %9s %8s %9s %9s %12s\n", "org", "pending",
-                "oldest", "scheduled", "assigned", "live", "expired", "completed", "last-min",
-                "failed", "discarded", "cancelled", "quarantined");
+void print_table(std::FILE* out, const std::vector<common::OrgStatus>& rows) {
+    std::fprintf(out, "%-8s %9s %10s %9s %9s %9s %9s %10s %9s %8s %9s %9s %12s\n", "org", "pending",
+                 "oldest", "scheduled", "assigned", "live", "expired", "completed", "last-min",
+                 "failed", "discarded", "cancelled", "quarantined");
     common::OrgStatus total;
-    auto line = [](const char* org, const common::OrgStatus& s) {
+    auto line = [out](const char* org, const common::OrgStatus& s) {
         const std::string oldest =
             s.oldest_pending_age ? format_duration(*s.oldest_pending_age) : "-";
-        std::printf(
-            "%-8s %9lld %10s %9lld %9lld %9lld %9lld %10lld %9lld %8lld %9lld %9lld %12lld\n", org,
-            static_cast<long long>(s.pending), oldest.c_str(), static_cast<long long>(s.scheduled),
-            static_cast<long long>(s.assigned), static_cast<long long>(s.live_leases),
-            static_cast<long long>(s.expired_leases), static_cast<long long>(s.completed),
-            static_cast<long long>(s.completed_last_minute), static_cast<long long>(s.failed),
-            static_cast<long long>(s.discarded), static_cast<long long>(s.cancelled),
-            static_cast<long long>(s.quarantined));
+        std::fprintf(
+            out, "%-8s %9lld %10s %9lld %9lld %9lld %9lld %10lld %9lld %8lld %9lld %9lld %12lld\n",
+            org, static_cast<long long>(s.pending), oldest.c_str(),
+            static_cast<long long>(s.scheduled), static_cast<long long>(s.assigned),
+            static_cast<long long>(s.live_leases), static_cast<long long>(s.expired_leases),
+            static_cast<long long>(s.completed), static_cast<long long>(s.completed_last_minute),
+            static_cast<long long>(s.failed), static_cast<long long>(s.discarded),
+            static_cast<long long>(s.cancelled), static_cast<long long>(s.quarantined));
     };
     for (const auto& s : rows) {
         line(std::to_string(s.org_id).c_str(), s);
@@ -91,7 +92,7 @@ void print_table(const std::vector<common::OrgStatus>& rows) {
             total.oldest_pending_age = s.oldest_pending_age;
         }
     }
-    if (rows.empty()) std::printf("(no jobs)\n");
+    if (rows.empty()) std::fprintf(out, "(no jobs)\n");
     if (rows.size() > 1) line("total", total);
 }
 
@@ -103,14 +104,39 @@ void pause(const common::Clock& clock, common::Duration d) {
     }
 }
 
+/// One round in every cell (or in the organization's cell): no --watch, which follows one
+/// database.
+int status_cells(const Global& global, const common::CellMap& map, const StatusArgs& a,
+                 std::optional<common::OrgId> org) {
+    if (a.watch)
+        throw UsageError(
+            "--watch follows one database: pass --dsn with the cell's DSN instead of "
+            "--cells");
+    const auto command = [org, json = a.json](const common::Cell&, pqxx::connection& conn) {
+        const auto now = common::SystemClock().now();
+        const auto rows = common::OperatorStore(conn).status(now, org);
+        CellReport out;
+        for (const auto& r : rows) out.organizations.insert(r.org_id);
+        out.json = to_json(rows, now).dump();
+        if (!json) {
+            TextBuffer text;
+            print_table(text.file(), rows);
+            out.text = text.text();
+        }
+        return out;
+    };
+    return run_across_cells(global, map, target_cells(map, org), command, a.json);
+}
+
 int run_status(const Global& global, const StatusArgs& a) {
     const auto interval = parse_duration(a.interval);
     if (!interval || *interval < std::chrono::milliseconds(100)) {
         throw UsageError("--interval '" + a.interval + "' must be a duration of at least 100ms");
     }
     if (a.count > 0 && !a.watch) throw UsageError("--count bounds --watch; add --watch");
-    const std::string& dsn = require_dsn(global);
     const auto org = a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt;
+    if (const auto map = load_cells(global)) return status_cells(global, *map, a, org);
+    const std::string& dsn = require_dsn(global);
     const bool tty = is_terminal(1);
     if (a.watch) std::signal(SIGINT, on_interrupt);
     std::unique_ptr<pqxx::connection> conn;
@@ -140,7 +166,7 @@ int run_status(const Global& global, const StatusArgs& a) {
                             hint.c_str());
             }
             if (trouble.empty()) {
-                print_table(rows);
+                print_table(stdout, rows);
             } else {
                 std::printf("%s\n", one_line(trouble, 200).c_str());
             }

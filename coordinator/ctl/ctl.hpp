@@ -13,6 +13,10 @@ namespace aclaim::ctl {
 struct Global {
     /// libpq conninfo or URI (--dsn, ACLAIM_DSN).
     std::string dsn;
+    /// A cell map (--cells, ACLAIM_CELLS): status, check and recover then run in every cell.
+    std::string cells;
+    /// How long each cell may take to answer (--cell-timeout).
+    std::string cell_timeout = "60s";
 };
 
 /// What a parsed command will do; returns the process exit code.
@@ -35,6 +39,9 @@ void add_jobs_command(CLI::App& app, Global& global, Action& action);
 void add_assignment_commands(CLI::App& app, Global& global, Action& action);
 void add_keys_command(CLI::App& app, Global& global, Action& action);
 void add_lifecycle_commands(CLI::App& app, Global& global, Action& action);
+void add_results_command(CLI::App& app, Global& global, Action& action);
+void add_producers_command(CLI::App& app, Global& global, Action& action);
+void add_retention_command(CLI::App& app, Global& global, Action& action);
 
 /// The DSN, or a UsageError naming both ways to give it.
 const std::string& require_dsn(const Global& global);

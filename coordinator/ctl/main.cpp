@@ -13,6 +13,14 @@ int run(int argc, char** argv) {
     Global global;
     app.add_option("--dsn", global.dsn, "PostgreSQL address (libpq conninfo or URI)")
         ->envname("ACLAIM_DSN");
+    app.add_option("--cells", global.cells,
+                   "Cell map (JSON): status, check and recover run in every cell it names "
+                   "(docs/scaling.md)")
+        ->envname("ACLAIM_CELLS");
+    app.add_option("--cell-timeout", global.cell_timeout,
+                   "With --cells: a cell that has not answered in this long is reported down")
+        ->envname("ACLAIM_CELL_TIMEOUT")
+        ->capture_default_str();
     Action action;
     register_all_commands(app, global, action);
     try {

@@ -19,6 +19,9 @@ void register_all_commands(CLI::App& app, Global& global, Action& action) {
     add_assignment_commands(app, global, action);
     add_keys_command(app, global, action);
     add_lifecycle_commands(app, global, action);
+    add_results_command(app, global, action);
+    add_producers_command(app, global, action);
+    add_retention_command(app, global, action);
 }
 
 }  // namespace aclaim::ctl

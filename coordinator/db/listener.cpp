@@ -179,8 +179,16 @@ void Listener::listen_once(Poster& poster, common::Backoff& backoff,
         if (clock.monotonic_now() >= next_ping) {
             ArmedWatch armed(watch, conn.sock(), clock.monotonic_now() + deadline_);
             pqxx::nontransaction ping(conn);
-            ping.exec("SELECT 1");
+            // Writable, or no longer the primary: a standby's or a fenced primary's session
+            // hears no notification the new primary sends.
+            const bool writable = ping.exec1(
+                                          "SELECT NOT pg_is_in_recovery() AND "
+                                          "current_setting('transaction_read_only') = 'off'")[0]
+                                      .as<bool>();
             if (armed.release()) throw pqxx::broken_connection("listener ping passed its deadline");
+            if (!writable) {
+                throw pqxx::broken_connection("the listener's server is no longer writable");
+            }
             next_ping = clock.monotonic_now() + kPingEvery;
         }
         // libpqxx may reconnect behind our back; a new backend did not hear what was sent before

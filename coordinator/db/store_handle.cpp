@@ -78,6 +78,10 @@ bool connection_lost(const std::exception& e, const common::AssignmentStore* sto
         // not accepting sessions, so this connection is done for either way.
         const std::string& state = sql->sqlstate();
         if (state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0) return true;
+        // 25006 (read_only_sql_transaction): the server became a standby or was fenced read-only
+        // by an HA manager without ending its sessions. Nothing was written; a new connection
+        // finds whichever host is writable now.
+        if (state == "25006") return true;
     }
     return store == nullptr || !store->is_open();
 }

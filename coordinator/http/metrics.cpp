@@ -62,6 +62,10 @@ std::string Metrics::summary() const {
     add("replies_dropped", replies_dropped.load());
     add("db_deadline_answers", db_deadline_answers.load());
     add("db_connections_abandoned", db_connections_abandoned.load());
+    for (std::size_t i = 0; i < pruned_jobs.size(); ++i) {
+        add("pruned." + std::string(kPrunedStates[i]), pruned_jobs[i].load());
+    }
+    add("partitions_created", partitions_created.load());
     add("auth.accepted", auth.accepted.load());
     add("auth.refused", auth.refused.load());
     add("auth.failed", auth.failed.load());

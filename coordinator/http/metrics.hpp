@@ -53,9 +53,11 @@ struct Metrics {
 
     /// Statements timed by statement_latency: the five request kinds in RequestKind order, then
     /// the reaper's reclaim.
-    static constexpr std::array<std::string_view, 6> kStatements{"claim", "renew",   "complete",
-                                                                 "fail",  "release", "reclaim"};
+    static constexpr std::array<std::string_view, 7> kStatements{
+        "claim", "renew", "complete", "fail", "release", "reclaim", "prune"};
     static constexpr std::size_t kReclaimStatement = 5;
+    /// The retention thread's prune batch.
+    static constexpr std::size_t kPruneStatement = 6;
     /// A CLAIM from its hand-over to a DB thread until its outcome is back on the router thread:
     /// queue wait, statement, commit and mailbox, without any long-poll parking.
     Histogram claim_latency;
@@ -69,6 +71,22 @@ struct Metrics {
         statement_latency;                      ///< one store call, by kStatements
     std::atomic<std::int64_t> db_queued{0};     ///< requests waiting for a DB thread (sampled 1/s)
     std::atomic<std::int64_t> db_in_flight{0};  ///< requests handed to DB threads (sampled 1/s)
+    /// What retention did, as the retention thread of this coordinator saw it (only the holder of
+    /// the retention lock prunes). Finished jobs removed by their state, in kPrunedStates order.
+    static constexpr std::array<std::string_view, 4> kPrunedStates{"completed", "failed",
+                                                                   "discarded", "cancelled"};
+    std::array<Counter, kPrunedStates.size()> pruned_jobs{};
+    Counter pruned_results{0};         ///< job_results rows removed with their jobs
+    Counter retention_passes{0};       ///< passes this coordinator ran holding the retention lock
+    Counter retention_passes_idle{0};  ///< passes left to the coordinator that held the lock
+    Counter partitions_created{0};     ///< job_events partitions this coordinator created
+    /// job_events partitions by state (kPartitionStates order), as read at the end of the last
+    /// pass; -1 before the first.
+    static constexpr std::array<std::string_view, 4> kPartitionStates{"attached", "detaching",
+                                                                      "archived", "dropped"};
+    std::array<std::atomic<std::int64_t>, kPartitionStates.size()> partitions{-1, -1, -1, -1};
+    /// Seconds since the epoch at which the last attached partition ends (0: unknown).
+    std::atomic<std::int64_t> partitions_cover_until_s{0};
     /// The ZAP handler's counters; kept here so that /metrics can serve them from the start.
     AuthCounters auth;
     /// Steady-clock nanoseconds of the router thread's last housekeeping; 0 before it serves.

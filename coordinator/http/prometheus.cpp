@@ -168,6 +168,36 @@ std::string render_prometheus(const Metrics& m, const HttpOptions& o) {
             "Requests handed to the database threads and not yet answered, sampled every second.",
             m.db_in_flight.load());
 
+    w.family("aclaim_retention_pruned_jobs_total", "counter",
+             "Finished jobs this coordinator's retention removed (with their results), by the "
+             "state they had finished in.");
+    for (std::size_t i = 0; i < Metrics::kPrunedStates.size(); ++i) {
+        w.sample("aclaim_retention_pruned_jobs_total", label("state", Metrics::kPrunedStates[i]),
+                 m.pruned_jobs[i].load());
+    }
+    w.counter("aclaim_retention_pruned_results_total",
+              "job_results rows removed with their pruned jobs.", m.pruned_results.load());
+    w.family("aclaim_retention_passes_total", "counter",
+             "Retention passes: run (this coordinator held the retention lock) or idle (another "
+             "coordinator held it).");
+    w.sample("aclaim_retention_passes_total", label("outcome", "run"), m.retention_passes.load());
+    w.sample("aclaim_retention_passes_total", label("outcome", "idle"),
+             m.retention_passes_idle.load());
+    w.counter("aclaim_event_partitions_created_total",
+              "Monthly job_events partitions this coordinator created ahead of time.",
+              m.partitions_created.load());
+    w.family("aclaim_event_partitions", "gauge",
+             "job_events partitions by state (archived and dropped ones went through aclaimctl "
+             "retention archive), as of the last retention pass; -1 before it.");
+    for (std::size_t i = 0; i < Metrics::kPartitionStates.size(); ++i) {
+        w.sample_signed("aclaim_event_partitions", label("state", Metrics::kPartitionStates[i]),
+                        m.partitions[i].load());
+    }
+    w.gauge("aclaim_event_partitions_cover_until_seconds",
+            "End of the last attached job_events partition, seconds since the epoch: an event "
+            "stamped later has no partition (alert well before).",
+            m.partitions_cover_until_s.load());
+
     w.family("aclaim_claim_duration_seconds", "histogram",
              "A CLAIM from its hand-over to a database thread until its outcome is back on the "
              "router thread (queue wait, statement, commit), long-poll parking excluded.");

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/store/pg_time.hpp"
+#include "coordinator/http/group_metrics.hpp"
 
 namespace aclaim::coordinator {
 
@@ -85,7 +86,8 @@ std::string QueueMetrics::read() {
                 "SET statement_timeout = '2s'");
         }
         pqxx::read_transaction txn(*conn_);
-        const auto rows = txn.exec_params(kQueueStats, clock_.now(), QueueMetrics::kMaxSeries);
+        const auto now = clock_.now();
+        const auto rows = txn.exec_params(kQueueStats, now, QueueMetrics::kMaxSeries);
         out << "# HELP aclaim_queue_stats_up 1 when the per-queue gauges could be read.\n"
                "# TYPE aclaim_queue_stats_up gauge\naclaim_queue_stats_up 1\n";
         const long total = rows.empty() ? 0 : rows[0]["total"].as<long>();
@@ -104,6 +106,7 @@ std::string QueueMetrics::read() {
                     << r["queue"].c_str() << "\"} " << value << "\n";
             }
         }
+        GroupMetrics::read(txn, now, out);
     } catch (const std::exception& e) {
         conn_.reset();
         spdlog::warn("metrics: per-queue gauges not read: {}", e.what());

@@ -16,7 +16,8 @@ namespace aclaim::coordinator {
 /// its own, at most once per kRefresh however often Prometheus scrapes, with partial indexes
 /// only (pending, scheduled and assigned rows have theirs; discarded ones jobs_discarded), never
 /// the finished rows. Label cardinality is bounded: the kMaxSeries deepest queues are exported,
-/// the rest counted in aclaim_queue_series_dropped.
+/// the rest counted in aclaim_queue_series_dropped. The consumer groups' lag (GroupMetrics) is
+/// read in the same transaction.
 class QueueMetrics {
   public:
     static constexpr auto kRefresh = std::chrono::seconds(5);

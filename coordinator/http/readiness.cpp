@@ -2,13 +2,13 @@
 
 #include <pqxx/pqxx>
 
+#include "common/store/conninfo.hpp"
 #include "common/store/migrations.hpp"
-#include "coordinator/db/conninfo.hpp"
 
 namespace aclaim::coordinator {
 
 std::string with_connect_timeout(const std::string& dsn, int seconds) {
-    return with_setting(dsn, "connect_timeout", std::to_string(seconds));
+    return common::with_setting(dsn, "connect_timeout", std::to_string(seconds));
 }
 
 ReadinessProbe::ReadinessProbe(const std::string& dsn, const common::Clock& clock,
@@ -33,6 +33,19 @@ Readiness ReadinessProbe::check_now() const {
             pqxx::nontransaction session(conn);
             session.exec("SET statement_timeout = '" + std::to_string(kTimeoutSeconds) + "s'");
         }
+        {
+            // A standby, or a primary an HA manager fenced read-only, answers but cannot take a
+            // single claim: not ready until a writable primary is reached.
+            pqxx::nontransaction q(conn);
+            const auto row = q.exec1(
+                "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'");
+            if (row[0].as<bool>()) {
+                return {false, "database reachable but it is a standby: no writable primary"};
+            }
+            if (row[1].as<bool>()) {
+                return {false, "database reachable but read-only: no writable primary"};
+            }
+        }
         const int have = common::schema_version(conn);
         const int want = common::embedded_migrations().back().version;
         if (!common::migrations_current(conn)) {
@@ -40,7 +53,10 @@ Readiness ReadinessProbe::check_now() const {
                                std::to_string(have) + " of " + std::to_string(want) +
                                ": run aclaimctl migrate"};
         }
-        return {true, "database reachable, schema at version " + std::to_string(have)};
+        pqxx::nontransaction q(conn);
+        const auto timeline = q.exec1("SELECT aclaim_timeline()")[0].as<long long>();
+        return {true, "writable primary on timeline " + std::to_string(timeline) +
+                          ", schema at version " + std::to_string(have)};
     } catch (const std::exception& e) {
         std::string what = e.what();
         for (char& c : what) {

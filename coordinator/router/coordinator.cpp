@@ -1,8 +1,10 @@
 #include "coordinator/router/coordinator.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <pqxx/pqxx>
 #include <thread>
@@ -10,14 +12,15 @@
 #include "common/base/backoff.hpp"
 #include "common/base/clock.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/conninfo.hpp"
 #include "common/store/migrations.hpp"
 #include "coordinator/auth/zap.hpp"
-#include "coordinator/db/conninfo.hpp"
 #include "coordinator/db/db_pool.hpp"
 #include "coordinator/db/listener.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/reaper.hpp"
 #include "coordinator/db/result_notifier.hpp"
+#include "coordinator/db/retention.hpp"
 
 namespace aclaim::coordinator {
 
@@ -72,6 +75,13 @@ void check_row_security_role(const std::string& dsn) {
     }
 }
 
+/// How coordinators are told apart in coordinator_presence: the host and the process.
+std::string presence_name() {
+    std::array<char, 256> host{};
+    if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+    return std::string(host.data()) + "/" + std::to_string(getpid());
+}
+
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
@@ -115,7 +125,7 @@ void Coordinator::bind() {
     if (!curve.plaintext) {
         const std::string secret = curve.load_secret();
         auto zap_options = options_.zap();
-        zap_options.dsn = guarded_dsn(zap_options.dsn, router_options_.db_deadline());
+        zap_options.dsn = common::guarded_dsn(zap_options.dsn, router_options_.db_deadline());
         zap_ = std::make_unique<ZapHandler>(context_, zap_options, metrics_.auth, clock_);
         router_.set(zmq::sockopt::curve_server, true);
         router_.set(zmq::sockopt::curve_secretkey, secret);
@@ -127,7 +137,7 @@ void Coordinator::bind() {
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     mailbox_ = std::make_unique<Mailbox>(context_);
     // Every connection of the serving threads gives up on a server that does not answer.
-    const std::string dsn = guarded_dsn(options_.dsn, router_options_.db_deadline());
+    const std::string dsn = common::guarded_dsn(options_.dsn, router_options_.db_deadline());
     auto pool_options = options_.db_pool();
     pool_options.dsn = dsn;
     auto reaper_options = options_.reaper();
@@ -136,8 +146,15 @@ void Coordinator::bind() {
     pool_ = std::make_unique<DbPool>(pool_options, clock_, queue_, *mailbox_, metrics_, watchdog_,
                                      results_.get());
     reaper_ = std::make_unique<Reaper>(reaper_options, clock_, *mailbox_, metrics_, watchdog_);
+    auto retention_options = options_.retention_options();
+    retention_options.dsn = dsn;
+    retention_ = std::make_unique<Retention>(retention_options, clock_, metrics_, watchdog_);
     listener_ = std::make_unique<Listener>(dsn, *mailbox_, watchdog_, router_options_.db_deadline(),
                                            [reaper = reaper_.get()] { reaper->nudge(); });
+    auto presence_options = options_.presence();
+    presence_options.dsn = dsn;
+    presence_ = std::make_unique<PresencePublisher>(presence_options, presence_name(), endpoint_,
+                                                    clock_, presence_board_, watchdog_);
     bound_ = true;
 }
 
@@ -177,7 +194,9 @@ void Coordinator::serve() {
     results_->start();
     pool_->start();
     reaper_->start();
+    retention_->start();
     listener_->start();
+    presence_->start();
     if (!options_.row_security) {
         spdlog::warn(
             "row security off: store statements run as the login role, and only their "
@@ -252,6 +271,7 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
         spdlog::info("forgot {} idle sessions", n);
         metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
     }
+    presence_board_.set(sessions_.workers_by_org());
 }
 
 void Coordinator::begin_drain() {
@@ -276,7 +296,9 @@ void Coordinator::shutdown() {
     pool_->join();
     results_->stop();
     reaper_->stop();
+    retention_->stop();
     listener_->stop();
+    presence_->stop();
     watchdog_.stop();
     metrics_.db_connections_abandoned.store(watchdog_.cuts());
     outcomes_.process(mailbox_->collect());

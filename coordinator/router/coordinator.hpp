@@ -9,6 +9,7 @@
 
 #include "common/base/clock.hpp"
 #include "coordinator/db/events.hpp"
+#include "coordinator/db/presence.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
 #include "coordinator/db/work_queue.hpp"
 #include "coordinator/http/metrics.hpp"
@@ -29,6 +30,7 @@ class Listener;
 class Mailbox;
 class Reaper;
 class ResultNotifier;
+class Retention;
 class ZapHandler;
 struct AuthCounters;
 
@@ -87,7 +89,10 @@ class Coordinator {
     std::unique_ptr<ResultNotifier> results_;
     std::unique_ptr<DbPool> pool_;
     std::unique_ptr<Reaper> reaper_;
+    std::unique_ptr<Retention> retention_;
     std::unique_ptr<Listener> listener_;
+    PresenceBoard presence_board_;
+    std::unique_ptr<PresencePublisher> presence_;
     std::string endpoint_;
     bool bound_ = false;
 

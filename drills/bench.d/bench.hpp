@@ -176,6 +176,25 @@ struct ScaleOptions {
 };
 nlohmann::json run_scale(const ScaleOptions& o);
 
+/// Finished jobs pushed through with retention on or off, then claim cost and table sizes.
+struct RetentionBenchOptions {
+    std::string dsn;
+    /// Finished jobs written in all, in chunks of `chunk`, spread over `days` simulated days.
+    std::int64_t jobs = 10'000'000;
+    std::int64_t chunk = 250'000;
+    int days = 90;
+    /// Prune after every chunk (batches of `batch`), and archive partitions that ended
+    /// `archive_after_days` before the simulated time into `archive_dir`.
+    bool retention = true;
+    int batch = 5000;
+    int archive_after_days = 14;
+    std::string archive_dir;
+    /// Then: pending jobs beside what is left, and one-job claims timed against them.
+    int pending = 10000;
+    int claims = 300;
+};
+nlohmann::json run_retention(const RetentionBenchOptions& o);
+
 /// Seconds since `start`.
 inline double seconds_since(BenchClock::time_point start) {
     return std::chrono::duration<double>(BenchClock::now() - start).count();

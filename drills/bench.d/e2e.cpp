@@ -69,7 +69,9 @@ ClientFleet::ClientFleet(const E2eOptions& o, const std::string& prefix)
     // One context, one I/O thread for every client, as one worker process holding many sessions
     // would: on a shared two-core machine an I/O thread per client would be load generator, not
     // coordinator.
-    context_.set(zmq::ctxopt::max_sockets, o.clients + 64);
+    // Each client has its DEALER and its socket monitor, and a reconnecting client replaces both
+    // while the closed ones still count until the context's reaper is done with them.
+    context_.set(zmq::ctxopt::max_sockets, context_.get(zmq::ctxopt::socket_limit));
     threads_.reserve(static_cast<std::size_t>(o.clients));
     for (int i = 0; i < o.clients; ++i) {
         threads_.emplace_back(
@@ -122,7 +124,7 @@ std::vector<ClaimSample> ClientFleet::take_samples() {
 
 void ClientFleet::run_client(int index, const worker::CurveKeys& curve) {
     worker::ClientOptions co;
-    co.endpoint = o_.target.endpoint;
+    co.endpoints = {o_.target.endpoint};
     co.worker_id = prefix_ + "-" + std::to_string(index);
     co.org_id = o_.target.org;
     co.max_in_flight = 64;

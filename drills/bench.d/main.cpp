@@ -115,6 +115,20 @@ int run(int argc, char** argv) {
     scale_cmd->add_option("--future", scale.future,
                           "Jobs scheduled a day ahead beside the runnable ones, over 20 queues");
 
+    RetentionBenchOptions ret;
+    auto* ret_cmd = app.add_subcommand(
+        "retention", "finished jobs pushed through with retention on or off; claim cost, sizes");
+    ret_cmd->add_option("--dsn", ret.dsn)->required();
+    ret_cmd->add_option("--jobs", ret.jobs);
+    ret_cmd->add_option("--chunk", ret.chunk)->check(CLI::PositiveNumber);
+    ret_cmd->add_option("--days", ret.days)->check(CLI::PositiveNumber);
+    ret_cmd->add_option("--retention", ret.retention, "true or false");
+    ret_cmd->add_option("--batch", ret.batch)->check(CLI::Range(1, 10000));
+    ret_cmd->add_option("--archive-after-days", ret.archive_after_days);
+    ret_cmd->add_option("--archive-dir", ret.archive_dir);
+    ret_cmd->add_option("--pending", ret.pending);
+    ret_cmd->add_option("--claims", ret.claims);
+
     CLI11_PARSE(app, argc, argv);
     try {
         nlohmann::json out;
@@ -145,6 +159,7 @@ int run(int argc, char** argv) {
             return run_crowd_idle(crowd_idle);
         }
         if (*scale_cmd) out = run_scale(scale);
+        if (*ret_cmd) out = run_retention(ret);
         std::cout << out.dump() << std::endl;
     } catch (const std::exception& e) {
         std::cerr << "aclaim-bench: " << e.what() << std::endl;

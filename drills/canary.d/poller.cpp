@@ -26,7 +26,7 @@ double ms_between(TimePoint from, TimePoint to) {
 
 worker::ClientOptions client_options(const PollerSettings& s) {
     worker::ClientOptions o;
-    o.endpoint = s.endpoint;
+    o.endpoints = {s.endpoint};
     o.worker_id = s.worker_id;
     o.org_id = s.org;
     o.queues = s.queues;

@@ -99,7 +99,7 @@ void wait_until_serving(zmq::context_t& context, const std::string& endpoint, co
                         const worker::CurveKeys& curve, ChildProcess& coordinator,
                         const std::string& log_path) {
     worker::ClientOptions opts;
-    opts.endpoint = endpoint;
+    opts.endpoints = {endpoint};
     opts.worker_id = kReadyCheckName;
     opts.org_id = org;
     opts.curve = curve;

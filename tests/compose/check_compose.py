@@ -7,8 +7,11 @@ docs/operations.md against the binaries' --help.
   check_compose.py --bin-dir build/bin --update-docs       rewrite them in docs/operations.md
 
 The compose file must be valid YAML; every ACLAIM_* variable it or the Dockerfile sets, every
-command and every flag it runs must exist in the --help of the binary concerned. Prints PASS/FAIL
-per check and ends with "N passed, M failed".
+command and every flag it runs must exist in the --help of the binary concerned. The HA compose
+file (docker-compose.ha.yml, with patroni.yml and Dockerfile.ha) must run three Patroni members
+and three etcd members with strict synchronous replication, give the coordinators every member
+in a read-write DSN and leases that outlast a failover, and install what compose/dev deps
+installs. Prints PASS/FAIL per check and ends with "N passed, M failed".
 """
 
 import argparse
@@ -88,6 +91,9 @@ def parse_options(help_text):
         typ, default = "", ""
         if len(tokens) > 1:
             typ, _, default = tokens[1].partition("=")
+            # A list's default reads "[a,b] ...": the " ..." belongs to the type.
+            if default.endswith(" ..."):
+                typ, default = typ + " ...", default[: -len(" ...")].strip("[]")
         for pattern, stable in VOLATILE_DEFAULTS:
             default = pattern.sub(stable, default)
         options.append({"flag": flag, "type": typ.strip(), "default": default.strip(),
@@ -217,6 +223,83 @@ def check_dockerfile(c, bin_dir, root):
         c.check(f"(Env:{var})" in helps, f"Dockerfile ENV {var} is read by a binary")
 
 
+def load_yaml(c, path, what):
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        c.check(False, f"{what} is valid YAML", str(e))
+        return None
+    return doc if c.check(isinstance(doc, dict), f"{what} is valid YAML") else None
+
+
+def env_of(service):
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(e.split("=", 1) if "=" in e else (e, "") for e in env)
+    return env
+
+
+def check_ha_compose(c, bin_dir, root):
+    """compose/docker-compose.ha.yml: the topology of compose/ha across machines."""
+    doc = load_yaml(c, os.path.join(root, "compose", "docker-compose.ha.yml"), "HA compose file")
+    patroni = load_yaml(c, os.path.join(root, "compose", "patroni.yml"), "compose/patroni.yml")
+    if doc is None or patroni is None:
+        return
+    services = doc.get("services") or {}
+    members = ("pg1", "pg2", "pg3")
+    for name in ("etcd1", "etcd2", "etcd3", *members, "migrate", "coordinator1", "coordinator2",
+                 "worker"):
+        c.check(name in services, f"HA: service {name} is defined")
+    names, volumes = set(), set()
+    for m in members:
+        svc = services.get(m, {})
+        c.check((command_of(svc) or [None])[0] == "patroni", f"HA: {m} runs patroni")
+        c.check("healthcheck" in svc, f"HA: {m} has a health check")
+        names.add(env_of(svc).get("PATRONI_NAME"))
+        volumes.update(str(v).split(":")[0] for v in svc.get("volumes", []))
+    c.check(names == set(members), "HA: each member has its own PATRONI_NAME", str(names))
+    c.check(len(volumes) == len(members), "HA: each member keeps its data in a volume of its own",
+            str(volumes))
+    for e in ("etcd1", "etcd2", "etcd3"):
+        c.check((command_of(services.get(e, {})) or [None])[0] == "etcd", f"HA: {e} runs etcd")
+    dcs = (patroni.get("bootstrap") or {}).get("dcs") or {}
+    c.check(dcs.get("synchronous_mode") is True and dcs.get("synchronous_mode_strict") is True,
+            "HA: synchronous replication, strict (no commit acknowledged without a standby)")
+    ttl, loop, retry = dcs.get("ttl", 30), dcs.get("loop_wait", 10), dcs.get("retry_timeout", 10)
+    c.check(loop + 2 * retry <= ttl, "HA: loop_wait + 2 * retry_timeout <= ttl, as Patroni wants",
+            f"ttl {ttl}, loop_wait {loop}, retry_timeout {retry}")
+    c.check(((dcs.get("postgresql") or {}).get("use_pg_rewind")) is True,
+            "HA: a failed primary rejoins with pg_rewind")
+    for name in ("coordinator1", "coordinator2", "migrate"):
+        dsn = str(env_of(services.get(name, {})).get("ACLAIM_DSN", ""))
+        hosts = re.search(r"host=(\S+)", dsn)
+        c.check(bool(hosts) and set(hosts.group(1).split(",")) == set(members)
+                and "target_session_attrs=read-write" in dsn,
+                f"HA: {name}'s ACLAIM_DSN names every member, read-write only", dsn)
+    for name in ("coordinator1", "coordinator2"):
+        lease = int(env_of(services.get(name, {})).get("ACLAIM_LEASE_MS", 0) or 0)
+        c.check(lease > ttl * 1000, f"HA: {name}'s lease outlasts a failover (ttl {ttl} s)",
+                f"ACLAIM_LEASE_MS {lease}")
+    migrate = services.get("migrate", {})
+    c.check(all(migrate.get("depends_on", {}).get(m, {}).get("condition") == "service_healthy"
+                for m in members) and migrate.get("restart") == "on-failure",
+            "HA: migrate waits for the members and retries until a primary is elected")
+    with open(os.path.join(root, "compose", "Dockerfile.ha")) as f:
+        dockerfile = f.read()
+    with open(os.path.join(root, "compose", "dev")) as f:
+        dev = f.read()
+    for pkg in ("postgresql-15", "patroni", "etcd-server"):
+        c.check(re.search(r"(?<![\w-])" + re.escape(pkg) + r"(?![\w-])", dockerfile) is not None
+                and re.search(r"(?<![\w-])" + re.escape(pkg) + r"(?![\w-])", dev) is not None,
+                f"HA: {pkg} is installed by Dockerfile.ha and by compose/dev deps")
+    c.check(re.search(r"^FROM\s+debian:12\b", dockerfile, re.M) is not None,
+            "HA: Dockerfile.ha is on Debian 12")
+    for name, service in services.items():
+        if not name.startswith(("etcd", "pg")):
+            check_service(c, bin_dir, f"HA {name}", service)
+
+
 def check_docs(c, bin_dir, root):
     path = os.path.join(root, "docs", "operations.md")
     try:
@@ -275,6 +358,7 @@ def main():
     for b in BINARIES:
         c.check(run_help(a.bin_dir, b) is not None, f"{b} is built and answers --help")
     check_compose(c, a.bin_dir, a.root)
+    check_ha_compose(c, a.bin_dir, a.root)
     check_dockerfile(c, a.bin_dir, a.root)
     check_docs(c, a.bin_dir, a.root)
     print(f"{c.passed} passed, {c.failed} failed")

@@ -97,6 +97,27 @@ def make_history(dsn, endpoint, bin_dir):
                    stdout=subprocess.DEVNULL)
     subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "2", "--count", "3"], check=True,
                    stdout=subprocess.DEVNULL)
+    # The lifecycle's states and queues: two jobs that need a skill the worker below lacks, one
+    # scheduled for later, and a poison job of one attempt that ends discarded.
+    subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--queue", "electrical",
+                    "--count", "2"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--delay", "10m",
+                    "follow-up visit"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--queue", "poison",
+                    "--max-attempts", "1", "crashes every reviewer"], check=True,
+                   stdout=subprocess.DEVNULL)
+    p = py_worker.Session(endpoint, 10.0)
+    kind, _ = p.call("HELLO", worker_id="reviewer-p", org_id=1, queues=["poison"])
+    check(kind == "WELCOME", "a worker serving the poison queue is welcomed")
+    kind, reply = p.call("CLAIM", extra_wait_s=2.0, max_jobs=1, wait_ms=2000)
+    check(kind == "ASSIGNED", "the poison job is claimed")
+    poison = reply["jobs"][0]
+    kind, _ = p.call("FAIL", job_id=poison["job_id"], generation=poison["generation"],
+                     reason="the reviewer crashed", retryable=True)
+    check(kind == "ACCEPTED", "the poison job's retryable failure is accepted")
+    check(psql(dsn, f"SELECT state FROM jobs WHERE id = {poison['job_id']}") == "discarded",
+          "its only attempt used up, the poison job is discarded")
+    electrical = psql(dsn, "SELECT min(id) FROM jobs WHERE queue = 'electrical'")
     s = py_worker.Session(endpoint, 10.0)
     kind, _ = s.call("HELLO", worker_id="reviewer-a", org_id=1)
     check(kind == "WELCOME", "the worker is welcomed")
@@ -124,7 +145,8 @@ def make_history(dsn, endpoint, bin_dir):
     check(recovered.returncode == 1 and "2 quarantined" in recovered.stdout,
           "recovery quarantines the two contradictory rows")
     return {"session": s, "done": done["job_id"], "failed": failed["job_id"],
-            "held": held["job_id"], "release": q1["job_id"], "keep": q2["job_id"]}
+            "held": held["job_id"], "release": q1["job_id"], "keep": q2["job_id"],
+            "poison": poison["job_id"], "electrical": int(electrical)}
 
 
 def start(argv, log_path, ready_pattern, timeout_s=30):
@@ -161,6 +183,7 @@ def run(args, work, dsn):
     coordinator, _ = start(
         [os.path.join(args.bin_dir, "aclaim-coordinator"), "--dsn", dsn, "--bind", endpoint,
          "--migrate", "--plaintext", "--lease-ms", "60000", "--http-bind", "",
+         "--presence-interval-ms", "200",
          "--log-level", "info"],
         os.path.join(work, "coordinator.log"), r"serving on", timeout_s=30)
     console = None
@@ -213,6 +236,15 @@ def run(args, work, dsn):
         status, _, _ = scoped.request(f"/api/quarantine/{ids['keep']}/release",
                                       {"reason": "not mine"}, {"X-CSRF-Token": session["csrf"]})
         check(status == 404, "the scoped operator cannot act on another organization's job")
+        status, _, _ = scoped.request(f"/api/jobs/{ids['electrical']}/cancel",
+                                      {"reason": "not mine"}, {"X-CSRF-Token": session["csrf"]})
+        check(status == 404, "the scoped operator cannot cancel another organization's job")
+        status, _, _ = scoped.request("/api/queues/1/electrical/pause",
+                                      {"reason": "not mine"}, {"X-CSRF-Token": session["csrf"]})
+        check(status == 404, "the scoped operator cannot pause another organization's queue")
+        check(psql(dsn, f"SELECT state FROM jobs WHERE id = {ids['electrical']}") == "pending"
+              and psql(dsn, "SELECT count(*) FROM job_queues WHERE org_id = 1") == "0",
+              "the scoped operator's refused actions changed nothing")
 
         browser = cdp.Browser()
         browser.navigate(base + "/")
@@ -234,8 +266,27 @@ def run(args, work, dsn):
         page(browser, "overview", "#/overview", args.out,
              "document.querySelector('.card[data-org=\"2\"]') !== null")
         counts = browser.evaluate(count)
-        check(counts == {"pending": "2", "assigned": "1", "completed": "1", "failed": "1",
-                         "quarantined": "2"}, f"organization 1's counts by state {counts}")
+        check(counts == {"pending": "4", "scheduled": "1", "assigned": "1", "completed": "1",
+                         "failed": "1", "discarded": "1", "cancelled": "0", "quarantined": "2"},
+              f"organization 1's counts by state {counts}")
+        browser.wait_for("[...document.querySelectorAll('.card[data-org=\"1\"] .workers b')]"
+                         ".map((b) => b.textContent).join() === '2'",
+                         "the two workers of organization 1 connected to the coordinator")
+        check(browser.evaluate("document.querySelector('.card[data-org=\"2\"] .workers')"
+                               ".textContent") == "workers connected: none",
+              "no worker of organization 2 is connected")
+        queues = browser.evaluate(
+            "(() => { const q = {}; for (const r of document.querySelectorAll("
+            "'#queues tr[data-org=\"1\"]')) { const c = {};"
+            " for (const d of r.querySelectorAll('td[data-state]')) c[d.dataset.state] ="
+            " d.textContent; q[r.dataset.queue] = c; } return q; })()")
+        check(queues == {"default": {"pending": "2", "scheduled": "1", "assigned": "1",
+                                     "discarded": "0"},
+                         "electrical": {"pending": "2", "scheduled": "0", "assigned": "0",
+                                        "discarded": "0"},
+                         "poison": {"pending": "0", "scheduled": "0", "assigned": "0",
+                                    "discarded": "1"}},
+              f"organization 1's queues with their counts {queues}")
         org2 = browser.evaluate("document.querySelector('.card[data-org=\"2\"] "
                                 ".count[data-state=\"pending\"] .n').textContent")
         check(org2 == "3", "organization 2 has three pending jobs")
@@ -246,6 +297,31 @@ def run(args, work, dsn):
               "the rejection is counted by reason")
         check(browser.evaluate("document.querySelectorAll('.card[data-org=\"1\"] svg.chart rect')"
                                ".length") == 60, "the completions chart has a bar per minute")
+
+        # Pause a queue from the overview, then resume it: both in the queue's audit log.
+        queue_row = '#queues tr[data-org="1"][data-queue="electrical"]'
+        browser.click(queue_row + " input.reason")
+        browser.call("Input.insertText", text="inspector training")
+        browser.click(queue_row + " button.pause")
+        browser.wait_for("document.getElementById('action-result').textContent.includes("
+                         "'electrical of organization 1 paused')", "the pause's confirmation")
+        browser.wait_for(f"document.querySelector('{queue_row}').classList.contains('paused')",
+                         "the paused queue marked in the table")
+        check(psql(dsn, "SELECT paused FROM job_queues WHERE org_id = 1 AND queue = 'electrical'")
+              == "t", "the queue is paused in the database")
+        browser.screenshot(os.path.join(args.out, "console-overview-paused.png"))
+        browser.click(queue_row + " input.reason")
+        browser.call("Input.insertText", text="training over")
+        browser.click(queue_row + " button.resume")
+        browser.wait_for(f"!document.querySelector('{queue_row}').classList.contains('paused')",
+                         "the resumed queue")
+        logged = psql(dsn, "SELECT string_agg(kind || ' ' || actor || ' ' || detail, '; ' ORDER BY id)"
+                           " FROM queue_events WHERE org_id = 1 AND queue = 'electrical'")
+        check(logged == "paused console:tester inspector training; "
+                        "resumed console:tester training over",
+              f"pause and resume are in queue_events under the operator's name: {logged!r}")
+        errors = browser.errors()
+        check(not errors, f"pausing and resuming raised no console error {errors}")
 
         # The held lease close to its end, as a worker that stopped renewing leaves it.
         psql(dsn, "UPDATE jobs SET lease_expires_at = now() + interval '8 seconds'"
@@ -299,6 +375,51 @@ def run(args, work, dsn):
                                  ".map((l) => l.dataset.kind)")
         check(kinds == ["enqueued", "claimed", "completed", "rejected"],
               f"the completed job's whole audit timeline {kinds}")
+
+        page(browser, "jobs-queue", "#/jobs?org=1&queue=electrical", args.out,
+             "document.querySelector('#jobs tbody tr') !== null")
+        rows = browser.evaluate("[...document.querySelectorAll('#jobs tbody tr')]"
+                                ".map((r) => Number(r.dataset.job))")
+        check(rows == [ids["electrical"], ids["electrical"] + 1],
+              f"the queue filter finds the electrical jobs {rows}")
+
+        # Cancel a pending job from its page; retry the discarded one from its page.
+        page(browser, "job-cancel", f"#/job/{ids['electrical']}", args.out,
+             "document.getElementById('job-cancel') !== null")
+        browser.click(".job-actions input.reason")
+        browser.call("Input.insertText", text="order withdrawn")
+        browser.click("#job-cancel")
+        browser.wait_for("document.querySelector('#timeline li[data-kind=\"cancelled\"]') !== null",
+                         "the cancellation in the job's timeline")
+        check("cancelled" in browser.evaluate("document.getElementById('action-result').textContent"),
+              "the page confirms the cancellation")
+        logged = psql(dsn, "SELECT state || ' ' || (SELECT kind || ' ' || worker FROM job_events e"
+                           f" WHERE e.job_id = j.id ORDER BY id DESC LIMIT 1) FROM jobs j"
+                           f" WHERE id = {ids['electrical']}")
+        check(logged == "cancelled cancelled console:tester",
+              f"the job is cancelled, audited under the operator's name: {logged!r}")
+        browser.screenshot(os.path.join(args.out, "console-job-cancelled.png"))
+        page(browser, "job-retry", f"#/job/{ids['poison']}", args.out,
+             "document.getElementById('job-retry') !== null")
+        timeline = browser.evaluate("[...document.querySelectorAll('#timeline li')]"
+                                    ".map((l) => l.dataset.kind)")
+        check(timeline == ["enqueued", "claimed", "discarded"],
+              f"the discarded job's timeline shows its attempt and the discard {timeline}")
+        browser.click(".job-actions input.reason")
+        browser.call("Input.insertText", text="scanner fixed")
+        browser.click("#job-retry")
+        browser.wait_for("document.querySelector('#timeline li[data-kind=\"retried\"]') !== null",
+                         "the retry in the job's timeline")
+        check(psql(dsn, f"SELECT state || ' ' || attempts FROM jobs WHERE id = {ids['poison']}")
+              == "pending 0", "the retried job is pending with a fresh attempt budget")
+        status = browser.evaluate(
+            f"fetch('/api/jobs/{ids['done']}/cancel', {{method: 'POST', headers:"
+            " {'Content-Type': 'application/json'}, body: JSON.stringify({reason: 'forged'})})"
+            ".then((r) => r.status)")
+        check(status == 403, "a cancel without the CSRF token is refused with 403")
+        browser.errors()  # the refused fetch is logged by the browser, as it should be
+        errors = browser.errors()
+        check(not errors, f"cancelling and retrying raised no console error {errors}")
 
         page(browser, "quarantine", "#/quarantine", args.out,
              f"document.querySelector('#quarantine tr[data-job=\"{ids['release']}\"]') !== null")

@@ -29,8 +29,13 @@ std::vector<common::JobId> Cluster::enqueue(common::OrgId org, int count) {
 }
 
 Process& Cluster::start_coordinator(std::vector<std::string> extra) {
+    return start_coordinator_at(endpoint_, std::move(extra));
+}
+
+Process& Cluster::start_coordinator_at(const std::string& endpoint,
+                                       std::vector<std::string> extra) {
     std::vector<std::string> argv{
-        bin("aclaim-coordinator"), "--dsn", db_.dsn(), "--bind", endpoint_, "--log-level", "info"};
+        bin("aclaim-coordinator"), "--dsn", db_.dsn(), "--bind", endpoint, "--log-level", "info"};
     if (curve_secret_key_file_.empty()) {
         argv.push_back("--plaintext");
     } else {
@@ -45,8 +50,13 @@ Process& Cluster::start_coordinator(std::vector<std::string> extra) {
 
 Process& Cluster::start_worker(const std::string& id, common::OrgId org,
                                std::vector<std::string> extra) {
+    return start_worker_at(endpoint_, id, org, std::move(extra));
+}
+
+Process& Cluster::start_worker_at(const std::string& connect, const std::string& id,
+                                  common::OrgId org, std::vector<std::string> extra) {
     std::vector<std::string> argv{
-        bin("aclaim-worker"), "--connect", endpoint_, "--org", std::to_string(org), "--id", id,
+        bin("aclaim-worker"), "--connect", connect, "--org", std::to_string(org), "--id", id,
         "--log-level",        "info"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     processes_.push_back(std::make_unique<Process>(argv, std::map<std::string, std::string>{},

@@ -30,6 +30,13 @@ class Cluster {
     /// Starts (or restarts, on the same endpoint) the coordinator with extra flags. It runs in
     /// plaintext mode unless use_curve() was called.
     Process& start_coordinator(std::vector<std::string> extra = {});
+    /// Starts another coordinator of the same database on its own endpoint, as a cell runs
+    /// several (see free_port for an endpoint).
+    Process& start_coordinator_at(const std::string& endpoint, std::vector<std::string> extra = {});
+    /// Starts a worker that knows these coordinator endpoints (comma-separated) instead of the
+    /// cluster's one.
+    Process& start_worker_at(const std::string& connect, const std::string& id, common::OrgId org,
+                             std::vector<std::string> extra = {});
     /// Coordinators started from now on authenticate workers with CURVE, with the secret key in
     /// this file, instead of running with --plaintext.
     void use_curve(std::string secret_key_file) {

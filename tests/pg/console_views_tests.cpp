@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/base/clock.hpp"
+#include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
 #include "coordinator/console/console_sql.hpp"
 #include "coordinator/console/operators.hpp"
@@ -209,4 +210,109 @@ TEST_CASE("console overview: above the cap a count is the planner's estimate, an
     CHECK(small["estimated"]["pending"] == false);
     CHECK(small["counts"]["pending"] == 3);
     CHECK(small["oldest_pending_age_ms"].get<long long>() >= 0);
+}
+
+TEST_CASE("console overview: per queue, the work still to do and the oldest claimable job",
+          "[console]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    common::AssignmentStore store(db.dsn());
+    common::ManualClock clock(common::SystemClock().now());
+    const auto start = clock.now();
+    auto job_in = [](std::string queue, std::optional<common::Instant> run_at = std::nullopt) {
+        common::NewJob j{0, "review", 3};
+        j.queue = std::move(queue);
+        j.run_at = run_at;
+        return j;
+    };
+    store.enqueue(1, {job_in("default"), job_in("electrical")}, start);
+    clock.advance(std::chrono::seconds(30));
+    store.enqueue(1, {job_in("electrical"), job_in("electrical", start + std::chrono::hours(1))},
+                  clock.now());
+    store.enqueue(2, {job_in("plumbing")}, clock.now());
+    common::OperatorStore(*conn).pause(1, "idle", true, "tester", "no work today", clock);
+    clock.advance(std::chrono::seconds(30));
+
+    console::Views views(db.dsn(), "");
+    const auto o = views.overview({"all", std::nullopt}, clock.now());
+    REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1, 2});
+    const auto& queues = o["organizations"][0]["queues"];
+    REQUIRE(queues.size() == 3);
+    CHECK(queues[0]["queue"] == "default");
+    CHECK(queues[0]["counts"]["pending"] == 1);
+    CHECK(queues[0]["oldest_pending_age_ms"] == 60'000);
+    CHECK(queues[1]["queue"] == "electrical");
+    CHECK(queues[1]["counts"]["pending"] == 2);
+    CHECK(queues[1]["counts"]["scheduled"] == 1);
+    CHECK(queues[1]["oldest_pending_age_ms"] == 60'000);
+    // A paused queue with settings and no jobs is listed: the operator must see the switch.
+    CHECK(queues[2]["queue"] == "idle");
+    CHECK(queues[2]["paused"] == true);
+    CHECK(queues[2]["counts"]["pending"] == 0);
+    CHECK(queues[2]["oldest_pending_age_ms"].is_null());
+    // The organization's oldest claimable job is the oldest over its queues.
+    CHECK(o["organizations"][0]["oldest_pending_age_ms"] == 60'000);
+
+    const auto scoped = views.overview({"two", std::vector<common::OrgId>{2}}, clock.now());
+    REQUIRE(scoped["organizations"].size() == 1);
+    REQUIRE(scoped["organizations"][0]["queues"].size() == 1);
+    CHECK(scoped["organizations"][0]["queues"][0]["queue"] == "plumbing");
+    CHECK(scoped["organizations"][0]["queues"][0]["oldest_pending_age_ms"] == 30'000);
+}
+
+TEST_CASE("console views: cancel, retry and pause act only in the operator's organizations",
+          "[console]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    const auto org1 = store.enqueue(1, some_jobs(1), now);
+    const auto org2 = store.enqueue(2, some_jobs(2), now);
+    const auto held = store.claim(2, {"w2", 1}, 60 * common::kSeconds, now);
+    REQUIRE(held.leases.size() == 1);
+    const auto assigned = held.leases[0].job_id;
+    const auto pending = assigned == org2[0] ? org2[1] : org2[0];
+
+    console::Views views(db.dsn(), "");
+    const console::Operator two{"two", std::vector<common::OrgId>{2}};
+    using Kind = console::ActionResult::Kind;
+
+    const auto before = job_snapshot(*conn, org1[0]);
+    CHECK(views.cancel(two, org1[0], "not mine", now).kind == Kind::NotFound);
+    CHECK(views.pause(two, 1, "default", true, "not mine").kind == Kind::NotFound);
+    CHECK(job_snapshot(*conn, org1[0]) == before);
+
+    const auto cancelled = views.cancel(two, assigned, "order withdrawn", now);
+    REQUIRE(cancelled.kind == Kind::Done);
+    CHECK(cancelled.body["was"] == "assigned");
+    CHECK(cancelled.body["holder"] == "w2");
+    CHECK(job_state(*conn, assigned) == "cancelled");
+    {
+        pqxx::read_transaction t(*conn);
+        const auto ev = t.exec_params1(
+            "SELECT worker, detail FROM job_events WHERE job_id = $1 AND kind = 'cancelled'",
+            assigned);
+        CHECK(ev[0].as<std::string>() == "console:two");
+        CHECK(ev[1].as<std::string>().find("order withdrawn") != std::string::npos);
+    }
+    const auto again = views.cancel(two, assigned, "twice", now);
+    CHECK(again.kind == Kind::Refused);
+    CHECK(again.body["error"].get<std::string>().find("is cancelled") != std::string::npos);
+    CHECK(views.retry(two, pending, "not finished", now).kind == Kind::Refused);
+    CHECK(job_state(*conn, pending) == "pending");
+
+    const auto retried = views.retry(two, assigned, "withdrawn by mistake", now);
+    REQUIRE(retried.kind == Kind::Done);
+    CHECK(retried.body["state"] == "pending");
+    CHECK(event_count(*conn, assigned, "retried") == 1);
+
+    REQUIRE(views.pause(two, 2, "default", true, "training").kind == Kind::Done);
+    CHECK(store.claim(2, {"w2", 1}, 60 * common::kSeconds, now).leases.empty());
+    REQUIRE(views.pause(two, 2, "default", false, "training over").kind == Kind::Done);
+    CHECK(store.claim(2, {"w2", 1}, 60 * common::kSeconds, now).leases.size() == 1);
+    pqxx::read_transaction t(*conn);
+    CHECK(t.exec("SELECT kind || ' ' || actor FROM queue_events WHERE org_id = 2 ORDER BY id")
+              .size() == 2);
+    CHECK(t.exec1("SELECT count(*) FROM queue_events WHERE actor <> 'console:two'")[0].as<int>() ==
+          0);
 }

@@ -148,7 +148,7 @@ TEST_CASE("/healthz follows the router thread and /readyz the database", "[http]
     CHECK(scrape.get("/healthz")->status == 200);
     auto ready = scrape.get("/readyz");
     CHECK(ready->status == 200);
-    CHECK(ready->body.rfind("ready: database reachable, schema at version", 0) == 0);
+    CHECK(ready->body.rfind("ready: writable primary on timeline 1, schema at version", 0) == 0);
     CHECK(scrape.get("/nothing")->status == 404);
 
     // A database without the schema: reachable, not ready, and the answer says what to do.

@@ -37,15 +37,15 @@ inline std::string read_file(const std::string& path) {
     return s.str();
 }
 
-/// aclaimctl --dsn DSN ARGS..., with `input` on standard input.
-inline CtlResult run_ctl(const std::string& dsn, const std::vector<std::string>& args,
-                         const std::string& input = "") {
+/// aclaimctl ARGS..., with `input` on standard input.
+inline CtlResult run_aclaimctl(const std::vector<std::string>& args,
+                               const std::string& input = "") {
     std::string dir_template =
         (std::filesystem::temp_directory_path() / "aclaim-ctl-test.XXXXXX").string();
     const std::string dir = ::mkdtemp(dir_template.data());
     const std::string in_path = dir + "/in", out_path = dir + "/out", err_path = dir + "/err";
     std::ofstream(in_path, std::ios::binary) << input;
-    std::string cmd = "timeout 60 " + shell_quote(bin("aclaimctl")) + " --dsn " + shell_quote(dsn);
+    std::string cmd = "timeout 60 " + shell_quote(bin("aclaimctl"));
     for (const auto& a : args) cmd += " " + shell_quote(a);
     cmd +=
         " <" + shell_quote(in_path) + " >" + shell_quote(out_path) + " 2>" + shell_quote(err_path);
@@ -56,6 +56,14 @@ inline CtlResult run_ctl(const std::string& dsn, const std::vector<std::string>&
     r.err = read_file(err_path);
     std::filesystem::remove_all(dir);
     return r;
+}
+
+/// aclaimctl --dsn DSN ARGS..., with `input` on standard input.
+inline CtlResult run_ctl(const std::string& dsn, const std::vector<std::string>& args,
+                         const std::string& input = "") {
+    std::vector<std::string> all{"--dsn", dsn};
+    all.insert(all.end(), args.begin(), args.end());
+    return run_aclaimctl(all, input);
 }
 
 }  // namespace aclaim::testing

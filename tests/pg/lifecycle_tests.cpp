@@ -432,29 +432,10 @@ TEST_CASE("a paused queue hands out nothing, leases already out continue, resume
 
 TEST_CASE("the lifecycle migration applies in place to a populated database",
           "[store][lifecycle][migration]") {
-    const std::string name = "aclaim_mig_" + std::to_string(::getpid());
-    {
-        pqxx::connection admin(testing::server_dsn());
-        pqxx::nontransaction tx(admin);
-        tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
-        tx.exec("CREATE DATABASE " + name);
-    }
-    const std::string dsn = testing::with_database(testing::server_dsn(), name);
+    const testing::OlderSchemaDatabase older("mig", 5);
+    const std::string& dsn = older.dsn();
     {
         pqxx::connection conn(dsn);
-        {
-            pqxx::work txn(conn);
-            txn.exec(
-                "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())");
-            for (const auto& m : common::embedded_migrations()) {
-                if (m.version >= 5) break;
-                txn.exec(m.sql);
-                txn.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                                m.version, m.name);
-            }
-            txn.commit();
-        }
         // Jobs in every state the old schema knows, written as the old statements wrote them.
         pqxx::work txn(conn);
         txn.exec(R"SQL(
@@ -497,7 +478,4 @@ VALUES (1, 'pending', 0, aclaim_ts(1000), 'p', 0, NULL, NULL, NULL, 0, NULL, NUL
         REQUIRE(out.leases.size() == 1);
         CHECK(out.leases[0].payload == "p");
     }
-    pqxx::connection admin(testing::server_dsn());
-    pqxx::nontransaction tx(admin);
-    tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
 }

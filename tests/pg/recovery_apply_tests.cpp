@@ -8,6 +8,7 @@
 #include "common/ops/recovery_store.hpp"
 #include "common/store/assignment_store.hpp"
 #include "common/store/pg_time.hpp"
+#include "tests/support/process.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"
 
@@ -265,7 +266,14 @@ TEST_CASE("apply decides on the current row, not on the survey", "[recovery]") {
         std::thread apply([&] {
             outcome = f.recovery.apply_one(id, RecoveryClass::Expired, f.clock.now(), kActor);
         });
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        // Commit only once apply is seen waiting for the row lock, so that it really races it.
+        auto watcher = f.db.connect();
+        REQUIRE(testing::eventually(
+            [&] {
+                pqxx::read_transaction t(*watcher);
+                return t.exec1("SELECT count(*) FROM pg_locks WHERE NOT granted")[0].as<int>() > 0;
+            },
+            std::chrono::seconds(10)));
         // What a renewal racing the outage would look like, had the lease not yet run out.
         holder.exec_params("UPDATE jobs SET lease_expires_at = aclaim_ts($2) WHERE id = $1", id,
                            f.clock.now() + kLease);

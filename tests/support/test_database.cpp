@@ -120,4 +120,37 @@ std::unique_ptr<pqxx::connection> TestDatabase::connect() const {
     return std::make_unique<pqxx::connection>(dsn_);
 }
 
+OlderSchemaDatabase::OlderSchemaDatabase(const std::string& tag, int version)
+    : name_("aclaim_" + tag + "_" + std::to_string(::getpid())) {
+    {
+        pqxx::connection admin(server_dsn());
+        pqxx::nontransaction tx(admin);
+        tx.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+        tx.exec("CREATE DATABASE " + name_);
+    }
+    dsn_ = with_database(server_dsn(), name_);
+    pqxx::connection conn(dsn_);
+    pqxx::work txn(conn);
+    txn.exec(
+        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())");
+    for (const auto& m : common::embedded_migrations()) {
+        if (m.version >= version) break;
+        txn.exec(m.sql);
+        txn.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version,
+                        m.name);
+    }
+    txn.commit();
+}
+
+OlderSchemaDatabase::~OlderSchemaDatabase() {
+    try {
+        pqxx::connection admin(server_dsn());
+        pqxx::nontransaction tx(admin);
+        tx.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    } catch (const std::exception&) {
+        // As for TestDatabase.
+    }
+}
+
 }  // namespace aclaim::testing

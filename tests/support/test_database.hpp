@@ -34,4 +34,21 @@ class TestDatabase {
     std::string dsn_;
 };
 
+/// A database of its own at the schema of an older release: the embedded migrations before
+/// `version` applied and recorded as that release applied them, for testing a migration in place
+/// on a populated database. Dropped afterwards.
+class OlderSchemaDatabase {
+  public:
+    OlderSchemaDatabase(const std::string& tag, int version);
+    ~OlderSchemaDatabase();
+    OlderSchemaDatabase(const OlderSchemaDatabase&) = delete;
+    OlderSchemaDatabase& operator=(const OlderSchemaDatabase&) = delete;
+
+    const std::string& dsn() const { return dsn_; }
+
+  private:
+    std::string name_;
+    std::string dsn_;
+};
+
 }  // namespace aclaim::testing

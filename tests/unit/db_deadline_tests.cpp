@@ -8,11 +8,12 @@
 #include <chrono>
 
 #include "common/base/clock.hpp"
-#include "coordinator/db/conninfo.hpp"
+#include "common/store/conninfo.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
 
 using namespace aclaim;
 using namespace aclaim::coordinator;
+using namespace aclaim::common;
 using namespace std::chrono_literals;
 
 TEST_CASE("a connection setting is added in either DSN form unless the DSN names it",
@@ -45,6 +46,11 @@ TEST_CASE("every coordinator connection bounds its connect and watches its route
     CHECK(guarded_dsn("host=h", 300ms).find("connect_timeout=2") != std::string::npos);
     // What the operator wrote wins.
     CHECK(guarded_dsn("host=h connect_timeout=30", 300ms).find("connect_timeout=2") ==
+          std::string::npos);
+    // Of several hosts only the writable primary will do, unless the operator said otherwise.
+    CHECK(guarded_dsn("host=a,b", 300ms).find("target_session_attrs=read-write") !=
+          std::string::npos);
+    CHECK(guarded_dsn("host=a,b target_session_attrs=any", 300ms).find("read-write") ==
           std::string::npos);
 }
 

@@ -52,6 +52,9 @@ TEST_CASE("each slice carries the parsed values its component needs", "[options]
     CHECK(o.router().db_deadline_ms == 2000);
     CHECK(o.db_pool().db_deadline_ms == 2000);
     CHECK(o.reaper().db_deadline_ms == 2000);
+    CHECK(o.presence().interval_ms == 5000);
+    CHECK(o.presence().dsn == o.dsn);
+    CHECK(o.presence().db_deadline_ms == 2000);
 }
 
 TEST_CASE("a refused setting is named by its flag, whichever slice holds it", "[options]") {
@@ -81,6 +84,12 @@ TEST_CASE("a refused setting is named by its flag, whichever slice holds it", "[
     o = valid();
     o.plaintext = false;
     CHECK(refusal(o).find("--curve-secret-key") != std::string::npos);
+
+    o = valid();
+    o.presence_interval_ms = 50;
+    CHECK(refusal(o).find("--presence-interval-ms") != std::string::npos);
+    o.presence_interval_ms = 0;  // off
+    CHECK(refusal(o).empty());
 
     o = valid();
     o.db_deadline_ms = 50;

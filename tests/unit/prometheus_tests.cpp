@@ -36,6 +36,8 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     m.connected_sessions = 3;
     m.claim_latency.observe(2ms);
     m.claim_latency.observe(40ms);
+    m.pruned_jobs[2] = 4;
+    m.partitions[2] = 3;
     CoordinatorOptions o;
     o.db_threads = 5;
     const auto text = render_prometheus(m, o.http());
@@ -57,6 +59,16 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
           std::string::npos);
     CHECK(text.find("aclaim_statement_duration_seconds_count{statement=\"reclaim\"} 0\n") !=
           std::string::npos);
+    // Retention: bounded labels (four states, two outcomes, four partition states).
+    CHECK(text.find("aclaim_retention_pruned_jobs_total{state=\"discarded\"} 4\n") !=
+          std::string::npos);
+    CHECK(text.find("aclaim_retention_pruned_jobs_total{state=\"completed\"} 0\n") !=
+          std::string::npos);
+    CHECK(text.find("aclaim_event_partitions{state=\"archived\"} 3\n") != std::string::npos);
+    CHECK(text.find("aclaim_event_partitions{state=\"attached\"} -1\n") != std::string::npos);
+    CHECK(text.find("aclaim_retention_passes_total{outcome=\"idle\"} 0\n") != std::string::npos);
+    CHECK(text.find("aclaim_statement_duration_seconds_count{statement=\"prune\"} 0\n") !=
+          std::string::npos);
     // Every family is declared once, before its samples.
     std::size_t types = 0, helps = 0;
     for (std::size_t at = text.find("# TYPE "); at != std::string::npos;
@@ -66,7 +78,7 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
          at = text.find("# HELP ", at + 1))
         ++helps;
     CHECK(types == helps);
-    CHECK(types == 28);
+    CHECK(types == 34);
     CHECK(text.back() == '\n');
 }
 

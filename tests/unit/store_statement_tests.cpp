@@ -4,8 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "clients/cpp/client_sql.hpp"
 #include "common/ops/operator_sql.hpp"
 #include "common/ops/recovery_sql.hpp"
+#include "common/ops/retention_sql.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace sql = aclaim::common::sql;
@@ -14,6 +16,9 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     std::vector<const sql::Statement*> all = sql::kStatements;
     all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
     all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
+    all.insert(all.end(), aclaim::clients::sql::kStatements.begin(),
+               aclaim::clients::sql::kStatements.end());
+    all.insert(all.end(), sql::kRetentionStatements.begin(), sql::kRetentionStatements.end());
     all.push_back(&sql::kNotifyResults);
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
@@ -34,4 +39,27 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
         CHECK(static_cast<std::size_t>(*used.rbegin()) == s->params.size());
         CHECK(used.size() == s->params.size());
     }
+}
+
+TEST_CASE("Statements: every one that can end a job records its outcome in the same statement",
+          "[store][outcomes]") {
+    std::vector<const sql::Statement*> all = sql::kStatements;
+    all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
+    all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
+    // A SET of state to a terminal value, or to a CASE that may pick one (retry_or_discard).
+    const std::regex ends_jobs(
+        R"(SET\s+state\s*=\s*('completed'|'failed'|'discarded'|'cancelled'|CASE)|,\s*state\s*=\s*CASE)",
+        std::regex::icase);
+    int ending = 0;
+    for (const sql::Statement* s : all) {
+        INFO(s->name);
+        const bool ends = std::regex_search(s->text, ends_jobs);
+        if (!ends) continue;
+        ++ending;
+        CHECK(s->text.find("INSERT INTO job_outcomes") != std::string::npos);
+        CHECK(s->text.find("pg_notify('aclaim_outcomes'") != std::string::npos);
+    }
+    // complete, complete batch, fail, reclaim, reclaim one, operator fail, quarantine fail
+    // (cancel is aclaim_cancel_jobs in the schema, covered by the pg tests).
+    CHECK(ending == 7);
 }

@@ -20,7 +20,8 @@ from .model import Cancellation, Job, Verdict, Welcome, WorkerStats
 from .worker import Handler, Worker
 
 # ---- producers and result consumers (the SQL API): aclaim.producer, aclaim.consumer ----
-# Their imports and __all__ names go here.
+from .consumer import GroupStatus, JobOutcome, ResultConsumer
+from .producer import CancelledJob, Enqueued, JobStatus, NewJob, Producer
 
 __version__ = "0.1.0"
 
@@ -29,4 +30,6 @@ __all__ = [
     "Worker", "Handler", "Job", "Cancellation", "Verdict", "Welcome", "WorkerStats",
     "CurveKeys", "WorkerError", "FailJob", "ReleaseJob", "Cancelled",
     # Producers and result consumers: the SQL API.
+    "Producer", "NewJob", "Enqueued", "CancelledJob", "JobStatus",
+    "ResultConsumer", "JobOutcome", "GroupStatus",
 ]

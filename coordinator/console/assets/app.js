@@ -4,7 +4,10 @@
 'use strict';
 
 const REFRESH_MS = 2000;
-const STATES = ['pending', 'assigned', 'completed', 'failed', 'quarantined'];
+const STATES = ['pending', 'scheduled', 'assigned', 'completed', 'failed', 'discarded', 'cancelled', 'quarantined'];
+const QUEUE_STATES = ['pending', 'scheduled', 'assigned', 'discarded'];
+const CANCELLABLE = ['pending', 'scheduled', 'assigned'];
+const RETRYABLE = ['failed', 'discarded', 'cancelled'];
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
 let csrf = null;
@@ -98,6 +101,57 @@ function chart(perMinute) {
   return root;
 }
 
+function capped(n, cap) {
+  return n > cap ? cap.toLocaleString('en') + '+' : n.toLocaleString('en');
+}
+
+async function setPaused(org, queue, paused) {
+  const key = `queue:${org}:${queue}`;
+  const reason = (reasons.get(key) || '').trim();
+  const out = document.getElementById('action-result');
+  if (!reason) {
+    out.textContent = 'Say why: the reason is recorded in the queue\'s audit log.';
+    out.className = 'error';
+    return;
+  }
+  try {
+    const r = await api(`/api/queues/${org}/${encodeURIComponent(queue)}/${paused ? 'pause' : 'resume'}`, { reason });
+    reasons.delete(key);
+    out.textContent = `Queue ${r.queue} of organization ${r.org_id} ${r.paused ? 'paused' : 'resumed'} (${r.by}).`;
+    out.className = 'ok';
+  } catch (e) {
+    out.textContent = `Queue ${queue}: ${e.message}`;
+    out.className = 'error';
+  }
+  await render(false);
+}
+
+// Every queue of every organization on the page in one table, deepest backlog first: which queue
+// is backing up is the question, whichever organization it belongs to.
+function queueTable(organizations, cap) {
+  const all = organizations.flatMap((o) => o.queues.map((q) => Object.assign({ org_id: o.org_id }, q)));
+  if (all.length === 0) return el('p', { class: 'muted', text: 'No queue holds work.' });
+  all.sort((a, b) => (b.counts.pending - a.counts.pending) || (a.org_id - b.org_id) || a.queue.localeCompare(b.queue));
+  const rows = all.map((q) => {
+    const key = `queue:${q.org_id}:${q.queue}`;
+    const input = el('input', { class: 'reason', placeholder: 'why (recorded)', value: reasons.get(key) || '',
+                                oninput: (e) => reasons.set(key, e.target.value) });
+    return el('tr', { 'data-org': q.org_id, 'data-queue': q.queue, class: q.paused ? 'paused' : null },
+      el('td', { text: q.org_id }),
+      el('td', {}, el('a', { href: `#/jobs?org=${q.org_id}&queue=${encodeURIComponent(q.queue)}`, text: q.queue })),
+      el('td', { class: 'switch', text: q.paused ? 'paused' : 'running' }),
+      el('td', { text: q.max_assigned === null ? '—' : q.max_assigned }),
+      QUEUE_STATES.map((s) => el('td', { class: 'n', 'data-state': s, text: capped(q.counts[s], cap) })),
+      el('td', { text: ago(q.oldest_pending_age_ms) }),
+      el('td', { class: 'actions' }, input, ' ',
+        el('button', { type: 'button', class: q.paused ? 'resume' : 'pause secondary',
+                       onclick: () => setPaused(q.org_id, q.queue, !q.paused), text: q.paused ? 'Resume' : 'Pause' })));
+  });
+  return el('table', { id: 'queues', class: 'queues' },
+    el('thead', {}, el('tr', {}, ['org', 'queue', 'switch', 'limit', ...QUEUE_STATES, 'oldest pending', 'action'].map((h) => el('th', { text: h })))),
+    el('tbody', {}, rows));
+}
+
 async function renderOverview(view) {
   const data = await api('/api/overview');
   const cards = el('div', { class: 'cards' });
@@ -119,13 +173,18 @@ async function renderOverview(view) {
         el('span', {}, 'expired, not reclaimed ', el('b', { text: o.leases_expired })),
         el('span', {}, 'oldest pending ', el('b', { text: ago(o.oldest_pending_age_ms) })),
         el('span', {}, 'completed last hour ', el('b', { text: perMinute.reduce((a, b) => a + b, 0) }))),
+      el('div', { class: 'facts workers' }, 'workers connected: ',
+        o.coordinators.length === 0 ? el('span', { text: 'none' })
+          : o.coordinators.map((c) => el('span', { 'data-coordinator': c.coordinator, title: `${c.endpoint}, heard ${ago(c.seen_ms_ago)} ago` },
+            c.coordinator + ' ', el('b', { text: c.workers })))),
       chart(perMinute),
       el('div', { class: 'facts' }, 'rejections (1 h): ',
         rejections.length === 0 ? el('span', { text: 'none' })
           : rejections.map(([r, n]) => el('span', {}, r + ' ', el('b', { text: n }))))));
   }
-  view.replaceChildren(el('h1', { text: 'Overview' }),
+  view.replaceChildren(el('h1', { text: 'Overview' }), actionResult(),
     data.organizations.length === 0 ? el('p', { class: 'muted', text: 'No jobs yet.' }) : cards,
+    el('h2', { class: 'section', text: 'Queues' }), queueTable(data.organizations, data.exact_count_cap),
     el('p', { class: 'muted', text: `Counts above ${data.exact_count_cap.toLocaleString('en')} per state are the planner's estimates (≈).` }));
 }
 
@@ -200,13 +259,14 @@ async function renderJobs(view) {
     location.hash = '#/jobs?' + next.toString();
   } },
   field('org', 'organization', { inputmode: 'numeric', size: 6 }),
+  field('queue', 'queue', { size: 12 }),
   el('label', {}, 'state', state),
   field('holder', 'holder'),
   field('before', 'enqueued before (ISO 8601)', { placeholder: '2026-01-01T00:00:00Z' }),
   el('button', { type: 'submit', text: 'Filter' }));
   const rows = data.jobs.map((j) => el('tr', { 'data-job': j.id },
-    el('td', {}, jobLink(j.id)), el('td', { text: j.org_id }), el('td', {}, stateBadge(j.state)),
-    el('td', { text: j.generation }), el('td', { text: j.assignee || '—' }),
+    el('td', {}, jobLink(j.id)), el('td', { text: j.org_id }), el('td', { text: j.queue }),
+    el('td', {}, stateBadge(j.state)), el('td', { text: j.generation }), el('td', { text: j.assignee || '—' }),
     el('td', { text: `${j.attempts}/${j.max_attempts}` }), el('td', { text: j.enqueued_at }),
     el('td', { text: j.completed_at || '—' })));
   const paging = el('div', { class: 'filters' });
@@ -220,12 +280,46 @@ async function renderJobs(view) {
   }
   view.replaceChildren(el('h1', { text: 'Jobs' }), form,
     el('table', { id: 'jobs' },
-      el('thead', {}, el('tr', {}, ['job', 'org', 'state', 'generation', 'holder', 'attempt', 'enqueued', 'finished'].map((h) => el('th', { text: h })))),
+      el('thead', {}, el('tr', {}, ['job', 'org', 'queue', 'state', 'generation', 'holder', 'attempt', 'enqueued', 'finished'].map((h) => el('th', { text: h })))),
       el('tbody', {}, rows)),
     paging);
 }
 
 // ---- one job ----
+
+async function jobAction(id, action) {
+  const reason = (reasons.get(id) || '').trim();
+  const out = document.getElementById('action-result');
+  if (!reason) {
+    out.textContent = 'Say why: the reason is recorded in the audit log.';
+    out.className = 'error';
+    return;
+  }
+  try {
+    const r = await api(`/api/jobs/${id}/${action}`, { reason });
+    reasons.delete(id);
+    out.textContent = action === 'cancel'
+      ? `Job #${id} cancelled (it was ${r.was}${r.holder ? ', held by ' + r.holder + ', who was told' : ''}; ${r.by}).`
+      : `Job #${id} is ${r.state} again with a fresh attempt budget (${r.by}).`;
+    out.className = 'ok';
+  } catch (e) {
+    out.textContent = `Job #${id}: ${e.message}`;
+    out.className = 'error';
+  }
+  await render(false);
+}
+
+// Cancel while the job may still run; retry once it ended without a verdict.
+function jobActions(j) {
+  const box = el('div', { class: 'job-actions' }, actionResult());
+  const can = CANCELLABLE.includes(j.state) ? 'cancel' : RETRYABLE.includes(j.state) ? 'retry' : null;
+  if (!can) return box;
+  box.append(el('input', { class: 'reason', placeholder: 'why (recorded)', value: reasons.get(j.id) || '',
+                           oninput: (e) => reasons.set(j.id, e.target.value) }), ' ',
+    el('button', { type: 'button', id: 'job-' + can, class: can === 'cancel' ? 'danger' : null,
+                   onclick: () => jobAction(j.id, can), text: can === 'cancel' ? 'Cancel job' : 'Retry job' }));
+  return box;
+}
 
 async function renderJob(view, id) {
   const data = await api('/api/jobs/' + encodeURIComponent(id));
@@ -234,6 +328,10 @@ async function renderJob(view, id) {
   const add = (k, v) => fields.append(el('dt', { text: k }), el('dd', {}, v === null || v === undefined ? '—' : v));
   add('state', stateBadge(j.state));
   add('organization', String(j.org_id));
+  add('queue', j.queue);
+  add('runs at', j.run_at);
+  add('run deadline', j.deadline);
+  add('dedupe key', j.dedupe_key);
   add('generation', String(j.generation));
   add('attempts', `${j.attempts}/${j.max_attempts}`);
   add('priority', String(j.priority));
@@ -256,7 +354,7 @@ async function renderJob(view, id) {
       el('span', { class: 'kind', text: e.kind }), ' ',
       el('span', { class: 'muted', text: `#${e.id} · ${e.at} · generation ${e.generation}` + (e.worker ? ` · ${e.worker}` : '') }),
       e.detail ? el('pre', { text: e.detail }) : null)));
-  view.replaceChildren(el('h1', { text: `Job #${j.id}` }), fields,
+  view.replaceChildren(el('h1', { text: `Job #${j.id}` }), jobActions(j), fields,
     el('h2', { text: `Audit timeline (${data.events.length} events)` }), timeline);
 }
 

@@ -1,8 +1,9 @@
 # shellcheck shell=bash disable=SC2154,SC2034
-# Helpers of drills/faults, sourced by it: PASS/FAIL bookkeeping, the processes a scenario
-# starts, a fresh database per scenario, bounded waits on observed state, and the end of every
-# scenario (stop everything, aclaimctl check, the summary line, the result-file cross-check).
-# Expects root, bin, lib, py, pgbin, work, lease_ms, heartbeat_ms, base_dsn from drills/faults, and
+# Helpers of drills/faults and drills/failover, sourced by them: PASS/FAIL bookkeeping, the
+# processes a scenario starts, a fresh database per scenario, bounded waits on observed state, and
+# the end of every scenario (stop everything, aclaimctl check, the summary line, the result-file
+# cross-check). Expects root, bin, shared, py, pgbin, work, lease_ms, heartbeat_ms and base_dsn
+# (or dsn) from the drill, pgdir when the drill runs a throwaway PostgreSQL, and
 # drills/shared/curve.sh sourced and set up (curve_coordinator_args, curve_worker).
 
 passed=0
@@ -52,7 +53,7 @@ watchdog() {  # watchdog DRILL_PID, in the background
     # Only processes that are still ours: a recycled pid runs something else.
     grep -qa -e "$bin/" -e "relay.py" "/proc/$pid/cmdline" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
   done <"$work/pids"
-  "$root/compose/pgtmp" stop "$pgdir" >/dev/null 2>&1
+  [ -z "${pgdir:-}" ] || "$root/compose/pgtmp" stop "$pgdir" >/dev/null 2>&1
 }
 
 # Workers first (they release what they hold), then coordinators, then the relay.
@@ -201,7 +202,7 @@ for v in json.load(open(sys.argv[1]))["violations"][:5]: print(v["invariant"], v
   q "SELECT job_id || ',' || generation || ',' || worker FROM job_events WHERE kind = 'completed'" \
     >"$sdir/completed.csv"
   local verdicts rc=0
-  verdicts=$("$py" "$lib/verdicts.py" "$sdir/results" "$sdir/completed.csv" 2>&1) || rc=$?
+  verdicts=$("$py" "$shared/verdicts.py" "$sdir/results" "$sdir/completed.csv" 2>&1) || rc=$?
   if [ "$rc" = 0 ]; then
     pass "$sname: every worker verdict agrees with job_events ($verdicts)"
   else

@@ -1,9 +1,9 @@
-#include "coordinator/db/conninfo.hpp"
+#include "common/store/conninfo.hpp"
 
 #include <algorithm>
 #include <cctype>
 
-namespace aclaim::coordinator {
+namespace aclaim::common {
 
 namespace {
 
@@ -56,7 +56,9 @@ std::string guarded_dsn(const std::string& dsn, std::chrono::milliseconds deadli
     out = with_setting(out, "keepalives_idle", std::to_string(kKeepaliveIdle));
     out = with_setting(out, "keepalives_interval", std::to_string(kKeepaliveInterval));
     out = with_setting(out, "keepalives_count", std::to_string(kKeepaliveCount));
-    return with_setting(out, "tcp_user_timeout", std::to_string(kTcpUserTimeoutMs));
+    out = with_setting(out, "tcp_user_timeout", std::to_string(kTcpUserTimeoutMs));
+    // A coordinator only ever writes: of several hosts, only the writable primary will do.
+    return with_setting(out, "target_session_attrs", "read-write");
 }
 
-}  // namespace aclaim::coordinator
+}  // namespace aclaim::common

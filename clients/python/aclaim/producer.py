@@ -1,0 +1,182 @@
+"""Producers: enqueue, cancel and read jobs inside your own transaction.
+
+A job enqueued in a transaction that rolls back never existed, and the coordinators are woken
+only when it commits::
+
+    import psycopg2
+    from aclaim.producer import Producer
+
+    producer = Producer()                      # a producer login: its organization is its own
+    with psycopg2.connect(dsn) as conn:        # commits on success, rolls back on an exception
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO orders (id) VALUES (%s)", (77,))
+            job = producer.enqueue(cur, "inspect order 77", queue="electrical",
+                                   dedupe_key="order-77")
+
+The calls go to the SQL API of schema/0008_integration.sql (``aclaim_enqueue_many``,
+``aclaim_cancel``, ``aclaim_job_status``). Errors the database raises (a payload over the limit,
+another organization, bad arguments) arrive as ``psycopg2.Error`` with the server's message and
+leave the transaction aborted, as any failed statement does.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+
+from ._sqltime import Instant, duration_us, from_us, instant_us
+
+Duration = Union[timedelta, float]
+"""A length of time: a ``timedelta``, or seconds."""
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to enqueue. Unset options take the queue's setting, then the built-in default
+    (3 attempts, no backoff, no run deadline)."""
+
+    payload: str
+    queue: str = "default"
+    priority: int = 0
+    run_at: Optional[Instant] = None
+    """Not claimable before this instant (the job is scheduled until then)."""
+    delay: Optional[Duration] = None
+    """Not claimable before this long from now; give ``run_at`` or ``delay``, not both."""
+    dedupe_key: Optional[str] = None
+    """While a job of the organization holds this key, enqueueing it again returns that job."""
+    max_attempts: Optional[int] = None
+    run_timeout: Optional[Duration] = None
+    """The run deadline of each attempt, renewals included."""
+    backoff_base: Optional[Duration] = None
+    backoff_cap: Optional[Duration] = None
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What enqueue did with one job: ``created`` is False when a job holding its dedupe key was
+    returned instead; ``state`` is ``pending`` or ``scheduled`` (or the holder's state)."""
+
+    id: int
+    created: bool
+    state: str
+
+
+@dataclass(frozen=True)
+class CancelledJob:
+    """A job ``cancel`` ended, and the state it was in."""
+
+    id: int
+    was: str
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job as its producer sees it."""
+
+    id: int
+    queue: str
+    state: str
+    priority: int
+    attempts: int
+    max_attempts: int
+    dedupe_key: Optional[str]
+    enqueued_at: datetime
+    run_at: datetime
+    finished_at: Optional[datetime]
+    result_ref: Optional[str]
+    last_error: Optional[str]
+
+
+@contextmanager
+def _cursor(target: Any) -> Iterator[Any]:
+    """A cursor of the caller's connection, closed afterwards, or the caller's cursor itself."""
+    if hasattr(target, "cursor"):
+        with target.cursor() as cur:
+            yield cur
+    else:
+        yield target
+
+
+class Producer:
+    """Enqueues, cancels and reads jobs in a transaction the caller owns: it never commits or
+    rolls back. Holds no connection; one instance may serve any number of them.
+
+    ``org`` is for a trusted login (the schema's owner): leave it unset when connecting as a
+    producer login, whose organization the database takes from the login (naming another is
+    refused). ``dedupe_window`` is how long a finished job still holds its dedupe key. ``clock``
+    gives seconds since the epoch (``time.time`` by default); the jobs are stamped with it.
+    """
+
+    def __init__(self, org: Optional[int] = None, dedupe_window: Optional[Duration] = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.org = org
+        self.dedupe_window = dedupe_window
+        self.clock = clock
+
+    def enqueue(self, target: Any, payload: str, *, queue: str = "default", priority: int = 0,
+                run_at: Optional[Instant] = None, delay: Optional[Duration] = None,
+                dedupe_key: Optional[str] = None, max_attempts: Optional[int] = None,
+                run_timeout: Optional[Duration] = None, backoff_base: Optional[Duration] = None,
+                backoff_cap: Optional[Duration] = None) -> Enqueued:
+        """Enqueues one job on ``target`` (a psycopg2 connection or cursor), in its transaction.
+        For a dedupe key still held, returns the holder with ``created`` False."""
+        job = NewJob(payload, queue, priority, run_at, delay, dedupe_key, max_attempts,
+                     run_timeout, backoff_base, backoff_cap)
+        return self.enqueue_many(target, [job])[0]
+
+    def enqueue_many(self, target: Any, jobs: Sequence[NewJob]) -> List[Enqueued]:
+        """Enqueues many jobs in one statement; results in the same order."""
+        if not jobs:
+            return []
+        now = self.clock()
+        now_us = instant_us(now)
+        run_at = []
+        for j in jobs:
+            if j.run_at is not None and j.delay is not None:
+                raise ValueError(f"job {j.payload[:40]!r}: give run_at or delay, not both")
+            if j.delay is not None:
+                run_at.append(now_us + duration_us(j.delay))  # type: ignore[operator]
+            else:
+                run_at.append(instant_us(j.run_at))
+        with _cursor(target) as cur:
+            cur.execute(
+                "SELECT n, id, created, state FROM aclaim_enqueue_many("
+                "payloads => %s::text[], queues => %s::text[], priorities => %s::int[], "
+                "run_at_us => %s::bigint[], dedupe_keys => %s::text[], "
+                "max_attempts => %s::int[], run_timeout_us => %s::bigint[], "
+                "backoff_base_us => %s::bigint[], backoff_cap_us => %s::bigint[], "
+                "dedupe_window_us => %s::bigint, org => %s::bigint, now_us => %s::bigint) "
+                "ORDER BY n",
+                ([j.payload for j in jobs], [j.queue for j in jobs], [j.priority for j in jobs],
+                 run_at, [j.dedupe_key for j in jobs], [j.max_attempts for j in jobs],
+                 [duration_us(j.run_timeout) for j in jobs],
+                 [duration_us(j.backoff_base) for j in jobs],
+                 [duration_us(j.backoff_cap) for j in jobs], duration_us(self.dedupe_window),
+                 self.org, now_us))
+            return [Enqueued(id=r[1], created=r[2], state=r[3]) for r in cur.fetchall()]
+
+    def cancel(self, target: Any, job_ids: Sequence[int], reason: str) -> List[CancelledJob]:
+        """Cancels the listed jobs that are pending, scheduled or assigned (a holder is told at
+        once), audited with ``reason``. Jobs already finished, unknown or of another
+        organization are left alone and not returned."""
+        with _cursor(target) as cur:
+            cur.execute("SELECT id, was FROM aclaim_cancel(%s::bigint[], %s, %s::bigint, "
+                        "%s::bigint)", (list(job_ids), reason, self.org, instant_us(self.clock())))
+            return [CancelledJob(id=r[0], was=r[1]) for r in cur.fetchall()]
+
+    def status(self, target: Any, job_ids: Sequence[int] = (),
+               dedupe_keys: Sequence[str] = ()) -> List[JobStatus]:
+        """The producer's organization's jobs named by id or dedupe key, in id order."""
+        with _cursor(target) as cur:
+            cur.execute(
+                "SELECT id, queue, state, priority, attempts, max_attempts, dedupe_key, "
+                "enqueued_us, run_at_us, finished_us, result_ref, last_error "
+                "FROM aclaim_job_status(%s::bigint[], %s::text[], %s::bigint)",
+                (list(job_ids), list(dedupe_keys), self.org))
+            return [JobStatus(id=r[0], queue=r[1], state=r[2], priority=r[3], attempts=r[4],
+                              max_attempts=r[5], dedupe_key=r[6], enqueued_at=from_us(r[7]),
+                              run_at=from_us(r[8]), finished_at=from_us(r[9]), result_ref=r[10],
+                              last_error=r[11]) for r in cur.fetchall()]

@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""The Python Producer and ResultConsumer against a real PostgreSQL: the suite's server
+(ACLAIM_TEST_DSN), a fresh database migrated with aclaimctl, and producer logins created for the
+run and dropped after it.
+
+    ACLAIM_TEST_DSN=postgresql://postgres@127.0.0.1:5432/postgres \\
+        /usr/bin/python3 clients/python/tests/test_producer_consumer.py --bin-dir build/bin
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+from datetime import timedelta
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import psycopg2  # noqa: E402
+import psycopg2.errors  # noqa: E402
+
+from aclaim.consumer import ResultConsumer  # noqa: E402
+from aclaim.producer import NewJob, Producer  # noqa: E402
+from sqlapi_support import admin, with_database, with_user  # noqa: E402
+
+BIN_DIR = "build/bin"
+SERVER = os.environ.get("ACLAIM_TEST_DSN", "")
+
+
+class Database:
+    """A fresh, migrated database with two producer logins, bound to organizations 1 and 2."""
+
+    def __init__(self, tag: str) -> None:
+        self.name = f"aclaim_py_{tag}_{os.getpid()}"
+        admin(SERVER, f"DROP DATABASE IF EXISTS {self.name}", f"CREATE DATABASE {self.name}")
+        self.dsn = with_database(SERVER, self.name)
+        subprocess.run([os.path.join(BIN_DIR, "aclaimctl"), "--dsn", self.dsn, "migrate"],
+                       check=True, stdout=subprocess.DEVNULL, timeout=120)
+        self.logins = {org: f"{self.name}_p{org}" for org in (1, 2)}
+        for org, login in self.logins.items():
+            admin(self.dsn, f"DROP ROLE IF EXISTS {login}", f"CREATE ROLE {login} LOGIN")
+            subprocess.run([os.path.join(BIN_DIR, "aclaimctl"), "--dsn", self.dsn, "producers",
+                            "bind", "--login", login, "--org", str(org)],
+                           check=True, stdout=subprocess.DEVNULL, timeout=60)
+
+    def login_dsn(self, org: int) -> str:
+        return with_user(self.dsn, self.logins[org])
+
+    def scalar(self, sql: str, *args: object) -> object:
+        conn = psycopg2.connect(self.dsn, connect_timeout=10)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                return cur.fetchone()[0]
+        finally:
+            conn.close()
+
+    def drop(self) -> None:
+        admin(SERVER, f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
+        for login in self.logins.values():
+            admin(SERVER, f"DROP ROLE IF EXISTS {login}")
+
+
+class ProducerTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.db = Database("producer")
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.db.drop()
+
+    def test_rolled_back_enqueue_never_existed_and_duplicate_keys_return_the_holder(self) -> None:
+        producer = Producer()
+        conn = psycopg2.connect(self.db.login_dsn(1), connect_timeout=10)
+        try:
+            with conn.cursor() as cur:
+                gone = producer.enqueue(cur, "never", dedupe_key="rollback-1")
+            conn.rollback()
+            with conn:  # commits
+                first = producer.enqueue(conn, "order 5", queue="electrical", priority=3,
+                                         dedupe_key="order-5")
+                again = producer.enqueue(conn, "order 5 again", dedupe_key="order-5")
+                later = producer.enqueue(conn, "later", delay=timedelta(minutes=5))
+            self.assertTrue(first.created)
+            self.assertFalse(again.created)
+            self.assertEqual(again.id, first.id)
+            self.assertEqual(later.state, "scheduled")
+            with conn:
+                status = producer.status(conn, [gone.id, first.id, later.id], ["rollback-1"])
+            self.assertEqual([s.id for s in status], [first.id, later.id])
+            self.assertEqual(status[0].queue, "electrical")
+            self.assertEqual(status[0].priority, 3)
+            self.assertEqual(status[0].dedupe_key, "order-5")
+        finally:
+            conn.close()
+        self.assertEqual(self.db.scalar("SELECT count(*) FROM jobs WHERE id = %s", gone.id), 0)
+
+    def test_many_jobs_and_cancel(self) -> None:
+        producer = Producer()
+        with psycopg2.connect(self.db.login_dsn(1), connect_timeout=10) as conn:
+            done = producer.enqueue_many(conn, [NewJob("a"), NewJob("b", queue="plumbing"),
+                                                NewJob("c", max_attempts=5,
+                                                       run_timeout=timedelta(minutes=2))])
+            self.assertEqual(len(done), 3)
+            cancelled = producer.cancel(conn, [done[1].id, 10**9], "order withdrawn")
+            self.assertEqual([(c.id, c.was) for c in cancelled], [(done[1].id, "pending")])
+        conn.close()
+
+    def test_oversized_payload_is_refused_with_a_clear_error(self) -> None:
+        producer = Producer()
+        conn = psycopg2.connect(self.db.login_dsn(1), connect_timeout=10)
+        try:
+            with self.assertRaises(psycopg2.errors.ProgramLimitExceeded) as raised:
+                producer.enqueue(conn, "x" * 200_000)
+            self.assertIn("200000 bytes, over the limit of 131072 bytes", str(raised.exception))
+            conn.rollback()
+        finally:
+            conn.close()
+
+    def test_a_producer_of_one_organization_cannot_touch_another(self) -> None:
+        with psycopg2.connect(self.db.login_dsn(2), connect_timeout=10) as two:
+            theirs = Producer().enqueue(two, "organization 2's")
+        two.close()
+        conn = psycopg2.connect(self.db.login_dsn(1), connect_timeout=10)
+        try:
+            with self.assertRaises(psycopg2.errors.InsufficientPrivilege):
+                Producer(org=2).enqueue(conn, "into 2")
+            conn.rollback()
+            self.assertEqual(Producer().cancel(conn, [theirs.id], "hostile"), [])
+            self.assertEqual(Producer().status(conn, [theirs.id]), [])
+            with conn.cursor() as cur:
+                cur.execute("SELECT count(*) FROM jobs WHERE org_id = 2")
+                self.assertEqual(cur.fetchone()[0], 0)
+                with self.assertRaises(psycopg2.errors.InsufficientPrivilege):
+                    cur.execute("UPDATE jobs SET state = 'cancelled' WHERE id = %s", (theirs.id,))
+            conn.rollback()
+        finally:
+            conn.close()
+        self.assertEqual(self.db.scalar("SELECT state FROM jobs WHERE id = %s", theirs.id),
+                         "pending")
+
+
+CRASHING_CONSUMER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from aclaim.consumer import ResultConsumer
+c = ResultConsumer(sys.argv[2], "billing", batch=2)
+print(" ".join(str(o.job_id) for o in c.fetch()), flush=True)
+time.sleep(60)  # killed here, between fetch and acknowledgement
+"""
+
+
+class ConsumerTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.db = Database("consumer")
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.db.drop()
+
+    def setUp(self) -> None:
+        self.dsn = self.db.login_dsn(1)
+        admin(self.db.dsn, "DELETE FROM result_groups")
+
+    def end_jobs(self, count: int, org: int = 1) -> list:
+        """Enqueues and cancels jobs in one transaction: each cancellation is a terminal
+        outcome, as a completion is."""
+        producer = Producer()
+        with psycopg2.connect(self.db.login_dsn(org), connect_timeout=10) as conn:
+            ids = [e.id for e in producer.enqueue_many(conn, [NewJob(f"j{i}")
+                                                              for i in range(count)])]
+            producer.cancel(conn, ids, "test")
+        conn.close()
+        return ids
+
+    def test_killed_between_fetch_and_ack_the_next_consumer_gets_the_same(self) -> None:
+        ResultConsumer(self.dsn, "billing").close()  # the group, from now on
+        ids = self.end_jobs(3)
+        child = subprocess.Popen([sys.executable, "-c", CRASHING_CONSUMER, os.path.dirname(HERE),
+                                  self.dsn], stdout=subprocess.PIPE, text=True)
+        try:
+            fetched = [int(x) for x in child.stdout.readline().split()]
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+            child.stdout.close()
+        self.assertEqual(fetched, ids[:2])
+        with ResultConsumer(self.dsn, "billing", batch=2) as again:
+            first = again.fetch()
+            self.assertEqual([o.job_id for o in first], ids[:2])
+            again.ack(first[-1])
+            rest = again.fetch()
+            self.assertEqual([o.job_id for o in rest], ids[2:])
+            self.assertEqual(rest[0].outcome, "cancelled")
+            self.assertEqual(rest[0].error, "cancelled by producer " + self.db.logins[1] + ": test")
+            again.ack(rest[-1])
+            self.assertEqual(again.fetch(), [])
+            self.assertEqual(again.status().lag, 0)
+
+    def test_follow_acknowledges_only_what_was_handled(self) -> None:
+        consumer = ResultConsumer(self.dsn, "audit")
+        ids = self.end_jobs(4)
+        seen = []
+        with self.assertRaises(RuntimeError):
+            for outcome in consumer.follow(wait=5):
+                if len(seen) == 2:
+                    raise RuntimeError("handler failed on the third")
+                seen.append(outcome.job_id)
+        consumer.close()
+        with ResultConsumer(self.dsn, "audit") as again:
+            rest = [o.job_id for o in again.follow(wait=5, idle_exit=0.5)]
+        self.assertEqual(seen + rest, ids)
+
+    def test_a_commit_held_open_is_delivered_after_those_that_committed_later(self) -> None:
+        consumer = ResultConsumer(self.dsn, "ledger")
+        producer = Producer()
+        held = psycopg2.connect(self.dsn, connect_timeout=10)
+        try:
+            early = producer.enqueue(held, "early")
+            held.commit()
+            producer.cancel(held, [early.id], "held open")  # its outcome row is written now
+            later = self.end_jobs(2)
+            first = consumer.fetch()
+            self.assertEqual([o.job_id for o in first], later)
+            consumer.ack(first[-1])
+            held.commit()
+        finally:
+            held.close()
+        late = consumer.next(wait=10)
+        self.assertEqual([o.job_id for o in late], [early.id])
+        self.assertEqual(late[0].seq, first[-1].seq + 1)
+        consumer.close()
+
+    def test_next_is_woken_by_the_commit(self) -> None:
+        consumer = ResultConsumer(self.dsn, "wake")
+        self.assertEqual(consumer.next(wait=0.05), [])
+        got: list = []
+        waiter = threading.Thread(target=lambda: got.extend(consumer.next(wait=20)))
+        start = time.monotonic()
+        waiter.start()
+        ids = self.end_jobs(1)
+        waiter.join(timeout=30)
+        self.assertEqual([o.job_id for o in got], ids)
+        self.assertLess(time.monotonic() - start, 10)
+        consumer.close()
+
+    def test_groups_of_other_organizations_are_apart(self) -> None:
+        mine = ResultConsumer(self.dsn, "shared-name")
+        theirs = ResultConsumer(self.db.login_dsn(2), "shared-name")
+        self.end_jobs(1, org=2)
+        self.assertEqual(mine.fetch(), [])
+        self.assertEqual(len(theirs.next(wait=10)), 1)
+        with self.assertRaises(psycopg2.errors.InsufficientPrivilege):
+            ResultConsumer(self.dsn, "shared-name", org=2)
+        mine.close()
+        theirs.close()
+
+
+def main() -> int:
+    global BIN_DIR
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--bin-dir", default=BIN_DIR, help="where aclaimctl is")
+    args, rest = parser.parse_known_args()
+    BIN_DIR = args.bin_dir
+    if not SERVER:
+        print("ACLAIM_TEST_DSN is not set: run through compose/dev test", file=sys.stderr)
+        return 1
+    program = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
+    return 0 if program.result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

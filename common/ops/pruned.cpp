@@ -1,0 +1,30 @@
+#include "common/ops/pruned.hpp"
+
+#include <algorithm>
+
+namespace aclaim::common {
+
+PrunedIds::PrunedIds(std::vector<PrunedRange> ranges) : ranges_(std::move(ranges)) {
+    std::sort(ranges_.begin(), ranges_.end(),
+              [](const PrunedRange& a, const PrunedRange& b) { return a.first < b.first; });
+    for (const auto& r : ranges_) count_ += static_cast<std::size_t>(r.last - r.first);
+}
+
+bool PrunedIds::contains(JobId id) const {
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), id,
+                               [](JobId v, const PrunedRange& r) { return v < r.first; });
+    if (it == ranges_.begin()) return false;
+    --it;
+    return id < it->last;
+}
+
+std::vector<PrunedRange> load_pruned(pqxx::transaction_base& txn) {
+    std::vector<PrunedRange> out;
+    for (const auto& r : txn.exec("SELECT p.org_id, lower(r) AS first, upper(r) AS last "
+                                  "FROM job_prunes p CROSS JOIN LATERAL unnest(p.jobs) AS r")) {
+        out.push_back({r["org_id"].as<OrgId>(), r["first"].as<JobId>(), r["last"].as<JobId>()});
+    }
+    return out;
+}
+
+}  // namespace aclaim::common

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace aclaim::common {
+
+/// Whether a connection string (URI or key=value form) sets `key` itself.
+bool names_setting(const std::string& dsn, std::string_view key);
+
+/// The connection string with `key` set to `value`, in whichever form it came, unless it already
+/// names that key: what the operator wrote wins.
+std::string with_setting(const std::string& dsn, std::string_view key, const std::string& value);
+
+/// The connection string every coordinator connection (and the client library's) uses: libpq's
+/// connect_timeout, so that a server that accepts TCP but never answers (frozen, or behind a
+/// stalled route) fails the attempt instead of holding it, and TCP keepalives and tcp_user_timeout,
+/// so that a connection whose route died is closed by the kernel even while nothing is sent on it.
+/// A statement on a server that still acknowledges TCP but does not answer is the
+/// StatementWatchdog's business. And target_session_attrs=read-write, so that of the hosts of a
+/// multi-host DSN only the writable primary is taken, whichever of them that is after a failover.
+std::string guarded_dsn(const std::string& dsn, std::chrono::milliseconds deadline);
+
+}  // namespace aclaim::common

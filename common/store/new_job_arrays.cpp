@@ -1,0 +1,40 @@
+#include "common/store/new_job_arrays.hpp"
+
+#include <optional>
+
+#include "common/store/pg_array.hpp"
+
+namespace aclaim::common {
+
+namespace {
+
+std::optional<std::int64_t> micros(const std::optional<Duration>& d) {
+    if (!d) return std::nullopt;
+    return d->count();
+}
+
+}  // namespace
+
+NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs) {
+    std::vector<std::string> queues, payloads;
+    std::vector<int> priorities;
+    std::vector<std::optional<int>> attempts;
+    std::vector<std::optional<std::int64_t>> run_at, base, cap, timeout;
+    std::vector<std::optional<std::string>> keys;
+    for (const auto& j : jobs) {
+        queues.push_back(j.queue);
+        payloads.push_back(j.payload);
+        priorities.push_back(j.priority);
+        attempts.push_back(j.max_attempts);
+        run_at.push_back(j.run_at ? std::optional(to_micros(*j.run_at)) : std::nullopt);
+        base.push_back(micros(j.backoff_base));
+        cap.push_back(micros(j.backoff_cap));
+        timeout.push_back(micros(j.run_timeout));
+        keys.push_back(j.dedupe_key);
+    }
+    return {pg_array(queues), pg_array(payloads), pg_array(priorities),
+            pg_array(run_at), pg_array(attempts), pg_array(base),
+            pg_array(cap),    pg_array(timeout),  pg_array(keys)};
+}
+
+}  // namespace aclaim::common

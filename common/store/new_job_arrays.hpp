@@ -1,0 +1,27 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/store/assignment.hpp"
+
+namespace aclaim::common {
+
+/// NewJobs as the array parameters of aclaim_enqueue_jobs (schema/0008_integration.sql): one
+/// text literal per column, one element per job, NULL where the job leaves the option unset. The
+/// store's enqueue and the client library's Producer bind the same arrays.
+struct NewJobArrays {
+    std::string queues;
+    std::string payloads;
+    std::string priorities;
+    std::string run_at_us;
+    std::string max_attempts;
+    std::string backoff_base_us;
+    std::string backoff_cap_us;
+    std::string run_timeout_us;
+    std::string dedupe_keys;
+};
+
+NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs);
+
+}  // namespace aclaim::common

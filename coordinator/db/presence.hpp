@@ -1,0 +1,64 @@
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/base/clock.hpp"
+#include "common/store/assignment.hpp"
+#include "coordinator/db/statement_watchdog.hpp"
+#include "coordinator/options.hpp"
+
+namespace aclaim::coordinator {
+
+/// The workers connected to this coordinator, per organization: the router thread writes it
+/// (it owns the sessions), the publisher reads it.
+class PresenceBoard {
+  public:
+    void set(std::map<common::OrgId, int> workers);
+    std::map<common::OrgId, int> get() const;
+
+  private:
+    mutable std::mutex mutex_;
+    std::map<common::OrgId, int> workers_;
+};
+
+/// Tells the database every interval how many workers are connected to this coordinator in each
+/// organization (coordinator_presence, schema/0011), so that the console can show connected
+/// workers per coordinator although sessions live only in a coordinator's memory. A row not
+/// refreshed for three intervals is a coordinator that is gone or cut off: readers leave it out,
+/// any publisher removes it after an hour, and a coordinator that stops cleanly removes its own.
+/// Nothing depends on these rows for correctness: a failed write is logged and tried again at
+/// the next interval, on a new connection when the old one broke. Runs under the watchdog.
+class PresencePublisher {
+  public:
+    /// `name` tells coordinators apart (host and process); `endpoint` is where workers reach it.
+    PresencePublisher(PresenceOptions options, std::string name, std::string endpoint,
+                      const common::Clock& clock, PresenceBoard& board,
+                      StatementWatchdog& watchdog);
+    ~PresencePublisher();
+    PresencePublisher(const PresencePublisher&) = delete;
+    PresencePublisher& operator=(const PresencePublisher&) = delete;
+
+    void start();
+    /// Stops the thread and removes this coordinator's rows (within the deadline).
+    void stop();
+
+  private:
+    void run();
+
+    const PresenceOptions options_;
+    const std::string name_;
+    const std::string endpoint_;
+    const common::Clock& clock_;
+    PresenceBoard& board_;
+    StatementWatchdog& watchdog_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+}  // namespace aclaim::coordinator

@@ -1,0 +1,159 @@
+#include "coordinator/db/retention.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "coordinator/db/store_handle.hpp"
+
+namespace aclaim::coordinator {
+
+namespace {
+/// A statement the watchdog cut at its deadline: the connection is gone.
+struct CutAtDeadline : std::runtime_error {
+    CutAtDeadline() : std::runtime_error("cut at its deadline") {}
+};
+}  // namespace
+
+Retention::Retention(RetentionOptions options, const common::Clock& clock, Metrics& metrics,
+                     StatementWatchdog& watchdog)
+    : options_(std::move(options)), clock_(clock), metrics_(metrics), watchdog_(watchdog) {}
+
+Retention::~Retention() {
+    stop();
+}
+
+void Retention::start() {
+    thread_ = std::thread([this] { run(); });
+}
+
+void Retention::stop() {
+    {
+        std::lock_guard lock(mutex_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+bool Retention::pause(std::chrono::milliseconds d) {
+    std::unique_lock lock(mutex_);
+    return !wake_.wait_for(lock, d, [this] { return stop_; });
+}
+
+void Retention::observe(const common::PartitionSummary& s) {
+    metrics_.partitions[0].store(s.attached, std::memory_order_relaxed);
+    metrics_.partitions[1].store(s.detaching, std::memory_order_relaxed);
+    metrics_.partitions[2].store(s.archived, std::memory_order_relaxed);
+    metrics_.partitions[3].store(s.dropped, std::memory_order_relaxed);
+    if (s.covered_until) {
+        metrics_.partitions_cover_until_s.store(
+            std::chrono::duration_cast<std::chrono::seconds>(s.covered_until->time_since_epoch())
+                .count(),
+            std::memory_order_relaxed);
+    }
+}
+
+RetentionPass Retention::pass(common::AssignmentStore& store) {
+    RetentionPass out;
+    const auto deadline = std::chrono::milliseconds(options_.db_deadline_ms);
+    // Every call runs under the watchdog when the thread runs it; a test calling pass() directly
+    // has no watch.
+    auto guarded = [&](const auto& call) {
+        if (watch_) watch_->arm(store.connection().sock(), clock_.monotonic_now() + deadline);
+        call();
+        if (watch_ && watch_->disarm()) throw CutAtDeadline();
+    };
+    guarded([&] { out.held_lock = store.try_retention_lock(); });
+    if (!out.held_lock) {
+        metrics_.retention_passes_idle.fetch_add(1, std::memory_order_relaxed);
+        return out;
+    }
+    try {
+        metrics_.retention_passes.fetch_add(1, std::memory_order_relaxed);
+        guarded([&] {
+            out.partitions_created =
+                store.ensure_event_partitions(clock_.now(), options_.partitions_ahead);
+        });
+        for (const auto& name : out.partitions_created) {
+            metrics_.partitions_created.fetch_add(1, std::memory_order_relaxed);
+            spdlog::info("retention: created partition {} of job_events ahead of time", name);
+        }
+        std::int64_t got = 0;
+        do {
+            if (out.batches > 0 && !pause(std::chrono::milliseconds(options_.retention_pause_ms)))
+                break;
+            if (!options_.retention) break;
+            const auto started = LatencyClock::now();
+            std::vector<common::Pruned> batch;
+            guarded([&] { batch = store.prune_finished(clock_.now(), options_.retention_batch); });
+            metrics_.statement_latency[Metrics::kPruneStatement].observe(LatencyClock::now() -
+                                                                         started);
+            ++out.batches;
+            got = 0;
+            for (const auto& p : batch) {
+                got += p.jobs();
+                out.pruned.completed += p.completed;
+                out.pruned.failed += p.failed;
+                out.pruned.discarded += p.discarded;
+                out.pruned.cancelled += p.cancelled;
+                out.pruned.results += p.results;
+                const std::int64_t by_state[] = {p.completed, p.failed, p.discarded, p.cancelled};
+                for (std::size_t i = 0; i < metrics_.pruned_jobs.size(); ++i) {
+                    metrics_.pruned_jobs[i].fetch_add(static_cast<std::uint64_t>(by_state[i]),
+                                                      std::memory_order_relaxed);
+                }
+                metrics_.pruned_results.fetch_add(static_cast<std::uint64_t>(p.results),
+                                                  std::memory_order_relaxed);
+            }
+        } while (got == options_.retention_batch);
+        if (out.pruned.jobs() > 0) {
+            spdlog::info(
+                "retention: pruned {} finished jobs ({} completed, {} failed, {} discarded, {} "
+                "cancelled) and {} results in {} batches",
+                out.pruned.jobs(), out.pruned.completed, out.pruned.failed, out.pruned.discarded,
+                out.pruned.cancelled, out.pruned.results, out.batches);
+        }
+        common::PartitionSummary summary;
+        guarded([&] { summary = store.partition_summary(); });
+        observe(summary);
+    } catch (...) {
+        if (store.is_open()) {
+            try {
+                store.release_retention_lock();
+            } catch (const std::exception&) {
+                // The session ends with the connection, and its lock with it.
+            }
+        }
+        throw;
+    }
+    guarded([&] { store.release_retention_lock(); });
+    return out;
+}
+
+void Retention::run() {
+    common::StoreOptions store_options;
+    store_options.application_name = "aclaim-coordinator-retention";
+    store_options.row_security = options_.row_security;
+    watch_ = watchdog_.watch(store_options.application_name);
+    StoreHandle handle(options_.dsn, store_options, clock_);
+    // The first pass right away: a coordinator started after a long outage creates the
+    // partitions the clock has reached before anything else needs them.
+    auto wait = std::chrono::milliseconds(0);
+    while (pause(wait)) {
+        wait = std::chrono::milliseconds(options_.retention_interval_ms);
+        common::AssignmentStore* store = handle.get();
+        if (store == nullptr) continue;
+        try {
+            pass(*store);
+        } catch (const CutAtDeadline& e) {
+            handle.drop(e.what());
+        } catch (const std::exception& e) {
+            if (watch_->disarm() || connection_lost(e, store) || !store->is_open()) {
+                handle.drop(e.what());
+            } else {
+                spdlog::error("retention: pass failed: {}", e.what());
+            }
+        }
+    }
+}
+
+}  // namespace aclaim::coordinator

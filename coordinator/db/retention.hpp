@@ -1,0 +1,65 @@
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "common/base/clock.hpp"
+#include "common/store/assignment_store.hpp"
+#include "coordinator/db/statement_watchdog.hpp"
+#include "coordinator/http/metrics.hpp"
+#include "coordinator/options.hpp"
+
+namespace aclaim::coordinator {
+
+/// What one retention pass did.
+struct RetentionPass {
+    bool held_lock = false;  ///< false: another coordinator holds the retention lock
+    int batches = 0;
+    common::Pruned pruned;  ///< over every organization (org_id 0)
+    std::vector<std::string> partitions_created;
+};
+
+/// Retention on a connection of its own. Every retention_interval_ms it tries the retention lock
+/// (a session advisory lock, never waited for): the coordinator that gets it keeps job_events'
+/// monthly partitions partitions_ahead months ahead, then prunes finished jobs past their
+/// queue's retention in batches of retention_batch, one transaction each, pausing
+/// retention_pause_ms between batches, until a batch comes back short; the others pass. One
+/// pruner at a time keeps the deletes' I/O to one paced stream however many coordinators run,
+/// and a pruner that dies releases the lock with its session, so the next pass elsewhere takes
+/// over. A prune batch takes no advisory lock and locks only finished rows (SKIP LOCKED), so it
+/// never holds a lock a claim needs. Its statements run under the watchdog, as the reaper's do.
+class Retention {
+  public:
+    /// The watchdog must outlive it.
+    Retention(RetentionOptions options, const common::Clock& clock, Metrics& metrics,
+              StatementWatchdog& watchdog);
+    ~Retention();
+    Retention(const Retention&) = delete;
+    Retention& operator=(const Retention&) = delete;
+
+    void start();
+    /// Returns after the batch in progress, if any, ends.
+    void stop();
+
+    /// One pass on `store`, now: what the thread runs every interval. Public for tests.
+    RetentionPass pass(common::AssignmentStore& store);
+
+  private:
+    void run();
+    /// Waits up to `d` of real time; false when stopped meanwhile.
+    bool pause(std::chrono::milliseconds d);
+    void observe(const common::PartitionSummary& s);
+
+    const RetentionOptions options_;
+    const common::Clock& clock_;
+    Metrics& metrics_;
+    StatementWatchdog& watchdog_;
+    std::shared_ptr<StatementWatchdog::Watch> watch_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+}  // namespace aclaim::coordinator

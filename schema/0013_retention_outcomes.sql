@@ -1,0 +1,76 @@
+-- Retention (0007) and consumer groups (0008) together. A finished job stays while a consumer
+-- group of its organization has not acknowledged its outcome (an outcome not yet given a position
+-- counts as unacknowledged): a verdict is never removed before every group took it. A job that is
+-- pruned takes its outcomes with it, so that job_outcomes does not grow with every job ever run.
+-- An organization with no consumer group keeps nothing for one: its jobs follow their queue's
+-- retention alone.
+
+CREATE OR REPLACE FUNCTION aclaim_job_prunable(j jobs, now_us bigint) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN j.state IN ('completed', 'failed', 'discarded', 'cancelled')
+       AND j.completed_at IS NOT NULL
+       AND now_us - aclaim_us(j.completed_at) > aclaim_retention_us(j.org_id, j.queue, j.state)
+       AND NOT aclaim_outcome_unacknowledged(j.id);
+
+-- As in 0007, with the pruned jobs' outcomes removed in the same statement.
+CREATE OR REPLACE FUNCTION aclaim_prune_jobs(now_us bigint, batch integer)
+    RETURNS TABLE (org_id bigint, completed integer, failed integer, discarded integer,
+                   cancelled integer, results integer)
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE grp AS (
+        (SELECT j.org_id, j.queue, j.state FROM jobs j
+          WHERE j.state IN ('completed', 'failed', 'discarded', 'cancelled')
+          ORDER BY j.org_id, j.queue, j.state LIMIT 1)
+        UNION ALL
+        SELECT n.org_id, n.queue, n.state FROM grp g CROSS JOIN LATERAL (
+            SELECT j.org_id, j.queue, j.state FROM jobs j
+             WHERE j.state IN ('completed', 'failed', 'discarded', 'cancelled')
+               AND (j.org_id, j.queue, j.state) > (g.org_id, g.queue, g.state)
+             ORDER BY j.org_id, j.queue, j.state LIMIT 1) n
+    ), cut AS MATERIALIZED (
+        -- Materialized: each group's cut-off is one value, so that its scan below is a range of
+        -- jobs_finished rather than a filter evaluated row by row.
+        SELECT g.org_id, g.queue, g.state, aclaim_retention_us(g.org_id, g.queue, g.state) AS keep
+          FROM grp g
+    ), candidates AS (
+        SELECT c.id FROM cut CROSS JOIN LATERAL (
+            SELECT j.id FROM jobs j
+             WHERE j.org_id = cut.org_id AND j.queue = cut.queue AND j.state = cut.state
+               AND j.state IN ('completed', 'failed', 'discarded', 'cancelled')
+               AND j.completed_at < aclaim_ts(now_us - cut.keep)
+             ORDER BY j.completed_at LIMIT batch) c
+         WHERE cut.keep < now_us
+         LIMIT batch
+    ), doomed AS MATERIALIZED (
+        SELECT j.id FROM jobs j
+         WHERE j.id IN (SELECT id FROM candidates) AND aclaim_job_prunable(j, now_us)
+         FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        -- By primary key, whatever the planner estimates of the batch.
+        DELETE FROM jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM doomed))
+        RETURNING j.id, j.org_id, j.state
+    ), outcomes_gone AS (
+        -- Every group acknowledged them (the predicate): the cursors are past their positions.
+        DELETE FROM job_outcomes o WHERE o.job_id = ANY (ARRAY(SELECT id FROM gone))
+        RETURNING o.job_id
+    ), unpublished AS (
+        DELETE FROM job_results r WHERE r.job_id = ANY (ARRAY(SELECT id FROM gone))
+        RETURNING r.job_id, r.org_id
+    ), logged AS (
+        INSERT INTO job_prunes AS p (org_id, pruned_at, jobs, completed, failed, discarded,
+                                     cancelled, results)
+        SELECT gone.org_id, aclaim_ts(now_us), range_agg(int8range(gone.id, gone.id + 1)),
+               count(*) FILTER (WHERE gone.state = 'completed'),
+               count(*) FILTER (WHERE gone.state = 'failed'),
+               count(*) FILTER (WHERE gone.state = 'discarded'),
+               count(*) FILTER (WHERE gone.state = 'cancelled'),
+               (SELECT count(*) FROM unpublished u WHERE u.org_id = gone.org_id)
+          FROM gone GROUP BY gone.org_id
+        RETURNING p.org_id, p.completed, p.failed, p.discarded, p.cancelled, p.results
+    )
+    SELECT l.org_id, l.completed, l.failed, l.discarded, l.cancelled, l.results
+      FROM logged l ORDER BY l.org_id;
+END $$;
