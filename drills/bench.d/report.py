@@ -324,12 +324,13 @@ line("reviewer shape / graphile-worker one-job fetch", res["reviewer_vs_graphile
      "two durable commits per job (claim, then completion), batched only as far as 64 workers holding one "
      "job each fill a batch while the previous commit flushes (docs/performance.md)")
 line("coalesced / raw batch", res["coalesced_vs_raw_batch_ratio"], "x", ">= 0.85", res["coalesced_vs_raw_batch_ratio"] >= 0.85,
-     "per job, one ASSIGNED and one COMPLETE message and reply through CURVE and the router on the same two cores "
-     "as PostgreSQL and the clients, and two commits per batch against one (docs/performance.md has the profile)")
+     "PostgreSQL's CPU per job: two transactions per batch against one, under row security, in batches as large "
+     "as what queued during the last commit, on the two cores the clients and the coordinator share "
+     "(docs/performance.md has the profile)")
 line("coalesced / graphile-worker batched", res["coalesced_vs_graphile_batched_ratio"], "x", ">= 1.5",
      peer_ok(res["coalesced_vs_graphile_batched_ratio"] >= 1.5),
-     "five row writes per job (two job updates, two events, one result) against graphile-worker's two, "
-     "and the per-job messages (write amplification above)")
+     "PostgreSQL's CPU per job: six row writes (two job updates, two events, a result, an outcome) "
+     "and their index entries against graphile-worker's two rows (write amplification above)")
 line("single / raw single", res["single_vs_raw_single_ratio"], "x", ">= 0.9", res["single_vs_raw_single_ratio"] >= 0.9,
      "two durable commits per job (claim, then completion) against one in the raw transaction; "
      "each waits for the WAL flush, so the disk's flush rate bounds both (docs/performance.md)")
@@ -351,7 +352,8 @@ if crowd:
          0 < g(crowd, "rss_per_connection_kb") <= 64,
          "libzmq's state per connection: its pipes, the stream engine's batches, the CURVE mechanism")
     line("claim p99, 16 active workers beside the crowd", g(st, "claim_p99_ms"), "ms", "<= 5", 0 < g(st, "claim_p99_ms") <= 5,
-         "the active workers' claims share the DB threads with the idle workers' long polls")
+         "as in the reviewer run: a claim waits for the batch in flight, then its own statement and "
+     "commit, on a coordinator at its defaults (two DB threads)")
     line("every idle worker back after a restart", g(rs, "seconds_to_reconnect_all"), "s", "<= 30",
          bool(rs.get("all_reconnected")) and g(rs, "seconds_to_reconnect_all") <= 30,
          "CURVE handshakes and their key lookups, one ZAP thread, against the workers' backoff")
