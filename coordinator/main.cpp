@@ -1,9 +1,11 @@
 // aclaim-coordinator: parses settings, sets up logging and signals, and runs a Coordinator.
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +20,25 @@
 namespace {
 
 using aclaim::coordinator::Coordinator;
+
+/// Every worker connection holds a file descriptor, and the usual soft limit of 1,024 would cap a
+/// coordinator near a thousand workers: the soft limit is raised to the hard one, which the
+/// service manager sets (LimitNOFILE=, docker's ulimits: nofile; docs/operations.md).
+void raise_fd_limit() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+    if (limit.rlim_cur < limit.rlim_max) {
+        const rlim_t before = limit.rlim_cur;
+        limit.rlim_cur = limit.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+            spdlog::warn("cannot raise the file descriptor limit from {} to {}: {}", before,
+                         limit.rlim_max, std::strerror(errno));
+            return;
+        }
+    }
+    spdlog::info("file descriptor limit {}: room for about {} worker connections", limit.rlim_cur,
+                 limit.rlim_cur > 64 ? limit.rlim_cur - 64 : 0);
+}
 
 /// Waits for SIGINT/SIGTERM in a thread of its own, so that nothing runs in a signal handler:
 /// the first signal drains the coordinator, a second one ends the process at once.
@@ -62,6 +83,7 @@ int run(int argc, char** argv) {
     try {
         aclaim::common::setup_logging("coordinator", options.log_level);
         options.validate();
+        raise_fd_limit();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "aclaim-coordinator: %s\n", e.what());
         return 2;

@@ -85,6 +85,21 @@ std::optional<WorkerKeyOwner> live_worker_key(pqxx::transaction_base& txn,
     return owner;
 }
 
+std::unordered_map<std::string, WorkerKeyOwner> live_worker_key_owners(
+    pqxx::transaction_base& txn, const std::vector<std::string>& public_keys) {
+    const auto rows = txn.exec_params(
+        "SELECT public_key, org_id, name, array_to_string(queues, ',') AS queues "
+        "FROM worker_keys WHERE public_key = ANY($1::text[]) AND revoked_at IS NULL",
+        pg_array(public_keys));
+    std::unordered_map<std::string, WorkerKeyOwner> owners;
+    for (const auto& row : rows) {
+        WorkerKeyOwner owner{row["org_id"].as<OrgId>(), row["name"].as<std::string>(), {}};
+        if (!row["queues"].is_null()) owner.queues = split_queues(row["queues"].c_str());
+        owners.emplace(row["public_key"].as<std::string>(), std::move(owner));
+    }
+    return owners;
+}
+
 std::unordered_set<std::string> live_worker_keys(pqxx::transaction_base& txn,
                                                  const std::vector<std::string>& public_keys) {
     const auto rows = txn.exec_params(

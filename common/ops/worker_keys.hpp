@@ -7,6 +7,7 @@
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -50,6 +51,11 @@ std::vector<std::string> split_queues(std::string_view list);
 /// The owner of `public_key` while it is live; nullopt when unknown or revoked.
 std::optional<WorkerKeyOwner> live_worker_key(pqxx::transaction_base& txn,
                                               const std::string& public_key);
+
+/// The owners of those of `public_keys` that are live, in one query: a coordinator restarted under
+/// thousands of workers authenticates their handshakes a batch at a time.
+std::unordered_map<std::string, WorkerKeyOwner> live_worker_key_owners(
+    pqxx::transaction_base& txn, const std::vector<std::string>& public_keys);
 
 /// Which of `public_keys` are still live.
 std::unordered_set<std::string> live_worker_keys(pqxx::transaction_base& txn,

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <pqxx/pqxx>
 #include <span>
@@ -119,8 +120,15 @@ class AssignmentStore {
     /// The connection, for administrative queries on the same session.
     pqxx::connection& connection();
 
+    /// How long the COMMIT of the last claim, claim_batch, complete or complete_batch took: the
+    /// wait for the WAL flush, mostly.
+    std::chrono::steady_clock::duration last_commit() const { return last_commit_; }
+
   private:
+    void commit(pqxx::work& txn);
+
     StoreOptions options_;
+    std::chrono::steady_clock::duration last_commit_{};
     std::unique_ptr<pqxx::connection> conn_;
 };
 

@@ -39,9 +39,13 @@ inline constexpr const char* kOutcomeReturning =
 /// cancelled; rows that went back to a queue record nothing. Every statement that can end a job
 /// includes it, so the outcome commits with the transition (schema/0008_integration.sql, and
 /// docs/integration.md for how consumer groups read it); a unit test holds every statement that
-/// sets a terminal state to it. Each row notifies aclaim_outcomes with its organization only:
-/// PostgreSQL delivers one notification per payload per transaction, and a consumer treats it as
-/// "look again", never as the outcome.
+/// sets a terminal state to it. Each row of an organization that has a consumer group notifies
+/// aclaim_outcomes with its organization only: PostgreSQL delivers one notification per payload
+/// per transaction, and a consumer treats it as "look again", never as the outcome. Organizations
+/// without a group have no consumer to wake, and their transitions skip NOTIFY, whose
+/// cluster-wide commit lock is held through the WAL flush and makes notifying transactions commit
+/// one at a time (docs/performance.md). A group created while a transition is under way is not
+/// seen by it: that one outcome reaches the group's consumer at its next bounded look.
 inline std::string record_outcomes(std::string_view from) {
     std::string text = R"SQL(
     INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, result_ref,
@@ -50,7 +54,8 @@ inline std::string record_outcomes(std::string_view from) {
            CASE WHEN state = 'completed' THEN result_ref END,
            CASE WHEN state <> 'completed' THEN last_error END, dedupe_key, completed_at
       FROM {FROM} WHERE state IN ('completed', 'failed', 'discarded', 'cancelled')
-    RETURNING pg_notify('aclaim_outcomes', org_id::text)
+    RETURNING CASE WHEN EXISTS (SELECT 1 FROM result_groups g WHERE g.org_id = job_outcomes.org_id)
+                   THEN pg_notify('aclaim_outcomes', org_id::text) END
 )SQL";
     text.replace(text.find("{FROM}"), 6, from);
     return text;
@@ -183,8 +188,11 @@ RETURNING aclaim_us(lease_expires_at) AS lease_us
                                "now_us bigint", "lease_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 result_ref, $6 now.
-/// The completion, its outbox row, its outcome, its audit event and the notifications commit
-/// together.
+/// The completion, its outbox row, its outcome and its audit event commit together. It notifies
+/// only through record_outcomes, and only organizations with consumer groups: a NOTIFY takes a
+/// cluster-wide lock at commit that every notifying transaction holds through its WAL flush, so
+/// notifying completions commit one at a time. aclaim_results is sent after the commit instead
+/// (kNotifyResults).
 inline const Statement kComplete{"aclaim_complete",
                                  R"SQL(
 WITH done AS (
@@ -204,7 +212,7 @@ WITH done AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', $4::text, aclaim_ts($6::bigint), $5::text FROM done
 )
-SELECT id, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) FROM done
+SELECT id FROM done
 )SQL",
                                  {"org bigint", "job bigint", "generation bigint", "worker text",
                                   "result_ref text", "now_us bigint"}};
@@ -509,7 +517,7 @@ RETURNING r.n, aclaim_us(j.lease_expires_at) AS lease_us
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers,
 /// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outbox row, its
-/// outcome, its audit event and its notifications; rows locked and fenced as in kRenewBatch.
+/// outcome and its audit event; rows locked and fenced as in kRenewBatch.
 inline const Statement kCompleteBatch{"aclaim_complete_batch",
                                       R"SQL(
 WITH r AS (
@@ -536,10 +544,18 @@ WITH r AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', worker, aclaim_ts($6::bigint), result_ref FROM done
 )
-SELECT n, pg_notify('aclaim_results', org_id || ':' || id || ':' || generation) FROM done
+SELECT n FROM done
 )SQL",
                                       {"orgs bigint[]", "jobs bigint[]", "generations bigint[]",
                                        "workers text[]", "result_refs text[]", "now_us bigint"}};
+
+/// $1 channel, $2 bigint[] organizations. Run by the coordinator's result notifier after
+/// completions committed, in a transaction of its own: one notification per organization that has
+/// new results, payload the organization id ("look again", never the result itself).
+inline const Statement kNotifyResults{
+    "aclaim_notify_results",
+    "SELECT count(pg_notify($1::text, org::text)) FROM unnest($2::bigint[]) AS org",
+    {"channel text", "orgs bigint[]"}};
 
 // Retention (schema/0007_retention.sql): one coordinator at a time prunes finished jobs and keeps
 // job_events' partitions ahead of the clock.

@@ -26,6 +26,8 @@ constexpr std::size_t kMaxCached = 100000;
 /// Every ZAP request has these frames (RFC 27): version, request id, domain, address, identity,
 /// mechanism, then the mechanism's credentials (for CURVE, the 32-byte client public key).
 constexpr std::size_t kZapFrames = 7;
+/// Handshakes answered per round at most, their keys looked up in one query.
+constexpr std::size_t kMaxZapBatch = 512;
 
 /// The ZAP reply's metadata frame (RFC 27, ZMTP 3.0 metadata): each property is a one-byte name
 /// length, the name, a four-byte big-endian value length and the value.
@@ -80,7 +82,7 @@ ZapHandler::ZapHandler(zmq::context_t& context, const ZapOptions& options, AuthC
                        const common::Clock& clock)
     : dsn_(options.dsn),
       cache_ttl_(options.key_cache()),
-      socket_(context, zmq::socket_type::rep),
+      socket_(context, zmq::socket_type::router),
       counters_(counters),
       clock_(clock) {
     socket_.set(zmq::sockopt::linger, 0);
@@ -120,7 +122,7 @@ void ZapHandler::serve(Mailbox* mailbox) {
             const auto wait =
                 std::clamp(std::chrono::ceil<std::chrono::milliseconds>(next_recheck - now),
                            std::chrono::milliseconds(0), std::chrono::milliseconds(kPollMs));
-            if (zmq::poll(&item, 1, wait) > 0) answer_one();
+            if (zmq::poll(&item, 1, wait) > 0) answer_batch();
         } catch (const zmq::error_t& e) {
             // A context being terminated ends the handler; anything else is one request lost,
             // which libzmq treats as a refused handshake.
@@ -130,59 +132,114 @@ void ZapHandler::serve(Mailbox* mailbox) {
     }
 }
 
-void ZapHandler::answer_one() {
-    std::vector<zmq::message_t> request;
-    (void)zmq::recv_multipart(socket_, std::back_inserter(request));
-    // A REP socket must answer every request; malformed ones are refused with what they carry.
-    std::string version = request.size() > 0 ? request[0].to_string() : "1.0";
-    std::string request_id = request.size() > 1 ? request[1].to_string() : "";
-    std::string status = "400";
-    std::string text = "refused";
-    std::string user_id;
-    std::string properties;
-    if (request.size() == kZapFrames && version == "1.0" &&
-        request[5].to_string_view() == "CURVE") {
-        const std::string key = z85(request[6].to_string());
-        const std::string address = request[3].to_string();
-        KeyIdentity identity;
-        switch (check(key, identity)) {
-            case Verdict::Accepted:
-                status = "200";
-                text = "OK";
-                user_id = identity.user_id();
-                // Every message of the connection carries its key, so that the router thread can
-                // tell which open connections a revocation concerns.
-                properties =
-                    metadata(kKeyProperty, key) + metadata(kQueuesProperty, identity.queues);
-                counters_.accepted.fetch_add(1, std::memory_order_relaxed);
-                spdlog::debug("handshake from {} accepted as {}", address, user_id);
-                break;
-            case Verdict::Refused:
-                counters_.refused.fetch_add(1, std::memory_order_relaxed);
-                // Public keys are not secrets; logging them lets an operator find the worker.
-                spdlog::warn("handshake from {} refused: key {} is not registered or is revoked",
-                             address, key);
-                break;
-            case Verdict::Failed:
-                status = "500";
-                text = "key lookup failed";
-                counters_.failed.fetch_add(1, std::memory_order_relaxed);
-                break;
+void ZapHandler::answer_batch() {
+    // A ROUTER rather than a REP: every handshake waiting is read at once, the keys that are not
+    // cached are looked up in one query, and each is answered. After a restart thousands of
+    // workers reconnect together; one query each, answered in turn, held the later handshakes
+    // past the handshake timeout, and every one dropped came back to be done again.
+    struct Request {
+        zmq::message_t peer;
+        std::string version = "1.0";
+        std::string request_id;
+        std::string key;  ///< Z85; empty: not a CURVE ZAP 1.0 request
+        std::string address;
+        std::size_t frames = 0;
+    };
+    std::vector<Request> batch;
+    while (batch.size() < kMaxZapBatch) {
+        std::vector<zmq::message_t> parts;
+        if (!zmq::recv_multipart(socket_, std::back_inserter(parts), zmq::recv_flags::dontwait)) {
+            break;
         }
-    } else {
-        counters_.refused.fetch_add(1, std::memory_order_relaxed);
-        spdlog::warn("handshake refused: not a CURVE ZAP 1.0 request ({} frames)", request.size());
+        // The peer's routing id, the empty delimiter, then the request's frames.
+        if (parts.size() < 2) continue;
+        Request r;
+        r.peer = std::move(parts[0]);
+        const std::size_t first = 2;
+        r.frames = parts.size() - first;
+        if (r.frames > 0) r.version = parts[first].to_string();
+        if (r.frames > 1) r.request_id = parts[first + 1].to_string();
+        if (r.frames == kZapFrames && r.version == "1.0" &&
+            parts[first + 5].to_string_view() == "CURVE") {
+            r.key = z85(parts[first + 6].to_string());
+            r.address = parts[first + 3].to_string();
+        }
+        batch.push_back(std::move(r));
     }
-    const std::array<std::string, 6> reply{"1.0", request_id, status, text, user_id, properties};
-    for (std::size_t i = 0; i < reply.size(); ++i) {
-        socket_.send(zmq::buffer(reply[i]),
-                     i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (batch.empty()) return;
+    const auto now = clock_.monotonic_now();
+    std::vector<std::string> misses;
+    for (const auto& r : batch) {
+        if (r.key.empty()) continue;
+        const auto it = cache_.find(r.key);
+        if (it != cache_.end() && now - it->second.fetched_at < cache_ttl_) continue;
+        if (std::find(misses.begin(), misses.end(), r.key) == misses.end()) misses.push_back(r.key);
+    }
+    std::unordered_map<std::string, KeyIdentity> found;
+    bool failed = false;
+    if (!misses.empty()) {
+        try {
+            found = look_up(misses);
+        } catch (const std::exception& e) {
+            conn_.reset();
+            failed = true;
+            spdlog::error("{} handshakes refused: cannot look up their keys: {}", misses.size(),
+                          e.what());
+        }
+    }
+    for (auto& r : batch) {
+        std::string status = "400";
+        std::string text = "refused";
+        std::string user_id;
+        std::string properties;
+        if (!r.key.empty()) {
+            KeyIdentity identity;
+            switch (check(r.key, found, failed, now, identity)) {
+                case Verdict::Accepted:
+                    status = "200";
+                    text = "OK";
+                    user_id = identity.user_id();
+                    // Every message of the connection carries its key, so that the router thread
+                    // can tell which open connections a revocation concerns.
+                    properties =
+                        metadata(kKeyProperty, r.key) + metadata(kQueuesProperty, identity.queues);
+                    counters_.accepted.fetch_add(1, std::memory_order_relaxed);
+                    spdlog::debug("handshake from {} accepted as {}", r.address, user_id);
+                    break;
+                case Verdict::Refused:
+                    counters_.refused.fetch_add(1, std::memory_order_relaxed);
+                    // Public keys are not secrets; logging them lets an operator find the worker.
+                    spdlog::warn(
+                        "handshake from {} refused: key {} is not registered or is revoked",
+                        r.address, r.key);
+                    break;
+                case Verdict::Failed:
+                    status = "500";
+                    text = "key lookup failed";
+                    counters_.failed.fetch_add(1, std::memory_order_relaxed);
+                    break;
+            }
+        } else {
+            counters_.refused.fetch_add(1, std::memory_order_relaxed);
+            spdlog::warn("handshake refused: not a CURVE ZAP 1.0 request ({} frames)", r.frames);
+        }
+        // A REP socket must answer every request, and so must this: malformed ones are refused
+        // with what they carry.
+        const std::array<std::string, 6> reply{"1.0", r.request_id, status,
+                                               text,  user_id,      properties};
+        socket_.send(r.peer, zmq::send_flags::sndmore);
+        socket_.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore);
+        for (std::size_t i = 0; i < reply.size(); ++i) {
+            socket_.send(zmq::buffer(reply[i]),
+                         i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        }
     }
 }
 
-ZapHandler::Verdict ZapHandler::check(const std::string& key, KeyIdentity& identity) {
-    if (key.empty()) return Verdict::Refused;
-    const auto now = clock_.monotonic_now();
+ZapHandler::Verdict ZapHandler::check(const std::string& key,
+                                      const std::unordered_map<std::string, KeyIdentity>& found,
+                                      bool lookup_failed, common::MonotonicTime now,
+                                      KeyIdentity& identity) {
     if (const auto it = cache_.find(key); it != cache_.end()) {
         if (now - it->second.fetched_at < cache_ttl_) {
             identity = it->second.identity;
@@ -191,25 +248,19 @@ ZapHandler::Verdict ZapHandler::check(const std::string& key, KeyIdentity& ident
         }
         cache_.erase(it);
     }
-    std::optional<KeyIdentity> found;
-    try {
-        found = look_up(key);
-    } catch (const std::exception& e) {
-        conn_.reset();
-        spdlog::error("handshake refused: cannot look up the key: {}", e.what());
-        return Verdict::Failed;
-    }
-    if (!found) return Verdict::Refused;
+    if (lookup_failed) return Verdict::Failed;
+    const auto owner = found.find(key);
+    if (owner == found.end()) return Verdict::Refused;
     if (cache_.size() >= kMaxCached) cache_.clear();
-    cache_[key] = Cached{*found, now};
+    cache_[key] = Cached{owner->second, now};
     if (watched_.size() >= kMaxCached) {
         // Beyond the bound, forget the live keys (they come back with their next handshake) but
         // keep the revoked ones, whose connections must stay cut off.
         const std::unordered_set<std::string> revoked(revoked_.begin(), revoked_.end());
         std::erase_if(watched_, [&](const auto& w) { return revoked.count(w.first) == 0; });
     }
-    watched_[key] = *found;
-    identity = std::move(*found);
+    watched_[key] = owner->second;
+    identity = owner->second;
     return Verdict::Accepted;
 }
 
@@ -218,16 +269,19 @@ pqxx::connection& ZapHandler::connection() {
     return *conn_;
 }
 
-std::optional<KeyIdentity> ZapHandler::look_up(const std::string& key) {
+std::unordered_map<std::string, KeyIdentity> ZapHandler::look_up(
+    const std::vector<std::string>& keys) {
     counters_.lookups.fetch_add(1, std::memory_order_relaxed);
     pqxx::read_transaction txn(connection());
-    const auto owner = common::live_worker_key(txn, key);
-    if (!owner) return std::nullopt;
-    std::string queues;
-    for (const auto& q : owner->queues.value_or(std::vector<std::string>{})) {
-        queues += (queues.empty() ? "" : ",") + q;
+    std::unordered_map<std::string, KeyIdentity> out;
+    for (auto& [key, owner] : common::live_worker_key_owners(txn, keys)) {
+        std::string queues;
+        for (const auto& q : owner.queues.value_or(std::vector<std::string>{})) {
+            queues += (queues.empty() ? "" : ",") + q;
+        }
+        out.emplace(key, KeyIdentity{owner.org_id, owner.name, queues});
     }
-    return KeyIdentity{owner->org_id, owner->name, queues};
+    return out;
 }
 
 void ZapHandler::recheck(Poster& poster) {

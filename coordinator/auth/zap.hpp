@@ -36,9 +36,10 @@ struct KeyIdentity {
     static std::optional<KeyIdentity> parse(std::string_view user_id);
 };
 
-/// The ZeroMQ authentication handler (RFC 27 ZAP) for the coordinator's CURVE ROUTER: a REP socket
-/// on inproc://zeromq.zap.01 served by a thread of its own, so a slow key lookup never holds up
-/// the router thread. Accepted keys are cached for `cache_ttl`; a miss always asks the database,
+/// The ZeroMQ authentication handler (RFC 27 ZAP) for the coordinator's CURVE ROUTER: a socket on
+/// inproc://zeromq.zap.01 served by a thread of its own, so a slow key lookup never holds up the
+/// router thread. Handshakes waiting together are answered together, their keys looked up in one
+/// query. Accepted keys are cached for `cache_ttl`; a miss always asks the database,
 /// so a newly registered key works at once and a revoked one is refused by new handshakes within
 /// the TTL.
 ///
@@ -78,9 +79,15 @@ class ZapHandler {
     enum class Verdict { Accepted, Refused, Failed };
 
     void serve(Mailbox* mailbox);
-    void answer_one();
-    Verdict check(const std::string& public_key_z85, KeyIdentity& identity);
-    std::optional<KeyIdentity> look_up(const std::string& public_key_z85);
+    /// Answers every handshake waiting (up to a bound), looking up their uncached keys at once.
+    void answer_batch();
+    /// The verdict on one key: from the cache, or from `found` (the looked-up owners of the
+    /// batch's uncached keys; `lookup_failed` when that lookup could not be made).
+    Verdict check(const std::string& public_key_z85,
+                  const std::unordered_map<std::string, KeyIdentity>& found, bool lookup_failed,
+                  common::MonotonicTime now, KeyIdentity& identity);
+    /// The live owners among `keys`, Z85, in one query.
+    std::unordered_map<std::string, KeyIdentity> look_up(const std::vector<std::string>& keys);
     /// Asks worker_keys which watched keys are still live; posts the others when they changed.
     void recheck(Poster& poster);
     pqxx::connection& connection();

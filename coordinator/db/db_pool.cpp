@@ -5,6 +5,7 @@
 #include "common/base/overloaded.hpp"
 #include "common/proto/wire_errors.hpp"
 #include "coordinator/db/commit_resolution.hpp"
+#include "coordinator/db/result_notifier.hpp"
 #include "coordinator/db/store_handle.hpp"
 
 namespace aclaim::coordinator {
@@ -123,13 +124,15 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
 }  // namespace
 
 DbPool::DbPool(DbPoolOptions options, const common::Clock& clock, WorkQueue& queue,
-               Mailbox& mailbox, Metrics& metrics, StatementWatchdog& watchdog)
+               Mailbox& mailbox, Metrics& metrics, StatementWatchdog& watchdog,
+               ResultNotifier* results)
     : options_(std::move(options)),
       clock_(clock),
       queue_(queue),
       mailbox_(mailbox),
       metrics_(metrics),
-      watchdog_(watchdog) {}
+      watchdog_(watchdog),
+      results_(results) {}
 
 DbPool::~DbPool() {
     queue_.close();
@@ -149,6 +152,14 @@ void DbPool::join() {
 
 common::MonotonicTime DbPool::deadline() const {
     return clock_.monotonic_now() + options_.db_deadline();
+}
+
+void DbPool::announce(const RequestOutcome& outcome) const {
+    if (results_ == nullptr || outcome.request.kind() != RequestKind::Complete) return;
+    // A replay is announced again: the notification of its first commit may have been lost with
+    // the coordinator that made it.
+    const auto* t = std::get_if<common::Transition>(&outcome.result);
+    if (t != nullptr && t->accepted()) results_->committed(outcome.request.from.org_id);
 }
 
 std::vector<DbRequest> DbPool::start_unanswered(std::vector<DbRequest> batch) {
@@ -177,8 +188,11 @@ void DbPool::run(int index) {
         if (taken.empty()) return;
         std::vector<DbRequest> batch = start_unanswered(std::move(taken));
         if (batch.empty()) continue;
+        const auto taken_at = SteadyClock::now();
+        for (auto& r : batch) r.timings.taken = taken_at;
         if (batch.size() > 1 && coalescible(batch.front().kind())) {
             for (auto& outcome : execute(handle, *watch, std::move(batch))) {
+                announce(outcome);
                 poster.post(std::move(outcome));
             }
             continue;
@@ -186,7 +200,9 @@ void DbPool::run(int index) {
         for (auto& request : batch) {
             std::vector<DbRequest> one;
             one.push_back(std::move(request));
-            poster.post(std::move(execute(handle, *watch, std::move(one)).front()));
+            auto outcome = std::move(execute(handle, *watch, std::move(one)).front());
+            announce(outcome);
+            poster.post(std::move(outcome));
         }
     }
 }
@@ -217,8 +233,12 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
         try {
             auto results = run_statement(*store, kind, out, lease, now);
             for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
-            metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(SteadyClock::now() -
-                                                                               started);
+            const auto finished = SteadyClock::now();
+            metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(finished - started);
+            for (auto& o : out) {
+                o.request.timings.finished = finished;
+                o.request.timings.commit = store->last_commit();
+            }
             // Answered just as the deadline cut the connection: the answer stands, the
             // connection is gone.
             if (armed.release()) handle.drop("cut at its deadline just after answering");

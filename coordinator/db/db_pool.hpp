@@ -14,6 +14,7 @@
 
 namespace aclaim::coordinator {
 
+class ResultNotifier;
 class StoreHandle;
 
 /// The threads that run store statements. Each owns one long-lived connection (its own
@@ -29,9 +30,10 @@ class DbPool {
     /// or completions become one statement; each request is still answered on its own.
     static constexpr std::size_t kMaxBatch = 128;
 
-    /// The watchdog must be running while requests are taken, and outlive the pool.
+    /// The watchdog must be running while requests are taken, and outlive the pool, as must
+    /// `results` (when given), which hears of every organization whose completions committed.
     DbPool(DbPoolOptions options, const common::Clock& clock, WorkQueue& queue, Mailbox& mailbox,
-           Metrics& metrics, StatementWatchdog& watchdog);
+           Metrics& metrics, StatementWatchdog& watchdog, ResultNotifier* results = nullptr);
     ~DbPool();
     DbPool(const DbPool&) = delete;
     DbPool& operator=(const DbPool&) = delete;
@@ -49,6 +51,8 @@ class DbPool {
                                         std::vector<DbRequest> batch);
     RequestOutcome::Result resolve(StoreHandle& handle, StatementWatchdog::Watch& watch,
                                    const DbRequest& request);
+    /// Tells the result notifier of an accepted completion, once its commit has returned.
+    void announce(const RequestOutcome& outcome) const;
     common::MonotonicTime deadline() const;
 
     const DbPoolOptions options_;
@@ -57,6 +61,7 @@ class DbPool {
     Mailbox& mailbox_;
     Metrics& metrics_;
     StatementWatchdog& watchdog_;
+    ResultNotifier* results_;
     std::vector<std::thread> threads_;
 };
 

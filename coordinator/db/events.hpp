@@ -71,6 +71,13 @@ struct DbRequest {
     /// the coordinator's own behalf), so that a late outcome can be told apart.
     std::uint64_t ticket = 0;
     std::shared_ptr<std::atomic<Stage>> stage;
+    /// When a DB thread took it and finished with it, and how long the commit took: with
+    /// dispatched_at, where a claim's time went (Metrics::claim_stages).
+    struct DbTimings {
+        SteadyClock::time_point taken{};
+        SteadyClock::time_point finished{};
+        SteadyClock::duration commit{};
+    } timings;
 
     RequestKind kind() const { return static_cast<RequestKind>(body.index()); }
 };

@@ -61,6 +61,12 @@ struct Metrics {
     /// A CLAIM from its hand-over to a DB thread until its outcome is back on the router thread:
     /// queue wait, statement, commit and mailbox, without any long-poll parking.
     Histogram claim_latency;
+    /// Where the time of a claim that was granted jobs went: waiting for a DB thread, its
+    /// statements up to the commit, the commit (the WAL flush), and from the DB thread's end
+    /// until the ASSIGNED reply left the router thread (the mailbox and the send).
+    static constexpr std::array<std::string_view, 4> kClaimStages{"queue_wait", "statement",
+                                                                  "commit", "reply"};
+    std::array<Histogram, kClaimStages.size()> claim_stages;
     std::array<Histogram, kStatements.size()>
         statement_latency;                      ///< one store call, by kStatements
     std::atomic<std::int64_t> db_queued{0};     ///< requests waiting for a DB thread (sampled 1/s)

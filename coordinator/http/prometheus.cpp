@@ -202,6 +202,13 @@ std::string render_prometheus(const Metrics& m, const HttpOptions& o) {
              "A CLAIM from its hand-over to a database thread until its outcome is back on the "
              "router thread (queue wait, statement, commit), long-poll parking excluded.");
     w.histogram("aclaim_claim_duration_seconds", "", m.claim_latency);
+    w.family("aclaim_claim_stage_duration_seconds", "histogram",
+             "Where a granted CLAIM's time went: queue_wait (for a database thread), statement "
+             "(up to the commit), commit (the WAL flush), reply (until ASSIGNED left).");
+    for (std::size_t i = 0; i < Metrics::kClaimStages.size(); ++i) {
+        w.histogram("aclaim_claim_stage_duration_seconds", label("stage", Metrics::kClaimStages[i]),
+                    m.claim_stages[i]);
+    }
     w.family("aclaim_statement_duration_seconds", "histogram",
              "One store call on a database thread or the reaper, by statement.");
     for (std::size_t i = 0; i < Metrics::kStatements.size(); ++i) {

@@ -19,6 +19,7 @@
 #include "coordinator/db/listener.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/reaper.hpp"
+#include "coordinator/db/result_notifier.hpp"
 #include "coordinator/db/retention.hpp"
 
 namespace aclaim::coordinator {
@@ -141,7 +142,9 @@ void Coordinator::bind() {
     pool_options.dsn = dsn;
     auto reaper_options = options_.reaper();
     reaper_options.dsn = dsn;
-    pool_ = std::make_unique<DbPool>(pool_options, clock_, queue_, *mailbox_, metrics_, watchdog_);
+    results_ = std::make_unique<ResultNotifier>(dsn, watchdog_, router_options_.db_deadline());
+    pool_ = std::make_unique<DbPool>(pool_options, clock_, queue_, *mailbox_, metrics_, watchdog_,
+                                     results_.get());
     reaper_ = std::make_unique<Reaper>(reaper_options, clock_, *mailbox_, metrics_, watchdog_);
     auto retention_options = options_.retention_options();
     retention_options.dsn = dsn;
@@ -188,6 +191,7 @@ void Coordinator::serve() {
     }
     if (zap_) zap_->start(mailbox_.get());
     watchdog_.start();
+    results_->start();
     pool_->start();
     reaper_->start();
     retention_->start();
@@ -219,7 +223,12 @@ void Coordinator::serve() {
             continue;
         }
         if (items[1].revents & ZMQ_POLLIN) outcomes_.process(mailbox_->collect());
-        if ((items[0].revents & ZMQ_POLLIN) && inbound_.read() > 0 && dispatcher_.draining())
+        // Only requests that still go to the database hold a drain open: the HELLOs and CLAIMs it
+        // refuses at once would keep a crowd of workers, each reconnecting with its backoff,
+        // from ever letting the drain go quiet.
+        const auto dispatched = dispatcher_.dispatched();
+        if ((items[0].revents & ZMQ_POLLIN) && inbound_.read() > 0 && dispatcher_.draining() &&
+            dispatcher_.dispatched() != dispatched)
             drain_quiet_until_ = clock_.monotonic_now() + drain_quiet();
         housekeeping(clock_.monotonic_now());
     }
@@ -285,6 +294,7 @@ void Coordinator::shutdown() {
     // Everything already handed to a DB thread is still executed and answered.
     dispatcher_.close();
     pool_->join();
+    results_->stop();
     reaper_->stop();
     retention_->stop();
     listener_->stop();

@@ -29,6 +29,7 @@ class DbPool;
 class Listener;
 class Mailbox;
 class Reaper;
+class ResultNotifier;
 class Retention;
 class ZapHandler;
 struct AuthCounters;
@@ -84,6 +85,8 @@ class Coordinator {
     zmq::socket_t router_;
     std::unique_ptr<Mailbox> mailbox_;
     WorkQueue queue_;
+    /// Before pool_, whose threads tell it of committed completions.
+    std::unique_ptr<ResultNotifier> results_;
     std::unique_ptr<DbPool> pool_;
     std::unique_ptr<Reaper> reaper_;
     std::unique_ptr<Retention> retention_;

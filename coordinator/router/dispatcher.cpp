@@ -25,6 +25,7 @@ void Dispatcher::dispatch(DbRequest request) {
         return;
     }
     ++at_db_;
+    ++dispatched_;
     request.dispatched_at = LatencyClock::now();
     request.stage = std::make_shared<std::atomic<Stage>>(Stage::Queued);
     request.ticket = 0;

@@ -50,6 +50,8 @@ class Dispatcher {
     std::size_t at_db() const { return at_db_; }
     /// Requests waiting for a DB thread.
     std::size_t queued() const { return queue_.size(); }
+    /// Requests handed to the DB threads so far.
+    std::uint64_t dispatched() const { return dispatched_; }
 
     void begin_drain() { draining_ = true; }
     bool draining() const { return draining_; }
@@ -71,6 +73,7 @@ class Dispatcher {
     /// Their deadlines in dispatch order, which is deadline order as the bound is fixed.
     std::deque<std::pair<common::MonotonicTime, std::uint64_t>> deadlines_;
     std::uint64_t last_ticket_ = 0;
+    std::uint64_t dispatched_ = 0;
     std::size_t at_db_ = 0;
     bool draining_ = false;
     bool closed_ = false;

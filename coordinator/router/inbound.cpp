@@ -16,6 +16,8 @@ namespace {
 
 /// Messages read per poll round before the mailbox gets its turn.
 constexpr int kReadsPerRound = 256;
+/// The longest a stopping coordinator keeps answering what waits on its socket.
+constexpr auto kRefuseFor = std::chrono::milliseconds(250);
 /// Frames kept after the routing id; a longer message is malformed anyway, and keeping every
 /// frame of it would let one message allocate without bound.
 constexpr std::size_t kFramesKept = 4;
@@ -81,7 +83,11 @@ int Inbound::read() {
 
 void Inbound::refuse_remaining() {
     refusing_ = true;
-    while (read() > 0) {
+    // Bounded: workers reconnecting to a coordinator that is going away keep sending HELLO, and
+    // a crowd of them never leaves the socket empty. What is left is dropped with the socket,
+    // which a worker sees as the coordinator gone, as it is.
+    const auto until = std::chrono::steady_clock::now() + kRefuseFor;
+    while (read() > 0 && std::chrono::steady_clock::now() < until) {
     }
 }
 

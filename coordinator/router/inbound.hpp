@@ -41,7 +41,8 @@ class Inbound {
     /// how many were read.
     int read();
     /// For the end of a drain, when nothing more goes to the database: from now on every request
-    /// is answered `draining` (NO_WORK for a claim). Answers all that is waiting on the socket.
+    /// is answered `draining` (NO_WORK for a claim). Answers what is waiting on the socket, for
+    /// at most a quarter of a second.
     void refuse_remaining();
 
   private:

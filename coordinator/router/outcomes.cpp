@@ -79,6 +79,16 @@ void Outcomes::on_outcome(RequestOutcome& outcome) {
     }
 }
 
+void Outcomes::observe_stages(const DbRequest& request) {
+    const auto& t = request.timings;
+    if (t.finished == SteadyClock::time_point{}) return;
+    auto& stages = p_.metrics.claim_stages;
+    stages[0].observe(t.taken - request.dispatched_at);
+    stages[1].observe(t.finished - t.taken - t.commit);
+    stages[2].observe(t.commit);
+    stages[3].observe(LatencyClock::now() - t.finished);
+}
+
 void Outcomes::on_claim(DbRequest& request, const RequestOutcome::Result& result) {
     p_.metrics.claim_latency.observe(LatencyClock::now() - request.dispatched_at);
     const Requester& from = request.from;
@@ -120,6 +130,7 @@ void Outcomes::on_claim(DbRequest& request, const RequestOutcome::Result& result
                 release_undelivered(request, outcome);
             }
             p_.replier.finish(from);
+            observe_stages(request);
             return;
         }
         case common::ClaimOutcome::Status::NoWork: {

@@ -41,6 +41,8 @@ class Outcomes {
   private:
     void on_outcome(RequestOutcome& outcome);
     void on_claim(DbRequest& request, const RequestOutcome::Result& result);
+    /// Adds a granted claim's stages to Metrics::claim_stages.
+    void observe_stages(const DbRequest& request);
     void on_transition(const DbRequest& request, const RequestOutcome::Result& result);
     void on_internal(const DbRequest& request, const RequestOutcome::Result& result);
     /// An outcome of a request already answered at its deadline.

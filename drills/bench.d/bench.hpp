@@ -15,6 +15,31 @@ namespace aclaim::drills {
 
 using BenchClock = std::chrono::steady_clock;
 
+/// The processes whose CPU time a measurement reports next to its own (0: not reported).
+struct CpuPids {
+    /// The coordinator's process id.
+    int coordinator = 0;
+    /// The PostgreSQL postmaster's process id: it and every child of it.
+    int postgres = 0;
+};
+
+/// CPU time so far of the driver, the coordinator and PostgreSQL, and of the whole machine.
+struct CpuSample {
+    BenchClock::time_point at{};
+    double self_us = 0;
+    double coordinator_us = 0;
+    double postgres_us = 0;
+    double machine_busy = 0;   ///< jiffies, all cores
+    double machine_total = 0;  ///< jiffies, all cores
+};
+CpuSample sample_cpu(const CpuPids& pids);
+/// CPU microseconds per unit of work (a job, or a claim) between two samples, and each party's
+/// share of the machine's capacity over that window (other_share: processes outside the
+/// measurement).
+nlohmann::json cpu_report(const CpuSample& a, const CpuSample& b, double units);
+/// A "Name: N kB" field of /proc/PID/status (VmRSS, VmHWM, RssAnon, ...); throws when absent.
+long proc_status_kb(int pid, const std::string& field);
+
 /// How the driver's clients reach the coordinator: CURVE (the coordinator's public key, and the
 /// database where each client's fresh key is registered for the organization under the client's
 /// name) unless `plaintext`.
@@ -46,6 +71,10 @@ struct RawOptions {
     int batch_threads = 4;
     /// Claims and completions per statement in the batched measurement.
     int batch = 100;
+    /// Also the single loop with a pg_notify in each transaction, as completions used to notify,
+    /// for what a notification costs at commit (seconds of that run; 0: skip).
+    double notify_seconds = 0;
+    CpuPids cpu;
 };
 nlohmann::json run_raw(const RawOptions& o);
 
@@ -69,6 +98,7 @@ struct E2eOptions {
     int capacity = 8;
     /// How long each job is held before its COMPLETE, so that heartbeats happen.
     int hold_ms = 0;
+    CpuPids cpu;
 };
 nlohmann::json run_e2e(const E2eOptions& o);
 
@@ -84,6 +114,9 @@ struct LatencyOptions {
     /// runs the first claim statements of a fresh coordinator stalled for up to a second (cause
     /// not established), which is not the steady state the percentiles describe.
     double warmup_seconds = 0;
+    CpuPids cpu;
+    /// host:port of the coordinator's /metrics, for where the claims' time went (empty: skip).
+    std::string metrics;
 };
 nlohmann::json run_latency(const LatencyOptions& o);
 
@@ -97,6 +130,38 @@ struct IdleOptions {
     double timeout_s = 60;
 };
 nlohmann::json run_idle(const IdleOptions& o);
+
+/// Many idle workers, each long-polling a claim on an organization without jobs, beside a fleet
+/// of active ones; the coordinator restarted under them.
+struct CrowdOptions {
+    /// The coordinator, and the organization of the idle workers (it must have no jobs).
+    CoordinatorTarget target;
+    int idle = 10000;
+    /// Child processes holding the idle workers: a DEALER costs two descriptors.
+    int processes = 8;
+    /// The active workers (their own organization, with jobs), one job per claim.
+    E2eOptions active;
+    /// The coordinator's process id: its memory, and the process this run stops for the restart.
+    int pid = 0;
+    /// host:port of the coordinator's HTTP endpoint, for its session count.
+    std::string metrics;
+    /// Where the bench writes the process id of the coordinator it starts after the restart.
+    std::string new_pid_file;
+    /// How long the active workers' claims are timed with every idle worker connected.
+    double steady_seconds = 5;
+    /// Bound on connecting every idle worker, and on their reconnection after the restart.
+    int connect_timeout_s = 180;
+};
+nlohmann::json run_crowd(const CrowdOptions& o);
+
+/// One child process of run_crowd: `count` idle workers named idle-<first>.. until SIGTERM. Prints
+/// "ready N SECONDS" once every one has had a session.
+struct CrowdIdleOptions {
+    CoordinatorTarget target;
+    int count = 2500;
+    int first = 0;
+};
+int run_crowd_idle(const CrowdIdleOptions& o);
 
 /// Claim cost against a small and a large pending set, with many completed rows kept.
 struct ScaleOptions {

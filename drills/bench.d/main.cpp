@@ -22,6 +22,15 @@ void add_target_options(CLI::App* cmd, CoordinatorTarget& target) {
     cmd->add_option("--dsn", auth.dsn, "PostgreSQL connection string, for the clients' keys");
 }
 
+/// The processes whose CPU time a measurement reports.
+void add_cpu_options(CLI::App* cmd, CpuPids& pids) {
+    cmd->add_option("--coordinator-pid", pids.coordinator,
+                    "The coordinator's process id, for its CPU time per job");
+    cmd->add_option("--postgres-pid", pids.postgres,
+                    "The PostgreSQL postmaster's process id, for the CPU time per job of it and "
+                    "its children");
+}
+
 int run(int argc, char** argv) {
     CLI::App app{"aclaim throughput, latency, scale and memory measurements (see drills/bench)"};
     app.require_subcommand(1);
@@ -34,6 +43,10 @@ int run(int argc, char** argv) {
     raw_cmd->add_option("--single-threads", raw.single_threads);
     raw_cmd->add_option("--batch-threads", raw.batch_threads);
     raw_cmd->add_option("--batch", raw.batch);
+    raw_cmd->add_option("--notify-seconds", raw.notify_seconds,
+                        "Also the single loop without and with a pg_notify per completion, "
+                        "alternating, this long in all (0: skip)");
+    add_cpu_options(raw_cmd, raw.cpu);
 
     E2eOptions e2e;
     auto* e2e_cmd = app.add_subcommand("e2e", "end to end through a coordinator");
@@ -43,6 +56,7 @@ int run(int argc, char** argv) {
     e2e_cmd->add_option("--max-jobs", e2e.max_jobs)->check(CLI::Range(1, 100));
     e2e_cmd->add_option("--capacity", e2e.capacity);
     e2e_cmd->add_option("--hold-ms", e2e.hold_ms);
+    add_cpu_options(e2e_cmd, e2e.cpu);
 
     LatencyOptions lat;
     auto* lat_cmd = app.add_subcommand("latency", "open-loop paced claim latency");
@@ -51,12 +65,45 @@ int run(int argc, char** argv) {
     lat_cmd->add_option("--rate", lat.rate)->check(CLI::PositiveNumber);
     lat_cmd->add_option("--sessions", lat.sessions)->check(CLI::Range(1, 64));
     lat_cmd->add_option("--warmup-seconds", lat.warmup_seconds)->check(CLI::NonNegativeNumber);
+    add_cpu_options(lat_cmd, lat.cpu);
+    lat_cmd->add_option("--metrics", lat.metrics,
+                        "host:port of the coordinator's /metrics, for the claim stages");
 
     IdleOptions idle;
     auto* idle_cmd = app.add_subcommand("idle", "idle connected workers and coordinator memory");
     add_target_options(idle_cmd, idle.target);
     idle_cmd->add_option("--workers", idle.workers);
     idle_cmd->add_option("--pid", idle.pid)->required();
+
+    CrowdOptions crowd;
+    auto* crowd_cmd = app.add_subcommand(
+        "crowd", "many idle connected workers beside active ones, and a coordinator restart");
+    add_target_options(crowd_cmd, crowd.target);
+    crowd_cmd->add_option("--idle", crowd.idle, "Idle workers")->check(CLI::Range(1, 100000));
+    crowd_cmd->add_option("--processes", crowd.processes, "Processes holding the idle workers")
+        ->check(CLI::Range(1, 64));
+    crowd_cmd->add_option("--active", crowd.active.clients, "Active workers")
+        ->check(CLI::Range(1, 256));
+    crowd_cmd
+        ->add_option("--active-org", crowd.active.target.org,
+                     "Organization of the active workers, with jobs")
+        ->required();
+    crowd_cmd->add_option("--pid", crowd.pid, "The coordinator's process id")->required();
+    crowd_cmd->add_option("--metrics", crowd.metrics, "host:port of the coordinator's /metrics")
+        ->required();
+    crowd_cmd
+        ->add_option("--new-pid-file", crowd.new_pid_file,
+                     "Where the process id of the restarted coordinator appears")
+        ->required();
+    crowd_cmd->add_option("--steady-seconds", crowd.steady_seconds);
+    crowd_cmd->add_option("--postgres-pid", crowd.active.cpu.postgres);
+
+    CrowdIdleOptions crowd_idle;
+    auto* crowd_idle_cmd =
+        app.add_subcommand("crowd-idle", "idle workers of one crowd process (run by crowd)");
+    add_target_options(crowd_idle_cmd, crowd_idle.target);
+    crowd_idle_cmd->add_option("--count", crowd_idle.count);
+    crowd_idle_cmd->add_option("--first", crowd_idle.first);
 
     ScaleOptions scale;
     auto* scale_cmd = app.add_subcommand("scale", "claim cost at 10k and at 1M pending jobs");
@@ -97,6 +144,19 @@ int run(int argc, char** argv) {
         if (*idle_cmd) {
             idle.target.auth.validate();
             out = run_idle(idle);
+        }
+        if (*crowd_cmd) {
+            crowd.target.auth.validate();
+            crowd.active.target.endpoint = crowd.target.endpoint;
+            crowd.active.target.auth = crowd.target.auth;
+            crowd.active.max_jobs = 1;
+            crowd.active.capacity = 1;
+            crowd.active.cpu.coordinator = crowd.pid;
+            out = run_crowd(crowd);
+        }
+        if (*crowd_idle_cmd) {
+            crowd_idle.target.auth.validate();
+            return run_crowd_idle(crowd_idle);
         }
         if (*scale_cmd) out = run_scale(scale);
         if (*ret_cmd) out = run_retention(ret);

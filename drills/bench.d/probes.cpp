@@ -12,6 +12,7 @@
 
 #include "common/proto/protocol.hpp"
 #include "drills/bench.d/bench.hpp"
+#include "drills/bench.d/wire.hpp"
 
 namespace aclaim::drills {
 
@@ -19,61 +20,8 @@ namespace proto = common::proto;
 
 namespace {
 
-void send(zmq::socket_t& s, const proto::Message& m) {
-    const proto::Frames f = proto::encode(m, proto::Encoding::Binary);
-    (void)s.send(zmq::buffer(f.tag), zmq::send_flags::sndmore);
-    (void)s.send(zmq::buffer(f.type), zmq::send_flags::sndmore);
-    (void)s.send(zmq::buffer(f.body), zmq::send_flags::none);
-}
-
-/// One reply, or nullopt when nothing is waiting.
-std::optional<proto::Message> receive(zmq::socket_t& s) {
-    std::vector<zmq::message_t> parts;
-    zmq::message_t part;
-    if (!s.recv(part, zmq::recv_flags::dontwait)) return std::nullopt;
-    parts.push_back(std::move(part));
-    while (parts.back().more()) {
-        zmq::message_t next;
-        (void)s.recv(next, zmq::recv_flags::none);
-        parts.push_back(std::move(next));
-    }
-    std::vector<std::string_view> frames;
-    frames.reserve(parts.size());
-    for (const auto& p : parts) frames.push_back(p.to_string_view());
-    auto decoded = proto::decode(frames);
-    if (auto* d = std::get_if<proto::Decoded>(&decoded)) return std::move(d->message);
-    return std::nullopt;
-}
-
-std::unique_ptr<zmq::socket_t> connect(zmq::context_t& ctx, const std::string& endpoint,
-                                       const worker::CurveKeys& curve) {
-    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
-    s->set(zmq::sockopt::linger, 0);
-    if (curve.enabled()) {
-        s->set(zmq::sockopt::curve_serverkey, curve.server_public);
-        s->set(zmq::sockopt::curve_publickey, curve.client_public);
-        s->set(zmq::sockopt::curve_secretkey, curve.client_secret);
-    }
-    s->connect(endpoint);
-    return s;
-}
-
-/// Session names "<prefix>-0" .. "<prefix>-(n-1)": the HELLO worker id, and under CURVE the name
-/// each key is registered under.
-std::vector<std::string> session_names(const std::string& prefix, int n) {
-    std::vector<std::string> names;
-    names.reserve(static_cast<std::size_t>(std::max(n, 0)));
-    for (int i = 0; i < n; ++i) names.push_back(prefix + "-" + std::to_string(i));
-    return names;
-}
-
 long vm_hwm_kb(int pid) {
-    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(status, line)) {
-        if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-    }
-    throw std::runtime_error("no VmHWM for process " + std::to_string(pid));
+    return proc_status_kb(pid, "VmHWM");
 }
 
 /// One DEALER per name, connected to the target with that name's key, each having sent HELLO.
@@ -125,10 +73,22 @@ nlohmann::json run_latency(const LatencyOptions& o) {
                                          std::chrono::duration<double>(o.seconds));
     std::uint64_t next_req = 2;
     long issued = 0;
+    CpuSample cpu_began, cpu_ended;
+    std::string metrics_began;
+    bool cpu_began_taken = false, cpu_ended_taken = false;
     // Replies to claims sent before the end are still awaited, for a bounded while.
     while (BenchClock::now() < end + std::chrono::seconds(2) &&
            (BenchClock::now() < end || !sent.empty())) {
         const auto now = BenchClock::now();
+        if (!cpu_began_taken && now >= measured_from) {
+            cpu_began = sample_cpu(o.cpu);
+            cpu_began_taken = true;
+            if (!o.metrics.empty()) metrics_began = get_metrics(o.metrics).value_or("");
+        }
+        if (!cpu_ended_taken && now >= end) {
+            cpu_ended = sample_cpu(o.cpu);
+            cpu_ended_taken = true;
+        }
         while (now < end &&
                began + std::chrono::duration_cast<BenchClock::duration>(interval * issued) <= now) {
             // The schedule is fixed: a late reply never delays the next claim.
@@ -180,6 +140,14 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     out["warmup_claim_p99_ms"] = pct(warmup.ms, 0.99);
     out["warmup_claims_refused"] = warmup.errors;
     out["warmup_claims_refused_by_code"] = warmup.refusals;
+    if (!cpu_ended_taken) cpu_ended = sample_cpu(o.cpu);
+    if (!o.metrics.empty()) {
+        // The coordinator's claim stage histograms over the measured window (and the replies
+        // still awaited after it): the report takes the difference.
+        out["metrics_began"] = metrics_began;
+        out["metrics_ended"] = get_metrics(o.metrics).value_or("");
+    }
+    out["cpu"] = cpu_report(cpu_began, cpu_ended, static_cast<double>(measured.ms.size()));
     out["rate_per_s"] = o.rate;
     out["sessions"] = o.sessions;
     out["curve"] = !o.target.auth.plaintext;

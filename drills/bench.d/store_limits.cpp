@@ -5,6 +5,7 @@
 #include <atomic>
 #include <barrier>
 #include <pqxx/pqxx>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -24,10 +25,25 @@ common::Instant wall_now() {
     return common::SystemClock().now();
 }
 
+/// The single completion as it was before completions stopped notifying: kComplete with a
+/// pg_notify per completed job in the same statement, for what that costs at commit.
+constexpr const char* kCompleteNotifying = "bench_complete_notifying";
+
+std::string complete_notifying_text() {
+    std::string text = common::sql::kComplete.text;
+    const std::string tail = "SELECT id FROM done";
+    const auto at = text.rfind(tail);
+    if (at == std::string::npos) throw std::logic_error("kComplete no longer ends as expected");
+    text.replace(at, tail.size(),
+                 "SELECT id, pg_notify('aclaim_results', org_id || ':' || id || ':' || "
+                 "generation) FROM done");
+    return text;
+}
+
 /// One claim statement (LIMIT batch) and one completion statement of what it claimed, in one
 /// transaction. Returns the jobs completed.
 int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const std::string& worker,
-                       int batch) {
+                       int batch, bool notify) {
     const auto now = wall_now();
     pqxx::work txn(store.connection(), "raw");
     // The claim as the store runs it: the queue locks, then the claim statement.
@@ -39,7 +55,8 @@ int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const s
     if (batch == 1) {
         const auto job = claimed[0]["id"].as<std::int64_t>();
         const auto gen = claimed[0]["generation"].as<std::int64_t>();
-        txn.exec_prepared(common::sql::kComplete.name, org, job, gen, worker, "r", now);
+        txn.exec_prepared(notify ? kCompleteNotifying : common::sql::kComplete.name, org, job, gen,
+                          worker, "r", now);
     } else {
         std::vector<std::int64_t> orgs, jobs, gens;
         std::vector<std::string> workers, refs;
@@ -58,13 +75,17 @@ int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const s
     return static_cast<int>(claimed.size());
 }
 
-/// One raw loop's shape: threads, and jobs claimed and completed per statement.
+/// One raw loop's shape: threads, jobs claimed and completed per statement, and whether each
+/// completion notifies (single only), for how long.
 struct RawLoad {
     int threads = 1;
     int batch = 1;
+    bool notify = false;
+    double seconds = 8;
 };
 
-double measure(const RawOptions& o, RawLoad load) {
+/// Jobs per second and CPU per job of one raw loop.
+nlohmann::json measure(const RawOptions& o, RawLoad load) {
     const int threads = load.threads;
     const int batch = load.batch;
     std::atomic<long> done{0};
@@ -75,10 +96,12 @@ double measure(const RawOptions& o, RawLoad load) {
     for (int t = 0; t < threads; ++t) {
         pool.emplace_back([&, t] {
             common::AssignmentStore store(o.dsn);
+            if (load.notify)
+                store.connection().prepare(kCompleteNotifying, complete_notifying_text());
             const std::string worker = "raw-" + std::to_string(t);
             start.arrive_and_wait();
             while (!stop.load()) {
-                const int n = claim_and_complete(store, o.org, worker, batch);
+                const int n = claim_and_complete(store, o.org, worker, batch, load.notify);
                 if (n == 0) break;
                 done.fetch_add(n);
             }
@@ -86,13 +109,19 @@ double measure(const RawOptions& o, RawLoad load) {
     }
     start.arrive_and_wait();
     const auto began = BenchClock::now();
-    while (seconds_since(began) < o.seconds)
+    const long before = done.load();
+    const CpuSample cpu_began = sample_cpu(o.cpu);
+    while (seconds_since(began) < load.seconds)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const long counted = done.load();
+    const long counted = done.load() - before;
     const double elapsed = seconds_since(began);
+    const CpuSample cpu_ended = sample_cpu(o.cpu);
     stop.store(true);
     for (auto& th : pool) th.join();
-    return static_cast<double>(counted) / elapsed;
+    nlohmann::json out;
+    out["jobs_per_s"] = static_cast<double>(counted) / elapsed;
+    out["cpu"] = cpu_report(cpu_began, cpu_ended, static_cast<double>(counted));
+    return out;
 }
 
 void load_pending(pqxx::connection& c, std::int64_t org, int count) {
@@ -128,8 +157,31 @@ std::pair<double, double> time_claims(const std::string& dsn, std::int64_t org, 
 
 nlohmann::json run_raw(const RawOptions& o) {
     nlohmann::json out;
-    out["raw_single_jobs_per_s"] = measure(o, {o.single_threads, 1});
-    out["raw_batch_jobs_per_s"] = measure(o, {o.batch_threads, o.batch});
+    const auto single = measure(o, {o.single_threads, 1, false, o.seconds});
+    const auto batch = measure(o, {o.batch_threads, o.batch, false, o.seconds});
+    out["raw_single_jobs_per_s"] = single["jobs_per_s"];
+    out["raw_batch_jobs_per_s"] = batch["jobs_per_s"];
+    out["raw_single_cpu"] = single["cpu"];
+    out["raw_batch_cpu"] = batch["cpu"];
+    if (o.notify_seconds > 0) {
+        // The same loop without and with the notification, alternating twice, so that both see
+        // the same machine however its other load drifts.
+        const RawLoad quiet{o.single_threads, 1, false, o.notify_seconds / 2};
+        const RawLoad notifying{o.single_threads, 1, true, o.notify_seconds / 2};
+        nlohmann::json runs = nlohmann::json::array();
+        double without = 0, with = 0;
+        for (int round = 0; round < 2; ++round) {
+            for (const RawLoad& load : {quiet, notifying}) {
+                auto r = measure(o, load);
+                (load.notify ? with : without) += r["jobs_per_s"].get<double>() / 2;
+                r["notify"] = load.notify;
+                runs.push_back(std::move(r));
+            }
+        }
+        out["raw_single_unnotified_jobs_per_s"] = without;
+        out["raw_single_notifying_jobs_per_s"] = with;
+        out["notify_runs"] = runs;
+    }
     return out;
 }
 

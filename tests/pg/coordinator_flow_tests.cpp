@@ -29,6 +29,10 @@ TEST_CASE("claim, complete, and a re-sent completion is answered as replayed", "
     const auto job = w->claim_one();
     CHECK(job.job_id == ids[0]);
     CHECK(job.generation == 1);
+    // Each stage of the granted claim was timed once (the breakdown drills/bench reports).
+    for (const auto& stage : h.coordinator->metrics().claim_stages) {
+        CHECK(stage.snapshot().count == 1);
+    }
     CHECK(job.lease_expires_at_us == common::to_micros(kT0 + 10 * common::kSeconds));
     CHECK(job.payload == "payload-0");
 

@@ -147,6 +147,34 @@ TEST_CASE("a COMPLETE sent during the drain is served and the job completed", "[
               .as<std::string>() == "completed");
 }
 
+TEST_CASE("HELLOs refused during the drain do not hold it open", "[coordinator]") {
+    // A restarted coordinator's workers reconnect and say HELLO, each on its own backoff; as a
+    // crowd they arrive more often than the drain's quiet window, and were it reset by each
+    // refusal the drain would last its whole timeout (5 s here).
+    common::SystemClock clock;
+    CoordinatorHarness h(clock);
+    auto w = h.worker();
+    w->hello("w1", 1);
+    const auto parked = w->claim(1, 30000);
+    REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }));
+    const auto began = std::chrono::steady_clock::now();
+    auto stopped = std::async(std::launch::async, [&] { h.coordinator->stop(); });
+    CHECK(w->expect<proto::NoWork>(parked, 5s).reason == "draining");
+    auto late = h.worker();
+    bool refused = false;
+    while (stopped.wait_for(50ms) != std::future_status::ready &&
+           std::chrono::steady_clock::now() - began < 6s) {
+        const auto hello = late->next_req();
+        late->send(proto::Hello{hello, "w2", 1});
+        const auto answer = late->answer(hello, 40ms);
+        const auto* error = answer ? std::get_if<proto::Error>(&*answer) : nullptr;
+        if (error != nullptr && error->code == "draining") refused = true;
+    }
+    REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+    CHECK(refused);
+    CHECK(std::chrono::steady_clock::now() - began < 3s);
+}
+
 TEST_CASE("every text the coordinator echoes is valid UTF-8", "[coordinator]") {
     common::SystemClock clock;
     CoordinatorHarness h(clock);

@@ -55,6 +55,8 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"0.05\"} 2\n") != std::string::npos);
     CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"+Inf\"} 2\n") != std::string::npos);
     CHECK(text.find("aclaim_claim_duration_seconds_sum 0.042000\n") != std::string::npos);
+    CHECK(text.find("aclaim_claim_stage_duration_seconds_count{stage=\"commit\"} 0\n") !=
+          std::string::npos);
     CHECK(text.find("aclaim_statement_duration_seconds_count{statement=\"reclaim\"} 0\n") !=
           std::string::npos);
     // Retention: bounded labels (four states, two outcomes, four partition states).
@@ -76,7 +78,7 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
          at = text.find("# HELP ", at + 1))
         ++helps;
     CHECK(types == helps);
-    CHECK(types == 33);
+    CHECK(types == 34);
     CHECK(text.back() == '\n');
 }
 

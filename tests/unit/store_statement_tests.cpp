@@ -19,6 +19,7 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     all.insert(all.end(), aclaim::clients::sql::kStatements.begin(),
                aclaim::clients::sql::kStatements.end());
     all.insert(all.end(), sql::kRetentionStatements.begin(), sql::kRetentionStatements.end());
+    all.push_back(&sql::kNotifyResults);
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
         INFO(s->name);
