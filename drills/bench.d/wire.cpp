@@ -90,10 +90,10 @@ std::optional<std::string> get_metrics(const std::string& host_port) {
     return response.substr(body + 4);
 }
 
-std::optional<double> gauge(const std::string& host_port, const std::string& name) {
+std::optional<double> gauge(const std::string& host_port, std::string_view name) {
     const auto body = get_metrics(host_port);
     if (!body) return std::nullopt;
-    const auto at = ("\n" + *body).find("\n" + name + " ");
+    const auto at = ("\n" + *body).find("\n" + std::string(name) + " ");
     if (at == std::string::npos) return std::nullopt;
     return std::stod(body->substr(at + name.size() + 1));
 }

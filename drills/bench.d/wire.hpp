@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <zmq.hpp>
 
@@ -33,6 +34,6 @@ std::vector<std::string> session_names(const std::string& prefix, int n, int fir
 std::optional<std::string> get_metrics(const std::string& host_port);
 
 /// The value of an unlabelled gauge on http://host:port/metrics, when it answers.
-std::optional<double> gauge(const std::string& host_port, const std::string& name);
+std::optional<double> gauge(const std::string& host_port, std::string_view name);
 
 }  // namespace aclaim::drills
