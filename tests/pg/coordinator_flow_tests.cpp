@@ -29,8 +29,12 @@ TEST_CASE("claim, complete, and a re-sent completion is answered as replayed", "
     const auto job = w->claim_one();
     CHECK(job.job_id == ids[0]);
     CHECK(job.generation == 1);
-    // Each stage of the granted claim was timed once (the breakdown drills/bench reports).
-    for (const auto& stage : h.coordinator->metrics().claim_stages) {
+    // Each stage of the granted claim was timed once (the breakdown drills/bench reports). The
+    // router observes the reply stage after the reply is sent, so the worker can read ASSIGNED
+    // before the router has recorded it.
+    const auto& stages = h.coordinator->metrics().claim_stages;
+    CHECK(eventually([&] { return stages.back().snapshot().count == 1; }));
+    for (const auto& stage : stages) {
         CHECK(stage.snapshot().count == 1);
     }
     CHECK(job.lease_expires_at_us == common::to_micros(kT0 + 10 * common::kSeconds));
