@@ -5,25 +5,9 @@
 #include "clients/cpp/client_sql.hpp"
 #include "common/store/new_job_arrays.hpp"
 #include "common/store/pg_array.hpp"
-#include "common/store/pg_time.hpp"
+#include "common/store/pg_field.hpp"
 
 namespace aclaim::clients {
-
-namespace {
-
-common::JobState state_of(const pqxx::field& f) {
-    const auto state = common::parse_job_state(f.c_str());
-    if (!state) throw std::runtime_error(std::string("unknown job state '") + f.c_str() + "'");
-    return *state;
-}
-
-template <typename T>
-std::optional<T> optional_of(const pqxx::field& f) {
-    if (f.is_null()) return std::nullopt;
-    return f.as<T>();
-}
-
-}  // namespace
 
 common::Enqueued Producer::enqueue(pqxx::transaction_base& txn, const common::NewJob& job) const {
     return enqueue_many(txn, {job}).at(0);
@@ -40,7 +24,8 @@ std::vector<common::Enqueued> Producer::enqueue_many(
     std::vector<common::Enqueued> out;
     out.reserve(rows.size());
     for (const auto& r : rows) {
-        out.push_back({r["id"].as<common::JobId>(), r["created"].as<bool>(), state_of(r["state"])});
+        out.push_back({r["id"].as<common::JobId>(), r["created"].as<bool>(),
+                       common::job_state_of(r["state"])});
     }
     return out;
 }
@@ -51,7 +36,7 @@ std::vector<CancelledJob> Producer::cancel(pqxx::transaction_base& txn,
     std::vector<CancelledJob> out;
     for (const auto& r : txn.exec_params(sql::kCancel.text, common::pg_array(ids), reason,
                                          options_.org, clock_->now())) {
-        out.push_back({r["id"].as<common::JobId>(), state_of(r["was"])});
+        out.push_back({r["id"].as<common::JobId>(), common::job_state_of(r["was"])});
     }
     return out;
 }
@@ -65,16 +50,16 @@ std::vector<JobStatus> Producer::status(pqxx::transaction_base& txn,
         JobStatus s;
         s.id = r["id"].as<common::JobId>();
         s.queue = r["queue"].as<std::string>();
-        s.state = state_of(r["state"]);
+        s.state = common::job_state_of(r["state"]);
         s.priority = r["priority"].as<int>();
         s.attempts = r["attempts"].as<int>();
         s.max_attempts = r["max_attempts"].as<int>();
-        s.dedupe_key = optional_of<std::string>(r["dedupe_key"]);
+        s.dedupe_key = common::optional_of<std::string>(r["dedupe_key"]);
         s.enqueued_at = r["enqueued_us"].as<common::Instant>();
         s.run_at = r["run_at_us"].as<common::Instant>();
-        s.finished_at = optional_of<common::Instant>(r["finished_us"]);
-        s.result_ref = optional_of<std::string>(r["result_ref"]);
-        s.last_error = optional_of<std::string>(r["last_error"]);
+        s.finished_at = common::optional_of<common::Instant>(r["finished_us"]);
+        s.result_ref = common::optional_of<std::string>(r["result_ref"]);
+        s.last_error = common::optional_of<std::string>(r["last_error"]);
         out.push_back(std::move(s));
     }
     return out;

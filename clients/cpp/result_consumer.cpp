@@ -5,7 +5,7 @@
 
 #include "clients/cpp/client_sql.hpp"
 #include "common/store/conninfo.hpp"
-#include "common/store/pg_time.hpp"
+#include "common/store/pg_field.hpp"
 
 namespace aclaim::clients {
 
@@ -36,12 +36,6 @@ namespace {
 /// The channel every terminal outcome notifies, with its organization as the payload.
 constexpr const char* kChannel = "aclaim_outcomes";
 
-template <typename T>
-std::optional<T> optional_of(const pqxx::field& f) {
-    if (f.is_null()) return std::nullopt;
-    return f.as<T>();
-}
-
 Verdict verdict_of(const pqxx::row& r) {
     Verdict v;
     v.seq = r["seq"].as<std::int64_t>();
@@ -53,9 +47,9 @@ Verdict verdict_of(const pqxx::row& r) {
     v.queue = r["queue"].as<std::string>();
     v.generation = r["generation"].as<common::Generation>();
     v.attempts = r["attempts"].as<int>();
-    v.result_ref = optional_of<std::string>(r["result_ref"]);
-    v.error = optional_of<std::string>(r["error"]);
-    v.dedupe_key = optional_of<std::string>(r["dedupe_key"]);
+    v.result_ref = common::optional_of<std::string>(r["result_ref"]);
+    v.error = common::optional_of<std::string>(r["error"]);
+    v.dedupe_key = common::optional_of<std::string>(r["dedupe_key"]);
     v.at = r["at_us"].as<common::Instant>();
     return v;
 }

@@ -2,17 +2,11 @@
 
 #include <stdexcept>
 
-#include "common/store/pg_time.hpp"
+#include "common/store/pg_field.hpp"
 
 namespace aclaim::common {
 
 namespace {
-
-template <typename T>
-std::optional<T> opt(const pqxx::field& f) {
-    if (f.is_null()) return std::nullopt;
-    return f.as<T>();
-}
 
 bool has_column(const pqxx::row& row, const char* name) {
     for (pqxx::row::size_type i = 0; i < row.size(); ++i) {
@@ -34,21 +28,21 @@ JobRecord job_record_of(const pqxx::row& r) {
     j.generation = r["generation"].as<Generation>();
     j.priority = r["priority"].as<int>();
     j.enqueued_at = r["enqueued_us"].as<Instant>();
-    j.assignee = opt<std::string>(r["assignee"]);
-    j.claimed_at = opt<Instant>(r["claimed_us"]);
-    j.lease_expires_at = opt<Instant>(r["lease_us"]);
+    j.assignee = optional_of<std::string>(r["assignee"]);
+    j.claimed_at = optional_of<Instant>(r["claimed_us"]);
+    j.lease_expires_at = optional_of<Instant>(r["lease_us"]);
     j.attempts = r["attempts"].as<int>();
     j.max_attempts = r["max_attempts"].as<int>();
-    j.completed_at = opt<Instant>(r["completed_us"]);
-    j.result_ref = opt<std::string>(r["result_ref"]);
-    j.last_error = opt<std::string>(r["last_error"]);
-    j.quarantined_from = opt<std::string>(r["quarantined_from"]);
-    j.quarantine_reason = opt<std::string>(r["quarantine_reason"]);
+    j.completed_at = optional_of<Instant>(r["completed_us"]);
+    j.result_ref = optional_of<std::string>(r["result_ref"]);
+    j.last_error = optional_of<std::string>(r["last_error"]);
+    j.quarantined_from = optional_of<std::string>(r["quarantined_from"]);
+    j.quarantine_reason = optional_of<std::string>(r["quarantine_reason"]);
     j.queue = r["queue"].as<std::string>();
     j.run_at = r["run_at_us"].as<Instant>();
-    j.deadline = opt<Instant>(r["deadline_us"]);
-    j.dedupe_key = opt<std::string>(r["dedupe_key"]);
-    if (has_column(r, "payload")) j.payload = opt<std::string>(r["payload"]);
+    j.deadline = optional_of<Instant>(r["deadline_us"]);
+    j.dedupe_key = optional_of<std::string>(r["dedupe_key"]);
+    if (has_column(r, "payload")) j.payload = optional_of<std::string>(r["payload"]);
     return j;
 }
 

@@ -6,7 +6,7 @@
 
 #include "common/ops/pruned.hpp"
 #include "common/ops/recovery_sql.hpp"
-#include "common/store/pg_time.hpp"
+#include "common/store/pg_field.hpp"
 
 namespace aclaim::common {
 
@@ -20,18 +20,6 @@ std::string fill(const std::string& tmpl, std::string_view filter, const char* l
     text.replace(text.find("{FILTER}"), 8, filter);
     if (const auto at = text.find("{LOCK}"); at != std::string::npos) text.replace(at, 6, lock);
     return text;
-}
-
-template <typename T>
-std::optional<T> opt(const pqxx::field& f) {
-    if (f.is_null()) return std::nullopt;
-    return f.as<T>();
-}
-
-JobState state_of(const pqxx::field& f) {
-    const auto s = parse_job_state(f.as<std::string>());
-    if (!s) throw std::runtime_error("unexpected job state '" + f.as<std::string>() + "'");
-    return *s;
 }
 
 std::vector<std::int64_t> parse_ids(const std::string& text) {
@@ -214,7 +202,7 @@ ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Instant
         if (c.cls == RecoveryClass::Expired) {
             const auto r = txn.exec_params(sql::kReclaimOne.text, now, job,
                                            "lease expired; reclaimed by recovery (" + actor + ")");
-            const auto state = state_of(r.at(0)["state"]);
+            const auto state = job_state_of(r.at(0)["state"]);
             out.action =
                 state == JobState::Discarded ? ApplyAction::Discarded : ApplyAction::Reclaimed;
             out.detail = "generation " + std::to_string(snap->row.generation) + " of " +

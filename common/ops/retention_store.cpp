@@ -1,3 +1,4 @@
+
 #include "common/ops/retention_store.hpp"
 
 #include <fcntl.h>
@@ -9,19 +10,13 @@
 
 #include "common/ops/event_archive.hpp"
 #include "common/ops/retention_sql.hpp"
-#include "common/store/pg_time.hpp"
+#include "common/store/pg_field.hpp"
 
 namespace aclaim::common {
 
 namespace {
 
 constexpr int kPageRows = 10000;
-
-template <typename T>
-std::optional<T> opt(const pqxx::field& f) {
-    if (f.is_null()) return std::nullopt;
-    return f.as<T>();
-}
 
 std::string with_partition(const char* text, const std::string& quoted) {
     std::string out = text;
@@ -98,9 +93,9 @@ std::vector<EventPartition> RetentionStore::partitions() {
     std::vector<EventPartition> out;
     for (const auto& r : txn.exec(sql::kEventPartitions.text)) {
         EventPartition p = partition_of(r);
-        p.rows = opt<std::int64_t>(r["rows"]);
-        p.estimated_rows = opt<std::int64_t>(r["estimated_rows"]);
-        p.bytes = opt<std::int64_t>(r["bytes"]);
+        p.rows = optional_of<std::int64_t>(r["rows"]);
+        p.estimated_rows = optional_of<std::int64_t>(r["estimated_rows"]);
+        p.bytes = optional_of<std::int64_t>(r["bytes"]);
         out.push_back(std::move(p));
     }
     return out;
