@@ -140,8 +140,8 @@ void print_report(std::FILE* out, const RecoveryReport& report, bool apply) {
         std::fprintf(out, "  evidence: %s\n", indent(s.classification.evidence).c_str());
     }
     if (report.pruned_with_events > 0) {
-        std::printf("\npruned by retention (absent; events still attached): %zu\n",
-                    report.pruned_with_events);
+        std::fprintf(out, "\npruned by retention (absent; events still attached): %zu\n",
+                     report.pruned_with_events);
     }
     if (!report.orphans.empty()) {
         std::fprintf(out, "\norphans (results or events without a job row; never acted on): %zu\n",
