@@ -106,7 +106,18 @@ std::string QueueMetrics::read() {
                     << r["queue"].c_str() << "\"} " << value << "\n";
             }
         }
-        GroupMetrics::read(txn, now, out);
+        // The consumer groups' gauges are read apart: a failure there (a statement timeout over
+        // many groups) leaves the queue gauges above standing.
+        std::ostringstream groups;
+        out << "# HELP aclaim_result_group_stats_up 1 when the consumer-group gauges could be "
+               "read.\n# TYPE aclaim_result_group_stats_up gauge\n";
+        try {
+            GroupMetrics::read(txn, now, groups);
+            out << "aclaim_result_group_stats_up 1\n" << groups.str();
+        } catch (const std::exception& e) {
+            spdlog::warn("metrics: consumer-group gauges not read: {}", e.what());
+            out << "aclaim_result_group_stats_up 0\n";
+        }
     } catch (const std::exception& e) {
         conn_.reset();
         spdlog::warn("metrics: per-queue gauges not read: {}", e.what());

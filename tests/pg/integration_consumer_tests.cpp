@@ -391,4 +391,18 @@ TEST_CASE("Consumer: each group's lag on /metrics", "[integration][consumer][htt
                          "aclaim_result_group_oldest_unacked_seconds{org=\"1\",group=\"behind\"} "
                          "90\n"));
     CHECK_THAT(text, Catch::Contains("aclaim_result_group_series_dropped 0\n"));
+    CHECK_THAT(text, Catch::Contains("aclaim_result_group_stats_up 1\n"));
+    CHECK_THAT(text, Catch::Contains("aclaim_queue_stats_up 1\n"));
+
+    // The groups' statement failing leaves the queue gauges standing, and says so (the next
+    // scrape past the refresh interval reads again).
+    auto conn = db.connect();
+    pqxx::nontransaction(*conn).exec("ALTER TABLE result_groups RENAME TO result_groups_hidden");
+    scrape_clock.advance(std::chrono::minutes(1));
+    const auto without = metrics.render();
+    pqxx::nontransaction(*conn).exec("ALTER TABLE result_groups_hidden RENAME TO result_groups");
+    CHECK_THAT(without, Catch::Contains("aclaim_result_group_stats_up 0\n"));
+    CHECK_THAT(without, Catch::Contains("aclaim_queue_stats_up 1\n"));
+    CHECK_THAT(without, Catch::Contains("aclaim_queue_series_dropped "));
+    CHECK_THAT(without, !Catch::Contains("aclaim_result_group_lag{"));
 }
