@@ -89,21 +89,16 @@ ActionResult Views::pause(const Operator& op, common::OrgId org, const std::stri
 ActionResult Views::resolve_quarantined(const Operator& op, common::JobId id, bool release,
                                         const std::string& reason, common::Instant now) {
     return with_connections([&] {
-        for (const auto& s : scopes_of(op)) {
-            scope(s);
-            if (!common::OperatorStore(data()).job(id)) continue;
-            common::RecoveryStore store(data());
-            const auto r = release ? store.release(id, reason, actor_of(op), now)
-                                   : store.fail(id, reason, actor_of(op), now);
-            if (r.refusal)
-                return ActionResult{ActionResult::Kind::Refused, {{"error", *r.refusal}}};
-            return ActionResult{ActionResult::Kind::Done,
-                                {{"job_id", id},
-                                 {"state", common::to_string(r.state)},
-                                 {"generation", r.generation},
-                                 {"by", actor_of(op)}}};
-        }
-        return ActionResult{ActionResult::Kind::NotFound, {{"error", "no such job"}}};
+        if (!find_job(op, id)) return not_found();
+        common::RecoveryStore store(data());
+        const auto r = release ? store.release(id, reason, actor_of(op), now)
+                               : store.fail(id, reason, actor_of(op), now);
+        if (r.refusal) return ActionResult{ActionResult::Kind::Refused, {{"error", *r.refusal}}};
+        return ActionResult{ActionResult::Kind::Done,
+                            {{"job_id", id},
+                             {"state", common::to_string(r.state)},
+                             {"generation", r.generation},
+                             {"by", actor_of(op)}}};
     });
 }
 

@@ -328,20 +328,15 @@ void ConsoleServer::routes() {
             const auto id = std::stoll(req.matches[1].str());
             const auto body = json::parse(req.body, nullptr, false);
             if (!body.is_object() || !body.contains("generation") ||
-                !body["generation"].is_number_integer() || !body.contains("reason") ||
-                !body["reason"].is_string()) {
-                send_json(res, 400, {{"error", "generation and reason are required"}});
+                !body["generation"].is_number_integer()) {
+                send_json(res, 400, {{"error", "the generation the page shows is required"}});
                 return;
             }
-            const auto reason = body["reason"].get<std::string>();
-            if (reason.find_first_not_of(" \t\n") == std::string::npos) {
-                send_json(res, 400,
-                          {{"error", "say why: the reason is recorded in the audit log"}});
-                return;
-            }
+            const auto reason = reason_of(req, res);
+            if (!reason) return;
             const auto op = session_of(req).op;
             const auto r = views_.resolve_lease(op, id, body["generation"].get<long long>(),
-                                                release, reason, common::SystemClock().now());
+                                                release, *reason, common::SystemClock().now());
             spdlog::info("console: {} asked to {} the assignment of job {}: {}", op.name,
                          release ? "release" : "fail", id, r.body.dump());
             send_action(res, r);
