@@ -96,14 +96,20 @@ ResultConsumer::ResultConsumer(const std::string& dsn, const common::Clock& cloc
                              options_.org, clock_.now());
         org_ = r["org_id"].as<common::OrgId>();
     } else {
-        bool found = false;
+        int found = 0;
         for (const auto& r : txn.exec_params(sql::kGroups.text, options_.org)) {
             if (r["name"].as<std::string>() == group_) {
                 org_ = r["org_id"].as<common::OrgId>();
-                found = true;
+                ++found;
             }
         }
-        if (!found) throw std::runtime_error("no consumer group '" + group_ + "'");
+        if (found == 0) throw std::runtime_error("no consumer group '" + group_ + "'");
+        // A trusted login without an organization sees every organization's groups, and a name
+        // may stand in several: binding to one of them would follow someone else's verdicts.
+        if (found > 1) {
+            throw std::runtime_error("consumer group '" + group_ +
+                                     "' exists in several organizations: name the organization");
+        }
     }
     txn.commit();
     // Listening before the first fetch: every outcome committed after that fetch's snapshot

@@ -364,6 +364,14 @@ TEST_CASE("Consumer: fetch needs READ COMMITTED and an existing group", "[integr
     CHECK_THROWS_WITH(ResultConsumer(db.dsn(), clock, "missing", opts),
                       Catch::Contains("no consumer group 'missing'"));
     ResultConsumer g(db.dsn(), clock, "g", for_org(1));
+    // The same name in another organization: without an organization, the name is ambiguous.
+    { ResultConsumer other(db.dsn(), clock, "g", for_org(2)); }
+    clients::ConsumerOptions any_org;
+    any_org.create_group = false;
+    CHECK_THROWS_WITH(ResultConsumer(db.dsn(), clock, "g", any_org),
+                      Catch::Contains("exists in several organizations"));
+    opts.org = 2;
+    CHECK(ResultConsumer(db.dsn(), clock, "g", opts).status().org_id == 2);
     REQUIRE(store.complete(completion(claimed_jobs(store, 1, 1)[0], "r"), kT0).accepted());
     auto conn = db.connect();
     pqxx::work txn(*conn);
