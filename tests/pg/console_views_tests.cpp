@@ -6,9 +6,9 @@
 #include "common/base/clock.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
-#include "coordinator/console/console_sql.hpp"
-#include "coordinator/console/operators.hpp"
-#include "coordinator/console/views.hpp"
+#include "console/console_sql.hpp"
+#include "console/operators.hpp"
+#include "console/views.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/test_database.hpp"
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/base/clock.hpp"
-#include "coordinator/console/operators.hpp"
+#include "console/operators.hpp"
 
 using namespace aclaim;
 

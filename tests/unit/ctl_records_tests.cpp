@@ -3,10 +3,10 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
-#include "coordinator/ctl/console.hpp"
-#include "coordinator/ctl/ctl.hpp"
-#include "coordinator/ctl/job_records.hpp"
-#include "coordinator/ctl/progress.hpp"
+#include "ctl/ctl.hpp"
+#include "ctl/job_records.hpp"
+#include "ctl/progress.hpp"
+#include "ctl/terminal.hpp"
 
 using namespace aclaim;
 using namespace aclaim::ctl;

@@ -1,0 +1,52 @@
+#include "common/ops/job_json.hpp"
+
+#include "common/ops/recovery.hpp"
+
+namespace aclaim::common {
+
+namespace {
+
+nlohmann::json instant(const std::optional<common::Instant>& t) {
+    return t ? nlohmann::json(common::format_instant(*t)) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+nlohmann::json job_json(const JobRecord& j) {
+    auto opt_text = [](const std::optional<std::string>& s) {
+        return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
+    };
+    return {{"id", j.id},
+            {"org_id", j.org_id},
+            {"state", common::to_string(j.state)},
+            {"queue", j.queue},
+            {"run_at", common::format_instant(j.run_at)},
+            {"deadline", instant(j.deadline)},
+            {"dedupe_key", opt_text(j.dedupe_key)},
+            {"priority", j.priority},
+            {"generation", j.generation},
+            {"attempts", j.attempts},
+            {"max_attempts", j.max_attempts},
+            {"assignee", opt_text(j.assignee)},
+            {"enqueued_at", common::format_instant(j.enqueued_at)},
+            {"claimed_at", instant(j.claimed_at)},
+            {"lease_expires_at", instant(j.lease_expires_at)},
+            {"completed_at", instant(j.completed_at)},
+            {"result_ref", opt_text(j.result_ref)},
+            {"last_error", opt_text(j.last_error)},
+            {"quarantined_from", opt_text(j.quarantined_from)},
+            {"quarantine_reason", opt_text(j.quarantine_reason)},
+            {"payload", opt_text(j.payload)}};
+}
+
+nlohmann::json event_json(const AuditEvent& e) {
+    return {{"id", e.id},
+            {"org_id", e.org_id},
+            {"generation", e.generation},
+            {"kind", e.kind},
+            {"worker", e.worker.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.worker)},
+            {"at", common::format_instant(e.at)},
+            {"detail", e.detail}};
+}
+
+}  // namespace aclaim::common

@@ -1,0 +1,377 @@
+#include "console/server.hpp"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "common/ops/recovery.hpp"
+#include "console/assets.hpp"
+
+namespace aclaim::console {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kCookie = "aclaim_console";
+constexpr int kMaxPage = 500;
+
+// No inline script or style anywhere: every script and stylesheet is an embedded file.
+constexpr const char* kContentSecurityPolicy =
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+void send_json(httplib::Response& res, int status, const json& body) {
+    res.status = status;
+    res.set_content(body.dump(), "application/json");
+}
+
+std::optional<std::string> cookie_token(const httplib::Request& req) {
+    const auto header = req.get_header_value("Cookie");
+    const std::string key = std::string(kCookie) + "=";
+    std::size_t pos = 0;
+    while (pos < header.size()) {
+        while (pos < header.size() && (header[pos] == ' ' || header[pos] == ';')) ++pos;
+        const auto end = header.find(';', pos);
+        const auto item = header.substr(pos, end == std::string::npos ? end : end - pos);
+        if (item.rfind(key, 0) == 0) return item.substr(key.size());
+        if (end == std::string::npos) break;
+        pos = end + 1;
+    }
+    return std::nullopt;
+}
+
+std::optional<long long> int_param(const httplib::Request& req, const char* name) {
+    if (!req.has_param(name) || req.get_param_value(name).empty()) return std::nullopt;
+    try {
+        return std::stoll(req.get_param_value(name));
+    } catch (const std::exception&) {
+        throw std::invalid_argument(std::string("parameter ") + name + " is not a number");
+    }
+}
+
+std::optional<std::string> text_param(const httplib::Request& req, const char* name) {
+    if (!req.has_param(name) || req.get_param_value(name).empty()) return std::nullopt;
+    return req.get_param_value(name);
+}
+
+/// An action's reason from its JSON body; answers 400 itself (and returns nothing) when there is
+/// none, since every action is recorded with why.
+std::optional<std::string> reason_of(const httplib::Request& req, httplib::Response& res) {
+    const auto body = json::parse(req.body, nullptr, false);
+    const std::string reason =
+        body.is_object() && body.contains("reason") && body["reason"].is_string()
+            ? body["reason"].get<std::string>()
+            : "";
+    if (reason.find_first_not_of(" \t\n") == std::string::npos) {
+        send_json(res, 400, {{"error", "say why: the reason is recorded in the audit log"}});
+        return std::nullopt;
+    }
+    return reason;
+}
+
+/// Done is 200, refused 409 (the job is not in a state the action applies to, or moved), not
+/// found (or not visible to the operator) 404.
+void send_action(httplib::Response& res, const ActionResult& r) {
+    const int status = r.kind == ActionResult::Kind::Done      ? 200
+                       : r.kind == ActionResult::Kind::Refused ? 409
+                                                               : 404;
+    send_json(res, status, r.body);
+}
+
+}  // namespace
+
+ConsoleServer::ConsoleServer(Views& views)
+    : views_(views), server_(std::make_unique<httplib::Server>()) {
+    routes();
+}
+
+ConsoleServer::~ConsoleServer() = default;
+
+int ConsoleServer::bind(const std::string& host, int port) {
+    if (port == 0) {
+        const int bound = server_->bind_to_any_port(host);
+        if (bound < 0) throw std::runtime_error("cannot bind " + host);
+        return bound;
+    }
+    if (!server_->bind_to_port(host, port)) {
+        throw std::runtime_error("cannot bind " + host + ":" + std::to_string(port));
+    }
+    return port;
+}
+
+void ConsoleServer::run() {
+    server_->listen_after_bind();
+}
+
+void ConsoleServer::stop() {
+    server_->stop();
+}
+
+void ConsoleServer::routes() {
+    auto& s = *server_;
+    s.set_default_headers({{"Content-Security-Policy", kContentSecurityPolicy},
+                           {"X-Frame-Options", "DENY"},
+                           {"X-Content-Type-Options", "nosniff"},
+                           {"Referrer-Policy", "no-referrer"},
+                           {"Cache-Control", "no-store"}});
+
+    // Every API but sign-in wants a session; every POST but sign-in wants the session's CSRF
+    // token. The session travels to the handlers in a header only this handler may set.
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (req.path.rfind("/api/", 0) != 0 && req.path.rfind("/reports/", 0) != 0) {
+            return httplib::Server::HandlerResponse::Unhandled;
+        }
+        // Sign-in, and the question "am I signed in?" (answered without an error status, so
+        // that the sign-in page loads without one).
+        if (req.path == "/api/login" || (req.path == "/api/session" && req.method == "GET")) {
+            return httplib::Server::HandlerResponse::Unhandled;
+        }
+        const auto token = cookie_token(req);
+        const auto session = token ? sessions_.find(*token) : std::nullopt;
+        if (!session) {
+            send_json(res, 401, {{"error", "sign in first"}});
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        if (req.method != "GET" && req.method != "HEAD") {
+            const auto csrf = req.get_header_value("X-CSRF-Token");
+            if (csrf.empty() || csrf != session->csrf) {
+                spdlog::warn("console: refused {} {} by {} without a valid CSRF token", req.method,
+                             req.path, session->op.name);
+                send_json(res, 403, {{"error", "missing or wrong CSRF token"}});
+                return httplib::Server::HandlerResponse::Handled;
+            }
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+
+    auto session_of = [this](const httplib::Request& req) {
+        const auto session = sessions_.find(cookie_token(req).value_or(""));
+        if (!session) throw std::runtime_error("the session ended during the request");
+        return *session;
+    };
+
+    s.set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+            try {
+                std::rethrow_exception(std::move(ep));
+            } catch (const std::invalid_argument& e) {
+                send_json(res, 400, {{"error", e.what()}});
+            } catch (const std::exception& e) {
+                spdlog::error("console: {} {}: {}", req.method, req.path, e.what());
+                send_json(res, 500, {{"error", e.what()}});
+            }
+        });
+
+    auto asset = [](const std::string& name) {
+        return [name](const httplib::Request&, httplib::Response& res) {
+            const auto a = find_asset(name);
+            if (!a) {
+                res.status = 404;
+                return;
+            }
+            res.set_content(std::string(a->bytes), content_type_of(name).c_str());
+        };
+    };
+    s.Get("/", asset("index.html"));
+    s.Get("/favicon.svg", asset("icon.svg"));
+    s.Get("/favicon.ico", asset("icon.svg"));
+    s.Get(R"(/assets/([A-Za-z0-9_.-]+))", [](const httplib::Request& req, httplib::Response& res) {
+        const auto name = req.matches[1].str();
+        const auto a = find_asset(name);
+        if (!a) {
+            res.status = 404;
+            return;
+        }
+        res.set_content(std::string(a->bytes), content_type_of(name).c_str());
+    });
+
+    s.Post("/api/login", [this](const httplib::Request& req, httplib::Response& res) {
+        // A JSON body: a cross-site form cannot send one without a CORS preflight, which this
+        // server never grants, so sign-in cannot be forged from another site either.
+        if (req.get_header_value("Content-Type").rfind("application/json", 0) != 0) {
+            send_json(res, 415, {{"error", "sign in with a JSON body"}});
+            return;
+        }
+        const auto body = json::parse(req.body, nullptr, false);
+        if (!body.is_object() || !body.contains("name") || !body.contains("password") ||
+            !body["name"].is_string() || !body["password"].is_string()) {
+            send_json(res, 400, {{"error", "name and password are required"}});
+            return;
+        }
+        const auto op = views_.authenticate(
+            {body["name"].get<std::string>(), body["password"].get<std::string>()});
+        if (!op) {
+            spdlog::warn("console: failed sign-in as '{}'", body["name"].get<std::string>());
+            send_json(res, 401, {{"error", "wrong name or password"}});
+            return;
+        }
+        const auto token = sessions_.open(*op);
+        res.set_header("Set-Cookie",
+                       std::string(kCookie) + "=" + token + "; Path=/; HttpOnly; SameSite=Strict");
+        spdlog::info("console: {} signed in", op->name);
+        send_json(res, 200, {{"operator", op->name}});
+    });
+
+    s.Post("/api/logout", [this](const httplib::Request& req, httplib::Response& res) {
+        if (const auto token = cookie_token(req)) sessions_.close(*token);
+        res.set_header("Set-Cookie", std::string(kCookie) + "=; Path=/; Max-Age=0");
+        send_json(res, 200, json::object());
+    });
+
+    s.Get("/api/session", [this](const httplib::Request& req, httplib::Response& res) {
+        const auto session = sessions_.find(cookie_token(req).value_or(""));
+        if (!session) {
+            send_json(res, 200, {{"operator", nullptr}});
+            return;
+        }
+        send_json(res, 200,
+                  {{"operator", session->op.name},
+                   {"orgs", session->op.orgs ? json(*session->op.orgs) : json(nullptr)},
+                   {"csrf", session->csrf}});
+    });
+
+    s.Get("/api/overview", [this, session_of](const httplib::Request& req, httplib::Response& res) {
+        send_json(res, 200, views_.overview(session_of(req).op, common::SystemClock().now()));
+    });
+
+    s.Get("/api/leases", [this, session_of](const httplib::Request& req, httplib::Response& res) {
+        send_json(res, 200, views_.leases(session_of(req).op, common::SystemClock().now()));
+    });
+
+    s.Get("/api/jobs", [this, session_of](const httplib::Request& req, httplib::Response& res) {
+        JobQuery q;
+        q.org = int_param(req, "org");
+        q.queue = text_param(req, "queue");
+        q.state = text_param(req, "state");
+        q.holder = text_param(req, "holder");
+        if (const auto before = text_param(req, "before")) {
+            q.enqueued_before = common::parse_instant(*before);
+            if (!q.enqueued_before) throw std::invalid_argument("before is not an ISO 8601 time");
+        }
+        q.after_id = int_param(req, "after").value_or(0);
+        q.limit = static_cast<int>(
+            std::clamp<long long>(int_param(req, "limit").value_or(50), 1, kMaxPage));
+        send_json(res, 200, views_.jobs(session_of(req).op, q));
+    });
+
+    s.Get(R"(/api/jobs/(\d+))",
+          [this, session_of](const httplib::Request& req, httplib::Response& res) {
+              const auto id = std::stoll(req.matches[1].str());
+              const auto j = views_.job(session_of(req).op, id, common::SystemClock().now());
+              if (!j) {
+                  send_json(res, 404, {{"error", "no such job"}});
+                  return;
+              }
+              send_json(res, 200, *j);
+          });
+
+    s.Get("/api/quarantine",
+          [this, session_of](const httplib::Request& req, httplib::Response& res) {
+              send_json(res, 200, views_.quarantine(session_of(req).op));
+          });
+
+    auto resolve = [this, session_of](bool release) {
+        return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
+            const auto id = std::stoll(req.matches[1].str());
+            const auto reason = reason_of(req, res);
+            if (!reason) return;
+            const auto op = session_of(req).op;
+            const auto r =
+                views_.resolve_quarantined(op, id, release, *reason, common::SystemClock().now());
+            spdlog::info("console: {} asked to {} quarantined job {}: {}", op.name,
+                         release ? "release" : "fail", id, r.body.dump());
+            send_action(res, r);
+        };
+    };
+    s.Post(R"(/api/quarantine/(\d+)/release)", resolve(true));
+    s.Post(R"(/api/quarantine/(\d+)/fail)", resolve(false));
+
+    auto job_action = [this, session_of](bool cancel) {
+        return [this, session_of, cancel](const httplib::Request& req, httplib::Response& res) {
+            const auto id = std::stoll(req.matches[1].str());
+            const auto reason = reason_of(req, res);
+            if (!reason) return;
+            const auto op = session_of(req).op;
+            const auto now = common::SystemClock().now();
+            const auto r =
+                cancel ? views_.cancel(op, id, *reason, now) : views_.retry(op, id, *reason, now);
+            spdlog::info("console: {} asked to {} job {}: {}", op.name, cancel ? "cancel" : "retry",
+                         id, r.body.dump());
+            send_action(res, r);
+        };
+    };
+    s.Post(R"(/api/jobs/(\d+)/cancel)", job_action(true));
+    s.Post(R"(/api/jobs/(\d+)/retry)", job_action(false));
+
+    auto queue_action = [this, session_of](bool paused) {
+        return [this, session_of, paused](const httplib::Request& req, httplib::Response& res) {
+            const auto org = std::stoll(req.matches[1].str());
+            const auto queue = req.matches[2].str();
+            const auto reason = reason_of(req, res);
+            if (!reason) return;
+            const auto op = session_of(req).op;
+            const auto r = views_.pause(op, org, queue, paused, *reason);
+            spdlog::info("console: {} asked to {} queue {} of organization {}: {}", op.name,
+                         paused ? "pause" : "resume", queue, org, r.body.dump());
+            send_action(res, r);
+        };
+    };
+    // The pattern is the queue name's own rule (schema/0005), so nothing else reaches the store.
+    s.Post(R"(/api/queues/(\d+)/([A-Za-z0-9][A-Za-z0-9_.:-]{0,63})/pause)", queue_action(true));
+    s.Post(R"(/api/queues/(\d+)/([A-Za-z0-9][A-Za-z0-9_.:-]{0,63})/resume)", queue_action(false));
+
+    auto resolve_lease = [this, session_of](bool release) {
+        return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
+            const auto id = std::stoll(req.matches[1].str());
+            const auto body = json::parse(req.body, nullptr, false);
+            if (!body.is_object() || !body.contains("generation") ||
+                !body["generation"].is_number_integer()) {
+                send_json(res, 400, {{"error", "the generation the page shows is required"}});
+                return;
+            }
+            const auto reason = reason_of(req, res);
+            if (!reason) return;
+            const auto op = session_of(req).op;
+            const auto r = views_.resolve_lease(op, id, body["generation"].get<long long>(),
+                                                release, *reason, common::SystemClock().now());
+            spdlog::info("console: {} asked to {} the assignment of job {}: {}", op.name,
+                         release ? "release" : "fail", id, r.body.dump());
+            send_action(res, r);
+        };
+    };
+    s.Post(R"(/api/leases/(\d+)/release)", resolve_lease(true));
+    s.Post(R"(/api/leases/(\d+)/fail)", resolve_lease(false));
+
+    s.Get("/api/drills", [this](const httplib::Request&, httplib::Response& res) {
+        send_json(res, 200, views_.drills());
+    });
+
+    s.Post("/api/check", [this, session_of](const httplib::Request& req, httplib::Response& res) {
+        const auto r = views_.run_check(session_of(req).op, common::SystemClock().now());
+        if (!r) {
+            send_json(res, 403, {{"error", "the check reads every organization"}});
+            return;
+        }
+        send_json(res, 200, *r);
+    });
+
+    s.Get(R"(/reports/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+        const auto path = req.matches[1].str();
+        const auto bytes = views_.report(path);
+        if (!bytes) {
+            res.status = 404;
+            return;
+        }
+        res.set_content(*bytes, content_type_of(path).c_str());
+        // A report is data: even opened on its own, an SVG may not run script.
+        res.headers.erase("Content-Security-Policy");
+        res.set_header("Content-Security-Policy",
+                       "default-src 'none'; style-src 'unsafe-inline'; "
+                       "sandbox; frame-ancestors 'none'");
+    });
+}
+
+}  // namespace aclaim::console

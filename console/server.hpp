@@ -1,0 +1,41 @@
+#pragma once
+
+// The console's HTTP side: the embedded assets, the JSON APIs behind the pages, sign-in, and the
+// checks every request passes (a session for every API, the session's CSRF token on every POST,
+// security headers on every response).
+
+#include <memory>
+#include <string>
+
+#include "console/operators.hpp"
+#include "console/views.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace aclaim::console {
+
+class ConsoleServer {
+  public:
+    explicit ConsoleServer(Views& views);
+    ~ConsoleServer();
+    ConsoleServer(const ConsoleServer&) = delete;
+    ConsoleServer& operator=(const ConsoleServer&) = delete;
+
+    /// Binds; returns the port (useful with port 0). Throws when the address cannot be bound.
+    int bind(const std::string& host, int port);
+    /// Serves until stop().
+    void run();
+    void stop();
+
+  private:
+    void routes();
+
+    Views& views_;
+    common::SystemClock clock_;
+    Sessions sessions_{clock_};
+    std::unique_ptr<httplib::Server> server_;
+};
+
+}  // namespace aclaim::console

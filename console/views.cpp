@@ -1,0 +1,261 @@
+#include "console/views.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <map>
+
+#include "common/ops/checker.hpp"
+#include "common/ops/job_json.hpp"
+#include "common/ops/operator_store.hpp"
+#include "common/ops/recovery.hpp"
+#include "common/ops/recovery_store.hpp"
+#include "common/store/migrations.hpp"
+#include "common/store/pg_array.hpp"
+#include "common/store/pg_time.hpp"
+#include "common/store/store_sql.hpp"
+#include "console/console_sql.hpp"
+
+namespace aclaim::console {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kLeasesShown = 500;
+
+json micros_or_null(const pqxx::field& f) {
+    return f.is_null() ? json(nullptr) : json(f.as<common::Micros>());
+}
+
+}  // namespace
+
+Views::Views(std::string dsn, fs::path reports_dir)
+    : dsn_(std::move(dsn)), reports_dir_(std::move(reports_dir)) {}
+
+namespace {
+
+/// The console's reads are index probes whose row estimates (recursive skip scans) look costly
+/// to the planner: with JIT on, it spends a second compiling what then runs in milliseconds.
+void console_session(pqxx::connection& conn) {
+    pqxx::nontransaction session(conn);
+    session.exec("SET jit = off; SET application_name = 'aclaim-console'");
+}
+
+}  // namespace
+
+pqxx::connection& Views::data() {
+    if (!data_) {
+        data_ = std::make_unique<pqxx::connection>(dsn_);
+        console_session(*data_);
+        pqxx::nontransaction session(*data_);
+        session.exec(std::string("SET ROLE ") + common::sql::kRowSecurityRole);
+    }
+    return *data_;
+}
+
+pqxx::connection& Views::meta() {
+    if (!meta_) {
+        meta_ = std::make_unique<pqxx::connection>(dsn_);
+        console_session(*meta_);
+    }
+    return *meta_;
+}
+
+void Views::scope(const std::string& org_or_system) {
+    // Session-wide (not SET LOCAL), so that it covers the stores' own transactions too; every use
+    // sets it first, under the mutex.
+    pqxx::nontransaction session(data());
+    session.exec_params("SELECT set_config('aclaim.org_id', $1, false)", org_or_system);
+}
+
+std::vector<std::string> Views::scopes_of(const Operator& op) {
+    if (!op.orgs) return {common::sql::kAllOrganizations};
+    std::vector<std::string> out;
+    for (const auto org : *op.orgs) out.push_back(std::to_string(org));
+    return out;
+}
+
+void Views::migrate() {
+    with_connections([&] { common::migrate(meta()); });
+}
+
+std::optional<Operator> Views::authenticate(const Credentials& who) {
+    return with_connections([&] { return console::authenticate(meta(), who); });
+}
+
+json Views::leases(const Operator& op, common::Instant now) {
+    return with_connections([&] {
+        json rows = json::array();
+        for (const auto& s : scopes_of(op)) {
+            scope(s);
+            pqxx::read_transaction txn(data());
+            for (const auto& r : txn.exec_params(sql::kLeases, kLeasesShown)) {
+                const auto lease = r["lease_us"].as<common::Micros>();
+                rows.push_back({{"id", r["id"].as<common::JobId>()},
+                                {"org_id", r["org_id"].as<common::OrgId>()},
+                                {"generation", r["generation"].as<common::Generation>()},
+                                {"holder", r["assignee"].as<std::string>()},
+                                {"attempts", r["attempts"].as<int>()},
+                                {"max_attempts", r["max_attempts"].as<int>()},
+                                {"claimed_us", micros_or_null(r["claimed_us"])},
+                                {"lease_us", lease},
+                                {"renewed_us", micros_or_null(r["renewed_us"])},
+                                {"time_left_ms", (lease - common::to_micros(now)) / 1000}});
+            }
+        }
+        std::sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
+            return a["lease_us"].get<common::Micros>() < b["lease_us"].get<common::Micros>();
+        });
+        return json{{"now_us", common::to_micros(now)}, {"leases", rows}};
+    });
+}
+
+json Views::jobs(const Operator& op, const JobQuery& q) {
+    return with_connections([&] {
+        std::vector<common::JobRecord> found;
+        for (const auto& s : scopes_of(op)) {
+            if (q.org && op.orgs && std::to_string(*q.org) != s) continue;
+            scope(s);
+            common::JobFilter f;
+            f.org_id = q.org;
+            f.queue = q.queue;
+            f.state = q.state;
+            f.assignee = q.holder;
+            f.enqueued_before = q.enqueued_before;
+            f.after_id = q.after_id;
+            f.limit = q.limit + 1;
+            auto page = common::OperatorStore(data()).list(f);
+            found.insert(found.end(), page.begin(), page.end());
+        }
+        // Several scopes each return their first page; the merged page is their first ids.
+        std::sort(found.begin(), found.end(),
+                  [](const auto& a, const auto& b) { return a.id < b.id; });
+        const bool more = static_cast<int>(found.size()) > q.limit;
+        if (more) found.resize(static_cast<std::size_t>(q.limit));
+        json rows = json::array();
+        for (auto& j : found) {
+            j.payload.reset();
+            rows.push_back(common::job_json(j));
+        }
+        return json{{"jobs", rows}, {"next_after", more ? json(found.back().id) : json(nullptr)}};
+    });
+}
+
+std::optional<json> Views::job(const Operator& op, common::JobId id, common::Instant now) {
+    return with_connections([&]() -> std::optional<json> {
+        for (const auto& s : scopes_of(op)) {
+            scope(s);
+            const auto d = common::RecoveryStore(data()).dossier(id, now);
+            if (!d) continue;
+            const auto& snap = d->snapshot;
+            json events = json::array();
+            for (const auto& e : d->events) events.push_back(common::event_json(e));
+            json result = nullptr;
+            if (snap.result) {
+                result = {{"generation", snap.result->generation},
+                          {"result_ref", snap.result->result_ref},
+                          {"published_at", common::format_instant(snap.result->published_at)}};
+            }
+            auto row = common::job_json(snap.row);
+            // The dossier leaves payloads in the table; one job's page shows its own.
+            if (const auto full = common::OperatorStore(data()).job(id)) {
+                row["payload"] = full->payload ? json(*full->payload) : json(nullptr);
+            }
+            return json{{"job", row},
+                        {"class", common::to_string(snap.classification.cls)},
+                        {"findings", snap.classification.explanation()},
+                        {"result", result},
+                        {"events", events}};
+        }
+        return std::nullopt;
+    });
+}
+
+json Views::quarantine(const Operator& op) {
+    return with_connections([&] {
+        json rows = json::array();
+        for (const auto& s : scopes_of(op)) {
+            scope(s);
+            for (auto& j : common::RecoveryStore(data()).quarantined()) {
+                j.payload.reset();
+                rows.push_back(common::job_json(j));
+            }
+        }
+        return json{{"quarantined", rows}};
+    });
+}
+
+std::vector<fs::path> Views::report_files() const {
+    std::vector<std::pair<fs::file_time_type, fs::path>> found;
+    std::error_code ec;
+    if (reports_dir_.empty() || !fs::is_directory(reports_dir_, ec)) return {};
+    constexpr int kMaxDepth = 2;
+    for (auto it = fs::recursive_directory_iterator(
+             reports_dir_, fs::directory_options::skip_permission_denied, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (it.depth() >= kMaxDepth) it.disable_recursion_pending();
+        if (!it->is_regular_file(ec)) continue;
+        const auto ext = it->path().extension();
+        if (ext != ".json" && ext != ".svg") continue;
+        found.emplace_back(it->last_write_time(ec), it->path().lexically_relative(reports_dir_));
+    }
+    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    constexpr std::size_t kMaxReports = 200;
+    std::vector<fs::path> out;
+    for (std::size_t i = 0; i < found.size() && i < kMaxReports; ++i)
+        out.push_back(found[i].second);
+    return out;
+}
+
+json Views::drills() {
+    json files = json::array();
+    for (const auto& p : report_files()) {
+        std::error_code ec;
+        files.push_back({{"path", p.generic_string()},
+                         {"kind", p.extension() == ".svg" ? "svg" : "json"},
+                         {"bytes", fs::file_size(reports_dir_ / p, ec)}});
+    }
+    std::lock_guard lock(mutex_);
+    return json{{"reports", files}, {"last_check", last_check_}};
+}
+
+std::optional<std::string> Views::report(const std::string& relative) {
+    // Served only when it is one of the listed files: no path the client makes up is opened.
+    for (const auto& p : report_files()) {
+        if (p.generic_string() != relative) continue;
+        std::ifstream in(reports_dir_ / p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    return std::nullopt;
+}
+
+std::optional<json> Views::run_check(const Operator& op, common::Instant now) {
+    if (op.orgs) return std::nullopt;
+    return with_connections([&] {
+        scope(common::sql::kAllOrganizations);
+        const auto report = common::check(common::load_history(data()));
+        json violations = json::array();
+        for (const auto& v : report.violations) {
+            violations.push_back({{"invariant", common::to_string(v.invariant)},
+                                  {"job_id", v.job_id},
+                                  {"evidence", v.evidence}});
+        }
+        last_check_ = {{"at", common::format_instant(now)},
+                       {"by", actor_of(op)},
+                       {"ok", report.ok()},
+                       {"jobs", report.jobs},
+                       {"events", report.events},
+                       {"states", report.states},
+                       {"accepted_completions", report.accepted_completions},
+                       {"rejections", report.rejections},
+                       {"reclaims", report.reclaims},
+                       {"violations", violations}};
+        return std::optional<json>(last_check_);
+    });
+}
+
+}  // namespace aclaim::console

@@ -1,0 +1,136 @@
+#pragma once
+
+// What each page of the console shows, as JSON, read under row-level security: the data
+// connection runs as the aclaim_coordinator role with aclaim.org_id set to the organization being
+// read ('system' only for an operator scoped to every organization), so an operator scoped to
+// some organizations cannot see or touch another's rows even through a forgotten filter. A second
+// connection, as the login role, reads the operator accounts, the planner's estimates, and the
+// overview's aggregates for an operator of every organization (whom the policy would not filter).
+//
+// One mutex serialises both connections: the console serves a few operators, not the workers.
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "common/base/clock.hpp"
+#include "console/operators.hpp"
+
+namespace aclaim::console {
+
+/// The jobs page's filters; every one optional. Pages go by id (keyset), newest last.
+struct JobQuery {
+    std::optional<common::OrgId> org;
+    std::optional<std::string> queue;
+    std::optional<std::string> state;
+    std::optional<std::string> holder;
+    std::optional<common::Instant> enqueued_before;
+    common::JobId after_id = 0;
+    int limit = 50;
+};
+
+/// What an action did: done, refused with a reason, or not found (or not visible).
+struct ActionResult {
+    enum class Kind { Done, Refused, NotFound };
+    Kind kind = Kind::NotFound;
+    nlohmann::json body;
+};
+
+class Views {
+  public:
+    Views(std::string dsn, std::filesystem::path reports_dir);
+
+    /// Applies the embedded migrations (the console needs its table and indexes).
+    void migrate();
+
+    std::optional<Operator> authenticate(const Credentials& who);
+
+    nlohmann::json overview(const Operator& op, common::Instant now);
+    nlohmann::json leases(const Operator& op, common::Instant now);
+    nlohmann::json jobs(const Operator& op, const JobQuery& q);
+    std::optional<nlohmann::json> job(const Operator& op, common::JobId id, common::Instant now);
+    nlohmann::json quarantine(const Operator& op);
+    /// Releases or fails a quarantined job through the recovery store, as aclaimctl quarantine
+    /// does; the event's worker is "console:<operator>".
+    ActionResult resolve_quarantined(const Operator& op, common::JobId id, bool release,
+                                     const std::string& reason, common::Instant now);
+
+    /// Takes a stuck assignment back (release: pending again, the attempt given back) or fails it
+    /// for good, through the operator store as aclaimctl release/fail do, fenced on the
+    /// generation the operator saw: a job claimed again since is refused, not touched.
+    ActionResult resolve_lease(const Operator& op, common::JobId id, common::Generation seen,
+                               bool release, const std::string& reason, common::Instant now);
+
+    /// Cancels a pending, scheduled or assigned job as aclaimctl cancel does (its holder is told
+    /// at once); refused for a job in any other state.
+    ActionResult cancel(const Operator& op, common::JobId id, const std::string& reason,
+                        common::Instant now);
+    /// Gives a failed, discarded or cancelled job a fresh attempt budget, as aclaimctl retry
+    /// does; refused for a job in any other state.
+    ActionResult retry(const Operator& op, common::JobId id, const std::string& reason,
+                       common::Instant now);
+    /// Pauses or resumes one queue of an organization the operator may act in, audited in
+    /// queue_events; leases already out continue.
+    ActionResult pause(const Operator& op, common::OrgId org, const std::string& queue, bool paused,
+                       const std::string& reason);
+
+    /// The report files (JSON and SVG) under the reports directory, newest first, and the last
+    /// check.
+    nlohmann::json drills();
+    /// The file's bytes when `relative` names one of the listed reports.
+    std::optional<std::string> report(const std::string& relative);
+    /// Runs the invariant checker over the whole history; only for an operator of every
+    /// organization (the checker proves properties across organizations).
+    std::optional<nlohmann::json> run_check(const Operator& op, common::Instant now);
+
+  private:
+    /// The per-queue rows of the overview for `orgs`, read on `txn`, with each organization's
+    /// oldest claimable job (the oldest over its queues) folded into `by_org`.
+    static void queue_overview(pqxx::transaction_base& txn, const std::vector<common::OrgId>& orgs,
+                               common::Instant now,
+                               std::map<common::OrgId, nlohmann::json>& by_org);
+    /// The job's organization when the operator may see it, trying each scope in turn; leaves
+    /// the data connection scoped to it.
+    std::optional<common::OrgId> find_job(const Operator& op, common::JobId id);
+    pqxx::connection& data();
+    pqxx::connection& meta();
+    void scope(const std::string& org_or_system);
+    /// One scope per organization the operator may see, or "system" for all of them.
+    static std::vector<std::string> scopes_of(const Operator& op);
+    std::vector<std::filesystem::path> report_files() const;
+    template <typename F>
+    auto with_connections(F&& f) -> decltype(f());
+
+    std::string dsn_;
+    std::filesystem::path reports_dir_;
+    std::mutex mutex_;
+    std::unique_ptr<pqxx::connection> data_;
+    std::unique_ptr<pqxx::connection> meta_;
+    nlohmann::json last_check_;
+};
+
+/// The name every console action is recorded under in the audit log.
+inline std::string actor_of(const Operator& op) {
+    return "console:" + op.name;
+}
+
+template <typename F>
+auto Views::with_connections(F&& f) -> decltype(f()) {
+    std::lock_guard lock(mutex_);
+    try {
+        return f();
+    } catch (const pqxx::broken_connection&) {
+        // Reconnect on the next request rather than serve from a dead connection forever.
+        data_.reset();
+        meta_.reset();
+        throw;
+    }
+}
+
+}  // namespace aclaim::console

@@ -1,0 +1,246 @@
+// enqueue: jobs from arguments, from a CSV file or from JSON lines, written in batches.
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "common/base/clock.hpp"
+#include "common/ops/recovery.hpp"
+#include "common/store/assignment_store.hpp"
+#include "ctl/ctl.hpp"
+#include "ctl/job_records.hpp"
+#include "ctl/progress.hpp"
+#include "ctl/terminal.hpp"
+
+namespace aclaim::ctl {
+
+namespace {
+
+struct EnqueueArgs {
+    std::int64_t org = 0;
+    int count = 0;
+    int priority = 0;
+    std::optional<int> max_attempts;
+    std::string queue{common::kDefaultQueue};
+    std::string delay;
+    std::string run_at;
+    std::string backoff_base;
+    std::string backoff_cap;
+    std::string run_timeout;
+    std::string dedupe_key;
+    std::string dedupe_window;
+    std::string payload = "review";
+    std::vector<std::string> payloads;
+    std::string csv;
+    std::string jsonl;
+    int batch = 1000;
+};
+
+std::optional<common::Duration> duration_option(const std::string& text, const char* flag) {
+    if (text.empty()) return std::nullopt;
+    const auto d = parse_duration(text);
+    if (!d)
+        throw UsageError(std::string(flag) + " '" + text + "' is not a duration like 30s or 5m");
+    return d;
+}
+
+/// The lifecycle options (queue, schedule, retry policy, deadline, dedupe key) applied to every
+/// record, checked before anything is written.
+void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records,
+                     common::Instant now) {
+    if (!common::valid_queue_name(a.queue))
+        throw UsageError("--queue '" + a.queue +
+                         "' is not a queue name: 1..64 of A-Z a-z 0-9 _ . : -, starting with a "
+                         "letter or digit");
+    std::optional<common::Instant> run_at;
+    if (!a.run_at.empty()) {
+        run_at = common::parse_instant(a.run_at);
+        if (!run_at) throw UsageError("--run-at '" + a.run_at + "' is not an ISO 8601 instant");
+    }
+    if (const auto delay = duration_option(a.delay, "--delay")) {
+        if (run_at) throw UsageError("give --delay or --run-at, not both");
+        run_at = now + *delay;
+    }
+    if (!a.dedupe_key.empty() && records.size() != 1)
+        throw UsageError("--dedupe-key names one job; give keys per record in --jsonl instead");
+    const auto base = duration_option(a.backoff_base, "--backoff-base");
+    const auto cap = duration_option(a.backoff_cap, "--backoff-cap");
+    const auto timeout = duration_option(a.run_timeout, "--run-timeout");
+    if (base && cap && *cap < *base) throw UsageError("--backoff-cap is below --backoff-base");
+    for (auto& r : records) {
+        r.job.queue = a.queue;
+        r.job.run_at = run_at;
+        r.job.backoff_base = base;
+        r.job.backoff_cap = cap;
+        r.job.run_timeout = timeout;
+        if (!a.dedupe_key.empty()) r.job.dedupe_key = a.dedupe_key;
+    }
+}
+
+/// The records the arguments describe, read and checked in full before anything is written.
+std::vector<EnqueueRecord> gather(const EnqueueArgs& a) {
+    const RecordDefaults defaults{a.org, a.priority, a.max_attempts};
+    const std::string& file = a.csv.empty() ? a.jsonl : a.csv;
+    if (!file.empty()) {
+        if (a.count > 0 || !a.payloads.empty()) {
+            throw UsageError(
+                "give jobs either as arguments (--count or payloads) or from a file, "
+                "not both");
+        }
+        const bool csv = !a.csv.empty();
+        const std::string source = file == "-" ? "<stdin>" : file;
+        std::ifstream stream;
+        if (file != "-") {
+            stream.open(file, std::ios::binary);
+            if (!stream) throw UsageError("cannot open " + file + ": " + std::strerror(errno));
+        }
+        std::istream& in = file == "-" ? std::cin : stream;
+        auto records = csv ? read_csv(in, source, defaults) : read_jsonl(in, source, defaults);
+        if (records.empty()) throw UsageError(source + " holds no jobs");
+        return records;
+    }
+    if (a.org <= 0)
+        throw UsageError("--org is required unless the jobs come from --csv or --jsonl");
+    if (a.count > 0 && !a.payloads.empty()) {
+        throw UsageError("give either --count (numbered synthetic payloads) or payloads, not both");
+    }
+    std::vector<EnqueueRecord> records;
+    if (!a.payloads.empty()) {
+        for (std::size_t i = 0; i < a.payloads.size(); ++i) {
+            records.push_back({a.org, {a.priority, a.payloads[i], a.max_attempts}, i + 1});
+        }
+    } else {
+        const int n = a.count > 0 ? a.count : 1;
+        records.reserve(static_cast<std::size_t>(n));
+        for (int i = 0; i < n; ++i) {
+            records.push_back({a.org,
+                               {a.priority, a.payload + "-" + std::to_string(i), a.max_attempts},
+                               static_cast<std::size_t>(i) + 1});
+        }
+    }
+    return records;
+}
+
+int run_enqueue(const Global& global, const EnqueueArgs& a) {
+    common::SystemClock clock;
+    auto records = gather(a);
+    apply_lifecycle(a, records, clock.now());
+    const auto window = duration_option(a.dedupe_window, "--dedupe-window");
+    common::AssignmentStore store(require_dsn(global));
+    const auto total = static_cast<std::int64_t>(records.size());
+    // A bar for a person watching a long load; a short one, or a script, gets the summary only.
+    ProgressBar progress(clock, "enqueue", total,
+                         is_terminal(2) && total > static_cast<std::int64_t>(a.batch));
+    std::map<common::OrgId, std::int64_t> per_org;
+    std::vector<common::Enqueued> existing;
+    std::int64_t done = 0;
+    int transactions = 0;
+    try {
+        for (std::size_t begin = 0; begin < records.size();) {
+            const std::size_t end =
+                std::min(records.size(), begin + static_cast<std::size_t>(a.batch));
+            // One statement per organization in the batch; each keeps the file's order.
+            std::map<common::OrgId, std::vector<common::NewJob>> by_org;
+            for (std::size_t i = begin; i < end; ++i)
+                by_org[records[i].org_id].push_back(records[i].job);
+            for (const auto& [org, jobs] : by_org) {
+                std::int64_t created = 0;
+                for (const auto& e : store.enqueue_each(org, jobs, clock.now(),
+                                                        window.value_or(common::Duration{0}))) {
+                    if (e.created) {
+                        ++created;
+                    } else {
+                        existing.push_back(e);
+                    }
+                }
+                ++transactions;
+                per_org[org] += created;
+                done += static_cast<std::int64_t>(jobs.size());
+                progress.update(done);
+            }
+            begin = end;
+        }
+    } catch (const std::exception&) {
+        progress.finish();
+        std::cerr << "aclaimctl: enqueued " << done << " of " << total
+                  << " jobs before the error below; the rest were not written\n";
+        throw;
+    }
+    progress.finish();
+    for (const auto& e : existing) {
+        std::cout << "job " << e.id << " (" << common::to_string(e.state)
+                  << ") already holds the dedupe key; nothing new enqueued for it\n";
+    }
+    done -= static_cast<std::int64_t>(existing.size());
+    std::cout << "enqueued " << done << (done == 1 ? " job" : " jobs");
+    if (per_org.size() == 1) {
+        std::cout << " for organization " << per_org.begin()->first;
+    } else {
+        std::cout << " (";
+        bool first = true;
+        for (const auto& [org, n] : per_org) {
+            std::cout << (first ? "" : ", ") << "organization " << org << ": " << n;
+            first = false;
+        }
+        std::cout << ")";
+    }
+    std::cout << " in " << transactions
+              << (transactions == 1 ? " transaction\n" : " transactions\n");
+    return 0;
+}
+
+}  // namespace
+
+void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
+    auto args = std::make_shared<EnqueueArgs>();
+    auto* cmd = app.add_subcommand(
+        "enqueue",
+        "Add pending jobs: payloads as arguments, --count synthetic ones, or records from --csv "
+        "or --jsonl (a file, or - for standard input)");
+    cmd->add_option("payloads", args->payloads, "Payloads, one job each (with --org)");
+    cmd->add_option("--org", args->org,
+                    "Organization id; with --csv/--jsonl, the default for records without one")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--count", args->count, "How many synthetic jobs, payloads '<prefix>-<n>'")
+        ->check(CLI::Range(1, 10000000));
+    cmd->add_option("--payload", args->payload, "Payload prefix of the synthetic jobs")
+        ->capture_default_str();
+    cmd->add_option("--priority", args->priority, "Higher is claimed first (default for records)")
+        ->capture_default_str();
+    cmd->add_option("--max-attempts", args->max_attempts,
+                    "Attempts before the job is discarded (default for records; unset: the "
+                    "queue's setting, then 3)")
+        ->check(CLI::Range(1, 1000));
+    cmd->add_option("--queue", args->queue, "The queue: workers serving it claim the jobs")
+        ->capture_default_str();
+    cmd->add_option("--delay", args->delay, "Not claimable before this long from now, e.g. 90s");
+    cmd->add_option("--run-at", args->run_at,
+                    "Not claimable before this instant, e.g. 2026-12-01T09:00:00Z");
+    cmd->add_option("--backoff-base", args->backoff_base,
+                    "First retry's wait, doubling each attempt (unset: the queue's, then none)");
+    cmd->add_option("--backoff-cap", args->backoff_cap,
+                    "Longest retry wait (unset: the queue's, then 5m)");
+    cmd->add_option("--run-timeout", args->run_timeout,
+                    "Run deadline of each attempt, renewals included (unset: the queue's, or "
+                    "none)");
+    cmd->add_option("--dedupe-key", args->dedupe_key,
+                    "While a job of the organization holds this key, enqueueing it again returns "
+                    "that job");
+    cmd->add_option("--dedupe-window", args->dedupe_window,
+                    "How long a finished job still holds its key (default: not at all)");
+    auto* csv = cmd->add_option(
+        "--csv", args->csv, "CSV with a header: payload, and any of org, priority, max_attempts");
+    cmd->add_option("--jsonl", args->jsonl,
+                    "JSON lines: {\"org\": 1, \"priority\": 0, \"payload\": \"...\"}")
+        ->excludes(csv);
+    cmd->add_option("--batch", args->batch, "Jobs per transaction")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    cmd->callback([&global, &action, args] {
+        action = [&global, args] { return run_enqueue(global, *args); };
+    });
+}
+
+}  // namespace aclaim::ctl

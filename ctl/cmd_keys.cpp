@@ -1,0 +1,193 @@
+// keys generate|register|revoke|list: the CURVE key pairs workers and the coordinator
+// authenticate with, and the worker_keys table that binds each worker public key to one
+// organization and one worker name. Secret keys are written to files (mode 0600) and never
+// printed or stored in the database.
+
+#include <sys/stat.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "common/ops/worker_keys.hpp"
+#include "ctl/ctl.hpp"
+
+namespace aclaim::ctl {
+
+namespace {
+
+struct GenerateArgs {
+    std::string out_dir = ".";
+    std::string name;
+    bool server = false;
+};
+
+struct RegisterArgs {
+    long long org = 0;
+    std::string name;
+    std::string public_key;
+    std::vector<std::string> queues;
+};
+
+struct RevokeArgs {
+    std::string public_key;
+    std::string name;
+    long long org = 0;
+};
+
+/// Writes `text` to a file only the owner can read, creating it with that mode so that the
+/// secret is never readable by others, not even for a moment.
+void write_private(const std::filesystem::path& path, const std::string& text) {
+    const auto old_mask = ::umask(077);
+    std::ofstream out(path, std::ios::trunc);
+    ::umask(old_mask);
+    if (!out) throw UsageError("cannot write " + path.string());
+    out << text << "\n";
+    out.close();
+    std::filesystem::permissions(
+        path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
+int generate(const GenerateArgs& args) {
+    const common::CurveKeyPair pair = common::make_curve_key_pair();
+    const std::string base =
+        args.server ? "coordinator" : (args.name.empty() ? "worker" : args.name);
+    const std::filesystem::path dir(args.out_dir);
+    std::filesystem::create_directories(dir);
+    write_private(dir / (base + ".key"), pair.secret_key);
+    std::ofstream(dir / (base + ".pub"), std::ios::trunc) << pair.public_key << "\n";
+    // Only the public half goes to stdout, so that it can be captured by a script.
+    std::cout << pair.public_key << "\n";
+    std::cerr << "secret key written to " << (dir / (base + ".key")).string() << " (mode 0600)\n";
+    return 0;
+}
+
+int register_key(const Global& global, const RegisterArgs& args) {
+    try {
+        common::check_worker_key(args.org, args.name, args.public_key);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    pqxx::connection conn(require_dsn(global));
+    pqxx::work txn(conn, "keys_register");
+    const auto queues =
+        args.queues.empty() ? std::nullopt : std::optional<std::vector<std::string>>(args.queues);
+    bool registered = false;
+    try {
+        registered = common::register_worker_key(txn, args.org, args.name, args.public_key, queues);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    if (!registered) {
+        throw UsageError(
+            "that public key is already registered (keys are never reused, even "
+            "after revocation: generate a new pair)");
+    }
+    txn.commit();
+    std::cout << "registered " << args.public_key << " for org " << args.org << " worker "
+              << args.name;
+    if (queues) {
+        std::cout << ", limited to the queues";
+        for (const auto& q : *queues) std::cout << " " << q;
+    }
+    std::cout << "\n";
+    return 0;
+}
+
+int revoke(const Global& global, const RevokeArgs& args) {
+    if (args.public_key.empty() == args.name.empty()) {
+        throw UsageError("pass exactly one of --public-key or --name");
+    }
+    pqxx::connection conn(require_dsn(global));
+    pqxx::work txn(conn, "keys_revoke");
+    const auto now = common::SystemClock().now();
+    const std::vector<std::string> revoked =
+        !args.public_key.empty() ? common::revoke_worker_key(txn, args.public_key, now)
+                                 : common::revoke_worker_keys_named(txn, args.name, args.org, now);
+    if (revoked.empty()) throw UsageError("no live key matches");
+    txn.commit();
+    for (const auto& key : revoked) std::cout << "revoked " << key << "\n";
+    std::cerr << "new handshakes with these keys are refused once the coordinator's key cache "
+                 "expires (--key-cache-ms); connections already open stay until they drop\n";
+    return 0;
+}
+
+int list(const Global& global, bool json) {
+    pqxx::connection conn(require_dsn(global));
+    pqxx::read_transaction txn(conn);
+    const auto rows = txn.exec(
+        "SELECT public_key, org_id, name, created_at::text, coalesce(revoked_at::text, '') "
+        "FROM worker_keys ORDER BY org_id, name, created_at");
+    if (json) {
+        nlohmann::json out = {{"keys", nlohmann::json::array()}};
+        for (const auto& r : rows) {
+            const auto revoked = r[4].as<std::string>();
+            out["keys"].push_back(
+                {{"public_key", r[0].as<std::string>()},
+                 {"org_id", r[1].as<long long>()},
+                 {"name", r[2].as<std::string>()},
+                 {"created_at", r[3].as<std::string>()},
+                 {"revoked_at", revoked.empty() ? nlohmann::json() : nlohmann::json(revoked)}});
+        }
+        std::cout << out.dump() << "\n";
+        return 0;
+    }
+    std::printf("%-40s %-6s %-20s %s\n", "public_key", "org", "name", "revoked_at");
+    for (const auto& r : rows) {
+        std::printf("%-40s %-6lld %-20s %s\n", r[0].c_str(), r[1].as<long long>(), r[2].c_str(),
+                    r[4].as<std::string>().empty() ? "-" : r[4].c_str());
+    }
+    return 0;
+}
+
+}  // namespace
+
+void add_keys_command(CLI::App& app, Global& global, Action& action) {
+    auto* cmd = app.add_subcommand("keys", "CURVE keys of workers and the coordinator");
+    cmd->require_subcommand(1);
+
+    auto gen = std::make_shared<GenerateArgs>();
+    auto* g = cmd->add_subcommand("generate", "New key pair: prints the public key, writes both");
+    g->add_option("--out-dir", gen->out_dir, "Directory for <name>.key (0600) and <name>.pub")
+        ->capture_default_str();
+    g->add_option("--name", gen->name, "File name stem; defaults to 'worker'");
+    g->add_flag("--server", gen->server, "The coordinator's pair (coordinator.key/.pub)");
+    g->callback([&action, gen] { action = [gen] { return generate(*gen); }; });
+
+    auto reg = std::make_shared<RegisterArgs>();
+    auto* r = cmd->add_subcommand("register", "Bind a worker public key to an organization");
+    r->add_option("--org", reg->org, "Organization id")->required();
+    r->add_option("--name", reg->name, "Worker name; the worker must say HELLO with it")
+        ->required()
+        ->check([](const std::string& n) {
+            return n.empty() || n.size() > 128 ? std::string("1..128 bytes") : std::string();
+        });
+    r->add_option("--public-key", reg->public_key, "Z85 public key")->required();
+    r->add_option("--queues", reg->queues,
+                  "Limit the key to these queues (HELLO naming another is refused)")
+        ->delimiter(',');
+    r->callback([&global, &action, reg] {
+        action = [&global, reg] { return register_key(global, *reg); };
+    });
+
+    auto rev = std::make_shared<RevokeArgs>();
+    auto* v = cmd->add_subcommand("revoke", "Refuse a key (or every live key of a worker)");
+    v->add_option("--public-key", rev->public_key, "Z85 public key");
+    v->add_option("--name", rev->name, "Worker name: revokes all its live keys");
+    v->add_option("--org", rev->org, "With --name: only in this organization");
+    v->callback(
+        [&global, &action, rev] { action = [&global, rev] { return revoke(global, *rev); }; });
+
+    auto json = std::make_shared<bool>(false);
+    auto* l = cmd->add_subcommand("list", "Every key, live and revoked");
+    l->add_flag("--json", *json, "One JSON document");
+    l->callback(
+        [&global, &action, json] { action = [&global, json] { return list(global, *json); }; });
+}
+
+}  // namespace aclaim::ctl

@@ -1,0 +1,277 @@
+// cancel, retry and queue: an operator's hold on the job lifecycle. Every action is audited with
+// who acted and why: job_events for cancel and retry, queue_events for the queue commands.
+
+#include <cstdio>
+#include <iostream>
+#include <tuple>
+
+#include "common/base/clock.hpp"
+#include "common/ops/operator_store.hpp"
+#include "ctl/cmd_recover.hpp"
+#include "ctl/ctl.hpp"
+#include "ctl/terminal.hpp"
+
+namespace aclaim::ctl {
+
+namespace {
+
+/// Jobs named by id, or by a filter (organization, queue, state); never both, never neither.
+struct Selection {
+    std::vector<common::JobId> ids;
+    std::int64_t org = 0;
+    std::string queue;
+    std::string state;
+};
+
+void add_selection(CLI::App* cmd, Selection& s, const char* what) {
+    cmd->add_option("jobs", s.ids, std::string("Job ids to ") + what);
+    cmd->add_option("--org", s.org, "Filter: organization")->check(CLI::PositiveNumber);
+    cmd->add_option("--queue", s.queue, "Filter: queue");
+    cmd->add_option("--state", s.state, "Filter: state");
+}
+
+std::vector<common::JobId> select(common::OperatorStore& store, const Selection& s) {
+    const bool filtered = s.org > 0 || !s.queue.empty() || !s.state.empty();
+    if (!s.ids.empty() && filtered) throw UsageError("give job ids or a filter, not both");
+    if (!s.ids.empty()) return s.ids;
+    if (s.org <= 0) throw UsageError("give job ids, or a filter with --org (and --queue, --state)");
+    if (!s.state.empty() && !is_job_state(s.state))
+        throw UsageError("--state '" + s.state + "' is not a job state");
+    common::JobFilter f;
+    f.org_id = s.org;
+    if (!s.queue.empty()) f.queue = s.queue;
+    if (!s.state.empty()) f.state = s.state;
+    return store.matching(f);
+}
+
+struct CancelArgs {
+    Selection selection;
+    std::string reason;
+    std::string actor = default_actor();
+};
+
+int run_cancel(const Global& global, const CancelArgs& a) {
+    if (a.reason.find_first_not_of(" \t\n") == std::string::npos)
+        throw UsageError("--reason must say why; it is recorded in job_events");
+    pqxx::connection conn(require_dsn(global));
+    common::OperatorStore store(conn);
+    const auto ids = select(store, a.selection);
+    const auto done = store.cancel(ids, a.actor, a.reason, common::SystemClock().now());
+    for (const auto& c : done) {
+        std::printf("job %lld cancelled (was %s%s)\n", static_cast<long long>(c.job_id),
+                    c.was.c_str(),
+                    c.holder.empty() ? ""
+                                     : (", held by " + c.holder + " at generation " +
+                                        std::to_string(c.generation) + ", who is told now")
+                                           .c_str());
+    }
+    const auto left = ids.size() - done.size();
+    std::printf("cancelled %zu of %zu jobs", done.size(), ids.size());
+    if (left > 0) std::printf("; %zu were already finished, quarantined or unknown", left);
+    std::printf("\n");
+    return 0;
+}
+
+struct RetryArgs {
+    Selection selection;
+    std::string reason = "revived by an operator";
+    std::string actor = default_actor();
+};
+
+int run_retry(const Global& global, const RetryArgs& a) {
+    pqxx::connection conn(require_dsn(global));
+    common::OperatorStore store(conn);
+    const auto ids = select(store, a.selection);
+    const auto done = store.retry(ids, a.actor, a.reason, common::SystemClock().now());
+    for (const auto id : done) {
+        std::printf("job %lld pending again with a fresh attempt budget\n",
+                    static_cast<long long>(id));
+    }
+    std::printf("revived %zu of %zu jobs", done.size(), ids.size());
+    if (done.size() < ids.size())
+        std::printf("; the others are not failed, discarded or cancelled");
+    std::printf("\n");
+    return 0;
+}
+
+struct QueueArgs {
+    std::int64_t org = 0;
+    std::string queue;
+    std::string reason;
+    std::string actor = default_actor();
+    std::optional<int> max_assigned;
+    std::optional<int> max_attempts;
+    std::string backoff_base, backoff_cap, run_timeout;
+    std::string retain_completed, retain_failed, retain_discarded, retain_cancelled;
+    bool json = false;
+};
+
+void check_queue(const QueueArgs& a) {
+    if (!common::valid_queue_name(a.queue))
+        throw UsageError("'" + a.queue + "' is not a queue name");
+}
+
+int run_pause(const Global& global, const QueueArgs& a, bool paused) {
+    check_queue(a);
+    pqxx::connection conn(require_dsn(global));
+    common::OperatorStore(conn).pause(a.org, a.queue, paused, a.actor,
+                                      a.reason.empty() ? "no reason given" : a.reason,
+                                      common::SystemClock());
+    std::printf("queue %s of organization %lld %s\n", a.queue.c_str(),
+                static_cast<long long>(a.org),
+                paused ? "paused: it hands out nothing; leases already out continue"
+                       : "resumed: its parked claims are woken");
+    return 0;
+}
+
+/// "" for unset, or the duration for people; "0" sets a setting back.
+std::optional<common::Duration> setting(const std::string& text, const char* flag) {
+    if (text.empty()) return std::nullopt;
+    if (text == "0") return common::Duration{0};
+    const auto d = parse_duration(text);
+    if (!d) throw UsageError(std::string(flag) + " '" + text + "' is not a duration like 30s");
+    return d;
+}
+
+/// A retention: a duration, "forever", or "0" for the built-in default.
+std::optional<common::Duration> retention(const std::string& text, const char* flag) {
+    if (text == "forever") return common::kRetainForever;
+    const auto d = setting(text, flag);
+    if (d && *d != common::Duration{0} && *d < std::chrono::seconds(1))
+        throw UsageError(std::string(flag) + " '" + text + "' is shorter than a second");
+    return d;
+}
+
+std::string retention_text(common::Duration d) {
+    return d == common::kRetainForever ? "forever" : format_duration(d);
+}
+
+int run_set(const Global& global, const QueueArgs& a) {
+    check_queue(a);
+    common::QueueSettings q;
+    q.max_assigned = a.max_assigned;
+    q.max_attempts = a.max_attempts;
+    q.backoff_base = setting(a.backoff_base, "--backoff-base");
+    q.backoff_cap = setting(a.backoff_cap, "--backoff-cap");
+    q.run_timeout = setting(a.run_timeout, "--run-timeout");
+    q.retain_completed = retention(a.retain_completed, "--retain-completed");
+    q.retain_failed = retention(a.retain_failed, "--retain-failed");
+    q.retain_discarded = retention(a.retain_discarded, "--retain-discarded");
+    q.retain_cancelled = retention(a.retain_cancelled, "--retain-cancelled");
+    pqxx::connection conn(require_dsn(global));
+    common::OperatorStore(conn).configure(a.org, a.queue, q, a.actor, common::SystemClock().now());
+    std::printf(
+        "queue %s of organization %lld configured; jobs enqueued from now on take its "
+        "retry policy and deadline, and its limit and retention hold at once\n",
+        a.queue.c_str(), static_cast<long long>(a.org));
+    return 0;
+}
+
+std::string opt_text(const std::optional<int>& v) {
+    return v ? std::to_string(*v) : "-";
+}
+std::string opt_text(const std::optional<common::Duration>& d) {
+    return d ? format_duration(*d) : "-";
+}
+
+int run_list(const Global& global, const QueueArgs& a) {
+    pqxx::connection conn(require_dsn(global));
+    const auto queues = common::OperatorStore(conn).queues(
+        a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt);
+    std::printf("%6s %-20s %-7s %8s %9s %8s %9s %9s %6s %9s %6s %8s %7s %7s  %s\n", "org", "queue",
+                "state", "pending", "scheduled", "assigned", "completed", "discarded", "failed",
+                "cancelled", "limit", "attempts", "backoff", "timeout",
+                "kept completed/failed/discarded/cancelled");
+    for (const auto& q : queues) {
+        const std::string kept =
+            retention_text(q.retain_completed) + "/" + retention_text(q.retain_failed) + "/" +
+            retention_text(q.retain_discarded) + "/" + retention_text(q.retain_cancelled);
+        std::printf(
+            "%6lld %-20s %-7s %8lld %9lld %8lld %9lld %9lld %6lld %9lld %6s %8s %7s %7s  %s\n",
+            static_cast<long long>(q.org_id), q.queue.c_str(), q.paused ? "paused" : "running",
+            static_cast<long long>(q.pending), static_cast<long long>(q.scheduled),
+            static_cast<long long>(q.assigned), static_cast<long long>(q.completed),
+            static_cast<long long>(q.discarded), static_cast<long long>(q.failed),
+            static_cast<long long>(q.cancelled), opt_text(q.max_assigned).c_str(),
+            opt_text(q.max_attempts).c_str(), opt_text(q.backoff_base).c_str(),
+            opt_text(q.run_timeout).c_str(), kept.c_str());
+    }
+    return 0;
+}
+
+}  // namespace
+
+void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
+    auto cancel = std::make_shared<CancelArgs>();
+    auto* c = app.add_subcommand(
+        "cancel",
+        "Cancel jobs: pending and scheduled ones at once; an assigned one's holder is told at "
+        "once and its completion is refused");
+    add_selection(c, cancel->selection, "cancel");
+    c->add_option("--reason", cancel->reason, "Why, recorded in job_events")->required();
+    c->add_option("--by", cancel->actor, "Who acts, as recorded")->capture_default_str();
+    c->callback([&global, &action, cancel] {
+        action = [&global, cancel] { return run_cancel(global, *cancel); };
+    });
+
+    auto retry = std::make_shared<RetryArgs>();
+    auto* r = app.add_subcommand(
+        "retry", "Revive failed, discarded or cancelled jobs with a fresh attempt budget");
+    add_selection(r, retry->selection, "revive");
+    r->add_option("--reason", retry->reason, "Why, recorded in job_events")->capture_default_str();
+    r->add_option("--by", retry->actor, "Who acts, as recorded")->capture_default_str();
+    r->callback([&global, &action, retry] {
+        action = [&global, retry] { return run_retry(global, *retry); };
+    });
+
+    auto qa = std::make_shared<QueueArgs>();
+    auto* q = app.add_subcommand("queue", "Pause, resume, configure and list queues");
+    q->require_subcommand(1);
+    for (const bool paused : {true, false}) {
+        auto* p = q->add_subcommand(paused ? "pause" : "resume",
+                                    paused ? "Hand out nothing from the queue (leases already out "
+                                             "continue)"
+                                           : "Hand out work from the queue again");
+        p->add_option("queue", qa->queue, "Queue name")->required();
+        p->add_option("--org", qa->org, "Organization id")->required()->check(CLI::PositiveNumber);
+        p->add_option("--reason", qa->reason, "Why, recorded in queue_events");
+        p->add_option("--by", qa->actor, "Who acts, as recorded")->capture_default_str();
+        p->callback([&global, &action, qa, paused] {
+            action = [&global, qa, paused] { return run_pause(global, *qa, paused); };
+        });
+    }
+    auto* s =
+        q->add_subcommand("set", "Set a queue's limit, retry policy, run deadline and retention");
+    s->add_option("queue", qa->queue, "Queue name")->required();
+    s->add_option("--org", qa->org, "Organization id")->required()->check(CLI::PositiveNumber);
+    s->add_option("--max-assigned", qa->max_assigned,
+                  "Most jobs of the queue assigned at once (0: no limit)")
+        ->check(CLI::Range(0, 1000000));
+    s->add_option("--max-attempts", qa->max_attempts,
+                  "Attempts before a job is discarded (0: the default, 3)")
+        ->check(CLI::Range(0, 1000));
+    s->add_option("--backoff-base", qa->backoff_base,
+                  "First retry's wait, doubling per attempt (0: the default, none)");
+    s->add_option("--backoff-cap", qa->backoff_cap, "Longest retry wait (0: the default, 5m)");
+    s->add_option("--run-timeout", qa->run_timeout, "Run deadline of each attempt (0: none)");
+    for (auto [flag, field, fallback] :
+         {std::tuple{"--retain-completed", &qa->retain_completed, "7d"},
+          std::tuple{"--retain-failed", &qa->retain_failed, "30d"},
+          std::tuple{"--retain-discarded", &qa->retain_discarded, "30d"},
+          std::tuple{"--retain-cancelled", &qa->retain_cancelled, "7d"}}) {
+        s->add_option(flag, *field,
+                      std::string("How long a finished job in this state is kept before retention "
+                                  "removes it with its result, e.g. 12h, 14d, forever (0: the "
+                                  "default, ") +
+                          fallback + ")");
+    }
+    s->add_option("--by", qa->actor, "Who acts, as recorded")->capture_default_str();
+    s->callback(
+        [&global, &action, qa] { action = [&global, qa] { return run_set(global, *qa); }; });
+    auto* l = q->add_subcommand("list", "Each queue's counts by state and its settings");
+    l->add_option("--org", qa->org, "Only this organization")->check(CLI::PositiveNumber);
+    l->callback(
+        [&global, &action, qa] { action = [&global, qa] { return run_list(global, *qa); }; });
+}
+
+}  // namespace aclaim::ctl

@@ -1,0 +1,98 @@
+// producers bind|unbind|list: the login roles a producer service connects as, each bound to one
+// organization (docs/security.md, "Producer logins"). The login itself is created by whoever
+// manages the database's roles, with the authentication method they use.
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "common/ops/operator_sql.hpp"
+#include "common/ops/recovery.hpp"
+#include "common/store/pg_time.hpp"
+#include "ctl/cmd_recover.hpp"
+#include "ctl/ctl.hpp"
+
+namespace aclaim::ctl {
+
+namespace {
+
+struct ProducerArgs {
+    std::string login;
+    std::int64_t org = 0;
+    bool json = false;
+};
+
+int run_bind(const Global& global, const ProducerArgs& a) {
+    pqxx::connection conn(require_dsn(global));
+    pqxx::work txn(conn, "producer_bind");
+    txn.exec_params(common::sql::kProducerBind.text, a.login, a.org, default_actor(),
+                    common::SystemClock().now());
+    txn.commit();
+    std::printf("login %s now acts for organization %lld only\n", a.login.c_str(),
+                static_cast<long long>(a.org));
+    return 0;
+}
+
+int run_unbind(const Global& global, const ProducerArgs& a) {
+    pqxx::connection conn(require_dsn(global));
+    pqxx::work txn(conn, "producer_unbind");
+    const bool unbound = txn.exec_params1(common::sql::kProducerUnbind.text, a.login)[0].as<bool>();
+    txn.commit();
+    if (!unbound) throw UsageError("login " + a.login + " is not bound to an organization");
+    std::printf("login %s is no longer a producer\n", a.login.c_str());
+    return 0;
+}
+
+int run_list(const Global& global, const ProducerArgs& a) {
+    pqxx::connection conn(require_dsn(global));
+    pqxx::read_transaction txn(conn, "producer_list");
+    const auto rows = txn.exec(common::sql::kProducerList.text);
+    if (a.json) {
+        auto out = nlohmann::json::array();
+        for (const auto& r : rows) {
+            out.push_back(
+                {{"login", r["login"].as<std::string>()},
+                 {"org", r["org_id"].as<long long>()},
+                 {"bound_at", common::format_instant(r["bound_us"].as<common::Instant>())},
+                 {"bound_by", r["bound_by"].as<std::string>()},
+                 {"can_login", r["can_login"].as<bool>()}});
+        }
+        std::printf("%s\n", out.dump().c_str());
+        return 0;
+    }
+    std::printf("%-24s %-6s %-28s %s\n", "login", "org", "bound at", "by");
+    for (const auto& r : rows) {
+        std::printf("%-24s %-6lld %-28s %s%s\n", r["login"].c_str(), r["org_id"].as<long long>(),
+                    common::format_instant(r["bound_us"].as<common::Instant>()).c_str(),
+                    r["bound_by"].c_str(), r["can_login"].as<bool>() ? "" : "  (cannot log in)");
+    }
+    return 0;
+}
+
+}  // namespace
+
+void add_producers_command(CLI::App& app, Global& global, Action& action) {
+    auto* producers = app.add_subcommand(
+        "producers", "Producer logins: the roles services enqueue and consume verdicts as");
+    producers->require_subcommand(1);
+    auto bind = std::make_shared<ProducerArgs>();
+    auto* b = producers->add_subcommand(
+        "bind", "Bind an existing login role to one organization (and make it a producer)");
+    b->add_option("--login", bind->login, "The login role")->required();
+    b->add_option("--org", bind->org, "Its organization")->required()->check(CLI::PositiveNumber);
+    b->callback(
+        [&global, &action, bind] { action = [&global, bind] { return run_bind(global, *bind); }; });
+    auto unbind = std::make_shared<ProducerArgs>();
+    auto* u = producers->add_subcommand("unbind", "Take a login's producer rights away");
+    u->add_option("--login", unbind->login, "The login role")->required();
+    u->callback([&global, &action, unbind] {
+        action = [&global, unbind] { return run_unbind(global, *unbind); };
+    });
+    auto list = std::make_shared<ProducerArgs>();
+    auto* l = producers->add_subcommand("list", "Bound logins and their organizations");
+    l->add_flag("--json", list->json, "JSON");
+    l->callback(
+        [&global, &action, list] { action = [&global, list] { return run_list(global, *list); }; });
+}
+
+}  // namespace aclaim::ctl

@@ -1,0 +1,202 @@
+// status: every organization's queue at a glance, once or redrawn every second.
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/base/clock.hpp"
+#include "common/ops/operator_store.hpp"
+#include "common/ops/recovery.hpp"
+#include "ctl/cells.hpp"
+#include "ctl/ctl.hpp"
+#include "ctl/terminal.hpp"
+
+namespace aclaim::ctl {
+
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_interrupt(int) {
+    g_interrupted = 1;
+}
+
+struct StatusArgs {
+    std::int64_t org = 0;
+    bool json = false;
+    bool watch = false;
+    int count = 0;
+    std::string interval = "1s";
+};
+
+nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Instant now) {
+    nlohmann::json out{{"at", common::format_instant(now)},
+                       {"organizations", nlohmann::json::object()}};
+    for (const auto& s : rows) {
+        out["organizations"][std::to_string(s.org_id)] = {
+            {"pending", s.pending},
+            {"scheduled", s.scheduled},
+            {"assigned", s.assigned},
+            {"completed", s.completed},
+            {"failed", s.failed},
+            {"discarded", s.discarded},
+            {"cancelled", s.cancelled},
+            {"quarantined", s.quarantined},
+            {"live_leases", s.live_leases},
+            {"expired_leases", s.expired_leases},
+            {"completed_last_minute", s.completed_last_minute},
+            {"oldest_pending_age_ms",
+             s.oldest_pending_age
+                 ? nlohmann::json(
+                       std::chrono::duration_cast<std::chrono::milliseconds>(*s.oldest_pending_age)
+                           .count())
+                 : nlohmann::json(nullptr)}};
+    }
+    return out;
+}
+
+void print_table(std::FILE* out, const std::vector<common::OrgStatus>& rows) {
+    std::fprintf(out, "%-8s %9s %10s %9s %9s %9s %9s %10s %9s %8s %9s %9s %12s\n", "org", "pending",
+                 "oldest", "scheduled", "assigned", "live", "expired", "completed", "last-min",
+                 "failed", "discarded", "cancelled", "quarantined");
+    common::OrgStatus total;
+    auto line = [out](const char* org, const common::OrgStatus& s) {
+        const std::string oldest =
+            s.oldest_pending_age ? format_duration(*s.oldest_pending_age) : "-";
+        std::fprintf(
+            out, "%-8s %9lld %10s %9lld %9lld %9lld %9lld %10lld %9lld %8lld %9lld %9lld %12lld\n",
+            org, static_cast<long long>(s.pending), oldest.c_str(),
+            static_cast<long long>(s.scheduled), static_cast<long long>(s.assigned),
+            static_cast<long long>(s.live_leases), static_cast<long long>(s.expired_leases),
+            static_cast<long long>(s.completed), static_cast<long long>(s.completed_last_minute),
+            static_cast<long long>(s.failed), static_cast<long long>(s.discarded),
+            static_cast<long long>(s.cancelled), static_cast<long long>(s.quarantined));
+    };
+    for (const auto& s : rows) {
+        line(std::to_string(s.org_id).c_str(), s);
+        total.pending += s.pending;
+        total.scheduled += s.scheduled;
+        total.discarded += s.discarded;
+        total.cancelled += s.cancelled;
+        total.assigned += s.assigned;
+        total.live_leases += s.live_leases;
+        total.expired_leases += s.expired_leases;
+        total.completed += s.completed;
+        total.completed_last_minute += s.completed_last_minute;
+        total.failed += s.failed;
+        total.quarantined += s.quarantined;
+        if (s.oldest_pending_age &&
+            (!total.oldest_pending_age || *s.oldest_pending_age > *total.oldest_pending_age)) {
+            total.oldest_pending_age = s.oldest_pending_age;
+        }
+    }
+    if (rows.empty()) std::fprintf(out, "(no jobs)\n");
+    if (rows.size() > 1) line("total", total);
+}
+
+/// Sleeps up to `d`, returning early when Ctrl-C arrives.
+void pause(const common::Clock& clock, common::Duration d) {
+    const auto until = clock.monotonic_now() + d;
+    while (!g_interrupted && clock.monotonic_now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+/// One round in every cell (or in the organization's cell): no --watch, which follows one
+/// database.
+int status_cells(const Global& global, const common::CellMap& map, const StatusArgs& a,
+                 std::optional<common::OrgId> org) {
+    if (a.watch)
+        throw UsageError(
+            "--watch follows one database: pass --dsn with the cell's DSN instead of "
+            "--cells");
+    const auto command = [org, json = a.json](const common::Cell&, pqxx::connection& conn) {
+        const auto now = common::SystemClock().now();
+        const auto rows = common::OperatorStore(conn).status(now, org);
+        CellReport out;
+        for (const auto& r : rows) out.organizations.insert(r.org_id);
+        out.json = to_json(rows, now).dump();
+        if (!json) {
+            TextBuffer text;
+            print_table(text.file(), rows);
+            out.text = text.text();
+        }
+        return out;
+    };
+    return run_across_cells(global, map, target_cells(map, org), command, a.json);
+}
+
+int run_status(const Global& global, const StatusArgs& a) {
+    const auto interval = parse_duration(a.interval);
+    if (!interval || *interval < std::chrono::milliseconds(100)) {
+        throw UsageError("--interval '" + a.interval + "' must be a duration of at least 100ms");
+    }
+    if (a.count > 0 && !a.watch) throw UsageError("--count bounds --watch; add --watch");
+    const auto org = a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt;
+    if (const auto map = load_cells(global)) return status_cells(global, *map, a, org);
+    const std::string& dsn = require_dsn(global);
+    const bool tty = is_terminal(1);
+    if (a.watch) std::signal(SIGINT, on_interrupt);
+    std::unique_ptr<pqxx::connection> conn;
+    common::SystemClock clock;
+    for (int round = 1; !g_interrupted; ++round) {
+        const auto now = clock.now();
+        std::vector<common::OrgStatus> rows;
+        std::string trouble;
+        try {
+            if (!conn) conn = std::make_unique<pqxx::connection>(dsn);
+            rows = common::OperatorStore(*conn).status(now, org);
+        } catch (const pqxx::broken_connection& e) {
+            // Watching is how an operator follows an outage: say so and keep looking.
+            if (!a.watch) throw;
+            conn.reset();
+            trouble = std::string("database unreachable: ") + e.what();
+        }
+        if (a.json) {
+            auto out = to_json(rows, now);
+            if (!trouble.empty()) out["error"] = trouble;
+            std::cout << (a.watch ? out.dump() : out.dump(2)) << std::endl;
+        } else {
+            if (a.watch && tty) std::printf("\033[H\033[2J");
+            if (a.watch) {
+                const std::string hint = tty ? "   (every " + a.interval + "; Ctrl-C to stop)" : "";
+                std::printf("aclaim status at %s%s\n", common::format_instant(now).c_str(),
+                            hint.c_str());
+            }
+            if (trouble.empty()) {
+                print_table(stdout, rows);
+            } else {
+                std::printf("%s\n", one_line(trouble, 200).c_str());
+            }
+            if (a.watch && !tty) std::printf("\n");
+            std::fflush(stdout);
+        }
+        if (!a.watch || (a.count > 0 && round >= a.count)) break;
+        pause(clock, *interval);
+    }
+    return 0;
+}
+
+}  // namespace
+
+void add_status_command(CLI::App& app, Global& global, Action& action) {
+    auto args = std::make_shared<StatusArgs>();
+    auto* cmd = app.add_subcommand(
+        "status",
+        "Per organization: jobs by state, oldest pending age, live and expired leases, "
+        "quarantined, completions in the last minute");
+    cmd->add_option("--org", args->org, "Only this organization")->check(CLI::PositiveNumber);
+    cmd->add_flag("--json", args->json, "Print JSON (with --watch: one object per line)");
+    cmd->add_flag("--watch", args->watch, "Redraw every --interval until Ctrl-C");
+    cmd->add_option("--count", args->count, "With --watch: stop after this many rounds")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--interval", args->interval, "With --watch: pause between rounds")
+        ->capture_default_str();
+    cmd->callback([&global, &action, args] {
+        action = [&global, args] { return run_status(global, *args); };
+    });
+}
+
+}  // namespace aclaim::ctl

@@ -1,0 +1,234 @@
+#include "ctl/job_records.hpp"
+
+#include <charconv>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "ctl/ctl.hpp"
+
+namespace aclaim::ctl {
+
+namespace {
+
+constexpr int kMaxAttemptsLimit = 1000;
+
+[[noreturn]] void bad(const std::string& source, std::size_t line, const std::string& what) {
+    throw UsageError(source + ":" + std::to_string(line) + ": " + what);
+}
+
+std::optional<std::int64_t> parse_int(std::string_view text) {
+    while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    return v;
+}
+
+/// Checks one record's values against the schema's constraints, so that the database never has
+/// to refuse a batch for a reason a line number could have explained.
+void check_record(const EnqueueRecord& r, const std::string& source) {
+    if (r.org_id <= 0) bad(source, r.line, "organization must be a positive id");
+    if (r.job.max_attempts &&
+        (*r.job.max_attempts < 1 || *r.job.max_attempts > kMaxAttemptsLimit)) {
+        bad(source, r.line, "max_attempts must be 1.." + std::to_string(kMaxAttemptsLimit));
+    }
+    if (r.job.payload.find('\0') != std::string::npos) {
+        bad(source, r.line, "payload contains a NUL byte, which PostgreSQL text cannot hold");
+    }
+}
+
+int as_int(std::int64_t v, const std::string& source, std::size_t line, const char* field) {
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+        bad(source, line, std::string(field) + " " + std::to_string(v) + " is out of range");
+    }
+    return static_cast<int>(v);
+}
+
+/// Reads one CSV record (RFC 4180); false at the end of the input. `lines` counts the physical
+/// lines consumed, so that errors point at the line where a record starts.
+bool next_csv_record(std::istream& in, std::vector<std::string>& fields, std::size_t& lines,
+                     const std::string& source) {
+    fields.clear();
+    std::string line;
+    if (!std::getline(in, line)) return false;
+    ++lines;
+    const std::size_t start = lines;
+    std::string field;
+    bool quoted = false;
+    bool was_quoted = false;
+    for (std::size_t i = 0;; ++i) {
+        if (i == line.size()) {
+            if (quoted) {
+                // A quoted field goes on past the end of the line.
+                if (!std::getline(in, line)) bad(source, start, "a quoted field is never closed");
+                ++lines;
+                field += '\n';
+                i = static_cast<std::size_t>(-1);
+                continue;
+            }
+            fields.push_back(std::move(field));
+            return true;
+        }
+        const char c = line[i];
+        if (quoted) {
+            if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+                field += '"';
+                ++i;
+            } else if (c == '"') {
+                quoted = false;
+            } else {
+                field += c;
+            }
+        } else if (c == '"' && field.empty() && !was_quoted) {
+            quoted = true;
+            was_quoted = true;
+        } else if (c == ',') {
+            fields.push_back(std::move(field));
+            field.clear();
+            was_quoted = false;
+        } else if (c == '\r' && i + 1 == line.size()) {
+            // CRLF line ending.
+        } else if (was_quoted) {
+            bad(source, start, "text after the closing quote of a field");
+        } else {
+            field += c;
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
+                                    const RecordDefaults& defaults) {
+    std::vector<std::string> header;
+    std::size_t lines = 0;
+    do {
+        if (!next_csv_record(in, header, lines, source)) {
+            throw UsageError(source +
+                             ": empty: the first line must name the columns, e.g. "
+                             "org,priority,payload");
+        }
+    } while (header.size() == 1 && header[0].empty());
+    int org_col = -1, priority_col = -1, payload_col = -1, attempts_col = -1;
+    for (std::size_t i = 0; i < header.size(); ++i) {
+        std::string name = header[i];
+        while (!name.empty() && name.back() == ' ') name.pop_back();
+        while (!name.empty() && name.front() == ' ') name.erase(0, 1);
+        int* col = name == "org" || name == "org_id" ? &org_col
+                   : name == "priority"              ? &priority_col
+                   : name == "payload"               ? &payload_col
+                   : name == "max_attempts"          ? &attempts_col
+                                                     : nullptr;
+        if (col == nullptr) {
+            bad(source, lines,
+                "unknown column '" + name +
+                    "' in the header (known: org, priority, payload, max_attempts)");
+        }
+        if (*col >= 0) bad(source, lines, "column '" + name + "' appears twice in the header");
+        *col = static_cast<int>(i);
+    }
+    if (payload_col < 0) bad(source, lines, "the header has no payload column");
+    if (org_col < 0 && defaults.org_id <= 0) {
+        bad(source, lines, "the header has no org column: add one or pass --org");
+    }
+
+    std::vector<EnqueueRecord> out;
+    std::vector<std::string> fields;
+    while (true) {
+        const std::size_t start = lines + 1;
+        if (!next_csv_record(in, fields, lines, source)) break;
+        if (fields.size() == 1 && fields[0].empty()) continue;
+        if (fields.size() != header.size()) {
+            bad(source, start,
+                "has " + std::to_string(fields.size()) + " fields, the header has " +
+                    std::to_string(header.size()));
+        }
+        EnqueueRecord r;
+        r.line = start;
+        r.org_id = defaults.org_id;
+        r.job.priority = defaults.priority;
+        r.job.max_attempts = defaults.max_attempts;
+        r.job.payload = fields[static_cast<std::size_t>(payload_col)];
+        auto number = [&](int col, const char* name) -> std::optional<std::int64_t> {
+            if (col < 0) return std::nullopt;
+            const std::string& text = fields[static_cast<std::size_t>(col)];
+            if (text.find_first_not_of(' ') == std::string::npos) return std::nullopt;
+            const auto v = parse_int(text);
+            if (!v) bad(source, start, std::string(name) + " '" + text + "' is not an integer");
+            return v;
+        };
+        if (const auto v = number(org_col, "org")) {
+            r.org_id = *v;
+        } else if (defaults.org_id <= 0) {
+            bad(source, start, "no organization: fill the org column or pass --org");
+        }
+        if (const auto v = number(priority_col, "priority")) {
+            r.job.priority = as_int(*v, source, start, "priority");
+        }
+        if (const auto v = number(attempts_col, "max_attempts")) {
+            r.job.max_attempts = as_int(*v, source, start, "max_attempts");
+        }
+        check_record(r, source);
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+std::vector<EnqueueRecord> read_jsonl(std::istream& in, const std::string& source,
+                                      const RecordDefaults& defaults) {
+    std::vector<EnqueueRecord> out;
+    std::string line;
+    std::size_t n = 0;
+    while (std::getline(in, line)) {
+        ++n;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::parse_error& e) {
+            bad(source, n, std::string("not JSON: ") + e.what());
+        }
+        if (!j.is_object()) bad(source, n, "each line must be one JSON object");
+        EnqueueRecord r;
+        r.line = n;
+        r.org_id = defaults.org_id;
+        r.job.priority = defaults.priority;
+        r.job.max_attempts = defaults.max_attempts;
+        bool has_payload = false;
+        bool has_org = false;
+        for (const auto& [key, value] : j.items()) {
+            // The binding is captured by name: clang-tidy 14 cannot parse a lambda that captures a
+            // structured binding implicitly.
+            auto integer = [&, &value = value](const char* name) {
+                if (!value.is_number_integer())
+                    bad(source, n, std::string(name) + " must be an integer");
+                return value.get<std::int64_t>();
+            };
+            if (key == "org" || key == "org_id") {
+                r.org_id = integer("org");
+                has_org = true;
+            } else if (key == "priority") {
+                r.job.priority = as_int(integer("priority"), source, n, "priority");
+            } else if (key == "max_attempts") {
+                r.job.max_attempts = as_int(integer("max_attempts"), source, n, "max_attempts");
+            } else if (key == "payload") {
+                r.job.payload = value.is_string() ? value.get<std::string>() : value.dump();
+                has_payload = true;
+            } else {
+                bad(source, n,
+                    "unknown field '" + key + "' (known: org, priority, payload, max_attempts)");
+            }
+        }
+        if (!has_payload) bad(source, n, "no payload");
+        if (!has_org && defaults.org_id <= 0) {
+            bad(source, n, "no organization: add \"org\" or pass --org");
+        }
+        check_record(r, source);
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+}  // namespace aclaim::ctl
