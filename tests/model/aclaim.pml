@@ -1,0 +1,582 @@
+/*
+ * The assignment protocol of aclaim as a Promela model for SPIN. A draft: its state space is
+ * not yet small enough to check exhaustively (README.md beside it says where it stands). Each
+ * transition's comment names the statement that implements it.
+ *
+ * What is modeled
+ *   - One job row, the only authority: state, generation (the fencing token), assignee, lease
+ *     and attempts. Every statement on it is one atomic step, as it is in PostgreSQL: each of
+ *     them locks the row (FOR UPDATE / FOR NO KEY UPDATE) and re-evaluates its WHERE on the
+ *     current version, so on one row they are serial in commit order.
+ *   - Workers: claim, renew, complete, fail (retryable or final), release; they keep the
+ *     generation they were given, re-send a COMPLETE/FAIL/RELEASE/RENEW whose reply is lost or
+ *     answered not_committed / outcome_unknown (to either coordinator: the session may move),
+ *     and never re-send a CLAIM.
+ *   - Coordinators: each takes one request and coalesces the next waiting request of the same
+ *     kind into one transaction, as the work queue does; the transaction commits, or the
+ *     coordinator dies before the commit or between the commit and the replies (its queued
+ *     requests die with it), or its connection breaks at the commit: the commit happened or not,
+ *     and the answer is taken from the row afterwards (commit resolution).
+ *   - The reaper: reclaims a lease that is expired by a coordinator's clock, and pushes REVOKED.
+ *   - An operator cancel, once, at any moment.
+ *   - Time: one tick process. The lease end is stored as the ticks left on the true clock;
+ *     coordinator c's clock runs SKEW(c) ticks ahead, so it sees the lease live while more than
+ *     SKEW(c) ticks are left, and a lease it grants or renews ends L + SKEW(c) ticks from now.
+ *     Nothing bounds when workers act, so every relation of worker speed to lease length is
+ *     covered, and the coordinators disagree by D ticks.
+ *   - The network: requests and replies may be lost, duplicated, or overtaken (a channel's head
+ *     moved behind the next message); every request may also be delayed arbitrarily, and a
+ *     worker may give up waiting while its reply is still on the way.
+ *   - A lossy failover: a standby copy of the row, replicated at arbitrary points; the failover
+ *     makes it the primary (losing every commit since the last replication) on timeline 2, and
+ *     a claim grants max(generation + 1, (timeline - 1) * K + 1): the fencing epoch, with K
+ *     standing in for 2^32.
+ *
+ * Properties
+ *   P1 at most one accepted completion per job (in the history the database kept);
+ *   P2 a completion is accepted only from the holder of the job's current generation, while
+ *      that claim's lease is live by the deciding coordinator's clock;
+ *   P3 no fencing token (job, generation) is granted twice, in any history: so no token is ever
+ *      held by two workers;
+ *   P4 a renewal extends only the live lease of the current generation, held by the renewer:
+ *      never a completed, failed, reclaimed, released or cancelled one;
+ *   P5 a worker is answered ACCEPTED only for a transition the row shows committed, and
+ *      not_committed only for one that did not commit (or was lost with a failover since);
+ *   P6 (LIVE build, weak fairness) every job ends: completed, failed, discarded or cancelled,
+ *      and stays so (<>[] ended).
+ *   P1-P5 are assertions, checked in every state of the safety run and of the liveness run.
+ *
+ * Bounds (defaults; each a -D macro): 2 workers, 2 coordinators, 1 job, lease L = 2 ticks,
+ * skew D = 1 tick, batches of 2, MAXATT = 2 attempts, K = 4 generations per timeline (so
+ * generations stay below 9), and over a whole run at most LOSS = 1 lost message, DUPS = 1
+ * duplicate, REORDERS = 1 overtaking, EARLY = 1 early give-up, CRASHES = 1 coordinator death,
+ * INDOUBT = 1 interrupted commit, FAILOVERS = 1 lossy failover, CANCELS = 1 cancel,
+ * RENEWS = 1 renewal and RELEASES = 1 release. The budgets keep the state space finite and make
+ * the liveness property meaningful: an adversary with unbounded faults can starve any protocol.
+ *
+ * Abstracted away: organizations, queues, priorities and claim order (one job); sessions and
+ * HELLO (a lease does not name its session); payloads and result references (one result per
+ * worker and generation); run deadlines, backoff and scheduled jobs (retries are pending at
+ * once); quarantine and operator retry; the outbox and consumer groups (they commit with the
+ * transition they record); NOTIFY wake-ups (long-poll is modeled as a claim that may be
+ * answered NO_WORK); the audit log except for the count of accepted completions; split brain,
+ * which the HA manager prevents (docs/guarantees.md).
+ *
+ * Variants, each removing one safeguard (each must yield a counterexample once checked):
+ *   NO_RECLAIM_BUMP       the claim of a reclaimed job keeps its generation
+ *   NO_COMPLETE_GEN_CHECK the completion's fence omits generation = $g
+ *   NO_EPOCH              the claim ignores the timeline: generation + 1 after a failover too
+ *   NO_RENEW_GEN_CHECK    the renewal's fence omits generation = $g
+ */
+
+#ifndef NW
+#define NW 2
+#endif
+#ifndef NC
+#define NC 2
+#endif
+#ifndef L
+#define L 2
+#endif
+#ifndef D
+#define D 1
+#endif
+#ifndef MAXATT
+#define MAXATT 2
+#endif
+#ifndef K
+#define K 4
+#endif
+#ifndef LOSS
+#define LOSS 1
+#endif
+#ifndef DUPS
+#define DUPS 1
+#endif
+#ifndef REORDERS
+#define REORDERS 1
+#endif
+#ifndef EARLY
+#define EARLY 1
+#endif
+#ifndef CRASHES
+#define CRASHES 1
+#endif
+#ifndef INDOUBT
+#define INDOUBT 1
+#endif
+#ifndef FAILOVERS
+#define FAILOVERS 1
+#endif
+#ifndef CANCELS
+#define CANCELS 1
+#endif
+#ifndef RENEWS
+#define RENEWS 1
+#endif
+#ifndef RELEASES
+#define RELEASES 1
+#endif
+
+#define B 2              /* requests per coalesced transaction */
+#define QCAP 4           /* channel capacity; an assertion proves it is never reached */
+#define GMAX (2 * K)     /* highest generation two timelines can grant */
+#define NOBODY NW
+#define SKEW(c) ((c) * D)
+
+/* Row states. Every state from ST_COMPLETED on is terminal. */
+#define ST_PENDING 0
+#define ST_ASSIGNED 1
+#define ST_COMPLETED 2
+#define ST_FAILED 3
+#define ST_DISCARDED 4
+#define ST_CANCELLED 5
+
+mtype = { CLAIM, RENEW, COMPLETE, FAIL_RETRY, FAIL_FINAL, RELEASE,   /* worker -> coordinator */
+          ASSIGNED, NO_WORK, LEASE, REVOKED, ACCEPTED, REJECTED, RESEND, /* coordinator -> worker */
+          NONE };
+
+typedef Row {
+    byte st;    /* state */
+    byte gen;   /* generation: the fencing token */
+    byte who;   /* assignee; kept by completed, failed and discarded rows */
+    byte left;  /* ticks until lease_expires_at on the true clock; 0 once there is no lease */
+    byte att;   /* attempts */
+    byte done   /* completed events in this history's job_events (P1) */
+};
+
+Row db;          /* the primary's row */
+Row sb;          /* the standby's copy, as of the last replication */
+byte tl = 1;     /* the primary's timeline */
+
+/* Ghosts: facts about the world, not the database, so a failover does not roll them back. */
+bit granted[GMAX + 1];   /* P3: every generation ever granted, in any history */
+byte holder[GMAX + 1];   /* to whom */
+
+/* Fault budgets, shared by all processes. */
+byte loss = LOSS, dups = DUPS, reorders = REORDERS, early = EARLY;
+byte crashes = CRASHES, indoubt = INDOUBT, renews = RENEWS, releases = RELEASES;
+
+chan to_c[NC] = [QCAP] of { mtype, byte, byte };   /* kind, worker, generation */
+chan to_w[NW] = [QCAP] of { mtype, byte };         /* kind, generation */
+
+/* The batch each coordinator is working on (global so that a worker's give-up can see that a
+ * request of its own is still being served) and the replies it decided. */
+mtype bk[NC];
+byte bn[NC];
+byte bw[NC * B];
+byte bg[NC * B];
+mtype rk[NC * B];
+byte rg[NC * B];
+
+#define ended (db.st >= ST_COMPLETED)
+#define live(c) (db.st == ST_ASSIGNED && db.left > SKEW(c))
+#define inbatch(c, w) (bn[c] > 0 && (bw[(c) * B] == (w) || (bn[c] > 1 && bw[(c) * B + 1] == (w))))
+/* Nothing of worker w is on its way: its reply timeout is then no guess. */
+#define quiet(w) (len(to_w[w]) == 0 && !(to_c[0]??[_, eval(w), _]) && !(to_c[1]??[_, eval(w), _]) \
+                  && !inbatch(0, w) && !inbatch(1, w))
+
+inline copy_row(to, from) {
+    to.st = from.st; to.gen = from.gen; to.who = from.who;
+    to.left = from.left; to.att = from.att; to.done = from.done
+}
+
+/* A message on the network: lost (budget), delivered, or delivered twice (budget). */
+inline net_to_c(c, t, w, g) {
+    if
+    :: loss > 0 -> loss--
+    :: true ->
+        assert(len(to_c[c]) < QCAP); to_c[c]!t, w, g;
+        if
+        :: dups > 0 -> dups--; assert(len(to_c[c]) < QCAP); to_c[c]!t, w, g
+        :: true
+        fi
+    fi
+}
+
+inline net_to_w(w, t, g) {
+    if
+    :: loss > 0 -> loss--
+    :: true ->
+        assert(len(to_w[w]) < QCAP); to_w[w]!t, g;
+        if
+        :: dups > 0 -> dups--; assert(len(to_w[w]) < QCAP); to_w[w]!t, g
+        :: true
+        fi
+    fi
+}
+
+/* ---- the statements, each one atomic step on the row (sql:: names in store_sql.hpp) ---- */
+
+/* The fence every transition of a held job shares: state = 'assigned' AND generation = $g
+ * AND assignee = $w AND lease_expires_at > $now. */
+#define fenced(c, w, g) (live(c) && db.gen == (g) && db.who == (w))
+
+/* sql::kClaim / kClaimBatch: a pending job becomes assigned at the next generation, or at the
+ * first one of the current timeline's range when that is higher (schema/0009). */
+inline claim() {
+    if
+    :: db.st == ST_PENDING ->
+#ifdef NO_EPOCH
+        nx = db.gen + 1;
+#else
+        nx = ((tl - 1) * K + 1 > db.gen + 1 -> (tl - 1) * K + 1 : db.gen + 1);
+#endif
+#ifdef NO_RECLAIM_BUMP
+        if :: reclaimed -> nx = db.gen :: else fi;
+#endif
+        assert(nx <= tl * K);                 /* the timeline's range is never exhausted */
+        assert(!granted[nx]);                 /* P3 */
+        granted[nx] = 1; holder[nx] = rw;
+        db.st = ST_ASSIGNED; db.gen = nx; db.who = rw; db.left = L + SKEW(c); db.att++;
+#ifdef NO_RECLAIM_BUMP
+        reclaimed = 0;
+#endif
+        rk[slot] = ASSIGNED; rg[slot] = nx
+    :: else -> rk[slot] = NO_WORK; rg[slot] = 0
+    fi
+}
+
+#ifdef NO_RECLAIM_BUMP
+bit reclaimed;   /* the row came back by a reclaim, which this variant does not fence */
+#endif
+
+/* sql::kRenew / kRenewBatch. */
+inline renew() {
+    if
+#ifdef NO_RENEW_GEN_CHECK
+    :: live(c) && db.who == rw ->
+#else
+    :: fenced(c, rw, rgen) ->
+#endif
+        assert(db.st == ST_ASSIGNED && db.gen == rgen && holder[rgen] == rw);   /* P4 */
+        db.left = L + SKEW(c);
+        rk[slot] = LEASE
+    :: else -> rk[slot] = REVOKED
+    fi;
+    rg[slot] = rgen
+}
+
+/* sql::kComplete / kCompleteBatch; a refused one is answered from the row (kAuthority,
+ * common::diagnose): the same completion already committed is ACCEPTED, replayed. */
+inline complete() {
+    if
+#ifdef NO_COMPLETE_GEN_CHECK
+    :: live(c) && db.who == rw ->
+#else
+    :: fenced(c, rw, rgen) ->
+#endif
+        assert(db.done == 0);                                             /* P1 */
+        assert(db.gen == rgen && holder[rgen] == rw && db.left > SKEW(c));       /* P2 */
+        db.st = ST_COMPLETED; db.left = 0; db.done++;
+        rk[slot] = ACCEPTED
+    :: else ->
+        rk[slot] = (db.st == ST_COMPLETED && db.gen == rgen && db.who == rw -> ACCEPTED : REJECTED)
+    fi;
+    rg[slot] = rgen
+}
+
+/* sql::kFail: retryable, the attempt is used and the job is pending again or, its attempts
+ * used up, discarded (retry_or_discard); final, failed. */
+inline fail(retry) {
+    if
+    :: fenced(c, rw, rgen) ->
+        if
+        :: retry && db.att < MAXATT -> db.st = ST_PENDING; db.who = NOBODY
+        :: retry && db.att >= MAXATT -> db.st = ST_DISCARDED
+        :: else -> db.st = ST_FAILED
+        fi;
+        db.left = 0;
+        rk[slot] = ACCEPTED
+    :: else ->
+        rk[slot] = ((db.st == ST_FAILED || db.st == ST_DISCARDED) && db.gen == rgen && db.who == rw
+                 -> ACCEPTED : REJECTED)
+    fi;
+    rg[slot] = rgen
+}
+
+/* sql::kRelease: back to pending, the attempt given back. */
+inline release() {
+    if
+    :: fenced(c, rw, rgen) ->
+        db.st = ST_PENDING; db.who = NOBODY; db.left = 0; db.att--;
+        rk[slot] = ACCEPTED
+    :: else -> rk[slot] = REJECTED
+    fi;
+    rg[slot] = rgen
+}
+
+/* One transaction of coordinator c over its batch, in batch order. */
+inline apply_batch(c) {
+    i = 0;
+    do
+    :: i < bn[c] ->
+        slot = c * B + i; rw = bw[slot]; rgen = bg[slot];
+        if
+        :: bk[c] == CLAIM -> claim()
+        :: bk[c] == RENEW -> renew()
+        :: bk[c] == COMPLETE -> complete()
+        :: bk[c] == FAIL_RETRY -> fail(1)
+        :: bk[c] == FAIL_FINAL -> fail(0)
+        :: bk[c] == RELEASE -> release()
+        fi;
+        i++
+    :: else -> break
+    od;
+    i = 0; slot = 0; rw = 0; rgen = 0; nx = 0
+}
+
+/* coordinator::resolve_interrupted (commit_resolution.cpp) over the row read after the
+ * connection came back: Applied is answered as the replayed transition, NotApplied as ERROR
+ * not_committed and Unknown as ERROR outcome_unknown; the worker re-sends on both errors. A
+ * claim whose commit is in doubt is answered NO_WORK (its lease, if it was granted, runs out),
+ * a renewal ERROR (it is re-sent). */
+inline resolve_batch(c, was_applied, tl_then) {
+    j = 0;
+    do
+    :: j < bn[c] ->
+        rw = bw[c * B + j]; rgen = bg[c * B + j];
+        rg[c * B + j] = rgen;
+        if
+        :: bk[c] == CLAIM -> rk[c * B + j] = NO_WORK
+        :: bk[c] == RENEW -> rk[c * B + j] = RESEND
+        :: bk[c] == COMPLETE && db.st == ST_COMPLETED && db.gen == rgen && db.who == rw ->
+            rk[c * B + j] = ACCEPTED
+        :: ((bk[c] == FAIL_RETRY || bk[c] == FAIL_FINAL) &&
+            (db.st == ST_FAILED || db.st == ST_DISCARDED) && db.gen == rgen && db.who == rw) ->
+            rk[c * B + j] = ACCEPTED
+        :: else ->
+            /* Not applied by the row's reading: NotApplied when the row proves it, else Unknown.
+             * A COMPLETE or final FAIL would have left the row terminal at g for good; a RELEASE
+             * or retryable FAIL leaves it pending at g, as a reclaim does. */
+            if
+            :: bk[c] == COMPLETE || bk[c] == FAIL_FINAL ->
+                assert(!(was_applied && tl == tl_then))                      /* P5 */
+            :: else ->
+                if
+                :: db.gen == rgen && db.st != ST_PENDING ->
+#ifndef ALLOW_RESOLUTION_GAP
+                    assert(!(was_applied && tl == tl_then));                 /* P5 */
+#endif
+                    skip
+                :: else
+                fi
+            fi;
+            rk[c * B + j] = RESEND
+        fi;
+        j++
+    :: else -> break
+    od;
+    j = 0; rw = 0; rgen = 0
+}
+
+inline send_replies(c) {
+    k = 0;
+    do
+    :: k < bn[c] -> net_to_w(bw[c * B + k], rk[c * B + k], rg[c * B + k]); k++
+    :: else -> break
+    od;
+    k = 0;
+    bn[c] = 0
+}
+
+/* A coordinator process dies: its batch and the requests queued on its socket are gone. */
+inline die(c) {
+    bn[c] = 0;
+    do
+    :: to_c[c]?_, _, _
+    :: len(to_c[c]) == 0 -> break
+    od
+}
+
+proctype Coordinator(byte c) {
+    mtype t;
+    byte w, g;
+    bit applied;
+    byte tl_then;
+    bit phase;      /* 1: the commit was in doubt */
+    byte i, j, k, nx, rw, rgen, slot;   /* the inlines' scratch, zeroed after use */
+end:
+    do
+    :: atomic {
+        to_c[c]?t, w, g ->
+            bk[c] = t; bw[c * B] = w; bg[c * B] = g; bn[c] = 1;
+            /* The next waiting request of the same kind joins the transaction. */
+            if
+            :: to_c[c]??[eval(t), _, _] ->
+                to_c[c]??eval(t), w, g; bw[c * B + 1] = w; bg[c * B + 1] = g; bn[c] = 2
+            :: else
+            fi;
+            t = NONE; w = 0; g = 0;
+            if
+            :: apply_batch(c)                      /* commits */
+            :: crashes > 0 ->                      /* dies before the commit, or after it */
+                crashes--;
+                if :: apply_batch(c) :: skip fi;
+                die(c)
+            :: indoubt > 0 ->                      /* the connection breaks at the commit */
+                indoubt--; tl_then = tl; phase = 1;
+                if :: apply_batch(c); applied = 1 :: applied = 0 fi
+            fi
+       };
+       /* The replies leave after the commit; in doubt, after the row was read again. */
+       atomic {
+            if
+            :: phase == 1 -> resolve_batch(c, applied, tl_then); applied = 0; tl_then = 0; phase = 0
+            :: else
+            fi;
+            send_replies(c)
+       }
+    :: reorders > 0 && len(to_c[c]) >= 2 ->
+        atomic { reorders--; to_c[c]?t, w, g; to_c[c]!t, w, g; t = NONE; w = 0; g = 0 }
+    od
+}
+
+proctype Worker(byte w) {
+    byte held;        /* generation held, 0: none */
+    mtype out = NONE; /* the request awaiting its reply */
+    mtype t;
+    byte g;
+end:
+    do
+    :: out == NONE && held == 0 && quiet(w) ->
+        /* A new claim waits until every earlier reply is in: the worker library tells replies
+         * apart by request id, which this model has not, so a late NO_WORK is never taken for
+         * the answer to a newer claim. */
+        atomic {
+            out = CLAIM;
+            if :: net_to_c(0, CLAIM, w, 0) :: net_to_c(1, CLAIM, w, 0) fi
+        }
+    :: out == NONE && held != 0 ->
+        atomic {
+            if
+            :: renews > 0 -> renews--; out = RENEW
+            :: out = COMPLETE
+            :: out = FAIL_RETRY
+            :: out = FAIL_FINAL
+            :: releases > 0 -> releases--; out = RELEASE
+            fi;
+            if :: net_to_c(0, out, w, held) :: net_to_c(1, out, w, held) fi
+        }
+    :: atomic {
+        to_w[w]?t, g ->
+            if
+            :: t == ASSIGNED ->
+                /* A late grant while holding the job is left to expire. */
+                if
+                :: held == 0 -> assert(holder[g] == w); held = g;
+                                if :: out == CLAIM -> out = NONE :: else fi
+                :: else
+                fi
+            :: t == NO_WORK -> if :: out == CLAIM -> out = NONE :: else fi
+            :: t == LEASE -> if :: g == held && out == RENEW -> out = NONE :: else fi
+            :: t == REVOKED || t == ACCEPTED || t == REJECTED ->
+                if :: g == held && g != 0 -> held = 0; out = NONE :: else fi
+            :: t == RESEND ->
+                if
+                :: g == held && g != 0 && out != NONE && out != CLAIM ->
+                    if :: net_to_c(0, out, w, held) :: net_to_c(1, out, w, held) fi
+                :: else
+                fi
+            fi;
+            t = NONE; g = 0
+        }
+    :: out != NONE && (quiet(w) || early > 0) ->
+        /* The reply timeout: nothing is coming, or (budget) the worker gives up early. */
+        atomic {
+            if :: !quiet(w) -> early-- :: else fi;
+            if
+            :: out == CLAIM -> out = NONE      /* never re-sent: its grant, if any, expires */
+            :: else -> if :: net_to_c(0, out, w, held) :: net_to_c(1, out, w, held) fi
+            fi
+        }
+    :: reorders > 0 && len(to_w[w]) >= 2 ->
+        atomic { reorders--; to_w[w]?t, g; to_w[w]!t, g; t = NONE; g = 0 }
+    od
+}
+
+/* sql::kReclaim, run by every coordinator's reaper; the fastest clock (SKEW(NC - 1)) is the
+ * first to see a lease expired, and a slower one sees it later or not before a renewal. */
+proctype Reaper() {
+    byte w, g;
+end:
+    do
+    :: atomic {
+        db.st == ST_ASSIGNED && db.left <= SKEW(NC - 1) ->
+            w = db.who;
+            if
+            :: db.att >= MAXATT -> db.st = ST_DISCARDED
+            :: else -> db.st = ST_PENDING; db.who = NOBODY
+            fi;
+            db.left = 0;
+#ifdef NO_RECLAIM_BUMP
+            reclaimed = 1;
+#endif
+            g = db.gen;
+            net_to_w(w, REVOKED, g);
+            w = 0; g = 0
+       }
+    od
+}
+
+/* Time: every lease, the primary's and the standby's copy, comes one tick closer to its end. */
+proctype Clock() {
+end:
+    do
+    :: atomic {
+        (db.left > 0 || sb.left > 0) ->
+            if :: db.left > 0 -> db.left-- :: else fi;
+            if :: sb.left > 0 -> sb.left-- :: else fi
+       }
+    od
+}
+
+/* aclaim_cancel_jobs (schema/0008_integration.sql), or never. */
+proctype Operator() {
+    byte w, g;
+    if
+    :: CANCELS > 0 ->
+        atomic {
+            (db.st == ST_PENDING || db.st == ST_ASSIGNED) ->
+                w = db.who;
+                db.st = ST_CANCELLED; db.left = 0;
+                g = db.gen;
+                if :: w != NOBODY -> net_to_w(w, REVOKED, g) :: else fi
+        }
+    :: skip
+    fi
+}
+
+/* Asynchronous replication and a lossy failover, or none: the standby is replicated at
+ * arbitrary points and may be promoted at any moment, losing every commit since. */
+proctype Replication() {
+    if :: FAILOVERS == 0 -> goto idle :: else fi;
+end:
+    do
+    :: atomic { copy_row(sb, db) }
+    :: FAILOVERS > 0 ->
+        atomic {
+            copy_row(db, sb);
+            tl = 2
+        };
+        break
+    :: break
+    od;
+idle:
+    atomic { sb.st = 0; sb.gen = 0; sb.who = 0; sb.left = 0; sb.att = 0; sb.done = 0 }
+}
+
+init {
+    atomic {
+        db.st = ST_PENDING; db.who = NOBODY;
+        copy_row(sb, db);          /* the enqueue was replicated */
+        byte c;
+        for (c : 0 .. NC - 1) { run Coordinator(c) }
+        for (c : 0 .. NW - 1) { run Worker(c) }
+        run Reaper(); run Clock(); run Operator(); run Replication()
+    }
+}
+
+#ifdef LIVE
+ltl ends { <> [] ended }
+#endif
