@@ -73,18 +73,6 @@ std::vector<std::string> keys_of(const pqxx::result& rows) {
 
 }  // namespace
 
-std::optional<WorkerKeyOwner> live_worker_key(pqxx::transaction_base& txn,
-                                              const std::string& public_key) {
-    const auto rows = txn.exec_params(
-        "SELECT org_id, name, array_to_string(queues, ',') AS queues FROM worker_keys "
-        "WHERE public_key = $1 AND revoked_at IS NULL",
-        public_key);
-    if (rows.empty()) return std::nullopt;
-    WorkerKeyOwner owner{rows[0]["org_id"].as<OrgId>(), rows[0]["name"].as<std::string>(), {}};
-    if (!rows[0]["queues"].is_null()) owner.queues = split_queues(rows[0]["queues"].c_str());
-    return owner;
-}
-
 std::unordered_map<std::string, WorkerKeyOwner> live_worker_key_owners(
     pqxx::transaction_base& txn, const std::vector<std::string>& public_keys) {
     const auto rows = txn.exec_params(

@@ -48,10 +48,6 @@ struct WorkerKeyOwner {
 /// "a,b,c" as {"a", "b", "c"} (queue names hold no comma).
 std::vector<std::string> split_queues(std::string_view list);
 
-/// The owner of `public_key` while it is live; nullopt when unknown or revoked.
-std::optional<WorkerKeyOwner> live_worker_key(pqxx::transaction_base& txn,
-                                              const std::string& public_key);
-
 /// The owners of those of `public_keys` that are live, in one query: a coordinator restarted under
 /// thousands of workers authenticates their handshakes a batch at a time.
 std::unordered_map<std::string, WorkerKeyOwner> live_worker_key_owners(
