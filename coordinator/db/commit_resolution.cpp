@@ -44,10 +44,13 @@ CommitResolution resolve_interrupted(const InterruptedTransition& t,
         }
         return verdict(Verdict::NotApplied, "the commit did not happen: " + why);
     }
-    // RELEASE and retryable FAIL return the job to pending at the same generation, which is also
-    // what a reclaim does, and a later claim moves the row past this generation either way.
-    if (row->generation == t.request.generation && row->state != JobState::Pending &&
-        row->state != JobState::Quarantined) {
+    // RELEASE and retryable FAIL leave the job pending, scheduled (a backoff) or discarded (the
+    // last attempt) at the same generation, which is also what a reclaim does; a cancel or the
+    // recovery tool may move it on from there without a claim. Only a row still assigned or
+    // completed at this generation proves the commit did not happen; a later claim moves the
+    // row past this generation either way.
+    if (row->generation == t.request.generation &&
+        (row->state == JobState::Assigned || row->state == JobState::Completed)) {
         return verdict(Verdict::NotApplied, "the commit did not happen: " + why);
     }
     return verdict(Verdict::Unknown,

@@ -260,6 +260,14 @@ TEST_CASE("an interrupted commit is resolved from the row, never guessed", "[coo
     row.state = JobState::Pending;
     row.assignee.clear();
     CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::Unknown);
+    // A committed release or retryable fail may have left the row scheduled (a backoff) or
+    // discarded (the last attempt), and a cancel may have followed: not a proof either way.
+    for (const auto state : {JobState::Scheduled, JobState::Discarded, JobState::Cancelled}) {
+        row.state = state;
+        CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::Unknown);
+    }
+    row.state = JobState::Completed;
+    CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::NotApplied);
     row.generation = 5;
     row.state = JobState::Assigned;
     CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::Unknown);
