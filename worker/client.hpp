@@ -149,6 +149,8 @@ class Client {
     bool claim_pending() const;
     /// Requests sent or waiting to be sent that have not been answered.
     std::size_t pending() const { return pending_.size(); }
+    /// Of those, the ones sent: never more than options().max_in_flight.
+    std::size_t in_flight() const;
     const HeldJobs& held() const { return held_; }
     const std::optional<proto::Welcome>& welcome() const { return welcome_; }
     const ClientStats& stats() const { return stats_; }
@@ -184,7 +186,6 @@ class Client {
     void on_welcome(const proto::Welcome& welcome, TimePoint now, std::vector<Event>& out);
     void run_timers(TimePoint now, std::vector<Event>& out);
     std::optional<TimePoint> next_deadline() const;
-    std::size_t in_flight() const;
     void receive_all(TimePoint now, std::vector<Event>& out);
 
     zmq::context_t& context_;

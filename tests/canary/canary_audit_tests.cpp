@@ -165,6 +165,7 @@ TEST_CASE("canary lock sampler: a claim waiting on a held row is seen with its l
     const auto ids = enqueue(store, org, 2);
 
     auto holder = db.connect();
+    const auto held_from = std::chrono::steady_clock::now();
     pqxx::work hold(*holder);
     hold.exec_params("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", ids[0]);
 
@@ -183,14 +184,32 @@ TEST_CASE("canary lock sampler: a claim waiting on a held row is seen with its l
             return seen.claim_waits > 0;
         },
         std::chrono::seconds(10));
+    // The claim has waited since before it was first seen. Keep the row locked until a sample
+    // taken 300 ms later: that sample must report a wait of about 300 ms, so a wait measured
+    // in the wrong unit, from the wrong instant or not at all cannot pass.
+    const auto seen_waiting_at = std::chrono::steady_clock::now();
+    std::this_thread::sleep_until(seen_waiting_at + 300ms);
+    seen.add(sampler.take());
+    const auto samples_before = seen.samples;
+    testing::eventually(
+        [&] {
+            seen.add(sampler.take());
+            return seen.samples > samples_before;
+        },
+        std::chrono::seconds(10));
     hold.abort();
+    const auto held_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - held_from)
+            .count();
     waiter.join();
     sampler.stop();
 
     REQUIRE(waited);
     CHECK(seen.other_waits == 0);
     CHECK(seen.waiting_max >= 1);
-    CHECK(seen.claim_wait_max_ms >= 0);
+    CHECK(seen.claim_wait_max_ms >= 250);  // less a sample already under way at 300 ms
+    // Nor longer than the row was held.
+    CHECK(seen.claim_wait_max_ms <= held_ms);
     CHECK(seen.by_lock_type.size() >= 1);
     CHECK(sampler.thread().errors() == 0);
     REQUIRE(outcome.status == common::ClaimOutcome::Status::Claimed);

@@ -7,7 +7,6 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "tests/e2e/cluster.hpp"
 
@@ -24,6 +23,24 @@ std::string contents(const std::string& path) {
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
+}
+
+/// The job's lease end as the database prints it (microseconds kept).
+std::string lease_end(Cluster& c, const std::string& job) {
+    return c.text("SELECT lease_expires_at::text FROM jobs WHERE id = " + job);
+}
+
+/// Whether, within 5 s (several heartbeats), the job's lease is extended past `since` while it
+/// stays the same generation-1 claim of `holder`.
+bool renewed_after(Cluster& c, const std::string& job, const std::string& holder,
+                   const std::string& since) {
+    return eventually(
+        [&] {
+            return c.text("SELECT (state = 'assigned' AND generation = 1 AND assignee = '" +
+                          holder + "' AND lease_expires_at > '" + since +
+                          "'::timestamptz)::text FROM jobs WHERE id = " + job) == "true";
+        },
+        5s);
 }
 
 }  // namespace
@@ -66,11 +83,10 @@ TEST_CASE("workers fail over to the surviving coordinator and keep their leases"
     REQUIRE(c.text("SELECT state || ':' || generation || ':' || assignee FROM jobs WHERE id = " +
                    held) == "assigned:1:holder");
 
-    // Two leases after A died the lease is still live: only a renewal through B did that.
-    std::this_thread::sleep_for(3s);
-    CHECK(c.text("SELECT (state = 'assigned' AND generation = 1 AND assignee = 'holder' AND "
-                 "lease_expires_at > now())::text FROM jobs WHERE id = " +
-                 held) == "true");
+    // The lease moves past where A last left it, with the same generation and holder: only a
+    // renewal through B can have done that.
+    const auto left_by_a = lease_end(c, held);
+    CHECK(renewed_after(c, held, "holder", left_by_a));
 
     const bool drained = eventually(
         [&] {
@@ -137,11 +153,9 @@ TEST_CASE("a coordinator that hangs with its connections up is left within the s
     // 900 ms of silence after a PING, plus up to 300 ms until the PING, plus the scheduling of a
     // loaded machine: far below the 20 s reply timeout that would otherwise have been the bound.
     CHECK(took < 5s);
-    std::this_thread::sleep_for(4s);
-    CHECK(
-        c.text("SELECT (state = 'assigned' AND generation = 1 AND lease_expires_at > now())::text "
-               "FROM jobs WHERE id = " +
-               held) == "true");
+    // A is stopped: a lease end later than the one read now was written through B.
+    const auto left_by_a = lease_end(c, held);
+    CHECK(renewed_after(c, held, "holder", left_by_a));
     CHECK(holder.wait_for(30s) == std::optional<int>(0));
     CHECK(c.text("SELECT state || ':' || generation || ':' || assignee FROM jobs WHERE id = " +
                  held) == "completed:1:holder");

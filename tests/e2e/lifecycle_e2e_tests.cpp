@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
 
 #include "tests/e2e/cluster.hpp"
 #include "tests/pg/ctl_run.hpp"
@@ -23,6 +24,15 @@ common::NewJob job(const std::string& queue, const std::string& payload, int max
     j.payload = payload;
     j.max_attempts = max_attempts;
     return j;
+}
+
+/// The first line of a log that contains `needle`, or "" (also while the file does not exist).
+std::string line_with(const std::string& path, const std::string& needle) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        if (line.find(needle) != std::string::npos) return line;
+    }
+    return "";
 }
 
 std::vector<std::string> worker_flags(const std::string& queues, std::vector<std::string> more) {
@@ -68,13 +78,21 @@ TEST_CASE(
     REQUIRE(cancel.code == 0);
     CHECK(cancel.out.find("held by slowpoke") != std::string::npos);
     CHECK(c.text("SELECT state FROM jobs WHERE queue = 'slow'") == "cancelled");
-    // The holder is told at once: the coordinator pushes REVOKED cancelled.
+    // The holder is told at once: the coordinator pushes REVOKED cancelled (a push it could not
+    // deliver is logged with outcome=undeliverable) and the holder stops its review on it.
+    const auto job = "org=1 job=" + std::to_string(slow_job) + " ";
+    std::string pushed;
+    std::string heard;
     REQUIRE(eventually(
         [&] {
-            return c.tail_logs().find("revoke org=1 job=" + std::to_string(slow_job)) !=
-                   std::string::npos;
+            pushed = line_with(c.log_dir() + "/coordinator-1.log", "revoke " + job);
+            heard = line_with(c.log_dir() + "/slowpoke.log", "revoked " + job);
+            return !pushed.empty() && !heard.empty();
         },
         10s));
+    CHECK_THAT(pushed, Catch::Contains("outcome=pushed"));
+    CHECK_THAT(heard, Catch::Contains("reason=cancelled"));
+    CHECK_THAT(heard, Catch::Contains("review stopped"));
 
     // The poison job kills both electricians, then is discarded after its two attempts.
     REQUIRE(eventually(

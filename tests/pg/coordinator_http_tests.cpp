@@ -151,6 +151,22 @@ TEST_CASE("/healthz follows the router thread and /readyz the database", "[http]
     CHECK(ready->body.rfind("ready: writable primary on timeline 1, schema at version", 0) == 0);
     CHECK(scrape.get("/nothing")->status == 404);
 
+    // A router whose last tick is older than the stall limit: the tick is what a stuck loop
+    // would leave behind, written into metrics no running router thread touches.
+    coordinator::Metrics stuck;
+    const auto real_now = common::SystemClock().monotonic_now().time_since_epoch();
+    stuck.router_tick_ns.store(
+        (real_now - coordinator::HttpServer::kStallLimit - std::chrono::seconds(5)).count());
+    coordinator::HttpServer stalled(http_options(h.coordinator->options(), h.db.dsn()), stuck);
+    stalled.start();
+    Scraper stalled_scrape(stalled.port());
+    const auto stalled_health = stalled_scrape.get("/healthz");
+    CHECK(stalled_health->status == 503);
+    CHECK(stalled_health->body.rfind("router thread stalled: last ran ", 0) == 0);
+    // The same metrics ticked just now are healthy again: the answer follows the tick.
+    stuck.router_tick_ns.store(common::SystemClock().monotonic_now().time_since_epoch().count());
+    CHECK(stalled_scrape.get("/healthz")->status == 200);
+
     // A database without the schema: reachable, not ready, and the answer says what to do.
     coordinator::HttpServer bare(http_options(h.coordinator->options(), server_dsn()),
                                  h.coordinator->metrics());

@@ -97,13 +97,32 @@ TEST_CASE("a waiting claim is woken by an enqueue, and an empty wait ends with N
 TEST_CASE("a claim waiting in one organization is not woken by another's jobs", "[coordinator]") {
     common::SystemClock clock;
     CoordinatorHarness h(clock);
-    auto w = h.worker();
-    w->hello("w1", 2);
-    const auto req = w->claim(1, 600);
-    REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }));
     common::AssignmentStore store(h.db.dsn());
+    const auto& parked = h.coordinator->metrics().parked;
+    auto near = h.worker();
+    near->hello("near", 1);
+    // First an org-1 claim woken by an org-1 enqueue: the listener is up, so no "listener
+    // ready" wake of every parked claim can come later and blur the count below.
+    const auto warm = near->claim(1, 5000);
+    REQUIRE(eventually([&] { return parked.load() >= 1; }));
+    store.enqueue(1, some_jobs(1), clock.now());
+    REQUIRE(near->expect<proto::Assigned>(warm, 6s).jobs.size() == 1);
+
+    auto far = h.worker();
+    far->hello("far", 2);
+    const auto base = parked.load();
+    const auto req = far->claim(1, 1500);
+    REQUIRE(eventually([&] { return parked.load() == base + 1; }));
+    const auto same_org = near->claim(1, 5000);
+    REQUIRE(eventually([&] { return parked.load() == base + 2; }));
     store.enqueue(1, some_jobs(3), clock.now());
-    CHECK(w->expect<proto::NoWork>(req, 5s).reason == "wait ended");
+    // The org-1 claim is woken: the notification reached the router while the org-2 claim was
+    // parked beside it.
+    REQUIRE(near->expect<proto::Assigned>(same_org, 6s).jobs.size() == 1);
+    CHECK(far->expect<proto::NoWork>(req, 5s).reason == "wait ended");
+    // A claim woken by mistake finds nothing, parks again and still ends with "wait ended";
+    // only the park count tells: one park each, none twice.
+    CHECK(parked.load() == base + 2);
 }
 
 TEST_CASE("stop answers a parked claim with draining and returns", "[coordinator]") {

@@ -113,11 +113,26 @@ TEST_CASE("completions notify their organization after the commit, and a woken r
         const auto req = w->next_req();
         w->send(proto::Complete{req, job.job_id, job.generation + 1, "review:stale"});
         CHECK(w->expect<proto::Rejected>(req).reason == "stale_generation");
+        // A fence: an accepted completion of the other organization, queued on the notifier's one
+        // thread after anything the refusal could have queued. Once its notification is here, a
+        // stray one for organization 2 has been sent too, either before it or in the same round,
+        // and cannot merge into the accepted completion's below.
+        auto fence = h.worker();
+        fence->hello("w1", 1);
+        const auto other = fence->claim_one();
+        const auto fenced = fence->next_req();
+        fence->send(proto::Complete{fenced, other.job_id, other.generation, "review:w1"});
+        CHECK(fence->expect<proto::Accepted>(fenced).state == "completed");
+        REQUIRE(await_more(*listen_conn, listener, 0));
+        pqxx::nontransaction(*listen_conn).exec("SELECT 1");
+        listen_conn->get_notifs();
+        CHECK(listener.payloads == std::vector<std::string>{"1"});
+
         const auto ok = w->next_req();
         w->send(proto::Complete{ok, job.job_id, job.generation, "review:w2"});
         CHECK(w->expect<proto::Accepted>(ok).state == "completed");
-        REQUIRE(await_more(*listen_conn, listener, 0));
-        CHECK(listener.payloads == std::vector<std::string>{"2"});
+        REQUIRE(await_more(*listen_conn, listener, 1));
+        CHECK(listener.payloads == std::vector<std::string>{"1", "2"});
     }
 }
 

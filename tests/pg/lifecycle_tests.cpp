@@ -203,6 +203,35 @@ TEST_CASE(
     CHECK(report.ok());
 }
 
+TEST_CASE("the backoff's jitter differs between jobs failed at the same instant",
+          "[store][lifecycle][retry]") {
+    // The test above compares a delay with the function that computed it; this one asks what
+    // jitter is for: jobs failing together must not all come back at the same instant.
+    Fixture f;
+    NewJob j = job_in("default", "flaky");
+    j.max_attempts = 3;
+    j.backoff_base = 10s;
+    j.backoff_cap = 25s;
+    constexpr int kJobs = 8;
+    for (int i = 0; i < kJobs; ++i) f.enqueue(j);
+    auto out = f.claim("w", {}, kJobs);
+    REQUIRE(out.leases.size() == kJobs);
+    std::set<Duration> delays;
+    for (const auto& lease : out.leases) {
+        auto req = f.fence(lease, "w");
+        req.reason = "scanner timeout";
+        req.retryable = true;
+        REQUIRE(f.store.fail(req, f.clock.now()).state == JobState::Scheduled);
+        const Duration delay = f.run_at(lease.job_id) - f.clock.now();
+        CHECK(delay >= 5s);
+        CHECK(delay <= 10s);
+        delays.insert(delay);
+    }
+    // 1024 jitter steps over 5 s: eight jobs all but never share a step.
+    INFO(delays.size() << " distinct delays among " << kJobs << " jobs");
+    CHECK(delays.size() >= kJobs - 1);
+}
+
 TEST_CASE("an expired lease uses up an attempt: past the last one the job is discarded",
           "[store][lifecycle][retry]") {
     Fixture f;

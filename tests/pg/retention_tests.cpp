@@ -209,20 +209,39 @@ TEST_CASE("a prune removes at most its batch, and a later retention change appli
           "[retention]") {
     Fixture f;
     std::vector<JobId> ids;
-    for (int i = 0; i < 25; ++i) {
-        ids.push_back(f.enqueue());
-        f.finish(ids.back(), "completed");
+    for (int i = 0; i < 25; ++i) ids.push_back(f.enqueue());
+    const auto out = f.store.claim(1, {"w", 25, {"default"}}, kLease, f.clock.now());
+    REQUIRE(out.leases.size() == 25);
+    // Completed newest id first, 100 ms apart (within the lease): completion order is the reverse
+    // of id and enqueue order, so a prune that took jobs by id or at random would keep the wrong
+    // ones.
+    std::vector<JobId> by_completion;
+    for (auto it = out.leases.rbegin(); it != out.leases.rend(); ++it) {
+        f.clock.advance(100ms);
+        f.store.complete({1, it->job_id, it->generation, "w", "ref"}, f.clock.now());
+        REQUIRE(f.state(it->job_id) == "completed");
+        by_completion.push_back(it->job_id);
     }
+    REQUIRE(by_completion.front() != ids.front());
     f.clock.advance(2 * kDay);
     CHECK(f.prune() == 0);
     common::QueueSettings shorter;
     shorter.retain_completed = kDay;
     f.ops.configure(1, "default", shorter, "ops", f.clock.now());
+    // Oldest first: after each batch exactly the jobs completed latest are left.
+    const auto left_are_the_latest = [&](std::size_t pruned) {
+        for (std::size_t i = 0; i < by_completion.size(); ++i) {
+            INFO("job " << by_completion[i] << ", completed " << i + 1 << "th, after " << pruned
+                        << " pruned");
+            CHECK(f.exists(by_completion[i]) == (i >= pruned));
+        }
+    };
     CHECK(f.prune(10) == 10);
+    left_are_the_latest(10);
     CHECK(f.prune(10) == 10);
+    left_are_the_latest(20);
     CHECK(f.prune(10) == 5);
     CHECK(f.prune(10) == 0);
-    // Oldest first: batch by batch, in completion order.
     CHECK(f.scalar("SELECT count(*) FROM jobs") == 0);
     CHECK(f.scalar("SELECT count(*) FROM job_prunes") == 3);
     // Forever keeps them however old they are.

@@ -125,6 +125,15 @@ struct Harness {
               o.endpoints = {fake.endpoint()};
               return o;
           }()) {}
+    /// A client on `clock` (a ManualClock in the tests of its timers), which must outlive it.
+    Harness(worker::ClientOptions o, const aclaim::common::Clock& clock)
+        : client(
+              ctx,
+              [&] {
+                  o.endpoints = {fake.endpoint()};
+                  return o;
+              }(),
+              clock) {}
 
     ~Harness() { client.close(); }
 
@@ -145,6 +154,15 @@ struct Harness {
                                          heartbeat_ms, 65536});
         next_event<worker::SessionReady>();
         return hello;
+    }
+
+    /// Everything the fake was sent before a RELEASE submitted now, as far as next_request has
+    /// not taken it: the DEALER delivers in order, so once the RELEASE arrives nothing the client
+    /// sent earlier is still on its way.
+    const std::vector<Request>& sent_so_far() {
+        client.release({99, 1});
+        next_request<proto::Release>();
+        return skipped;
     }
 
     worker::JobRef assign_one(std::int64_t job, std::int64_t gen, std::int32_t lease_ms) {

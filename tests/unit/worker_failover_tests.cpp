@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <map>
 #include <optional>
 #include <set>
 
@@ -46,26 +47,79 @@ struct MuteListener {
     ~MuteListener() { ::close(fd); }
 };
 
-/// Polls the client and collects its events; each fake's requests of other types than the one
-/// awaited are dropped, so that one coordinator's are never taken for another's.
+constexpr aclaim::common::Instant kT0 = aclaim::common::instant_from_micros(1'700'000'000'000'000);
+
+/// Drives a client whose clock is a ManualClock: every poll moves it by `step` (zero freezes it),
+/// so the times checked below are the client's own and a slow machine cannot fail them. Each
+/// fake's requests of other types than the one awaited are kept apart, in `skipped`, so that one
+/// coordinator's are never taken for another's and none goes unseen.
 struct Driver {
     worker::Client& client;
-    std::vector<worker::Event> events;
+    aclaim::common::ManualClock& clock;
+    Millis step{5};
+    std::vector<worker::Event> events{};
+    std::map<const FakeCoordinator*, std::vector<Request>> skipped{};
+
+    void poll_once() {
+        auto ev = client.poll(Millis(5));
+        events.insert(events.end(), ev.begin(), ev.end());
+        clock.advance(step);
+    }
+
+    /// The client's clock now; a deadline never depends on anything else.
+    aclaim::common::MonotonicTime now() const { return clock.monotonic_now(); }
 
     template <class T>
     Request next_request(FakeCoordinator& fake) {
-        std::vector<Request> dropped;
-        return aclaim::testing::next_request<T>(client, fake, events, dropped);
+        auto& kept = skipped[&fake];
+        for (auto it = kept.begin(); it != kept.end(); ++it) {
+            if (std::holds_alternative<T>(it->message)) {
+                Request r = *it;
+                kept.erase(it);
+                return r;
+            }
+        }
+        // A bound on the test's real run time only.
+        const auto deadline = SteadyClock::now() + kLimit;
+        while (SteadyClock::now() < deadline) {
+            poll_once();
+            while (auto r = fake.receive()) {
+                if (std::holds_alternative<T>(r->message)) return *r;
+                kept.push_back(*r);
+            }
+        }
+        FAIL("no " << typeid(T).name() << " within the deadline");
+        return {};
     }
 
     template <class E>
     E next_event() {
-        return aclaim::testing::next_event<E>(client, events);
+        const auto deadline = SteadyClock::now() + kLimit;
+        while (SteadyClock::now() < deadline) {
+            for (auto it = events.begin(); it != events.end(); ++it) {
+                if (auto* e = std::get_if<E>(&*it)) {
+                    E out = *e;
+                    events.erase(it);
+                    return out;
+                }
+            }
+            poll_once();
+        }
+        FAIL("no " << typeid(E).name() << " event within the deadline");
+        return {};
     }
 
     void welcome(FakeCoordinator& fake, const Request& hello) {
         fake.reply(hello, proto::Welcome{proto::request_id(hello.message), 7, 3000, 1000, 65536});
         next_event<worker::SessionReady>();
+    }
+
+    /// Everything `fake` was sent before a RELEASE submitted now: the DEALER delivers in order,
+    /// so whatever the client sent so far is in the list once the RELEASE arrives.
+    std::vector<Request> sent_so_far(FakeCoordinator& fake) {
+        client.release({99, 1});
+        next_request<proto::Release>(fake);
+        return skipped[&fake];
     }
 };
 
@@ -81,8 +135,9 @@ TEST_CASE("client: a coordinator that dies is left for the next, where held jobs
     // Long enough that only the dropped connection can explain a quick failover.
     o.reply_timeout = Millis(4000);
     o.seed = seed_starting_at(ctx, o, a->endpoint());
-    worker::Client client(ctx, o);
-    Driver d{client, {}};
+    aclaim::common::ManualClock clock(kT0);
+    worker::Client client(ctx, o, clock);
+    Driver d{client, clock};
     client.start();
     CHECK(client.endpoint() == a->endpoint());
     d.welcome(*a, d.next_request<proto::Hello>(*a));
@@ -98,11 +153,12 @@ TEST_CASE("client: a coordinator that dies is left for the next, where held jobs
     client.claim(1, 0);
     d.next_request<proto::Claim>(*a);
 
-    const auto died = SteadyClock::now();
+    const auto died = d.now();
     a.reset();  // SIGKILL, as the worker sees it: the connection drops
 
     const auto hello = d.next_request<proto::Hello>(b);
-    CHECK(SteadyClock::now() - died < Millis(2000));
+    // On the client's clock, well before its reply timeout could have noticed anything.
+    CHECK(d.now() - died < Millis(2000));
     CHECK(client.endpoint() == b.endpoint());
     CHECK(std::get<proto::Hello>(hello.message).worker_id == "unit-worker");
     d.welcome(b, hello);
@@ -116,6 +172,10 @@ TEST_CASE("client: a coordinator that dies is left for the next, where held jobs
     CHECK(client.stats().failovers == 1);
     const auto lost_claim = d.next_event<worker::ClaimEnded>();
     CHECK(lost_claim.why == worker::ClaimEnded::Why::ConnectionLost);
+    for (const auto& r : d.sent_so_far(b)) {
+        INFO("request " << proto::request_id(r.message) << " sent to the second coordinator");
+        CHECK_FALSE(std::holds_alternative<proto::Claim>(r.message));
+    }
     client.close();
 }
 
@@ -128,8 +188,9 @@ TEST_CASE("client: a held lease is renewed at once through the coordinator it fa
     o.endpoints = {a->endpoint(), b.endpoint()};
     o.reply_timeout = Millis(4000);
     o.seed = seed_starting_at(ctx, o, a->endpoint());
-    worker::Client client(ctx, o);
-    Driver d{client, {}};
+    aclaim::common::ManualClock clock(kT0);
+    worker::Client client(ctx, o, clock);
+    Driver d{client, clock};
     client.start();
     d.welcome(*a, d.next_request<proto::Hello>(*a));
     client.claim(1, 0);
@@ -141,9 +202,11 @@ TEST_CASE("client: a held lease is renewed at once through the coordinator it fa
 
     d.welcome(b, d.next_request<proto::Hello>(b));
     // Not a heartbeat (1 s) later: at once, since the lease kept running while the worker moved.
-    const auto welcomed = SteadyClock::now();
+    // The client's clock stands still from the WELCOME on, so only an immediate RENEW arrives.
+    d.step = Millis(0);
+    const auto welcomed = d.now();
     const auto renew = d.next_request<proto::Renew>(b);
-    CHECK(SteadyClock::now() - welcomed < Millis(500));
+    CHECK(d.now() == welcomed);
     CHECK(std::get<proto::Renew>(renew.message).job_id == 31);
     CHECK(std::get<proto::Renew>(renew.message).generation == 2);
     b.reply(renew, proto::LeaseMsg{proto::request_id(renew.message), 31, 2, 0, 3000});
@@ -160,12 +223,16 @@ TEST_CASE("client: a coordinator that accepts the connection and never answers i
     o.endpoints = {mute.endpoint, b.endpoint()};
     o.reply_timeout = Millis(300);
     o.seed = seed_starting_at(ctx, o, mute.endpoint);
-    worker::Client client(ctx, o);
-    Driver d{client, {}};
+    aclaim::common::ManualClock clock(kT0);
+    worker::Client client(ctx, o, clock);
+    Driver d{client, clock};
+    const auto started = d.now();
     client.start();
     CHECK(client.endpoint() == mute.endpoint);
-    // No WELCOME within the reply timeout: on to the next endpoint.
+    // No WELCOME within the reply timeout: on to the next endpoint, once that time has passed on
+    // the client's clock and not before.
     d.welcome(b, d.next_request<proto::Hello>(b));
+    CHECK(d.now() - started >= Millis(300));
     CHECK(client.endpoint() == b.endpoint());
     CHECK(client.stats().failovers == 1);
     client.close();
@@ -184,12 +251,14 @@ TEST_CASE("client: an endpoint that refuses connections is skipped", "[worker][f
     o.endpoints = {refused, b.endpoint()};
     o.reply_timeout = Millis(4000);
     o.seed = seed_starting_at(ctx, o, refused);
-    worker::Client client(ctx, o);
-    Driver d{client, {}};
+    aclaim::common::ManualClock clock(kT0);
+    worker::Client client(ctx, o, clock);
+    Driver d{client, clock};
     client.start();
-    const auto started = SteadyClock::now();
+    const auto started = d.now();
     d.welcome(b, d.next_request<proto::Hello>(b));
-    CHECK(SteadyClock::now() - started < Millis(2000));
+    // On the client's clock: the refusal, not the 4 s reply timeout, moved it on.
+    CHECK(d.now() - started < Millis(2000));
     client.close();
 }
 

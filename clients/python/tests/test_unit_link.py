@@ -24,10 +24,18 @@ LIMIT = 5.0
 
 
 class Harness:
-    def __init__(self, fakes: int = 1, **options: Any) -> None:
+    """`manual_clock`: the link runs on `now`, moved `step` seconds by every pump (0 freezes it),
+    so that what a test says about the link's timers is measured on the link's own clock."""
+
+    def __init__(self, fakes: int = 1, manual_clock: bool = False, **options: Any) -> None:
         self.ctx = zmq.Context()
         self.fakes = [FakeCoordinator(self.ctx) for _ in range(fakes)]
         self.fake = self.fakes[0]
+        self.manual = manual_clock
+        self.now = 1000.0
+        self.step = 0.005
+        if manual_clock:
+            options["clock"] = lambda: self.now
         options.setdefault("reply_timeout", 0.5)
         options.setdefault("backoff_first", 0.02)
         options.setdefault("backoff_cap", 0.1)
@@ -44,6 +52,27 @@ class Harness:
 
     def pump(self) -> None:
         self.events.extend(self.link.poll(0.005))
+        if self.manual:
+            self.now += self.step
+
+    def advance(self, seconds: float) -> None:
+        """Pumps until the manual clock has moved `seconds`; requests received meanwhile are
+        kept in the fake's `kept`."""
+        until = self.now + seconds
+        while self.now < until:
+            self.pump()
+            r = self.fake.receive(0)
+            while r is not None:
+                self.fake.kept.append(r)
+                r = self.fake.receive(0)
+
+    def sent_so_far(self) -> List[Any]:
+        """Every request the fake was sent up to now and not yet taken, and forgets them: a
+        RELEASE submitted now arrives after all of them, since the DEALER delivers in order."""
+        self.link.release((99, 1))
+        self.expect("RELEASE")
+        sent, self.fake.kept = self.fake.kept, []
+        return sent
 
     def expect(self, kind: str, fake: FakeCoordinator = None, timeout: float = LIMIT):  # type: ignore[assignment]
         return (fake or self.fake).expect(kind, timeout, self.pump)
@@ -106,16 +135,21 @@ class LinkTest(unittest.TestCase):
         self.assertNotIn("queues", hello.body)
 
     def test_a_pushed_revoked_stops_the_jobs_renewals(self) -> None:
-        h = self.harness()
+        h = self.harness(manual_clock=True)
         h.link.start()
         h.session(heartbeat_ms=30)
         h.held_job(12)
-        h.fake.send(h.expect("RENEW").identity, "REVOKED", req=0, job_id=12, generation=1,
+        renew = h.expect("RENEW")
+        h.step = 0  # no renewal falls due between here and the revocation's arrival
+        h.fake.send(renew.identity, "REVOKED", req=0, job_id=12, generation=1,
                     reason="reclaimed", detail="lease expired")
         lost = h.next_event(JobLost)
         self.assertEqual((lost.job, lost.reason), ((12, 1), "reclaimed"))
-        # Three heartbeats later still no renewal of the job.
-        self.assertIsNone(h.fake.receive(0.1, h.pump))
+        h.sent_so_far()  # what was sent before the revocation arrived
+        # Three heartbeats later, by the link's clock, still no renewal of the job.
+        h.step = 0.005
+        h.advance(0.1)
+        self.assertEqual([r.kind for r in h.sent_so_far()], [])
         self.assertEqual(len(h.link.held), 0)
 
     def test_a_silent_coordinator_means_reconnect_renew_and_resend_the_outcome(self) -> None:
@@ -141,7 +175,7 @@ class LinkTest(unittest.TestCase):
         self.assertEqual((h.link.stats.reconnects, h.link.stats.resent), (1, 1))
 
     def test_outcome_unknown_is_resent_and_a_rejection_is_final(self) -> None:
-        h = self.harness(retry_delay=0.01)
+        h = self.harness(manual_clock=True, retry_delay=0.01)
         h.link.start()
         h.session()
         h.held_job(14)
@@ -155,7 +189,10 @@ class LinkTest(unittest.TestCase):
                      detail="current generation is 2")
         v = h.next_event(Verdict)
         self.assertEqual((v.accepted, v.reason), (False, "stale_generation"))
-        self.assertIsNone(h.fake.receive(0.05, h.pump))
+        # Thirty retry delays later by the link's clock (and below its reply timeout), the
+        # rejected FAIL has not been sent again.
+        h.advance(0.3)
+        self.assertNotIn("FAIL", [r.kind for r in h.sent_so_far()])
 
     def test_no_session_means_hello_again(self) -> None:
         h = self.harness()
@@ -189,13 +226,17 @@ class LinkTest(unittest.TestCase):
         self.assertEqual(e.exception.code, "key_revoked")
 
     def test_no_more_than_max_in_flight_requests_await_replies(self) -> None:
-        h = self.harness(max_in_flight=2, reply_timeout=2.0)
+        h = self.harness(manual_clock=True, max_in_flight=2, reply_timeout=2.0)
         h.link.start()
-        h.session()
+        h.session(heartbeat_ms=3000)
         for job_id in (21, 22, 23):
             h.link.release((job_id, 1))
         a, b = h.expect("RELEASE"), h.expect("RELEASE")
-        self.assertIsNone(h.fake.receive(0.05, h.pump))  # the third waits its turn
+        # The third waits its turn, not a time: nearly the whole reply timeout passes on the
+        # link's clock with two unanswered, and it is still not sent.
+        h.advance(1.9)
+        self.assertEqual((h.link._in_flight(), h.link.pending()), (2, 3))
+        self.assertEqual([r.kind for r in h.fake.kept], [])
         h.fake.accept(a, state="pending")
         c = h.expect("RELEASE")
         self.assertEqual([r.body["job_id"] for r in (a, b, c)], [21, 22, 23])
@@ -229,13 +270,18 @@ class LinkTest(unittest.TestCase):
         self.assertEqual((again.body["job_id"], again.body["generation"]), (41, 3))
 
     def test_a_lease_that_runs_out_unrenewed_is_lost_by_the_workers_clock(self) -> None:
-        h = self.harness(reply_timeout=3.0)
+        h = self.harness(manual_clock=True, reply_timeout=3.0)
         h.link.start()
         h.session(heartbeat_ms=50)
-        granted = time.monotonic()  # before the worker receives the grant
+        granted = h.now  # before the worker receives the grant
         h.held_job(31, lease_ms=300)
-        lost = h.next_event(JobLost, timeout=2.0)  # RENEWs go unanswered
-        self.assertGreaterEqual(time.monotonic() - granted, 0.3)
+        # RENEWs go unanswered: the lease holds until 300 ms of the link's clock have passed,
+        # and not a moment longer than a few steps beyond.
+        h.advance(0.29 - (h.now - granted))
+        self.assertFalse([e for e in h.events if isinstance(e, JobLost)])
+        lost = h.next_event(JobLost, timeout=2.0)
+        self.assertGreaterEqual(h.now - granted, 0.3)
+        self.assertLess(h.now - granted, 0.35)
         self.assertEqual((lost.job, lost.reason), ((31, 1), "lease_lost"))
         self.assertEqual(h.link.stats.lost_leases, 1)
 
