@@ -82,6 +82,9 @@ std::optional<LockStrategy> parse_lock_strategy(std::string_view s) {
 std::string_view to_string(Rejection r) {
     return name_of(kRejections, r);
 }
+std::optional<Rejection> parse_rejection(std::string_view s) {
+    return lookup(kRejections, s);
+}
 std::string_view to_string(ClaimOutcome::Status s) {
     return name_of(kClaimStatuses, s);
 }

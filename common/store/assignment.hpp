@@ -77,6 +77,7 @@ enum class Rejection {
 };
 
 std::string_view to_string(Rejection r);
+std::optional<Rejection> parse_rejection(std::string_view s);
 
 /// A job to add. Unset options take the queue's setting (job_queues), then the built-in default
 /// (3 attempts, no backoff: a retry is claimable at once, no run deadline).
