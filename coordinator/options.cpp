@@ -5,7 +5,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "coordinator/http/host_port.hpp"
+#include "common/base/host_port.hpp"
 
 namespace aclaim::coordinator {
 
@@ -89,7 +89,7 @@ void ZapOptions::validate() const {
 }
 
 void HttpOptions::validate() const {
-    require(http_bind.empty() || parse_host_port(http_bind).has_value(),
+    require(http_bind.empty() || common::parse_host_port(http_bind).has_value(),
             "--http-bind must be host:port (port 0..65535) or empty, not '" + http_bind + "'");
 }
 

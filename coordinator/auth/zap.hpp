@@ -14,7 +14,7 @@
 
 #include "common/base/clock.hpp"
 #include "common/store/assignment.hpp"
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
 namespace aclaim::coordinator {

@@ -9,7 +9,7 @@
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
 #include "coordinator/db/work_queue.hpp"
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
 namespace aclaim::coordinator {

@@ -10,7 +10,7 @@
 #include "common/store/assignment_store.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
 namespace aclaim::coordinator {

@@ -7,7 +7,7 @@
 #include "common/base/clock.hpp"
 #include "common/store/assignment_store.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
 namespace aclaim::coordinator {

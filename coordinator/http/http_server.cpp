@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "common/base/clock.hpp"
-#include "coordinator/http/host_port.hpp"
+#include "common/base/host_port.hpp"
 #include "coordinator/http/prometheus.hpp"
 
 namespace aclaim::coordinator {
@@ -72,7 +72,7 @@ void HttpServer::routes() {
 }
 
 void HttpServer::start() {
-    const auto where = parse_host_port(options_.http_bind);
+    const auto where = common::parse_host_port(options_.http_bind);
     if (!where)
         throw std::runtime_error("--http-bind '" + options_.http_bind + "' is not host:port");
     routes();

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "common/base/clock.hpp"
-#include "coordinator/http/metrics.hpp"
 #include "coordinator/http/queue_metrics.hpp"
 #include "coordinator/http/readiness.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
 namespace httplib {

@@ -1,19 +1,17 @@
 #pragma once
 
 #include <string>
-#include <string_view>
 
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/exposition.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
 namespace aclaim::coordinator {
 
-/// The content type of the Prometheus text exposition format.
-inline constexpr std::string_view kPrometheusContentType =
-    "text/plain; version=0.0.4; charset=utf-8";
+using metrics::kPrometheusContentType;
 
-/// Every counter, gauge and histogram of `metrics` in the Prometheus text exposition format,
-/// each family with its HELP and TYPE lines. Reads atomics only, so it is safe from any thread.
+/// What /metrics serves before the per-queue gauges: every family of `metrics`, then the two
+/// gauges that read the options (CURVE on or off, the number of DB threads).
 std::string render_prometheus(const Metrics& metrics, const HttpOptions& options);
 
 }  // namespace aclaim::coordinator

@@ -12,7 +12,7 @@
 #include "coordinator/db/presence.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
 #include "coordinator/db/work_queue.hpp"
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 #include "coordinator/router/dispatcher.hpp"
 #include "coordinator/router/inbound.hpp"
@@ -32,7 +32,6 @@ class Reaper;
 class ResultNotifier;
 class Retention;
 class ZapHandler;
-struct AuthCounters;
 
 /// The ZeroMQ front end: one ROUTER socket served by one thread, which alone sends on it, in
 /// front of the DB threads, the lease reaper and the job notification listener. Holds no

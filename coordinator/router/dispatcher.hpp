@@ -11,7 +11,7 @@
 #include "common/base/clock.hpp"
 #include "coordinator/db/events.hpp"
 #include "coordinator/db/work_queue.hpp"
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/router/replier.hpp"
 
 namespace aclaim::coordinator {

@@ -6,7 +6,7 @@
 #include <zmq.hpp>
 
 #include "common/base/clock.hpp"
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 #include "coordinator/router/dispatcher.hpp"
 #include "coordinator/router/parked_claims.hpp"

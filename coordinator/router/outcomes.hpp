@@ -5,7 +5,7 @@
 
 #include "common/base/clock.hpp"
 #include "coordinator/db/events.hpp"
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 #include "coordinator/router/dispatcher.hpp"
 #include "coordinator/router/parked_claims.hpp"

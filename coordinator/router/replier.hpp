@@ -6,7 +6,7 @@
 #include <zmq.hpp>
 
 #include "coordinator/db/events.hpp"
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/router/sessions.hpp"
 
 namespace aclaim::coordinator {

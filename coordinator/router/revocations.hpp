@@ -4,7 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 #include "coordinator/router/parked_claims.hpp"
 #include "coordinator/router/replier.hpp"
 #include "coordinator/router/sessions.hpp"

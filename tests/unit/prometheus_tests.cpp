@@ -1,14 +1,45 @@
 // The metrics exposition and its pieces, without a coordinator.
 
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
-#include "coordinator/http/host_port.hpp"
+#include <array>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <initializer_list>
+#include <string_view>
+
+#include "common/base/host_port.hpp"
 #include "coordinator/http/prometheus.hpp"
 #include "coordinator/http/readiness.hpp"
 
 using namespace aclaim;
 using namespace aclaim::coordinator;
 using namespace std::chrono_literals;
+
+namespace {
+
+/// Each of `expected` stands somewhere in the exposition `text` (each ends with its newline, so
+/// a value cannot match the start of a longer one).
+void check_lines(const std::string& text, std::initializer_list<std::string_view> expected) {
+    for (const auto line : expected) {
+        INFO(line);
+        CHECK(text.find(line) != std::string::npos);
+    }
+}
+
+/// How many lines of `text` begin with `prefix`.
+std::size_t lines_starting(const std::string& text, std::string_view prefix) {
+    std::size_t n = text.compare(0, prefix.size(), prefix) == 0 ? 1 : 0;
+    const std::string at_line = "\n" + std::string(prefix);
+    for (auto at = text.find(at_line); at != std::string::npos; at = text.find(at_line, at + 1)) {
+        ++n;
+    }
+    return n;
+}
+
+}  // namespace
 
 TEST_CASE("a histogram puts each observation in the first bucket that holds it", "[metrics]") {
     Histogram h;
@@ -41,44 +72,29 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     CoordinatorOptions o;
     o.db_threads = 5;
     const auto text = render_prometheus(m, o.http());
-    CHECK(text.find("# TYPE aclaim_claims_total counter\naclaim_claims_total 7\n") !=
-          std::string::npos);
-    CHECK(text.find("aclaim_rejections_total{reason=\"lease_expired\"} 1\n") != std::string::npos);
-    CHECK(text.find("aclaim_rejections_total{reason=\"stale_generation\"} 0\n") !=
-          std::string::npos);
-    CHECK(text.find("aclaim_errors_total{code=\"overloaded\"} 1\n") != std::string::npos);
-    CHECK(text.find("aclaim_connected_workers 3\n") != std::string::npos);
-    CHECK(text.find("aclaim_db_threads 5\n") != std::string::npos);
-    CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"0.001\"} 0\n") != std::string::npos);
-    CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"0.0025\"} 1\n") !=
-          std::string::npos);
-    CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"0.05\"} 2\n") != std::string::npos);
-    CHECK(text.find("aclaim_claim_duration_seconds_bucket{le=\"+Inf\"} 2\n") != std::string::npos);
-    CHECK(text.find("aclaim_claim_duration_seconds_sum 0.042000\n") != std::string::npos);
-    CHECK(text.find("aclaim_claim_stage_duration_seconds_count{stage=\"commit\"} 0\n") !=
-          std::string::npos);
-    CHECK(text.find("aclaim_statement_duration_seconds_count{statement=\"reclaim\"} 0\n") !=
-          std::string::npos);
+    check_lines(text,
+                {"# TYPE aclaim_claims_total counter\naclaim_claims_total 7\n",
+                 "aclaim_rejections_total{reason=\"lease_expired\"} 1\n",
+                 "aclaim_rejections_total{reason=\"stale_generation\"} 0\n",
+                 "aclaim_errors_total{code=\"overloaded\"} 1\n", "aclaim_connected_workers 3\n",
+                 "aclaim_db_threads 5\n", "aclaim_claim_duration_seconds_bucket{le=\"0.001\"} 0\n",
+                 "aclaim_claim_duration_seconds_bucket{le=\"0.0025\"} 1\n",
+                 "aclaim_claim_duration_seconds_bucket{le=\"0.05\"} 2\n",
+                 "aclaim_claim_duration_seconds_bucket{le=\"+Inf\"} 2\n",
+                 "aclaim_claim_duration_seconds_sum 0.042000\n",
+                 "aclaim_claim_stage_duration_seconds_count{stage=\"commit\"} 0\n",
+                 "aclaim_statement_duration_seconds_count{statement=\"reclaim\"} 0\n"});
     // Retention: bounded labels (four states, two outcomes, four partition states).
-    CHECK(text.find("aclaim_retention_pruned_jobs_total{state=\"discarded\"} 4\n") !=
-          std::string::npos);
-    CHECK(text.find("aclaim_retention_pruned_jobs_total{state=\"completed\"} 0\n") !=
-          std::string::npos);
-    CHECK(text.find("aclaim_event_partitions{state=\"archived\"} 3\n") != std::string::npos);
-    CHECK(text.find("aclaim_event_partitions{state=\"attached\"} -1\n") != std::string::npos);
-    CHECK(text.find("aclaim_retention_passes_total{outcome=\"idle\"} 0\n") != std::string::npos);
-    CHECK(text.find("aclaim_statement_duration_seconds_count{statement=\"prune\"} 0\n") !=
-          std::string::npos);
+    check_lines(text, {"aclaim_retention_pruned_jobs_total{state=\"discarded\"} 4\n",
+                       "aclaim_retention_pruned_jobs_total{state=\"completed\"} 0\n",
+                       "aclaim_event_partitions{state=\"archived\"} 3\n",
+                       "aclaim_event_partitions{state=\"attached\"} -1\n",
+                       "aclaim_retention_passes_total{outcome=\"idle\"} 0\n",
+                       "aclaim_statement_duration_seconds_count{statement=\"prune\"} 0\n"});
     // Every family is declared once, before its samples.
-    std::size_t types = 0, helps = 0;
-    for (std::size_t at = text.find("# TYPE "); at != std::string::npos;
-         at = text.find("# TYPE ", at + 1))
-        ++types;
-    for (std::size_t at = text.find("# HELP "); at != std::string::npos;
-         at = text.find("# HELP ", at + 1))
-        ++helps;
-    CHECK(types == helps);
-    CHECK(types == 34);
+    const auto types = lines_starting(text, "# TYPE ");
+    CHECK(types == lines_starting(text, "# HELP "));
+    CHECK(types == 36);
     CHECK(text.back() == '\n');
 }
 
@@ -87,13 +103,12 @@ TEST_CASE("authentication counters are exported, as zeros in plaintext mode", "[
     CoordinatorOptions o;
     o.plaintext = true;
     auto text = render_prometheus(m, o.http());
-    CHECK(text.find("# TYPE aclaim_auth_handshakes_total counter\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_curve_enabled 0\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"accepted\"} 0\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"refused\"} 0\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"failed\"} 0\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_key_lookups_total 0\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_sessions_revoked_total 0\n") != std::string::npos);
+    check_lines(text,
+                {"# TYPE aclaim_auth_handshakes_total counter\n", "aclaim_auth_curve_enabled 0\n",
+                 "aclaim_auth_handshakes_total{outcome=\"accepted\"} 0\n",
+                 "aclaim_auth_handshakes_total{outcome=\"refused\"} 0\n",
+                 "aclaim_auth_handshakes_total{outcome=\"failed\"} 0\n",
+                 "aclaim_auth_key_lookups_total 0\n", "aclaim_auth_sessions_revoked_total 0\n"});
 
     o.plaintext = false;
     m.auth.accepted = 5;
@@ -103,30 +118,71 @@ TEST_CASE("authentication counters are exported, as zeros in plaintext mode", "[
     m.auth.sessions_revoked = 2;
     m.count_error("key_revoked");
     text = render_prometheus(m, o.http());
-    CHECK(text.find("aclaim_auth_curve_enabled 1\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"accepted\"} 5\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"refused\"} 3\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"failed\"} 1\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_key_lookups_total 9\n") != std::string::npos);
-    CHECK(text.find("aclaim_auth_sessions_revoked_total 2\n") != std::string::npos);
-    CHECK(text.find("aclaim_errors_total{code=\"key_revoked\"} 1\n") != std::string::npos);
-    CHECK(text.find("aclaim_errors_total{code=\"other\"} 0\n") != std::string::npos);
+    check_lines(
+        text,
+        {"aclaim_auth_curve_enabled 1\n", "aclaim_auth_handshakes_total{outcome=\"accepted\"} 5\n",
+         "aclaim_auth_handshakes_total{outcome=\"refused\"} 3\n",
+         "aclaim_auth_handshakes_total{outcome=\"failed\"} 1\n",
+         "aclaim_auth_key_lookups_total 9\n", "aclaim_auth_sessions_revoked_total 2\n",
+         "aclaim_errors_total{code=\"key_revoked\"} 1\n",
+         "aclaim_errors_total{code=\"other\"} 0\n"});
+}
+
+TEST_CASE("the result notifier's counters are families of their own", "[metrics]") {
+    Metrics m;
+    m.results.sent.fetch_add(3);
+    m.results.failed_rounds.fetch_add(1);
+    const auto text = render_prometheus(m, CoordinatorOptions().http());
+    check_lines(text, {"# TYPE aclaim_result_notifier_sent_total counter\n"
+                       "aclaim_result_notifier_sent_total 3\n",
+                       "# TYPE aclaim_result_notifier_failed_rounds_total counter\n"
+                       "aclaim_result_notifier_failed_rounds_total 1\n"});
+}
+
+TEST_CASE("promtool finds nothing to lint in the exposition", "[metrics][promtool]") {
+    // promtool is Prometheus' own checker (Debian: prometheus); compose/dev deps installs it.
+    if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
+        WARN("promtool is not installed: the exposition was not linted");
+        SUCCEED();
+        return;
+    }
+    Metrics m;
+    m.claims = 2;
+    m.count_rejection(common::Rejection::StaleGeneration);
+    m.claim_latency.observe(3ms);
+    m.statement_latency[0].observe(700us);
+    const std::string path = "/tmp/aclaim-promtool-" + std::to_string(::getpid()) + ".prom";
+    {
+        std::ofstream out(path);
+        out << render_prometheus(m, CoordinatorOptions().http());
+    }
+    const std::string command = "promtool check metrics < " + path + " 2>&1";
+    std::string report;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::array<char, 256> buf{};
+    while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) report += buf.data();
+    const int status = ::pclose(pipe);
+    std::remove(path.c_str());
+    INFO(report);
+    CHECK(status == 0);
+    CHECK(report.empty());
 }
 
 TEST_CASE("listening addresses as operators write them", "[metrics]") {
-    const auto a = parse_host_port("127.0.0.1:9464");
+    const auto a = common::parse_host_port("127.0.0.1:9464");
     REQUIRE(a);
     CHECK(a->host == "127.0.0.1");
     CHECK(a->port == 9464);
-    const auto v6 = parse_host_port("[::1]:0");
+    const auto v6 = common::parse_host_port("[::1]:0");
     REQUIRE(v6);
     CHECK(v6->host == "::1");
     CHECK(v6->port == 0);
-    CHECK_FALSE(parse_host_port("9464"));
-    CHECK_FALSE(parse_host_port(":9464"));
-    CHECK_FALSE(parse_host_port("localhost:"));
-    CHECK_FALSE(parse_host_port("localhost:70000"));
-    CHECK_FALSE(parse_host_port("localhost:http"));
+    CHECK_FALSE(common::parse_host_port("9464"));
+    CHECK_FALSE(common::parse_host_port(":9464"));
+    CHECK_FALSE(common::parse_host_port("localhost:"));
+    CHECK_FALSE(common::parse_host_port("localhost:70000"));
+    CHECK_FALSE(common::parse_host_port("localhost:http"));
 }
 
 TEST_CASE("the readiness probe bounds its connection attempt in either DSN form", "[metrics]") {

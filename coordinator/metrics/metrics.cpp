@@ -1,8 +1,8 @@
-#include "coordinator/http/metrics.hpp"
+#include "coordinator/metrics/metrics.hpp"
 
 #include <algorithm>
 
-namespace aclaim::coordinator {
+namespace aclaim::coordinator::metrics {
 
 static_assert(static_cast<std::size_t>(common::Rejection::Quarantined) + 1 ==
                   Metrics::kRejectionKinds,
@@ -19,6 +19,43 @@ std::size_t error_index(std::string_view code) {
 }
 
 }  // namespace
+
+AuthCounters::AuthCounters(Registry& registry)
+    : handshakes(registry, Type::Counter,
+                 {"aclaim_auth_handshakes_total",
+                  "CURVE handshakes answered by the ZAP handler, by outcome: accepted (a "
+                  "live registered key), refused (unknown or revoked key), failed (the "
+                  "key lookup failed).",
+                  "outcome"}),
+      accepted(handshakes, "accepted"),
+      refused(handshakes, "refused"),
+      failed(handshakes, "failed"),
+      lookups(registry, {"aclaim_auth_key_lookups_total",
+                         "worker_keys queries: handshake cache misses and re-checks of "
+                         "open connections."}),
+      sessions_revoked(registry, {"aclaim_auth_sessions_revoked_total",
+                                  "Sessions cut off because their connection's key was "
+                                  "revoked while it was open."}) {}
+
+ResultNotifierCounters::ResultNotifierCounters(Registry& registry)
+    : sent(registry, {"aclaim_result_notifier_sent_total",
+                      "Notifications sent on the results channel after completions "
+                      "committed, one per organization per round."}),
+      failed_rounds(registry, {"aclaim_result_notifier_failed_rounds_total",
+                               "Result notifier rounds that failed (connection or "
+                               "statement); their organizations wait for the next."}) {}
+
+std::array<std::string_view, Metrics::kRejectionKinds> Metrics::rejection_names() {
+    std::array<std::string_view, kRejectionKinds> names{};
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        names[i] = common::to_string(static_cast<common::Rejection>(i));
+    }
+    return names;
+}
+
+Metrics::Metrics() {
+    for (std::size_t i = 0; i < partitions.size(); ++i) partitions[i] = -1;
+}
 
 void Metrics::count_rejection(common::Rejection r) {
     const auto i = static_cast<std::size_t>(r);
@@ -66,6 +103,8 @@ std::string Metrics::summary() const {
         add("pruned." + std::string(kPrunedStates[i]), pruned_jobs[i].load());
     }
     add("partitions_created", partitions_created.load());
+    add("notifier.sent", results.sent.load());
+    add("notifier.failed_rounds", results.failed_rounds.load());
     add("auth.accepted", auth.accepted.load());
     add("auth.refused", auth.refused.load());
     add("auth.failed", auth.failed.load());
@@ -81,4 +120,4 @@ std::string Metrics::summary() const {
     return out.empty() ? "nothing happened" : out;
 }
 
-}  // namespace aclaim::coordinator
+}  // namespace aclaim::coordinator::metrics

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace aclaim::coordinator {
+namespace aclaim::coordinator::metrics {
 
 /// Latencies measure real work, so they are read from the system's monotonic clock and never
 /// from the injected one: under a simulated clock every statement would look instant.
@@ -55,4 +55,4 @@ class Histogram {
     std::atomic<std::uint64_t> sum_us_{0};
 };
 
-}  // namespace aclaim::coordinator
+}  // namespace aclaim::coordinator::metrics

@@ -1,0 +1,221 @@
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/proto/wire_errors.hpp"
+#include "common/store/assignment.hpp"
+#include "coordinator/metrics/family.hpp"
+#include "coordinator/metrics/histogram.hpp"
+
+namespace aclaim::coordinator::metrics {
+
+/// CURVE handshakes answered by the ZAP handler, by outcome, and what became of authenticated
+/// connections. Written by the ZAP thread (and the router thread for sessions_revoked), read by
+/// anyone. All stay zero in plaintext mode.
+struct AuthCounters {
+    explicit AuthCounters(Registry& registry);
+
+    Family handshakes;
+    Counter accepted;  ///< 200: a live registered key
+    Counter refused;   ///< 400: unknown or revoked key, or not CURVE
+    Counter failed;    ///< 500: the key could not be looked up
+    Single<Counter> lookups;
+    Single<Counter> sessions_revoked;
+};
+
+/// What the result notifier did: notifications sent and rounds that failed. Written by its
+/// thread, read by anyone.
+struct ResultNotifierCounters {
+    explicit ResultNotifierCounters(Registry& registry);
+
+    Single<Counter> sent;
+    Single<Counter> failed_rounds;
+};
+
+/// Every family the coordinator exports, each declared once here with its name, help, type and
+/// labels: the exposition text is generated from these declarations (exposition.hpp). Written by
+/// the router thread, the DB threads and the reaper, read by anyone (the summary at exit,
+/// /metrics via http_server.hpp). A series is a plain atomic: counting costs what it did before
+/// the declarations carried their text (docs/performance.md, "Metrics cost").
+struct Metrics {
+    static constexpr std::size_t kRejectionKinds = 7;
+    /// Statements timed by statement_latency: the five request kinds in RequestKind order, then
+    /// the reaper's reclaim.
+    static constexpr std::array<std::string_view, 7> kStatements{
+        "claim", "renew", "complete", "fail", "release", "reclaim", "prune"};
+    static constexpr std::size_t kReclaimStatement = 5;
+    /// The retention thread's prune batch.
+    static constexpr std::size_t kPruneStatement = 6;
+    /// Where the time of a claim that was granted jobs went: waiting for a DB thread, its
+    /// statements up to the commit, the commit (the WAL flush), and from the DB thread's end
+    /// until the ASSIGNED reply left the router thread (the mailbox and the send).
+    static constexpr std::array<std::string_view, 4> kClaimStages{"queue_wait", "statement",
+                                                                  "commit", "reply"};
+    /// Finished jobs removed by retention, by their state.
+    static constexpr std::array<std::string_view, 4> kPrunedStates{"completed", "failed",
+                                                                   "discarded", "cancelled"};
+    /// job_events partitions by state.
+    static constexpr std::array<std::string_view, 4> kPartitionStates{"attached", "detaching",
+                                                                      "archived", "dropped"};
+    /// The label values of `rejections`, in Rejection order.
+    static std::array<std::string_view, kRejectionKinds> rejection_names();
+
+    Metrics();
+    Metrics(const Metrics&) = delete;
+    Metrics& operator=(const Metrics&) = delete;
+
+    /// First, so that every family below can register in it.
+    Registry registry;
+
+    Single<Counter> requests{registry,
+                             {"aclaim_requests_total", "Frames received on the ROUTER socket."}};
+    Single<Counter> claims{registry, {"aclaim_claims_total", "CLAIMs answered with ASSIGNED."}};
+    Single<Counter> jobs_assigned{
+        registry, {"aclaim_jobs_assigned_total", "Jobs handed out in ASSIGNED replies."}};
+    Single<Counter> no_work{registry, {"aclaim_no_work_total", "CLAIMs answered with NO_WORK."}};
+    Single<Counter> parked{
+        registry, {"aclaim_claims_parked_total", "Times a CLAIM was parked to wait for work."}};
+    Single<Counter> renewals{registry, {"aclaim_renewals_total", "RENEWs answered with LEASE."}};
+    Single<Counter> completions{
+        registry, {"aclaim_completions_total", "COMPLETEs accepted, replays included."}};
+    Single<Counter> failures{registry, {"aclaim_failures_total", "FAILs accepted."}};
+    Single<Counter> releases{registry,
+                             {"aclaim_releases_total",
+                              "RELEASEs accepted, and assignments released because "
+                              "ASSIGNED was undeliverable."}};
+    Single<Counter> replayed{
+        registry,
+        {"aclaim_replayed_total", "Accepted transitions that had already been committed."}};
+    Single<Counter> reclaims{registry,
+                             {"aclaim_reclaims_total", "Expired leases the reaper took back."}};
+    Single<Counter> revocations{
+        registry,
+        {"aclaim_lease_revocations_total",
+         "REVOKED sent: a renewal refused or a reclaim pushed to its holder."}};
+    Single<Counter> replies_dropped{
+        registry, {"aclaim_replies_dropped_total", "Replies whose peer was gone or not reading."}};
+    Single<Counter> db_deadline_answers{
+        registry,
+        {"aclaim_db_deadline_answers_total",
+         "Requests answered by the coordinator itself because the database had not "
+         "answered by the deadline."}};
+    Single<Counter> db_connections_abandoned{
+        registry,
+        {"aclaim_db_connections_abandoned_total",
+         "Database connections cut because a statement on them passed its deadline."}};
+    /// REJECTED/REVOKED, by Rejection.
+    Labelled<Counter, kRejectionKinds> rejections{
+        registry,
+        {"aclaim_rejections_total", "RENEW, COMPLETE, FAIL and RELEASE refused, by reason.",
+         "reason"},
+        rejection_names()};
+    Labelled<Counter, common::proto::errors::kCounted.size()> errors{
+        registry,
+        {"aclaim_errors_total", "ERROR replies, by code.", "code"},
+        common::proto::errors::kCounted};
+    /// The ZAP handler's counters; kept here so that /metrics can serve them from the start.
+    AuthCounters auth{registry};
+
+    Single<Gauge> connected_sessions{
+        registry, {"aclaim_connected_workers", "Worker sessions currently open."}};
+    Single<Gauge> db_queued{registry,
+                            {"aclaim_db_queued_requests",
+                             "Requests waiting for a database thread, sampled every second."}};
+    Single<Gauge> db_in_flight{
+        registry,
+        {"aclaim_db_in_flight_requests",
+         "Requests handed to the database threads and not yet answered, sampled every "
+         "second."}};
+
+    /// What retention did, as the retention thread of this coordinator saw it (only the holder of
+    /// the retention lock prunes).
+    Labelled<Counter, kPrunedStates.size()> pruned_jobs{
+        registry,
+        {"aclaim_retention_pruned_jobs_total",
+         "Finished jobs this coordinator's retention removed (with their results), by "
+         "the state they had finished in.",
+         "state"},
+        kPrunedStates};
+    Single<Counter> pruned_results{registry,
+                                   {"aclaim_retention_pruned_results_total",
+                                    "job_results rows removed with their pruned jobs."}};
+    Family retention_passes_family{
+        registry,
+        Type::Counter,
+        {"aclaim_retention_passes_total",
+         "Retention passes: run (this coordinator held the retention lock) or idle "
+         "(another coordinator held it).",
+         "outcome"}};
+    Counter retention_passes{retention_passes_family, "run"};
+    Counter retention_passes_idle{retention_passes_family, "idle"};
+    Single<Counter> partitions_created{
+        registry,
+        {"aclaim_event_partitions_created_total",
+         "Monthly job_events partitions this coordinator created ahead of time."}};
+    /// As read at the end of the last pass; -1 before the first.
+    Labelled<Gauge, kPartitionStates.size()> partitions{
+        registry,
+        {"aclaim_event_partitions",
+         "job_events partitions by state (archived and dropped ones went through "
+         "aclaimctl retention archive), as of the last retention pass; -1 before it.",
+         "state"},
+        kPartitionStates};
+    /// Seconds since the epoch at which the last attached partition ends (0: unknown).
+    Single<Gauge> partitions_cover_until_s{
+        registry,
+        {"aclaim_event_partitions_cover_until_seconds",
+         "End of the last attached job_events partition, seconds since the epoch: an "
+         "event stamped later has no partition (alert well before)."}};
+
+    /// A CLAIM from its hand-over to a DB thread until its outcome is back on the router thread:
+    /// queue wait, statement, commit and mailbox, without any long-poll parking.
+    Single<HistogramSeries> claim_latency{
+        registry,
+        {"aclaim_claim_duration_seconds",
+         "A CLAIM from its hand-over to a database thread until its outcome is back on "
+         "the router thread (queue wait, statement, commit), long-poll parking "
+         "excluded."}};
+    Labelled<Histogram, kClaimStages.size()> claim_stages{
+        registry,
+        {"aclaim_claim_stage_duration_seconds",
+         "Where a granted CLAIM's time went: queue_wait (for a database thread), "
+         "statement (up to the commit), commit (the WAL flush), reply (until ASSIGNED "
+         "left).",
+         "stage"},
+        kClaimStages};
+    /// One store call, by kStatements.
+    Labelled<Histogram, kStatements.size()> statement_latency{
+        registry,
+        {"aclaim_statement_duration_seconds",
+         "One store call on a database thread or the reaper, by statement.", "statement"},
+        kStatements};
+
+    ResultNotifierCounters results{registry};
+
+    /// Steady-clock nanoseconds of the router thread's last housekeeping; 0 before it serves.
+    /// Not exported: /healthz reads it.
+    std::atomic<std::int64_t> router_tick_ns{0};
+
+    void count_rejection(common::Rejection r);
+    void count_error(std::string_view code);
+    std::uint64_t rejections_of(common::Rejection r) const;
+    std::uint64_t errors_of(std::string_view code) const;
+
+    /// One line with every non-zero counter, for the log at exit.
+    std::string summary() const;
+};
+
+}  // namespace aclaim::coordinator::metrics
+
+namespace aclaim::coordinator {
+// The coordinator's threads name these unqualified, as they did when they lived in its namespace.
+using metrics::AuthCounters;
+using metrics::Histogram;
+using metrics::LatencyClock;
+using metrics::Metrics;
+using metrics::ResultNotifierCounters;
+}  // namespace aclaim::coordinator
