@@ -29,8 +29,9 @@ std::unique_ptr<pqxx::connection> connect(const std::string& dsn) {
 }  // namespace
 
 ResultNotifier::ResultNotifier(std::string dsn, StatementWatchdog& watchdog,
-                               std::chrono::milliseconds deadline)
-    : dsn_(std::move(dsn)), watchdog_(watchdog), deadline_(deadline) {}
+                               std::chrono::milliseconds deadline,
+                               metrics::ResultNotifierCounters& counters)
+    : dsn_(std::move(dsn)), watchdog_(watchdog), deadline_(deadline), counters_(counters) {}
 
 ResultNotifier::~ResultNotifier() {
     stop();
@@ -55,16 +56,6 @@ void ResultNotifier::committed(common::OrgId org) {
         if (!pending_.insert(org).second) return;
     }
     wake_.notify_one();
-}
-
-std::uint64_t ResultNotifier::sent() const {
-    std::lock_guard lock(mutex_);
-    return sent_;
-}
-
-std::uint64_t ResultNotifier::failed_rounds() const {
-    std::lock_guard lock(mutex_);
-    return failed_rounds_;
 }
 
 void ResultNotifier::run() {
@@ -93,8 +84,7 @@ void ResultNotifier::run() {
             if (armed.release()) conn.reset();
             backoff.reset();
             down_reported = false;
-            std::lock_guard lock(mutex_);
-            sent_ += orgs.size();
+            counters_.sent.fetch_add(orgs.size(), std::memory_order_relaxed);
         } catch (const std::exception& e) {
             conn.reset();
             if (!down_reported) {
@@ -103,7 +93,7 @@ void ResultNotifier::run() {
             }
             down_reported = true;
             std::unique_lock lock(mutex_);
-            ++failed_rounds_;
+            counters_.failed_rounds.fetch_add(1, std::memory_order_relaxed);
             if (stopping) return;
             // Nothing is lost: the organizations wait for the next round, with any that came since.
             pending_.insert(orgs.begin(), orgs.end());

@@ -10,6 +10,7 @@
 
 #include "common/store/assignment.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
+#include "coordinator/metrics/metrics.hpp"
 
 namespace aclaim::coordinator {
 
@@ -35,10 +36,11 @@ class ResultNotifier {
     /// The channel: payload is the organization id.
     static constexpr const char* kChannel = "aclaim_results";
 
-    /// The watchdog (whose clock times the deadlines) must outlive the notifier. `deadline` bounds
-    /// every statement, as on every coordinator connection.
-    ResultNotifier(std::string dsn, StatementWatchdog& watchdog,
-                   std::chrono::milliseconds deadline);
+    /// The watchdog (whose clock times the deadlines) must outlive the notifier, and so must
+    /// `counters` (notifications sent, rounds failed: /metrics). `deadline` bounds every
+    /// statement, as on every coordinator connection.
+    ResultNotifier(std::string dsn, StatementWatchdog& watchdog, std::chrono::milliseconds deadline,
+                   metrics::ResultNotifierCounters& counters);
     ~ResultNotifier();
     ResultNotifier(const ResultNotifier&) = delete;
     ResultNotifier& operator=(const ResultNotifier&) = delete;
@@ -51,10 +53,6 @@ class ResultNotifier {
     /// returns at once.
     void committed(common::OrgId org);
 
-    /// Notifications sent (one per organization per round) and rounds that failed.
-    std::uint64_t sent() const;
-    std::uint64_t failed_rounds() const;
-
   private:
     void run();
 
@@ -65,8 +63,7 @@ class ResultNotifier {
     std::condition_variable wake_;
     std::set<common::OrgId> pending_;
     bool stop_ = false;
-    std::uint64_t sent_ = 0;
-    std::uint64_t failed_rounds_ = 0;
+    metrics::ResultNotifierCounters& counters_;
     std::thread thread_;
 };
 

@@ -142,7 +142,8 @@ void Coordinator::bind() {
     pool_options.dsn = dsn;
     auto reaper_options = options_.reaper();
     reaper_options.dsn = dsn;
-    results_ = std::make_unique<ResultNotifier>(dsn, watchdog_, router_options_.db_deadline());
+    results_ = std::make_unique<ResultNotifier>(dsn, watchdog_, router_options_.db_deadline(),
+                                                metrics_.results);
     pool_ = std::make_unique<DbPool>(pool_options, clock_, queue_, *mailbox_, metrics_, watchdog_,
                                      results_.get());
     reaper_ = std::make_unique<Reaper>(reaper_options, clock_, *mailbox_, metrics_, watchdog_);

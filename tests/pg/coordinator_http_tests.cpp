@@ -76,6 +76,7 @@ TEST_CASE("/metrics counts claims, completions and rejections as they happen", "
     CHECK(before.at("aclaim_claims_total") == 0);
     CHECK(before.at("aclaim_completions_total") == 0);
     CHECK(before.at("aclaim_claim_duration_seconds_count") == 0);
+    CHECK(before.at("aclaim_result_notifier_sent_total") == 0);
 
     common::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(2), clock.now());
@@ -134,6 +135,15 @@ TEST_CASE("/metrics counts claims, completions and rejections as they happen", "
         return scrape.metrics().at(
                    "aclaim_statement_duration_seconds_count{statement=\"reclaim\"}") > 0;
     }));
+
+    // The accepted completion's organization is announced after its commit by the result
+    // notifier's own thread: one notification (the refused completion announces nothing), in a
+    // round that did not fail.
+    CHECK(
+        eventually([&] { return scrape.metrics().at("aclaim_result_notifier_sent_total") >= 1; }));
+    const auto notified = scrape.metrics();
+    CHECK(notified.at("aclaim_result_notifier_sent_total") == 1);
+    CHECK(notified.at("aclaim_result_notifier_failed_rounds_total") == 0);
     http.stop();
 }
 
