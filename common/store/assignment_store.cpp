@@ -283,9 +283,11 @@ pqxx::connection& AssignmentStore::connection() {
 }
 
 void AssignmentStore::commit(pqxx::work& txn) {
-    const auto began = std::chrono::steady_clock::now();
+    static const SystemClock kSystemClock;
+    const Clock& clock = options_.clock != nullptr ? *options_.clock : kSystemClock;
+    const auto began = clock.monotonic_now();
     txn.commit();
-    last_commit_ = std::chrono::steady_clock::now() - began;
+    last_commit_ = clock.monotonic_now() - began;
 }
 
 std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>& jobs,

@@ -25,6 +25,9 @@ struct StoreOptions {
     /// aclaim_coordinator (or a superuser). Work across organizations (reclaiming expired leases,
     /// reading a row's authority) names every organization explicitly.
     bool row_security = false;
+    /// Times the commits that last_commit() reports; the system clock when not given. It must
+    /// outlive the store.
+    const Clock* clock = nullptr;
 };
 
 /// Switches a session to the row-security role (kRowSecurityRole). Throws std::runtime_error

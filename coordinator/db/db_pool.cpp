@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/base/overloaded.hpp"
-#include "common/proto/wire_errors.hpp"
 #include "coordinator/db/commit_resolution.hpp"
 #include "coordinator/db/result_notifier.hpp"
 #include "coordinator/db/store_handle.hpp"
@@ -12,8 +10,9 @@ namespace aclaim::coordinator {
 
 namespace {
 
-common::StoreOptions store_options(const DbPoolOptions& o, int index) {
+common::StoreOptions store_options(const DbPoolOptions& o, int index, const common::Clock& clock) {
     common::StoreOptions s;
+    s.clock = &clock;
     s.lock_strategy = o.lock_strategy;
     s.lock_timeout_ms = o.lock_timeout_ms;
     s.row_security = o.row_security;
@@ -21,50 +20,10 @@ common::StoreOptions store_options(const DbPoolOptions& o, int index) {
     return s;
 }
 
-common::JobId job_of(const RequestBody& body) {
-    return std::visit(common::Overloaded{[](const proto::Claim&) -> common::JobId { return 0; },
-                                         [](const auto& m) -> common::JobId { return m.job_id; }},
-                      body);
-}
-
 /// The request kinds that have a coalesced statement.
 bool coalescible(RequestKind kind) {
     return kind == RequestKind::Claim || kind == RequestKind::Renew ||
            kind == RequestKind::Complete;
-}
-
-/// The store's request for a renew, complete, fail or release: the fence from the session and
-/// the body, and the fields of the operations that carry more.
-common::TransitionRequest transition_request(const DbRequest& r) {
-    common::TransitionRequest t;
-    t.org = r.from.org_id;
-    t.worker = r.from.worker_id;
-    std::visit(common::Overloaded{
-                   [](const proto::Claim&) {},
-                   [&](const auto& m) {
-                       t.job = m.job_id;
-                       t.generation = m.generation;
-                   },
-               },
-               r.body);
-    if (const auto* c = std::get_if<proto::Complete>(&r.body)) t.result_ref = c->result_ref;
-    if (const auto* f = std::get_if<proto::Fail>(&r.body)) {
-        t.reason = f->reason;
-        t.retryable = f->retryable;
-    }
-    return t;
-}
-
-InterruptedTransition interrupted(const DbRequest& r) {
-    const auto op =
-        std::visit(common::Overloaded{
-                       [](const proto::Complete&) { return common::Operation::Complete; },
-                       [](const proto::Fail&) { return common::Operation::Fail; },
-                       [](const proto::Release&) { return common::Operation::Release; },
-                       [](const auto&) { return common::Operation::Renew; },
-                   },
-                   r.body);
-    return {op, transition_request(r)};
 }
 
 /// Runs one request alone, or several of one kind coalesced into one statement (the queue batches
@@ -77,12 +36,8 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
     if (kind == RequestKind::Claim) {
         std::vector<common::ClaimRequest> claims;
         claims.reserve(batch.size());
-        for (const auto& o : batch) {
-            claims.push_back({o.request.from.worker_id,
-                              std::get<proto::Claim>(o.request.body).max_jobs,
-                              o.request.from.queues});
-        }
-        const common::OrgId org = batch.front().request.from.org_id;
+        for (const auto& o : batch) claims.push_back(o.request.ask.claim());
+        const common::OrgId org = batch.front().request.ask.org_id;
         if (claims.size() == 1) {
             results.emplace_back(store.claim(org, claims.front(), lease, now));
         } else {
@@ -94,7 +49,7 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
     }
     std::vector<common::TransitionRequest> requests;
     requests.reserve(batch.size());
-    for (const auto& o : batch) requests.push_back(transition_request(o.request));
+    for (const auto& o : batch) requests.push_back(o.request.ask.transition());
     if (requests.size() == 1) {
         const common::TransitionRequest& q = requests.front();
         switch (kind) {
@@ -159,7 +114,7 @@ void DbPool::announce(const RequestOutcome& outcome) const {
     // A replay is announced again: the notification of its first commit may have been lost with
     // the coordinator that made it.
     const auto* t = std::get_if<common::Transition>(&outcome.result);
-    if (t != nullptr && t->accepted()) results_->committed(outcome.request.from.org_id);
+    if (t != nullptr && t->accepted()) results_->committed(outcome.request.ask.org_id);
 }
 
 std::vector<DbRequest> DbPool::start_unanswered(std::vector<DbRequest> batch) {
@@ -176,7 +131,7 @@ std::vector<DbRequest> DbPool::start_unanswered(std::vector<DbRequest> batch) {
 }
 
 void DbPool::run(int index) {
-    const auto options = store_options(options_, index);
+    const auto options = store_options(options_, index, clock_);
     const auto watch = watchdog_.watch(options.application_name);
     StoreHandle handle(options_.dsn, options, clock_);
     // Connect before the first request so that the first worker does not pay for it.
@@ -211,7 +166,7 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
                                             std::vector<DbRequest> batch) {
     std::vector<RequestOutcome> out;
     out.reserve(batch.size());
-    for (auto& r : batch) out.push_back(RequestOutcome{std::move(r), Failure{}});
+    for (auto& r : batch) out.push_back(RequestOutcome{std::move(r), DbFailure{}});
     const RequestKind kind = out.front().request.kind();
     const bool harmless = kind == RequestKind::Claim || kind == RequestKind::Renew;
     for (int attempt = 0;; ++attempt) {
@@ -221,8 +176,8 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
             attempt == 0 ? handle.get() : handle.get_within(std::chrono::milliseconds(0));
         if (store == nullptr) {
             for (auto& o : out) {
-                o.result = Failure{std::string(proto::errors::kDatabaseUnavailable),
-                                   "database unavailable: " + handle.last_error()};
+                o.result = DbFailure{DbFailure::Kind::Unavailable,
+                                     "database unavailable: " + handle.last_error()};
             }
             return out;
         }
@@ -246,18 +201,12 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
         } catch (const std::exception& e) {
             if (armed.release()) {
                 // The database hung: the router has answered (or is about to answer) at the same
-                // deadline, so waiting longer here, to resolve the commit from the row, would
-                // only hold this thread on a server that does not answer. A re-send settles it.
+                // deadline, by the same rule, so waiting longer here, to resolve the commit from
+                // the row, would only hold this thread on a server that does not answer. A
+                // re-send settles it.
                 handle.drop("no answer within " + std::to_string(options_.db_deadline_ms) + " ms");
-                const std::string within = "the database did not answer within " +
-                                           std::to_string(options_.db_deadline_ms) + " ms";
                 for (auto& o : out) {
-                    o.result =
-                        harmless ? Failure{std::string(proto::errors::kDatabaseUnavailable), within}
-                                 : Failure{std::string(proto::errors::kOutcomeUnknown),
-                                           within +
-                                               " while the statement was under way; re-send, the "
-                                               "job's row decides it"};
+                    o.result = answer_at_deadline(kind, true, options_.db_deadline());
                 }
                 return out;
             }
@@ -266,13 +215,13 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
                 if (out.size() == 1) {
                     const DbRequest& r = out.front().request;
                     spdlog::error("{} of job {} for org {} failed in the database: {}",
-                                  kind_name(kind), job_of(r.body), r.from.org_id, e.what());
+                                  kind_name(kind), r.ask.job_id, r.ask.org_id, e.what());
                 } else {
                     spdlog::error("coalesced {} of {} requests failed in the database: {}",
                                   kind_name(kind), out.size(), e.what());
                 }
                 for (auto& o : out) {
-                    o.result = Failure{std::string(proto::errors::kDatabaseError), e.what()};
+                    o.result = DbFailure{DbFailure::Kind::Error, e.what()};
                 }
                 return out;
             }
@@ -285,9 +234,10 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
             // rows.
             if (harmless && attempt == 0) continue;
             for (auto& o : out) {
-                o.result = harmless ? Failure{std::string(proto::errors::kDatabaseUnavailable),
-                                              std::string("database connection lost: ") + e.what()}
-                                    : resolve(handle, watch, o.request);
+                o.result = harmless
+                               ? DbFailure{DbFailure::Kind::Unavailable,
+                                           std::string("database connection lost: ") + e.what()}
+                               : resolve(handle, watch, o.request.ask);
             }
             return out;
         }
@@ -295,16 +245,16 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
 }
 
 RequestOutcome::Result DbPool::resolve(StoreHandle& handle, StatementWatchdog::Watch& watch,
-                                       const DbRequest& r) {
-    const common::JobId job = job_of(r.body);
+                                       const StoreRequest& r) {
+    const common::JobId job = r.job_id;
     common::AssignmentStore* store =
         handle.get_within(std::chrono::milliseconds(options_.in_doubt_budget_ms));
     if (store == nullptr) {
-        return Failure{std::string(proto::errors::kOutcomeUnknown),
-                       "connection lost around the commit and the database could not be reached "
-                       "within " +
-                           std::to_string(options_.in_doubt_budget_ms) +
-                           " ms to read the job's row"};
+        return DbFailure{DbFailure::Kind::OutcomeUnknown,
+                         "connection lost around the commit and the database could not be reached "
+                         "within " +
+                             std::to_string(options_.in_doubt_budget_ms) +
+                             " ms to read the job's row"};
     }
     std::optional<common::RowAuthority> row;
     ArmedWatch armed(watch, store->connection().sock(), deadline());
@@ -313,16 +263,17 @@ RequestOutcome::Result DbPool::resolve(StoreHandle& handle, StatementWatchdog::W
         if (armed.release()) handle.drop("cut at its deadline just after answering");
     } catch (const std::exception& e) {
         if (armed.release() || connection_lost(e, store)) handle.drop(e.what());
-        return Failure{std::string(proto::errors::kOutcomeUnknown),
-                       std::string("connection lost around the commit and the job's row could "
-                                   "not be read: ") +
-                           e.what()};
+        return DbFailure{DbFailure::Kind::OutcomeUnknown,
+                         std::string("connection lost around the commit and the job's row could "
+                                     "not be read: ") +
+                             e.what()};
     }
-    const CommitResolution res = resolve_interrupted(interrupted(r), row, clock_.now());
+    const CommitResolution res =
+        resolve_interrupted({r.operation(), r.transition()}, row, clock_.now());
     spdlog::warn(
         "org={} job={} worker={}: commit interrupted by a lost connection, resolved "
         "from the row as {} ({})",
-        r.from.org_id, job, r.from.worker_id,
+        r.org_id, job, r.worker_id,
         res.verdict == CommitResolution::Verdict::Applied      ? "applied"
         : res.verdict == CommitResolution::Verdict::NotApplied ? "not applied"
                                                                : "unknown",
@@ -336,12 +287,12 @@ RequestOutcome::Result DbPool::resolve(StoreHandle& handle, StatementWatchdog::W
             return t;
         }
         case CommitResolution::Verdict::NotApplied:
-            return Failure{std::string(proto::errors::kNotCommitted),
-                           res.detail + "; nothing changed, safe to re-send"};
+            return DbFailure{DbFailure::Kind::NotCommitted,
+                             res.detail + "; nothing changed, safe to re-send"};
         case CommitResolution::Verdict::Unknown:
             break;
     }
-    return Failure{std::string(proto::errors::kOutcomeUnknown), res.detail};
+    return DbFailure{DbFailure::Kind::OutcomeUnknown, res.detail};
 }
 
 }  // namespace aclaim::coordinator

@@ -50,7 +50,7 @@ class DbPool {
     std::vector<RequestOutcome> execute(StoreHandle& handle, StatementWatchdog::Watch& watch,
                                         std::vector<DbRequest> batch);
     RequestOutcome::Result resolve(StoreHandle& handle, StatementWatchdog::Watch& watch,
-                                   const DbRequest& request);
+                                   const StoreRequest& request);
     /// Tells the result notifier of an accepted completion, once its commit has returned.
     void announce(const RequestOutcome& outcome) const;
     common::MonotonicTime deadline() const;

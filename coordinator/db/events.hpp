@@ -12,35 +12,70 @@
 #include <variant>
 #include <vector>
 
-#include "common/proto/protocol.hpp"
 #include "common/store/assignment.hpp"
 
 namespace aclaim::coordinator {
 
-namespace proto = common::proto;
-
 using SteadyClock = std::chrono::steady_clock;
 
-/// Who asked and how to answer, carried with a request through a DB thread and back.
-struct Requester {
-    std::string routing_id;
-    proto::Encoding encoding = proto::Encoding::Binary;
-    std::uint64_t req = 0;
-    common::OrgId org_id = 0;           ///< from the session, never from the body
-    std::string worker_id;              ///< from the session
-    std::string public_key;             ///< the connection's CURVE key (Z85); empty in plaintext
-    std::vector<std::string> queues{};  ///< the queues the session serves (sorted, each once)
-};
-
-/// The order of the alternatives matches RequestKind.
-using RequestBody =
-    std::variant<proto::Claim, proto::Renew, proto::Complete, proto::Fail, proto::Release>;
 enum class RequestKind { Claim, Renew, Complete, Fail, Release };
 
 inline std::string_view kind_name(RequestKind k) {
     constexpr std::string_view kNames[] = {"claim", "renew", "complete", "fail", "release"};
     return kNames[static_cast<int>(k)];
 }
+
+/// What a request asks of the store, in the store's terms. The router builds it from a wire
+/// message and the session it came on (the organization and the worker are the session's, never
+/// the body's); the coordinator builds its own releases with release_of(). The DB threads read
+/// nothing else of a request.
+struct StoreRequest {
+    RequestKind kind = RequestKind::Claim;
+    common::OrgId org_id = 0;
+    std::string worker_id{};
+    std::vector<std::string> queues{};  ///< the queues the session serves (sorted, each once)
+    int max_jobs = 1;                   ///< claim only
+    /// Renew, complete, fail and release: the job and the generation that fences it; 0 for a
+    /// claim, which names no job.
+    common::JobId job_id = 0;
+    common::Generation generation = 0;
+    std::string result_ref{};  ///< complete only
+    std::string reason{};      ///< fail only
+    bool retryable = false;    ///< fail only
+
+    /// The coordinator's own release of a lease it could not deliver to `worker`.
+    static StoreRequest release_of(common::OrgId org, std::string worker,
+                                   const common::Lease& lease) {
+        StoreRequest r;
+        r.kind = RequestKind::Release;
+        r.org_id = org;
+        r.worker_id = std::move(worker);
+        r.job_id = lease.job_id;
+        r.generation = lease.generation;
+        return r;
+    }
+
+    common::ClaimRequest claim() const { return {worker_id, max_jobs, queues}; }
+    /// Renew, complete, fail or release: the fence and the fields the operation carries.
+    common::TransitionRequest transition() const {
+        return {org_id, job_id, generation, worker_id, result_ref, reason, retryable};
+    }
+    /// Renew, complete, fail or release.
+    common::Operation operation() const {
+        switch (kind) {
+            case RequestKind::Complete:
+                return common::Operation::Complete;
+            case RequestKind::Fail:
+                return common::Operation::Fail;
+            case RequestKind::Release:
+                return common::Operation::Release;
+            case RequestKind::Claim:
+            case RequestKind::Renew:
+                break;
+        }
+        return common::Operation::Renew;
+    }
+};
 
 /// Where a request stands between the router thread, which may answer it itself once its
 /// deadline passes, and the DB thread that takes it. Each side moves it once, with a
@@ -52,18 +87,13 @@ enum class Stage : std::uint8_t {
     Answered,  ///< the router answered it at its deadline before any DB thread took it
 };
 
-/// One request for a DB thread.
+/// One request for a DB thread: what to ask the store, and how the router keeps track of it.
+/// Whom to answer and how stays with the router (router/routed_request.hpp).
 struct DbRequest {
-    Requester from;
-    RequestBody body;
+    StoreRequest ask;
     /// False for work the coordinator does on its own behalf (releasing an assignment whose
     /// ASSIGNED could not be delivered): the outcome is logged, not sent.
     bool answer = true;
-    /// CLAIM only: when its long-poll ends.
-    SteadyClock::time_point wait_until{};
-    /// CLAIM only: the organization's wake count when this attempt was dispatched, so that a
-    /// notification that raced with an empty claim is not lost.
-    std::uint64_t wake_seq = 0;
     /// When this attempt was handed to the DB threads, for the claim latency histogram (on the
     /// LatencyClock, as every latency is).
     SteadyClock::time_point dispatched_at{};
@@ -79,18 +109,44 @@ struct DbRequest {
         SteadyClock::duration commit{};
     } timings;
 
-    RequestKind kind() const { return static_cast<RequestKind>(body.index()); }
+    RequestKind kind() const { return ask.kind; }
 };
 
-/// A request that could not be answered from the database's authority: the ERROR code to send
-/// (errors.hpp) and why.
-struct Failure {
-    std::string code;
+/// A request the database's authority could not answer, and why. The router chooses the wire
+/// code for each kind where it encodes the reply (Replier::wire_code).
+struct DbFailure {
+    enum class Kind {
+        Unavailable,     ///< no connection, or no answer in time, and nothing was committed
+        Error,           ///< the statement failed and its transaction rolled back
+        OutcomeUnknown,  ///< the commit may or may not have happened; the row decides a re-send
+        NotCommitted,    ///< the row shows the interrupted commit did not happen
+    };
+    Kind kind = Kind::Unavailable;
     std::string text;
 };
 
+/// The answer to a request the database has not answered within `bound` (--db-deadline-ms): the
+/// one rule for both the router, which answers at the deadline without the database, and a DB
+/// thread whose statement the watchdog cut at the same deadline. `attempted`: a DB thread took
+/// the request, so its statement may have run. A claim or a renewal changes nothing a worker
+/// relies on whether or not it ran (a claimed job is reclaimed, a renewal is idempotent); any
+/// other transition that may have run is for the row to decide when the worker re-sends.
+inline DbFailure answer_at_deadline(RequestKind kind, bool attempted,
+                                    std::chrono::milliseconds bound) {
+    const std::string within =
+        "the database did not answer within " + std::to_string(bound.count()) + " ms";
+    if (!attempted) return {DbFailure::Kind::Unavailable, within + "; nothing was attempted"};
+    if (kind == RequestKind::Claim || kind == RequestKind::Renew) {
+        return {DbFailure::Kind::Unavailable, within + "; re-send"};
+    }
+    return {DbFailure::Kind::OutcomeUnknown,
+            within +
+                " while the statement was under way; re-send the same request, the job's row "
+                "decides it"};
+}
+
 struct RequestOutcome {
-    using Result = std::variant<common::ClaimOutcome, common::Transition, Failure>;
+    using Result = std::variant<common::ClaimOutcome, common::Transition, DbFailure>;
     DbRequest request;
     Result result;
 };

@@ -15,7 +15,7 @@ bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {
     if (head.kind() != other.kind()) return false;
     // A coalesced claim is one LIMIT n statement for one organization and one set of queues.
     return head.kind() != RequestKind::Claim ||
-           (head.from.org_id == other.from.org_id && head.from.queues == other.from.queues);
+           (head.ask.org_id == other.ask.org_id && head.ask.queues == other.ask.queues);
 }
 
 std::vector<DbRequest> WorkQueue::take(std::size_t max_batch) {

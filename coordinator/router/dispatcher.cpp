@@ -2,50 +2,69 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/base/overloaded.hpp"
 #include "common/proto/wire_errors.hpp"
 
 namespace aclaim::coordinator {
 
-void Dispatcher::dispatch(DbRequest request) {
+void Dispatcher::dispatch(RoutedRequest request) {
     if (closed_) {
         // Only reachable while the last events are processed at shutdown.
-        if (!request.answer) {
-            spdlog::warn(
-                "org={} worker={}: release of an undelivered assignment left to the "
-                "reaper at shutdown",
-                request.from.org_id, request.from.worker_id);
-        } else if (request.kind() == RequestKind::Claim) {
+        if (request.kind() == RequestKind::Claim) {
             replier_.answer_no_work(request, std::string(proto::errors::kDraining));
         } else {
-            replier_.send_error(request.from.routing_id, request.from.encoding, request.from.req,
+            replier_.send_error(request.reply.routing_id, request.reply.encoding, request.reply.req,
                                 proto::errors::kDraining, "the coordinator is shutting down");
-            replier_.finish(request.from);
+            replier_.finish(request.reply);
         }
         return;
     }
+    request.db.answer = true;
+    request.db.ticket = ++last_ticket_;
+    request.db.stage = std::make_shared<std::atomic<Stage>>(Stage::Queued);
+    request.db.dispatched_at = LatencyClock::now();
+    deadlines_.emplace_back(clock_.monotonic_now() + answer_within_, request.db.ticket);
+    DbRequest down = request.db;
+    pending_.emplace(down.ticket, std::move(request));
+    send_down(std::move(down));
+}
+
+void Dispatcher::dispatch_own(StoreRequest request) {
+    if (closed_) {
+        spdlog::warn(
+            "org={} worker={}: release of an undelivered assignment left to the reaper at "
+            "shutdown",
+            request.org_id, request.worker_id);
+        return;
+    }
+    DbRequest down;
+    down.ask = std::move(request);
+    down.answer = false;
+    down.ticket = 0;
+    down.stage = std::make_shared<std::atomic<Stage>>(Stage::Queued);
+    down.dispatched_at = LatencyClock::now();
+    send_down(std::move(down));
+}
+
+void Dispatcher::send_down(DbRequest request) {
     ++at_db_;
     ++dispatched_;
-    request.dispatched_at = LatencyClock::now();
-    request.stage = std::make_shared<std::atomic<Stage>>(Stage::Queued);
-    request.ticket = 0;
-    if (request.answer) {
-        request.ticket = ++last_ticket_;
-        deadlines_.emplace_back(clock_.monotonic_now() + answer_within_, request.ticket);
-        pending_.emplace(request.ticket, request);
-    }
     queue_.push(std::move(request));
 }
 
-bool Dispatcher::returned(const DbRequest& request) {
+std::optional<RoutedRequest> Dispatcher::returned(DbRequest& request) {
     if (request.ticket == 0) {
         --at_db_;
-        return true;
+        return std::nullopt;
     }
     // A request answered at its deadline no longer counts as at the database.
-    if (pending_.erase(request.ticket) == 0) return false;
+    const auto it = pending_.find(request.ticket);
+    if (it == pending_.end()) return std::nullopt;
+    RoutedRequest routed = std::move(it->second);
+    pending_.erase(it);
     --at_db_;
-    return true;
+    // What the DB thread recorded on its way (its timings) comes back with it.
+    routed.db = std::move(request);
+    return routed;
 }
 
 void Dispatcher::skip_returned() {
@@ -77,38 +96,16 @@ std::size_t Dispatcher::expire(common::MonotonicTime now) {
     return answered;
 }
 
-void Dispatcher::answer_expired(DbRequest& request) {
+void Dispatcher::answer_expired(const RoutedRequest& request) {
     auto expected = Stage::Queued;
     // Whoever moves the stage first decides: from here on no DB thread runs this request.
-    const bool untouched = request.stage->compare_exchange_strong(expected, Stage::Answered);
-    const Requester& from = request.from;
-    const std::string within =
-        "the database did not answer within " + std::to_string(answer_within_.count()) + " ms";
-    const RequestKind kind = request.kind();
-    const common::JobId job =
-        std::visit(common::Overloaded{[](const proto::Claim&) -> common::JobId { return 0; },
-                                      [](const auto& m) -> common::JobId { return m.job_id; }},
-                   request.body);
-    spdlog::warn("{} org={} job={} worker={}: {} ({}); answered without it", kind_name(kind),
-                 from.org_id, job, from.worker_id, within,
+    const bool untouched = request.db.stage->compare_exchange_strong(expected, Stage::Answered);
+    const StoreRequest& ask = request.ask();
+    const DbFailure failure = answer_at_deadline(ask.kind, !untouched, answer_within_);
+    spdlog::warn("{} org={} job={} worker={}: {} ({}); answered without it", kind_name(ask.kind),
+                 ask.org_id, ask.job_id, ask.worker_id, failure.text,
                  untouched ? "still queued, will not run" : "its statement was under way");
-    if (kind == RequestKind::Claim) {
-        replier_.answer_no_work(request, "database unavailable");
-        return;
-    }
-    if (untouched || kind == RequestKind::Renew) {
-        // A renewal is idempotent: re-sending it is safe whether or not this one committed.
-        replier_.send_error(from.routing_id, from.encoding, from.req,
-                            proto::errors::kDatabaseUnavailable,
-                            within + (untouched ? "; nothing was attempted" : "; re-send"));
-    } else {
-        replier_.send_error(from.routing_id, from.encoding, from.req,
-                            proto::errors::kOutcomeUnknown,
-                            within +
-                                " while the statement was under way; re-send the same "
-                                "request, the job's row decides it");
-    }
-    replier_.finish(from);
+    replier_.answer_failure(request, failure);
 }
 
 void Dispatcher::close() {

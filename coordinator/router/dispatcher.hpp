@@ -13,6 +13,7 @@
 #include "coordinator/db/work_queue.hpp"
 #include "coordinator/metrics/metrics.hpp"
 #include "coordinator/router/replier.hpp"
+#include "coordinator/router/routed_request.hpp"
 
 namespace aclaim::coordinator {
 
@@ -32,15 +33,23 @@ class Dispatcher {
           clock_(clock),
           answer_within_(answer_within) {}
 
-    void dispatch(DbRequest request);
-    /// An outcome of a dispatched request came back. False when the request was already answered
-    /// at its deadline, so the outcome must not be answered again.
-    bool returned(const DbRequest& request);
+    /// A worker's request, to be answered by its deadline.
+    void dispatch(RoutedRequest request);
+    /// Work on the coordinator's own behalf (releasing a lease it could not deliver): nobody waits
+    /// for its answer, so it has no deadline and its outcome is only logged.
+    void dispatch_own(StoreRequest request);
+    /// An outcome of a dispatched request came back. For a worker's request, the request with its
+    /// reply address; nothing when it was the coordinator's own, or when it was already answered
+    /// at its deadline, so the outcome must not be answered again. Moves from `request` only when
+    /// it returns the worker's request.
+    std::optional<RoutedRequest> returned(DbRequest& request);
 
-    /// Answers every request whose deadline has passed by `now`: a claim with NO_WORK, a renewal
-    /// with ERROR database_unavailable, and a completion, failure or release with ERROR
-    /// database_unavailable when no DB thread took it (it will not be run) or outcome_unknown when
-    /// one did (the row decides a re-send). Returns how many it answered.
+    /// Answers every request whose deadline has passed by `now`, by answer_at_deadline()
+    /// (coordinator/db/events.hpp), the rule a DB thread whose statement is cut at the same
+    /// deadline follows: a claim with NO_WORK, a renewal with ERROR database_unavailable, and a
+    /// completion, failure or release with ERROR database_unavailable when no DB thread took it
+    /// (it will not be run) or outcome_unknown when one did (the row decides a re-send). Returns
+    /// how many it answered.
     std::size_t expire(common::MonotonicTime now);
     /// The earliest deadline not yet passed to expire(), if any; it may belong to a request that
     /// has come back since, which costs one early wake-up.
@@ -59,7 +68,9 @@ class Dispatcher {
     void close();
 
   private:
-    void answer_expired(DbRequest& request);
+    void answer_expired(const RoutedRequest& request);
+    /// Hands a request to the DB threads and counts it at the database.
+    void send_down(DbRequest request);
     /// Drops deadlines of requests that came back already.
     void skip_returned();
 
@@ -69,7 +80,7 @@ class Dispatcher {
     const common::Clock& clock_;
     const std::chrono::milliseconds answer_within_;
     /// Requests to answer by a deadline and not yet come back, by ticket.
-    std::unordered_map<std::uint64_t, DbRequest> pending_;
+    std::unordered_map<std::uint64_t, RoutedRequest> pending_;
     /// Their deadlines in dispatch order, which is deadline order as the bound is fixed.
     std::deque<std::pair<common::MonotonicTime, std::uint64_t>> deadlines_;
     std::uint64_t last_ticket_ = 0;

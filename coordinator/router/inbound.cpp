@@ -22,16 +22,48 @@ constexpr auto kRefuseFor = std::chrono::milliseconds(250);
 /// frame of it would let one message allocate without bound.
 constexpr std::size_t kFramesKept = 4;
 
-std::optional<RequestBody> request_body(const proto::Message& m) {
-    return std::visit(common::Overloaded{
-                          [](const proto::Claim& b) -> std::optional<RequestBody> { return b; },
-                          [](const proto::Renew& b) -> std::optional<RequestBody> { return b; },
-                          [](const proto::Complete& b) -> std::optional<RequestBody> { return b; },
-                          [](const proto::Fail& b) -> std::optional<RequestBody> { return b; },
-                          [](const proto::Release& b) -> std::optional<RequestBody> { return b; },
-                          [](const auto&) -> std::optional<RequestBody> { return std::nullopt; },
-                      },
-                      m);
+/// The store's request for a wire request that goes to the database, on behalf of the session
+/// it came on: the organization, the worker and the queues are the session's, never the body's.
+std::optional<StoreRequest> store_request(const proto::Message& m, const Session& session) {
+    StoreRequest r;
+    r.org_id = session.org_id;
+    r.worker_id = session.worker_id;
+    const auto fenced = [&r](RequestKind kind, const auto& body) {
+        r.kind = kind;
+        r.job_id = body.job_id;
+        r.generation = body.generation;
+    };
+    const bool known = std::visit(common::Overloaded{
+                                      [&](const proto::Claim& b) {
+                                          r.kind = RequestKind::Claim;
+                                          r.queues = session.queues;
+                                          r.max_jobs = b.max_jobs;
+                                          return true;
+                                      },
+                                      [&](const proto::Renew& b) {
+                                          fenced(RequestKind::Renew, b);
+                                          return true;
+                                      },
+                                      [&](const proto::Complete& b) {
+                                          fenced(RequestKind::Complete, b);
+                                          r.result_ref = b.result_ref;
+                                          return true;
+                                      },
+                                      [&](const proto::Fail& b) {
+                                          fenced(RequestKind::Fail, b);
+                                          r.reason = b.reason;
+                                          r.retryable = b.retryable;
+                                          return true;
+                                      },
+                                      [&](const proto::Release& b) {
+                                          fenced(RequestKind::Release, b);
+                                          return true;
+                                      },
+                                      [](const auto&) { return false; },
+                                  },
+                                  m);
+    if (!known) return std::nullopt;
+    return r;
 }
 
 }  // namespace
@@ -86,8 +118,8 @@ void Inbound::refuse_remaining() {
     // Bounded: workers reconnecting to a coordinator that is going away keep sending HELLO, and
     // a crowd of them never leaves the socket empty. What is left is dropped with the socket,
     // which a worker sees as the coordinator gone, as it is.
-    const auto until = std::chrono::steady_clock::now() + kRefuseFor;
-    while (read() > 0 && std::chrono::steady_clock::now() < until) {
+    const auto until = p_.clock.monotonic_now() + kRefuseFor;
+    while (read() > 0 && p_.clock.monotonic_now() < until) {
     }
 }
 
@@ -158,13 +190,13 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
         handle_bye(routing_id);
         return;
     }
-    std::optional<RequestBody> body = request_body(message);
-    if (!body) {
+    std::optional<StoreRequest> ask = store_request(message, *session);
+    if (!ask) {
         p_.replier.send_error(routing_id, enc, req, proto::errors::kInvalid,
                               type + " is not handled");
         return;
     }
-    const auto* claim = std::get_if<proto::Claim>(&*body);
+    const auto* claim = std::get_if<proto::Claim>(&message);
     if (claim != nullptr && p_.dispatcher.draining()) {
         p_.replier.send(routing_id, proto::NoWork{req, std::string(proto::errors::kDraining)}, enc);
         p_.metrics.no_work.fetch_add(1, std::memory_order_relaxed);
@@ -181,12 +213,11 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
                               "the database threads are behind; retry shortly");
         return;
     }
-    DbRequest request;
-    request.from = Requester{
-        routing_id,     enc, req, session->org_id, session->worker_id, session->public_key,
-        session->queues};
-    request.body = std::move(*body);
+    RoutedRequest request;
+    request.reply = ReplyTo{routing_id, enc, req, session->public_key};
+    request.db.ask = std::move(*ask);
     if (claim != nullptr) {
+        request.wait_ms = claim->wait_ms;
         request.wait_until =
             p_.clock.monotonic_now() + std::chrono::milliseconds(std::max(0, claim->wait_ms));
         request.wake_seq = p_.wakes.seq(session->org_id);

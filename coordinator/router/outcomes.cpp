@@ -9,30 +9,6 @@
 
 namespace aclaim::coordinator {
 
-namespace {
-
-struct JobRef {
-    common::JobId job_id = 0;
-    common::Generation generation = 0;
-};
-
-JobRef job_of(const RequestBody& body) {
-    return std::visit(common::Overloaded{[](const proto::Claim&) { return JobRef{}; },
-                                         [](const auto& m) {
-                                             return JobRef{m.job_id, m.generation};
-                                         }},
-                      body);
-}
-
-/// NO_WORK reasons are read by people: "database unavailable" rather than the ERROR code.
-std::string reason_text(std::string_view code) {
-    std::string text(code);
-    std::replace(text.begin(), text.end(), '_', ' ');
-    return text;
-}
-
-}  // namespace
-
 void Outcomes::process(std::deque<Event> events) {
     for (Event& event : events) {
         try {
@@ -59,23 +35,25 @@ void Outcomes::process(std::deque<Event> events) {
     }
 }
 
-void Outcomes::wake(std::vector<DbRequest> claims) {
+void Outcomes::wake(std::vector<RoutedRequest> claims) {
     for (auto& claim : claims) {
-        claim.wake_seq = p_.wakes.seq(claim.from.org_id);
+        claim.wake_seq = p_.wakes.seq(claim.ask().org_id);
         p_.dispatcher.dispatch(std::move(claim));
     }
 }
 
 void Outcomes::on_outcome(RequestOutcome& outcome) {
     DbRequest& request = outcome.request;
-    if (!p_.dispatcher.returned(request)) {
-        on_late(request, outcome.result);
-    } else if (!request.answer) {
-        on_internal(request, outcome.result);
-    } else if (request.kind() == RequestKind::Claim) {
-        on_claim(request, outcome.result);
+    const bool own = !request.answer;
+    auto routed = p_.dispatcher.returned(request);
+    if (own) {
+        on_internal(request.ask, outcome.result);
+    } else if (!routed) {
+        on_late(request.ask, outcome.result);
+    } else if (routed->kind() == RequestKind::Claim) {
+        on_claim(*routed, outcome.result);
     } else {
-        on_transition(request, outcome.result);
+        on_transition(*routed, outcome.result);
     }
 }
 
@@ -89,32 +67,33 @@ void Outcomes::observe_stages(const DbRequest& request) {
     stages[3].observe(LatencyClock::now() - t.finished);
 }
 
-void Outcomes::on_claim(DbRequest& request, const RequestOutcome::Result& result) {
-    p_.metrics.claim_latency.observe(LatencyClock::now() - request.dispatched_at);
-    const Requester& from = request.from;
-    if (const auto* failure = std::get_if<Failure>(&result)) {
+void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& result) {
+    p_.metrics.claim_latency.observe(LatencyClock::now() - request.db.dispatched_at);
+    const ReplyTo& to = request.reply;
+    const StoreRequest& from = request.ask();
+    if (const auto* failure = std::get_if<DbFailure>(&result)) {
         spdlog::warn("claim org={} worker={} outcome={} ({})", from.org_id, from.worker_id,
-                     failure->code, failure->text);
-        p_.replier.answer_no_work(request, reason_text(failure->code));
+                     Replier::wire_code(failure->kind), failure->text);
+        p_.replier.answer_failure(request, *failure);
         return;
     }
     const auto& outcome = std::get<common::ClaimOutcome>(result);
-    if (p_.revocations.revoked(from.public_key)) {
+    if (p_.revocations.revoked(to.public_key)) {
         // The key was revoked while this claim ran: its jobs go back rather than to a worker
         // that may no longer complete them.
         if (outcome.status == common::ClaimOutcome::Status::Claimed) {
-            release_undelivered(request, outcome);
+            release_undelivered(from, outcome);
         }
         p_.replier.send_error(
-            from.routing_id, from.encoding, from.req, proto::errors::kKeyRevoked,
+            to.routing_id, to.encoding, to.req, proto::errors::kKeyRevoked,
             "this connection's key has been revoked; nothing more is done for it");
-        p_.replier.finish(from);
+        p_.replier.finish(to);
         return;
     }
     switch (outcome.status) {
         case common::ClaimOutcome::Status::Claimed: {
             proto::Assigned assigned;
-            assigned.req = from.req;
+            assigned.req = to.req;
             for (const auto& lease : outcome.leases) {
                 assigned.jobs.push_back(proto::AssignedJob{
                     lease.job_id, lease.generation, common::to_micros(lease.lease_expires_at),
@@ -126,15 +105,14 @@ void Outcomes::on_claim(DbRequest& request, const RequestOutcome::Result& result
             }
             p_.metrics.claims.fetch_add(1, std::memory_order_relaxed);
             p_.metrics.jobs_assigned.fetch_add(outcome.leases.size(), std::memory_order_relaxed);
-            if (!p_.replier.send(from.routing_id, assigned, from.encoding)) {
-                release_undelivered(request, outcome);
+            if (!p_.replier.send(to.routing_id, assigned, to.encoding)) {
+                release_undelivered(from, outcome);
             }
-            p_.replier.finish(from);
-            observe_stages(request);
+            p_.replier.finish(to);
+            observe_stages(request.db);
             return;
         }
         case common::ClaimOutcome::Status::NoWork: {
-            const auto& claim = std::get<proto::Claim>(request.body);
             if (p_.dispatcher.draining()) {
                 p_.replier.answer_no_work(request, std::string(proto::errors::kDraining));
             } else if (request.wait_until > p_.clock.monotonic_now()) {
@@ -150,27 +128,29 @@ void Outcomes::on_claim(DbRequest& request, const RequestOutcome::Result& result
                 }
             } else {
                 p_.replier.answer_no_work(request,
-                                          claim.wait_ms > 0 ? "wait ended" : "no pending jobs");
+                                          request.wait_ms > 0 ? "wait ended" : "no pending jobs");
             }
             return;
         }
         case common::ClaimOutcome::Status::CandidateLocked:
         case common::ClaimOutcome::Status::LockTimeout:
-            p_.replier.answer_no_work(request, reason_text(common::to_string(outcome.status)));
+            p_.replier.answer_no_work(request,
+                                      Replier::reason_text(common::to_string(outcome.status)));
             return;
     }
 }
 
-void Outcomes::on_transition(const DbRequest& request, const RequestOutcome::Result& result) {
-    const Requester& from = request.from;
-    const auto [job, generation] = job_of(request.body);
+void Outcomes::on_transition(const RoutedRequest& request, const RequestOutcome::Result& result) {
+    const ReplyTo& to = request.reply;
+    const StoreRequest& from = request.ask();
+    const common::JobId job = from.job_id;
+    const common::Generation generation = from.generation;
     const auto op = kind_name(request.kind());
-    if (const auto* failure = std::get_if<Failure>(&result)) {
+    if (const auto* failure = std::get_if<DbFailure>(&result)) {
         spdlog::warn("{} org={} job={} generation={} worker={} outcome=error:{} ({})", op,
-                     from.org_id, job, generation, from.worker_id, failure->code, failure->text);
-        p_.replier.send_error(from.routing_id, from.encoding, from.req, failure->code,
-                              failure->text);
-        p_.replier.finish(from);
+                     from.org_id, job, generation, from.worker_id,
+                     Replier::wire_code(failure->kind), failure->text);
+        p_.replier.answer_failure(request, *failure);
         return;
     }
     const auto& t = std::get<common::Transition>(result);
@@ -181,28 +161,28 @@ void Outcomes::on_transition(const DbRequest& request, const RequestOutcome::Res
                      from.org_id, job, generation, from.worker_id, reason, t.detail);
         if (request.kind() == RequestKind::Renew) {
             p_.metrics.revocations.fetch_add(1, std::memory_order_relaxed);
-            p_.replier.send(from.routing_id,
-                            proto::Revoked{from.req, job, generation, reason,
-                                           proto::errors::clip_text(t.detail)},
-                            from.encoding);
+            p_.replier.send(
+                to.routing_id,
+                proto::Revoked{to.req, job, generation, reason, proto::errors::clip_text(t.detail)},
+                to.encoding);
         } else {
-            p_.replier.send(from.routing_id,
-                            proto::Rejected{from.req, job, generation, reason,
+            p_.replier.send(to.routing_id,
+                            proto::Rejected{to.req, job, generation, reason,
                                             proto::errors::clip_text(t.detail)},
-                            from.encoding);
+                            to.encoding);
         }
-        p_.replier.finish(from);
+        p_.replier.finish(to);
         return;
     }
     if (request.kind() == RequestKind::Renew) {
         p_.metrics.renewals.fetch_add(1, std::memory_order_relaxed);
         spdlog::debug("renew org={} job={} generation={} worker={} outcome=extended", from.org_id,
                       job, generation, from.worker_id);
-        p_.replier.send(from.routing_id,
-                        proto::LeaseMsg{from.req, job, generation,
+        p_.replier.send(to.routing_id,
+                        proto::LeaseMsg{to.req, job, generation,
                                         common::to_micros(t.lease_expires_at), options_.lease_ms},
-                        from.encoding);
-        p_.replier.finish(from);
+                        to.encoding);
+        p_.replier.finish(to);
         return;
     }
     switch (request.kind()) {
@@ -221,16 +201,16 @@ void Outcomes::on_transition(const DbRequest& request, const RequestOutcome::Res
     spdlog::info("{} org={} job={} generation={} worker={} outcome=accepted state={}{}", op,
                  from.org_id, job, generation, from.worker_id, state,
                  t.replayed ? " replayed" : "");
-    p_.replier.send(from.routing_id, proto::Accepted{from.req, job, generation, state, t.replayed},
-                    from.encoding);
-    p_.replier.finish(from);
+    p_.replier.send(to.routing_id, proto::Accepted{to.req, job, generation, state, t.replayed},
+                    to.encoding);
+    p_.replier.finish(to);
 }
 
-void Outcomes::on_internal(const DbRequest& request, const RequestOutcome::Result& result) {
-    const auto [job, generation] = job_of(request.body);
+void Outcomes::on_internal(const StoreRequest& request, const RequestOutcome::Result& result) {
     std::string outcome;
-    if (const auto* failure = std::get_if<Failure>(&result)) {
-        outcome = "error:" + failure->code + "; left to the reaper";
+    if (const auto* failure = std::get_if<DbFailure>(&result)) {
+        outcome =
+            "error:" + std::string(Replier::wire_code(failure->kind)) + "; left to the reaper";
     } else if (const auto& t = std::get<common::Transition>(result); t.accepted()) {
         p_.metrics.releases.fetch_add(1, std::memory_order_relaxed);
         outcome = "released";
@@ -240,26 +220,24 @@ void Outcomes::on_internal(const DbRequest& request, const RequestOutcome::Resul
     spdlog::info(
         "release org={} job={} generation={} worker={} outcome={} (ASSIGNED could not "
         "be delivered)",
-        request.from.org_id, job, generation, request.from.worker_id, outcome);
+        request.org_id, request.job_id, request.generation, request.worker_id, outcome);
 }
 
-void Outcomes::on_late(const DbRequest& request, const RequestOutcome::Result& result) {
-    const Requester& from = request.from;
+void Outcomes::on_late(const StoreRequest& request, const RequestOutcome::Result& result) {
     if (const auto* claim = std::get_if<common::ClaimOutcome>(&result)) {
         // The worker was told NO_WORK: these jobs must not wait a whole lease for the reaper.
         if (claim->status == common::ClaimOutcome::Status::Claimed) {
             spdlog::info(
                 "claim org={} worker={}: {} jobs claimed after the deadline answer; "
                 "releasing them",
-                from.org_id, from.worker_id, claim->leases.size());
+                request.org_id, request.worker_id, claim->leases.size());
             release_undelivered(request, *claim);
         }
         return;
     }
-    const auto [job, generation] = job_of(request.body);
     std::string outcome;
-    if (const auto* failure = std::get_if<Failure>(&result)) {
-        outcome = "error:" + failure->code;
+    if (const auto* failure = std::get_if<DbFailure>(&result)) {
+        outcome = "error:" + std::string(Replier::wire_code(failure->kind));
     } else if (const auto& t = std::get<common::Transition>(result); t.accepted()) {
         outcome = "accepted";
     } else {
@@ -267,18 +245,15 @@ void Outcomes::on_late(const DbRequest& request, const RequestOutcome::Result& r
     }
     // Already answered at the deadline; the worker's re-send is judged against the row.
     spdlog::info("{} org={} job={} generation={} worker={} outcome={} (after the deadline answer)",
-                 kind_name(request.kind()), from.org_id, job, generation, from.worker_id, outcome);
+                 kind_name(request.kind), request.org_id, request.job_id, request.generation,
+                 request.worker_id, outcome);
 }
 
-void Outcomes::release_undelivered(const DbRequest& claim, const common::ClaimOutcome& outcome) {
+void Outcomes::release_undelivered(const StoreRequest& claim, const common::ClaimOutcome& outcome) {
     // The worker will never hear of these jobs; giving them back now spares the queue a whole
     // lease of waiting for the reaper.
     for (const auto& lease : outcome.leases) {
-        DbRequest release;
-        release.from = claim.from;
-        release.answer = false;
-        release.body = proto::Release{0, lease.job_id, lease.generation};
-        p_.dispatcher.dispatch(std::move(release));
+        p_.dispatcher.dispatch_own(StoreRequest::release_of(claim.org_id, claim.worker_id, lease));
     }
 }
 

@@ -11,6 +11,7 @@
 #include "coordinator/router/parked_claims.hpp"
 #include "coordinator/router/replier.hpp"
 #include "coordinator/router/revocations.hpp"
+#include "coordinator/router/routed_request.hpp"
 #include "coordinator/router/sessions.hpp"
 #include "coordinator/router/wake_counter.hpp"
 
@@ -40,16 +41,17 @@ class Outcomes {
 
   private:
     void on_outcome(RequestOutcome& outcome);
-    void on_claim(DbRequest& request, const RequestOutcome::Result& result);
+    void on_claim(RoutedRequest& request, const RequestOutcome::Result& result);
     /// Adds a granted claim's stages to Metrics::claim_stages.
     void observe_stages(const DbRequest& request);
-    void on_transition(const DbRequest& request, const RequestOutcome::Result& result);
-    void on_internal(const DbRequest& request, const RequestOutcome::Result& result);
+    void on_transition(const RoutedRequest& request, const RequestOutcome::Result& result);
+    void on_internal(const StoreRequest& request, const RequestOutcome::Result& result);
     /// An outcome of a request already answered at its deadline.
-    void on_late(const DbRequest& request, const RequestOutcome::Result& result);
+    void on_late(const StoreRequest& request, const RequestOutcome::Result& result);
     void on_reclaimed(const common::Reclaimed& reclaimed);
-    void wake(std::vector<DbRequest> claims);
-    void release_undelivered(const DbRequest& claim, const common::ClaimOutcome& outcome);
+    void wake(std::vector<RoutedRequest> claims);
+    /// Gives back leases claimed for `claim` that its worker will not hear of.
+    void release_undelivered(const StoreRequest& claim, const common::ClaimOutcome& outcome);
 
     const RouterOptions& options_;
     Parts p_;

@@ -4,20 +4,20 @@
 
 namespace aclaim::coordinator {
 
-void ParkedClaims::park(DbRequest claim) {
-    const auto org = claim.from.org_id;
+void ParkedClaims::park(RoutedRequest claim) {
+    const auto org = claim.ask().org_id;
     const auto until = claim.wait_until;
     by_org_[org].emplace(until, std::move(claim));
     ++count_;
 }
 
-std::vector<DbRequest> ParkedClaims::take_org(common::OrgId org, std::string_view queue) {
-    std::vector<DbRequest> out;
+std::vector<RoutedRequest> ParkedClaims::take_org(common::OrgId org, std::string_view queue) {
+    std::vector<RoutedRequest> out;
     const auto it = by_org_.find(org);
     if (it == by_org_.end()) return out;
     auto& claims = it->second;
     for (auto c = claims.begin(); c != claims.end();) {
-        const auto& served = c->second.from.queues;
+        const auto& served = c->second.ask().queues;
         if (queue.empty() || std::find(served.begin(), served.end(), queue) != served.end()) {
             out.push_back(std::move(c->second));
             c = claims.erase(c);
@@ -30,8 +30,8 @@ std::vector<DbRequest> ParkedClaims::take_org(common::OrgId org, std::string_vie
     return out;
 }
 
-std::vector<DbRequest> ParkedClaims::take_all() {
-    std::vector<DbRequest> out;
+std::vector<RoutedRequest> ParkedClaims::take_all() {
+    std::vector<RoutedRequest> out;
     for (auto& [org, claims] : by_org_) {
         for (auto& [until, claim] : claims) out.push_back(std::move(claim));
     }
@@ -40,9 +40,9 @@ std::vector<DbRequest> ParkedClaims::take_all() {
     return out;
 }
 
-std::vector<DbRequest> ParkedClaims::take_expired() {
+std::vector<RoutedRequest> ParkedClaims::take_expired() {
     const auto now = clock_.monotonic_now();
-    std::vector<DbRequest> out;
+    std::vector<RoutedRequest> out;
     for (auto it = by_org_.begin(); it != by_org_.end();) {
         auto& claims = it->second;
         while (!claims.empty() && claims.begin()->first <= now) {
@@ -55,12 +55,12 @@ std::vector<DbRequest> ParkedClaims::take_expired() {
     return out;
 }
 
-std::vector<DbRequest> ParkedClaims::take_connection(const std::string& routing_id) {
-    std::vector<DbRequest> out;
+std::vector<RoutedRequest> ParkedClaims::take_connection(const std::string& routing_id) {
+    std::vector<RoutedRequest> out;
     for (auto it = by_org_.begin(); it != by_org_.end();) {
         auto& claims = it->second;
         for (auto c = claims.begin(); c != claims.end();) {
-            if (c->second.from.routing_id == routing_id) {
+            if (c->second.reply.routing_id == routing_id) {
                 out.push_back(std::move(c->second));
                 c = claims.erase(c);
             } else {

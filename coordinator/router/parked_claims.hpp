@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/base/clock.hpp"
-#include "coordinator/db/events.hpp"
+#include "coordinator/router/routed_request.hpp"
 
 namespace aclaim::coordinator {
 
@@ -20,16 +20,16 @@ class ParkedClaims {
     /// outlive the claims.
     explicit ParkedClaims(const common::Clock& clock) : clock_(clock) {}
 
-    void park(DbRequest claim);
+    void park(RoutedRequest claim);
 
     /// Removes and returns the organization's parked claims that serve `queue` (all of them
     /// when it is empty), oldest deadline first.
-    std::vector<DbRequest> take_org(common::OrgId org, std::string_view queue = {});
-    std::vector<DbRequest> take_all();
+    std::vector<RoutedRequest> take_org(common::OrgId org, std::string_view queue = {});
+    std::vector<RoutedRequest> take_all();
     /// Removes and returns the claims whose wait has ended by now.
-    std::vector<DbRequest> take_expired();
+    std::vector<RoutedRequest> take_expired();
     /// Removes and returns the claims of one connection.
-    std::vector<DbRequest> take_connection(const std::string& routing_id);
+    std::vector<RoutedRequest> take_connection(const std::string& routing_id);
 
     /// The earliest end of a wait, if any claim is parked.
     std::optional<SteadyClock::time_point> next_deadline() const;
@@ -37,7 +37,7 @@ class ParkedClaims {
 
   private:
     const common::Clock& clock_;
-    using ByDeadline = std::multimap<SteadyClock::time_point, DbRequest>;
+    using ByDeadline = std::multimap<SteadyClock::time_point, RoutedRequest>;
     std::unordered_map<common::OrgId, ByDeadline> by_org_;
     std::size_t count_ = 0;
 };

@@ -3,6 +3,8 @@
 #include <spdlog/fmt/bin_to_hex.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/proto/wire_errors.hpp"
 
 namespace aclaim::coordinator {
@@ -39,16 +41,47 @@ void Replier::send_error(const std::string& routing_id, proto::Encoding encoding
          encoding);
 }
 
-void Replier::answer_no_work(const DbRequest& claim, const std::string& reason) {
+void Replier::answer_no_work(const RoutedRequest& claim, const std::string& reason) {
     metrics_.no_work.fetch_add(1, std::memory_order_relaxed);
-    spdlog::debug("claim org={} worker={} outcome=no_work ({})", claim.from.org_id,
-                  claim.from.worker_id, reason);
-    send(claim.from.routing_id, proto::NoWork{claim.from.req, reason}, claim.from.encoding);
-    finish(claim.from);
+    spdlog::debug("claim org={} worker={} outcome=no_work ({})", claim.ask().org_id,
+                  claim.ask().worker_id, reason);
+    send(claim.reply.routing_id, proto::NoWork{claim.reply.req, reason}, claim.reply.encoding);
+    finish(claim.reply);
 }
 
-void Replier::finish(const Requester& from) {
-    Session* session = sessions_.find(from.routing_id);
+void Replier::answer_failure(const RoutedRequest& request, const DbFailure& failure) {
+    const std::string_view code = wire_code(failure.kind);
+    if (request.kind() == RequestKind::Claim) {
+        answer_no_work(request, reason_text(code));
+        return;
+    }
+    send_error(request.reply.routing_id, request.reply.encoding, request.reply.req, code,
+               failure.text);
+    finish(request.reply);
+}
+
+std::string_view Replier::wire_code(DbFailure::Kind kind) {
+    switch (kind) {
+        case DbFailure::Kind::Unavailable:
+            return proto::errors::kDatabaseUnavailable;
+        case DbFailure::Kind::Error:
+            return proto::errors::kDatabaseError;
+        case DbFailure::Kind::OutcomeUnknown:
+            return proto::errors::kOutcomeUnknown;
+        case DbFailure::Kind::NotCommitted:
+            return proto::errors::kNotCommitted;
+    }
+    return proto::errors::kOutcomeUnknown;
+}
+
+std::string Replier::reason_text(std::string_view code) {
+    std::string text(code);
+    std::replace(text.begin(), text.end(), '_', ' ');
+    return text;
+}
+
+void Replier::finish(const ReplyTo& to) {
+    Session* session = sessions_.find(to.routing_id);
     if (session != nullptr && session->outstanding > 0) --session->outstanding;
 }
 

@@ -7,6 +7,7 @@
 
 #include "coordinator/db/events.hpp"
 #include "coordinator/metrics/metrics.hpp"
+#include "coordinator/router/routed_request.hpp"
 #include "coordinator/router/sessions.hpp"
 
 namespace aclaim::coordinator {
@@ -25,9 +26,18 @@ class Replier {
     void send_error(const std::string& routing_id, proto::Encoding encoding, std::uint64_t req,
                     std::string_view code, const std::string& text);
     /// Answers a claim NO_WORK with `reason` and counts it answered.
-    void answer_no_work(const DbRequest& claim, const std::string& reason);
-    /// A request of this requester has been answered: its session may take another.
-    void finish(const Requester& from);
+    void answer_no_work(const RoutedRequest& claim, const std::string& reason);
+    /// Answers a request the database could not: a claim with NO_WORK, anything else with the
+    /// ERROR whose code wire_code() gives; counts it answered.
+    void answer_failure(const RoutedRequest& request, const DbFailure& failure);
+    /// A request to this address has been answered: its session may take another.
+    void finish(const ReplyTo& to);
+
+    /// The ERROR code (common/proto/wire_errors.hpp) that tells a worker what a failure means
+    /// for a re-send.
+    static std::string_view wire_code(DbFailure::Kind kind);
+    /// NO_WORK reasons are read by people: "database unavailable" rather than the ERROR code.
+    static std::string reason_text(std::string_view code);
 
   private:
     zmq::socket_t& router_;

@@ -23,7 +23,7 @@ void Revocations::cut_off(const std::string& routing_id) {
     sessions_.close(routing_id);
     metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
     for (const auto& claim : parked) {
-        replier_.send_error(routing_id, claim.from.encoding, claim.from.req,
+        replier_.send_error(routing_id, claim.reply.encoding, claim.reply.req,
                             proto::errors::kKeyRevoked,
                             "this connection's key has been revoked; nothing more is done for it");
     }

@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "common/base/clock.hpp"
+#include "common/proto/protocol.hpp"
 #include "coordinator/db/events.hpp"
 
 namespace aclaim::coordinator {
+
+namespace proto = common::proto;
 
 /// One connected worker, known by the routing id its connection got from the ROUTER socket.
 struct Session {

@@ -13,25 +13,25 @@ using namespace std::chrono_literals;
 
 namespace {
 
-DbRequest claim(const common::Clock& clock, common::OrgId org, std::uint64_t req,
-                std::chrono::milliseconds wait, std::string routing_id = "conn") {
-    DbRequest r;
-    r.from.routing_id = std::move(routing_id);
-    r.from.org_id = org;
-    r.from.req = req;
-    r.body = common::proto::Claim{req, 1, static_cast<int>(wait.count())};
+RoutedRequest claim(const common::Clock& clock, common::OrgId org, std::uint64_t req,
+                    std::chrono::milliseconds wait, std::string routing_id = "conn") {
+    RoutedRequest r;
+    r.reply.routing_id = std::move(routing_id);
+    r.reply.req = req;
+    r.db.ask.org_id = org;
+    r.wait_ms = static_cast<int>(wait.count());
     r.wait_until = clock.monotonic_now() + wait;
     return r;
 }
 
-std::vector<std::uint64_t> reqs(const std::vector<DbRequest>& claims) {
+std::vector<std::uint64_t> reqs(const std::vector<RoutedRequest>& claims) {
     std::vector<std::uint64_t> out;
-    for (const auto& c : claims) out.push_back(c.from.req);
+    for (const auto& c : claims) out.push_back(c.reply.req);
     return out;
 }
 
 /// Across organizations the order is unspecified.
-std::vector<std::uint64_t> sorted_reqs(const std::vector<DbRequest>& claims) {
+std::vector<std::uint64_t> sorted_reqs(const std::vector<RoutedRequest>& claims) {
     auto out = reqs(claims);
     std::sort(out.begin(), out.end());
     return out;
@@ -114,7 +114,7 @@ TEST_CASE("work in a queue wakes only the parked claims that serve it", "[parked
     ParkedClaims parked(clock);
     auto serving = [&](std::uint64_t req, std::vector<std::string> queues) {
         auto c = claim(clock, 1, req, 500ms);
-        c.from.queues = std::move(queues);
+        c.db.ask.queues = std::move(queues);
         return c;
     };
     parked.park(serving(1, {"electrical"}));

@@ -660,6 +660,25 @@ TEST_CASE("the JSON examples in docs/protocol.md decode", "[protocol]") {
     CHECK(seen.size() == std::variant_size_v<proto::Message>);
 }
 
+TEST_CASE("the ERROR example in docs/protocol.md is what the decoder answers its CLAIM",
+          "[protocol]") {
+    // The CLAIM example with the comma after max_jobs left out: the body parses past req, so the
+    // ERROR echoes it (docs/protocol.md, "The request id of an error"). The coordinator sends
+    // the DecodeError's req, code and text as they are (router/inbound.cpp).
+    const auto e = expect_error(
+        decode3(proto::kTagJson, "CLAIM", R"({"req": 2,"max_jobs": 5 "wait_ms": 30000})"));
+    CHECK(e.req == 2);
+    CHECK(e.code == "undecodable");
+    CHECK(e.text ==
+          "CLAIM body: JSON parse error at offset 24: Missing a comma or '}' after an object "
+          "member.");
+    std::ifstream doc(std::string(ACLAIM_SOURCE_DIR) + "/docs/protocol.md");
+    const std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+    const proto::Error reply{e.req, e.code, e.text};
+    CHECK(text.find("ERROR     " + proto::encode(reply, Encoding::Json).body + "\n") !=
+          std::string::npos);
+}
+
 TEST_CASE("HELLO's queues are an optional member: absent, a 1.0 HELLO byte for byte",
           "[protocol][queues]") {
     const proto::Hello plain{1, "w", 7};

@@ -7,33 +7,37 @@
 
 using namespace aclaim;
 using namespace aclaim::coordinator;
-namespace proto = aclaim::common::proto;
-
 namespace {
 
-DbRequest claim(common::OrgId org, std::uint64_t req) {
+/// Requests are told apart by their ticket.
+DbRequest request(RequestKind kind, common::OrgId org, std::uint64_t ticket) {
     DbRequest r;
-    r.from.org_id = org;
-    r.body = proto::Claim{req, 1, 0};
+    r.ask.kind = kind;
+    r.ask.org_id = org;
+    if (kind != RequestKind::Claim) {
+        r.ask.job_id = 10;
+        r.ask.generation = 1;
+    }
+    r.ticket = ticket;
     return r;
+}
+
+DbRequest claim(common::OrgId org, std::uint64_t req) {
+    return request(RequestKind::Claim, org, req);
 }
 
 DbRequest renew(std::uint64_t req) {
-    DbRequest r;
-    r.from.org_id = 1;
-    r.body = proto::Renew{req, 10, 1};
-    return r;
+    return request(RequestKind::Renew, 1, req);
 }
 
 DbRequest complete(std::uint64_t req) {
-    DbRequest r;
-    r.from.org_id = 1;
-    r.body = proto::Complete{req, 10, 1, "ref"};
+    auto r = request(RequestKind::Complete, 1, req);
+    r.ask.result_ref = "ref";
     return r;
 }
 
 std::uint64_t req_of(const DbRequest& r) {
-    return std::visit([](const auto& b) { return b.req; }, r.body);
+    return r.ticket;
 }
 
 std::vector<std::uint64_t> reqs(const std::vector<DbRequest>& batch) {

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/proto/protocol.hpp"
+#include "coordinator/db/events.hpp"
+
+namespace aclaim::coordinator {
+
+namespace proto = common::proto;
+
+/// Whom to answer and how: the connection a request came on, the `req` to echo and the encoding
+/// it used. The router's alone; the DB threads never see it.
+struct ReplyTo {
+    std::string routing_id;
+    proto::Encoding encoding = proto::Encoding::Binary;
+    std::uint64_t req = 0;
+    std::string public_key;  ///< the connection's CURVE key (Z85); empty in plaintext
+};
+
+/// A worker's request on the router thread: the domain request that goes down to a DB thread,
+/// the reply address that stays up here, and a claim's long-poll.
+struct RoutedRequest {
+    ReplyTo reply;
+    DbRequest db;
+    /// CLAIM only: the long-poll budget it asked for, and when it ends.
+    int wait_ms = 0;
+    SteadyClock::time_point wait_until{};
+    /// CLAIM only: the organization's wake count when this attempt was dispatched, so that a
+    /// notification that raced with an empty claim is not lost.
+    std::uint64_t wake_seq = 0;
+
+    const StoreRequest& ask() const { return db.ask; }
+    RequestKind kind() const { return db.kind(); }
+};
+
+}  // namespace aclaim::coordinator
