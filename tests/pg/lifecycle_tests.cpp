@@ -14,6 +14,7 @@
 #include "common/store/pg_time.hpp"
 #include "tests/support/checker_support.hpp"
 #include "tests/support/rows.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -25,11 +26,12 @@ using common::ManualClock;
 using common::NewJob;
 using common::Rejection;
 
+using testing::kLease;
+using testing::kT0;
+
 using namespace std::chrono_literals;
 
 namespace {
-constexpr Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
-constexpr Duration kLease = 10 * common::kSeconds;
 
 NewJob job_in(const std::string& queue, const std::string& payload = "review", int priority = 0) {
     NewJob j;
@@ -39,10 +41,8 @@ NewJob job_in(const std::string& queue, const std::string& payload = "review", i
     return j;
 }
 
-struct Fixture {
-    testing::TestDatabase db;
-    AssignmentStore store{db.dsn()};
-    ManualClock clock{kT0};
+/// The store fixture with the operator's store beside it.
+struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> ops_conn = db.connect();
     common::OperatorStore ops{*ops_conn};
 

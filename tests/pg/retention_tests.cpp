@@ -22,6 +22,7 @@
 #include "tests/pg/ctl_run.hpp"
 #include "tests/support/checker_support.hpp"
 #include "tests/support/rows.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -32,17 +33,16 @@ using common::JobId;
 using common::ManualClock;
 using common::NewJob;
 
+using testing::kLease;
+using testing::kT0;
+
 using namespace std::chrono_literals;
 
 namespace {
-constexpr Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
-constexpr Duration kLease = 10 * common::kSeconds;
 constexpr Duration kDay = std::chrono::hours(24);
 
-struct Fixture {
-    testing::TestDatabase db;
-    AssignmentStore store{db.dsn()};
-    ManualClock clock{kT0};
+/// The store fixture with the operator's store beside it.
+struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> ops_conn = db.connect();
     common::OperatorStore ops{*ops_conn};
 
