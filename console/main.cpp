@@ -12,6 +12,7 @@
 #include <iostream>
 #include <pqxx/pqxx>
 
+#include "common/base/program.hpp"
 #include "common/store/migrations.hpp"
 #include "console/operators.hpp"
 #include "console/server.hpp"
@@ -99,20 +100,11 @@ int run(int argc, char** argv) {
         return 0;
     } catch (const CLI::Error& e) {
         return app.exit(e);
-    } catch (const std::exception& e) {
-        std::cerr << "aclaim-console: " << e.what() << "\n";
-        return 1;
     }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    // Declaring the command line can throw too (CLI11 refuses a malformed option declaration).
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::cerr << "aclaim-console: " << e.what() << "\n";
-        return 1;
-    }
+    return aclaim::common::run_program("aclaim-console", run, argc, argv);
 }

@@ -14,6 +14,7 @@
 
 #include "common/base/clock.hpp"
 #include "common/base/logging.hpp"
+#include "common/base/program.hpp"
 #include "coordinator/http/http_server.hpp"
 #include "coordinator/router/coordinator.hpp"
 
@@ -133,11 +134,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    // Declaring the command line can throw too (CLI11 refuses a malformed option declaration).
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "aclaim-coordinator: %s\n", e.what());
-        return 1;
-    }
+    return aclaim::common::run_program("aclaim-coordinator", run, argc, argv);
 }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/base/enum_names.hpp"
 #include "ctl/terminal.hpp"
 
 namespace aclaim::ctl {
@@ -20,16 +21,11 @@ constexpr const char* kConnectTimeoutSeconds = "10";
 
 enum class Verdict { Ok, Findings, Down };
 
+constexpr common::EnumNames<Verdict, 3> kVerdictNames{{"ok", "findings", "down"}};
+static_assert(kVerdictNames.covers(Verdict::Down));
+
 std::string_view to_string(Verdict v) {
-    switch (v) {
-        case Verdict::Ok:
-            return "ok";
-        case Verdict::Findings:
-            return "findings";
-        case Verdict::Down:
-            return "down";
-    }
-    return "unknown";
+    return kVerdictNames(v);
 }
 
 /// One cell's thread and what it left; shared with the thread, which may outlive the wait.

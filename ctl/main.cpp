@@ -1,6 +1,7 @@
 #include <iostream>
 #include <pqxx/pqxx>
 
+#include "common/base/program.hpp"
 #include "ctl/ctl.hpp"
 #include "ctl/registry.hpp"
 
@@ -36,20 +37,11 @@ int run(int argc, char** argv) {
     } catch (const pqxx::broken_connection& e) {
         std::cerr << "aclaimctl: cannot reach the database: " << e.what() << "\n";
         return 3;
-    } catch (const std::exception& e) {
-        std::cerr << "aclaimctl: " << e.what() << "\n";
-        return 1;
     }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    // Declaring the command line can throw too (CLI11 refuses a malformed option declaration).
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::cerr << "aclaimctl: " << e.what() << "\n";
-        return 1;
-    }
+    return aclaim::common::run_program("aclaimctl", run, argc, argv);
 }

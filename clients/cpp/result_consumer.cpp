@@ -4,31 +4,22 @@
 #include <stdexcept>
 
 #include "clients/cpp/client_sql.hpp"
+#include "common/base/enum_names.hpp"
 #include "common/store/conninfo.hpp"
 #include "common/store/pg_field.hpp"
 
 namespace aclaim::clients {
 
+constexpr common::EnumNames<Outcome, 4> kOutcomeNames{
+    {"completed", "failed", "discarded", "cancelled"}};
+static_assert(kOutcomeNames.covers(Outcome::Cancelled));
+
 std::string_view to_string(Outcome o) {
-    switch (o) {
-        case Outcome::Completed:
-            return "completed";
-        case Outcome::Failed:
-            return "failed";
-        case Outcome::Discarded:
-            return "discarded";
-        case Outcome::Cancelled:
-            return "cancelled";
-    }
-    return "unknown";
+    return kOutcomeNames(o);
 }
 
 std::optional<Outcome> parse_outcome(std::string_view s) {
-    for (const auto o :
-         {Outcome::Completed, Outcome::Failed, Outcome::Discarded, Outcome::Cancelled}) {
-        if (to_string(o) == s) return o;
-    }
-    return std::nullopt;
+    return kOutcomeNames.parse(s);
 }
 
 namespace {

@@ -5,40 +5,20 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/base/enum_names.hpp"
 #include "common/store/pg_time.hpp"
 
 namespace aclaim::common {
 
+constexpr EnumNames<Invariant, 13> kInvariantNames{
+    {"single_completion", "completion_is_current", "generations_increase", "leases_disjoint",
+     "nothing_lost", "result_matches_row", "same_organization", "claim_after_run_at",
+     "paused_queue_idle", "limit_respected", "ended_stays_ended", "pruned_is_absent",
+     "pruned_was_finished"}};
+static_assert(kInvariantNames.covers(Invariant::PrunedWasFinished));
+
 std::string_view to_string(Invariant i) {
-    switch (i) {
-        case Invariant::SingleCompletion:
-            return "single_completion";
-        case Invariant::CompletionIsCurrent:
-            return "completion_is_current";
-        case Invariant::GenerationsIncrease:
-            return "generations_increase";
-        case Invariant::LeasesDisjoint:
-            return "leases_disjoint";
-        case Invariant::NothingLost:
-            return "nothing_lost";
-        case Invariant::ResultMatchesRow:
-            return "result_matches_row";
-        case Invariant::SameOrganization:
-            return "same_organization";
-        case Invariant::ClaimAfterRunAt:
-            return "claim_after_run_at";
-        case Invariant::PausedQueueIdle:
-            return "paused_queue_idle";
-        case Invariant::LimitRespected:
-            return "limit_respected";
-        case Invariant::EndedStaysEnded:
-            return "ended_stays_ended";
-        case Invariant::PrunedIsAbsent:
-            return "pruned_is_absent";
-        case Invariant::PrunedWasFinished:
-            return "pruned_was_finished";
-    }
-    return "unknown";
+    return kInvariantNames(i);
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <string_view>
 
+#include "common/base/enum_names.hpp"
 #include "common/ops/pruned.hpp"
 #include "common/ops/recovery_sql.hpp"
 #include "common/store/pg_field.hpp"
@@ -84,21 +85,10 @@ std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool
 }  // namespace
 
 std::string_view to_string(ApplyAction a) {
-    switch (a) {
-        case ApplyAction::Reclaimed:
-            return "reclaimed";
-        case ApplyAction::Discarded:
-            return "discarded";
-        case ApplyAction::Quarantined:
-            return "quarantined";
-        case ApplyAction::Unchanged:
-            return "unchanged";
-        case ApplyAction::Busy:
-            return "busy";
-        case ApplyAction::Vanished:
-            return "vanished";
-    }
-    return "unknown";
+    static constexpr EnumNames<ApplyAction, 6> kNames{
+        {"reclaimed", "discarded", "quarantined", "unchanged", "busy", "vanished"}};
+    static_assert(kNames.covers(ApplyAction::Vanished));
+    return kNames(a);
 }
 
 RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {

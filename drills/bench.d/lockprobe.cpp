@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/base/program.hpp"
 #include "common/store/assignment_store.hpp"
 #include "common/store/migrations.hpp"
 
@@ -185,10 +186,5 @@ int run_main(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-    try {
-        return run_main(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "aclaim-lockprobe: %s\n", e.what());
-        return 1;
-    }
+    return aclaim::common::run_program("aclaim-lockprobe", run_main, argc, argv);
 }

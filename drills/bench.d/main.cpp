@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "common/base/program.hpp"
 #include "drills/bench.d/bench.hpp"
 
 using namespace aclaim::drills;
@@ -171,11 +172,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    // Setting up the command line can throw too (CLI11 refuses a malformed option declaration).
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::cerr << "aclaim-bench: " << e.what() << std::endl;
-        return 1;
-    }
+    return aclaim::common::run_program("aclaim-bench", run, argc, argv);
 }

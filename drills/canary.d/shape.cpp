@@ -3,27 +3,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/base/enum_names.hpp"
+
 namespace aclaim::drills {
 
+constexpr common::EnumNames<Shape, 4> kShapeNames{{"constant", "ramp", "step", "spike"}};
+static_assert(kShapeNames.covers(Shape::Spike));
+
 std::string_view to_string(Shape shape) {
-    switch (shape) {
-        case Shape::Constant:
-            return "constant";
-        case Shape::Ramp:
-            return "ramp";
-        case Shape::Step:
-            return "step";
-        case Shape::Spike:
-            return "spike";
-    }
-    return "unknown";
+    return kShapeNames(shape);
 }
 
 std::optional<Shape> parse_shape(std::string_view name) {
-    for (Shape s : {Shape::Constant, Shape::Ramp, Shape::Step, Shape::Spike}) {
-        if (to_string(s) == name) return s;
-    }
-    return std::nullopt;
+    return kShapeNames.parse(name);
 }
 
 int pollers_at(const LoadShape& load, int second) {

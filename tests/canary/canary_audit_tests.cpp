@@ -10,6 +10,7 @@
 #include "drills/canary.d/audit.hpp"
 #include "drills/canary.d/observers.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -17,11 +18,12 @@ using drills::AuditEvent;
 using drills::AuditFollower;
 using drills::AuditSlice;
 
+using testing::kT0;
+
 using namespace std::chrono_literals;
 
 namespace {
 
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
 constexpr common::Duration kLease = 60 * common::kSeconds;
 
 std::vector<common::JobId> enqueue(common::AssignmentStore& store, common::OrgId org, int n) {

@@ -9,11 +9,10 @@
 #include <vector>
 
 #include "common/store/assignment_store.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
 
 namespace aclaim::testing {
-
-inline constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
 
 /// A login role bound to one organization for the life of the object, named after the test's
 /// database so that concurrent suites on one server never share one.

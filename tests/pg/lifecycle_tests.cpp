@@ -12,7 +12,9 @@
 #include "common/store/assignment_store.hpp"
 #include "common/store/migrations.hpp"
 #include "common/store/pg_time.hpp"
+#include "tests/support/checker_support.hpp"
 #include "tests/support/rows.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -24,11 +26,12 @@ using common::ManualClock;
 using common::NewJob;
 using common::Rejection;
 
+using testing::kLease;
+using testing::kT0;
+
 using namespace std::chrono_literals;
 
 namespace {
-constexpr Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
-constexpr Duration kLease = 10 * common::kSeconds;
 
 NewJob job_in(const std::string& queue, const std::string& payload = "review", int priority = 0) {
     NewJob j;
@@ -38,10 +41,8 @@ NewJob job_in(const std::string& queue, const std::string& payload = "review", i
     return j;
 }
 
-struct Fixture {
-    testing::TestDatabase db;
-    AssignmentStore store{db.dsn()};
-    ManualClock clock{kT0};
+/// The store fixture with the operator's store beside it.
+struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> ops_conn = db.connect();
     common::OperatorStore ops{*ops_conn};
 
@@ -74,14 +75,6 @@ struct Fixture {
     }
 };
 
-std::string violations(const common::CheckReport& r) {
-    std::string out;
-    for (const auto& v : r.violations) {
-        out += std::string(common::to_string(v.invariant)) + " job " + std::to_string(v.job_id) +
-               ": " + v.evidence + "\n";
-    }
-    return out;
-}
 }  // namespace
 
 TEST_CASE("a claim takes only from the queues it serves, in claim order across them",
@@ -135,9 +128,7 @@ TEST_CASE("a scheduled job is not claimable before its run_at, then comes due an
     auto second = f.claim("w", {});
     REQUIRE(second.leases.size() == 1);
     CHECK(second.leases[0].job_id == id);
-    const auto report = f.check();
-    INFO(violations(report));
-    CHECK(report.ok());
+    testing::check_clean(f.check());
 }
 
 TEST_CASE(
@@ -198,9 +189,7 @@ TEST_CASE(
     REQUIRE(revived.leases.size() == 1);
     CHECK(revived.leases[0].attempts == 1);
     CHECK(testing::event_count(f.store.connection(), id, "retried") == 1);
-    const auto report = f.check();
-    INFO(violations(report));
-    CHECK(report.ok());
+    testing::check_clean(f.check());
 }
 
 TEST_CASE("the backoff's jitter differs between jobs failed at the same instant",
@@ -323,9 +312,7 @@ TEST_CASE("cancel: pending at once, assigned with its completion refused, both r
     CHECK(it->detail == "was assigned, held by w: duplicate order");
     // Cancelling again changes nothing.
     CHECK(f.ops.cancel({held_id}, "ops-alice", "again", f.clock.now()).empty());
-    const auto report = f.check();
-    INFO(violations(report));
-    CHECK(report.ok());
+    testing::check_clean(f.check());
 }
 
 TEST_CASE("idempotent enqueue: a held dedupe key returns its job, a finished one frees it",
@@ -432,9 +419,7 @@ TEST_CASE("a queue's concurrency limit holds with three stores claiming at once"
     CHECK(granted.load() == 3);
     // Another queue of the organization is not limited by it.
     CHECK(f.claim("other", {"plenty", "scarce"}, 10).leases.size() == 5);
-    const auto report = f.check();
-    INFO(violations(report));
-    CHECK(report.ok());
+    testing::check_clean(f.check());
 }
 
 TEST_CASE("a paused queue hands out nothing, leases already out continue, resume wakes it",
@@ -454,9 +439,7 @@ TEST_CASE("a paused queue hands out nothing, leases already out continue, resume
     f.ops.pause(1, "night", false, "ops", "done", f.clock);
     f.clock.advance(2s);
     CHECK(f.claim("w2", {"night"}, 5).leases.size() == 2);
-    const auto report = f.check();
-    INFO(violations(report));
-    CHECK(report.ok());
+    testing::check_clean(f.check());
 }
 
 TEST_CASE("the lifecycle migration applies in place to a populated database",

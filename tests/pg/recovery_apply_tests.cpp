@@ -10,36 +10,25 @@
 #include "common/store/pg_time.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/rows.hpp"
-#include "tests/support/test_database.hpp"
+#include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
 using common::ApplyAction;
 using common::JobState;
 using common::RecoveryClass;
+using testing::kLease;
+using testing::kT0;
 
 using namespace std::chrono_literals;
 
 namespace {
 
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
-constexpr common::Duration kLease = 10 * common::kSeconds;
 constexpr const char* kActor = "aclaimctl:test";
 
-struct Fixture {
-    testing::TestDatabase db;
-    common::AssignmentStore store{db.dsn()};
-    common::ManualClock clock{kT0};
+struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> conn = db.connect();
     common::RecoveryStore recovery{*conn};
 
-    common::JobId enqueue_one(common::OrgId org = 1, int max_attempts = 3) {
-        return store.enqueue(org, {{0, "review me", max_attempts}}, clock.now()).at(0);
-    }
-    common::Lease claim(const std::string& worker, common::OrgId org = 1) {
-        auto out = store.claim(org, {worker, 1}, kLease, clock.now());
-        REQUIRE(out.leases.size() == 1);
-        return out.leases[0];
-    }
     void sql(const std::string& text) {
         pqxx::work t(*conn);
         t.exec(text);

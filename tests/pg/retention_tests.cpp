@@ -20,7 +20,9 @@
 #include "common/store/pg_time.hpp"
 #include "coordinator/db/retention.hpp"
 #include "tests/pg/ctl_run.hpp"
+#include "tests/support/checker_support.hpp"
 #include "tests/support/rows.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -31,17 +33,16 @@ using common::JobId;
 using common::ManualClock;
 using common::NewJob;
 
+using testing::kLease;
+using testing::kT0;
+
 using namespace std::chrono_literals;
 
 namespace {
-constexpr Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
-constexpr Duration kLease = 10 * common::kSeconds;
 constexpr Duration kDay = std::chrono::hours(24);
 
-struct Fixture {
-    testing::TestDatabase db;
-    AssignmentStore store{db.dsn()};
-    ManualClock clock{kT0};
+/// The store fixture with the operator's store beside it.
+struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> ops_conn = db.connect();
     common::OperatorStore ops{*ops_conn};
 
@@ -87,15 +88,6 @@ struct Fixture {
         return txn.exec1(sql)[0].as<std::int64_t>();
     }
 };
-
-std::string violations(const common::CheckReport& r) {
-    std::string out;
-    for (const auto& v : r.violations) {
-        out += std::string(common::to_string(v.invariant)) + " job " + std::to_string(v.job_id) +
-               ": " + v.evidence + "\n";
-    }
-    return out;
-}
 
 /// Sets a job aside as the recovery tool does, with its event.
 void quarantine(pqxx::connection& conn, JobId id, Instant now) {
@@ -195,8 +187,7 @@ TEST_CASE(
 
     // The checker and recovery see the pruned jobs as absent, not lost.
     const auto report = f.check();
-    INFO(violations(report));
-    CHECK(report.ok());
+    testing::check_clean(report);
     CHECK(report.pruned == 5);
     CHECK(report.pruned_with_history == 5);
     auto conn = f.db.connect();
@@ -338,9 +329,7 @@ TEST_CASE("a claim is not blocked while a prune batch holds its locks", "[retent
     CHECK(claimed == 2);
     CHECK(took < 2s);
     CHECK(f.scalar("SELECT count(*) FROM jobs WHERE queue = 'old'") == 0);
-    const auto report = f.check();
-    INFO(violations(report));
-    CHECK(report.ok());
+    testing::check_clean(f.check());
 }
 
 TEST_CASE("one coordinator at a time prunes, and its pass keeps partitions ahead",
@@ -469,8 +458,7 @@ TEST_CASE(
     const JobId fresh = f.enqueue();
     CHECK(f.state(fresh) == "pending");
     const auto report = f.check();
-    INFO(violations(report));
-    CHECK(report.ok());
+    testing::check_clean(report);
     CHECK(report.pruned == 3);
     CHECK(report.pruned_with_history == 0);
     std::filesystem::remove_all(dir);
@@ -732,7 +720,5 @@ TEST_CASE("a verdict a consumer group has not acknowledged keeps its job from be
     CHECK(f.prune() == 1);
     CHECK_FALSE(f.exists(done));
     CHECK(outcomes_of(done) == 0);
-    const auto report = f.check();
-    INFO(violations(report));
-    CHECK(report.ok());
+    testing::check_clean(f.check());
 }

@@ -10,7 +10,7 @@
 
 #include "common/store/assignment_store.hpp"
 #include "tests/support/rows.hpp"
-#include "tests/support/test_database.hpp"
+#include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
 using common::AssignmentStore;
@@ -18,47 +18,37 @@ using common::JobState;
 using common::ManualClock;
 using common::Rejection;
 using common::TransitionRequest;
+using testing::kLease;
+using testing::kT0;
 
 using namespace std::chrono_literals;
 
 namespace {
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
-constexpr common::Duration kLease = 10 * common::kSeconds;
 constexpr common::JobId kUnknownJob = 999'999;
 
-common::Lease claim_one(AssignmentStore& store, const ManualClock& clock, const std::string& worker,
-                        common::OrgId org = 1) {
-    auto out = store.claim(org, {worker, 1}, kLease, clock.now());
-    REQUIRE(out.leases.size() == 1);
-    return out.leases[0];
-}
-
 /// One database prepared with a job in each situation a coalesced statement must tell apart.
-struct MixedScene {
-    testing::TestDatabase db;
-    AssignmentStore store{db.dsn()};
-    ManualClock clock{kT0};
+struct MixedScene : testing::StoreFixture {
     std::vector<TransitionRequest> requests;
     std::vector<common::JobId> jobs;  ///< every job the requests name, unknown one included
 
     MixedScene() {
         // B: claimed by a, reclaimed, claimed again by b; a still holds generation 1.
         const auto b = store.enqueue(1, {{0, "b", 3}}, clock.now()).at(0);
-        const auto b1 = claim_one(store, clock, "a");
+        const auto b1 = claim("a");
         clock.advance(kLease + 1us);
         REQUIRE(store.reclaim_expired(clock.now(), 10).size() == 1);
-        REQUIRE(claim_one(store, clock, "b").job_id == b);
+        REQUIRE(claim("b").job_id == b);
         // C: its lease will have run out (and not been reclaimed) when the requests arrive.
         const auto c = store.enqueue(1, {{0, "c", 3}}, clock.now()).at(0);
-        const auto c1 = claim_one(store, clock, "a");
+        const auto c1 = claim("a");
         clock.advance(5 * common::kSeconds);
         // A and D: live leases of a. E: another organization's job.
         const auto a = store.enqueue(1, {{0, "a", 3}}, clock.now()).at(0);
-        const auto a1 = claim_one(store, clock, "a");
+        const auto a1 = claim("a");
         const auto d = store.enqueue(1, {{0, "d", 3}}, clock.now()).at(0);
-        const auto d1 = claim_one(store, clock, "a");
+        const auto d1 = claim("a");
         const auto e = store.enqueue(2, {{0, "e", 3}}, clock.now()).at(0);
-        const auto e1 = claim_one(store, clock, "a", 2);
+        const auto e1 = claim("a", 2);
         clock.advance(5 * common::kSeconds);
         REQUIRE(c1.job_id == c);
         requests = {

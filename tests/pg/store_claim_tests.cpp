@@ -9,6 +9,7 @@
 
 #include "common/store/assignment_store.hpp"
 #include "tests/support/rows.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -17,10 +18,11 @@ using common::ClaimOutcome;
 using common::LockStrategy;
 using common::StoreOptions;
 
+using testing::kT0;
+
 using namespace std::chrono_literals;
 
 namespace {
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
 constexpr common::Duration kLease = 30 * common::kSeconds;
 
 std::vector<common::NewJob> jobs(int n, int priority = 0) {

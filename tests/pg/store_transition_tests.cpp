@@ -6,34 +6,20 @@
 
 #include "common/store/assignment_store.hpp"
 #include "tests/support/rows.hpp"
-#include "tests/support/test_database.hpp"
+#include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
 using common::AssignmentStore;
 using common::JobState;
 using common::ManualClock;
 using common::Rejection;
+using testing::kLease;
+using testing::kT0;
 
 using namespace std::chrono_literals;
 
 namespace {
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
-constexpr common::Duration kLease = 10 * common::kSeconds;
-
-struct Fixture {
-    testing::TestDatabase db;
-    AssignmentStore store{db.dsn()};
-    ManualClock clock{kT0};
-
-    common::JobId enqueue_one(common::OrgId org = 1, int max_attempts = 3) {
-        return store.enqueue(org, {{0, "review me", max_attempts}}, clock.now()).at(0);
-    }
-    common::Lease claim(const std::string& worker, common::OrgId org = 1) {
-        auto out = store.claim(org, {worker, 1}, kLease, clock.now());
-        REQUIRE(out.leases.size() == 1);
-        return out.leases[0];
-    }
-};
+using Fixture = testing::StoreFixture;
 }  // namespace
 
 TEST_CASE("generation strictly increases across claim, expiry, reclaim, claim",

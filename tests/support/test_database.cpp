@@ -59,6 +59,17 @@ void ensure_template() {
     });
 }
 
+/// Drops a test's database, its sessions ended first; from a destructor, so it never throws.
+void drop_database(const std::string& name) noexcept {
+    try {
+        pqxx::connection admin(server_dsn());
+        pqxx::nontransaction tx(admin);
+        tx.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+    } catch (const std::exception&) {
+        // The server may already be gone at process exit; the folder is removed with it.
+    }
+}
+
 }  // namespace
 
 const std::string& server_dsn() {
@@ -107,13 +118,7 @@ TestDatabase::TestDatabase() {
 }
 
 TestDatabase::~TestDatabase() {
-    try {
-        pqxx::connection admin(server_dsn());
-        pqxx::nontransaction tx(admin);
-        tx.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
-    } catch (const std::exception&) {
-        // The server may already be gone at process exit; the folder is removed with it.
-    }
+    drop_database(name_);
 }
 
 std::unique_ptr<pqxx::connection> TestDatabase::connect() const {
@@ -144,13 +149,7 @@ OlderSchemaDatabase::OlderSchemaDatabase(const std::string& tag, int version)
 }
 
 OlderSchemaDatabase::~OlderSchemaDatabase() {
-    try {
-        pqxx::connection admin(server_dsn());
-        pqxx::nontransaction tx(admin);
-        tx.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
-    } catch (const std::exception&) {
-        // As for TestDatabase.
-    }
+    drop_database(name_);
 }
 
 }  // namespace aclaim::testing

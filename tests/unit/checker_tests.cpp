@@ -3,8 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include "common/ops/checker.hpp"
+#include "tests/support/checker_support.hpp"
 
 using namespace aclaim::common;
+using aclaim::testing::caught;
 
 namespace {
 
@@ -24,13 +26,6 @@ History clean() {
     ev("completed", 2, "b", 500);
     h.results.push_back({7, 1, 2, "ref-2"});
     return h;
-}
-
-bool caught(const History& h, Invariant inv) {
-    for (const auto& v : check(h).violations) {
-        if (v.invariant == inv) return true;
-    }
-    return false;
 }
 
 }  // namespace

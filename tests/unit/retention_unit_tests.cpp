@@ -7,8 +7,10 @@
 #include "common/ops/checker.hpp"
 #include "common/ops/event_archive.hpp"
 #include "common/ops/recovery.hpp"
+#include "tests/support/checker_support.hpp"
 
 using namespace aclaim::common;
+using aclaim::testing::caught;
 
 namespace {
 
@@ -28,13 +30,6 @@ History two_jobs() {
     ev(7, "rejected", 1, 400);
     h.results.push_back({7, 1, 1, "ref"});
     return h;
-}
-
-bool caught(const History& h, Invariant inv) {
-    for (const auto& v : check(h).violations) {
-        if (v.invariant == inv) return true;
-    }
-    return false;
 }
 
 /// Job 7 as retention leaves it: row and result gone, recorded in the ledger.

@@ -1,0 +1,37 @@
+#pragma once
+
+// Reading checker reports in tests: whether one invariant was caught, and that a whole history
+// is clean, naming every violation when it is not.
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "common/ops/checker.hpp"
+
+namespace aclaim::testing {
+
+/// Whether checking `history` reports a violation of `invariant` (among any others).
+inline bool caught(const common::History& history, common::Invariant invariant) {
+    for (const auto& v : common::check(history).violations) {
+        if (v.invariant == invariant) return true;
+    }
+    return false;
+}
+
+/// The report's violations, one line each.
+inline std::string violations(const common::CheckReport& r) {
+    std::string out;
+    for (const auto& v : r.violations) {
+        out += std::string(common::to_string(v.invariant)) + " job " + std::to_string(v.job_id) +
+               ": " + v.evidence + "\n";
+    }
+    return out;
+}
+
+/// Checks that the report found nothing, naming what it found when it did.
+inline void check_clean(const common::CheckReport& report) {
+    INFO(violations(report));
+    CHECK(report.ok());
+}
+
+}  // namespace aclaim::testing

@@ -1,0 +1,43 @@
+#pragma once
+
+// The setup store tests begin with: a fresh database, a store on it and a manual clock at one
+// fixed instant, so that every run computes the same leases and deadlines.
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "common/base/clock.hpp"
+#include "common/store/assignment_store.hpp"
+#include "tests/support/test_database.hpp"
+
+namespace aclaim::testing {
+
+/// The instant the store tests' clocks start at.
+inline constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+
+/// The lease StoreFixture claims with.
+inline constexpr common::Duration kLease = 10 * common::kSeconds;
+
+/// Claims one job for `worker` with a kLease lease and requires that exactly one was handed out.
+inline common::Lease claim_one(common::AssignmentStore& store, common::Instant now,
+                               const std::string& worker, common::OrgId org = 1) {
+    auto out = store.claim(org, {worker, 1}, kLease, now);
+    REQUIRE(out.leases.size() == 1);
+    return out.leases[0];
+}
+
+/// A migrated database of the test's own, a store on it and a clock at kT0.
+struct StoreFixture {
+    TestDatabase db;
+    common::AssignmentStore store{db.dsn()};
+    common::ManualClock clock{kT0};
+
+    common::JobId enqueue_one(common::OrgId org = 1, int max_attempts = 3) {
+        return store.enqueue(org, {{0, "review me", max_attempts}}, clock.now()).at(0);
+    }
+    common::Lease claim(const std::string& worker, common::OrgId org = 1) {
+        return claim_one(store, clock.now(), worker, org);
+    }
+};
+
+}  // namespace aclaim::testing
