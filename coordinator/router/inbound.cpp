@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "common/base/overloaded.hpp"
 #include "common/ops/worker_keys.hpp"
 #include "common/proto/wire_errors.hpp"
 #include "coordinator/auth/zap.hpp"
@@ -33,36 +32,24 @@ std::optional<StoreRequest> store_request(const proto::Message& m, const Session
         r.job_id = body.job_id;
         r.generation = body.generation;
     };
-    const bool known = std::visit(common::Overloaded{
-                                      [&](const proto::Claim& b) {
-                                          r.kind = RequestKind::Claim;
-                                          r.queues = session.queues;
-                                          r.max_jobs = b.max_jobs;
-                                          return true;
-                                      },
-                                      [&](const proto::Renew& b) {
-                                          fenced(RequestKind::Renew, b);
-                                          return true;
-                                      },
-                                      [&](const proto::Complete& b) {
-                                          fenced(RequestKind::Complete, b);
-                                          r.result_ref = b.result_ref;
-                                          return true;
-                                      },
-                                      [&](const proto::Fail& b) {
-                                          fenced(RequestKind::Fail, b);
-                                          r.reason = b.reason;
-                                          r.retryable = b.retryable;
-                                          return true;
-                                      },
-                                      [&](const proto::Release& b) {
-                                          fenced(RequestKind::Release, b);
-                                          return true;
-                                      },
-                                      [](const auto&) { return false; },
-                                  },
-                                  m);
-    if (!known) return std::nullopt;
+    if (const auto* claim = std::get_if<proto::Claim>(&m)) {
+        r.kind = RequestKind::Claim;
+        r.queues = session.queues;
+        r.max_jobs = claim->max_jobs;
+    } else if (const auto* renew = std::get_if<proto::Renew>(&m)) {
+        fenced(RequestKind::Renew, *renew);
+    } else if (const auto* complete = std::get_if<proto::Complete>(&m)) {
+        fenced(RequestKind::Complete, *complete);
+        r.result_ref = complete->result_ref;
+    } else if (const auto* fail = std::get_if<proto::Fail>(&m)) {
+        fenced(RequestKind::Fail, *fail);
+        r.reason = fail->reason;
+        r.retryable = fail->retryable;
+    } else if (const auto* release = std::get_if<proto::Release>(&m)) {
+        fenced(RequestKind::Release, *release);
+    } else {
+        return std::nullopt;
+    }
     return r;
 }
 
