@@ -39,8 +39,8 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     m.pruned_jobs[2] = 4;
     m.partitions[2] = 3;
     CoordinatorOptions o;
-    o.db_threads = 5;
-    const auto text = render_prometheus(m, o.http());
+    o.db_pool.db_threads = 5;
+    const auto text = render_prometheus(m, o.http_endpoint());
     CHECK(text.find("# TYPE aclaim_claims_total counter\naclaim_claims_total 7\n") !=
           std::string::npos);
     CHECK(text.find("aclaim_rejections_total{reason=\"lease_expired\"} 1\n") != std::string::npos);
@@ -85,8 +85,8 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
 TEST_CASE("authentication counters are exported, as zeros in plaintext mode", "[metrics]") {
     Metrics m;
     CoordinatorOptions o;
-    o.plaintext = true;
-    auto text = render_prometheus(m, o.http());
+    o.router.plaintext = true;
+    auto text = render_prometheus(m, o.http_endpoint());
     CHECK(text.find("# TYPE aclaim_auth_handshakes_total counter\n") != std::string::npos);
     CHECK(text.find("aclaim_auth_curve_enabled 0\n") != std::string::npos);
     CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"accepted\"} 0\n") != std::string::npos);
@@ -95,14 +95,14 @@ TEST_CASE("authentication counters are exported, as zeros in plaintext mode", "[
     CHECK(text.find("aclaim_auth_key_lookups_total 0\n") != std::string::npos);
     CHECK(text.find("aclaim_auth_sessions_revoked_total 0\n") != std::string::npos);
 
-    o.plaintext = false;
+    o.router.plaintext = false;
     m.auth.accepted = 5;
     m.auth.refused = 3;
     m.auth.failed = 1;
     m.auth.lookups = 9;
     m.auth.sessions_revoked = 2;
     m.count_error("key_revoked");
-    text = render_prometheus(m, o.http());
+    text = render_prometheus(m, o.http_endpoint());
     CHECK(text.find("aclaim_auth_curve_enabled 1\n") != std::string::npos);
     CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"accepted\"} 5\n") != std::string::npos);
     CHECK(text.find("aclaim_auth_handshakes_total{outcome=\"refused\"} 3\n") != std::string::npos);
