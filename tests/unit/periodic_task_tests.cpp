@@ -1,11 +1,13 @@
 // The one background-thread loop, driven by a ManualClock: a real thread, told apart from a
 // sleeping one only by what the clock says.
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "common/base/clock.hpp"
@@ -15,6 +17,30 @@ using namespace aclaim;
 using namespace std::chrono_literals;
 
 namespace {
+
+/// A ManualClock that lets the test know when the task's thread is waiting on it: an advance made
+/// before the thread computed its next deadline would be counted into it.
+class WatchedClock final : public common::Clock {
+  public:
+    common::Instant now() const override { return base.now(); }
+    common::MonotonicTime monotonic_now() const override { return base.monotonic_now(); }
+    void wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                    common::MonotonicTime deadline) const override {
+        waits.fetch_add(1);
+        base.wait_until(cv, lock, deadline);
+    }
+    /// Returns once the thread has begun a wait after the call.
+    bool wait_for_a_wait() const {
+        const auto before = waits.load();
+        for (int i = 0; i < 10'000 && waits.load() <= before + 1; ++i) {
+            std::this_thread::sleep_for(1ms);
+        }
+        return waits.load() > before + 1;
+    }
+
+    common::ManualClock base{common::instant_from_micros(1'000'000)};
+    mutable std::atomic<int> waits{0};
+};
 
 /// What the task's thread saw, and a handshake to wait for it. The real-time bound only turns a
 /// step that never comes into a failure instead of a hang.
@@ -53,7 +79,7 @@ bool stops_promptly(common::PeriodicTask& task) {
 
 TEST_CASE("a periodic task runs its step when the clock reaches each interval, and on wake",
           "[periodic]") {
-    common::ManualClock clock(common::instant_from_micros(1'000'000));
+    WatchedClock clock;
     const auto t0 = clock.monotonic_now();
     Steps steps(clock);
     bool last_ran = false;
@@ -68,14 +94,16 @@ TEST_CASE("a periodic task runs its step when the clock reaches each interval, a
 
     // The first run waits out the whole first interval on the clock: run at 9 s, it would have
     // read 9 s.
-    clock.advance(common::Duration(9s));
-    clock.advance(common::Duration(1s));
+    REQUIRE(clock.wait_for_a_wait());
+    clock.base.advance(common::Duration(9s));
+    clock.base.advance(common::Duration(1s));
     REQUIRE(steps.wait_for_count(1));
     CHECK(steps.seen()[0] == t0 + 10s);
 
     // The next run waits a full interval from the first: again, a run before it would read less.
-    clock.advance(common::Duration(9s));
-    clock.advance(common::Duration(1s));
+    REQUIRE(clock.wait_for_a_wait());
+    clock.base.advance(common::Duration(9s));
+    clock.base.advance(common::Duration(1s));
     REQUIRE(steps.wait_for_count(2));
     CHECK(steps.seen()[1] == t0 + 20s);
 
@@ -91,8 +119,7 @@ TEST_CASE("a periodic task runs its step when the clock reaches each interval, a
     CHECK_FALSE(task.running());
 }
 
-TEST_CASE("a step waiting until woken runs only when woken; pause ends with a stop",
-          "[periodic]") {
+TEST_CASE("a step waiting until woken runs only when woken; pause ends with a stop", "[periodic]") {
     common::ManualClock clock(common::instant_from_micros(1'000'000));
     Steps steps(clock);
     common::PeriodicTask task(clock);
