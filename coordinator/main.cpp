@@ -110,8 +110,8 @@ int run(int argc, char** argv) {
     try {
         Coordinator coordinator(options, *clock);
         std::unique_ptr<aclaim::coordinator::HttpServer> http;
-        if (!options.http_bind.empty()) {
-            http = std::make_unique<aclaim::coordinator::HttpServer>(options.http(),
+        if (!options.http.http_bind.empty()) {
+            http = std::make_unique<aclaim::coordinator::HttpServer>(options.http_endpoint(),
                                                                      coordinator.metrics(), *clock);
             try {
                 http->start();

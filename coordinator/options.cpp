@@ -5,7 +5,9 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "common/base/cli_flags.hpp"
 #include "common/base/host_port.hpp"
+#include "common/store/conninfo.hpp"
 
 namespace aclaim::coordinator {
 
@@ -16,6 +18,15 @@ void require(bool ok, const std::string& what) {
 }
 
 }  // namespace
+
+std::string ConnectionOptions::guarded_dsn() const {
+    return common::guarded_dsn(dsn, db_deadline());
+}
+
+void ConnectionOptions::validate() const {
+    require(!dsn.empty(), "--dsn (ACLAIM_DSN) is required");
+    require(db_deadline_ms >= 100, "--db-deadline-ms must be at least 100");
+}
 
 void RouterOptions::validate() const {
     require(!bind.empty(), "--bind must name an endpoint");
@@ -28,17 +39,14 @@ void RouterOptions::validate() const {
     require(max_queued_requests >= 1, "--max-queued-requests must be positive");
     require(socket_hwm >= 1, "--socket-hwm must be positive");
     require(drain_timeout_ms >= 0, "--drain-timeout-ms must not be negative");
-    require(db_deadline_ms >= 100, "--db-deadline-ms must be at least 100");
 }
 
-void DbPoolOptions::validate() const {
-    require(!dsn.empty(), "--dsn (ACLAIM_DSN) is required");
+void DbPoolOptions::validate(std::chrono::milliseconds db_deadline) const {
     require(db_threads >= 1 && db_threads <= 64, "--db-threads must be 1..64");
     require(lock_timeout_ms >= 1, "--lock-timeout-ms must be positive");
     require(in_doubt_budget_ms >= 0, "--in-doubt-budget-ms must not be negative");
-    require(db_deadline_ms >= 100, "--db-deadline-ms must be at least 100");
     // A claim that waits out its lock timeout must still finish before its connection is cut.
-    require(lock_strategy != common::LockStrategy::Wait || db_deadline_ms > lock_timeout_ms,
+    require(lock_strategy != common::LockStrategy::Wait || db_deadline.count() > lock_timeout_ms,
             "--db-deadline-ms must be longer than --lock-timeout-ms under --lock-strategy wait");
 }
 
@@ -59,7 +67,7 @@ void RetentionOptions::validate() const {
     require(partitions_ahead >= 1 && partitions_ahead <= 24, "--partitions-ahead must be 1..24");
 }
 
-void CurveOptions::validate() const {
+void CurveOptions::validate(bool plaintext) const {
     require(handshake_timeout_ms >= 100, "--handshake-timeout-ms must be at least 100");
     // Without a key the only way to learn a worker's organization is to believe it, so that must
     // be an explicit development choice.
@@ -71,7 +79,6 @@ void CurveOptions::validate() const {
 }
 
 std::string CurveOptions::load_secret() const {
-    if (plaintext) return {};
     std::string key = curve_secret_key;
     if (!curve_secret_key_file.empty()) {
         std::ifstream in(curve_secret_key_file);
@@ -93,232 +100,99 @@ void HttpOptions::validate() const {
             "--http-bind must be host:port (port 0..65535) or empty, not '" + http_bind + "'");
 }
 
-RouterOptions CoordinatorOptions::router() const {
-    RouterOptions r;
-    r.bind = bind;
-    r.lease_ms = lease_ms;
-    r.heartbeat_ms = heartbeat_ms;
-    r.max_body_bytes = max_body_bytes;
-    r.max_inflight_per_session = max_inflight_per_session;
-    r.max_queued_requests = max_queued_requests;
-    r.socket_hwm = socket_hwm;
-    r.drain_timeout_ms = drain_timeout_ms;
-    r.plaintext = plaintext;
-    r.db_deadline_ms = db_deadline_ms;
-    return r;
-}
-
-DbPoolOptions CoordinatorOptions::db_pool() const {
-    DbPoolOptions d;
-    d.dsn = dsn;
-    d.db_threads = db_threads;
-    d.coalesce = coalesce;
-    d.row_security = row_security;
-    d.lock_strategy = lock_strategy;
-    d.lock_timeout_ms = lock_timeout_ms;
-    d.in_doubt_budget_ms = in_doubt_budget_ms;
-    d.lease_ms = lease_ms;
-    d.db_deadline_ms = db_deadline_ms;
-    return d;
-}
-
-ReaperOptions CoordinatorOptions::reaper() const {
-    ReaperOptions r;
-    r.dsn = dsn;
-    r.row_security = row_security;
-    r.reap_interval_ms = reap_interval_ms;
-    r.reap_batch = reap_batch;
-    r.db_deadline_ms = db_deadline_ms;
-    return r;
-}
-
-PresenceOptions CoordinatorOptions::presence() const {
-    PresenceOptions p;
-    p.dsn = dsn;
-    p.row_security = row_security;
-    p.interval_ms = presence_interval_ms;
-    p.db_deadline_ms = db_deadline_ms;
-    return p;
-}
-
-RetentionOptions CoordinatorOptions::retention_options() const {
-    RetentionOptions r;
-    r.dsn = dsn;
-    r.row_security = row_security;
-    r.retention = retention;
-    r.retention_interval_ms = retention_interval_ms;
-    r.retention_batch = retention_batch;
-    r.retention_pause_ms = retention_pause_ms;
-    r.partitions_ahead = partitions_ahead;
-    r.db_deadline_ms = db_deadline_ms;
-    return r;
-}
-
-CurveOptions CoordinatorOptions::curve() const {
-    CurveOptions c;
-    c.plaintext = plaintext;
-    c.curve_secret_key = curve_secret_key;
-    c.curve_secret_key_file = curve_secret_key_file;
-    c.handshake_timeout_ms = handshake_timeout_ms;
-    return c;
-}
-
-ZapOptions CoordinatorOptions::zap() const {
-    ZapOptions z;
-    z.dsn = dsn;
-    z.key_cache_ms = key_cache_ms;
-    return z;
-}
-
-HttpOptions CoordinatorOptions::http() const {
-    HttpOptions h;
-    h.http_bind = http_bind;
-    h.dsn = dsn;
-    h.plaintext = plaintext;
-    h.db_threads = db_threads;
+HttpOptions CoordinatorOptions::http_endpoint() const {
+    HttpOptions h = http;
+    h.dsn = connection.dsn;
+    h.plaintext = router.plaintext;
+    h.db_threads = db_pool.db_threads;
     return h;
 }
 
 void CoordinatorOptions::validate() const {
-    db_pool().validate();
-    router().validate();
-    reaper().validate();
-    presence().validate();
-    retention_options().validate();
-    http().validate();
-    zap().validate();
-    curve().validate();
+    connection.validate();
+    db_pool.validate(connection.db_deadline());
+    router.validate();
+    reaper.validate();
+    presence.validate();
+    retention.validate();
+    http.validate();
+    zap.validate();
+    curve.validate(router.plaintext);
 }
 
 void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
-    app.add_option("--dsn", o.dsn, "PostgreSQL connection string")->envname("ACLAIM_DSN");
-    app.add_option("--bind", o.bind, "ZeroMQ endpoint of the ROUTER socket")
-        ->envname("ACLAIM_BIND")
-        ->capture_default_str();
-    app.add_option("--lease-ms", o.lease_ms, "Lease length in milliseconds")
-        ->envname("ACLAIM_LEASE_MS")
-        ->capture_default_str();
-    app.add_option("--heartbeat-ms", o.heartbeat_ms,
-                   "Renewal interval told to workers; 0 means a third of the lease")
-        ->envname("ACLAIM_HEARTBEAT_MS")
-        ->capture_default_str();
-    app.add_option("--db-threads", o.db_threads, "Database threads, one connection each")
-        ->envname("ACLAIM_DB_THREADS")
-        ->capture_default_str();
-    app.add_option_function<std::string>(
-           "--coalesce", [&o](const std::string& v) { o.coalesce = v == "on"; },
-           "Coalesce queued claims (per organization), renewals and completions: on or off")
-        ->envname("ACLAIM_COALESCE")
-        ->check(CLI::IsMember({"on", "off"}))
-        ->default_str(o.coalesce ? "on" : "off");
-    app.add_option_function<std::string>(
-           "--row-security", [&o](const std::string& v) { o.row_security = v == "on"; },
-           "Act as the aclaim_coordinator role under row-level security, each transaction "
-           "scoped to its organization: on or off")
-        ->envname("ACLAIM_ROW_SECURITY")
-        ->check(CLI::IsMember({"on", "off"}))
-        ->default_str(o.row_security ? "on" : "off");
+    using common::add_on_off;
+    using common::add_setting;
+    using common::add_switch;
+    auto& c = o.connection;
+    auto& r = o.router;
+    auto& d = o.db_pool;
+    auto& t = o.retention;
+    add_setting(app, "--dsn", c.dsn, "PostgreSQL connection string");
+    add_setting(app, "--bind", r.bind, "ZeroMQ endpoint of the ROUTER socket");
+    add_setting(app, "--lease-ms", r.lease_ms, "Lease length in milliseconds");
+    add_setting(app, "--heartbeat-ms", r.heartbeat_ms,
+                "Renewal interval told to workers; 0 means a third of the lease");
+    add_setting(app, "--db-threads", d.db_threads, "Database threads, one connection each");
+    add_on_off(app, "--coalesce", d.coalesce,
+               "Coalesce queued claims (per organization), renewals and completions: on or off");
+    add_on_off(app, "--row-security", c.row_security,
+               "Act as the aclaim_coordinator role under row-level security, each transaction "
+               "scoped to its organization: on or off");
     app.add_option_function<std::string>(
            "--lock-strategy",
-           [&o](const std::string& name) { o.lock_strategy = *common::parse_lock_strategy(name); },
+           [&d](const std::string& name) { d.lock_strategy = *common::parse_lock_strategy(name); },
            "What a claim does on a locked candidate: skip_locked, nowait or wait")
-        ->envname("ACLAIM_LOCK_STRATEGY")
+        ->envname(common::flag_variable("--lock-strategy"))
         ->check(CLI::IsMember({"skip_locked", "nowait", "wait"}))
-        ->default_str(std::string(common::to_string(o.lock_strategy)));
-    app.add_option("--lock-timeout-ms", o.lock_timeout_ms, "Lock wait bound under 'wait'")
-        ->envname("ACLAIM_LOCK_TIMEOUT_MS")
-        ->capture_default_str();
-    app.add_option("--reap-interval-ms", o.reap_interval_ms, "Pause between reaper passes")
-        ->envname("ACLAIM_REAP_INTERVAL_MS")
-        ->capture_default_str();
-    app.add_option("--reap-batch", o.reap_batch, "Leases reclaimed per reaper statement")
-        ->envname("ACLAIM_REAP_BATCH")
-        ->capture_default_str();
-    app.add_option("--presence-interval-ms", o.presence_interval_ms,
-                   "How often connected workers are published for the console; 0: off")
-        ->envname("ACLAIM_PRESENCE_INTERVAL_MS")
-        ->capture_default_str();
-    app.add_option_function<std::string>(
-           "--retention", [&o](const std::string& v) { o.retention = v == "on"; },
-           "Remove finished jobs past their queue's retention: on or off (job_events "
-           "partitions are kept ahead either way)")
-        ->envname("ACLAIM_RETENTION")
-        ->check(CLI::IsMember({"on", "off"}))
-        ->default_str(o.retention ? "on" : "off");
-    app.add_option("--retention-interval-ms", o.retention_interval_ms,
-                   "Pause between retention passes (one coordinator at a time prunes)")
-        ->envname("ACLAIM_RETENTION_INTERVAL_MS")
-        ->capture_default_str();
-    app.add_option("--retention-batch", o.retention_batch,
-                   "Finished jobs removed per prune statement and transaction")
-        ->envname("ACLAIM_RETENTION_BATCH")
-        ->capture_default_str();
-    app.add_option("--retention-pause-ms", o.retention_pause_ms,
-                   "Pause between the prune batches of a pass")
-        ->envname("ACLAIM_RETENTION_PAUSE_MS")
-        ->capture_default_str();
-    app.add_option("--partitions-ahead", o.partitions_ahead,
-                   "Months of job_events partitions created ahead of the current one")
-        ->envname("ACLAIM_PARTITIONS_AHEAD")
-        ->capture_default_str();
-    app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body accepted")
-        ->envname("ACLAIM_MAX_BODY_BYTES")
-        ->capture_default_str();
-    app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical, off")
-        ->envname("ACLAIM_LOG_LEVEL")
-        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
-        ->capture_default_str();
-    app.add_flag("--migrate", o.migrate, "Apply schema migrations before serving")
-        ->envname("ACLAIM_MIGRATE");
-    app.add_flag("--plaintext", o.plaintext,
-                 "Development mode: trust the organization a worker names in HELLO")
-        ->envname("ACLAIM_PLAINTEXT");
-    app.add_option("--curve-secret-key", o.curve_secret_key,
-                   "CURVE secret key (Z85) of the ROUTER; workers must know its public key")
-        ->envname("ACLAIM_CURVE_SECRET_KEY");
-    app.add_option("--curve-secret-key-file", o.curve_secret_key_file,
-                   "File holding the CURVE secret key (first line, Z85)")
-        ->envname("ACLAIM_CURVE_SECRET_KEY_FILE");
-    app.add_option("--key-cache-ms", o.key_cache_ms,
-                   "How long an accepted worker key is trusted before worker_keys is asked again")
-        ->envname("ACLAIM_KEY_CACHE_MS")
-        ->capture_default_str();
-    app.add_option("--handshake-timeout-ms", o.handshake_timeout_ms,
-                   "Connections that have not finished the CURVE handshake by then are dropped")
-        ->envname("ACLAIM_HANDSHAKE_TIMEOUT_MS")
-        ->capture_default_str();
-    app.add_option("--clock-skew-ms", o.clock_skew_ms,
-                   "Offset added to the system clock, for clock-disagreement drills")
-        ->envname("ACLAIM_CLOCK_SKEW_MS")
-        ->capture_default_str();
-    app.add_option("--in-doubt-budget-ms", o.in_doubt_budget_ms,
-                   "How long to try to learn the outcome of an interrupted commit")
-        ->envname("ACLAIM_IN_DOUBT_BUDGET_MS")
-        ->capture_default_str();
-    app.add_option("--db-deadline-ms", o.db_deadline_ms,
-                   "Every request is answered within this even while the database hangs; a "
-                   "statement running this long has its connection cut and replaced")
-        ->envname("ACLAIM_DB_DEADLINE_MS")
-        ->capture_default_str();
-    app.add_option("--max-inflight-per-session", o.max_inflight_per_session,
-                   "Outstanding requests allowed per worker session")
-        ->envname("ACLAIM_MAX_INFLIGHT_PER_SESSION")
-        ->capture_default_str();
-    app.add_option("--max-queued-requests", o.max_queued_requests,
-                   "Requests waiting for a DB thread before refusing new ones")
-        ->envname("ACLAIM_MAX_QUEUED_REQUESTS")
-        ->capture_default_str();
-    app.add_option("--socket-hwm", o.socket_hwm, "ROUTER high-water marks, in messages")
-        ->envname("ACLAIM_SOCKET_HWM")
-        ->capture_default_str();
-    app.add_option("--drain-timeout-ms", o.drain_timeout_ms,
-                   "On shutdown, the longest time non-claim requests are still served")
-        ->envname("ACLAIM_DRAIN_TIMEOUT_MS")
-        ->capture_default_str();
-    app.add_option("--http-bind", o.http_bind,
-                   "host:port serving /metrics, /healthz and /readyz; empty turns it off")
-        ->envname("ACLAIM_HTTP_BIND")
-        ->capture_default_str();
+        ->default_str(std::string(common::to_string(d.lock_strategy)));
+    add_setting(app, "--lock-timeout-ms", d.lock_timeout_ms, "Lock wait bound under 'wait'");
+    add_setting(app, "--reap-interval-ms", o.reaper.reap_interval_ms,
+                "Pause between reaper passes");
+    add_setting(app, "--reap-batch", o.reaper.reap_batch, "Leases reclaimed per reaper statement");
+    add_setting(app, "--presence-interval-ms", o.presence.interval_ms,
+                "How often connected workers are published for the console; 0: off");
+    add_on_off(app, "--retention", t.retention,
+               "Remove finished jobs past their queue's retention: on or off (job_events "
+               "partitions are kept ahead either way)");
+    add_setting(app, "--retention-interval-ms", t.retention_interval_ms,
+                "Pause between retention passes (one coordinator at a time prunes)");
+    add_setting(app, "--retention-batch", t.retention_batch,
+                "Finished jobs removed per prune statement and transaction");
+    add_setting(app, "--retention-pause-ms", t.retention_pause_ms,
+                "Pause between the prune batches of a pass");
+    add_setting(app, "--partitions-ahead", t.partitions_ahead,
+                "Months of job_events partitions created ahead of the current one");
+    add_setting(app, "--max-body-bytes", r.max_body_bytes, "Largest request body accepted");
+    add_setting(app, "--log-level", o.log_level, "trace, debug, info, warn, error, critical, off")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+    add_switch(app, "--migrate", o.migrate, "Apply schema migrations before serving");
+    add_switch(app, "--plaintext", r.plaintext,
+               "Development mode: trust the organization a worker names in HELLO");
+    add_setting(app, "--curve-secret-key", o.curve.curve_secret_key,
+                "CURVE secret key (Z85) of the ROUTER; workers must know its public key");
+    add_setting(app, "--curve-secret-key-file", o.curve.curve_secret_key_file,
+                "File holding the CURVE secret key (first line, Z85)");
+    add_setting(app, "--key-cache-ms", o.zap.key_cache_ms,
+                "How long an accepted worker key is trusted before worker_keys is asked again");
+    add_setting(app, "--handshake-timeout-ms", o.curve.handshake_timeout_ms,
+                "Connections that have not finished the CURVE handshake by then are dropped");
+    add_setting(app, "--clock-skew-ms", o.clock_skew_ms,
+                "Offset added to the system clock, for clock-disagreement drills");
+    add_setting(app, "--in-doubt-budget-ms", d.in_doubt_budget_ms,
+                "How long to try to learn the outcome of an interrupted commit");
+    add_setting(app, "--db-deadline-ms", c.db_deadline_ms,
+                "Every request is answered within this even while the database hangs; a "
+                "statement running this long has its connection cut and replaced");
+    add_setting(app, "--max-inflight-per-session", r.max_inflight_per_session,
+                "Outstanding requests allowed per worker session");
+    add_setting(app, "--max-queued-requests", r.max_queued_requests,
+                "Requests waiting for a DB thread before refusing new ones");
+    add_setting(app, "--socket-hwm", r.socket_hwm, "ROUTER high-water marks, in messages");
+    add_setting(app, "--drain-timeout-ms", r.drain_timeout_ms,
+                "On shutdown, the longest time non-claim requests are still served");
+    add_setting(app, "--http-bind", o.http.http_bind,
+                "host:port serving /metrics, /healthz and /readyz; empty turns it off");
 }
 
 }  // namespace aclaim::coordinator

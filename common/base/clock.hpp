@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 
 namespace aclaim::common {
 
@@ -32,14 +34,24 @@ constexpr Instant instant_from_micros(Micros us) {
 }
 
 /// The one time source: wall-clock instants and monotonic time from the same injected interface,
-/// so that lease logic, deadlines and intervals can be driven by tests without waiting.
+/// so that lease logic, deadlines, intervals and the waits between them can be driven by tests
+/// without waiting.
 class Clock {
   public:
     virtual ~Clock() = default;
     /// Wall-clock time.
     virtual Instant now() const = 0;
-    /// Monotonic time.
-    virtual MonotonicTime monotonic_now() const { return std::chrono::steady_clock::now(); }
+    /// Monotonic time. No default: a clock that moves its wall time by hand must say what its
+    /// monotonic time does too.
+    virtual MonotonicTime monotonic_now() const = 0;
+    /// Blocks on `cv`, whose mutex `lock` holds, until it is notified or monotonic_now() reaches
+    /// `deadline`. May return early (spuriously, or to let a caller see time moved by hand), so
+    /// callers re-check their condition and the time. The default waits in real time, which is
+    /// right for every clock whose monotonic time is the system's.
+    virtual void wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                            MonotonicTime deadline) const {
+        cv.wait_until(lock, deadline);
+    }
 };
 
 /// Production time.
@@ -48,7 +60,15 @@ class SystemClock final : public Clock {
     Instant now() const override {
         return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
     }
+    MonotonicTime monotonic_now() const override { return std::chrono::steady_clock::now(); }
 };
+
+/// The system's time, for a thread whose pace stays real while the clock its decisions are taken
+/// on is simulated (a test's ManualClock must not stop the reaper).
+inline const Clock& real_time() {
+    static const SystemClock clock;
+    return clock;
+}
 
 /// Time that moves only when told to; safe to read from several threads. advance() moves wall
 /// and monotonic time together; set() steps the wall clock only, as NTP may.
@@ -60,6 +80,14 @@ class ManualClock final : public Clock {
         return MonotonicTime(
             std::chrono::duration_cast<MonotonicTime::duration>(Duration(mono_.load())));
     }
+    /// Time moves only by advance(), from another thread that holds no lock of the waiter's, so
+    /// a waiter looks again every kWaitStep of real time: a notification still ends the wait at
+    /// once, and an advance() past the deadline within that step. Nothing is decided by that
+    /// step; it only bounds how long a test waits for a thread to notice.
+    void wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                    MonotonicTime deadline) const override {
+        if (monotonic_now() < deadline) cv.wait_for(lock, kWaitStep);
+    }
     void set(Instant t) { now_.store(to_micros(t)); }
     void advance(Duration d) {
         now_.fetch_add(d.count());
@@ -67,6 +95,7 @@ class ManualClock final : public Clock {
     }
 
   private:
+    static constexpr std::chrono::milliseconds kWaitStep{1};
     std::atomic<Micros> now_;
     std::atomic<Micros> mono_{0};
 };
@@ -76,6 +105,8 @@ class SkewedClock final : public Clock {
   public:
     explicit SkewedClock(Duration skew) : skew_(skew) {}
     Instant now() const override { return base_.now() + skew_; }
+    /// Only the wall clock is skewed: intervals and deadlines in this process stay true.
+    MonotonicTime monotonic_now() const override { return base_.monotonic_now(); }
 
   private:
     SystemClock base_;

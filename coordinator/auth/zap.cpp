@@ -78,9 +78,9 @@ std::string curve_public_of(const std::string& secret_z85) {
     return std::string(pub.data(), 40);
 }
 
-ZapHandler::ZapHandler(zmq::context_t& context, const ZapOptions& options, AuthCounters& counters,
-                       const common::Clock& clock)
-    : dsn_(options.dsn),
+ZapHandler::ZapHandler(zmq::context_t& context, const ZapOptions& options, std::string dsn,
+                       AuthCounters& counters, const common::Clock& clock)
+    : dsn_(std::move(dsn)),
       cache_ttl_(options.key_cache()),
       socket_(context, zmq::socket_type::router),
       counters_(counters),

@@ -58,8 +58,9 @@ class ZapHandler {
     /// Binds the ZAP endpoint on `context` at once: it must exist before the ROUTER accepts.
     /// `counters` and `clock` (whose monotonic time ages cached keys and paces re-checks) must
     /// outlive the handler.
-    ZapHandler(zmq::context_t& context, const ZapOptions& options, AuthCounters& counters,
-               const common::Clock& clock);
+    /// Worker keys are looked up on `dsn`.
+    ZapHandler(zmq::context_t& context, const ZapOptions& options, std::string dsn,
+               AuthCounters& counters, const common::Clock& clock);
     ~ZapHandler();
     ZapHandler(const ZapHandler&) = delete;
     ZapHandler& operator=(const ZapHandler&) = delete;

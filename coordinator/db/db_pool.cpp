@@ -15,7 +15,6 @@ common::StoreOptions store_options(const DbPoolOptions& o, int index, const comm
     s.clock = &clock;
     s.lock_strategy = o.lock_strategy;
     s.lock_timeout_ms = o.lock_timeout_ms;
-    s.row_security = o.row_security;
     s.application_name = "aclaim-coordinator-db-" + std::to_string(index);
     return s;
 }
@@ -78,15 +77,16 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
 
 }  // namespace
 
-DbPool::DbPool(DbPoolOptions options, const common::Clock& clock, WorkQueue& queue,
-               Mailbox& mailbox, Metrics& metrics, StatementWatchdog& watchdog,
-               ResultNotifier* results)
+DbPool::DbPool(DbPoolOptions options, const Connections& connections,
+               std::chrono::milliseconds lease, const common::Clock& clock, WorkQueue& queue,
+               Mailbox& mailbox, Metrics& metrics, ResultNotifier* results)
     : options_(std::move(options)),
+      connections_(connections),
+      lease_(lease),
       clock_(clock),
       queue_(queue),
       mailbox_(mailbox),
       metrics_(metrics),
-      watchdog_(watchdog),
       results_(results) {}
 
 DbPool::~DbPool() {
@@ -106,7 +106,7 @@ void DbPool::join() {
 }
 
 common::MonotonicTime DbPool::deadline() const {
-    return clock_.monotonic_now() + options_.db_deadline();
+    return clock_.monotonic_now() + connections_.deadline();
 }
 
 void DbPool::announce(const RequestOutcome& outcome) const {
@@ -132,8 +132,9 @@ std::vector<DbRequest> DbPool::start_unanswered(std::vector<DbRequest> batch) {
 
 void DbPool::run(int index) {
     const auto options = store_options(options_, index, clock_);
-    const auto watch = watchdog_.watch(options.application_name);
-    StoreHandle handle(options_.dsn, options, clock_);
+    const auto watch = connections_.watch(options.application_name);
+    const auto owned = connections_.store(options, clock_);
+    StoreHandle& handle = *owned;
     // Connect before the first request so that the first worker does not pay for it.
     handle.get();
     Poster poster(mailbox_);
@@ -182,7 +183,7 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
             return out;
         }
         const common::Instant now = clock_.now();
-        const common::Duration lease = std::chrono::milliseconds(options_.lease_ms);
+        const common::Duration lease = lease_;
         const auto started = SteadyClock::now();
         ArmedWatch armed(watch, store->connection().sock(), deadline());
         try {
@@ -201,12 +202,12 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
         } catch (const std::exception& e) {
             if (armed.release()) {
                 // The database hung: the router has answered (or is about to answer) at the same
-                // deadline, by the same rule, so waiting longer here, to resolve the commit from
-                // the row, would only hold this thread on a server that does not answer. A
-                // re-send settles it.
-                handle.drop("no answer within " + std::to_string(options_.db_deadline_ms) + " ms");
+                // deadline, so waiting longer here, to resolve the commit from the row, would
+                // only hold this thread on a server that does not answer. A re-send settles it.
+                handle.drop("no answer within " + std::to_string(connections_.deadline().count()) +
+                            " ms");
                 for (auto& o : out) {
-                    o.result = answer_at_deadline(kind, true, options_.db_deadline());
+                    o.result = answer_at_deadline(kind, true, connections_.deadline());
                 }
                 return out;
             }

@@ -1,11 +1,13 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/base/clock.hpp"
+#include "coordinator/db/connections.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
 #include "coordinator/db/work_queue.hpp"
@@ -30,10 +32,12 @@ class DbPool {
     /// or completions become one statement; each request is still answered on its own.
     static constexpr std::size_t kMaxBatch = 128;
 
-    /// The watchdog must be running while requests are taken, and outlive the pool, as must
+    /// The watchdog of `connections` must be running while requests are taken, and `connections`
+    /// outlive the pool, as must
     /// `results` (when given), which hears of every organization whose completions committed.
-    DbPool(DbPoolOptions options, const common::Clock& clock, WorkQueue& queue, Mailbox& mailbox,
-           Metrics& metrics, StatementWatchdog& watchdog, ResultNotifier* results = nullptr);
+    DbPool(DbPoolOptions options, const Connections& connections, std::chrono::milliseconds lease,
+           const common::Clock& clock, WorkQueue& queue, Mailbox& mailbox, Metrics& metrics,
+           ResultNotifier* results = nullptr);
     ~DbPool();
     DbPool(const DbPool&) = delete;
     DbPool& operator=(const DbPool&) = delete;
@@ -56,11 +60,12 @@ class DbPool {
     common::MonotonicTime deadline() const;
 
     const DbPoolOptions options_;
+    const Connections& connections_;  ///< connections, their deadline and watchdog slots
+    const std::chrono::milliseconds lease_;
     const common::Clock& clock_;
     WorkQueue& queue_;
     Mailbox& mailbox_;
     Metrics& metrics_;
-    StatementWatchdog& watchdog_;
     ResultNotifier* results_;
     std::vector<std::thread> threads_;
 };

@@ -107,61 +107,46 @@ class RevokeReceiver final : public pqxx::notification_receiver {
 
 }  // namespace
 
-Listener::Listener(std::string dsn, Mailbox& mailbox, StatementWatchdog& watchdog,
-                   std::chrono::milliseconds deadline, std::function<void()> on_schedule)
-    : dsn_(std::move(dsn)),
-      mailbox_(mailbox),
-      watchdog_(watchdog),
-      deadline_(deadline),
-      on_schedule_(std::move(on_schedule)) {}
+Listener::Listener(const Connections& connections, Mailbox& mailbox,
+                   std::function<void()> on_schedule)
+    : connections_(connections), mailbox_(mailbox), on_schedule_(std::move(on_schedule)) {}
 
 Listener::~Listener() {
     stop();
 }
 
 void Listener::start() {
-    thread_ = std::thread([this] { run(); });
-}
-
-void Listener::stop() {
-    {
-        std::lock_guard lock(pause_mutex_);
-        stop_.store(true);
-    }
-    pause_wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
-}
-
-void Listener::pause(std::chrono::milliseconds d) const {
-    std::unique_lock lock(pause_mutex_);
-    pause_wake_.wait_for(lock, d, [this] { return stop_.load(); });
-}
-
-void Listener::run() {
-    Poster poster(mailbox_);
-    common::Backoff backoff;
-    const auto watch = watchdog_.watch("aclaim-coordinator-listener");
-    while (!stop_.load()) {
+    struct Session {
+        std::optional<Poster> poster;
+        common::Backoff backoff;
+        std::shared_ptr<StatementWatchdog::Watch> watch;
+    };
+    auto session = std::make_shared<Session>();
+    session->watch = connections_.watch("aclaim-coordinator-listener");
+    task_.start(common::PeriodicTask::Wait{0}, [this, session]() -> common::PeriodicTask::Wait {
+        if (!session->poster) session->poster.emplace(mailbox_);
         try {
-            listen_once(poster, backoff, *watch);
+            listen_once(*session->poster, session->backoff, *session->watch);
         } catch (const std::exception& e) {
             if (!down_reported_) {
                 spdlog::warn("listener: lost {} ({}); reconnecting with backoff",
                              Listener::kChannel, e.what());
             }
             down_reported_ = true;
-            pause(backoff.next());
+            return session->backoff.next();
         }
-    }
+        return common::PeriodicTask::Wait{0};
+    });
+}
+
+void Listener::stop() {
+    task_.stop();
 }
 
 void Listener::listen_once(Poster& poster, common::Backoff& backoff,
                            StatementWatchdog::Watch& watch) {
-    pqxx::connection conn(dsn_);
-    {
-        pqxx::nontransaction session(conn);
-        session.exec("SET application_name = 'aclaim-coordinator-listener'");
-    }
+    const auto owned = connections_.open("aclaim-coordinator-listener", Connections::Role::Login);
+    pqxx::connection& conn = *owned;
     JobsReceiver receiver(conn, poster);
     ScheduleReceiver schedule(conn, on_schedule_);
     RevokeReceiver revoke(conn, poster);
@@ -172,12 +157,12 @@ void Listener::listen_once(Poster& poster, common::Backoff& backoff,
     down_reported_ = false;
     poster.post(ListenerReady{});
     if (on_schedule_) on_schedule_();
-    const common::Clock& clock = watchdog_.clock();
+    const common::Clock& clock = connections_.watchdog().clock();
     auto next_ping = clock.monotonic_now() + kPingEvery;
-    while (!stop_.load()) {
+    while (!task_.stopping()) {
         conn.await_notification(0, kWaitStepMicros);
         if (clock.monotonic_now() >= next_ping) {
-            ArmedWatch armed(watch, conn.sock(), clock.monotonic_now() + deadline_);
+            ArmedWatch armed(watch, conn.sock(), connections_.deadline_from_now());
             pqxx::nontransaction ping(conn);
             // Writable, or no longer the primary: a standby's or a fenced primary's session
             // hears no notification the new primary sends.

@@ -1,14 +1,13 @@
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <string>
-#include <thread>
 
 #include "common/base/backoff.hpp"
+#include "common/base/periodic_task.hpp"
+#include "coordinator/db/connections.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
 
@@ -37,9 +36,9 @@ class Listener {
     static constexpr const char* kRevokeChannel = "aclaim_revoke";
     static constexpr std::chrono::seconds kPingEvery{5};
 
-    /// The watchdog (whose clock times the pings) must outlive the listener.
-    Listener(std::string dsn, Mailbox& mailbox, StatementWatchdog& watchdog,
-             std::chrono::milliseconds deadline, std::function<void()> on_schedule = {});
+    /// `connections` (and its watchdog, whose clock times the pings) must outlive the listener.
+    Listener(const Connections& connections, Mailbox& mailbox,
+             std::function<void()> on_schedule = {});
     ~Listener();
     Listener(const Listener&) = delete;
     Listener& operator=(const Listener&) = delete;
@@ -49,21 +48,15 @@ class Listener {
     void stop();
 
   private:
-    void run();
     void listen_once(Poster& poster, common::Backoff& backoff, StatementWatchdog::Watch& watch);
-    void pause(std::chrono::milliseconds d) const;
 
-    std::string dsn_;
+    const Connections& connections_;
     Mailbox& mailbox_;
-    StatementWatchdog& watchdog_;
-    const std::chrono::milliseconds deadline_;
     std::function<void()> on_schedule_;
-    std::atomic<bool> stop_{false};
-    /// Ends a pause as soon as stop() is asked, without reading any clock.
-    mutable std::mutex pause_mutex_;
-    mutable std::condition_variable pause_wake_;
     bool down_reported_ = false;  ///< listener thread only
-    std::thread thread_;
+    /// One step listens until the connection fails or a stop is asked; the next comes after the
+    /// reconnection backoff, in real time.
+    common::PeriodicTask task_{common::real_time()};
 };
 
 }  // namespace aclaim::coordinator

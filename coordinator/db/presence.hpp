@@ -1,14 +1,14 @@
 #pragma once
 
-#include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "common/base/clock.hpp"
+#include "common/base/periodic_task.hpp"
 #include "common/store/assignment.hpp"
-#include "coordinator/db/statement_watchdog.hpp"
+#include "coordinator/db/connections.hpp"
 #include "coordinator/options.hpp"
 
 namespace aclaim::coordinator {
@@ -35,9 +35,9 @@ class PresenceBoard {
 class PresencePublisher {
   public:
     /// `name` tells coordinators apart (host and process); `endpoint` is where workers reach it.
-    PresencePublisher(PresenceOptions options, std::string name, std::string endpoint,
-                      const common::Clock& clock, PresenceBoard& board,
-                      StatementWatchdog& watchdog);
+    /// `connections` (and its watchdog) must outlive it.
+    PresencePublisher(PresenceOptions options, const Connections& connections, std::string name,
+                      std::string endpoint, const common::Clock& clock, PresenceBoard& board);
     ~PresencePublisher();
     PresencePublisher(const PresencePublisher&) = delete;
     PresencePublisher& operator=(const PresencePublisher&) = delete;
@@ -47,18 +47,20 @@ class PresencePublisher {
     void stop();
 
   private:
-    void run();
+    /// One publication (or, withdrawing, the removal of this coordinator's rows).
+    void pass(bool withdraw);
 
     const PresenceOptions options_;
     const std::string name_;
     const std::string endpoint_;
     const common::Clock& clock_;
     PresenceBoard& board_;
-    StatementWatchdog& watchdog_;
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    bool stop_ = false;
-    std::thread thread_;
+    const Connections& connections_;
+    /// The publisher thread's connection, opened at its first pass.
+    struct Session;
+    std::unique_ptr<Session> session_;
+    /// The pace is real time, as the reaper's: a simulated clock never stops the thread.
+    common::PeriodicTask task_{common::real_time()};
 };
 
 }  // namespace aclaim::coordinator

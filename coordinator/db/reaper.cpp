@@ -5,106 +5,109 @@
 #include <algorithm>
 #include <optional>
 
-#include "coordinator/db/store_handle.hpp"
-
 namespace aclaim::coordinator {
 
-Reaper::Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox,
-               Metrics& metrics, StatementWatchdog& watchdog)
+struct Reaper::Session {
+    std::shared_ptr<StatementWatchdog::Watch> watch;
+    std::unique_ptr<StoreHandle> handle;
+    std::optional<Poster> poster;
+    std::optional<common::Instant> next_due;
+    bool read_due = true;
+    common::MonotonicTime next_reap{};
+};
+
+Reaper::Reaper(ReaperOptions options, const Connections& connections, const common::Clock& clock,
+               Mailbox& mailbox, Metrics& metrics)
     : options_(std::move(options)),
       clock_(clock),
       mailbox_(mailbox),
       metrics_(metrics),
-      watchdog_(watchdog) {}
+      connections_(connections),
+      session_(std::make_unique<Session>()) {}
 
 Reaper::~Reaper() {
     stop();
 }
 
 void Reaper::start() {
-    thread_ = std::thread([this] { run(); });
+    common::StoreOptions store_options;
+    store_options.application_name = "aclaim-coordinator-reaper";
+    session_->watch = connections_.watch(store_options.application_name);
+    session_->handle = connections_.store(store_options, clock_);
+    session_->next_reap =
+        pace_.monotonic_now() + std::chrono::milliseconds(options_.reap_interval_ms);
+    // Nudged from the start: the first round reads the earliest run_at at once.
+    // The connection and the socket to the router end with the thread, as its own objects.
+    task_.start(
+        common::PeriodicTask::Wait{0}, [this] { return step(); },
+        [this] {
+            session_->poster.reset();
+            session_->handle.reset();
+        });
 }
 
 void Reaper::stop() {
-    {
-        std::lock_guard lock(mutex_);
-        stop_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    task_.stop();
 }
 
 void Reaper::nudge() {
-    {
-        std::lock_guard lock(mutex_);
-        nudged_ = true;
-    }
-    wake_.notify_all();
+    nudged_.store(true);
+    task_.wake();
 }
 
-void Reaper::run() {
-    common::StoreOptions store_options;
-    store_options.application_name = "aclaim-coordinator-reaper";
-    store_options.row_security = options_.row_security;
-    const auto watch = watchdog_.watch(store_options.application_name);
-    StoreHandle handle(options_.dsn, store_options, clock_);
-    Poster poster(mailbox_);
+common::PeriodicTask::Wait Reaper::step() {
+    Session& s = *session_;
     const auto interval = std::chrono::milliseconds(options_.reap_interval_ms);
-    const auto deadline = std::chrono::milliseconds(options_.db_deadline_ms);
-    std::optional<common::Instant> next_due;
-    bool read_due = true;
-    // The reaper's pace is the interval in real time, which is what a condition variable waits
-    // on (as before the promoter existed); the promoter's timer ends a wait early when the
-    // earliest run_at, on the injected clock, comes sooner.
-    auto next_reap = std::chrono::steady_clock::now() + interval;
-    while (true) {
-        {
-            std::unique_lock lock(mutex_);
-            auto until = next_reap;
-            if (next_due) {
-                const auto due_in = std::max(*next_due - clock_.now(), common::Duration{0});
-                until = std::min(until, std::chrono::steady_clock::now() + due_in);
-            }
-            wake_.wait_until(lock, until, [this] { return stop_ || nudged_; });
-            if (stop_) return;
-            read_due = read_due || nudged_;
-            nudged_ = false;
+    const auto deadline = connections_.deadline();
+    // Until the next reap, or the earliest run_at when that comes sooner.
+    const auto next_wait = [&] {
+        const auto now = pace_.monotonic_now();
+        auto until = s.next_reap;
+        if (s.next_due) {
+            const auto due_in = std::max(*s.next_due - clock_.now(), common::Duration{0});
+            until = std::min(until, now + due_in);
         }
-        const bool reap = std::chrono::steady_clock::now() >= next_reap;
-        if (reap) next_reap = std::chrono::steady_clock::now() + interval;
-        common::AssignmentStore* store = handle.get();
-        if (store == nullptr) {
-            read_due = true;
-            continue;
+        return std::max<common::PeriodicTask::Wait>(until - now, common::PeriodicTask::Wait{0});
+    };
+    s.read_due = nudged_.exchange(false) || s.read_due;
+    const auto now = pace_.monotonic_now();
+    const bool reap = now >= s.next_reap;
+    if (reap) s.next_reap = now + interval;
+    if (!s.poster) s.poster.emplace(mailbox_);
+    common::AssignmentStore* store = s.handle->get();
+    if (store == nullptr) {
+        s.read_due = true;
+        return next_wait();
+    }
+    auto& watch = *s.watch;
+    const Guarded guarded = [&](const std::function<void()>& call) {
+        watch.arm(store->connection().sock(), clock_.monotonic_now() + deadline);
+        call();
+        return watch.disarm();
+    };
+    try {
+        bool cut = reap && reclaim(*store, *s.poster, guarded);
+        if (!cut && s.next_due && clock_.now() >= *s.next_due) {
+            cut = promote(*store, guarded);
+            s.read_due = true;
         }
-        const Guarded guarded = [&](const std::function<void()>& call) {
-            watch->arm(store->connection().sock(), clock_.monotonic_now() + deadline);
-            call();
-            return watch->disarm();
-        };
-        try {
-            bool cut = reap && reclaim(*store, poster, guarded);
-            if (!cut && next_due && clock_.now() >= *next_due) {
-                cut = promote(*store, guarded);
-                read_due = true;
-            }
-            if (!cut && read_due) {
-                cut = guarded([&] { next_due = store->next_due(); });
-                read_due = cut;
-            }
-            if (cut) {
-                read_due = true;
-                handle.drop("cut at its deadline just after answering");
-            }
-        } catch (const std::exception& e) {
-            read_due = true;
-            if (watch->disarm() || connection_lost(e, store)) {
-                handle.drop(e.what());
-            } else {
-                spdlog::error("reaper: pass failed: {}", e.what());
-            }
+        if (!cut && s.read_due) {
+            cut = guarded([&] { s.next_due = store->next_due(); });
+            s.read_due = cut;
+        }
+        if (cut) {
+            s.read_due = true;
+            s.handle->drop("cut at its deadline just after answering");
+        }
+    } catch (const std::exception& e) {
+        s.read_due = true;
+        if (watch.disarm() || connection_lost(e, store)) {
+            s.handle->drop(e.what());
+        } else {
+            spdlog::error("reaper: pass failed: {}", e.what());
         }
     }
+    return next_wait();
 }
 
 bool Reaper::reclaim(common::AssignmentStore& store, Poster& poster, const Guarded& guarded) {

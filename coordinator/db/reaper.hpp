@@ -1,13 +1,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <thread>
+#include <memory>
+#include <optional>
 
 #include "common/base/clock.hpp"
+#include "common/base/periodic_task.hpp"
 #include "common/store/assignment_store.hpp"
+#include "coordinator/db/connections.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
 #include "coordinator/metrics/metrics.hpp"
@@ -27,9 +28,9 @@ namespace aclaim::coordinator {
 /// Its statements run under the watchdog, as the DB threads' do.
 class Reaper {
   public:
-    /// The watchdog must outlive the reaper.
-    Reaper(ReaperOptions options, const common::Clock& clock, Mailbox& mailbox, Metrics& metrics,
-           StatementWatchdog& watchdog);
+    /// `connections` (and its watchdog) must outlive the reaper.
+    Reaper(ReaperOptions options, const Connections& connections, const common::Clock& clock,
+           Mailbox& mailbox, Metrics& metrics);
     ~Reaper();
     Reaper(const Reaper&) = delete;
     Reaper& operator=(const Reaper&) = delete;
@@ -41,7 +42,9 @@ class Reaper {
     void nudge();
 
   private:
-    void run();
+    /// One round of the thread: reclaims when the interval is up, promotes what is due, reads the
+    /// earliest run_at when asked to; returns how long to wait before the next.
+    common::PeriodicTask::Wait step();
     /// Runs one store call under the watchdog; true when the watchdog cut it at its deadline.
     using Guarded = std::function<bool(const std::function<void()>&)>;
     /// Each returns true when a statement was cut at its deadline.
@@ -52,12 +55,16 @@ class Reaper {
     const common::Clock& clock_;
     Mailbox& mailbox_;
     Metrics& metrics_;
-    StatementWatchdog& watchdog_;
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    bool stop_ = false;
-    bool nudged_ = true;
-    std::thread thread_;
+    const Connections& connections_;
+    /// The reaper's pace is the interval in real time (as before the promoter existed), so that
+    /// a simulated clock never stops it; the promoter's timer ends a wait early when the
+    /// earliest run_at, on the injected clock, comes sooner.
+    const common::Clock& pace_ = common::real_time();
+    std::atomic<bool> nudged_{true};
+    // The reaper thread's own.
+    struct Session;
+    std::unique_ptr<Session> session_;
+    common::PeriodicTask task_{pace_};
 };
 
 }  // namespace aclaim::coordinator

@@ -14,10 +14,9 @@ namespace aclaim::coordinator {
 
 namespace {
 
-std::unique_ptr<pqxx::connection> connect(const std::string& dsn) {
-    auto conn = std::make_unique<pqxx::connection>(dsn);
+std::unique_ptr<pqxx::connection> connect(const Connections& connections) {
+    auto conn = connections.open("aclaim-coordinator-notifier", Connections::Role::Login);
     pqxx::nontransaction session(*conn);
-    session.exec("SET application_name = 'aclaim-coordinator-notifier'");
     // The notification's own commit need not reach the disk before it is delivered: it announces
     // commits that already did, and a crash of the server ends every listener's session anyway.
     // Without waiting for its flush, the cluster-wide notify lock is held for microseconds.
@@ -28,26 +27,36 @@ std::unique_ptr<pqxx::connection> connect(const std::string& dsn) {
 
 }  // namespace
 
-ResultNotifier::ResultNotifier(std::string dsn, StatementWatchdog& watchdog,
-                               std::chrono::milliseconds deadline,
+struct ResultNotifier::Session {
+    std::shared_ptr<StatementWatchdog::Watch> watch;
+    std::unique_ptr<pqxx::connection> conn;
+    common::Backoff backoff;
+    bool down_reported = false;
+};
+
+ResultNotifier::ResultNotifier(const Connections& connections,
                                metrics::ResultNotifierCounters& counters)
-    : dsn_(std::move(dsn)), watchdog_(watchdog), deadline_(deadline), counters_(counters) {}
+    : connections_(connections), counters_(counters), session_(std::make_unique<Session>()) {}
 
 ResultNotifier::~ResultNotifier() {
     stop();
 }
 
 void ResultNotifier::start() {
-    thread_ = std::thread([this] { run(); });
+    session_->watch = connections_.watch("aclaim-coordinator-notifier");
+    // Each round waits for committed(); a failed one retries after its backoff, with whatever
+    // came meanwhile. Once stopped, what is pending is sent once more unless the database was
+    // already failing: stopping does not wait for one that is down.
+    task_.start(
+        common::PeriodicTask::kUntilWoken,
+        [this] { return round() ? common::PeriodicTask::kUntilWoken : session_->backoff.next(); },
+        [this] {
+            if (!session_->down_reported) round();
+        });
 }
 
 void ResultNotifier::stop() {
-    {
-        std::lock_guard lock(mutex_);
-        stop_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    task_.stop();
 }
 
 void ResultNotifier::committed(common::OrgId org) {
@@ -55,51 +64,41 @@ void ResultNotifier::committed(common::OrgId org) {
         std::lock_guard lock(mutex_);
         if (!pending_.insert(org).second) return;
     }
-    wake_.notify_one();
+    task_.wake();
 }
 
-void ResultNotifier::run() {
-    const auto watch = watchdog_.watch("aclaim-coordinator-notifier");
-    const common::Clock& clock = watchdog_.clock();
-    common::Backoff backoff;
-    std::unique_ptr<pqxx::connection> conn;
-    bool down_reported = false;
-    while (true) {
-        std::vector<std::int64_t> orgs;
-        bool stopping = false;
-        {
-            std::unique_lock lock(mutex_);
-            wake_.wait(lock, [this] { return stop_ || !pending_.empty(); });
-            if (pending_.empty()) return;
-            orgs.assign(pending_.begin(), pending_.end());
-            pending_.clear();
-            stopping = stop_;
+bool ResultNotifier::round() {
+    std::vector<std::int64_t> orgs;
+    {
+        std::lock_guard lock(mutex_);
+        if (pending_.empty()) return true;
+        orgs.assign(pending_.begin(), pending_.end());
+        pending_.clear();
+    }
+    Session& s = *session_;
+    try {
+        if (!s.conn) s.conn = connect(connections_);
+        ArmedWatch armed(*s.watch, s.conn->sock(), connections_.deadline_from_now());
+        pqxx::nontransaction txn(*s.conn);
+        txn.exec_prepared(common::sql::kNotifyResults.name, kChannel, common::pg_array(orgs));
+        // Sent just as the deadline cut the connection: the notifications stand.
+        if (armed.release()) s.conn.reset();
+        s.backoff.reset();
+        s.down_reported = false;
+        counters_.sent.fetch_add(orgs.size(), std::memory_order_relaxed);
+        return true;
+    } catch (const std::exception& e) {
+        s.conn.reset();
+        if (!s.down_reported) {
+            spdlog::warn("result notifier: cannot notify {} ({}); retrying with backoff", kChannel,
+                         e.what());
         }
-        try {
-            if (!conn) conn = connect(dsn_);
-            ArmedWatch armed(*watch, conn->sock(), clock.monotonic_now() + deadline_);
-            pqxx::nontransaction txn(*conn);
-            txn.exec_prepared(common::sql::kNotifyResults.name, kChannel, common::pg_array(orgs));
-            // Sent just as the deadline cut the connection: the notifications stand.
-            if (armed.release()) conn.reset();
-            backoff.reset();
-            down_reported = false;
-            counters_.sent.fetch_add(orgs.size(), std::memory_order_relaxed);
-        } catch (const std::exception& e) {
-            conn.reset();
-            if (!down_reported) {
-                spdlog::warn("result notifier: cannot notify {} ({}); retrying with backoff",
-                             kChannel, e.what());
-            }
-            down_reported = true;
-            std::unique_lock lock(mutex_);
-            counters_.failed_rounds.fetch_add(1, std::memory_order_relaxed);
-            if (stopping) return;
-            // Nothing is lost: the organizations wait for the next round, with any that came since.
-            pending_.insert(orgs.begin(), orgs.end());
-            wake_.wait_for(lock, backoff.next(), [this] { return stop_; });
-            if (stop_) return;
-        }
+        s.down_reported = true;
+        counters_.failed_rounds.fetch_add(1, std::memory_order_relaxed);
+        std::lock_guard lock(mutex_);
+        // Nothing is lost: the organizations wait for the next round, with any that came since.
+        pending_.insert(orgs.begin(), orgs.end());
+        return false;
     }
 }
 

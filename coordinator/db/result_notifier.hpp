@@ -1,15 +1,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 
+#include "common/base/periodic_task.hpp"
 #include "common/store/assignment.hpp"
-#include "coordinator/db/statement_watchdog.hpp"
+#include "coordinator/db/connections.hpp"
 #include "coordinator/metrics/metrics.hpp"
 
 namespace aclaim::coordinator {
@@ -36,11 +36,9 @@ class ResultNotifier {
     /// The channel: payload is the organization id.
     static constexpr const char* kChannel = "aclaim_results";
 
-    /// The watchdog (whose clock times the deadlines) must outlive the notifier, and so must
-    /// `counters` (notifications sent, rounds failed: /metrics). `deadline` bounds every
-    /// statement, as on every coordinator connection.
-    ResultNotifier(std::string dsn, StatementWatchdog& watchdog, std::chrono::milliseconds deadline,
-                   metrics::ResultNotifierCounters& counters);
+    /// `connections` (and its watchdog, whose clock times the deadlines) must outlive the
+    /// notifier, and so must `counters` (notifications sent, rounds failed: /metrics).
+    ResultNotifier(const Connections& connections, metrics::ResultNotifierCounters& counters);
     ~ResultNotifier();
     ResultNotifier(const ResultNotifier&) = delete;
     ResultNotifier& operator=(const ResultNotifier&) = delete;
@@ -54,17 +52,18 @@ class ResultNotifier {
     void committed(common::OrgId org);
 
   private:
-    void run();
+    /// One round: sends what is pending; false when it failed (the organizations stay pending).
+    bool round();
 
-    std::string dsn_;
-    StatementWatchdog& watchdog_;
-    const std::chrono::milliseconds deadline_;
-    mutable std::mutex mutex_;
-    std::condition_variable wake_;
+    const Connections& connections_;
+    std::mutex mutex_;
     std::set<common::OrgId> pending_;
-    bool stop_ = false;
     metrics::ResultNotifierCounters& counters_;
-    std::thread thread_;
+    /// The notifier thread's connection and its retry state.
+    struct Session;
+    std::unique_ptr<Session> session_;
+    /// Woken by committed(); between failed rounds it waits out the backoff in real time.
+    common::PeriodicTask task_{common::real_time()};
 };
 
 }  // namespace aclaim::coordinator

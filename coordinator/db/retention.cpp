@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "coordinator/db/store_handle.hpp"
-
 namespace aclaim::coordinator {
 
 namespace {
@@ -13,30 +11,16 @@ struct CutAtDeadline : std::runtime_error {
 };
 }  // namespace
 
-Retention::Retention(RetentionOptions options, const common::Clock& clock, Metrics& metrics,
-                     StatementWatchdog& watchdog)
-    : options_(std::move(options)), clock_(clock), metrics_(metrics), watchdog_(watchdog) {}
+Retention::Retention(RetentionOptions options, const Connections& connections,
+                     const common::Clock& clock, Metrics& metrics)
+    : options_(std::move(options)), clock_(clock), metrics_(metrics), connections_(connections) {}
 
 Retention::~Retention() {
     stop();
 }
 
-void Retention::start() {
-    thread_ = std::thread([this] { run(); });
-}
-
 void Retention::stop() {
-    {
-        std::lock_guard lock(mutex_);
-        stop_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
-}
-
-bool Retention::pause(std::chrono::milliseconds d) {
-    std::unique_lock lock(mutex_);
-    return !wake_.wait_for(lock, d, [this] { return stop_; });
+    task_.stop();
 }
 
 void Retention::observe(const common::PartitionSummary& s) {
@@ -54,7 +38,7 @@ void Retention::observe(const common::PartitionSummary& s) {
 
 RetentionPass Retention::pass(common::AssignmentStore& store) {
     RetentionPass out;
-    const auto deadline = std::chrono::milliseconds(options_.db_deadline_ms);
+    const auto deadline = connections_.deadline();
     // Every call runs under the watchdog when the thread runs it; a test calling pass() directly
     // has no watch.
     auto guarded = [&](const auto& call) {
@@ -79,7 +63,8 @@ RetentionPass Retention::pass(common::AssignmentStore& store) {
         }
         std::int64_t got = 0;
         do {
-            if (out.batches > 0 && !pause(std::chrono::milliseconds(options_.retention_pause_ms)))
+            if (out.batches > 0 &&
+                !task_.pause(std::chrono::milliseconds(options_.retention_pause_ms)))
                 break;
             if (!options_.retention) break;
             const auto started = LatencyClock::now();
@@ -129,31 +114,30 @@ RetentionPass Retention::pass(common::AssignmentStore& store) {
     return out;
 }
 
-void Retention::run() {
+void Retention::start() {
     common::StoreOptions store_options;
     store_options.application_name = "aclaim-coordinator-retention";
-    store_options.row_security = options_.row_security;
-    watch_ = watchdog_.watch(store_options.application_name);
-    StoreHandle handle(options_.dsn, store_options, clock_);
+    watch_ = connections_.watch(store_options.application_name);
+    std::shared_ptr<StoreHandle> handle = connections_.store(store_options, clock_);
     // The first pass right away: a coordinator started after a long outage creates the
     // partitions the clock has reached before anything else needs them.
-    auto wait = std::chrono::milliseconds(0);
-    while (pause(wait)) {
-        wait = std::chrono::milliseconds(options_.retention_interval_ms);
-        common::AssignmentStore* store = handle.get();
-        if (store == nullptr) continue;
+    task_.start(common::PeriodicTask::Wait{0}, [this, handle] {
+        const auto next = std::chrono::milliseconds(options_.retention_interval_ms);
+        common::AssignmentStore* store = handle->get();
+        if (store == nullptr) return next;
         try {
             pass(*store);
         } catch (const CutAtDeadline& e) {
-            handle.drop(e.what());
+            handle->drop(e.what());
         } catch (const std::exception& e) {
             if (watch_->disarm() || connection_lost(e, store) || !store->is_open()) {
-                handle.drop(e.what());
+                handle->drop(e.what());
             } else {
                 spdlog::error("retention: pass failed: {}", e.what());
             }
         }
-    }
+        return next;
+    });
 }
 
 }  // namespace aclaim::coordinator

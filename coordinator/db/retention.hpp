@@ -1,12 +1,9 @@
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
-#include <thread>
-
 #include "common/base/clock.hpp"
+#include "common/base/periodic_task.hpp"
 #include "common/store/assignment_store.hpp"
-#include "coordinator/db/statement_watchdog.hpp"
+#include "coordinator/db/connections.hpp"
 #include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
@@ -31,9 +28,9 @@ struct RetentionPass {
 /// never holds a lock a claim needs. Its statements run under the watchdog, as the reaper's do.
 class Retention {
   public:
-    /// The watchdog must outlive it.
-    Retention(RetentionOptions options, const common::Clock& clock, Metrics& metrics,
-              StatementWatchdog& watchdog);
+    /// `connections` (and its watchdog) must outlive it.
+    Retention(RetentionOptions options, const Connections& connections, const common::Clock& clock,
+              Metrics& metrics);
     ~Retention();
     Retention(const Retention&) = delete;
     Retention& operator=(const Retention&) = delete;
@@ -46,20 +43,15 @@ class Retention {
     RetentionPass pass(common::AssignmentStore& store);
 
   private:
-    void run();
-    /// Waits up to `d` of real time; false when stopped meanwhile.
-    bool pause(std::chrono::milliseconds d);
     void observe(const common::PartitionSummary& s);
 
     const RetentionOptions options_;
     const common::Clock& clock_;
     Metrics& metrics_;
-    StatementWatchdog& watchdog_;
+    const Connections& connections_;
     std::shared_ptr<StatementWatchdog::Watch> watch_;
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    bool stop_ = false;
-    std::thread thread_;
+    /// Paces passes and the pauses between batches in real time, as the reaper's.
+    common::PeriodicTask task_{common::real_time()};
 };
 
 }  // namespace aclaim::coordinator

@@ -45,16 +45,14 @@ std::shared_ptr<StatementWatchdog::Watch> StatementWatchdog::watch(std::string n
 }
 
 void StatementWatchdog::start() {
-    thread_ = std::thread([this] { run(); });
+    task_.start(step_, [this] {
+        sweep();
+        return step_;
+    });
 }
 
 void StatementWatchdog::stop() {
-    {
-        std::lock_guard lock(mutex_);
-        stop_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    task_.stop();
 }
 
 int StatementWatchdog::sweep() {
@@ -80,16 +78,6 @@ int StatementWatchdog::sweep() {
 std::uint64_t StatementWatchdog::cuts() const {
     std::lock_guard lock(mutex_);
     return cuts_;
-}
-
-void StatementWatchdog::run() {
-    while (true) {
-        {
-            std::unique_lock lock(mutex_);
-            if (wake_.wait_for(lock, step_, [this] { return stop_; })) return;
-        }
-        sweep();
-    }
 }
 
 }  // namespace aclaim::coordinator

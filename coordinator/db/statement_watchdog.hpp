@@ -1,15 +1,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/base/clock.hpp"
+#include "common/base/periodic_task.hpp"
 
 namespace aclaim::coordinator {
 
@@ -67,16 +66,14 @@ class StatementWatchdog {
     std::uint64_t cuts() const;
 
   private:
-    void run();
-
     const common::Clock& clock_;
     const std::chrono::milliseconds step_;
     mutable std::mutex mutex_;
-    std::condition_variable wake_;
     std::vector<std::shared_ptr<Watch>> watches_;
     std::uint64_t cuts_ = 0;
-    bool stop_ = false;
-    std::thread thread_;
+    /// Sweeps in real time: under a simulated clock the deadlines move only when it is advanced,
+    /// and a sweep finds them then.
+    common::PeriodicTask task_{common::real_time()};
 };
 
 /// Arms a watch for one scope.

@@ -12,7 +12,6 @@
 #include "common/base/backoff.hpp"
 #include "common/base/clock.hpp"
 #include "common/store/assignment_store.hpp"
-#include "common/store/conninfo.hpp"
 #include "common/store/migrations.hpp"
 #include "coordinator/auth/zap.hpp"
 #include "coordinator/db/db_pool.hpp"
@@ -66,10 +65,9 @@ void apply_migrations(const std::string& dsn, const common::Clock& clock) {
 /// Fails start-up when the login cannot act as the row-security role: a configuration error that
 /// retrying would only hide. A database that cannot be reached is not one; serving starts and the
 /// DB threads reconnect as usual.
-void check_row_security_role(const std::string& dsn) {
+void check_row_security_role(const Connections& connections) {
     try {
-        pqxx::connection conn(dsn);
-        common::act_as_row_security_role(conn);
+        connections.open("aclaim-coordinator", Connections::Role::RowSecurity);
     } catch (const pqxx::broken_connection& e) {
         spdlog::warn("cannot reach the database to check row security ({}); continuing", e.what());
     }
@@ -86,19 +84,19 @@ std::string presence_name() {
 
 Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
     : options_(std::move(options)),
-      router_options_(options_.router()),
       clock_(clock),
       watchdog_(clock),
+      connections_(options_.connection, watchdog_),
       context_(1),
       router_(context_, zmq::socket_type::router),
       sessions_(clock),
       parked_(clock),
       replier_(router_, sessions_, metrics_),
-      dispatcher_(queue_, replier_, metrics_, clock, router_options_.db_deadline()),
+      dispatcher_(queue_, replier_, metrics_, clock, options_.connection.db_deadline()),
       revocations_(sessions_, parked_, replier_, metrics_),
-      inbound_(router_options_, {router_, clock, sessions_, parked_, revocations_, wakes_,
+      inbound_(options_.router, {router_, clock, sessions_, parked_, revocations_, wakes_,
                                  dispatcher_, replier_, metrics_}),
-      outcomes_(router_options_, {clock, sessions_, parked_, revocations_, wakes_, dispatcher_,
+      outcomes_(options_.router, {clock, sessions_, parked_, revocations_, wakes_, dispatcher_,
                                   replier_, metrics_}) {}
 
 Coordinator::~Coordinator() {
@@ -111,51 +109,40 @@ const AuthCounters* Coordinator::auth_counters() const {
 
 void Coordinator::bind() {
     options_.validate();
-    if (options_.migrate) apply_migrations(options_.dsn, clock_);
-    if (options_.row_security) check_row_security_role(options_.dsn);
-    router_.set(zmq::sockopt::maxmsgsize, proto::socket_max_message_size(!options_.plaintext));
+    const RouterOptions& router = options_.router;
+    if (options_.migrate) apply_migrations(options_.connection.dsn, clock_);
+    if (connections_.row_security()) check_row_security_role(connections_);
+    router_.set(zmq::sockopt::maxmsgsize, proto::socket_max_message_size(!router.plaintext));
     // Replies to peers that are gone fail at once instead of being silently discarded, so that
     // an undeliverable assignment can be released.
     router_.set(zmq::sockopt::router_mandatory, true);
-    router_.set(zmq::sockopt::sndhwm, router_options_.socket_hwm);
-    router_.set(zmq::sockopt::rcvhwm, router_options_.socket_hwm);
+    router_.set(zmq::sockopt::sndhwm, router.socket_hwm);
+    router_.set(zmq::sockopt::rcvhwm, router.socket_hwm);
     router_.set(zmq::sockopt::linger, kLingerMs);
-    const CurveOptions curve = options_.curve();
+    const CurveOptions& curve = options_.curve;
     router_.set(zmq::sockopt::handshake_ivl, curve.handshake_timeout_ms);
-    if (!curve.plaintext) {
+    if (!router.plaintext) {
         const std::string secret = curve.load_secret();
-        auto zap_options = options_.zap();
-        zap_options.dsn = common::guarded_dsn(zap_options.dsn, router_options_.db_deadline());
-        zap_ = std::make_unique<ZapHandler>(context_, zap_options, metrics_.auth, clock_);
+        zap_ = std::make_unique<ZapHandler>(context_, options_.zap, connections_.dsn(),
+                                            metrics_.auth, clock_);
         router_.set(zmq::sockopt::curve_server, true);
         router_.set(zmq::sockopt::curve_secretkey, secret);
         // A non-empty domain makes libzmq consult the ZAP handler for every handshake.
         router_.set(zmq::sockopt::zap_domain, "aclaim");
         spdlog::info("CURVE on: server public key {}", curve_public_of(secret));
     }
-    router_.bind(router_options_.bind);
+    router_.bind(router.bind);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     mailbox_ = std::make_unique<Mailbox>(context_);
-    // Every connection of the serving threads gives up on a server that does not answer.
-    const std::string dsn = common::guarded_dsn(options_.dsn, router_options_.db_deadline());
-    auto pool_options = options_.db_pool();
-    pool_options.dsn = dsn;
-    auto reaper_options = options_.reaper();
-    reaper_options.dsn = dsn;
-    results_ = std::make_unique<ResultNotifier>(dsn, watchdog_, router_options_.db_deadline(),
-                                                metrics_.results);
-    pool_ = std::make_unique<DbPool>(pool_options, clock_, queue_, *mailbox_, metrics_, watchdog_,
-                                     results_.get());
-    reaper_ = std::make_unique<Reaper>(reaper_options, clock_, *mailbox_, metrics_, watchdog_);
-    auto retention_options = options_.retention_options();
-    retention_options.dsn = dsn;
-    retention_ = std::make_unique<Retention>(retention_options, clock_, metrics_, watchdog_);
-    listener_ = std::make_unique<Listener>(dsn, *mailbox_, watchdog_, router_options_.db_deadline(),
+    results_ = std::make_unique<ResultNotifier>(connections_, metrics_.results);
+    pool_ = std::make_unique<DbPool>(options_.db_pool, connections_, router.lease(), clock_, queue_,
+                                     *mailbox_, metrics_, results_.get());
+    reaper_ = std::make_unique<Reaper>(options_.reaper, connections_, clock_, *mailbox_, metrics_);
+    retention_ = std::make_unique<Retention>(options_.retention, connections_, clock_, metrics_);
+    listener_ = std::make_unique<Listener>(connections_, *mailbox_,
                                            [reaper = reaper_.get()] { reaper->nudge(); });
-    auto presence_options = options_.presence();
-    presence_options.dsn = dsn;
-    presence_ = std::make_unique<PresencePublisher>(presence_options, presence_name(), endpoint_,
-                                                    clock_, presence_board_, watchdog_);
+    presence_ = std::make_unique<PresencePublisher>(
+        options_.presence, connections_, presence_name(), endpoint_, clock_, presence_board_);
     bound_ = true;
 }
 
@@ -185,7 +172,7 @@ void Coordinator::stop() {
 }
 
 void Coordinator::serve() {
-    if (options_.plaintext) {
+    if (options_.router.plaintext) {
         spdlog::warn(
             "plaintext mode: workers are not authenticated and each session acts for the "
             "organization its HELLO names; for development only");
@@ -198,7 +185,7 @@ void Coordinator::serve() {
     retention_->start();
     listener_->start();
     presence_->start();
-    if (!options_.row_security) {
+    if (!connections_.row_security()) {
         spdlog::warn(
             "row security off: store statements run as the login role, and only their "
             "own org_id filters keep organizations apart");
@@ -206,9 +193,9 @@ void Coordinator::serve() {
     spdlog::info(
         "serving on {}: lease {} ms, heartbeat {} ms, {} DB threads, lock strategy {}, "
         "row security {}",
-        endpoint_, router_options_.lease_ms, router_options_.effective_heartbeat_ms(),
-        options_.db_threads, common::to_string(options_.lock_strategy),
-        options_.row_security ? "on" : "off");
+        endpoint_, options_.router.lease_ms, options_.router.effective_heartbeat_ms(),
+        options_.db_pool.db_threads, common::to_string(options_.db_pool.lock_strategy),
+        connections_.row_security() ? "on" : "off");
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                {mailbox_->doorbell().handle(), 0, ZMQ_POLLIN, 0}};
     while (true) {
@@ -252,7 +239,7 @@ std::chrono::milliseconds Coordinator::poll_timeout(SteadyClock::time_point now)
 
 std::chrono::milliseconds Coordinator::drain_quiet() const {
     return std::min<std::chrono::milliseconds>(
-        kDrainQuiet, std::chrono::milliseconds(router_options_.drain_timeout_ms));
+        kDrainQuiet, std::chrono::milliseconds(options_.router.drain_timeout_ms));
 }
 
 void Coordinator::housekeeping(SteadyClock::time_point now) {
@@ -268,7 +255,7 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
     metrics_.router_tick_ns.store(common::SystemClock().monotonic_now().time_since_epoch().count());
     if (now < next_housekeeping_) return;
     next_housekeeping_ = now + kHousekeepingEvery;
-    if (const auto n = sessions_.expire_idle(idle_limit(router_options_)); n > 0) {
+    if (const auto n = sessions_.expire_idle(idle_limit(options_.router)); n > 0) {
         spdlog::info("forgot {} idle sessions", n);
         metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
     }
@@ -278,7 +265,7 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
 void Coordinator::begin_drain() {
     dispatcher_.begin_drain();
     const auto now = clock_.monotonic_now();
-    drain_until_ = now + std::chrono::milliseconds(router_options_.drain_timeout_ms);
+    drain_until_ = now + std::chrono::milliseconds(options_.router.drain_timeout_ms);
     drain_quiet_until_ = now + drain_quiet();
     auto parked = parked_.take_all();
     spdlog::info("draining: no new claims; answering {} parked claims and {} requests in flight",

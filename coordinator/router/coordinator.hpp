@@ -8,6 +8,7 @@
 #include <zmq.hpp>
 
 #include "common/base/clock.hpp"
+#include "coordinator/db/connections.hpp"
 #include "coordinator/db/events.hpp"
 #include "coordinator/db/presence.hpp"
 #include "coordinator/db/statement_watchdog.hpp"
@@ -72,12 +73,14 @@ class Coordinator {
     void begin_drain();
     void housekeeping(SteadyClock::time_point now);
 
+    /// Before inbound_ and outcomes_, which keep a reference to its router slice.
     CoordinatorOptions options_;
-    RouterOptions router_options_;  ///< before inbound_ and outcomes_, which keep a reference
     const common::Clock& clock_;
     Metrics metrics_;
     /// Before the DB threads, the reaper and the listener, whose statements it watches.
     StatementWatchdog watchdog_;
+    /// How every thread below opens its connections.
+    Connections connections_;
 
     zmq::context_t context_;
     std::unique_ptr<ZapHandler> zap_;  ///< before router_: it must outlive the ROUTER's handshakes

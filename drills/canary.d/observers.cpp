@@ -40,30 +40,20 @@ void add_all(std::map<std::string, std::int64_t>& to,
 }  // namespace
 
 void Periodic::start(std::chrono::milliseconds period, std::function<void()> tick) {
-    thread_ = std::thread([this, period, tick = std::move(tick)] {
-        std::unique_lock lock(mutex_);
-        while (!stopping_) {
-            lock.unlock();
-            try {
-                tick();
-            } catch (const std::exception& e) {
-                errors_.fetch_add(1);
-                std::lock_guard error_lock(mutex_);
-                last_error_ = e.what();
-            }
-            lock.lock();
-            wake_.wait_for(lock, period, [this] { return stopping_; });
+    task_.start(common::PeriodicTask::Wait{0}, [this, period, tick = std::move(tick)] {
+        try {
+            tick();
+        } catch (const std::exception& e) {
+            errors_.fetch_add(1);
+            std::lock_guard error_lock(mutex_);
+            last_error_ = e.what();
         }
+        return period;
     });
 }
 
 void Periodic::stop() {
-    {
-        std::lock_guard lock(mutex_);
-        stopping_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    task_.stop();
 }
 
 std::string Periodic::last_error() const {

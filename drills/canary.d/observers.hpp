@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -19,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/base/periodic_task.hpp"
 #include "common/store/assignment_store.hpp"
 
 namespace aclaim::drills {
@@ -39,11 +39,9 @@ class Periodic {
 
   private:
     mutable std::mutex mutex_;
-    std::condition_variable wake_;
-    bool stopping_ = false;
     std::string last_error_;
     std::atomic<std::int64_t> errors_{0};
-    std::thread thread_;
+    common::PeriodicTask task_{common::real_time()};
 };
 
 /// Lock waits seen in one interval.

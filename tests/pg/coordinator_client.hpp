@@ -39,19 +39,19 @@ struct CoordinatorHarness {
         const std::function<void(coordinator::CoordinatorOptions&)>& adjust = {}) {
         spdlog::set_level(spdlog::level::err);
         coordinator::CoordinatorOptions o;
-        o.dsn = db.dsn();
-        o.bind = "tcp://127.0.0.1:*";
-        o.plaintext = true;
-        o.lease_ms = 10000;
-        o.reap_interval_ms = 20;
-        o.in_doubt_budget_ms = 1000;
+        o.connection.dsn = db.dsn();
+        o.router.bind = "tcp://127.0.0.1:*";
+        o.router.plaintext = true;
+        o.router.lease_ms = 10000;
+        o.reaper.reap_interval_ms = 20;
+        o.db_pool.in_doubt_budget_ms = 1000;
         if (dynamic_cast<const common::ManualClock*>(&clock) != nullptr) {
             // The drain's quiet window is measured on the coordinator's clock; one that moves
             // only when told would hold stop() for good, so under it stopping ends the drain at
             // once. Its jumps (a lease's worth at a time) would also pass every database deadline
             // of a statement under way, so those are put out of their reach.
-            o.drain_timeout_ms = 0;
-            o.db_deadline_ms = kManualClockDbDeadlineMs;
+            o.router.drain_timeout_ms = 0;
+            o.connection.db_deadline_ms = kManualClockDbDeadlineMs;
         }
         if (adjust) adjust(o);
         coordinator = std::make_unique<coordinator::Coordinator>(o, clock);

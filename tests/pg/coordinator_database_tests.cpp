@@ -49,9 +49,9 @@ TEST_CASE("without a database, claims get NO_WORK and transitions ERROR, and sto
     spdlog::set_level(spdlog::level::critical);
     common::SystemClock clock;
     coordinator::CoordinatorOptions o;
-    o.dsn = "postgresql://postgres@127.0.0.1:1/aclaim?connect_timeout=2";
-    o.bind = "tcp://127.0.0.1:*";
-    o.plaintext = true;
+    o.connection.dsn = "postgresql://postgres@127.0.0.1:1/aclaim?connect_timeout=2";
+    o.router.bind = "tcp://127.0.0.1:*";
+    o.router.plaintext = true;
     coordinator::Coordinator c(o, clock);
     c.start();
     zmq::context_t context;
@@ -72,8 +72,8 @@ TEST_CASE("a completion whose connection dies before the commit is not_committed
     // The verdict is read from the row after reconnecting; on a slow (sanitized) build that may
     // take longer than the default answer bound, which would answer outcome_unknown first.
     CoordinatorHarness h(clock, [](coordinator::CoordinatorOptions& o) {
-        o.db_threads = 1;
-        o.db_deadline_ms = 10000;
+        o.db_pool.db_threads = 1;
+        o.connection.db_deadline_ms = 10000;
     });
     common::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(1), clock.now());
@@ -120,12 +120,12 @@ TEST_CASE("after PostgreSQL restarts the coordinator reconnects, completes and w
     }
     common::SystemClock clock;
     coordinator::CoordinatorOptions o;
-    o.dsn = server.dsn();
-    o.bind = "tcp://127.0.0.1:*";
-    o.plaintext = true;
+    o.connection.dsn = server.dsn();
+    o.router.bind = "tcp://127.0.0.1:*";
+    o.router.plaintext = true;
     // A restart of a durable server on a busy machine can take seconds: the lease must outlast
     // it, or the completion is rightly refused as expired.
-    o.lease_ms = 60000;
+    o.router.lease_ms = 60000;
     coordinator::Coordinator c(o, clock);
     c.start();
     zmq::context_t context;

@@ -28,10 +28,10 @@ TEST_CASE("on a multi-host DSN the coordinator follows the writable primary", "[
     CHECK(probe.check().ready);
 
     coordinator::CoordinatorOptions o;
-    o.dsn = dsn;
-    o.bind = "tcp://127.0.0.1:*";
-    o.plaintext = true;
-    o.lease_ms = 60000;
+    o.connection.dsn = dsn;
+    o.router.bind = "tcp://127.0.0.1:*";
+    o.router.plaintext = true;
+    o.router.lease_ms = 60000;
     coordinator::Coordinator c(o, clock);
     c.start();
     zmq::context_t context;
@@ -78,10 +78,10 @@ TEST_CASE("a primary fenced read-only without ending its sessions is left for th
     a.set_writable(false);
 
     coordinator::CoordinatorOptions o;
-    o.dsn = multi_host_dsn(a, b);
-    o.bind = "tcp://127.0.0.1:*";
-    o.plaintext = true;
-    o.lease_ms = 60000;
+    o.connection.dsn = multi_host_dsn(a, b);
+    o.router.bind = "tcp://127.0.0.1:*";
+    o.router.plaintext = true;
+    o.router.lease_ms = 60000;
     coordinator::Coordinator c(o, clock);
     c.start();
     zmq::context_t context;

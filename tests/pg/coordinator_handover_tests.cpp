@@ -20,14 +20,14 @@ constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'00
 std::unique_ptr<coordinator::Coordinator> second_coordinator(const CoordinatorHarness& h,
                                                              const common::Clock& clock) {
     coordinator::CoordinatorOptions o;
-    o.dsn = h.db.dsn();
-    o.bind = "tcp://127.0.0.1:*";
-    o.plaintext = true;
-    o.lease_ms = 10000;
-    o.reap_interval_ms = 20;
-    o.in_doubt_budget_ms = 1000;
-    o.drain_timeout_ms = 0;
-    o.db_deadline_ms = kManualClockDbDeadlineMs;
+    o.connection.dsn = h.db.dsn();
+    o.router.bind = "tcp://127.0.0.1:*";
+    o.router.plaintext = true;
+    o.router.lease_ms = 10000;
+    o.reaper.reap_interval_ms = 20;
+    o.db_pool.in_doubt_budget_ms = 1000;
+    o.router.drain_timeout_ms = 0;
+    o.connection.db_deadline_ms = kManualClockDbDeadlineMs;
     auto c = std::make_unique<coordinator::Coordinator>(o, clock);
     c->start();
     return c;

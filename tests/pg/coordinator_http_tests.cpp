@@ -50,9 +50,9 @@ struct Scraper {
 };
 
 coordinator::HttpOptions http_options(coordinator::CoordinatorOptions o, const std::string& dsn) {
-    o.http_bind = "127.0.0.1:0";
-    o.dsn = dsn;
-    return o.http();
+    o.http.http_bind = "127.0.0.1:0";
+    o.connection.dsn = dsn;
+    return o.http_endpoint();
 }
 
 }  // namespace
@@ -99,7 +99,7 @@ TEST_CASE("/metrics counts claims, completions and rejections as they happen", "
     CHECK(after.at("aclaim_rejections_total{reason=\"stale_generation\"}") == 1);
     CHECK(after.at("aclaim_rejections_total{reason=\"lease_expired\"}") == 0);
     CHECK(after.at("aclaim_connected_workers") == 1);
-    CHECK(after.at("aclaim_db_threads") == h.coordinator->options().db_threads);
+    CHECK(after.at("aclaim_db_threads") == h.coordinator->options().db_pool.db_threads);
     CHECK(after.at("aclaim_requests_total") >= 5);
     // Authentication is exported in plaintext mode too, as zeros, so dashboards have one shape.
     CHECK(after.at("aclaim_auth_curve_enabled") == 0);
@@ -203,8 +203,8 @@ TEST_CASE("an HTTP address already taken is refused with its name", "[http]") {
                                   h.coordinator->metrics());
     first.start();
     auto o = h.coordinator->options();
-    o.http_bind = first.address();
-    coordinator::HttpServer second(o.http(), h.coordinator->metrics());
+    o.http.http_bind = first.address();
+    coordinator::HttpServer second(o.http_endpoint(), h.coordinator->metrics());
     try {
         second.start();
         FAIL("a second server bound " << first.address());

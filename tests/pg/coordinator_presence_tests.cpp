@@ -39,7 +39,7 @@ std::map<common::OrgId, int> await_presence(pqxx::connection& conn, const std::s
 TEST_CASE("a coordinator publishes its connected workers per organization and withdraws them",
           "[presence]") {
     common::SystemClock clock;
-    CoordinatorHarness h(clock, [](auto& o) { o.presence_interval_ms = 100; });
+    CoordinatorHarness h(clock, [](auto& o) { o.presence.interval_ms = 100; });
     auto conn = h.db.connect();
     const auto endpoint = h.coordinator->endpoint();
 

@@ -36,11 +36,11 @@ constexpr std::int64_t first_generation_of_timeline(std::int64_t t) {
 
 coordinator::CoordinatorOptions options_for(const std::string& dsn) {
     coordinator::CoordinatorOptions o;
-    o.dsn = dsn;
-    o.bind = "tcp://127.0.0.1:*";
-    o.plaintext = true;
-    o.lease_ms = 60000;
-    o.db_threads = 1;
+    o.connection.dsn = dsn;
+    o.router.bind = "tcp://127.0.0.1:*";
+    o.router.plaintext = true;
+    o.router.lease_ms = 60000;
+    o.db_pool.db_threads = 1;
     return o;
 }
 
@@ -79,8 +79,8 @@ TEST_CASE("a synchronous standby promoted after its primary died: nothing acknow
     auto o = options_for(dsn);
     // Long enough for the promotion to come while the interrupted commit waits to be resolved,
     // and for the commit to be cut by the primary's death rather than by its deadline.
-    o.in_doubt_budget_ms = 30000;
-    o.db_deadline_ms = 60000;
+    o.db_pool.in_doubt_budget_ms = 30000;
+    o.connection.db_deadline_ms = 60000;
     coordinator::Coordinator c(o, clock);
     c.start();
     zmq::context_t context;

@@ -341,14 +341,16 @@ TEST_CASE("one coordinator at a time prunes, and its pass keeps partitions ahead
     }
     f.clock.advance(8 * kDay);
     coordinator::RetentionOptions options;
-    options.dsn = f.db.dsn();
     options.retention_batch = 3;
     options.retention_pause_ms = 0;
     options.partitions_ahead = 2;
-    options.db_deadline_ms = 5000;
+    coordinator::ConnectionOptions connection;
+    connection.dsn = f.db.dsn();
+    connection.db_deadline_ms = 5000;
     coordinator::Metrics metrics;
     coordinator::StatementWatchdog watchdog(f.clock);
-    coordinator::Retention retention(options, f.clock, metrics, watchdog);
+    const coordinator::Connections connections(connection, watchdog);
+    coordinator::Retention retention(options, connections, f.clock, metrics);
 
     AssignmentStore other(f.db.dsn());
     REQUIRE(other.try_retention_lock());

@@ -37,11 +37,11 @@ struct CurveHarness {
         : server(new_pair()),
           clock(manual_time ? static_cast<const common::Clock&>(manual) : system),
           harness(clock, [this, lease_ms](coordinator::CoordinatorOptions& o) {
-              o.plaintext = false;
-              o.curve_secret_key = server.secret_key;
-              o.key_cache_ms = 50;
-              o.handshake_timeout_ms = 1000;
-              o.lease_ms = lease_ms;
+              o.router.plaintext = false;
+              o.curve.curve_secret_key = server.secret_key;
+              o.zap.key_cache_ms = 50;
+              o.curve.handshake_timeout_ms = 1000;
+              o.router.lease_ms = lease_ms;
           }) {}
 
     KeyPair add_key(common::OrgId org, const std::string& name) {
@@ -207,8 +207,8 @@ TEST_CASE("CURVE: /metrics counts accepted and refused handshakes and key lookup
           "[security][curve][http]") {
     CurveHarness h;
     auto o = h.harness.coordinator->options();
-    o.http_bind = "127.0.0.1:0";
-    coordinator::HttpServer http(o.http(), h.harness.coordinator->metrics());
+    o.http.http_bind = "127.0.0.1:0";
+    coordinator::HttpServer http(o.http_endpoint(), h.harness.coordinator->metrics());
     http.start();
     REQUIRE(http.port() > 0);
     auto before = scrape_metrics(http.port());

@@ -179,13 +179,13 @@ struct Login {
 coordinator::CoordinatorOptions options_for(const std::string& dsn) {
     spdlog::set_level(spdlog::level::err);
     coordinator::CoordinatorOptions o;
-    o.dsn = dsn;
-    o.bind = "tcp://127.0.0.1:*";
-    o.plaintext = true;
+    o.connection.dsn = dsn;
+    o.router.bind = "tcp://127.0.0.1:*";
+    o.router.plaintext = true;
     // These coordinators run on a ManualClock, which the drain's quiet window would wait on for
     // good: stopping ends the drain at once instead. Database deadlines are put beyond its jumps.
-    o.drain_timeout_ms = 0;
-    o.db_deadline_ms = kManualClockDbDeadlineMs;
+    o.router.drain_timeout_ms = 0;
+    o.connection.db_deadline_ms = kManualClockDbDeadlineMs;
     return o;
 }
 
@@ -338,7 +338,7 @@ TEST_CASE("RLS: a coordinator whose login holds no table privilege serves throug
     }
     SECTION("row security off: the login inherits the policies and, unscoped, sees nothing") {
         auto o = options_for(login.dsn);
-        o.row_security = false;
+        o.connection.row_security = false;
         coordinator::Coordinator c(o, clock);
         c.start();
         zmq::context_t context;

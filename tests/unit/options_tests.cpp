@@ -13,8 +13,8 @@ namespace {
 
 CoordinatorOptions valid() {
     CoordinatorOptions o;
-    o.dsn = "postgresql://localhost/aclaim";
-    o.plaintext = true;
+    o.connection.dsn = "postgresql://localhost/aclaim";
+    o.router.plaintext = true;
     return o;
 }
 
@@ -31,75 +31,77 @@ std::string refusal(const CoordinatorOptions& o) {
 
 TEST_CASE("each slice carries the parsed values its component needs", "[options]") {
     auto o = valid();
-    o.lease_ms = 3000;
-    o.db_threads = 7;
-    o.reap_batch = 42;
-    o.key_cache_ms = 9;
-    o.http_bind = "127.0.0.1:0";
-    o.curve_secret_key_file = "/run/secrets/curve";
+    o.router.lease_ms = 3000;
+    o.db_pool.db_threads = 7;
+    o.reaper.reap_batch = 42;
+    o.zap.key_cache_ms = 9;
+    o.http.http_bind = "127.0.0.1:0";
+    o.curve.curve_secret_key_file = "/run/secrets/curve";
 
-    CHECK(o.router().lease_ms == 3000);
-    CHECK(o.router().effective_heartbeat_ms() == 1000);
-    CHECK(o.db_pool().lease_ms == 3000);
-    CHECK(o.db_pool().db_threads == 7);
-    CHECK(o.db_pool().dsn == o.dsn);
-    CHECK(o.reaper().reap_batch == 42);
-    CHECK(o.zap().key_cache().count() == 9);
-    CHECK(o.curve().curve_secret_key_file == "/run/secrets/curve");
-    CHECK(o.http().http_bind == "127.0.0.1:0");
-    CHECK(o.http().dsn == o.dsn);
-    CHECK(o.http().db_threads == 7);
-    CHECK(o.router().db_deadline_ms == 2000);
-    CHECK(o.db_pool().db_deadline_ms == 2000);
-    CHECK(o.reaper().db_deadline_ms == 2000);
-    CHECK(o.presence().interval_ms == 5000);
-    CHECK(o.presence().dsn == o.dsn);
-    CHECK(o.presence().db_deadline_ms == 2000);
+    // Each value is in the one slice whose component reads it; the HTTP endpoint is handed
+    // what it reports from theirs.
+    CHECK(o.router.lease_ms == 3000);
+    CHECK(o.router.effective_heartbeat_ms() == 1000);
+    CHECK(o.router.lease().count() == 3000);
+    CHECK(o.db_pool.db_threads == 7);
+    CHECK(o.reaper.reap_batch == 42);
+    CHECK(o.zap.key_cache().count() == 9);
+    CHECK(o.curve.curve_secret_key_file == "/run/secrets/curve");
+    CHECK(o.http_endpoint().http_bind == "127.0.0.1:0");
+    CHECK(o.http_endpoint().dsn == o.connection.dsn);
+    CHECK(o.http_endpoint().db_threads == 7);
+    CHECK(o.http_endpoint().plaintext);
+    CHECK(o.connection.db_deadline_ms == 2000);
+    CHECK(o.connection.db_deadline().count() == 2000);
+    CHECK(o.presence.interval_ms == 5000);
+    // The serving connections' string is the guarded one, computed from the one DSN.
+    CHECK(o.connection.guarded_dsn().find("connect_timeout") != std::string::npos);
+    CHECK(o.connection.guarded_dsn().find("postgresql://localhost/aclaim") == 0);
 }
 
 TEST_CASE("a refused setting is named by its flag, whichever slice holds it", "[options]") {
     CHECK(refusal(valid()).empty());
 
     auto o = valid();
-    o.dsn.clear();
+    o.connection.dsn.clear();
     CHECK(refusal(o).find("--dsn") != std::string::npos);
 
     o = valid();
-    o.heartbeat_ms = o.lease_ms;
+    o.router.heartbeat_ms = o.router.lease_ms;
     CHECK(refusal(o).find("--heartbeat-ms") != std::string::npos);
 
     o = valid();
-    o.reap_batch = 0;
+    o.reaper.reap_batch = 0;
     CHECK(refusal(o).find("--reap-batch") != std::string::npos);
 
     o = valid();
-    o.http_bind = "nowhere";
+    o.http.http_bind = "nowhere";
     CHECK(refusal(o).find("--http-bind") != std::string::npos);
-    CHECK_THROWS_AS(o.http().validate(), std::invalid_argument);
+    CHECK_THROWS_AS(o.http.validate(), std::invalid_argument);
 
     o = valid();
-    o.key_cache_ms = -1;
+    o.zap.key_cache_ms = -1;
     CHECK(refusal(o).find("--key-cache-ms") != std::string::npos);
 
     o = valid();
-    o.plaintext = false;
+    o.router.plaintext = false;
     CHECK(refusal(o).find("--curve-secret-key") != std::string::npos);
 
     o = valid();
-    o.presence_interval_ms = 50;
+    o.presence.interval_ms = 50;
     CHECK(refusal(o).find("--presence-interval-ms") != std::string::npos);
-    o.presence_interval_ms = 0;  // off
+    o.presence.interval_ms = 0;  // off
     CHECK(refusal(o).empty());
 
     o = valid();
-    o.db_deadline_ms = 50;
+    o.connection.db_deadline_ms = 50;
     CHECK(refusal(o).find("--db-deadline-ms") != std::string::npos);
 
     // A claim waiting out its lock timeout must not have its connection cut first.
     o = valid();
-    o.lock_strategy = common::LockStrategy::Wait;
-    o.lock_timeout_ms = o.db_deadline_ms;
+    o.db_pool.lock_strategy = common::LockStrategy::Wait;
+    o.db_pool.lock_timeout_ms = o.connection.db_deadline_ms;
     CHECK(refusal(o).find("--db-deadline-ms") != std::string::npos);
-    o.lock_timeout_ms = o.db_deadline_ms - 1;
+    o.db_pool.lock_timeout_ms = o.connection.db_deadline_ms - 1;
     CHECK(refusal(o).empty());
 }

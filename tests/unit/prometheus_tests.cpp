@@ -70,8 +70,8 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     m.pruned_jobs[2] = 4;
     m.partitions[2] = 3;
     CoordinatorOptions o;
-    o.db_threads = 5;
-    const auto text = render_prometheus(m, o.http());
+    o.db_pool.db_threads = 5;
+    const auto text = render_prometheus(m, o.http_endpoint());
     check_lines(text,
                 {"# TYPE aclaim_claims_total counter\naclaim_claims_total 7\n",
                  "aclaim_rejections_total{reason=\"lease_expired\"} 1\n",
@@ -101,8 +101,8 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
 TEST_CASE("authentication counters are exported, as zeros in plaintext mode", "[metrics]") {
     Metrics m;
     CoordinatorOptions o;
-    o.plaintext = true;
-    auto text = render_prometheus(m, o.http());
+    o.router.plaintext = true;
+    auto text = render_prometheus(m, o.http_endpoint());
     check_lines(text,
                 {"# TYPE aclaim_auth_handshakes_total counter\n", "aclaim_auth_curve_enabled 0\n",
                  "aclaim_auth_handshakes_total{outcome=\"accepted\"} 0\n",
@@ -110,14 +110,14 @@ TEST_CASE("authentication counters are exported, as zeros in plaintext mode", "[
                  "aclaim_auth_handshakes_total{outcome=\"failed\"} 0\n",
                  "aclaim_auth_key_lookups_total 0\n", "aclaim_auth_sessions_revoked_total 0\n"});
 
-    o.plaintext = false;
+    o.router.plaintext = false;
     m.auth.accepted = 5;
     m.auth.refused = 3;
     m.auth.failed = 1;
     m.auth.lookups = 9;
     m.auth.sessions_revoked = 2;
     m.count_error("key_revoked");
-    text = render_prometheus(m, o.http());
+    text = render_prometheus(m, o.http_endpoint());
     check_lines(
         text,
         {"aclaim_auth_curve_enabled 1\n", "aclaim_auth_handshakes_total{outcome=\"accepted\"} 5\n",
@@ -132,7 +132,7 @@ TEST_CASE("the result notifier's counters are families of their own", "[metrics]
     Metrics m;
     m.results.sent.fetch_add(3);
     m.results.failed_rounds.fetch_add(1);
-    const auto text = render_prometheus(m, CoordinatorOptions().http());
+    const auto text = render_prometheus(m, CoordinatorOptions().http_endpoint());
     check_lines(text, {"# TYPE aclaim_result_notifier_sent_total counter\n"
                        "aclaim_result_notifier_sent_total 3\n",
                        "# TYPE aclaim_result_notifier_failed_rounds_total counter\n"
@@ -154,7 +154,7 @@ TEST_CASE("promtool finds nothing to lint in the exposition", "[metrics][promtoo
     const std::string path = "/tmp/aclaim-promtool-" + std::to_string(::getpid()) + ".prom";
     {
         std::ofstream out(path);
-        out << render_prometheus(m, CoordinatorOptions().http());
+        out << render_prometheus(m, CoordinatorOptions().http_endpoint());
     }
     const std::string command = "promtool check metrics < " + path + " 2>&1";
     std::string report;

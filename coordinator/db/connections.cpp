@@ -1,0 +1,43 @@
+#include "coordinator/db/connections.hpp"
+
+#include <pqxx/pqxx>
+
+#include "common/store/store_sql.hpp"
+
+namespace aclaim::coordinator {
+
+Connections::Connections(ConnectionOptions options, StatementWatchdog& watchdog)
+    : options_(std::move(options)), dsn_(options_.guarded_dsn()), watchdog_(watchdog) {}
+
+std::unique_ptr<pqxx::connection> Connections::open(const std::string& application_name,
+                                                    Role role) const {
+    auto conn = std::make_unique<pqxx::connection>(dsn_);
+    {
+        pqxx::nontransaction session(*conn);
+        session.exec("SET application_name = " + session.quote(application_name));
+    }
+    if (role == Role::RowSecurity && options_.row_security) {
+        common::act_as_row_security_role(*conn);
+        // A raw connection has no per-transaction scope: every organization, for the session.
+        pqxx::nontransaction session(*conn);
+        session.exec_params("SELECT set_config('aclaim.org_id', $1, false)",
+                            common::sql::kAllOrganizations);
+    }
+    return conn;
+}
+
+std::unique_ptr<StoreHandle> Connections::store(common::StoreOptions options,
+                                                const common::Clock& clock) const {
+    options.row_security = options_.row_security;
+    return std::make_unique<StoreHandle>(dsn_, std::move(options), clock);
+}
+
+std::shared_ptr<StatementWatchdog::Watch> Connections::watch(std::string name) const {
+    return watchdog_.watch(std::move(name));
+}
+
+common::MonotonicTime Connections::deadline_from_now() const {
+    return watchdog_.clock().monotonic_now() + deadline();
+}
+
+}  // namespace aclaim::coordinator
