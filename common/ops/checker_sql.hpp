@@ -20,7 +20,8 @@ inline constexpr const char* kCheckEvents =
     "aclaim_us(at) AS at_us, detail FROM job_events ORDER BY id";
 
 /// Every published result (kResultColumns).
-inline const std::string kCheckResults = std::string("SELECT ") + kResultColumns + " FROM job_results";
+inline const std::string kCheckResults =
+    std::string("SELECT ") + kResultColumns + " FROM job_results";
 
 /// Every queue event (pause, resume, configure), in the order written.
 inline constexpr const char* kCheckQueueEvents =

@@ -1,6 +1,6 @@
 #include "common/ops/operator_store.hpp"
 
-#include <stdexcept>
+#include <array>
 #include <string_view>
 
 #include "common/ops/operator_sql.hpp"
@@ -16,25 +16,11 @@ namespace {
 /// The field of `q` (an OrgStatus or a QueueStatus, const or not) that counts state `s`.
 template <typename Q>
 auto& count_in(Q& q, JobState s) {
-    switch (s) {
-        case JobState::Pending:
-            return q.pending;
-        case JobState::Scheduled:
-            return q.scheduled;
-        case JobState::Assigned:
-            return q.assigned;
-        case JobState::Completed:
-            return q.completed;
-        case JobState::Failed:
-            return q.failed;
-        case JobState::Discarded:
-            return q.discarded;
-        case JobState::Cancelled:
-            return q.cancelled;
-        case JobState::Quarantined:
-            return q.quarantined;
-    }
-    throw std::logic_error("no such state");
+    // In kJobStates' order, which is the enum's (job_states.hpp holds them to it).
+    const std::array<decltype(&q.pending), kJobStates.size()> fields = {
+        &q.pending, &q.scheduled, &q.assigned,  &q.completed,
+        &q.failed,  &q.discarded, &q.cancelled, &q.quarantined};
+    return *fields.at(state_index(s));
 }
 
 std::string with_columns(const char* text) {
