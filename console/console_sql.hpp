@@ -5,15 +5,9 @@
 // Jobs, a job's dossier and the quarantine inbox are the operator store's and the recovery
 // store's statements, shared with aclaimctl. Time comes in as $n microseconds, as in the store.
 
-#include <array>
-#include <string_view>
+#include <string>
 
 namespace aclaim::console::sql {
-
-/// The states the overview counts, in display order. A new state is one more entry.
-inline constexpr std::array<std::string_view, 8> kStates = {"pending",   "scheduled",  "assigned",
-                                                            "completed", "failed",     "discarded",
-                                                            "cancelled", "quarantined"};
 
 /// Above this many rows of one (organization, state) the overview shows the planner's estimate
 /// instead of counting: an index-only count of at most this many entries per pair stays cheap.
@@ -39,11 +33,9 @@ SELECT o AS org_id, s AS state,
   FROM unnest($1::bigint[], $2::text[]) AS p(o, s)
 )SQL";
 
-/// States a job never leaves: their counts only grow, so an estimate from the last ANALYZE errs
-/// low, never showing work that is gone. Above kSkipCountFactor times the cap by the estimate,
-/// the overview does not count them at all.
-inline constexpr std::array<std::string_view, 4> kGrowingStates = {"completed", "failed",
-                                                                   "discarded", "cancelled"};
+/// The finished states' counts only grow (common::kFinishedStates), so an estimate from the last
+/// ANALYZE errs low, never showing work that is gone. Above kSkipCountFactor times the cap by the
+/// estimate, the overview does not count them at all.
 inline constexpr long long kSkipCountFactor = 4;
 
 /// The planner's per-(organization, state) estimates in one read: the most common combinations
@@ -68,54 +60,9 @@ SELECT org_id,
  GROUP BY org_id
 )SQL";
 
-/// The states the per-queue table counts, each a column of kQueueOverview: the work still to do
-/// and what waits for a person. Finished states are counted per organization only.
-inline constexpr std::array<std::string_view, 4> kQueueStates = {"pending", "scheduled", "assigned",
-                                                                 "discarded"};
-
-/// At most this many queues per organization and state are listed (the skip scan stops there).
+/// The queue table (common::count_queues, of common::kQueueStates) lists at most this many queues
+/// per organization and state.
 inline constexpr int kQueuesShown = 100;
-
-/// $1 bigint[] organizations, $2 count cap, $3 queues shown. Every queue of the organizations
-/// that holds a job in one of kQueueStates, or has settings, with its switch, its limit, each of
-/// those states' count up to $2 + 1 and the run_at of its oldest claimable job. All of it from
-/// jobs_org_state (schema/0011): a skip scan over the queues of each (organization, state), then
-/// per queue index-only counts and one probe for the oldest pending entry.
-inline constexpr const char* kQueueOverview = R"SQL(
-WITH RECURSIVE pairs AS (
-    SELECT o, s FROM unnest($1::bigint[]) o,
-                     unnest(ARRAY['pending', 'scheduled', 'assigned', 'discarded']) s
-), found AS (
-    SELECT p.o, p.s, 1 AS n,
-           (SELECT j.queue FROM jobs j WHERE j.org_id = p.o AND j.state = p.s
-             ORDER BY j.queue LIMIT 1) AS queue
-      FROM pairs p
-    UNION ALL
-    SELECT f.o, f.s, f.n + 1,
-           (SELECT j.queue FROM jobs j WHERE j.org_id = f.o AND j.state = f.s AND j.queue > f.queue
-             ORDER BY j.queue LIMIT 1)
-      FROM found f WHERE f.queue IS NOT NULL AND f.n < $3::int
-), queues AS (
-    SELECT o AS org_id, queue FROM found WHERE queue IS NOT NULL
-    UNION
-    SELECT org_id, queue FROM job_queues WHERE org_id = ANY($1::bigint[])
-)
-SELECT q.org_id, q.queue, coalesce(jq.paused, false) AS paused, jq.max_assigned,
-       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = q.org_id
-          AND j.state = 'pending' AND j.queue = q.queue LIMIT $2::bigint + 1) c) AS pending,
-       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = q.org_id
-          AND j.state = 'scheduled' AND j.queue = q.queue LIMIT $2::bigint + 1) c) AS scheduled,
-       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = q.org_id
-          AND j.state = 'assigned' AND j.queue = q.queue LIMIT $2::bigint + 1) c) AS assigned,
-       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = q.org_id
-          AND j.state = 'discarded' AND j.queue = q.queue LIMIT $2::bigint + 1) c) AS discarded,
-       (SELECT aclaim_us(j.run_at) FROM jobs j
-         WHERE j.org_id = q.org_id AND j.state = 'pending' AND j.queue = q.queue
-         ORDER BY j.run_at LIMIT 1) AS oldest_pending_us
-  FROM queues q
-  LEFT JOIN job_queues jq ON jq.org_id = q.org_id AND jq.queue = q.queue
- ORDER BY q.org_id, q.queue
-)SQL";
 
 /// $1 since, $2 now, $3 bigint[] organizations. Completions per organization and minute since $1
 /// (one range of jobs_completed_at per organization), binned in the index's own type: converting
@@ -164,5 +111,35 @@ SELECT org_id, coordinator, endpoint, workers, aclaim_us(seen_at) AS seen_us
 /// The planner's estimate of the table's rows (-1 before the first ANALYZE).
 inline constexpr const char* kTableEstimate =
     "SELECT reltuples::bigint FROM pg_class WHERE oid = 'jobs'::regclass";
+
+/// The console's session settings. Its reads are index probes whose row estimates (recursive skip
+/// scans) look costly to the planner: with JIT on, it spends a second compiling what then runs in
+/// milliseconds.
+inline constexpr const char* kSession = "SET jit = off; SET application_name = 'aclaim-console'";
+
+/// $1 text: the organization (or kAllOrganizations) the data connection may see, session-wide.
+inline constexpr const char* kSessionScope = "SELECT set_config('aclaim.org_id', $1, false)";
+
+/// The planner's plan, as JSON, for counting one organization's jobs in one state: its "Plan
+/// Rows" is the estimate. EXPLAIN takes no parameters, so the values are written into the text;
+/// `quoted_state` must come quoted by the connection.
+inline std::string state_count_plan(long long org, const std::string& quoted_state) {
+    return "EXPLAIN (FORMAT JSON) SELECT 1 FROM jobs WHERE org_id = " + std::to_string(org) +
+           " AND state = " + quoted_state;
+}
+
+/// $1 name, $2 password hash, $3 organizations as a bigint[] literal or NULL for all. Creates the
+/// operator, or replaces its password and organizations and enables it again.
+inline constexpr const char* kPutOperator = R"SQL(
+INSERT INTO console_operators (name, password_hash, org_ids) VALUES ($1, $2, $3)
+    ON CONFLICT (name) DO UPDATE SET password_hash = EXCLUDED.password_hash,
+                                     org_ids = EXCLUDED.org_ids, disabled_at = NULL
+)SQL";
+
+/// $1 name. An enabled operator's password hash and organizations (NULL: all).
+inline constexpr const char* kOperatorLogin = R"SQL(
+SELECT password_hash, array_to_string(org_ids, ',') AS orgs FROM console_operators
+ WHERE name = $1 AND disabled_at IS NULL
+)SQL";
 
 }  // namespace aclaim::console::sql

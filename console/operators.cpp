@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "common/store/pg_array.hpp"
+#include "console/console_sql.hpp"
 
 namespace aclaim::console {
 
@@ -49,21 +50,14 @@ void put_operator(pqxx::connection& conn, const Operator& op, const std::string&
     std::optional<std::string> orgs;
     if (op.orgs) orgs = common::pg_array(*op.orgs);
     pqxx::work txn(conn, "console_put_operator");
-    txn.exec_params(
-        "INSERT INTO console_operators (name, password_hash, org_ids) VALUES ($1, $2, $3)"
-        " ON CONFLICT (name) DO UPDATE SET password_hash = EXCLUDED.password_hash,"
-        " org_ids = EXCLUDED.org_ids, disabled_at = NULL",
-        op.name, hash, orgs);
+    txn.exec_params(sql::kPutOperator, op.name, hash, orgs);
     txn.commit();
 }
 
 std::optional<Operator> authenticate(pqxx::connection& conn, const Credentials& who) {
     const auto& [name, password] = who;
     pqxx::read_transaction txn(conn);
-    const auto rows = txn.exec_params(
-        "SELECT password_hash, array_to_string(org_ids, ',') AS orgs FROM console_operators"
-        " WHERE name = $1 AND disabled_at IS NULL",
-        name);
+    const auto rows = txn.exec_params(sql::kOperatorLogin, name);
     if (rows.empty()) {
         // Spend the same time as a real check, so that response times do not reveal names.
         verify_password(

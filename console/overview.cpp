@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <map>
 
+#include "common/ops/operator_store.hpp"
+#include "common/store/job_states.hpp"
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
 #include "console/console_sql.hpp"
@@ -26,28 +28,28 @@ json age_ms(common::Instant now, common::Micros since_us) {
 void Views::queue_overview(pqxx::transaction_base& txn, const std::vector<common::OrgId>& orgs,
                            common::Instant now, std::map<common::OrgId, json>& by_org) {
     std::map<common::OrgId, common::Micros> oldest;
-    for (const auto& r : txn.exec_params(sql::kQueueOverview, common::pg_array(orgs),
-                                         sql::kExactCountCap, sql::kQueuesShown)) {
-        const auto org = r["org_id"].as<common::OrgId>();
-        const auto it = by_org.find(org);
+    common::QueueQuery query;
+    query.orgs = orgs;
+    query.states.assign(common::kQueueStates.begin(), common::kQueueStates.end());
+    query.cap = sql::kExactCountCap;
+    query.queues_per_state = sql::kQueuesShown;
+    for (const auto& q : common::count_queues(txn, query)) {
+        const auto it = by_org.find(q.org_id);
         if (it == by_org.end()) continue;
         json counts = json::object();
-        for (const auto state : sql::kQueueStates) {
-            const std::string column(state);
-            counts[column] = r[column].as<long long>();
+        for (const auto state : common::kQueueStates) {
+            counts[std::string(common::state_name(state))] = q.count(state);
         }
-        json row = {
-            {"queue", r["queue"].as<std::string>()},
-            {"paused", r["paused"].as<bool>()},
-            {"max_assigned",
-             r["max_assigned"].is_null() ? json(nullptr) : json(r["max_assigned"].as<int>())},
-            {"counts", counts},
-            {"oldest_pending_age_ms", nullptr}};
-        if (!r["oldest_pending_us"].is_null()) {
-            const auto us = r["oldest_pending_us"].as<common::Micros>();
+        json row = {{"queue", q.queue},
+                    {"paused", q.paused},
+                    {"max_assigned", q.max_assigned ? json(*q.max_assigned) : json(nullptr)},
+                    {"counts", counts},
+                    {"oldest_pending_age_ms", nullptr}};
+        if (q.oldest_pending_us) {
+            const auto us = *q.oldest_pending_us;
             row["oldest_pending_age_ms"] = age_ms(now, us);
-            const auto o = oldest.find(org);
-            if (o == oldest.end() || us < o->second) oldest[org] = us;
+            const auto o = oldest.find(q.org_id);
+            if (o == oldest.end() || us < o->second) oldest[q.org_id] = us;
         }
         it->second["queues"].push_back(std::move(row));
     }
@@ -69,9 +71,9 @@ json Views::overview(const Operator& op, common::Instant now) {
         for (const auto org : orgs) {
             json counts = json::object();
             json estimated = json::object();
-            for (const auto s : sql::kStates) {
-                counts[std::string(s)] = 0;
-                estimated[std::string(s)] = false;
+            for (const auto& s : common::kJobStates) {
+                counts[std::string(s.name)] = 0;
+                estimated[std::string(s.name)] = false;
             }
             by_org[org] = {{"org_id", org},
                            {"counts", counts},
@@ -109,12 +111,12 @@ json Views::overview(const Operator& op, common::Instant now) {
             std::vector<common::OrgId> count_orgs;
             std::vector<std::string> count_states;
             for (const auto org : in_scope) {
-                for (const auto state_view : sql::kStates) {
-                    const std::string state(state_view);
+                for (const auto& s : common::kJobStates) {
+                    const std::string state(s.name);
                     const auto e = estimate_of(org, state);
-                    const bool growing =
-                        std::find(sql::kGrowingStates.begin(), sql::kGrowingStates.end(),
-                                  state_view) != sql::kGrowingStates.end();
+                    // A finished state's count only grows: an estimate errs low, never showing
+                    // work that is gone.
+                    const bool growing = common::is_terminal(s.state);
                     if (growing && e >= sql::kSkipCountFactor * sql::kExactCountCap) {
                         by_org[org]["counts"][state] = e;
                         by_org[org]["estimated"][state] = true;
@@ -182,9 +184,7 @@ json Views::overview(const Operator& op, common::Instant now) {
             pqxx::nontransaction txn(meta());
             for (const auto& [org, state] : to_estimate) {
                 const auto plan = json::parse(
-                    txn.exec1("EXPLAIN (FORMAT JSON) SELECT 1 FROM jobs WHERE org_id = " +
-                              std::to_string(org) + " AND state = " + txn.quote(state))[0]
-                        .as<std::string>());
+                    txn.exec1(sql::state_count_plan(org, txn.quote(state)))[0].as<std::string>());
                 const auto rows = plan.at(0).at("Plan").at("Plan Rows").get<double>();
                 by_org[org]["counts"][state] =
                     std::max<long long>(sql::kExactCountCap, static_cast<long long>(rows));

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "common/ops/recovery.hpp"
+#include "common/store/job_states.hpp"
 #include "console/assets.hpp"
 
 namespace aclaim::console {
@@ -79,6 +80,17 @@ void send_action(httplib::Response& res, const ActionResult& r) {
                        : r.kind == ActionResult::Kind::Refused ? 409
                                                                : 404;
     send_json(res, status, r.body);
+}
+
+/// The job states the pages show, from the one list (common/store/job_states.hpp): every state in
+/// display order, the per-queue table's columns, and those cancel and retry act on.
+json states_json() {
+    json all = json::array();
+    for (const auto& s : common::kJobStates) all.push_back(s.name);
+    return {{"all", all},
+            {"queue", common::state_names(common::kQueueStates)},
+            {"cancellable", common::state_names(common::kCancellableStates)},
+            {"retryable", common::state_names(common::kRetryableStates)}};
 }
 
 }  // namespace
@@ -224,13 +236,14 @@ void ConsoleServer::routes() {
     s.Get("/api/session", [this](const httplib::Request& req, httplib::Response& res) {
         const auto session = sessions_.find(cookie_token(req).value_or(""));
         if (!session) {
-            send_json(res, 200, {{"operator", nullptr}});
+            send_json(res, 200, {{"operator", nullptr}, {"states", states_json()}});
             return;
         }
         send_json(res, 200,
                   {{"operator", session->op.name},
                    {"orgs", session->op.orgs ? json(*session->op.orgs) : json(nullptr)},
-                   {"csrf", session->csrf}});
+                   {"csrf", session->csrf},
+                   {"states", states_json()}});
     });
 
     s.Get("/api/overview", [this, session_of](const httplib::Request& req, httplib::Response& res) {

@@ -36,11 +36,10 @@ Views::Views(std::string dsn, fs::path reports_dir)
 
 namespace {
 
-/// The console's reads are index probes whose row estimates (recursive skip scans) look costly
-/// to the planner: with JIT on, it spends a second compiling what then runs in milliseconds.
+/// sql::kSession says why.
 void console_session(pqxx::connection& conn) {
     pqxx::nontransaction session(conn);
-    session.exec("SET jit = off; SET application_name = 'aclaim-console'");
+    session.exec(sql::kSession);
 }
 
 }  // namespace
@@ -67,7 +66,7 @@ void Views::scope(const std::string& org_or_system) {
     // Session-wide (not SET LOCAL), so that it covers the stores' own transactions too; every use
     // sets it first, under the mutex.
     pqxx::nontransaction session(data());
-    session.exec_params("SELECT set_config('aclaim.org_id', $1, false)", org_or_system);
+    session.exec_params(sql::kSessionScope, org_or_system);
 }
 
 std::vector<std::string> Views::scopes_of(const Operator& op) {
@@ -238,22 +237,9 @@ std::optional<json> Views::run_check(const Operator& op, common::Instant now) {
     return with_connections([&] {
         scope(common::sql::kAllOrganizations);
         const auto report = common::check(common::load_history(data()));
-        json violations = json::array();
-        for (const auto& v : report.violations) {
-            violations.push_back({{"invariant", common::to_string(v.invariant)},
-                                  {"job_id", v.job_id},
-                                  {"evidence", v.evidence}});
-        }
-        last_check_ = {{"at", common::format_instant(now)},
-                       {"by", actor_of(op)},
-                       {"ok", report.ok()},
-                       {"jobs", report.jobs},
-                       {"events", report.events},
-                       {"states", report.states},
-                       {"accepted_completions", report.accepted_completions},
-                       {"rejections", report.rejections},
-                       {"reclaims", report.reclaims},
-                       {"violations", violations}};
+        last_check_ = common::check_report_json(report);
+        last_check_["at"] = common::format_instant(now);
+        last_check_["by"] = actor_of(op);
         return std::optional<json>(last_check_);
     });
 }

@@ -5,31 +5,13 @@
 #include <sstream>
 
 #include "common/ops/checker.hpp"
+#include "common/ops/job_json.hpp"
 #include "ctl/cells.hpp"
 #include "ctl/ctl.hpp"
 
 namespace aclaim::ctl {
 
 namespace {
-
-nlohmann::json report_json(const common::CheckReport& report) {
-    nlohmann::json out{{"ok", report.ok()},
-                       {"jobs", report.jobs},
-                       {"events", report.events},
-                       {"states", report.states},
-                       {"accepted_completions", report.accepted_completions},
-                       {"rejections", report.rejections},
-                       {"reclaims", report.reclaims},
-                       {"pruned", report.pruned},
-                       {"pruned_with_history", report.pruned_with_history},
-                       {"violations", nlohmann::json::array()}};
-    for (const auto& v : report.violations) {
-        out["violations"].push_back({{"invariant", common::to_string(v.invariant)},
-                                     {"job_id", v.job_id},
-                                     {"evidence", v.evidence}});
-    }
-    return out;
-}
 
 std::string report_text(const common::CheckReport& report) {
     std::ostringstream out;
@@ -53,7 +35,7 @@ std::string report_text(const common::CheckReport& report) {
 int check_one(const Global& global, bool json) {
     pqxx::connection conn(require_dsn(global));
     const auto report = common::check(common::load_history(conn));
-    std::cout << (json ? report_json(report).dump(2) + "\n" : report_text(report));
+    std::cout << (json ? common::check_report_json(report).dump(2) + "\n" : report_text(report));
     return report.ok() ? 0 : 1;
 }
 
@@ -64,7 +46,7 @@ int check_cells(const Global& global, const common::CellMap& map, bool json) {
         CellReport out;
         for (const auto& job : history.jobs) out.organizations.insert(job.org_id);
         out.findings = !report.ok();
-        out.json = report_json(report).dump();
+        out.json = common::check_report_json(report).dump();
         out.text = report_text(report);
         return out;
     };

@@ -15,6 +15,7 @@
 #include <pqxx/pqxx>
 
 #include "common/ops/worker_keys.hpp"
+#include "common/ops/worker_keys_sql.hpp"
 #include "ctl/ctl.hpp"
 
 namespace aclaim::ctl {
@@ -120,9 +121,7 @@ int revoke(const Global& global, const RevokeArgs& args) {
 int list(const Global& global, bool json) {
     pqxx::connection conn(require_dsn(global));
     pqxx::read_transaction txn(conn);
-    const auto rows = txn.exec(
-        "SELECT public_key, org_id, name, created_at::text, coalesce(revoked_at::text, '') "
-        "FROM worker_keys ORDER BY org_id, name, created_at");
+    const auto rows = txn.exec(common::sql::kWorkerKeyList);
     if (json) {
         nlohmann::json out = {{"keys", nlohmann::json::array()}};
         for (const auto& r : rows) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/base/enum_names.hpp"
+#include "common/ops/checker_sql.hpp"
 #include "common/store/pg_time.hpp"
 
 namespace aclaim::common {
@@ -302,8 +303,7 @@ History load_history(pqxx::connection& conn) {
     History h;
     // One snapshot for all three reads, so that a system still running is seen consistently.
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn, "check");
-    for (const auto& r : txn.exec("SELECT id, org_id, state, generation, result_ref, "
-                                  "quarantine_reason, queue FROM jobs ORDER BY id")) {
+    for (const auto& r : txn.exec(sql::kCheckJobs)) {
         JobRow j;
         j.id = r["id"].as<JobId>();
         j.org_id = r["org_id"].as<OrgId>();
@@ -315,20 +315,16 @@ History load_history(pqxx::connection& conn) {
         j.queue = r["queue"].as<std::string>();
         h.jobs.push_back(std::move(j));
     }
-    for (const auto& r :
-         txn.exec("SELECT id, job_id, org_id, generation, kind, coalesce(worker, '') AS worker, "
-                  "aclaim_us(at) AS at_us, detail FROM job_events ORDER BY id")) {
+    for (const auto& r : txn.exec(sql::kCheckEvents)) {
         h.events.push_back({r["id"].as<std::int64_t>(), r["job_id"].as<JobId>(),
                             r["org_id"].as<OrgId>(), r["generation"].as<Generation>(),
                             r["kind"].as<std::string>(), r["worker"].as<std::string>(),
                             r["at_us"].as<Instant>(), r["detail"].as<std::string>()});
     }
-    for (const auto& r :
-         txn.exec(std::string("SELECT ") + sql::kResultColumns + " FROM job_results")) {
+    for (const auto& r : txn.exec(sql::kCheckResults)) {
         h.results.push_back(result_record_of(r));
     }
-    for (const auto& r : txn.exec("SELECT org_id, queue, kind, aclaim_us(at) AS at_us, detail "
-                                  "FROM queue_events ORDER BY id")) {
+    for (const auto& r : txn.exec(sql::kCheckQueueEvents)) {
         h.queue_events.push_back({r["org_id"].as<OrgId>(), r["queue"].as<std::string>(),
                                   r["kind"].as<std::string>(), r["at_us"].as<Instant>(),
                                   r["detail"].as<std::string>()});

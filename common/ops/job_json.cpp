@@ -49,4 +49,23 @@ nlohmann::json event_json(const AuditEvent& e) {
             {"detail", e.detail}};
 }
 
+nlohmann::json check_report_json(const CheckReport& report) {
+    nlohmann::json out{{"ok", report.ok()},
+                       {"jobs", report.jobs},
+                       {"events", report.events},
+                       {"states", report.states},
+                       {"accepted_completions", report.accepted_completions},
+                       {"rejections", report.rejections},
+                       {"reclaims", report.reclaims},
+                       {"pruned", report.pruned},
+                       {"pruned_with_history", report.pruned_with_history},
+                       {"violations", nlohmann::json::array()}};
+    for (const auto& v : report.violations) {
+        out["violations"].push_back({{"invariant", to_string(v.invariant)},
+                                     {"job_id", v.job_id},
+                                     {"evidence", v.evidence}});
+    }
+    return out;
+}
+
 }  // namespace aclaim::common

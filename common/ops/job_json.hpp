@@ -1,14 +1,18 @@
 #pragma once
 
-// Jobs and their events as JSON, the same for inspect and jobs list.
+// Jobs and their events as JSON, the same for inspect and jobs list; a checker report, the same
+// for `aclaimctl check` and the console.
 
 #include <nlohmann/json.hpp>
 
+#include "common/ops/checker.hpp"
 #include "common/ops/operator_store.hpp"
 
 namespace aclaim::common {
 
 nlohmann::json job_json(const JobRecord& job);
 nlohmann::json event_json(const AuditEvent& event);
+/// The counts and every violation of a check.
+nlohmann::json check_report_json(const CheckReport& report);
 
 }  // namespace aclaim::common

@@ -4,23 +4,31 @@
 // Like the store's, they take time as $n microseconds and never call now(). The two transitions
 // are fenced on the generation the operator saw, so an operator can never act on a later holder.
 
+#include "common/ops/recovery_sql.hpp"
+#include "common/store/job_states.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace aclaim::common::sql {
+
+/// One column per job state (common::kJobStates), named after it: "count(*) FILTER (WHERE
+/// state = 'pending') AS pending," and so on.
+inline std::string count_per_state() {
+    std::string out;
+    for (const auto& s : kJobStates) {
+        out += "\n       count(*) FILTER (WHERE state = '";
+        out += s.name;
+        out += "') AS ";
+        out += s.name;
+        out += ",";
+    }
+    return out;
+}
 
 /// $1 now, $2 organization (0: all). One row per organization. Lease liveness is decided against
 /// the caller's clock, the same way the reaper decides it.
 inline const Statement kOperatorStatus{"aclaim_operator_status",
                                        R"SQL(
-SELECT org_id,
-       count(*) FILTER (WHERE state = 'pending') AS pending,
-       count(*) FILTER (WHERE state = 'scheduled') AS scheduled,
-       count(*) FILTER (WHERE state = 'assigned') AS assigned,
-       count(*) FILTER (WHERE state = 'completed') AS completed,
-       count(*) FILTER (WHERE state = 'failed') AS failed,
-       count(*) FILTER (WHERE state = 'discarded') AS discarded,
-       count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
-       count(*) FILTER (WHERE state = 'quarantined') AS quarantined,
+SELECT org_id,)SQL" + count_per_state() + R"SQL(
        count(*) FILTER (WHERE state = 'assigned' AND lease_expires_at > aclaim_ts($1::bigint))
            AS live_leases,
        count(*) FILTER (WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint))
@@ -67,10 +75,8 @@ WITH r AS (
            attempts = attempts - 1
      WHERE id = $1::bigint AND state = 'assigned' AND generation = $2::bigint
     RETURNING id, org_id, generation
-), logged AS (
-    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-    SELECT id, org_id, generation, 'released', $3::text, aclaim_ts($4::bigint), $5::text FROM r
-)
+), )SQL" +
+        operator_logged("released", "r") + R"SQL(
 SELECT id, aclaim_wake(org_id) FROM r
 )SQL",
     {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text"}};
@@ -87,10 +93,7 @@ WITH f AS (
     RETURNING )SQL" + std::string(kOutcomeReturning) +
                                          R"SQL(
 ), recorded AS ()SQL" + record_outcomes("f") +
-                                         R"SQL(), logged AS (
-    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-    SELECT id, org_id, generation, 'failed', $3::text, aclaim_ts($4::bigint), $5::text FROM f
-)
+                                         R"SQL(), )SQL" + operator_logged("failed", "f") + R"SQL(
 SELECT id FROM f
 )SQL",
                                      {"job bigint", "generation bigint", "operator text",
@@ -122,7 +125,8 @@ WITH r AS (
        SET state = 'pending', attempts = 0, assignee = NULL, claimed_at = NULL,
            lease_expires_at = NULL, completed_at = NULL, deadline_at = NULL,
            run_at = aclaim_ts($3::bigint)
-     WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'discarded', 'cancelled')
+     WHERE id = ANY($1::bigint[]) AND state IN ()SQL" +
+        sql_state_list(kRetryableStates) + R"SQL()
     RETURNING id, org_id, queue, generation, max_attempts
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
@@ -204,38 +208,67 @@ SELECT aclaim_wake(org_id, queue) FROM q
 inline constexpr const char* kOperatorQueueLock =
     "SELECT pg_advisory_xact_lock(aclaim_org_lock($1::bigint))";
 
-/// $1 org (0: all). One row per organization and queue that has jobs or settings: counts by
-/// state and the settings, with the retention in force per terminal state (the queue's setting
-/// or the built-in default, aclaim_retention_us). Reads the whole table, as status does.
-inline const Statement kOperatorQueues{"aclaim_operator_queues",
-                                       R"SQL(
-WITH counts AS (
-    SELECT org_id, queue,
-           count(*) FILTER (WHERE state = 'pending') AS pending,
-           count(*) FILTER (WHERE state = 'scheduled') AS scheduled,
-           count(*) FILTER (WHERE state = 'assigned') AS assigned,
-           count(*) FILTER (WHERE state = 'completed') AS completed,
-           count(*) FILTER (WHERE state = 'discarded') AS discarded,
-           count(*) FILTER (WHERE state = 'failed') AS failed,
-           count(*) FILTER (WHERE state = 'cancelled') AS cancelled
-      FROM jobs WHERE $1::bigint = 0 OR org_id = $1::bigint
-     GROUP BY org_id, queue
+/// Jobs per queue and state, the one count the browser console's queue table, `aclaimctl queue
+/// list` and the coordinator's per-queue gauges share. $1 bigint[] organizations (NULL: every
+/// one), $2 text[] states, $3 count cap (NULL: exact), $4 queues listed per organization and state
+/// (NULL: all). One row per queue that holds a job in one of $2 or has settings: `counts` holds
+/// each of $2's count, in $2's order, up to $3 + 1; with the queue's settings, the run_at of its
+/// oldest claimable job and the retention in force per finished state (the queue's setting or the
+/// built-in default, aclaim_retention_us). All of it from jobs_org_state (schema/0011): a skip
+/// scan over the organizations and over the queues of each (organization, state), then per queue
+/// index-only counts and one probe for the oldest pending entry, so that the rows of states not in
+/// $2 are never read.
+inline const Statement kOperatorQueues{
+    "aclaim_operator_queues",
+    R"SQL(
+WITH RECURSIVE every_org AS (
+    (SELECT org_id FROM jobs WHERE $1::bigint[] IS NULL ORDER BY org_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.org_id FROM jobs j WHERE j.org_id > e.org_id ORDER BY j.org_id LIMIT 1)
+      FROM every_org e WHERE e.org_id IS NOT NULL
+), orgs AS (
+    SELECT unnest($1::bigint[]) AS o
+    UNION
+    SELECT org_id FROM every_org WHERE org_id IS NOT NULL
+), found AS (
+    SELECT o.o, s.s, 1 AS n,
+           (SELECT j.queue FROM jobs j WHERE j.org_id = o.o AND j.state = s.s
+             ORDER BY j.queue LIMIT 1) AS queue
+      FROM orgs o, unnest($2::text[]) s
+    UNION ALL
+    SELECT f.o, f.s, f.n + 1,
+           (SELECT j.queue FROM jobs j WHERE j.org_id = f.o AND j.state = f.s AND j.queue > f.queue
+             ORDER BY j.queue LIMIT 1)
+      FROM found f WHERE f.queue IS NOT NULL AND ($4::int IS NULL OR f.n < $4::int)
+), queues AS (
+    SELECT o AS org_id, queue FROM found WHERE queue IS NOT NULL
+    UNION
+    SELECT org_id, queue FROM job_queues
+     WHERE $1::bigint[] IS NULL OR org_id = ANY($1::bigint[])
 )
-SELECT org_id, queue, coalesce(c.pending, 0) AS pending, coalesce(c.scheduled, 0) AS scheduled,
-       coalesce(c.assigned, 0) AS assigned, coalesce(c.completed, 0) AS completed,
-       coalesce(c.discarded, 0) AS discarded, coalesce(c.failed, 0) AS failed,
-       coalesce(c.cancelled, 0) AS cancelled, coalesce(q.paused, false) AS paused,
-       q.max_assigned, q.max_attempts, q.backoff_base_us, q.backoff_cap_us, q.run_timeout_us,
-       aclaim_retention_us(org_id, queue, 'completed') AS retain_completed_us,
-       aclaim_retention_us(org_id, queue, 'failed') AS retain_failed_us,
-       aclaim_retention_us(org_id, queue, 'discarded') AS retain_discarded_us,
-       aclaim_retention_us(org_id, queue, 'cancelled') AS retain_cancelled_us
-  FROM counts c
-  FULL JOIN (SELECT * FROM job_queues WHERE $1::bigint = 0 OR org_id = $1::bigint) q
- USING (org_id, queue)
- ORDER BY org_id, queue
+SELECT q.org_id, q.queue,
+       ARRAY(SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = q.org_id
+                       AND j.state = s.s AND j.queue = q.queue LIMIT $3::bigint + 1) c)
+               FROM unnest($2::text[]) WITH ORDINALITY AS s(s, i) ORDER BY s.i) AS counts,
+       (SELECT aclaim_us(j.run_at) FROM jobs j
+         WHERE j.org_id = q.org_id AND j.state = 'pending' AND j.queue = q.queue
+         ORDER BY j.run_at LIMIT 1) AS oldest_pending_us,
+       coalesce(jq.paused, false) AS paused, jq.max_assigned, jq.max_attempts,
+       jq.backoff_base_us, jq.backoff_cap_us, jq.run_timeout_us,
+       aclaim_retention_us(q.org_id, q.queue, 'completed') AS retain_completed_us,
+       aclaim_retention_us(q.org_id, q.queue, 'failed') AS retain_failed_us,
+       aclaim_retention_us(q.org_id, q.queue, 'discarded') AS retain_discarded_us,
+       aclaim_retention_us(q.org_id, q.queue, 'cancelled') AS retain_cancelled_us
+  FROM queues q
+  LEFT JOIN job_queues jq ON jq.org_id = q.org_id AND jq.queue = q.queue
+ ORDER BY q.org_id, q.queue
 )SQL",
-                                       {"org bigint"}};
+    {"orgs bigint[]", "states text[]", "cap bigint", "queues_per_state int"}};
+
+/// Before kOperatorQueues: its recursive skip scans are index probes whose row estimates look
+/// costly to the planner, which with JIT on spends seconds compiling what then runs in
+/// milliseconds. For the rest of the caller's transaction only.
+inline constexpr const char* kOperatorQueuesNoJit = "SET LOCAL jit = off";
 
 /// Bounds the wait for a row a coordinator is updating, so that the console never hangs.
 inline constexpr const char* kOperatorLockTimeout = "SET LOCAL lock_timeout = '5s'";

@@ -1,13 +1,27 @@
 #include "common/ops/operator_store.hpp"
 
+#include <array>
+#include <string_view>
+
 #include "common/ops/operator_sql.hpp"
 #include "common/ops/recovery_sql.hpp"
+#include "common/store/job_states.hpp"
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
 
 namespace aclaim::common {
 
 namespace {
+
+/// The field of `q` (an OrgStatus or a QueueStatus, const or not) that counts state `s`.
+template <typename Q>
+auto& count_in(Q& q, JobState s) {
+    // In kJobStates' order, which is the enum's (job_states.hpp holds them to it).
+    const std::array<decltype(&q.pending), kJobStates.size()> fields = {
+        &q.pending, &q.scheduled, &q.assigned,  &q.completed,
+        &q.failed,  &q.discarded, &q.cancelled, &q.quarantined};
+    return *fields.at(state_index(s));
+}
 
 std::string with_columns(const char* text) {
     std::string out(text);
@@ -42,14 +56,9 @@ std::vector<OrgStatus> OperatorStore::status(Instant now, std::optional<OrgId> o
     for (const auto& r : txn.exec_params(sql::kOperatorStatus.text, now, org.value_or(0))) {
         OrgStatus s;
         s.org_id = r["org_id"].as<OrgId>();
-        s.pending = r["pending"].as<std::int64_t>();
-        s.scheduled = r["scheduled"].as<std::int64_t>();
-        s.assigned = r["assigned"].as<std::int64_t>();
-        s.completed = r["completed"].as<std::int64_t>();
-        s.failed = r["failed"].as<std::int64_t>();
-        s.discarded = r["discarded"].as<std::int64_t>();
-        s.cancelled = r["cancelled"].as<std::int64_t>();
-        s.quarantined = r["quarantined"].as<std::int64_t>();
+        for (const auto& state : kJobStates) {
+            count_in(s, state.state) = r[std::string(state.name)].as<std::int64_t>();
+        }
         s.live_leases = r["live_leases"].as<std::int64_t>();
         s.expired_leases = r["expired_leases"].as<std::int64_t>();
         s.completed_last_minute = r["completed_last_minute"].as<std::int64_t>();
@@ -240,20 +249,51 @@ void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSe
     txn.commit();
 }
 
-std::vector<QueueStatus> OperatorStore::queues(std::optional<OrgId> org) {
-    pqxx::read_transaction txn(conn_);
+namespace {
+
+/// A bigint[] as PostgreSQL writes it: "{1,2,3}".
+std::vector<std::int64_t> bigints_of(const pqxx::field& f) {
+    std::vector<std::int64_t> out;
+    std::string_view text = f.c_str();
+    if (text.size() < 2) return out;
+    text = text.substr(1, text.size() - 2);
+    while (!text.empty()) {
+        const auto comma = text.find(',');
+        out.push_back(std::stoll(std::string(text.substr(0, comma))));
+        if (comma == std::string_view::npos) break;
+        text.remove_prefix(comma + 1);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::int64_t& QueueStatus::count(JobState s) {
+    return count_in(*this, s);
+}
+std::int64_t QueueStatus::count(JobState s) const {
+    return count_in(*this, s);
+}
+
+std::vector<QueueStatus> count_queues(pqxx::transaction_base& txn, const QueueQuery& query) {
+    std::vector<std::string> states;
+    for (const auto s : query.states) states.emplace_back(state_name(s));
+    std::optional<std::string> orgs;
+    if (query.orgs) orgs = pg_array(*query.orgs);
     std::vector<QueueStatus> out;
-    for (const auto& r : txn.exec_params(sql::kOperatorQueues.text, org.value_or(0))) {
+    txn.exec(sql::kOperatorQueuesNoJit);
+    for (const auto& r : txn.exec_params(sql::kOperatorQueues.text, orgs, pg_array(states),
+                                         query.cap, query.queues_per_state)) {
         QueueStatus q;
         q.org_id = r["org_id"].as<OrgId>();
         q.queue = r["queue"].as<std::string>();
-        q.pending = r["pending"].as<std::int64_t>();
-        q.scheduled = r["scheduled"].as<std::int64_t>();
-        q.assigned = r["assigned"].as<std::int64_t>();
-        q.completed = r["completed"].as<std::int64_t>();
-        q.discarded = r["discarded"].as<std::int64_t>();
-        q.failed = r["failed"].as<std::int64_t>();
-        q.cancelled = r["cancelled"].as<std::int64_t>();
+        const auto counts = bigints_of(r["counts"]);
+        for (std::size_t i = 0; i < counts.size() && i < query.states.size(); ++i) {
+            q.count(query.states[i]) = counts[i];
+        }
+        if (!r["oldest_pending_us"].is_null()) {
+            q.oldest_pending_us = r["oldest_pending_us"].as<Micros>();
+        }
         q.paused = r["paused"].as<bool>();
         q.max_assigned = int_of(r["max_assigned"]);
         q.max_attempts = int_of(r["max_attempts"]);
@@ -267,6 +307,14 @@ std::vector<QueueStatus> OperatorStore::queues(std::optional<OrgId> org) {
         out.push_back(std::move(q));
     }
     return out;
+}
+
+std::vector<QueueStatus> OperatorStore::queues(std::optional<OrgId> org) {
+    pqxx::read_transaction txn(conn_);
+    QueueQuery query;
+    if (org) query.orgs = std::vector<OrgId>{*org};
+    for (const auto& s : kJobStates) query.states.push_back(s.state);
+    return count_queues(txn, query);
 }
 
 }  // namespace aclaim::common

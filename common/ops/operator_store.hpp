@@ -86,8 +86,14 @@ inline constexpr Duration kRetainForever = Duration::max();
 struct QueueStatus {
     OrgId org_id = 0;
     std::string queue;
+    /// The jobs in each state the query counted (0 for the others), up to its cap + 1.
     std::int64_t pending = 0, scheduled = 0, assigned = 0, completed = 0, discarded = 0, failed = 0,
-                 cancelled = 0;
+                 cancelled = 0, quarantined = 0;
+    /// The run_at of the oldest pending job, in microseconds; none without pending jobs.
+    std::optional<Micros> oldest_pending_us;
+    /// The count of state `s`.
+    std::int64_t& count(JobState s);
+    std::int64_t count(JobState s) const;
     bool paused = false;
     std::optional<int> max_assigned;
     std::optional<int> max_attempts;
@@ -97,6 +103,20 @@ struct QueueStatus {
     /// The retention in force per terminal state: the queue's setting or the built-in default.
     Duration retain_completed{}, retain_failed{}, retain_discarded{}, retain_cancelled{};
 };
+
+/// Which queues count_queues lists and what it counts.
+struct QueueQuery {
+    std::optional<std::vector<OrgId>> orgs;  ///< these organizations; none: every one
+    /// The states counted. A queue is listed when it holds a job in one of them or has settings.
+    std::vector<JobState> states;
+    std::optional<std::int64_t> cap;      ///< count at most cap + 1 jobs per state; none: exact
+    std::optional<int> queues_per_state;  ///< at most this many queues per organization and state
+};
+
+/// Jobs per queue and state (sql::kOperatorQueues), in organization and queue order, on the
+/// caller's transaction: the one count the console, `aclaimctl queue list` and the coordinator's
+/// per-queue gauges read.
+std::vector<QueueStatus> count_queues(pqxx::transaction_base& txn, const QueueQuery& query);
 
 /// The operator console's reads and its fenced transitions over one connection. Time always
 /// comes from the caller.

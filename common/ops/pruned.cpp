@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/ops/checker_sql.hpp"
+
 namespace aclaim::common {
 
 PrunedIds::PrunedIds(std::vector<PrunedRange> ranges) : ranges_(std::move(ranges)) {
@@ -20,8 +22,7 @@ bool PrunedIds::contains(JobId id) const {
 
 std::vector<PrunedRange> load_pruned(pqxx::transaction_base& txn) {
     std::vector<PrunedRange> out;
-    for (const auto& r : txn.exec("SELECT p.org_id, lower(r) AS first, upper(r) AS last "
-                                  "FROM job_prunes p CROSS JOIN LATERAL unnest(p.jobs) AS r")) {
+    for (const auto& r : txn.exec(sql::kPrunedRanges)) {
         out.push_back({r["org_id"].as<OrgId>(), r["first"].as<JobId>(), r["last"].as<JobId>()});
     }
     return out;

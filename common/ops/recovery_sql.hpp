@@ -8,6 +8,7 @@
 // re-read of one locked row are the same text and cannot drift apart.
 
 #include <string>
+#include <string_view>
 
 #include "common/ops/job_record.hpp"
 #include "common/store/store_sql.hpp"
@@ -98,6 +99,16 @@ inline const Statement kReclaimOne{"aclaim_reclaim_one",
                                                      "$3::text"),
                                    {"now_us bigint", "job bigint", "detail text"}};
 
+/// The CTE `logged` that audits an operator's transition of each row of the CTE `from` (which
+/// returns id, org_id, generation) as `kind`: $3 operator, $4 now, $5 detail, as every operator
+/// statement here and in operator_sql.hpp takes them.
+inline std::string operator_logged(std::string_view kind, std::string_view from) {
+    return "logged AS (\n    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, "
+           "detail)\n    SELECT id, org_id, generation, '" +
+           std::string(kind) + "', $3::text, aclaim_ts($4::bigint), $5::text FROM " +
+           std::string(from) + "\n)";
+}
+
 /// $1 job, $2 reason, $3 operator, $4 now, $5 evidence. Only state and the two quarantine columns
 /// change; quarantined_from keeps the state the row had (SET reads the old row).
 inline const Statement kQuarantine{
@@ -107,10 +118,8 @@ WITH q AS (
     UPDATE jobs SET state = 'quarantined', quarantined_from = state, quarantine_reason = $2::text
      WHERE id = $1::bigint AND state <> 'quarantined'
     RETURNING id, org_id, generation, quarantined_from
-), logged AS (
-    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-    SELECT id, org_id, generation, 'quarantined', $3::text, aclaim_ts($4::bigint), $5::text FROM q
-)
+), )SQL" +
+        operator_logged("quarantined", "q") + R"SQL(
 SELECT quarantined_from FROM q
 )SQL",
     {"job bigint", "reason text", "operator text", "now_us bigint", "evidence text"}};
@@ -128,10 +137,8 @@ WITH u AS (
            quarantined_from = NULL, quarantine_reason = NULL
      WHERE id = $1::bigint AND state = 'quarantined' AND generation <= $2::bigint
     RETURNING id, org_id, generation
-), logged AS (
-    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-    SELECT id, org_id, generation, 'unquarantined', $3::text, aclaim_ts($4::bigint), $5::text FROM u
-)
+), )SQL" +
+        operator_logged("unquarantined", "u") + R"SQL(
 SELECT id, aclaim_wake(org_id) FROM u
 )SQL",
     {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text"}};
@@ -149,10 +156,8 @@ WITH u AS (
     RETURNING )SQL" + std::string(kOutcomeReturning) +
                                             R"SQL(
 ), recorded AS ()SQL" + record_outcomes("u") +
-                                            R"SQL(), logged AS (
-    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-    SELECT id, org_id, generation, 'unquarantined', $3::text, aclaim_ts($4::bigint), $5::text FROM u
-)
+                                            R"SQL(), )SQL" + operator_logged("unquarantined", "u") +
+                                            R"SQL(
 SELECT id FROM u
 )SQL",
                                         {"job bigint", "generation bigint", "operator text",

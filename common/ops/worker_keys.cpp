@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "common/ops/worker_keys_sql.hpp"
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
 
@@ -44,12 +45,7 @@ bool register_worker_key(pqxx::work& txn, OrgId org, const std::string& name,
         }
     }
     const std::string limited = queues ? pg_array(*queues) : "";
-    return !txn.exec_params(
-                   "INSERT INTO worker_keys (public_key, org_id, name, queues) "
-                   "VALUES ($1, $2, $3, NULLIF($4, '')::text[]) ON CONFLICT (public_key) DO "
-                   "NOTHING RETURNING 1",
-                   public_key, org, name, limited)
-                .empty();
+    return !txn.exec_params(sql::kWorkerKeyRegister, public_key, org, name, limited).empty();
 }
 
 std::vector<std::string> split_queues(std::string_view list) {
@@ -75,10 +71,7 @@ std::vector<std::string> keys_of(const pqxx::result& rows) {
 
 std::unordered_map<std::string, WorkerKeyOwner> live_worker_key_owners(
     pqxx::transaction_base& txn, const std::vector<std::string>& public_keys) {
-    const auto rows = txn.exec_params(
-        "SELECT public_key, org_id, name, array_to_string(queues, ',') AS queues "
-        "FROM worker_keys WHERE public_key = ANY($1::text[]) AND revoked_at IS NULL",
-        pg_array(public_keys));
+    const auto rows = txn.exec_params(sql::kWorkerKeyOwners, pg_array(public_keys));
     std::unordered_map<std::string, WorkerKeyOwner> owners;
     for (const auto& row : rows) {
         WorkerKeyOwner owner{row["org_id"].as<OrgId>(), row["name"].as<std::string>(), {}};
@@ -90,28 +83,19 @@ std::unordered_map<std::string, WorkerKeyOwner> live_worker_key_owners(
 
 std::unordered_set<std::string> live_worker_keys(pqxx::transaction_base& txn,
                                                  const std::vector<std::string>& public_keys) {
-    const auto rows = txn.exec_params(
-        "SELECT public_key FROM worker_keys WHERE public_key = ANY($1::text[]) "
-        "AND revoked_at IS NULL",
-        pg_array(public_keys));
+    const auto rows = txn.exec_params(sql::kWorkerKeysLive, pg_array(public_keys));
     const auto keys = keys_of(rows);
     return {keys.begin(), keys.end()};
 }
 
 std::vector<std::string> revoke_worker_key(pqxx::work& txn, const std::string& public_key,
                                            Instant now) {
-    return keys_of(txn.exec_params(
-        "UPDATE worker_keys SET revoked_at = aclaim_ts($2::bigint) WHERE public_key = $1 "
-        "AND revoked_at IS NULL RETURNING public_key",
-        public_key, now));
+    return keys_of(txn.exec_params(sql::kWorkerKeyRevoke, public_key, now));
 }
 
 std::vector<std::string> revoke_worker_keys_named(pqxx::work& txn, const std::string& name,
                                                   OrgId org, Instant now) {
-    return keys_of(
-        txn.exec_params("UPDATE worker_keys SET revoked_at = aclaim_ts($3::bigint) WHERE name = $1 "
-                        "AND ($2 = 0 OR org_id = $2) AND revoked_at IS NULL RETURNING public_key",
-                        name, org, now));
+    return keys_of(txn.exec_params(sql::kWorkerKeysRevokeNamed, name, org, now));
 }
 
 }  // namespace aclaim::common

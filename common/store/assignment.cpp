@@ -1,7 +1,10 @@
 #include "common/store/assignment.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
+
+#include "common/store/job_states.hpp"
 
 namespace aclaim::common {
 
@@ -23,17 +26,6 @@ std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& ta
     }
     return "unknown";
 }
-
-constexpr std::array<std::pair<JobState, std::string_view>, 8> kStates{{
-    {JobState::Pending, "pending"},
-    {JobState::Scheduled, "scheduled"},
-    {JobState::Assigned, "assigned"},
-    {JobState::Completed, "completed"},
-    {JobState::Failed, "failed"},
-    {JobState::Discarded, "discarded"},
-    {JobState::Cancelled, "cancelled"},
-    {JobState::Quarantined, "quarantined"},
-}};
 
 constexpr std::array<std::pair<LockStrategy, std::string_view>, 3> kStrategies{{
     {LockStrategy::SkipLocked, "skip_locked"},
@@ -63,15 +55,17 @@ constexpr std::array<std::pair<ClaimOutcome::Status, std::string_view>, 4> kClai
 }  // namespace
 
 bool is_terminal(JobState s) {
-    return s == JobState::Completed || s == JobState::Failed || s == JobState::Discarded ||
-           s == JobState::Cancelled;
+    return std::find(kFinishedStates.begin(), kFinishedStates.end(), s) != kFinishedStates.end();
 }
 
 std::string_view to_string(JobState s) {
-    return name_of(kStates, s);
+    return state_name(s);
 }
 std::optional<JobState> parse_job_state(std::string_view s) {
-    return lookup(kStates, s);
+    for (const auto& [state, name] : kJobStates) {
+        if (name == s) return state;
+    }
+    return std::nullopt;
 }
 std::string_view to_string(LockStrategy s) {
     return name_of(kStrategies, s);

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/store/job_states.hpp"
+
 namespace aclaim::common::sql {
 
 /// One prepared statement: the name it is prepared under, its text and its parameter contract.
@@ -53,11 +55,12 @@ inline std::string record_outcomes(std::string_view from) {
     SELECT org_id, id, state, queue, generation, attempts,
            CASE WHEN state = 'completed' THEN result_ref END,
            CASE WHEN state <> 'completed' THEN last_error END, dedupe_key, completed_at
-      FROM {FROM} WHERE state IN ('completed', 'failed', 'discarded', 'cancelled')
+      FROM {FROM} WHERE state IN ({FINISHED})
     RETURNING CASE WHEN EXISTS (SELECT 1 FROM result_groups g WHERE g.org_id = job_outcomes.org_id)
                    THEN pg_notify('aclaim_outcomes', org_id::text) END
 )SQL";
     text.replace(text.find("{FROM}"), 6, from);
+    text.replace(text.find("{FINISHED}"), 10, sql_state_list(kFinishedStates));
     return text;
 }
 

@@ -4,10 +4,11 @@
 'use strict';
 
 const REFRESH_MS = 2000;
-const STATES = ['pending', 'scheduled', 'assigned', 'completed', 'failed', 'discarded', 'cancelled', 'quarantined'];
-const QUEUE_STATES = ['pending', 'scheduled', 'assigned', 'discarded'];
-const CANCELLABLE = ['pending', 'scheduled', 'assigned'];
-const RETRYABLE = ['failed', 'discarded', 'cancelled'];
+// The job states come from the server's one list (/api/session), read before any page is drawn.
+let STATES = [];
+let QUEUE_STATES = [];
+let CANCELLABLE = [];
+let RETRYABLE = [];
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
 let csrf = null;
@@ -497,6 +498,7 @@ function showLogin() {
 async function start() {
   try {
     const s = await api('/api/session');
+    ({ all: STATES, queue: QUEUE_STATES, cancellable: CANCELLABLE, retryable: RETRYABLE } = s.states);
     if (!s.operator) { showLogin(); return; }
     csrf = s.csrf;
     document.getElementById('who').textContent = s.operator + (s.orgs ? ` · organizations ${s.orgs.join(', ')}` : ' · all organizations');

@@ -10,6 +10,7 @@
 
 #include "common/base/backoff.hpp"
 #include "common/base/queue_name.hpp"
+#include "coordinator/db/db_sql.hpp"
 
 namespace aclaim::coordinator {
 
@@ -166,10 +167,7 @@ void Listener::listen_once(Poster& poster, common::Backoff& backoff,
             pqxx::nontransaction ping(conn);
             // Writable, or no longer the primary: a standby's or a fenced primary's session
             // hears no notification the new primary sends.
-            const bool writable = ping.exec1(
-                                          "SELECT NOT pg_is_in_recovery() AND "
-                                          "current_setting('transaction_read_only') = 'off'")[0]
-                                      .as<bool>();
+            const bool writable = ping.exec1(sql::kListenerWritable)[0].as<bool>();
             if (armed.release()) throw pqxx::broken_connection("listener ping passed its deadline");
             if (!writable) {
                 throw pqxx::broken_connection("the listener's server is no longer writable");

@@ -1,37 +1,12 @@
 #include "coordinator/http/group_metrics.hpp"
 
 #include "common/store/pg_time.hpp"
+#include "coordinator/http/http_sql.hpp"
 
 namespace aclaim::coordinator {
 
-namespace {
-
-/// $1 now, $2 series.
-constexpr const char* kGroupLag = R"SQL(
-WITH unsequenced AS (
-    SELECT org_id, count(*) AS n, min(at) AS oldest FROM job_outcomes WHERE seq IS NULL
-     GROUP BY org_id
-), groups AS (
-    SELECT g.org_id, g.name,
-           greatest(coalesce(h.last_seq, 0) - g.acked, 0) + coalesce(u.n, 0) AS lag,
-           least((SELECT o.at FROM job_outcomes o
-                   WHERE o.org_id = g.org_id AND o.seq > g.acked ORDER BY o.seq LIMIT 1),
-                 u.oldest) AS oldest
-      FROM result_groups g
-      LEFT JOIN result_heads h USING (org_id)
-      LEFT JOIN unsequenced u USING (org_id)
-)
-SELECT org_id, name, lag,
-       CASE WHEN oldest IS NULL THEN 0 ELSE greatest(0, $1::bigint - aclaim_us(oldest)) END
-           AS oldest_us,
-       count(*) OVER () AS total
-  FROM groups ORDER BY lag DESC, org_id, name LIMIT $2::int
-)SQL";
-
-}  // namespace
-
 void GroupMetrics::read(pqxx::transaction_base& txn, common::Instant now, std::ostream& out) {
-    const auto rows = txn.exec_params(kGroupLag, now, kMaxSeries);
+    const auto rows = txn.exec_params(sql::kGroupLag, now, kMaxSeries);
     const long total = rows.empty() ? 0 : rows[0]["total"].as<long>();
     out << "# HELP aclaim_result_group_series_dropped Consumer groups not exported (beyond the "
         << kMaxSeries

@@ -2,61 +2,57 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <pqxx/pqxx>
 #include <sstream>
 
+#include "common/ops/operator_store.hpp"
+#include "common/store/job_states.hpp"
 #include "common/store/pg_time.hpp"
 #include "coordinator/http/group_metrics.hpp"
+#include "coordinator/http/http_sql.hpp"
 
 namespace aclaim::coordinator {
 
 namespace {
 
-/// $1 now, $2 series. Every state counted through its own partial index.
-constexpr const char* kQueueStats = R"SQL(
-WITH pending AS (
-    SELECT org_id, queue, count(*) AS depth, min(run_at) AS oldest
-      FROM jobs WHERE state = 'pending' GROUP BY org_id, queue
-), scheduled AS (
-    SELECT org_id, queue, count(*) AS n FROM jobs WHERE state = 'scheduled' GROUP BY org_id, queue
-), assigned AS (
-    SELECT org_id, queue, count(*) AS n FROM jobs WHERE state = 'assigned' GROUP BY org_id, queue
-), discarded AS (
-    SELECT org_id, queue, count(*) AS n FROM jobs WHERE state = 'discarded' GROUP BY org_id, queue
-), all_queues AS (
-    SELECT org_id, queue, coalesce(p.depth, 0) AS depth,
-           CASE WHEN p.oldest IS NULL THEN 0
-                ELSE greatest(0, $1::bigint - aclaim_us(p.oldest)) END AS oldest_us,
-           coalesce(s.n, 0) AS scheduled, coalesce(a.n, 0) AS assigned,
-           coalesce(d.n, 0) AS discarded, coalesce(q.paused, false) AS paused
-      FROM pending p
-      FULL JOIN scheduled s USING (org_id, queue)
-      FULL JOIN assigned a USING (org_id, queue)
-      FULL JOIN discarded d USING (org_id, queue)
-      FULL JOIN job_queues q USING (org_id, queue)
-)
-SELECT *, count(*) OVER () AS total FROM all_queues
- ORDER BY depth DESC, org_id, queue LIMIT $2::int
-)SQL";
-
 struct Gauge {
     const char* name;
     const char* help;
-    const char* column;
-    double scale;
+    double (*value)(const common::QueueStatus& q, common::Micros now);
 };
 
 constexpr Gauge kGauges[] = {
-    {"aclaim_queue_depth", "Pending (claimable) jobs.", "depth", 1},
+    {"aclaim_queue_depth", "Pending (claimable) jobs.",
+     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.pending); }},
     {"aclaim_queue_oldest_pending_seconds", "How long the oldest pending job has been claimable.",
-     "oldest_us", 1e-6},
+     [](const common::QueueStatus& q, common::Micros now) {
+         const common::Micros age =
+             q.oldest_pending_us ? std::max<common::Micros>(0, now - *q.oldest_pending_us) : 0;
+         return static_cast<double>(age) * 1e-6;
+     }},
     {"aclaim_queue_scheduled", "Jobs waiting for their run_at (delays and retry backoffs).",
-     "scheduled", 1},
-    {"aclaim_queue_assigned", "Jobs leased out.", "assigned", 1},
+     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.scheduled); }},
+    {"aclaim_queue_assigned", "Jobs leased out.",
+     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.assigned); }},
     {"aclaim_queue_discarded", "Jobs whose every attempt was used up, waiting for a person.",
-     "discarded", 1},
-    {"aclaim_queue_paused", "1 while an operator has paused the queue.", "paused", 1},
+     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.discarded); }},
+    {"aclaim_queue_paused", "1 while an operator has paused the queue.",
+     [](const common::QueueStatus& q, common::Micros) { return q.paused ? 1.0 : 0.0; }},
 };
+
+/// Every queue with work to do, waiting work or settings, deepest first (ties in organization and
+/// queue order, as count_queues lists them).
+std::vector<common::QueueStatus> deepest_first(pqxx::transaction_base& txn) {
+    common::QueueQuery query;
+    query.states.assign(common::kQueueStates.begin(), common::kQueueStates.end());
+    auto queues = common::count_queues(txn, query);
+    std::stable_sort(queues.begin(), queues.end(),
+                     [](const common::QueueStatus& a, const common::QueueStatus& b) {
+                         return a.pending > b.pending;
+                     });
+    return queues;
+}
 
 }  // namespace
 
@@ -81,29 +77,25 @@ std::string QueueMetrics::read() {
         if (!conn_) {
             conn_ = std::make_unique<pqxx::connection>(dsn_);
             pqxx::nontransaction session(*conn_);
-            session.exec(
-                "SET application_name = 'aclaim-coordinator-metrics'; "
-                "SET statement_timeout = '2s'");
+            session.exec(sql::kMetricsSession);
         }
         pqxx::read_transaction txn(*conn_);
         const auto now = clock_.now();
-        const auto rows = txn.exec_params(kQueueStats, now, QueueMetrics::kMaxSeries);
+        const auto all = deepest_first(txn);
+        const auto shown = std::min(all.size(), static_cast<std::size_t>(QueueMetrics::kMaxSeries));
         out << "# HELP aclaim_queue_stats_up 1 when the per-queue gauges could be read.\n"
                "# TYPE aclaim_queue_stats_up gauge\naclaim_queue_stats_up 1\n";
-        const long total = rows.empty() ? 0 : rows[0]["total"].as<long>();
         out << "# HELP aclaim_queue_series_dropped Queues not exported (beyond the "
             << QueueMetrics::kMaxSeries
             << " deepest).\n# TYPE aclaim_queue_series_dropped gauge\naclaim_queue_series_dropped "
-            << (total - static_cast<long>(rows.size())) << "\n";
+            << (all.size() - shown) << "\n";
         for (const auto& g : kGauges) {
             out << "# HELP " << g.name << " " << g.help << "\n# TYPE " << g.name << " gauge\n";
-            for (const auto& r : rows) {
-                const double value = std::string(g.column) == "paused"
-                                         ? (r["paused"].as<bool>() ? 1 : 0)
-                                         : r[g.column].as<double>() * g.scale;
+            for (std::size_t i = 0; i < shown; ++i) {
+                const auto& q = all[i];
                 // Queue names are [A-Za-z0-9_.:-]: nothing in them needs escaping in a label.
-                out << g.name << "{org=\"" << r["org_id"].as<long>() << "\",queue=\""
-                    << r["queue"].c_str() << "\"} " << value << "\n";
+                out << g.name << "{org=\"" << q.org_id << "\",queue=\"" << q.queue << "\"} "
+                    << g.value(q, common::to_micros(now)) << "\n";
             }
         }
         // The consumer groups' gauges are read apart: a failure there (a statement timeout over

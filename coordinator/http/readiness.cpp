@@ -4,6 +4,7 @@
 
 #include "common/store/conninfo.hpp"
 #include "common/store/migrations.hpp"
+#include "coordinator/http/http_sql.hpp"
 
 namespace aclaim::coordinator {
 
@@ -31,14 +32,13 @@ Readiness ReadinessProbe::check_now() const {
         pqxx::connection conn(dsn_);
         {
             pqxx::nontransaction session(conn);
-            session.exec("SET statement_timeout = '" + std::to_string(kTimeoutSeconds) + "s'");
+            session.exec(sql::readiness_session(kTimeoutSeconds));
         }
         {
             // A standby, or a primary an HA manager fenced read-only, answers but cannot take a
             // single claim: not ready until a writable primary is reached.
             pqxx::nontransaction q(conn);
-            const auto row = q.exec1(
-                "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'");
+            const auto row = q.exec1(sql::kServerRole);
             if (row[0].as<bool>()) {
                 return {false, "database reachable but it is a standby: no writable primary"};
             }
@@ -54,7 +54,7 @@ Readiness ReadinessProbe::check_now() const {
                                ": run aclaimctl migrate"};
         }
         pqxx::nontransaction q(conn);
-        const auto timeline = q.exec1("SELECT aclaim_timeline()")[0].as<long long>();
+        const auto timeline = q.exec1(sql::kTimeline)[0].as<long long>();
         return {true, "writable primary on timeline " + std::to_string(timeline) +
                           ", schema at version " + std::to_string(have)};
     } catch (const std::exception& e) {
