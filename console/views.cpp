@@ -13,6 +13,7 @@
 #include "common/store/migrations.hpp"
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
+#include "common/store/session_sql.hpp"
 #include "common/store/store_sql.hpp"
 #include "console/console_sql.hpp"
 
@@ -49,7 +50,7 @@ pqxx::connection& Views::data() {
         data_ = std::make_unique<pqxx::connection>(dsn_);
         console_session(*data_);
         pqxx::nontransaction session(*data_);
-        session.exec(std::string("SET ROLE ") + common::sql::kRowSecurityRole);
+        session.exec(common::sql::kActAsRowSecurityRole.text);
     }
     return *data_;
 }

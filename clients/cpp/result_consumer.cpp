@@ -7,6 +7,7 @@
 #include "common/base/enum_names.hpp"
 #include "common/store/conninfo.hpp"
 #include "common/store/pg_field.hpp"
+#include "common/store/session_sql.hpp"
 
 namespace aclaim::clients {
 
@@ -74,10 +75,9 @@ ResultConsumer::ResultConsumer(const std::string& dsn, const common::Clock& cloc
         std::make_unique<pqxx::connection>(common::guarded_dsn(dsn, options_.statement_timeout));
     {
         pqxx::nontransaction session(*conn_);
-        session.exec_params(
-            "SELECT set_config('application_name', $1, false), "
-            "set_config('statement_timeout', $2, false)",
-            options_.application_name, std::to_string(options_.statement_timeout.count()));
+        session.exec_params(common::sql::kSetApplicationName.text, options_.application_name);
+        session.exec_params(common::sql::kSetStatementTimeout.text,
+                            std::to_string(options_.statement_timeout.count()));
     }
     pqxx::work txn(*conn_, "consumer_group");
     if (options_.create_group) {

@@ -110,6 +110,8 @@ inline constexpr const char* kDetachPartition =
 inline constexpr const char* kFinalizeDetach =
     "ALTER TABLE job_events DETACH PARTITION {PARTITION} FINALIZE";
 inline constexpr const char* kDropPartition = "DROP TABLE IF EXISTS {PARTITION}";
+/// The rows a detached partition holds, checked against its archive before it is dropped.
+inline constexpr const char* kCountPartition = "SELECT count(*) FROM {PARTITION}";
 
 /// $1 after id, $2 limit. One page of a detached partition's events, in id order (its primary
 /// key (id, at) serves it).

@@ -232,7 +232,7 @@ ArchiveOutcome RetentionStore::archive_one(const EventPartition& p, const Archiv
         std::int64_t counted = 0;
         {
             pqxx::read_transaction txn(conn_);
-            counted = txn.exec1("SELECT count(*) FROM " + quoted)[0].as<std::int64_t>();
+            counted = txn.exec1(with_partition(sql::kCountPartition, quoted))[0].as<std::int64_t>();
         }
         if (read.rows != written.rows || read.sha256 != written.sha256 || counted != read.rows) {
             throw std::runtime_error("archive " + path.string() + " holds " +

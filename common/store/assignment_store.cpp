@@ -7,6 +7,7 @@
 #include "common/store/new_job_arrays.hpp"
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
+#include "common/store/session_sql.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace aclaim::common {
@@ -131,7 +132,7 @@ void begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
     if (options.lock_strategy == LockStrategy::Wait) {
         // Bound only the claim's wait: a completion queued behind a waiting claimer's row
         // lock must still go through.
-        txn.exec("SET LOCAL lock_timeout = " + std::to_string(options.lock_timeout_ms));
+        txn.exec_params(sql::kSetLocalLockTimeout.text, std::to_string(options.lock_timeout_ms));
     }
 }
 
@@ -243,7 +244,7 @@ Transition reject(pqxx::work& txn, Scope& scope, Operation op, const TransitionR
 void act_as_row_security_role(pqxx::connection& conn) {
     try {
         pqxx::nontransaction session(conn);
-        session.exec(std::string("SET ROLE ") + sql::kRowSecurityRole);
+        session.exec(sql::kActAsRowSecurityRole.text);
     } catch (const pqxx::broken_connection&) {
         throw;
     } catch (const pqxx::sql_error& e) {
@@ -259,12 +260,12 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
     : options_(std::move(options)), conn_(std::make_unique<pqxx::connection>(dsn)) {
     {
         pqxx::nontransaction session(*conn_);
-        session.exec("SET application_name = " + session.quote(options_.application_name));
+        session.exec_params(sql::kSetApplicationName.text, options_.application_name);
         // Every statement here runs in milliseconds; a JIT compile costs tens of them. A claim
         // batch forced past jit_above_cost took 50-72 ms against 5-7 ms without (drills/bench
         // found no statement past it, the highest plan cost 52k of 100k, but a large batch on a
         // large table under a generic plan can get there, and would pay it every execution).
-        session.exec("SET jit = off");
+        session.exec(sql::kJitOff.text);
     }
     if (options_.row_security) act_as_row_security_role(*conn_);
     for (const sql::Statement* statement : sql::kStatements) {

@@ -2,6 +2,8 @@
 
 #include <pqxx/pqxx>
 
+#include "common/store/session_sql.hpp"
+
 namespace aclaim::common {
 
 namespace {
@@ -10,14 +12,14 @@ constexpr long long kMigrationLockKey = 0x61636c61696d31LL;
 
 bool has_migrations_table(pqxx::connection& conn) {
     pqxx::read_transaction txn(conn);
-    return txn.exec1("SELECT to_regclass('schema_migrations') IS NOT NULL")[0].as<bool>();
+    return txn.exec1(sql::kMigrationsTableExists.text)[0].as<bool>();
 }
 }  // namespace
 
 int schema_version(pqxx::connection& conn) {
     if (!has_migrations_table(conn)) return 0;
     pqxx::read_transaction txn(conn);
-    return txn.exec1("SELECT coalesce(max(version), 0) FROM schema_migrations")[0].as<int>();
+    return txn.exec1(sql::kMigrationsVersion.text)[0].as<int>();
 }
 
 bool migrations_current(pqxx::connection& conn) {
@@ -29,32 +31,27 @@ MigrationReport migrate(pqxx::connection& conn) {
     MigrationReport report;
     {
         pqxx::nontransaction session(conn);
-        session.exec("SELECT pg_advisory_lock(" + std::to_string(kMigrationLockKey) + ")");
-        session.exec(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version integer PRIMARY KEY, name text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())");
+        session.exec_params(sql::kAdvisoryLock.text, kMigrationLockKey);
+        session.exec(sql::kMigrationsCreateTable.text);
     }
     try {
         for (const auto& m : embedded_migrations()) {
             pqxx::work txn(conn, "migrate");
-            const auto seen =
-                txn.exec_params("SELECT 1 FROM schema_migrations WHERE version = $1", m.version);
+            const auto seen = txn.exec_params(sql::kMigrationApplied.text, m.version);
             if (!seen.empty()) continue;
             txn.exec(m.sql);
-            txn.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                            m.version, m.name);
+            txn.exec_params(sql::kMigrationRecord.text, m.version, m.name);
             txn.commit();
             report.applied.push_back(m.name);
         }
     } catch (...) {
         pqxx::nontransaction session(conn);
-        session.exec("SELECT pg_advisory_unlock(" + std::to_string(kMigrationLockKey) + ")");
+        session.exec_params(sql::kAdvisoryUnlock.text, kMigrationLockKey);
         throw;
     }
     {
         pqxx::nontransaction session(conn);
-        session.exec("SELECT pg_advisory_unlock(" + std::to_string(kMigrationLockKey) + ")");
+        session.exec_params(sql::kAdvisoryUnlock.text, kMigrationLockKey);
     }
     report.version = schema_version(conn);
     return report;

@@ -78,9 +78,10 @@ std::string curve_public_of(const std::string& secret_z85) {
     return std::string(pub.data(), 40);
 }
 
-ZapHandler::ZapHandler(zmq::context_t& context, const ZapOptions& options, std::string dsn,
-                       AuthCounters& counters, const common::Clock& clock)
-    : dsn_(std::move(dsn)),
+ZapHandler::ZapHandler(zmq::context_t& context, const ZapOptions& options,
+                       const Connections& connections, AuthCounters& counters,
+                       const common::Clock& clock)
+    : connections_(connections),
       cache_ttl_(options.key_cache()),
       socket_(context, zmq::socket_type::router),
       counters_(counters),
@@ -265,7 +266,7 @@ ZapHandler::Verdict ZapHandler::check(const std::string& key,
 }
 
 pqxx::connection& ZapHandler::connection() {
-    if (!conn_) conn_ = std::make_unique<pqxx::connection>(dsn_);
+    if (!conn_) conn_ = connections_.open("aclaim-coordinator-zap", Connections::Role::Login);
     return *conn_;
 }
 

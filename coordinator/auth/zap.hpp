@@ -14,6 +14,7 @@
 
 #include "common/base/clock.hpp"
 #include "common/store/assignment.hpp"
+#include "coordinator/db/connections.hpp"
 #include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
@@ -58,8 +59,9 @@ class ZapHandler {
     /// Binds the ZAP endpoint on `context` at once: it must exist before the ROUTER accepts.
     /// `counters` and `clock` (whose monotonic time ages cached keys and paces re-checks) must
     /// outlive the handler.
-    /// Worker keys are looked up on `dsn`.
-    ZapHandler(zmq::context_t& context, const ZapOptions& options, std::string dsn,
+    /// Worker keys are looked up on a connection from `connections` (which must outlive the
+    /// handler too), as the login: the lookups span every organization.
+    ZapHandler(zmq::context_t& context, const ZapOptions& options, const Connections& connections,
                AuthCounters& counters, const common::Clock& clock);
     ~ZapHandler();
     ZapHandler(const ZapHandler&) = delete;
@@ -93,7 +95,7 @@ class ZapHandler {
     void recheck(Poster& poster);
     pqxx::connection& connection();
 
-    std::string dsn_;
+    const Connections& connections_;
     std::chrono::milliseconds cache_ttl_;
     zmq::socket_t socket_;
     std::unique_ptr<pqxx::connection> conn_;         ///< ZAP thread only; reopened after a failure

@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include "common/store/session_sql.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace aclaim::coordinator {
@@ -14,14 +15,13 @@ std::unique_ptr<pqxx::connection> Connections::open(const std::string& applicati
     auto conn = std::make_unique<pqxx::connection>(dsn_);
     {
         pqxx::nontransaction session(*conn);
-        session.exec("SET application_name = " + session.quote(application_name));
+        session.exec_params(common::sql::kSetApplicationName.text, application_name);
     }
     if (role == Role::RowSecurity && options_.row_security) {
         common::act_as_row_security_role(*conn);
         // A raw connection has no per-transaction scope: every organization, for the session.
         pqxx::nontransaction session(*conn);
-        session.exec_params("SELECT set_config('aclaim.org_id', $1, false)",
-                            common::sql::kAllOrganizations);
+        session.exec_params(common::sql::kSetSessionOrg.text, common::sql::kAllOrganizations);
     }
     return conn;
 }

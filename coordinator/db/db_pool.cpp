@@ -144,7 +144,7 @@ void DbPool::run(int index) {
         if (taken.empty()) return;
         std::vector<DbRequest> batch = start_unanswered(std::move(taken));
         if (batch.empty()) continue;
-        const auto taken_at = SteadyClock::now();
+        const auto taken_at = LatencyClock::now();
         for (auto& r : batch) r.timings.taken = taken_at;
         if (batch.size() > 1 && coalescible(batch.front().kind())) {
             for (auto& outcome : execute(handle, *watch, std::move(batch))) {
@@ -184,12 +184,12 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
         }
         const common::Instant now = clock_.now();
         const common::Duration lease = lease_;
-        const auto started = SteadyClock::now();
+        const auto started = LatencyClock::now();
         ArmedWatch armed(watch, store->connection().sock(), deadline());
         try {
             auto results = run_statement(*store, kind, out, lease, now);
             for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
-            const auto finished = SteadyClock::now();
+            const auto finished = LatencyClock::now();
             metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(finished - started);
             for (auto& o : out) {
                 o.request.timings.finished = finished;

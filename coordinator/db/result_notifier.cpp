@@ -8,6 +8,7 @@
 
 #include "common/base/backoff.hpp"
 #include "common/store/pg_array.hpp"
+#include "common/store/session_sql.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace aclaim::coordinator {
@@ -20,7 +21,7 @@ std::unique_ptr<pqxx::connection> connect(const Connections& connections) {
     // The notification's own commit need not reach the disk before it is delivered: it announces
     // commits that already did, and a crash of the server ends every listener's session anyway.
     // Without waiting for its flush, the cluster-wide notify lock is held for microseconds.
-    session.exec("SET synchronous_commit = off");
+    session.exec(common::sql::kAsyncCommit.text);
     conn->prepare(common::sql::kNotifyResults.name, common::sql::kNotifyResults.text);
     return conn;
 }

@@ -123,8 +123,8 @@ void Coordinator::bind() {
     router_.set(zmq::sockopt::handshake_ivl, curve.handshake_timeout_ms);
     if (!router.plaintext) {
         const std::string secret = curve.load_secret();
-        zap_ = std::make_unique<ZapHandler>(context_, options_.zap, connections_.dsn(),
-                                            metrics_.auth, clock_);
+        zap_ = std::make_unique<ZapHandler>(context_, options_.zap, connections_, metrics_.auth,
+                                            clock_);
         router_.set(zmq::sockopt::curve_server, true);
         router_.set(zmq::sockopt::curve_secretkey, secret);
         // A non-empty domain makes libzmq consult the ZAP handler for every handshake.
