@@ -13,7 +13,7 @@ struct CutAtDeadline : std::runtime_error {
 
 Retention::Retention(RetentionOptions options, const Connections& connections,
                      const common::Clock& clock, Metrics& metrics)
-    : options_(std::move(options)), clock_(clock), metrics_(metrics), connections_(connections) {}
+    : options_(options), clock_(clock), metrics_(metrics), connections_(connections) {}
 
 Retention::~Retention() {
     stop();
