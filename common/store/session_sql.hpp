@@ -9,29 +9,27 @@
 namespace aclaim::common::sql {
 
 /// The name the server shows for this session (pg_stat_activity.application_name).
-inline const Statement kSetApplicationName{
-    "aclaim_set_application_name", "SELECT set_config('application_name', $1, false)",
-    {"application_name text"}};
+inline const Statement kSetApplicationName{"aclaim_set_application_name",
+                                           "SELECT set_config('application_name', $1, false)",
+                                           {"application_name text"}};
 /// A session's statement timeout, in milliseconds (a client's own bound on every statement).
-inline const Statement kSetStatementTimeout{
-    "aclaim_set_statement_timeout", "SELECT set_config('statement_timeout', $1, false)",
-    {"milliseconds text"}};
+inline const Statement kSetStatementTimeout{"aclaim_set_statement_timeout",
+                                            "SELECT set_config('statement_timeout', $1, false)",
+                                            {"milliseconds text"}};
 /// The bound on the current transaction's lock waits, in milliseconds (SET LOCAL lock_timeout).
-inline const Statement kSetLocalLockTimeout{
-    "aclaim_set_local_lock_timeout", "SELECT set_config('lock_timeout', $1, true)",
-    {"milliseconds text"}};
+inline const Statement kSetLocalLockTimeout{"aclaim_set_local_lock_timeout",
+                                            "SELECT set_config('lock_timeout', $1, true)",
+                                            {"milliseconds text"}};
 /// The organization a session sees under row-level security, for the whole session.
-inline const Statement kSetSessionOrg{"aclaim_set_session_org",
-                                      "SELECT set_config('aclaim.org_id', $1, false)",
-                                      {"org_id text"}};
+inline const Statement kSetSessionOrg{
+    "aclaim_set_session_org", "SELECT set_config('aclaim.org_id', $1, false)", {"org_id text"}};
 /// No JIT compilation on this session: every statement of the product runs in milliseconds.
 inline const Statement kJitOff{"aclaim_jit_off", "SET jit = off", {}};
 /// A session's own commits need not wait for their flush (the result notifier's NOTIFY only).
 inline const Statement kAsyncCommit{"aclaim_async_commit", "SET synchronous_commit = off", {}};
 /// Acting as the row-security role (kRowSecurityRole) for the rest of the session.
-inline const Statement kActAsRowSecurityRole{"aclaim_act_as_row_security_role",
-                                             std::string("SET ROLE ") + kRowSecurityRole,
-                                             {}};
+inline const Statement kActAsRowSecurityRole{
+    "aclaim_act_as_row_security_role", std::string("SET ROLE ") + kRowSecurityRole, {}};
 
 /// The schema's ledger: one row per applied migration, under an advisory lock so that two
 /// processes starting at once apply each migration once.
@@ -48,11 +46,12 @@ inline const Statement kMigrationApplied{"aclaim_migration_applied",
                                          "SELECT 1 FROM schema_migrations WHERE version = $1",
                                          {"version integer"}};
 inline const Statement kMigrationRecord{
-    "aclaim_migration_record", "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+    "aclaim_migration_record",
+    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
     {"version integer", "name text"}};
-inline const Statement kAdvisoryLock{"aclaim_advisory_lock", "SELECT pg_advisory_lock($1)",
-                                     {"key bigint"}};
-inline const Statement kAdvisoryUnlock{"aclaim_advisory_unlock", "SELECT pg_advisory_unlock($1)",
-                                       {"key bigint"}};
+inline const Statement kAdvisoryLock{
+    "aclaim_advisory_lock", "SELECT pg_advisory_lock($1)", {"key bigint"}};
+inline const Statement kAdvisoryUnlock{
+    "aclaim_advisory_unlock", "SELECT pg_advisory_unlock($1)", {"key bigint"}};
 
 }  // namespace aclaim::common::sql
