@@ -22,32 +22,29 @@ inline std::string flag_variable(std::string_view flag) {
     return out;
 }
 
-/// `flag` parsed into `field`, read from `variable` (by default the flag's own, flag_variable())
-/// when not given, with the field's value before parsing shown as the default.
+/// `flag` parsed into `field`, read from the flag's own variable (flag_variable()), with the
+/// field's value before parsing shown as the default.
 template <class T>
-CLI::Option* add_setting(CLI::App& app, const std::string& flag, T& field, const std::string& help,
-                         const std::string& variable = {}) {
-    return app.add_option(flag, field, help)
-        ->envname(variable.empty() ? flag_variable(flag) : variable)
-        ->capture_default_str();
+CLI::Option* add_setting(CLI::App& app, const std::string& flag, T& field,
+                         const std::string& help) {
+    return app.add_option(flag, field, help)->envname(flag_variable(flag))->capture_default_str();
 }
 
 /// An on|off switch into `field`, its current value shown as the default.
 inline CLI::Option* add_on_off(CLI::App& app, const std::string& flag, bool& field,
-                               const std::string& help, const std::string& variable = {}) {
+                               const std::string& help) {
     return app
         .add_option_function<std::string>(
             flag, [&field](const std::string& v) { field = v == "on"; }, help)
-        ->envname(variable.empty() ? flag_variable(flag) : variable)
+        ->envname(flag_variable(flag))
         ->check(CLI::IsMember({"on", "off"}))
         ->default_str(field ? "on" : "off");
 }
 
 /// A presence flag into `field`, read from its variable too.
 inline CLI::Option* add_switch(CLI::App& app, const std::string& flag, bool& field,
-                               const std::string& help, const std::string& variable = {}) {
-    return app.add_flag(flag, field, help)
-        ->envname(variable.empty() ? flag_variable(flag) : variable);
+                               const std::string& help) {
+    return app.add_flag(flag, field, help)->envname(flag_variable(flag));
 }
 
 }  // namespace aclaim::common

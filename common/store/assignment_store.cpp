@@ -284,8 +284,8 @@ pqxx::connection& AssignmentStore::connection() {
 }
 
 void AssignmentStore::commit(pqxx::work& txn) {
-    static const SystemClock kSystemClock;
-    const Clock& clock = options_.clock != nullptr ? *options_.clock : kSystemClock;
+    static const SystemClock system_clock;
+    const Clock& clock = options_.clock != nullptr ? *options_.clock : system_clock;
     const auto began = clock.monotonic_now();
     txn.commit();
     last_commit_ = clock.monotonic_now() - began;

@@ -80,7 +80,7 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
 DbPool::DbPool(DbPoolOptions options, const Connections& connections,
                std::chrono::milliseconds lease, const common::Clock& clock, WorkQueue& queue,
                Mailbox& mailbox, Metrics& metrics, ResultNotifier* results)
-    : options_(std::move(options)),
+    : options_(options),
       connections_(connections),
       lease_(lease),
       clock_(clock),

@@ -39,7 +39,7 @@ struct PresencePublisher::Session {
 PresencePublisher::PresencePublisher(PresenceOptions options, const Connections& connections,
                                      std::string name, std::string endpoint,
                                      const common::Clock& clock, PresenceBoard& board)
-    : options_(std::move(options)),
+    : options_(options),
       name_(std::move(name)),
       endpoint_(std::move(endpoint)),
       clock_(clock),

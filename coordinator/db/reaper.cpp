@@ -18,7 +18,7 @@ struct Reaper::Session {
 
 Reaper::Reaper(ReaperOptions options, const Connections& connections, const common::Clock& clock,
                Mailbox& mailbox, Metrics& metrics)
-    : options_(std::move(options)),
+    : options_(options),
       clock_(clock),
       mailbox_(mailbox),
       metrics_(metrics),

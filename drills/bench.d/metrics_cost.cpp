@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/base/program.hpp"
 #include "coordinator/metrics/metrics.hpp"
 
 namespace {
@@ -28,6 +29,7 @@ double measure(int threads, long ops, int rounds, const std::function<void(long)
     double best = 1e18;
     for (int r = 0; r < rounds; ++r) {
         std::vector<std::thread> pool;
+        pool.reserve(static_cast<std::size_t>(threads));
         const auto start = Clock::now();
         for (int t = 0; t < threads; ++t) {
             pool.emplace_back([&] {
@@ -41,9 +43,7 @@ double measure(int threads, long ops, int rounds, const std::function<void(long)
     return best;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     CLI::App app{"aclaim-metrics-cost: counter and histogram cost, own atomics vs prometheus-cpp"};
     long ops = 20'000'000;
     int rounds = 5;
@@ -84,4 +84,10 @@ int main(int argc, char** argv) {
     row("histogram, prometheus-cpp",
         [&](long i) { histogram.Observe(std::chrono::duration<double>(pick(i)).count()); });
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return aclaim::common::run_program("aclaim-metrics-cost", run, argc, argv);
 }
