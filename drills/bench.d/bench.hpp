@@ -78,6 +78,23 @@ struct RawOptions {
 };
 nlohmann::json run_raw(const RawOptions& o);
 
+/// The contract's floor (floor.cpp): the least SQL that keeps the contract, on bare tables in the
+/// schema bench_floor, each client completing its last batch and claiming the next in one
+/// transaction.
+struct FloorOptions {
+    /// PostgreSQL connection string.
+    std::string dsn;
+    /// Clients, each with its own connection.
+    int threads = 4;
+    /// Jobs claimed (and then completed) per statement.
+    int batch = 100;
+    double seconds = 8;
+    /// Create bench_floor afresh with this many pending jobs first (0: use what is there).
+    long setup_jobs = 0;
+    CpuPids cpu;
+};
+nlohmann::json run_floor(const FloorOptions& o);
+
 /// The coordinator a measurement talks to, and how its clients authenticate.
 struct CoordinatorTarget {
     std::string endpoint;

@@ -49,6 +49,17 @@ int run(int argc, char** argv) {
                         "alternating, this long in all (0: skip)");
     add_cpu_options(raw_cmd, raw.cpu);
 
+    FloorOptions floor;
+    auto* floor_cmd = app.add_subcommand(
+        "floor", "the contract's floor: the least SQL that keeps the contract, on bare tables");
+    floor_cmd->add_option("--dsn", floor.dsn)->required();
+    floor_cmd->add_option("--threads", floor.threads)->check(CLI::Range(1, 64));
+    floor_cmd->add_option("--batch", floor.batch)->check(CLI::Range(1, 10000));
+    floor_cmd->add_option("--seconds", floor.seconds)->check(CLI::PositiveNumber);
+    floor_cmd->add_option("--setup-jobs", floor.setup_jobs,
+                          "Create the floor's tables afresh with this many pending jobs first");
+    add_cpu_options(floor_cmd, floor.cpu);
+
     E2eOptions e2e;
     auto* e2e_cmd = app.add_subcommand("e2e", "end to end through a coordinator");
     add_target_options(e2e_cmd, e2e.target);
@@ -134,6 +145,7 @@ int run(int argc, char** argv) {
     try {
         nlohmann::json out;
         if (*raw_cmd) out = run_raw(raw);
+        if (*floor_cmd) out = run_floor(floor);
         if (*e2e_cmd) {
             e2e.target.auth.validate();
             out = run_e2e(e2e);

@@ -28,7 +28,7 @@ def div(a, b):
     return a / b if b else 0.0
 
 
-steps = ("raw", "single", "reviewer", "coalesced", "coalesced_held", "latency", "crowd", "scale")
+steps = ("raw", "floor", "single", "reviewer", "coalesced", "coalesced_held", "latency", "crowd", "scale")
 r = {k: load(k) for k in steps}
 if curve:
     r["coalesced_plaintext"] = load("coalesced_plaintext")
@@ -85,6 +85,58 @@ if p:
     amp["gw_single"] = amplification("gw_single8", "graphile_worker")
     amp["gw_batched"] = amplification("gw_batched", "graphile_worker")
     amp["pgboss"] = amplification("pgboss", "pgboss")
+
+
+# ---- WAL by kind: pg_waldump --stats=record over each phase's WAL ----
+# Record types grouped by what wrote them; index entries are B-tree leaf insertions (a posting
+# list's too), the entries a row version adds to each index it is in.
+WAL_KINDS = (
+    ("row writes", ("Heap/INSERT", "Heap/UPDATE", "Heap/HOT_UPDATE", "Heap/DELETE", "Heap2/MULTI_INSERT")),
+    ("row locks", ("Heap/LOCK", "Heap2/LOCK_UPDATED")),
+    ("index", ("Btree/",)),
+    ("commits", ("Transaction/",)),
+    ("pruning and vacuum", ("Heap2/PRUNE", "Heap2/VACUUM", "Heap2/FREEZE", "Heap2/VISIBLE", "Heap/INPLACE")),
+)
+
+
+def wal_kinds(name, jobs):
+    """Bytes per job by kind (record plus full-page images), index entries per job, and the
+    full-page images' share; {} when pg_waldump could not read the phase's WAL."""
+    try:
+        with open(f"{work}/{name}.wal") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    rows = {}
+    for l in text.splitlines():
+        m = re.match(r"(\S+/\S+)\s+(\d+)\s+\(\s*[\d.]+\)\s+(\d+)\s+\(\s*[\d.]+\)\s+(\d+)\s+\(\s*[\d.]+\)\s+(\d+)", l)
+        if m:
+            rows[m.group(1)] = (int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
+    if not rows or not jobs:
+        return {"error": text.strip().splitlines()[-1] if text.strip() else "no WAL statistics"}
+    out, seen = {}, set()
+    for kind, prefixes in WAL_KINDS:
+        members = [t for t in rows if any(t.startswith(pre) for pre in prefixes)]
+        seen.update(members)
+        out[kind] = sum(rows[t][3] for t in members) / jobs
+    out["other"] = sum(v[3] for t, v in rows.items() if t not in seen) / jobs
+    return {
+        "bytes_per_job": out,
+        "total_bytes_per_job": sum(v[3] for v in rows.values()) / jobs,
+        "fpi_bytes_per_job": sum(v[2] for v in rows.values()) / jobs,
+        "index_entries_per_job": sum(v[0] for t, v in rows.items()
+                                     if t in ("Btree/INSERT_LEAF", "Btree/INSERT_POST")) / jobs,
+        "records_per_job": sum(v[0] for v in rows.values()) / jobs,
+    }
+
+
+floor = r["floor"]
+wal = {
+    "coalesced": wal_kinds("coalesced", amp["coalesced"].get("jobs", 0)),
+    "floor": wal_kinds("floor", floor.get("jobs", 0)),
+}
+if p:
+    wal["gw_batched"] = wal_kinds("gw_batched", amp.get("gw_batched", {}).get("jobs", 0))
 
 # ---- claim stages from the coordinator's histograms over the latency window ----
 BOUNDS_US = (100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
@@ -168,6 +220,9 @@ res = {
     "claim_queues_one_mean_ms": g(r["scale"], "claim_queues_one_mean_ms"),
     "jobs_n_tup_upd": upd, "jobs_n_tup_hot_upd": hot_upd,
     "write_amplification": amp,
+    "wal_by_kind": wal,
+    "floor_jobs_per_s": g(floor, "jobs_per_s"),
+    "floor_batch": floor.get("batch", 0),
 }
 for k, v in p.items():
     res[f"{k}_jobs_per_s"] = g(v, "jobs_per_s")
@@ -175,6 +230,7 @@ gw_single = max(g(p.get("gw_single8"), "jobs_per_s"), g(p.get("gw_single64"), "j
 gw_batched = g(p.get("gw_batched"), "jobs_per_s") if p else 0.0
 res["single_vs_raw_single_ratio"] = div(res["single_jobs_per_s"], res["raw_single_jobs_per_s"])
 res["coalesced_vs_raw_batch_ratio"] = div(res["coalesced_jobs_per_s"], res["raw_batch_jobs_per_s"])
+res["coalesced_vs_floor_ratio"] = div(res["coalesced_jobs_per_s"], res["floor_jobs_per_s"])
 res["reviewer_vs_graphile_single_ratio"] = div(res["reviewer_jobs_per_s"], gw_single)
 res["coalesced_vs_graphile_batched_ratio"] = div(res["coalesced_jobs_per_s"], gw_batched)
 res["notify_cost_ratio"] = div(res["raw_single_notifying_jobs_per_s"], res["raw_single_unnotified_jobs_per_s"])
@@ -229,6 +285,16 @@ print(f"raw single (8 threads, 1 claim + 1 completion per txn): {res['raw_single
 cpu("raw single", raw.get("raw_single_cpu"))
 print(f"raw batch (4 threads, 100 + 100 per statement):         {res['raw_batch_jobs_per_s']:.0f} jobs/s")
 cpu("raw batch", raw.get("raw_batch_cpu"))
+try:
+    with open(f"{work}/floor.batch") as f:
+        fb, fassigned, fstatements = f.read().split()
+except (OSError, ValueError):
+    fb, fassigned, fstatements = "?", "?", "?"
+print(f"contract's floor (4 clients, batch {floor.get('batch', 0)}: the coalesced run's {fassigned} jobs over "
+      f"{fstatements} claim statements; bare tables, completion + next claim per txn, one audit row per "
+      f"transition, one verdict row): {res['floor_jobs_per_s']:.0f} jobs/s, WAL {g(floor, 'wal_bytes_per_job'):.0f} B/job, "
+      f"rows {g(floor, 'row_writes_per_job'):.2f}/job")
+cpu("floor", floor)
 print(f"raw single, a pg_notify in every completion vs none (alternating, same run): "
       f"{res['raw_single_notifying_jobs_per_s']:.0f} vs {res['raw_single_unnotified_jobs_per_s']:.0f} jobs/s")
 print(f"single, --coalesce off (16 clients, 1 job per claim):   {res['single_jobs_per_s']:.0f} jobs/s")
@@ -316,6 +382,16 @@ for k, a in amp.items():
     tables = ", ".join(f"{t.split('.')[-1]} {v:.2f}" for t, v in a["rows_per_job"].items())
     print(f"    {k:<12} WAL {a['wal_bytes_per_job']:7.0f} B/job (full-page images {a['wal_fpi_per_job']:.2f}/job), "
           f"rows {a['row_writes_per_job']:.2f}/job ({tables}) over {a['jobs']} jobs")
+print("WAL by kind per completed job (pg_waldump --stats=record over the phase; bytes include full-page images):")
+for k, w in wal.items():
+    if not w:
+        continue
+    if "error" in w:
+        print(f"    {k:<12} not read: {w['error']}")
+        continue
+    kinds = ", ".join(f"{kind} {v:.0f}" for kind, v in w["bytes_per_job"].items())
+    print(f"    {k:<12} {w['total_bytes_per_job']:6.0f} B/job: {kinds}; full-page images {w['fpi_bytes_per_job']:.0f} B; "
+          f"index entries {w['index_entries_per_job']:.2f}/job; records {w['records_per_job']:.2f}/job")
 print()
 
 peer_ok = (lambda ok: ok) if p else (lambda ok: None)
@@ -327,6 +403,13 @@ line("coalesced / raw batch", res["coalesced_vs_raw_batch_ratio"], "x", ">= 0.85
      "PostgreSQL's CPU per job: two transactions per batch against one, under row security, in batches as large "
      "as what queued during the last commit, on the two cores the clients and the coordinator share "
      "(docs/performance.md has the profile)")
+line(f"coalesced / contract's floor at batch {floor.get('batch', 0)}", res["coalesced_vs_floor_ratio"], "x", ">= 0.8",
+     res["coalesced_vs_floor_ratio"] >= 0.8 if floor else None,
+     "what the coordinator's path adds to the least SQL the contract needs: per-kind transactions, its "
+     "indexes, two verdict rows, partition routing (WAL by kind above)")
+coalesced_wal = amp["coalesced"].get("wal_bytes_per_job", 0)
+line("WAL per job, coalesced", coalesced_wal / 1000, "KB", "<= 1.8", 0 < coalesced_wal <= 1800 if amp["coalesced"] else None,
+     "row versions and index entries per transition (WAL by kind above)")
 line("coalesced / graphile-worker batched", res["coalesced_vs_graphile_batched_ratio"], "x", ">= 1.5",
      peer_ok(res["coalesced_vs_graphile_batched_ratio"] >= 1.5),
      "PostgreSQL's CPU per job: six row writes (two job updates, two events, a result, an outcome) "
