@@ -13,23 +13,22 @@ namespace aclaim::console::sql {
 /// instead of counting: an index-only count of at most this many entries per pair stays cheap.
 inline constexpr long long kExactCountCap = 2000;
 
-/// Every organization with jobs: a skip scan over jobs_org_state, one index probe each.
+/// Every organization with jobs: a skip scan, one probe of each organization-led index per
+/// organization (aclaim_next_org, schema/0014).
 inline constexpr const char* kOrganizations = R"SQL(
 WITH RECURSIVE o AS (
-    (SELECT org_id FROM jobs ORDER BY org_id LIMIT 1)
+    SELECT aclaim_next_org(NULL) AS org_id
     UNION ALL
-    SELECT (SELECT j.org_id FROM jobs j WHERE j.org_id > o.org_id ORDER BY j.org_id LIMIT 1)
-      FROM o WHERE o.org_id IS NOT NULL
+    SELECT aclaim_next_org(o.org_id) FROM o WHERE o.org_id IS NOT NULL
 )
 SELECT org_id FROM o WHERE org_id IS NOT NULL ORDER BY org_id
 )SQL";
 
 /// $1 bigint[] organizations, $2 text[] states (pairwise), $3 cap. Per pair, the count of rows up
-/// to $3 + 1 (index-only scans of jobs_org_state; more than $3 means "take the estimate").
+/// to $3 + 1 (index-only scans of the index that holds the state, aclaim_count_in, schema/0014;
+/// more than $3 means "take the estimate").
 inline constexpr const char* kCappedCounts = R"SQL(
-SELECT o AS org_id, s AS state,
-       (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = o AND j.state = s
-                               LIMIT $3::bigint + 1) c) AS n
+SELECT o AS org_id, s AS state, aclaim_count_in(o, s, NULL, $3::bigint) AS n
   FROM unnest($1::bigint[], $2::text[]) AS p(o, s)
 )SQL";
 
@@ -64,15 +63,25 @@ SELECT org_id,
 /// per organization and state.
 inline constexpr int kQueuesShown = 100;
 
-/// $1 since, $2 now, $3 bigint[] organizations. Completions per organization and minute since $1
-/// (one range of jobs_completed_at per organization), binned in the index's own type: converting
-/// every row to microseconds first would cost more than the scan.
+/// $1 since, $2 now, $3 bigint[] organizations. Completions per organization and minute since $1:
+/// a skip scan over each organization's queues with completed jobs, then one range of
+/// jobs_finished (org_id, queue, state, completed_at) per queue, binned in the index's own type:
+/// converting every row to microseconds first would cost more than the scan.
 inline constexpr const char* kCompletionsPerMinute = R"SQL(
-SELECT org_id, aclaim_us(date_bin('1 minute', completed_at, aclaim_ts($1::bigint))) AS bin_us,
-       count(*) AS n
-  FROM jobs
- WHERE state = 'completed' AND org_id = ANY($3::bigint[])
-   AND completed_at > aclaim_ts($1::bigint) AND completed_at <= aclaim_ts($2::bigint)
+WITH RECURSIVE q AS (
+    SELECT o, aclaim_next_queue(o, 'completed', NULL) AS queue FROM unnest($3::bigint[]) AS o
+    UNION ALL
+    SELECT q.o, aclaim_next_queue(q.o, 'completed', q.queue) FROM q WHERE q.queue IS NOT NULL
+)
+SELECT q.o AS org_id, b.bin_us, sum(b.n)::bigint AS n
+  FROM q,
+       LATERAL (SELECT aclaim_us(date_bin('1 minute', j.completed_at, aclaim_ts($1::bigint))) AS bin_us,
+                       count(*) AS n
+                  FROM jobs j
+                 WHERE j.org_id = q.o AND j.queue = q.queue AND j.state = 'completed'
+                   AND j.completed_at > aclaim_ts($1::bigint)
+                   AND j.completed_at <= aclaim_ts($2::bigint)
+                 GROUP BY 1) b
  GROUP BY 1, 2
 )SQL";
 

@@ -214,31 +214,27 @@ inline constexpr const char* kOperatorQueueLock =
 /// (NULL: all). One row per queue that holds a job in one of $2 or has settings: `counts` holds
 /// each of $2's count, in $2's order, up to $3 + 1; with the queue's settings, the run_at of its
 /// oldest claimable job and the retention in force per finished state (the queue's setting or the
-/// built-in default, aclaim_retention_us). All of it from jobs_org_state (schema/0011): a skip
-/// scan over the organizations and over the queues of each (organization, state), then per queue
-/// index-only counts and one probe for the oldest pending entry, so that the rows of states not in
-/// $2 are never read.
+/// built-in default, aclaim_retention_us). Each state read from the index that holds it, through
+/// schema/0014's functions: a skip scan over the organizations (aclaim_next_org) and over the
+/// queues of each (organization, state) (aclaim_next_queue), then per queue index-only counts
+/// (aclaim_count_in) and one probe of jobs_org_state for the oldest pending entry, so that the
+/// rows of states not in $2 are never read.
 inline const Statement kOperatorQueues{
     "aclaim_operator_queues",
     R"SQL(
 WITH RECURSIVE every_org AS (
-    (SELECT org_id FROM jobs WHERE $1::bigint[] IS NULL ORDER BY org_id LIMIT 1)
+    SELECT aclaim_next_org(NULL) AS org_id WHERE $1::bigint[] IS NULL
     UNION ALL
-    SELECT (SELECT j.org_id FROM jobs j WHERE j.org_id > e.org_id ORDER BY j.org_id LIMIT 1)
-      FROM every_org e WHERE e.org_id IS NOT NULL
+    SELECT aclaim_next_org(e.org_id) FROM every_org e WHERE e.org_id IS NOT NULL
 ), orgs AS (
     SELECT unnest($1::bigint[]) AS o
     UNION
     SELECT org_id FROM every_org WHERE org_id IS NOT NULL
 ), found AS (
-    SELECT o.o, s.s, 1 AS n,
-           (SELECT j.queue FROM jobs j WHERE j.org_id = o.o AND j.state = s.s
-             ORDER BY j.queue LIMIT 1) AS queue
+    SELECT o.o, s.s, 1 AS n, aclaim_next_queue(o.o, s.s, NULL) AS queue
       FROM orgs o, unnest($2::text[]) s
     UNION ALL
-    SELECT f.o, f.s, f.n + 1,
-           (SELECT j.queue FROM jobs j WHERE j.org_id = f.o AND j.state = f.s AND j.queue > f.queue
-             ORDER BY j.queue LIMIT 1)
+    SELECT f.o, f.s, f.n + 1, aclaim_next_queue(f.o, f.s, f.queue)
       FROM found f WHERE f.queue IS NOT NULL AND ($4::int IS NULL OR f.n < $4::int)
 ), queues AS (
     SELECT o AS org_id, queue FROM found WHERE queue IS NOT NULL
@@ -247,8 +243,7 @@ WITH RECURSIVE every_org AS (
      WHERE $1::bigint[] IS NULL OR org_id = ANY($1::bigint[])
 )
 SELECT q.org_id, q.queue,
-       ARRAY(SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.org_id = q.org_id
-                       AND j.state = s.s AND j.queue = q.queue LIMIT $3::bigint + 1) c)
+       ARRAY(SELECT aclaim_count_in(q.org_id, s.s, q.queue, $3::bigint)
                FROM unnest($2::text[]) WITH ORDINALITY AS s(s, i) ORDER BY s.i) AS counts,
        (SELECT aclaim_us(j.run_at) FROM jobs j
          WHERE j.org_id = q.org_id AND j.state = 'pending' AND j.queue = q.queue

@@ -152,8 +152,10 @@ void setup_floor(const std::string& dsn, long jobs) {
 /// when it ends, so read after every client has disconnected).
 long row_writes(pqxx::connection& c) {
     pqxx::nontransaction q(c);
-    return q.exec1("SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM "
-                   "pg_stat_user_tables WHERE schemaname = 'bench_floor'")[0]
+    return q
+        .exec1(
+            "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM "
+            "pg_stat_user_tables WHERE schemaname = 'bench_floor'")[0]
         .as<long>();
 }
 

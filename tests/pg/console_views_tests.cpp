@@ -316,3 +316,57 @@ TEST_CASE("console views: cancel, retry and pause act only in the operator's org
     CHECK(t.exec1("SELECT count(*) FROM queue_events WHERE actor <> 'console:two'")[0].as<int>() ==
           0);
 }
+
+TEST_CASE(
+    "console overview and queue list: organizations whose jobs are all assigned or all completed "
+    "are found and counted through the indexes the claim and the completion write",
+    "[console]") {
+    // jobs_org_state holds the resting states only (schema/0014): assigned rows are read through
+    // jobs_assigned_queue, completed ones through jobs_finished.
+    TestDatabase db;
+    auto conn = db.connect();
+    common::AssignmentStore store(db.dsn());
+    common::ManualClock clock(common::SystemClock().now());
+    const auto lease = std::chrono::duration_cast<common::Duration>(std::chrono::minutes(5));
+    common::NewJob electrical{0, "review", 3};
+    electrical.queue = "electrical";
+    store.enqueue(1, {electrical}, clock.now());
+    store.enqueue(2, {electrical, electrical}, clock.now());
+    store.enqueue(3, some_jobs(1), clock.now());
+    REQUIRE(store.claim(1, {"w1", 1, {"electrical"}}, lease, clock.now()).leases.size() == 1);
+    const auto two = store.claim(2, {"w2", 2, {"electrical"}}, lease, clock.now()).leases;
+    REQUIRE(two.size() == 2);
+    clock.advance(std::chrono::seconds(10));
+    for (const auto& l : two) {
+        REQUIRE(store.complete({2, l.job_id, l.generation, "w2", "r"}, clock.now()).accepted());
+    }
+    clock.advance(std::chrono::seconds(20));
+
+    console::Views views(db.dsn(), "");
+    const auto o = views.overview({"all", std::nullopt}, clock.now());
+    REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1, 2, 3});
+    const auto& assigned_only = o["organizations"][0];
+    CHECK(assigned_only["counts"]["assigned"] == 1);
+    CHECK(assigned_only["counts"]["pending"] == 0);
+    REQUIRE(assigned_only["queues"].size() == 1);
+    CHECK(assigned_only["queues"][0]["queue"] == "electrical");
+    CHECK(assigned_only["queues"][0]["counts"]["assigned"] == 1);
+    const auto& completed_only = o["organizations"][1];
+    CHECK(completed_only["counts"]["completed"] == 2);
+    CHECK(completed_only["counts"]["assigned"] == 0);
+    long long charted = 0;
+    for (const auto& n : completed_only["completions_per_minute"]) charted += n.get<long long>();
+    CHECK(charted == 2);
+    CHECK(o["organizations"][2]["counts"]["pending"] == 1);
+
+    const auto queues = common::OperatorStore(*conn).queues(std::nullopt);
+    REQUIRE(queues.size() == 3);
+    CHECK(queues[0].org_id == 1);
+    CHECK(queues[0].count(common::JobState::Assigned) == 1);
+    CHECK(queues[1].org_id == 2);
+    CHECK(queues[1].queue == "electrical");
+    CHECK(queues[1].count(common::JobState::Completed) == 2);
+    CHECK(queues[1].count(common::JobState::Assigned) == 0);
+    CHECK(queues[2].org_id == 3);
+    CHECK(queues[2].count(common::JobState::Pending) == 1);
+}
