@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
 
 #include "tests/e2e/cluster.hpp"
 
@@ -21,6 +23,14 @@ void require_invariants(Cluster& c) {
                       << " job " << v.job_id << ": " << v.evidence);
     }
     REQUIRE(report.ok());
+}
+
+/// Whether the process's log holds `text` yet.
+bool log_holds(const Process& p, const std::string& text) {
+    std::ifstream in(p.log_path());
+    std::stringstream all;
+    all << in.rdbuf();
+    return all.str().find(text) != std::string::npos;
 }
 }  // namespace
 
@@ -60,6 +70,11 @@ TEST_CASE("a worker frozen past its lease has its late completion rejected", "[e
     INFO("logs in " << c.log_dir());
     REQUIRE(eventually(
         [&] { return c.text("SELECT assignee FROM jobs WHERE id = " + id) == "sleeper"; }, 20s));
+    // Frozen once its review has begun, not merely once the claim committed: a worker frozen
+    // before it read its ASSIGNED would start the review on waking, find the job taken back
+    // meanwhile and stop it unsubmitted, and the late completion this test is about would never
+    // be sent (seen on a loaded machine).
+    REQUIRE(eventually([&] { return log_holds(a, "assigned org=1 job=" + id + " "); }, 20s));
     a.signal(SIGSTOP);
     REQUIRE(eventually(
         [&] { return c.scalar("SELECT count(*) FROM job_events WHERE kind = 'reclaimed'") == 1; },
