@@ -49,7 +49,7 @@ SELECT s.most_common_vals[i][1]::bigint AS org_id, s.most_common_vals[i][2] AS s
 )SQL";
 
 /// $1 now. Leases out and expired ones not yet reclaimed, per organization: assigned rows only
-/// (jobs_assigned), which the number of workers bounds.
+/// (jobs_assigned_queue), which the number of workers bounds.
 inline constexpr const char* kLeaseCounts = R"SQL(
 SELECT org_id,
        count(*) FILTER (WHERE lease_expires_at > aclaim_ts($1::bigint)) AS leases_out,
@@ -94,7 +94,7 @@ SELECT org_id, split_part(detail, ':', 1) AS reason, count(*) AS n
  GROUP BY 1, 2 ORDER BY 1, 3 DESC
 )SQL";
 
-/// $1 limit. Every held lease, soonest to expire first (jobs_assigned), with the latest claim or
+/// $1 limit. Every held lease, soonest to expire first (read from jobs_assigned_queue and sorted), with the latest claim or
 /// renewal from the job's own events (job_events_job).
 inline constexpr const char* kLeases = R"SQL(
 SELECT id, org_id, generation, assignee, attempts, max_attempts,

@@ -60,7 +60,7 @@ SELECT 'job_events', coalesce(sum(pg_table_size(relid)), 0)::bigint,
        coalesce(sum(pg_indexes_size(relid)), 0)::bigint
   FROM pg_partition_tree('job_events') WHERE isleaf
 UNION ALL
-SELECT 'job_results', pg_table_size('job_results'), pg_indexes_size('job_results')
+SELECT 'job_outcomes', pg_table_size('job_outcomes'), pg_indexes_size('job_outcomes')
 )SQL",
                                             {}};
 

@@ -191,7 +191,8 @@ RETURNING aclaim_us(lease_expires_at) AS lease_us
                                "now_us bigint", "lease_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 result_ref, $6 now.
-/// The completion, its outbox row, its outcome and its audit event commit together. It notifies
+/// The completion, its outcome (the one verdict row: job_results is the view of the completed
+/// outcomes, schema/0015) and its audit event commit together. It notifies
 /// only through record_outcomes, and only organizations with consumer groups: a NOTIFY takes a
 /// cluster-wide lock at commit that every notifying transaction holds through its WAL flush, so
 /// notifying completions commit one at a time. aclaim_results is sent after the commit instead
@@ -208,10 +209,7 @@ WITH done AS (
     RETURNING )SQL" + std::string(kOutcomeReturning) +
                                      R"SQL(
 ), recorded AS ()SQL" + record_outcomes("done") +
-                                     R"SQL(), published AS (
-    INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
-    SELECT id, org_id, generation, $5::text, aclaim_ts($6::bigint) FROM done
-), logged AS (
+                                     R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', $4::text, aclaim_ts($6::bigint), $5::text FROM done
 )
@@ -370,15 +368,14 @@ SELECT id, org_id, generation, assignee, state, )SQL" +
     return text;
 }
 
-/// $1 now, $2 limit. The reaper: expired leases in job id order (the order of jobs_assigned, so a
-/// pass stops after its limit instead of reading and sorting every expired row: the reaper repeats
-/// passes until one comes back short, and ordering by expiry made draining a backlog of n
-/// expired leases cost n/limit full sorts), across organizations, passing over rows another
-/// transaction holds.
+/// $1 now, $2 limit. The reaper: expired leases in the order of jobs_assigned_queue (organization,
+/// queue), so that a pass stops after its limit instead of reading and sorting every expired row
+/// (the reaper repeats passes until one comes back short, and ordering by expiry made draining a
+/// backlog of n expired leases cost n/limit full sorts), across organizations, passing over rows
+/// another transaction holds. No order is needed for safety: a pass waits for no lock.
 inline const Statement kReclaim{"aclaim_reclaim",
                                 reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
      WHERE state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
-     ORDER BY id
      LIMIT $2::int
      FOR UPDATE SKIP LOCKED)SQL",
                                                   "'reaper'"),
@@ -505,7 +502,7 @@ SELECT slot, id, org_id, queue, generation, priority, enqueued_us, lease_us, dea
 /// comparisons, 10 of a 16 ms statement at 232 completions). The fence is checked on the locked
 /// rows, which nothing else can change before this statement's update, and the update finds its
 /// rows by primary key alone: a condition on jobs.state there would let the planner choose a full
-/// scan of the partial index jobs_assigned for every request whenever the statistics were taken
+/// scan of the partial index jobs_assigned_queue for every request whenever the statistics were taken
 /// with few leases out (measured: 100-400 ms a batch instead of 3 ms).
 inline const Statement kRenewBatch{"aclaim_renew_batch",
                                    R"SQL(
@@ -531,8 +528,8 @@ RETURNING l.n, aclaim_us(j.lease_expires_at) AS lease_us
                                     "workers text[]", "now_us bigint", "lease_us bigint"}};
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers,
-/// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outbox row, its
-/// outcome and its audit event; rows locked and fenced as in kRenewBatch.
+/// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outcome and its
+/// audit event; rows locked and fenced as in kRenewBatch.
 inline const Statement kCompleteBatch{"aclaim_complete_batch",
                                       R"SQL(
 WITH r AS (
@@ -556,10 +553,7 @@ WITH r AS (
     RETURNING l.n, l.worker, )SQL" + std::string(kOutcomeReturning) +
                                           R"SQL(
 ), recorded AS ()SQL" + record_outcomes("done") +
-                                          R"SQL(), published AS (
-    INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
-    SELECT id, org_id, generation, result_ref, aclaim_ts($6::bigint) FROM done
-), logged AS (
+                                          R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', worker, aclaim_ts($6::bigint), result_ref FROM done
 )

@@ -1,7 +1,7 @@
 // Retention at volume: `jobs` finished jobs pushed through in simulated days, with retention on
 // (the store's prune batches and partition upkeep after every chunk, old partitions archived) or
 // off, then the claim cost against 10k pending jobs and the sizes of jobs, job_events and
-// job_results with their indexes. The jobs are written set-based, one statement per chunk, each
+// job_outcomes with their indexes. The jobs are written set-based, one statement per chunk, each
 // finished job as the claim and completion statements leave it: a completed row, its
 // enqueued/claimed/completed events and its result, all stamped at the simulated time.
 
@@ -31,15 +31,15 @@ WITH j AS (
     SELECT $1, 'completed', t, t, 'bench', 1, 'w', t, 1, t, 'ref'
       FROM (SELECT aclaim_ts($2::bigint + g * $4::bigint / $3::bigint) AS t
               FROM generate_series(0, $3::int - 1) g) s
-    RETURNING id, org_id, completed_at
+    RETURNING id, org_id, queue, completed_at
 ), e AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT j.id, j.org_id, k.generation, k.kind, k.worker, j.completed_at, k.detail
       FROM j CROSS JOIN (VALUES ('enqueued', 0, NULL, 'queue default'), ('claimed', 1, 'w', ''),
                                 ('completed', 1, 'w', 'ref')) AS k(kind, generation, worker, detail)
 )
-INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
-SELECT id, org_id, 1, 'ref', completed_at FROM j
+INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, result_ref, at)
+SELECT org_id, id, 'completed', queue, 1, 1, 'ref', completed_at FROM j
 )SQL",
                     kOrg, from, n, span.count());
     txn.commit();
@@ -94,7 +94,7 @@ nlohmann::json run_retention(const RetentionBenchOptions& o) {
         // What autovacuum does over a simulated day and a half in production, done here at
         // once because the bench compresses it into seconds.
         t0 = BenchClock::now();
-        pqxx::nontransaction(*conn).exec("VACUUM jobs, job_results");
+        pqxx::nontransaction(*conn).exec("VACUUM jobs, job_outcomes");
         vacuum_s += seconds_since(t0);
         t0 = BenchClock::now();
         for (const auto& a : retention.archive(archive, now)) {
@@ -125,7 +125,7 @@ nlohmann::json run_retention(const RetentionBenchOptions& o) {
             kOrg, now, o.pending);
         txn.commit();
     }
-    pqxx::nontransaction(*conn).exec("ANALYZE jobs, job_results, job_events");
+    pqxx::nontransaction(*conn).exec("ANALYZE jobs, job_outcomes, job_events");
     std::vector<double> ms;
     for (int i = 0; i < o.claims; ++i) {
         const auto t0 = BenchClock::now();
@@ -138,7 +138,7 @@ nlohmann::json run_retention(const RetentionBenchOptions& o) {
     out["claim_mean_ms"] = mean;
     out["claim_p99_ms"] = p99;
 
-    pqxx::nontransaction(*conn).exec("VACUUM jobs, job_results");
+    pqxx::nontransaction(*conn).exec("VACUUM jobs, job_outcomes");
     nlohmann::json tables = nlohmann::json::object();
     for (const auto& t : retention.table_sizes()) {
         tables[t.name] = {{"table_bytes", t.table_bytes}, {"index_bytes", t.index_bytes}};
@@ -148,8 +148,8 @@ nlohmann::json run_retention(const RetentionBenchOptions& o) {
         tables["jobs"]["rows"] = txn.exec1("SELECT count(*) FROM jobs")[0].as<std::int64_t>();
         tables["job_events"]["rows"] =
             txn.exec1("SELECT count(*) FROM job_events")[0].as<std::int64_t>();
-        tables["job_results"]["rows"] =
-            txn.exec1("SELECT count(*) FROM job_results")[0].as<std::int64_t>();
+        tables["job_outcomes"]["rows"] =
+            txn.exec1("SELECT count(*) FROM job_outcomes")[0].as<std::int64_t>();
         out["ledger_rows"] = txn.exec1("SELECT count(*) FROM job_prunes")[0].as<std::int64_t>();
         out["ledger_ranges"] =
             txn.exec1("SELECT count(*) FROM job_prunes CROSS JOIN LATERAL unnest(jobs)")[0]

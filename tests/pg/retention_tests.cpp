@@ -476,7 +476,7 @@ TEST_CASE(
     {
         // Removed behind retention's back: the checker calls it lost, and so does the archive.
         pqxx::work txn(*f.ops_conn);
-        txn.exec_params("DELETE FROM job_results WHERE job_id = $1", a);
+        txn.exec_params("DELETE FROM job_outcomes WHERE job_id = $1", a);
         txn.exec_params("DELETE FROM jobs WHERE id = $1", a);
         txn.commit();
     }
@@ -563,6 +563,13 @@ SELECT id, 1, 1, 'ref', aclaim_ts(1700000002000000) FROM j WHERE state = 'comple
         CHECK(txn.exec1("SELECT relkind FROM pg_class WHERE oid = 'job_events'::regclass")[0]
                   .as<std::string>() == "p");
         CHECK(txn.exec1("SELECT count(*) FROM job_events")[0].as<std::int64_t>() == events_before);
+        // The result written before outcomes existed is still the completed job's result, now
+        // read from its one verdict row (schema/0015).
+        CHECK(txn.exec1("SELECT string_agg(r.result_ref || '@' || r.generation, ',') FROM "
+                        "job_results r JOIN jobs j ON j.id = r.job_id AND j.state = 'completed'")[0]
+                  .as<std::string>() == "ref@1");
+        CHECK(txn.exec1("SELECT count(*) FROM job_outcomes WHERE outcome = 'completed'")[0]
+                  .as<int>() == 1);
         CHECK(txn.exec1("SELECT count(*) FROM job_events_legacy")[0].as<std::int64_t>() ==
               events_before);
         // A month's partitions ahead, registered.

@@ -219,9 +219,12 @@ TEST_CASE("completion and its result commit together or not at all", "[store][at
     const auto l = f.claim("a");
     auto& c = f.store.connection();
     {
-        // A conflicting outbox row makes the result insert fail inside the completion.
+        // A result the job already has makes the result insert fail inside the completion.
         pqxx::work t(c);
-        t.exec_params("INSERT INTO job_results VALUES ($1, 1, 99, 'squatter', now())", id);
+        t.exec_params("INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, "
+                      "attempts, result_ref, at) VALUES (1, $1, 'completed', 'default', 99, 1, "
+                      "'squatter', now())",
+                      id);
         t.commit();
     }
     CHECK_THROWS(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now()));
@@ -229,7 +232,7 @@ TEST_CASE("completion and its result commit together or not at all", "[store][at
     CHECK(testing::event_count(c, id, "completed") == 0);
     {
         pqxx::work t(c);
-        t.exec_params("DELETE FROM job_results WHERE job_id = $1", id);
+        t.exec_params("DELETE FROM job_outcomes WHERE job_id = $1", id);
         t.commit();
     }
     CHECK(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now()).accepted());

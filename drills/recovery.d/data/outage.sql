@@ -130,11 +130,12 @@ SELECT e.job_id, e.org_id, e.generation, e.kind, e.worker, pg_temp.t(e.minute), 
  ORDER BY e.minute, e.job_id;
 
 -- The outbox: one row per completed job, written with its completion...
-INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
-SELECT id, org_id, generation, result_ref, completed_at FROM jobs WHERE state = 'completed';
+INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, result_ref, at)
+SELECT org_id, id, 'completed', queue, generation, attempts, result_ref, completed_at
+  FROM jobs WHERE state = 'completed' ORDER BY id;
 -- ...and the contradiction: a result of generation 3 for job 111, whose row still shows
 -- generation 3 holding a lease and whose log has no completion.
-INSERT INTO job_results (job_id, org_id, generation, result_ref, published_at)
-VALUES (111, 1, 3, 'results/1/111.json', pg_temp.t(-22));
+INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, result_ref, at)
+VALUES (1, 111, 'completed', 'default', 3, 3, 'results/1/111.json', pg_temp.t(-22));
 
 COMMIT;
