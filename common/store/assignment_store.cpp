@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 #include <span>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "common/store/new_job_arrays.hpp"
@@ -239,6 +240,64 @@ Transition reject(pqxx::work& txn, Scope& scope, Operation op, const TransitionR
     return out[0];
 }
 
+/// claim_batch's statement (and, with take_locks, the claim's locks first) in `txn`, which is
+/// scoped to org.
+std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const StoreOptions& options, OrgId org,
+                                   std::span<const ClaimRequest> requests, Duration lease,
+                                   Instant now, bool take_locks) {
+    std::vector<ClaimOutcome> out(requests.size());
+    // Slot s belongs to owner[s]: each requester holds max_jobs consecutive slots.
+    std::vector<std::string> slots;
+    std::vector<std::size_t> owner;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        for (int k = 0; k < requests[i].max_jobs; ++k) {
+            slots.push_back(requests[i].worker);
+            owner.push_back(i);
+        }
+    }
+    const std::string queues =
+        served_queues(requests.empty() ? std::vector<std::string>{} : requests[0].queues);
+    if (take_locks) begin_claim(txn, org, queues, options);
+    const pqxx::result r =
+        txn.exec_prepared(sql::kClaimBatch.name, org, pg_array(slots), now, lease, queues);
+    for (const auto& row : r) {
+        const auto slot = row["slot"].as<std::size_t>();
+        out.at(owner.at(slot - 1)).leases.push_back(lease_of(row));
+    }
+    for (auto& o : out) {
+        o.status = o.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
+    }
+    return out;
+}
+
+/// complete_batch's statements in `txn`, without the commit.
+std::vector<Transition> complete_in(pqxx::work& txn, Scope& scope, bool row_security,
+                                    std::span<const TransitionRequest> requests, Instant now) {
+    std::vector<Transition> out(requests.size());
+    std::vector<bool> applied(requests.size(), false);
+    for (const auto& group : statement_groups(requests, row_security)) {
+        scope.to(requests[group.front()].org);
+        const TransitionArrays a = arrays_of(requests, group);
+        const pqxx::result r = txn.exec_prepared(sql::kCompleteBatch.name, a.orgs, a.jobs,
+                                                 a.generations, a.workers, a.result_refs, now);
+        for (const auto& row : r) {
+            const auto i = group.at(row["n"].as<std::size_t>() - 1);
+            applied.at(i) = true;
+            out[i].state = JobState::Completed;
+        }
+    }
+    settle_unapplied(txn, scope, Operation::Complete, requests, applied, now, out,
+                     [&](const TransitionRequest& q, Transition& t) {
+                         const pqxx::result one =
+                             txn.exec_prepared(sql::kComplete.name, q.org, q.job, q.generation,
+                                               q.worker, q.result_ref, now);
+                         if (one.empty()) return false;
+                         t.state = JobState::Completed;
+                         return true;
+                     });
+    return out;
+}
+
 }  // namespace
 
 void act_as_row_security_role(pqxx::connection& conn) {
@@ -404,41 +463,21 @@ std::optional<RowAuthority> AssignmentStore::authority(JobId job) {
 std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
                                                        std::span<const ClaimRequest> requests,
                                                        Duration lease, Instant now) {
-    std::vector<ClaimOutcome> out(requests.size());
-    // Slot s belongs to owner[s]: each requester holds max_jobs consecutive slots.
-    std::vector<std::string> slots;
-    std::vector<std::size_t> owner;
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-        for (int k = 0; k < requests[i].max_jobs; ++k) {
-            slots.push_back(requests[i].worker);
-            owner.push_back(i);
-        }
-    }
+    std::vector<ClaimOutcome> out;
     try {
         pqxx::work txn(*conn_, "claim_batch");
         Scope(txn, options_.row_security).to(org);
-        const std::string queues =
-            served_queues(requests.empty() ? std::vector<std::string>{} : requests[0].queues);
-        begin_claim(txn, org, queues, options_);
-        const pqxx::result r =
-            txn.exec_prepared(sql::kClaimBatch.name, org, pg_array(slots), now, lease, queues);
+        out = claim_in(txn, options_, org, requests, lease, now, true);
         commit(txn);
-        for (const auto& row : r) {
-            const auto slot = row["slot"].as<std::size_t>();
-            out.at(owner.at(slot - 1)).leases.push_back(lease_of(row));
-        }
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kLockNotAvailable) throw;
+        out.assign(requests.size(), ClaimOutcome{});
         for (auto& o : out) {
-            o.leases.clear();
             o.status = options_.lock_strategy == LockStrategy::Wait
                            ? ClaimOutcome::Status::LockTimeout
                            : ClaimOutcome::Status::CandidateLocked;
         }
         return out;
-    }
-    for (auto& o : out) {
-        o.status = o.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
     }
     return out;
 }
@@ -477,30 +516,33 @@ std::vector<Transition> AssignmentStore::renew_batch(std::span<const TransitionR
 
 std::vector<Transition> AssignmentStore::complete_batch(std::span<const TransitionRequest> requests,
                                                         Instant now) {
-    std::vector<Transition> out(requests.size());
-    std::vector<bool> applied(requests.size(), false);
     pqxx::work txn(*conn_, "complete_batch");
     Scope scope(txn, options_.row_security);
-    for (const auto& group : statement_groups(requests, options_.row_security)) {
-        scope.to(requests[group.front()].org);
-        const TransitionArrays a = arrays_of(requests, group);
-        const pqxx::result r = txn.exec_prepared(sql::kCompleteBatch.name, a.orgs, a.jobs,
-                                                 a.generations, a.workers, a.result_refs, now);
-        for (const auto& row : r) {
-            const auto i = group.at(row["n"].as<std::size_t>() - 1);
-            applied.at(i) = true;
-            out[i].state = JobState::Completed;
-        }
+    auto out = complete_in(txn, scope, options_.row_security, requests, now);
+    commit(txn);
+    return out;
+}
+
+CompletedAndClaimed AssignmentStore::complete_and_claim(
+    std::span<const TransitionRequest> completions, OrgId org,
+    std::span<const ClaimRequest> claims, Duration lease, Instant now) {
+    if (options_.lock_strategy != LockStrategy::SkipLocked) {
+        throw std::logic_error("complete_and_claim runs under the skip-locked strategy only");
     }
-    settle_unapplied(txn, scope, Operation::Complete, requests, applied, now, out,
-                     [&](const TransitionRequest& q, Transition& t) {
-                         const pqxx::result one =
-                             txn.exec_prepared(sql::kComplete.name, q.org, q.job, q.generation,
-                                               q.worker, q.result_ref, now);
-                         if (one.empty()) return false;
-                         t.state = JobState::Completed;
-                         return true;
-                     });
+    CompletedAndClaimed out;
+    pqxx::work txn(*conn_, "complete_and_claim");
+    Scope scope(txn, options_.row_security);
+    // The claim's locks first, as every claim takes them, so that an operator's statement that
+    // holds the organization's lock exclusively and then locks rows cannot wait on a row this
+    // transaction completed while this one waits on the organization's lock.
+    scope.to(org);
+    begin_claim(txn, org,
+                served_queues(claims.empty() ? std::vector<std::string>{} : claims[0].queues),
+                options_);
+    out.completions = complete_in(txn, scope, options_.row_security, completions, now);
+    // The completions' scope may have moved to another organization, or to all of them.
+    scope.to(org);
+    out.claims = claim_in(txn, options_, org, claims, lease, now, false);
     commit(txn);
     return out;
 }

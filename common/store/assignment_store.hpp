@@ -35,6 +35,12 @@ struct StoreOptions {
 /// (pqxx::broken_connection) passes through unchanged.
 void act_as_row_security_role(pqxx::connection& conn);
 
+/// What complete_and_claim answers: one outcome per completion and per claim, in order.
+struct CompletedAndClaimed {
+    std::vector<Transition> completions;
+    std::vector<ClaimOutcome> claims;
+};
+
 /// The explicit state methods of the assignment contract, over one PostgreSQL connection.
 /// Each method is one transaction; the transition itself is one SQL statement that re-checks the
 /// row's current authority. Time always comes from the caller. Not thread-safe: one store per
@@ -92,6 +98,16 @@ class AssignmentStore {
     /// statement, rejections diagnosed and audited as complete() does.
     std::vector<Transition> complete_batch(std::span<const TransitionRequest> requests,
                                            Instant now);
+
+    /// A DB thread's mixed batch: completions (any organizations, as complete_batch) and one
+    /// organization's claims (as claim_batch: one set of queues), in one transaction with one
+    /// commit. The completions go first, so the room they free in a limited queue is the claims'.
+    /// Each request is still fenced on its own row and answered on its own, exactly as the two
+    /// batch calls would answer it. Under the skip-locked strategy only: a lock failure of the
+    /// claim under the others would roll the completions back with it.
+    CompletedAndClaimed complete_and_claim(std::span<const TransitionRequest> completions,
+                                           OrgId org, std::span<const ClaimRequest> claims,
+                                           Duration lease, Instant now);
 
     /// Takes back up to limit leases that expired at now, across organizations, each decided on
     /// the current locked row. Past max_attempts the job fails instead.

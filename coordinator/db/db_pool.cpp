@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "coordinator/db/commit_resolution.hpp"
 #include "coordinator/db/result_notifier.hpp"
 #include "coordinator/db/store_handle.hpp"
@@ -139,13 +141,24 @@ void DbPool::run(int index) {
     handle.get();
     Poster poster(mailbox_);
     const std::size_t max_batch = options_.coalesce ? kMaxBatch : 1;
+    // Completions and claims share a transaction when claims pass over locked rows: under the
+    // other strategies a claim's lock failure would roll back the completions beside it.
+    const bool mixed =
+        options_.coalesce && options_.lock_strategy == common::LockStrategy::SkipLocked;
     while (true) {
-        std::vector<DbRequest> taken = queue_.take(max_batch);
+        std::vector<DbRequest> taken = queue_.take(max_batch, mixed);
         if (taken.empty()) return;
         std::vector<DbRequest> batch = start_unanswered(std::move(taken));
         if (batch.empty()) continue;
         const auto taken_at = LatencyClock::now();
         for (auto& r : batch) r.timings.taken = taken_at;
+        if (mixed_kinds(batch)) {
+            for (auto& outcome : execute_mixed(handle, *watch, std::move(batch))) {
+                announce(outcome);
+                poster.post(std::move(outcome));
+            }
+            continue;
+        }
         if (batch.size() > 1 && coalescible(batch.front().kind())) {
             for (auto& outcome : execute(handle, *watch, std::move(batch))) {
                 announce(outcome);
@@ -242,6 +255,91 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
             }
             return out;
         }
+    }
+}
+
+bool DbPool::mixed_kinds(const std::vector<DbRequest>& batch) {
+    return std::any_of(batch.begin(), batch.end(),
+                       [&](const DbRequest& r) { return r.kind() != batch.front().kind(); });
+}
+
+std::vector<RequestOutcome> DbPool::execute_mixed(StoreHandle& handle,
+                                                  StatementWatchdog::Watch& watch,
+                                                  std::vector<DbRequest> batch) {
+    std::vector<RequestOutcome> out;
+    out.reserve(batch.size());
+    for (auto& r : batch) out.push_back(RequestOutcome{std::move(r), DbFailure{}});
+    std::vector<std::size_t> completing, claiming;
+    std::vector<common::TransitionRequest> completions;
+    std::vector<common::ClaimRequest> claims;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const DbRequest& r = out[i].request;
+        if (r.kind() == RequestKind::Claim) {
+            claiming.push_back(i);
+            claims.push_back(r.ask.claim());
+        } else {
+            completing.push_back(i);
+            completions.push_back(r.ask.transition());
+        }
+    }
+    const common::OrgId org = out[claiming.front()].request.ask.org_id;
+    common::AssignmentStore* store = handle.get();
+    if (store == nullptr) {
+        for (auto& o : out) {
+            o.result = DbFailure{DbFailure::Kind::Unavailable,
+                                 "database unavailable: " + handle.last_error()};
+        }
+        return out;
+    }
+    const auto started = LatencyClock::now();
+    ArmedWatch armed(watch, store->connection().sock(), deadline());
+    try {
+        auto both = store->complete_and_claim(completions, org, claims, lease_, clock_.now());
+        for (std::size_t k = 0; k < completing.size(); ++k) {
+            out[completing[k]].result = std::move(both.completions[k]);
+        }
+        for (std::size_t k = 0; k < claiming.size(); ++k) {
+            out[claiming[k]].result = std::move(both.claims[k]);
+        }
+        const auto finished = LatencyClock::now();
+        // One statement of each kind as far as the histograms count: the transaction ran both.
+        for (const RequestKind kind : {RequestKind::Complete, RequestKind::Claim}) {
+            metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(finished - started);
+        }
+        metrics_.mixed_batches.fetch_add(1, std::memory_order_relaxed);
+        for (auto& o : out) {
+            o.request.timings.finished = finished;
+            o.request.timings.commit = store->last_commit();
+        }
+        if (armed.release()) handle.drop("cut at its deadline just after answering");
+        return out;
+    } catch (const std::exception& e) {
+        if (armed.release()) {
+            handle.drop("no answer within " + std::to_string(connections_.deadline().count()) +
+                        " ms");
+            for (auto& o : out) {
+                o.result = answer_at_deadline(o.request.kind(), true, connections_.deadline());
+            }
+            return out;
+        }
+        if (!connection_lost(e, store)) {
+            spdlog::error("{} completions and {} claims of org {} in one transaction failed in "
+                          "the database: {}",
+                          completing.size(), claiming.size(), org, e.what());
+            for (auto& o : out) o.result = DbFailure{DbFailure::Kind::Error, e.what()};
+            return out;
+        }
+        handle.drop(e.what());
+        // As in execute: the claims are not run again here (one that committed is reclaimed when
+        // its lease runs out), and each completion is resolved from its row.
+        for (auto& o : out) {
+            o.result = o.request.kind() == RequestKind::Claim
+                           ? RequestOutcome::Result{DbFailure{
+                                 DbFailure::Kind::Unavailable,
+                                 std::string("database connection lost: ") + e.what()}}
+                           : resolve(handle, watch, o.request.ask);
+        }
+        return out;
     }
 }
 

@@ -53,6 +53,14 @@ class DbPool {
     /// One request, or several of one kind to coalesce; one outcome per request, in order.
     std::vector<RequestOutcome> execute(StoreHandle& handle, StatementWatchdog::Watch& watch,
                                         std::vector<DbRequest> batch);
+    /// Whether a batch holds more than one kind: completions and claims for one transaction.
+    static bool mixed_kinds(const std::vector<DbRequest>& batch);
+    /// Completions and one organization's claims in one transaction (complete_and_claim); one
+    /// outcome per request, in order, and on a lost connection each completion resolved from its
+    /// row as execute() does.
+    std::vector<RequestOutcome> execute_mixed(StoreHandle& handle,
+                                              StatementWatchdog::Watch& watch,
+                                              std::vector<DbRequest> batch);
     RequestOutcome::Result resolve(StoreHandle& handle, StatementWatchdog::Watch& watch,
                                    const StoreRequest& request);
     /// Tells the result notifier of an accepted completion, once its commit has returned.

@@ -25,9 +25,12 @@ class WorkQueue {
 
     /// Blocks until there is work or the queue is closed. Returns the oldest renewal (or, when
     /// there is none, the oldest other request) together with up to max_batch - 1 later ones of
-    /// the same kind that can share a statement, in arrival order. After close() the remaining
-    /// requests are still handed out; an empty result means closed and drained.
-    std::vector<DbRequest> take(std::size_t max_batch);
+    /// the same kind that can share a statement, in arrival order. With `mixed`, a completion or
+    /// a claim at the head takes the later completions and claims alike (the claims of the
+    /// batch's first claim's organization and queues only), for one transaction that runs both.
+    /// After close() the remaining requests are still handed out; an empty result means closed
+    /// and drained.
+    std::vector<DbRequest> take(std::size_t max_batch, bool mixed = false);
 
     /// Wakes every taker; no more pushes are expected.
     void close();
@@ -36,7 +39,8 @@ class WorkQueue {
 
   private:
     static bool batchable(const DbRequest& head, const DbRequest& other);
-    static std::vector<DbRequest> take_from(std::deque<DbRequest>& items, std::size_t max_batch);
+    static std::vector<DbRequest> take_from(std::deque<DbRequest>& items, std::size_t max_batch,
+                                            bool mixed);
 
     mutable std::mutex mutex_;
     std::condition_variable ready_;

@@ -98,6 +98,7 @@ std::string Metrics::summary() const {
     add("revocations", revocations.load());
     add("replies_dropped", replies_dropped.load());
     add("db_deadline_answers", db_deadline_answers.load());
+    add("mixed_transactions", mixed_batches.load());
     add("db_connections_abandoned", db_connections_abandoned.load());
     for (std::size_t i = 0; i < pruned_jobs.size(); ++i) {
         add("pruned." + std::string(kPrunedStates[i]), pruned_jobs[i].load());

@@ -103,6 +103,10 @@ struct Metrics {
         {"aclaim_db_deadline_answers_total",
          "Requests answered by the coordinator itself because the database had not "
          "answered by the deadline."}};
+    Single<Counter> mixed_batches{
+        registry,
+        {"aclaim_mixed_transactions_total",
+         "Transactions that committed completions and claims together (one commit for both)."}};
     Single<Counter> db_connections_abandoned{
         registry,
         {"aclaim_db_connections_abandoned_total",

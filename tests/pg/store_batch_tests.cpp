@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/store_fixture.hpp"
@@ -134,6 +135,79 @@ TEST_CASE("coalesced renew of a mixed batch answers each request as the single p
     CHECK(outcomes[2].rejection == Rejection::LeaseExpired);
     CHECK((outcomes[5].accepted() && outcomes[6].accepted()));
     CHECK(batch.snapshots() == single.snapshots());
+}
+
+TEST_CASE("completions and claims in one transaction answer each as the two batches do",
+          "[store][batch][mixed][fencing]") {
+    MixedScene apart, together;
+    for (auto* scene : {&apart, &together}) {
+        scene->store.enqueue(1, {{5, "next-1", 3}, {4, "next-2", 3}, {3, "next-3", 3}},
+                             scene->clock.now());
+    }
+    const std::vector<common::ClaimRequest> claims{{"w1", 1}, {"w2", 2}, {"w3", 1}};
+    const auto completed = apart.store.complete_batch(apart.requests, apart.clock.now());
+    const auto claimed = apart.store.claim_batch(1, claims, kLease, apart.clock.now());
+    const auto both =
+        together.store.complete_and_claim(together.requests, 1, claims, kLease, together.clock.now());
+
+    REQUIRE(both.completions.size() == completed.size());
+    for (std::size_t i = 0; i < completed.size(); ++i) {
+        CHECK(describe(both.completions[i]) == describe(completed[i]));
+    }
+    CHECK(both.completions[1].rejection == Rejection::StaleGeneration);
+    CHECK(both.completions[2].rejection == Rejection::LeaseExpired);
+    CHECK(both.completions[3].rejection == Rejection::OtherOrganization);
+    CHECK(both.completions[4].rejection == Rejection::UnknownJob);
+    const auto payloads = [](const std::vector<common::ClaimOutcome>& out) {
+        std::vector<std::string> p;
+        for (const auto& o : out) {
+            std::string s = std::to_string(static_cast<int>(o.status)) + ":";
+            for (const auto& l : o.leases) s += l.payload + ",";
+            p.push_back(s);
+        }
+        return p;
+    };
+    CHECK(payloads(both.claims) == payloads(claimed));
+    CHECK(payloads(both.claims) == std::vector<std::string>{"0:next-1,", "0:next-2,next-3,", "1:"});
+    CHECK(together.snapshots() == apart.snapshots());
+
+    // One transaction: the completed rows and the claimed ones are versions of the same xid.
+    std::vector<common::JobId> written{together.requests[0].job, together.requests[5].job};
+    for (const auto& o : both.claims) {
+        for (const auto& l : o.leases) written.push_back(l.job_id);
+    }
+    pqxx::read_transaction t(together.store.connection());
+    std::string list;
+    for (auto id : written) list += (list.empty() ? "" : ",") + std::to_string(id);
+    CHECK(t.exec1("SELECT count(DISTINCT xmin::text) FROM jobs WHERE id IN (" + list + ")")[0]
+              .as<int>() == 1);
+    CHECK(t.exec1("SELECT count(*) FROM jobs WHERE id IN (" + list + ")")[0].as<int>() == 5);
+}
+
+TEST_CASE("the room a completion frees in a limited queue goes to the claims beside it",
+          "[store][batch][mixed][limit]") {
+    testing::StoreFixture f;
+    auto ops_conn = f.db.connect();
+    common::OperatorStore ops(*ops_conn);
+    common::QueueSettings limit;
+    limit.max_assigned = 1;
+    ops.configure(1, "scarce", limit, "ops", f.clock.now());
+    common::NewJob job{0, "first", 3};
+    job.queue = "scarce";
+    f.store.enqueue(1, {job}, f.clock.now());
+    job.payload = "second";
+    f.store.enqueue(1, {job}, f.clock.now());
+    const auto held = f.store.claim(1, {"a", 1, {"scarce"}}, kLease, f.clock.now());
+    REQUIRE(held.leases.size() == 1);
+    const auto& l = held.leases[0];
+    // Apart, a claim run first finds no room; in the transaction the completion goes first.
+    CHECK(f.store.claim(1, {"b", 1, {"scarce"}}, kLease, f.clock.now()).leases.empty());
+    const std::vector<TransitionRequest> done{{1, l.job_id, l.generation, "a", "ref"}};
+    const std::vector<common::ClaimRequest> next{{"b", 1, {"scarce"}}};
+    const auto both = f.store.complete_and_claim(done, 1, next, kLease, f.clock.now());
+    CHECK(both.completions.at(0).accepted());
+    REQUIRE(both.claims.at(0).leases.size() == 1);
+    CHECK(both.claims[0].leases[0].payload == "second");
 }
 
 TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order",

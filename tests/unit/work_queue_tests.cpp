@@ -80,3 +80,36 @@ TEST_CASE("work queue: a batch never exceeds its size, and close drains what is 
     CHECK(reqs(q.take(2)) == std::vector<std::uint64_t>{5});
     CHECK(q.take(2).empty());
 }
+
+TEST_CASE("work queue: a mixed take joins completions to one organization's claims",
+          "[work_queue][mixed]") {
+    WorkQueue q;
+    q.push(complete(1));
+    q.push(claim(1, 2));
+    q.push(claim(2, 3));  // another organization: a batch of its own
+    auto other_queues = claim(1, 4);
+    other_queues.ask.queues = {"electrical"};  // other queues: a batch of its own
+    q.push(std::move(other_queues));
+    q.push(renew(5));
+    q.push(complete(6));
+    q.push(claim(1, 7));
+    auto failure = request(RequestKind::Fail, 1, 8);  // not mixed: its own batch
+    q.push(std::move(failure));
+
+    CHECK(reqs(q.take(128, true)) == std::vector<std::uint64_t>{5});
+    // The head is a completion: every later completion joins, and the claims of the first
+    // claim's organization and queues.
+    CHECK(reqs(q.take(128, true)) == std::vector<std::uint64_t>{1, 2, 6, 7});
+    auto next = q.take(128, true);
+    CHECK(reqs(next) == std::vector<std::uint64_t>{3});
+    CHECK(reqs(q.take(128, true)) == std::vector<std::uint64_t>{4});
+    CHECK(reqs(q.take(128, true)) == std::vector<std::uint64_t>{8});
+    CHECK(q.size() == 0);
+
+    // Without `mixed`, kinds stay apart as before.
+    q.push(complete(1));
+    q.push(claim(1, 2));
+    q.push(complete(3));
+    CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{1, 3});
+    CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{2});
+}
