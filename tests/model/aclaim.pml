@@ -119,10 +119,13 @@
 #endif
 
 #define B 2              /* requests per coalesced transaction */
-#define QCAP 4           /* channel capacity; an assertion proves it is never reached */
+#ifndef QCAP
+#define QCAP 6    /* channel capacity; an assertion proves it is never reached */
+#endif
 #define GMAX (2 * K)     /* highest generation two timelines can grant */
 #define NOBODY NW
 #define SKEW(c) ((c) * D)
+#define HOME(w) ((w) % NC)   /* the coordinator a worker's session starts on */
 
 /* Row states. Every state from ST_COMPLETED on is terminal. */
 #define ST_PENDING 0
@@ -351,14 +354,15 @@ inline resolve_batch(c, was_applied, tl_then) {
              * or retryable FAIL leaves it pending at g, as a reclaim does. */
             if
             :: bk[c] == COMPLETE || bk[c] == FAIL_FINAL ->
-                assert(!(was_applied && tl == tl_then))                      /* P5 */
+                /* rk still holds the statement's own answer: a statement that matched no row
+                 * commits nothing, so only an ACCEPTED one must show on the row. */
+                assert(!(was_applied && rk[c * B + j] == ACCEPTED && tl == tl_then))   /* P5 */
             :: else ->
                 if
-                :: db.gen == rgen && db.st != ST_PENDING ->
-#ifndef ALLOW_RESOLUTION_GAP
-                    assert(!(was_applied && tl == tl_then));                 /* P5 */
-#endif
-                    skip
+                :: db.gen == rgen && (db.st == ST_ASSIGNED || db.st == ST_COMPLETED) ->
+                    /* NotApplied: only a row still assigned or completed at g proves it (a
+                     * cancel may move a released row on without a claim). */
+                    assert(!(was_applied && rk[c * B + j] == ACCEPTED && tl == tl_then)) /* P5 */
                 :: else
                 fi
             fi;
@@ -439,16 +443,16 @@ proctype Worker(byte w) {
     byte g;
 end:
     do
-    :: out == NONE && held == 0 && quiet(w) ->
+    :: atomic {
         /* A new claim waits until every earlier reply is in: the worker library tells replies
          * apart by request id, which this model has not, so a late NO_WORK is never taken for
          * the answer to a newer claim. */
-        atomic {
+        out == NONE && held == 0 && quiet(w) ->
             out = CLAIM;
-            if :: net_to_c(0, CLAIM, w, 0) :: net_to_c(1, CLAIM, w, 0) fi
+            net_to_c(HOME(w), CLAIM, w, 0)
         }
-    :: out == NONE && held != 0 ->
-        atomic {
+    :: atomic {
+        out == NONE && held != 0 ->
             if
             :: renews > 0 -> renews--; out = RENEW
             :: out = COMPLETE
@@ -456,7 +460,7 @@ end:
             :: out = FAIL_FINAL
             :: releases > 0 -> releases--; out = RELEASE
             fi;
-            if :: net_to_c(0, out, w, held) :: net_to_c(1, out, w, held) fi
+            net_to_c(HOME(w), out, w, held)
         }
     :: atomic {
         to_w[w]?t, g ->
@@ -481,9 +485,10 @@ end:
             fi;
             t = NONE; g = 0
         }
-    :: out != NONE && (quiet(w) || early > 0) ->
-        /* The reply timeout: nothing is coming, or (budget) the worker gives up early. */
-        atomic {
+    :: atomic {
+        /* The reply timeout: nothing is coming, or (budget) the worker gives up early. The
+         * guard is inside the atomic step, so the budget it tested is the one it spends. */
+        out != NONE && (quiet(w) || early > 0) ->
             if :: !quiet(w) -> early-- :: else fi;
             if
             :: out == CLAIM -> out = NONE      /* never re-sent: its grant, if any, expires */
