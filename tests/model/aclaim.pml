@@ -63,8 +63,8 @@
  * which the HA manager prevents (docs/guarantees.md).
  *
  * Variants, each removing one safeguard (each must yield a counterexample once checked):
- *   NO_RECLAIM_BUMP       the claim of a reclaimed job keeps its generation
- *   NO_COMPLETE_GEN_CHECK the completion's fence omits generation = $g
+ *   NO_GEN_BUMP           the claim of a reclaimed job keeps its generation
+ *   NO_GEN_CHECK the completion's fence omits generation = $g
  *   NO_EPOCH              the claim ignores the timeline: generation + 1 after a failover too
  *   NO_RENEW_GEN_CHECK    the renewal's fence omits generation = $g
  */
@@ -225,14 +225,14 @@ inline claim() {
 #else
         nx = ((tl - 1) * K + 1 > db.gen + 1 -> (tl - 1) * K + 1 : db.gen + 1);
 #endif
-#ifdef NO_RECLAIM_BUMP
+#ifdef NO_GEN_BUMP
         if :: reclaimed -> nx = db.gen :: else fi;
 #endif
         assert(nx <= tl * K);                 /* the timeline's range is never exhausted */
         assert(!granted[nx]);                 /* P3 */
         granted[nx] = 1; holder[nx] = rw;
         db.st = ST_ASSIGNED; db.gen = nx; db.who = rw; db.left = L + SKEW(c); db.att++;
-#ifdef NO_RECLAIM_BUMP
+#ifdef NO_GEN_BUMP
         reclaimed = 0;
 #endif
         rk[slot] = ASSIGNED; rg[slot] = nx
@@ -240,7 +240,7 @@ inline claim() {
     fi
 }
 
-#ifdef NO_RECLAIM_BUMP
+#ifdef NO_GEN_BUMP
 bit reclaimed;   /* the row came back by a reclaim, which this variant does not fence */
 #endif
 
@@ -248,7 +248,7 @@ bit reclaimed;   /* the row came back by a reclaim, which this variant does not 
 inline renew() {
     if
 #ifdef NO_RENEW_GEN_CHECK
-    :: live(c) && db.who == rw ->
+    :: live(c) ->
 #else
     :: fenced(c, rw, rgen) ->
 #endif
@@ -264,8 +264,8 @@ inline renew() {
  * common::diagnose): the same completion already committed is ACCEPTED, replayed. */
 inline complete() {
     if
-#ifdef NO_COMPLETE_GEN_CHECK
-    :: live(c) && db.who == rw ->
+#ifdef NO_GEN_CHECK
+    :: live(c) ->
 #else
     :: fenced(c, rw, rgen) ->
 #endif
@@ -514,7 +514,7 @@ end:
             :: else -> db.st = ST_PENDING; db.who = NOBODY
             fi;
             db.left = 0;
-#ifdef NO_RECLAIM_BUMP
+#ifdef NO_GEN_BUMP
             reclaimed = 1;
 #endif
             g = db.gen;
