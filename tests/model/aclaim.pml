@@ -1,7 +1,8 @@
 /*
- * The assignment protocol of aclaim as a Promela model for SPIN. A draft: its state space is
- * not yet small enough to check exhaustively (README.md beside it says where it stands). Each
- * transition's comment names the statement that implements it.
+ * The assignment protocol of aclaim as a Promela model for SPIN, checked exhaustively by
+ * check.sh beside it: one run per fault class (its bounds in README.md: MAXATT=1 and L=1 where a
+ * fault class is added), then each variant below, which must leave a trail. Each transition's
+ * comment names the statement that implements it (docs/guarantees.md maps them all).
  *
  * What is modeled
  *   - One job row, the only authority: state, generation (the fencing token), assignee, lease
@@ -64,9 +65,9 @@
  *
  * Variants, each removing one safeguard (each must yield a counterexample once checked):
  *   NO_GEN_BUMP           the claim of a reclaimed job keeps its generation
- *   NO_GEN_CHECK the completion's fence omits generation = $g
+ *   NO_GEN_CHECK          the completion's fence omits the token (generation and assignee)
  *   NO_EPOCH              the claim ignores the timeline: generation + 1 after a failover too
- *   NO_RENEW_GEN_CHECK    the renewal's fence omits generation = $g
+ *   NO_RENEW_GEN_CHECK    the renewal's fence omits the token (generation and assignee)
  */
 
 #ifndef NW
