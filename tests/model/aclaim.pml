@@ -1,7 +1,8 @@
 /*
- * The assignment protocol of aclaim as a Promela model for SPIN. A draft: its state space is
- * not yet small enough to check exhaustively (README.md beside it says where it stands). Each
- * transition's comment names the statement that implements it.
+ * The assignment protocol of aclaim as a Promela model for SPIN, checked exhaustively by
+ * check.sh beside it: one run per fault class (its bounds in README.md: MAXATT=1 and L=1 where a
+ * fault class is added), then each variant below, which must leave a trail. Each transition's
+ * comment names the statement that implements it (docs/guarantees.md maps them all).
  *
  * What is modeled
  *   - One job row, the only authority: state, generation (the fencing token), assignee, lease
@@ -63,10 +64,10 @@
  * which the HA manager prevents (docs/guarantees.md).
  *
  * Variants, each removing one safeguard (each must yield a counterexample once checked):
- *   NO_RECLAIM_BUMP       the claim of a reclaimed job keeps its generation
- *   NO_COMPLETE_GEN_CHECK the completion's fence omits generation = $g
+ *   NO_GEN_BUMP           the claim of a reclaimed job keeps its generation
+ *   NO_GEN_CHECK          the completion's fence omits the token (generation and assignee)
  *   NO_EPOCH              the claim ignores the timeline: generation + 1 after a failover too
- *   NO_RENEW_GEN_CHECK    the renewal's fence omits generation = $g
+ *   NO_RENEW_GEN_CHECK    the renewal's fence omits the token (generation and assignee)
  */
 
 #ifndef NW
@@ -119,10 +120,13 @@
 #endif
 
 #define B 2              /* requests per coalesced transaction */
-#define QCAP 4           /* channel capacity; an assertion proves it is never reached */
+#ifndef QCAP
+#define QCAP 6    /* channel capacity; an assertion proves it is never reached */
+#endif
 #define GMAX (2 * K)     /* highest generation two timelines can grant */
 #define NOBODY NW
 #define SKEW(c) ((c) * D)
+#define HOME(w) ((w) % NC)   /* the coordinator a worker's session starts on */
 
 /* Row states. Every state from ST_COMPLETED on is terminal. */
 #define ST_PENDING 0
@@ -222,14 +226,14 @@ inline claim() {
 #else
         nx = ((tl - 1) * K + 1 > db.gen + 1 -> (tl - 1) * K + 1 : db.gen + 1);
 #endif
-#ifdef NO_RECLAIM_BUMP
+#ifdef NO_GEN_BUMP
         if :: reclaimed -> nx = db.gen :: else fi;
 #endif
         assert(nx <= tl * K);                 /* the timeline's range is never exhausted */
         assert(!granted[nx]);                 /* P3 */
         granted[nx] = 1; holder[nx] = rw;
         db.st = ST_ASSIGNED; db.gen = nx; db.who = rw; db.left = L + SKEW(c); db.att++;
-#ifdef NO_RECLAIM_BUMP
+#ifdef NO_GEN_BUMP
         reclaimed = 0;
 #endif
         rk[slot] = ASSIGNED; rg[slot] = nx
@@ -237,7 +241,7 @@ inline claim() {
     fi
 }
 
-#ifdef NO_RECLAIM_BUMP
+#ifdef NO_GEN_BUMP
 bit reclaimed;   /* the row came back by a reclaim, which this variant does not fence */
 #endif
 
@@ -245,7 +249,7 @@ bit reclaimed;   /* the row came back by a reclaim, which this variant does not 
 inline renew() {
     if
 #ifdef NO_RENEW_GEN_CHECK
-    :: live(c) && db.who == rw ->
+    :: live(c) ->
 #else
     :: fenced(c, rw, rgen) ->
 #endif
@@ -261,8 +265,8 @@ inline renew() {
  * common::diagnose): the same completion already committed is ACCEPTED, replayed. */
 inline complete() {
     if
-#ifdef NO_COMPLETE_GEN_CHECK
-    :: live(c) && db.who == rw ->
+#ifdef NO_GEN_CHECK
+    :: live(c) ->
 #else
     :: fenced(c, rw, rgen) ->
 #endif
@@ -351,14 +355,15 @@ inline resolve_batch(c, was_applied, tl_then) {
              * or retryable FAIL leaves it pending at g, as a reclaim does. */
             if
             :: bk[c] == COMPLETE || bk[c] == FAIL_FINAL ->
-                assert(!(was_applied && tl == tl_then))                      /* P5 */
+                /* rk still holds the statement's own answer: a statement that matched no row
+                 * commits nothing, so only an ACCEPTED one must show on the row. */
+                assert(!(was_applied && rk[c * B + j] == ACCEPTED && tl == tl_then))   /* P5 */
             :: else ->
                 if
-                :: db.gen == rgen && db.st != ST_PENDING ->
-#ifndef ALLOW_RESOLUTION_GAP
-                    assert(!(was_applied && tl == tl_then));                 /* P5 */
-#endif
-                    skip
+                :: db.gen == rgen && (db.st == ST_ASSIGNED || db.st == ST_COMPLETED) ->
+                    /* NotApplied: only a row still assigned or completed at g proves it (a
+                     * cancel may move a released row on without a claim). */
+                    assert(!(was_applied && rk[c * B + j] == ACCEPTED && tl == tl_then)) /* P5 */
                 :: else
                 fi
             fi;
@@ -439,16 +444,16 @@ proctype Worker(byte w) {
     byte g;
 end:
     do
-    :: out == NONE && held == 0 && quiet(w) ->
+    :: atomic {
         /* A new claim waits until every earlier reply is in: the worker library tells replies
          * apart by request id, which this model has not, so a late NO_WORK is never taken for
          * the answer to a newer claim. */
-        atomic {
+        out == NONE && held == 0 && quiet(w) ->
             out = CLAIM;
-            if :: net_to_c(0, CLAIM, w, 0) :: net_to_c(1, CLAIM, w, 0) fi
+            net_to_c(HOME(w), CLAIM, w, 0)
         }
-    :: out == NONE && held != 0 ->
-        atomic {
+    :: atomic {
+        out == NONE && held != 0 ->
             if
             :: renews > 0 -> renews--; out = RENEW
             :: out = COMPLETE
@@ -456,7 +461,7 @@ end:
             :: out = FAIL_FINAL
             :: releases > 0 -> releases--; out = RELEASE
             fi;
-            if :: net_to_c(0, out, w, held) :: net_to_c(1, out, w, held) fi
+            net_to_c(HOME(w), out, w, held)
         }
     :: atomic {
         to_w[w]?t, g ->
@@ -481,9 +486,10 @@ end:
             fi;
             t = NONE; g = 0
         }
-    :: out != NONE && (quiet(w) || early > 0) ->
-        /* The reply timeout: nothing is coming, or (budget) the worker gives up early. */
-        atomic {
+    :: atomic {
+        /* The reply timeout: nothing is coming, or (budget) the worker gives up early. The
+         * guard is inside the atomic step, so the budget it tested is the one it spends. */
+        out != NONE && (quiet(w) || early > 0) ->
             if :: !quiet(w) -> early-- :: else fi;
             if
             :: out == CLAIM -> out = NONE      /* never re-sent: its grant, if any, expires */
@@ -509,7 +515,7 @@ end:
             :: else -> db.st = ST_PENDING; db.who = NOBODY
             fi;
             db.left = 0;
-#ifdef NO_RECLAIM_BUMP
+#ifdef NO_GEN_BUMP
             reclaimed = 1;
 #endif
             g = db.gen;
