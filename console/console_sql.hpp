@@ -94,8 +94,8 @@ SELECT org_id, split_part(detail, ':', 1) AS reason, count(*) AS n
  GROUP BY 1, 2 ORDER BY 1, 3 DESC
 )SQL";
 
-/// $1 limit. Every held lease, soonest to expire first (read from jobs_assigned_queue and sorted), with the latest claim or
-/// renewal from the job's own events (job_events_job).
+/// $1 limit. Every held lease, soonest to expire first (read from jobs_assigned_queue and sorted),
+/// with the latest claim or renewal from the job's own events (job_events_job).
 inline constexpr const char* kLeases = R"SQL(
 SELECT id, org_id, generation, assignee, attempts, max_attempts,
        aclaim_us(claimed_at) AS claimed_us, aclaim_us(lease_expires_at) AS lease_us,

@@ -524,8 +524,8 @@ std::vector<Transition> AssignmentStore::complete_batch(std::span<const Transiti
 }
 
 CompletedAndClaimed AssignmentStore::complete_and_claim(
-    std::span<const TransitionRequest> completions, OrgId org,
-    std::span<const ClaimRequest> claims, Duration lease, Instant now) {
+    std::span<const TransitionRequest> completions, OrgId org, std::span<const ClaimRequest> claims,
+    Duration lease, Instant now) {
     if (options_.lock_strategy != LockStrategy::SkipLocked) {
         throw std::logic_error("complete_and_claim runs under the skip-locked strategy only");
     }

@@ -502,8 +502,8 @@ SELECT slot, id, org_id, queue, generation, priority, enqueued_us, lease_us, dea
 /// comparisons, 10 of a 16 ms statement at 232 completions). The fence is checked on the locked
 /// rows, which nothing else can change before this statement's update, and the update finds its
 /// rows by primary key alone: a condition on jobs.state there would let the planner choose a full
-/// scan of the partial index jobs_assigned_queue for every request whenever the statistics were taken
-/// with few leases out (measured: 100-400 ms a batch instead of 3 ms).
+/// scan of the partial index jobs_assigned_queue for every request whenever the statistics were
+/// taken with few leases out (measured: 100-400 ms a batch instead of 3 ms).
 inline const Statement kRenewBatch{"aclaim_renew_batch",
                                    R"SQL(
 WITH r AS (

@@ -323,9 +323,10 @@ std::vector<RequestOutcome> DbPool::execute_mixed(StoreHandle& handle,
             return out;
         }
         if (!connection_lost(e, store)) {
-            spdlog::error("{} completions and {} claims of org {} in one transaction failed in "
-                          "the database: {}",
-                          completing.size(), claiming.size(), org, e.what());
+            spdlog::error(
+                "{} completions and {} claims of org {} in one transaction failed in "
+                "the database: {}",
+                completing.size(), claiming.size(), org, e.what());
             for (auto& o : out) o.result = DbFailure{DbFailure::Kind::Error, e.what()};
             return out;
         }

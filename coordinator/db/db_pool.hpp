@@ -58,8 +58,7 @@ class DbPool {
     /// Completions and one organization's claims in one transaction (complete_and_claim); one
     /// outcome per request, in order, and on a lost connection each completion resolved from its
     /// row as execute() does.
-    std::vector<RequestOutcome> execute_mixed(StoreHandle& handle,
-                                              StatementWatchdog::Watch& watch,
+    std::vector<RequestOutcome> execute_mixed(StoreHandle& handle, StatementWatchdog::Watch& watch,
                                               std::vector<DbRequest> batch);
     RequestOutcome::Result resolve(StoreHandle& handle, StatementWatchdog::Watch& watch,
                                    const StoreRequest& request);

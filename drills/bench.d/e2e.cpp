@@ -148,8 +148,9 @@ void ClientFleet::run_client(int index, const worker::CurveKeys& curve) {
         // within 50 ms.
         auto wait = worker::Millis(50);
         if (!held.empty()) {
-            wait = std::clamp(std::chrono::ceil<worker::Millis>(held.front().due - BenchClock::now()),
-                              worker::Millis(0), wait);
+            wait =
+                std::clamp(std::chrono::ceil<worker::Millis>(held.front().due - BenchClock::now()),
+                           worker::Millis(0), wait);
         }
         for (auto& event : client.poll(wait)) {
             if (const auto* ready = std::get_if<worker::SessionReady>(&event)) {

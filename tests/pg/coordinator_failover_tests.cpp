@@ -90,8 +90,8 @@ TEST_CASE("a primary fenced read-only without ending its sessions is left for th
     const auto req = w.claim(1, 30000);
     REQUIRE(eventually([&] { return c.metrics().parked.load() >= 1; }, 10s));
     // The listener connects on its own thread: a claim can park before it is up.
-    REQUIRE(eventually(
-        [&] { return b.coordinator_sessions("aclaim-coordinator-listener") == 1; }, 10s));
+    REQUIRE(eventually([&] { return b.coordinator_sessions("aclaim-coordinator-listener") == 1; },
+                       10s));
 
     // An HA manager fences the old primary read-only and keeps its sessions; the other member is
     // writable. Every statement on b now fails with read_only_sql_transaction, and the listener

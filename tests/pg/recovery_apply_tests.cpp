@@ -345,8 +345,9 @@ TEST_CASE("the survey is not fooled by rejected requests and reports orphans", "
     // A rejected request records the generation the caller quoted, not one that was granted.
     CHECK_FALSE(f.store.complete({1, id, 99, "rev-a", "bogus"}, f.clock.now()).accepted());
     REQUIRE(testing::event_count(*f.conn, id, "rejected") == 1);
-    f.sql("INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, "
-          "result_ref, at) VALUES (1, 777, 'completed', 'default', 1, 1, 'lost', aclaim_ts(0))");
+    f.sql(
+        "INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, "
+        "result_ref, at) VALUES (1, 777, 'completed', 'default', 1, 1, 'lost', aclaim_ts(0))");
     const auto report = f.recovery.survey(f.clock.now());
     CHECK(report.totals == counts(0, 1, 0, 0, 0));
     REQUIRE(report.orphans.size() == 1);

@@ -147,8 +147,8 @@ TEST_CASE("completions and claims in one transaction answer each as the two batc
     const std::vector<common::ClaimRequest> claims{{"w1", 1}, {"w2", 2}, {"w3", 1}};
     const auto completed = apart.store.complete_batch(apart.requests, apart.clock.now());
     const auto claimed = apart.store.claim_batch(1, claims, kLease, apart.clock.now());
-    const auto both =
-        together.store.complete_and_claim(together.requests, 1, claims, kLease, together.clock.now());
+    const auto both = together.store.complete_and_claim(together.requests, 1, claims, kLease,
+                                                        together.clock.now());
 
     REQUIRE(both.completions.size() == completed.size());
     for (std::size_t i = 0; i < completed.size(); ++i) {

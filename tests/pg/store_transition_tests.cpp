@@ -221,10 +221,11 @@ TEST_CASE("completion and its result commit together or not at all", "[store][at
     {
         // A result the job already has makes the result insert fail inside the completion.
         pqxx::work t(c);
-        t.exec_params("INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, "
-                      "attempts, result_ref, at) VALUES (1, $1, 'completed', 'default', 99, 1, "
-                      "'squatter', now())",
-                      id);
+        t.exec_params(
+            "INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, "
+            "attempts, result_ref, at) VALUES (1, $1, 'completed', 'default', 99, 1, "
+            "'squatter', now())",
+            id);
         t.commit();
     }
     CHECK_THROWS(f.store.complete({1, id, l.generation, "a", "r"}, f.clock.now()));
