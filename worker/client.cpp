@@ -100,7 +100,19 @@ void Client::send_hello(TimePoint now) {
     hello_req_ = next_req_++;
     state_ = State::Greeting;
     hello_deadline_ = now + options_.reply_timeout;
-    send(proto::Hello{hello_req_, options_.worker_id, options_.org_id, options_.queues});
+    proto::Hello hello{hello_req_, options_.worker_id, options_.org_id, options_.queues};
+    if (asks_features()) hello.features.emplace_back(proto::kFeatureCompleteClaim);
+    send(hello);
+}
+
+bool Client::asks_features() const {
+    return options_.complete_claim && !features_refused_;
+}
+
+bool Client::granted(std::string_view feature) const {
+    return state_ == State::Ready && welcome_ &&
+           std::find(welcome_->features.begin(), welcome_->features.end(), feature) !=
+               welcome_->features.end();
 }
 
 bool Client::send(const proto::Message& message) {
@@ -136,7 +148,19 @@ std::size_t Client::in_flight() const {
 void Client::send_pending(Pending& p, TimePoint now) {
     // At the cap the request keeps its turn (pending_ is ordered by request id) until a reply
     // frees a slot.
-    if (in_flight() >= options_.max_in_flight) return;
+    if (p.carried || in_flight() >= options_.max_in_flight) return;
+    auto* complete = std::get_if<proto::Complete>(&p.message);
+    Pending* carried = nullptr;
+    if (complete != nullptr && !complete->next.empty()) {
+        const auto it = pending_.find(complete->next.front().req);
+        if (it != pending_.end() && granted(proto::kFeatureCompleteClaim)) {
+            carried = &it->second;
+        } else {
+            // This session does not take a CLAIM inside a COMPLETE: the claim goes on its own.
+            if (it != pending_.end()) it->second.carried = false;
+            complete->next.clear();
+        }
+    }
     if (!send(p.message)) {
         p.due = now + options_.retry_delay;
         return;
@@ -145,6 +169,12 @@ void Client::send_pending(Pending& p, TimePoint now) {
     p.sent = true;
     p.due = now + options_.reply_timeout;
     if (const auto* c = std::get_if<proto::Claim>(&p.message)) p.due += Millis(c->wait_ms);
+    if (carried != nullptr) {
+        // The claim is answered on its own from now on; a re-sent COMPLETE goes without it.
+        carried->sent = true;
+        carried->due = p.due + Millis(std::get<proto::Claim>(carried->message).wait_ms);
+        complete->next.clear();
+    }
 }
 
 std::uint64_t Client::claim(std::int32_t max_jobs, std::int32_t wait_ms) {
@@ -154,6 +184,27 @@ std::uint64_t Client::claim(std::int32_t max_jobs, std::int32_t wait_ms) {
 std::uint64_t Client::complete(JobRef job, std::string result_ref) {
     held_.stop_renewing(job.job_id);
     return submit(proto::Complete{0, job.job_id, job.generation, std::move(result_ref)});
+}
+
+std::pair<std::uint64_t, std::uint64_t> Client::complete_then_claim(JobRef job,
+                                                                    std::string result_ref,
+                                                                    std::int32_t max_jobs,
+                                                                    std::int32_t wait_ms) {
+    held_.stop_renewing(job.job_id);
+    if (!granted(proto::kFeatureCompleteClaim)) {
+        const auto done =
+            submit(proto::Complete{0, job.job_id, job.generation, std::move(result_ref)});
+        return {done, claim(max_jobs, wait_ms)};
+    }
+    // The claim's entry first, so that sending the completion finds it; both are sent by the
+    // completion's send_pending.
+    const auto claim_req = next_req_++;
+    const auto now = clock_.monotonic_now();
+    pending_.emplace(claim_req, Pending{proto::Claim{claim_req, max_jobs, wait_ms}, false, now,
+                                        Millis(0), 0, true});
+    proto::Complete complete{0, job.job_id, job.generation, std::move(result_ref)};
+    complete.next.push_back(proto::Claim{claim_req, max_jobs, wait_ms});
+    return {submit(std::move(complete)), claim_req};
 }
 
 std::uint64_t Client::fail(JobRef job, std::string reason, bool retryable) {
@@ -261,13 +312,17 @@ void Client::reconnect(const std::string& why, Target target, TimePoint now,
         if (terminal_op(p.message)) {
             p.sent = false;
             p.due = now;
+            // Its claim is reported lost below, as every pending claim is.
+            if (auto* c = std::get_if<proto::Complete>(&p.message)) c->next.clear();
             ++it;
             continue;
         }
         // A lost CLAIM is never re-sent: whatever it was granted comes back when the lease
         // ends. A lost RENEW is superseded by the renewal of everything after WELCOME.
+        // In place: converting a temporary here trips a false maybe-uninitialized in gcc 12.
         if (std::holds_alternative<proto::Claim>(p.message))
-            out.push_back(ClaimEnded{ClaimEnded::Why::ConnectionLost, why});
+            out.emplace_back(std::in_place_type<ClaimEnded>,
+                             ClaimEnded{ClaimEnded::Why::ConnectionLost, why});
         it = pending_.erase(it);
     }
 }

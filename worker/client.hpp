@@ -63,6 +63,10 @@ struct ClientOptions {
     /// beyond its own per-session limit (64 by default) with ERROR too_many_requests.
     std::size_t max_in_flight = 32;
     CurveKeys curve;
+    /// Ask for protocol 1.2's COMPLETE that carries the next CLAIM (HELLO's features); used by
+    /// complete_then_claim() when the coordinator grants it. Off: every request goes alone, as
+    /// against a 1.1 coordinator.
+    bool complete_claim = true;
 };
 
 // ---- events returned by Client::poll ----
@@ -131,6 +135,15 @@ class Client {
     /// Requests return their id. Requests made while no session is open wait until it opens.
     std::uint64_t claim(std::int32_t max_jobs, std::int32_t wait_ms);
     std::uint64_t complete(JobRef job, std::string result_ref);
+    /// COMPLETE and the next CLAIM: one message, answered ACCEPTED (or REJECTED) and then
+    /// ASSIGNED or NO_WORK, one transaction at the coordinator, where the session grants
+    /// proto::kFeatureCompleteClaim; otherwise the two requests go out one after the other.
+    /// Returns the ids of the completion and of the claim.
+    std::pair<std::uint64_t, std::uint64_t> complete_then_claim(JobRef job, std::string result_ref,
+                                                                std::int32_t max_jobs,
+                                                                std::int32_t wait_ms);
+    /// Whether the open session granted a protocol 1.2 feature (WELCOME's features).
+    bool granted(std::string_view feature) const;
     std::uint64_t fail(JobRef job, std::string reason, bool retryable);
     std::uint64_t release(JobRef job);
 
@@ -171,6 +184,8 @@ class Client {
         TimePoint due;          ///< sent: reply expected by; not sent: send at (once ready)
         Millis retry_delay{0};  ///< the pause before the next re-send after an ERROR
         int sends = 0;
+        /// A CLAIM that goes out inside the COMPLETE before it (its `next`), not on its own.
+        bool carried = false;
     };
 
     std::uint64_t submit(proto::Message message);
@@ -178,6 +193,8 @@ class Client {
     void send_pending(Pending& p, TimePoint now);
     void open_socket();
     void send_hello(TimePoint now);
+    /// Whether HELLO names the protocol 1.2 features this client would use.
+    bool asks_features() const;
     void close_socket();
     void reconnect(const std::string& why, Target target, TimePoint now, std::vector<Event>& out);
     void watch_transport(TimePoint now, std::vector<Event>& out);
@@ -203,6 +220,8 @@ class Client {
     std::uint64_t hello_req_ = 0;
     TimePoint hello_deadline_{};
     bool had_session_ = false;
+    /// A coordinator older than protocol 1.2 refused HELLO's features: greet it without them.
+    bool features_refused_ = false;
     std::uint64_t next_req_ = 1;
     std::map<std::uint64_t, Pending> pending_;
     HeldJobs held_;

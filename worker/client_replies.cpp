@@ -84,6 +84,15 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
 void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Event>& out) {
     ++stats_.errors;
     if (state_ == State::Greeting && e.req == hello_req_) {
+        // A coordinator older than protocol 1.2 cannot read HELLO's features: greet it again
+        // without them, and send every request alone.
+        if (e.code == proto::errors::kUndecodable && asks_features()) {
+            spdlog::info("worker={} {} does not read HELLO's features ({}); greeting it as 1.1",
+                         options_.worker_id, endpoint(), e.text);
+            features_refused_ = true;
+            send_hello(now);
+            return;
+        }
         if (!proto::errors::retryable(e.code) && e.code != proto::errors::kDraining)
             throw std::runtime_error("coordinator refused HELLO: " + e.code + ": " + e.text);
         reconnect("HELLO answered " + e.code, Target::Next, now, out);

@@ -67,15 +67,22 @@ int Simulator::run() {
     return 0;
 }
 
-void Simulator::maybe_claim(TimePoint now) {
-    if (!client_.ready() || client_.claim_pending() || crash_at_ || now < claim_not_before_) return;
-    const auto busy = static_cast<std::int64_t>(reviews_.size() + submitted_.size());
+std::int32_t Simulator::claim_slots(TimePoint now, std::int64_t counted_twice) const {
+    if (stopping_ || !client_.ready() || client_.claim_pending() || crash_at_ ||
+        now < claim_not_before_)
+        return 0;
+    const auto busy =
+        static_cast<std::int64_t>(reviews_.size() + submitted_.size()) - counted_twice;
     std::int64_t slots = options_.concurrency - busy;
     if (options_.jobs > 0)
         slots = std::min(slots, options_.jobs - counters_.completed_accepted - busy);
+    return static_cast<std::int32_t>(std::clamp<std::int64_t>(slots, 0, proto::kMaxClaimJobs));
+}
+
+void Simulator::maybe_claim(TimePoint now) {
+    const auto slots = claim_slots(now, 0);
     if (slots <= 0) return;
-    client_.claim(static_cast<std::int32_t>(std::min<std::int64_t>(slots, proto::kMaxClaimJobs)),
-                  options_.claim_wait_ms);
+    client_.claim(slots, options_.claim_wait_ms);
     claim_sent_at_ = now;
 }
 
@@ -174,12 +181,12 @@ void Simulator::finish_due_reviews(TimePoint now) {
             ++it;
             continue;
         }
-        submit(it->second);
+        submit(it->second, now);
         it = reviews_.erase(it);
     }
 }
 
-void Simulator::submit(const Review& r) {
+void Simulator::submit(const Review& r, TimePoint now) {
     submitted_.insert(r.job.job_id);
     if (r.stalled) stalled_job_ = r.job;
     const bool fail = !r.stalled && options_.fail_rate > 0 &&
@@ -188,9 +195,16 @@ void Simulator::submit(const Review& r) {
         client_.fail(r.job, "simulated review failure", true);
         return;
     }
-    client_.complete(r.job, "review:" + options_.client.worker_id + ":" +
-                                std::to_string(r.job.job_id) + ":" +
-                                std::to_string(r.job.generation));
+    std::string result = "review:" + options_.client.worker_id + ":" +
+                         std::to_string(r.job.job_id) + ":" + std::to_string(r.job.generation);
+    // The next claim rides on the completion (one message, one transaction where the
+    // coordinator grants it). The job is still counted among the reviews as well as submitted.
+    if (const auto slots = claim_slots(now, 1); slots > 0) {
+        client_.complete_then_claim(r.job, std::move(result), slots, options_.claim_wait_ms);
+        claim_sent_at_ = now;
+        return;
+    }
+    client_.complete(r.job, std::move(result));
 }
 
 void Simulator::on_verdict(const Verdict& v, TimePoint now) {

@@ -47,13 +47,16 @@ class Simulator {
         bool stalled = false;  ///< rehearsing a stall: complete even after losing the job
     };
 
+    /// How many jobs a claim sent now may ask for (0: none now), with `counted_twice` jobs
+    /// counted both as under review and as submitted.
+    std::int32_t claim_slots(TimePoint now, std::int64_t counted_twice) const;
     void maybe_claim(TimePoint now);
     void handle(const Event& event, TimePoint now);
     void on_assigned(const proto::AssignedJob& job, TimePoint now);
     void on_lost(const JobLost& lost, TimePoint now);
     void on_verdict(const Verdict& v, TimePoint now);
     void finish_due_reviews(TimePoint now);
-    void submit(const Review& review);
+    void submit(const Review& review, TimePoint now);
     void begin_shutdown(const std::string& why, TimePoint now);
     TimePoint next_wake(TimePoint now) const;
     void log_counters() const;

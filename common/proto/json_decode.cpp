@@ -318,7 +318,10 @@ class JsonFieldReader {
         }
     }
 
-    void read(const rapidjson::Value& v, const char* name, std::vector<AssignedJob>& out) {
+    /// An array of nested objects: an ASSIGNED's jobs, a COMPLETE's next claim.
+    template <class M>
+    requires std::is_same_v<M, AssignedJob> || std::is_same_v<M, Claim>
+    void read(const rapidjson::Value& v, const char* name, std::vector<M>& out) {
         if (!v.IsArray())
             throw Unreadable(field(name) + " must be an array of objects, got " + value_class(v));
         out.clear();

@@ -111,7 +111,10 @@ class BoundedBinaryReader {
 
     void read(std::string& value) { value = std::string(take(read_size())); }
 
-    void read(AssignedJob& value) { value.serialize(*this); }
+    /// A nested message: an ASSIGNED's jobs, a COMPLETE's next claim.
+    template <class M>
+    requires std::is_same_v<M, AssignedJob> || std::is_same_v<M, Claim>
+    void read(M& value) { value.serialize(*this); }
 
     template <class T>
     void read(std::vector<T>& value) {
@@ -175,6 +178,21 @@ void check_text(const std::string& s, std::string_view field) {
     require_length(s, 0, kMaxTextBytes, field, "at most 1024 bytes");
 }
 
+/// HELLO's and WELCOME's feature names: a few short printable words.
+void check_features(const std::vector<std::string>& features) {
+    if (features.size() > kMaxFeatures)
+        out_of_range("features", std::to_string(features.size()) + " names",
+                     "at most " + std::to_string(kMaxFeatures));
+    for (std::size_t i = 0; i < features.size(); ++i) {
+        const auto& f = features[i];
+        const bool printable =
+            std::all_of(f.begin(), f.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+        if (f.empty() || f.size() > kMaxFeatureBytes || !printable)
+            out_of_range("features[" + std::to_string(i) + "]", "'" + quote_peer_bytes(f, 80) + "'",
+                         "1..64 printable ASCII bytes without spaces");
+    }
+}
+
 void validate(const Hello& m) {
     require_length(m.worker_id, 1, kMaxWorkerIdBytes, "worker_id", "1..128 bytes");
     const auto bad = std::find_if(m.worker_id.begin(), m.worker_id.end(),
@@ -194,10 +212,11 @@ void validate(const Hello& m) {
                          "a queue name: 1..64 of A-Z a-z 0-9 _ . : -, starting with a letter or "
                          "digit");
     }
+    check_features(m.features);
 }
-void validate(const Claim& m) {
-    require_range(m.max_jobs, 1, kMaxClaimJobs, "max_jobs", "1..100");
-    require_range(m.wait_ms, 0, kMaxClaimWaitMs, "wait_ms", "0..60000");
+void validate(const Claim& m, const std::string& prefix = "") {
+    require_range(m.max_jobs, 1, kMaxClaimJobs, prefix + "max_jobs", "1..100");
+    require_range(m.wait_ms, 0, kMaxClaimWaitMs, prefix + "wait_ms", "0..60000");
 }
 void validate(const Renew& m) {
     check_id(m);
@@ -206,6 +225,15 @@ void validate(const Complete& m) {
     check_id(m);
     require_length(m.result_ref, 1, kMaxResultRefBytes, "result_ref", "1..1024 bytes");
     require_utf8(m.result_ref, "result_ref");
+    if (m.next.size() > 1)
+        out_of_range("next", "an array of " + std::to_string(m.next.size()) + " claims",
+                     "at most 1 claim");
+    if (!m.next.empty()) {
+        validate(m.next.front(), "next[0].");
+        if (m.next.front().req == m.req)
+            out_of_range("next[0].req", std::to_string(m.next.front().req),
+                         "a request id other than the COMPLETE's own");
+    }
 }
 void validate(const Fail& m) {
     check_id(m);
@@ -221,6 +249,7 @@ void validate(const Welcome& m) {
     require_range(m.lease_ms, 1, std::numeric_limits<std::int32_t>::max(), "lease_ms", "positive");
     require_range(m.heartbeat_ms, 1, std::numeric_limits<std::int32_t>::max(), "heartbeat_ms",
                   "positive");
+    check_features(m.features);
 }
 void validate(const Assigned& m) {
     if (m.jobs.empty() || m.jobs.size() > static_cast<std::size_t>(kMaxClaimJobs))

@@ -40,6 +40,12 @@ inline constexpr std::int32_t kMaxClaimWaitMs = 60000;
 inline constexpr std::size_t kMaxResultRefBytes = 1024;
 /// Queues one HELLO may name.
 inline constexpr std::size_t kMaxQueues = 32;
+/// Features one HELLO or WELCOME may name, and the longest name.
+inline constexpr std::size_t kMaxFeatures = 16;
+inline constexpr std::size_t kMaxFeatureBytes = 64;
+/// Protocol 1.2: COMPLETE may carry the worker's next CLAIM (`next`), answered ACCEPTED (or
+/// REJECTED) and then ASSIGNED or NO_WORK, both committed in one transaction where it can.
+inline constexpr std::string_view kFeatureCompleteClaim = "complete_claim";
 /// Reasons, details, states and error texts.
 inline constexpr std::size_t kMaxTextBytes = 1024;
 
@@ -57,6 +63,10 @@ struct Hello {
     /// Since protocol 1.1, optional: the queues this worker serves (its skills), at most
     /// kMaxQueues valid queue names; absent or empty means "default" only.
     std::vector<std::string> queues{};
+    /// Since protocol 1.2, optional: the features of 1.2 and later this worker would use (e.g.
+    /// kFeatureCompleteClaim), at most kMaxFeatures names. WELCOME answers with the ones the
+    /// coordinator grants, so a coordinator never sends a new member to a worker that did not ask.
+    std::vector<std::string> features{};
     template <class A>
     void serialize(A& ar);
     bool operator==(const Hello&) const = default;
@@ -87,6 +97,10 @@ struct Complete {
     std::int64_t job_id = 0;
     std::int64_t generation = 0;
     std::string result_ref;  ///< 1..1024 bytes: where the review's result lives
+    /// Since protocol 1.2 (feature kFeatureCompleteClaim), optional: at most one CLAIM, with a
+    /// request id of its own, that the coordinator runs right after this completion (in the same
+    /// transaction where it can); its ASSIGNED or NO_WORK follows this COMPLETE's answer.
+    std::vector<Claim> next{};
     template <class A>
     void serialize(A& ar);
     bool operator==(const Complete&) const = default;
@@ -129,6 +143,9 @@ struct Welcome {
     std::int32_t lease_ms = 0;         ///< length of every granted lease
     std::int32_t heartbeat_ms = 0;     ///< how often to renew each held job
     std::uint32_t max_body_bytes = 0;  ///< largest body the coordinator accepts
+    /// Since protocol 1.2, optional: the features HELLO asked for that this coordinator grants;
+    /// sent only to a HELLO that named some.
+    std::vector<std::string> features{};
     template <class A>
     void serialize(A& ar);
     bool operator==(const Welcome&) const = default;

@@ -16,12 +16,14 @@ namespace aclaim::common::proto {
 /// A member added to a message after protocol 1.0, which a peer may leave out: always last, and
 /// written only when it is not empty, so that a message that does not use it is byte for byte
 /// what a 1.0 peer sends and reads. The bounded readers (protocol.cpp, json_decode.cpp) read it
-/// when it is present; any other archive reads only what was written.
+/// when it is present; any other archive reads only what was written. Where a message has several,
+/// each is present exactly when bytes remain, so an empty one is still written when a later one
+/// is (`later`): a binary reader would otherwise read the later member's bytes as this one.
 template <class A, class T>
-void optional_member(A& ar, cereal::NameValuePair<T>&& field) {
+void optional_member(A& ar, cereal::NameValuePair<T>&& field, bool later = false) {
     if constexpr (requires { ar.optional_member(std::move(field)); }) {
         ar.optional_member(std::move(field));
-    } else if (!field.value.empty()) {
+    } else if (!field.value.empty() || later) {
         ar(std::move(field));
     }
 }
@@ -29,7 +31,8 @@ void optional_member(A& ar, cereal::NameValuePair<T>&& field) {
 template <class A>
 void Hello::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(worker_id), CEREAL_NVP(org_id));
-    optional_member(ar, CEREAL_NVP(queues));  // protocol 1.1
+    optional_member(ar, CEREAL_NVP(queues), !features.empty());  // protocol 1.1
+    optional_member(ar, CEREAL_NVP(features));                   // protocol 1.2
 }
 template <class A>
 void Claim::serialize(A& ar) {
@@ -42,6 +45,7 @@ void Renew::serialize(A& ar) {
 template <class A>
 void Complete::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(result_ref));
+    optional_member(ar, CEREAL_NVP(next));  // protocol 1.2
 }
 template <class A>
 void Fail::serialize(A& ar) {
@@ -60,6 +64,7 @@ template <class A>
 void Welcome::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(org_id), CEREAL_NVP(lease_ms), CEREAL_NVP(heartbeat_ms),
        CEREAL_NVP(max_body_bytes));
+    optional_member(ar, CEREAL_NVP(features));  // protocol 1.2
 }
 template <class A>
 void AssignedJob::serialize(A& ar) {

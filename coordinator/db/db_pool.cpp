@@ -152,14 +152,17 @@ void DbPool::run(int index) {
         if (batch.empty()) continue;
         const auto taken_at = LatencyClock::now();
         for (auto& r : batch) r.timings.taken = taken_at;
-        if (mixed_kinds(batch)) {
+        // Without mixed transactions the only batch of two kinds is a completion and the claim
+        // its COMPLETE carried, which run one after the other below.
+        const bool kinds_mixed = mixed_kinds(batch);
+        if (kinds_mixed && mixed) {
             for (auto& outcome : execute_mixed(handle, *watch, std::move(batch))) {
                 announce(outcome);
                 poster.post(std::move(outcome));
             }
             continue;
         }
-        if (batch.size() > 1 && coalescible(batch.front().kind())) {
+        if (!kinds_mixed && batch.size() > 1 && coalescible(batch.front().kind())) {
             for (auto& outcome : execute(handle, *watch, std::move(batch))) {
                 announce(outcome);
                 poster.post(std::move(outcome));

@@ -94,6 +94,11 @@ struct DbRequest {
     /// False for work the coordinator does on its own behalf (releasing an assignment whose
     /// ASSIGNED could not be delivered): the outcome is logged, not sent.
     bool answer = true;
+    /// A claim that rides on the completion queued just before it (COMPLETE's `next`, protocol
+    /// 1.2): the WorkQueue hands the two out together, so that one transaction commits both and
+    /// the completion's answer goes out first. A claim dispatched again after its long-poll wait
+    /// stands alone.
+    bool follows = false;
     /// When this attempt was handed to the DB threads, for the claim latency histogram (on the
     /// LatencyClock, as every latency is).
     SteadyClock::time_point dispatched_at{};

@@ -13,6 +13,15 @@ void WorkQueue::push(DbRequest request) {
     ready_.notify_one();
 }
 
+void WorkQueue::push_pair(DbRequest first, DbRequest follower) {
+    {
+        std::lock_guard lock(mutex_);
+        others_.push_back(std::move(first));
+        others_.push_back(std::move(follower));
+    }
+    ready_.notify_one();
+}
+
 bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {
     if (head.kind() != other.kind()) return false;
     // A coalesced claim is one LIMIT n statement for one organization and one set of queues.
@@ -31,34 +40,60 @@ std::vector<DbRequest> WorkQueue::take_from(std::deque<DbRequest>& items, std::s
                                             bool mixed) {
     std::vector<DbRequest> batch;
     if (items.empty()) return batch;
-    batch.push_back(std::move(items.front()));
-    items.pop_front();
+    // A completion's follower (the claim its COMPLETE carried) is always the next item: both
+    // were pushed together, and they are only ever taken together.
+    const auto has_follower = [&items](std::deque<DbRequest>::iterator it) {
+        const auto next = std::next(it);
+        return next != items.end() && next->follows;
+    };
+    const auto take_pair = [&](std::deque<DbRequest>::iterator it) {
+        const bool pair = has_follower(it);
+        batch.push_back(std::move(*it));
+        it = items.erase(it);
+        if (pair) {
+            batch.push_back(std::move(*it));
+            it = items.erase(it);
+        }
+        return it;
+    };
     const auto mixes = [](const DbRequest& r) {
         return r.kind() == RequestKind::Complete || r.kind() == RequestKind::Claim;
     };
-    mixed = mixed && mixes(batch.front());
+    mixed = mixed && mixes(items.front());
+    const bool head_pair = has_follower(items.begin());
+    take_pair(items.begin());
+    // Without mixed transactions a completion and its follower go alone, one after the other.
+    if (head_pair && !mixed) return batch;
     // Where the batch's first claim is: every other claim must serve its organization and queues.
     std::optional<std::size_t> first_claim;
-    if (batch.front().kind() == RequestKind::Claim) first_claim = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (batch[i].kind() == RequestKind::Claim) {
+            first_claim = i;
+            break;
+        }
+    }
     // Looking further than a few batches ahead would make each take linear in the backlog.
     std::size_t budget = max_batch * 8;
     for (auto it = items.begin(); it != items.end() && batch.size() < max_batch && budget > 0;
          --budget) {
+        const bool pair = has_follower(it);
+        const DbRequest* claim = pair ? &*std::next(it) : &*it;
         bool joins = false;
         if (!mixed) {
-            joins = batchable(batch.front(), *it);
-        } else if (it->kind() == RequestKind::Complete) {
-            joins = true;
-        } else if (it->kind() == RequestKind::Claim) {
-            joins = !first_claim || batchable(batch[*first_claim], *it);
+            joins = !pair && batchable(batch.front(), *it);
+        } else if (it->kind() == RequestKind::Complete || claim->kind() == RequestKind::Claim) {
+            joins = claim->kind() != RequestKind::Claim || !first_claim ||
+                    batchable(batch[*first_claim], *claim);
         }
-        if (joins) {
-            if (!first_claim && it->kind() == RequestKind::Claim) first_claim = batch.size();
-            batch.push_back(std::move(*it));
-            it = items.erase(it);
-        } else {
-            ++it;
+        if (!joins) {
+            it = pair ? std::next(it, 2) : std::next(it);
+            continue;
         }
+        if (!first_claim && claim->kind() == RequestKind::Claim) {
+            first_claim = batch.size() + (pair ? 1 : 0);
+        }
+        // A pair may take the batch one past max_batch: its halves are never split.
+        it = take_pair(it);
     }
     return batch;
 }

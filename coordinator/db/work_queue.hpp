@@ -22,6 +22,9 @@ namespace aclaim::coordinator {
 class WorkQueue {
   public:
     void push(DbRequest request);
+    /// A completion and the claim that follows it (DbRequest::follows), queued together so that
+    /// no taker sees one without the other.
+    void push_pair(DbRequest first, DbRequest follower);
 
     /// Blocks until there is work or the queue is closed. Returns the oldest renewal (or, when
     /// there is none, the oldest other request) together with up to max_batch - 1 later ones of

@@ -18,14 +18,34 @@ void Dispatcher::dispatch(RoutedRequest request) {
         }
         return;
     }
+    // A claim dispatched again (its long-poll woken) has no completion left to follow.
+    send_down(admit(std::move(request), false));
+}
+
+DbRequest Dispatcher::admit(RoutedRequest request, bool follows) {
     request.db.answer = true;
+    request.db.follows = follows;
     request.db.ticket = ++last_ticket_;
     request.db.stage = std::make_shared<std::atomic<Stage>>(Stage::Queued);
     request.db.dispatched_at = LatencyClock::now();
     deadlines_.emplace_back(clock_.monotonic_now() + answer_within_, request.db.ticket);
     DbRequest down = request.db;
     pending_.emplace(down.ticket, std::move(request));
-    send_down(std::move(down));
+    return down;
+}
+
+void Dispatcher::dispatch_pair(RoutedRequest completion, RoutedRequest claim) {
+    if (closed_) {
+        dispatch(std::move(completion));
+        dispatch(std::move(claim));
+        return;
+    }
+    DbRequest first = admit(std::move(completion), false);
+    DbRequest follower = admit(std::move(claim), true);
+    at_db_ += 2;
+    dispatched_ += 2;
+    // One push: a DB thread woken by the first must not find it without its follower.
+    queue_.push_pair(std::move(first), std::move(follower));
 }
 
 void Dispatcher::dispatch_own(StoreRequest request) {

@@ -35,6 +35,11 @@ class Dispatcher {
 
     /// A worker's request, to be answered by its deadline.
     void dispatch(RoutedRequest request);
+    /// A COMPLETE and the CLAIM it carries (protocol 1.2): both as dispatch() does, the claim
+    /// queued right behind the completion and marked to follow it, so that a DB thread takes
+    /// the two together (one transaction where the lock strategy allows) and the completion's
+    /// answer goes out first.
+    void dispatch_pair(RoutedRequest completion, RoutedRequest claim);
     /// Work on the coordinator's own behalf (releasing a lease it could not deliver): nobody waits
     /// for its answer, so it has no deadline and its outcome is only logged.
     void dispatch_own(StoreRequest request);
@@ -68,6 +73,8 @@ class Dispatcher {
     void close();
 
   private:
+    /// Gives a worker's request its ticket and deadline; returns what goes to the DB threads.
+    DbRequest admit(RoutedRequest request, bool follows);
     void answer_expired(const RoutedRequest& request);
     /// Hands a request to the DB threads and counts it at the database.
     void send_down(DbRequest request);

@@ -129,28 +129,35 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     const std::uint64_t req = proto::request_id(message);
     const std::string type(proto::type_name(message));
     const std::string& user_id = credentials.user_id;
+    // A COMPLETE that carries the worker's next CLAIM (protocol 1.2) is two requests, and a
+    // refusal answers both: the claim's answer is what the worker waits for next.
+    const auto* complete = std::get_if<proto::Complete>(&message);
+    const proto::Claim* next =
+        complete != nullptr && !complete->next.empty() ? &complete->next.front() : nullptr;
+    const auto refuse = [&](std::string_view code, const std::string& text) {
+        p_.replier.send_error(routing_id, enc, req, code, text);
+        if (next != nullptr) p_.replier.send_error(routing_id, enc, next->req, code, text);
+    };
     // A connection outlives the revocation of its key (a ROUTER cannot hang up on one peer), so
     // every request is checked against the latest re-check, HELLO included.
     if (p_.revocations.revoked(credentials.public_key)) {
         p_.revocations.cut_off(routing_id);
-        p_.replier.send_error(
-            routing_id, enc, req, proto::errors::kKeyRevoked,
-            "this connection's key has been revoked; nothing more is done for it");
+        refuse(proto::errors::kKeyRevoked,
+               "this connection's key has been revoked; nothing more is done for it");
         return;
     }
     if (!proto::is_request(message)) {
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kInvalid,
-                              type + " is not a request");
+        refuse(proto::errors::kInvalid, type + " is not a request");
         return;
     }
     // A draining coordinator opens no sessions; once the drain has ended it serves nothing.
     if ((std::holds_alternative<proto::Hello>(message) && p_.dispatcher.draining()) ||
         (refusing_ && !std::holds_alternative<proto::Claim>(message) &&
          !std::holds_alternative<proto::Bye>(message))) {
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kDraining,
-                              "the coordinator is shutting down and takes no new " + type +
-                                  "; send it again after reconnecting (another coordinator may "
-                                  "serve it)");
+        refuse(proto::errors::kDraining,
+               "the coordinator is shutting down and takes no new " + type +
+                   "; send it again after reconnecting (another coordinator may "
+                   "serve it)");
         return;
     }
     if (const auto* hello = std::get_if<proto::Hello>(&message)) {
@@ -159,16 +166,14 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     }
     Session* session = p_.sessions.find(routing_id);
     if (session == nullptr) {
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kNoSession,
-                              "send HELLO before " + type);
+        refuse(proto::errors::kNoSession, "send HELLO before " + type);
         return;
     }
     // A routing id is one connection and a connection one key, so this cannot differ; checked
     // anyway because a session acting for the wrong organization is the one unforgivable bug.
     if (session->user_id != user_id) {
-        p_.replier.send_error(
-            routing_id, enc, req, proto::errors::kUnauthenticated,
-            "this connection's identity is not the one its session was opened with");
+        refuse(proto::errors::kUnauthenticated,
+               "this connection's identity is not the one its session was opened with");
         return;
     }
     p_.sessions.touch(*session);
@@ -179,8 +184,7 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     }
     std::optional<StoreRequest> ask = store_request(message, *session);
     if (!ask) {
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kInvalid,
-                              type + " is not handled");
+        refuse(proto::errors::kInvalid, type + " is not handled");
         return;
     }
     const auto* claim = std::get_if<proto::Claim>(&message);
@@ -189,28 +193,51 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
         p_.metrics.no_work.fetch_add(1, std::memory_order_relaxed);
         return;
     }
-    if (session->outstanding >= options_.max_inflight_per_session) {
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kTooManyRequests,
-                              "this session already has " + std::to_string(session->outstanding) +
-                                  " requests outstanding");
+    const int requests = next != nullptr ? 2 : 1;
+    if (session->outstanding + requests > options_.max_inflight_per_session) {
+        refuse(proto::errors::kTooManyRequests, "this session already has " +
+                                                    std::to_string(session->outstanding) +
+                                                    " requests outstanding");
         return;
     }
     if (p_.dispatcher.queued() >= static_cast<std::size_t>(options_.max_queued_requests)) {
-        p_.replier.send_error(routing_id, enc, req, proto::errors::kOverloaded,
-                              "the database threads are behind; retry shortly");
+        refuse(proto::errors::kOverloaded, "the database threads are behind; retry shortly");
         return;
     }
+    RoutedRequest request = routed(routing_id, *session, enc, req, std::move(*ask), claim);
+    ++session->outstanding;
+    if (next == nullptr) {
+        p_.dispatcher.dispatch(std::move(request));
+        return;
+    }
+    if (p_.dispatcher.draining()) {
+        // The completion is served; the claim gets what a CLAIM gets during a drain.
+        p_.dispatcher.dispatch(std::move(request));
+        p_.replier.send(routing_id, proto::NoWork{next->req, std::string(proto::errors::kDraining)},
+                        enc);
+        p_.metrics.no_work.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    auto next_ask = store_request(proto::Message{*next}, *session);
+    RoutedRequest follower =
+        routed(routing_id, *session, enc, next->req, std::move(*next_ask), next);
+    ++session->outstanding;
+    p_.dispatcher.dispatch_pair(std::move(request), std::move(follower));
+}
+
+RoutedRequest Inbound::routed(const std::string& routing_id, const Session& session,
+                              proto::Encoding encoding, std::uint64_t req, StoreRequest ask,
+                              const proto::Claim* claim) const {
     RoutedRequest request;
-    request.reply = ReplyTo{routing_id, enc, req, session->public_key};
-    request.db.ask = std::move(*ask);
+    request.reply = ReplyTo{routing_id, encoding, req, session.public_key};
+    request.db.ask = std::move(ask);
     if (claim != nullptr) {
         request.wait_ms = claim->wait_ms;
         request.wait_until =
             p_.clock.monotonic_now() + std::chrono::milliseconds(std::max(0, claim->wait_ms));
-        request.wake_seq = p_.wakes.seq(session->org_id);
+        request.wake_seq = p_.wakes.seq(session.org_id);
     }
-    ++session->outstanding;
-    p_.dispatcher.dispatch(std::move(request));
+    return request;
 }
 
 void Inbound::handle_hello(const std::string& routing_id, const Credentials& credentials,
@@ -270,6 +297,15 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
     welcome.lease_ms = options_.lease_ms;
     welcome.heartbeat_ms = options_.effective_heartbeat_ms();
     welcome.max_body_bytes = static_cast<std::uint32_t>(options_.max_body_bytes);
+    // Only what was asked for is granted, so a worker that asked for nothing gets a WELCOME of
+    // protocol 1.1, byte for byte.
+    for (const auto& feature : hello.features) {
+        const bool known = feature == proto::kFeatureCompleteClaim;
+        if (known && std::find(welcome.features.begin(), welcome.features.end(), feature) ==
+                         welcome.features.end()) {
+            welcome.features.push_back(feature);
+        }
+    }
     p_.replier.send(routing_id, welcome, encoding);
 }
 

@@ -62,6 +62,11 @@ class Inbound {
     void handle_hello(const std::string& routing_id, const Credentials& credentials,
                       const proto::Hello& hello, proto::Encoding encoding);
     void handle_bye(const std::string& routing_id);
+    /// A request on its way to the DB threads, answered on `routing_id` with `req`; a claim's
+    /// long-poll starts now.
+    RoutedRequest routed(const std::string& routing_id, const Session& session,
+                         proto::Encoding encoding, std::uint64_t req, StoreRequest ask,
+                         const proto::Claim* claim) const;
 
     const RouterOptions& options_;
     Parts p_;

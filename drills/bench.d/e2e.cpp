@@ -195,8 +195,19 @@ void ClientFleet::run_client(int index, const worker::CurveKeys& curve) {
         if (!client.claim_pending()) claimed_slots = 0;
         const auto now = BenchClock::now();
         while (!held.empty() && held.front().due <= now) {
-            client.complete(held.front().job, "bench");
+            const worker::JobRef job = held.front().job;
             held.pop_front();
+            // As a reviewer does: a finished job asks for the next one in the same message where
+            // the coordinator grants it (protocol 1.2), and where there is room for it.
+            const int busy = static_cast<int>(held.size()) + answering + claimed_slots;
+            if (client.ready() && busy + o_.max_jobs <= o_.capacity && client.pending() < 60) {
+                client.complete_then_claim(job, "bench", o_.max_jobs, 1000);
+                claimed_at = now;
+                claimed_slots += o_.max_jobs;
+                if (counting_.load()) counts_.claims.fetch_add(1);
+            } else {
+                client.complete(job, "bench");
+            }
             ++answering;
         }
         if (!client.ready()) continue;

@@ -713,3 +713,65 @@ TEST_CASE("HELLO's queues are an optional member: absent, a 1.0 HELLO byte for b
         many += (i ? "," : "") + std::string("\"q") + std::to_string(i) + "\"";
     CHECK(expect_error(decode3(proto::kTagJson, "HELLO", many + "]}")).code == "invalid");
 }
+
+TEST_CASE("protocol 1.2: HELLO's features, WELCOME's grant and COMPLETE's next claim are optional",
+          "[protocol][complete_claim]") {
+    // Unused, each message is byte for byte what protocol 1.1 wrote.
+    CHECK(
+        proto::encode(proto::Welcome{1, 42, 30000, 10000, 65536}, Encoding::Json).body ==
+        R"({"req": 1,"org_id": 42,"lease_ms": 30000,"heartbeat_ms": 10000,"max_body_bytes": 65536})");
+    CHECK(proto::encode(proto::Complete{4, 1001, 4, "r"}, Encoding::Json).body ==
+          R"({"req": 4,"job_id": 1001,"generation": 4,"result_ref": "r"})");
+    proto::Hello asks{1, "w", 7};
+    asks.features = {std::string(proto::kFeatureCompleteClaim)};
+    proto::Welcome grants{1, 42, 30000, 10000, 65536};
+    grants.features = {std::string(proto::kFeatureCompleteClaim)};
+    proto::Complete carrying{4, 1001, 4, "r"};
+    carrying.next.push_back(proto::Claim{5, 1, 2000});
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        for (const proto::Message& m :
+             {proto::Message(asks), proto::Message(grants), proto::Message(carrying)}) {
+            const auto f = proto::encode(m, enc);
+            CHECK(expect_message(decode3(f.tag, f.type, f.body)) == m);
+        }
+    }
+    // Features without queues: the empty queues are written first, so a binary reader does not
+    // take the features for queues.
+    const auto hello = proto::encode(asks, Encoding::Binary);
+    const auto back =
+        std::get<proto::Hello>(expect_message(decode3(hello.tag, "HELLO", hello.body)));
+    CHECK(back.queues.empty());
+    CHECK(back.features == asks.features);
+    // A 1.1 reader of HELLO (one optional member) finds bytes after the queues and refuses it
+    // as undecodable, which is what a 1.2 worker falls back on.
+    CHECK(hello.body.size() >
+          proto::encode(proto::Hello{1, "w", 7, {}}, Encoding::Binary).body.size());
+
+    // The next claim is checked like a CLAIM, and there is at most one.
+    const auto body = [](std::string next) {
+        return R"({"req": 4,"job_id": 1001,"generation": 4,"result_ref": "r","next": )" + next +
+               "}";
+    };
+    const auto zero = expect_error(
+        decode3(proto::kTagJson, "COMPLETE", body(R"([{"req": 5,"max_jobs": 0,"wait_ms": 0}])")));
+    CHECK(zero.code == "invalid");
+    CHECK(zero.text.find("next[0].max_jobs") != std::string::npos);
+    const auto two = expect_error(decode3(
+        proto::kTagJson, "COMPLETE",
+        body(R"([{"req": 5,"max_jobs": 1,"wait_ms": 0},{"req": 6,"max_jobs": 1,"wait_ms": 0}])")));
+    CHECK(two.code == "invalid");
+    CHECK(two.text.find("at most 1 claim") != std::string::npos);
+    const auto same = expect_error(
+        decode3(proto::kTagJson, "COMPLETE", body(R"([{"req": 4,"max_jobs": 1,"wait_ms": 0}])")));
+    CHECK(same.code == "invalid");
+    CHECK(same.text.find("next[0].req") != std::string::npos);
+    const auto extra = expect_error(decode3(
+        proto::kTagJson, "COMPLETE", body(R"([{"req": 5,"max_jobs": 1,"wait_ms": 0,"x": 1}])")));
+    CHECK(extra.code == "undecodable");
+    // Feature names are short printable words.
+    const auto spaced = expect_error(
+        decode3(proto::kTagJson, "HELLO",
+                R"({"req": 1,"worker_id": "w","org_id": 7,"queues": [],"features": ["a b"]})"));
+    CHECK(spaced.code == "invalid");
+    CHECK(spaced.text.find("features[0]") != std::string::npos);
+}

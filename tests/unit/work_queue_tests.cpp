@@ -113,3 +113,34 @@ TEST_CASE("work queue: a mixed take joins completions to one organization's clai
     CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{1, 3});
     CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{2});
 }
+
+TEST_CASE("work queue: a completion and the claim it carries are never taken apart",
+          "[work_queue][complete_claim]") {
+    const auto follower = [](common::OrgId org, std::uint64_t ticket) {
+        auto r = claim(org, ticket);
+        r.follows = true;
+        return r;
+    };
+    WorkQueue q;
+    // Mixed: the pair joins a batch whose first claim serves the same organization and queues.
+    q.push(claim(1, 1));
+    q.push_pair(complete(2), follower(1, 3));
+    q.push_pair(complete(4), follower(2, 5));  // its claim is another organization's: left whole
+    q.push(complete(6));
+    CHECK(reqs(q.take(128, true)) == std::vector<std::uint64_t>{1, 2, 3, 6});
+    CHECK(reqs(q.take(128, true)) == std::vector<std::uint64_t>{4, 5});
+    CHECK(q.size() == 0);
+
+    // At the batch's size limit a pair still comes whole, one past the limit.
+    q.push(complete(1));
+    q.push_pair(complete(2), follower(1, 3));
+    CHECK(reqs(q.take(2, true)) == std::vector<std::uint64_t>{1, 2, 3});
+
+    // Without `mixed`: the pair goes alone, in order, and other completions pass it by.
+    q.push(complete(1));
+    q.push_pair(complete(2), follower(1, 3));
+    q.push(complete(4));
+    CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{1, 4});
+    CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{2, 3});
+    CHECK(q.size() == 0);
+}

@@ -1,0 +1,129 @@
+// Protocol 1.2's COMPLETE that carries the next CLAIM, at a real coordinator: offered only to a
+// HELLO that asks, answered ACCEPTED (or REJECTED) before ASSIGNED or NO_WORK, committed in one
+// transaction, and refused as a pair.
+
+#include <catch2/catch.hpp>
+
+#include "tests/pg/coordinator_client.hpp"
+#include "tests/support/rows.hpp"
+
+using namespace aclaim;
+using namespace aclaim::testing;
+
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+
+proto::Welcome hello_asking(RawWorker& w, const std::string& worker, common::OrgId org) {
+    const auto req = w.next_req();
+    proto::Hello hello{req, worker, org};
+    hello.features = {std::string(proto::kFeatureCompleteClaim)};
+    w.send(hello);
+    return w.expect<proto::Welcome>(req);
+}
+
+/// The next message on the socket (those kept aside first), whatever its request id.
+proto::Message next_message(RawWorker& w) {
+    if (!w.others.empty()) {
+        auto m = std::move(w.others.front());
+        w.others.erase(w.others.begin());
+        return m;
+    }
+    auto m = w.receive(10s);
+    REQUIRE(m.has_value());
+    return std::move(*m);
+}
+
+}  // namespace
+
+TEST_CASE("COMPLETE with a next CLAIM is granted only when asked, and answered in order",
+          "[coordinator][complete_claim]") {
+    common::ManualClock clock(kT0);
+    CoordinatorHarness h(clock);
+    common::AssignmentStore store(h.db.dsn());
+    const auto ids = store.enqueue(1, some_jobs(3), clock.now());
+
+    // A 1.1 HELLO gets a 1.1 WELCOME: no features.
+    auto old = h.worker();
+    CHECK(old->hello("old", 1).features.empty());
+
+    auto w = h.worker(GENERATE(proto::Encoding::Binary, proto::Encoding::Json));
+    const auto welcome = hello_asking(*w, "w1", 1);
+    REQUIRE(welcome.features == std::vector<std::string>{std::string(proto::kFeatureCompleteClaim)});
+
+    const auto first = w->claim_one();
+    CHECK(first.job_id == ids[0]);
+    const auto done = w->next_req();
+    const auto next = w->next_req();
+    proto::Complete complete{done, first.job_id, first.generation, "review:w1:1"};
+    complete.next.push_back(proto::Claim{next, 1, 0});
+    w->send(complete);
+    // The completion's answer first, then the claim's.
+    const auto a = next_message(*w);
+    REQUIRE(std::holds_alternative<proto::Accepted>(a));
+    CHECK(std::get<proto::Accepted>(a).req == done);
+    const auto b = next_message(*w);
+    REQUIRE(std::holds_alternative<proto::Assigned>(b));
+    const auto& assigned = std::get<proto::Assigned>(b);
+    CHECK(assigned.req == next);
+    REQUIRE(assigned.jobs.size() == 1);
+    CHECK(assigned.jobs[0].job_id == ids[1]);
+
+    auto conn = h.db.connect();
+    CHECK(job_state(*conn, first.job_id) == "completed");
+    CHECK(job_state(*conn, ids[1]) == "assigned");
+    // One transaction: the completion's and the claim's events carry the same transaction id.
+    {
+        pqxx::read_transaction t(*conn);
+        CHECK(t.exec_params1("SELECT count(DISTINCT xmin::text) FROM job_events "
+                             "WHERE (job_id = $1 AND kind = 'completed') "
+                             "OR (job_id = $2 AND kind = 'claimed')",
+                             first.job_id, ids[1])[0]
+                  .as<long>() == 1);
+    }
+
+    // A stale completion is refused, and the claim it carried is still served.
+    const auto stale = w->next_req();
+    const auto again = w->next_req();
+    proto::Complete late{stale, first.job_id, first.generation + 5, "review:w1:late"};
+    late.next.push_back(proto::Claim{again, 1, 0});
+    w->send(late);
+    const auto c = next_message(*w);
+    REQUIRE(std::holds_alternative<proto::Rejected>(c));
+    CHECK(std::get<proto::Rejected>(c).req == stale);
+    const auto d = next_message(*w);
+    REQUIRE(std::holds_alternative<proto::Assigned>(d));
+    CHECK(std::get<proto::Assigned>(d).req == again);
+    CHECK(std::get<proto::Assigned>(d).jobs.at(0).job_id == ids[2]);
+
+    // Nothing left: the carried claim is answered NO_WORK after the completion's ACCEPTED.
+    const auto last = std::get<proto::Assigned>(b).jobs[0];
+    const auto fin = w->next_req();
+    const auto empty = w->next_req();
+    proto::Complete closing{fin, last.job_id, last.generation, "review:w1:2"};
+    closing.next.push_back(proto::Claim{empty, 1, 0});
+    w->send(closing);
+    const auto e = next_message(*w);
+    REQUIRE(std::holds_alternative<proto::Accepted>(e));
+    CHECK(std::get<proto::Accepted>(e).req == fin);
+    const auto f = next_message(*w);
+    REQUIRE(std::holds_alternative<proto::NoWork>(f));
+    CHECK(std::get<proto::NoWork>(f).req == empty);
+}
+
+TEST_CASE("a COMPLETE refused before the database answers its carried CLAIM too",
+          "[coordinator][complete_claim]") {
+    common::ManualClock clock(kT0);
+    CoordinatorHarness h(clock);
+    auto w = h.worker();
+    // No session yet: both requests are answered no_session.
+    const auto done = w->next_req();
+    const auto next = w->next_req();
+    proto::Complete complete{done, 1, 1, "r"};
+    complete.next.push_back(proto::Claim{next, 1, 0});
+    w->send(complete);
+    CHECK(w->expect<proto::Error>(done).code == "no_session");
+    CHECK(w->expect<proto::Error>(next).code == "no_session");
+}
