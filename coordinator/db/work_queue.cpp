@@ -42,7 +42,7 @@ std::vector<DbRequest> WorkQueue::take_from(std::deque<DbRequest>& items, std::s
     if (items.empty()) return batch;
     // A completion's follower (the claim its COMPLETE carried) is always the next item: both
     // were pushed together, and they are only ever taken together.
-    const auto has_follower = [&items](std::deque<DbRequest>::iterator it) {
+    const auto has_follower = [&items](const std::deque<DbRequest>::iterator& it) {
         const auto next = std::next(it);
         return next != items.end() && next->follows;
     };

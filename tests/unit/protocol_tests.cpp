@@ -748,7 +748,7 @@ TEST_CASE("protocol 1.2: HELLO's features, WELCOME's grant and COMPLETE's next c
           proto::encode(proto::Hello{1, "w", 7, {}}, Encoding::Binary).body.size());
 
     // The next claim is checked like a CLAIM, and there is at most one.
-    const auto body = [](std::string next) {
+    const auto body = [](const std::string& next) {
         return R"({"req": 4,"job_id": 1001,"generation": 4,"result_ref": "r","next": )" + next +
                "}";
     };
