@@ -38,6 +38,7 @@ void RouterOptions::validate() const {
     require(max_inflight_per_session >= 1, "--max-inflight-per-session must be positive");
     require(max_queued_requests >= 1, "--max-queued-requests must be positive");
     require(socket_hwm >= 1, "--socket-hwm must be positive");
+    require(io_threads >= 1 && io_threads <= 16, "--io-threads must be 1..16");
     require(drain_timeout_ms >= 0, "--drain-timeout-ms must not be negative");
 }
 
@@ -189,6 +190,8 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
     add_setting(app, "--max-queued-requests", r.max_queued_requests,
                 "Requests waiting for a DB thread before refusing new ones");
     add_setting(app, "--socket-hwm", r.socket_hwm, "ROUTER high-water marks, in messages");
+    add_setting(app, "--io-threads", r.io_threads,
+                "ZeroMQ I/O threads for the workers' connections (reading, writing, CURVE)");
     add_setting(app, "--drain-timeout-ms", r.drain_timeout_ms,
                 "On shutdown, the longest time non-claim requests are still served");
     add_setting(app, "--http-bind", o.http.http_bind,

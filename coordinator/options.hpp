@@ -64,6 +64,9 @@ struct RouterOptions {
     int max_queued_requests = 10000;
     /// ZeroMQ high-water marks of the ROUTER socket, in messages, each way (--socket-hwm).
     int socket_hwm = 10000;
+    /// ZeroMQ I/O threads: the connections' reading, writing and CURVE work is spread over them,
+    /// so that a storm of handshakes is not all on one thread (--io-threads).
+    int io_threads = 1;
     /// During shutdown, the longest time requests other than CLAIM are still served, in ms
     /// (--drain-timeout-ms).
     int drain_timeout_ms = 5000;

@@ -87,7 +87,8 @@ Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
       clock_(clock),
       watchdog_(clock),
       connections_(options_.connection, watchdog_),
-      context_(1),
+      // Validated in bind(); a context needs at least one I/O thread to be made at all.
+      context_(std::clamp(options_.router.io_threads, 1, 16)),
       router_(context_, zmq::socket_type::router),
       sessions_(clock),
       parked_(clock),

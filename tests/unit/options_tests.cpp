@@ -105,3 +105,14 @@ TEST_CASE("a refused setting is named by its flag, whichever slice holds it", "[
     o.db_pool.lock_timeout_ms = o.connection.db_deadline_ms - 1;
     CHECK(refusal(o).empty());
 }
+
+TEST_CASE("--io-threads takes 1..16 ZeroMQ I/O threads", "[options]") {
+    auto o = valid();
+    CHECK(o.router.io_threads == 1);
+    o.router.io_threads = 4;
+    CHECK(refusal(o).empty());
+    for (const int bad : {0, 17}) {
+        o.router.io_threads = bad;
+        CHECK(refusal(o) == "--io-threads must be 1..16");
+    }
+}
