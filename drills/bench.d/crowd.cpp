@@ -386,15 +386,33 @@ nlohmann::json run_crowd(const CrowdOptions& o) {
         if (new_pid == 0) throw std::runtime_error("no new coordinator within 60 s of the restart");
         std::optional<BenchClock::time_point> up;
         std::optional<BenchClock::time_point> all;
+        std::atomic<bool> storm_over{false};
+        // Sessions on the new coordinator at 5, 10, 20 and 30 s after SIGTERM and every 30 s
+        // after that, printed as they are taken: a storm that does not end says how far it got.
+        nlohmann::json back_at = nlohmann::json::object();
         // The first answer of the new coordinator's /metrics, then every idle worker's WELCOME
         // from it, as each process reports once all of its workers have had one since the mark.
         std::thread watch_up([&] {
-            while (!up && seconds_since(restart_at) < o.connect_timeout_s) {
+            while (!up && !storm_over.load() && seconds_since(restart_at) < o.connect_timeout_s) {
                 if (gauge(o.metrics, "aclaim_connected_workers")) {
                     up = BenchClock::now();
                 } else {
                     std::this_thread::sleep_for(std::chrono::milliseconds(20));
                 }
+            }
+            int mark = 5;
+            while (!storm_over.load() && seconds_since(restart_at) < o.connect_timeout_s) {
+                if (seconds_since(restart_at) < mark) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                    continue;
+                }
+                const double n = gauge(o.metrics, "aclaim_connected_workers").value_or(0);
+                back_at[std::to_string(mark)] = n;
+                std::fprintf(stderr,
+                             "crowd restart: %.0f of %d sessions on the new coordinator %d s after "
+                             "SIGTERM\n",
+                             n, o.idle + o.active.clients, mark);
+                mark = mark < 10 ? 10 : mark < 20 ? 20 : mark + 10 * (mark < 30 ? 1 : 3);
             }
         });
         if (await_all(children, "back",
@@ -403,7 +421,13 @@ nlohmann::json run_crowd(const CrowdOptions& o) {
                                                                            restart_at))) {
             all = BenchClock::now();
         }
+        storm_over.store(true);
         watch_up.join();
+        if (!all) {
+            std::fprintf(stderr,
+                         "crowd restart: not every idle worker was back within %d s of SIGTERM\n",
+                         o.connect_timeout_s);
+        }
         const double sessions = gauge(o.metrics, "aclaim_connected_workers").value_or(-1);
         const auto storm_to = all.value_or(BenchClock::now());
         // The active workers' view a little past the storm, so that its last claims are in.
@@ -426,6 +450,7 @@ nlohmann::json run_crowd(const CrowdOptions& o) {
                 ? claims_between(samples, *active_back, storm_to)["claims"].get<std::size_t>()
                 : 0;
         r["all_reconnected"] = all.has_value();
+        r["sessions_back_at_seconds"] = back_at;
         r["sessions_at_end"] = sessions;
         r["seconds_to_reconnect_all"] =
             std::chrono::duration<double>(storm_to - restart_at).count();

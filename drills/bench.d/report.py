@@ -347,6 +347,10 @@ if crowd:
           f"all of them back {g(rs, 'seconds_to_active_back'):.1f} s after SIGTERM, then {rs.get('claims_after_active_back', 0)} claims "
           f"and a longest stretch of {g(rs, 'longest_gap_after_active_back_ms'):.0f} ms while idle workers were still reconnecting; "
           f"{rs.get('active_refusals', 0)} refusals; new coordinator RSS {g(rs, 'coordinator_rss_mb'):.1f} MB")
+    back_at = rs.get("sessions_back_at_seconds", {})
+    if back_at:
+        print("    sessions on the new coordinator after SIGTERM: " +
+              ", ".join(f"{int(v)} at {k} s" for k, v in sorted(back_at.items(), key=lambda kv: int(kv[0]))))
 if curve:
     ratio = res["coalesced_curve_vs_plaintext_ratio"]
     pl = r["coalesced_plaintext"]
