@@ -1,5 +1,6 @@
 #include "common/store/assignment_store.hpp"
 
+#include <algorithm>
 #include <pqxx/pqxx>
 #include <span>
 #include <stdexcept>
@@ -53,6 +54,13 @@ class Scope {
     bool enabled_;
     std::string current_;
 };
+
+/// The jobs a set of claims asks for.
+std::size_t slots(std::span<const ClaimRequest> claims) {
+    std::size_t n = 0;
+    for (const auto& c : claims) n += static_cast<std::size_t>(std::max(0, c.max_jobs));
+    return n;
+}
 
 /// A row of kAuthority.
 RowAuthority authority_of(const pqxx::row& r) {
@@ -334,6 +342,14 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
 
 AssignmentStore::~AssignmentStore() = default;
 
+void AssignmentStore::plan_for(std::size_t jobs) {
+    const bool generic = jobs < options_.generic_plans_below;
+    if (generic == generic_plans_) return;
+    pqxx::nontransaction session(*conn_);
+    session.exec(generic ? sql::kGenericPlans.text : sql::kPlannerChoosesPlans.text);
+    generic_plans_ = generic;
+}
+
 bool AssignmentStore::is_open() const {
     return conn_ && conn_->is_open();
 }
@@ -379,6 +395,7 @@ std::vector<Enqueued> AssignmentStore::enqueue_each(OrgId org, const std::vector
 ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Duration lease,
                                     Instant now) {
     ClaimOutcome out;
+    plan_for(static_cast<std::size_t>(request.max_jobs));
     try {
         pqxx::work txn(*conn_, "claim");
         Scope(txn, options_.row_security).to(org);
@@ -400,6 +417,7 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
 }
 
 Transition AssignmentStore::renew(const TransitionRequest& q, Duration lease, Instant now) {
+    plan_for(1);
     pqxx::work txn(*conn_, "renew");
     Scope scope(txn, options_.row_security);
     scope.to(q.org);
@@ -414,6 +432,7 @@ Transition AssignmentStore::renew(const TransitionRequest& q, Duration lease, In
 }
 
 Transition AssignmentStore::complete(const TransitionRequest& q, Instant now) {
+    plan_for(1);
     pqxx::work txn(*conn_, "complete");
     Scope scope(txn, options_.row_security);
     scope.to(q.org);
@@ -427,6 +446,7 @@ Transition AssignmentStore::complete(const TransitionRequest& q, Instant now) {
 }
 
 Transition AssignmentStore::fail(const TransitionRequest& q, Instant now) {
+    plan_for(1);
     pqxx::work txn(*conn_, "fail");
     Scope scope(txn, options_.row_security);
     scope.to(q.org);
@@ -440,6 +460,7 @@ Transition AssignmentStore::fail(const TransitionRequest& q, Instant now) {
 }
 
 Transition AssignmentStore::release(const TransitionRequest& q, Instant now) {
+    plan_for(1);
     pqxx::work txn(*conn_, "release");
     Scope scope(txn, options_.row_security);
     scope.to(q.org);
@@ -464,6 +485,7 @@ std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
                                                        std::span<const ClaimRequest> requests,
                                                        Duration lease, Instant now) {
     std::vector<ClaimOutcome> out;
+    plan_for(slots(requests));
     try {
         pqxx::work txn(*conn_, "claim_batch");
         Scope(txn, options_.row_security).to(org);
@@ -486,6 +508,7 @@ std::vector<Transition> AssignmentStore::renew_batch(std::span<const TransitionR
                                                      Duration lease, Instant now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
+    plan_for(requests.size());
     pqxx::work txn(*conn_, "renew_batch");
     Scope scope(txn, options_.row_security);
     for (const auto& group : statement_groups(requests, options_.row_security)) {
@@ -516,6 +539,7 @@ std::vector<Transition> AssignmentStore::renew_batch(std::span<const TransitionR
 
 std::vector<Transition> AssignmentStore::complete_batch(std::span<const TransitionRequest> requests,
                                                         Instant now) {
+    plan_for(requests.size());
     pqxx::work txn(*conn_, "complete_batch");
     Scope scope(txn, options_.row_security);
     auto out = complete_in(txn, scope, options_.row_security, requests, now);
@@ -530,6 +554,7 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
         throw std::logic_error("complete_and_claim runs under the skip-locked strategy only");
     }
     CompletedAndClaimed out;
+    plan_for(completions.size() + slots(claims));
     pqxx::work txn(*conn_, "complete_and_claim");
     Scope scope(txn, options_.row_security);
     // The claim's locks first, as every claim takes them, so that an operator's statement that

@@ -28,6 +28,11 @@ struct StoreOptions {
     /// Times the commits that last_commit() reports; the system clock when not given. It must
     /// outlive the store.
     const Clock* clock = nullptr;
+    /// A transaction for fewer jobs than this runs its statements on their generic plans
+    /// (plan_cache_mode): planning a claim or a completion for its parameters costs more than
+    /// a few jobs' worth of work, while a large batch earns the plan made for its arrays. 0:
+    /// PostgreSQL chooses, as it does by default.
+    std::size_t generic_plans_below = 0;
 };
 
 /// Switches a session to the row-security role (kRowSecurityRole). Throws std::runtime_error
@@ -145,6 +150,10 @@ class AssignmentStore {
 
   private:
     void commit(pqxx::work& txn);
+    /// Before a transaction for `jobs` jobs: generic plans or the planner's choice, as
+    /// StoreOptions::generic_plans_below says; a round trip only when the choice changes.
+    void plan_for(std::size_t jobs);
+    bool generic_plans_ = false;
 
     StoreOptions options_;
     std::chrono::steady_clock::duration last_commit_{};

@@ -25,6 +25,12 @@ inline const Statement kSetSessionOrg{
     "aclaim_set_session_org", "SELECT set_config('aclaim.org_id', $1, false)", {"org_id text"}};
 /// No JIT compilation on this session: every statement of the product runs in milliseconds.
 inline const Statement kJitOff{"aclaim_jit_off", "SET jit = off", {}};
+/// Prepared statements run on their generic plan, never planned again for their parameters.
+inline const Statement kGenericPlans{
+    "aclaim_generic_plans", "SET plan_cache_mode = force_generic_plan", {}};
+/// PostgreSQL's own choice between a custom and the generic plan again.
+inline const Statement kPlannerChoosesPlans{
+    "aclaim_planner_chooses_plans", "RESET plan_cache_mode", {}};
 /// A session's own commits need not wait for their flush (the result notifier's NOTIFY only).
 inline const Statement kAsyncCommit{"aclaim_async_commit", "SET synchronous_commit = off", {}};
 /// Acting as the row-security role (kRowSecurityRole) for the rest of the session.

@@ -51,7 +51,8 @@ TEST_CASE("COMPLETE with a next CLAIM is granted only when asked, and answered i
 
     auto w = h.worker(GENERATE(proto::Encoding::Binary, proto::Encoding::Json));
     const auto welcome = hello_asking(*w, "w1", 1);
-    REQUIRE(welcome.features == std::vector<std::string>{std::string(proto::kFeatureCompleteClaim)});
+    REQUIRE(welcome.features ==
+            std::vector<std::string>{std::string(proto::kFeatureCompleteClaim)});
 
     const auto first = w->claim_one();
     CHECK(first.job_id == ids[0]);

@@ -47,7 +47,8 @@ TEST_CASE("client: a granted COMPLETE carries the next CLAIM, answered in turn",
     CHECK(h.client.pending() == 0);
     // Nothing went out alone: the DEALER delivers in order, so a CLAIM sent before the RELEASE
     // would be among what the fake received.
-    for (const auto& r : h.sent_so_far()) CHECK_FALSE(std::holds_alternative<proto::Claim>(r.message));
+    for (const auto& r : h.sent_so_far())
+        CHECK_FALSE(std::holds_alternative<proto::Claim>(r.message));
 }
 
 TEST_CASE("client: without the grant, COMPLETE and CLAIM go as two requests", "[worker]") {
@@ -88,8 +89,7 @@ TEST_CASE("client: a lost COMPLETE is re-sent without the CLAIM it carried", "[w
     (void)next;
 }
 
-TEST_CASE("client: a coordinator that cannot read HELLO's features is greeted as 1.1",
-          "[worker]") {
+TEST_CASE("client: a coordinator that cannot read HELLO's features is greeted as 1.1", "[worker]") {
     Harness h(options());
     h.client.start();
     auto hello = h.next_request<proto::Hello>();
