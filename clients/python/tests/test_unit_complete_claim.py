@@ -7,6 +7,8 @@ deadline."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import unittest
 from typing import Any, List, Optional
@@ -16,6 +18,7 @@ import checkout
 checkout.use()
 from fake_coordinator import FakeCoordinator, Request  # noqa: E402
 from test_unit_link import LIMIT, Harness  # noqa: E402
+from test_unit_wire import PROTOCOL_MD  # noqa: E402
 
 import zmq  # noqa: E402
 
@@ -201,7 +204,6 @@ class CompleteClaimLink(unittest.TestCase):
 
 class WireTest(unittest.TestCase):
     def frames(self, **body: Any) -> List[bytes]:
-        import json
         return [_wire.TAG, b"WELCOME", json.dumps(body).encode()]
 
     def test_welcome_features_are_an_optional_array_of_names(self) -> None:
@@ -214,6 +216,17 @@ class WireTest(unittest.TestCase):
             _wire.decode(self.frames(**base, features=FEATURE))
         with self.assertRaises(_wire.WireError):
             _wire.decode(self.frames(**base, features=[1]))
+
+    def test_the_protocol_1_2_examples_are_what_the_link_sends_and_reads(self) -> None:
+        with open(PROTOCOL_MD, encoding="utf-8") as f:
+            lines = re.findall(r"^([A-Z_]+) +(\{.*\})$", f.read(), re.M)
+        newer = {k: json.loads(b) for k, b in lines if '"features"' in b or '"next"' in b}
+        self.assertEqual(sorted(newer), ["COMPLETE", "HELLO", "WELCOME"])
+        self.assertEqual(newer["HELLO"]["features"], [FEATURE])
+        self.assertEqual(_wire.decode([_wire.TAG, b"WELCOME", json.dumps(newer["WELCOME"])
+                                       .encode()])[1]["features"], [FEATURE])
+        carried = newer["COMPLETE"]["next"]
+        self.assertEqual((len(carried), sorted(carried[0])), (1, ["max_jobs", "req", "wait_ms"]))
 
 
 class CompleteClaimWorker(unittest.TestCase):
