@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Conformance kit for the aclaim wire protocol, version 1 (docs/protocol.md).
+"""Conformance kit for the aclaim wire protocol, version 1.2 (docs/protocol.md).
 
 Point it at a running coordinator. It sends every message type in both encodings, checks every
 reply against the spec's field tables (exact fields, types, ranges, UTF-8, lengths), causes every
-error code and rejection reason a client can cause, and sends the spec's examples verbatim.
+error code and rejection reason a client can cause, and sends the spec's examples verbatim. For
+protocol 1.2 it checks the feature negotiation (HELLO's features, WELCOME's grant) and the COMPLETE
+that carries the next CLAIM (the order of its two answers, refusals, invalid claims, the drain).
 
 Situations that need jobs or keys are set up with aclaimctl (--aclaimctl, with --dsn or
 ACLAIM_DSN); a quarantined job needs the database itself (--dsn and psql). Without them those
@@ -64,6 +66,17 @@ REPLY_FIELDS = {
     "ERROR": [("req", "u64"), ("code", "str"), ("text", "str")],
 }
 ALL_FIELDS = {**REQUEST_FIELDS, **REPLY_FIELDS}
+# Optional members (docs/protocol.md, "Optional members"), after the table's fields in this order.
+# In binary each is present exactly when bytes remain, so an empty one is written when a later
+# one is; in JSON each is present when the object names it.
+OPTIONAL_FIELDS = {
+    "HELLO": [("queues", "strs"), ("features", "strs")],  # 1.1, 1.2
+    "COMPLETE": [("next", "claims")],  # 1.2
+    "WELCOME": [("features", "strs")],  # 1.2
+}
+CLAIM_FIELDS = REQUEST_FIELDS["CLAIM"]
+FEATURE = "complete_claim"
+MAX_FEATURES = 16
 RANGES = {"u64": (0, 2**64 - 1), "i64": (-2**63, 2**63 - 1), "i32": (-2**31, 2**31 - 1),
           "u32": (0, 2**32 - 1)}
 REJECTIONS = {"unknown_job", "other_organization", "stale_generation", "lease_expired",
@@ -105,6 +118,11 @@ def field_ranges(kind, msg):
         need(msg["org_id"] >= 0, "org_id must be >= 0")
         need(msg["lease_ms"] > 0, "lease_ms must be > 0")
         need(msg["heartbeat_ms"] > 0, "heartbeat_ms must be > 0")
+        features = msg.get("features", [])
+        need(len(features) <= MAX_FEATURES, f"features must hold at most {MAX_FEATURES} names")
+        need(all(1 <= len(f.encode("utf-8")) <= 64 and all("\x21" <= ch <= "\x7e" for ch in f)
+                 for f in features),
+             "features must be names of 1..64 printable ASCII bytes without spaces")
     elif kind == "ASSIGNED":
         need(1 <= len(msg["jobs"]) <= 100, "jobs must hold 1..100 entries")
         for j in msg["jobs"]:
@@ -151,11 +169,25 @@ def pack_value(kind, value):
     if kind == "jobs":
         return struct.pack("<Q", len(value)) + b"".join(
             pack_value(k, job[n]) for job in value for n, k in JOB_FIELDS)
+    if kind == "strs":
+        return struct.pack("<Q", len(value)) + b"".join(pack_value("str", v) for v in value)
+    if kind == "claims":
+        return struct.pack("<Q", len(value)) + b"".join(
+            pack_value(k, claim[n]) for claim in value for n, k in CLAIM_FIELDS)
     raise ValueError(kind)
 
 
+def present_optionals(kind, msg):
+    """The optional members a binary body carries: up to the last one `msg` names, the earlier
+    ones written empty when `msg` leaves them out."""
+    optional = OPTIONAL_FIELDS.get(kind, [])
+    named = [i for i, (n, _) in enumerate(optional) if n in msg]
+    return optional[:named[-1] + 1] if named else []
+
+
 def encode_binary(kind, msg):
-    return b"\x01" + b"".join(pack_value(k, msg[n]) for n, k in ALL_FIELDS[kind])
+    return b"\x01" + b"".join(pack_value(k, msg[n]) for n, k in ALL_FIELDS[kind]) + b"".join(
+        pack_value(k, msg.get(n, [])) for n, k in present_optionals(kind, msg))
 
 
 class BinaryReader:
@@ -194,12 +226,21 @@ class BinaryReader:
         if kind == "jobs":
             return [{n: self.read(k, f"jobs[{i}].{n}") for n, k in JOB_FIELDS}
                     for i in range(self.read("u64", name))]
+        if kind == "strs":
+            return [self.read("str", f"{name}[{i}]") for i in range(self.read("u64", name))]
+        if kind == "claims":
+            return [{n: self.read(k, f"{name}[{i}].{n}") for n, k in CLAIM_FIELDS}
+                    for i in range(self.read("u64", name))]
         raise ValueError(kind)
 
 
 def decode_binary(kind, body):
     r = BinaryReader(body)
     msg = {n: r.read(k, n) for n, k in ALL_FIELDS[kind]}
+    for n, k in OPTIONAL_FIELDS.get(kind, []):
+        if r.at == len(body):
+            break
+        msg[n] = r.read(k, n)
     if r.at != len(body):
         raise Malformed(f"{len(body) - r.at} trailing bytes")
     return msg
@@ -235,6 +276,16 @@ def check_json_value(kind, value, name):
             raise Malformed(f"field {name!r} must be an array")
         for i, job in enumerate(value):
             check_json_object(JOB_FIELDS, job, f"jobs[{i}]")
+    elif kind == "strs":
+        if type(value) is not list:
+            raise Malformed(f"field {name!r} must be an array")
+        for i, v in enumerate(value):
+            check_json_value("str", v, f"{name}[{i}]")
+    elif kind == "claims":
+        if type(value) is not list:
+            raise Malformed(f"field {name!r} must be an array")
+        for i, claim in enumerate(value):
+            check_json_object(CLAIM_FIELDS, claim, f"{name}[{i}]")
 
 
 def no_duplicates(pairs):
@@ -246,13 +297,15 @@ def no_duplicates(pairs):
     return seen
 
 
-def check_json_object(fields, obj, where):
+def check_json_object(fields, obj, where, optional=()):
     if type(obj) is not dict:
         raise Malformed(f"{where} must be an object")
     names = [n for n, _ in fields]
-    if sorted(obj) != sorted(names):
-        raise Malformed(f"{where} has members {sorted(obj)}, the table says {sorted(names)}")
-    for n, k in fields:
+    present = [n for n, _ in optional if n in obj]
+    if sorted(obj) != sorted(names + present):
+        raise Malformed(f"{where} has members {sorted(obj)}, the table says {sorted(names)}" +
+                        (f" and optionally {[n for n, _ in optional]}" if optional else ""))
+    for n, k in list(fields) + [f for f in optional if f[0] in obj]:
         check_json_value(k, obj[n], n)
 
 
@@ -266,7 +319,7 @@ def decode_json(kind, body):
                          parse_constant=lambda c: (_ for _ in ()).throw(Malformed(c)))
     except json.JSONDecodeError as e:
         raise Malformed(f"body is not JSON: {e}") from None
-    check_json_object(ALL_FIELDS[kind], obj, "body")
+    check_json_object(ALL_FIELDS[kind], obj, "body", OPTIONAL_FIELDS.get(kind, ()))
     return obj
 
 
@@ -389,9 +442,10 @@ class Conn:
         if "req" not in fields:
             fields["req"] = self.req()
         msg = {n: fields[n] for n, _ in ALL_FIELDS[kind]}
-        if encoding == "json":
-            # Optional members (protocol 1.1, e.g. HELLO's queues) follow the table's fields.
-            msg.update({n: v for n, v in fields.items() if n not in msg})
+        # Optional members (HELLO's queues and features, COMPLETE's next) follow the table's
+        # fields; in JSON anything else given is sent too (to provoke an unknown member).
+        msg.update({n: v for n, v in fields.items() if n not in msg and
+                    (encoding == "json" or n in dict(OPTIONAL_FIELDS.get(kind, [])))})
         body = encode_json(msg) if encoding == "json" else encode_binary(kind, msg)
         tag = TAG_JSON if encoding == "json" else TAG_BINARY
         self.socket.send_multipart([tag, kind.encode(), body])
@@ -439,6 +493,50 @@ class Conn:
             else:
                 self.early[msg["req"]] = r
 
+    def in_order(self, reqs, encoding, what, timeout_ms=10_000):
+        """The answers to `reqs` in the order they arrive (pushes and other answers kept
+        aside), each checked against the tables; None when one does not come."""
+        got = [self.early.pop(q) for q in reqs if q in self.early]
+        deadline = time.monotonic() + timeout_ms / 1000
+        while len(got) < len(reqs):
+            left = int((deadline - time.monotonic()) * 1000)
+            frames = self.receive(max(left, 0)) if left > 0 else None
+            if frames is None:
+                self.kit.check(f"{what}: answered", False,
+                               f"{len(got)} of {len(reqs)} answers to reqs {reqs} in {timeout_ms} ms")
+                return None
+            try:
+                kind, msg = decode_reply(frames, encoding)
+            except Malformed as e:
+                self.kit.check(f"{what}: reply matches the field tables", False,
+                               f"{e}; frames {frames!r:.300}")
+                return None
+            r = Reply(kind, msg, frames)
+            if kind == "ERROR":
+                self.kit.codes_seen.add(msg["code"])
+            if kind in ("REJECTED", "REVOKED"):
+                self.kit.reasons_seen.add(msg["reason"])
+            if msg["req"] in reqs:
+                got.append(r)
+            elif msg["req"] == 0:
+                self.pushes.append(r)
+            else:
+                self.early[msg["req"]] = r
+        self.kit.check(f"{what}: replies match the field tables", True)
+        return got
+
+    def expect_in_order(self, kinds, reqs, encoding, what, timeout_ms=10_000):
+        """`kinds` answering `reqs`, in that order; the answers, or None."""
+        got = self.in_order(reqs, encoding, what, timeout_ms)
+        if got is None:
+            return None
+        seen = [(r.kind, r["req"]) for r in got]
+        detail = "; ".join(f"{r.kind} {r.msg.get('code', r.msg.get('reason', ''))}" for r in got)
+        if not self.kit.check(f"{what}: answered {' then '.join(kinds)}",
+                              seen == list(zip(kinds, reqs)), f"got {seen}: {detail}"):
+            return None
+        return got
+
     def expect(self, kind, req, encoding, what, timeout_ms=10_000):
         r = self.reply(req, encoding, what, timeout_ms)
         if r is None:
@@ -466,15 +564,24 @@ class Conn:
         frames = self.receive(timeout_ms)
         return frames is None
 
-    def hello(self, identity, encoding, what, org=None):
+    def hello(self, identity, encoding, what, org=None, **optional):
         req = self.send("HELLO", encoding, worker_id=identity["name"],
-                        org_id=identity["org"] if org is None else org)
+                        org_id=identity["org"] if org is None else org, **optional)
         r = self.expect("WELCOME", req, encoding, what)
         if r is not None:
             self.kit.check(f"{what}: session acts for the worker's organization",
                            r["org_id"] == identity["org"], f"org_id {r['org_id']}")
             self.kit.lease_ms = r["lease_ms"]
         return r
+
+    def complete_claim(self, encoding, job, result_ref, max_jobs=1, wait_ms=0, next_req=None):
+        """COMPLETE of `job` carrying a CLAIM (protocol 1.2): the two request ids."""
+        done = self.req()
+        nxt = self.req() if next_req is None else next_req
+        self.send("COMPLETE", encoding, req=done, job_id=job["job_id"],
+                  generation=job["generation"], result_ref=result_ref,
+                  next=[{"req": nxt, "max_jobs": max_jobs, "wait_ms": wait_ms}])
+        return done, nxt
 
     def claim_one(self, encoding, what, wait_ms=5000):
         req = self.send("CLAIM", encoding, max_jobs=1, wait_ms=wait_ms)
@@ -901,6 +1008,156 @@ def too_many(kit, enc):
     c.close()
 
 
+def features(kit, enc):
+    """Protocol 1.2's negotiation: WELCOME grants only features HELLO asked for and knows, and a
+    HELLO that asks for none gets a WELCOME of 1.1, without the member."""
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-feat")
+    c = kit.connect(me)
+    # Refused before the database: an ERROR for the completion and one for its claim.
+    done, nxt = c.complete_claim(enc, {"job_id": 1, "generation": 1}, "r:x")
+    c.expect_error("no_session", done, enc, f"[{enc}] COMPLETE+next before HELLO")
+    c.expect_error("no_session", nxt, enc, f"[{enc}] COMPLETE+next before HELLO: its claim too")
+    w = c.hello(me, enc, f"[{enc}] HELLO without features")
+    if w is not None:
+        kit.check(f"[{enc}] a HELLO without features gets a WELCOME without the member",
+                  "features" not in w.msg, repr(w))
+    for asked, granted, what in [
+        ([FEATURE], [FEATURE], f"['{FEATURE}']"),
+        (["kit-unknown-feature", FEATURE], [FEATURE], "an unknown feature and complete_claim"),
+        ([FEATURE], [FEATURE], f"['{FEATURE}'] with queues"),
+    ]:
+        extra = {"queues": ["default"]} if "queues" in what else {}
+        w = c.hello(me, enc, f"[{enc}] HELLO asking for {what}", features=asked, **extra)
+        if w is not None:
+            kit.check(f"[{enc}] HELLO asking for {what}: WELCOME grants {granted}",
+                      w.msg.get("features") == granted, repr(w))
+    w = c.hello(me, enc, f"[{enc}] HELLO asking only for an unknown feature",
+                features=["kit-unknown-feature"])
+    if w is not None:
+        kit.check(f"[{enc}] an unknown feature is not granted",
+                  not w.msg.get("features"), repr(w))
+    for names, field, what in [
+        (["two words"], "features[0]", "a feature name with a space"),
+        (["f" * 65], "features[0]", "a feature name of 65 bytes"),
+        ([""], "features[0]", "an empty feature name"),
+        ([f"f{i}" for i in range(MAX_FEATURES + 1)], "features", "17 features"),
+    ]:
+        req = c.send("HELLO", enc, worker_id=me["name"], org_id=org, features=names)
+        r = c.expect_error("invalid", req, enc, f"[{enc}] HELLO with {what}")
+        if r is not None:
+            kit.check(f"[{enc}] HELLO with {what}: text names '{field}'",
+                      f"'{field}'" in r["text"], r["text"])
+    c.send("BYE", enc)
+    c.close()
+
+
+def complete_claim(kit, enc):
+    """Protocol 1.2's COMPLETE that carries the next CLAIM: the completion's answer first, then
+    the claim's, whatever the completion's fate; an invalid claim makes the COMPLETE invalid."""
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-cc")
+    c = kit.connect(me)
+    w = c.hello(me, enc, f"[{enc}] HELLO asking for complete_claim", features=[FEATURE])
+    if w is None or not kit.check(f"[{enc}] complete_claim granted",
+                                  w.msg.get("features") == [FEATURE], repr(w)):
+        c.close()
+        return
+    for i in range(3):
+        kit.enqueue(org, f"kit {kit.run_id} complete_claim {enc} {i}")
+    first = c.claim_one(enc, f"[{enc}] CLAIM before COMPLETE+next")
+    if first is None:
+        c.close()
+        return
+    done, nxt = c.complete_claim(enc, first, f"review:{first['job_id']}")
+    got = c.expect_in_order(["ACCEPTED", "ASSIGNED"], [done, nxt], enc,
+                            f"[{enc}] COMPLETE+next with work pending")
+    if got is None:
+        c.close()
+        return
+    kit.check(f"[{enc}] COMPLETE+next: the job completed, one other job assigned",
+              got[0]["state"] == "completed" and len(got[1]["jobs"]) == 1 and
+              got[1]["jobs"][0]["job_id"] != first["job_id"], repr(got))
+    second = got[1]["jobs"][0]
+    stale = dict(second, generation=second["generation"] - 1)
+    done, nxt = c.complete_claim(enc, stale, "review:stale")
+    got = c.expect_in_order(["REJECTED", "ASSIGNED"], [done, nxt], enc,
+                            f"[{enc}] a stale COMPLETE+next: the claim is still served")
+    if got is None:
+        c.close()
+        return
+    kit.check(f"[{enc}] stale COMPLETE+next: REJECTED stale_generation",
+              got[0]["reason"] == "stale_generation", repr(got[0]))
+    third = got[1]["jobs"][0]
+    done, nxt = c.complete_claim(enc, second, f"review:{second['job_id']}")
+    got = c.expect_in_order(["ACCEPTED", "NO_WORK"], [done, nxt], enc,
+                            f"[{enc}] COMPLETE+next with nothing left")
+    if got is not None:
+        kit.check(f"[{enc}] COMPLETE+next with nothing left: NO_WORK 'no pending jobs'",
+                  got[1]["reason"] == "no pending jobs", repr(got[1]))
+    started = time.monotonic()
+    done, nxt = c.complete_claim(enc, third, f"review:{third['job_id']}", wait_ms=300)
+    got = c.expect_in_order(["ACCEPTED", "NO_WORK"], [done, nxt], enc,
+                            f"[{enc}] COMPLETE+next waiting 300 ms")
+    if got is not None:
+        kit.check(f"[{enc}] the carried claim long-polls its wait_ms: NO_WORK 'wait ended'",
+                  got[1]["reason"] == "wait ended" and time.monotonic() - started >= 0.25,
+                  repr(got[1]))
+    # An invalid claim makes the whole COMPLETE invalid: one ERROR, for the COMPLETE's req.
+    job = {"job_id": third["job_id"], "generation": third["generation"]}
+    base = {"job_id": job["job_id"], "generation": job["generation"], "result_ref": "r:x"}
+    claim = {"max_jobs": 1, "wait_ms": 0}
+    unanswered = []
+    for next_claims, field, what in [
+        ([dict(claim, req=0, max_jobs=0)], "next[0].max_jobs", "max_jobs 0"),
+        ([dict(claim, req=0, max_jobs=101)], "next[0].max_jobs", "max_jobs 101"),
+        ([dict(claim, req=0, wait_ms=60001)], "next[0].wait_ms", "wait_ms 60001"),
+        ([dict(claim, req=0), dict(claim, req=0)], "next", "two claims"),
+        ([dict(claim, req=-1)], "next[0].req", "the COMPLETE's own req"),
+    ]:
+        req = c.req()
+        for n in next_claims:
+            n["req"] = req if n["req"] == -1 else c.req()
+        unanswered += [n["req"] for n in next_claims if n["req"] != req]
+        c.send("COMPLETE", enc, req=req, next=next_claims, **base)
+        r = c.expect_error("invalid", req, enc, f"[{enc}] COMPLETE+next with {what}")
+        if r is not None:
+            kit.check(f"[{enc}] COMPLETE+next with {what}: text names '{field}'",
+                      f"'{field}'" in r["text"], r["text"])
+    kit.check(f"[{enc}] the claims of invalid COMPLETEs are not answered",
+              c.silent(300) and not any(q in c.early for q in unanswered))
+    if enc == "json":
+        req = c.send("COMPLETE", enc, next=[{"req": 99, "max_jobs": 1, "wait_ms": 0, "x": 1}],
+                     **base)
+        c.expect_error("undecodable", req, enc, "[json] COMPLETE+next with an unknown member")
+    c.send("BYE", enc)
+    c.close()
+
+
+def complete_claim_limit(kit, enc):
+    """The claim a COMPLETE carries counts as one more outstanding request of the session."""
+    limit = kit.args.max_outstanding - 1
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-cclimit")
+    c = kit.connect(me)
+    w = c.hello(me, enc, f"[{enc}] HELLO for the limit of COMPLETE+next", features=[FEATURE])
+    if w is None:
+        c.close()
+        return
+    parked = [c.send("CLAIM", enc, max_jobs=1, wait_ms=60000) for _ in range(limit - 2)]
+    unknown = {"job_id": 2**62, "generation": 1}
+    done, nxt = c.complete_claim(enc, unknown, "r:x")
+    c.expect_in_order(["REJECTED", "NO_WORK"], [done, nxt], enc,
+                      f"[{enc}] COMPLETE+next with {limit - 2} of {limit} outstanding")
+    parked.append(c.send("CLAIM", enc, max_jobs=1, wait_ms=60000))
+    done, nxt = c.complete_claim(enc, unknown, "r:x")
+    for q, what in ((done, "the completion"), (nxt, "its claim")):
+        c.expect_error("too_many_requests", q, enc,
+                       f"[{enc}] COMPLETE+next with {limit - 1} of {limit} outstanding: {what}")
+    c.send("BYE", enc)
+    c.close()
+
+
 def curve_only(kit, enc):
     org = kit.new_org()
     me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-key")
@@ -949,7 +1206,14 @@ def spec_examples(kit):
                       "; ".join(problems))
         except Malformed as e:
             kit.check(f"[spec] example {kind} matches the field tables", False, str(e))
-    examples = {k: b for k, b in lines if k in REQUEST_FIELDS}
+    # The first example of each request is the plain one; those that use a member of protocol
+    # 1.2 (HELLO's features, COMPLETE's next) are sent on a connection of their own below.
+    newer = [(k, b) for k, b in lines if k in REQUEST_FIELDS and
+             any(f'"{n}"' in b for n, _ in OPTIONAL_FIELDS.get(k, []) if n != "queues")]
+    examples = {}
+    for k, b in lines:
+        if k in REQUEST_FIELDS and (k, b) not in newer:
+            examples.setdefault(k, b)
     org = 42
     me = {"org": org, "name": "reviewer-7", "keys": None}
     if kit.curve:
@@ -990,6 +1254,49 @@ def spec_examples(kit):
         c.reply(req, "binary", f"[spec] binary example {kind} sent verbatim",
                 allowed=ANSWERS[kind] - {"ERROR"})
     c.close()
+    spec_examples_1_2(kit, doc, me, newer)
+
+
+def spec_examples_1_2(kit, doc, me, json_examples):
+    """The examples of protocol 1.2 (a HELLO asking for complete_claim, a COMPLETE carrying a
+    CLAIM), JSON and binary, sent verbatim: WELCOME grants the feature, and both requests of the
+    COMPLETE are answered."""
+    kinds = {k for k, _ in json_examples}
+    kit.check("[spec] JSON examples of HELLO with features and COMPLETE with next",
+              kinds == {"HELLO", "COMPLETE"}, str(sorted(kinds)))
+    binary = []
+    for m in re.finditer(r"Example: `(HELLO|COMPLETE) (\{[^`]*\})` is (\d+) bytes:\n\n```\n(.*?)```",
+                         doc, re.S):
+        if "features" in m.group(2) or "next" in m.group(2):
+            raw = bytes.fromhex("".join(
+                re.match(r"((?:[0-9a-f]{2} )*[0-9a-f]{2})", line).group(1).replace(" ", "")
+                for line in m.group(4).splitlines()))
+            kit.check(f"[spec] binary example {m.group(1)} (1.2) is {m.group(3)} bytes as stated",
+                      len(raw) == int(m.group(3)), str(len(raw)))
+            binary.append((m.group(1), raw))
+    kit.check("[spec] binary examples of HELLO with features and COMPLETE with next",
+              sorted(k for k, _ in binary) == ["COMPLETE", "HELLO"], str([k for k, _ in binary]))
+    for enc, examples in (("json", [(k, b.encode()) for k, b in json_examples]),
+                          ("binary", binary)):
+        c = kit.connect(me)
+        for kind, body in sorted(examples, key=lambda e: e[0] != "HELLO"):
+            tag = TAG_JSON if enc == "json" else TAG_BINARY
+            if kind == "COMPLETE" and kit.args.aclaimctl:
+                kit.enqueue(me["org"], '{"doc":"b"}')  # so that its claim is answered at once
+            c.send_raw([tag, kind.encode(), body])
+            if kind == "HELLO":
+                req = json.loads(body)["req"] if enc == "json" else struct.unpack("<Q", body[1:9])[0]
+                r = c.expect("WELCOME", req, enc, f"[spec] {enc} example HELLO (1.2) sent verbatim")
+                if r is not None:
+                    kit.check(f"[spec] {enc} example HELLO (1.2): complete_claim granted",
+                              r.msg.get("features") == [FEATURE], repr(r))
+                continue
+            msg = decode_json(kind, body) if enc == "json" else decode_binary(kind, body)
+            c.reply(msg["req"], enc, f"[spec] {enc} example COMPLETE (1.2) sent verbatim",
+                    timeout_ms=35_000, allowed=ANSWERS["COMPLETE"] - {"ERROR"})
+            c.reply(msg["next"][0]["req"], enc, f"[spec] {enc} example COMPLETE (1.2): its claim",
+                    timeout_ms=35_000, allowed=ANSWERS["CLAIM"] - {"ERROR"})
+        c.close()
 
 
 def drain(kit):
@@ -1000,9 +1307,12 @@ def drain(kit):
     org = kit.new_org()
     me = kit.new_identity(org, f"kit-{kit.run_id}-drain")
     c = kit.connect(me)
-    c.hello(me, enc, "[drain] HELLO")
+    c.hello(me, enc, "[drain] HELLO", features=[FEATURE])
+    # Both enqueued before either is claimed: the leases are short, aclaimctl is not quick.
     kit.enqueue(org, "held across the drain")
+    kit.enqueue(org, "completed with a claim during the drain")
     job = c.claim_one(enc, "[drain] CLAIM")
+    other = c.claim_one(enc, "[drain] CLAIM of a second job")
     parked = c.send("CLAIM", enc, max_jobs=1, wait_ms=30000)
     req = c.send("RENEW", enc, job_id=job["job_id"], generation=job["generation"])
     c.expect("LEASE", req, enc, "[drain] RENEW")
@@ -1016,10 +1326,22 @@ def drain(kit):
     if r is not None:
         kit.check("[drain] NO_WORK reason draining", r["reason"] == "draining")
     req = c.send("COMPLETE", enc, job_id=job["job_id"], generation=job["generation"], result_ref="r")
+    # Sent at once, before the drain can end: the completion is served, the claim it carries
+    # gets what a CLAIM gets (possibly before the completion's answer).
+    done, nxt = c.complete_claim(enc, other, "r", wait_ms=1000) if other else (None, None)
     hello = late.send("HELLO", enc, worker_id=late_identity["name"], org_id=org)
     r = c.expect("ACCEPTED", req, enc, "[drain] COMPLETE sent during the drain")
     if r is not None:
         kit.check("[drain] the job is completed", r["state"] == "completed")
+    if done is not None:
+        r = c.expect("NO_WORK", nxt, enc, "[drain] the claim of a COMPLETE+next during the drain")
+        if r is not None:
+            kit.check("[drain] the carried claim: NO_WORK reason draining",
+                      r["reason"] == "draining", repr(r))
+        r = c.expect("ACCEPTED", done, enc, "[drain] COMPLETE+next during the drain")
+        if r is not None:
+            kit.check("[drain] COMPLETE+next during the drain: the job is completed",
+                      r["state"] == "completed", repr(r))
     late.expect_error("draining", hello, enc, "[drain] HELLO during the drain")
     late.close()
     c.close()
@@ -1056,8 +1378,11 @@ def main():
             sessions(kit, enc)
             errors(kit, enc)
             too_many(kit, enc)
+            features(kit, enc)
+            complete_claim_limit(kit, enc)
             if args.aclaimctl:
                 lifecycle(kit, enc)
+                complete_claim(kit, enc)
                 if kit.curve:
                     curve_only(kit, enc)
             else:

@@ -56,6 +56,9 @@ class Pending:
     due: float = 0.0  # sent: reply expected by; not sent: send at (once ready)
     retry_delay: float = 0.0  # the pause before the next re-send after a retryable ERROR
     sends: int = 0
+    # A CLAIM that goes out inside the COMPLETE before it (that COMPLETE's `next`, protocol
+    # 1.2), not on its own.
+    carried: bool = False
 
     def job(self) -> JobRef:
         return (self.fields["job_id"], self.fields["generation"])
@@ -73,6 +76,10 @@ class LinkOptions:
     backoff_cap: float = 5.0
     retry_delay: float = 0.2
     max_in_flight: int = 32
+    # Ask for protocol 1.2's COMPLETE that carries the next CLAIM (HELLO's features); used by
+    # Link.complete_then_claim() where WELCOME grants it. Off: every request goes alone, as
+    # against a 1.1 coordinator.
+    complete_claim: bool = True
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
 

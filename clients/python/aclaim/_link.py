@@ -10,7 +10,7 @@ and reacts to the events it returns.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import zmq
 
@@ -43,6 +43,8 @@ class Link(Replies):
         self._hello_req = 0
         self._hello_deadline = 0.0
         self._had_session = False
+        # A coordinator older than protocol 1.2 refused HELLO's features: greet it without them.
+        self._features_refused = False
         self._next_req = 1
         self._pending: Dict[int, Pending] = {}
         self.held = HeldJobs()
@@ -59,6 +61,10 @@ class Link(Replies):
     def endpoint(self) -> str:
         """The endpoint of the current (or next) session."""
         return self._o.endpoints[self._endpoint_index]
+
+    def granted(self, feature: str) -> bool:
+        """Whether the open session granted a protocol 1.2 feature (WELCOME's features)."""
+        return self.ready and self.welcome is not None and feature in self.welcome.features
 
     def claim_pending(self) -> bool:
         return any(p.kind == "CLAIM" for p in self._pending.values())
@@ -90,6 +96,30 @@ class Link(Replies):
         return self._submit("COMPLETE", {"job_id": job[0], "generation": job[1],
                                          "result_ref": result_ref})
 
+    def complete_then_claim(self, job: JobRef, result_ref: str, max_jobs: int,
+                            wait_ms: int) -> Tuple[int, int]:
+        """COMPLETE and the next CLAIM: one message (answered ACCEPTED or REJECTED, then
+        ASSIGNED or NO_WORK; one transaction at the coordinator) where the session grants
+        ``complete_claim``, otherwise the two requests one after the other. Returns the ids of
+        the completion and of the claim."""
+        _wire.check_result_ref(result_ref)
+        _wire.check_claim(max_jobs, wait_ms)
+        if not self.granted(_wire.FEATURE_COMPLETE_CLAIM):
+            return self.complete(job, result_ref), self.claim(max_jobs, wait_ms)
+        self.held.stop_renewing(job[0])
+        done, claim = self._next_req, self._next_req + 1
+        self._next_req += 2
+        now = self._clock()
+        claim_fields = {"req": claim, "max_jobs": max_jobs, "wait_ms": wait_ms}
+        complete = Pending("COMPLETE", {"req": done, "job_id": job[0], "generation": job[1],
+                                        "result_ref": result_ref,
+                                        "next": [dict(claim_fields)]}, due=now)
+        # Both entries first, in id order; the completion's _send_pending sends the two.
+        self._pending[done] = complete
+        self._pending[claim] = Pending("CLAIM", claim_fields, due=now, carried=True)
+        self._send_pending(complete, now)
+        return done, claim
+
     def fail(self, job: JobRef, reason: str, retryable: bool) -> int:
         self.held.stop_renewing(job[0])
         return self._submit("FAIL", {"job_id": job[0], "generation": job[1],
@@ -119,9 +149,19 @@ class Link(Replies):
 
     def _send_pending(self, p: Pending, now: float) -> None:
         # At the cap the request keeps its turn (requests are kept in id order) until a reply
-        # frees a slot.
-        if self._in_flight() >= self._o.max_in_flight:
+        # frees a slot. A carried CLAIM goes out with its COMPLETE, never on its own.
+        if p.carried or self._in_flight() >= self._o.max_in_flight:
             return
+        carried: Optional[Pending] = None
+        if "next" in p.fields:
+            claim = self._pending.get(p.fields["next"][0]["req"])
+            if claim is not None and self.granted(_wire.FEATURE_COMPLETE_CLAIM):
+                carried = claim
+            else:
+                # This session does not take a CLAIM inside a COMPLETE: the claim goes alone.
+                if claim is not None:
+                    claim.carried = False
+                del p.fields["next"]
         if not self._send(p.kind, p.fields):
             p.due = now + self._o.retry_delay
             return
@@ -130,6 +170,11 @@ class Link(Replies):
             self.stats.resent += 1
         p.sent = True
         p.due = now + self._o.reply_timeout + p.fields.get("wait_ms", 0) / 1000.0
+        if carried is not None:
+            # The claim is answered on its own from now on; a re-sent COMPLETE goes without it.
+            carried.sent = True
+            carried.due = p.due + carried.fields["wait_ms"] / 1000.0
+            del p.fields["next"]
 
     def _send(self, kind: str, fields: Dict[str, Any]) -> bool:
         if self._socket is None:
@@ -179,7 +224,13 @@ class Link(Replies):
         # only "default" speaks 1.0 exactly.
         if self._o.queues:
             fields["queues"] = list(self._o.queues)
+        # Protocol 1.2: ask for what this worker would use; WELCOME says what is granted.
+        if self._asks_features():
+            fields["features"] = [_wire.FEATURE_COMPLETE_CLAIM]
         self._send("HELLO", fields)
+
+    def _asks_features(self) -> bool:
+        return self._o.complete_claim and not self._features_refused
 
     def _reconnect(self, why: str, now: float, out: List[Event]) -> None:
         self.stats.reconnects += 1
@@ -204,6 +255,8 @@ class Link(Replies):
             if p.kind in TERMINAL_OPS:
                 p.sent = False
                 p.due = now
+                # Its claim is reported lost below, as every pending claim is.
+                p.fields.pop("next", None)
                 continue
             # A lost CLAIM is never re-sent: whatever it was granted comes back when the lease
             # ends. A lost RENEW is superseded by renewing everything after WELCOME.
@@ -306,7 +359,10 @@ class Link(Replies):
         elif self._state == "ready":
             at_cap = self._in_flight() >= self._o.max_in_flight
             for p in self._pending.values():
-                # Requests waiting for a free slot are woken by the reply that frees it.
+                # Requests waiting for a free slot are woken by the reply that frees it; a
+                # carried CLAIM goes when its COMPLETE does.
+                if p.carried:
+                    continue
                 if p.sent or not at_cap:
                     times.append(p.due)
         held = self.held.next_due()

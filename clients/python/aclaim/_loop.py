@@ -133,13 +133,20 @@ class Loop:
         except BlockingIOError:
             pass
 
-    def _maybe_claim(self, now: float) -> None:
+    def _claim_slots(self, now: float, counted_twice: int = 0) -> int:
+        """How many jobs a claim sent now may ask for (0: none now), with `counted_twice` jobs
+        finished by their handlers but still counted until their verdicts."""
         link = self._link
-        if not link.ready or link.claim_pending() or now < self._claim_not_before:
-            return
-        slots = self._s.concurrency - len(self._active)
+        if (self._stop_state()[0] or not link.ready or link.claim_pending() or
+                now < self._claim_not_before):
+            return 0
+        slots = self._s.concurrency - (len(self._active) - counted_twice)
+        return max(0, min(slots, _wire.MAX_CLAIM_JOBS))
+
+    def _maybe_claim(self, now: float) -> None:
+        slots = self._claim_slots(now)
         if slots > 0:
-            link.claim(min(slots, _wire.MAX_CLAIM_JOBS), self._s.claim_wait_ms)
+            self._link.claim(slots, self._s.claim_wait_ms)
             self._claim_sent_at = now
 
     def _cancel_running(self, reason: str, detail: str) -> None:
@@ -268,7 +275,15 @@ class Loop:
             if outcome.handler_error:
                 self._link.stats.handler_errors += 1
             if kind == "complete":
-                link.complete(ref, outcome.text)
+                # The next claim rides on the completion (one message, one transaction where
+                # the coordinator grants it), counting this job as done already.
+                now = time.monotonic()
+                slots = self._claim_slots(now, counted_twice=1)
+                if slots > 0:
+                    link.complete_then_claim(ref, outcome.text, slots, self._s.claim_wait_ms)
+                    self._claim_sent_at = now
+                else:
+                    link.complete(ref, outcome.text)
             elif kind == "fail":
                 link.fail(ref, outcome.text, outcome.retryable)
             elif kind == "release" or (kind == "cancelled" and not a.revoked):

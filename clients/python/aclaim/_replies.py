@@ -22,6 +22,7 @@ class Replies:
     _state: str
     _hello_req: int
     _had_session: bool
+    _features_refused: bool
     _pending: Dict[int, Pending]
     _endpoint_index: int
     _round_start: int
@@ -35,6 +36,12 @@ class Replies:
         raise NotImplementedError
 
     def _send_pending(self, p: Pending, now: float) -> None:
+        raise NotImplementedError
+
+    def _send_hello(self, now: float) -> None:
+        raise NotImplementedError
+
+    def _asks_features(self) -> bool:
         raise NotImplementedError
 
     def _take(self, req: int) -> Optional[Pending]:
@@ -88,6 +95,14 @@ class Replies:
         self.stats.errors += 1
         code, text, req = e["code"], e["text"], e["req"]
         if self._state == "greeting" and req == self._hello_req:
+            # A coordinator older than protocol 1.2 cannot read HELLO's features (an unknown
+            # member): greet it again without them, and send every request alone.
+            if code == "undecodable" and self._asks_features():
+                log.info("worker=%s %s does not read HELLO's features (%s); greeting it as 1.1",
+                         self._o.worker_id, self.endpoint, text)
+                self._features_refused = True
+                self._send_hello(now)
+                return
             if code not in _wire.RETRYABLE_ERRORS and code != "draining":
                 raise WorkerError(f"{self.endpoint} refused HELLO: {code}: {text}", code)
             self._reconnect(f"HELLO answered {code}", now, out)
@@ -136,7 +151,8 @@ class Replies:
         self._state = "ready"
         self.welcome = Welcome(org_id=w["org_id"], lease_ms=w["lease_ms"],
                                heartbeat_ms=w["heartbeat_ms"],
-                               max_body_bytes=w["max_body_bytes"], endpoint=self.endpoint)
+                               max_body_bytes=w["max_body_bytes"], endpoint=self.endpoint,
+                               features=tuple(w.get("features", ())))
         self._backoff_next = self._o.backoff_first
         self._round_start = self._endpoint_index
         self.held.heartbeat_s = max(1, w["heartbeat_ms"]) / 1000.0

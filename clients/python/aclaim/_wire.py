@@ -1,4 +1,4 @@
-"""The aclaim wire protocol's JSON encoding (docs/protocol.md, protocol 1.1): frames, the
+"""The aclaim wire protocol's JSON encoding (docs/protocol.md, protocol 1.2): frames, the
 fields each message must carry, and the ranges a request must respect.
 
 Only this module reads or writes frames. It checks requests before they leave, so that a bad
@@ -27,6 +27,11 @@ CURVE_FRAME_OVERHEAD = 33
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}")
 
+FEATURE_COMPLETE_CLAIM = "complete_claim"
+"""Protocol 1.2: a COMPLETE may carry the worker's next CLAIM (its member ``next``), answered
+ACCEPTED (or REJECTED) and then ASSIGNED or NO_WORK. Asked for in HELLO's ``features``, used only
+where WELCOME grants it."""
+
 # ERROR codes after which the same request may simply be sent again (the coordinator did not
 # carry it out, or its outcome is decided by the job's row when it is re-sent).
 RETRYABLE_ERRORS = frozenset({"overloaded", "database_unavailable", "database_error",
@@ -47,6 +52,9 @@ _REPLY_FIELDS: Dict[str, Dict[str, type]] = {
     "ACCEPTED": {"req": _INT, "job_id": _INT, "generation": _INT, "state": str, "replayed": bool},
     "ERROR": {"req": _INT, "code": str, "text": str},
 }
+# Optional members (added after protocol 1.0): checked when present, ignored when absent.
+# WELCOME's features (1.2) are sent only to a HELLO that named some.
+_OPTIONAL_REPLY_FIELDS: Dict[str, Dict[str, type]] = {"WELCOME": {"features": list}}
 _ASSIGNED_JOB_FIELDS: Dict[str, type] = {
     "job_id": _INT, "generation": _INT, "lease_expires_at_us": _INT, "lease_ms": _INT,
     "attempts": _INT, "priority": _INT, "payload": str,
@@ -98,6 +106,12 @@ def decode(frames: Sequence[bytes]) -> Tuple[str, Dict[str, Any]]:
     if not isinstance(body, dict):
         raise WireError(f"{kind} body is not a JSON object")
     _check_members(kind, body, spec)
+    for name, want in _OPTIONAL_REPLY_FIELDS.get(kind, {}).items():
+        if name in body and not _typed(body[name], want):
+            raise WireError(f"{kind}: member {name!r} is not of type {want.__name__}")
+    if kind == "WELCOME" and "features" in body:
+        if not all(isinstance(f, str) for f in body["features"]):
+            raise WireError("WELCOME: member 'features' is not an array of strings")
     if kind == "ASSIGNED":
         for i, job in enumerate(body["jobs"]):
             if not isinstance(job, dict):

@@ -6,20 +6,23 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Tuple
 
 from .errors import Cancelled
 
 
 @dataclass(frozen=True)
 class Welcome:
-    """The session a coordinator opened (WELCOME)."""
+    """The session a coordinator opened (WELCOME). ``features``: the protocol 1.2 features
+    HELLO asked for that this coordinator granted (``complete_claim``); empty from a 1.1
+    coordinator."""
 
     org_id: int
     lease_ms: int
     heartbeat_ms: int
     max_body_bytes: int
     endpoint: str
+    features: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,10 @@ class Worker:
     is lost, or cannot be opened, moves on to the next. ``worker_id`` is the reviewer's stable
     identity (under CURVE the name its key was registered with). ``org_id`` is sent in plaintext
     development mode only; under CURVE the key decides. ``queues`` are the skills served
-    (empty: ``default``). Timeouts are in seconds."""
+    (empty: ``default``). Timeouts are in seconds. ``complete_claim`` (protocol 1.2): when a
+    handler finishes and a slot is free, the completion carries the next claim, one message and
+    one transaction at a coordinator that grants it (two requests otherwise); False asks for
+    nothing and sends every request alone, as a 1.1 worker does."""
 
     def __init__(self, endpoints: Union[str, Sequence[str]], worker_id: str, *,
                  org_id: int = 0, queues: Sequence[str] = (),
@@ -64,6 +67,7 @@ class Worker:
                  claim_wait: float = 1.0, reply_timeout: float = 5.0,
                  backoff_first: float = 0.1, backoff_cap: float = 5.0,
                  retry_delay: float = 0.2, stop_timeout: float = 10.0,
+                 complete_claim: bool = True,
                  on_verdict: Optional[Callable[[Verdict], None]] = None,
                  context: Optional[zmq.Context] = None) -> None:
         endpoint_list = [endpoints] if isinstance(endpoints, str) else list(endpoints)
@@ -93,7 +97,7 @@ class Worker:
             endpoints=endpoint_list, worker_id=self.worker_id, org_id=org_id,
             queues=_wire.check_queues(queues), curve=curve, reply_timeout=reply_timeout,
             backoff_first=backoff_first, backoff_cap=backoff_cap, retry_delay=retry_delay,
-            max_in_flight=32)
+            max_in_flight=32, complete_claim=bool(complete_claim))
         self._context = context
         # Handler threads, stop() and signal handlers wake the I/O thread through a pipe; this
         # is its writing end while run() runs.

@@ -111,7 +111,8 @@ class LinkTest(unittest.TestCase):
         h.link.start()
         hello = h.session(heartbeat_ms=50)
         self.assertEqual(hello.body, {"req": hello.req, "worker_id": "rev-1", "org_id": 7,
-                                      "queues": ["electrical", "default"]})
+                                      "queues": ["electrical", "default"],
+                                      "features": ["complete_claim"]})
         job = h.held_job(11)
         self.assertEqual((job["job_id"], job["payload"]), (11, "doc"))
         renew = h.expect("RENEW")
