@@ -162,18 +162,22 @@ void DbPool::run(int index) {
         // Without mixed transactions the only batch of two kinds is a completion and the claim
         // its COMPLETE carried, which run one after the other below.
         const bool kinds_mixed = mixed_kinds(batch);
-        if (kinds_mixed && mixed) {
-            for (auto& outcome : execute_mixed(handle, *watch, std::move(batch))) {
+        // A batch's outcomes reach the router thread together, with one doorbell.
+        const auto post_all = [&](std::vector<RequestOutcome> outcomes) {
+            std::vector<Event> events;
+            events.reserve(outcomes.size());
+            for (auto& outcome : outcomes) {
                 announce(outcome);
-                poster.post(std::move(outcome));
+                events.emplace_back(std::move(outcome));
             }
+            poster.post(std::move(events));
+        };
+        if (kinds_mixed && mixed) {
+            post_all(execute_mixed(handle, *watch, std::move(batch)));
             continue;
         }
         if (!kinds_mixed && batch.size() > 1 && coalescible(batch.front().kind())) {
-            for (auto& outcome : execute(handle, *watch, std::move(batch))) {
-                announce(outcome);
-                poster.post(std::move(outcome));
-            }
+            post_all(execute(handle, *watch, std::move(batch)));
             continue;
         }
         for (auto& request : batch) {

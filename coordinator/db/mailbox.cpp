@@ -24,6 +24,11 @@ void Mailbox::enqueue(Event event) {
     events_.push_back(std::move(event));
 }
 
+void Mailbox::enqueue(std::vector<Event> events) {
+    std::lock_guard lock(mutex_);
+    for (auto& e : events) events_.push_back(std::move(e));
+}
+
 std::deque<Event> Mailbox::collect() {
     zmq::message_t bell;
     while (pull_.recv(bell, zmq::recv_flags::dontwait)) {
@@ -45,6 +50,12 @@ void Poster::post(Event event) {
     mailbox_.enqueue(std::move(event));
     // A full pipe means the router thread has doorbells it has not read yet; it will collect this
     // event with them.
+    (void)push_.send(zmq::const_buffer(), zmq::send_flags::dontwait);
+}
+
+void Poster::post(std::vector<Event> events) {
+    if (events.empty()) return;
+    mailbox_.enqueue(std::move(events));
     (void)push_.send(zmq::const_buffer(), zmq::send_flags::dontwait);
 }
 

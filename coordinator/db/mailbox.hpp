@@ -3,6 +3,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "coordinator/db/events.hpp"
@@ -29,6 +30,7 @@ class Mailbox {
 
     /// Only the Poster rings.
     void enqueue(Event event);
+    void enqueue(std::vector<Event> events);
 
   private:
     zmq::context_t& context_;
@@ -44,6 +46,8 @@ class Poster {
   public:
     explicit Poster(Mailbox& mailbox);
     void post(Event event);
+    /// Several events with one doorbell: a DB thread's whole batch wakes the router thread once.
+    void post(std::vector<Event> events);
 
   private:
     Mailbox& mailbox_;
