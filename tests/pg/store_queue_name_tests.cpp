@@ -29,8 +29,8 @@ TEST_CASE("a bad queue name is refused on insert and on update, as check_violati
     CHECK(refused("INSERT INTO jobs (org_id, enqueued_at, queue) VALUES (1, now(), '-bad')"));
     CHECK(refused("INSERT INTO jobs (org_id, enqueued_at, queue) VALUES (1, now(), '')"));
     CHECK(refused("UPDATE jobs SET queue = 'bad name' WHERE id = " + std::to_string(job)));
-    CHECK_FALSE(refused("UPDATE jobs SET queue = 'electrical.v2:a-b_c' WHERE id = " +
-                        std::to_string(job)));
+    CHECK_FALSE(
+        refused("UPDATE jobs SET queue = 'electrical.v2:a-b_c' WHERE id = " + std::to_string(job)));
     CHECK_FALSE(refused("UPDATE jobs SET queue = 'default' WHERE id = " + std::to_string(job)));
 
     // The row's own transitions write no queue and are not held up.
