@@ -1,6 +1,7 @@
 #include "coordinator/db/work_queue.hpp"
 
 #include <optional>
+#include <utility>
 
 namespace aclaim::coordinator {
 
@@ -9,6 +10,10 @@ void WorkQueue::push(DbRequest request) {
         std::lock_guard lock(mutex_);
         auto& items = request.kind() == RequestKind::Renew ? renewals_ : others_;
         items.push_back(std::move(request));
+        if (held_) {
+            pushed_while_held_ = true;
+            return;
+        }
     }
     ready_.notify_one();
 }
@@ -18,8 +23,27 @@ void WorkQueue::push_pair(DbRequest first, DbRequest follower) {
         std::lock_guard lock(mutex_);
         others_.push_back(std::move(first));
         others_.push_back(std::move(follower));
+        if (held_) {
+            pushed_while_held_ = true;
+            return;
+        }
     }
     ready_.notify_one();
+}
+
+void WorkQueue::hold() {
+    std::lock_guard lock(mutex_);
+    held_ = true;
+}
+
+void WorkQueue::release() {
+    bool wake = false;
+    {
+        std::lock_guard lock(mutex_);
+        held_ = false;
+        wake = std::exchange(pushed_while_held_, false);
+    }
+    if (wake) ready_.notify_all();
 }
 
 bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {

@@ -35,6 +35,13 @@ class WorkQueue {
     /// and drained.
     std::vector<DbRequest> take(std::size_t max_batch, bool mixed = false);
 
+    /// From hold() to release(), pushes wake no DB thread; release() wakes them once for all
+    /// that was pushed meanwhile. The router thread holds the queue while it reads a round of
+    /// messages, so that a DB thread woken by the first request of the round does not take it
+    /// alone while the rest of the round is still being read.
+    void hold();
+    void release();
+
     /// Wakes every taker; no more pushes are expected.
     void close();
 
@@ -50,6 +57,20 @@ class WorkQueue {
     std::deque<DbRequest> renewals_;
     std::deque<DbRequest> others_;  ///< claims, completions, failures, releases
     bool closed_ = false;
+    bool held_ = false;
+    bool pushed_while_held_ = false;
+};
+
+/// Holds a WorkQueue for a scope (WorkQueue::hold), releasing it however the scope ends.
+class HeldQueue {
+  public:
+    explicit HeldQueue(WorkQueue& queue) : queue_(queue) { queue_.hold(); }
+    ~HeldQueue() { queue_.release(); }
+    HeldQueue(const HeldQueue&) = delete;
+    HeldQueue& operator=(const HeldQueue&) = delete;
+
+  private:
+    WorkQueue& queue_;
 };
 
 }  // namespace aclaim::coordinator

@@ -211,14 +211,18 @@ void Coordinator::serve() {
             if (e.num() != EINTR) throw;
             continue;
         }
-        if (items[1].revents & ZMQ_POLLIN) outcomes_.process(mailbox_->collect());
-        // Only requests that still go to the database hold a drain open: the HELLOs and CLAIMs it
-        // refuses at once would keep a crowd of workers, each reconnecting with its backoff,
-        // from ever letting the drain go quiet.
-        const auto dispatched = dispatcher_.dispatched();
-        if ((items[0].revents & ZMQ_POLLIN) && inbound_.read() > 0 && dispatcher_.draining() &&
-            dispatcher_.dispatched() != dispatched)
-            drain_quiet_until_ = clock_.monotonic_now() + drain_quiet();
+        {
+            // What this round dispatches wakes the DB threads once, at its end.
+            const HeldQueue held(queue_);
+            if (items[1].revents & ZMQ_POLLIN) outcomes_.process(mailbox_->collect());
+            // Only requests that still go to the database hold a drain open: the HELLOs and
+            // CLAIMs it refuses at once would keep a crowd of workers, each reconnecting with its
+            // backoff, from ever letting the drain go quiet.
+            const auto dispatched = dispatcher_.dispatched();
+            if ((items[0].revents & ZMQ_POLLIN) && inbound_.read() > 0 && dispatcher_.draining() &&
+                dispatcher_.dispatched() != dispatched)
+                drain_quiet_until_ = clock_.monotonic_now() + drain_quiet();
+        }
         housekeeping(clock_.monotonic_now());
     }
     shutdown();

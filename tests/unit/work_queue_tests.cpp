@@ -2,6 +2,8 @@
 // and everything else keeps arrival order.
 
 #include <catch2/catch.hpp>
+#include <latch>
+#include <thread>
 
 #include "coordinator/db/work_queue.hpp"
 
@@ -142,5 +144,25 @@ TEST_CASE("work queue: a completion and the claim it carries are never taken apa
     q.push(complete(4));
     CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{1, 4});
     CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{2, 3});
+    CHECK(q.size() == 0);
+}
+
+TEST_CASE("work queue: requests pushed while held wake a taker once, all together",
+          "[work_queue][hold]") {
+    WorkQueue q;
+    std::latch waiting(1);
+    std::vector<DbRequest> taken;
+    std::thread taker([&] {
+        waiting.count_down();
+        taken = q.take(128, true);
+    });
+    waiting.wait();
+    {
+        const HeldQueue held(q);
+        for (std::uint64_t t = 1; t <= 3; ++t) q.push(claim(1, t));
+    }
+    taker.join();
+    // Woken at the release, the taker finds the whole round: one batch, not the first alone.
+    CHECK(reqs(taken) == std::vector<std::uint64_t>{1, 2, 3});
     CHECK(q.size() == 0);
 }
