@@ -103,20 +103,14 @@ inline CLI::Option* add_host_port(CLI::App& app, const std::string& flag, std::s
 }
 
 /// The database every program reads: --dsn or ACLAIM_DSN, a libpq conninfo or URI. An empty one
-/// is refused at parse time; a missing one is the program's to refuse, when it needs it
-/// (missing_dsn_message() words it).
+/// is none given; a missing one is the program's to refuse, when it needs it (--help does not),
+/// in the words of missing_dsn_message().
 inline CLI::Option* add_dsn(CLI::App& app, std::string& field) {
     return app
         .add_option("--dsn", field,
                     "PostgreSQL address: libpq conninfo or URI (also accepted after the command)")
         ->envname("ACLAIM_DSN")
-        ->type_name("DSN")
-        ->check(CLI::Validator(
-            [](const std::string& text) {
-                return text.find_first_not_of(" \t") == std::string::npos ? std::string("is empty")
-                                                                          : std::string();
-            },
-            ""));
+        ->type_name("DSN");
 }
 
 /// What a program says when it needs the database and was given none.
