@@ -78,8 +78,13 @@ ActionResult Views::pause(const Operator& op, common::OrgId org, const std::stri
         if (op.orgs && std::find(op.orgs->begin(), op.orgs->end(), org) == op.orgs->end())
             return ActionResult{ActionResult::Kind::NotFound, {{"error", "no such organization"}}};
         scope(std::to_string(org));
-        common::OperatorStore(data()).pause(org, queue, paused, actor_of(op), reason,
-                                            common::SystemClock());
+        try {
+            common::OperatorStore(data()).pause(org, queue, paused, actor_of(op), reason,
+                                                common::SystemClock(), /*allow_new=*/false);
+        } catch (const common::UnknownQueue& e) {
+            // As aclaimctl: a misspelt queue is refused, never made into a new one.
+            return ActionResult{ActionResult::Kind::NotFound, {{"error", e.what()}}};
+        }
         return ActionResult{
             ActionResult::Kind::Done,
             {{"org_id", org}, {"queue", queue}, {"paused", paused}, {"by", actor_of(op)}}};

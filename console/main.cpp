@@ -1,6 +1,7 @@
 // aclaim-console: the operator's console in the browser.
 //   aclaim-console serve --dsn DSN [--listen 127.0.0.1:8090] [--reports DIR]
 //   aclaim-console operator add NAME [--org N]... < password
+// Exit codes follow aclaimctl's policy (common/base/exit_codes.hpp, docs/operations.md).
 
 #include <spdlog/spdlog.h>
 
@@ -8,10 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
-#include <cstdlib>
 #include <iostream>
 #include <pqxx/pqxx>
 
+#include "common/base/cli_flags.hpp"
 #include "common/base/program.hpp"
 #include "common/store/migrations.hpp"
 #include "console/operators.hpp"
@@ -20,6 +21,8 @@
 
 namespace {
 
+namespace common = aclaim::common;
+
 std::atomic<aclaim::console::ConsoleServer*> g_server{nullptr};
 
 void on_signal(int /*signal*/) {
@@ -27,79 +30,102 @@ void on_signal(int /*signal*/) {
     if (auto* s = g_server.load()) s->stop();
 }
 
-std::string dsn_or_env(const std::string& dsn) {
-    if (!dsn.empty()) return dsn;
-    const char* env = std::getenv("ACLAIM_DSN");
-    if (env == nullptr || *env == '\0') throw CLI::ValidationError("--dsn", "or ACLAIM_DSN");
-    return env;
+/// A refusal of what was asked: one line, kExitUsage.
+class UsageError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+const std::string& require_dsn(const std::string& dsn) {
+    if (dsn.empty()) throw UsageError(common::missing_dsn_message());
+    return dsn;
+}
+
+/// What the command line asked for.
+struct Args {
+    std::string dsn;
+    std::string listen = "127.0.0.1:8090";
+    std::string reports;
+    std::string name;
+    std::vector<long long> orgs;
+};
+
+int add_operator(const Args& a) {
+    std::string password;
+    std::getline(std::cin, password);
+    pqxx::connection conn(require_dsn(a.dsn));
+    common::migrate(conn);
+    const std::string& name = a.name;
+    aclaim::console::Operator op{name, std::nullopt};
+    if (!a.orgs.empty()) {
+        op.orgs = std::vector<common::OrgId>(a.orgs.begin(), a.orgs.end());
+        std::sort(op.orgs->begin(), op.orgs->end());
+    }
+    aclaim::console::put_operator(conn, op, password);
+    std::cout << "operator " << name << " can sign in"
+              << (op.orgs ? " (scoped to " + std::to_string(op.orgs->size()) + " organizations)"
+                          : " (every organization)")
+              << "\n";
+    return common::kExitOk;
+}
+
+int serve(const Args& a) {
+    // --listen was checked when parsed: this cannot fail.
+    const auto at = common::parse_host_port(a.listen).value();
+    aclaim::console::Views views(require_dsn(a.dsn), a.reports);
+    views.migrate();
+    aclaim::console::ConsoleServer server(views);
+    const int bound = server.bind(at.host, at.port);
+    g_server = &server;
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    // The line scripts wait for: the console is ready at this URL.
+    std::cout << "console: http://" << at.host << ":" << bound << "/" << std::endl;
+    spdlog::info("console listening on {}:{}", at.host, bound);
+    server.run();
+    g_server = nullptr;
+    return common::kExitOk;
 }
 
 int run(int argc, char** argv) {
     CLI::App app{"aclaim-console: the operator's console in the browser"};
     app.require_subcommand(1);
-    std::string dsn;
-    app.add_option("--dsn", dsn, "PostgreSQL connection string (default: $ACLAIM_DSN)");
+    // The database is accepted before or after the command, as in aclaimctl.
+    app.fallthrough();
+    app.set_version_flag("--version", "aclaim-console " ACLAIM_VERSION);
+    Args args;
+    common::add_dsn(app, args.dsn);
 
-    std::string listen = "127.0.0.1:8090";
-    std::string reports;
-    auto* serve = app.add_subcommand("serve", "Serve the console");
+    auto* serve_cmd = app.add_subcommand("serve", "Serve the console");
     // The last of a repeated option wins, so that a wrapper's defaults can be overridden.
-    serve->add_option("--listen", listen, "host:port to bind (port 0: any free port)")
+    common::add_host_port(*serve_cmd, "--listen", args.listen,
+                          "host:port to bind (port 0: any free port)")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    serve->add_option("--reports", reports, "Directory of canary and bench reports (JSON, SVG)")
+    common::add_setting(*serve_cmd, "--reports", args.reports,
+                        "Directory of canary and bench reports (JSON, SVG); empty: none")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
     auto* ops = app.add_subcommand("operator", "Operator accounts");
     ops->require_subcommand(1);
-    std::string name;
-    std::vector<long long> orgs;
     auto* add = ops->add_subcommand(
         "add",
         "Create an operator, or reset one's password and scope; the password is read "
         "from the first line of standard input");
-    add->add_option("name", name, "Operator name")->required();
-    add->add_option("--org", orgs, "Organization the operator may see (repeat); none: all");
+    add->add_option("name", args.name, "Operator name")->required();
+    common::add_org(*add, args.orgs, "Organization the operator may see (repeat); none: all");
 
-    CLI11_PARSE(app, argc, argv);
+    if (const auto code = common::parse_command_line(app, "aclaim-console", argc, argv))
+        return *code;
     try {
         aclaim::console::init_crypto();
-        if (add->parsed()) {
-            std::string password;
-            std::getline(std::cin, password);
-            pqxx::connection conn(dsn_or_env(dsn));
-            aclaim::common::migrate(conn);
-            aclaim::console::Operator op{name, std::nullopt};
-            if (!orgs.empty()) {
-                std::sort(orgs.begin(), orgs.end());
-                op.orgs = std::vector<aclaim::common::OrgId>(orgs.begin(), orgs.end());
-            }
-            aclaim::console::put_operator(conn, op, password);
-            std::cout << "operator " << name << " can sign in"
-                      << (op.orgs
-                              ? " (scoped to " + std::to_string(op.orgs->size()) + " organizations)"
-                              : " (every organization)")
-                      << "\n";
-            return 0;
-        }
-        const auto colon = listen.rfind(':');
-        if (colon == std::string::npos) throw CLI::ValidationError("--listen", "want host:port");
-        const auto host = listen.substr(0, colon);
-        const int port = std::stoi(listen.substr(colon + 1));
-        aclaim::console::Views views(dsn_or_env(dsn), reports);
-        views.migrate();
-        aclaim::console::ConsoleServer server(views);
-        const int bound = server.bind(host, port);
-        g_server = &server;
-        std::signal(SIGINT, on_signal);
-        std::signal(SIGTERM, on_signal);
-        // The line scripts wait for: the console is ready at this URL.
-        std::cout << "console: http://" << host << ":" << bound << "/" << std::endl;
-        spdlog::info("console listening on {}:{}", host, bound);
-        server.run();
-        g_server = nullptr;
-        return 0;
-    } catch (const CLI::Error& e) {
-        return app.exit(e);
+        if (add->parsed()) return add_operator(args);
+        return serve(args);
+    } catch (const UsageError& e) {
+        std::cerr << "aclaim-console: " << e.what() << "\n";
+        return common::kExitUsage;
+    } catch (const pqxx::broken_connection& e) {
+        std::cerr << "aclaim-console: cannot reach the database: " << e.what() << "\n";
+        return common::kExitUnreachable;
     }
 }
 

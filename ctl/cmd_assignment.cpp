@@ -81,14 +81,14 @@ void add_assignment_commands(CLI::App& app, Global& global, Action& action) {
             release ? "Take a stuck assignment back: the job is pending again and the attempt "
                       "is given back"
                     : "Fail a stuck assignment for good");
-        cmd->add_option("job", args->job, "Job id")->required()->check(CLI::PositiveNumber);
+        cmd->add_option("job", args->job, "Job id")->required()->check(common::whole_number(1));
         auto* reason = cmd->add_option(
             "--reason", args->reason,
             "Why, recorded in job_events" + std::string(release ? "" : " and as the last error"));
         if (!release) reason->required();
         cmd->add_option("--generation", args->generation,
                         "Act only if the job is still held at this generation (from inspect)")
-            ->check(CLI::PositiveNumber);
+            ->check(common::whole_number(1));
         cmd->add_option("--by", args->actor, "Who acts, as recorded in job_events")
             ->capture_default_str();
         cmd->callback([&global, &action, args, release] {

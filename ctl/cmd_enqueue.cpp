@@ -1,5 +1,6 @@
 // enqueue: jobs from arguments, from a CSV file or from JSON lines, written in batches.
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -36,6 +37,7 @@ struct EnqueueArgs {
     std::string csv;
     std::string jsonl;
     int batch = 1000;
+    bool ids_only = false;
 };
 
 std::optional<common::Duration> duration_option(const std::string& text, const char* flag) {
@@ -123,6 +125,25 @@ std::vector<EnqueueRecord> gather(const EnqueueArgs& a) {
     return records;
 }
 
+/// ": job 17", ": jobs 17, 18, 19" or ": jobs 17 to 1016 (1000 ids)": what was made, so that the
+/// next command can name it without a `jobs list` first.
+std::string id_summary(std::vector<common::JobId> ids) {
+    constexpr std::size_t kListed = 10;
+    if (ids.empty()) return "";
+    if (ids.size() == 1) return ": job " + std::to_string(ids.front());
+    std::sort(ids.begin(), ids.end());
+    std::string out = ": jobs ";
+    if (ids.size() > kListed) {
+        return out + std::to_string(ids.front()) + " to " + std::to_string(ids.back()) + " (" +
+               std::to_string(ids.size()) + " ids)";
+    }
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (i > 0) out += ", ";
+        out += std::to_string(ids[i]);
+    }
+    return out;
+}
+
 int run_enqueue(const Global& global, const EnqueueArgs& a) {
     common::SystemClock clock;
     auto records = gather(a);
@@ -135,6 +156,9 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
                          is_terminal(2) && total > static_cast<std::int64_t>(a.batch));
     std::map<common::OrgId, std::int64_t> per_org;
     std::vector<common::Enqueued> existing;
+    std::vector<common::JobId> created_ids;
+    // Every record's job, new or holding its dedupe key, as written: what --ids prints.
+    std::vector<common::JobId> record_ids;
     std::int64_t done = 0;
     int transactions = 0;
     try {
@@ -149,8 +173,10 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
                 std::int64_t created = 0;
                 for (const auto& e : store.enqueue_each(org, jobs, clock.now(),
                                                         window.value_or(common::Duration{0}))) {
+                    record_ids.push_back(e.id);
                     if (e.created) {
                         ++created;
+                        created_ids.push_back(e.id);
                     } else {
                         existing.push_back(e);
                     }
@@ -169,25 +195,31 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
         throw;
     }
     progress.finish();
+    // With --ids the job ids alone go to standard output, for `job=$(aclaimctl enqueue --ids ...)`;
+    // what a person reads goes to standard error then.
+    std::ostream& say = a.ids_only ? std::cerr : std::cout;
+    if (a.ids_only) {
+        for (const auto id : record_ids) std::cout << id << "\n";
+    }
     for (const auto& e : existing) {
-        std::cout << "job " << e.id << " (" << common::to_string(e.state)
-                  << ") already holds the dedupe key; nothing new enqueued for it\n";
+        say << "job " << e.id << " (" << common::to_string(e.state)
+            << ") already holds the dedupe key; nothing new enqueued for it\n";
     }
     done -= static_cast<std::int64_t>(existing.size());
-    std::cout << "enqueued " << done << (done == 1 ? " job" : " jobs");
+    say << "enqueued " << done << (done == 1 ? " job" : " jobs");
     if (per_org.size() == 1) {
-        std::cout << " for organization " << per_org.begin()->first;
+        say << " for organization " << per_org.begin()->first;
     } else {
-        std::cout << " (";
+        say << " (";
         bool first = true;
         for (const auto& [org, n] : per_org) {
-            std::cout << (first ? "" : ", ") << "organization " << org << ": " << n;
+            say << (first ? "" : ", ") << "organization " << org << ": " << n;
             first = false;
         }
-        std::cout << ")";
+        say << ")";
     }
-    std::cout << " in " << transactions
-              << (transactions == 1 ? " transaction\n" : " transactions\n");
+    say << " in " << transactions << (transactions == 1 ? " transaction" : " transactions");
+    say << id_summary(created_ids) << "\n";
     return 0;
 }
 
@@ -200,9 +232,8 @@ void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
         "Add pending jobs: payloads as arguments, --count synthetic ones, or records from --csv "
         "or --jsonl (a file, or - for standard input)");
     cmd->add_option("payloads", args->payloads, "Payloads, one job each (with --org)");
-    cmd->add_option("--org", args->org,
-                    "Organization id; with --csv/--jsonl, the default for records without one")
-        ->check(CLI::PositiveNumber);
+    common::add_org(*cmd, args->org,
+                    "Organization id; with --csv/--jsonl, the default for records without one");
     cmd->add_option("--count", args->count, "How many synthetic jobs, payloads '<prefix>-<n>'")
         ->check(CLI::Range(1, 10000000));
     cmd->add_option("--payload", args->payload, "Payload prefix of the synthetic jobs")
@@ -238,6 +269,8 @@ void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
     cmd->add_option("--batch", args->batch, "Jobs per transaction")
         ->check(CLI::Range(1, 100000))
         ->capture_default_str();
+    cmd->add_flag("--ids", args->ids_only,
+                  "Print only each job's id, one a line (the summary goes to standard error)");
     cmd->callback([&global, &action, args] {
         action = [&global, args] { return run_enqueue(global, *args); };
     });

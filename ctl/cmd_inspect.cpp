@@ -38,7 +38,9 @@ void print_job(const common::JobRecord& j, common::Instant now) {
                           " (each attempt's error is in the history below)");
     field("enqueued", when(j.enqueued_at, now));
     if (j.run_at != j.enqueued_at) {
-        field(j.state == common::JobState::Scheduled ? "runs at" : "ran at", when(j.run_at, now));
+        // run_at is when the job became (or becomes) claimable, not when it ran: a job scheduled
+        // and cancelled before its time never ran at all.
+        field("claimable from", when(j.run_at, now));
     }
     if (j.deadline) field("run deadline", when(*j.deadline, now));
     if (j.dedupe_key) field("dedupe key", *j.dedupe_key);
@@ -87,7 +89,7 @@ void add_inspect_command(CLI::App& app, Global& global, Action& action) {
     auto args = std::make_shared<Args>();
     auto* cmd =
         app.add_subcommand("inspect", "One job: its row and its whole history from job_events");
-    cmd->add_option("job", args->job, "Job id")->required()->check(CLI::PositiveNumber);
+    cmd->add_option("job", args->job, "Job id")->required()->check(common::whole_number(1));
     cmd->add_flag("--json", args->json, "Print one JSON object");
     cmd->callback([&global, &action, args] {
         action = [&global, args] {

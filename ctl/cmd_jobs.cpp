@@ -102,7 +102,7 @@ void add_jobs_command(CLI::App& app, Global& global, Action& action) {
     cmd->require_subcommand(1);
     auto* ls = cmd->add_subcommand(
         "list", "Jobs matching every filter given, in id order, a page at a time");
-    ls->add_option("--org", args->org, "Only this organization")->check(CLI::PositiveNumber);
+    common::add_org(*ls, args->org, "Only this organization");
     ls->add_option("--queue", args->queue, "Only this queue");
     ls->add_option("--state", args->state,
                    "Only this state: pending, scheduled, assigned, completed, failed, discarded, "
@@ -114,7 +114,7 @@ void add_jobs_command(CLI::App& app, Global& global, Action& action) {
         ->check(CLI::Range(1, 10000))
         ->capture_default_str();
     ls->add_option("--after-id", args->after_id, "Start after this job id (the next page)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(common::whole_number(0));
     ls->add_flag("--json", args->json, "Print one JSON object");
     ls->callback(
         [&global, &action, args] { action = [&global, args] { return run_list(global, *args); }; });

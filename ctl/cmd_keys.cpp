@@ -118,6 +118,20 @@ int revoke(const Global& global, const RevokeArgs& args) {
     return 0;
 }
 
+/// A key's queues for JSON: null for every queue, else the list.
+nlohmann::json queue_list(const std::string& joined) {
+    if (joined.empty()) return nullptr;
+    auto out = nlohmann::json::array();
+    std::size_t from = 0;
+    while (from <= joined.size()) {
+        const auto comma = joined.find(',', from);
+        out.push_back(joined.substr(from, comma - from));
+        if (comma == std::string::npos) break;
+        from = comma + 1;
+    }
+    return out;
+}
+
 int list(const Global& global, bool json) {
     pqxx::connection conn(require_dsn(global));
     pqxx::read_transaction txn(conn);
@@ -131,14 +145,17 @@ int list(const Global& global, bool json) {
                  {"org_id", r[1].as<long long>()},
                  {"name", r[2].as<std::string>()},
                  {"created_at", r[3].as<std::string>()},
-                 {"revoked_at", revoked.empty() ? nlohmann::json() : nlohmann::json(revoked)}});
+                 {"revoked_at", revoked.empty() ? nlohmann::json() : nlohmann::json(revoked)},
+                 {"queues", queue_list(r[5].as<std::string>())}});
         }
         std::cout << out.dump() << "\n";
         return 0;
     }
-    std::printf("%-40s %-6s %-20s %s\n", "public_key", "org", "name", "revoked_at");
+    // The queue limit is part of what a key allows, so it is shown with it ("*": every queue).
+    std::printf("%-40s %-6s %-20s %-24s %s\n", "public_key", "org", "name", "queues", "revoked_at");
     for (const auto& r : rows) {
-        std::printf("%-40s %-6lld %-20s %s\n", r[0].c_str(), r[1].as<long long>(), r[2].c_str(),
+        std::printf("%-40s %-6lld %-20s %-24s %s\n", r[0].c_str(), r[1].as<long long>(),
+                    r[2].c_str(), r[5].as<std::string>().empty() ? "*" : r[5].c_str(),
                     r[4].as<std::string>().empty() ? "-" : r[4].c_str());
     }
     return 0;
@@ -154,13 +171,15 @@ void add_keys_command(CLI::App& app, Global& global, Action& action) {
     auto* g = cmd->add_subcommand("generate", "New key pair: prints the public key, writes both");
     g->add_option("--out-dir", gen->out_dir, "Directory for <name>.key (0600) and <name>.pub")
         ->capture_default_str();
-    g->add_option("--name", gen->name, "File name stem; defaults to 'worker'");
+    // As a word or as --name: `keys generate sparky` is how people first write it.
+    auto* stem = g->add_option("name", gen->name, "File name stem; defaults to 'worker'");
+    g->add_option("--name", gen->name, "The same, as a flag")->excludes(stem);
     g->add_flag("--server", gen->server, "The coordinator's pair (coordinator.key/.pub)");
     g->callback([&action, gen] { action = [gen] { return generate(*gen); }; });
 
     auto reg = std::make_shared<RegisterArgs>();
     auto* r = cmd->add_subcommand("register", "Bind a worker public key to an organization");
-    r->add_option("--org", reg->org, "Organization id")->required();
+    common::add_org(*r, reg->org, "Organization id")->required();
     r->add_option("--name", reg->name, "Worker name; the worker must say HELLO with it")
         ->required()
         ->check([](const std::string& n) {
@@ -178,7 +197,7 @@ void add_keys_command(CLI::App& app, Global& global, Action& action) {
     auto* v = cmd->add_subcommand("revoke", "Refuse a key (or every live key of a worker)");
     v->add_option("--public-key", rev->public_key, "Z85 public key");
     v->add_option("--name", rev->name, "Worker name: revokes all its live keys");
-    v->add_option("--org", rev->org, "With --name: only in this organization");
+    common::add_org(*v, rev->org, "With --name: only in this organization");
     v->callback(
         [&global, &action, rev] { action = [&global, rev] { return revoke(global, *rev); }; });
 

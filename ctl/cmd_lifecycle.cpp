@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <tuple>
 
 #include "common/base/clock.hpp"
@@ -25,7 +26,7 @@ struct Selection {
 
 void add_selection(CLI::App* cmd, Selection& s, const char* what) {
     cmd->add_option("jobs", s.ids, std::string("Job ids to ") + what);
-    cmd->add_option("--org", s.org, "Filter: organization")->check(CLI::PositiveNumber);
+    common::add_org(*cmd, s.org, "Filter: organization");
     cmd->add_option("--queue", s.queue, "Filter: queue");
     cmd->add_option("--state", s.state, "Filter: state");
 }
@@ -42,6 +43,29 @@ std::vector<common::JobId> select(common::OperatorStore& store, const Selection&
     if (!s.queue.empty()) f.queue = s.queue;
     if (!s.state.empty()) f.state = s.state;
     return store.matching(f);
+}
+
+/// The exit code of a command on a selection (exit_codes.hpp). Jobs named by id are what was
+/// asked: one left untouched is said on standard error and the exit code is kExitUsage, never a
+/// silent 0. A filter asks for whatever matches; matching nothing is said, and is no mistake.
+int outcome(const Selection& s, const std::vector<common::JobId>& selected,
+            const std::set<common::JobId>& acted, const char* why_not) {
+    if (selected.empty()) {
+        std::fprintf(stderr, "aclaimctl: no job of organization %lld matches the filter\n",
+                     static_cast<long long>(s.org));
+        return common::kExitOk;
+    }
+    if (s.ids.empty()) return common::kExitOk;
+    std::string untouched;
+    for (const auto id : selected) {
+        if (acted.count(id) > 0) continue;
+        if (!untouched.empty()) untouched += ' ';
+        untouched += std::to_string(id);
+    }
+    if (untouched.empty()) return common::kExitOk;
+    std::fprintf(stderr, "aclaimctl: nothing done to job%s %s: %s\n",
+                 untouched.find(' ') == std::string::npos ? "" : "s", untouched.c_str(), why_not);
+    return common::kExitUsage;
 }
 
 struct CancelArgs {
@@ -65,11 +89,10 @@ int run_cancel(const Global& global, const CancelArgs& a) {
                                         std::to_string(c.generation) + ", who is told now")
                                            .c_str());
     }
-    const auto left = ids.size() - done.size();
-    std::printf("cancelled %zu of %zu jobs", done.size(), ids.size());
-    if (left > 0) std::printf("; %zu were already finished, quarantined or unknown", left);
-    std::printf("\n");
-    return 0;
+    std::printf("cancelled %zu of %zu jobs\n", done.size(), ids.size());
+    std::set<common::JobId> acted;
+    for (const auto& c : done) acted.insert(c.job_id);
+    return outcome(a.selection, ids, acted, "already finished, quarantined or unknown");
 }
 
 struct RetryArgs {
@@ -87,11 +110,9 @@ int run_retry(const Global& global, const RetryArgs& a) {
         std::printf("job %lld pending again with a fresh attempt budget\n",
                     static_cast<long long>(id));
     }
-    std::printf("revived %zu of %zu jobs", done.size(), ids.size());
-    if (done.size() < ids.size())
-        std::printf("; the others are not failed, discarded or cancelled");
-    std::printf("\n");
-    return 0;
+    std::printf("revived %zu of %zu jobs\n", done.size(), ids.size());
+    return outcome(a.selection, ids, std::set<common::JobId>(done.begin(), done.end()),
+                   "not failed, discarded or cancelled, or unknown");
 }
 
 struct QueueArgs {
@@ -104,6 +125,7 @@ struct QueueArgs {
     std::string backoff_base, backoff_cap, run_timeout;
     std::string retain_completed, retain_failed, retain_discarded, retain_cancelled;
     bool json = false;
+    bool create = false;
 };
 
 void check_queue(const QueueArgs& a) {
@@ -111,12 +133,29 @@ void check_queue(const QueueArgs& a) {
         throw UsageError("'" + a.queue + "' is not a queue name");
 }
 
+/// The refusal of a queue the organization does not have, with the ones it has: most often the
+/// name was misspelt.
+std::string unknown_queue(pqxx::connection& conn, const QueueArgs& a,
+                          const common::UnknownQueue& e) {
+    std::string known;
+    for (const auto& q : common::OperatorStore(conn).queues(a.org)) {
+        if (!known.empty()) known += ", ";
+        known += q.queue;
+    }
+    return std::string(e.what()) + "; its queues: " + (known.empty() ? "none" : known) +
+           ". Add --create if a new queue is meant";
+}
+
 int run_pause(const Global& global, const QueueArgs& a, bool paused) {
     check_queue(a);
     pqxx::connection conn(require_dsn(global));
-    common::OperatorStore(conn).pause(a.org, a.queue, paused, a.actor,
-                                      a.reason.empty() ? "no reason given" : a.reason,
-                                      common::SystemClock());
+    try {
+        common::OperatorStore(conn).pause(a.org, a.queue, paused, a.actor,
+                                          a.reason.empty() ? "no reason given" : a.reason,
+                                          common::SystemClock(), a.create);
+    } catch (const common::UnknownQueue& e) {
+        throw UsageError(unknown_queue(conn, a, e));
+    }
     std::printf("queue %s of organization %lld %s\n", a.queue.c_str(),
                 static_cast<long long>(a.org),
                 paused ? "paused: it hands out nothing; leases already out continue"
@@ -159,7 +198,12 @@ int run_set(const Global& global, const QueueArgs& a) {
     q.retain_discarded = retention(a.retain_discarded, "--retain-discarded");
     q.retain_cancelled = retention(a.retain_cancelled, "--retain-cancelled");
     pqxx::connection conn(require_dsn(global));
-    common::OperatorStore(conn).configure(a.org, a.queue, q, a.actor, common::SystemClock().now());
+    try {
+        common::OperatorStore(conn).configure(a.org, a.queue, q, a.actor,
+                                              common::SystemClock().now(), a.create);
+    } catch (const common::UnknownQueue& e) {
+        throw UsageError(unknown_queue(conn, a, e));
+    }
     std::printf(
         "queue %s of organization %lld configured; jobs enqueued from now on take its "
         "retry policy and deadline, and its limit and retention hold at once\n",
@@ -233,9 +277,11 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
                                              "continue)"
                                            : "Hand out work from the queue again");
         p->add_option("queue", qa->queue, "Queue name")->required();
-        p->add_option("--org", qa->org, "Organization id")->required()->check(CLI::PositiveNumber);
+        common::add_org(*p, qa->org, "Organization id")->required();
         p->add_option("--reason", qa->reason, "Why, recorded in queue_events");
         p->add_option("--by", qa->actor, "Who acts, as recorded")->capture_default_str();
+        p->add_flag("--create", qa->create,
+                    "Accept a queue the organization has no job or settings in yet");
         p->callback([&global, &action, qa, paused] {
             action = [&global, qa, paused] { return run_pause(global, *qa, paused); };
         });
@@ -243,7 +289,7 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
     auto* s =
         q->add_subcommand("set", "Set a queue's limit, retry policy, run deadline and retention");
     s->add_option("queue", qa->queue, "Queue name")->required();
-    s->add_option("--org", qa->org, "Organization id")->required()->check(CLI::PositiveNumber);
+    common::add_org(*s, qa->org, "Organization id")->required();
     s->add_option("--max-assigned", qa->max_assigned,
                   "Most jobs of the queue assigned at once (0: no limit)")
         ->check(CLI::Range(0, 1000000));
@@ -266,10 +312,12 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
                           fallback + ")");
     }
     s->add_option("--by", qa->actor, "Who acts, as recorded")->capture_default_str();
+    s->add_flag("--create", qa->create,
+                "Accept a queue the organization has no job or settings in yet");
     s->callback(
         [&global, &action, qa] { action = [&global, qa] { return run_set(global, *qa); }; });
     auto* l = q->add_subcommand("list", "Each queue's counts by state and its settings");
-    l->add_option("--org", qa->org, "Only this organization")->check(CLI::PositiveNumber);
+    common::add_org(*l, qa->org, "Only this organization");
     l->callback(
         [&global, &action, qa] { action = [&global, qa] { return run_list(global, *qa); }; });
 }

@@ -79,7 +79,7 @@ void add_producers_command(CLI::App& app, Global& global, Action& action) {
     auto* b = producers->add_subcommand(
         "bind", "Bind an existing login role to one organization (and make it a producer)");
     b->add_option("--login", bind->login, "The login role")->required();
-    b->add_option("--org", bind->org, "Its organization")->required()->check(CLI::PositiveNumber);
+    common::add_org(*b, bind->org, "Its organization")->required();
     b->callback(
         [&global, &action, bind] { action = [&global, bind] { return run_bind(global, *bind); }; });
     auto unbind = std::make_shared<ProducerArgs>();

@@ -164,7 +164,7 @@ void add_quarantine_command(CLI::App& app, Global& global, Action& action) {
     });
 
     auto* sh = cmd->add_subcommand("show", "One job: row, reason, result and every event");
-    sh->add_option("job", args->job, "Job id")->required()->check(CLI::PositiveNumber);
+    sh->add_option("job", args->job, "Job id")->required()->check(common::whole_number(1));
     sh->add_flag("--json", args->json, "Print one JSON object");
     sh->callback([&global, &action, args] {
         action = [&global, args] { return show(global, args->job, args->json); };
@@ -175,7 +175,7 @@ void add_quarantine_command(CLI::App& app, Global& global, Action& action) {
             release ? "release" : "fail",
             release ? "Return a quarantined job to pending; the next claim gets a higher generation"
                     : "Fail a quarantined job for good; a published result stays as it is");
-        sub->add_option("job", args->job, "Job id")->required()->check(CLI::PositiveNumber);
+        sub->add_option("job", args->job, "Job id")->required()->check(common::whole_number(1));
         sub->add_option("--reason", args->reason, "Why, recorded in job_events")->required();
         sub->add_option("--by", args->actor, "Who acts, as recorded in job_events");
         sub->callback([&global, &action, args, release] {

@@ -233,7 +233,7 @@ void add_recover_command(CLI::App& app, Global& global, Action& action) {
     cmd->add_flag("--apply", args->apply, "Reclaim expired leases and quarantine inconsistent jobs")
         ->excludes(dry);
     cmd->add_flag("--json", args->json, "Print one JSON object");
-    cmd->add_option("--org", args->org, "Only this organization")->check(CLI::PositiveNumber);
+    common::add_org(*cmd, args->org, "Only this organization");
     cmd->add_option("--by", args->actor, "Who acts, as recorded in job_events");
     cmd->callback([&global, &action, args] {
         action = [&global, args] {

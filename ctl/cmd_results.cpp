@@ -111,11 +111,31 @@ std::int64_t deliver(clients::ResultConsumer& consumer, std::vector<clients::Ver
     return static_cast<std::int64_t>(verdicts.size());
 }
 
+/// Creates the group if it is missing and says so when a group made at `latest` leaves verdicts
+/// already decided behind: a follower that prints nothing must not leave the operator guessing.
+void create_group(const Global& global, const FollowArgs& a) {
+    pqxx::connection conn(require_dsn(global));
+    pqxx::work txn(conn, "results_follow_create");
+    const auto r = txn.exec_params1(clients::sql::kGroupCreate.text, a.g.group, a.g.from,
+                                    org_option(a.g.org), common::SystemClock().now());
+    txn.commit();
+    const auto at = r["acked"].as<long long>();
+    if (!r["created"].as<bool>() || at == 0) return;
+    const std::string left = at == 1 ? "the verdict before it is"
+                                     : "the " + std::to_string(at) + " verdicts before it are";
+    std::fprintf(stderr,
+                 "aclaimctl: created group %s of organization %lld at position %lld (--from "
+                 "latest): %s not delivered to it; a group created with --from earliest begins "
+                 "at the first verdict kept\n",
+                 a.g.group.c_str(), r["org_id"].as<long long>(), at, left.c_str());
+}
+
 int run_follow(const Global& global, const FollowArgs& a) {
     if (a.g.group.empty()) throw UsageError("--group names the consumer group");
     const auto wait = duration_flag(a.wait, "--wait").value_or(std::chrono::seconds(30));
     const auto idle_exit = duration_flag(a.idle_exit, "--idle-exit");
     const auto options = consumer_options(a);
+    if (!a.no_create) create_group(global, a);
     common::SystemClock clock;
     common::Backoff backoff;
     std::int64_t written = 0;
@@ -196,9 +216,8 @@ int run_group_list(const Global& global, const GroupArgs& a) {
 }
 
 void add_group_options(CLI::App* cmd, GroupArgs& a) {
-    cmd->add_option("--org", a.org,
-                    "Organization (leave out when connecting as a producer login bound to one)")
-        ->check(CLI::PositiveNumber);
+    common::add_org(*cmd, a.org,
+                    "Organization (leave out when connecting as a producer login bound to one)");
 }
 
 }  // namespace
@@ -221,7 +240,7 @@ void add_results_command(CLI::App& app, Global& global, Action& action) {
     f->add_flag("--no-ack", follow->no_ack, "Print without acknowledging (a peek)");
     f->add_flag("--no-create", follow->no_create, "Refuse a group that does not exist");
     f->add_option("--max", follow->max, "Stop after this many verdicts")
-        ->check(CLI::PositiveNumber);
+        ->check(common::whole_number(1));
     f->add_option("--idle-exit", follow->idle_exit,
                   "Stop when nothing arrived for this long, e.g. 10s (default: never)");
     f->add_option("--wait", follow->wait, "Longest wait for a notification before looking again")

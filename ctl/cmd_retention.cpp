@@ -1,7 +1,9 @@
 // aclaimctl retention: what retention did and would do, a prune pass by hand, the archiving of
 // old job_events partitions, and reading an archive back.
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -205,7 +207,11 @@ struct ReadArgs {
 
 int run_read(const ReadArgs& a) {
     std::ifstream in(a.file);
-    if (!in) throw UsageError("cannot read " + a.file);
+    if (!in) {
+        throw UsageError("cannot read " + a.file + ": " + std::strerror(errno) +
+                         " (archives are the DIR/<partition>.events.jsonl files `retention "
+                         "archive --dir DIR` wrote; `retention status` names each partition's)");
+    }
     std::int64_t shown = 0;
     const auto contents = common::read_archive(in, [&](const common::AuditEvent& e) {
         if (a.verify_only) return;
@@ -278,7 +284,7 @@ void add_retention_command(CLI::App& app, Global& global, Action& action) {
         "read", "Verify an archive and print its events as JSON Lines (all, or one job's)");
     rd->add_option("file", read->file, "An archive written by retention archive")->required();
     rd->add_option("--job", read->job, "Only this job's events");
-    rd->add_option("--org", read->org, "Only this organization's events");
+    common::add_org(*rd, read->org, "Only this organization's events");
     rd->add_flag("--verify", read->verify_only, "Verify only; print nothing but the summary");
     rd->callback([&action, read] { action = [read] { return run_read(*read); }; });
 }

@@ -187,11 +187,11 @@ void add_status_command(CLI::App& app, Global& global, Action& action) {
         "status",
         "Per organization: jobs by state, oldest pending age, live and expired leases, "
         "quarantined, completions in the last minute");
-    cmd->add_option("--org", args->org, "Only this organization")->check(CLI::PositiveNumber);
+    common::add_org(*cmd, args->org, "Only this organization");
     cmd->add_flag("--json", args->json, "Print JSON (with --watch: one object per line)");
     cmd->add_flag("--watch", args->watch, "Redraw every --interval until Ctrl-C");
     cmd->add_option("--count", args->count, "With --watch: stop after this many rounds")
-        ->check(CLI::PositiveNumber);
+        ->check(common::whole_number(1));
     cmd->add_option("--interval", args->interval, "With --watch: pause between rounds")
         ->capture_default_str();
     cmd->callback([&global, &action, args] {

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/base/cli_flags.hpp"
+
 namespace aclaim::ctl {
 
 /// Options every command shares.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/base/org_id.hpp"
 #include "ctl/ctl.hpp"
 
 namespace aclaim::ctl {
@@ -29,7 +30,8 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
 /// Checks one record's values against the schema's constraints, so that the database never has
 /// to refuse a batch for a reason a line number could have explained.
 void check_record(const EnqueueRecord& r, const std::string& source) {
-    if (r.org_id <= 0) bad(source, r.line, "organization must be a positive id");
+    if (!common::parse_org(std::to_string(r.org_id)))
+        bad(source, r.line, "org " + common::org_refusal(std::to_string(r.org_id)));
     if (r.job.max_attempts &&
         (*r.job.max_attempts < 1 || *r.job.max_attempts > kMaxAttemptsLimit)) {
         bad(source, r.line, "max_attempts must be 1.." + std::to_string(kMaxAttemptsLimit));
@@ -159,8 +161,15 @@ std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
             if (!v) bad(source, start, std::string(name) + " '" + text + "' is not an integer");
             return v;
         };
-        if (const auto v = number(org_col, "org")) {
-            r.org_id = *v;
+        const std::string& org_text =
+            org_col < 0 ? std::string() : fields[static_cast<std::size_t>(org_col)];
+        if (org_text.find_first_not_of(' ') != std::string::npos) {
+            // The same parser, and the same words, as --org.
+            const auto first = org_text.find_first_not_of(' ');
+            const auto trimmed = org_text.substr(first, org_text.find_last_not_of(' ') + 1 - first);
+            const auto org = common::parse_org(trimmed);
+            if (!org) bad(source, start, "org " + common::org_refusal(trimmed));
+            r.org_id = *org;
         } else if (defaults.org_id <= 0) {
             bad(source, start, "no organization: fill the org column or pass --org");
         }

@@ -1,6 +1,7 @@
 #include <iostream>
 #include <pqxx/pqxx>
 
+#include "common/base/cli_flags.hpp"
 #include "common/base/program.hpp"
 #include "ctl/ctl.hpp"
 #include "ctl/registry.hpp"
@@ -9,11 +10,15 @@ namespace {
 
 int run(int argc, char** argv) {
     using namespace aclaim::ctl;
+    namespace common = aclaim::common;
     CLI::App app{"aclaimctl: the aclaim operator's console"};
     app.require_subcommand(1);
+    // Before any subcommand is added, so that every one inherits it: the global options are
+    // accepted after the command too (`aclaimctl status --dsn X`), as operators write them.
+    app.fallthrough();
+    app.set_version_flag("--version", "aclaimctl " ACLAIM_VERSION);
     Global global;
-    app.add_option("--dsn", global.dsn, "PostgreSQL address (libpq conninfo or URI)")
-        ->envname("ACLAIM_DSN");
+    common::add_dsn(app, global.dsn);
     app.add_option("--cells", global.cells,
                    "Cell map (JSON): status, check and recover run in every cell it names "
                    "(docs/scaling.md)")
@@ -24,19 +29,15 @@ int run(int argc, char** argv) {
         ->capture_default_str();
     Action action;
     register_all_commands(app, global, action);
+    if (const auto code = common::parse_command_line(app, "aclaimctl", argc, argv)) return *code;
     try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e);
-    }
-    try {
-        return action ? action() : 0;
+        return action ? action() : common::kExitOk;
     } catch (const UsageError& e) {
         std::cerr << "aclaimctl: " << e.what() << "\n";
-        return 2;
+        return common::kExitUsage;
     } catch (const pqxx::broken_connection& e) {
         std::cerr << "aclaimctl: cannot reach the database: " << e.what() << "\n";
-        return 3;
+        return common::kExitUnreachable;
     }
 }
 

@@ -1,9 +1,11 @@
 #include "ctl/registry.hpp"
 
+#include "common/base/cli_flags.hpp"
+
 namespace aclaim::ctl {
 
 const std::string& require_dsn(const Global& global) {
-    if (global.dsn.empty()) throw UsageError("no database given: pass --dsn or set ACLAIM_DSN");
+    if (global.dsn.empty()) throw UsageError(common::missing_dsn_message());
     return global.dsn;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common/base/cell_map.hpp"
+#include "common/base/cli_flags.hpp"
 
 namespace aclaim::worker {
 
@@ -42,9 +43,8 @@ Parser::Parser() {
                    "Cell map (JSON): connect to the coordinators of --org's cell instead of "
                    "--connect")
         ->envname("ACLAIM_CELLS");
-    app.add_option("--org", o.client.org_id, "Organization (used by a plaintext coordinator)")
-        ->envname("ACLAIM_ORG")
-        ->check(CLI::NonNegativeNumber);
+    common::add_org(app, o.client.org_id, "Organization (used by a plaintext coordinator)")
+        ->envname("ACLAIM_ORG");
     app.add_option("--queues", o.client.queues,
                    "Queues served, comma-separated (the worker's skills); default: 'default'")
         ->delimiter(',')

@@ -138,6 +138,23 @@ SELECT id, aclaim_wake(org_id, queue) FROM r ORDER BY id
 )SQL",
     {"jobs bigint[]", "operator text", "now_us bigint", "reason text"}};
 
+/// $1 org, $2 queue: whether the organization has that queue, i.e. settings or a job in it. Pause,
+/// resume and set refuse any other, so that a misspelt name is not a new queue nobody serves.
+/// One probe per index that together cover every state (schema/0014).
+inline const Statement kOperatorQueueKnown{"aclaim_operator_queue_known",
+                                           R"SQL(
+SELECT EXISTS (SELECT 1 FROM job_queues WHERE org_id = $1::bigint AND queue = $2::text)
+    OR EXISTS (SELECT 1 FROM jobs
+                WHERE org_id = $1::bigint AND queue = $2::text
+                  AND state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled',
+                                'quarantined'))
+    OR EXISTS (SELECT 1 FROM jobs
+                WHERE org_id = $1::bigint AND queue = $2::text AND state = 'assigned')
+    OR EXISTS (SELECT 1 FROM jobs
+                WHERE org_id = $1::bigint AND queue = $2::text AND state = 'completed')
+)SQL",
+                                           {"org bigint", "queue text"}};
+
 /// $1 org, $2 queue, $3 paused, $4 operator, $5 now, $6 reason. Runs after the organization's
 /// queue lock (kOperatorQueueLock), so claims already running finish first and later ones see it.
 inline const Statement kOperatorPause{
@@ -295,6 +312,6 @@ SELECT p.login, p.org_id, aclaim_us(p.bound_at) AS bound_us, p.bound_by,
 inline const std::vector<const Statement*> kOperatorStatements = {
     &kOperatorStatus, &kOperatorRelease, &kOperatorFail,      &kOperatorCancel,
     &kOperatorRetry,  &kOperatorPause,   &kOperatorConfigure, &kOperatorQueues,
-    &kProducerBind,   &kProducerUnbind,  &kProducerList};
+    &kProducerBind,   &kProducerUnbind,  &kProducerList,      &kOperatorQueueKnown};
 
 }  // namespace aclaim::common::sql

@@ -213,17 +213,30 @@ std::vector<JobId> OperatorStore::matching(JobFilter filter) {
     }
 }
 
+namespace {
+
+/// Under the organization's queue lock, so that the answer holds until the commit.
+void require_queue(pqxx::work& txn, OrgId org, const std::string& queue, bool allow_new) {
+    if (allow_new) return;
+    if (!txn.exec_params1(sql::kOperatorQueueKnown.text, org, queue)[0].as<bool>())
+        throw UnknownQueue(org, queue);
+}
+
+}  // namespace
+
 void OperatorStore::pause(OrgId org, const std::string& queue, bool paused,
-                          const std::string& actor, const std::string& reason, const Clock& clock) {
+                          const std::string& actor, const std::string& reason, const Clock& clock,
+                          bool allow_new) {
     pqxx::work txn(conn_, "operator_pause");
     txn.exec(sql::kOperatorLockTimeout);
     txn.exec_params(sql::kOperatorQueueLock, org);
+    require_queue(txn, org, queue, allow_new);
     txn.exec_params(sql::kOperatorPause.text, org, queue, paused, actor, clock.now(), reason);
     txn.commit();
 }
 
 void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSettings& q,
-                              const std::string& actor, Instant now) {
+                              const std::string& actor, Instant now, bool allow_new) {
     std::string detail;
     auto say = [&](const char* name, const auto& value) {
         if (value)
@@ -241,6 +254,7 @@ void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSe
     pqxx::work txn(conn_, "operator_configure");
     txn.exec(sql::kOperatorLockTimeout);
     txn.exec_params(sql::kOperatorQueueLock, org);
+    require_queue(txn, org, queue, allow_new);
     txn.exec_params(sql::kOperatorConfigure.text, org, queue, q.max_assigned, q.max_attempts,
                     micros_of(q.backoff_base), micros_of(q.backoff_cap), micros_of(q.run_timeout),
                     actor, now, detail.empty() ? "nothing changed" : detail,

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <pqxx/pqxx>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,14 @@ struct QueueQuery {
 /// per-queue gauges read.
 std::vector<QueueStatus> count_queues(pqxx::transaction_base& txn, const QueueQuery& query);
 
+/// A queue an organization has never had (no settings, no job), named where one must exist.
+class UnknownQueue : public std::invalid_argument {
+  public:
+    UnknownQueue(OrgId org, const std::string& queue)
+        : std::invalid_argument("organization " + std::to_string(org) + " has no queue '" + queue +
+                                "' (no job and no settings)") {}
+};
+
 /// The operator console's reads and its fenced transitions over one connection. Time always
 /// comes from the caller.
 class OperatorStore {
@@ -155,11 +164,13 @@ class OperatorStore {
     /// Pauses or resumes one queue of an organization, audited in queue_events. The event is
     /// stamped from `clock` once the organization's queue lock is held: every claim stamped
     /// before it committed before it, which is what the checker's paused_queue_idle relies on.
+    /// Without `allow_new`, a queue the organization has neither settings nor jobs in is refused
+    /// with UnknownQueue (what operators' tools ask: a misspelt name is not a new queue).
     void pause(OrgId org, const std::string& queue, bool paused, const std::string& actor,
-               const std::string& reason, const Clock& clock);
-    /// Changes a queue's settings, audited in queue_events.
+               const std::string& reason, const Clock& clock, bool allow_new = true);
+    /// Changes a queue's settings, audited in queue_events; `allow_new` as in pause().
     void configure(OrgId org, const std::string& queue, const QueueSettings& settings,
-                   const std::string& actor, Instant now);
+                   const std::string& actor, Instant now, bool allow_new = true);
     std::vector<QueueStatus> queues(std::optional<OrgId> org = std::nullopt);
 
   private:

@@ -38,7 +38,8 @@ UPDATE worker_keys SET revoked_at = aclaim_ts($3::bigint)
 
 /// Every key, live or revoked: key, organization, name, created and revoked ('' when live) as text.
 inline constexpr const char* kWorkerKeyList = R"SQL(
-SELECT public_key, org_id, name, created_at::text, coalesce(revoked_at::text, '')
+SELECT public_key, org_id, name, created_at::text, coalesce(revoked_at::text, ''),
+       coalesce(array_to_string(queues, ','), '')
   FROM worker_keys ORDER BY org_id, name, created_at
 )SQL";
 

@@ -26,6 +26,13 @@ long count(pqxx::connection& c, const std::string& sql) {
     return t.exec1(sql)[0].as<long>();
 }
 
+/// "1, 2, 3": the ids of the jobs `where` selects, in order.
+std::string ids_of(pqxx::connection& c, const std::string& where) {
+    pqxx::read_transaction t(c);
+    return t.exec1("SELECT string_agg(id::text, ', ' ORDER BY id) FROM jobs WHERE " + where)[0]
+        .as<std::string>();
+}
+
 std::vector<std::string> payloads_of(pqxx::connection& c, common::OrgId org) {
     pqxx::read_transaction t(c);
     std::vector<std::string> out;
@@ -113,7 +120,9 @@ TEST_CASE("aclaimctl enqueue: arguments, CSV and JSON lines, in batches", "[ctl]
     auto r = run_ctl(db.dsn(), {"enqueue", "--org", "1", "first", "second, with a comma"});
     INFO(r.err);
     REQUIRE(r.code == 0);
-    CHECK(r.out == "enqueued 2 jobs for organization 1 in 1 transaction\n");
+    // The ids are printed, so that the next command can name a job without listing first.
+    CHECK(r.out == "enqueued 2 jobs for organization 1 in 1 transaction: jobs " +
+                       ids_of(*conn, "org_id = 1") + "\n");
     CHECK(payloads_of(*conn, 1) == std::vector<std::string>{"first", "second, with a comma"});
 
     const std::string csv =
@@ -124,7 +133,10 @@ TEST_CASE("aclaimctl enqueue: arguments, CSV and JSON lines, in batches", "[ctl]
     r = run_ctl(db.dsn(), {"enqueue", "--csv", "-", "--batch", "2"}, csv);
     INFO(r.err);
     REQUIRE(r.code == 0);
-    CHECK(r.out == "enqueued 3 jobs (organization 2: 2, organization 3: 1) in 3 transactions\n");
+    CHECK(r.out ==
+          "enqueued 3 jobs (organization 2: 2, organization 3: 1) in 3 transactions: "
+          "jobs " +
+              ids_of(*conn, "org_id IN (2, 3)") + "\n");
     CHECK(payloads_of(*conn, 2) == std::vector<std::string>{"plain", "last"});
     CHECK(payloads_of(*conn, 3) ==
           std::vector<std::string>{"quoted, with \"quotes\"\nand a second line"});
@@ -151,14 +163,15 @@ TEST_CASE("aclaimctl enqueue: a bad record names its line and nothing is written
         std::string flag, input, expect;
     };
     const std::vector<Case> cases{
-        {"--csv", "org,payload\n1,a\n1,b\nx,c\n", "<stdin>:4: org 'x' is not an integer"},
+        {"--csv", "org,payload\n1,a\n1,b\nx,c\n", "<stdin>:4: org 'x' is not an organization id"},
         {"--csv", "org,payload,colour\n1,a,red\n", "unknown column 'colour'"},
         {"--csv", "org,payload\n1,a\n2\n", "<stdin>:3: has 1 fields, the header has 2"},
         {"--csv", "priority,payload\n1,a\n", "no org column"},
         {"--csv", "org,payload\n1,\"never closed\n", "<stdin>:2: a quoted field is never closed"},
         {"--jsonl", "{\"org\": 1, \"payload\": \"a\"}\n{\"org\": 1}\n", "<stdin>:2: no payload"},
         {"--jsonl", "{\"org\": 1, \"payload\": \"a\", \"prio\": 3}\n", "unknown field 'prio'"},
-        {"--jsonl", "{\"org\": -1, \"payload\": \"a\"}\n", "organization must be a positive id"},
+        {"--jsonl", "{\"org\": -1, \"payload\": \"a\"}\n",
+         "<stdin>:1: org '-1' is not an organization id"},
         {"--jsonl", "not json\n", "<stdin>:1: not JSON"},
     };
     for (const auto& c : cases) {

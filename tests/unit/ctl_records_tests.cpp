@@ -74,7 +74,7 @@ TEST_CASE("CSV records: each mistake is named with its line", "[ctl]") {
     CHECK(error_of([] { csv("org,payload,max_attempts\n1,a,0\n"); }) ==
           "jobs.csv:2: max_attempts must be 1..1000");
     CHECK(error_of([] { csv("org,payload\n0,a\n"); }) ==
-          "jobs.csv:2: organization must be a positive id");
+          "jobs.csv:2: org '0' is not an organization id (a whole number from 1 up)");
     CHECK(error_of([] { csv("org,payload\n,a\n"); }) ==
           "jobs.csv:2: no organization: fill the org column or pass --org");
     CHECK(error_of([] { csv("org,payload\n1,\"a\"b\n"); }) ==

@@ -5,7 +5,7 @@
   reviewer.py --connect tcp://a:5555,tcp://b:5555 --id rev-1 \\
               --server-key coordinator.pub --key rev-1.key                    # CURVE
 """
-import argparse, hashlib, logging  # noqa: E401
+import argparse, hashlib, logging, os  # noqa: E401
 import aclaim
 
 
@@ -24,7 +24,8 @@ def report(v: aclaim.Verdict) -> None:
 
 
 p = argparse.ArgumentParser(description="an aclaim reviewer")
-p.add_argument("--connect", default="tcp://127.0.0.1:5555", help="endpoints, comma-separated")
+p.add_argument("--connect", default=os.environ.get("ACLAIM_CONNECT", "tcp://127.0.0.1:5555"),
+               help="endpoints, comma-separated (ACLAIM_CONNECT, as the C++ worker)")
 p.add_argument("--id", default="py-reviewer", help="worker name (under CURVE: the key's)")
 p.add_argument("--org", type=int, default=1, help="organization, plaintext mode only")
 p.add_argument("--queues", default="", help="comma-separated skills (default: default)")

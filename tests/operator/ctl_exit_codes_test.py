@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""What an operator meets at the command line, checked by exit code and words: the exit-code
+policy of aclaimctl and aclaim-console (docs/operations.md, "Exit codes": 0 done, 1 a finding,
+2 a mistake in what was asked, 3 the database out of reach) for a bad argument, an unknown job and
+a no-op; one parser for organizations and host:port values; --dsn before or after the command;
+the console's errors and settings; ids printed by enqueue; keys; unknown queues; unknown commands;
+and the small things of issue 30 (inspect's labels, retention read of a missing file, the Python
+client's build output ignored, compose/ha status of a killed member).
+
+  ctl_exit_codes_test.py --bin-dir build/bin --root .
+
+Needs ACLAIM_TEST_DSN (compose/dev test sets it): a database of its own is made on that server.
+Prints PASS/FAIL per check and ends with "N passed, M failed".
+"""
+
+import argparse
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+
+
+class Checks:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, ok, what, why=""):
+        if ok:
+            self.passed += 1
+            print(f"PASS: {what}")
+        else:
+            self.failed += 1
+            print(f"FAIL: {what}" + (f"\n      {why}" if why else ""))
+        return ok
+
+
+class Run:
+    def __init__(self, bin_dir, dsn):
+        self.bin_dir = bin_dir
+        self.dsn = dsn
+        # No ACLAIM_* from the suite's environment: each call says what it means.
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ACLAIM_")}
+
+    def __call__(self, binary, *args, dsn=True, env=None, stdin=None, timeout=60):
+        e = dict(self.env)
+        if dsn:
+            e["ACLAIM_DSN"] = self.dsn
+        e.update(env or {})
+        try:
+            return subprocess.run([os.path.join(self.bin_dir, binary), *args],
+                                  capture_output=True, text=True, env=e, input=stdin,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired as t:
+            # Still running: a refusal that did not come. Reported as exit None.
+            text = [(x or b"").decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                    for x in (t.stdout, t.stderr)]
+            return subprocess.CompletedProcess(t.cmd, None, *text)
+
+    def ctl(self, *args, **kw):
+        return self("aclaimctl", *args, **kw)
+
+
+def said(done):
+    return f"exit {done.returncode}; stdout {done.stdout[-600:]!r}; stderr {done.stderr[-600:]!r}"
+
+
+def with_database(dsn, name):
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def admin(dsn, *statements):
+    conn = psycopg2.connect(dsn, connect_timeout=10)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            for s in statements:
+                cur.execute(s)
+    finally:
+        conn.close()
+
+
+def exit_codes(c, run):
+    """The policy: a bad argument, an unknown job and a no-op all exit 2, and say why."""
+    r = run.ctl("enqueue", "--org", "abc", "x")
+    c.check(r.returncode == 2 and "'abc' is not an organization id" in r.stderr
+            and "179769" not in r.stderr,
+            "a bad --org exits 2 and says what an organization id is", said(r))
+    r = run.ctl("enqueue", "--org", "0", "x")
+    c.check(r.returncode == 2 and "'0' is not an organization id" in r.stderr,
+            "--org 0 is refused as the coordinator would", said(r))
+    r = run.ctl("enqueue", "--count", "0", "--org", "1")
+    c.check(r.returncode == 2, "an out-of-range argument exits 2, not CLI11's 105", said(r))
+    r = run.ctl("status", "--no-such-flag")
+    c.check(r.returncode == 2 and "--no-such-flag" in r.stderr,
+            "an unknown flag exits 2, not CLI11's 109", said(r))
+    r = run.ctl("queue", "pause", "--org", "1")
+    c.check(r.returncode == 2 and "queue" in r.stderr,
+            "a missing argument exits 2, not CLI11's 106", said(r))
+    r = run.ctl("inspect", "99999")
+    c.check(r.returncode == 2, "inspect of an unknown job exits 2", said(r))
+    r = run.ctl("cancel", "99999", "--reason", "x")
+    c.check(r.returncode == 2 and "nothing done to job 99999" in r.stderr,
+            "cancel of an unknown job exits 2 and names it", said(r))
+    r = run.ctl("retry", "99999")
+    c.check(r.returncode == 2 and "nothing done to job 99999" in r.stderr,
+            "retry of an unknown job exits 2 and names it", said(r))
+    r = run.ctl("enqueue", "--org", "1", "--ids", "pending one")
+    pending = r.stdout.strip()
+    r = run.ctl("retry", pending)
+    c.check(r.returncode == 2 and f"nothing done to job {pending}" in r.stderr,
+            "retry of a job that is not finished (a no-op) exits 2", said(r))
+    r = run.ctl("cancel", "--org", "77", "--reason", "nothing there")
+    c.check(r.returncode == 0 and "no job of organization 77 matches" in r.stderr,
+            "a filter that matches nothing says so (and is no mistake: exit 0)", said(r))
+    r = run.ctl("cancel", pending, "--reason", "done with it")
+    c.check(r.returncode == 0 and "cancelled 1 of 1 jobs" in r.stdout, "a cancel that acts exits 0",
+            said(r))
+    r = run.ctl("status", dsn=False, env={"ACLAIM_DSN": "postgresql://nobody@127.0.0.1:1/none"})
+    c.check(r.returncode == 3 and "cannot reach the database" in r.stderr,
+            "an unreachable database exits 3", said(r))
+    r = run.ctl("status", dsn=False)
+    c.check(r.returncode == 2 and "no database given" in r.stderr
+            and "after the command" in r.stderr, "no database exits 2 and says how to give one",
+            said(r))
+
+
+def dsn_anywhere(c, run):
+    for args in (["status", "--dsn", run.dsn], ["--dsn", run.dsn, "status"],
+                 ["queue", "list", "--dsn", run.dsn]):
+        r = run.ctl(*args, dsn=False)
+        c.check(r.returncode == 0, f"aclaimctl {' '.join(a if a != run.dsn else 'DSN' for a in args)}",
+                said(r))
+
+
+def commands(c, run):
+    r = run.ctl("frob", dsn=False)
+    c.check(r.returncode == 2 and "'frob' is not a command" in r.stderr
+            and "enqueue" in r.stderr and "A subcommand is required" not in r.stderr,
+            "an unknown command is called that, with the real ones", said(r))
+    r = run.ctl("queue", "frob", dsn=False)
+    c.check(r.returncode == 2 and "'frob' is not a command" in r.stderr and "pause" in r.stderr,
+            "an unknown queue command too", said(r))
+    r = run.ctl(dsn=False)
+    c.check(r.returncode == 2 and "a command is required" in r.stderr, "no command exits 2",
+            said(r))
+    r = run.ctl("--version", dsn=False)
+    c.check(r.returncode == 0 and re.match(r"aclaimctl \d+\.\d+\.\d+", r.stdout) is not None,
+            "aclaimctl --version prints the version", said(r))
+    r = run("aclaim-console", "--version", dsn=False)
+    c.check(r.returncode == 0 and r.stdout.startswith("aclaim-console "),
+            "aclaim-console --version prints the version", said(r))
+
+
+def console(c, run):
+    r = run("aclaim-console", "serve", dsn=False)
+    c.check(r.returncode == 2 and "no database given" in r.stderr,
+            "the console without a database exits 2 and says how to give one", said(r))
+    r = run("aclaim-console", "serve", "--listen", "127.0.0.1:abc")
+    c.check(r.returncode == 2 and "'127.0.0.1:abc' is not host:port" in r.stderr
+            and "stoi" not in r.stderr, "a bad --listen exits 2 and says why", said(r))
+    r = run("aclaim-console", "serve", env={"ACLAIM_LISTEN": "127.0.0.1:99999"}, timeout=10)
+    c.check(r.returncode == 2 and "is not host:port" in r.stderr,
+            "--listen is read from ACLAIM_LISTEN", said(r))
+    r = run("aclaim-console", "serve", "--help", dsn=False)
+    c.check(r.returncode == 0 and "=127.0.0.1:8090" in r.stdout and "(Env:ACLAIM_LISTEN)" in r.stdout
+            and "(Env:ACLAIM_REPORTS)" in r.stdout,
+            "serve --help shows --listen's default and both variables", said(r))
+    r = run("aclaim-console", "operator", "add", "x", "--org", "abc")
+    c.check(r.returncode == 2 and "'abc' is not an organization id" in r.stderr,
+            "the console parses --org as aclaimctl does", said(r))
+    # --dsn after the command, and a console that starts and stops.
+    env = dict(run.env)
+    p = subprocess.Popen([os.path.join(run.bin_dir, "aclaim-console"), "serve", "--dsn", run.dsn,
+                          "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = p.stdout.readline()
+        c.check(line.startswith("console: http://127.0.0.1:"),
+                "aclaim-console serve --dsn DSN (after the command) serves", repr(line))
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+
+
+def worker(c, run):
+    r = run("aclaim-worker", "--org", "0", "--connect", "tcp://127.0.0.1:1", dsn=False,
+            timeout=20)
+    c.check(r.returncode != 0 and "'0' is not an organization id" in r.stderr,
+            "the worker refuses --org 0 as the coordinator would", said(r))
+    r = run("aclaim-worker", "--help", dsn=False)
+    org = [line for line in r.stdout.splitlines() if line.strip().startswith("--org")]
+    c.check(len(org) == 1 and "--org ORG " in org[0] and "NONNEGATIVE" not in org[0],
+            "the worker's help says ORG, not INT:NONNEGATIVE", said(r))
+    r = run.ctl("enqueue", "--help", dsn=False)
+    org = [line for line in r.stdout.splitlines() if line.strip().startswith("--org")]
+    c.check(len(org) == 1 and "--org ORG " in org[0], "so does aclaimctl's", said(r))
+    r = run.ctl("inspect", "abc")
+    c.check(r.returncode == 2 and "'abc' is not a whole number from 1 up" in r.stderr,
+            "a job id is checked in the same words", said(r))
+
+
+def enqueue_and_keys(c, run, scratch):
+    r = run.ctl("enqueue", "--org", "1", "one review")
+    m = re.search(r": job (\d+)$", r.stdout.strip())
+    c.check(r.returncode == 0 and m is not None, "enqueue prints the id it made", said(r))
+    r = run.ctl("enqueue", "--org", "1", "--ids", "a", "b")
+    ids = r.stdout.split()
+    c.check(r.returncode == 0 and len(ids) == 2 and all(i.isdigit() for i in ids)
+            and "enqueued 2 jobs" in r.stderr, "--ids prints only the ids", said(r))
+    keys = os.path.join(scratch, "keys")
+    r = run.ctl("keys", "generate", "sparky", "--out-dir", keys, dsn=False)
+    c.check(r.returncode == 0 and os.path.exists(os.path.join(keys, "sparky.key")),
+            "keys generate NAME names the key files", said(r))
+    public = r.stdout.strip()
+    r = run.ctl("keys", "register", "--org", "1", "--name", "sparky", "--public-key", public,
+                "--queues", "electrical,default")
+    c.check(r.returncode == 0, "keys register", said(r))
+    r = run.ctl("keys", "list")
+    c.check(r.returncode == 0 and re.search(r"sparky\s+electrical,default\s+-", r.stdout),
+            "keys list shows a key's queues", said(r))
+    r = run.ctl("keys", "list", "--json")
+    ok = r.returncode == 0 and any(k.get("queues") == ["electrical", "default"]
+                                   for k in json.loads(r.stdout)["keys"])
+    c.check(ok, "keys list --json too", said(r))
+
+
+def queues(c, run, conn_dsn):
+    run.ctl("enqueue", "--org", "1", "--queue", "electrical", "panel 12")
+    r = run.ctl("queue", "pause", "nosuchqueue", "--org", "1")
+    c.check(r.returncode == 2 and "has no queue 'nosuchqueue'" in r.stderr
+            and "electrical" in r.stderr and "--create" in r.stderr,
+            "pausing a queue that does not exist exits 2 and lists the real ones", said(r))
+    r = run.ctl("queue", "set", "nosuchqueue", "--org", "1", "--max-assigned", "2")
+    c.check(r.returncode == 2 and "has no queue" in r.stderr, "so does setting one", said(r))
+    conn = psycopg2.connect(conn_dsn)
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM job_queues WHERE queue = 'nosuchqueue'")
+        c.check(cur.fetchone()[0] == 0, "and no queue was made")
+    conn.close()
+    r = run.ctl("queue", "pause", "electrical", "--org", "1", "--reason", "training")
+    c.check(r.returncode == 0 and "paused" in r.stdout, "a queue that exists is paused", said(r))
+    r = run.ctl("queue", "resume", "electrical", "--org", "1")
+    c.check(r.returncode == 0, "and resumed", said(r))
+    r = run.ctl("queue", "set", "welding", "--org", "1", "--create", "--max-assigned", "2")
+    c.check(r.returncode == 0, "--create makes a new queue on purpose", said(r))
+
+
+def results(c, run):
+    # A verdict before the group exists: a cancelled job's.
+    r = run.ctl("enqueue", "--org", "5", "--ids", "to cancel")
+    job = r.stdout.strip()
+    run.ctl("cancel", job, "--reason", "a verdict to follow")
+    r = run.ctl("results", "follow", "--group", "late", "--org", "5", "--idle-exit", "1s")
+    c.check(r.returncode == 0 and r.stdout == "" and "--from earliest" in r.stderr
+            and "not delivered" in r.stderr,
+            "a group made at latest says the verdicts before it are not delivered", said(r))
+    r = run.ctl("results", "follow", "--group", "early", "--org", "5", "--from", "earliest",
+                "--json", "--idle-exit", "1s")
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    c.check(r.returncode == 0 and any(v["job_id"] == int(job) for v in lines),
+            "a group made at earliest gets the verdict already committed", said(r))
+
+
+def small_things(c, run, root):
+    r = run.ctl("retention", "read", "/nonexistent/job_events_2026_01.events.jsonl")
+    c.check(r.returncode == 2 and "No such file or directory" in r.stderr
+            and "retention archive" in r.stderr,
+            "retention read of a missing file says why and where archives are", said(r))
+    r = run.ctl("enqueue", "--org", "1", "--delay", "1h", "--ids", "later")
+    job = r.stdout.strip()
+    run.ctl("cancel", job, "--reason", "never ran")
+    r = run.ctl("inspect", job)
+    c.check(r.returncode == 0 and "ran at" not in r.stdout and "claimable from" in r.stdout,
+            "inspect does not say a job that never ran ran", said(r))
+    made = ["clients/python/build/lib/aclaim/__init__.py", "clients/python/aclaim.egg-info/PKG-INFO"]
+    git = subprocess.run(["git", "-C", root, "check-ignore", *made], capture_output=True,
+                         text=True)
+    if git.returncode == 128 and "not a git repository" in git.stderr:
+        print("SKIP: the offline pip install's output is ignored by git (not a git checkout)")
+    else:
+        c.check(git.stdout.split() == made,
+                "the offline pip install's build/ and egg-info are ignored by git", said(git))
+
+
+class Cluster(http.server.BaseHTTPRequestHandler):
+    """Patroni's REST API of a live member just after pg1, the primary, was killed: the DCS still
+    names pg1 leader until its key expires."""
+
+    def do_GET(self):
+        body = json.dumps({"members": [
+            {"name": "pg1", "role": "leader", "state": "running", "timeline": 1},
+            {"name": "pg2", "role": "sync_standby", "state": "streaming", "timeline": 1, "lag": 0},
+            {"name": "pg3", "role": "replica", "state": "streaming", "timeline": 1, "lag": 0},
+        ]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def ha_status(c, root, scratch):
+    server = http.server.HTTPServer(("127.0.0.1", 0), Cluster)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    d = os.path.join(scratch, "ha")
+    os.makedirs(d)
+    port = server.server_address[1]
+    with open(os.path.join(d, "ports.env"), "w") as f:
+        for i, m in enumerate(("pg1", "pg2", "pg3")):
+            f.write(f"pg_port_{m}={15432 + i}\nrest_port_{m}={port}\n")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    with open(os.path.join(d, "patroni-pg1.pid"), "w") as f:
+        f.write(str(dead.pid))
+    for m in ("pg2", "pg3"):
+        with open(os.path.join(d, f"patroni-{m}.pid"), "w") as f:
+            f.write(str(os.getpid()))
+    r = subprocess.run([os.path.join(root, "compose", "ha"), "status", "--dir", d],
+                       capture_output=True, text=True, timeout=30)
+    server.shutdown()
+    pg1 = [line for line in r.stdout.splitlines() if line.startswith("pg1 ")]
+    c.check(r.returncode == 0 and len(pg1) == 1 and "running" not in pg1[0] and "down" in pg1[0],
+            "compose/ha status shows a killed primary down, not 'leader running'", said(r))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--root", required=True)
+    a = ap.parse_args()
+    server = os.environ.get("ACLAIM_TEST_DSN")
+    if not server:
+        print("ACLAIM_TEST_DSN is not set: run through compose/dev test", file=sys.stderr)
+        return 1
+    name = f"aclaim_exit_codes_{os.getpid()}"
+    admin(server, f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}")
+    dsn = with_database(server, name)
+    run = Run(os.path.abspath(a.bin_dir), dsn)
+    c = Checks()
+    scratch = tempfile.mkdtemp(prefix="aclaim-exit-codes-")
+    try:
+        r = run.ctl("migrate")
+        if not c.check(r.returncode == 0, "migrate", said(r)):
+            return 1
+        exit_codes(c, run)
+        dsn_anywhere(c, run)
+        commands(c, run)
+        console(c, run)
+        worker(c, run)
+        enqueue_and_keys(c, run, scratch)
+        queues(c, run, dsn)
+        results(c, run)
+        small_things(c, run, os.path.abspath(a.root))
+        ha_status(c, os.path.abspath(a.root), scratch)
+    finally:
+        subprocess.run(["rm", "-rf", scratch])
+        time.sleep(0.2)
+        admin(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    print(f"{c.passed} passed, {c.failed} failed")
+    return 0 if c.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
