@@ -134,8 +134,9 @@ scenario_coordinator_kills() {
     killed=$((killed + 1))
     start_coordinator coordinator "$port" || break
     restarted=$((restarted + 1))
-    # Reconnected means a session on the new process: each start logs to a file of its own.
-    wait_for 30 all_sessions_in "$sdir/coordinator.$((k + 1)).log" o1-w1 o1-w2 o1-w3 o1-w4 &&
+    # Reconnected means a session on the new process: each start logs to a file of its own,
+    # numbered by the drill's starts of that name (earlier scenarios' included).
+    wait_for 30 all_sessions_in "$sdir/coordinator.${starts_of[coordinator]}.log" o1-w1 o1-w2 o1-w3 o1-w4 &&
       rejoined=$((rejoined + 1))
   done
   wait_for "$drain_s" is_drained || true
