@@ -30,9 +30,15 @@ scenario_worker_kills() {
     target=$(next_step "$step")
     wait_for "$drain_s" progressed "$target" || break
     is_drained && break
+    # A kill must hit a holder: freeze a random worker, and kill it only if it still holds a job
+    # once frozen (one that finished its jobs just before the freeze goes on).
     for try in $(seq 100); do
       slot=$((RANDOM % 4))
-      [ "$(held_by "${cur[slot]}")" -gt 0 ] && break
+      if [ "$(held_by "${cur[slot]}")" -gt 0 ]; then
+        signal_one "${cur[slot]}" STOP
+        [ "$(held_by "${cur[slot]}")" -gt 0 ] && break
+        signal_one "${cur[slot]}" CONT
+      fi
       sleep 0.05
     done
     kill_one "${cur[slot]}"
