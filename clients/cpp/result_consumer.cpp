@@ -113,6 +113,7 @@ ResultConsumer::~ResultConsumer() = default;
 std::vector<Verdict> ResultConsumer::fetch() {
     // A transaction of its own, committed at once: the positions the fetch gave to newly
     // committed outcomes become visible to every consumer, and the sequencer's lock is let go.
+    ++fetches_;
     pqxx::work txn(*conn_, "consumer_fetch");
     std::vector<Verdict> out;
     for (const auto& r : txn.exec_params(sql::kFetch.text, group_, options_.batch, org_)) {

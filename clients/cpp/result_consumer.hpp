@@ -4,6 +4,7 @@
 // acknowledged and never again after, over the SQL API of schema/0008_integration.sql. Waiting is
 // driven by LISTEN/NOTIFY on aclaim_outcomes; every wait has a deadline.
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -92,6 +93,9 @@ class ResultConsumer {
     std::int64_t ack(std::int64_t seq);
     std::int64_t ack(const Verdict& v) { return ack(v.seq); }
     GroupStatus status();
+    /// How many fetch queries this consumer has run. Tells a wait woken by a notification from
+    /// one that polls (the tests read it from another thread, hence atomic).
+    std::int64_t fetches() const { return fetches_.load(); }
 
     /// Removes a group of the organization (nullopt: the login's); true when it existed.
     static bool drop_group(pqxx::transaction_base& txn, const std::string& group,
@@ -106,6 +110,7 @@ class ResultConsumer {
     common::OrgId org_ = 0;
     std::unique_ptr<pqxx::connection> conn_;
     std::unique_ptr<Receiver> receiver_;
+    std::atomic<std::int64_t> fetches_{0};
 };
 
 }  // namespace aclaim::clients

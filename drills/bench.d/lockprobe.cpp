@@ -3,7 +3,8 @@
 // with jobs of equal priority and enqueue time (so strict order is id order), lets k threads
 // released together claim one job at a time until the queue is empty, and reads the order of the
 // claims back from job_events. A claim's displacement is the number of better-ranked jobs still
-// unclaimed when it was taken.
+// unclaimed when it was taken. It exits 1 when a run did not claim every job exactly once and
+// complete it: its figures would then describe something else.
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -30,6 +31,9 @@ struct Result {
     double mean = 0;
     long p50 = 0, p99 = 0, max = 0;
     double displaced_share = 0;
+    // What a displacement figure rests on: every job claimed once and completed, none twice.
+    long distinct_claimed = 0;
+    long completed = 0;
 };
 
 /// One measurement: `claimers` threads drain `jobs` jobs of a fresh organization.
@@ -91,6 +95,12 @@ Result probe(const std::string& dsn, common::LockStrategy strategy, const Run& r
     for (const auto& row : rows) order.push_back(row[0].as<long>());
     std::vector<long> sorted = order;
     std::sort(sorted.begin(), sorted.end());
+    r.distinct_claimed =
+        static_cast<long>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
+    sorted.resize(static_cast<std::size_t>(r.distinct_claimed));
+    const auto done = txn.exec_params1(
+        "SELECT count(*) FROM jobs WHERE org_id = $1 AND state = 'completed'", org);
+    r.completed = done[0].as<long>();
     // Fenwick tree over ranks: how many better-ranked jobs were still unclaimed at each claim.
     const std::size_t n = order.size();
     std::vector<long> tree(n + 1, 0);
@@ -157,11 +167,21 @@ int run_main(int argc, char** argv) {
     std::printf("%9s %8s %9s %8s %6s %6s %6s %10s %10s\n", "claimers", "claims", "jobs/s", "mean",
                 "p50", "p99", "max", "displaced", "locked");
     common::OrgId org = 100000 + static_cast<common::OrgId>(::getpid()) * 100;
+    int failures = 0;
     for (int k : claimers) {
         const auto r = probe(dsn, *strategy, {k, jobs, ++org});
         std::printf("%9d %8ld %9.0f %8.2f %6ld %6ld %6ld %9.1f%% %10ld\n", r.claimers, r.claims,
                     static_cast<double>(r.claims) / r.seconds, r.mean, r.p50, r.p99, r.max,
                     100 * r.displaced_share, r.locked_outcomes);
+        // A probe that lost jobs or handed one out twice measured something other than claim
+        // order: its figures must not reach docs/contention.md, and the drill must fail.
+        if (r.claims != jobs || r.distinct_claimed != jobs || r.completed != jobs) {
+            std::printf(
+                "FAIL %d claimers: %ld claims of %ld distinct jobs, %ld completed, for %d "
+                "jobs (each must be claimed exactly once and completed)\n",
+                k, r.claims, r.distinct_claimed, r.completed, jobs);
+            ++failures;
+        }
         out.push_back({{"strategy", strategy_name},
                        {"claimers", k},
                        {"claims", r.claims},
@@ -182,7 +202,7 @@ int run_main(int argc, char** argv) {
         std::fputs(out.dump(2).c_str(), f);
         std::fclose(f);
     }
-    return 0;
+    return failures == 0 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {

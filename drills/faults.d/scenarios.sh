@@ -25,20 +25,29 @@ scenario_worker_kills() {
     cur[slot]="o${org[slot]}-w$slot.0"
     start_worker "${cur[slot]}" "${org[slot]}" "$port" --concurrency 4 --review-ms 300 --review-dist lognormal --fail-rate 0.05
   done
-  local k step=15 killed=0 held_at_death=0 target try
+  local k step=15 killed=0 held_at_death=0 kills_holding=0 held target try
   for k in $(seq "$kills"); do
     target=$(next_step "$step")
     wait_for "$drain_s" progressed "$target" || break
     is_drained && break
+    # A kill must hit a holder: freeze a random worker, and kill it only if it still holds a job
+    # once frozen (one that finished its jobs just before the freeze goes on).
     for try in $(seq 100); do
       slot=$((RANDOM % 4))
-      [ "$(held_by "${cur[slot]}")" -gt 0 ] && break
+      if [ "$(held_by "${cur[slot]}")" -gt 0 ]; then
+        signal_one "${cur[slot]}" STOP
+        [ "$(held_by "${cur[slot]}")" -gt 0 ] && break
+        signal_one "${cur[slot]}" CONT
+      fi
       sleep 0.05
     done
     kill_one "${cur[slot]}"
     victims+=("'${cur[slot]}'")
     killed=$((killed + 1))
-    held_at_death=$((held_at_death + $(held_by "${cur[slot]}")))
+    # Read after the kill, before any lease can end: what the dead worker held.
+    held=$(held_by "${cur[slot]}")
+    held_at_death=$((held_at_death + held))
+    [ "$held" -gt 0 ] && kills_holding=$((kills_holding + 1))
     cur[slot]="o${org[slot]}-w$slot.$k"
     start_worker "${cur[slot]}" "${org[slot]}" "$port" --concurrency 4 --review-ms 300 --review-dist lognormal --fail-rate 0.05
   done
@@ -46,10 +55,10 @@ scenario_worker_kills() {
   local list reclaimed
   list=$(IFS=,; echo "${victims[*]:-''}")
   reclaimed=$(q "SELECT count(*) FROM job_events WHERE kind = 'reclaimed' AND worker IN ($list)")
-  if [ "$killed" = "$kills" ] && [ "$reclaimed" -ge 1 ]; then
-    pass "worker_kills: $killed workers SIGKILLed holding $held_at_death jobs; $reclaimed of their leases reclaimed and redone"
+  if [ "$killed" = "$kills" ] && [ "$kills_holding" = "$kills" ] && [ "$reclaimed" -ge "$kills" ]; then
+    pass "worker_kills: $killed workers SIGKILLed, each holding jobs ($held_at_death in all); $reclaimed of their leases reclaimed and redone"
   else
-    fail "worker_kills: faults injected" "$killed of $kills kills, $reclaimed leases of the killed workers reclaimed"
+    fail "worker_kills: faults injected" "$killed of $kills kills, $kills_holding of them while holding a job, $reclaimed leases of the killed workers reclaimed"
   fi
   scenario_end
 }
@@ -106,6 +115,12 @@ scenario_worker_stalls() {
 }
 
 # ---- SIGKILL of the coordinator, restarted on the same endpoint ----------------------------
+# all_sessions_in LOG WORKER...: every worker opened a session in that coordinator log.
+all_sessions_in() {
+  local log=$1 w
+  shift
+  for w in "$@"; do grep -q "session org=1 worker=$w opened" "$log" 2>/dev/null || return 1; done
+}
 scenario_coordinator_kills() {
   local jobs=$((400 * scale)) kills=$((3 * scale))
   scenario_begin coordinator_kills "SIGKILL the coordinator $kills times while $jobs jobs drain, restarting it on the same endpoint"
@@ -116,7 +131,7 @@ scenario_coordinator_kills() {
   for i in 1 2 3 4; do
     start_worker "o1-w$i" 1 "$port" --concurrency 4 --review-ms 150 --review-dist lognormal
   done
-  local k step=20 killed=0 restarted=0 target
+  local k step=20 killed=0 restarted=0 rejoined=0 target
   for k in $(seq "$kills"); do
     target=$(next_step "$step")
     wait_for "$drain_s" progressed "$target" || break
@@ -125,14 +140,18 @@ scenario_coordinator_kills() {
     killed=$((killed + 1))
     start_coordinator coordinator "$port" || break
     restarted=$((restarted + 1))
+    # Reconnected means a session on the new process: each start logs to a file of its own,
+    # numbered by the drill's starts of that name (earlier scenarios' included).
+    wait_for 30 all_sessions_in "$sdir/coordinator.${starts_of[coordinator]}.log" o1-w1 o1-w2 o1-w3 o1-w4 &&
+      rejoined=$((rejoined + 1))
   done
   wait_for "$drain_s" is_drained || true
   local reconnects
   reconnects=$(cat "$sdir"/o1-w*.log | grep -c "reconnecting to" || true)
-  if [ "$killed" = "$kills" ] && [ "$restarted" = "$kills" ]; then
-    pass "coordinator_kills: coordinator SIGKILLed and restarted $killed times; workers reconnected ($reconnects reconnect attempts)"
+  if [ "$killed" = "$kills" ] && [ "$restarted" = "$kills" ] && [ "$rejoined" = "$kills" ]; then
+    pass "coordinator_kills: coordinator SIGKILLed and restarted $killed times; all 4 workers opened a session on each new process ($reconnects reconnect attempts)"
   else
-    fail "coordinator_kills: faults injected" "$killed of $kills kills, $restarted restarts"
+    fail "coordinator_kills: faults injected, workers reconnected" "$killed of $kills kills, $restarted restarts, $rejoined with all 4 workers back in a session"
   fi
   scenario_end
 }
@@ -150,8 +169,16 @@ scenario_pg_restart() {
   for i in 1 2 3 4 5 6; do
     start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 100 --review-dist lognormal
   done
-  local r step=100 done_restarts=0 reconnected=0 target before
-  for r in $(seq "$restarts"); do
+  # A restart that falls between two commits interrupts none. The planned restarts come first;
+  # then, while no commit was interrupted yet, up to three more, so that the resolution the
+  # scenario is cited for is exercised (and asserted below) rather than left to timing.
+  local r=0 step=100 done_restarts=0 reconnected=0 target before
+  while [ "$r" -lt $((restarts + 3)) ]; do
+    if [ "$r" -ge "$restarts" ] &&
+      [ "$(log_count coordinator "commit interrupted by a lost connection")" -ge 1 ]; then
+      break
+    fi
+    r=$((r + 1))
     target=$(next_step "$step")
     wait_for "$drain_s" progressed "$target" || break
     is_drained && break
@@ -167,10 +194,37 @@ scenario_pg_restart() {
   applied=$(log_count coordinator "resolved from the row as applied")
   not_applied=$(log_count coordinator "resolved from the row as not applied")
   unknown=$(log_count coordinator "resolved from the row as unknown")
-  if [ "$done_restarts" = "$restarts" ] && [ "$reconnected" = "$restarts" ]; then
-    pass "pg_restart: $restarts immediate restarts, the coordinator reconnected after each; commits interrupted and resolved from the row: $applied applied (worker told ACCEPTED, replayed), $not_applied not applied (worker re-sends), $unknown unknown"
+  if [ "$done_restarts" -ge "$restarts" ] && [ "$reconnected" = "$done_restarts" ]; then
+    pass "pg_restart: $done_restarts immediate restarts, the coordinator reconnected after each"
   else
-    fail "pg_restart: the coordinator reconnects" "$done_restarts of $restarts restarts, reconnected after $reconnected"
+    fail "pg_restart: the coordinator reconnects" "$done_restarts of at least $restarts restarts, reconnected after $reconnected"
+  fi
+  # docs/guarantees.md cites this run for commits interrupted by the restart and resolved from
+  # the row (what the worker heard is checked against job_events by scenario_end), and for leases
+  # that ran out during the outage: reclaimed, and any late completion rejected as stale.
+  local resolved=$((applied + not_applied + unknown))
+  if [ "$resolved" -ge 1 ]; then
+    pass "pg_restart: $resolved commits interrupted and resolved from the row: $applied applied (worker told ACCEPTED, replayed), $not_applied not applied (worker re-sends), $unknown unknown"
+  else
+    fail "pg_restart: interrupted commits resolved from the row" "no commit was resolved from the row in $done_restarts restarts (nothing in flight, or no resolution logged)"
+  fi
+  local reclaims rejected odd unexplained
+  reclaims=$(q "SELECT count(*) FROM job_events WHERE kind = 'reclaimed'")
+  rejected=$(q "SELECT count(*) FROM job_events WHERE kind = 'rejected'")
+  odd=$(q "SELECT count(*) FROM job_events WHERE kind = 'rejected'
+             AND split_part(detail, ':', 1) NOT IN ('stale_generation', 'lease_expired')")
+  # A rejection is explained by the outage only if that lease was reclaimed.
+  unexplained=$(q "SELECT count(*) FROM job_events r WHERE r.kind = 'rejected' AND NOT EXISTS
+                     (SELECT 1 FROM job_events c WHERE c.job_id = r.job_id
+                         AND c.generation = r.generation AND c.kind = 'reclaimed')")
+  # Only an outage longer than the lease costs leases, and a quick restart on a quiet machine
+  # is shorter; a holder told REVOKED before its review ends sends no late completion. So the
+  # counts are reported, and what must hold is that every rejection is stale and of a lease the
+  # reaper took back.
+  if [ "$odd" = 0 ] && [ "$unexplained" = 0 ]; then
+    pass "pg_restart: $reclaims leases that ran out during the outages reclaimed; $rejected late completions rejected as stale, each of a reclaimed lease"
+  else
+    fail "pg_restart: late completions rejected only as stale, of reclaimed leases" "$reclaims reclaims, $rejected rejected ($odd for another reason than stale_generation or lease_expired, $unexplained of a lease never reclaimed)"
   fi
   scenario_end
 }
@@ -261,13 +315,26 @@ scenario_clock_skew() {
     start_worker "o1-a$i" 1 "$port_a" --concurrency 3 --review-ms 300 --review-dist fixed
     start_worker "o1-b$i" 1 "$port_b" --concurrency 3 --review-ms 300 --review-dist fixed
   done
-  local killed=""
+  local killed="" held_at_death=0 kills_holding=0
   if [ "$variant" = within ]; then
-    local side
+    local side victim try held
     for side in a b; do
-      wait_for 30 at_least 1 held_by "o1-${side}1" || true
-      kill_one "o1-${side}1"
-      killed="$killed,'o1-${side}1'"
+      # A kill of a worker that holds nothing proves nothing about its leases: freeze it while it
+      # holds a job (a job finished just before the freeze does not count, so look again once it
+      # is frozen), and only then kill it.
+      victim="o1-${side}1"
+      held=0
+      for try in 1 2 3 4 5; do
+        wait_for 30 at_least 1 held_by "$victim" || break
+        signal_one "$victim" STOP
+        held=$(held_by "$victim")
+        [ "$held" -gt 0 ] && break
+        signal_one "$victim" CONT
+      done
+      kill_one "$victim"
+      killed="$killed,'$victim'"
+      held_at_death=$((held_at_death + held))
+      [ "$held" -gt 0 ] && kills_holding=$((kills_holding + 1))
       local side_port=$port_a
       [ "$side" = b ] && side_port=$port_b
       start_worker "o1-${side}3" 1 "$side_port" --concurrency 3 --review-ms 300 --review-dist fixed
@@ -279,9 +346,15 @@ scenario_clock_skew() {
   by_a=$(q "SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker LIKE 'o1-a%'")
   by_b=$(q "SELECT count(*) FROM job_events WHERE kind = 'completed' AND worker LIKE 'o1-b%'")
   if [ "$variant" = within ]; then
-    # Informational: a loaded machine can delay a heartbeat past the margin; safety does not
-    # depend on it, so the count is reported rather than asserted.
-    pass "clock_skew_within: disagreement $d ms < lease - heartbeat ($((lease_ms - heartbeat_ms)) ms): accepted $by_a via a, $by_b via b; leases of live workers reclaimed: $live_reclaims (expected 0)"
+    # docs/guarantees.md cites this run for "0 live leases reclaimed" below the margin, and for
+    # either coordinator's reaper taking the leases of a killed worker: both are asserted.
+    local dead_reclaims
+    dead_reclaims=$(q "SELECT count(*) FROM job_events WHERE kind = 'reclaimed' AND worker IN (''${killed})")
+    if [ "$kills_holding" = 2 ] && [ "$dead_reclaims" -ge 1 ] && [ "$live_reclaims" = 0 ]; then
+      pass "clock_skew_within: disagreement $d ms < lease - heartbeat ($((lease_ms - heartbeat_ms)) ms): 2 workers killed holding $held_at_death jobs, $dead_reclaims of their leases reclaimed; accepted $by_a via a, $by_b via b; 0 leases of live workers reclaimed"
+    else
+      fail "clock_skew_within: only the killed workers' leases reclaimed" "$kills_holding of 2 kills hit a worker holding a job ($held_at_death jobs), $dead_reclaims of their leases reclaimed, $live_reclaims leases of live workers reclaimed (expected 0)"
+    fi
   elif [ "$live_reclaims" -ge 1 ]; then
     pass "clock_skew_beyond: disagreement $d ms >= lease: $live_reclaims leases of live workers reclaimed early by the fast coordinator (the availability cost); accepted $by_a via a, $by_b via b"
   else

@@ -3,6 +3,7 @@
 // outcome at least once until it acknowledges it and never after, whatever order transactions
 // commit in.
 
+#include <atomic>
 #include <barrier>
 #include <catch2/catch.hpp>
 #include <map>
@@ -18,6 +19,7 @@
 #include "common/store/store_sql.hpp"
 #include "coordinator/http/queue_metrics.hpp"
 #include "tests/pg/integration_support.hpp"
+#include "tests/support/process.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -25,6 +27,7 @@ using namespace aclaim::testing;
 using clients::Outcome;
 using clients::ResultConsumer;
 using clients::Verdict;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -275,26 +278,53 @@ TEST_CASE("Consumer: outcomes committed together and notified once are all deliv
 TEST_CASE("Consumer: next() is woken by a commit, and returns empty at its deadline",
           "[integration][consumer]") {
     TestDatabase db;
-    common::SystemClock clock;
+    // The consumer's deadlines run on a manual clock that the test never advances before the
+    // commit: a next() that returns did so for the notification, never for its deadline.
+    common::ManualClock clock{kT0};
     common::AssignmentStore store(db.dsn());
     const auto leases = claimed_jobs(store, 1, 1);
     ResultConsumer consumer(db.dsn(), clock, "g", for_org(1));
-    CHECK(consumer.next(std::chrono::milliseconds(50)).empty());
+    CHECK(consumer.next(std::chrono::milliseconds(0)).empty());
 
     std::barrier ready(2);
     std::vector<Verdict> got;
+    std::atomic<bool> returned{false};
+    const auto before = consumer.fetches();
     std::thread waiter([&] {
         ready.arrive_and_wait();
         got = consumer.next(std::chrono::seconds(20));
+        returned = true;
     });
     ready.arrive_and_wait();
-    const auto start = std::chrono::steady_clock::now();
-    REQUIRE(store.complete(completion(leases[0], "r"), kT0).accepted());
+    // next() looks once, then waits. It must not look again without a notification: a quiet
+    // 1.5 s shows a poll of 1 s (or any shorter one) as extra fetches, and the correct consumer
+    // cannot fail this, however slow the machine. No REQUIRE while the waiter runs: it must be
+    // joined whatever happens.
+    CHECK(eventually([&] { return consumer.fetches() == before + 1; }, 10s));
+    std::this_thread::sleep_for(1500ms);
+    CHECK(consumer.fetches() == before + 1);
+    CHECK_FALSE(returned.load());
+
+    CHECK(store.complete(completion(leases[0], "r"), kT0).accepted());
+    const bool woken = eventually([&] { return returned.load(); }, 20s);
+    // A consumer that missed the notification would wait forever on this clock: end its wait.
+    if (!woken) clock.advance(std::chrono::seconds(21));
     waiter.join();
+    CHECK(woken);
     REQUIRE(got.size() == 1);
     CHECK(got[0].outcome == Outcome::Completed);
-    // Woken by the notification, not by the 20 s deadline (nor a 1 s poll).
-    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    // One look for the wake: the notification, not a poll nor the deadline, brought it.
+    CHECK(consumer.fetches() == before + 2);
+
+    // The deadline, on the same clock: with nothing new, the wait ends once time passes it and
+    // one last look finds nothing.
+    consumer.ack(got[0]);
+    std::thread deadline_waiter([&] { got = consumer.next(std::chrono::seconds(5)); });
+    CHECK(eventually([&] { return consumer.fetches() == before + 3; }, 10s));
+    clock.advance(std::chrono::seconds(6));
+    deadline_waiter.join();
+    CHECK(got.empty());
+    CHECK(consumer.fetches() == before + 4);
 }
 
 TEST_CASE("Consumer: concurrent completions and two groups, every verdict once per group",

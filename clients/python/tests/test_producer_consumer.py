@@ -243,14 +243,28 @@ class ConsumerTests(unittest.TestCase):
     def test_next_is_woken_by_the_commit(self) -> None:
         consumer = ResultConsumer(self.dsn, "wake")
         self.assertEqual(consumer.next(wait=0.05), [])
+        # Every query next() makes is counted: a wait woken by the notification looks twice (once
+        # before waiting, once on the wake); one that polls looks more often.
+        looks = []
+        fetch = consumer.fetch
+        consumer.fetch = lambda: looks.append(1) or fetch()
         got: list = []
-        waiter = threading.Thread(target=lambda: got.extend(consumer.next(wait=20)))
-        start = time.monotonic()
+        waiter = threading.Thread(target=lambda: got.extend(consumer.next(wait=120)))
         waiter.start()
+        deadline = time.monotonic() + 10
+        while not looks and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(len(looks), 1)
+        # Quiet for 1.5 s: a poll of a second or less shows as another look. The correct consumer
+        # cannot fail this however slow the machine is.
+        time.sleep(1.5)
+        self.assertEqual(len(looks), 1, "next() looked again without a notification")
         ids = self.end_jobs(1)
         waiter.join(timeout=30)
+        # Returned within 30 s of a 120 s wait: the notification ended it, not the deadline.
+        self.assertFalse(waiter.is_alive(), "next() was not woken by the commit")
         self.assertEqual([o.job_id for o in got], ids)
-        self.assertLess(time.monotonic() - start, 10)
+        self.assertEqual(len(looks), 2)
         consumer.close()
 
     def test_groups_of_other_organizations_are_apart(self) -> None:
