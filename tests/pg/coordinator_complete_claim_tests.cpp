@@ -3,6 +3,7 @@
 // transaction, and refused as a pair.
 
 #include <catch2/catch.hpp>
+#include <utility>
 
 #include "tests/pg/coordinator_client.hpp"
 #include "tests/support/rows.hpp"
@@ -36,6 +37,26 @@ proto::Message next_message(RawWorker& w) {
     return std::move(*m);
 }
 
+/// The two answers to a COMPLETE of `job` at `generation` that carries a one-job CLAIM, in the
+/// order they arrived: the completion's must come first, each with its own request id.
+template <class First, class Second>
+std::pair<First, Second> complete_then_claim(RawWorker& w, common::JobId job,
+                                             common::Generation generation,
+                                             const std::string& ref) {
+    const auto done = w.next_req();
+    const auto next = w.next_req();
+    proto::Complete complete{done, job, generation, ref};
+    complete.next.push_back(proto::Claim{next, 1, 0});
+    w.send(complete);
+    const auto a = next_message(w);
+    REQUIRE(std::holds_alternative<First>(a));
+    CHECK(std::get<First>(a).req == done);
+    const auto b = next_message(w);
+    REQUIRE(std::holds_alternative<Second>(b));
+    CHECK(std::get<Second>(b).req == next);
+    return {std::get<First>(a), std::get<Second>(b)};
+}
+
 }  // namespace
 
 TEST_CASE("COMPLETE with a next CLAIM is granted only when asked, and answered in order",
@@ -56,19 +77,10 @@ TEST_CASE("COMPLETE with a next CLAIM is granted only when asked, and answered i
 
     const auto first = w->claim_one();
     CHECK(first.job_id == ids[0]);
-    const auto done = w->next_req();
-    const auto next = w->next_req();
-    proto::Complete complete{done, first.job_id, first.generation, "review:w1:1"};
-    complete.next.push_back(proto::Claim{next, 1, 0});
-    w->send(complete);
     // The completion's answer first, then the claim's.
-    const auto a = next_message(*w);
-    REQUIRE(std::holds_alternative<proto::Accepted>(a));
-    CHECK(std::get<proto::Accepted>(a).req == done);
-    const auto b = next_message(*w);
-    REQUIRE(std::holds_alternative<proto::Assigned>(b));
-    const auto& assigned = std::get<proto::Assigned>(b);
-    CHECK(assigned.req == next);
+    const auto [accepted, assigned] = complete_then_claim<proto::Accepted, proto::Assigned>(
+        *w, first.job_id, first.generation, "review:w1:1");
+    CHECK(accepted.state == "completed");
     REQUIRE(assigned.jobs.size() == 1);
     CHECK(assigned.jobs[0].job_id == ids[1]);
 
@@ -86,32 +98,15 @@ TEST_CASE("COMPLETE with a next CLAIM is granted only when asked, and answered i
     }
 
     // A stale completion is refused, and the claim it carried is still served.
-    const auto stale = w->next_req();
-    const auto again = w->next_req();
-    proto::Complete late{stale, first.job_id, first.generation + 5, "review:w1:late"};
-    late.next.push_back(proto::Claim{again, 1, 0});
-    w->send(late);
-    const auto c = next_message(*w);
-    REQUIRE(std::holds_alternative<proto::Rejected>(c));
-    CHECK(std::get<proto::Rejected>(c).req == stale);
-    const auto d = next_message(*w);
-    REQUIRE(std::holds_alternative<proto::Assigned>(d));
-    CHECK(std::get<proto::Assigned>(d).req == again);
-    CHECK(std::get<proto::Assigned>(d).jobs.at(0).job_id == ids[2]);
+    const auto [rejected, again] = complete_then_claim<proto::Rejected, proto::Assigned>(
+        *w, first.job_id, first.generation + 5, "review:w1:late");
+    CHECK(rejected.reason == "stale_generation");
+    CHECK(again.jobs.at(0).job_id == ids[2]);
 
     // Nothing left: the carried claim is answered NO_WORK after the completion's ACCEPTED.
-    const auto last = std::get<proto::Assigned>(b).jobs[0];
-    const auto fin = w->next_req();
-    const auto empty = w->next_req();
-    proto::Complete closing{fin, last.job_id, last.generation, "review:w1:2"};
-    closing.next.push_back(proto::Claim{empty, 1, 0});
-    w->send(closing);
-    const auto e = next_message(*w);
-    REQUIRE(std::holds_alternative<proto::Accepted>(e));
-    CHECK(std::get<proto::Accepted>(e).req == fin);
-    const auto f = next_message(*w);
-    REQUIRE(std::holds_alternative<proto::NoWork>(f));
-    CHECK(std::get<proto::NoWork>(f).req == empty);
+    const auto last = assigned.jobs[0];
+    complete_then_claim<proto::Accepted, proto::NoWork>(*w, last.job_id, last.generation,
+                                                        "review:w1:2");
 }
 
 TEST_CASE("a COMPLETE refused before the database answers its carried CLAIM too",
