@@ -7,13 +7,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <csignal>
 #include <iostream>
 #include <pqxx/pqxx>
 
 #include "common/base/cli_flags.hpp"
 #include "common/base/program.hpp"
+#include "common/base/stop_signals.hpp"
 #include "common/store/migrations.hpp"
 #include "console/operators.hpp"
 #include "console/server.hpp"
@@ -22,13 +22,6 @@
 namespace {
 
 namespace common = aclaim::common;
-
-std::atomic<aclaim::console::ConsoleServer*> g_server{nullptr};
-
-void on_signal(int /*signal*/) {
-    // httplib's stop() only flips a flag and shuts the listening socket down.
-    if (auto* s = g_server.load()) s->stop();
-}
 
 /// A refusal of what was asked: one line, kExitUsage.
 class UsageError : public std::runtime_error {
@@ -74,16 +67,19 @@ int serve(const Args& a) {
     const auto at = common::parse_host_port(a.listen).value();
     aclaim::console::Views views(require_dsn(a.dsn), a.reports);
     views.migrate();
+    // Before the server's threads start, so that only the waiter sees SIGINT and SIGTERM.
+    const sigset_t set = common::block_stop_signals();
     aclaim::console::ConsoleServer server(views);
     const int bound = server.bind(at.host, at.port);
-    g_server = &server;
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
+    // The first signal stops the server (its accept loop ends, requests in flight finish).
+    common::StopSignalWaiter signals(set, [&server](int sig) {
+        spdlog::info("{}: stopping", strsignal(sig));
+        server.stop();
+    });
     // The line scripts wait for: the console is ready at this URL.
     std::cout << "console: http://" << at.host << ":" << bound << "/" << std::endl;
     spdlog::info("console listening on {}:{}", at.host, bound);
     server.run();
-    g_server = nullptr;
     return common::kExitOk;
 }
 

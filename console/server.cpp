@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "common/ops/recovery.hpp"
 #include "common/store/job_states.hpp"
@@ -115,10 +117,17 @@ int ConsoleServer::bind(const std::string& host, int port) {
 }
 
 void ConsoleServer::run() {
-    server_->listen_after_bind();
+    if (!stopping_.load()) server_->listen_after_bind();
+    finished_.store(true);
 }
 
 void ConsoleServer::stop() {
+    stopping_.store(true);
+    // httplib hears stop() only inside its accept loop: a stop that came while run() was on its
+    // way there would be lost and the console would serve on. So wait until run() is in the loop
+    // (or has seen stopping_ and returned); the wait is the few instructions between the two.
+    while (!server_->is_running() && !finished_.load())
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     server_->stop();
 }
 

@@ -4,6 +4,7 @@
 // checks every request passes (a session for every API, the session's CSRF token on every POST,
 // security headers on every response).
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -25,7 +26,7 @@ class ConsoleServer {
 
     /// Binds; returns the port (useful with port 0). Throws when the address cannot be bound.
     int bind(const std::string& host, int port);
-    /// Serves until stop().
+    /// Serves until stop(), which may come from another thread at any time, even before run().
     void run();
     void stop();
 
@@ -36,6 +37,8 @@ class ConsoleServer {
     common::SystemClock clock_;
     Sessions sessions_{clock_};
     std::unique_ptr<httplib::Server> server_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<bool> finished_{false};
 };
 
 }  // namespace aclaim::console

@@ -4,17 +4,16 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <thread>
 
 #include "common/base/clock.hpp"
 #include "common/base/logging.hpp"
 #include "common/base/program.hpp"
+#include "common/base/stop_signals.hpp"
 #include "coordinator/http/http_server.hpp"
 #include "coordinator/router/coordinator.hpp"
 
@@ -41,38 +40,6 @@ void raise_fd_limit() {
                  limit.rlim_cur > 64 ? limit.rlim_cur - 64 : 0);
 }
 
-/// Waits for SIGINT/SIGTERM in a thread of its own, so that nothing runs in a signal handler:
-/// the first signal drains the coordinator, a second one ends the process at once.
-class SignalWaiter {
-  public:
-    SignalWaiter(const sigset_t& set, Coordinator& coordinator)
-        : set_(set), thread_([this, &coordinator] { wait(coordinator); }) {}
-    ~SignalWaiter() {
-        done_.store(true);
-        thread_.join();
-    }
-
-  private:
-    void wait(Coordinator& coordinator) {
-        int received = 0;
-        while (!done_.load()) {
-            const timespec step{0, 200'000'000};
-            const int sig = sigtimedwait(&set_, nullptr, &step);
-            if (sig <= 0) continue;
-            if (++received > 1) {
-                spdlog::warn("second {}: exiting without draining", strsignal(sig));
-                std::_Exit(1);
-            }
-            spdlog::info("{}: draining", strsignal(sig));
-            coordinator.request_stop();
-        }
-    }
-
-    sigset_t set_;
-    std::atomic<bool> done_{false};
-    std::thread thread_;
-};
-
 int run(int argc, char** argv) {
     aclaim::coordinator::CoordinatorOptions options;
     CLI::App app{
@@ -92,11 +59,7 @@ int run(int argc, char** argv) {
 
     // Blocked before any thread starts, so every thread inherits the mask and only the waiter
     // ever sees these signals.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    const sigset_t set = aclaim::common::block_stop_signals();
 
     std::unique_ptr<aclaim::common::Clock> clock;
     if (options.clock_skew_ms != 0) {
@@ -122,7 +85,11 @@ int run(int argc, char** argv) {
                 http.reset();
             }
         }
-        SignalWaiter signals(set, coordinator);
+        // The first signal drains the coordinator, a second one ends the process at once.
+        aclaim::common::StopSignalWaiter signals(set, [&coordinator](int sig) {
+            spdlog::info("{}: draining", strsignal(sig));
+            coordinator.request_stop();
+        });
         coordinator.run();
     } catch (const std::exception& e) {
         spdlog::critical("aclaim-coordinator: {}", e.what());
