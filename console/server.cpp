@@ -3,8 +3,8 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
-#include <nlohmann/json.hpp>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
 
