@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 
@@ -22,24 +24,42 @@ std::string bin(const std::string& name) {
 Process::Process(std::vector<std::string> argv, const std::map<std::string, std::string>& env,
                  std::string log_path)
     : log_path_(std::move(log_path)) {
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-        ::setpgid(0, 0);
-        const int fd = log_path_.empty()
-                           ? ::open("/dev/null", O_WRONLY)
-                           : ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            ::dup2(fd, STDOUT_FILENO);
-            ::dup2(fd, STDERR_FILENO);
-        }
-        for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-        std::vector<char*> args;
-        args.reserve(argv.size() + 1);
-        for (auto& a : argv) args.push_back(a.data());
-        args.push_back(nullptr);
-        ::execv(args[0], args.data());
-        ::_exit(127);
+    // posix_spawn, not fork: the tests are multithreaded (coordinators, pools), and a fork of a
+    // multithreaded process under ThreadSanitizer may hang in its fork handling, or the child in
+    // a lock another thread held; posix_spawn runs nothing of ours between the clone and the exec.
+    std::vector<std::string> environment;
+    for (char** e = environ; *e != nullptr; ++e) {
+        const std::string entry(*e);
+        const auto eq = entry.find('=');
+        if (env.count(entry.substr(0, eq)) == 0) environment.push_back(entry);
+    }
+    for (const auto& [k, v] : env) environment.push_back(k + "=" + v);
+    std::vector<char*> envp;
+    envp.reserve(environment.size() + 1);
+    for (auto& e : environment) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<char*> args;
+    args.reserve(argv.size() + 1);
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    const char* out = log_path_.empty() ? "/dev/null" : log_path_.c_str();
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out, O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    // A process group of its own, as before: signals to the test do not reach it.
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    const int rc = ::posix_spawn(&pid_, args[0], &actions, &attr, args.data(), envp.data());
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+        pid_ = -1;
+        throw std::runtime_error("cannot start " + argv.at(0) + ": " + std::strerror(rc));
     }
 }
 
