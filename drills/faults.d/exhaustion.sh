@@ -1,0 +1,144 @@
+# shellcheck shell=bash disable=SC2154,SC2034
+# Exhaustion scenarios of drills/faults, sourced by it: a resource PostgreSQL needs runs out under
+# load and comes back. Each ends with scenario_end (aclaimctl check, nothing lost, every worker's
+# verdict against job_events), as every fault scenario does. What the coordinator and the workers
+# do meanwhile is in drills/RUNBOOK.md ("Exhaustion").
+
+as_postgres() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+# ---- PostgreSQL at max_connections -----------------------------------------------------------
+scenario_pg_connections() {
+  local jobs=$((2000 * scale)) hold_s=8
+  scenario_begin pg_connections "every connection slot taken while $jobs jobs drain; the coordinator's own sessions cut, held full for $hold_s s, then let go"
+  enqueue 1 "$jobs" 50
+  local port i
+  port=$(free_port)
+  start_coordinator coordinator "$port" || { scenario_end; return; }
+  for i in 1 2 3 4; do
+    start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 100 --review-dist lognormal
+  done
+  wait_for "$drain_s" progressed 200 || true
+  local before_done report rc=0
+  before_done=$(completed)
+  # Nothing here may ask the database while it is full: the drill waits on the hog alone.
+  report=$(timeout -k 5 $((hold_s + 90)) /usr/bin/python3 "$lib/conn_hog.py" --dsn "$dsn" --hold "$hold_s") || rc=$?
+  echo "$report" >"$sdir/hog.json"
+  local full held cut refusal
+  read -r full held cut refusal < <("$py" -c '
+import json, sys
+d = json.loads(sys.argv[1] or "{}")
+print(d.get("full", False), d.get("held", 0), d.get("cut", 0), " ".join(d.get("refusal", "").split()))
+' "$report" 2>/dev/null || echo "False 0 0 unreadable")
+  local refused
+  refused=$(log_count coordinator "too many clients")
+  if [ "$rc" = 0 ] && [ "$full" = True ] && [ "$refused" -ge 1 ]; then
+    pass "pg_connections: PostgreSQL full for $hold_s s ($held connections held, $cut coordinator sessions cut, '$refusal'); the coordinator was refused $refused times and kept serving answers"
+  else
+    fail "pg_connections: server full" "hog exit $rc, full=$full, held $held, cut $cut, coordinator refusals logged $refused"
+  fi
+  local restored=0
+  wait_for 60 at_least 1 log_count coordinator "database connection restored" && restored=1
+  wait_for "$drain_s" is_drained || true
+  local after_done
+  after_done=$(completed)
+  if [ "$restored" = 1 ] && [ "$after_done" -gt "$before_done" ]; then
+    pass "pg_connections: the coordinator reconnected unaided once slots were free; $((after_done - before_done)) more jobs completed"
+  else
+    fail "pg_connections: service resumes" "reconnected=$restored, completed $before_done before and $after_done after"
+  fi
+  scenario_end
+}
+
+# ---- the disk under pg_wal full ----------------------------------------------------------------
+# A server of its own whose pg_wal lives on a small tmpfs. A ballast file fills the tmpfs, WAL
+# switches make PostgreSQL need a new segment, it cannot write one and stops (PANIC); the ballast is
+# removed and the server started again, as its supervisor would; nothing acknowledged may be lost.
+wal_mount=""
+wal_pgdir=""
+exhaustion_cleanup() {
+  if [ -n "$wal_pgdir" ] && [ -d "$wal_pgdir/data" ]; then
+    as_postgres "$pgbin/pg_ctl" -D "$wal_pgdir/data" -m immediate -w stop >/dev/null 2>&1 || true
+  fi
+  if [ -n "$wal_mount" ] && mountpoint -q "$wal_mount"; then umount "$wal_mount" || true; fi
+  [ -z "$wal_mount" ] || rmdir "$wal_mount" 2>/dev/null || true
+  [ -z "$wal_pgdir" ] || rm -rf "$wal_pgdir"
+}
+wal_pg_running() { as_postgres "$pgbin/pg_ctl" -D "$wal_pgdir/data" status >/dev/null 2>&1; }
+wal_pg_down() { ! wal_pg_running; }
+
+scenario_wal_disk_full() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "SKIP wal_disk_full: mounting the small tmpfs under pg_wal needs root"
+    return
+  fi
+  local jobs=$((3000 * scale)) t0
+  wal_pgdir=$(mktemp -d -t aclaim-faults-walpg.XXXXXX)
+  wal_mount="$wal_pgdir.wal"
+  mkdir -p "$wal_mount"
+  local wal_dsn
+  wal_dsn=$(timeout -k 5 120 "$root/compose/pgtmp" start "$wal_pgdir" 2>"$work/walpg.err") ||
+    { fail "wal_disk_full: a server of its own" "$(tail -3 "$work/walpg.err")"; return; }
+  as_postgres "$pgbin/pg_ctl" -D "$wal_pgdir/data" -m fast -w stop >/dev/null
+  mount -t tmpfs -o size=128M tmpfs "$wal_mount"
+  chown postgres: "$wal_mount"
+  cp -a "$wal_pgdir/data/pg_wal/." "$wal_mount/"
+  rm -rf "$wal_pgdir/data/pg_wal"
+  ln -s "$wal_mount" "$wal_pgdir/data/pg_wal"
+  echo "max_wal_size = 64MB" >>"$wal_pgdir/data/postgresql.conf"
+  echo "min_wal_size = 32MB" >>"$wal_pgdir/data/postgresql.conf"
+  as_postgres "$pgbin/pg_ctl" -D "$wal_pgdir/data" -l "$wal_pgdir/data/server.log" -w -t 60 start >/dev/null
+
+  local saved_base=$base_dsn
+  base_dsn=$wal_dsn
+  scenario_begin wal_disk_full "pg_wal on a 128 MB tmpfs filled while $jobs jobs drain: PostgreSQL stops, the space is freed, it is started again"
+  base_dsn=$saved_base
+  enqueue 1 "$jobs" 50
+  local port i
+  port=$(free_port)
+  start_coordinator coordinator "$port" || { scenario_end; exhaustion_cleanup; return; }
+  for i in 1 2 3 4; do
+    start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 100 --review-dist lognormal
+  done
+  wait_for "$drain_s" progressed 300 || true
+  local before_done
+  before_done=$(completed)
+  t0=$SECONDS
+  # The ballast takes every free byte; then each WAL switch needs a segment there is no room for.
+  dd if=/dev/zero of="$wal_mount/ballast" bs=1M status=none 2>/dev/null || true
+  for i in $(seq 30); do
+    wal_pg_running || break
+    q "SELECT pg_switch_wal()" >/dev/null 2>&1 || true
+    sleep 0.2
+  done
+  local stopped=0 enospc
+  wait_for 60 wal_pg_down && stopped=1
+  enospc=$(grep -c "No space left on device" "$wal_pgdir/data/server.log" || true)
+  local lost_conn
+  wait_for 30 at_least 1 log_count coordinator "database connection lost\|cannot connect to the database" || true
+  lost_conn=$(log_count coordinator "database connection lost\|cannot connect to the database")
+  if [ "$stopped" = 1 ] && [ "$enospc" -ge 1 ] && [ "$lost_conn" -ge 1 ]; then
+    pass "wal_disk_full: PostgreSQL stopped $((SECONDS - t0)) s after the disk filled ($enospc 'No space left on device' in its log); the coordinator saw the database go ($lost_conn log lines)"
+  else
+    fail "wal_disk_full: the disk fills" "server stopped=$stopped, ENOSPC lines $enospc, coordinator lines $lost_conn"
+  fi
+  # Five seconds of outage with the workers still asking, then the space comes back.
+  sleep 5
+  rm -f "$wal_mount/ballast"
+  local restarted=0
+  as_postgres "$pgbin/pg_ctl" -D "$wal_pgdir/data" -l "$wal_pgdir/data/server.log" -w -t 120 start >/dev/null 2>&1 &&
+    restarted=1
+  local restored=0
+  wait_for 60 at_least 1 log_count coordinator "database connection restored" && restored=1
+  wait_for "$drain_s" is_drained || true
+  local after_done
+  after_done=$(completed)
+  if [ "$restarted" = 1 ] && [ "$restored" = 1 ] && [ "$after_done" -gt "$before_done" ]; then
+    pass "wal_disk_full: with the space back PostgreSQL recovered and the coordinator reconnected unaided; $((after_done - before_done)) more jobs completed"
+  else
+    fail "wal_disk_full: service resumes" "restarted=$restarted, reconnected=$restored, completed $before_done before and $after_done after"
+  fi
+  scenario_end
+  exhaustion_cleanup
+  wal_pgdir=""
+  wal_mount=""
+}
