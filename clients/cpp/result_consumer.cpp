@@ -124,10 +124,13 @@ std::vector<Verdict> ResultConsumer::fetch() {
 }
 
 std::vector<Verdict> ResultConsumer::next(common::Duration wait) {
+    // The wait is counted from the call, not from after the first fetch: a deadline read after
+    // the fetch would move with any time that passed during it (and on a clock that moved then,
+    // never come).
+    const auto deadline = clock_.monotonic_now() + wait;
     // A notification taken from here on may be of an outcome the fetch below does not see yet.
     receiver_->take();
     auto found = fetch();
-    const auto deadline = clock_.monotonic_now() + wait;
     while (found.empty()) {
         const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
             deadline - clock_.monotonic_now());

@@ -153,9 +153,9 @@ class ResultConsumer:
     def next(self, wait: float) -> List[JobOutcome]:
         """As ``fetch``, but when there is nothing yet, waits up to ``wait`` seconds for an
         outcome of the organization to be committed. May return an empty list at the deadline."""
+        deadline = time.monotonic() + wait  # counted from the call, not from after the fetch
         self._woken()  # what arrives from here on may be newer than this fetch
         found = self.fetch()
-        deadline = time.monotonic() + wait
         while not found:
             left = deadline - time.monotonic()
             if left <= 0:
