@@ -97,6 +97,7 @@ std::string Metrics::summary() const {
     add("reclaims", reclaims.load());
     add("revocations", revocations.load());
     add("replies_dropped", replies_dropped.load());
+    add("accept_failures", accept_failures.load());
     add("db_deadline_answers", db_deadline_answers.load());
     add("mixed_transactions", mixed_batches.load());
     add("db_connections_abandoned", db_connections_abandoned.load());

@@ -98,6 +98,11 @@ struct Metrics {
          "REVOKED sent: a renewal refused or a reclaim pushed to its holder."}};
     Single<Counter> replies_dropped{
         registry, {"aclaim_replies_dropped_total", "Replies whose peer was gone or not reading."}};
+    Single<Counter> accept_failures{
+        registry,
+        {"aclaim_accept_failures_total",
+         "Worker connections the ROUTER could not accept (errno from accept(), most often "
+         "EMFILE: the process is at its descriptor limit)."}};
     Single<Counter> db_deadline_answers{
         registry,
         {"aclaim_db_deadline_answers_total",

@@ -132,6 +132,7 @@ void Coordinator::bind() {
         router_.set(zmq::sockopt::zap_domain, "aclaim");
         spdlog::info("CURVE on: server public key {}", curve_public_of(secret));
     }
+    accept_monitor_ = std::make_unique<AcceptMonitor>(context_, router_, metrics_, clock_);
     router_.bind(router.bind);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     mailbox_ = std::make_unique<Mailbox>(context_);
@@ -250,6 +251,7 @@ std::chrono::milliseconds Coordinator::drain_quiet() const {
 void Coordinator::housekeeping(SteadyClock::time_point now) {
     for (auto& claim : parked_.take_expired()) replier_.answer_no_work(claim, "wait ended");
     dispatcher_.expire(now);
+    accept_monitor_->drain();
     // Gauges and the liveness tick are refreshed every round, so that they stay true however
     // the injected clock moves. /healthz asks whether this thread runs in real time: under a
     // simulated clock a stalled thread must still look stalled, so the tick is the system's.
@@ -299,6 +301,7 @@ void Coordinator::shutdown() {
         replier_.answer_no_work(claim, std::string(proto::errors::kDraining));
     }
     inbound_.refuse_remaining();
+    accept_monitor_->stop();
     router_.close();
     if (zap_) zap_->stop();
     spdlog::info("stopped: {}", metrics_.summary());

@@ -15,6 +15,7 @@
 #include "coordinator/db/work_queue.hpp"
 #include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
+#include "coordinator/router/accept_monitor.hpp"
 #include "coordinator/router/dispatcher.hpp"
 #include "coordinator/router/inbound.hpp"
 #include "coordinator/router/outcomes.hpp"
@@ -85,6 +86,8 @@ class Coordinator {
     zmq::context_t context_;
     std::unique_ptr<ZapHandler> zap_;  ///< before router_: it must outlive the ROUTER's handshakes
     zmq::socket_t router_;
+    /// After router_: it stops monitoring the ROUTER before the ROUTER is closed.
+    std::unique_ptr<AcceptMonitor> accept_monitor_;
     std::unique_ptr<Mailbox> mailbox_;
     WorkQueue queue_;
     /// Before pool_, whose threads tell it of committed completions.

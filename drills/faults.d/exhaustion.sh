@@ -142,3 +142,67 @@ scenario_wal_disk_full() {
   wal_pgdir=""
   wal_mount=""
 }
+
+# ---- the coordinator at its descriptor limit -----------------------------------------------------
+# A coordinator whose descriptor limit (soft and hard) is 256, four working reviewers, then a crowd
+# of 400 idle workers (aclaim-bench crowd-idle) that tries to connect: more connections than the
+# coordinator has descriptors for. It must keep serving the reviewers it has, and take a new one
+# once the crowd has gone.
+scenario_fd_limit() {
+  local jobs=$((1500 * scale)) limit=256 crowd_n=400
+  scenario_begin fd_limit "a coordinator limited to $limit descriptors, 4 reviewers draining $jobs jobs, then $crowd_n idle workers connecting at once"
+  enqueue 1 "$jobs" 50
+  local port i
+  port=$(free_port)
+  coordinator_prefix=(prlimit "--nofile=$limit:$limit" --)
+  start_coordinator coordinator "$port"
+  local started=$?
+  coordinator_prefix=()
+  [ "$started" = 0 ] || { scenario_end; return; }
+  for i in 1 2 3 4; do
+    start_worker "o1-w$i" 1 "$port" --concurrency 4 --review-ms 100 --review-dist lognormal
+  done
+  wait_for "$drain_s" progressed 100 || true
+  local -a crowd_args=(--endpoint "tcp://127.0.0.1:$port" --org 1 --count "$crowd_n")
+  if $curve_on; then
+    crowd_args+=("--curve-server-key=$curve_server_pub" --dsn "$dsn")
+  else
+    crowd_args+=(--plaintext)
+  fi
+  "$bin/aclaim-bench" crowd-idle "${crowd_args[@]}" >"$sdir/crowd.log" 2>&1 &
+  remember crowd $!
+  local before_done
+  before_done=$(completed)
+  # The crowd has had its time to take every descriptor, and the reviewers go on meanwhile.
+  local open_fds=0 t
+  for t in $(seq 100); do
+    open_fds=$(find "/proc/${pid_of[coordinator]}/fd" -mindepth 1 2>/dev/null | wc -l)
+    [ "$open_fds" -ge $((limit - 8)) ] && break
+    sleep 0.1
+  done
+  sleep 3
+  local during
+  during=$(completed)
+  local alive=0 warned
+  kill -0 "${pid_of[coordinator]}" 2>/dev/null && alive=1
+  wait_for 15 at_least 1 log_count coordinator "cannot accept worker connections" || true
+  warned=$(log_count coordinator "cannot accept worker connections")
+  if [ "$alive" = 1 ] && [ "$open_fds" -ge $((limit - 8)) ] && [ "$during" -gt "$before_done" ] &&
+    [ "$warned" -ge 1 ]; then
+    pass "fd_limit: the coordinator ran at its limit ($open_fds of $limit descriptors open), said so ('$(grep -h -m1 -o "cannot accept worker connections: [^(]*" "$sdir"/coordinator.*.log)') and kept serving: $((during - before_done)) jobs completed meanwhile"
+  else
+    fail "fd_limit: serving at the limit" "alive=$alive, $open_fds of $limit descriptors open, completed $before_done then $during, $warned warnings of failed accepts"
+  fi
+  stop_one crowd
+  wait_for "$drain_s" is_drained || true
+  # Descriptors back: a new reviewer gets a session.
+  start_worker "o1-late" 1 "$port" --concurrency 1 --review-ms 10
+  local opened=0
+  wait_for 30 at_least 1 log_count coordinator "session org=1 worker=o1-late opened" && opened=1
+  if [ "$opened" = 1 ] && kill -0 "${pid_of[coordinator]}" 2>/dev/null; then
+    pass "fd_limit: once the crowd left, a new reviewer got a session from the same coordinator"
+  else
+    fail "fd_limit: service after the crowd" "new session opened=$opened"
+  fi
+  scenario_end
+}

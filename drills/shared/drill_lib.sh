@@ -69,13 +69,15 @@ free_port() {
 }
 
 # start_coordinator NAME PORT [flags...]: each start logs to its own file; waits until serving.
+# coordinator_prefix (an array, empty unless a scenario sets it) runs before the binary, e.g.
+# prlimit with a lower descriptor limit; it must exec the coordinator, so that its pid is kept.
 start_coordinator() {
   local name=$1 port=$2
   shift 2
   local n=$(( ${starts_of[$name]:-0} + 1 ))
   starts_of[$name]=$n
   local log="$sdir/$name.$n.log"
-  "$bin/aclaim-coordinator" --dsn "$dsn" --bind "tcp://127.0.0.1:$port" "${curve_coordinator_args[@]}" \
+  ${coordinator_prefix[@]+"${coordinator_prefix[@]}"} "$bin/aclaim-coordinator" --dsn "$dsn" --bind "tcp://127.0.0.1:$port" "${curve_coordinator_args[@]}" \
     --lease-ms "$lease_ms" --heartbeat-ms "$heartbeat_ms" --reap-interval-ms 100 \
     --db-threads 2 --in-doubt-budget-ms 10000 --log-level info "$@" >"$log" 2>&1 &
   remember "$name" $!

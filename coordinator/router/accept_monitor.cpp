@@ -1,0 +1,71 @@
+#include "coordinator/router/accept_monitor.hpp"
+
+#include <spdlog/spdlog.h>
+#include <zmq_addon.hpp>
+
+#include <cstring>
+#include <string>
+
+namespace aclaim::coordinator {
+
+namespace {
+
+/// One inproc name per monitored socket in the process (tests run several coordinators).
+std::string monitor_endpoint(const zmq::socket_t& router) {
+    return "inproc://aclaim-accept-monitor-" +
+           std::to_string(reinterpret_cast<std::uintptr_t>(router.handle()));
+}
+
+}  // namespace
+
+AcceptMonitor::AcceptMonitor(zmq::context_t& context, zmq::socket_t& router, Metrics& metrics,
+                             const common::Clock& clock)
+    : router_(router), metrics_(metrics), clock_(clock), events_(context, zmq::socket_type::pair) {
+    const auto endpoint = monitor_endpoint(router);
+    if (zmq_socket_monitor(router.handle(), endpoint.c_str(), ZMQ_EVENT_ACCEPT_FAILED) != 0) {
+        throw zmq::error_t();
+    }
+    monitoring_ = true;
+    events_.set(zmq::sockopt::linger, 0);
+    events_.connect(endpoint);
+}
+
+AcceptMonitor::~AcceptMonitor() {
+    stop();
+}
+
+void AcceptMonitor::stop() {
+    if (!monitoring_) return;
+    monitoring_ = false;
+    // A null endpoint ends the monitoring; the pair socket then sees nothing more.
+    zmq_socket_monitor(router_.handle(), nullptr, 0);
+}
+
+void AcceptMonitor::drain() {
+    // Each event is two frames: 2 bytes of event id and 4 of value (here accept()'s errno),
+    // then the endpoint.
+    while (true) {
+        std::vector<zmq::message_t> frames;
+        if (!zmq::recv_multipart(events_, std::back_inserter(frames), zmq::recv_flags::dontwait))
+            break;
+        if (frames.empty() || frames[0].size() < 6) continue;
+        std::uint16_t event = 0;
+        std::uint32_t value = 0;
+        std::memcpy(&event, frames[0].data(), sizeof event);
+        std::memcpy(&value, static_cast<const char*>(frames[0].data()) + 2, sizeof value);
+        if (event != ZMQ_EVENT_ACCEPT_FAILED) continue;
+        metrics_.accept_failures.fetch_add(1, std::memory_order_relaxed);
+        ++unreported_;
+        last_errno_ = static_cast<int>(value);
+    }
+    const auto now = clock_.monotonic_now();
+    if (unreported_ == 0 || now < next_report_) return;
+    spdlog::warn(
+        "cannot accept worker connections: {} ({} failed accepts since the last report); at the "
+        "descriptor limit, raise it (LimitNOFILE=, ulimit -n); workers keep retrying",
+        std::strerror(last_errno_), unreported_);
+    unreported_ = 0;
+    next_report_ = now + kReportEvery;
+}
+
+}  // namespace aclaim::coordinator
