@@ -362,3 +362,61 @@ scenario_clock_skew() {
   fi
   scenario_end
 }
+
+# ---- a rolling restart of two coordinators under load ------------------------------------------
+# Each coordinator in turn is stopped as a deploy stops it (SIGTERM: it drains, answers what it
+# holds, exits 0) and started again on its endpoint while the other serves; every worker lists
+# both endpoints and fails over. Work must go on through both restarts, nothing lost or doubled.
+# drain_one NAME: SIGTERM and wait (bounded) for the exit; the exit code lands in drain_rc
+# ("killed" when it did not end within 30 s). Not in a subshell: only this shell can reap it.
+drain_one() {
+  local name=$1 pid=${pid_of[$1]} i
+  drain_rc=0
+  kill -TERM "$pid"
+  for i in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid"
+    drain_rc=killed
+  fi
+  if [ "$drain_rc" = 0 ]; then wait "$pid" || drain_rc=$?; else wait "$pid" 2>/dev/null || true; fi
+  unset "pid_of[$name]"
+}
+
+scenario_rolling_restart() {
+  local jobs=$((2400 * scale))
+  scenario_begin rolling_restart "two coordinators on one database restarted one after the other (SIGTERM, drain, start again) while $jobs jobs drain through workers that list both"
+  enqueue 1 "$jobs" 50
+  local port_a port_b i
+  port_a=$(free_port)
+  port_b=$(free_port)
+  start_coordinator coordinator-a "$port_a" || { scenario_end; return; }
+  start_coordinator coordinator-b "$port_b" || { scenario_end; return; }
+  for i in 1 2 3; do
+    start_worker "o1-a$i" 1 "$port_a,tcp://127.0.0.1:$port_b" --concurrency 4 --review-ms 100 --review-dist lognormal
+    start_worker "o1-b$i" 1 "$port_b,tcp://127.0.0.1:$port_a" --concurrency 4 --review-ms 100 --review-dist lognormal
+  done
+  local side port rc target ok=0 codes=""
+  for side in a b; do
+    port=$port_a
+    [ "$side" = b ] && port=$port_b
+    target=$(next_step 300)
+    wait_for "$drain_s" progressed "$target" || break
+    is_drained && break
+    drain_one "coordinator-$side"
+    rc=$drain_rc
+    codes="$codes coordinator-$side:$rc"
+    # While it is away the other one serves every worker: progress before it comes back.
+    target=$(next_step 100)
+    wait_for 60 progressed "$target" && [ "$rc" = 0 ] && ok=$((ok + 1))
+    start_coordinator "coordinator-$side" "$port" || break
+  done
+  wait_for "$drain_s" is_drained || true
+  local failovers
+  failovers=$(cat "$sdir"/o1-*.log 2>/dev/null | grep -c "reconnected" || true)
+  if [ "$ok" = 2 ] && [ "$failovers" -ge 1 ]; then
+    pass "rolling_restart: both coordinators drained and exited 0 in turn ($codes), work went on through the other each time, $failovers worker sessions moved"
+  else
+    fail "rolling_restart: restarts under load" "$ok of 2 restarts drained with exit 0 and progress meanwhile ($codes), $failovers worker sessions moved"
+  fi
+  scenario_end
+}
