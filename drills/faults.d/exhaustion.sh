@@ -206,3 +206,50 @@ scenario_fd_limit() {
   fi
   scenario_end
 }
+
+# ---- a backlog of pending jobs with thousands of connected workers -------------------------------
+# ACLAIM_BACKLOG_JOBS pending jobs (default 100,000; --minutes: a million), 2,000 idle CURVE workers
+# of another organization long-polling on the same coordinator, and four reviewers working through
+# the backlog for 20 s. The claim must stay an index probe however deep the backlog, and the crowd
+# must not starve the reviewers. The backlog stays: the scenario checks what was done, not a drain.
+scenario_backlog() {
+  local backlog=${ACLAIM_BACKLOG_JOBS:-$((scale == 1 ? 100000 : 1000000))} crowd_n=2000 work_s=20
+  scenario_begin backlog "$backlog pending jobs, $crowd_n idle workers of another organization connected, 4 reviewers working for $work_s s"
+  backlog_ok=true
+  local t0=$SECONDS
+  ctl enqueue --org 1 --count "$backlog" --max-attempts 50 --queue "${fault_queues[0]}" --batch 10000 >/dev/null ||
+    { fail "backlog: enqueue" "aclaimctl enqueue failed"; scenario_end; return; }
+  local enqueue_s=$((SECONDS - t0))
+  local port i
+  port=$(free_port)
+  start_coordinator coordinator "$port" || { scenario_end; return; }
+  local -a crowd_args=(--endpoint "tcp://127.0.0.1:$port" --org 2 --count "$crowd_n")
+  if $curve_on; then
+    crowd_args+=("--curve-server-key=$curve_server_pub" --dsn "$dsn")
+  else
+    crowd_args+=(--plaintext)
+  fi
+  "$bin/aclaim-bench" crowd-idle "${crowd_args[@]}" >"$sdir/crowd.log" 2>&1 &
+  remember crowd $!
+  local ready=0
+  wait_for 120 grep -q "^ready" "$sdir/crowd.log" && ready=1
+  for i in 1 2 3 4; do
+    start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 20 --review-dist lognormal
+  done
+  local before
+  before=$(completed)
+  sleep "$work_s"
+  local after rss_kb
+  after=$(completed)
+  rss_kb=$(awk '/^VmRSS/ {print $2}' "/proc/${pid_of[coordinator]}/status" 2>/dev/null || echo 0)
+  stop_one o1-w1; stop_one o1-w2; stop_one o1-w3; stop_one o1-w4
+  local done_n=$((after - before)) sessions
+  sessions=$(log_count coordinator "session org=2 worker=")
+  if [ "$ready" = 1 ] && [ "$done_n" -ge $((work_s * 20)) ]; then
+    pass "backlog: $backlog jobs enqueued in $enqueue_s s; with $sessions idle sessions of another organization connected, 4 reviewers completed $done_n jobs in $work_s s ($((done_n / work_s)) a second); coordinator RSS $((rss_kb / 1024)) MB"
+  else
+    fail "backlog: reviewers served behind the crowd" "crowd ready=$ready ($(tail -2 "$sdir/crowd.log" | tr '\n' ' ')), $done_n jobs completed in $work_s s"
+  fi
+  stop_one crowd
+  scenario_end
+}
