@@ -14,6 +14,7 @@
 #include "common/base/cli_flags.hpp"
 #include "common/base/program.hpp"
 #include "common/base/stop_signals.hpp"
+#include "common/proto/version.hpp"
 #include "common/store/migrations.hpp"
 #include "console/operators.hpp"
 #include "console/server.hpp"
@@ -88,7 +89,7 @@ int run(int argc, char** argv) {
     app.require_subcommand(1);
     // The database is accepted before or after the command, as in aclaimctl.
     app.fallthrough();
-    app.set_version_flag("--version", "aclaim-console " ACLAIM_VERSION);
+    app.set_version_flag("--version", common::proto::version_line("aclaim-console"));
     Args args;
     common::add_dsn(app, args.dsn);
 

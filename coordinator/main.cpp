@@ -14,6 +14,7 @@
 #include "common/base/logging.hpp"
 #include "common/base/program.hpp"
 #include "common/base/stop_signals.hpp"
+#include "common/proto/version.hpp"
 #include "coordinator/http/http_server.hpp"
 #include "coordinator/router/coordinator.hpp"
 
@@ -45,6 +46,7 @@ int run(int argc, char** argv) {
     CLI::App app{
         "aclaim coordinator: hands review jobs from PostgreSQL to reviewer workers over "
         "ZeroMQ, under leases and fencing generations"};
+    app.set_version_flag("--version", aclaim::common::proto::version_line("aclaim-coordinator"));
     aclaim::coordinator::add_cli_options(app, options);
     CLI11_PARSE(app, argc, argv);
 

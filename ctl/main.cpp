@@ -3,6 +3,7 @@
 
 #include "common/base/cli_flags.hpp"
 #include "common/base/program.hpp"
+#include "common/proto/version.hpp"
 #include "ctl/ctl.hpp"
 #include "ctl/registry.hpp"
 
@@ -16,7 +17,7 @@ int run(int argc, char** argv) {
     // Before any subcommand is added, so that every one inherits it: the global options are
     // accepted after the command too (`aclaimctl status --dsn X`), as operators write them.
     app.fallthrough();
-    app.set_version_flag("--version", "aclaimctl " ACLAIM_VERSION);
+    app.set_version_flag("--version", common::proto::version_line("aclaimctl"));
     Global global;
     common::add_dsn(app, global.dsn);
     app.add_option("--cells", global.cells,

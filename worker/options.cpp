@@ -7,6 +7,7 @@
 
 #include "common/base/cell_map.hpp"
 #include "common/base/cli_flags.hpp"
+#include "common/proto/version.hpp"
 
 namespace aclaim::worker {
 
@@ -33,6 +34,7 @@ struct Parser {
 
 Parser::Parser() {
     o.client.worker_id = "worker-" + std::to_string(::getpid());
+    app.set_version_flag("--version", common::proto::version_line("aclaim-worker"));
     connect_opt = app.add_option("--connect", connect,
                                  "Coordinator endpoints, comma-separated: the worker fails over "
                                  "between them")

@@ -19,6 +19,12 @@
 
 namespace aclaim::common::proto {
 
+/// The protocol versions this build speaks, 1.0 to 1.2 (docs/protocol.md, "Version history"). The
+/// tag names the major version only: what a minor version added is optional (1.1) or given only to
+/// a worker that asks for it (1.2), so one tag serves them all.
+inline constexpr int kProtocolMajor = 1;
+inline constexpr int kProtocolOldestMinor = 0;
+inline constexpr int kProtocolNewestMinor = 2;
 inline constexpr std::string_view kTagBinary = "ACLAIM/1";
 inline constexpr std::string_view kTagJson = "ACLAIM/1+json";
 /// Bodies above this size are refused with ERROR "oversized".

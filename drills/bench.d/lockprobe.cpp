@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/base/program.hpp"
+#include "common/proto/version.hpp"
 #include "common/store/assignment_store.hpp"
 #include "common/store/migrations.hpp"
 
@@ -142,6 +143,7 @@ Result probe(const std::string& dsn, common::LockStrategy strategy, const Run& r
 
 int run_main(int argc, char** argv) {
     CLI::App app{"aclaim-lockprobe: claim-order displacement under concurrent claimers"};
+    app.set_version_flag("--version", common::proto::version_line("aclaim-lockprobe"));
     std::string dsn, strategy_name = "skip_locked", json_path;
     std::vector<int> claimers{2, 4, 16};
     int jobs = 2000;

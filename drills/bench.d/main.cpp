@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "common/base/program.hpp"
+#include "common/proto/version.hpp"
 #include "drills/bench.d/bench.hpp"
 
 using namespace aclaim::drills;
@@ -35,6 +36,7 @@ void add_cpu_options(CLI::App* cmd, CpuPids& pids) {
 int run(int argc, char** argv) {
     CLI::App app{"aclaim throughput, latency, scale and memory measurements (see drills/bench)"};
     app.require_subcommand(1);
+    app.set_version_flag("--version", aclaim::common::proto::version_line("aclaim-bench"));
 
     RawOptions raw;
     auto* raw_cmd = app.add_subcommand("raw", "raw SQL limits with the store's statements");

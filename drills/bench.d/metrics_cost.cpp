@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/base/program.hpp"
+#include "common/proto/version.hpp"
 #include "coordinator/metrics/metrics.hpp"
 
 namespace {
@@ -45,6 +46,7 @@ double measure(int threads, long ops, int rounds, const std::function<void(long)
 
 int run(int argc, char** argv) {
     CLI::App app{"aclaim-metrics-cost: counter and histogram cost, own atomics vs prometheus-cpp"};
+    app.set_version_flag("--version", aclaim::common::proto::version_line("aclaim-metrics-cost"));
     long ops = 20'000'000;
     int rounds = 5;
     app.add_option("--ops", ops, "operations per thread and round");

@@ -23,7 +23,7 @@ from .worker import Handler, Worker
 from .consumer import GroupStatus, JobOutcome, ResultConsumer
 from .producer import CancelledJob, Enqueued, JobStatus, NewJob, Producer
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     # Reviewers: the wire protocol.
