@@ -17,7 +17,7 @@ fi
 user=${POSTGRES_USER:-postgres}
 db=${POSTGRES_DB:-$user}
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
-  : "${POSTGRES_PASSWORD:?POSTGRES_PASSWORD must be set (the superuser's password)}"
+  : "${POSTGRES_PASSWORD:?POSTGRES_PASSWORD must be set (the password of POSTGRES_USER)}"
   pwfile=$(mktemp)
   printf '%s\n' "$POSTGRES_PASSWORD" >"$pwfile"
   initdb -D "$PGDATA" --username="$user" --pwfile="$pwfile" --encoding=UTF8 \
