@@ -12,7 +12,11 @@ command and every flag it runs must exist in the --help of the binary concerned.
 file (docker-compose.ha.yml, with patroni.yml and Dockerfile.ha) must run three Patroni members
 and three etcd members with strict synchronous replication, give the coordinators every member
 in a read-write DSN and leases that outlast a failover, and install what compose/dev deps
-installs. Prints PASS/FAIL per check and ends with "N passed, M failed".
+installs. The Debian PostgreSQL override (docker-compose.debian-pg.yml, Dockerfile.postgres) must
+replace only the postgres service, with Debian 12's postgresql-15 and the official image's
+variables. Dockerfiles' FROM lines are read with their ARG defaults. Whether the images build and
+run is drills/containers' to show, not this check's. Prints PASS/FAIL per check and ends with
+"N passed, M failed".
 """
 
 import argparse
@@ -257,6 +261,28 @@ def check_dockerfile(c, bin_dir, root):
         c.check(f"(Env:{var})" in helps, f"Dockerfile ENV {var} is read by a binary")
 
 
+def check_debian_postgres(c, root):
+    """compose/docker-compose.debian-pg.yml: the postgres service from Debian's packages."""
+    doc = load_yaml(c, os.path.join(root, "compose", "docker-compose.debian-pg.yml"),
+                    "the Debian PostgreSQL override")
+    if doc is None:
+        return
+    pg = (doc.get("services") or {}).get("postgres") or {}
+    build = pg.get("build") or {}
+    c.check(set(doc.get("services") or {}) == {"postgres"} and
+            build.get("dockerfile") == "compose/Dockerfile.postgres",
+            "the Debian PostgreSQL override replaces only postgres, built from Dockerfile.postgres")
+    with open(os.path.join(root, "compose", "Dockerfile.postgres")) as f:
+        dockerfile = f.read()
+    c.check(any(re.match(r"debian:12\b", image) for image, _ in from_images(dockerfile))
+            and re.search(r"(?<![\w-])postgresql-15(?![\w-])", dockerfile) is not None,
+            "Dockerfile.postgres installs postgresql-15 on Debian 12")
+    with open(os.path.join(root, "compose", "postgres-entrypoint.sh")) as f:
+        entrypoint = f.read()
+    c.check(all(v in entrypoint for v in ("POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB")),
+            "its entrypoint reads the official image's POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB")
+
+
 def load_yaml(c, path, what):
     try:
         with open(path) as f:
@@ -397,6 +423,7 @@ def main():
         c.check(run_help(a.bin_dir, b) is not None, f"{b} is built and answers --help")
     check_compose(c, a.bin_dir, a.root)
     check_ha_compose(c, a.bin_dir, a.root)
+    check_debian_postgres(c, a.root)
     check_dockerfile(c, a.bin_dir, a.root)
     check_docs(c, a.bin_dir, a.root)
     print(f"{c.passed} passed, {c.failed} failed")
