@@ -12,7 +12,11 @@ command and every flag it runs must exist in the --help of the binary concerned.
 file (docker-compose.ha.yml, with patroni.yml and Dockerfile.ha) must run three Patroni members
 and three etcd members with strict synchronous replication, give the coordinators every member
 in a read-write DSN and leases that outlast a failover, and install what compose/dev deps
-installs. Prints PASS/FAIL per check and ends with "N passed, M failed".
+installs. The Debian PostgreSQL override (docker-compose.debian-pg.yml, Dockerfile.postgres) must
+replace only the postgres service, with Debian 12's postgresql-15 and the official image's
+variables. Dockerfiles' FROM lines are read with their ARG defaults. Whether the images build and
+run is drills/containers' to show, not this check's. Prints PASS/FAIL per check and ends with
+"N passed, M failed".
 """
 
 import argparse
@@ -24,7 +28,9 @@ import sys
 
 import yaml
 
-BINARIES = ("aclaim-coordinator", "aclaim-worker", "aclaimctl")
+BINARIES = ("aclaim-coordinator", "aclaim-worker", "aclaimctl", "aclaim-console")
+# Programs whose first words are a command (`aclaimctl migrate`, `aclaim-console serve`).
+WITH_COMMANDS = ("aclaimctl", "aclaim-console")
 # The settings tables of docs/operations.md: each binary's settings are the options of these --help
 # texts (a command's own arguments, such as aclaimctl enqueue's, are not settings). Every one of
 # them must have its ACLAIM_* variable, as the README promises.
@@ -157,7 +163,7 @@ def check_service(c, bin_dir, name, service):
         return
     args = argv[1:]
     sub = []
-    if binary == "aclaimctl":
+    if binary in WITH_COMMANDS:
         while args and not args[0].startswith("-"):
             sub.append(args.pop(0))
     top_help = run_help(bin_dir, binary)
@@ -216,11 +222,23 @@ def check_compose(c, bin_dir, root):
             check_service(c, bin_dir, name, service)
 
 
+def from_images(text):
+    """The images a Dockerfile's stages start from, [(image, stage name)], with the build
+    arguments declared before the first FROM (ARG NAME=default) replaced by their defaults."""
+    first = re.search(r"^FROM\s", text, re.M)
+    preamble = text[: first.start()] if first else text
+    defaults = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", preamble, re.M))
+    expand = lambda image: re.sub(r"\$\{?(\w+)\}?", lambda m: defaults.get(m.group(1), m.group(0)),
+                                  image)
+    return [(expand(image), stage)
+            for image, stage in re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.M)]
+
+
 def check_dockerfile(c, bin_dir, root):
     path = os.path.join(root, "compose", "Dockerfile")
     with open(path) as f:
         text = f.read()
-    stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.M)
+    stages = from_images(text)
     c.check(len(stages) >= 2 and all(s[0].startswith("debian:12") for s in stages),
             "Dockerfile is multi-stage on Debian 12", str(stages))
     last = text[text.rfind("\nFROM "):]
@@ -238,9 +256,31 @@ def check_dockerfile(c, bin_dir, root):
     c.check(bool(wanted) and not missing,
             "the build stage installs every -dev package compose/dev installs",
             "missing " + " ".join(missing))
-    helps = "".join(run_help(bin_dir, b) or "" for b in BINARIES)
+    helps = "".join(run_help(bin_dir, b, *sub) or "" for b in BINARIES for sub in SETTINGS_OF[b])
     for var in sorted(set(re.findall(r"\b(ACLAIM_\w+)=", last))):
         c.check(f"(Env:{var})" in helps, f"Dockerfile ENV {var} is read by a binary")
+
+
+def check_debian_postgres(c, root):
+    """compose/docker-compose.debian-pg.yml: the postgres service from Debian's packages."""
+    doc = load_yaml(c, os.path.join(root, "compose", "docker-compose.debian-pg.yml"),
+                    "the Debian PostgreSQL override")
+    if doc is None:
+        return
+    pg = (doc.get("services") or {}).get("postgres") or {}
+    build = pg.get("build") or {}
+    c.check(set(doc.get("services") or {}) == {"postgres"} and
+            build.get("dockerfile") == "compose/Dockerfile.postgres",
+            "the Debian PostgreSQL override replaces only postgres, built from Dockerfile.postgres")
+    with open(os.path.join(root, "compose", "Dockerfile.postgres")) as f:
+        dockerfile = f.read()
+    c.check(any(re.match(r"debian:12\b", image) for image, _ in from_images(dockerfile))
+            and re.search(r"(?<![\w-])postgresql-15(?![\w-])", dockerfile) is not None,
+            "Dockerfile.postgres installs postgresql-15 on Debian 12")
+    with open(os.path.join(root, "compose", "postgres-entrypoint.sh")) as f:
+        entrypoint = f.read()
+    c.check(all(v in entrypoint for v in ("POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB")),
+            "its entrypoint reads the official image's POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB")
 
 
 def load_yaml(c, path, what):
@@ -313,7 +353,7 @@ def check_ha_compose(c, bin_dir, root):
         c.check(re.search(r"(?<![\w-])" + re.escape(pkg) + r"(?![\w-])", dockerfile) is not None
                 and re.search(r"(?<![\w-])" + re.escape(pkg) + r"(?![\w-])", dev) is not None,
                 f"HA: {pkg} is installed by Dockerfile.ha and by compose/dev deps")
-    c.check(re.search(r"^FROM\s+debian:12\b", dockerfile, re.M) is not None,
+    c.check(any(re.match(r"debian:12\b", image) for image, _ in from_images(dockerfile)),
             "HA: Dockerfile.ha is on Debian 12")
     for name, service in services.items():
         if not name.startswith(("etcd", "pg")):
@@ -383,6 +423,7 @@ def main():
         c.check(run_help(a.bin_dir, b) is not None, f"{b} is built and answers --help")
     check_compose(c, a.bin_dir, a.root)
     check_ha_compose(c, a.bin_dir, a.root)
+    check_debian_postgres(c, a.root)
     check_dockerfile(c, a.bin_dir, a.root)
     check_docs(c, a.bin_dir, a.root)
     print(f"{c.passed} passed, {c.failed} failed")
