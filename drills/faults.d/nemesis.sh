@@ -34,11 +34,19 @@ nemesis_log() { echo "$(($(date +%s%3N) - nem_t0)) ms $*" >>"$sdir/nemesis.log";
 # A worker slot: its current name, the organization and the endpoints it lists.
 declare -a nem_worker=() nem_connect=()
 nemesis_start_worker() {  # nemesis_start_worker SLOT
-  local slot=$1 gen=${nem_gen[$1]:-0}
+  local slot=$1 gen=${nem_gen[$1]:-0} try
   nem_gen[slot]=$((gen + 1))
   nem_worker[slot]="o1-n$slot.${nem_gen[slot]}"
+  # A replacement registers its key in the database, which a fault under way may keep away: wait
+  # (bounded) until a registration goes through, as an operator's retry would, before starting it.
+  for try in $(seq 60); do
+    curve_worker "${nem_worker[slot]}-probe$try" 1 "$dsn" 2>>"$sdir/keys.err" && break
+    sleep 1
+  done
   start_worker "${nem_worker[slot]}" 1 "${nem_connect[slot]}" --concurrency 4 --review-ms 150 --review-dist lognormal --fail-rate 0.02
 }
+# worker_running SLOT: its current worker was started and is still ours to signal.
+worker_running() { [ -n "${pid_of[${nem_worker[$1]}]:-}" ]; }
 declare -a nem_gen=()
 
 nemesis_begin() {  # nemesis_begin KIND: starts one fault; sets nem_until and nem_busy for lasting ones
@@ -48,12 +56,14 @@ nemesis_begin() {  # nemesis_begin KIND: starts one fault; sets nem_until and ne
     worker_kill)
       slot=$((RANDOM % ${#nem_worker[@]}))
       [ -z "${nem_busy[w$slot]:-}" ] || return 1
+      if ! worker_running "$slot"; then nemesis_start_worker "$slot"; return 1; fi
       kill_one "${nem_worker[slot]}"
       nemesis_log "worker_kill ${nem_worker[slot]}"
       nemesis_start_worker "$slot" ;;
     worker_stop)
       slot=$((RANDOM % ${#nem_worker[@]}))
       [ -z "${nem_busy[w$slot]:-}" ] || return 1
+      worker_running "$slot" || return 1
       signal_one "${nem_worker[slot]}" STOP
       nem_busy[w$slot]=worker_stop
       nem_until[w$slot]=$((now + 500 + RANDOM % 3500))
@@ -168,6 +178,8 @@ scenario_nemesis() {
 
   local end_at=$((nem_t0 + seconds * 1000)) now key kind next_fault=$((nem_t0 + 2000))
   while now=$(date +%s%3N) && [ "$now" -lt "$end_at" ]; do
+    # The database is healed first: ending another fault may start a process that needs it.
+    if [ -n "${nem_until[pg]:-}" ] && [ "$now" -ge "${nem_until[pg]}" ]; then nemesis_end pg; fi
     for key in "${!nem_until[@]}"; do
       [ "$now" -lt "${nem_until[$key]}" ] || nemesis_end "$key"
     done
