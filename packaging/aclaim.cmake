@@ -1,0 +1,82 @@
+# What `cmake --install` puts where, and the Debian package CPack makes of it: `ninja deb` in a
+# build folder builds the four programs and writes aclaim_<version>-<release>_<arch>.deb there.
+# Included from the top-level CMakeLists.txt after every program's folder, so that the install
+# rules can name their targets. packaging/check-deb builds, lints, installs and starts the package
+# in a fresh Debian 12 container.
+include(GNUInstallDirs)
+
+set(ACLAIM_DEB_DIR ${CMAKE_CURRENT_LIST_DIR}/debian)
+
+set(ACLAIM_INSTALLED_PROGRAMS aclaim_coordinator_bin aclaim_worker_main aclaimctl aclaim_console_bin)
+install(TARGETS ${ACLAIM_INSTALLED_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Installing (and cpack, which installs first) builds only what it installs, not every test suite
+# and drill that `all` holds: `ninja deb` below, or build the four programs before `ninja install`.
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
+# Every binary carries the migrations (common/store/embed_schema.cmake); the files are shipped for
+# reading what `aclaimctl migrate` applies.
+file(GLOB ACLAIM_SCHEMA_SQL CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/schema/*.sql)
+install(FILES ${ACLAIM_SCHEMA_SQL} DESTINATION ${CMAKE_INSTALL_DATADIR}/aclaim/schema)
+
+# Absolute destinations: Debian's places for units and settings, whatever the prefix. The
+# settings may hold a database password and are read by systemd as root before it drops to the
+# aclaim user: 0600.
+install(FILES ${ACLAIM_DEB_DIR}/aclaim-coordinator.service ${ACLAIM_DEB_DIR}/aclaim-console.service
+        DESTINATION /lib/systemd/system)
+install(FILES ${ACLAIM_DEB_DIR}/coordinator.env ${ACLAIM_DEB_DIR}/console.env
+        DESTINATION /etc/aclaim PERMISSIONS OWNER_READ OWNER_WRITE)
+
+# Debian wants the changelog compressed with gzip -9n (no name, no time stamp: reproducible).
+file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/packaging)
+set(ACLAIM_DEB_CHANGELOG_GZ ${CMAKE_BINARY_DIR}/packaging/changelog.Debian.gz)
+execute_process(COMMAND gzip -9nc ${ACLAIM_DEB_DIR}/changelog
+                OUTPUT_FILE ${ACLAIM_DEB_CHANGELOG_GZ} COMMAND_ERROR_IS_FATAL ANY)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${ACLAIM_DEB_DIR}/changelog)
+install(FILES ${ACLAIM_DEB_DIR}/copyright ${ACLAIM_DEB_DIR}/README.Debian ${ACLAIM_DEB_CHANGELOG_GZ}
+        DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# The package's version is the project's; the release counts Debian packagings of one version.
+# The changelog's top entry must name the same pair (packaging/check-deb refuses a mismatch).
+set(ACLAIM_DEB_RELEASE 1 CACHE STRING "Debian release of this version (the -N in 0.1.0-N)")
+file(STRINGS ${ACLAIM_DEB_DIR}/changelog ACLAIM_DEB_CHANGELOG_TOP LIMIT_COUNT 1)
+if(NOT ACLAIM_DEB_CHANGELOG_TOP MATCHES "^aclaim \\(${PROJECT_VERSION}-${ACLAIM_DEB_RELEASE}\\) ")
+  message(WARNING "packaging/debian/changelog's top entry is not ${PROJECT_VERSION}-"
+                  "${ACLAIM_DEB_RELEASE}: add an entry before making a package of this version")
+endif()
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME aclaim)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "aclaim maintainers <maintainers@aclaim.invalid>"
+    CACHE STRING "Maintainer of the Debian package (name <address>)")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "job coordinator handing review jobs to workers")
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
+    "job coordinator handing review jobs to workers\n"
+    "aclaim keeps review jobs in PostgreSQL and hands them to reviewer workers over\n"
+    "ZeroMQ, each claim under a time-limited lease and a fencing generation, so that\n"
+    "no job is completed twice and none is lost when workers or coordinators die.\n"
+    "\n"
+    "This package holds the coordinator, the worker simulator, the operator's command\n"
+    "line aclaimctl and the browser console, with systemd units for the coordinator\n"
+    "and the console running as the unprivileged user aclaim.")
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_RELEASE ${ACLAIM_DEB_RELEASE})
+set(CPACK_DEBIAN_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+# The shared libraries' packages, as dpkg-shlibdeps finds them from the binaries (libpqxx-6.4,
+# libzmq5, libsodium23, libspdlog1.10, libfmt9, libcpp-httplib0.11 on Debian 12); adduser for
+# the postinst.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "postgresql")
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${ACLAIM_DEB_DIR}/conffiles ${ACLAIM_DEB_DIR}/postinst
+                                       ${ACLAIM_DEB_DIR}/prerm ${ACLAIM_DEB_DIR}/postrm)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+include(CPack)
+
+# `ninja deb`: the four programs, then the package (build/aclaim_<version>-<release>_<arch>.deb).
+add_custom_target(deb COMMAND ${CMAKE_CPACK_COMMAND} -G DEB
+                  WORKING_DIRECTORY ${CMAKE_BINARY_DIR} USES_TERMINAL
+                  COMMENT "Making the Debian package")
+add_dependencies(deb ${ACLAIM_INSTALLED_PROGRAMS})
