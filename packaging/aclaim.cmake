@@ -17,6 +17,32 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 file(GLOB ACLAIM_SCHEMA_SQL CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/schema/*.sql)
 install(FILES ${ACLAIM_SCHEMA_SQL} DESTINATION ${CMAKE_INSTALL_DATADIR}/aclaim/schema)
 
+# A manual page per program, made from its --help when the package is (`ninja deb`), not in every
+# build: a sanitizer build's program may not exit 0 from --help. OPTIONAL: `ninja install` alone
+# goes without them.
+set(ACLAIM_MAN_PAGES "")
+foreach(entry
+        "aclaim_coordinator_bin|aclaim-coordinator|hands review jobs from PostgreSQL to workers"
+        "aclaim_worker_main|aclaim-worker|simulated reviewer workers"
+        "aclaimctl|aclaimctl|the operator's command line"
+        "aclaim_console_bin|aclaim-console|the operator's console in the browser")
+  string(REPLACE "|" ";" entry "${entry}")
+  list(GET entry 0 target)
+  list(GET entry 1 name)
+  list(GET entry 2 summary)
+  set(page ${CMAKE_BINARY_DIR}/packaging/man/${name}.1.gz)
+  add_custom_command(
+    OUTPUT ${page}
+    COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:${target}> -DNAME=${name}
+            "-DSUMMARY=${summary}" -DVERSION=${PROJECT_VERSION} -DOUT=${page}
+            -P ${CMAKE_CURRENT_LIST_DIR}/man_page.cmake
+    DEPENDS ${target} ${CMAKE_CURRENT_LIST_DIR}/man_page.cmake
+    COMMENT "Manual page of ${name}")
+  list(APPEND ACLAIM_MAN_PAGES ${page})
+endforeach()
+add_custom_target(aclaim_man_pages DEPENDS ${ACLAIM_MAN_PAGES})
+install(FILES ${ACLAIM_MAN_PAGES} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 OPTIONAL)
+
 # Absolute destinations: Debian's places for units and settings, whatever the prefix. The
 # settings may hold a database password and are read by systemd as root before it drops to the
 # aclaim user: 0600.
@@ -75,8 +101,8 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${ACLAIM_DEB_DIR}/conffiles ${ACLAIM_DEB_
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 include(CPack)
 
-# `ninja deb`: the four programs, then the package (build/aclaim_<version>-<release>_<arch>.deb).
+# `ninja deb`: the four programs and their manual pages, then the package (build/aclaim_<version>-<release>_<arch>.deb).
 add_custom_target(deb COMMAND ${CMAKE_CPACK_COMMAND} -G DEB
                   WORKING_DIRECTORY ${CMAKE_BINARY_DIR} USES_TERMINAL
                   COMMENT "Making the Debian package")
-add_dependencies(deb ${ACLAIM_INSTALLED_PROGRAMS})
+add_dependencies(deb ${ACLAIM_INSTALLED_PROGRAMS} aclaim_man_pages)
