@@ -37,7 +37,7 @@ foreach(entry
             "-DSUMMARY=${summary}" -DVERSION=${PROJECT_VERSION} -DOUT=${page}
             -P ${CMAKE_CURRENT_LIST_DIR}/man_page.cmake
     DEPENDS ${target} ${CMAKE_CURRENT_LIST_DIR}/man_page.cmake
-    COMMENT "Manual page of ${name}")
+    COMMENT "Manual page of ${name}" VERBATIM)
   list(APPEND ACLAIM_MAN_PAGES ${page})
 endforeach()
 add_custom_target(aclaim_man_pages DEPENDS ${ACLAIM_MAN_PAGES})
@@ -57,6 +57,8 @@ set(ACLAIM_DEB_CHANGELOG_GZ ${CMAKE_BINARY_DIR}/packaging/changelog.Debian.gz)
 execute_process(COMMAND gzip -9nc ${ACLAIM_DEB_DIR}/changelog
                 OUTPUT_FILE ${ACLAIM_DEB_CHANGELOG_GZ} COMMAND_ERROR_IS_FATAL ANY)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${ACLAIM_DEB_DIR}/changelog)
+install(FILES ${ACLAIM_DEB_DIR}/lintian-overrides DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
+        RENAME aclaim)
 install(FILES ${ACLAIM_DEB_DIR}/copyright ${ACLAIM_DEB_DIR}/README.Debian ${ACLAIM_DEB_CHANGELOG_GZ}
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
@@ -75,15 +77,17 @@ set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "aclaim maintainers <maintainers@aclaim.invalid>"
     CACHE STRING "Maintainer of the Debian package (name <address>)")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "job coordinator handing review jobs to workers")
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
-    "job coordinator handing review jobs to workers\n"
-    "aclaim keeps review jobs in PostgreSQL and hands them to reviewer workers over\n"
-    "ZeroMQ, each claim under a time-limited lease and a fencing generation, so that\n"
-    "no job is completed twice and none is lost when workers or coordinators die.\n"
-    "\n"
-    "This package holds the coordinator, the worker simulator, the operator's command\n"
-    "line aclaimctl and the browser console, with systemd units for the coordinator\n"
-    "and the console running as the unprivileged user aclaim.")
+# The extended description under the summary (CPack puts the summary first): one string, since
+# set() would join several with semicolons.
+string(CONCAT CPACK_DEBIAN_PACKAGE_DESCRIPTION
+       "aclaim keeps review jobs in PostgreSQL and hands them to reviewer workers\n"
+       "over ZeroMQ, each claim under a time-limited lease and a fencing generation,\n"
+       "so that no job is completed twice and none is lost when workers or\n"
+       "coordinators die.\n"
+       "\n"
+       "This package holds the coordinator, the worker simulator, the operator's\n"
+       "command line aclaimctl and the browser console, with systemd units for the\n"
+       "coordinator and the console running as the unprivileged user aclaim.")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_RELEASE ${ACLAIM_DEB_RELEASE})
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
