@@ -113,19 +113,20 @@ for unit in $units; do check_stopped "$unit"; done
 done_step "started by systemd"
 
 step "a refused setting is not restarted"
-sed -i -e "s|^ACLAIM_CURVE_SECRET_KEY_FILE=.*|ACLAIM_CURVE_SECRET_KEY_FILE=/etc/aclaim/missing.key|" \
-  /etc/aclaim/coordinator.env
+# Exit 2: a setting the coordinator refuses at start, which restarting would only repeat.
+echo "ACLAIM_LEASE_MS=1" >>/etc/aclaim/coordinator.env
 systemctl start aclaim-coordinator
 sleep 4
 active=$(systemctl is-active aclaim-coordinator) restarts=$(prop aclaim-coordinator NRestarts)
 code=$(prop aclaim-coordinator ExecMainStatus)
 if [ "$active" = failed ] && [ "$restarts" = 0 ] && [ "$code" = 2 ]; then
-  pass "a missing key: failed with exit $code, $restarts restarts"
+  pass "ACLAIM_LEASE_MS=1: failed with exit $code, $restarts restarts"
 else
-  fail "a missing key: $active, exit $code, $restarts restarts (want failed, 2, 0)"
+  fail "ACLAIM_LEASE_MS=1: $active, exit $code, $restarts restarts (want failed, 2, 0)"
 fi
-journalctl -u aclaim-coordinator --no-pager | grep -F 'aclaim-coordinator:' | tail -n 1 | sed 's/^/   /'
+journalctl -u aclaim-coordinator --no-pager | grep -F 'aclaim-coordinator: ' | tail -n 1 | sed 's/^/   /'
 systemctl reset-failed aclaim-coordinator
+sed -i '/^ACLAIM_LEASE_MS=1$/d' /etc/aclaim/coordinator.env
 done_step "refused setting"
 
 step "apt remove stops the services"
