@@ -1,5 +1,6 @@
 # What `cmake --install` puts where, and the Debian package CPack makes of it: `ninja deb` in a
-# build folder builds the four programs and writes aclaim_<version>-<release>_<arch>.deb there.
+# build folder builds the four programs and writes aclaim_<version>-<release>_<arch>.deb there
+# (configured with -C packaging/deb-build.cmake for the package's hardened release build).
 # Included from the top-level CMakeLists.txt after every program's folder, so that the install
 # rules can name their targets. packaging/check-deb builds, lints, installs and starts the package
 # in a fresh Debian 12 container.
@@ -99,6 +100,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "postgresql")
 set(CPACK_STRIP_FILES ON)
+set(CPACK_PRE_BUILD_SCRIPTS ${CMAKE_CURRENT_LIST_DIR}/strip_notes.cmake)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${ACLAIM_DEB_DIR}/conffiles ${ACLAIM_DEB_DIR}/postinst
                                        ${ACLAIM_DEB_DIR}/prerm ${ACLAIM_DEB_DIR}/postrm)
