@@ -8,7 +8,8 @@ include(GNUInstallDirs)
 
 set(ACLAIM_DEB_DIR ${CMAKE_CURRENT_LIST_DIR}/debian)
 
-set(ACLAIM_INSTALLED_PROGRAMS aclaim_coordinator_bin aclaim_worker_main aclaimctl aclaim_console_bin)
+set(ACLAIM_INSTALLED_PROGRAMS aclaim_coordinator_bin aclaim_worker_main aclaimctl
+                              aclaim_console_bin)
 install(TARGETS ${ACLAIM_INSTALLED_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Installing (and cpack, which installs first) builds only what it installs, not every test suite
 # and drill that `all` holds: `ninja deb` below, or build the four programs before `ninja install`.
@@ -58,8 +59,8 @@ set(ACLAIM_DEB_CHANGELOG_GZ ${CMAKE_BINARY_DIR}/packaging/changelog.Debian.gz)
 execute_process(COMMAND gzip -9nc ${ACLAIM_DEB_DIR}/changelog
                 OUTPUT_FILE ${ACLAIM_DEB_CHANGELOG_GZ} COMMAND_ERROR_IS_FATAL ANY)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${ACLAIM_DEB_DIR}/changelog)
-install(FILES ${ACLAIM_DEB_DIR}/lintian-overrides DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
-        RENAME aclaim)
+install(FILES ${ACLAIM_DEB_DIR}/lintian-overrides
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides RENAME aclaim)
 install(FILES ${ACLAIM_DEB_DIR}/copyright ${ACLAIM_DEB_DIR}/README.Debian ${ACLAIM_DEB_CHANGELOG_GZ}
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
@@ -107,7 +108,7 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${ACLAIM_DEB_DIR}/conffiles ${ACLAIM_DEB_
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 include(CPack)
 
-# `ninja deb`: the four programs and their manual pages, then the package (build/aclaim_<version>-<release>_<arch>.deb).
+# `ninja deb`: the four programs and their manual pages, then the package in the build folder.
 add_custom_target(deb COMMAND ${CMAKE_CPACK_COMMAND} -G DEB
                   WORKING_DIRECTORY ${CMAKE_BINARY_DIR} USES_TERMINAL
                   COMMENT "Making the Debian package")
