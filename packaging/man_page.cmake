@@ -1,12 +1,14 @@
 # Writes a program's manual page from its --help (the one place its options are described), so
 # that `man PROGRAM` answers on an installed system; gzip -9n as Debian wants it:
-#   cmake -DPROGRAM=path -DNAME=name -DSUMMARY=text -DVERSION=x.y.z -DOUT=name.1.gz -P man_page.cmake
+#   cmake -DPROGRAM=path -DNAME=name -DSUMMARY=text -DVERSION=x.y.z -DOUT=name.1.gz \
+#         -P man_page.cmake
 execute_process(COMMAND ${PROGRAM} --help OUTPUT_VARIABLE help RESULT_VARIABLE status)
 if(NOT status EQUAL 0)
   message(FATAL_ERROR "${PROGRAM} --help exited ${status}")
 endif()
 if(NAME STREQUAL "aclaim-console")
-  execute_process(COMMAND ${PROGRAM} serve --help OUTPUT_VARIABLE serve_help COMMAND_ERROR_IS_FATAL ANY)
+  execute_process(COMMAND ${PROGRAM} serve --help OUTPUT_VARIABLE serve_help
+                  COMMAND_ERROR_IS_FATAL ANY)
   string(APPEND help "\n${serve_help}")
 endif()
 # The usage line names the program as it was run: by its path in the build folder.
