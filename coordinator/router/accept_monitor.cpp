@@ -1,10 +1,10 @@
 #include "coordinator/router/accept_monitor.hpp"
 
 #include <spdlog/spdlog.h>
-#include <zmq_addon.hpp>
 
 #include <cstring>
 #include <string>
+#include <zmq_addon.hpp>
 
 namespace aclaim::coordinator {
 

@@ -5,10 +5,9 @@
 // Each failure is counted (aclaim_accept_failures_total) and a warning names the error, at most
 // once per kReportEvery with the count since the last one. Router thread only.
 
-#include <zmq.hpp>
-
 #include <chrono>
 #include <cstdint>
+#include <zmq.hpp>
 
 #include "common/base/clock.hpp"
 #include "coordinator/metrics/metrics.hpp"

@@ -143,6 +143,20 @@ scenario_wal_disk_full() {
   wal_mount=""
 }
 
+# start_crowd PORT ORG N: N idle workers of ORG (aclaim-bench crowd-idle, one process) connect to
+# the coordinator at PORT, with CURVE keys of their own when the drill runs with CURVE; its output
+# ("ready N SECONDS" once every one had its WELCOME) goes to crowd.log.
+start_crowd() {
+  local -a args=(--endpoint "tcp://127.0.0.1:$1" --org "$2" --count "$3")
+  if $curve_on; then
+    args+=("--curve-server-key=$curve_server_pub" --dsn "$dsn")
+  else
+    args+=(--plaintext)
+  fi
+  "$bin/aclaim-bench" crowd-idle "${args[@]}" >"$sdir/crowd.log" 2>&1 &
+  remember crowd $!
+}
+
 # ---- the coordinator at its descriptor limit -----------------------------------------------------
 # A coordinator whose descriptor limit (soft and hard) is 256, four working reviewers, then a crowd
 # of 400 idle workers (aclaim-bench crowd-idle) that tries to connect: more connections than the
@@ -163,14 +177,7 @@ scenario_fd_limit() {
     start_worker "o1-w$i" 1 "$port" --concurrency 4 --review-ms 100 --review-dist lognormal
   done
   wait_for "$drain_s" progressed 100 || true
-  local -a crowd_args=(--endpoint "tcp://127.0.0.1:$port" --org 1 --count "$crowd_n")
-  if $curve_on; then
-    crowd_args+=("--curve-server-key=$curve_server_pub" --dsn "$dsn")
-  else
-    crowd_args+=(--plaintext)
-  fi
-  "$bin/aclaim-bench" crowd-idle "${crowd_args[@]}" >"$sdir/crowd.log" 2>&1 &
-  remember crowd $!
+  start_crowd "$port" 1 "$crowd_n"
   local before_done
   before_done=$(completed)
   # The crowd has had its time to take every descriptor, and the reviewers go on meanwhile.
@@ -225,14 +232,7 @@ scenario_backlog() {
   local port i
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
-  local -a crowd_args=(--endpoint "tcp://127.0.0.1:$port" --org 2 --count "$crowd_n")
-  if $curve_on; then
-    crowd_args+=("--curve-server-key=$curve_server_pub" --dsn "$dsn")
-  else
-    crowd_args+=(--plaintext)
-  fi
-  "$bin/aclaim-bench" crowd-idle "${crowd_args[@]}" >"$sdir/crowd.log" 2>&1 &
-  remember crowd $!
+  start_crowd "$port" 2 "$crowd_n"
   local ready=0
   wait_for 120 grep -q "^ready" "$sdir/crowd.log" && ready=1
   for i in 1 2 3 4; do
