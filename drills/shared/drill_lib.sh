@@ -185,7 +185,7 @@ print(n("nothing_lost"), n("single_completion"), n("completion_is_current"), len
   local lost=$left
   # A backlog scenario ends with jobs nobody was asked to finish: those still pending (or held,
   # or waiting for a retry) are a backlog, not a loss; the checker's nothing_lost still counts.
-  $backlog_ok && lost=0
+  ${backlog_ok:-false} && lost=0
   [ "$lost_v" = "?" ] || lost=$((lost + lost_v))
   echo "summary $sname: jobs $jobs, accepted $accepted, failed $failed_jobs," \
     "rejected {$rejected}, reclaims $reclaims, lost $lost, duplicated $duplicated," \
@@ -199,7 +199,7 @@ import json, sys
 for v in json.load(open(sys.argv[1]))["violations"][:5]: print(v["invariant"], v["job_id"], v["evidence"])
 ' "$sdir/check.json" 2>/dev/null || cat "$sdir/check.err")"
   fi
-  if $backlog_ok; then
+  if ${backlog_ok:-false}; then
     local odd
     odd=$(q "SELECT count(*) FROM jobs WHERE state NOT IN ('pending', 'scheduled', 'assigned', 'completed', 'failed', 'discarded', 'cancelled')")
     if [ "$odd" = 0 ]; then
