@@ -39,7 +39,7 @@ nemesis_start_worker() {  # nemesis_start_worker SLOT
   nem_worker[slot]="o1-n$slot.${nem_gen[slot]}"
   # A replacement registers its key in the database, which a fault under way may keep away: wait
   # (bounded) until a registration goes through, as an operator's retry would, before starting it.
-  for try in $(seq 60); do
+  for try in $(seq 30); do
     curve_worker "${nem_worker[slot]}-probe$try" 1 "$dsn" 2>>"$sdir/keys.err" && break
     sleep 1
   done
@@ -52,6 +52,11 @@ declare -a nem_gen=()
 nemesis_begin() {  # nemesis_begin KIND: starts one fault; sets nem_until and nem_busy for lasting ones
   local kind=$1 slot side now
   now=$(date +%s%3N)
+  # A fault that starts a process needs the database (keys, migrations, the first connection):
+  # it waits while PostgreSQL is frozen, or it would hold the scheduler, and the thaw, up.
+  case "$kind" in
+    worker_kill | coordinator_kill | coordinator_skew) [ -z "${nem_busy[pg]:-}" ] || return 1 ;;
+  esac
   case "$kind" in
     worker_kill)
       slot=$((RANDOM % ${#nem_worker[@]}))
@@ -181,6 +186,8 @@ scenario_nemesis() {
     # The database is healed first: ending another fault may start a process that needs it.
     if [ -n "${nem_until[pg]:-}" ] && [ "$now" -ge "${nem_until[pg]}" ]; then nemesis_end pg; fi
     for key in "${!nem_until[@]}"; do
+      # Ending a skew restarts a coordinator: not while PostgreSQL is frozen.
+      [[ $key = c* && -n "${nem_busy[pg]:-}" ]] && continue
       [ "$now" -lt "${nem_until[$key]}" ] || nemesis_end "$key"
     done
     if [ "$now" -ge "$next_fault" ]; then
