@@ -101,12 +101,15 @@ void Client::send_hello(TimePoint now) {
     state_ = State::Greeting;
     hello_deadline_ = now + options_.reply_timeout;
     proto::Hello hello{hello_req_, options_.worker_id, options_.org_id, options_.queues};
-    if (asks_features()) hello.features.emplace_back(proto::kFeatureCompleteClaim);
+    if (asks_features() && options_.complete_claim)
+        hello.features.emplace_back(proto::kFeatureCompleteClaim);
+    if (asks_features() && options_.renew_held)
+        hello.features.emplace_back(proto::kFeatureRenewHeld);
     send(hello);
 }
 
 bool Client::asks_features() const {
-    return options_.complete_claim && !features_refused_;
+    return (options_.complete_claim || options_.renew_held) && !features_refused_;
 }
 
 bool Client::granted(std::string_view feature) const {
@@ -141,14 +144,15 @@ std::uint64_t Client::submit(proto::Message message) {
 }
 
 std::size_t Client::in_flight() const {
-    return static_cast<std::size_t>(std::count_if(pending_.begin(), pending_.end(),
-                                                  [](const auto& kv) { return kv.second.sent; }));
+    return static_cast<std::size_t>(
+        std::count_if(pending_.begin(), pending_.end(),
+                      [](const auto& kv) { return kv.second.sent && !kv.second.bundled; }));
 }
 
 void Client::send_pending(Pending& p, TimePoint now) {
     // At the cap the request keeps its turn (pending_ is ordered by request id) until a reply
     // frees a slot.
-    if (p.carried || in_flight() >= options_.max_in_flight) return;
+    if (p.carried || p.bundled || in_flight() >= options_.max_in_flight) return;
     auto* complete = std::get_if<proto::Complete>(&p.message);
     Pending* carried = nullptr;
     if (complete != nullptr && !complete->next.empty()) {
@@ -174,6 +178,47 @@ void Client::send_pending(Pending& p, TimePoint now) {
         carried->sent = true;
         carried->due = p.due + Millis(std::get<proto::Claim>(carried->message).wait_ms);
         complete->next.clear();
+    }
+    if (const auto* renew = std::get_if<proto::Renew>(&p.message)) {
+        // Each job of a RENEW that names several is answered on its own, under its own req.
+        for (const auto& h : renew->held) {
+            const auto it = pending_.find(h.req);
+            if (it == pending_.end()) continue;
+            it->second.sent = true;
+            it->second.due = p.due;
+        }
+    }
+}
+
+void Client::send_renewals(TimePoint now) {
+    const bool together = granted(proto::kFeatureRenewHeld) && !renew_held_refused_;
+    // Bundled, a job due within half a heartbeat goes with the ones due now, so that the held
+    // jobs soon share one heartbeat (HeldJobs::take_due).
+    const auto due = together ? held_.take_due(now, held_.heartbeat() / 2) : held_.take_due(now);
+    if (!together || due.size() < 2) {
+        for (const auto& job : due) submit(proto::Renew{0, job.job_id, job.generation});
+        return;
+    }
+    // As many jobs as fit the coordinator's body limit, at most kMaxHeldRenewals a RENEW: an
+    // entry is 24 bytes in binary and at most 100 in JSON (three 20-digit integers and names).
+    const std::size_t entry = options_.encoding == proto::Encoding::Json ? 100 : 24;
+    const std::size_t room = welcome_ && welcome_->max_body_bytes > 512
+                                 ? (welcome_->max_body_bytes - 256) / entry
+                                 : std::size_t{1};
+    const std::size_t per_message = std::clamp<std::size_t>(room, 1, proto::kMaxHeldRenewals);
+    for (std::size_t first = 0; first < due.size(); first += per_message) {
+        const std::size_t last = std::min(due.size(), first + per_message);
+        proto::Renew renew{0, due[first].job_id, due[first].generation};
+        // The entries first, so that sending the RENEW finds them; they are sent with it.
+        for (std::size_t i = first + 1; i < last; ++i) {
+            const auto req = next_req_++;
+            renew.held.push_back(proto::HeldRenewal{req, due[i].job_id, due[i].generation});
+            Pending entry_pending{proto::Renew{req, due[i].job_id, due[i].generation}, false, now,
+                                  Millis(0), 0};
+            entry_pending.bundled = true;
+            pending_.emplace(req, std::move(entry_pending));
+        }
+        submit(std::move(renew));
     }
 }
 
@@ -357,7 +402,7 @@ void Client::run_timers(TimePoint now, std::vector<Event>& out) {
     for (auto& [req, p] : pending_) {
         if (!p.sent && p.due <= now) send_pending(p, now);
     }
-    for (const auto& job : held_.take_due(now)) submit(proto::Renew{0, job.job_id, job.generation});
+    send_renewals(now);
 }
 
 std::optional<TimePoint> Client::next_deadline() const {
@@ -374,8 +419,9 @@ std::optional<TimePoint> Client::next_deadline() const {
     auto next = held_.next_due();
     const bool at_cap = in_flight() >= options_.max_in_flight;
     for (const auto& [req, p] : pending_) {
-        // Requests waiting for a free slot are woken by the reply that frees it, not by time.
-        if (!p.sent && at_cap) continue;
+        // Requests waiting for a free slot are woken by the reply that frees it, not by time;
+        // a bundled renewal goes when the RENEW that names it does.
+        if (!p.sent && (at_cap || p.bundled)) continue;
         if (!next || p.due < *next) next = p.due;
     }
     return next;

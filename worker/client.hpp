@@ -67,6 +67,10 @@ struct ClientOptions {
     /// complete_then_claim() when the coordinator grants it. Off: every request goes alone, as
     /// against a 1.1 coordinator.
     bool complete_claim = true;
+    /// Ask for protocol 1.3's RENEW that names every held job (HELLO's features): where the
+    /// coordinator grants it, one RENEW per heartbeat renews them all. Off, or against an older
+    /// coordinator: one RENEW per held job.
+    bool renew_held = true;
 };
 
 // ---- events returned by Client::poll ----
@@ -142,7 +146,7 @@ class Client {
     std::pair<std::uint64_t, std::uint64_t> complete_then_claim(JobRef job, std::string result_ref,
                                                                 std::int32_t max_jobs,
                                                                 std::int32_t wait_ms);
-    /// Whether the open session granted a protocol 1.2 feature (WELCOME's features).
+    /// Whether the open session granted a feature of protocol 1.2 or later (WELCOME's features).
     bool granted(std::string_view feature) const;
     std::uint64_t fail(JobRef job, std::string reason, bool retryable);
     std::uint64_t release(JobRef job);
@@ -186,11 +190,17 @@ class Client {
         int sends = 0;
         /// A CLAIM that goes out inside the COMPLETE before it (its `next`), not on its own.
         bool carried = false;
+        /// A RENEW that goes out inside another RENEW's `held` (protocol 1.3), not on its own;
+        /// it takes no place under max_in_flight, as the coordinator counts that RENEW once.
+        bool bundled = false;
     };
 
     std::uint64_t submit(proto::Message message);
     bool send(const proto::Message& message);
     void send_pending(Pending& p, TimePoint now);
+    /// The renewals due now: one RENEW for them all where the session grants
+    /// proto::kFeatureRenewHeld (several when they do not fit one body), else one each.
+    void send_renewals(TimePoint now);
     void open_socket();
     void send_hello(TimePoint now);
     /// Whether HELLO names the protocol 1.2 features this client would use.
@@ -222,6 +232,9 @@ class Client {
     bool had_session_ = false;
     /// A coordinator older than protocol 1.2 refused HELLO's features: greet it without them.
     bool features_refused_ = false;
+    /// The coordinator refused a RENEW that named several jobs although WELCOME granted it:
+    /// renew each job alone until the next WELCOME.
+    bool renew_held_refused_ = false;
     std::uint64_t next_req_ = 1;
     std::map<std::uint64_t, Pending> pending_;
     HeldJobs held_;

@@ -11,6 +11,17 @@ namespace aclaim::worker {
 
 using detail::terminal_op;
 
+namespace {
+
+/// The codec's codes: the message as a whole was refused, before anything it names was looked at.
+bool codec_refusal(std::string_view code) {
+    return code == proto::errors::kMalformed || code == proto::errors::kOversized ||
+           code == proto::errors::kWrongVersion || code == proto::errors::kUnknownType ||
+           code == proto::errors::kUndecodable || code == proto::errors::kInvalid;
+}
+
+}  // namespace
+
 void Client::handle(const proto::Message& message, TimePoint now, std::vector<Event>& out) {
     const auto take = [&](std::uint64_t req) -> std::optional<Pending> {
         const auto it = pending_.find(req);
@@ -143,12 +154,23 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
             held_.retry_renewal(r->job_id, now + options_.retry_delay);
         else
             held_.renewal_abandoned(r->job_id);
+        // A RENEW refused as a message (not decodable, out of range) has one ERROR for all the
+        // jobs it named; a refusal of the session or the database answers each job itself.
+        if (!r->held.empty() && codec_refusal(e.code)) {
+            spdlog::warn("worker={} RENEW of {} jobs refused ({}: {}); renewing each alone",
+                         options_.worker_id, r->held.size() + 1, e.code, e.text);
+            renew_held_refused_ = true;
+            for (const auto& h : r->held) {
+                if (pending_.erase(h.req) > 0) held_.renewal_abandoned(h.job_id);
+            }
+        }
     }
 }
 
 void Client::on_welcome(const proto::Welcome& w, TimePoint now, std::vector<Event>& out) {
     state_ = State::Ready;
     welcome_ = w;
+    renew_held_refused_ = false;
     backoff_.reset();
     held_.set_heartbeat(Millis(std::max(1, w.heartbeat_ms)));
     // Leases kept running while we were away: renew everything we still hold at once.

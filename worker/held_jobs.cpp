@@ -37,9 +37,18 @@ void HeldJobs::stop_renewing(std::int64_t job_id) {
 }
 
 std::vector<JobRef> HeldJobs::take_due(TimePoint now) {
+    return take_due(now, Millis(0));
+}
+
+std::vector<JobRef> HeldJobs::take_due(TimePoint now, Millis ahead) {
     std::vector<JobRef> due;
+    const auto renewable = [](const Entry& e) { return e.renewing && !e.in_flight; };
+    const bool any = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& kv) {
+        return renewable(kv.second) && kv.second.next_renewal <= now;
+    });
+    if (!any) return due;
     for (auto& [id, e] : jobs_) {
-        if (!e.renewing || e.in_flight || e.next_renewal > now) continue;
+        if (!renewable(e) || e.next_renewal > now + ahead) continue;
         e.in_flight = true;
         e.renewal_sent = now;
         e.next_renewal = now + heartbeat_;

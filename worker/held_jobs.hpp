@@ -45,6 +45,12 @@ class HeldJobs {
     /// Jobs whose renewal is due and not already in flight; each is marked in flight and its
     /// next renewal scheduled one heartbeat after `now`.
     std::vector<JobRef> take_due(TimePoint now);
+    /// As take_due, but once any renewal is due, also the renewable jobs due within `ahead`:
+    /// for one RENEW that names them all (protocol 1.3). Renewing a job early only extends its
+    /// lease from now, and jobs taken together stay due together, so the held jobs fall into
+    /// one heartbeat within one interval (each pair of them is due within half an interval of
+    /// each other one way round, with `ahead` half of it).
+    std::vector<JobRef> take_due(TimePoint now, Millis ahead);
 
     /// A LEASE arrived: the lease now runs `lease` from when the renewal was sent, which is
     /// never later than when the coordinator extended it.

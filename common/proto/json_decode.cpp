@@ -318,9 +318,11 @@ class JsonFieldReader {
         }
     }
 
-    /// An array of nested objects: an ASSIGNED's jobs, a COMPLETE's next claim.
+    /// An array of nested objects: an ASSIGNED's jobs, a COMPLETE's next claim, a RENEW's held
+    /// jobs.
     template <class M>
-    requires std::is_same_v<M, AssignedJob> || std::is_same_v<M, Claim>
+    requires std::is_same_v<M, AssignedJob> || std::is_same_v<M, Claim> ||
+        std::is_same_v<M, HeldRenewal>
     void read(const rapidjson::Value& v, const char* name, std::vector<M>& out) {
         if (!v.IsArray())
             throw Unreadable(field(name) + " must be an array of objects, got " + value_class(v));

@@ -69,9 +69,8 @@ class BoundedBinaryReader {
   private:
     std::string_view take(std::size_t n) {
         if (n > in_.size())
-            throw Unreadable("truncated in field '" + std::string(field_) + "': needs " +
-                             std::to_string(n) + " more bytes, " + std::to_string(in_.size()) +
-                             " left");
+            throw Unreadable("truncated in field '" + where() + "': needs " + std::to_string(n) +
+                             " more bytes, " + std::to_string(in_.size()) + " left");
         const auto out = in_.substr(0, n);
         in_.remove_prefix(n);
         return out;
@@ -92,7 +91,7 @@ class BoundedBinaryReader {
     void read(bool& value) {
         const auto b = take(1)[0];
         if (b != 0 && b != 1)
-            throw Unreadable("field '" + std::string(field_) +
+            throw Unreadable("field '" + where() +
                              "' is a bool: its byte must be 0x00 "
                              "or 0x01, got 0x" +
                              byte_hex(b));
@@ -103,17 +102,17 @@ class BoundedBinaryReader {
         std::uint64_t n = 0;
         read(n);
         if (n > in_.size())
-            throw Unreadable("field '" + std::string(field_) + "': length prefix " +
-                             std::to_string(n) + " exceeds the " + std::to_string(in_.size()) +
-                             " bytes left");
+            throw Unreadable("field '" + where() + "': length prefix " + std::to_string(n) +
+                             " exceeds the " + std::to_string(in_.size()) + " bytes left");
         return n;
     }
 
     void read(std::string& value) { value = std::string(take(read_size())); }
 
-    /// A nested message: an ASSIGNED's jobs, a COMPLETE's next claim.
+    /// A nested message: an ASSIGNED's jobs, a COMPLETE's next claim, a RENEW's held jobs.
     template <class M>
-    requires std::is_same_v<M, AssignedJob> || std::is_same_v<M, Claim>
+    requires std::is_same_v<M, AssignedJob> || std::is_same_v<M, Claim> ||
+        std::is_same_v<M, HeldRenewal>
     void read(M& value) { value.serialize(*this); }
 
     template <class T>
@@ -121,13 +120,29 @@ class BoundedBinaryReader {
         // Elements are appended as they are read, so memory follows the bytes actually present.
         const auto n = read_size();
         value.clear();
-        for (std::uint64_t i = 0; i < n; ++i) read(value.emplace_back());
+        if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string>) {
+            // A nested message's fields are named by their path in texts: "held[1].req".
+            const std::string outer = path_;
+            const std::string name = field_;
+            for (std::uint64_t i = 0; i < n; ++i) {
+                path_ = outer + name + "[" + std::to_string(i) + "].";
+                read(value.emplace_back());
+            }
+            path_ = outer;
+        } else {
+            for (std::uint64_t i = 0; i < n; ++i) read(value.emplace_back());
+        }
     }
+
+    /// The field being read, with the path of the nested message it is in.
+    std::string where() const { return path_ + field_; }
 
     std::string_view in_;
     bool little_endian_ = true;
     /// The field being read, for error texts.
     const char* field_ = "endianness";
+    /// Where a nested message being read is, e.g. "held[1]."; empty at the top.
+    std::string path_;
 };
 
 template <class T>
@@ -220,6 +235,28 @@ void validate(const Claim& m, const std::string& prefix = "") {
 }
 void validate(const Renew& m) {
     check_id(m);
+    if (m.held.size() > kMaxHeldRenewals - 1)
+        out_of_range("held", "an array of " + std::to_string(m.held.size()) + " jobs",
+                     "at most " + std::to_string(kMaxHeldRenewals - 1) +
+                         " (a RENEW names at most " + std::to_string(kMaxHeldRenewals) + " jobs)");
+    // Each job's answer carries its entry's req, so no two may share one.
+    std::vector<std::uint64_t> reqs{m.req};
+    reqs.reserve(m.held.size() + 1);
+    for (std::size_t i = 0; i < m.held.size(); ++i) {
+        const auto prefix = "held[" + std::to_string(i) + "].";
+        check_id(m.held[i], prefix);
+        reqs.push_back(m.held[i].req);
+    }
+    if (m.held.empty()) return;
+    std::sort(reqs.begin(), reqs.end());
+    const auto twice = std::adjacent_find(reqs.begin(), reqs.end());
+    if (twice == reqs.end()) return;
+    // Name the first entry that repeats an id, for the person reading the text.
+    for (std::size_t i = 0; i < m.held.size(); ++i) {
+        if (m.held[i].req != *twice) continue;
+        out_of_range("held[" + std::to_string(i) + "].req", std::to_string(m.held[i].req),
+                     "a request id of its own, other than the RENEW's and every other entry's");
+    }
 }
 void validate(const Complete& m) {
     check_id(m);

@@ -19,12 +19,12 @@
 
 namespace aclaim::common::proto {
 
-/// The protocol versions this build speaks, 1.0 to 1.2 (docs/protocol.md, "Version history"). The
+/// The protocol versions this build speaks, 1.0 to 1.3 (docs/protocol.md, "Version history"). The
 /// tag names the major version only: what a minor version added is optional (1.1) or given only to
-/// a worker that asks for it (1.2), so one tag serves them all.
+/// a worker that asks for it (1.2, 1.3), so one tag serves them all.
 inline constexpr int kProtocolMajor = 1;
 inline constexpr int kProtocolOldestMinor = 0;
-inline constexpr int kProtocolNewestMinor = 2;
+inline constexpr int kProtocolNewestMinor = 3;
 inline constexpr std::string_view kTagBinary = "ACLAIM/1";
 inline constexpr std::string_view kTagJson = "ACLAIM/1+json";
 /// Bodies above this size are refused with ERROR "oversized".
@@ -52,6 +52,11 @@ inline constexpr std::size_t kMaxFeatureBytes = 64;
 /// Protocol 1.2: COMPLETE may carry the worker's next CLAIM (`next`), answered ACCEPTED (or
 /// REJECTED) and then ASSIGNED or NO_WORK, both committed in one transaction where it can.
 inline constexpr std::string_view kFeatureCompleteClaim = "complete_claim";
+/// Protocol 1.3: one RENEW renews every job a worker holds (`held`), each job answered LEASE or
+/// REVOKED on its own, under its own request id; the coordinator renews them in one statement.
+inline constexpr std::string_view kFeatureRenewHeld = "renew_held";
+/// Jobs one RENEW may name: its own and at most kMaxHeldRenewals - 1 in `held`.
+inline constexpr std::size_t kMaxHeldRenewals = 1024;
 /// Reasons, details, states and error texts.
 inline constexpr std::size_t kMaxTextBytes = 1024;
 
@@ -88,11 +93,26 @@ struct Claim {
     bool operator==(const Claim&) const = default;
 };
 
+/// One more job a RENEW renews (protocol 1.3, RENEW's `held`): answered LEASE or REVOKED with its
+/// own request id, exactly as a RENEW {req, job_id, generation} of its own would be.
+struct HeldRenewal {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    template <class A>
+    void serialize(A& ar);
+    bool operator==(const HeldRenewal&) const = default;
+};
+
 /// Heartbeat for one held job: extend its lease.
 struct Renew {
     std::uint64_t req = 0;
     std::int64_t job_id = 0;
     std::int64_t generation = 0;
+    /// Since protocol 1.3 (feature kFeatureRenewHeld), optional: the worker's other held jobs,
+    /// at most kMaxHeldRenewals - 1, each with a request id of its own. The coordinator renews
+    /// this RENEW's job and these in one statement and answers each one on its own.
+    std::vector<HeldRenewal> held{};
     template <class A>
     void serialize(A& ar);
     bool operator==(const Renew&) const = default;

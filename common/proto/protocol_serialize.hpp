@@ -39,8 +39,13 @@ void Claim::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(max_jobs), CEREAL_NVP(wait_ms));
 }
 template <class A>
+void HeldRenewal::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation));
+}
+template <class A>
 void Renew::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation));
+    optional_member(ar, CEREAL_NVP(held));  // protocol 1.3
 }
 template <class A>
 void Complete::serialize(A& ar) {

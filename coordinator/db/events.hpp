@@ -99,6 +99,10 @@ struct DbRequest {
     /// the completion's answer goes out first. A claim dispatched again after its long-poll wait
     /// stands alone.
     bool follows = false;
+    /// The renewals of one RENEW that names several jobs (its `held`, protocol 1.3) share a
+    /// group, the ticket of its first: the WorkQueue hands a group out whole, so that its jobs
+    /// are renewed in one statement. 0: on its own.
+    std::uint64_t group = 0;
     /// When this attempt was handed to the DB threads, for the claim latency histogram (on the
     /// LatencyClock, as every latency is).
     SteadyClock::time_point dispatched_at{};

@@ -1,5 +1,6 @@
 #include "coordinator/db/work_queue.hpp"
 
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -23,6 +24,18 @@ void WorkQueue::push_pair(DbRequest first, DbRequest follower) {
         std::lock_guard lock(mutex_);
         others_.push_back(std::move(first));
         others_.push_back(std::move(follower));
+        if (held_) {
+            pushed_while_held_ = true;
+            return;
+        }
+    }
+    ready_.notify_one();
+}
+
+void WorkQueue::push_group(std::vector<DbRequest> renewals) {
+    {
+        std::lock_guard lock(mutex_);
+        for (auto& r : renewals) renewals_.push_back(std::move(r));
         if (held_) {
             pushed_while_held_ = true;
             return;
@@ -56,8 +69,40 @@ bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {
 std::vector<DbRequest> WorkQueue::take(std::size_t max_batch, bool mixed) {
     std::unique_lock lock(mutex_);
     ready_.wait(lock, [this] { return closed_ || !renewals_.empty() || !others_.empty(); });
-    if (!renewals_.empty()) return take_from(renewals_, max_batch, false);
+    if (!renewals_.empty()) return take_renewals(max_batch);
     return take_from(others_, max_batch, mixed);
+}
+
+std::vector<DbRequest> WorkQueue::take_renewals(std::size_t max_batch) {
+    std::vector<DbRequest> batch;
+    // A group was pushed at once, so its members are next to each other.
+    const auto group_end = [this](const std::deque<DbRequest>::iterator& it) {
+        const std::uint64_t group = it->group;
+        auto end = std::next(it);
+        if (group != 0) {
+            while (end != renewals_.end() && end->group == group) ++end;
+        }
+        return end;
+    };
+    const auto move_out = [&](const std::deque<DbRequest>::iterator& from,
+                              const std::deque<DbRequest>::iterator& to) {
+        for (auto i = from; i != to; ++i) batch.push_back(std::move(*i));
+        return renewals_.erase(from, to);
+    };
+    auto it = move_out(renewals_.begin(), group_end(renewals_.begin()));
+    // Looking further than a few batches ahead would make each take linear in the backlog.
+    std::size_t budget = max_batch * 8;
+    while (it != renewals_.end() && batch.size() < max_batch && budget > 0) {
+        --budget;
+        const auto end = group_end(it);
+        const auto n = static_cast<std::size_t>(std::distance(it, end));
+        if (batch.size() + n > max_batch) {
+            it = end;
+            continue;
+        }
+        it = move_out(it, end);
+    }
+    return batch;
 }
 
 std::vector<DbRequest> WorkQueue::take_from(std::deque<DbRequest>& items, std::size_t max_batch,

@@ -25,10 +25,15 @@ class WorkQueue {
     /// A completion and the claim that follows it (DbRequest::follows), queued together so that
     /// no taker sees one without the other.
     void push_pair(DbRequest first, DbRequest follower);
+    /// The renewals of one RENEW that names several jobs (DbRequest::group), queued together and
+    /// handed out together, however many: they are one statement.
+    void push_group(std::vector<DbRequest> renewals);
 
     /// Blocks until there is work or the queue is closed. Returns the oldest renewal (or, when
     /// there is none, the oldest other request) together with up to max_batch - 1 later ones of
-    /// the same kind that can share a statement, in arrival order. With `mixed`, a completion or
+    /// the same kind that can share a statement, in arrival order. A group of renewals is never
+    /// split: the oldest one's whole group is taken even beyond max_batch, and a later group
+    /// joins only when it fits. With `mixed`, a completion or
     /// a claim at the head takes the later completions and claims alike (the claims of the
     /// batch's first claim's organization and queues only), for one transaction that runs both.
     /// After close() the remaining requests are still handed out; an empty result means closed
@@ -49,6 +54,7 @@ class WorkQueue {
 
   private:
     static bool batchable(const DbRequest& head, const DbRequest& other);
+    std::vector<DbRequest> take_renewals(std::size_t max_batch);
     static std::vector<DbRequest> take_from(std::deque<DbRequest>& items, std::size_t max_batch,
                                             bool mixed);
 

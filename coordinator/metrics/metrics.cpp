@@ -90,6 +90,8 @@ std::string Metrics::summary() const {
     add("no_work", no_work.load());
     add("parked", parked.load());
     add("renewals", renewals.load());
+    add("renew_messages", renew_messages.load());
+    add("renew_jobs", renew_jobs.load());
     add("completions", completions.load());
     add("failures", failures.load());
     add("releases", releases.load());

@@ -80,6 +80,15 @@ struct Metrics {
     Single<Counter> parked{
         registry, {"aclaim_claims_parked_total", "Times a CLAIM was parked to wait for work."}};
     Single<Counter> renewals{registry, {"aclaim_renewals_total", "RENEWs answered with LEASE."}};
+    Single<Counter> renew_messages{
+        registry,
+        {"aclaim_renew_messages_total",
+         "RENEW messages received that decoded: one per held job per heartbeat, or (protocol "
+         "1.3, renew_held) one per heartbeat for all of a worker's jobs."}};
+    Single<Counter> renew_jobs{
+        registry,
+        {"aclaim_renew_jobs_total",
+         "Jobs named by the RENEW messages received (their own job and their held ones)."}};
     Single<Counter> completions{
         registry, {"aclaim_completions_total", "COMPLETEs accepted, replays included."}};
     Single<Counter> failures{registry, {"aclaim_failures_total", "FAILs accepted."}};

@@ -48,6 +48,22 @@ void Dispatcher::dispatch_pair(RoutedRequest completion, RoutedRequest claim) {
     queue_.push_pair(std::move(first), std::move(follower));
 }
 
+void Dispatcher::dispatch_group(std::vector<RoutedRequest> renewals) {
+    if (closed_ || renewals.size() == 1) {
+        for (auto& r : renewals) dispatch(std::move(r));
+        return;
+    }
+    std::vector<DbRequest> down;
+    down.reserve(renewals.size());
+    for (auto& r : renewals) down.push_back(admit(std::move(r), false));
+    const std::uint64_t group = down.front().ticket;
+    for (auto& d : down) d.group = group;
+    at_db_ += down.size();
+    dispatched_ += down.size();
+    // One push: a DB thread woken by the first must find the whole group.
+    queue_.push_group(std::move(down));
+}
+
 void Dispatcher::dispatch_own(StoreRequest request) {
     if (closed_) {
         spdlog::warn(

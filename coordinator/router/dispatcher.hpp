@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "common/base/clock.hpp"
 #include "coordinator/db/events.hpp"
@@ -40,6 +41,10 @@ class Dispatcher {
     /// the two together (one transaction where the lock strategy allows) and the completion's
     /// answer goes out first.
     void dispatch_pair(RoutedRequest completion, RoutedRequest claim);
+    /// The renewals of one RENEW that names several jobs (protocol 1.3): each as dispatch()
+    /// does, with its own reply and deadline, queued as one group that a DB thread takes whole
+    /// and renews in one statement.
+    void dispatch_group(std::vector<RoutedRequest> renewals);
     /// Work on the coordinator's own behalf (releasing a lease it could not deliver): nobody waits
     /// for its answer, so it has no deadline and its outcome is only logged.
     void dispatch_own(StoreRequest request);

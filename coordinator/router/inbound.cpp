@@ -134,9 +134,20 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     const auto* complete = std::get_if<proto::Complete>(&message);
     const proto::Claim* next =
         complete != nullptr && !complete->next.empty() ? &complete->next.front() : nullptr;
+    // Likewise a RENEW that names several jobs (protocol 1.3): each job waits for its answer.
+    const auto* renew = std::get_if<proto::Renew>(&message);
+    const std::vector<proto::HeldRenewal>* held =
+        renew != nullptr && !renew->held.empty() ? &renew->held : nullptr;
+    if (renew != nullptr) {
+        p_.metrics.renew_messages.fetch_add(1, std::memory_order_relaxed);
+        p_.metrics.renew_jobs.fetch_add(1 + renew->held.size(), std::memory_order_relaxed);
+    }
     const auto refuse = [&](std::string_view code, const std::string& text) {
         p_.replier.send_error(routing_id, enc, req, code, text);
         if (next != nullptr) p_.replier.send_error(routing_id, enc, next->req, code, text);
+        if (held != nullptr) {
+            for (const auto& h : *held) p_.replier.send_error(routing_id, enc, h.req, code, text);
+        }
     };
     // A connection outlives the revocation of its key (a ROUTER cannot hang up on one peer), so
     // every request is checked against the latest re-check, HELLO included.
@@ -206,6 +217,23 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     }
     RoutedRequest request = routed(routing_id, *session, enc, req, std::move(*ask), claim);
     ++session->outstanding;
+    if (held != nullptr) {
+        // One place of the session's, taken by the RENEW's own job; one statement for them all.
+        std::vector<RoutedRequest> group;
+        group.reserve(held->size() + 1);
+        const StoreRequest& first = request.ask();
+        for (const auto& h : *held) {
+            StoreRequest one = first;
+            one.job_id = h.job_id;
+            one.generation = h.generation;
+            RoutedRequest r = routed(routing_id, *session, enc, h.req, std::move(one), nullptr);
+            r.reply.counted = false;
+            group.push_back(std::move(r));
+        }
+        group.insert(group.begin(), std::move(request));
+        p_.dispatcher.dispatch_group(std::move(group));
+        return;
+    }
     if (next == nullptr) {
         p_.dispatcher.dispatch(std::move(request));
         return;
@@ -300,7 +328,8 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
     // Only what was asked for is granted, so a worker that asked for nothing gets a WELCOME of
     // protocol 1.1, byte for byte.
     for (const auto& feature : hello.features) {
-        const bool known = feature == proto::kFeatureCompleteClaim;
+        const bool known =
+            feature == proto::kFeatureCompleteClaim || feature == proto::kFeatureRenewHeld;
         if (known && std::find(welcome.features.begin(), welcome.features.end(), feature) ==
                          welcome.features.end()) {
             welcome.features.push_back(feature);

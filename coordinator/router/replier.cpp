@@ -81,6 +81,7 @@ std::string Replier::reason_text(std::string_view code) {
 }
 
 void Replier::finish(const ReplyTo& to) {
+    if (!to.counted) return;
     Session* session = sessions_.find(to.routing_id);
     if (session != nullptr && session->outstanding > 0) --session->outstanding;
 }

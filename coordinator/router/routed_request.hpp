@@ -17,6 +17,10 @@ struct ReplyTo {
     proto::Encoding encoding = proto::Encoding::Binary;
     std::uint64_t req = 0;
     std::string public_key;  ///< the connection's CURVE key (Z85); empty in plaintext
+    /// Whether answering it frees one of the session's outstanding places. A RENEW that names
+    /// several jobs (protocol 1.3) takes one place however many it names: its own job's answer
+    /// frees it, the answers of its `held` jobs free none.
+    bool counted = true;
 };
 
 /// A worker's request on the router thread: the domain request that goes down to a DB thread,

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Conformance kit for the aclaim wire protocol, version 1.2 (docs/protocol.md).
+"""Conformance kit for the aclaim wire protocol, version 1.3 (docs/protocol.md).
 
 Point it at a running coordinator. It sends every message type in both encodings, checks every
 reply against the spec's field tables (exact fields, types, ranges, UTF-8, lengths), causes every
 error code and rejection reason a client can cause, and sends the spec's examples verbatim. For
 protocol 1.2 it checks the feature negotiation (HELLO's features, WELCOME's grant) and the COMPLETE
 that carries the next CLAIM (the order of its two answers, refusals, invalid claims, the drain).
+For protocol 1.3, the RENEW that names every held job (renew_held): each job answered LEASE or
+REVOKED under its own req (a stale generation, another organization's job), a list too long or
+malformed refused as one ERROR, a refusal before HELLO answering every job.
 
 Situations that need jobs or keys are set up with aclaimctl (--aclaimctl, with --dsn or
 ACLAIM_DSN); a quarantined job needs the database itself (--dsn and psql). Without them those
@@ -72,10 +75,14 @@ ALL_FIELDS = {**REQUEST_FIELDS, **REPLY_FIELDS}
 OPTIONAL_FIELDS = {
     "HELLO": [("queues", "strs"), ("features", "strs")],  # 1.1, 1.2
     "COMPLETE": [("next", "claims")],  # 1.2
+    "RENEW": [("held", "held")],  # 1.3
     "WELCOME": [("features", "strs")],  # 1.2
 }
 CLAIM_FIELDS = REQUEST_FIELDS["CLAIM"]
 FEATURE = "complete_claim"
+RENEW_HELD = "renew_held"  # protocol 1.3
+MAX_HELD = 1024  # jobs one RENEW may name: its own and 1023 held
+HELD_FIELDS = REQUEST_FIELDS["RENEW"]
 MAX_FEATURES = 16
 RANGES = {"u64": (0, 2**64 - 1), "i64": (-2**63, 2**63 - 1), "i32": (-2**31, 2**31 - 1),
           "u32": (0, 2**32 - 1)}
@@ -174,6 +181,9 @@ def pack_value(kind, value):
     if kind == "claims":
         return struct.pack("<Q", len(value)) + b"".join(
             pack_value(k, claim[n]) for claim in value for n, k in CLAIM_FIELDS)
+    if kind == "held":
+        return struct.pack("<Q", len(value)) + b"".join(
+            pack_value(k, entry[n]) for entry in value for n, k in HELD_FIELDS)
     raise ValueError(kind)
 
 
@@ -231,6 +241,9 @@ class BinaryReader:
         if kind == "claims":
             return [{n: self.read(k, f"{name}[{i}].{n}") for n, k in CLAIM_FIELDS}
                     for i in range(self.read("u64", name))]
+        if kind == "held":
+            return [{n: self.read(k, f"{name}[{i}].{n}") for n, k in HELD_FIELDS}
+                    for i in range(self.read("u64", name))]
         raise ValueError(kind)
 
 
@@ -286,6 +299,11 @@ def check_json_value(kind, value, name):
             raise Malformed(f"field {name!r} must be an array")
         for i, claim in enumerate(value):
             check_json_object(CLAIM_FIELDS, claim, f"{name}[{i}]")
+    elif kind == "held":
+        if type(value) is not list:
+            raise Malformed(f"field {name!r} must be an array")
+        for i, entry in enumerate(value):
+            check_json_object(HELD_FIELDS, entry, f"{name}[{i}]")
 
 
 def no_duplicates(pairs):
@@ -1025,6 +1043,9 @@ def features(kit, enc):
     for asked, granted, what in [
         ([FEATURE], [FEATURE], f"['{FEATURE}']"),
         (["kit-unknown-feature", FEATURE], [FEATURE], "an unknown feature and complete_claim"),
+        ([RENEW_HELD], [RENEW_HELD], f"['{RENEW_HELD}'] (1.3)"),
+        ([RENEW_HELD, "kit-unknown-feature", FEATURE], [RENEW_HELD, FEATURE],
+         "renew_held, an unknown feature and complete_claim"),
         ([FEATURE], [FEATURE], f"['{FEATURE}'] with queues"),
     ]:
         extra = {"queues": ["default"]} if "queues" in what else {}
@@ -1210,6 +1231,9 @@ def spec_examples(kit):
     # 1.2 (HELLO's features, COMPLETE's next) are sent on a connection of their own below.
     newer = [(k, b) for k, b in lines if k in REQUEST_FIELDS and
              any(f'"{n}"' in b for n, _ in OPTIONAL_FIELDS.get(k, []) if n != "queues")]
+    # Protocol 1.3's (RENEW's held, HELLO asking for renew_held) are sent by spec_examples_1_3.
+    newest = [(k, b) for k, b in newer if '"held"' in b or RENEW_HELD in b]
+    newer = [e for e in newer if e not in newest]
     examples = {}
     for k, b in lines:
         if k in REQUEST_FIELDS and (k, b) not in newer:
@@ -1255,6 +1279,7 @@ def spec_examples(kit):
                 allowed=ANSWERS[kind] - {"ERROR"})
     c.close()
     spec_examples_1_2(kit, doc, me, newer)
+    spec_examples_1_3(kit, doc, me, newest)
 
 
 def spec_examples_1_2(kit, doc, me, json_examples):
@@ -1267,7 +1292,7 @@ def spec_examples_1_2(kit, doc, me, json_examples):
     binary = []
     for m in re.finditer(r"Example: `(HELLO|COMPLETE) (\{[^`]*\})` is (\d+) bytes:\n\n```\n(.*?)```",
                          doc, re.S):
-        if "features" in m.group(2) or "next" in m.group(2):
+        if ("features" in m.group(2) or "next" in m.group(2)) and RENEW_HELD not in m.group(2):
             raw = bytes.fromhex("".join(
                 re.match(r"((?:[0-9a-f]{2} )*[0-9a-f]{2})", line).group(1).replace(" ", "")
                 for line in m.group(4).splitlines()))
@@ -1297,6 +1322,199 @@ def spec_examples_1_2(kit, doc, me, json_examples):
             c.reply(msg["next"][0]["req"], enc, f"[spec] {enc} example COMPLETE (1.2): its claim",
                     timeout_ms=35_000, allowed=ANSWERS["CLAIM"] - {"ERROR"})
         c.close()
+
+
+def spec_examples_1_3(kit, doc, me, json_examples):
+    """The examples of protocol 1.3 (a HELLO asking for renew_held, a RENEW naming several
+    jobs), JSON and binary, sent verbatim: WELCOME grants the feature, and every job the RENEW
+    names is answered LEASE or REVOKED under its own req (the example's jobs are not this
+    worker's: REVOKED)."""
+    kinds = sorted(k for k, _ in json_examples)
+    kit.check("[spec] JSON examples of HELLO asking for renew_held and RENEW with held",
+              kinds == ["HELLO", "RENEW"], str(kinds))
+    binary = []
+    for m in re.finditer(r"Example: `RENEW (\{[^`]*\})` is (\d+) bytes:\n\n```\n(.*?)```", doc, re.S):
+        if "held" in m.group(1):
+            raw = bytes.fromhex("".join(
+                re.match(r"((?:[0-9a-f]{2} )*[0-9a-f]{2})", line).group(1).replace(" ", "")
+                for line in m.group(3).splitlines()))
+            kit.check("[spec] binary example RENEW (1.3) is as long as stated",
+                      len(raw) == int(m.group(2)), f"{len(raw)} bytes, {m.group(2)} stated")
+            binary.append(("RENEW", raw))
+    kit.check("[spec] a binary example of RENEW with held", len(binary) == 1, str(len(binary)))
+    hello = [b for k, b in json_examples if k == "HELLO"]
+    for enc, examples in (("json", [(k, b.encode()) for k, b in json_examples]),
+                          ("binary", binary)):
+        c = kit.connect(me)
+        if enc == "binary" and hello:
+            # The binary example is a RENEW only: the session asks in JSON, as the example does.
+            c.send_raw([TAG_JSON, b"HELLO", hello[0].encode()])
+            c.expect("WELCOME", json.loads(hello[0])["req"], "json",
+                     "[spec] HELLO (1.3) before the binary RENEW example")
+        for kind, body in sorted(examples, key=lambda e: e[0] != "HELLO"):
+            tag = TAG_JSON if enc == "json" else TAG_BINARY
+            c.send_raw([tag, kind.encode(), body])
+            msg = decode_json(kind, body) if enc == "json" else decode_binary(kind, body)
+            if kind == "HELLO":
+                r = c.expect("WELCOME", msg["req"], enc, f"[spec] {enc} example HELLO (1.3) sent verbatim")
+                if r is not None:
+                    kit.check(f"[spec] {enc} example HELLO (1.3): renew_held granted",
+                              RENEW_HELD in r.msg.get("features", []), repr(r))
+                continue
+            reqs = [msg["req"]] + [h["req"] for h in msg.get("held", [])]
+            got = c.in_order(reqs, enc, f"[spec] {enc} example RENEW (1.3) sent verbatim")
+            if got is not None:
+                kit.check(f"[spec] {enc} example RENEW (1.3): each job answered LEASE or REVOKED",
+                          all(r.kind in ("LEASE", "REVOKED") for r in got),
+                          repr([(r.kind, r["req"]) for r in got]))
+        c.close()
+
+
+def renew_held_refusals(kit, enc):
+    """Protocol 1.3's RENEW naming several jobs, refused as a message: a list too long, an
+    entry malformed or out of range, a req used twice: one ERROR for the RENEW's req, nothing
+    for the jobs it names, and the session goes on. Before HELLO, every job gets no_session."""
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-rhref")
+    c = kit.connect(me)
+    base = {"job_id": 2**62, "generation": 1}
+    first, second = c.req(), c.req()
+    req = c.send("RENEW", enc, held=[dict(base, req=first), dict(base, req=second)], **base)
+    for q, what in ((req, "the RENEW"), (first, "held[0]"), (second, "held[1]")):
+        c.expect_error("no_session", q, enc, f"[{enc}] RENEW with held before HELLO: {what}")
+    w = c.hello(me, enc, f"[{enc}] HELLO asking for renew_held", features=[RENEW_HELD])
+    if w is None:
+        c.close()
+        return
+    kit.check(f"[{enc}] renew_held granted", w.msg.get("features") == [RENEW_HELD], repr(w))
+    unanswered = []
+    held = [dict(base, req=c.req()) for _ in range(MAX_HELD)]
+    unanswered += [h["req"] for h in held]
+    req = c.send("RENEW", enc, held=held, **base)
+    r = c.expect_error("invalid", req, enc, f"[{enc}] RENEW naming {MAX_HELD + 1} jobs")
+    if r is not None:
+        kit.check(f"[{enc}] RENEW naming {MAX_HELD + 1} jobs: text names 'held'",
+                  "'held'" in r["text"], r["text"])
+    for held, field, what in [
+        ([dict(base, req=c.req(), job_id=-1)], "held[0].job_id", "a negative held job_id"),
+        ([dict(base, req=0)], "held[0].req", "a held req equal to the RENEW's"),
+        ([dict(base, req=7_000_001), dict(base, req=7_000_001)], "held[0].req",
+         "a held req used twice"),
+    ]:
+        req = c.req()
+        for h in held:
+            if h["req"] == 0:
+                h["req"] = req
+        unanswered += [h["req"] for h in held if h["req"] != req]
+        c.send("RENEW", enc, req=req, held=held, **base)
+        r = c.expect_error("invalid", req, enc, f"[{enc}] RENEW with {what}")
+        if r is not None:
+            kit.check(f"[{enc}] RENEW with {what}: text names '{field}'",
+                      f"'{field}'" in r["text"] or field in r["text"], r["text"])
+    # Malformed lists: undecodable, the RENEW's req echoed.
+    req = c.req()
+    if enc == "json":
+        body = encode_json({"req": req, "job_id": 1, "generation": 1, "held": [{"req": req + 1}]})
+        what = "a held entry without job_id and generation"
+    else:
+        # A count of 2 with one entry's bytes.
+        body = (b"\x01" + struct.pack("<Qqq", req, 1, 1) + struct.pack("<Q", 2) +
+                struct.pack("<Qqq", req + 1, 1, 1))
+        what = "a held count beyond its entries"
+    c.next += 1
+    unanswered.append(req + 1)
+    c.send_raw([TAG_JSON if enc == "json" else TAG_BINARY, b"RENEW", body])
+    r = c.expect_error("undecodable", req, enc, f"[{enc}] RENEW with {what}")
+    if r is not None:
+        kit.check(f"[{enc}] RENEW with {what}: text names 'held'", "held" in r["text"], r["text"])
+    kit.check(f"[{enc}] the jobs of refused RENEWs are not answered",
+              not any(q in c.early for q in unanswered) and c.silent(300),
+              str(sorted(set(unanswered) & set(c.early))))
+    # Nothing else was disturbed: the session answers a RENEW with held, each job on its own.
+    first = c.req()
+    req = c.send("RENEW", enc, held=[{"req": first, "job_id": 2**62 + 1, "generation": 1}], **base)
+    got = c.in_order([req, first], enc, f"[{enc}] RENEW with held after the refusals")
+    if got is not None:
+        kit.check(f"[{enc}] RENEW with held after the refusals: REVOKED unknown_job for each",
+                  [(r.kind, r["reason"]) for r in got] == [("REVOKED", "unknown_job")] * 2,
+                  repr(got))
+    c.send("BYE", enc)
+    c.close()
+
+
+def renew_held(kit, enc):
+    """Protocol 1.3's RENEW naming every held job: each job answered on its own under its own
+    req, LEASE where the lease was extended, REVOKED with the reason where not (a stale
+    generation, another organization's job), none of them affecting the others."""
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-rh")
+    c = kit.connect(me)
+    w = c.hello(me, enc, f"[{enc}] HELLO for RENEW with held", features=[RENEW_HELD])
+    if w is None:
+        c.close()
+        return
+    for i in range(4):
+        kit.enqueue(org, f"kit {kit.run_id} renew_held {enc} {i}")
+    req = c.send("CLAIM", enc, max_jobs=4, wait_ms=5000)
+    r = c.expect("ASSIGNED", req, enc, f"[{enc}] CLAIM of four jobs to hold")
+    jobs = r["jobs"] if r is not None else []
+    if not kit.check(f"[{enc}] four jobs held", len(jobs) == 4, str(len(jobs))):
+        c.close()
+        return
+
+    def renew(named, what):
+        """RENEW of `named` (job dicts), the first as the RENEW's own job; its answers by job."""
+        entries = [{"req": c.req(), "job_id": j["job_id"], "generation": j["generation"]}
+                   for j in named[1:]]
+        head = c.send("RENEW", enc, job_id=named[0]["job_id"], generation=named[0]["generation"],
+                      held=entries)
+        reqs = [head] + [e["req"] for e in entries]
+        got = c.in_order(reqs, enc, what)
+        if got is None:
+            return None
+        by_req = {r["req"]: r for r in got}
+        kit.check(f"{what}: one answer per job, each under its own req",
+                  sorted(by_req) == sorted(reqs) and len(got) == len(reqs), repr(sorted(by_req)))
+        kit.check(f"{what}: each answer names the job of its req",
+                  all(by_req[q]["job_id"] == j["job_id"] for q, j in zip(reqs, named)),
+                  repr(got))
+        return [by_req[q] for q in reqs]
+
+    got = renew(jobs, f"[{enc}] RENEW naming four held jobs")
+    if got is not None:
+        kit.check(f"[{enc}] RENEW naming four held jobs: all LEASE",
+                  [r.kind for r in got] == ["LEASE"] * 4, repr(got))
+    stale = dict(jobs[2], generation=jobs[2]["generation"] + 1)
+    got = renew([jobs[0], jobs[1], stale, jobs[3]], f"[{enc}] RENEW with one stale generation")
+    if got is not None:
+        kit.check(f"[{enc}] RENEW with one stale generation: LEASE, LEASE, REVOKED, LEASE",
+                  [r.kind for r in got] == ["LEASE", "LEASE", "REVOKED", "LEASE"], repr(got))
+        kit.check(f"[{enc}] RENEW with one stale generation: reason stale_generation",
+                  got[2]["reason"] == "stale_generation", repr(got[2]))
+    # Another organization's job, held by its own worker.
+    other_org = kit.new_org()
+    them = kit.new_identity(other_org, f"kit-{kit.run_id}-{enc}-rh-other")
+    o = kit.connect(them)
+    theirs = None
+    if o.hello(them, enc, f"[{enc}] HELLO of another organization's worker") is not None:
+        kit.enqueue(other_org, f"kit {kit.run_id} renew_held other {enc}")
+        theirs = o.claim_one(enc, f"[{enc}] another organization's worker claims a job")
+    if theirs is not None:
+        got = renew([jobs[0], theirs, jobs[1]], f"[{enc}] RENEW naming another organization's job")
+        if got is not None:
+            kit.check(f"[{enc}] RENEW naming another organization's job: LEASE, REVOKED, LEASE",
+                      [r.kind for r in got] == ["LEASE", "REVOKED", "LEASE"], repr(got))
+            kit.check(f"[{enc}] RENEW naming another organization's job: other_organization",
+                      got[1]["reason"] == "other_organization", repr(got[1]))
+        req = o.send("RENEW", enc, job_id=theirs["job_id"], generation=theirs["generation"])
+        o.expect("LEASE", req, enc, f"[{enc}] the other organization's lease is still its own")
+    o.send("BYE", enc)
+    o.close()
+    for j in jobs:
+        req = c.send("RELEASE", enc, job_id=j["job_id"], generation=j["generation"])
+        c.expect("ACCEPTED", req, enc, f"[{enc}] RELEASE of a job renewed with held")
+    c.send("BYE", enc)
+    c.close()
 
 
 def drain(kit):
@@ -1380,9 +1598,11 @@ def main():
             too_many(kit, enc)
             features(kit, enc)
             complete_claim_limit(kit, enc)
+            renew_held_refusals(kit, enc)
             if args.aclaimctl:
                 lifecycle(kit, enc)
                 complete_claim(kit, enc)
+                renew_held(kit, enc)
                 if kit.curve:
                     curve_only(kit, enc)
             else:

@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/fuzz/fuzz_input.hpp"
 
@@ -34,6 +37,22 @@ std::vector<proto::Message> samples() {
     };
 }
 
+/// Messages that use a later minor version's optional members, seeded under names of their own.
+std::vector<std::pair<std::string, proto::Message>> later_samples() {
+    proto::Hello hello{1, "reviewer-a", 3};
+    hello.features = {"complete_claim", "renew_held"};
+    proto::Welcome welcome{1, 3, 10000, 3333, 65536};
+    welcome.features = {"complete_claim", "renew_held"};
+    proto::Complete complete{4, 41, 7, "s3://results/41"};
+    complete.next.push_back(proto::Claim{8, 1, 30000});
+    proto::Renew renew{3, 41, 7};
+    renew.held = {{10, 42, 2}, {11, 43, 9}, {12, 44, 1}};
+    return {{"hello_features", hello},
+            {"welcome_features", welcome},
+            {"complete_next", complete},
+            {"renew_held", renew}};
+}
+
 std::string lower(std::string_view s) {
     std::string out(s);
     for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -53,12 +72,13 @@ int main(int argc, char** argv) {
         return 2;
     }
     const std::filesystem::path dir(argv[1]);
-    const auto all = samples();
-    for (std::size_t i = 0; i < all.size(); ++i) {
-        const auto name = lower(proto::type_name(all[i]));
-        const char index = static_cast<char>(all[i].index());
+    std::vector<std::pair<std::string, proto::Message>> all;
+    for (auto& m : samples()) all.emplace_back(lower(proto::type_name(m)), std::move(m));
+    for (auto& named : later_samples()) all.push_back(std::move(named));
+    for (const auto& [name, message] : all) {
+        const char index = static_cast<char>(message.index());
         for (const auto enc : {proto::Encoding::Binary, proto::Encoding::Json}) {
-            const auto f = proto::encode(all[i], enc);
+            const auto f = proto::encode(message, enc);
             const std::string suffix = enc == proto::Encoding::Json ? "_json" : "_binary";
             write(dir / "frames" / (name + suffix),
                   aclaim::fuzz::join_frames({f.tag, f.type, f.body}));

@@ -775,3 +775,100 @@ TEST_CASE("protocol 1.2: HELLO's features, WELCOME's grant and COMPLETE's next c
     CHECK(spaced.code == "invalid");
     CHECK(spaced.text.find("features[0]") != std::string::npos);
 }
+
+TEST_CASE("protocol 1.3: RENEW's held jobs are optional, round-trip and are bounded",
+          "[protocol][renew_held]") {
+    // Unused, a RENEW is byte for byte what protocol 1.0 wrote.
+    CHECK(proto::encode(proto::Renew{3, 1001, 4}, Encoding::Json).body ==
+          R"({"req": 3,"job_id": 1001,"generation": 4})");
+    CHECK(proto::encode(proto::Renew{3, 1001, 4}, Encoding::Binary).body.size() == 25);
+    proto::Renew renew{3, 1001, 4};
+    renew.held = {{4, 1002, 7}, {5, 1003, 1}, {9, 0, 0}};
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        const auto f = proto::encode(renew, enc);
+        CHECK(f.type == "RENEW");
+        CHECK(expect_message(decode3(f.tag, f.type, f.body)) == proto::Message(renew));
+    }
+    CHECK(proto::encode(renew, Encoding::Json).body ==
+          R"({"req": 3,"job_id": 1001,"generation": 4,"held": [{"req": 4,"job_id": 1002,)"
+          R"("generation": 7},{"req": 5,"job_id": 1003,"generation": 1},{"req": 9,"job_id": 0,)"
+          R"("generation": 0}]})");
+    // The binary example of docs/protocol.md: the count, then each entry's three integers.
+    proto::Renew one{3, 1001, 4};
+    one.held = {{4, 1002, 7}};
+    const auto bin = proto::encode(one, Encoding::Binary).body;
+    CHECK(bin.size() == 57);
+    CHECK(hex(bin) ==
+          "01"
+          "0300000000000000"
+          "e903000000000000"
+          "0400000000000000"
+          "0100000000000000"
+          "0400000000000000"
+          "ea03000000000000"
+          "0700000000000000");
+
+    // At most 1024 jobs a RENEW: its own and 1023 held, in either encoding.
+    const auto with_held = [](std::size_t n) {
+        proto::Renew r{1, 1, 1};
+        for (std::size_t i = 0; i < n; ++i)
+            r.held.push_back({2 + i, static_cast<std::int64_t>(10 + i), 3});
+        return r;
+    };
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        CAPTURE(enc == Encoding::Json);
+        const auto fits = proto::encode(with_held(proto::kMaxHeldRenewals - 1), enc);
+        CHECK(fits.body.size() <= proto::kMaxBodyBytes);
+        CHECK(std::get<proto::Renew>(expect_message(decode3(fits.tag, fits.type, fits.body)))
+                  .held.size() == proto::kMaxHeldRenewals - 1);
+        const auto over = proto::encode(with_held(proto::kMaxHeldRenewals), enc);
+        const auto e = expect_error(decode3(over.tag, over.type, over.body));
+        CHECK(e.code == "invalid");
+        CHECK(e.req == 1);
+        CHECK(e.text.find("'held'") != std::string::npos);
+        CHECK(e.text.find("at most 1023") != std::string::npos);
+    }
+
+    // Each entry is checked like a RENEW, and every req is the answer's own.
+    const auto body = [](const std::string& held) {
+        return R"({"req": 3,"job_id": 1001,"generation": 4,"held": )" + held + "}";
+    };
+    const auto negative = expect_error(
+        decode3(proto::kTagJson, "RENEW", body(R"([{"req": 4,"job_id": -1,"generation": 7}])")));
+    CHECK(negative.code == "invalid");
+    CHECK(negative.text.find("held[0].job_id") != std::string::npos);
+    const auto own = expect_error(
+        decode3(proto::kTagJson, "RENEW", body(R"([{"req": 3,"job_id": 1002,"generation": 7}])")));
+    CHECK(own.code == "invalid");
+    CHECK(own.text.find("held[0].req") != std::string::npos);
+    const auto twice = expect_error(
+        decode3(proto::kTagJson, "RENEW",
+                body(R"([{"req": 4,"job_id": 1002,"generation": 7},{"req": 4,"job_id": 1003,)"
+                     R"("generation": 1}])")));
+    CHECK(twice.code == "invalid");
+    CHECK(twice.text.find("held[0].req") != std::string::npos);
+    // The same job twice is no error: it is renewed as two RENEWs of it would be.
+    CHECK(std::holds_alternative<proto::Decoded>(
+        decode3(proto::kTagJson, "RENEW",
+                body(R"([{"req": 4,"job_id": 1001,"generation": 4},{"req": 5,"job_id": 1001,)"
+                     R"("generation": 4}])"))));
+    // Malformed lists are undecodable, naming the member, and carry the RENEW's req.
+    for (const std::string bad : {R"(7)", R"([7])", R"([{"req": 4,"job_id": 1002}])",
+                                  R"([{"req": 4,"job_id": 1002,"generation": 7,"x": 1}])",
+                                  R"([{"req": 4,"job_id": "1002","generation": 7}])"}) {
+        CAPTURE(bad);
+        const auto e = expect_error(decode3(proto::kTagJson, "RENEW", body(bad)));
+        CHECK(e.code == "undecodable");
+        CHECK(e.req == 3);
+        CHECK(e.text.find("held") != std::string::npos);
+    }
+    // Binary: a count beyond the bytes left, or an entry cut short, is undecodable.
+    auto huge = bin.substr(0, 25) + le64(std::uint64_t{1} << 60) + bin.substr(33);
+    CHECK(expect_error(decode3(proto::kTagBinary, "RENEW", huge)).code == "undecodable");
+    for (std::size_t cut = 26; cut < bin.size(); ++cut) {
+        CAPTURE(cut);
+        const auto e = expect_error(decode3(proto::kTagBinary, "RENEW", bin.substr(0, cut)));
+        CHECK(e.code == "undecodable");
+        CHECK(e.req == 3);
+    }
+}

@@ -166,3 +166,32 @@ TEST_CASE("work queue: requests pushed while held wake a taker once, all togethe
     CHECK(reqs(taken) == std::vector<std::uint64_t>{1, 2, 3});
     CHECK(q.size() == 0);
 }
+
+TEST_CASE("work queue: the renewals of one RENEW are taken whole, beyond the batch size",
+          "[work_queue][renew_held]") {
+    const auto group_of = [](std::uint64_t first, std::uint64_t n) {
+        std::vector<DbRequest> g;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            g.push_back(renew(first + i));
+            g.back().group = first;
+        }
+        return g;
+    };
+    WorkQueue q;
+    q.push(claim(1, 1));
+    q.push(renew(2));
+    q.push_group(group_of(10, 5));
+    q.push(renew(3));
+    q.push_group(group_of(20, 3));
+    q.push(renew(4));
+    CHECK(q.size() == 12);
+    // The oldest renewal alone, then the first group does not fit a batch of 4: the loose
+    // renewal after it does, and the next group does not.
+    CHECK(reqs(q.take(4)) == std::vector<std::uint64_t>{2, 3, 4});
+    // A group at the head is taken whole even though it is larger than the batch.
+    CHECK(reqs(q.take(4)) == std::vector<std::uint64_t>{10, 11, 12, 13, 14});
+    // Without coalescing (batches of one) a group is still one take: one statement.
+    CHECK(reqs(q.take(1)) == std::vector<std::uint64_t>{20, 21, 22});
+    CHECK(reqs(q.take(4)) == std::vector<std::uint64_t>{1});
+    CHECK(q.size() == 0);
+}

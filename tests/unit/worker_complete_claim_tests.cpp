@@ -8,11 +8,13 @@ using namespace aclaim::testing;
 
 namespace {
 
-/// HELLO (which must ask for complete_claim) answered with a WELCOME granting `features`.
+/// HELLO (which must ask for complete_claim and renew_held) answered with a WELCOME granting
+/// `features`.
 Request open_granting(Harness& h, std::vector<std::string> features) {
     auto hello = h.next_request<proto::Hello>();
     const auto& asked = std::get<proto::Hello>(hello.message).features;
-    REQUIRE(asked == std::vector<std::string>{std::string(proto::kFeatureCompleteClaim)});
+    REQUIRE(asked == std::vector<std::string>{std::string(proto::kFeatureCompleteClaim),
+                                              std::string(proto::kFeatureRenewHeld)});
     proto::Welcome w{proto::request_id(hello.message), 7, 3000, 1000, 65536};
     w.features = std::move(features);
     h.fake.reply(hello, w);

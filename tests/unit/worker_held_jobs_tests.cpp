@@ -76,3 +76,24 @@ TEST_CASE("backoff doubles up to its cap and starts over on reset", "[worker]") 
     b.reset();
     CHECK(b.next() == Millis(100));
 }
+
+TEST_CASE("renewals taken with a look ahead fall into one heartbeat", "[worker][renew_held]") {
+    HeldJobs held;
+    held.set_heartbeat(Millis(100));
+    const TimePoint t0{};
+    held.add({1, 1}, Millis(300), t0);
+    held.add({2, 1}, Millis(300), t0 + Millis(30));
+    held.add({3, 1}, Millis(300), t0 + Millis(80));
+    // Nothing due yet: nothing taken, however far it looks ahead.
+    CHECK(held.take_due(t0 + Millis(99), Millis(50)).empty());
+    // Job 1 is due; job 2 is due within half a heartbeat and goes with it; job 3 does not.
+    CHECK(held.take_due(t0 + Millis(100), Millis(50)) == std::vector<JobRef>{{1, 1}, {2, 1}});
+    held.renewed({1, 1}, Millis(300));
+    held.renewed({2, 1}, Millis(300));
+    // Job 3 falls due first now, and takes 1 and 2 (due 20 ms later) with it: one group.
+    CHECK(held.take_due(t0 + Millis(180), Millis(50)) ==
+          std::vector<JobRef>{{1, 1}, {2, 1}, {3, 1}});
+    for (std::int64_t id : {1, 2, 3}) held.renewed({id, 1}, Millis(300));
+    CHECK(held.next_due() == t0 + Millis(280));
+    CHECK(held.take_due(t0 + Millis(280), Millis(50)).size() == 3);
+}

@@ -59,6 +59,9 @@ class Pending:
     # A CLAIM that goes out inside the COMPLETE before it (that COMPLETE's `next`, protocol
     # 1.2), not on its own.
     carried: bool = False
+    # A RENEW that goes out inside another RENEW's `held` (protocol 1.3), not on its own; it
+    # takes no place under max_in_flight, as the coordinator counts that RENEW once.
+    bundled: bool = False
 
     def job(self) -> JobRef:
         return (self.fields["job_id"], self.fields["generation"])
@@ -80,6 +83,9 @@ class LinkOptions:
     # Link.complete_then_claim() where WELCOME grants it. Off: every request goes alone, as
     # against a 1.1 coordinator.
     complete_claim: bool = True
+    # Ask for protocol 1.3's RENEW that names every held job: where WELCOME grants it, one RENEW
+    # per heartbeat renews them all. Off, or against an older coordinator: one RENEW per job.
+    renew_held: bool = True
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
 

@@ -64,12 +64,19 @@ class HeldJobs:
         entry = self._jobs.get(job_id)
         return entry is not None and entry.renewing
 
-    def take_due(self, now: float) -> List[JobRef]:
+    def take_due(self, now: float, ahead: float = 0.0) -> List[JobRef]:
         """Jobs whose renewal is due and not already in flight; each is marked in flight and its
-        next renewal scheduled one heartbeat after `now`."""
+        next renewal scheduled one heartbeat after `now`. With `ahead`, once any renewal is due,
+        also the jobs due within `ahead` seconds: for one RENEW that names them all (protocol
+        1.3). Renewing early only extends a lease from now, and jobs taken together stay due
+        together, so with half a heartbeat the held jobs share one heartbeat within one
+        interval."""
+        if not any(e.renewing and not e.in_flight and e.next_renewal <= now
+                   for e in self._jobs.values()):
+            return []
         due = []
         for job_id, e in self._jobs.items():
-            if not e.renewing or e.in_flight or e.next_renewal > now:
+            if not e.renewing or e.in_flight or e.next_renewal > now + ahead:
                 continue
             e.in_flight = True
             e.renewal_sent = now

@@ -45,6 +45,9 @@ class Link(Replies):
         self._had_session = False
         # A coordinator older than protocol 1.2 refused HELLO's features: greet it without them.
         self._features_refused = False
+        # The coordinator refused a RENEW that named several jobs although WELCOME granted it:
+        # renew each job alone until the next WELCOME.
+        self._renew_held_refused = False
         self._next_req = 1
         self._pending: Dict[int, Pending] = {}
         self.held = HeldJobs()
@@ -63,7 +66,8 @@ class Link(Replies):
         return self._o.endpoints[self._endpoint_index]
 
     def granted(self, feature: str) -> bool:
-        """Whether the open session granted a protocol 1.2 feature (WELCOME's features)."""
+        """Whether the open session granted a feature of protocol 1.2 or later (WELCOME's
+        features)."""
         return self.ready and self.welcome is not None and feature in self.welcome.features
 
     def claim_pending(self) -> bool:
@@ -145,12 +149,13 @@ class Link(Replies):
         return req
 
     def _in_flight(self) -> int:
-        return sum(1 for p in self._pending.values() if p.sent)
+        return sum(1 for p in self._pending.values() if p.sent and not p.bundled)
 
     def _send_pending(self, p: Pending, now: float) -> None:
         # At the cap the request keeps its turn (requests are kept in id order) until a reply
-        # frees a slot. A carried CLAIM goes out with its COMPLETE, never on its own.
-        if p.carried or self._in_flight() >= self._o.max_in_flight:
+        # frees a slot. A carried CLAIM goes out with its COMPLETE, a bundled RENEW with the
+        # RENEW that names it, never on their own.
+        if p.carried or p.bundled or self._in_flight() >= self._o.max_in_flight:
             return
         carried: Optional[Pending] = None
         if "next" in p.fields:
@@ -175,6 +180,39 @@ class Link(Replies):
             carried.sent = True
             carried.due = p.due + carried.fields["wait_ms"] / 1000.0
             del p.fields["next"]
+        # Each job of a RENEW that names several is answered on its own, under its own req.
+        for entry in p.fields.get("held", ()):
+            bundled = self._pending.get(entry["req"])
+            if bundled is not None:
+                bundled.sent = True
+                bundled.due = p.due
+
+    def _send_renewals(self, now: float) -> None:
+        """The renewals due now: one RENEW for them all where the session grants
+        ``renew_held`` (several when they do not fit one body), else one each."""
+        together = self.granted(_wire.FEATURE_RENEW_HELD) and not self._renew_held_refused
+        # Bundled, a job due within half a heartbeat goes with the ones due now, so that the
+        # held jobs soon share one heartbeat (HeldJobs.take_due).
+        due = self.held.take_due(now, self.held.heartbeat_s / 2 if together else 0.0)
+        if not together or len(due) < 2:
+            for job_id, generation in due:
+                self._submit("RENEW", {"job_id": job_id, "generation": generation})
+            return
+        # As many jobs as fit the coordinator's body limit: a JSON entry is at most 100 bytes.
+        limit = self.welcome.max_body_bytes if self.welcome is not None else 0
+        per_message = max(1, min(_wire.MAX_HELD_RENEWALS, (limit - 256) // 100))
+        for first in range(0, len(due), per_message):
+            chunk = due[first:first + per_message]
+            held = []
+            # The entries first, so that sending the RENEW finds them; they are sent with it.
+            for job_id, generation in chunk[1:]:
+                req = self._next_req
+                self._next_req += 1
+                entry = {"req": req, "job_id": job_id, "generation": generation}
+                held.append(entry)
+                self._pending[req] = Pending("RENEW", dict(entry), due=now, bundled=True)
+            self._submit("RENEW", {"job_id": chunk[0][0], "generation": chunk[0][1],
+                                   "held": held})
 
     def _send(self, kind: str, fields: Dict[str, Any]) -> bool:
         if self._socket is None:
@@ -226,11 +264,13 @@ class Link(Replies):
             fields["queues"] = list(self._o.queues)
         # Protocol 1.2: ask for what this worker would use; WELCOME says what is granted.
         if self._asks_features():
-            fields["features"] = [_wire.FEATURE_COMPLETE_CLAIM]
+            fields["features"] = ([_wire.FEATURE_COMPLETE_CLAIM] if self._o.complete_claim
+                                  else []) + ([_wire.FEATURE_RENEW_HELD] if self._o.renew_held
+                                              else [])
         self._send("HELLO", fields)
 
     def _asks_features(self) -> bool:
-        return self._o.complete_claim and not self._features_refused
+        return (self._o.complete_claim or self._o.renew_held) and not self._features_refused
 
     def _reconnect(self, why: str, now: float, out: List[Event]) -> None:
         self.stats.reconnects += 1
@@ -347,8 +387,7 @@ class Link(Replies):
         for p in list(self._pending.values()):
             if not p.sent and p.due <= now:
                 self._send_pending(p, now)
-        for job_id, generation in self.held.take_due(now):
-            self._submit("RENEW", {"job_id": job_id, "generation": generation})
+        self._send_renewals(now)
 
     def _next_deadline(self) -> Optional[float]:
         times = []
@@ -360,8 +399,8 @@ class Link(Replies):
             at_cap = self._in_flight() >= self._o.max_in_flight
             for p in self._pending.values():
                 # Requests waiting for a free slot are woken by the reply that frees it; a
-                # carried CLAIM goes when its COMPLETE does.
-                if p.carried:
+                # carried CLAIM goes when its COMPLETE does, a bundled RENEW with its RENEW.
+                if p.carried or (p.bundled and not p.sent):
                     continue
                 if p.sent or not at_cap:
                     times.append(p.due)

@@ -23,6 +23,7 @@ class Replies:
     _hello_req: int
     _had_session: bool
     _features_refused: bool
+    _renew_held_refused: bool
     _pending: Dict[int, Pending]
     _endpoint_index: int
     _round_start: int
@@ -146,9 +147,20 @@ class Replies:
                 self.held.retry_renewal(p.fields["job_id"], now + self._o.retry_delay)
             else:
                 self.held.renewal_abandoned(p.fields["job_id"])
+            # A RENEW refused as a message (not decodable, out of range) has this one ERROR for
+            # all the jobs it named; a refusal of the session or the database answers each job.
+            held = p.fields.get("held")
+            if held and code in _wire.CODEC_ERRORS:
+                log.warning("worker=%s RENEW of %d jobs refused (%s: %s); renewing each alone",
+                            self._o.worker_id, len(held) + 1, code, text)
+                self._renew_held_refused = True
+                for entry in held:
+                    if self._pending.pop(entry["req"], None) is not None:
+                        self.held.renewal_abandoned(entry["job_id"])
 
     def _on_welcome(self, w: Dict[str, Any], now: float, out: List[Event]) -> None:
         self._state = "ready"
+        self._renew_held_refused = False
         self.welcome = Welcome(org_id=w["org_id"], lease_ms=w["lease_ms"],
                                heartbeat_ms=w["heartbeat_ms"],
                                max_body_bytes=w["max_body_bytes"], endpoint=self.endpoint,

@@ -1,4 +1,4 @@
-"""The aclaim wire protocol's JSON encoding (docs/protocol.md, protocol 1.2): frames, the
+"""The aclaim wire protocol's JSON encoding (docs/protocol.md, protocol 1.3): frames, the
 fields each message must carry, and the ranges a request must respect.
 
 Only this module reads or writes frames. It checks requests before they leave, so that a bad
@@ -31,6 +31,19 @@ FEATURE_COMPLETE_CLAIM = "complete_claim"
 """Protocol 1.2: a COMPLETE may carry the worker's next CLAIM (its member ``next``), answered
 ACCEPTED (or REJECTED) and then ASSIGNED or NO_WORK. Asked for in HELLO's ``features``, used only
 where WELCOME grants it."""
+
+FEATURE_RENEW_HELD = "renew_held"
+"""Protocol 1.3: one RENEW renews every job the worker holds (its member ``held``, the other
+jobs each with a ``req`` of its own), each job answered LEASE or REVOKED under its own ``req``.
+Asked for in HELLO's ``features``, used only where WELCOME grants it."""
+
+MAX_HELD_RENEWALS = 1024
+"""Jobs one RENEW may name: its own and at most 1023 in ``held``."""
+
+# ERROR codes the codec answers for a message as a whole (it was not read, or a field is out of
+# range): a RENEW that names several jobs then gets this one ERROR for all of them.
+CODEC_ERRORS = frozenset({"malformed", "oversized", "wrong_version", "unknown_type",
+                          "undecodable", "invalid"})
 
 # ERROR codes after which the same request may simply be sent again (the coordinator did not
 # carry it out, or its outcome is decided by the job's row when it is re-sent).

@@ -27,6 +27,8 @@ from aclaim import Verdict, _wire  # noqa: E402
 from aclaim._events import ClaimEnded, JobAssigned, SessionReady  # noqa: E402
 
 FEATURE = "complete_claim"
+# What HELLO asks for by default: complete_claim (1.2) and renew_held (1.3).
+ASKED = [FEATURE, "renew_held"]
 
 
 def welcome(h: Harness, hello: Request, features: Optional[List[str]]) -> SessionReady:
@@ -51,7 +53,7 @@ class CompleteClaimLink(unittest.TestCase):
 
     def granted_session(self, h: Harness) -> Request:
         hello = h.expect("HELLO")
-        self.assertEqual(hello.body["features"], [FEATURE])
+        self.assertEqual(hello.body["features"], ASKED)
         self.assertEqual(welcome(h, hello, [FEATURE]).welcome.features, (FEATURE,))
         self.assertTrue(h.link.granted(FEATURE))
         return hello
@@ -98,7 +100,7 @@ class CompleteClaimLink(unittest.TestCase):
         h = self.harness()
         h.link.start()
         hello = h.expect("HELLO")
-        self.assertEqual(hello.body["features"], [FEATURE])
+        self.assertEqual(hello.body["features"], ASKED)
         self.assertEqual(welcome(h, hello, None).welcome.features, ())
         self.assertFalse(h.link.granted(FEATURE))
         h.held_job(9, lease_ms=5000)
@@ -113,7 +115,7 @@ class CompleteClaimLink(unittest.TestCase):
         h = self.harness()
         h.link.start()
         hello = h.expect("HELLO")
-        self.assertEqual(hello.body["features"], [FEATURE])
+        self.assertEqual(hello.body["features"], ASKED)
         h.fake.reply(hello, "ERROR", code="undecodable",
                      text="HELLO body: unknown member 'features'")
         plain = h.expect("HELLO")
@@ -128,7 +130,7 @@ class CompleteClaimLink(unittest.TestCase):
         h.expect("CLAIM")
 
     def test_an_undecodable_answer_to_a_plain_hello_is_still_a_refusal(self) -> None:
-        h = self.harness(complete_claim=False)
+        h = self.harness(complete_claim=False, renew_held=False)
         h.link.start()
         hello = h.expect("HELLO")
         self.assertNotIn("features", hello.body)
@@ -195,7 +197,7 @@ class CompleteClaimLink(unittest.TestCase):
         first.reply(Request(sent.identity, "CLAIM", {"req": nxt}), "NO_WORK", reason="draining")
         self.assertEqual(h.next_event(ClaimEnded).reason, "draining")
         hello = h.expect("HELLO", second)
-        self.assertEqual(hello.body["features"], [FEATURE])
+        self.assertEqual(hello.body["features"], ASKED)
         second.welcome(hello)
         again = h.expect("COMPLETE", second)
         self.assertEqual(again.req, done)
@@ -220,7 +222,9 @@ class WireTest(unittest.TestCase):
     def test_the_protocol_1_2_examples_are_what_the_link_sends_and_reads(self) -> None:
         with open(PROTOCOL_MD, encoding="utf-8") as f:
             lines = re.findall(r"^([A-Z_]+) +(\{.*\})$", f.read(), re.M)
-        newer = {k: json.loads(b) for k, b in lines if '"features"' in b or '"next"' in b}
+        # Protocol 1.3's examples (RENEW's held, renew_held) are test_unit_renew_held's.
+        newer = {k: json.loads(b) for k, b in lines if ('"features"' in b or '"next"' in b)
+                 and "renew_held" not in b and '"held"' not in b}
         self.assertEqual(sorted(newer), ["COMPLETE", "HELLO", "WELCOME"])
         self.assertEqual(newer["HELLO"]["features"], [FEATURE])
         self.assertEqual(_wire.decode([_wire.TAG, b"WELCOME", json.dumps(newer["WELCOME"])
@@ -258,7 +262,7 @@ class CompleteClaimWorker(unittest.TestCase):
     def test_the_worker_asks_for_its_next_job_with_the_completion(self) -> None:
         w = self.worker(concurrency=2)
         hello = self.fake.expect("HELLO")
-        self.assertEqual(hello.body["features"], [FEATURE])
+        self.assertEqual(hello.body["features"], ASKED)
         self.fake.reply(hello, "WELCOME", org_id=7, lease_ms=5000, heartbeat_ms=2000,
                         max_body_bytes=65536, features=[FEATURE])
         claim = self.fake.expect("CLAIM")
@@ -281,8 +285,8 @@ class CompleteClaimWorker(unittest.TestCase):
         self.assertEqual((w.stats.claimed, w.stats.completed), (2, 2))
         self.assertEqual(w.welcome.features, (FEATURE,))
 
-    def test_complete_claim_false_asks_for_nothing(self) -> None:
-        w = self.worker(complete_claim=False)
+    def test_complete_claim_and_renew_held_false_ask_for_nothing(self) -> None:
+        w = self.worker(complete_claim=False, renew_held=False)
         hello = self.fake.expect("HELLO")
         self.assertNotIn("features", hello.body)
         self.fake.welcome(hello)
