@@ -1,6 +1,9 @@
 #include "common/store/migrations.hpp"
 
+#include <chrono>
+#include <cstdio>
 #include <pqxx/pqxx>
+#include <thread>
 
 #include "common/store/session_sql.hpp"
 
@@ -9,6 +12,21 @@ namespace aclaim::common {
 namespace {
 // An arbitrary constant that names "aclaim schema migration" among advisory locks.
 constexpr long long kMigrationLockKey = 0x61636c61696d31LL;
+
+// A migration applied under load (docs/operations.md, "Upgrades and migrations") queues for the
+// locks of the tables it changes behind the transactions in flight, and holds up those that
+// arrive meanwhile. One of those can hold a table the migration reaches later while it waits for
+// one the migration already holds: PostgreSQL then rolls one side back (deadlock_detected), and
+// drills/upgrade saw it pick the migration. A lock that does not come within the bound rolls the
+// migration back too, rather than stalling every claim and completion behind it. Either way the
+// migration's transaction changed nothing, so it is tried again after a pause, a bounded number
+// of times; any other error ends the run as before.
+constexpr int kAttempts = 20;
+constexpr const char* kLockTimeout = "SET LOCAL lock_timeout = '5s'";
+
+bool worth_retrying(const pqxx::sql_error& e) {
+    return e.sqlstate() == "40P01" || e.sqlstate() == "55P03";  // deadlock, lock not available
+}
 
 bool has_migrations_table(pqxx::connection& conn) {
     pqxx::read_transaction txn(conn);
@@ -36,13 +54,26 @@ MigrationReport migrate(pqxx::connection& conn) {
     }
     try {
         for (const auto& m : embedded_migrations()) {
-            pqxx::work txn(conn, "migrate");
-            const auto seen = txn.exec_params(sql::kMigrationApplied.text, m.version);
-            if (!seen.empty()) continue;
-            txn.exec(m.sql);
-            txn.exec_params(sql::kMigrationRecord.text, m.version, m.name);
-            txn.commit();
-            report.applied.push_back(m.name);
+            for (int attempt = 1;; ++attempt) {
+                try {
+                    pqxx::work txn(conn, "migrate");
+                    const auto seen = txn.exec_params(sql::kMigrationApplied.text, m.version);
+                    if (!seen.empty()) break;
+                    txn.exec(kLockTimeout);
+                    txn.exec(m.sql);
+                    txn.exec_params(sql::kMigrationRecord.text, m.version, m.name);
+                    txn.commit();
+                    report.applied.push_back(m.name);
+                    break;
+                } catch (const pqxx::sql_error& e) {
+                    if (!worth_retrying(e) || attempt == kAttempts) throw;
+                    std::fprintf(stderr,
+                                 "migrate: %s rolled back (SQLSTATE %s, the load holds its "
+                                 "tables), trying again (attempt %d of %d)\n",
+                                 m.name.c_str(), e.sqlstate().c_str(), attempt + 1, kAttempts);
+                    std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
+                }
+            }
         }
     } catch (...) {
         pqxx::nontransaction session(conn);
