@@ -391,6 +391,12 @@ print(sum(1 for j in done if j not in seen), len(done), len(seen))
   if $ha_mode; then
     echo "nemesis database faults on the cluster (from the start of the run; writable: a primary with a synchronous standby takes writes again; whole: every member streams):"
     if [ "${#nem_ha_report[@]}" = 0 ]; then echo "  none"; else printf '  %s\n' "${nem_ha_report[@]}"; fi
+    # As the failover drill reports them: commits the faults interrupted, resolved from the row,
+    # and statements the coordinators gave up on at their deadline (answered outcome_unknown).
+    echo "in-doubt commits resolved from the row: $(cat "$sdir"/coordinator-*.log | grep -c "resolved from the row as applied" || true) applied," \
+      "$(cat "$sdir"/coordinator-*.log | grep -c "resolved from the row as not applied" || true) not applied," \
+      "$(cat "$sdir"/coordinator-*.log | grep -c "resolved from the row as unknown" || true) unknown;" \
+      "statements past their deadline: $(cat "$sdir"/coordinator-*.log | grep -c "did not answer within" || true)"
   fi
   local drawn=0
   for k in $nemesis_kinds; do [ "${nem_count[$k]:-0}" = 0 ] || drawn=$((drawn + 1)); done
