@@ -152,7 +152,13 @@ scenario_begin() {
   local db="faults_$sidx"
   dsn="$base_dsn"
   q "CREATE DATABASE $db" >/dev/null
-  dsn="${base_dsn%/*}/$db"
+  # A URL (compose/pgtmp) ends in the database's name; the HA cluster's multi-host DSN
+  # (compose/ha) is key=value and names it with dbname=.
+  if [[ $base_dsn = *dbname=* ]]; then
+    dsn=$(sed "s/dbname=[^ ]*/dbname=$db/" <<<"$base_dsn")
+  else
+    dsn="${base_dsn%/*}/$db"
+  fi
   ctl migrate >"$sdir/migrate.log" 2>&1
   scenario_start=$SECONDS
   scenario_failed=$failed
@@ -237,3 +243,48 @@ for v in json.load(open(sys.argv[1]))["violations"][:5]: print(v["invariant"], v
 
 # The coordinator's own count of something in all of a scenario's logs of one coordinator.
 log_count() { cat "$sdir"/"$1".*.log 2>/dev/null | grep -c "$2" || true; }
+
+# ---- after failovers (drills/failover, drills/faults --nemesis --ha) ---------------------------
+# fencing_checks NAME LAST_PROMOTION: no fencing token held twice, and every claim granted after
+# the last promotion (epoch seconds at which the new primary took writes; empty: none) lies in the
+# final timeline's range, above every generation an earlier timeline could have granted.
+fencing_checks() {
+  local name=$1 last=${2:-} dup below after
+  dup=$(q "SELECT count(*) FROM (SELECT job_id, generation FROM job_events WHERE kind = 'claimed'
+                                  GROUP BY 1, 2 HAVING count(*) > 1) d")
+  if [ "$dup" = 0 ]; then
+    pass "$name: no (job, generation) was claimed twice"
+  else
+    fail "$name: fencing tokens" "$dup tokens were claimed more than once"
+  fi
+  [ -n "$last" ] || return 0
+  below=$(q "SELECT count(*) FROM job_events WHERE kind = 'claimed' AND at > to_timestamp($last)
+               AND generation <= aclaim_generation_floor()")
+  after=$(q "SELECT count(*) FROM job_events WHERE kind = 'claimed' AND at > to_timestamp($last)")
+  if [ "$below" = 0 ] && [ "$after" -gt 0 ]; then
+    pass "$name: all $after claims after the last promotion are in timeline $(q "SELECT aclaim_timeline()")'s range of generations"
+  else
+    fail "$name: the fencing epoch" "$below of $after claims after the last promotion below the timeline's range"
+  fi
+}
+
+# acknowledged_lost_check NAME [REPORT]: after scenario_end, which wrote the final primary's
+# completions: a worker told ACCEPTED for one that is not there had its acknowledged completion
+# lost. That count means something only if the workers' verdicts were read: with no result file,
+# or a worker that heard none of its completions, it is 0 whatever was lost (verdicts.py's
+# UNHEARD). The line "acknowledged completions lost: N (of M ACCEPTED heard)" goes to REPORT too.
+acknowledged_lost_check() {
+  local name=$1 report=${2:-/dev/null} verdicts lost unheard heard
+  verdicts=$("$py" "$shared/verdicts.py" "$sdir/results" "$sdir/completed.csv" 2>&1 || true)
+  lost=$(grep -c '^LIE .*told ACCEPTED' <<<"$verdicts" || true)
+  unheard=$(grep -c '^UNHEARD ' <<<"$verdicts" || true)
+  heard=$(grep -o ' accepted=[0-9]*' <<<"$verdicts" | grep -o '[0-9]*' || echo 0)
+  echo "acknowledged completions lost: $lost (of ${heard:-0} ACCEPTED heard)" | tee -a "$report"
+  if [ "$lost" = 0 ] && [ "$unheard" = 0 ] && [ "${heard:-0}" -gt 0 ]; then
+    pass "$name: no acknowledged completion was lost (${heard} ACCEPTED verdicts checked)"
+  elif [ "$lost" != 0 ]; then
+    fail "$name: acknowledged completions lost" "$lost completions workers were told ACCEPTED for are not on the final primary"
+  else
+    fail "$name: acknowledged completions checked" "no ACCEPTED verdict to check, or workers that heard too few: $(grep -m 3 '^UNHEARD ' <<<"$verdicts" || echo 'result files empty')"
+  fi
+}
