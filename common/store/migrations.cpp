@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <pqxx/pqxx>
+#include <string>
 #include <thread>
 
 #include "common/store/session_sql.hpp"
@@ -25,7 +26,16 @@ constexpr int kAttempts = 20;
 constexpr const char* kLockTimeout = "SET LOCAL lock_timeout = '5s'";
 
 bool worth_retrying(const pqxx::sql_error& e) {
-    return e.sqlstate() == "40P01" || e.sqlstate() == "55P03";  // deadlock, lock not available
+    return e.sqlstate() == "55P03";  // lock not available
+}
+
+/// Says on stderr that a migration was rolled back by the load and waits before its next attempt.
+void retry_after(const std::string& name, const std::string& sqlstate, int attempt) {
+    std::fprintf(stderr,
+                 "migrate: %s rolled back (SQLSTATE %s, the load holds its tables), trying again "
+                 "(attempt %d of %d)\n",
+                 name.c_str(), sqlstate.c_str(), attempt + 1, kAttempts);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
 }
 
 bool has_migrations_table(pqxx::connection& conn) {
@@ -65,13 +75,14 @@ MigrationReport migrate(pqxx::connection& conn) {
                     txn.commit();
                     report.applied.push_back(m.name);
                     break;
+                } catch (const pqxx::deadlock_detected&) {
+                    // libpqxx 6 throws a deadlock as a transaction_rollback, which is not an
+                    // sql_error: drills/upgrade saw this one end the run instead of a retry.
+                    if (attempt == kAttempts) throw;
+                    retry_after(m.name, "40P01", attempt);
                 } catch (const pqxx::sql_error& e) {
                     if (!worth_retrying(e) || attempt == kAttempts) throw;
-                    std::fprintf(stderr,
-                                 "migrate: %s rolled back (SQLSTATE %s, the load holds its "
-                                 "tables), trying again (attempt %d of %d)\n",
-                                 m.name.c_str(), e.sqlstate().c_str(), attempt + 1, kAttempts);
-                    std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
+                    retry_after(m.name, e.sqlstate(), attempt);
                 }
             }
         }
