@@ -75,11 +75,14 @@ RowAuthority authority_of(const pqxx::row& r) {
     return a;
 }
 
-/// The current rows of `jobs` that exist, by id.
+/// The current rows of `jobs` that exist, by id: kAuthority, or with `shared` kAuthorityShared,
+/// which waits for a transaction holding one of them to end.
 std::unordered_map<JobId, RowAuthority> read_authorities(pqxx::work& txn,
-                                                         const std::vector<std::int64_t>& jobs) {
+                                                         const std::vector<std::int64_t>& jobs,
+                                                         bool shared) {
     std::unordered_map<JobId, RowAuthority> rows;
-    for (const auto& r : txn.exec_prepared(sql::kAuthority.name, pg_array(jobs))) {
+    const auto& statement = shared ? sql::kAuthorityShared : sql::kAuthority;
+    for (const auto& r : txn.exec_prepared(statement.name, pg_array(jobs))) {
         rows.emplace(r["id"].as<JobId>(), authority_of(r));
     }
     return rows;
@@ -215,7 +218,7 @@ void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
     ids.reserve(pending.size());
     for (const std::size_t i : pending) ids.push_back(requests[i].job);
     scope.all();
-    const auto rows = read_authorities(txn, ids);
+    const auto rows = read_authorities(txn, ids, true);
     std::vector<std::int64_t> jobs, orgs, generations;
     std::vector<std::string> workers, details;
     for (const std::size_t i : pending) {
@@ -476,7 +479,7 @@ Transition AssignmentStore::release(const TransitionRequest& q, Instant now) {
 std::optional<RowAuthority> AssignmentStore::authority(JobId job) {
     pqxx::work txn(*conn_, "authority");
     Scope(txn, options_.row_security).all();
-    const auto rows = read_authorities(txn, {job});
+    const auto rows = read_authorities(txn, {job}, false);
     txn.commit();
     return row_of(rows, job);
 }

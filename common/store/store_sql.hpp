@@ -412,8 +412,8 @@ inline const Statement kNextDue{
     "SELECT aclaim_us(min(run_at)) AS run_at_us FROM jobs WHERE state = 'scheduled'",
     {}};
 
-/// $1 bigint[] jobs. The current authority of each row, id first: read after a fenced update
-/// matched nothing, and to resolve an interrupted commit (one job).
+/// $1 bigint[] jobs. The current authority of each row, id first: read to resolve an
+/// interrupted commit (one job), whose own transaction is over once its connection is gone.
 inline const Statement kAuthority{"aclaim_authority",
                                   R"SQL(
 SELECT id, org_id, state, generation, coalesce(assignee, '') AS assignee,
@@ -422,6 +422,24 @@ SELECT id, org_id, state, generation, coalesce(assignee, '') AS assignee,
   FROM jobs WHERE id = ANY($1::bigint[])
 )SQL",
                                   {"jobs bigint[]"}};
+
+/// kAuthority for a fenced update that matched nothing, whose refusal is decided on these rows.
+/// They are read FOR SHARE, which waits for a transaction that holds one to end: a commit still in
+/// flight (one waiting for a synchronous standby after a switchover, whose coordinator gave up on
+/// it at its deadline) would otherwise leave the row's previous version to judge a re-sent
+/// completion by, and the worker was told lease_expired for a completion that became visible a
+/// moment later (the nemesis on the HA cluster, drills/RUNBOOK.md). A wait that outlasts the
+/// statement's deadline is answered as any database that does not answer in time, never from a
+/// row that is being replaced.
+inline const Statement kAuthorityShared{"aclaim_authority_shared",
+                                        R"SQL(
+SELECT id, org_id, state, generation, coalesce(assignee, '') AS assignee,
+       aclaim_us(lease_expires_at) AS lease_us, aclaim_us(deadline_at) AS deadline_us,
+       coalesce(result_ref, '') AS result_ref
+  FROM jobs WHERE id = ANY($1::bigint[])
+   FOR SHARE
+)SQL",
+                                        {"jobs bigint[]"}};
 
 /// $1 bigint[] jobs, $2 bigint[] orgs, $3 bigint[] generations, $4 text[] workers, $5 now,
 /// $6 text[] details. One audited refusal per element, for single and coalesced transitions.
@@ -628,6 +646,7 @@ inline const std::vector<const Statement*> kStatements = {
     &kPromoteDue,
     &kNextDue,
     &kAuthority,
+    &kAuthorityShared,
     &kRejectedBatch,
     &kClaimBatch,
     &kRenewBatch,

@@ -1,7 +1,9 @@
 // Renew, complete, fail, release and reclaim: fencing, leases, organizations and atomicity.
 
+#include <atomic>
 #include <barrier>
 #include <catch2/catch.hpp>
+#include <pqxx/pqxx>
 #include <thread>
 
 #include "common/store/assignment_store.hpp"
@@ -310,4 +312,50 @@ TEST_CASE("a completion racing a reclaim on the same row: exactly one wins",
     INFO(completions << " completions and " << reclaims << " reclaims won");
     CHECK(completions > 0);
     CHECK(reclaims > 0);
+}
+
+// A commit still in flight on the job's row (one waiting for a synchronous standby after a
+// switchover, whose coordinator gave up on it at its deadline) is not visible yet, but holds the
+// row. A re-sent completion whose lease ran out meanwhile must not be judged from the version it
+// replaces: it waits for the commit to end and is then answered from the row it left (found by
+// the nemesis on the HA cluster: REJECTED lease_expired for a completion that had committed).
+TEST_CASE("a refused completion is judged after the commit in flight on its row",
+          "[store][fencing]") {
+    Fixture f;
+    const auto id = f.enqueue_one();
+    const auto l = f.claim("a");
+    f.clock.advance(kLease + 1us);
+
+    // The first attempt's transaction: the completion written, not yet committed.
+    pqxx::connection first(f.db.dsn());
+    pqxx::work in_flight(first);
+    in_flight.exec_params(
+        "UPDATE jobs SET state = 'completed', completed_at = now(), result_ref = 'r1', "
+        "lease_expires_at = NULL WHERE id = $1 AND generation = $2",
+        id, l.generation);
+
+    std::atomic<bool> answered{false};
+    common::Transition resent;
+    std::thread worker([&] {
+        resent = f.store.complete({1, id, l.generation, "a", "r1"}, f.clock.now());
+        answered = true;
+    });
+    // The re-send must be seen waiting for the row before the first attempt commits.
+    pqxx::connection watcher(f.db.dsn());
+    bool waiting = false;
+    for (int i = 0; i < 1000 && !waiting && !answered; ++i) {
+        pqxx::nontransaction q(watcher);
+        waiting = q.exec1("SELECT count(*) FROM pg_locks WHERE NOT granted")[0].as<int>() > 0;
+        if (!waiting) std::this_thread::sleep_for(10ms);
+    }
+    const bool answered_early = answered.load();
+    in_flight.commit();
+    worker.join();
+    INFO("the re-send " << (answered_early ? "was answered before the first attempt committed"
+                                           : "waited for the first attempt"));
+    REQUIRE_FALSE(answered_early);
+    REQUIRE(waiting);
+    CHECK(resent.accepted());
+    CHECK(resent.replayed);
+    CHECK(resent.state == JobState::Completed);
 }
