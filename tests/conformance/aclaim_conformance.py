@@ -72,7 +72,8 @@ ALL_FIELDS = {**REQUEST_FIELDS, **REPLY_FIELDS}
 OPTIONAL_FIELDS = {
     "HELLO": [("queues", "strs"), ("features", "strs")],  # 1.1, 1.2
     "COMPLETE": [("next", "claims")],  # 1.2
-    "WELCOME": [("features", "strs")],  # 1.2
+    "WELCOME": [("features", "strs"), ("sessions", "i64")],  # 1.2, 1.3
+    "ERROR": [("retry_after_ms", "i32")],  # 1.3
 }
 CLAIM_FIELDS = REQUEST_FIELDS["CLAIM"]
 FEATURE = "complete_claim"

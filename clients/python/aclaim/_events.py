@@ -80,6 +80,9 @@ class LinkOptions:
     # Link.complete_then_claim() where WELCOME grants it. Off: every request goes alone, as
     # against a 1.1 coordinator.
     complete_claim: bool = True
+    # Ask for protocol 1.3's reconnect hints: WELCOME's ``sessions`` sizes the window the first
+    # reconnection after a loss is spread over, and a refusal's retry_after_ms is waited out.
+    reconnect_hints: bool = True
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
 

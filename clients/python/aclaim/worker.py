@@ -59,7 +59,9 @@ class Worker:
     (empty: ``default``). Timeouts are in seconds. ``complete_claim`` (protocol 1.2): when a
     handler finishes and a slot is free, the completion carries the next claim, one message and
     one transaction at a coordinator that grants it (two requests otherwise); False asks for
-    nothing and sends every request alone, as a 1.1 worker does."""
+    nothing and sends every request alone, as a 1.1 worker does. ``reconnect_hints`` (protocol
+    1.3): after losing its coordinator the worker spreads its first reconnection over a window
+    sized by the coordinator's sessions, and waits out a refusal's retry_after_ms."""
 
     def __init__(self, endpoints: Union[str, Sequence[str]], worker_id: str, *,
                  org_id: int = 0, queues: Sequence[str] = (),
@@ -67,7 +69,7 @@ class Worker:
                  claim_wait: float = 1.0, reply_timeout: float = 5.0,
                  backoff_first: float = 0.1, backoff_cap: float = 5.0,
                  retry_delay: float = 0.2, stop_timeout: float = 10.0,
-                 complete_claim: bool = True,
+                 complete_claim: bool = True, reconnect_hints: bool = True,
                  on_verdict: Optional[Callable[[Verdict], None]] = None,
                  context: Optional[zmq.Context] = None) -> None:
         endpoint_list = [endpoints] if isinstance(endpoints, str) else list(endpoints)
@@ -97,7 +99,8 @@ class Worker:
             endpoints=endpoint_list, worker_id=self.worker_id, org_id=org_id,
             queues=_wire.check_queues(queues), curve=curve, reply_timeout=reply_timeout,
             backoff_first=backoff_first, backoff_cap=backoff_cap, retry_delay=retry_delay,
-            max_in_flight=32, complete_claim=bool(complete_claim))
+            max_in_flight=32, complete_claim=bool(complete_claim),
+            reconnect_hints=bool(reconnect_hints))
         self._context = context
         # Handler threads, stop() and signal handlers wake the I/O thread through a pipe; this
         # is its writing end while run() runs.
