@@ -291,7 +291,7 @@ void Coordinator::begin_drain() {
                                 proto::errors::kDraining,
                                 "the coordinator is shutting down; reconnect after "
                                 "retry_after_ms (another coordinator may serve)",
-                                inbound_.retry_after(proto::errors::kDraining));
+                                inbound_.retry_after(proto::errors::kDraining, true));
             replier_.finish(claim.reply);
             continue;
         }

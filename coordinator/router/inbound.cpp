@@ -131,11 +131,13 @@ void Inbound::admit_hellos(std::size_t at_most) {
     }
 }
 
-std::optional<std::int32_t> Inbound::retry_after(std::string_view code) {
+std::optional<std::int32_t> Inbound::retry_after(std::string_view code, bool whole_window) {
     using std::chrono::milliseconds;
     if (code == proto::errors::kDraining) {
-        const auto window = common::ReconnectSpread::window(
-            static_cast<std::int64_t>(p_.sessions.size()), common::ReconnectSpread::kMinWindow);
+        const auto window = whole_window ? common::ReconnectSpread::window(
+                                               static_cast<std::int64_t>(p_.sessions.size()),
+                                               common::ReconnectSpread::kMinWindow)
+                                         : kDrainRetryFloor;
         std::uniform_int_distribution<milliseconds::rep> share(0, window.count());
         return static_cast<std::int32_t>(std::min<milliseconds::rep>(
             kDrainRetryFloor.count() + share(spread_), proto::kMaxRetryAfterMs));
@@ -270,9 +272,10 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     if (claim != nullptr && p_.dispatcher.draining()) {
         // A session granted reconnect hints is told when to come back (protocol 1.3).
         if (session->reconnect_hints) {
-            refuse(proto::errors::kDraining,
-                   "the coordinator is shutting down; reconnect after retry_after_ms (another "
-                   "coordinator may serve)");
+            p_.replier.send_error(routing_id, enc, req, proto::errors::kDraining,
+                                  "the coordinator is shutting down; reconnect after "
+                                  "retry_after_ms (another coordinator may serve)",
+                                  retry_after(proto::errors::kDraining, true));
             return;
         }
         p_.replier.send(routing_id, proto::NoWork{req, std::string(proto::errors::kDraining)}, enc);

@@ -58,10 +58,11 @@ class Inbound {
     /// once it has passed.
     void draining_until(common::MonotonicTime until) { drain_until_ = until; }
     /// What a worker granted reconnect hints is told to wait after an ERROR `code`, if anything.
-    /// For `draining`: a second (the drain and a successor's start), then a uniformly random
-    /// share of the window of this coordinator's sessions (common/base/reconnect_spread.hpp), so
-    /// that the workers it turns away come back spread as the fleet's size asks.
-    std::optional<std::int32_t> retry_after(std::string_view code);
+    /// For `draining`: a second (the drain and a successor's start), then, for the claim of a
+    /// session it turns out (`whole_window`), a uniformly random share of the window of this
+    /// coordinator's sessions (common/base/reconnect_spread.hpp), so that they come back spread as
+    /// the fleet's size asks; a HELLO, whose worker took its share already, up to a second more.
+    std::optional<std::int32_t> retry_after(std::string_view code, bool whole_window = false);
 
     /// New sessions opened per round at most; the rest wait for the next round.
     static constexpr std::size_t kHellosPerRound = 256;
