@@ -9,6 +9,7 @@
 #include <thread>
 #include <zmq_addon.hpp>
 
+#include "common/base/reconnect_spread.hpp"
 #include "worker/client_internal.hpp"
 
 namespace aclaim::worker {
@@ -101,15 +102,17 @@ void Client::send_hello(TimePoint now) {
     state_ = State::Greeting;
     hello_deadline_ = now + options_.reply_timeout;
     proto::Hello hello{hello_req_, options_.worker_id, options_.org_id, options_.queues};
-    if (asks_features() && options_.complete_claim)
-        hello.features.emplace_back(proto::kFeatureCompleteClaim);
-    if (asks_features() && options_.renew_held)
-        hello.features.emplace_back(proto::kFeatureRenewHeld);
+    if (asks_features()) {
+        if (options_.complete_claim) hello.features.emplace_back(proto::kFeatureCompleteClaim);
+        if (options_.renew_held) hello.features.emplace_back(proto::kFeatureRenewHeld);
+        if (options_.reconnect_hints) hello.features.emplace_back(proto::kFeatureReconnectHints);
+    }
     send(hello);
 }
 
 bool Client::asks_features() const {
-    return (options_.complete_claim || options_.renew_held) && !features_refused_;
+    return (options_.complete_claim || options_.renew_held || options_.reconnect_hints) &&
+           !features_refused_;
 }
 
 bool Client::granted(std::string_view feature) const {
@@ -327,8 +330,21 @@ void Client::watch_transport(TimePoint now, std::vector<Event>& out) {
     }
 }
 
+Millis Client::reconnect_wait(TimePoint now, std::optional<Millis> retry_after) {
+    // Spread over a window the size of the fleet the coordinator reported; a worker with work at
+    // stake (a job held, or one assigned within a lease) comes back within a heartbeat, so that
+    // its leases outlive the move and its work resumes first.
+    auto window = common::ReconnectSpread::window(fleet_, options_.backoff_first);
+    const Millis lease(welcome_ ? welcome_->lease_ms : 0);
+    const bool busy = held_.size() > 0 || (last_assigned_ && now - *last_assigned_ < lease);
+    if (busy) window = std::min(window, held_.heartbeat());
+    const auto wait = common::ReconnectSpread::next_wait(backoff_, window, retry_after, jitter_);
+    // Whatever it was told: a longer wait would outlast its leases.
+    return busy ? std::min(wait, held_.heartbeat()) : wait;
+}
+
 void Client::reconnect(const std::string& why, Target target, TimePoint now,
-                       std::vector<Event>& out) {
+                       std::vector<Event>& out, std::optional<Millis> retry_after) {
     ++stats_.reconnects;
     ++socket_epoch_;
     close_socket();
@@ -338,12 +354,10 @@ void Client::reconnect(const std::string& why, Target target, TimePoint now,
         endpoint_at_ = (endpoint_at_ + 1) % endpoint_order_.size();
         ++stats_.failovers;
     }
-    // The back-off grows over consecutive failures whichever endpoint they were at, and starts
-    // over only at a WELCOME, so a cell with every coordinator down is not hammered. Jitter
-    // spreads the workers of a dead coordinator over the interval.
-    const auto nominal = backoff_.next();
-    std::uniform_int_distribution<Millis::rep> spread(nominal.count() / 2, nominal.count());
-    reconnect_at_ = now + Millis(spread(jitter_));
+    // The first attempt after a session is spread over a window the size of the fleet; later
+    // ones back off, growing over consecutive failures whichever endpoint they were at, and
+    // starting over only at a WELCOME, so a cell with every coordinator down is not hammered.
+    reconnect_at_ = now + reconnect_wait(now, retry_after);
     if (endpoint() == left) {
         spdlog::warn("worker={} reconnecting to {} in {} ms (attempt {}): {}", options_.worker_id,
                      left, until(now, reconnect_at_).count(), backoff_.attempts(), why);
@@ -378,7 +392,8 @@ void Client::run_timers(TimePoint now, std::vector<Event>& out) {
             return;
         case State::BackingOff:
             if (now >= reconnect_at_) {
-                open_socket();
+                // A HELLO turned away for now keeps its connection: only HELLO is said again.
+                if (!socket_) open_socket();
                 send_hello(now);
             }
             return;

@@ -71,6 +71,10 @@ struct ClientOptions {
     /// coordinator grants it, one RENEW per heartbeat renews them all. Off, or against an older
     /// coordinator: one RENEW per held job.
     bool renew_held = true;
+    /// Ask for protocol 1.4's reconnect hints (HELLO's features): WELCOME's `sessions` sizes the
+    /// window the first reconnection after a loss is spread over, and a refusal's
+    /// retry_after_ms is waited out (docs/protocol.md, "Reconnecting a fleet").
+    bool reconnect_hints = true;
 };
 
 // ---- events returned by Client::poll ----
@@ -206,7 +210,10 @@ class Client {
     /// Whether HELLO names the protocol 1.2 features this client would use.
     bool asks_features() const;
     void close_socket();
-    void reconnect(const std::string& why, Target target, TimePoint now, std::vector<Event>& out);
+    void reconnect(const std::string& why, Target target, TimePoint now, std::vector<Event>& out,
+                   std::optional<Millis> retry_after = std::nullopt);
+    /// The wait before the next connection attempt (common/base/reconnect_spread.hpp).
+    Millis reconnect_wait(TimePoint now, std::optional<Millis> retry_after);
     void watch_transport(TimePoint now, std::vector<Event>& out);
     void handle(const proto::Message& message, TimePoint now, std::vector<Event>& out);
     void handle_error(const proto::Error& error, TimePoint now, std::vector<Event>& out);
@@ -227,6 +234,10 @@ class Client {
     common::Backoff backoff_;
     std::minstd_rand jitter_;
     TimePoint reconnect_at_{};
+    /// The coordinator's sessions, from the last WELCOME that said (reconnect hints).
+    std::optional<std::int64_t> fleet_{};
+    /// When the last job was assigned: a worker busy within a lease has work at stake.
+    std::optional<TimePoint> last_assigned_{};
     std::uint64_t hello_req_ = 0;
     TimePoint hello_deadline_{};
     bool had_session_ = false;

@@ -20,6 +20,12 @@ bool codec_refusal(std::string_view code) {
            code == proto::errors::kUndecodable || code == proto::errors::kInvalid;
 }
 
+/// A refusal's retry_after_ms (protocol 1.4), if it said one.
+std::optional<Millis> retry_after(const proto::Error& e) {
+    if (!e.retry_after_ms) return std::nullopt;
+    return Millis(*e.retry_after_ms);
+}
+
 }  // namespace
 
 void Client::handle(const proto::Message& message, TimePoint now, std::vector<Event>& out) {
@@ -48,6 +54,7 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
                    },
                    [&](const proto::Assigned& a) {
                        take(a.req);
+                       last_assigned_ = now;
                        // Jobs are taken even for a claim given up on: the coordinator granted them.
                        for (const auto& job : a.jobs) {
                            held_.add({job.job_id, job.generation}, Millis(job.lease_ms), now);
@@ -106,7 +113,17 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
         }
         if (!proto::errors::retryable(e.code) && e.code != proto::errors::kDraining)
             throw std::runtime_error("coordinator refused HELLO: " + e.code + ": " + e.text);
-        reconnect("HELLO answered " + e.code, Target::Next, now, out);
+        // Turned away for now by a coordinator that said when to come back (protocol 1.4): the
+        // connection is kept, and HELLO said again on it then.
+        if (e.retry_after_ms &&
+            (e.code == proto::errors::kOverloaded || e.code == proto::errors::kTooManyRequests)) {
+            state_ = State::BackingOff;
+            reconnect_at_ = now + reconnect_wait(now, Millis(*e.retry_after_ms));
+            spdlog::info("worker={} HELLO answered {}; saying it again in {} ms",
+                         options_.worker_id, e.code, (reconnect_at_ - now) / Millis(1));
+            return;
+        }
+        reconnect("HELLO answered " + e.code, Target::Next, now, out, retry_after(e));
         return;
     }
     // Our key was revoked: nothing this worker sends will be served again, and reconnecting
@@ -118,7 +135,8 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
     // alive; draining: it is going away, so another one serves next.
     if (e.code == proto::errors::kNoSession || e.code == proto::errors::kDraining) {
         reconnect("ERROR " + e.code + ": " + e.text,
-                  e.code == proto::errors::kDraining ? Target::Next : Target::Same, now, out);
+                  e.code == proto::errors::kDraining ? Target::Next : Target::Same, now, out,
+                  retry_after(e));
         return;
     }
     const auto it = pending_.find(e.req);
@@ -133,6 +151,7 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
         p.retry_delay = p.retry_delay == Millis(0)
                             ? options_.retry_delay
                             : std::min(p.retry_delay * 2, options_.backoff_cap);
+        if (e.retry_after_ms) p.retry_delay = std::max(p.retry_delay, Millis(*e.retry_after_ms));
         p.sent = false;
         p.due = now + p.retry_delay;
         spdlog::info("worker={} {} job={} generation={} answered ERROR {}; re-sending in {} ms",
@@ -171,6 +190,8 @@ void Client::on_welcome(const proto::Welcome& w, TimePoint now, std::vector<Even
     state_ = State::Ready;
     welcome_ = w;
     renew_held_refused_ = false;
+    // A coordinator that does not say (older than 1.4) keeps the last figure heard.
+    if (w.sessions) fleet_ = w.sessions;
     backoff_.reset();
     held_.set_heartbeat(Millis(std::max(1, w.heartbeat_ms)));
     // Leases kept running while we were away: renew everything we still hold at once.

@@ -14,6 +14,7 @@
 #include <concepts>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -292,6 +293,14 @@ class JsonFieldReader {
             throw Unreadable(field(name) + " must be an integer within " + integer_type<I>() +
                              ", got " + value_class(v));
         }
+    }
+
+    /// A scalar optional member (protocol 1.4), present.
+    template <std::integral I>
+    void read(const rapidjson::Value& v, const char* name, std::optional<I>& out) {
+        I value{};
+        read(v, name, value);
+        out = value;
     }
 
     void read(const rapidjson::Value& v, const char* name, bool& out) {

@@ -13,6 +13,7 @@
 #include <array>
 #include <concepts>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -108,6 +109,14 @@ class BoundedBinaryReader {
     }
 
     void read(std::string& value) { value = std::string(take(read_size())); }
+
+    /// A scalar optional member (protocol 1.4): read only when present.
+    template <std::integral I>
+    void read(std::optional<I>& value) {
+        I v{};
+        read(v);
+        value = v;
+    }
 
     /// A nested message: an ASSIGNED's jobs, a COMPLETE's next claim, a RENEW's held jobs.
     template <class M>
@@ -287,6 +296,7 @@ void validate(const Welcome& m) {
     require_range(m.heartbeat_ms, 1, std::numeric_limits<std::int32_t>::max(), "heartbeat_ms",
                   "positive");
     check_features(m.features);
+    if (m.sessions) require_not_negative(*m.sessions, "sessions");
 }
 void validate(const Assigned& m) {
     if (m.jobs.empty() || m.jobs.size() > static_cast<std::size_t>(kMaxClaimJobs))
@@ -323,6 +333,8 @@ void validate(const Rejected& m) {
 void validate(const Error& m) {
     require_length(m.code, 1, kMaxTextBytes, "code", "1..1024 bytes");
     check_text(m.text, "text");
+    if (m.retry_after_ms)
+        require_range(*m.retry_after_ms, 0, kMaxRetryAfterMs, "retry_after_ms", "0..600000");
 }
 
 using BodyDecoder = Message (*)(std::string_view body, Encoding enc, std::uint64_t& req);

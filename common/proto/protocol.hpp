@@ -19,12 +19,12 @@
 
 namespace aclaim::common::proto {
 
-/// The protocol versions this build speaks, 1.0 to 1.3 (docs/protocol.md, "Version history"). The
+/// The protocol versions this build speaks, 1.0 to 1.4 (docs/protocol.md, "Version history"). The
 /// tag names the major version only: what a minor version added is optional (1.1) or given only to
-/// a worker that asks for it (1.2, 1.3), so one tag serves them all.
+/// a worker that asks for it (1.2 to 1.4), so one tag serves them all.
 inline constexpr int kProtocolMajor = 1;
 inline constexpr int kProtocolOldestMinor = 0;
-inline constexpr int kProtocolNewestMinor = 3;
+inline constexpr int kProtocolNewestMinor = 4;
 inline constexpr std::string_view kTagBinary = "ACLAIM/1";
 inline constexpr std::string_view kTagJson = "ACLAIM/1+json";
 /// Bodies above this size are refused with ERROR "oversized".
@@ -57,6 +57,12 @@ inline constexpr std::string_view kFeatureCompleteClaim = "complete_claim";
 inline constexpr std::string_view kFeatureRenewHeld = "renew_held";
 /// Jobs one RENEW may name: its own and at most kMaxHeldRenewals - 1 in `held`.
 inline constexpr std::size_t kMaxHeldRenewals = 1024;
+/// Protocol 1.4: WELCOME tells the worker how many sessions the coordinator has (`sessions`), and
+/// an ERROR `draining` or `overloaded` says when to come back (`retry_after_ms`), so that a fleet
+/// spreads its reconnections (docs/protocol.md, "Reconnecting a fleet").
+inline constexpr std::string_view kFeatureReconnectHints = "reconnect_hints";
+/// The most an ERROR's retry_after_ms may say: ten minutes.
+inline constexpr std::int32_t kMaxRetryAfterMs = 600000;
 /// Reasons, details, states and error texts.
 inline constexpr std::size_t kMaxTextBytes = 1024;
 
@@ -172,6 +178,9 @@ struct Welcome {
     /// Since protocol 1.2, optional: the features HELLO asked for that this coordinator grants;
     /// sent only to a HELLO that named some.
     std::vector<std::string> features{};
+    /// Since protocol 1.4 (feature kFeatureReconnectHints), optional: the sessions this
+    /// coordinator has open, this one included; what a worker sizes its reconnection window by.
+    std::optional<std::int64_t> sessions{};
     template <class A>
     void serialize(A& ar);
     bool operator==(const Welcome&) const = default;
@@ -260,6 +269,9 @@ struct Error {
     std::uint64_t req = 0;  ///< 0 when the request could not be decoded
     std::string code;       ///< see docs/protocol.md: malformed, oversized, ...
     std::string text;
+    /// Since protocol 1.4 (feature kFeatureReconnectHints), optional, on `draining` and
+    /// `overloaded`: the least time to wait before sending the request (or HELLO) again.
+    std::optional<std::int32_t> retry_after_ms{};
     template <class A>
     void serialize(A& ar);
     bool operator==(const Error&) const = default;

@@ -19,10 +19,13 @@ namespace aclaim::common::proto {
 /// when it is present; any other archive reads only what was written. Where a message has several,
 /// each is present exactly when bytes remain, so an empty one is still written when a later one
 /// is (`later`): a binary reader would otherwise read the later member's bytes as this one.
+/// A scalar member (protocol 1.4) is a std::optional, written only when it holds a value.
 template <class A, class T>
 void optional_member(A& ar, cereal::NameValuePair<T>&& field, bool later = false) {
     if constexpr (requires { ar.optional_member(std::move(field)); }) {
         ar.optional_member(std::move(field));
+    } else if constexpr (requires { field.value.has_value(); }) {
+        if (field.value.has_value()) ar(cereal::make_nvp(field.name, *field.value));
     } else if (!field.value.empty() || later) {
         ar(std::move(field));
     }
@@ -45,7 +48,7 @@ void HeldRenewal::serialize(A& ar) {
 template <class A>
 void Renew::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation));
-    optional_member(ar, CEREAL_NVP(held));  // protocol 1.3
+    optional_member(ar, CEREAL_NVP(held));  // protocol 1.4
 }
 template <class A>
 void Complete::serialize(A& ar) {
@@ -69,7 +72,8 @@ template <class A>
 void Welcome::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(org_id), CEREAL_NVP(lease_ms), CEREAL_NVP(heartbeat_ms),
        CEREAL_NVP(max_body_bytes));
-    optional_member(ar, CEREAL_NVP(features));  // protocol 1.2
+    optional_member(ar, CEREAL_NVP(features), sessions.has_value());  // protocol 1.2
+    optional_member(ar, CEREAL_NVP(sessions));                        // protocol 1.4
 }
 template <class A>
 void AssignedJob::serialize(A& ar) {
@@ -107,6 +111,7 @@ void Rejected::serialize(A& ar) {
 template <class A>
 void Error::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(code), CEREAL_NVP(text));
+    optional_member(ar, CEREAL_NVP(retry_after_ms));  // protocol 1.4
 }
 
 }  // namespace aclaim::common::proto

@@ -224,12 +224,16 @@ void Coordinator::serve() {
                 dispatcher_.dispatched() != dispatched)
                 drain_quiet_until_ = clock_.monotonic_now() + drain_quiet();
         }
+        // HELLOs left over from a full round, when nothing new came to read.
+        if ((items[0].revents & ZMQ_POLLIN) == 0 && inbound_.hellos_waiting())
+            inbound_.admit_hellos();
         housekeeping(clock_.monotonic_now());
     }
     shutdown();
 }
 
 std::chrono::milliseconds Coordinator::poll_timeout(SteadyClock::time_point now) const {
+    if (inbound_.hellos_waiting()) return std::chrono::milliseconds(0);
     auto until = now + kMaxPollWait;
     if (const auto next = parked_.next_deadline()) until = std::min(until, *next);
     if (const auto next = dispatcher_.next_deadline()) until = std::min(until, *next);
@@ -274,10 +278,23 @@ void Coordinator::begin_drain() {
     const auto now = clock_.monotonic_now();
     drain_until_ = now + std::chrono::milliseconds(options_.router.drain_timeout_ms);
     drain_quiet_until_ = now + drain_quiet();
+    inbound_.draining_until(drain_until_);
     auto parked = parked_.take_all();
     spdlog::info("draining: no new claims; answering {} parked claims and {} requests in flight",
                  parked.size(), dispatcher_.at_db());
     for (auto& claim : parked) {
+        // A session granted reconnect hints (protocol 1.4) is told when to come back: a share
+        // of the window this coordinator's sessions ask for, drawn for each.
+        const Session* s = sessions_.find(claim.reply.routing_id);
+        if (s != nullptr && s->reconnect_hints) {
+            replier_.send_error(claim.reply.routing_id, claim.reply.encoding, claim.reply.req,
+                                proto::errors::kDraining,
+                                "the coordinator is shutting down; reconnect after "
+                                "retry_after_ms (another coordinator may serve)",
+                                inbound_.retry_after(proto::errors::kDraining, true));
+            replier_.finish(claim.reply);
+            continue;
+        }
         replier_.answer_no_work(claim, std::string(proto::errors::kDraining));
     }
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/base/reconnect_spread.hpp"
 #include "common/ops/worker_keys.hpp"
 #include "common/proto/wire_errors.hpp"
 #include "coordinator/auth/zap.hpp"
@@ -17,6 +18,9 @@ namespace {
 constexpr int kReadsPerRound = 256;
 /// The longest a stopping coordinator keeps answering what waits on its socket.
 constexpr auto kRefuseFor = std::chrono::milliseconds(250);
+/// What a draining coordinator asks the workers it turns away to wait at least: its drain, its
+/// last refusals and a successor's start on the same endpoint take about this long.
+constexpr auto kDrainRetryFloor = std::chrono::milliseconds(1000);
 /// Frames kept after the routing id; a longer message is malformed anyway, and keeping every
 /// frame of it would let one message allocate without bound.
 constexpr std::size_t kFramesKept = 4;
@@ -59,7 +63,7 @@ int Inbound::read() {
     int n = 0;
     for (; n < kReadsPerRound; ++n) {
         zmq::message_t head;
-        if (!p_.router.recv(head, zmq::recv_flags::dontwait)) return n;
+        if (!p_.router.recv(head, zmq::recv_flags::dontwait)) break;
         const std::string routing_id = head.to_string();
         std::vector<zmq::message_t> parts;
         std::size_t frame_count = 0;
@@ -97,7 +101,57 @@ int Inbound::read() {
                           e.what());
         }
     }
+    // The round's requests of open sessions went first; new sessions now.
+    admit_hellos(kHellosPerRound);
     return n;
+}
+
+void Inbound::admit_hellos(std::size_t at_most) {
+    for (std::size_t i = 0; i < at_most && !hellos_.empty(); ++i) {
+        WaitingHello h = std::move(hellos_.front());
+        hellos_.pop_front();
+        waiting_ids_.erase(h.routing_id);
+        const auto& hints = h.hello.features;
+        const bool hinted =
+            std::find(hints.begin(), hints.end(), proto::kFeatureReconnectHints) != hints.end();
+        // What may have changed while it waited: a drain began, or its key was revoked.
+        if (p_.revocations.revoked(h.credentials.public_key)) {
+            p_.revocations.cut_off(h.routing_id);
+            p_.replier.send_error(h.routing_id, h.encoding, h.hello.req, proto::errors::kKeyRevoked,
+                                  "this connection's key has been revoked; nothing more is done "
+                                  "for it");
+        } else if (p_.dispatcher.draining() || refusing_) {
+            p_.replier.send_error(h.routing_id, h.encoding, h.hello.req, proto::errors::kDraining,
+                                  "the coordinator is shutting down and takes no new HELLO; send "
+                                  "it again after reconnecting (another coordinator may serve it)",
+                                  hinted ? retry_after(proto::errors::kDraining) : std::nullopt);
+        } else {
+            handle_hello(h.routing_id, h.credentials, h.hello, h.encoding);
+        }
+    }
+}
+
+std::optional<std::int32_t> Inbound::retry_after(std::string_view code, bool whole_window) {
+    using std::chrono::milliseconds;
+    if (code == proto::errors::kDraining) {
+        const auto window = whole_window ? common::ReconnectSpread::window(
+                                               static_cast<std::int64_t>(p_.sessions.size()),
+                                               common::ReconnectSpread::kMinWindow)
+                                         : kDrainRetryFloor;
+        std::uniform_int_distribution<milliseconds::rep> share(0, window.count());
+        return static_cast<std::int32_t>(std::min<milliseconds::rep>(
+            kDrainRetryFloor.count() + share(spread_), proto::kMaxRetryAfterMs));
+    }
+    if (code == proto::errors::kOverloaded) {
+        // The HELLOs ahead of it at the rate a spread fleet arrives, and up to half again, so
+        // that those turned away together do not come back together.
+        const auto ahead =
+            static_cast<milliseconds::rep>(hellos_.size()) * kRetryPerWaitingHello.count();
+        std::uniform_int_distribution<milliseconds::rep> more(0, ahead / 2);
+        return static_cast<std::int32_t>(
+            std::clamp<milliseconds::rep>(ahead + more(spread_), 200, proto::kMaxRetryAfterMs));
+    }
+    return std::nullopt;
 }
 
 void Inbound::refuse_remaining() {
@@ -106,8 +160,10 @@ void Inbound::refuse_remaining() {
     // a crowd of them never leaves the socket empty. What is left is dropped with the socket,
     // which a worker sees as the coordinator gone, as it is.
     const auto until = p_.clock.monotonic_now() + kRefuseFor;
+    admit_hellos(hellos_.size());
     while (read() > 0 && p_.clock.monotonic_now() < until) {
     }
+    admit_hellos(hellos_.size());
 }
 
 void Inbound::handle_message(const std::string& routing_id, const Credentials& credentials,
@@ -134,6 +190,9 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     const auto* complete = std::get_if<proto::Complete>(&message);
     const proto::Claim* next =
         complete != nullptr && !complete->next.empty() ? &complete->next.front() : nullptr;
+    // A request on a connection whose HELLO waits for its round: that HELLO first, in order.
+    if (!waiting_ids_.empty() && waiting_ids_.count(routing_id) != 0) admit_hellos(hellos_.size());
+    const auto* hello = std::get_if<proto::Hello>(&message);
     // Likewise a RENEW that names several jobs (protocol 1.3): each job waits for its answer.
     const auto* renew = std::get_if<proto::Renew>(&message);
     const std::vector<proto::HeldRenewal>* held =
@@ -142,11 +201,23 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
         p_.metrics.renew_messages.fetch_add(1, std::memory_order_relaxed);
         p_.metrics.renew_jobs.fetch_add(1 + renew->held.size(), std::memory_order_relaxed);
     }
+    // Granted reconnect hints (or asking for them now): `draining` and `overloaded` say when to
+    // come back.
+    const auto hinted = [&] {
+        if (hello != nullptr)
+            return std::find(hello->features.begin(), hello->features.end(),
+                             proto::kFeatureReconnectHints) != hello->features.end();
+        const Session* s = p_.sessions.find(routing_id);
+        return s != nullptr && s->reconnect_hints;
+    };
     const auto refuse = [&](std::string_view code, const std::string& text) {
-        p_.replier.send_error(routing_id, enc, req, code, text);
-        if (next != nullptr) p_.replier.send_error(routing_id, enc, next->req, code, text);
+        const auto after = hinted() ? retry_after(code) : std::nullopt;
+        p_.replier.send_error(routing_id, enc, req, code, text, after);
+        if (next != nullptr) p_.replier.send_error(routing_id, enc, next->req, code, text, after);
         if (held != nullptr) {
-            for (const auto& h : *held) p_.replier.send_error(routing_id, enc, h.req, code, text);
+            for (const auto& h : *held) {
+                p_.replier.send_error(routing_id, enc, h.req, code, text, after);
+            }
         }
     };
     // A connection outlives the revocation of its key (a ROUTER cannot hang up on one peer), so
@@ -171,8 +242,20 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
                    "serve it)");
         return;
     }
-    if (const auto* hello = std::get_if<proto::Hello>(&message)) {
-        handle_hello(routing_id, credentials, *hello, enc);
+    if (hello != nullptr) {
+        // A HELLO on an open session changes it at once; one that opens a session waits for the
+        // end of the round, behind the requests of open sessions, and is turned away with an
+        // answer (not left to time out) when too many wait already.
+        if (p_.sessions.find(routing_id) != nullptr) {
+            handle_hello(routing_id, credentials, *hello, enc);
+        } else if (hellos_.size() >= kMaxHellosWaiting) {
+            refuse(proto::errors::kOverloaded,
+                   std::to_string(hellos_.size()) +
+                       " HELLOs are waiting for a session already; say HELLO again later");
+        } else {
+            waiting_ids_.insert(routing_id);
+            hellos_.push_back({routing_id, credentials, *hello, enc});
+        }
         return;
     }
     Session* session = p_.sessions.find(routing_id);
@@ -200,6 +283,14 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
     }
     const auto* claim = std::get_if<proto::Claim>(&message);
     if (claim != nullptr && p_.dispatcher.draining()) {
+        // A session granted reconnect hints is told when to come back (protocol 1.4).
+        if (session->reconnect_hints) {
+            p_.replier.send_error(routing_id, enc, req, proto::errors::kDraining,
+                                  "the coordinator is shutting down; reconnect after "
+                                  "retry_after_ms (another coordinator may serve)",
+                                  retry_after(proto::errors::kDraining, true));
+            return;
+        }
         p_.replier.send(routing_id, proto::NoWork{req, std::string(proto::errors::kDraining)}, enc);
         p_.metrics.no_work.fetch_add(1, std::memory_order_relaxed);
         return;
@@ -328,13 +419,19 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
     // Only what was asked for is granted, so a worker that asked for nothing gets a WELCOME of
     // protocol 1.1, byte for byte.
     for (const auto& feature : hello.features) {
-        const bool known =
-            feature == proto::kFeatureCompleteClaim || feature == proto::kFeatureRenewHeld;
+        const bool known = feature == proto::kFeatureCompleteClaim ||
+                           feature == proto::kFeatureRenewHeld ||
+                           feature == proto::kFeatureReconnectHints;
         if (known && std::find(welcome.features.begin(), welcome.features.end(), feature) ==
                          welcome.features.end()) {
             welcome.features.push_back(feature);
         }
     }
+    // Protocol 1.4: how many sessions this coordinator has, this one included, which is how
+    // many workers would come back at once if it went away.
+    s.reconnect_hints = std::find(welcome.features.begin(), welcome.features.end(),
+                                  proto::kFeatureReconnectHints) != welcome.features.end();
+    if (s.reconnect_hints) welcome.sessions = static_cast<std::int64_t>(p_.sessions.size());
     p_.replier.send(routing_id, welcome, encoding);
 }
 

@@ -1,7 +1,12 @@
 #pragma once
 
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <random>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 #include <zmq.hpp>
 
@@ -44,6 +49,27 @@ class Inbound {
     /// is answered `draining` (NO_WORK for a claim). Answers what is waiting on the socket, for
     /// at most a quarter of a second.
     void refuse_remaining();
+    /// HELLOs of new sessions wait for the end of the round that read them, behind the requests
+    /// of open sessions; true while some wait (the router must not sleep then).
+    bool hellos_waiting() const { return !hellos_.empty(); }
+    /// Opens the sessions of the HELLOs waiting, up to one round's worth.
+    void admit_hellos() { admit_hellos(kHellosPerRound); }
+    /// The drain's bound: a `draining` refusal tells a worker granted reconnect hints to come back
+    /// once it has passed.
+    void draining_until(common::MonotonicTime until) { drain_until_ = until; }
+    /// What a worker granted reconnect hints is told to wait after an ERROR `code`, if anything.
+    /// For `draining`: a second (the drain and a successor's start), then, for the claim of a
+    /// session it turns out (`whole_window`), a uniformly random share of the window of this
+    /// coordinator's sessions (common/base/reconnect_spread.hpp), so that they come back spread as
+    /// the fleet's size asks; a HELLO, whose worker took its share already, up to a second more.
+    std::optional<std::int32_t> retry_after(std::string_view code, bool whole_window = false);
+
+    /// New sessions opened per round at most; the rest wait for the next round.
+    static constexpr std::size_t kHellosPerRound = 256;
+    /// HELLOs waiting at most; beyond, a HELLO is answered `overloaded` at once, with
+    /// retry_after_ms (reconnect hints) of kRetryPerWaitingHello for each one ahead of it.
+    static constexpr std::size_t kMaxHellosWaiting = 2048;
+    static constexpr std::chrono::milliseconds kRetryPerWaitingHello{2};
 
   private:
     /// What the transport says about the connection a message came on: under CURVE, the ZAP
@@ -68,9 +94,22 @@ class Inbound {
                          proto::Encoding encoding, std::uint64_t req, StoreRequest ask,
                          const proto::Claim* claim) const;
 
+    struct WaitingHello {
+        std::string routing_id;
+        Credentials credentials;
+        proto::Hello hello;
+        proto::Encoding encoding;
+    };
+    void admit_hellos(std::size_t at_most);
+
     const RouterOptions& options_;
     Parts p_;
     bool refusing_ = false;
+    std::deque<WaitingHello> hellos_;
+    /// The connections of hellos_: a request on one of them first admits what waits.
+    std::unordered_set<std::string> waiting_ids_;
+    common::MonotonicTime drain_until_{};
+    std::minstd_rand spread_{std::random_device{}()};
 };
 
 }  // namespace aclaim::coordinator

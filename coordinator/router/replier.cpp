@@ -35,9 +35,11 @@ bool Replier::send(const std::string& routing_id, const proto::Message& message,
 }
 
 void Replier::send_error(const std::string& routing_id, proto::Encoding encoding, std::uint64_t req,
-                         std::string_view code, const std::string& text) {
+                         std::string_view code, const std::string& text,
+                         std::optional<std::int32_t> retry_after_ms) {
     metrics_.count_error(code);
-    send(routing_id, proto::Error{req, std::string(code), proto::errors::clip_text(text)},
+    send(routing_id,
+         proto::Error{req, std::string(code), proto::errors::clip_text(text), retry_after_ms},
          encoding);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <zmq.hpp>
@@ -23,8 +24,10 @@ class Replier {
     /// False when the message could not be queued: the peer is gone or its queue is full.
     bool send(const std::string& routing_id, const proto::Message& message,
               proto::Encoding encoding);
+    /// `retry_after_ms` only to a worker granted proto::kFeatureReconnectHints.
     void send_error(const std::string& routing_id, proto::Encoding encoding, std::uint64_t req,
-                    std::string_view code, const std::string& text);
+                    std::string_view code, const std::string& text,
+                    std::optional<std::int32_t> retry_after_ms = std::nullopt);
     /// Answers a claim NO_WORK with `reason` and counts it answered.
     void answer_no_work(const RoutedRequest& claim, const std::string& reason);
     /// Answers a request the database could not: a claim with NO_WORK, anything else with the

@@ -26,6 +26,8 @@ struct Session {
     std::vector<std::string> queues{};  ///< served, sorted, each once; set by every HELLO
     proto::Encoding encoding = proto::Encoding::Binary;  ///< of its latest request, for pushes
     int outstanding = 0;  ///< requests not answered yet, parked claims included
+    /// Granted proto::kFeatureReconnectHints: its `draining` and `overloaded` carry retry_after_ms.
+    bool reconnect_hints = false;
     SteadyClock::time_point last_seen{};
 };
 

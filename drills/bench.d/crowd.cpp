@@ -18,10 +18,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
 
+#include "common/base/backoff.hpp"
+#include "common/base/reconnect_spread.hpp"
 #include "common/proto/wire_errors.hpp"
 #include "drills/bench.d/fleet.hpp"
 #include "drills/bench.d/wire.hpp"
@@ -60,14 +63,19 @@ void raise_fd_limit() {
 }
 
 /// One idle worker: HELLO, then a long-poll CLAIM renewed whenever it ends; on draining,
-/// no_session, any other ERROR or silence, a new connection after a jittered backoff (100 ms
-/// doubling to 5 s, as the worker library does).
+/// no_session, any other ERROR or silence, a new connection after the wait the worker library
+/// takes (common/base/reconnect_spread.hpp): the first attempt after a session a uniform share of
+/// a window sized by WELCOME's `sessions`, later ones a jittered back-off (100 ms doubling to
+/// 5 s), never sooner than a refusal's retry_after_ms. An idle worker has no work at stake, so it
+/// takes the whole window.
 struct IdleWorker {
     enum class State { Greeting, Claiming, BackingOff };
     std::unique_ptr<zmq::socket_t> socket;
     State state = State::BackingOff;
     BenchClock::time_point due{};  ///< reply deadline, or when to reconnect
-    std::chrono::milliseconds backoff{100};
+    common::Backoff backoff{std::chrono::milliseconds(100), std::chrono::milliseconds(5000)};
+    /// The sessions the last WELCOME reported.
+    std::optional<std::int64_t> fleet;
     bool welcomed_once = false;
 };
 
@@ -206,21 +214,30 @@ int run_crowd_idle(const CrowdIdleOptions& o) {
     int back_count = -1;
     BenchClock::time_point marked_at{};
     bool sockets_changed = true;
+    const auto hello = [&](std::size_t i, BenchClock::time_point now) {
+        IdleWorker& w = workers[i];
+        proto::Hello h{next_req++, names[i], o.target.org};
+        h.features.emplace_back(proto::kFeatureReconnectHints);
+        send(*w.socket, h);
+        w.state = IdleWorker::State::Greeting;
+        w.due = now + kReplyTimeout;
+    };
     const auto open = [&](std::size_t i, BenchClock::time_point now) {
         IdleWorker& w = workers[i];
         w.socket = connect(ctx, o.target.endpoint, keys[i]);
-        send(*w.socket, proto::Hello{next_req++, names[i], o.target.org});
-        w.state = IdleWorker::State::Greeting;
-        w.due = now + kReplyTimeout;
+        hello(i, now);
         sockets_changed = true;
     };
-    const auto back_off = [&](std::size_t i, BenchClock::time_point now) {
+    const auto wait_for = [&](IdleWorker& w, std::optional<std::chrono::milliseconds> after) {
+        return common::ReconnectSpread::next_wait(
+            w.backoff, common::ReconnectSpread::window(w.fleet), after, jitter);
+    };
+    const auto back_off = [&](std::size_t i, BenchClock::time_point now,
+                              std::optional<std::chrono::milliseconds> after = std::nullopt) {
         IdleWorker& w = workers[i];
         w.socket.reset();
         w.state = IdleWorker::State::BackingOff;
-        std::uniform_int_distribution<long> spread(w.backoff.count() / 2, w.backoff.count());
-        w.due = now + std::chrono::milliseconds(spread(jitter));
-        w.backoff = std::min(w.backoff * 2, std::chrono::milliseconds(5000));
+        w.due = now + wait_for(w, after);
         sockets_changed = true;
     };
     const auto claim = [&](std::size_t i, BenchClock::time_point now) {
@@ -266,8 +283,9 @@ int run_crowd_idle(const CrowdIdleOptions& o) {
             while (w.socket) {
                 auto m = receive(*w.socket);
                 if (!m) break;
-                if (std::holds_alternative<proto::Welcome>(*m)) {
-                    w.backoff = std::chrono::milliseconds(100);
+                if (const auto* welcome = std::get_if<proto::Welcome>(&*m)) {
+                    w.backoff.reset();
+                    if (welcome->sessions) w.fleet = welcome->sessions;
                     if (!w.welcomed_once) {
                         w.welcomed_once = true;
                         ++welcomed;
@@ -286,8 +304,18 @@ int run_crowd_idle(const CrowdIdleOptions& o) {
                     } else {
                         claim(i, now);
                     }
-                } else if (std::holds_alternative<proto::Error>(*m)) {
-                    back_off(i, now);
+                } else if (const auto* e = std::get_if<proto::Error>(&*m)) {
+                    std::optional<std::chrono::milliseconds> after;
+                    if (e->retry_after_ms) after = std::chrono::milliseconds(*e->retry_after_ms);
+                    if (after && w.state == IdleWorker::State::Greeting &&
+                        (e->code == proto::errors::kOverloaded ||
+                         e->code == proto::errors::kTooManyRequests)) {
+                        // Turned away for now: the connection is kept and HELLO said again.
+                        w.state = IdleWorker::State::BackingOff;
+                        w.due = now + wait_for(w, after);
+                        break;
+                    }
+                    back_off(i, now, after);
                 }
             }
         }
@@ -298,7 +326,11 @@ int run_crowd_idle(const CrowdIdleOptions& o) {
                 IdleWorker& w = workers[i];
                 if (w.due > now) continue;
                 if (w.state == IdleWorker::State::BackingOff) {
-                    open(i, now);
+                    if (w.socket) {
+                        hello(i, now);
+                    } else {
+                        open(i, now);
+                    }
                 } else {
                     back_off(i, now);
                 }

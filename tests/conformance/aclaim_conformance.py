@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Conformance kit for the aclaim wire protocol, version 1.3 (docs/protocol.md).
+"""Conformance kit for the aclaim wire protocol, version 1.4 (docs/protocol.md).
 
 Point it at a running coordinator. It sends every message type in both encodings, checks every
 reply against the spec's field tables (exact fields, types, ranges, UTF-8, lengths), causes every
@@ -76,7 +76,8 @@ OPTIONAL_FIELDS = {
     "HELLO": [("queues", "strs"), ("features", "strs")],  # 1.1, 1.2
     "COMPLETE": [("next", "claims")],  # 1.2
     "RENEW": [("held", "held")],  # 1.3
-    "WELCOME": [("features", "strs")],  # 1.2
+    "WELCOME": [("features", "strs"), ("sessions", "i64")],  # 1.2, 1.4
+    "ERROR": [("retry_after_ms", "i32")],  # 1.4
 }
 CLAIM_FIELDS = REQUEST_FIELDS["CLAIM"]
 FEATURE = "complete_claim"

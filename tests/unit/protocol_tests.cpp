@@ -872,3 +872,54 @@ TEST_CASE("protocol 1.3: RENEW's held jobs are optional, round-trip and are boun
         CHECK(e.req == 3);
     }
 }
+
+TEST_CASE("protocol 1.4: WELCOME's sessions and ERROR's retry_after_ms are optional",
+          "[protocol][reconnect]") {
+    // Unused, each message is byte for byte what protocol 1.3 wrote.
+    CHECK(proto::encode(proto::Error{2, "overloaded", "x"}, Encoding::Json).body ==
+          R"({"req": 2,"code": "overloaded","text": "x"})");
+    const auto plain = proto::encode(proto::Error{2, "overloaded", "x"}, Encoding::Binary).body;
+    proto::Error hinted{2, "overloaded", "x", 1500};
+    CHECK(proto::encode(hinted, Encoding::Json).body ==
+          R"({"req": 2,"code": "overloaded","text": "x","retry_after_ms": 1500})");
+    const auto with = proto::encode(hinted, Encoding::Binary).body;
+    CHECK(with.size() == plain.size() + 4);
+    CHECK(with.substr(0, plain.size()) == plain);
+
+    proto::Welcome grants{1, 42, 30000, 10000, 65536};
+    grants.features = {std::string(proto::kFeatureReconnectHints)};
+    grants.sessions = 10016;
+    CHECK(
+        proto::encode(grants, Encoding::Json).body ==
+        R"({"req": 1,"org_id": 42,"lease_ms": 30000,"heartbeat_ms": 10000,"max_body_bytes": 65536,"features": ["reconnect_hints"],"sessions": 10016})");
+    // sessions without features (no coordinator sends it, but a reader must not take one for the
+    // other): the empty features are written first in binary.
+    proto::Welcome bare{1, 42, 30000, 10000, 65536};
+    bare.sessions = 3;
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        for (const proto::Message& m :
+             {proto::Message(hinted), proto::Message(grants), proto::Message(bare)}) {
+            const auto f = proto::encode(m, enc);
+            CHECK(expect_message(decode3(f.tag, f.type, f.body)) == m);
+        }
+    }
+    // A reader of 1.2 refuses them (binary: trailing bytes; JSON: an unknown member), which is
+    // why they go only to a worker that asked for reconnect_hints.
+    const auto welcome12 =
+        proto::encode(
+            proto::Welcome{
+                1, 42, 30000, 10000, 65536, {std::string(proto::kFeatureReconnectHints)}},
+            Encoding::Binary)
+            .body;
+    CHECK(proto::encode(grants, Encoding::Binary).body.size() == welcome12.size() + 8);
+    // Ranges.
+    const auto negative = expect_error(
+        decode3(proto::kTagJson, "ERROR",
+                R"({"req": 2,"code": "overloaded","text": "x","retry_after_ms": -1})"));
+    CHECK(negative.code == "invalid");
+    CHECK(negative.text.find("retry_after_ms") != std::string::npos);
+    const auto fewer = expect_error(decode3(
+        proto::kTagJson, "WELCOME",
+        R"({"req": 1,"org_id": 42,"lease_ms": 30000,"heartbeat_ms": 10000,"max_body_bytes": 65536,"sessions": -5})"));
+    CHECK(fewer.code == "invalid");
+}

@@ -86,6 +86,9 @@ class LinkOptions:
     # Ask for protocol 1.3's RENEW that names every held job: where WELCOME grants it, one RENEW
     # per heartbeat renews them all. Off, or against an older coordinator: one RENEW per job.
     renew_held: bool = True
+    # Ask for protocol 1.4's reconnect hints: WELCOME's ``sessions`` sizes the window the first
+    # reconnection after a loss is spread over, and a refusal's retry_after_ms is waited out.
+    reconnect_hints: bool = True
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
 

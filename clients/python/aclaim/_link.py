@@ -22,6 +22,26 @@ from .model import Welcome, WorkerStats
 
 log = logging.getLogger("aclaim.worker")
 
+# The first reconnection after a lost session waits a uniformly random share of a window of
+# SPREAD_PER_SESSION seconds per session the coordinator last reported (WELCOME's ``sessions``),
+# kept within [backoff_first (SPREAD_MIN by default), SPREAD_MAX]; a coordinator's retry_after_ms
+# is honoured up to MAX_RETRY_AFTER, plus up to RETRY_JITTER. The same constants as
+# common/base/reconnect_spread.hpp (docs/protocol.md, "Reconnecting a fleet").
+SPREAD_PER_SESSION = 0.002
+SPREAD_MIN = 0.1
+SPREAD_MAX = 60.0
+MAX_RETRY_AFTER = 60.0
+RETRY_JITTER = 0.1
+
+
+def spread_window(sessions: Optional[int], least: float = SPREAD_MIN) -> float:
+    """The window for a coordinator that reported `sessions` (None: not known), at least
+    `least` (the worker's first back-off)."""
+    least = min(max(least, 0.0), SPREAD_MAX)
+    if not sessions or sessions <= 0:
+        return least
+    return min(SPREAD_MAX, max(least, SPREAD_PER_SESSION * sessions))
+
 
 class Link(Replies):
     """The session with one coordinator out of several endpoints, and everything in flight."""
@@ -40,6 +60,11 @@ class Link(Replies):
         self._round_start = 0
         self._backoff_next = options.backoff_first
         self._reconnect_at = 0.0
+        # Attempts since the last WELCOME; the coordinator's sessions (reconnect hints) and when
+        # a job was last assigned (a worker busy within a lease has work at stake).
+        self._attempts = 0
+        self._fleet: Optional[int] = None
+        self._last_assigned: Optional[float] = None
         self._hello_req = 0
         self._hello_deadline = 0.0
         self._had_session = False
@@ -266,13 +291,43 @@ class Link(Replies):
         if self._asks_features():
             fields["features"] = ([_wire.FEATURE_COMPLETE_CLAIM] if self._o.complete_claim
                                   else []) + ([_wire.FEATURE_RENEW_HELD] if self._o.renew_held
-                                              else [])
+                                              else []) + ([_wire.FEATURE_RECONNECT_HINTS]
+                                                          if self._o.reconnect_hints else [])
         self._send("HELLO", fields)
 
     def _asks_features(self) -> bool:
-        return (self._o.complete_claim or self._o.renew_held) and not self._features_refused
+        return ((self._o.complete_claim or self._o.renew_held or self._o.reconnect_hints)
+                and not self._features_refused)
 
-    def _reconnect(self, why: str, now: float, out: List[Event]) -> None:
+    def _reconnect_delay(self, nominal: float, now: float,
+                         retry_after: Optional[float]) -> float:
+        """The wait before the next attempt: the first after a session a uniform share of the
+        fleet's window (a heartbeat at most for a worker with work at stake), later ones
+        `nominal` with jitter, never less than the coordinator's retry_after."""
+        first = self._attempts == 0
+        lease = self.welcome.lease_ms / 1000.0 if self.welcome is not None else 0.0
+        busy = len(self.held) > 0 or (self._last_assigned is not None and
+                                      now - self._last_assigned < lease)
+        told = retry_after is not None and retry_after > 0
+        delay = 0.0
+        if first and not told:
+            window = spread_window(self._fleet, self._o.backoff_first)
+            if busy:
+                window = min(window, self.held.heartbeat_s)
+            delay = self._o.rng.uniform(0, window)
+        elif not first:
+            delay = self._o.rng.uniform(nominal / 2, nominal)
+        if told:
+            # The coordinator spread the figures it gave (from the fleet it has now); the worker
+            # takes its draw instead of its own on a first attempt, and only blurs it.
+            r = min(retry_after or 0.0, MAX_RETRY_AFTER)
+            delay = max(delay, self._o.rng.uniform(r, r + RETRY_JITTER))
+        self._attempts += 1
+        # Whatever it was told: a longer wait would outlast its leases.
+        return min(delay, self.held.heartbeat_s) if busy else delay
+
+    def _reconnect(self, why: str, now: float, out: List[Event],
+                   retry_after: Optional[float] = None) -> None:
         self.stats.reconnects += 1
         self._close_socket()
         self._state = "backing_off"
@@ -285,8 +340,9 @@ class Link(Replies):
             self._backoff_next = min(self._o.backoff_cap, self._backoff_next * 2)
         else:
             nominal = self._o.backoff_first
-        # Jitter spreads the workers of a restarted coordinator over the interval.
-        delay = self._o.rng.uniform(nominal / 2, nominal)
+        # The first attempt after a session is spread over a window the size of the fleet;
+        # jitter spreads every later one over its interval.
+        delay = self._reconnect_delay(nominal, now, retry_after)
         self._reconnect_at = now + delay
         log.warning("worker=%s reconnecting to %s in %d ms: %s", self._o.worker_id,
                     self.endpoint, round(delay * 1000), why)
@@ -372,7 +428,9 @@ class Link(Replies):
             return
         if self._state == "backing_off":
             if now >= self._reconnect_at:
-                self._open_socket()
+                # A HELLO turned away for now keeps its connection: only HELLO is said again.
+                if self._socket is None:
+                    self._open_socket()
                 self._send_hello(now)
             return
         if self._state == "greeting":

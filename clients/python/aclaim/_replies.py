@@ -28,12 +28,21 @@ class Replies:
     _endpoint_index: int
     _round_start: int
     _backoff_next: float
+    _attempts: int
+    _fleet: Optional[int]
+    _last_assigned: Optional[float]
+    _reconnect_at: float
     held: HeldJobs
     welcome: Optional[Welcome]
     stats: WorkerStats
     endpoint: str
 
-    def _reconnect(self, why: str, now: float, out: List[Event]) -> None:
+    def _reconnect(self, why: str, now: float, out: List[Event],
+                   retry_after: Optional[float] = None) -> None:
+        raise NotImplementedError
+
+    def _reconnect_delay(self, nominal: float, now: float,
+                         retry_after: Optional[float]) -> float:
         raise NotImplementedError
 
     def _send_pending(self, p: Pending, now: float) -> None:
@@ -55,6 +64,7 @@ class Replies:
                 self._on_welcome(body, now, out)
         elif kind == "ASSIGNED":
             self._take(req)
+            self._last_assigned = now
             # Jobs are taken even for a claim given up on: the coordinator granted them.
             for job in body["jobs"]:
                 self.held.add((job["job_id"], job["generation"]), job["lease_ms"] / 1000.0, now)
@@ -95,6 +105,8 @@ class Replies:
     def _handle_error(self, e: Dict[str, Any], now: float, out: List[Event]) -> None:
         self.stats.errors += 1
         code, text, req = e["code"], e["text"], e["req"]
+        # Protocol 1.4: how long the coordinator asks this worker to stay away.
+        after = e["retry_after_ms"] / 1000.0 if "retry_after_ms" in e else None
         if self._state == "greeting" and req == self._hello_req:
             # A coordinator older than protocol 1.2 cannot read HELLO's features (an unknown
             # member): greet it again without them, and send every request alone.
@@ -106,7 +118,16 @@ class Replies:
                 return
             if code not in _wire.RETRYABLE_ERRORS and code != "draining":
                 raise WorkerError(f"{self.endpoint} refused HELLO: {code}: {text}", code)
-            self._reconnect(f"HELLO answered {code}", now, out)
+            if after is not None and code in ("overloaded", "too_many_requests"):
+                # Turned away for now by a coordinator that said when to come back: the
+                # connection is kept, and HELLO said again on it then.
+                self._state = "backing_off"
+                self._reconnect_at = now + self._reconnect_delay(self._o.backoff_first, now,
+                                                                 after)
+                log.info("worker=%s HELLO answered %s; saying it again in %d ms",
+                         self._o.worker_id, code, round((self._reconnect_at - now) * 1000))
+                return
+            self._reconnect(f"HELLO answered {code}", now, out, after)
             return
         # The key was revoked: nothing this worker sends will be served again, and reconnecting
         # would only fail the handshake. The jobs it holds expire and are reclaimed.
@@ -115,7 +136,7 @@ class Replies:
         # no_session: the coordinator restarted and ZeroMQ reconnected underneath; draining: it
         # is going away. Either way a fresh session, perhaps with another coordinator, is needed.
         if code in ("no_session", "draining"):
-            self._reconnect(f"ERROR {code}: {text}", now, out)
+            self._reconnect(f"ERROR {code}: {text}", now, out, after)
             return
         p = self._pending.get(req)
         if p is None:
@@ -126,6 +147,8 @@ class Replies:
         if terminal and code in _wire.RETRYABLE_ERRORS:
             p.retry_delay = (self._o.retry_delay if p.retry_delay == 0
                              else min(p.retry_delay * 2, self._o.backoff_cap))
+            if after is not None:
+                p.retry_delay = max(p.retry_delay, after)
             p.sent = False
             p.due = now + p.retry_delay
             log.info("worker=%s %s job=%d generation=%d answered ERROR %s; re-sending in %d ms",
@@ -166,6 +189,10 @@ class Replies:
                                max_body_bytes=w["max_body_bytes"], endpoint=self.endpoint,
                                features=tuple(w.get("features", ())))
         self._backoff_next = self._o.backoff_first
+        self._attempts = 0
+        # An older coordinator does not say: the last figure heard is kept.
+        if "sessions" in w:
+            self._fleet = w["sessions"]
         self._round_start = self._endpoint_index
         self.held.heartbeat_s = max(1, w["heartbeat_ms"]) / 1000.0
         # Leases kept running while the worker was away: renew everything still held at once.

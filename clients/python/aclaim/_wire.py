@@ -1,4 +1,4 @@
-"""The aclaim wire protocol's JSON encoding (docs/protocol.md, protocol 1.3): frames, the
+"""The aclaim wire protocol's JSON encoding (docs/protocol.md, protocol 1.4): frames, the
 fields each message must carry, and the ranges a request must respect.
 
 Only this module reads or writes frames. It checks requests before they leave, so that a bad
@@ -45,6 +45,11 @@ MAX_HELD_RENEWALS = 1024
 CODEC_ERRORS = frozenset({"malformed", "oversized", "wrong_version", "unknown_type",
                           "undecodable", "invalid"})
 
+FEATURE_RECONNECT_HINTS = "reconnect_hints"
+"""Protocol 1.4: WELCOME says how many sessions the coordinator has (``sessions``), and an ERROR
+``draining`` or ``overloaded`` when to come back (``retry_after_ms``), so that a fleet spreads its
+reconnections (docs/protocol.md, "Reconnecting a fleet")."""
+
 # ERROR codes after which the same request may simply be sent again (the coordinator did not
 # carry it out, or its outcome is decided by the job's row when it is re-sent).
 RETRYABLE_ERRORS = frozenset({"overloaded", "database_unavailable", "database_error",
@@ -67,7 +72,12 @@ _REPLY_FIELDS: Dict[str, Dict[str, type]] = {
 }
 # Optional members (added after protocol 1.0): checked when present, ignored when absent.
 # WELCOME's features (1.2) are sent only to a HELLO that named some.
-_OPTIONAL_REPLY_FIELDS: Dict[str, Dict[str, type]] = {"WELCOME": {"features": list}}
+# WELCOME's sessions and ERROR's retry_after_ms (1.4) only to a HELLO that asked for reconnect
+# hints.
+_OPTIONAL_REPLY_FIELDS: Dict[str, Dict[str, type]] = {
+    "WELCOME": {"features": list, "sessions": _INT},
+    "ERROR": {"retry_after_ms": _INT},
+}
 _ASSIGNED_JOB_FIELDS: Dict[str, type] = {
     "job_id": _INT, "generation": _INT, "lease_expires_at_us": _INT, "lease_ms": _INT,
     "attempts": _INT, "priority": _INT, "payload": str,

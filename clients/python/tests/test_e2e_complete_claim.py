@@ -58,7 +58,7 @@ class CompleteClaim(unittest.TestCase):
 
     def test_the_completion_and_the_next_claim_commit_together(self) -> None:
         w = self.serve(2, concurrency=1)
-        self.assertEqual(w.welcome.features, ("complete_claim", "renew_held"))
+        self.assertEqual(w.welcome.features, ("complete_claim", "renew_held", "reconnect_hints"))
         first, second = self.ids
         # The first job's completion and the second job's claim: one transaction.
         txids = cluster.rows(
@@ -69,7 +69,8 @@ class CompleteClaim(unittest.TestCase):
 
     @plaintext_only
     def test_a_worker_that_asks_for_nothing_gets_a_1_1_session(self) -> None:
-        w = self.serve(2, concurrency=1, complete_claim=False, renew_held=False)
+        w = self.serve(2, concurrency=1, complete_claim=False, renew_held=False,
+                       reconnect_hints=False)
         self.assertEqual(w.welcome.features, ())
         self.assertEqual(w.stats.completed, 2)
 

@@ -47,6 +47,8 @@ def answer_claim(h: Harness, carrier: Request, req: int, job_id: int) -> None:
 
 class CompleteClaimLink(unittest.TestCase):
     def harness(self, fakes: int = 1, **options: Any) -> Harness:
+        # Only complete_claim is asked for here (reconnect hints: test_unit_reconnect.py).
+        options.setdefault("reconnect_hints", False)
         h = Harness(fakes, **options)
         self.addCleanup(h.close)
         return h
@@ -222,9 +224,10 @@ class WireTest(unittest.TestCase):
     def test_the_protocol_1_2_examples_are_what_the_link_sends_and_reads(self) -> None:
         with open(PROTOCOL_MD, encoding="utf-8") as f:
             lines = re.findall(r"^([A-Z_]+) +(\{.*\})$", f.read(), re.M)
-        # Protocol 1.3's examples (RENEW's held, renew_held) are test_unit_renew_held's.
+        # Protocol 1.3's examples (RENEW's held, renew_held) are test_unit_renew_held's, and 1.4's
+        # (reconnect_hints) are read in test_unit_reconnect.py.
         newer = {k: json.loads(b) for k, b in lines if ('"features"' in b or '"next"' in b)
-                 and "renew_held" not in b and '"held"' not in b}
+                 and "renew_held" not in b and '"held"' not in b and "reconnect_hints" not in b}
         self.assertEqual(sorted(newer), ["COMPLETE", "HELLO", "WELCOME"])
         self.assertEqual(newer["HELLO"]["features"], [FEATURE])
         self.assertEqual(_wire.decode([_wire.TAG, b"WELCOME", json.dumps(newer["WELCOME"])
@@ -241,6 +244,7 @@ class CompleteClaimWorker(unittest.TestCase):
         self.addCleanup(self.fake.close)
 
     def worker(self, **options: Any) -> aclaim.Worker:
+        options.setdefault("reconnect_hints", False)
         w = aclaim.Worker(self.fake.endpoint, "rev-1", org_id=7, context=self.ctx,
                           reply_timeout=2.0, claim_wait=0.1, stop_timeout=2.0, **options)
         w.start(lambda job: f"review:{job.job_id}")
