@@ -432,13 +432,7 @@ SELECT id, org_id, state, generation, coalesce(assignee, '') AS assignee,
 /// statement's deadline is answered as any database that does not answer in time, never from a
 /// row that is being replaced.
 inline const Statement kAuthorityShared{"aclaim_authority_shared",
-                                        R"SQL(
-SELECT id, org_id, state, generation, coalesce(assignee, '') AS assignee,
-       aclaim_us(lease_expires_at) AS lease_us, aclaim_us(deadline_at) AS deadline_us,
-       coalesce(result_ref, '') AS result_ref
-  FROM jobs WHERE id = ANY($1::bigint[])
-   FOR SHARE
-)SQL",
+                                        kAuthority.text + "   FOR SHARE\n",
                                         {"jobs bigint[]"}};
 
 /// $1 bigint[] jobs, $2 bigint[] orgs, $3 bigint[] generations, $4 text[] workers, $5 now,
