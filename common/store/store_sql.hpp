@@ -431,9 +431,8 @@ SELECT id, org_id, state, generation, coalesce(assignee, '') AS assignee,
 /// moment later (the nemesis on the HA cluster, drills/RUNBOOK.md). A wait that outlasts the
 /// statement's deadline is answered as any database that does not answer in time, never from a
 /// row that is being replaced.
-inline const Statement kAuthorityShared{"aclaim_authority_shared",
-                                        kAuthority.text + "   FOR SHARE\n",
-                                        {"jobs bigint[]"}};
+inline const Statement kAuthorityShared{
+    "aclaim_authority_shared", kAuthority.text + "   FOR SHARE\n", {"jobs bigint[]"}};
 
 /// $1 bigint[] jobs, $2 bigint[] orgs, $3 bigint[] generations, $4 text[] workers, $5 now,
 /// $6 text[] details. One audited refusal per element, for single and coalesced transitions.
