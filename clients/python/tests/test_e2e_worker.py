@@ -198,15 +198,19 @@ class Leases(WorkerTest):
         attempts = []
         reasons = []
         worker: list = []
+        # The first job can reach the handler before start() has returned the worker.
+        started = threading.Event()
 
         def review(job: aclaim.Job) -> str:
             attempts.append((job.attempts, job.generation))
             if len(attempts) == 1:
+                self.assertTrue(started.wait(10))
                 worker[0].stop_renewing(job)  # a stalled reviewer: no more heartbeats
                 reasons.append(job.cancellation.wait(10) and job.cancellation.reason)
             return f"review:{job.generation}"  # the stale one too: fencing must refuse it
 
         worker.append(self.start(review))
+        started.set()
         stale, fresh = self.verdicts.wait(job_id, 2)
         self.assertEqual(reasons, ["reclaimed"])
         self.assertEqual((stale.op, stale.generation, stale.accepted), ("complete", 1, False))
