@@ -97,11 +97,11 @@ class RenewHeldLink(unittest.TestCase):
         self.assertNotIn("held", second.body)
         self.assertEqual(sorted([first.body["job_id"], second.body["job_id"]]), [31, 32])
 
-    def test_renew_held_false_asks_only_for_complete_claim(self) -> None:
+    def test_renew_held_false_does_not_ask_for_it(self) -> None:
         h = self.harness(renew_held=False)
         h.link.start()
         hello = h.expect("HELLO")
-        self.assertEqual(hello.body["features"], ["complete_claim"])
+        self.assertEqual(hello.body["features"], ["complete_claim", "reconnect_hints"])
 
     def test_a_renew_of_several_jobs_refused_as_a_message_is_not_sent_again(self) -> None:
         h = self.harness()
