@@ -18,11 +18,7 @@ namespace {
 constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
 
 proto::Welcome hello_asking(RawWorker& w, const std::string& worker, common::OrgId org) {
-    const auto req = w.next_req();
-    proto::Hello hello{req, worker, org};
-    hello.features = {std::string(proto::kFeatureCompleteClaim)};
-    w.send(hello);
-    return w.expect<proto::Welcome>(req);
+    return w.hello(worker, org, {std::string(proto::kFeatureCompleteClaim)});
 }
 
 /// The next message on the socket (those kept aside first), whatever its request id.

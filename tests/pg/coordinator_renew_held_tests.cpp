@@ -22,11 +22,7 @@ namespace {
 constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
 
 proto::Welcome hello_asking(RawWorker& w, const std::string& worker, common::OrgId org) {
-    const auto req = w.next_req();
-    proto::Hello hello{req, worker, org};
-    hello.features = {std::string(proto::kFeatureRenewHeld)};
-    w.send(hello);
-    return w.expect<proto::Welcome>(req);
+    return w.hello(worker, org, {std::string(proto::kFeatureRenewHeld)});
 }
 
 /// `n` answers, whatever their order, by request id; fails on a second answer to one id.

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -134,9 +135,13 @@ class RawWorker {
         return expect<T>(0, limit);
     }
 
-    proto::Welcome hello(const std::string& worker_id, common::OrgId org) {
+    /// HELLO, asking for `features` (protocol 1.2 and later) when there are any.
+    proto::Welcome hello(const std::string& worker_id, common::OrgId org,
+                         std::vector<std::string> features = {}) {
         const auto req = next_req();
-        send(proto::Hello{req, worker_id, org});
+        proto::Hello hello{req, worker_id, org};
+        hello.features = std::move(features);
+        send(hello);
         return expect<proto::Welcome>(req);
     }
 
