@@ -91,6 +91,12 @@ struct FloorOptions {
     double seconds = 8;
     /// Create bench_floor afresh with this many pending jobs first (0: use what is there).
     long setup_jobs = 0;
+    /// 0: every client completes its last batch and claims the next one as fast as it can (the
+    /// throughput floor). Otherwise claims of one job arrive on a fixed schedule at this rate, and
+    /// each client takes what has arrived (up to `batch`), completes what it claimed before and
+    /// claims for them in one transaction: the latency floor, each claim timed from its arrival to
+    /// its commit (run_floor_latency).
+    double rate = 0;
     CpuPids cpu;
 };
 nlohmann::json run_floor(const FloorOptions& o);

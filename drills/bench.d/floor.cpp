@@ -10,8 +10,12 @@
 // last and claims the next one in one transaction, the shape a worker that completes and asks
 // again in one message allows.
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <pqxx/pqxx>
 #include <thread>
 #include <vector>
@@ -173,8 +177,113 @@ WalPosition wal_position(pqxx::connection& c) {
 
 }  // namespace
 
+/// The latency floor: one-job claims arrive on a fixed schedule; each client, as a coordinator's
+/// DB thread, takes what has arrived (up to the batch), completes what it claimed in its previous
+/// transaction and claims one job per arrival in one transaction, and times every claim from its
+/// arrival to its commit. No sockets, no coordinator: the least a claim waits for at this rate.
+nlohmann::json run_floor_latency(const FloorOptions& o) {
+    std::mutex mutex;
+    std::condition_variable arrived;
+    std::deque<BenchClock::time_point> waiting;
+    std::vector<double> ms;  ///< arrival to commit, measured claims only
+    long claimed_short = 0;  ///< arrivals a claim statement found no row for
+    long statements = 0;
+    std::atomic<bool> stop{false};
+    std::atomic<bool> failed{false};
+    std::string failure;
+    std::barrier start(o.threads + 1);
+    const auto warmup = std::chrono::seconds(1);
+    std::vector<std::thread> pool;
+    pool.reserve(static_cast<std::size_t>(o.threads));
+    BenchClock::time_point measured_from{};
+    for (int t = 0; t < o.threads; ++t) {
+        pool.emplace_back([&, t] {
+            try {
+                pqxx::connection c(o.dsn);
+                c.prepare("floor_claim", kClaim);
+                c.prepare("floor_complete", kComplete);
+                const std::string worker = "floor-latency-" + std::to_string(t);
+                Held held;
+                start.arrive_and_wait();
+                while (!stop.load()) {
+                    std::vector<BenchClock::time_point> batch;
+                    {
+                        std::unique_lock lock(mutex);
+                        arrived.wait_for(lock, std::chrono::milliseconds(50),
+                                         [&] { return !waiting.empty() || stop.load(); });
+                        const auto n = std::min(waiting.size(), static_cast<std::size_t>(o.batch));
+                        batch.assign(waiting.begin(), waiting.begin() + static_cast<long>(n));
+                        waiting.erase(waiting.begin(), waiting.begin() + static_cast<long>(n));
+                    }
+                    if (batch.empty()) continue;
+                    complete_and_claim(c, worker, static_cast<int>(batch.size()), held);
+                    const auto committed = BenchClock::now();
+                    std::lock_guard lock(mutex);
+                    ++statements;
+                    claimed_short += static_cast<long>(batch.size() - held.ids.size());
+                    for (const auto at : batch) {
+                        if (at >= measured_from) {
+                            ms.push_back(
+                                std::chrono::duration<double, std::milli>(committed - at).count());
+                        }
+                    }
+                }
+            } catch (const std::exception& e) {
+                if (!failed.exchange(true)) failure = e.what();
+                start.arrive_and_drop();
+            }
+        });
+    }
+    start.arrive_and_wait();
+    const auto began = BenchClock::now();
+    measured_from = began + warmup;
+    const auto end = measured_from + std::chrono::duration_cast<BenchClock::duration>(
+                                         std::chrono::duration<double>(o.seconds));
+    const auto interval = std::chrono::duration<double>(1.0 / o.rate);
+    const CpuSample cpu_began = sample_cpu(o.cpu);
+    long issued = 0;
+    while (!failed.load()) {
+        const auto now = BenchClock::now();
+        if (now >= end) break;
+        {
+            std::lock_guard lock(mutex);
+            while (began + std::chrono::duration_cast<BenchClock::duration>(interval * issued) <=
+                   now) {
+                waiting.push_back(now);
+                ++issued;
+            }
+        }
+        arrived.notify_all();
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    const CpuSample cpu_ended = sample_cpu(o.cpu);
+    stop.store(true);
+    arrived.notify_all();
+    for (auto& th : pool) th.join();
+    if (failed.load()) throw std::runtime_error(failure);
+    if (ms.empty()) throw std::runtime_error("floor: no claim was timed");
+    std::sort(ms.begin(), ms.end());
+    auto pct = [&](double p) {
+        return ms[std::min(ms.size() - 1,
+                           static_cast<std::size_t>(p * static_cast<double>(ms.size())))];
+    };
+    nlohmann::json out;
+    out["rate_per_s"] = o.rate;
+    out["threads"] = o.threads;
+    out["max_batch"] = o.batch;
+    out["claims"] = ms.size();
+    out["claims_without_a_row"] = claimed_short;
+    out["mean_batch"] = static_cast<double>(issued) / static_cast<double>(std::max(1L, statements));
+    out["claim_p50_ms"] = pct(0.50);
+    out["claim_p99_ms"] = pct(0.99);
+    out["claim_max_ms"] = ms.back();
+    out["cpu"] = cpu_report(cpu_began, cpu_ended, static_cast<double>(ms.size()));
+    return out;
+}
+
 nlohmann::json run_floor(const FloorOptions& o) {
     if (o.setup_jobs > 0) setup_floor(o.dsn, o.setup_jobs);
+    if (o.rate > 0) return run_floor_latency(o);
     pqxx::connection admin(o.dsn);
     std::atomic<long> done{0};
     std::atomic<bool> stop{false};

@@ -60,6 +60,11 @@ int run(int argc, char** argv) {
     floor_cmd->add_option("--seconds", floor.seconds)->check(CLI::PositiveNumber);
     floor_cmd->add_option("--setup-jobs", floor.setup_jobs,
                           "Create the floor's tables afresh with this many pending jobs first");
+    floor_cmd
+        ->add_option("--rate", floor.rate,
+                     "Open loop: one-job claims arriving at this rate, timed to their commit "
+                     "(--batch is then the most a transaction takes)")
+        ->check(CLI::NonNegativeNumber);
     add_cpu_options(floor_cmd, floor.cpu);
 
     E2eOptions e2e;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -65,6 +66,13 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     };
     Tally warmup, measured;
     std::map<std::uint64_t, std::pair<BenchClock::time_point, Tally*>> sent;
+    // Every assigned job is completed at once, as a reviewer that is done with it would: claims
+    // that are never completed pile up leases (each a row the reaper's pass reads) and lapse into
+    // reclaims during the run, which is not the shape the figure describes.
+    struct Completions {
+        long sent = 0, accepted = 0, refused = 0;
+    } completions;
+    std::set<std::uint64_t> completing;  ///< COMPLETE request ids awaiting an answer
     const auto interval = std::chrono::duration<double>(1.0 / o.rate);
     const auto began = BenchClock::now();
     const auto measured_from = began + std::chrono::duration_cast<BenchClock::duration>(
@@ -78,7 +86,7 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     bool cpu_began_taken = false, cpu_ended_taken = false;
     // Replies to claims sent before the end are still awaited, for a bounded while.
     while (BenchClock::now() < end + std::chrono::seconds(2) &&
-           (BenchClock::now() < end || !sent.empty())) {
+           (BenchClock::now() < end || !sent.empty() || !completing.empty())) {
         const auto now = BenchClock::now();
         if (!cpu_began_taken && now >= measured_from) {
             cpu_began = sample_cpu(o.cpu);
@@ -103,12 +111,24 @@ nlohmann::json run_latency(const LatencyOptions& o) {
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(1));
         for (auto& s : sockets) {
             while (auto m = receive(*s)) {
-                const auto it = sent.find(proto::request_id(*m));
+                const auto id = proto::request_id(*m);
+                if (completing.erase(id) != 0) {
+                    ++(std::holds_alternative<proto::Accepted>(*m) ? completions.accepted
+                                                                   : completions.refused);
+                    continue;
+                }
+                const auto it = sent.find(id);
                 if (it == sent.end()) continue;
                 auto& [at, period] = it->second;
-                if (std::holds_alternative<proto::Assigned>(*m)) {
+                if (const auto* assigned = std::get_if<proto::Assigned>(&*m)) {
                     period->ms.push_back(
                         std::chrono::duration<double, std::milli>(BenchClock::now() - at).count());
+                    for (const auto& job : assigned->jobs) {
+                        const std::uint64_t req = next_req++;
+                        send(*s, proto::Complete{req, job.job_id, job.generation, "latency"});
+                        completing.insert(req);
+                        ++completions.sent;
+                    }
                 } else if (std::holds_alternative<proto::NoWork>(*m)) {
                     ++period->no_work;
                 } else {
@@ -135,6 +155,10 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     out["claims_refused"] = measured.errors;
     out["claims_refused_by_code"] = measured.refusals;
     out["claims_unanswered"] = sent.size();
+    out["completions_sent"] = completions.sent;
+    out["completions_accepted"] = completions.accepted;
+    out["completions_refused"] = completions.refused;
+    out["completions_unanswered"] = completing.size();
     out["warmup_seconds"] = o.warmup_seconds;
     out["warmup_claims_sent"] = warmup.sent;
     out["warmup_claim_p99_ms"] = pct(warmup.ms, 0.99);

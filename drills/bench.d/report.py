@@ -28,7 +28,7 @@ def div(a, b):
     return a / b if b else 0.0
 
 
-steps = ("raw", "floor", "single", "reviewer", "coalesced", "coalesced_held", "latency", "crowd", "scale")
+steps = ("raw", "floor", "single", "reviewer", "coalesced", "coalesced_held", "latency", "floor_latency", "crowd", "scale")
 r = {k: load(k) for k in steps}
 if curve:
     r["coalesced_plaintext"] = load("coalesced_plaintext")
@@ -223,6 +223,8 @@ res = {
     "wal_by_kind": wal,
     "floor_jobs_per_s": g(floor, "jobs_per_s"),
     "floor_batch": floor.get("batch", 0),
+    "floor_claim_p50_ms": g(r["floor_latency"], "claim_p50_ms"),
+    "floor_claim_p99_ms": g(r["floor_latency"], "claim_p99_ms"),
 }
 for k, v in p.items():
     res[f"{k}_jobs_per_s"] = g(v, "jobs_per_s")
@@ -238,6 +240,14 @@ res["claim_1m_vs_10k_ratio"] = div(res["claim_1m_mean_ms"], res["claim_10k_mean_
 res["claim_queues_vs_flat_ratio"] = div(res["claim_queues_all_mean_ms"], res["claim_10k_mean_ms"])
 res["claim_one_queue_vs_flat_ratio"] = div(res["claim_queues_one_mean_ms"], res["claim_10k_mean_ms"])
 res["hot_update_ratio"] = div(hot_upd, upd)
+# The most the coalesced shape could make on these cores if aclaim's statements cost PostgreSQL
+# exactly what the floor's do per job, with this run's coordinator and clients beside them: every
+# process shares the same two cores, so a job can cost no less than the sum.
+_cc, _fc = (r["coalesced"] or {}).get("cpu") or {}, (floor or {}).get("cpu") or {}
+_per_job = g(_fc, "postgres_us_per_job") + g(_cc, "coordinator_us_per_job") + g(_cc, "generator_us_per_job")
+res["coalesced_ceiling_jobs_per_s"] = div(g(_cc, "cores") * 1e6, _per_job) if _fc and _cc else 0.0
+res["coalesced_ceiling_vs_floor_ratio"] = div(res["coalesced_ceiling_jobs_per_s"], res["floor_jobs_per_s"])
+res["coalesced_ceiling_vs_graphile_batched_ratio"] = div(res["coalesced_ceiling_jobs_per_s"], gw_batched)
 crowd = r["crowd"]
 res["crowd"] = crowd
 if curve:
@@ -313,7 +323,8 @@ h = r["coalesced_held"]
 print(f"coalesced, held 1.2 s (window bound 1707 jobs/s):      {res['coalesced_held_jobs_per_s']:.0f} jobs/s, "
       f"{h.get('renewals', 0)} renewals, {h.get('jobs_lost', 0)} leases lost")
 print(f"claim latency at {lat.get('rate_per_s', 0):.0f}/s open loop over {lat.get('sessions', 0)} sessions: p50 {res['claim_p50_ms']:.2f} ms, p99 {res['claim_p99_ms']:.2f} ms "
-      f"({lat.get('claims_assigned', 0)} assigned, {lat.get('claims_no_work', 0)} no work, {lat.get('claims_refused', 0)} refused)")
+      f"({lat.get('claims_assigned', 0)} assigned, {lat.get('claims_no_work', 0)} no work, {lat.get('claims_refused', 0)} refused; "
+      f"{lat.get('completions_accepted', 0)} completed, {lat.get('completions_refused', 0)} completions refused)")
 print(f"    warm-up before that ({lat.get('warmup_seconds', 0):.0f} s, same schedule, not in those figures): {lat.get('warmup_claims_sent', 0)} claims, "
       f"p99 {g(lat, 'warmup_claim_p99_ms'):.2f} ms, {lat.get('warmup_claims_refused', 0)} refused "
       f"{lat.get('warmup_claims_refused_by_code', {}) or ''}")
@@ -324,6 +335,16 @@ if stages:
     known = sum(f["mean_ms"] for f in stages.values())
     print(f"      the rest (client, sockets, CURVE, the router's own queue): mean {max(0.0, g(lat, 'claim_p50_ms') - known):.2f} ms at the median")
 cpu("latency (per claim)", lat)
+fl = r["floor_latency"]
+if fl:
+    print(f"contract's floor on the same schedule (2 clients as the DB threads, one durable transaction each for what arrived, "
+          f"mean batch {g(fl, 'mean_batch'):.1f}): claim p50 {res['floor_claim_p50_ms']:.2f} ms, p99 {res['floor_claim_p99_ms']:.2f} ms, "
+          f"max {g(fl, 'claim_max_ms'):.2f} ms")
+    cpu("floor latency (per claim)", fl)
+if res["coalesced_ceiling_jobs_per_s"]:
+    print(f"coalesced ceiling on these {g((r['coalesced'] or {}).get('cpu'), 'cores'):.0f} cores at the floor's PostgreSQL CPU per job plus this run's "
+          f"coordinator and clients: {res['coalesced_ceiling_jobs_per_s']:.0f} jobs/s = "
+          f"{res['coalesced_ceiling_vs_floor_ratio']:.2f} x the floor, {res['coalesced_ceiling_vs_graphile_batched_ratio']:.2f} x graphile-worker batched")
 s = r["scale"]
 print(f"claim cost: 10k pending {res['claim_10k_mean_ms']:.2f} ms mean (p99 {g(s, 'claim_10k_p99_ms'):.2f}), "
       f"1M pending + 1M completed {res['claim_1m_mean_ms']:.2f} ms mean (p99 {g(s, 'claim_1m_p99_ms'):.2f})")
@@ -412,14 +433,17 @@ line(f"coalesced / contract's floor at batch {floor.get('batch', 0)}", res["coal
      res["coalesced_vs_floor_ratio"] >= 0.8 if floor else None,
      "what the coordinator's path adds to the least SQL the contract needs: its indexes (8 entries a job "
      "against 3), the row security and partition routing, and the CPU of the coordinator and clients on "
-     "the same two cores (WAL by kind above)")
+     f"the same two cores (WAL by kind above); even at the floor's own PostgreSQL CPU per job, this run's "
+     f"coordinator and clients leave room for {res['coalesced_ceiling_vs_floor_ratio']:.2f} x (coalesced ceiling above)")
 coalesced_wal = amp["coalesced"].get("wal_bytes_per_job", 0)
 line("WAL per job, coalesced", coalesced_wal / 1000, "KB", "<= 1.8", 0 < coalesced_wal <= 1800 if amp["coalesced"] else None,
      "row versions and index entries per transition (WAL by kind above)")
 line("coalesced / graphile-worker batched", res["coalesced_vs_graphile_batched_ratio"], "x", ">= 1.5",
      peer_ok(res["coalesced_vs_graphile_batched_ratio"] >= 1.5),
      "PostgreSQL's CPU per job: five row writes (two job updates, two events, a verdict) "
-     "and their index entries against graphile-worker's two rows (write amplification above)")
+     "and their index entries against graphile-worker's two rows (write amplification above); the floor itself "
+     f"made {div(res['floor_jobs_per_s'], gw_batched):.2f} x, and at its PostgreSQL CPU per job with this run's "
+     f"coordinator and clients on the same cores the ceiling is {res['coalesced_ceiling_vs_graphile_batched_ratio']:.2f} x")
 line("single / raw single", res["single_vs_raw_single_ratio"], "x", ">= 0.9", res["single_vs_raw_single_ratio"] >= 0.9,
      "two durable commits per job (claim, then completion) against one in the raw transaction; "
      "each waits for the WAL flush, so the disk's flush rate bounds both (docs/performance.md)")
@@ -429,7 +453,8 @@ line("aclaim_results notifications per completed job", npj, "", "> 0 and <= 0.5"
      "one notification per organization per notifier round; rounds as frequent as completions commit")
 line("claim p99 at 50% of saturation", res["claim_p99_ms"], "ms", "<= 5", 0 < res["claim_p99_ms"] <= 5,
      "a claim waits for the batch in flight, then its own statement and commit flush "
-     "(stage breakdown above; docs/performance.md)")
+     f"(stage breakdown above; docs/performance.md); the contract's floor on the same schedule, no coordinator "
+     f"and no sockets: p99 {res['floor_claim_p99_ms']:.2f} ms")
 for k, d in (("reviewer", rv), ("coalesced", c)):
     cc = d.get("cpu") or {}
     ratio = div(cc.get("coordinator_us_per_job", 0), cc.get("postgres_us_per_job", 0))
