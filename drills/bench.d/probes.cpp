@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -26,14 +27,14 @@ long vm_hwm_kb(int pid) {
 }
 
 /// One DEALER per name, connected to the target with that name's key, each having sent HELLO.
-std::vector<std::unique_ptr<zmq::socket_t>> say_hello(zmq::context_t& ctx,
-                                                      const CoordinatorTarget& target,
-                                                      const std::vector<std::string>& names) {
+std::vector<std::unique_ptr<zmq::socket_t>> say_hello(
+    zmq::context_t& ctx, const CoordinatorTarget& target, const std::vector<std::string>& names,
+    const std::vector<std::string>& features = {}) {
     const auto keys = target.auth.keys_for(target.org, names);
     std::vector<std::unique_ptr<zmq::socket_t>> sockets;
     for (std::size_t i = 0; i < names.size(); ++i) {
         sockets.push_back(connect(ctx, target.endpoint, keys[i]));
-        send(*sockets.back(), proto::Hello{1, names[i], target.org});
+        send(*sockets.back(), proto::Hello{1, names[i], target.org, {}, features});
     }
     return sockets;
 }
@@ -45,15 +46,22 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     std::vector<std::unique_ptr<zmq::socket_t>> sockets;
     std::vector<zmq::pollitem_t> items;
     const auto names = session_names("latency", o.sessions);
-    sockets = say_hello(ctx, o.target, names);
+    sockets = say_hello(ctx, o.target, names, {std::string(proto::kFeatureCompleteClaim)});
     items.reserve(sockets.size());
     for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
     int welcomed = 0;
+    bool fused = true;  ///< every session was granted complete_claim
     const auto hello_deadline = BenchClock::now() + std::chrono::seconds(10);
     while (welcomed < o.sessions && BenchClock::now() < hello_deadline) {
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10));
         for (auto& s : sockets) {
-            while (auto m = receive(*s)) welcomed += std::holds_alternative<proto::Welcome>(*m);
+            while (auto m = receive(*s)) {
+                if (const auto* w = std::get_if<proto::Welcome>(&*m)) {
+                    ++welcomed;
+                    fused = fused && std::ranges::find(w->features, proto::kFeatureCompleteClaim) !=
+                                         w->features.end();
+                }
+            }
         }
     }
     if (welcomed < o.sessions) throw std::runtime_error("latency: not every session was welcomed");
@@ -66,20 +74,31 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     };
     Tally warmup, measured;
     std::map<std::uint64_t, std::pair<BenchClock::time_point, Tally*>> sent;
-    // Every assigned job is completed at once, as a reviewer that is done with it would: claims
-    // that are never completed pile up leases (each a row the reaper's pass reads) and lapse into
-    // reclaims during the run, which is not the shape the figure describes.
+    std::uint64_t next_req = 2;
+    // Every assigned job is completed, as a reviewer that is done with it would: claims that are
+    // never completed pile up leases (each a row the reaper's pass reads) and lapse into reclaims
+    // during the run, which is not the shape the figure describes. A session completes its job in
+    // the message of its next claim (protocol 1.2, as the worker library does when offered), or
+    // alone when it is given a second job first or the run is over.
     struct Completions {
         long sent = 0, accepted = 0, refused = 0;
     } completions;
     std::set<std::uint64_t> completing;  ///< COMPLETE request ids awaiting an answer
+    std::vector<std::optional<std::pair<std::int64_t, std::int64_t>>> holding(sockets.size());
+    auto complete = [&](std::size_t session, std::vector<proto::Claim> next) {
+        const auto [job, generation] = *holding[session];
+        holding[session].reset();
+        const std::uint64_t req = next_req++;
+        send(*sockets[session], proto::Complete{req, job, generation, "latency", std::move(next)});
+        completing.insert(req);
+        ++completions.sent;
+    };
     const auto interval = std::chrono::duration<double>(1.0 / o.rate);
     const auto began = BenchClock::now();
     const auto measured_from = began + std::chrono::duration_cast<BenchClock::duration>(
                                            std::chrono::duration<double>(o.warmup_seconds));
     const auto end = measured_from + std::chrono::duration_cast<BenchClock::duration>(
                                          std::chrono::duration<double>(o.seconds));
-    std::uint64_t next_req = 2;
     long issued = 0;
     CpuSample cpu_began, cpu_ended;
     std::string metrics_began;
@@ -101,15 +120,26 @@ nlohmann::json run_latency(const LatencyOptions& o) {
                began + std::chrono::duration_cast<BenchClock::duration>(interval * issued) <= now) {
             // The schedule is fixed: a late reply never delays the next claim.
             const std::uint64_t req = next_req++;
-            send(*sockets[issued % sockets.size()], proto::Claim{req, 1, 0});
+            const auto session = static_cast<std::size_t>(issued) % sockets.size();
+            if (fused && holding[session]) {
+                complete(session, {proto::Claim{req, 1, 0}});
+            } else {
+                send(*sockets[session], proto::Claim{req, 1, 0});
+            }
             const auto at = BenchClock::now();
             Tally* period = at < measured_from ? &warmup : &measured;
             ++period->sent;
             sent[req] = {at, period};
             ++issued;
         }
+        if (now >= end) {
+            for (std::size_t session = 0; session < holding.size(); ++session) {
+                if (holding[session]) complete(session, {});
+            }
+        }
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(1));
-        for (auto& s : sockets) {
+        for (std::size_t session = 0; session < sockets.size(); ++session) {
+            auto& s = sockets[session];
             while (auto m = receive(*s)) {
                 const auto id = proto::request_id(*m);
                 if (completing.erase(id) != 0) {
@@ -124,10 +154,9 @@ nlohmann::json run_latency(const LatencyOptions& o) {
                     period->ms.push_back(
                         std::chrono::duration<double, std::milli>(BenchClock::now() - at).count());
                     for (const auto& job : assigned->jobs) {
-                        const std::uint64_t req = next_req++;
-                        send(*s, proto::Complete{req, job.job_id, job.generation, "latency"});
-                        completing.insert(req);
-                        ++completions.sent;
+                        if (holding[session]) complete(session, {});
+                        holding[session] = std::pair{job.job_id, job.generation};
+                        if (!fused) complete(session, {});
                     }
                 } else if (std::holds_alternative<proto::NoWork>(*m)) {
                     ++period->no_work;
@@ -159,6 +188,7 @@ nlohmann::json run_latency(const LatencyOptions& o) {
     out["completions_accepted"] = completions.accepted;
     out["completions_refused"] = completions.refused;
     out["completions_unanswered"] = completing.size();
+    out["completion_with_next_claim"] = fused;
     out["warmup_seconds"] = o.warmup_seconds;
     out["warmup_claims_sent"] = warmup.sent;
     out["warmup_claim_p99_ms"] = pct(warmup.ms, 0.99);

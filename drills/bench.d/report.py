@@ -28,7 +28,7 @@ def div(a, b):
     return a / b if b else 0.0
 
 
-steps = ("raw", "floor", "single", "reviewer", "coalesced", "coalesced_held", "latency", "floor_latency", "crowd", "scale")
+steps = ("raw", "floor", "single", "reviewer", "coalesced", "coalesced_held", "latency", "floor_latency", "floor_max", "crowd", "scale")
 r = {k: load(k) for k in steps}
 if curve:
     r["coalesced_plaintext"] = load("coalesced_plaintext")
@@ -243,9 +243,14 @@ res["hot_update_ratio"] = div(hot_upd, upd)
 # The most the coalesced shape could make on these cores if aclaim's statements cost PostgreSQL
 # exactly what the floor's do per job, with this run's coordinator and clients beside them: every
 # process shares the same two cores, so a job can cost no less than the sum.
-_cc, _fc = (r["coalesced"] or {}).get("cpu") or {}, (floor or {}).get("cpu") or {}
-_per_job = g(_fc, "postgres_us_per_job") + g(_cc, "coordinator_us_per_job") + g(_cc, "generator_us_per_job")
-res["coalesced_ceiling_jobs_per_s"] = div(g(_cc, "cores") * 1e6, _per_job) if _fc and _cc else 0.0
+# The floor's PostgreSQL CPU per job is the lesser of the coordinator's batch and the shape's
+# largest one (512), so the ceiling holds for any batch the coordinator could have run.
+_cc = (r["coalesced"] or {}).get("cpu") or {}
+_floor_us = [g(f.get("cpu"), "postgres_us_per_job") for f in (floor, r["floor_max"]) if f and f.get("cpu")]
+_per_job = (min(_floor_us) if _floor_us else 0) + g(_cc, "coordinator_us_per_job") + g(_cc, "generator_us_per_job")
+res["floor_max_jobs_per_s"] = g(r["floor_max"], "jobs_per_s")
+res["floor_least_postgres_us_per_job"] = min(_floor_us) if _floor_us else 0.0
+res["coalesced_ceiling_jobs_per_s"] = div(g(_cc, "cores") * 1e6, _per_job) if _floor_us and _cc else 0.0
 res["coalesced_ceiling_vs_floor_ratio"] = div(res["coalesced_ceiling_jobs_per_s"], res["floor_jobs_per_s"])
 res["coalesced_ceiling_vs_graphile_batched_ratio"] = div(res["coalesced_ceiling_jobs_per_s"], gw_batched)
 crowd = r["crowd"]
@@ -341,8 +346,14 @@ if fl:
           f"mean batch {g(fl, 'mean_batch'):.1f}): claim p50 {res['floor_claim_p50_ms']:.2f} ms, p99 {res['floor_claim_p99_ms']:.2f} ms, "
           f"max {g(fl, 'claim_max_ms'):.2f} ms")
     cpu("floor latency (per claim)", fl)
+fm = r["floor_max"]
+if fm:
+    print(f"contract's floor at the coalesced shape's largest batch (512: 16 clients x 32 held): {res['floor_max_jobs_per_s']:.0f} jobs/s, "
+          f"WAL {g(fm, 'wal_bytes_per_job'):.0f} B/job")
+    cpu("floor, batch 512", fm)
 if res["coalesced_ceiling_jobs_per_s"]:
-    print(f"coalesced ceiling on these {g((r['coalesced'] or {}).get('cpu'), 'cores'):.0f} cores at the floor's PostgreSQL CPU per job plus this run's "
+    print(f"coalesced ceiling on these {g((r['coalesced'] or {}).get('cpu'), 'cores'):.0f} cores at the floor's least PostgreSQL CPU per job "
+          f"({res['floor_least_postgres_us_per_job']:.1f} us) plus this run's "
           f"coordinator and clients: {res['coalesced_ceiling_jobs_per_s']:.0f} jobs/s = "
           f"{res['coalesced_ceiling_vs_floor_ratio']:.2f} x the floor, {res['coalesced_ceiling_vs_graphile_batched_ratio']:.2f} x graphile-worker batched")
 s = r["scale"]
