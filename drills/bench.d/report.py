@@ -340,6 +340,15 @@ if stages:
     known = sum(f["mean_ms"] for f in stages.values())
     print(f"      the rest (client, sockets, CURVE, the router's own queue): mean {max(0.0, g(lat, 'claim_p50_ms') - known):.2f} ms at the median")
 cpu("latency (per claim)", lat)
+try:
+    with open(f"{work}/claim_index.txt") as f:
+        rb, fb, ra, fa, claimed = (int(x) for x in f.read().strip().split("|"))
+    res["claim_index_entries_read_per_claim"] = div(ra - rb, claimed)
+    res["claim_index_dead_entries_per_claim"] = div((ra - rb) - (fa - fb), claimed)
+    print(f"    the claim-order index over it: {res['claim_index_entries_read_per_claim']:.2f} entries read per job claimed, "
+          f"{res['claim_index_dead_entries_per_claim']:.2f} of them dead (read, no live row behind them) over {claimed} claimed jobs")
+except (OSError, ValueError):
+    pass
 fl = r["floor_latency"]
 if fl:
     print(f"contract's floor on the same schedule (2 clients as the DB threads, one durable transaction each for what arrived, "
