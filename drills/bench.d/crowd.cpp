@@ -278,8 +278,8 @@ int run_crowd_idle(const CrowdIdleOptions& o) {
             sockets_changed = false;
         }
         try {
-            const auto until_timers = std::chrono::ceil<std::chrono::milliseconds>(
-                next_timers - BenchClock::now());
+            const auto until_timers =
+                std::chrono::ceil<std::chrono::milliseconds>(next_timers - BenchClock::now());
             zmq::poll(items.data(), items.size(),
                       std::clamp(until_timers, std::chrono::milliseconds(0),
                                  std::chrono::milliseconds(1000)));

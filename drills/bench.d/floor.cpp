@@ -134,6 +134,12 @@ long complete_and_claim(pqxx::connection& c, const std::string& worker, int batc
     return completed;
 }
 
+/// A client's connection: the floor's two statements prepared.
+void prepare_floor(pqxx::connection& c) {
+    c.prepare("floor_claim", kClaim);
+    c.prepare("floor_complete", kComplete);
+}
+
 /// Creates bench_floor afresh with `jobs` pending jobs.
 void setup_floor(const std::string& dsn, long jobs) {
     pqxx::connection c(dsn);
@@ -200,8 +206,7 @@ nlohmann::json run_floor_latency(const FloorOptions& o) {
         pool.emplace_back([&, t] {
             try {
                 pqxx::connection c(o.dsn);
-                c.prepare("floor_claim", kClaim);
-                c.prepare("floor_complete", kComplete);
+                prepare_floor(c);
                 const std::string worker = "floor-latency-" + std::to_string(t);
                 Held held;
                 start.arrive_and_wait();
@@ -296,8 +301,7 @@ nlohmann::json run_floor(const FloorOptions& o) {
         pool.emplace_back([&, t] {
             try {
                 pqxx::connection c(o.dsn);
-                c.prepare("floor_claim", kClaim);
-                c.prepare("floor_complete", kComplete);
+                prepare_floor(c);
                 const std::string worker = "floor-" + std::to_string(t);
                 Held held;
                 // The first claim is not counted: it completes nothing.
