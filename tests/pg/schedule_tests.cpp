@@ -196,3 +196,26 @@ TEST_CASE("a schedule in Europe/Berlin ticks at its wall time across the shifts"
     CHECK(store.run_due(f.clock.now()).enqueued == 1);
     CHECK(next("berlin") == "2026-03-30T00:30:00Z");  // 02:30 CEST
 }
+
+TEST_CASE("schedules and their ticks are scoped to the organization under row security",
+          "[schedule][security]") {
+    Fixture f;
+    f.add("mine", "* * * * *");
+    f.clock.advance(1min);
+    auto conn = f.connections.open("test-rls", coordinator::Connections::Role::RowSecurity);
+    REQUIRE(common::ScheduleStore(*conn).run_due(f.clock.now()).enqueued == 1);
+    auto visible = [&](const std::string& org, const char* table) {
+        pqxx::work txn(*conn);
+        txn.exec_params("SELECT set_config('aclaim.org_id', $1, true)", org);
+        return txn.exec1(std::string("SELECT count(*) FROM ") + table)[0].as<int>();
+    };
+    for (const char* table : {"schedules", "schedule_ticks", "schedule_events"}) {
+        INFO(table);
+        CHECK(visible("1", table) == 1);
+        CHECK(visible("2", table) == 0);
+    }
+    // The coordinator role advances schedules but does not add them: that is the operator's.
+    pqxx::work txn(*conn);
+    txn.exec_params("SELECT set_config('aclaim.org_id', '1', true)");
+    CHECK_THROWS_AS(txn.exec("DELETE FROM schedules"), pqxx::insufficient_privilege);
+}
