@@ -65,9 +65,9 @@ int run_pause(const Global& global, const ScheduleArgs& a, bool paused) {
 int run_remove(const Global& global, const ScheduleArgs& a) {
     pqxx::connection conn(require_dsn(global));
     try {
-        common::ScheduleStore(conn).remove(a.spec.org_id, a.spec.name, a.actor,
-                                           a.reason.empty() ? "no reason given" : a.reason,
-                                           common::SystemClock().now());
+        common::ScheduleStore(conn).remove(a.spec.org_id, a.spec.name, common::SystemClock().now(),
+                                           a.actor,
+                                           a.reason.empty() ? "no reason given" : a.reason);
     } catch (const common::UnknownSchedule& e) {
         throw UsageError(e.what());
     }

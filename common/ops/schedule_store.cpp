@@ -155,8 +155,8 @@ Schedule ScheduleStore::set_paused(OrgId org, const std::string& name, bool paus
     return s;
 }
 
-void ScheduleStore::remove(OrgId org, const std::string& name, const std::string& actor,
-                           const std::string& reason, Instant now) {
+void ScheduleStore::remove(OrgId org, const std::string& name, Instant now,
+                           const std::string& actor, const std::string& reason) {
     pqxx::work txn(conn_, "schedule_remove");
     const auto r = txn.exec_params(sql::kScheduleLock.text, org, name);
     if (r.empty()) throw UnknownSchedule(org, name);

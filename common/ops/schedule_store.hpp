@@ -110,9 +110,10 @@ class ScheduleStore {
     /// Throws UnknownSchedule.
     Schedule set_paused(OrgId org, const std::string& name, bool paused, const std::string& actor,
                         const std::string& reason, Instant now);
-    /// Removes a schedule, audited; jobs it enqueued stay. Throws UnknownSchedule.
-    void remove(OrgId org, const std::string& name, const std::string& actor,
-                const std::string& reason, Instant now);
+    /// Removes a schedule at `now`, audited with who and why; jobs it enqueued stay. Throws
+    /// UnknownSchedule.
+    void remove(OrgId org, const std::string& name, Instant now, const std::string& actor,
+                const std::string& reason);
     /// The schedules of one organization, or of all, by organization and name.
     std::vector<Schedule> list(std::optional<OrgId> org);
 

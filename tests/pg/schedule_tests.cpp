@@ -153,10 +153,10 @@ TEST_CASE("a paused schedule enqueues nothing, and resumes from the next tick af
     f.clock.advance(1h);
     CHECK(store.run_due(f.clock.now()).enqueued == 1);
     CHECK(f.scalar("SELECT count(*) FROM jobs") == 1);
-    f.ops.remove(1, "hourly", "tester", "not needed", f.clock.now());
+    f.ops.remove(1, "hourly", f.clock.now(), "tester", "not needed");
     f.clock.advance(2h);
     CHECK(store.run_due(f.clock.now()).enqueued == 0);
-    CHECK_THROWS_AS(f.ops.remove(1, "hourly", "tester", "again", f.clock.now()),
+    CHECK_THROWS_AS(f.ops.remove(1, "hourly", f.clock.now(), "tester", "again"),
                     common::UnknownSchedule);
     // Every change is in the audit log, with who and why.
     CHECK(f.scalar("SELECT count(*) FROM schedule_events WHERE actor = 'tester'") == 4);
