@@ -95,12 +95,11 @@ inline const Statement kScheduleList{
     {"org bigint"}};
 
 /// $1 now, $2 limit: the schedules with a tick due, earliest first. The scheduler's one read per
-/// interval: a probe of schedules_due, empty when no schedule runs.
-inline const Statement kScheduleDue{
-    "aclaim_schedule_due",
-    "SELECT id FROM schedules WHERE NOT paused AND next_tick_at <= aclaim_ts($1::bigint) "
-    "ORDER BY next_tick_at LIMIT $2::int",
-    {"now_us bigint", "max_rows int"}};
+/// interval, one statement outside a transaction: a probe of schedules_due, empty when no
+/// schedule runs.
+inline const Statement kScheduleDue{"aclaim_schedule_due",
+                                    "SELECT id FROM aclaim_schedules_due($1::bigint, $2::int) id",
+                                    {"now_us bigint", "max_rows int"}};
 
 /// $1 id, $2 now: the schedule when a tick of it is still due, locked; nothing when another
 /// scheduler holds it (it is ticking it now) or ticked it already.

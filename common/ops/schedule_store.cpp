@@ -176,18 +176,27 @@ std::vector<Schedule> ScheduleStore::list(std::optional<OrgId> org) {
 SchedulePass ScheduleStore::run_due(Instant now) {
     std::vector<std::int64_t> due;
     {
-        pqxx::work txn(conn_, "schedule_due");
-        scope_all(txn);
+        pqxx::nontransaction read(conn_, "schedule_due");
         for (const auto& r :
-             txn.exec_params(sql::kScheduleDue.text, to_micros(now), kSchedulesPerPass)) {
+             read.exec_params(sql::kScheduleDue.text, to_micros(now), kSchedulesPerPass)) {
             due.push_back(r[0].as<std::int64_t>());
         }
-        txn.commit();
     }
     SchedulePass pass;
     pass.more = due.size() == static_cast<std::size_t>(kSchedulesPerPass);
     for (const auto id : due) {
-        const int made = tick(id, now, pass.more);
+        int made = 0;
+        try {
+            made = tick(id, now, pass.more);
+        } catch (const pqxx::broken_connection&) {
+            throw;
+        } catch (const std::exception& e) {
+            // One schedule the database refuses (its queue or payload written by hand, say)
+            // must not hold up the others; it stays due and is tried again next pass.
+            ++pass.failed;
+            pass.error = "schedule " + std::to_string(id) + ": " + e.what();
+            continue;
+        }
         if (made >= 0) ++pass.schedules;
         pass.enqueued += std::max(made, 0);
     }

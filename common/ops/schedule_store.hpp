@@ -88,10 +88,16 @@ class UnknownSchedule : public std::invalid_argument {
 
 /// What one scheduler pass did.
 struct SchedulePass {
-    int schedules = 0;  ///< schedules ticked by this pass (another scheduler took the rest)
-    int enqueued = 0;   ///< jobs made
-    bool more =
-        false;  ///< a schedule still has ticks due (catch-up, or more due than a pass takes)
+    /// Schedules ticked by this pass (another scheduler took the rest).
+    int schedules = 0;
+    /// Jobs made.
+    int enqueued = 0;
+    /// A schedule still has ticks due (a catch-up, or more due than one pass takes).
+    bool more = false;
+    /// Schedules whose tick the database refused; they stay due.
+    int failed = 0;
+    /// Why the last of them was refused.
+    std::string error;
 };
 
 /// Schedules over one connection; time always comes from the caller.

@@ -24,6 +24,10 @@ common::SchedulePass Scheduler::pass(pqxx::connection& conn) {
     const auto out = common::ScheduleStore(conn).run_due(clock_.now());
     metrics_.schedule_jobs.fetch_add(static_cast<std::uint64_t>(out.enqueued),
                                      std::memory_order_relaxed);
+    if (out.failed > 0) {
+        spdlog::warn("scheduler: {} due schedules not ticked (they stay due): {}", out.failed,
+                     out.error);
+    }
     if (out.enqueued > 0) {
         spdlog::debug("scheduler: {} jobs enqueued for {} schedules", out.enqueued, out.schedules);
     }

@@ -219,3 +219,24 @@ TEST_CASE("schedules and their ticks are scoped to the organization under row se
     txn.exec_params("SELECT set_config('aclaim.org_id', '1', true)");
     CHECK_THROWS_AS(txn.exec("DELETE FROM schedules"), pqxx::insufficient_privilege);
 }
+
+TEST_CASE("a schedule the database refuses does not hold up the others", "[schedule]") {
+    Fixture f;
+    f.add("broken", "* * * * *");
+    f.add("fine", "* * * * *");
+    {
+        pqxx::work txn(*f.ops_conn);
+        txn.exec("UPDATE schedules SET cron = 'not a cron at all' WHERE name = 'broken'");
+        txn.commit();
+    }
+    f.clock.advance(1min);
+    auto conn = f.connections.open("test-scheduler", coordinator::Connections::Role::RowSecurity);
+    common::ScheduleStore store(*conn);
+    const auto pass = store.run_due(f.clock.now());
+    CHECK(pass.enqueued == 1);
+    CHECK(pass.failed == 1);
+    CHECK_THAT(pass.error, Catch::Contains("minute field"));
+    CHECK(f.scalar("SELECT count(*) FROM jobs WHERE payload LIKE 'fine %'") == 1);
+    // It stays due, and is tried again at the next pass.
+    CHECK(store.run_due(f.clock.now()).failed == 1);
+}
