@@ -195,6 +195,20 @@ TEST_CASE("a schedule in Europe/Berlin ticks at its wall time across the shifts"
     f.clock.advance(14h);
     CHECK(store.run_due(f.clock.now()).enqueued == 1);
     CHECK(next("berlin") == "2026-03-30T00:30:00Z");  // 02:30 CEST
+
+    // 2026-10-25T00:10Z, 02:10 CEST; at 01:00 UTC the clock goes back to 02:00 CET.
+    f.clock.set(common::instant_from_micros(1'792'887'000'000'000));
+    f.add("half-hourly", "*/30 * * * *", MissedTicks::Skip, "Europe/Berlin");
+    std::vector<std::string> ticks{next("half-hourly")};
+    for (int i = 0; i < 3; ++i) {
+        f.clock.advance(30min);
+        REQUIRE(store.run_due(f.clock.now()).enqueued >= 1);
+        ticks.push_back(next("half-hourly"));
+    }
+    // Every 30 real minutes through both passes of 02:xx.
+    CHECK(ticks == std::vector<std::string>{"2026-10-25T00:30:00Z", "2026-10-25T01:00:00Z",
+                                            "2026-10-25T01:30:00Z", "2026-10-25T02:00:00Z"});
+    CHECK(next("berlin") == "2026-10-26T01:30:00Z");  // 02:30 CET, once on the 25th (00:30Z)
 }
 
 TEST_CASE("schedules and their ticks are scoped to the organization under row security",
