@@ -21,7 +21,7 @@ void Scheduler::stop() {
 }
 
 common::SchedulePass Scheduler::pass(pqxx::connection& conn) {
-    const auto out = common::ScheduleStore(conn).run_due(clock_.now());
+    auto out = common::ScheduleStore(conn).run_due(clock_.now());
     metrics_.schedule_jobs.fetch_add(static_cast<std::uint64_t>(out.enqueued),
                                      std::memory_order_relaxed);
     if (out.failed > 0) {
