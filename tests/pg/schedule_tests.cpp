@@ -9,6 +9,7 @@
 #include "common/ops/checker.hpp"
 #include "common/ops/schedule_store.hpp"
 #include "coordinator/db/scheduler.hpp"
+#include "coordinator/http/queue_metrics.hpp"
 #include "tests/support/checker_support.hpp"
 #include "tests/support/test_database.hpp"
 
@@ -253,4 +254,35 @@ TEST_CASE("a schedule the database refuses does not hold up the others", "[sched
     CHECK(f.scalar("SELECT count(*) FROM jobs WHERE payload LIKE 'fine %'") == 1);
     // It stays due, and is tried again at the next pass.
     CHECK(store.run_due(f.clock.now()).failed == 1);
+}
+
+TEST_CASE("/metrics shows each schedule's last and next tick", "[schedule][http]") {
+    Fixture f;
+    f.add("every", "* * * * *");
+    f.add("held", "0 3 * * *");
+    f.ops.set_paused(1, "held", true, "tester", "not yet", f.clock.now());
+    f.clock.advance(1min);
+    REQUIRE(f.ops.run_due(f.clock.now()).enqueued == 1);
+    coordinator::QueueMetrics metrics(f.db.dsn(), f.clock);
+    const auto text = metrics.render();
+    const auto seconds = [](Instant t) {
+        return std::to_string(
+            std::chrono::floor<std::chrono::seconds>(t).time_since_epoch().count());
+    };
+    for (const auto& line : std::vector<std::string>{
+             "aclaim_schedule_stats_up 1\n",
+             "aclaim_schedule_last_tick_seconds{org=\"1\",schedule=\"every\"} " +
+                 seconds(kStart + 1min) + "\n",
+             "aclaim_schedule_next_tick_seconds{org=\"1\",schedule=\"every\"} " +
+                 seconds(kStart + 2min) + "\n",
+             std::string("aclaim_schedule_paused{org=\"1\",schedule=\"held\"} 1\n"),
+             std::string("aclaim_schedule_series_dropped 0\n")}) {
+        INFO(line);
+        CHECK(text.find(line) != std::string::npos);
+    }
+    // A paused schedule has no next tick, and one never ticked no last.
+    CHECK(text.find("aclaim_schedule_next_tick_seconds{org=\"1\",schedule=\"held\"}") ==
+          std::string::npos);
+    CHECK(text.find("aclaim_schedule_last_tick_seconds{org=\"1\",schedule=\"held\"}") ==
+          std::string::npos);
 }
