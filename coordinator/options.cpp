@@ -61,6 +61,11 @@ void PresenceOptions::validate() const {
             "--presence-interval-ms must be 0 (off) or 100..3600000");
 }
 
+void SchedulerOptions::validate() const {
+    require(interval_ms == 0 || (interval_ms >= 10 && interval_ms <= 3'600'000),
+            "--schedule-interval-ms must be 0 (off) or 10..3600000");
+}
+
 void RetentionOptions::validate() const {
     require(retention_interval_ms >= 10, "--retention-interval-ms must be at least 10");
     require(retention_batch >= 1 && retention_batch <= 10000, "--retention-batch must be 1..10000");
@@ -115,6 +120,7 @@ void CoordinatorOptions::validate() const {
     router.validate();
     reaper.validate();
     presence.validate();
+    scheduler.validate();
     retention.validate();
     http.validate();
     zap.validate();
@@ -153,6 +159,9 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
     add_setting(app, "--reap-batch", o.reaper.reap_batch, "Leases reclaimed per reaper statement");
     add_setting(app, "--presence-interval-ms", o.presence.interval_ms,
                 "How often connected workers are published for the console; 0: off");
+    add_setting(app, "--schedule-interval-ms", o.scheduler.interval_ms,
+                "How often due schedule ticks are enqueued (docs/operations.md, Schedules); 0: "
+                "this coordinator schedules nothing");
     add_on_off(app, "--retention", t.retention,
                "Remove finished jobs past their queue's retention: on or off (job_events "
                "partitions are kept ahead either way)");

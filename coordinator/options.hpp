@@ -126,6 +126,17 @@ struct PresenceOptions {
     void validate() const;
 };
 
+/// The scheduler, on a connection of its own: Scheduler.
+struct SchedulerOptions {
+    /// How often due schedule ticks are enqueued, in milliseconds; 0 turns this coordinator's
+    /// scheduler off (--schedule-interval-ms). A tick is enqueued within about this long of its
+    /// time while any coordinator runs one.
+    int interval_ms = 1000;
+
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+};
+
 /// Retention, on a connection of its own: Retention. One coordinator at a time (the holder of the
 /// retention lock) prunes and keeps job_events' partitions ahead.
 struct RetentionOptions {
@@ -204,6 +215,7 @@ struct CoordinatorOptions {
     DbPoolOptions db_pool;
     ReaperOptions reaper;
     PresenceOptions presence;
+    SchedulerOptions scheduler;
     RetentionOptions retention;
     CurveOptions curve;
     ZapOptions zap;

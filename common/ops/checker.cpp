@@ -7,16 +7,17 @@
 
 #include "common/base/enum_names.hpp"
 #include "common/ops/checker_sql.hpp"
+#include "common/ops/schedule_sql.hpp"
 #include "common/store/pg_time.hpp"
 
 namespace aclaim::common {
 
-constexpr EnumNames<Invariant, 13> kInvariantNames{
+constexpr EnumNames<Invariant, 14> kInvariantNames{
     {"single_completion", "completion_is_current", "generations_increase", "leases_disjoint",
      "nothing_lost", "result_matches_row", "same_organization", "claim_after_run_at",
      "paused_queue_idle", "limit_respected", "ended_stays_ended", "pruned_is_absent",
-     "pruned_was_finished"}};
-static_assert(kInvariantNames.covers(Invariant::PrunedWasFinished));
+     "pruned_was_finished", "schedule_tick_once"}};
+static_assert(kInvariantNames.covers(Invariant::ScheduleTickOnce));
 
 std::string_view to_string(Invariant i) {
     return kInvariantNames(i);
@@ -296,6 +297,17 @@ CheckReport check(const History& h) {
         }
     }
     check_queues(h, rows, violate);
+    // Each scheduler records the ticks it enqueued; two rows for one tick are two jobs for it.
+    std::map<std::pair<std::int64_t, Instant>, JobId> ticks;
+    for (const auto& t : h.schedule_ticks) {
+        const auto [at, first] = ticks.emplace(std::pair{t.schedule_id, t.tick}, t.job_id);
+        if (!first) {
+            violate(Invariant::ScheduleTickOnce, t.job_id,
+                    "tick " + std::to_string(to_micros(t.tick)) + " of schedule " +
+                        std::to_string(t.schedule_id) + " was enqueued as job " +
+                        std::to_string(at->second) + " already");
+        }
+    }
     return report;
 }
 
@@ -330,6 +342,10 @@ History load_history(pqxx::connection& conn) {
                                   r["detail"].as<std::string>()});
     }
     h.pruned = load_pruned(txn);
+    for (const auto& r : txn.exec(sql::kCheckScheduleTicks)) {
+        h.schedule_ticks.push_back({r["org_id"].as<OrgId>(), r["schedule_id"].as<std::int64_t>(),
+                                    r["tick_us"].as<Instant>(), r["job_id"].as<JobId>()});
+    }
     return h;
 }
 

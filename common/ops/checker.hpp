@@ -37,12 +37,21 @@ struct QueueEvent {
     std::string detail;  ///< configured: "max_assigned=3, ..." as aclaimctl queue set wrote it
 };
 
+/// One row of schedule_ticks: a tick of a schedule a scheduler enqueued, with the job it made.
+struct ScheduleTick {
+    OrgId org_id = 0;
+    std::int64_t schedule_id = 0;
+    Instant tick{};
+    JobId job_id = 0;
+};
+
 struct History {
     std::vector<JobRow> jobs;
     std::vector<AuditEvent> events;  ///< in id order
     std::vector<ResultRecord> results;
     std::vector<QueueEvent> queue_events;  ///< in id order
     std::vector<PrunedRange> pruned;       ///< the prune ledger: jobs absent by design, any order
+    std::vector<ScheduleTick> schedule_ticks;  ///< in id order
 };
 
 /// The invariants, by name.
@@ -65,6 +74,7 @@ enum class Invariant {
     PrunedIsAbsent,     ///< a job the prune ledger names has no row and no result left
     PrunedWasFinished,  ///< a pruned job whose history is still attached had finished, and was
                         ///< neither quarantined nor waiting nor assigned when it went
+    ScheduleTickOnce,   ///< no tick of a schedule was enqueued twice
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the
@@ -96,8 +106,8 @@ struct CheckReport {
 
 CheckReport check(const History& history);
 
-/// Loads the whole history (jobs, events, results, queue events, the prune ledger) in one
-/// snapshot.
+/// Loads the whole history (jobs, events, results, queue events, the prune ledger, schedule
+/// ticks) in one snapshot.
 History load_history(pqxx::connection& conn);
 
 }  // namespace aclaim::common

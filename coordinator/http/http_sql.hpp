@@ -18,6 +18,16 @@ inline std::string readiness_session(int seconds) {
     return "SET statement_timeout = '" + std::to_string(seconds) + "s'";
 }
 
+/// $1 series. The schedules due first (paused ones last), with their last and next tick in
+/// seconds and how many schedules there are.
+inline constexpr const char* kScheduleTicks = R"SQL(
+SELECT org_id, name, paused, extract(epoch FROM last_tick_at)::bigint AS last_s,
+       extract(epoch FROM next_tick_at)::bigint AS next_s, count(*) OVER () AS total
+  FROM schedules
+ ORDER BY paused, next_tick_at, org_id, name
+ LIMIT $1::int
+)SQL";
+
 /// A standby, and a primary an HA manager fenced read-only.
 inline constexpr const char* kServerRole =
     "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'";

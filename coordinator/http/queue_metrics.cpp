@@ -11,6 +11,7 @@
 #include "common/store/pg_time.hpp"
 #include "coordinator/http/group_metrics.hpp"
 #include "coordinator/http/http_sql.hpp"
+#include "coordinator/http/schedule_metrics.hpp"
 
 namespace aclaim::coordinator {
 
@@ -109,6 +110,17 @@ std::string QueueMetrics::read() {
         } catch (const std::exception& e) {
             spdlog::warn("metrics: consumer-group gauges not read: {}", e.what());
             out << "aclaim_result_group_stats_up 0\n";
+        }
+        // The schedules' gauges: after the groups', which a failure there would leave unread.
+        std::ostringstream schedules;
+        out << "# HELP aclaim_schedule_stats_up 1 when the schedule gauges could be read.\n"
+               "# TYPE aclaim_schedule_stats_up gauge\n";
+        try {
+            ScheduleMetrics::read(txn, schedules);
+            out << "aclaim_schedule_stats_up 1\n" << schedules.str();
+        } catch (const std::exception& e) {
+            spdlog::warn("metrics: schedule gauges not read: {}", e.what());
+            out << "aclaim_schedule_stats_up 0\n";
         }
     } catch (const std::exception& e) {
         conn_.reset();

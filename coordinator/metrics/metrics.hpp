@@ -170,6 +170,12 @@ struct Metrics {
          "outcome"}};
     Counter retention_passes{retention_passes_family, "run"};
     Counter retention_passes_idle{retention_passes_family, "idle"};
+    /// What this coordinator's scheduler enqueued (every coordinator runs one; each tick is
+    /// enqueued by one of them).
+    Single<Counter> schedule_jobs{registry,
+                                  {"aclaim_schedule_jobs_enqueued_total",
+                                   "Jobs this coordinator's scheduler enqueued for schedule "
+                                   "ticks."}};
     Single<Counter> partitions_created{
         registry,
         {"aclaim_event_partitions_created_total",

@@ -20,6 +20,7 @@
 #include "coordinator/db/reaper.hpp"
 #include "coordinator/db/result_notifier.hpp"
 #include "coordinator/db/retention.hpp"
+#include "coordinator/db/scheduler.hpp"
 
 namespace aclaim::coordinator {
 
@@ -141,6 +142,7 @@ void Coordinator::bind() {
                                      *mailbox_, metrics_, results_.get());
     reaper_ = std::make_unique<Reaper>(options_.reaper, connections_, clock_, *mailbox_, metrics_);
     retention_ = std::make_unique<Retention>(options_.retention, connections_, clock_, metrics_);
+    scheduler_ = std::make_unique<Scheduler>(options_.scheduler, connections_, clock_, metrics_);
     listener_ = std::make_unique<Listener>(connections_, *mailbox_,
                                            [reaper = reaper_.get()] { reaper->nudge(); });
     presence_ = std::make_unique<PresencePublisher>(
@@ -185,6 +187,7 @@ void Coordinator::serve() {
     pool_->start();
     reaper_->start();
     retention_->start();
+    scheduler_->start();
     listener_->start();
     presence_->start();
     if (!connections_.row_security()) {
@@ -309,6 +312,7 @@ void Coordinator::shutdown() {
     results_->stop();
     reaper_->stop();
     retention_->stop();
+    scheduler_->stop();
     listener_->stop();
     presence_->stop();
     watchdog_.stop();

@@ -168,3 +168,12 @@ TEST_CASE("the lifecycle invariants catch what the lifecycle forbids", "[checker
         CHECK_FALSE(caught(revived, Invariant::EndedStaysEnded));
     }
 }
+
+TEST_CASE("the checker catches a schedule tick enqueued twice", "[checker][schedule]") {
+    const Instant t0 = instant_from_micros(1'780'308'000'000'000);
+    History h;
+    h.schedule_ticks = {{1, 7, t0, 10}, {1, 7, t0 + std::chrono::minutes(1), 11}, {1, 8, t0, 12}};
+    CHECK_FALSE(caught(h, Invariant::ScheduleTickOnce));
+    h.schedule_ticks.push_back({1, 7, t0, 13});
+    CHECK(caught(h, Invariant::ScheduleTickOnce));
+}

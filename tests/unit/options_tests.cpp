@@ -94,6 +94,12 @@ TEST_CASE("a refused setting is named by its flag, whichever slice holds it", "[
     CHECK(refusal(o).empty());
 
     o = valid();
+    o.scheduler.interval_ms = 5;
+    CHECK(refusal(o).find("--schedule-interval-ms") != std::string::npos);
+    o.scheduler.interval_ms = 0;  // off
+    CHECK(refusal(o).empty());
+
+    o = valid();
     o.connection.db_deadline_ms = 50;
     CHECK(refusal(o).find("--db-deadline-ms") != std::string::npos);
 

@@ -91,10 +91,12 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
                        "aclaim_event_partitions{state=\"attached\"} -1\n",
                        "aclaim_retention_passes_total{outcome=\"idle\"} 0\n",
                        "aclaim_statement_duration_seconds_count{statement=\"prune\"} 0\n"});
+    // The scheduler's one counter, unlabelled.
+    check_lines(text, {"aclaim_schedule_jobs_enqueued_total 0\n"});
     // Every family is declared once, before its samples.
     const auto types = lines_starting(text, "# TYPE ");
     CHECK(types == lines_starting(text, "# HELP "));
-    CHECK(types == 40);
+    CHECK(types == 41);
     CHECK(text.back() == '\n');
 }
 

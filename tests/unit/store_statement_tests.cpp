@@ -8,6 +8,7 @@
 #include "common/ops/operator_sql.hpp"
 #include "common/ops/recovery_sql.hpp"
 #include "common/ops/retention_sql.hpp"
+#include "common/ops/schedule_sql.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace sql = aclaim::common::sql;
@@ -19,6 +20,7 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     all.insert(all.end(), aclaim::clients::sql::kStatements.begin(),
                aclaim::clients::sql::kStatements.end());
     all.insert(all.end(), sql::kRetentionStatements.begin(), sql::kRetentionStatements.end());
+    all.insert(all.end(), sql::kScheduleStatements.begin(), sql::kScheduleStatements.end());
     all.push_back(&sql::kNotifyResults);
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
