@@ -65,6 +65,8 @@ enum class Invariant {
     PrunedIsAbsent,     ///< a job the prune ledger names has no row and no result left
     PrunedWasFinished,  ///< a pruned job whose history is still attached had finished, and was
                         ///< neither quarantined nor waiting nor assigned when it went
+    CheckpointIsCurrent,  ///< every saved checkpoint (protocol 1.5) is of the latest claim, while
+                          ///< its lease is held
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the
