@@ -268,7 +268,7 @@ std::uint64_t Client::release(JobRef job) {
 }
 
 std::uint64_t Client::progress(JobRef job, std::int32_t percent, std::string note,
-                              std::string checkpoint) {
+                               std::string checkpoint) {
     return submit(proto::Progress{0, job.job_id, job.generation, percent, std::move(note),
                                   std::move(checkpoint)});
 }

@@ -173,8 +173,8 @@ void Simulator::on_assigned(const JobAssigned& assigned, TimePoint now) {
                 "resume org={} job={} generation={} worker={} checkpoint='{}' percent={} "
                 "saved_by_generation={} from_step={}",
                 org(), job.job_id, job.generation, options_.client.worker_id,
-                assigned.resume->checkpoint, assigned.resume->percent,
-                assigned.resume->generation, from);
+                assigned.resume->checkpoint, assigned.resume->percent, assigned.resume->generation,
+                from);
         }
     }
     if (options_.stall > Millis(0) && !stall_used_) {

@@ -234,13 +234,13 @@ CheckReport check(const History& h) {
                 // A checkpoint is fenced as a completion is: only the holder of the latest claim
                 // may save one, while its lease lasts (schema/0020_progress.sql).
                 if (e->generation != last_claim || !open_claim) {
-                    violate(Invariant::CheckpointIsCurrent, job,
-                            describe(*e) + " but " +
-                                (e->generation != last_claim
-                                     ? "the latest claim was generation " +
-                                           std::to_string(last_claim)
-                                     : "the lease of generation " + std::to_string(last_claim) +
-                                           " had already ended"));
+                    violate(
+                        Invariant::CheckpointIsCurrent, job,
+                        describe(*e) + " but " +
+                            (e->generation != last_claim
+                                 ? "the latest claim was generation " + std::to_string(last_claim)
+                                 : "the lease of generation " + std::to_string(last_claim) +
+                                       " had already ended"));
                 }
             } else if (e->kind == "rejected") {
                 ++report.rejections;

@@ -34,7 +34,7 @@ using detail::Unreadable;
 
 /// Type frame names, in the order of the Message alternatives.
 constexpr std::array<std::string_view, std::variant_size_v<Message>> kTypeNames = {
-    "HELLO",    "CLAIM",   "RENEW", "COMPLETE", "FAIL",     "RELEASE",  "BYE",  "WELCOME",
+    "HELLO",    "CLAIM",   "RENEW", "COMPLETE", "FAIL",     "RELEASE",  "BYE",   "WELCOME",
     "ASSIGNED", "NO_WORK", "LEASE", "REVOKED",  "ACCEPTED", "REJECTED", "ERROR", "PROGRESS"};
 /// HELLO .. BYE come first in Message, and PROGRESS (protocol 1.5) last.
 constexpr std::size_t kRequestTypes = 7;
@@ -475,7 +475,7 @@ std::variant<Decoded, DecodeError> decode(const std::vector<std::string_view>& f
     const auto index = static_cast<std::size_t>(found - kTypeNames.begin());
 
     const std::size_t limit = request_index(index) ? limits.max_request_body_bytes
-                                                    : static_cast<std::size_t>(kMaxTransportBytes);
+                                                   : static_cast<std::size_t>(kMaxTransportBytes);
     if (body.size() > limit)
         return failure(errors::kOversized,
                        std::string(type) + " body of " + std::to_string(body.size()) +

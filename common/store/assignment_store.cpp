@@ -128,10 +128,9 @@ Lease lease_of(const pqxx::row& row) {
     l.queue = row["queue"].as<std::string>();
     if (!row["deadline_us"].is_null()) l.deadline = row["deadline_us"].as<Instant>();
     if (!row["resume_generation"].is_null()) {
-        l.resume = SavedProgress{row["resume_generation"].as<Generation>(),
-                                 row["resume_percent"].as<int>(),
-                                 row["resume_note"].as<std::string>(),
-                                 row["resume_checkpoint"].as<std::string>()};
+        l.resume = SavedProgress{
+            row["resume_generation"].as<Generation>(), row["resume_percent"].as<int>(),
+            row["resume_note"].as<std::string>(), row["resume_checkpoint"].as<std::string>()};
     }
     return l;
 }

@@ -241,8 +241,7 @@ WITH held AS (
 SELECT job_id FROM saved
 )SQL",
                                  {"org bigint", "job bigint", "generation bigint", "worker text",
-                                  "now_us bigint", "percent int", "note text",
-                                  "checkpoint text"}};
+                                  "now_us bigint", "percent int", "note text", "checkpoint text"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 result_ref, $6 now.
 /// The completion, its outcome (the one verdict row: job_results is the view of the completed
@@ -682,29 +681,12 @@ SELECT count(*) FILTER (WHERE state = 'attached') AS attached,
 
 /// Every statement a store prepares at connect, in one table.
 inline const std::vector<const Statement*> kStatements = {
-    &kScope,
-    &kEnqueue,
-    &kClaimLocks,
-    &kClaim,
-    &kRenew,
-    &kProgress,
-    &kComplete,
-    &kFail,
-    &kRelease,
-    &kReclaim,
-    &kPromoteDue,
-    &kNextDue,
-    &kAuthority,
-    &kAuthorityShared,
-    &kRejectedBatch,
-    &kClaimBatch,
-    &kRenewBatch,
-    &kCompleteBatch,
-    &kRetentionTryLock,
-    &kRetentionUnlock,
-    &kPruneJobs,
-    &kEnsurePartitions,
-    &kPartitionSummary,
+    &kScope,      &kEnqueue,          &kClaimLocks,       &kClaim,
+    &kRenew,      &kProgress,         &kComplete,         &kFail,
+    &kRelease,    &kReclaim,          &kPromoteDue,       &kNextDue,
+    &kAuthority,  &kAuthorityShared,  &kRejectedBatch,    &kClaimBatch,
+    &kRenewBatch, &kCompleteBatch,    &kRetentionTryLock, &kRetentionUnlock,
+    &kPruneJobs,  &kEnsurePartitions, &kPartitionSummary,
 };
 
 }  // namespace aclaim::common::sql

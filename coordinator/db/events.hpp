@@ -21,8 +21,8 @@ using SteadyClock = std::chrono::steady_clock;
 enum class RequestKind { Claim, Renew, Complete, Fail, Release, Progress };
 
 inline std::string_view kind_name(RequestKind k) {
-    constexpr std::string_view kNames[] = {"claim",   "renew",   "complete",
-                                           "fail",    "release", "progress"};
+    constexpr std::string_view kNames[] = {"claim", "renew",   "complete",
+                                           "fail",  "release", "progress"};
     return kNames[static_cast<int>(k)];
 }
 
@@ -63,8 +63,8 @@ struct StoreRequest {
     /// Renew, complete, fail, release or progress: the fence and the fields the operation
     /// carries.
     common::TransitionRequest transition() const {
-        return {org_id,    job_id,  generation, worker_id, result_ref,
-                reason,    retryable, percent,  note,      checkpoint};
+        return {org_id, job_id,    generation, worker_id, result_ref,
+                reason, retryable, percent,    note,      checkpoint};
     }
     /// Renew, complete, fail, release or progress.
     common::Operation operation() const {
@@ -154,8 +154,7 @@ inline DbFailure answer_at_deadline(RequestKind kind, bool attempted,
     const std::string within =
         "the database did not answer within " + std::to_string(bound.count()) + " ms";
     if (!attempted) return {DbFailure::Kind::Unavailable, within + "; nothing was attempted"};
-    if (kind == RequestKind::Claim || kind == RequestKind::Renew ||
-        kind == RequestKind::Progress) {
+    if (kind == RequestKind::Claim || kind == RequestKind::Renew || kind == RequestKind::Progress) {
         return {DbFailure::Kind::Unavailable, within + "; re-send"};
     }
     return {DbFailure::Kind::OutcomeUnknown,

@@ -424,10 +424,9 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
     // Only what was asked for is granted, so a worker that asked for nothing gets a WELCOME of
     // protocol 1.1, byte for byte.
     for (const auto& feature : hello.features) {
-        const bool known = feature == proto::kFeatureCompleteClaim ||
-                           feature == proto::kFeatureRenewHeld ||
-                           feature == proto::kFeatureReconnectHints ||
-                           feature == proto::kFeatureProgress;
+        const bool known =
+            feature == proto::kFeatureCompleteClaim || feature == proto::kFeatureRenewHeld ||
+            feature == proto::kFeatureReconnectHints || feature == proto::kFeatureProgress;
         if (known && std::find(welcome.features.begin(), welcome.features.end(), feature) ==
                          welcome.features.end()) {
             welcome.features.push_back(feature);

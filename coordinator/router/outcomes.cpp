@@ -102,8 +102,8 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
                     options_.lease_ms, lease.attempts, lease.priority, lease.payload});
                 if (resumable && lease.resume) {
                     const auto& r = *lease.resume;
-                    assigned.resume.push_back(proto::ResumeFrom{
-                        lease.job_id, r.generation, r.percent, r.note, r.checkpoint});
+                    assigned.resume.push_back(proto::ResumeFrom{lease.job_id, r.generation,
+                                                                r.percent, r.note, r.checkpoint});
                 }
                 spdlog::info(
                     "claim org={} job={} generation={} worker={} outcome=assigned "

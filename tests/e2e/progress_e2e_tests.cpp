@@ -20,7 +20,7 @@ const std::vector<std::string> kFastLeases{"--lease-ms",         "1500", "--hear
 
 /// A review of 10 steps of 400 ms, a checkpoint after each but the last.
 std::vector<std::string> reviewer(std::vector<std::string> more = {}) {
-    std::vector<std::string> flags{"--review-ms",   "4000", "--checkpoint-steps", "10",
+    std::vector<std::string> flags{"--review-ms",     "4000", "--checkpoint-steps", "10",
                                    "--claim-wait-ms", "500"};
     flags.insert(flags.end(), more.begin(), more.end());
     return flags;

@@ -253,24 +253,24 @@ TEST_CASE("PROGRESS at a coordinator: answered, fenced, bounded; ASSIGNED resume
     CHECK(progress_snapshot(c, id) == "1|60|checked the wiring|step=6");
 
     SECTION("an oversized checkpoint or a percentage out of range is refused, nothing lost") {
-        const auto big = w->expect<proto::Error>(w->request(proto::Progress{
-            0, job.job_id, job.generation, 70, "", std::string(proto::kMaxCheckpointBytes + 1, 'x')}));
+        const auto big = w->expect<proto::Error>(
+            w->request(proto::Progress{0, job.job_id, job.generation, 70, "",
+                                       std::string(proto::kMaxCheckpointBytes + 1, 'x')}));
         CHECK(big.code == "invalid");
         CHECK(big.text.find("checkpoint") != std::string::npos);
         const auto over = w->expect<proto::Error>(
             w->request(proto::Progress{0, job.job_id, job.generation, 101, "", "step=10"}));
         CHECK(over.code == "invalid");
         CHECK(over.text.find("percent") != std::string::npos);
-        const auto note = w->expect<proto::Error>(w->request(proto::Progress{
-            0, job.job_id, job.generation, 70, std::string(proto::kMaxProgressNoteBytes + 1, 'n'),
-            ""}));
+        const auto note = w->expect<proto::Error>(
+            w->request(proto::Progress{0, job.job_id, job.generation, 70,
+                                       std::string(proto::kMaxProgressNoteBytes + 1, 'n'), ""}));
         CHECK(note.code == "invalid");
         CHECK(progress_snapshot(c, id) == "1|60|checked the wiring|step=6");
     }
     SECTION("the next holder: ASSIGNED's resume when granted, nothing new when not") {
         clock.advance(std::chrono::milliseconds(10001));
-        REQUIRE(testing::eventually(
-            [&] { return testing::job_state(c, id) == "pending"; }, 10s));
+        REQUIRE(testing::eventually([&] { return testing::job_state(c, id) == "pending"; }, 10s));
         // The stale holder's report is refused like its completion.
         const auto stale = w->expect<proto::Rejected>(
             w->request(proto::Progress{0, job.job_id, job.generation, 90, "", "step=9"}));

@@ -950,7 +950,11 @@ TEST_CASE("protocol 1.5: PROGRESS round-trips and is bounded; ASSIGNED's resume 
         }
     }
     // The largest checkpoint and note pass; one byte more is refused, naming the field.
-    proto::Progress largest{9, 1001, 4, 100, std::string(proto::kMaxProgressNoteBytes, 'n'),
+    proto::Progress largest{9,
+                            1001,
+                            4,
+                            100,
+                            std::string(proto::kMaxProgressNoteBytes, 'n'),
                             std::string(proto::kMaxCheckpointBytes, 'c')};
     const auto fits = proto::encode(largest, Encoding::Binary);
     CHECK(expect_message(decode3(fits.tag, fits.type, fits.body)) == proto::Message(largest));
