@@ -159,11 +159,14 @@ std::optional<json> Views::job(const Operator& op, common::JobId id, common::Ins
                           {"published_at", common::format_instant(snap.result->published_at)}};
             }
             auto row = common::job_json(snap.row);
+            common::OperatorStore store(data());
             // The dossier leaves payloads in the table; one job's page shows its own.
-            if (const auto full = common::OperatorStore(data()).job(id)) {
+            if (const auto full = store.job(id)) {
                 row["payload"] = full->payload ? json(*full->payload) : json(nullptr);
             }
+            const auto progress = store.progress(id);
             return json{{"job", row},
+                        {"progress", progress ? common::progress_json(*progress) : json(nullptr)},
                         {"class", common::to_string(snap.classification.cls)},
                         {"findings", snap.classification.explanation()},
                         {"result", result},

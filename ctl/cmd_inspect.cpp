@@ -65,6 +65,16 @@ void print_job(const common::JobRecord& j, common::Instant now) {
                                                          : ""));
 }
 
+void print_progress(const common::ProgressRecord& p, common::Instant now) {
+    field("progress", std::to_string(p.percent) + "% reported by generation " +
+                          std::to_string(p.generation) + " " + when(p.updated_at, now));
+    if (!p.note.empty()) field("progress note", one_line(p.note, 200));
+    field("checkpoint", p.checkpoint_bytes == 0
+                            ? std::string("none")
+                            : std::to_string(p.checkpoint_bytes) +
+                                  " bytes (the job's next holder resumes from it)");
+}
+
 void print_events(const std::vector<common::AuditEvent>& events, common::Instant enqueued_at) {
     std::printf("\nhistory (%zu events)\n", events.size());
     std::printf("  %-8s %-28s %9s  %-13s %5s  %-20s %s\n", "event", "at", "+since", "kind", "gen",
@@ -108,14 +118,17 @@ void add_inspect_command(CLI::App& app, Global& global, Action& action) {
                 throw UsageError("job " + std::to_string(args->job) + " does not exist");
             }
             const auto events = store.events(args->job);
+            const auto progress = store.progress(args->job);
             const auto now = common::SystemClock().now();
             if (args->json) {
                 nlohmann::json out{{"job", common::job_json(*job)},
                                    {"events", nlohmann::json::array()}};
                 for (const auto& e : events) out["events"].push_back(common::event_json(e));
+                if (progress) out["progress"] = common::progress_json(*progress);
                 std::cout << out.dump(2) << "\n";
             } else {
                 print_job(*job, now);
+                if (progress) print_progress(*progress, now);
                 print_events(events, job->enqueued_at);
             }
             return 0;

@@ -106,12 +106,14 @@ void Client::send_hello(TimePoint now) {
         if (options_.complete_claim) hello.features.emplace_back(proto::kFeatureCompleteClaim);
         if (options_.renew_held) hello.features.emplace_back(proto::kFeatureRenewHeld);
         if (options_.reconnect_hints) hello.features.emplace_back(proto::kFeatureReconnectHints);
+        if (options_.progress) hello.features.emplace_back(proto::kFeatureProgress);
     }
     send(hello);
 }
 
 bool Client::asks_features() const {
-    return (options_.complete_claim || options_.renew_held || options_.reconnect_hints) &&
+    return (options_.complete_claim || options_.renew_held || options_.reconnect_hints ||
+            options_.progress) &&
            !features_refused_;
 }
 
@@ -263,6 +265,12 @@ std::uint64_t Client::fail(JobRef job, std::string reason, bool retryable) {
 std::uint64_t Client::release(JobRef job) {
     held_.stop_renewing(job.job_id);
     return submit(proto::Release{0, job.job_id, job.generation});
+}
+
+std::uint64_t Client::progress(JobRef job, std::int32_t percent, std::string note,
+                               std::string checkpoint) {
+    return submit(proto::Progress{0, job.job_id, job.generation, percent, std::move(note),
+                                  std::move(checkpoint)});
 }
 
 bool Client::claim_pending() const {

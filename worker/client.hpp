@@ -75,6 +75,9 @@ struct ClientOptions {
     /// window the first reconnection after a loss is spread over, and a refusal's
     /// retry_after_ms is waited out (docs/protocol.md, "Reconnecting a fleet").
     bool reconnect_hints = true;
+    /// Ask for protocol 1.5's progress (HELLO's features): ASSIGNED then carries the progress an
+    /// earlier holder of a job saved (JobAssigned::resume), and progress() is answered.
+    bool progress = true;
 };
 
 // ---- events returned by Client::poll ----
@@ -88,6 +91,9 @@ struct SessionReady {
 /// A job granted by ASSIGNED. The client renews it until complete/fail/release or a revocation.
 struct JobAssigned {
     proto::AssignedJob job;
+    /// Protocol 1.5: the last progress an earlier holder saved on this job (its checkpoint is
+    /// what to resume from), when one did and the session granted proto::kFeatureProgress.
+    std::optional<proto::ResumeFrom> resume{};
 };
 
 /// A CLAIM ended without jobs: NO_WORK, an ERROR, or its reply was lost with the connection.
@@ -116,7 +122,18 @@ struct Verdict {
     std::string detail;
 };
 
-using Event = std::variant<SessionReady, JobAssigned, ClaimEnded, JobLost, Verdict>;
+/// The answer to progress(): stored (ACCEPTED), or refused (REJECTED, as a completion of the
+/// same generation would be, or an ERROR: `reason` is then "error:<code>"). A report is not
+/// re-sent, after an ERROR or a lost connection alike: the next one supersedes it.
+struct ProgressSaved {
+    JobRef job;
+    bool accepted = false;
+    std::int32_t percent = 0;
+    std::string reason;
+    std::string detail;
+};
+
+using Event = std::variant<SessionReady, JobAssigned, ClaimEnded, JobLost, Verdict, ProgressSaved>;
 
 std::string_view to_string(Verdict::Op op);
 
@@ -154,6 +171,11 @@ class Client {
     bool granted(std::string_view feature) const;
     std::uint64_t fail(JobRef job, std::string reason, bool retryable);
     std::uint64_t release(JobRef job);
+    /// Protocol 1.5: how far the job is, 0..100, with a note (at most 200 bytes) and a checkpoint
+    /// (at most 4 KiB of UTF-8; empty keeps the one saved last) for whoever holds the job next.
+    /// Answered by a ProgressSaved event. It does not renew the lease.
+    std::uint64_t progress(JobRef job, std::int32_t percent, std::string note,
+                           std::string checkpoint = {});
 
     /// Stop heartbeating one job (stall rehearsal) while still counting it as held.
     void stop_renewing(std::int64_t job_id) { held_.stop_renewing(job_id); }

@@ -36,6 +36,18 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
         pending_.erase(it);
         return p;
     };
+    // The answer to a PROGRESS: ACCEPTED or REJECTED, told apart from a verdict by the request.
+    const auto progress_saved = [&](std::uint64_t req, bool accepted, const std::string& reason,
+                                    const std::string& detail) {
+        const auto it = pending_.find(req);
+        if (it == pending_.end()) return false;
+        const auto* p = std::get_if<proto::Progress>(&it->second.message);
+        if (p == nullptr) return false;
+        out.push_back(
+            ProgressSaved{{p->job_id, p->generation}, accepted, p->percent, reason, detail});
+        pending_.erase(it);
+        return true;
+    };
     const auto verdict = [&](std::uint64_t req, bool accepted) -> std::optional<Verdict> {
         const auto p = take(req);
         const auto op = p ? terminal_op(p->message) : std::nullopt;
@@ -58,7 +70,11 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
                        // Jobs are taken even for a claim given up on: the coordinator granted them.
                        for (const auto& job : a.jobs) {
                            held_.add({job.job_id, job.generation}, Millis(job.lease_ms), now);
-                           out.push_back(JobAssigned{job});
+                           JobAssigned assigned{job};
+                           for (const auto& r : a.resume) {
+                               if (r.job_id == job.job_id) assigned.resume = r;
+                           }
+                           out.push_back(std::move(assigned));
                        }
                    },
                    [&](const proto::NoWork& n) {
@@ -77,6 +93,7 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
                        if (held_.remove(job)) out.push_back(JobLost{job, r.reason, r.detail});
                    },
                    [&](const proto::Accepted& a) {
+                       if (progress_saved(a.req, true, "", "")) return;
                        if (auto v = verdict(a.req, true)) {
                            v->replayed = a.replayed;
                            v->state = a.state;
@@ -84,6 +101,7 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
                        }
                    },
                    [&](const proto::Rejected& r) {
+                       if (progress_saved(r.req, false, r.reason, r.detail)) return;
                        if (auto v = verdict(r.req, false)) {
                            v->reason = r.reason;
                            v->detail = r.detail;
@@ -166,6 +184,9 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
         out.push_back(Verdict{op->first, op->second, false, false, "", "error:" + e.code, e.text});
     } else if (std::holds_alternative<proto::Claim>(message)) {
         out.push_back(ClaimEnded{ClaimEnded::Why::Error, e.code + ": " + e.text});
+    } else if (const auto* pr = std::get_if<proto::Progress>(&message)) {
+        out.push_back(ProgressSaved{
+            {pr->job_id, pr->generation}, false, pr->percent, "error:" + e.code, e.text});
     } else if (const auto* r = std::get_if<proto::Renew>(&message)) {
         // Soon when the coordinator was only busy, else at the next heartbeat; a lease that is
         // really gone shows up as REVOKED.

@@ -88,6 +88,12 @@ Parser::Parser() {
                    "First job: stop heartbeating for this long, then try to complete anyway")
         ->envname("ACLAIM_STALL_MS")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--checkpoint-steps", o.checkpoint_steps,
+                   "Review in this many steps, saving a checkpoint after each, and resume a job "
+                   "from the checkpoint its last holder saved (0: off)")
+        ->envname("ACLAIM_CHECKPOINT_STEPS")
+        ->check(CLI::Range(0, 100))
+        ->capture_default_str();
     app.add_option("--fail-rate", o.fail_rate, "Probability of a retryable FAIL per review")
         ->envname("ACLAIM_FAIL_RATE")
         ->check(CLI::Range(0.0, 1.0));

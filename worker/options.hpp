@@ -22,6 +22,9 @@ struct WorkerOptions {
     Millis stall{0};       ///< first job: stop heartbeating this long, then complete anyway
     double fail_rate = 0;  ///< probability of a retryable FAIL instead of COMPLETE
     Millis idle_exit{0};   ///< exit 0 after this long without work; 0: never
+    /// Review each job in this many steps, saving a checkpoint (protocol 1.5's PROGRESS) after
+    /// each but the last, and resume a job from the checkpoint an earlier holder saved; 0: off.
+    std::int32_t checkpoint_steps = 0;
     std::string log_level = "info";
     std::string result_file;  ///< JSON line per verdict, appended; empty: none
 };

@@ -60,6 +60,7 @@ int Simulator::run() {
             spdlog::default_logger()->flush();
             ::kill(::getpid(), SIGKILL);
         }
+        if (!stopping_) checkpoint_due_steps(now);
         if (!stopping_) finish_due_reviews(now);
     }
     client_.close();
@@ -88,7 +89,10 @@ void Simulator::maybe_claim(TimePoint now) {
 
 TimePoint Simulator::next_wake(TimePoint now) const {
     TimePoint next = now + kMaxPollWait;
-    for (const auto& [key, r] : reviews_) next = std::min(next, r.done_at);
+    for (const auto& [key, r] : reviews_) {
+        next = std::min(next, r.done_at);
+        if (r.next_step) next = std::min(next, *r.next_step);
+    }
     if (crash_at_) next = std::min(next, *crash_at_);
     if (claim_not_before_ > now) next = std::min(next, claim_not_before_);
     return next;
@@ -96,11 +100,23 @@ TimePoint Simulator::next_wake(TimePoint now) const {
 
 void Simulator::handle(const Event& event, TimePoint now) {
     if (const auto* a = std::get_if<JobAssigned>(&event)) {
-        on_assigned(a->job, now);
+        on_assigned(*a, now);
     } else if (const auto* lost = std::get_if<JobLost>(&event)) {
         on_lost(*lost, now);
     } else if (const auto* v = std::get_if<Verdict>(&event)) {
         on_verdict(*v, now);
+    } else if (const auto* p = std::get_if<ProgressSaved>(&event)) {
+        if (p->accepted) {
+            spdlog::info("progress org={} job={} generation={} worker={} percent={} outcome=saved",
+                         org(), p->job.job_id, p->job.generation, options_.client.worker_id,
+                         p->percent);
+        } else {
+            spdlog::warn(
+                "progress org={} job={} generation={} worker={} percent={} outcome=refused:{} "
+                "({})",
+                org(), p->job.job_id, p->job.generation, options_.client.worker_id, p->percent,
+                p->reason, p->detail);
+        }
     } else if (const auto* c = std::get_if<ClaimEnded>(&event)) {
         if (c->why == ClaimEnded::Why::Error) {
             spdlog::warn("worker={} claim failed: {}", options_.client.worker_id, c->reason);
@@ -114,7 +130,22 @@ void Simulator::handle(const Event& event, TimePoint now) {
     }
 }
 
-void Simulator::on_assigned(const proto::AssignedJob& job, TimePoint now) {
+std::int32_t Simulator::resume_step(const JobAssigned& assigned) const {
+    if (!assigned.resume) return 0;
+    const std::string& checkpoint = assigned.resume->checkpoint;
+    constexpr std::string_view kPrefix = "step=";
+    if (!checkpoint.starts_with(kPrefix)) return 0;
+    try {
+        const int step = std::stoi(checkpoint.substr(kPrefix.size()));
+        return std::clamp(step, 0, options_.checkpoint_steps);
+    } catch (const std::exception&) {
+        // Somebody else's checkpoint (another reviewer program): start over.
+        return 0;
+    }
+}
+
+void Simulator::on_assigned(const JobAssigned& assigned, TimePoint now) {
+    const proto::AssignedJob& job = assigned.job;
     ++counters_.claimed;
     last_work_ = now;
     saw_no_work_ = false;
@@ -128,6 +159,24 @@ void Simulator::on_assigned(const proto::AssignedJob& job, TimePoint now) {
     }
     const Millis duration = review_time_.sample();
     Review review{ref, now + duration, false};
+    if (options_.checkpoint_steps > 0) {
+        // The review is cut into steps; a job an earlier holder checkpointed resumes after the
+        // last step it saved, so only the remaining steps take time.
+        const std::int32_t steps = options_.checkpoint_steps;
+        const std::int32_t from = resume_step(assigned);
+        review.step = from;
+        review.step_length = duration / steps;
+        review.done_at = now + review.step_length * (steps - from);
+        if (from + 1 < steps) review.next_step = now + review.step_length;
+        if (assigned.resume) {
+            spdlog::info(
+                "resume org={} job={} generation={} worker={} checkpoint='{}' percent={} "
+                "saved_by_generation={} from_step={}",
+                org(), job.job_id, job.generation, options_.client.worker_id,
+                assigned.resume->checkpoint, assigned.resume->percent, assigned.resume->generation,
+                from);
+        }
+    }
     if (options_.stall > Millis(0) && !stall_used_) {
         stall_used_ = true;
         review.stalled = true;
@@ -173,6 +222,25 @@ void Simulator::on_lost(const JobLost& lost, TimePoint now) {
                  org(), lost.job.job_id, lost.job.generation, options_.client.worker_id,
                  lost.reason, lost.detail);
     reviews_.erase(it);
+}
+
+void Simulator::checkpoint_due_steps(TimePoint now) {
+    const std::int32_t steps = options_.checkpoint_steps;
+    for (auto& [key, r] : reviews_) {
+        // Up to the step before the last: the last one ends in the completion.
+        while (r.next_step && *r.next_step <= now && !r.stalled) {
+            ++r.step;
+            const std::int32_t percent = r.step * 100 / steps;
+            client_.progress(r.job, percent,
+                             "step " + std::to_string(r.step) + " of " + std::to_string(steps),
+                             "step=" + std::to_string(r.step));
+            if (r.step + 1 < steps) {
+                *r.next_step += r.step_length;
+            } else {
+                r.next_step.reset();
+            }
+        }
+    }
 }
 
 void Simulator::finish_due_reviews(TimePoint now) {

@@ -45,6 +45,10 @@ class Simulator {
         JobRef job;
         TimePoint done_at;
         bool stalled = false;  ///< rehearsing a stall: complete even after losing the job
+        /// --checkpoint-steps: the steps done, and when the next one is.
+        std::int32_t step = 0;
+        Millis step_length{0};
+        std::optional<TimePoint> next_step{};
     };
 
     /// How many jobs a claim sent now may ask for (0: none now), with `counted_twice` jobs
@@ -52,10 +56,14 @@ class Simulator {
     std::int32_t claim_slots(TimePoint now, std::int64_t counted_twice) const;
     void maybe_claim(TimePoint now);
     void handle(const Event& event, TimePoint now);
-    void on_assigned(const proto::AssignedJob& job, TimePoint now);
+    void on_assigned(const JobAssigned& assigned, TimePoint now);
     void on_lost(const JobLost& lost, TimePoint now);
     void on_verdict(const Verdict& v, TimePoint now);
     void finish_due_reviews(TimePoint now);
+    /// --checkpoint-steps: reports the steps that ended by now, each with its checkpoint.
+    void checkpoint_due_steps(TimePoint now);
+    /// The step a job resumes at: the one its last holder's checkpoint ("step=K") names.
+    std::int32_t resume_step(const JobAssigned& assigned) const;
     void submit(const Review& review, TimePoint now);
     void begin_shutdown(const std::string& why, TimePoint now);
     TimePoint next_wake(TimePoint now) const;

@@ -12,12 +12,12 @@
 
 namespace aclaim::common {
 
-constexpr EnumNames<Invariant, 14> kInvariantNames{
+constexpr EnumNames<Invariant, 15> kInvariantNames{
     {"single_completion", "completion_is_current", "generations_increase", "leases_disjoint",
      "nothing_lost", "result_matches_row", "same_organization", "claim_after_run_at",
      "paused_queue_idle", "limit_respected", "ended_stays_ended", "pruned_is_absent",
-     "pruned_was_finished", "schedule_tick_once"}};
-static_assert(kInvariantNames.covers(Invariant::ScheduleTickOnce));
+     "pruned_was_finished", "schedule_tick_once", "checkpoint_is_current"}};
+static_assert(kInvariantNames.covers(Invariant::CheckpointIsCurrent));
 
 std::string_view to_string(Invariant i) {
     return kInvariantNames(i);
@@ -230,6 +230,18 @@ CheckReport check(const History& h) {
                     violate(Invariant::CompletionIsCurrent, job,
                             describe(*e) + " but the lease of generation " +
                                 std::to_string(last_claim) + " had already ended");
+                }
+            } else if (e->kind == "checkpoint") {
+                // A checkpoint is fenced as a completion is: only the holder of the latest claim
+                // may save one, while its lease lasts (schema/0020_progress.sql).
+                if (e->generation != last_claim || !open_claim) {
+                    violate(
+                        Invariant::CheckpointIsCurrent, job,
+                        describe(*e) + " but " +
+                            (e->generation != last_claim
+                                 ? "the latest claim was generation " + std::to_string(last_claim)
+                                 : "the lease of generation " + std::to_string(last_claim) +
+                                       " had already ended"));
                 }
             } else if (e->kind == "rejected") {
                 ++report.rejections;

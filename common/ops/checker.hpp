@@ -63,18 +63,20 @@ enum class Invariant {
     LeasesDisjoint,       ///< a job is claimed again only after the previous lease ended
     NothingLost,  ///< every enqueued job exists and is terminal, live, pending or quarantined with
                   ///< a reason
-    ResultMatchesRow,   ///< completed rows and published results agree
-    SameOrganization,   ///< no event or result crosses organizations
-    ClaimAfterRunAt,    ///< a job scheduled for later (a delay or a retry's backoff) is claimed
-                        ///< only after it came due
-    PausedQueueIdle,    ///< no claim from a queue while it is paused
-    LimitRespected,     ///< a queue never has more leases out than its max_assigned
-    EndedStaysEnded,    ///< nothing is claimed or completed after a job was cancelled, discarded
-                        ///< or failed, unless an operator revived it (retried)
-    PrunedIsAbsent,     ///< a job the prune ledger names has no row and no result left
-    PrunedWasFinished,  ///< a pruned job whose history is still attached had finished, and was
-                        ///< neither quarantined nor waiting nor assigned when it went
-    ScheduleTickOnce,   ///< no tick of a schedule was enqueued twice
+    ResultMatchesRow,     ///< completed rows and published results agree
+    SameOrganization,     ///< no event or result crosses organizations
+    ClaimAfterRunAt,      ///< a job scheduled for later (a delay or a retry's backoff) is claimed
+                          ///< only after it came due
+    PausedQueueIdle,      ///< no claim from a queue while it is paused
+    LimitRespected,       ///< a queue never has more leases out than its max_assigned
+    EndedStaysEnded,      ///< nothing is claimed or completed after a job was cancelled, discarded
+                          ///< or failed, unless an operator revived it (retried)
+    PrunedIsAbsent,       ///< a job the prune ledger names has no row and no result left
+    PrunedWasFinished,    ///< a pruned job whose history is still attached had finished, and was
+                          ///< neither quarantined nor waiting nor assigned when it went
+    ScheduleTickOnce,     ///< no tick of a schedule was enqueued twice
+    CheckpointIsCurrent,  ///< every saved checkpoint (protocol 1.5) is of the latest claim, while
+                          ///< its lease is held
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the

@@ -49,6 +49,14 @@ nlohmann::json event_json(const AuditEvent& e) {
             {"detail", e.detail}};
 }
 
+nlohmann::json progress_json(const ProgressRecord& p) {
+    return {{"generation", p.generation},
+            {"percent", p.percent},
+            {"note", p.note},
+            {"checkpoint_bytes", p.checkpoint_bytes},
+            {"updated_at", common::format_instant(p.updated_at)}};
+}
+
 nlohmann::json check_report_json(const CheckReport& report) {
     nlohmann::json out{{"ok", report.ok()},
                        {"jobs", report.jobs},

@@ -24,6 +24,13 @@ inline std::string count_per_state() {
     return out;
 }
 
+/// $1 job. Its saved progress (schema/0020_progress.sql): the checkpoint's size, not its text.
+inline constexpr const char* kOperatorProgress = R"SQL(
+SELECT generation, percent, note, octet_length(checkpoint) AS checkpoint_bytes,
+       aclaim_us(updated_at) AS updated_us
+  FROM job_progress WHERE job_id = $1
+)SQL";
+
 /// $1 now, $2 organization (0: all). One row per organization. Lease liveness is decided against
 /// the caller's clock, the same way the reaper decides it.
 inline const Statement kOperatorStatus{"aclaim_operator_status",

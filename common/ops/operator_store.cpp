@@ -74,6 +74,16 @@ std::optional<JobRecord> OperatorStore::job(JobId id) {
     return read_one(txn, id);
 }
 
+std::optional<ProgressRecord> OperatorStore::progress(JobId id) {
+    pqxx::read_transaction txn(conn_);
+    const auto r = txn.exec_params(sql::kOperatorProgress, id);
+    if (r.empty()) return std::nullopt;
+    return ProgressRecord{r[0]["generation"].as<Generation>(), r[0]["percent"].as<int>(),
+                          r[0]["note"].as<std::string>(),
+                          r[0]["checkpoint_bytes"].as<std::size_t>(),
+                          r[0]["updated_us"].as<Instant>()};
+}
+
 std::vector<AuditEvent> OperatorStore::events(JobId id) {
     pqxx::read_transaction txn(conn_);
     std::vector<AuditEvent> out;

@@ -28,6 +28,15 @@ struct OrgStatus {
     std::optional<Duration> oldest_pending_age;  ///< now minus the oldest pending enqueued_at
 };
 
+/// A job's saved progress as an operator sees it (schema/0020_progress.sql).
+struct ProgressRecord {
+    Generation generation = 0;  ///< the generation that reported it
+    int percent = 0;
+    std::string note;
+    std::size_t checkpoint_bytes = 0;
+    Instant updated_at{};
+};
+
 /// Which jobs `jobs list` shows; every filter is optional. Pages go by id.
 struct JobFilter {
     std::optional<OrgId> org_id;
@@ -139,6 +148,8 @@ class OperatorStore {
     std::optional<JobRecord> job(JobId id);
     /// The job's whole audit log, oldest first.
     std::vector<AuditEvent> events(JobId id);
+    /// The progress last reported on the job (protocol 1.5, job_progress), when there is some.
+    std::optional<ProgressRecord> progress(JobId id);
     std::vector<JobRecord> list(const JobFilter& filter);
 
     /// Returns an assigned job to pending, giving back the attempt; the holder's generation loses

@@ -331,7 +331,7 @@ class JsonFieldReader {
     /// jobs.
     template <class M>
     requires std::is_same_v<M, AssignedJob> || std::is_same_v<M, Claim> ||
-        std::is_same_v<M, HeldRenewal>
+        std::is_same_v<M, HeldRenewal> || std::is_same_v<M, ResumeFrom>
     void read(const rapidjson::Value& v, const char* name, std::vector<M>& out) {
         if (!v.IsArray())
             throw Unreadable(field(name) + " must be an array of objects, got " + value_class(v));
@@ -384,6 +384,7 @@ template Revoked read_json<Revoked>(std::string_view);
 template Accepted read_json<Accepted>(std::string_view);
 template Rejected read_json<Rejected>(std::string_view);
 template Error read_json<Error>(std::string_view);
+template Progress read_json<Progress>(std::string_view);
 
 namespace {
 

@@ -34,10 +34,15 @@ using detail::Unreadable;
 
 /// Type frame names, in the order of the Message alternatives.
 constexpr std::array<std::string_view, std::variant_size_v<Message>> kTypeNames = {
-    "HELLO",    "CLAIM",   "RENEW", "COMPLETE", "FAIL",     "RELEASE",  "BYE",  "WELCOME",
-    "ASSIGNED", "NO_WORK", "LEASE", "REVOKED",  "ACCEPTED", "REJECTED", "ERROR"};
-/// HELLO .. BYE come first in Message.
+    "HELLO",    "CLAIM",   "RENEW", "COMPLETE", "FAIL",     "RELEASE",  "BYE",   "WELCOME",
+    "ASSIGNED", "NO_WORK", "LEASE", "REVOKED",  "ACCEPTED", "REJECTED", "ERROR", "PROGRESS"};
+/// HELLO .. BYE come first in Message, and PROGRESS (protocol 1.5) last.
 constexpr std::size_t kRequestTypes = 7;
+constexpr std::size_t kProgressIndex = std::variant_size_v<Message> - 1;
+static_assert(std::is_same_v<std::variant_alternative_t<kProgressIndex, Message>, Progress>);
+constexpr bool request_index(std::size_t index) {
+    return index < kRequestTypes || index == kProgressIndex;
+}
 /// Reads cereal portable binary without trusting it: every length prefix is checked against the
 /// bytes that remain before anything is allocated, so a 2^60 prefix costs nothing.
 class BoundedBinaryReader {
@@ -121,7 +126,7 @@ class BoundedBinaryReader {
     /// A nested message: an ASSIGNED's jobs, a COMPLETE's next claim, a RENEW's held jobs.
     template <class M>
     requires std::is_same_v<M, AssignedJob> || std::is_same_v<M, Claim> ||
-        std::is_same_v<M, HeldRenewal>
+        std::is_same_v<M, HeldRenewal> || std::is_same_v<M, ResumeFrom>
     void read(M& value) { value.serialize(*this); }
 
     template <class T>
@@ -290,6 +295,14 @@ void validate(const Release& m) {
     check_id(m);
 }
 void validate(const Bye&) {}
+void validate(const Progress& m) {
+    check_id(m);
+    require_range(m.percent, 0, 100, "percent", "0..100");
+    require_length(m.note, 0, kMaxProgressNoteBytes, "note", "at most 200 bytes");
+    require_utf8(m.note, "note");
+    require_length(m.checkpoint, 0, kMaxCheckpointBytes, "checkpoint", "at most 4096 bytes");
+    require_utf8(m.checkpoint, "checkpoint");
+}
 void validate(const Welcome& m) {
     require_not_negative(m.org_id, "org_id");
     require_range(m.lease_ms, 1, std::numeric_limits<std::int32_t>::max(), "lease_ms", "positive");
@@ -307,6 +320,18 @@ void validate(const Assigned& m) {
         check_id(m.jobs[i], prefix);
         require_range(m.jobs[i].lease_ms, 1, std::numeric_limits<std::int32_t>::max(),
                       prefix + "lease_ms", "positive");
+    }
+    if (m.resume.size() > m.jobs.size())
+        out_of_range("resume", "an array of " + std::to_string(m.resume.size()) + " entries",
+                     "at most one entry per job");
+    for (std::size_t i = 0; i < m.resume.size(); ++i) {
+        const auto prefix = "resume[" + std::to_string(i) + "].";
+        check_id(m.resume[i], prefix);
+        require_range(m.resume[i].percent, 0, 100, prefix + "percent", "0..100");
+        require_length(m.resume[i].note, 0, kMaxProgressNoteBytes, prefix + "note",
+                       "at most 200 bytes");
+        require_length(m.resume[i].checkpoint, 0, kMaxCheckpointBytes, prefix + "checkpoint",
+                       "at most 4096 bytes");
     }
 }
 void validate(const NoWork& m) {
@@ -411,7 +436,7 @@ std::uint64_t request_id(const Message& m) {
 }
 
 bool is_request(const Message& m) {
-    return m.index() < kRequestTypes;
+    return request_index(m.index());
 }
 
 Frames encode(const Message& m, Encoding enc) {
@@ -449,8 +474,8 @@ std::variant<Decoded, DecodeError> decode(const std::vector<std::string_view>& f
                        enc);
     const auto index = static_cast<std::size_t>(found - kTypeNames.begin());
 
-    const std::size_t limit = index < kRequestTypes ? limits.max_request_body_bytes
-                                                    : static_cast<std::size_t>(kMaxTransportBytes);
+    const std::size_t limit = request_index(index) ? limits.max_request_body_bytes
+                                                   : static_cast<std::size_t>(kMaxTransportBytes);
     if (body.size() > limit)
         return failure(errors::kOversized,
                        std::string(type) + " body of " + std::to_string(body.size()) +

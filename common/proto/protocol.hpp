@@ -19,12 +19,12 @@
 
 namespace aclaim::common::proto {
 
-/// The protocol versions this build speaks, 1.0 to 1.4 (docs/protocol.md, "Version history"). The
+/// The protocol versions this build speaks, 1.0 to 1.5 (docs/protocol.md, "Version history"). The
 /// tag names the major version only: what a minor version added is optional (1.1) or given only to
-/// a worker that asks for it (1.2 to 1.4), so one tag serves them all.
+/// a worker that asks for it (1.2 to 1.5), so one tag serves them all.
 inline constexpr int kProtocolMajor = 1;
 inline constexpr int kProtocolOldestMinor = 0;
-inline constexpr int kProtocolNewestMinor = 4;
+inline constexpr int kProtocolNewestMinor = 5;
 inline constexpr std::string_view kTagBinary = "ACLAIM/1";
 inline constexpr std::string_view kTagJson = "ACLAIM/1+json";
 /// Bodies above this size are refused with ERROR "oversized".
@@ -63,6 +63,13 @@ inline constexpr std::size_t kMaxHeldRenewals = 1024;
 inline constexpr std::string_view kFeatureReconnectHints = "reconnect_hints";
 /// The most an ERROR's retry_after_ms may say: ten minutes.
 inline constexpr std::int32_t kMaxRetryAfterMs = 600000;
+/// Protocol 1.5: PROGRESS reports how far a held job is (a percentage, a note and a checkpoint),
+/// and ASSIGNED hands the last checkpoint of a job to its next holder (`resume`), so that a
+/// reviewer taking over a reclaimed or retried job resumes where the last one stopped.
+inline constexpr std::string_view kFeatureProgress = "progress";
+/// PROGRESS's bounds: a note of at most 200 bytes and a checkpoint of at most 4 KiB, both UTF-8.
+inline constexpr std::size_t kMaxProgressNoteBytes = 200;
+inline constexpr std::size_t kMaxCheckpointBytes = 4096;
 /// Reasons, details, states and error texts.
 inline constexpr std::size_t kMaxTextBytes = 1024;
 
@@ -159,6 +166,23 @@ struct Release {
     bool operator==(const Release&) const = default;
 };
 
+/// Protocol 1.5 (feature kFeatureProgress): how far the holder of a job is. Stored only while
+/// the generation holds a live lease, and answered ACCEPTED (state "assigned") or, refused like a
+/// completion of the same generation would be, REJECTED. It does not extend the lease.
+struct Progress {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    std::int32_t percent = 0;  ///< 0..100
+    std::string note;          ///< 0..200 bytes of UTF-8
+    /// 0..4096 bytes of UTF-8 (base64 for binary state): what the next holder resumes from. Empty
+    /// keeps the checkpoint stored last; a non-empty one replaces it.
+    std::string checkpoint;
+    template <class A>
+    void serialize(A& ar);
+    bool operator==(const Progress&) const = default;
+};
+
 /// Ends the session; held leases are left to expire (or released first by the worker).
 struct Bye {
     std::uint64_t req = 0;
@@ -199,9 +223,25 @@ struct AssignedJob {
     bool operator==(const AssignedJob&) const = default;
 };
 
+/// The last progress an earlier holder of an assigned job reported (protocol 1.5, ASSIGNED's
+/// `resume`): where to resume from.
+struct ResumeFrom {
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;  ///< the generation that wrote it, an earlier one than the job's
+    std::int32_t percent = 0;
+    std::string note;
+    std::string checkpoint;
+    template <class A>
+    void serialize(A& ar);
+    bool operator==(const ResumeFrom&) const = default;
+};
+
 struct Assigned {
     std::uint64_t req = 0;
     std::vector<AssignedJob> jobs;  ///< at least one
+    /// Since protocol 1.5 (feature kFeatureProgress), optional: for each job of `jobs` that an
+    /// earlier holder reported progress on, that progress; sent only to a worker granted it.
+    std::vector<ResumeFrom> resume{};
     template <class A>
     void serialize(A& ar);
     bool operator==(const Assigned&) const = default;
@@ -277,14 +317,17 @@ struct Error {
     bool operator==(const Error&) const = default;
 };
 
+/// PROGRESS (protocol 1.5) is a request like HELLO .. BYE, but comes last, so that the index of
+/// every earlier alternative (which the fuzz corpus records) stays what it was.
 using Message = std::variant<Hello, Claim, Renew, Complete, Fail, Release, Bye, Welcome, Assigned,
-                             NoWork, LeaseMsg, Revoked, Accepted, Rejected, Error>;
+                             NoWork, LeaseMsg, Revoked, Accepted, Rejected, Error, Progress>;
 
 /// The type frame's text for a message, e.g. "CLAIM", "LEASE".
 std::string_view type_name(const Message& m);
 /// The request id carried by any message.
 std::uint64_t request_id(const Message& m);
-/// True for the worker -> coordinator messages (HELLO .. BYE); a coordinator refuses the others.
+/// True for the worker -> coordinator messages (HELLO .. BYE, PROGRESS); a coordinator refuses
+/// the others.
 bool is_request(const Message& m);
 
 /// The three frames of a message.

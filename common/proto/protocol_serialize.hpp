@@ -48,7 +48,7 @@ void HeldRenewal::serialize(A& ar) {
 template <class A>
 void Renew::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation));
-    optional_member(ar, CEREAL_NVP(held));  // protocol 1.4
+    optional_member(ar, CEREAL_NVP(held));  // protocol 1.3
 }
 template <class A>
 void Complete::serialize(A& ar) {
@@ -63,6 +63,11 @@ void Fail::serialize(A& ar) {
 template <class A>
 void Release::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation));
+}
+template <class A>
+void Progress::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(percent),
+       CEREAL_NVP(note), CEREAL_NVP(checkpoint));
 }
 template <class A>
 void Bye::serialize(A& ar) {
@@ -81,8 +86,14 @@ void AssignedJob::serialize(A& ar) {
        CEREAL_NVP(lease_ms), CEREAL_NVP(attempts), CEREAL_NVP(priority), CEREAL_NVP(payload));
 }
 template <class A>
+void ResumeFrom::serialize(A& ar) {
+    ar(CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(percent), CEREAL_NVP(note),
+       CEREAL_NVP(checkpoint));
+}
+template <class A>
 void Assigned::serialize(A& ar) {
     ar(CEREAL_NVP(req), CEREAL_NVP(jobs));
+    optional_member(ar, CEREAL_NVP(resume));  // protocol 1.5
 }
 template <class A>
 void NoWork::serialize(A& ar) {

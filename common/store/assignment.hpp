@@ -123,6 +123,18 @@ struct TransitionRequest {
     std::string result_ref{};  ///< complete only
     std::string reason{};      ///< fail only
     bool retryable = false;    ///< fail only
+    int percent = 0;           ///< progress only: 0..100
+    std::string note{};        ///< progress only
+    std::string checkpoint{};  ///< progress only; empty keeps the stored checkpoint
+};
+
+/// The last progress reported on a job (schema/0020_progress.sql): what its next holder resumes
+/// from.
+struct SavedProgress {
+    Generation generation = 0;  ///< the generation that reported it
+    int percent = 0;
+    std::string note;
+    std::string checkpoint;
 };
 
 /// A granted lease: the job, its fencing generation and the lease deadline.
@@ -139,6 +151,8 @@ struct Lease {
     std::string queue;
     /// The attempt's run deadline, when the job has one: the lease never runs past it.
     std::optional<Instant> deadline{};
+    /// The progress an earlier holder reported, when one did.
+    std::optional<SavedProgress> resume{};
 };
 
 struct ClaimOutcome {
@@ -202,7 +216,7 @@ struct RowAuthority {
     std::string result_ref;
 };
 
-enum class Operation { Renew, Complete, Fail, Release };
+enum class Operation { Renew, Complete, Fail, Release, Progress };
 
 /// Decides the rejection for a request whose fenced update matched no row, from the current row
 /// (or its absence). Returns nullopt when the row shows the request was already applied, so that

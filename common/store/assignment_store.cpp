@@ -127,6 +127,11 @@ Lease lease_of(const pqxx::row& row) {
     l.payload = row["payload"].as<std::string>();
     l.queue = row["queue"].as<std::string>();
     if (!row["deadline_us"].is_null()) l.deadline = row["deadline_us"].as<Instant>();
+    if (!row["resume_generation"].is_null()) {
+        l.resume = SavedProgress{
+            row["resume_generation"].as<Generation>(), row["resume_percent"].as<int>(),
+            row["resume_note"].as<std::string>(), row["resume_checkpoint"].as<std::string>()};
+    }
     return l;
 }
 
@@ -431,6 +436,20 @@ Transition AssignmentStore::renew(const TransitionRequest& q, Duration lease, In
     Transition t;
     t.state = JobState::Assigned;
     t.lease_expires_at = r[0]["lease_us"].as<Instant>();
+    return t;
+}
+
+Transition AssignmentStore::progress(const TransitionRequest& q, Instant now) {
+    plan_for(1);
+    pqxx::work txn(*conn_, "progress");
+    Scope scope(txn, options_.row_security);
+    scope.to(q.org);
+    const pqxx::result r = txn.exec_prepared(sql::kProgress.name, q.org, q.job, q.generation,
+                                             q.worker, now, q.percent, q.note, q.checkpoint);
+    if (r.empty()) return reject(txn, scope, Operation::Progress, q, now);
+    txn.commit();
+    Transition t;
+    t.state = JobState::Assigned;
     return t;
 }
 

@@ -76,6 +76,12 @@ class AssignmentStore {
     /// Extends a live lease of the current generation to now + lease.
     Transition renew(const TransitionRequest& request, Duration lease, Instant now);
 
+    /// Records how far the holder of a live lease of the current generation is (its percent,
+    /// note and, when not empty, checkpoint) in job_progress, audited 'checkpoint' when it
+    /// carries one. Refused and audited as a completion of the same generation would be. The
+    /// lease is not extended.
+    Transition progress(const TransitionRequest& request, Instant now);
+
     /// Completes a job held under a live lease of the current generation and publishes its result
     /// in the same transaction.
     Transition complete(const TransitionRequest& request, Instant now);

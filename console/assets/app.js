@@ -340,6 +340,9 @@ async function renderJob(view, id) {
   add('enqueued', j.enqueued_at);
   add('claimed', j.claimed_at);
   add('lease expires', j.lease_expires_at);
+  const p = data.progress;
+  add('progress', p ? `${p.percent}%` + (p.note ? ` — ${p.note}` : '') +
+    ` (generation ${p.generation}, checkpoint ${p.checkpoint_bytes} bytes, ${p.updated_at})` : null);
   add('finished', j.completed_at);
   add('result', data.result ? `${data.result.result_ref} (generation ${data.result.generation}, published ${data.result.published_at})` : null);
   add('last error', j.last_error ? el('pre', { text: j.last_error }) : null);

@@ -73,6 +73,9 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
             case RequestKind::Release:
                 results.emplace_back(store.release(q, now));
                 break;
+            case RequestKind::Progress:
+                results.emplace_back(store.progress(q, now));
+                break;
             case RequestKind::Claim:
                 break;
         }
@@ -196,7 +199,8 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
     out.reserve(batch.size());
     for (auto& r : batch) out.push_back(RequestOutcome{std::move(r), DbFailure{}});
     const RequestKind kind = out.front().request.kind();
-    const bool harmless = kind == RequestKind::Claim || kind == RequestKind::Renew;
+    const bool harmless =
+        kind == RequestKind::Claim || kind == RequestKind::Renew || kind == RequestKind::Progress;
     for (int attempt = 0;; ++attempt) {
         // A retry connects at once rather than after the backoff: it follows a connection that
         // was found gone, not a database that refused to connect.
@@ -254,12 +258,12 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
                 return out;
             }
             handle.drop(e.what());
-            // A claim that did commit is reclaimed when its lease runs out; a renewal is
-            // idempotent and safe to re-send. Neither changes anything a worker relies on, so one
-            // whose connection was found gone (as the first statement on every connection after
-            // a failover is) runs once more on a fresh connection: on whichever host a multi-host
-            // DSN now finds writable. The other transitions are resolved one by one from their
-            // rows.
+            // A claim that did commit is reclaimed when its lease runs out; a renewal (and a
+            // progress report) is idempotent and safe to re-send. Neither changes anything a worker
+            // relies on, so one whose connection was found gone (as the first statement on every
+            // connection after a failover is) runs once more on a fresh connection: on whichever
+            // host a multi-host DSN now finds writable. The other transitions are resolved one by
+            // one from their rows.
             if (harmless && attempt == 0) continue;
             for (auto& o : out) {
                 o.result = harmless

@@ -18,10 +18,11 @@ namespace aclaim::coordinator {
 
 using SteadyClock = std::chrono::steady_clock;
 
-enum class RequestKind { Claim, Renew, Complete, Fail, Release };
+enum class RequestKind { Claim, Renew, Complete, Fail, Release, Progress };
 
 inline std::string_view kind_name(RequestKind k) {
-    constexpr std::string_view kNames[] = {"claim", "renew", "complete", "fail", "release"};
+    constexpr std::string_view kNames[] = {"claim", "renew",   "complete",
+                                           "fail",  "release", "progress"};
     return kNames[static_cast<int>(k)];
 }
 
@@ -42,6 +43,9 @@ struct StoreRequest {
     std::string result_ref{};  ///< complete only
     std::string reason{};      ///< fail only
     bool retryable = false;    ///< fail only
+    int percent = 0;           ///< progress only
+    std::string note{};        ///< progress only
+    std::string checkpoint{};  ///< progress only
 
     /// The coordinator's own release of a lease it could not deliver to `worker`.
     static StoreRequest release_of(common::OrgId org, std::string worker,
@@ -56,11 +60,13 @@ struct StoreRequest {
     }
 
     common::ClaimRequest claim() const { return {worker_id, max_jobs, queues}; }
-    /// Renew, complete, fail or release: the fence and the fields the operation carries.
+    /// Renew, complete, fail, release or progress: the fence and the fields the operation
+    /// carries.
     common::TransitionRequest transition() const {
-        return {org_id, job_id, generation, worker_id, result_ref, reason, retryable};
+        return {org_id, job_id,    generation, worker_id, result_ref,
+                reason, retryable, percent,    note,      checkpoint};
     }
-    /// Renew, complete, fail or release.
+    /// Renew, complete, fail, release or progress.
     common::Operation operation() const {
         switch (kind) {
             case RequestKind::Complete:
@@ -69,6 +75,8 @@ struct StoreRequest {
                 return common::Operation::Fail;
             case RequestKind::Release:
                 return common::Operation::Release;
+            case RequestKind::Progress:
+                return common::Operation::Progress;
             case RequestKind::Claim:
             case RequestKind::Renew:
                 break;
@@ -139,13 +147,14 @@ struct DbFailure {
 /// thread whose statement the watchdog cut at the same deadline. `attempted`: a DB thread took
 /// the request, so its statement may have run. A claim or a renewal changes nothing a worker
 /// relies on whether or not it ran (a claimed job is reclaimed, a renewal is idempotent); any
-/// other transition that may have run is for the row to decide when the worker re-sends.
+/// other transition that may have run is for the row to decide when the worker re-sends. A
+/// progress report is as safe to re-send as a renewal: the same report stored twice is one row.
 inline DbFailure answer_at_deadline(RequestKind kind, bool attempted,
                                     std::chrono::milliseconds bound) {
     const std::string within =
         "the database did not answer within " + std::to_string(bound.count()) + " ms";
     if (!attempted) return {DbFailure::Kind::Unavailable, within + "; nothing was attempted"};
-    if (kind == RequestKind::Claim || kind == RequestKind::Renew) {
+    if (kind == RequestKind::Claim || kind == RequestKind::Renew || kind == RequestKind::Progress) {
         return {DbFailure::Kind::Unavailable, within + "; re-send"};
     }
     return {DbFailure::Kind::OutcomeUnknown,

@@ -95,6 +95,7 @@ std::string Metrics::summary() const {
     add("completions", completions.load());
     add("failures", failures.load());
     add("releases", releases.load());
+    add("progress", progress_reports.load());
     add("replayed", replayed.load());
     add("reclaims", reclaims.load());
     add("revocations", revocations.load());

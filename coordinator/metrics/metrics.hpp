@@ -43,13 +43,13 @@ struct ResultNotifierCounters {
 /// the declarations carried their text (docs/performance.md, "Metrics cost").
 struct Metrics {
     static constexpr std::size_t kRejectionKinds = 7;
-    /// Statements timed by statement_latency: the five request kinds in RequestKind order, then
+    /// Statements timed by statement_latency: the six request kinds in RequestKind order, then
     /// the reaper's reclaim.
-    static constexpr std::array<std::string_view, 7> kStatements{
-        "claim", "renew", "complete", "fail", "release", "reclaim", "prune"};
-    static constexpr std::size_t kReclaimStatement = 5;
+    static constexpr std::array<std::string_view, 8> kStatements{
+        "claim", "renew", "complete", "fail", "release", "progress", "reclaim", "prune"};
+    static constexpr std::size_t kReclaimStatement = 6;
     /// The retention thread's prune batch.
-    static constexpr std::size_t kPruneStatement = 6;
+    static constexpr std::size_t kPruneStatement = 7;
     /// Where the time of a claim that was granted jobs went: waiting for a DB thread, its
     /// statements up to the commit, the commit (the WAL flush), and from the DB thread's end
     /// until the ASSIGNED reply left the router thread (the mailbox and the send).
@@ -96,6 +96,9 @@ struct Metrics {
                              {"aclaim_releases_total",
                               "RELEASEs accepted, and assignments released because "
                               "ASSIGNED was undeliverable."}};
+    Single<Counter> progress_reports{
+        registry,
+        {"aclaim_progress_total", "PROGRESS reports stored (protocol 1.5, feature progress)."}};
     Single<Counter> replayed{
         registry,
         {"aclaim_replayed_total", "Accepted transitions that had already been committed."}};

@@ -51,6 +51,11 @@ std::optional<StoreRequest> store_request(const proto::Message& m, const Session
         r.retryable = fail->retryable;
     } else if (const auto* release = std::get_if<proto::Release>(&m)) {
         fenced(RequestKind::Release, *release);
+    } else if (const auto* progress = std::get_if<proto::Progress>(&m)) {
+        fenced(RequestKind::Progress, *progress);
+        r.percent = progress->percent;
+        r.note = progress->note;
+        r.checkpoint = progress->checkpoint;
     } else {
         return std::nullopt;
     }
@@ -419,9 +424,9 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
     // Only what was asked for is granted, so a worker that asked for nothing gets a WELCOME of
     // protocol 1.1, byte for byte.
     for (const auto& feature : hello.features) {
-        const bool known = feature == proto::kFeatureCompleteClaim ||
-                           feature == proto::kFeatureRenewHeld ||
-                           feature == proto::kFeatureReconnectHints;
+        const bool known =
+            feature == proto::kFeatureCompleteClaim || feature == proto::kFeatureRenewHeld ||
+            feature == proto::kFeatureReconnectHints || feature == proto::kFeatureProgress;
         if (known && std::find(welcome.features.begin(), welcome.features.end(), feature) ==
                          welcome.features.end()) {
             welcome.features.push_back(feature);
@@ -432,6 +437,9 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
     s.reconnect_hints = std::find(welcome.features.begin(), welcome.features.end(),
                                   proto::kFeatureReconnectHints) != welcome.features.end();
     if (s.reconnect_hints) welcome.sessions = static_cast<std::int64_t>(p_.sessions.size());
+    // Protocol 1.5: ASSIGNED carries saved progress (`resume`) only where it was granted.
+    s.progress = std::find(welcome.features.begin(), welcome.features.end(),
+                           proto::kFeatureProgress) != welcome.features.end();
     p_.replier.send(routing_id, welcome, encoding);
 }
 

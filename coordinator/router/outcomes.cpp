@@ -94,10 +94,17 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
         case common::ClaimOutcome::Status::Claimed: {
             proto::Assigned assigned;
             assigned.req = to.req;
+            const Session* session = p_.sessions.find(to.routing_id);
+            const bool resumable = session != nullptr && session->progress;
             for (const auto& lease : outcome.leases) {
                 assigned.jobs.push_back(proto::AssignedJob{
                     lease.job_id, lease.generation, common::to_micros(lease.lease_expires_at),
                     options_.lease_ms, lease.attempts, lease.priority, lease.payload});
+                if (resumable && lease.resume) {
+                    const auto& r = *lease.resume;
+                    assigned.resume.push_back(proto::ResumeFrom{lease.job_id, r.generation,
+                                                                r.percent, r.note, r.checkpoint});
+                }
                 spdlog::info(
                     "claim org={} job={} generation={} worker={} outcome=assigned "
                     "attempt={}",
@@ -191,6 +198,9 @@ void Outcomes::on_transition(const RoutedRequest& request, const RequestOutcome:
             break;
         case RequestKind::Fail:
             p_.metrics.failures.fetch_add(1, std::memory_order_relaxed);
+            break;
+        case RequestKind::Progress:
+            p_.metrics.progress_reports.fetch_add(1, std::memory_order_relaxed);
             break;
         default:
             p_.metrics.releases.fetch_add(1, std::memory_order_relaxed);

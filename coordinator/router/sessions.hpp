@@ -28,6 +28,8 @@ struct Session {
     int outstanding = 0;  ///< requests not answered yet, parked claims included
     /// Granted proto::kFeatureReconnectHints: its `draining` and `overloaded` carry retry_after_ms.
     bool reconnect_hints = false;
+    /// Granted proto::kFeatureProgress: its ASSIGNED carries the progress earlier holders saved.
+    bool progress = false;
     SteadyClock::time_point last_seen{};
 };
 

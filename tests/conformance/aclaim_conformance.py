@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Conformance kit for the aclaim wire protocol, version 1.4 (docs/protocol.md).
+"""Conformance kit for the aclaim wire protocol, version 1.5 (docs/protocol.md).
 
 Point it at a running coordinator. It sends every message type in both encodings, checks every
 reply against the spec's field tables (exact fields, types, ranges, UTF-8, lengths), causes every
@@ -8,7 +8,10 @@ protocol 1.2 it checks the feature negotiation (HELLO's features, WELCOME's gran
 that carries the next CLAIM (the order of its two answers, refusals, invalid claims, the drain).
 For protocol 1.3, the RENEW that names every held job (renew_held): each job answered LEASE or
 REVOKED under its own req (a stale generation, another organization's job), a list too long or
-malformed refused as one ERROR, a refusal before HELLO answering every job.
+malformed refused as one ERROR, a refusal before HELLO answering every job. For protocol 1.5,
+PROGRESS (progress): stored and answered ACCEPTED for the holder, refused like a completion for a
+stale generation, ERROR invalid beyond its bounds, and the checkpoint handed to the next holder in
+ASSIGNED's resume (only to a worker that asked for progress).
 
 Situations that need jobs or keys are set up with aclaimctl (--aclaimctl, with --dsn or
 ACLAIM_DSN); a quarantined job needs the database itself (--dsn and psql). Without them those
@@ -50,6 +53,8 @@ REQUEST_FIELDS = {
              ("retryable", "bool")],
     "RELEASE": [("req", "u64"), ("job_id", "i64"), ("generation", "i64")],
     "BYE": [("req", "u64")],
+    "PROGRESS": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"), ("percent", "i32"),
+                 ("note", "str"), ("checkpoint", "str")],  # 1.5
 }
 JOB_FIELDS = [("job_id", "i64"), ("generation", "i64"), ("lease_expires_at_us", "i64"),
               ("lease_ms", "i32"), ("attempts", "i32"), ("priority", "i32"), ("payload", "str")]
@@ -78,7 +83,13 @@ OPTIONAL_FIELDS = {
     "RENEW": [("held", "held")],  # 1.3
     "WELCOME": [("features", "strs"), ("sessions", "i64")],  # 1.2, 1.4
     "ERROR": [("retry_after_ms", "i32")],  # 1.4
+    "ASSIGNED": [("resume", "resume")],  # 1.5
 }
+RESUME_FIELDS = [("job_id", "i64"), ("generation", "i64"), ("percent", "i32"), ("note", "str"),
+                 ("checkpoint", "str")]
+PROGRESS = "progress"  # protocol 1.5
+MAX_NOTE = 200
+MAX_CHECKPOINT = 4096
 CLAIM_FIELDS = REQUEST_FIELDS["CLAIM"]
 FEATURE = "complete_claim"
 RENEW_HELD = "renew_held"  # protocol 1.3
@@ -93,13 +104,15 @@ ERROR_CODES = {"malformed", "wrong_version", "unknown_type", "oversized", "undec
                "no_session", "too_many_requests", "overloaded", "database_unavailable",
                "database_error", "not_committed", "outcome_unknown", "draining",
                "unauthenticated", "key_revoked", "queue_not_allowed"}
-STATES = {"completed", "failed", "pending", "scheduled", "discarded"}
+# "assigned": the state a PROGRESS (1.5) leaves its job in.
+STATES = {"completed", "failed", "pending", "scheduled", "discarded", "assigned"}
 # What may answer each request (BYE is never answered).
 ANSWERS = {"HELLO": {"WELCOME", "ERROR"}, "CLAIM": {"ASSIGNED", "NO_WORK", "ERROR"},
            "RENEW": {"LEASE", "REVOKED", "ERROR"},
            "COMPLETE": {"ACCEPTED", "REJECTED", "ERROR"},
            "FAIL": {"ACCEPTED", "REJECTED", "ERROR"},
-           "RELEASE": {"ACCEPTED", "REJECTED", "ERROR"}}
+           "RELEASE": {"ACCEPTED", "REJECTED", "ERROR"},
+           "PROGRESS": {"ACCEPTED", "REJECTED", "ERROR"}}
 
 
 class Malformed(Exception):
@@ -136,6 +149,15 @@ def field_ranges(kind, msg):
         for j in msg["jobs"]:
             need(j["job_id"] >= 0 and j["generation"] >= 0, "job ids and generations >= 0")
             need(j["lease_ms"] > 0, "jobs[].lease_ms must be > 0")
+        resume = msg.get("resume", [])
+        need(len(resume) <= len(msg["jobs"]), "resume must hold at most one entry per job")
+        for r in resume:
+            need(r["job_id"] in {j["job_id"] for j in msg["jobs"]},
+                 "resume[] must name jobs of the same ASSIGNED")
+            need(0 <= r["percent"] <= 100, "resume[].percent must be 0..100")
+            need(len(r["note"].encode("utf-8")) <= MAX_NOTE, "resume[].note at most 200 bytes")
+            need(len(r["checkpoint"].encode("utf-8")) <= MAX_CHECKPOINT,
+                 "resume[].checkpoint at most 4096 bytes")
     elif kind == "NO_WORK":
         text("reason")
     elif kind == "LEASE":
@@ -185,6 +207,9 @@ def pack_value(kind, value):
     if kind == "held":
         return struct.pack("<Q", len(value)) + b"".join(
             pack_value(k, entry[n]) for entry in value for n, k in HELD_FIELDS)
+    if kind == "resume":
+        return struct.pack("<Q", len(value)) + b"".join(
+            pack_value(k, entry[n]) for entry in value for n, k in RESUME_FIELDS)
     raise ValueError(kind)
 
 
@@ -244,6 +269,9 @@ class BinaryReader:
                     for i in range(self.read("u64", name))]
         if kind == "held":
             return [{n: self.read(k, f"{name}[{i}].{n}") for n, k in HELD_FIELDS}
+                    for i in range(self.read("u64", name))]
+        if kind == "resume":
+            return [{n: self.read(k, f"{name}[{i}].{n}") for n, k in RESUME_FIELDS}
                     for i in range(self.read("u64", name))]
         raise ValueError(kind)
 
@@ -305,6 +333,11 @@ def check_json_value(kind, value, name):
             raise Malformed(f"field {name!r} must be an array")
         for i, entry in enumerate(value):
             check_json_object(HELD_FIELDS, entry, f"{name}[{i}]")
+    elif kind == "resume":
+        if type(value) is not list:
+            raise Malformed(f"field {name!r} must be an array")
+        for i, entry in enumerate(value):
+            check_json_object(RESUME_FIELDS, entry, f"{name}[{i}]")
 
 
 def no_duplicates(pairs):
@@ -1566,6 +1599,92 @@ def drain(kit):
     c.close()
 
 
+def progress(kit, enc):
+    """Protocol 1.5's PROGRESS: granted when asked for; stored for the holder (ACCEPTED, state
+    assigned); beyond its bounds ERROR invalid naming the field; after the lease is reclaimed,
+    refused like the holder's completion, and the checkpoint handed to the next holder in
+    ASSIGNED's resume, to a worker that asked for progress and not to one that did not."""
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-pg")
+    c = kit.connect(me)
+    w = c.hello(me, enc, f"[{enc}] HELLO asking for progress", features=[PROGRESS])
+    if w is None or not kit.check(f"[{enc}] progress granted",
+                                  w.msg.get("features") == [PROGRESS], repr(w)):
+        c.close()
+        return
+    kit.enqueue(org, f"kit {kit.run_id} progress {enc}")
+    req = c.send("CLAIM", enc, max_jobs=1, wait_ms=5000)
+    a = c.expect("ASSIGNED", req, enc, f"[{enc}] CLAIM of a job to report progress on")
+    if a is None:
+        c.close()
+        return
+    kit.check(f"[{enc}] a job nobody reported on has no resume", "resume" not in a.msg, repr(a))
+    job = a["jobs"][0]
+    ids = {"job_id": job["job_id"], "generation": job["generation"]}
+    req = c.send("PROGRESS", enc, percent=60, note="checked the wiring", checkpoint="step=6",
+                 **ids)
+    r = c.expect("ACCEPTED", req, enc, f"[{enc}] PROGRESS of the holder")
+    if r is not None:
+        kit.check(f"[{enc}] PROGRESS accepted with state assigned", r["state"] == "assigned",
+                  repr(r))
+    for fields, field, what in [
+        ({"percent": 101, "note": "", "checkpoint": ""}, "percent", "percent 101"),
+        ({"percent": -1, "note": "", "checkpoint": ""}, "percent", "percent -1"),
+        ({"percent": 10, "note": "n" * (MAX_NOTE + 1), "checkpoint": ""}, "note",
+         "a note of 201 bytes"),
+        ({"percent": 10, "note": "", "checkpoint": "c" * (MAX_CHECKPOINT + 1)}, "checkpoint",
+         "a checkpoint of 4097 bytes"),
+    ]:
+        req = c.send("PROGRESS", enc, **ids, **fields)
+        e = c.expect_error("invalid", req, enc, f"[{enc}] PROGRESS with {what}")
+        if e is not None:
+            kit.check(f"[{enc}] PROGRESS with {what}: text names '{field}'",
+                      f"'{field}'" in e["text"], e["text"])
+    if kit.lease_ms is None or kit.lease_ms > kit.args.max_lease_wait_ms:
+        kit.skip(f"[{enc}] PROGRESS after a reclaim, ASSIGNED's resume",
+                 "lease longer than --max-lease-wait-ms")
+        c.close()
+        return
+    # Stop renewing: the lease runs out and the reaper takes the job back.
+    time.sleep(kit.lease_ms / 1000 + 0.5)
+    deadline = time.monotonic() + 10
+    stale = None
+    while time.monotonic() < deadline:
+        req = c.send("PROGRESS", enc, percent=90, note="", checkpoint="step=9", **ids)
+        stale = c.reply(req, enc, f"[{enc}] PROGRESS after the lease ran out",
+                        allowed={"REJECTED"})
+        if stale is None or stale["reason"] == "lease_expired":
+            break
+    if stale is not None:
+        kit.check(f"[{enc}] PROGRESS after the lease ran out: REJECTED lease_expired",
+                  stale["reason"] == "lease_expired", repr(stale))
+    for asks in (False, True):
+        other = kit.connect(me)
+        other.hello(me, enc, f"[{enc}] HELLO of the next holder" +
+                    (" asking for progress" if asks else ""),
+                    **({"features": [PROGRESS]} if asks else {}))
+        req = other.send("CLAIM", enc, max_jobs=1, wait_ms=5000)
+        a = other.expect("ASSIGNED", req, enc, f"[{enc}] CLAIM of the reclaimed job")
+        if a is not None:
+            resume = a.msg.get("resume")
+            if asks:
+                kit.check(f"[{enc}] ASSIGNED hands on the checkpoint in resume",
+                          resume == [{"job_id": job["job_id"], "generation": job["generation"],
+                                      "percent": 60, "note": "checked the wiring",
+                                      "checkpoint": "step=6"}], repr(a))
+            else:
+                kit.check(f"[{enc}] ASSIGNED to a worker that did not ask has no resume",
+                          resume is None, repr(a))
+            # Given back for the next round (a release keeps the attempt).
+            held = a["jobs"][0]
+            req = other.send("RELEASE", enc, job_id=held["job_id"], generation=held["generation"])
+            other.expect("ACCEPTED", req, enc, f"[{enc}] RELEASE of the resumed job")
+        other.close()
+    req = c.send("PROGRESS", enc, percent=95, note="", checkpoint="", **ids)
+    c.expect_rejected("stale_generation", req, enc, f"[{enc}] PROGRESS of a stale generation")
+    c.close()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--endpoint", required=True, help="the coordinator, e.g. tcp://127.0.0.1:5555")
@@ -1604,6 +1723,7 @@ def main():
                 lifecycle(kit, enc)
                 complete_claim(kit, enc)
                 renew_held(kit, enc)
+                progress(kit, enc)
                 if kit.curve:
                     curve_only(kit, enc)
             else:

@@ -10,6 +10,7 @@
 #include "console/operators.hpp"
 #include "console/views.hpp"
 #include "tests/support/rows.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -109,6 +110,22 @@ TEST_CASE("console views: an operator scoped to one organization sees and acts o
     REQUIRE(own);
     CHECK((*own)["job"]["org_id"] == 2);
     CHECK((*own)["events"].size() == 1);
+    CHECK((*own)["progress"].is_null());
+    // The job's saved progress (protocol 1.5) is on its page, percent and note.
+    {
+        const auto held = testing::claim_one(store, now, "w2", 2);
+        common::TransitionRequest report{2, held.job_id, held.generation, "w2"};
+        report.percent = 40;
+        report.note = "half the wiring";
+        report.checkpoint = "step=4";
+        REQUIRE(store.progress(report, now).accepted());
+        const auto page = views.job(two, held.job_id, now);
+        REQUIRE(page);
+        CHECK((*page)["progress"]["percent"] == 40);
+        CHECK((*page)["progress"]["note"] == "half the wiring");
+        CHECK((*page)["progress"]["checkpoint_bytes"] == 6);
+        REQUIRE(store.release({2, held.job_id, held.generation, "w2"}, now).accepted());
+    }
 
     const auto listed = views.jobs(two, {});
     REQUIRE(listed["jobs"].size() == 2);

@@ -63,6 +63,26 @@ TEST_CASE("each corrupted history is caught", "[checker]") {
         CHECK(r.violations[0].invariant == Invariant::CompletionIsCurrent);
         CHECK_THAT(r.violations[0].evidence, Catch::Contains("had already ended"));
     }
+    SECTION("checkpoints: of the holder pass; stale or after the lease ended are caught") {
+        auto h = clean();
+        // Saved by generation 1 while it held the job, and by generation 2 after the reclaim.
+        h.events.insert(h.events.begin() + 2,
+                        {20, 7, 1, 1, "checkpoint", "a", instant_from_micros(220), "60%"});
+        h.events.insert(h.events.begin() + 6,
+                        {21, 7, 1, 2, "checkpoint", "b", instant_from_micros(450), "90%"});
+        CHECK(check(h).ok());
+        auto stale = h;
+        stale.events[6].generation = 1;
+        CHECK(caught(stale, Invariant::CheckpointIsCurrent));
+        auto late = clean();
+        // After the reclaim of generation 1 and before the next claim.
+        late.events.insert(late.events.begin() + 4,
+                           {22, 7, 1, 1, "checkpoint", "a", instant_from_micros(350), "70%"});
+        const auto r = check(late);
+        REQUIRE(r.violations.size() == 1);
+        CHECK(r.violations[0].invariant == Invariant::CheckpointIsCurrent);
+        CHECK_THAT(r.violations[0].evidence, Catch::Contains("had already ended"));
+    }
     SECTION("a completion after its lease was released") {
         auto h = clean();
         h.events[5].kind = "released";

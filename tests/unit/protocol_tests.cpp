@@ -89,6 +89,7 @@ std::vector<proto::Message> samples() {
         proto::Accepted{4, 1001, 4, "completed", true},
         proto::Rejected{4, 1001, 3, "stale_generation", "current generation is 4"},
         proto::Error{0, "undecodable", "CLAIM body: truncated"},
+        proto::Progress{8, 1001, 4, 60, "checked the wiring", "{\"step\":6}"},
     };
 }
 
@@ -922,4 +923,76 @@ TEST_CASE("protocol 1.4: WELCOME's sessions and ERROR's retry_after_ms are optio
         proto::kTagJson, "WELCOME",
         R"({"req": 1,"org_id": 42,"lease_ms": 30000,"heartbeat_ms": 10000,"max_body_bytes": 65536,"sessions": -5})"));
     CHECK(fewer.code == "invalid");
+}
+
+TEST_CASE("protocol 1.5: PROGRESS round-trips and is bounded; ASSIGNED's resume is optional",
+          "[protocol][progress]") {
+    const proto::Progress report{9, 1001, 4, 60, "checked the wiring", "step=6"};
+    CHECK(proto::type_name(report) == "PROGRESS");
+    CHECK(proto::is_request(report));
+    CHECK(
+        proto::encode(report, Encoding::Json).body ==
+        R"({"req": 9,"job_id": 1001,"generation": 4,"percent": 60,"note": "checked the wiring","checkpoint": "step=6"})");
+    // Unused, ASSIGNED is byte for byte what protocol 1.4 wrote.
+    const proto::Assigned plain{2, {{1001, 5, 1700000000123456, 30000, 2, 0, "p"}}};
+    proto::Assigned resumed = plain;
+    resumed.resume.push_back({1001, 4, 60, "checked the wiring", "step=6"});
+    CHECK(proto::encode(plain, Encoding::Json).body.find("resume") == std::string::npos);
+    const auto before = proto::encode(plain, Encoding::Binary).body;
+    const auto with = proto::encode(resumed, Encoding::Binary).body;
+    CHECK(with.substr(0, before.size()) == before);
+    CHECK(with.size() > before.size());
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        for (const proto::Message& m : {proto::Message(report), proto::Message(resumed)}) {
+            CAPTURE(proto::type_name(m), enc == Encoding::Json);
+            const auto f = proto::encode(m, enc);
+            CHECK(expect_message(decode3(f.tag, f.type, f.body)) == m);
+        }
+    }
+    // The largest checkpoint and note pass; one byte more is refused, naming the field.
+    proto::Progress largest{9,
+                            1001,
+                            4,
+                            100,
+                            std::string(proto::kMaxProgressNoteBytes, 'n'),
+                            std::string(proto::kMaxCheckpointBytes, 'c')};
+    const auto fits = proto::encode(largest, Encoding::Binary);
+    CHECK(expect_message(decode3(fits.tag, fits.type, fits.body)) == proto::Message(largest));
+    const auto refused = [](proto::Progress m, const std::string& field) {
+        for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+            const auto f = proto::encode(m, enc);
+            const auto e = expect_error(decode3(f.tag, f.type, f.body));
+            CHECK(e.code == "invalid");
+            CHECK(e.req == 9);
+            CHECK(e.text.find("'" + field + "'") != std::string::npos);
+        }
+    };
+    auto big = largest;
+    big.checkpoint.push_back('c');
+    refused(big, "checkpoint");
+    auto wordy = largest;
+    wordy.note.push_back('n');
+    refused(wordy, "note");
+    auto over = report;
+    over.percent = 101;
+    refused(over, "percent");
+    auto under = report;
+    under.percent = -1;
+    refused(under, "percent");
+    // Binary strings of a request are held to UTF-8: a checkpoint is text (base64 for bytes).
+    auto binary = report;
+    binary.checkpoint = std::string("\xff\xfe", 2);
+    const auto f = proto::encode(binary, Encoding::Binary);
+    const auto e = expect_error(decode3(f.tag, f.type, f.body));
+    CHECK(e.code == "invalid");
+    CHECK(e.text.find("checkpoint") != std::string::npos);
+    // A PROGRESS without its members is malformed, not half read.
+    const auto missing = expect_error(
+        decode3(proto::kTagJson, "PROGRESS", R"({"req": 9,"job_id": 1001,"generation": 4})"));
+    CHECK(missing.code == "undecodable");
+    // ASSIGNED's resume names jobs of its own ASSIGNED, at most one each.
+    proto::Assigned crowded = resumed;
+    crowded.resume.push_back(crowded.resume.front());
+    const auto c = proto::encode(crowded, Encoding::Binary);
+    CHECK(expect_error(decode3(c.tag, c.type, c.body)).code == "invalid");
 }

@@ -41,7 +41,19 @@ class JobLost:
     detail: str
 
 
-Event = Union[SessionReady, JobAssigned, ClaimEnded, JobLost, Verdict]
+@dataclass
+class ProgressSaved:
+    """The answer to a PROGRESS (protocol 1.5): stored, or refused (REJECTED with the reason a
+    completion of that generation would get, or ``error:<code>``). Never re-sent: the next
+    report supersedes it."""
+    job: JobRef
+    percent: int
+    accepted: bool
+    reason: str = ""
+    detail: str = ""
+
+
+Event = Union[SessionReady, JobAssigned, ClaimEnded, JobLost, Verdict, ProgressSaved]
 
 LEASE_LOST = "lease_lost"
 
@@ -89,6 +101,9 @@ class LinkOptions:
     # Ask for protocol 1.4's reconnect hints: WELCOME's ``sessions`` sizes the window the first
     # reconnection after a loss is spread over, and a refusal's retry_after_ms is waited out.
     reconnect_hints: bool = True
+    # Ask for protocol 1.5's progress: ASSIGNED then carries the checkpoint an earlier holder of
+    # a job saved, and Link.progress() is answered.
+    progress: bool = True
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
 

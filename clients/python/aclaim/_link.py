@@ -159,6 +159,14 @@ class Link(Replies):
         self.held.stop_renewing(job[0])
         return self._submit("RELEASE", {"job_id": job[0], "generation": job[1]})
 
+    def progress(self, job: JobRef, percent: int, note: str, checkpoint: str) -> int:
+        """PROGRESS (protocol 1.5): how far the job is, and what its next holder resumes from;
+        answered by a ProgressSaved event. It does not renew the lease."""
+        _wire.check_progress(percent, note, checkpoint)
+        return self._submit("PROGRESS", {"job_id": job[0], "generation": job[1],
+                                         "percent": percent, "note": note,
+                                         "checkpoint": checkpoint})
+
     def stop_renewing(self, job_id: int) -> None:
         """No more heartbeats for a job that stays held: for rehearsing a stalled reviewer."""
         self.held.stop_renewing(job_id)
@@ -292,12 +300,13 @@ class Link(Replies):
             fields["features"] = ([_wire.FEATURE_COMPLETE_CLAIM] if self._o.complete_claim
                                   else []) + ([_wire.FEATURE_RENEW_HELD] if self._o.renew_held
                                               else []) + ([_wire.FEATURE_RECONNECT_HINTS]
-                                                          if self._o.reconnect_hints else [])
+                                                          if self._o.reconnect_hints else []) + (
+                [_wire.FEATURE_PROGRESS] if self._o.progress else [])
         self._send("HELLO", fields)
 
     def _asks_features(self) -> bool:
-        return ((self._o.complete_claim or self._o.renew_held or self._o.reconnect_hints)
-                and not self._features_refused)
+        return ((self._o.complete_claim or self._o.renew_held or self._o.reconnect_hints or
+                 self._o.progress) and not self._features_refused)
 
     def _reconnect_delay(self, nominal: float, now: float,
                          retry_after: Optional[float]) -> float:

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import _wire
-from ._events import LEASE_LOST, ClaimEnded, Event, JobAssigned, JobLost, SessionReady
+from ._events import (LEASE_LOST, ClaimEnded, Event, JobAssigned, JobLost, ProgressSaved,
+                      SessionReady)
 from ._held import JobRef
 from ._link import Link
 from ._outcome import Outcome, run_handler
-from .model import Job, Verdict
+from .model import Job, Resume, Verdict
 
 log = logging.getLogger("aclaim.worker")
 
@@ -30,6 +31,8 @@ _MAX_POLL_WAIT = 1.0
 
 # Posted by Worker.stop_renewing() like an outcome, so that only the I/O thread acts.
 STOP_RENEWING = "stop_renewing"
+# Posted by Job.progress() (protocol 1.5): a report to send while the handler goes on.
+PROGRESS = "progress"
 
 
 @dataclass
@@ -186,14 +189,33 @@ class Loop:
             elif event.why == "no_work" and \
                     now - self._claim_sent_at < self._s.claim_wait_ms / 2000.0:
                 self._claim_not_before = now + _EARLY_NO_WORK_PAUSE
+        elif isinstance(event, ProgressSaved):
+            if event.accepted:
+                self._link.stats.progress_saved += 1
+                log.debug("worker=%s progress job=%d generation=%d percent=%d saved",
+                          self._s.worker_id, event.job[0], event.job[1], event.percent)
+            else:
+                self._link.stats.progress_refused += 1
+                log.warning("worker=%s progress job=%d generation=%d percent=%d refused: %s (%s)",
+                            self._s.worker_id, event.job[0], event.job[1], event.percent,
+                            event.reason, event.detail)
         elif isinstance(event, SessionReady):
             self._on_ready()
 
     def _on_assigned(self, fields: Dict[str, Any]) -> None:
         link = self._link
-        job = Job(job_id=fields["job_id"], generation=fields["generation"],
+        saved = fields.get("resume")
+        job_id, generation = fields["job_id"], fields["generation"]
+
+        def report(percent: int, note: str, checkpoint: str) -> None:
+            self.post(job_id, generation, Outcome(PROGRESS, progress=(percent, note, checkpoint)))
+
+        job = Job(job_id=job_id, generation=generation,
                   attempts=fields["attempts"], priority=fields["priority"],
-                  payload=fields["payload"], lease_ms=fields["lease_ms"])
+                  payload=fields["payload"], lease_ms=fields["lease_ms"],
+                  resume=Resume(saved["generation"], saved["percent"], saved["note"],
+                                saved["checkpoint"]) if saved else None,
+                  _report=report)
         self._link.stats.claimed += 1
         active = _Active(job)
         self._active[(job.job_id, job.generation)] = active
@@ -270,6 +292,10 @@ class Loop:
                 continue  # released at the stop deadline; whatever it says now is late
             if kind == STOP_RENEWING:
                 link.stop_renewing(job_id)
+                continue
+            if kind == PROGRESS:
+                if not a.finished and outcome.progress is not None:
+                    link.progress(ref, *outcome.progress)
                 continue
             a.finished = True
             if outcome.handler_error:

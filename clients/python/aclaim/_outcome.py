@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 from . import _wire
 from .errors import Cancelled, FailJob, ReleaseJob
@@ -22,6 +22,8 @@ class Outcome:
     text: str = ""
     retryable: bool = False
     handler_error: bool = False  # the handler raised something other than our exceptions
+    # kind "progress" (Job.progress, protocol 1.5): percent, note and checkpoint to send.
+    progress: Optional[Tuple[int, str, str]] = None
 
 
 def run_handler(handler: Callable[[Job], Optional[str]], job: Job, worker_id: str) -> Outcome:

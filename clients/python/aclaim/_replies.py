@@ -7,7 +7,8 @@ import logging
 from typing import Any, Dict, List, Optional
 
 from . import _wire
-from ._events import TERMINAL_OPS, ClaimEnded, Event, JobAssigned, JobLost, Pending, SessionReady
+from ._events import (TERMINAL_OPS, ClaimEnded, Event, JobAssigned, JobLost, Pending,
+                      ProgressSaved, SessionReady)
 from ._held import HeldJobs
 from .errors import WorkerError
 from .model import Verdict, Welcome, WorkerStats
@@ -66,8 +67,12 @@ class Replies:
             self._take(req)
             self._last_assigned = now
             # Jobs are taken even for a claim given up on: the coordinator granted them.
+            # Protocol 1.5: the progress an earlier holder saved, by job.
+            resume = {r["job_id"]: r for r in body.get("resume", ())}
             for job in body["jobs"]:
                 self.held.add((job["job_id"], job["generation"]), job["lease_ms"] / 1000.0, now)
+                if job["job_id"] in resume:
+                    job = dict(job, resume=resume[job["job_id"]])
                 out.append(JobAssigned(job))
         elif kind == "NO_WORK":
             self._take(req)
@@ -89,6 +94,12 @@ class Replies:
                 out.append(JobLost(job, body["reason"], body["detail"]))
         elif kind in ("ACCEPTED", "REJECTED"):
             p = self._take(req)
+            if p is not None and p.kind == "PROGRESS":
+                accepted = kind == "ACCEPTED"
+                out.append(ProgressSaved(p.job(), p.fields["percent"], accepted,
+                                         "" if accepted else body["reason"],
+                                         "" if accepted else body["detail"]))
+                return
             if p is None or p.kind not in TERMINAL_OPS:
                 return  # a late duplicate answer: already reported
             self.held.remove(p.job())
@@ -163,6 +174,8 @@ class Replies:
                                reason="error:" + code, detail=text))
         elif p.kind == "CLAIM":
             out.append(ClaimEnded("error", f"{code}: {text}"))
+        elif p.kind == "PROGRESS":
+            out.append(ProgressSaved(p.job(), p.fields["percent"], False, "error:" + code, text))
         elif p.kind == "RENEW":
             # Soon when the coordinator was only busy, else at the next heartbeat; a lease that
             # is really gone shows up as REVOKED.

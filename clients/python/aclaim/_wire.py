@@ -1,4 +1,4 @@
-"""The aclaim wire protocol's JSON encoding (docs/protocol.md, protocol 1.4): frames, the
+"""The aclaim wire protocol's JSON encoding (docs/protocol.md, protocol 1.5): frames, the
 fields each message must carry, and the ranges a request must respect.
 
 Only this module reads or writes frames. It checks requests before they leave, so that a bad
@@ -50,6 +50,14 @@ FEATURE_RECONNECT_HINTS = "reconnect_hints"
 ``draining`` or ``overloaded`` when to come back (``retry_after_ms``), so that a fleet spreads its
 reconnections (docs/protocol.md, "Reconnecting a fleet")."""
 
+FEATURE_PROGRESS = "progress"
+"""Protocol 1.5: PROGRESS reports how far a held job is (a percentage, a note and a checkpoint),
+answered ACCEPTED or REJECTED, and ASSIGNED carries the last checkpoint an earlier holder saved
+(its member ``resume``), so that the next reviewer resumes from it."""
+
+MAX_PROGRESS_NOTE_BYTES = 200
+MAX_CHECKPOINT_BYTES = 4096
+
 # ERROR codes after which the same request may simply be sent again (the coordinator did not
 # carry it out, or its outcome is decided by the job's row when it is re-sent).
 RETRYABLE_ERRORS = frozenset({"overloaded", "database_unavailable", "database_error",
@@ -77,6 +85,11 @@ _REPLY_FIELDS: Dict[str, Dict[str, type]] = {
 _OPTIONAL_REPLY_FIELDS: Dict[str, Dict[str, type]] = {
     "WELCOME": {"features": list, "sessions": _INT},
     "ERROR": {"retry_after_ms": _INT},
+    # ASSIGNED's resume (1.5) only to a HELLO that asked for progress.
+    "ASSIGNED": {"resume": list},
+}
+_RESUME_FIELDS: Dict[str, type] = {
+    "job_id": _INT, "generation": _INT, "percent": _INT, "note": str, "checkpoint": str,
 }
 _ASSIGNED_JOB_FIELDS: Dict[str, type] = {
     "job_id": _INT, "generation": _INT, "lease_expires_at_us": _INT, "lease_ms": _INT,
@@ -140,6 +153,10 @@ def decode(frames: Sequence[bytes]) -> Tuple[str, Dict[str, Any]]:
             if not isinstance(job, dict):
                 raise WireError(f"ASSIGNED jobs[{i}] is not an object")
             _check_members(f"ASSIGNED jobs[{i}]", job, _ASSIGNED_JOB_FIELDS)
+        for i, entry in enumerate(body.get("resume", ())):
+            if not isinstance(entry, dict):
+                raise WireError(f"ASSIGNED resume[{i}] is not an object")
+            _check_members(f"ASSIGNED resume[{i}]", entry, _RESUME_FIELDS)
     return kind, body
 
 
@@ -201,3 +218,17 @@ def check_claim(max_jobs: int, wait_ms: int) -> None:
         raise ValueError(f"max_jobs must be 1..{MAX_CLAIM_JOBS}, got {max_jobs}")
     if not 0 <= wait_ms <= MAX_CLAIM_WAIT_MS:
         raise ValueError(f"claim wait must be 0..{MAX_CLAIM_WAIT_MS} ms, got {wait_ms}")
+
+
+def check_progress(percent: int, note: str, checkpoint: str) -> None:
+    """PROGRESS: percent 0..100, a note of at most 200 bytes and a checkpoint of at most 4096
+    bytes, both UTF-8 text (an empty checkpoint keeps the one saved last)."""
+    if not isinstance(percent, int) or isinstance(percent, bool) or not 0 <= percent <= 100:
+        raise ValueError(f"percent must be an int 0..100, got {percent!r}")
+    for name, text, limit in (("note", note, MAX_PROGRESS_NOTE_BYTES),
+                              ("checkpoint", checkpoint, MAX_CHECKPOINT_BYTES)):
+        if not isinstance(text, str):
+            raise TypeError(f"a {name} must be a str, got {type(text).__name__}")
+        size = utf8_len(text)
+        if size > limit:
+            raise ValueError(f"a {name} must be at most {limit} bytes of UTF-8, got {size}")

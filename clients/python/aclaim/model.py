@@ -6,8 +6,9 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
+from . import _wire
 from .errors import Cancelled
 
 
@@ -95,9 +96,21 @@ class Cancellation:
 
 
 @dataclass(frozen=True)
+class Resume:
+    """The progress an earlier holder of a job saved (protocol 1.5): resume from
+    ``checkpoint``. ``generation`` is the earlier attempt's, not this one's."""
+
+    generation: int
+    percent: int
+    note: str
+    checkpoint: str
+
+
+@dataclass(frozen=True)
 class Job:
     """A job handed to the handler: what to review (``payload``), its fencing ``generation``,
-    which attempt this is, and its ``cancellation``."""
+    which attempt this is, and its ``cancellation``. ``resume``: the checkpoint an earlier holder
+    saved (protocol 1.5), when one did and the coordinator grants ``progress``."""
 
     job_id: int
     generation: int
@@ -106,10 +119,23 @@ class Job:
     payload: str
     lease_ms: int
     cancellation: Cancellation = field(default_factory=Cancellation, compare=False)
+    resume: Optional[Resume] = None
+    _report: Optional[Callable[[int, str, str], None]] = field(default=None, compare=False,
+                                                               repr=False)
 
     @property
     def cancelled(self) -> bool:
         return self.cancellation.is_set()
+
+    def progress(self, percent: int, note: str = "", checkpoint: str = "") -> None:
+        """Reports how far the review is (0..100), with a note of at most 200 bytes and a
+        checkpoint of at most 4 KiB of text (empty keeps the last one) that whoever holds the
+        job next receives as ``job.resume``. From the handler's thread; the worker sends it and
+        does not wait for the answer. A report from a holder that lost the job is refused and
+        changes nothing. Raises ValueError for a value out of range."""
+        _wire.check_progress(percent, note, checkpoint)
+        if self._report is not None:
+            self._report(percent, note, checkpoint)
 
 
 @dataclass
@@ -124,6 +150,8 @@ class WorkerStats:
     revoked: int = 0  # REVOKED received
     lost_leases: int = 0  # leases that ran out by the worker's clock
     renewals: int = 0  # LEASE received
+    progress_saved: int = 0  # PROGRESS accepted
+    progress_refused: int = 0  # PROGRESS refused (REJECTED or ERROR)
     reconnects: int = 0
     resent: int = 0  # outcomes sent again after a lost reply or a retryable ERROR
     errors: int = 0  # ERROR replies received

@@ -58,7 +58,8 @@ class CompleteClaim(unittest.TestCase):
 
     def test_the_completion_and_the_next_claim_commit_together(self) -> None:
         w = self.serve(2, concurrency=1)
-        self.assertEqual(w.welcome.features, ("complete_claim", "renew_held", "reconnect_hints"))
+        self.assertEqual(w.welcome.features,
+                         ("complete_claim", "renew_held", "reconnect_hints", "progress"))
         first, second = self.ids
         # The first job's completion and the second job's claim: one transaction.
         txids = cluster.rows(

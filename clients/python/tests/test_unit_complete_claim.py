@@ -47,8 +47,10 @@ def answer_claim(h: Harness, carrier: Request, req: int, job_id: int) -> None:
 
 class CompleteClaimLink(unittest.TestCase):
     def harness(self, fakes: int = 1, **options: Any) -> Harness:
-        # Only complete_claim is asked for here (reconnect hints: test_unit_reconnect.py).
+        # Only complete_claim is asked for here (reconnect hints: test_unit_reconnect.py;
+        # progress: test_unit_progress.py).
         options.setdefault("reconnect_hints", False)
+        options.setdefault("progress", False)
         h = Harness(fakes, **options)
         self.addCleanup(h.close)
         return h
@@ -245,6 +247,7 @@ class CompleteClaimWorker(unittest.TestCase):
 
     def worker(self, **options: Any) -> aclaim.Worker:
         options.setdefault("reconnect_hints", False)
+        options.setdefault("progress", False)
         w = aclaim.Worker(self.fake.endpoint, "rev-1", org_id=7, context=self.ctx,
                           reply_timeout=2.0, claim_wait=0.1, stop_timeout=2.0, **options)
         w.start(lambda job: f"review:{job.job_id}")

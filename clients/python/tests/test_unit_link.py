@@ -113,7 +113,7 @@ class LinkTest(unittest.TestCase):
         self.assertEqual(hello.body, {"req": hello.req, "worker_id": "rev-1", "org_id": 7,
                                       "queues": ["electrical", "default"],
                                       "features": ["complete_claim", "renew_held",
-                                                   "reconnect_hints"]})
+                                                   "reconnect_hints", "progress"]})
         job = h.held_job(11)
         self.assertEqual((job["job_id"], job["payload"]), (11, "doc"))
         renew = h.expect("RENEW")

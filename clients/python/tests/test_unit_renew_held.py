@@ -101,7 +101,8 @@ class RenewHeldLink(unittest.TestCase):
         h = self.harness(renew_held=False)
         h.link.start()
         hello = h.expect("HELLO")
-        self.assertEqual(hello.body["features"], ["complete_claim", "reconnect_hints"])
+        self.assertEqual(hello.body["features"],
+                         ["complete_claim", "reconnect_hints", "progress"])
 
     def test_a_renew_of_several_jobs_refused_as_a_message_is_not_sent_again(self) -> None:
         h = self.harness()
