@@ -71,7 +71,7 @@ class CompleteClaim(unittest.TestCase):
     @plaintext_only
     def test_a_worker_that_asks_for_nothing_gets_a_1_1_session(self) -> None:
         w = self.serve(2, concurrency=1, complete_claim=False, renew_held=False,
-                       reconnect_hints=False)
+                       reconnect_hints=False, progress=False)
         self.assertEqual(w.welcome.features, ())
         self.assertEqual(w.stats.completed, 2)
 
