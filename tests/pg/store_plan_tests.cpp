@@ -89,6 +89,29 @@ int widest_jobs_scan(const json& node) {
     return most;
 }
 
+/// The times the plan's spend of rate limit tokens (the update of job_queues, store_sql.hpp's
+/// claim_spend) read job_queues: each loop of a scan of it under that update. -1 when the plan
+/// has no such update.
+int bucket_reads(const json& node, bool in_spend = false) {
+    const bool spend = node.value("Node Type", "") == "ModifyTable" &&
+                       node.value("Relation Name", "") == "job_queues";
+    int reads = 0;
+    bool found = spend;
+    if (in_spend && node.value("Relation Name", "") == "job_queues") {
+        reads += node.value("Actual Loops", 0);
+    }
+    if (node.contains("Plans")) {
+        for (const auto& child : node["Plans"]) {
+            const int r = bucket_reads(child, in_spend || spend);
+            if (r >= 0) {
+                found = true;
+                reads += r;
+            }
+        }
+    }
+    return found || in_spend ? reads : -1;
+}
+
 /// The analyzed plan of the statement prepared as `name`, run on its cached plan with `args`
 /// (rolled back).
 json run_cached(pqxx::connection& conn, const std::string& name, const std::string& args) {
@@ -190,7 +213,19 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
         CHECK(progress_rescans == std::vector<std::string>{});
         // Each request is matched with its row once, not compared with every row of the batch.
         CHECK(most_rows_removed_by_join_filter(plan) < kBatch);
+        // A claim whose queues have no rate limit never reaches the bucket's row: the spend's
+        // one-time gate stops it before it reads job_queues (schema/0021).
+        if (name == "claim" || name == "claim_batch") CHECK(bucket_reads(plan) == 0);
     }
+    // With a rate limit on the queue, the same cached plan does read and spend the bucket.
+    {
+        const auto conn = db.connect();
+        pqxx::nontransaction admin(*conn);
+        admin.exec(
+            "INSERT INTO job_queues (org_id, queue, rate_per_s, rate_burst, updated_at) "
+            "VALUES (1, 'default', 1000, 1000, now())");
+    }
+    CHECK(bucket_reads(run_cached(*coordinator, "claim", busy.at("claim").first)) > 0);
     // A reaper pass reads as many expired rows as it takes back, not all of them: 2,000 leases
     // have run out, the pass takes 500.
     CHECK(widest_jobs_scan(run_cached(*coordinator, "reclaim", busy.at("reclaim").first)) == 500);
