@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/ops/operator_store.hpp"
+#include "coordinator/http/queue_metrics.hpp"
 #include "tests/pg/coordinator_client.hpp"
 
 using namespace aclaim;
@@ -65,4 +66,36 @@ TEST_CASE("a claim parked on an empty bucket gets NO_WORK when its wait ends bef
     // The bucket refills at T0 + 10 s: a claim then gets the second job.
     clock.advance(8s);
     CHECK(w->claim_one().payload == "payload-1");
+}
+
+TEST_CASE("/metrics shows a rate-limited queue's rate, burst and tokens, and nothing for others",
+          "[coordinator][rate][http]") {
+    TestDatabase db;
+    common::ManualClock clock(kT0);
+    {
+        auto conn = db.connect();
+        common::QueueSettings q;
+        q.rate_per_s = 2.5;
+        q.rate_burst = 4;
+        common::OperatorStore(*conn).configure(1, "slow", q, "ops", clock.now(), true);
+        common::QueueSettings plain;
+        plain.max_attempts = 5;
+        common::OperatorStore(*conn).configure(1, "plain", plain, "ops", clock.now(), true);
+    }
+    common::AssignmentStore store(db.dsn());
+    common::NewJob job{0, "p", 3};
+    job.queue = "slow";
+    store.enqueue(1, {job, job, job}, clock.now());
+    REQUIRE(store.claim(1, {"w", 3, {"slow"}}, 10s, clock.now()).leases.size() == 3);
+    clock.advance(200ms);  // 1 token left + 0.5 refilled: 1 whole token
+    coordinator::QueueMetrics metrics(db.dsn(), clock);
+    const auto text = metrics.render();
+    for (const auto& line :
+         {"aclaim_queue_rate_limit{org=\"1\",queue=\"slow\"} 2.5\n",
+          "aclaim_queue_rate_burst{org=\"1\",queue=\"slow\"} 4\n",
+          "aclaim_queue_rate_tokens{org=\"1\",queue=\"slow\"} 1\n"}) {
+        INFO(line);
+        CHECK(text.find(line) != std::string::npos);
+    }
+    CHECK(text.find("aclaim_queue_rate_limit{org=\"1\",queue=\"plain\"}") == std::string::npos);
 }
