@@ -12,6 +12,7 @@
 
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
+#include "tests/pg/ctl_run.hpp"
 #include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
@@ -198,4 +199,30 @@ TEST_CASE("a rate limit is set, changed and removed by an audited operator actio
     CHECK(events[1][1].as<std::string>() == "burst=4");
     CHECK(events[2][0].as<std::string>() == "carol");
     CHECK(events[2][1].as<std::string>() == "rate=0");
+}
+
+TEST_CASE("aclaimctl queue set --rate sets, lists and removes a rate limit, audited with --by",
+          "[ctl][rate]") {
+    testing::TestDatabase db;
+    auto r = testing::run_ctl(db.dsn(), {"queue", "set", "slow", "--org", "1", "--create",
+                                         "--rate", "0.5", "--burst", "3", "--by", "alice"});
+    REQUIRE(r.code == 0);
+    r = testing::run_ctl(db.dsn(), {"queue", "list", "--org", "1"});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("0.5/s b3 t3") != std::string::npos);
+    r = testing::run_ctl(db.dsn(), {"queue", "set", "slow", "--org", "1", "--rate", "0",
+                                    "--burst", "2"});
+    CHECK(r.code == 2);  // a burst without a limit means nothing
+    r = testing::run_ctl(db.dsn(), {"queue", "set", "slow", "--org", "1", "--rate", "0"});
+    REQUIRE(r.code == 0);
+    r = testing::run_ctl(db.dsn(), {"queue", "list", "--org", "1"});
+    CHECK(r.out.find("/s b") == std::string::npos);
+    auto conn = db.connect();
+    pqxx::read_transaction t(*conn);
+    const auto events =
+        t.exec("SELECT actor, detail FROM queue_events WHERE queue = 'slow' ORDER BY id");
+    REQUIRE(events.size() == 2);
+    CHECK(events[0][0].as<std::string>() == "alice");
+    CHECK(events[0][1].as<std::string>() == "rate=0.5, burst=3");
+    CHECK(events[1][1].as<std::string>() == "rate=0");
 }
