@@ -84,7 +84,7 @@ void check_rates(const History& h, const std::unordered_map<JobId, const JobRow*
         if (found == changes.end()) continue;
         auto& bucket = buckets[key];
         auto& next = applied[key];
-        while (next < found->second.size() && found->second[next]->at < e.at) {
+        while (next < found->second.size() && found->second[next]->at <= e.at) {
             bucket.configure(found->second[next]->detail, found->second[next]->at);
             ++next;
         }

@@ -12,7 +12,9 @@
 
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/ops/checker.hpp"
 #include "tests/pg/ctl_run.hpp"
+#include "tests/support/checker_support.hpp"
 #include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
@@ -113,9 +115,20 @@ TEST_CASE("two coordinators together never claim more than the burst plus the ra
     CHECK(total == 22);
     CHECK(std::accumulate(got[0].begin(), got[0].end(), 0) > 0);
     CHECK(std::accumulate(got[1].begin(), got[1].end(), 0) > 0);
-    pqxx::read_transaction t(a.connection());
-    CHECK(t.exec1("SELECT count(*) FROM jobs WHERE queue = 'slow' AND state = 'assigned'")[0]
-              .as<int>() == 22);
+    {
+        pqxx::read_transaction t(a.connection());
+        CHECK(t.exec1("SELECT count(*) FROM jobs WHERE queue = 'slow' AND state = 'assigned'")[0]
+                  .as<int>() == 22);
+    }
+    // The checker proves the same from the audit alone: every claim found a whole token.
+    auto conn = db.connect();
+    auto history = common::load_history(*conn);
+    testing::check_clean(common::check(history));
+    // And it would see one claim too many: the last claim moved 1 ms before the token it took.
+    auto& last = history.events.back();
+    REQUIRE(last.kind == "claimed");
+    last.at -= 1ms;
+    CHECK(testing::caught(history, common::Invariant::RateRespected));
 }
 
 TEST_CASE("a claim on queues without a rate limit writes nothing to job_queues",
