@@ -115,7 +115,7 @@ Transition decide(const std::optional<RowAuthority>& row, Operation op, const Tr
     return t;
 }
 
-/// A row of kClaim or kClaimBatch.
+/// A row of kClaim or kClaimBatch (or their rated variants).
 Lease lease_of(const pqxx::row& row) {
     Lease l;
     l.job_id = row["id"].as<JobId>();
@@ -288,7 +288,8 @@ std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const StoreOptions& options,
         served_queues(requests.empty() ? std::vector<std::string>{} : requests[0].queues);
     if (take_locks) rated = begin_claim(txn, org, queues, options);
     const pqxx::result r =
-        txn.exec_prepared(sql::kClaimBatch.name, org, pg_array(slots), now, lease, queues);
+        txn.exec_prepared(rated ? sql::kClaimBatchRated.name : sql::kClaimBatch.name, org,
+                          pg_array(slots), now, lease, queues);
     for (const auto& row : r) {
         const auto slot = row["slot"].as<std::size_t>();
         out.at(owner.at(slot - 1)).leases.push_back(lease_of(row));
@@ -425,8 +426,9 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
         Scope(txn, options_.row_security).to(org);
         const std::string queues = served_queues(request.queues);
         const bool rated = begin_claim(txn, org, queues, options_);
-        const pqxx::result r = txn.exec_prepared(sql::kClaim.name, org, request.worker,
-                                                 request.max_jobs, now, lease, queues);
+        const pqxx::result r =
+            txn.exec_prepared(rated ? sql::kClaimRated.name : sql::kClaim.name, org,
+                              request.worker, request.max_jobs, now, lease, queues);
         out.refill_at = refill_after(txn, org, queues, rated, r.size(),
                                      static_cast<std::size_t>(request.max_jobs), now);
         commit(txn);

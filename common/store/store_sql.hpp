@@ -124,13 +124,14 @@ inline constexpr const char* kResumeColumns =
 inline constexpr const char* kResumeJoin = "LEFT JOIN job_progress p ON p.job_id = c.id";
 
 /// The served queues that are not paused, with how many jobs each may still hand out: the
-/// requested number, or what its concurrency limit leaves, and no more than the whole tokens its
-/// rate limit's bucket holds at now (`tokens`, NULL for a queue without a rate). $1 is the
-/// organization, {LIMIT} the parameter of the number requested, {QUEUES} that of the served
-/// queues and {NOW} that of now.
+/// requested number, or what its concurrency limit leaves. $1 is the organization, {LIMIT} the
+/// parameter of the number requested and {QUEUES} that of the served queues. With `rated` (the
+/// statement for served queues that include a rate-limited one), also no more than the whole
+/// tokens its bucket holds at {NOW} (`tokens`, NULL for a queue without a rate); without, the
+/// text is the one claims ran before rate limits existed, so that they cost nothing more.
 inline std::string claim_room(std::string_view limit, std::string_view queues,
-                              std::string_view now) {
-    std::string text = R"SQL(room AS (
+                              std::string_view now, bool rated) {
+    std::string text = rated ? R"SQL(room AS (
     SELECT r.queue, least(r.room, coalesce(floor(r.tokens)::int, r.room)) AS room, r.tokens
       FROM (SELECT s.queue,
                    CASE WHEN q.max_assigned IS NULL THEN {LIMIT}
@@ -142,18 +143,31 @@ inline std::string claim_room(std::string_view limit, std::string_view queues,
               FROM (SELECT DISTINCT unnest({QUEUES}) AS queue) AS s
               LEFT JOIN job_queues q ON q.org_id = $1::bigint AND q.queue = s.queue
              WHERE q.paused IS NOT TRUE) AS r
+))SQL"
+                             : R"SQL(room AS (
+    SELECT s.queue,
+           CASE WHEN q.max_assigned IS NULL THEN {LIMIT}
+                ELSE q.max_assigned - (SELECT count(*) FROM jobs a
+                                        WHERE a.org_id = $1::bigint AND a.queue = s.queue
+                                          AND a.state = 'assigned')::int END AS room
+      FROM (SELECT DISTINCT unnest({QUEUES}) AS queue) AS s
+      LEFT JOIN job_queues q ON q.org_id = $1::bigint AND q.queue = s.queue
+     WHERE q.paused IS NOT TRUE
 ))SQL";
     text.replace(text.find("{LIMIT}"), 7, limit);
     text.replace(text.find("{QUEUES}"), 8, queues);
-    text.replace(text.find("{NOW}"), 5, now);
+    if (rated) text.replace(text.find("{NOW}"), 5, now);
     return text;
 }
 
-/// Spends, in the claim's statement, one token of each rate-limited queue's bucket per job the
-/// claim took from it (`claimed`, as counted in `room`, which never gave more than the whole
-/// tokens there were). The one-time EXISTS gate makes a claim whose queues have no rate skip the
-/// update altogether: it writes nothing and reads nothing more. {NOW} is the parameter of now.
-inline std::string claim_spend(std::string_view now) {
+/// Spends, in the rated claim statement, one token of each rate-limited queue's bucket per job
+/// the claim took from it (`claimed`, as counted in `room`, which never gave more than the whole
+/// tokens there were); empty for the unrated one. The one-time EXISTS gate skips the update when
+/// no served queue has a rate any more (a limit removed since kClaimLocks read it cannot be, as
+/// that takes the organization's lock, but the statement does not rely on it). {NOW} is the
+/// parameter of now.
+inline std::string claim_spend(std::string_view now, bool rated) {
+    if (!rated) return "";
     std::string text = R"SQL(, spent AS (
     UPDATE job_queues q
        SET rate_tokens = r.tokens - t.n,
@@ -180,9 +194,8 @@ inline std::string claim_spend(std::string_view now) {
 /// the attempt's deadline. The generation is the next one, or the first of the current
 /// timeline's range when that is higher (the fencing epoch, schema/0009_fencing_epoch.sql): after
 /// a failover that lost commits, no claim repeats a generation granted in the lost history.
-inline const Statement kClaim{
-    "aclaim_claim",
-    "WITH " + claim_room("$3::int", "$6::text[]", "$4::bigint") + R"SQL(, picked AS MATERIALIZED (
+inline std::string claim_text(bool rated) {
+    return "WITH " + claim_room("$3::int", "$6::text[]", "$4::bigint", rated) + R"SQL(, picked AS MATERIALIZED (
     SELECT id, queue, priority, run_at FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
        AND queue IN (SELECT queue FROM room WHERE room > 0)
@@ -214,14 +227,23 @@ inline const Statement kClaim{
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
     SELECT id, org_id, generation, 'claimed', $2::text, aclaim_ts($4::bigint) FROM claimed
-))SQL" + claim_spend("$4::bigint") + R"SQL(
+))SQL" + claim_spend("$4::bigint", rated) + R"SQL(
 SELECT c.id, c.org_id, c.queue, c.generation, c.priority, c.enqueued_us, c.lease_us,
        c.deadline_us, c.attempts, c.max_attempts, c.payload, )SQL" +
-        std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
+           std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
  ORDER BY c.priority DESC, c.run_at_us, c.id
-)SQL",
-    {"org bigint", "worker text", "limit int", "now_us bigint", "lease_us bigint",
-     "queues text[]"}};
+)SQL";
+}
+inline const Statement kClaim{"aclaim_claim",
+                              claim_text(false),
+                              {"org bigint", "worker text", "limit int", "now_us bigint",
+                               "lease_us bigint", "queues text[]"}};
+/// kClaim when a served queue has a rate limit (kClaimLocks' `rated`): its room is bounded by
+/// the bucket too, and it spends the tokens of the jobs it took (claim_spend).
+inline const Statement kClaimRated{"aclaim_claim_rated",
+                                   claim_text(true),
+                                   {"org bigint", "worker text", "limit int", "now_us bigint",
+                                    "lease_us bigint", "queues text[]"}};
 
 /// $1 org, $2 text[] queues served, $3 now. After a claim that came back short, in its
 /// transaction, and only when kClaimLocks found a served queue with a rate limit: the first
@@ -563,9 +585,9 @@ SELECT r.job, r.org, r.generation, 'rejected', r.worker, aclaim_ts($5::bigint), 
 /// unnested array, whose row estimate is the planner's default of ten, made a nested loop that
 /// compared every slot with every job (123,552 comparisons and 69 of a 93 ms statement at 352
 /// jobs). {LOCK} as in kClaim, which this is for many requesters.
-inline const Statement kClaimBatch{
-    "aclaim_claim_batch",
-    "WITH " + claim_room("cardinality($2::text[])", "$5::text[]", "$3::bigint") + R"SQL(, picked AS MATERIALIZED (
+inline std::string claim_batch_text(bool rated) {
+    return "WITH " + claim_room("cardinality($2::text[])", "$5::text[]", "$3::bigint", rated) +
+           R"SQL(, picked AS MATERIALIZED (
     SELECT id, queue, priority, run_at FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
        AND queue IN (SELECT queue FROM room WHERE room > 0)
@@ -602,12 +624,21 @@ inline const Statement kClaimBatch{
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
     SELECT id, org_id, generation, 'claimed', assignee, aclaim_ts($3::bigint) FROM claimed
-))SQL" + claim_spend("$3::bigint") + R"SQL(
+))SQL" + claim_spend("$3::bigint", rated) + R"SQL(
 SELECT c.slot, c.id, c.org_id, c.queue, c.generation, c.priority, c.enqueued_us, c.lease_us,
        c.deadline_us, c.attempts, c.max_attempts, c.payload, )SQL" +
-        std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
+           std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
  ORDER BY c.slot
-)SQL",
+)SQL";
+}
+inline const Statement kClaimBatch{
+    "aclaim_claim_batch",
+    claim_batch_text(false),
+    {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
+/// kClaimBatch when a served queue has a rate limit, as kClaimRated is kClaim's.
+inline const Statement kClaimBatchRated{
+    "aclaim_claim_batch_rated",
+    claim_batch_text(true),
     {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers, $5 now,
@@ -737,7 +768,7 @@ inline const std::vector<const Statement*> kStatements = {
     &kScope,      &kEnqueue,          &kClaimLocks,       &kClaim,       &kRateRefill,
     &kRenew,      &kProgress,         &kComplete,         &kFail,
     &kRelease,    &kReclaim,          &kPromoteDue,       &kNextDue,
-    &kAuthority,  &kAuthorityShared,  &kRejectedBatch,    &kClaimBatch,
+    &kAuthority,  &kAuthorityShared,  &kRejectedBatch,    &kClaimBatch,  &kClaimBatchRated, &kClaimRated,
     &kRenewBatch, &kCompleteBatch,    &kRetentionTryLock, &kRetentionUnlock,
     &kPruneJobs,  &kEnsurePartitions, &kPartitionSummary,
 };
