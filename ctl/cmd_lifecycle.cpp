@@ -243,14 +243,15 @@ int run_list(const Global& global, const QueueArgs& a) {
             retention_text(q.retain_completed) + "/" + retention_text(q.retain_failed) + "/" +
             retention_text(q.retain_discarded) + "/" + retention_text(q.retain_cancelled);
         std::printf(
-            "%6lld %-20s %-7s %8lld %9lld %8lld %9lld %9lld %6lld %9lld %6s %-18s %8s %7s %7s  %s\n",
+            "%6lld %-20s %-7s %8lld %9lld %8lld %9lld %9lld %6lld %9lld %6s %-18s %8s %7s %7s  "
+            "%s\n",
             static_cast<long long>(q.org_id), q.queue.c_str(), q.paused ? "paused" : "running",
             static_cast<long long>(q.pending), static_cast<long long>(q.scheduled),
             static_cast<long long>(q.assigned), static_cast<long long>(q.completed),
             static_cast<long long>(q.discarded), static_cast<long long>(q.failed),
             static_cast<long long>(q.cancelled), opt_text(q.max_assigned).c_str(),
-            rate_text(q).c_str(), opt_text(q.max_attempts).c_str(), opt_text(q.backoff_base).c_str(),
-            opt_text(q.run_timeout).c_str(), kept.c_str());
+            rate_text(q).c_str(), opt_text(q.max_attempts).c_str(),
+            opt_text(q.backoff_base).c_str(), opt_text(q.run_timeout).c_str(), kept.c_str());
     }
     return 0;
 }

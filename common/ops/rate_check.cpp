@@ -19,7 +19,8 @@ namespace {
 std::optional<double> configured(const std::string& detail, const std::string& key) {
     for (std::size_t at = detail.find(key); at != std::string::npos;
          at = detail.find(key, at + 1)) {
-        if (at == 0 || detail[at - 1] == ' ') return std::strtod(detail.c_str() + at + key.size(), nullptr);
+        if (at == 0 || detail[at - 1] == ' ')
+            return std::strtod(detail.c_str() + at + key.size(), nullptr);
     }
     return std::nullopt;
 }
@@ -47,7 +48,7 @@ struct Bucket {
         }
         const double rate_after = new_rate ? *new_rate : rate;
         if (rate_after == 0) return;  // a burst alone, without a limit, changes nothing
-        const int burst_after = new_burst ? static_cast<int>(*new_burst)
+        const int burst_after = new_burst   ? static_cast<int>(*new_burst)
                                 : burst > 0 ? burst
                                             : static_cast<int>(std::ceil(rate_after));
         if (rate > 0) {
@@ -68,7 +69,8 @@ void check_rates(const History& h, const std::unordered_map<JobId, const JobRow*
     using QueueKey = std::pair<OrgId, std::string>;
     std::map<QueueKey, std::vector<const QueueEvent*>> changes;
     for (const auto& q : h.queue_events) {
-        if (q.kind == "configured" && (configured(q.detail, "rate=") || configured(q.detail, "burst="))) {
+        if (q.kind == "configured" &&
+            (configured(q.detail, "rate=") || configured(q.detail, "burst="))) {
             changes[{q.org_id, q.queue}].push_back(&q);
         }
     }

@@ -427,8 +427,8 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
         const std::string queues = served_queues(request.queues);
         const bool rated = begin_claim(txn, org, queues, options_);
         const pqxx::result r =
-            txn.exec_prepared(rated ? sql::kClaimRated.name : sql::kClaim.name, org,
-                              request.worker, request.max_jobs, now, lease, queues);
+            txn.exec_prepared(rated ? sql::kClaimRated.name : sql::kClaim.name, org, request.worker,
+                              request.max_jobs, now, lease, queues);
         out.refill_at = refill_after(txn, org, queues, rated, r.size(),
                                      static_cast<std::size_t>(request.max_jobs), now);
         commit(txn);

@@ -129,8 +129,8 @@ inline constexpr const char* kResumeJoin = "LEFT JOIN job_progress p ON p.job_id
 /// statement for served queues that include a rate-limited one), also no more than the whole
 /// tokens its bucket holds at {NOW} (`tokens`, NULL for a queue without a rate); without, the
 /// text is the one claims ran before rate limits existed, so that they cost nothing more.
-inline std::string claim_room(std::string_view limit, std::string_view queues,
-                              std::string_view now, bool rated) {
+inline std::string claim_room(std::string_view limit, std::string_view queues, std::string_view now,
+                              bool rated) {
     std::string text = rated ? R"SQL(room AS (
     SELECT r.queue, least(r.room, coalesce(floor(r.tokens)::int, r.room)) AS room, r.tokens
       FROM (SELECT s.queue,
@@ -195,7 +195,8 @@ inline std::string claim_spend(std::string_view now, bool rated) {
 /// timeline's range when that is higher (the fencing epoch, schema/0009_fencing_epoch.sql): after
 /// a failover that lost commits, no claim repeats a generation granted in the lost history.
 inline std::string claim_text(bool rated) {
-    return "WITH " + claim_room("$3::int", "$6::text[]", "$4::bigint", rated) + R"SQL(, picked AS MATERIALIZED (
+    return "WITH " + claim_room("$3::int", "$6::text[]", "$4::bigint", rated) +
+           R"SQL(, picked AS MATERIALIZED (
     SELECT id, queue, priority, run_at FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
        AND queue IN (SELECT queue FROM room WHERE room > 0)
@@ -227,7 +228,8 @@ inline std::string claim_text(bool rated) {
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
     SELECT id, org_id, generation, 'claimed', $2::text, aclaim_ts($4::bigint) FROM claimed
-))SQL" + claim_spend("$4::bigint", rated) + R"SQL(
+))SQL" + claim_spend("$4::bigint", rated) +
+           R"SQL(
 SELECT c.id, c.org_id, c.queue, c.generation, c.priority, c.enqueued_us, c.lease_us,
        c.deadline_us, c.attempts, c.max_attempts, c.payload, )SQL" +
            std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
@@ -624,7 +626,8 @@ inline std::string claim_batch_text(bool rated) {
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
     SELECT id, org_id, generation, 'claimed', assignee, aclaim_ts($3::bigint) FROM claimed
-))SQL" + claim_spend("$3::bigint", rated) + R"SQL(
+))SQL" + claim_spend("$3::bigint", rated) +
+           R"SQL(
 SELECT c.slot, c.id, c.org_id, c.queue, c.generation, c.priority, c.enqueued_us, c.lease_us,
        c.deadline_us, c.attempts, c.max_attempts, c.payload, )SQL" +
            std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
@@ -765,12 +768,11 @@ SELECT count(*) FILTER (WHERE state = 'attached') AS attached,
 
 /// Every statement a store prepares at connect, in one table.
 inline const std::vector<const Statement*> kStatements = {
-    &kScope,      &kEnqueue,          &kClaimLocks,       &kClaim,       &kRateRefill,
-    &kRenew,      &kProgress,         &kComplete,         &kFail,
-    &kRelease,    &kReclaim,          &kPromoteDue,       &kNextDue,
-    &kAuthority,  &kAuthorityShared,  &kRejectedBatch,    &kClaimBatch,  &kClaimBatchRated, &kClaimRated,
-    &kRenewBatch, &kCompleteBatch,    &kRetentionTryLock, &kRetentionUnlock,
-    &kPruneJobs,  &kEnsurePartitions, &kPartitionSummary,
-};
+    &kScope,           &kEnqueue,          &kClaimLocks,      &kClaim,      &kRateRefill,
+    &kRenew,           &kProgress,         &kComplete,        &kFail,       &kRelease,
+    &kReclaim,         &kPromoteDue,       &kNextDue,         &kAuthority,  &kAuthorityShared,
+    &kRejectedBatch,   &kClaimBatch,       &kClaimBatchRated, &kClaimRated, &kRenewBatch,
+    &kCompleteBatch,   &kRetentionTryLock, &kRetentionUnlock, &kPruneJobs,  &kEnsurePartitions,
+    &kPartitionSummary};
 
 }  // namespace aclaim::common::sql

@@ -141,9 +141,9 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
                 // monotonic clock (the store said when on the wall clock, both the injected one's).
                 request.retry_at.reset();
                 if (outcome.refill_at) {
-                    request.retry_at = p_.clock.monotonic_now() +
-                                       std::max(common::Duration{0},
-                                                *outcome.refill_at - p_.clock.now());
+                    request.retry_at =
+                        p_.clock.monotonic_now() +
+                        std::max(common::Duration{0}, *outcome.refill_at - p_.clock.now());
                 }
                 if (seq != request.wake_seq ||
                     (request.retry_at && *request.retry_at <= p_.clock.monotonic_now())) {

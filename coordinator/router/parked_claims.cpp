@@ -62,15 +62,13 @@ std::vector<RoutedRequest> ParkedClaims::take_due(Ended ended) {
 }
 
 std::vector<RoutedRequest> ParkedClaims::take_expired() {
-    return take_due([](const RoutedRequest& c, SteadyClock::time_point now) {
-        return c.wait_until <= now;
-    });
+    return take_due(
+        [](const RoutedRequest& c, SteadyClock::time_point now) { return c.wait_until <= now; });
 }
 
 std::vector<RoutedRequest> ParkedClaims::take_refilled() {
-    return take_due([](const RoutedRequest& c, SteadyClock::time_point now) {
-        return c.wait_until > now;
-    });
+    return take_due(
+        [](const RoutedRequest& c, SteadyClock::time_point now) { return c.wait_until > now; });
 }
 
 std::vector<RoutedRequest> ParkedClaims::take_connection(const std::string& routing_id) {

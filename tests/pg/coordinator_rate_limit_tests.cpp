@@ -90,10 +90,9 @@ TEST_CASE("/metrics shows a rate-limited queue's rate, burst and tokens, and not
     clock.advance(200ms);  // 1 token left + 0.5 refilled: 1 whole token
     coordinator::QueueMetrics metrics(db.dsn(), clock);
     const auto text = metrics.render();
-    for (const auto& line :
-         {"aclaim_queue_rate_limit{org=\"1\",queue=\"slow\"} 2.5\n",
-          "aclaim_queue_rate_burst{org=\"1\",queue=\"slow\"} 4\n",
-          "aclaim_queue_rate_tokens{org=\"1\",queue=\"slow\"} 1\n"}) {
+    for (const auto& line : {"aclaim_queue_rate_limit{org=\"1\",queue=\"slow\"} 2.5\n",
+                             "aclaim_queue_rate_burst{org=\"1\",queue=\"slow\"} 4\n",
+                             "aclaim_queue_rate_tokens{org=\"1\",queue=\"slow\"} 1\n"}) {
         INFO(line);
         CHECK(text.find(line) != std::string::npos);
     }

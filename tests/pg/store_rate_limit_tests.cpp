@@ -10,9 +10,9 @@
 #include <numeric>
 #include <thread>
 
+#include "common/ops/checker.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
-#include "common/ops/checker.hpp"
 #include "tests/pg/ctl_run.hpp"
 #include "tests/support/checker_support.hpp"
 #include "tests/support/store_fixture.hpp"
@@ -52,8 +52,10 @@ void enqueue_on(AssignmentStore& store, const std::string& queue, int n, Instant
 /// The xmin of every job_queues row: unchanged when nothing wrote to the table.
 std::string queue_row_versions(AssignmentStore& store) {
     pqxx::read_transaction t(store.connection());
-    return t.exec1("SELECT coalesce(string_agg(queue || ':' || xmin::text, ',' ORDER BY queue), '') "
-                   "FROM job_queues")[0]
+    return t
+        .exec1(
+            "SELECT coalesce(string_agg(queue || ':' || xmin::text, ',' ORDER BY queue), '') "
+            "FROM job_queues")[0]
         .as<std::string>();
 }
 
@@ -145,8 +147,8 @@ TEST_CASE("a claim on queues without a rate limit writes nothing to job_queues",
     const std::string before = queue_row_versions(f.store);
     const auto one = f.store.claim(1, {"w", 2, {"free"}}, kLease, f.clock.now());
     CHECK(one.leases.size() == 2);
-    const auto batch = f.store.claim_batch(1, std::vector<ClaimRequest>{{"w", 2, {"free"}}},
-                                           kLease, f.clock.now());
+    const auto batch = f.store.claim_batch(1, std::vector<ClaimRequest>{{"w", 2, {"free"}}}, kLease,
+                                           f.clock.now());
     CHECK(batch.at(0).leases.size() == 1);
     // Short, and no rate limit served: no refill instant is looked for.
     CHECK_FALSE(batch.at(0).refill_at.has_value());
@@ -217,14 +219,14 @@ TEST_CASE("a rate limit is set, changed and removed by an audited operator actio
 TEST_CASE("aclaimctl queue set --rate sets, lists and removes a rate limit, audited with --by",
           "[ctl][rate]") {
     testing::TestDatabase db;
-    auto r = testing::run_ctl(db.dsn(), {"queue", "set", "slow", "--org", "1", "--create",
-                                         "--rate", "0.5", "--burst", "3", "--by", "alice"});
+    auto r = testing::run_ctl(db.dsn(), {"queue", "set", "slow", "--org", "1", "--create", "--rate",
+                                         "0.5", "--burst", "3", "--by", "alice"});
     REQUIRE(r.code == 0);
     r = testing::run_ctl(db.dsn(), {"queue", "list", "--org", "1"});
     REQUIRE(r.code == 0);
     CHECK(r.out.find("0.5/s b3 t3") != std::string::npos);
-    r = testing::run_ctl(db.dsn(), {"queue", "set", "slow", "--org", "1", "--rate", "0",
-                                    "--burst", "2"});
+    r = testing::run_ctl(db.dsn(),
+                         {"queue", "set", "slow", "--org", "1", "--rate", "0", "--burst", "2"});
     CHECK(r.code == 2);  // a burst without a limit means nothing
     r = testing::run_ctl(db.dsn(), {"queue", "set", "slow", "--org", "1", "--rate", "0"});
     REQUIRE(r.code == 0);
