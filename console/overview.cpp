@@ -33,6 +33,7 @@ void Views::queue_overview(pqxx::transaction_base& txn, const std::vector<common
     query.states.assign(common::kQueueStates.begin(), common::kQueueStates.end());
     query.cap = sql::kExactCountCap;
     query.queues_per_state = sql::kQueuesShown;
+    query.now = now;
     for (const auto& q : common::count_queues(txn, query)) {
         const auto it = by_org.find(q.org_id);
         if (it == by_org.end()) continue;
@@ -43,6 +44,9 @@ void Views::queue_overview(pqxx::transaction_base& txn, const std::vector<common
         json row = {{"queue", q.queue},
                     {"paused", q.paused},
                     {"max_assigned", q.max_assigned ? json(*q.max_assigned) : json(nullptr)},
+                    {"rate_per_s", q.rate_per_s ? json(*q.rate_per_s) : json(nullptr)},
+                    {"rate_burst", q.rate_burst ? json(*q.rate_burst) : json(nullptr)},
+                    {"rate_tokens", q.rate_tokens ? json(*q.rate_tokens) : json(nullptr)},
                     {"counts", counts},
                     {"oldest_pending_age_ms", nullptr}};
         if (q.oldest_pending_us) {

@@ -122,6 +122,8 @@ struct QueueArgs {
     std::string actor = default_actor();
     std::optional<int> max_assigned;
     std::optional<int> max_attempts;
+    std::optional<double> rate;
+    std::optional<int> burst;
     std::string backoff_base, backoff_cap, run_timeout;
     std::string retain_completed, retain_failed, retain_discarded, retain_cancelled;
     bool json = false;
@@ -197,6 +199,10 @@ int run_set(const Global& global, const QueueArgs& a) {
     q.retain_failed = retention(a.retain_failed, "--retain-failed");
     q.retain_discarded = retention(a.retain_discarded, "--retain-discarded");
     q.retain_cancelled = retention(a.retain_cancelled, "--retain-cancelled");
+    q.rate_per_s = a.rate;
+    q.rate_burst = a.burst;
+    if (a.burst && a.rate && *a.rate == 0)
+        throw UsageError("--burst has no meaning with --rate 0, which removes the limit");
     pqxx::connection conn(require_dsn(global));
     try {
         common::OperatorStore(conn).configure(a.org, a.queue, q, a.actor,
@@ -206,7 +212,7 @@ int run_set(const Global& global, const QueueArgs& a) {
     }
     std::printf(
         "queue %s of organization %lld configured; jobs enqueued from now on take its "
-        "retry policy and deadline, and its limit and retention hold at once\n",
+        "retry policy and deadline, and its limits and retention hold at once\n",
         a.queue.c_str(), static_cast<long long>(a.org));
     return 0;
 }
@@ -218,27 +224,34 @@ std::string opt_text(const std::optional<common::Duration>& d) {
     return d ? format_duration(*d) : "-";
 }
 
+/// "-" for no rate limit, else "R/s" with its burst and the whole tokens its bucket holds now.
+std::string rate_text(const common::QueueStatus& q) {
+    if (!q.rate_per_s) return "-";
+    return *q.rate_per_s + "/s b" + opt_text(q.rate_burst) + " t" + opt_text(q.rate_tokens);
+}
+
 int run_list(const Global& global, const QueueArgs& a) {
     pqxx::connection conn(require_dsn(global));
     const auto queues = common::OperatorStore(conn).queues(
         a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt);
-    std::printf("%6s %-20s %-7s %8s %9s %8s %9s %9s %6s %9s %6s %8s %7s %7s  %s\n", "org", "queue",
-                "state", "pending", "scheduled", "assigned", "completed", "discarded", "failed",
-                "cancelled", "limit", "attempts", "backoff", "timeout",
+    std::printf("%6s %-20s %-7s %8s %9s %8s %9s %9s %6s %9s %6s %-18s %8s %7s %7s  %s\n", "org",
+                "queue", "state", "pending", "scheduled", "assigned", "completed", "discarded",
+                "failed", "cancelled", "limit", "rate", "attempts", "backoff", "timeout",
                 "kept completed/failed/discarded/cancelled");
     for (const auto& q : queues) {
         const std::string kept =
             retention_text(q.retain_completed) + "/" + retention_text(q.retain_failed) + "/" +
             retention_text(q.retain_discarded) + "/" + retention_text(q.retain_cancelled);
         std::printf(
-            "%6lld %-20s %-7s %8lld %9lld %8lld %9lld %9lld %6lld %9lld %6s %8s %7s %7s  %s\n",
+            "%6lld %-20s %-7s %8lld %9lld %8lld %9lld %9lld %6lld %9lld %6s %-18s %8s %7s %7s  "
+            "%s\n",
             static_cast<long long>(q.org_id), q.queue.c_str(), q.paused ? "paused" : "running",
             static_cast<long long>(q.pending), static_cast<long long>(q.scheduled),
             static_cast<long long>(q.assigned), static_cast<long long>(q.completed),
             static_cast<long long>(q.discarded), static_cast<long long>(q.failed),
             static_cast<long long>(q.cancelled), opt_text(q.max_assigned).c_str(),
-            opt_text(q.max_attempts).c_str(), opt_text(q.backoff_base).c_str(),
-            opt_text(q.run_timeout).c_str(), kept.c_str());
+            rate_text(q).c_str(), opt_text(q.max_attempts).c_str(),
+            opt_text(q.backoff_base).c_str(), opt_text(q.run_timeout).c_str(), kept.c_str());
     }
     return 0;
 }
@@ -293,6 +306,13 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
     s->add_option("--max-assigned", qa->max_assigned,
                   "Most jobs of the queue assigned at once (0: no limit)")
         ->check(CLI::Range(0, 1000000));
+    s->add_option("--rate", qa->rate,
+                  "Most claims a second from the queue on average, across every coordinator, "
+                  "e.g. 5 or 0.5 (0: no limit); a claim that finds none left waits for the next")
+        ->check(CLI::Range(0.0, 1000000.0));
+    s->add_option("--burst", qa->burst,
+                  "Most claims of the rate limit at once (default: the rate rounded up)")
+        ->check(CLI::Range(1, 1000000));
     s->add_option("--max-attempts", qa->max_attempts,
                   "Attempts before a job is discarded (0: the default, 3)")
         ->check(CLI::Range(0, 1000));

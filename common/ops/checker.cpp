@@ -7,17 +7,18 @@
 
 #include "common/base/enum_names.hpp"
 #include "common/ops/checker_sql.hpp"
+#include "common/ops/rate_check.hpp"
 #include "common/ops/schedule_sql.hpp"
 #include "common/store/pg_time.hpp"
 
 namespace aclaim::common {
 
-constexpr EnumNames<Invariant, 15> kInvariantNames{
+constexpr EnumNames<Invariant, 16> kInvariantNames{
     {"single_completion", "completion_is_current", "generations_increase", "leases_disjoint",
      "nothing_lost", "result_matches_row", "same_organization", "claim_after_run_at",
      "paused_queue_idle", "limit_respected", "ended_stays_ended", "pruned_is_absent",
-     "pruned_was_finished", "schedule_tick_once", "checkpoint_is_current"}};
-static_assert(kInvariantNames.covers(Invariant::CheckpointIsCurrent));
+     "pruned_was_finished", "schedule_tick_once", "checkpoint_is_current", "rate_respected"}};
+static_assert(kInvariantNames.covers(Invariant::RateRespected));
 
 std::string_view to_string(Invariant i) {
     return kInvariantNames(i);
@@ -309,6 +310,7 @@ CheckReport check(const History& h) {
         }
     }
     check_queues(h, rows, violate);
+    check_rates(h, rows, violate);
     // Each scheduler records the ticks it enqueued; two rows for one tick are two jobs for it.
     std::map<std::pair<std::int64_t, Instant>, JobId> ticks;
     for (const auto& t : h.schedule_ticks) {

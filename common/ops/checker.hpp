@@ -77,6 +77,7 @@ enum class Invariant {
     ScheduleTickOnce,     ///< no tick of a schedule was enqueued twice
     CheckpointIsCurrent,  ///< every saved checkpoint (protocol 1.5) is of the latest claim, while
                           ///< its lease is held
+    RateRespected,        ///< no claim from a rate-limited queue found its token bucket empty
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the

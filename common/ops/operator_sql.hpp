@@ -184,8 +184,13 @@ SELECT CASE WHEN NOT $3::bool THEN aclaim_wake(org_id, queue) END FROM q
 
 /// $1 org, $2 queue, $3 max_assigned, $4 max_attempts, $5 backoff base, $6 backoff cap,
 /// $7 run timeout, $11..$14 the retention of completed, failed, discarded and cancelled jobs
-/// (each NULL: keep; 0: back to none or the built-in default), $8 operator, $9 now, $10 detail.
-/// After kOperatorQueueLock, as kOperatorPause.
+/// (each NULL: keep; 0: back to none or the built-in default), $8 operator, $9 now, $10 detail,
+/// $15 the rate limit in claims a second (NULL: keep; 0: no limit) and $16 its burst (NULL: keep
+/// the queue's, or, for a new limit, the rate rounded up). A new limit starts with a full bucket;
+/// a changed one keeps the tokens its bucket holds at now (no more than the new burst), so that
+/// a change never hands out the time before it at the new rate. After kOperatorQueueLock, as
+/// kOperatorPause: a claim holds the organization's lock shared, so the bucket changes between
+/// claims, never under one.
 inline const Statement kOperatorConfigure{
     "aclaim_operator_configure",
     R"SQL(
@@ -193,12 +198,28 @@ WITH q AS (
     INSERT INTO job_queues AS jq (org_id, queue, max_assigned, max_attempts, backoff_base_us,
                                   backoff_cap_us, run_timeout_us, retain_completed_us,
                                   retain_failed_us, retain_discarded_us, retain_cancelled_us,
-                                  updated_at)
+                                  rate_per_s, rate_burst, updated_at)
     VALUES ($1::bigint, $2::text, nullif($3::int, 0), nullif($4::int, 0), nullif($5::bigint, 0),
             nullif($6::bigint, 0), nullif($7::bigint, 0), nullif($11::bigint, 0),
             nullif($12::bigint, 0), nullif($13::bigint, 0), nullif($14::bigint, 0),
+            nullif($15::numeric, 0),
+            CASE WHEN nullif($15::numeric, 0) IS NOT NULL
+                 THEN coalesce($16::int, greatest(1, ceil($15::numeric))::int) END,
             aclaim_ts($9::bigint))
     ON CONFLICT (org_id, queue) DO UPDATE SET
+        rate_per_s = CASE WHEN $15::numeric IS NULL THEN jq.rate_per_s
+                          ELSE nullif($15::numeric, 0) END,
+        rate_burst = CASE WHEN coalesce(nullif($15::numeric, 0), jq.rate_per_s) IS NULL
+                               OR $15::numeric = 0 THEN NULL
+                          ELSE coalesce($16::int, jq.rate_burst,
+                                        greatest(1, ceil($15::numeric))::int) END,
+        rate_tokens = CASE WHEN jq.rate_per_s IS NULL OR $15::numeric = 0 THEN NULL
+                           ELSE least(coalesce($16::int, jq.rate_burst),
+                                      aclaim_rate_tokens(jq.rate_per_s, jq.rate_burst,
+                                                         jq.rate_tokens, jq.rate_refilled_us,
+                                                         $9::bigint)) END,
+        rate_refilled_us = CASE WHEN jq.rate_per_s IS NULL OR $15::numeric = 0 THEN NULL
+                                ELSE greatest(jq.rate_refilled_us, $9::bigint) END,
         max_assigned = CASE WHEN $3::int IS NULL THEN jq.max_assigned ELSE nullif($3::int, 0) END,
         max_attempts = CASE WHEN $4::int IS NULL THEN jq.max_attempts ELSE nullif($4::int, 0) END,
         backoff_base_us = CASE WHEN $5::bigint IS NULL THEN jq.backoff_base_us
@@ -226,7 +247,8 @@ SELECT aclaim_wake(org_id, queue) FROM q
     {"org bigint", "queue text", "max_assigned int", "max_attempts int", "backoff_base_us bigint",
      "backoff_cap_us bigint", "run_timeout_us bigint", "operator text", "now_us bigint",
      "detail text", "retain_completed_us bigint", "retain_failed_us bigint",
-     "retain_discarded_us bigint", "retain_cancelled_us bigint"}};
+     "retain_discarded_us bigint", "retain_cancelled_us bigint", "rate_per_s numeric",
+     "rate_burst int"}};
 
 /// $1 org. The organization's queue lock, exclusive (see kClaimLocks).
 inline constexpr const char* kOperatorQueueLock =
@@ -272,7 +294,11 @@ SELECT q.org_id, q.queue,
        (SELECT aclaim_us(j.run_at) FROM jobs j
          WHERE j.org_id = q.org_id AND j.state = 'pending' AND j.queue = q.queue
          ORDER BY j.run_at LIMIT 1) AS oldest_pending_us,
-       coalesce(jq.paused, false) AS paused, jq.max_assigned, jq.max_attempts,
+       coalesce(jq.paused, false) AS paused, jq.max_assigned, jq.rate_per_s::text AS rate_per_s,
+       jq.rate_burst,
+       floor(aclaim_rate_tokens(jq.rate_per_s, jq.rate_burst, jq.rate_tokens, jq.rate_refilled_us,
+                                $5::bigint))::int AS rate_tokens,
+       jq.max_attempts,
        jq.backoff_base_us, jq.backoff_cap_us, jq.run_timeout_us,
        aclaim_retention_us(q.org_id, q.queue, 'completed') AS retain_completed_us,
        aclaim_retention_us(q.org_id, q.queue, 'failed') AS retain_failed_us,
@@ -282,7 +308,7 @@ SELECT q.org_id, q.queue,
   LEFT JOIN job_queues jq ON jq.org_id = q.org_id AND jq.queue = q.queue
  ORDER BY q.org_id, q.queue
 )SQL",
-    {"orgs bigint[]", "states text[]", "cap bigint", "queues_per_state int"}};
+    {"orgs bigint[]", "states text[]", "cap bigint", "queues_per_state int", "now_us bigint"}};
 
 /// Before kOperatorQueues: its recursive skip scans are index probes whose row estimates look
 /// costly to the planner, which with JIT on spends seconds compiling what then runs in

@@ -1,6 +1,8 @@
 #include "common/ops/operator_store.hpp"
 
 #include <array>
+#include <iomanip>
+#include <sstream>
 #include <string_view>
 
 #include "common/ops/operator_sql.hpp"
@@ -38,6 +40,13 @@ std::optional<JobRecord> read_one(pqxx::transaction_base& txn, JobId id) {
 
 std::string value_text(int v) {
     return std::to_string(v);
+}
+/// A rate as its shortest decimal text (6 significant digits), which the statement reads as an
+/// exact numeric: "0.1", not 0.1000000000000000055...
+std::string value_text(double v) {
+    std::ostringstream out;
+    out << std::setprecision(6) << v;
+    return out.str();
 }
 std::string value_text(Duration d) {
     if (d == kRetainForever) return "forever";
@@ -261,6 +270,10 @@ void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSe
     say("retain_failed", q.retain_failed);
     say("retain_discarded", q.retain_discarded);
     say("retain_cancelled", q.retain_cancelled);
+    say("rate", q.rate_per_s);
+    say("burst", q.rate_burst);
+    std::optional<std::string> rate;
+    if (q.rate_per_s) rate = value_text(*q.rate_per_s);
     pqxx::work txn(conn_, "operator_configure");
     txn.exec(sql::kOperatorLockTimeout);
     txn.exec_params(sql::kOperatorQueueLock, org);
@@ -269,7 +282,8 @@ void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSe
                     micros_of(q.backoff_base), micros_of(q.backoff_cap), micros_of(q.run_timeout),
                     actor, now, detail.empty() ? "nothing changed" : detail,
                     micros_of(q.retain_completed), micros_of(q.retain_failed),
-                    micros_of(q.retain_discarded), micros_of(q.retain_cancelled));
+                    micros_of(q.retain_discarded), micros_of(q.retain_cancelled), rate,
+                    q.rate_burst);
     txn.commit();
 }
 
@@ -307,7 +321,7 @@ std::vector<QueueStatus> count_queues(pqxx::transaction_base& txn, const QueueQu
     std::vector<QueueStatus> out;
     txn.exec(sql::kOperatorQueuesNoJit);
     for (const auto& r : txn.exec_params(sql::kOperatorQueues.text, orgs, pg_array(states),
-                                         query.cap, query.queues_per_state)) {
+                                         query.cap, query.queues_per_state, query.now)) {
         QueueStatus q;
         q.org_id = r["org_id"].as<OrgId>();
         q.queue = r["queue"].as<std::string>();
@@ -320,6 +334,9 @@ std::vector<QueueStatus> count_queues(pqxx::transaction_base& txn, const QueueQu
         }
         q.paused = r["paused"].as<bool>();
         q.max_assigned = int_of(r["max_assigned"]);
+        if (!r["rate_per_s"].is_null()) q.rate_per_s = r["rate_per_s"].as<std::string>();
+        q.rate_burst = int_of(r["rate_burst"]);
+        q.rate_tokens = int_of(r["rate_tokens"]);
         q.max_attempts = int_of(r["max_attempts"]);
         q.backoff_base = duration_of(r["backoff_base_us"]);
         q.backoff_cap = duration_of(r["backoff_cap_us"]);
@@ -338,6 +355,7 @@ std::vector<QueueStatus> OperatorStore::queues(std::optional<OrgId> org) {
     QueueQuery query;
     if (org) query.orgs = std::vector<OrgId>{*org};
     for (const auto& s : kJobStates) query.states.push_back(s.state);
+    query.now = SystemClock().now();
     return count_queues(txn, query);
 }
 

@@ -87,6 +87,10 @@ struct QueueSettings {
     std::optional<Duration> retain_failed;
     std::optional<Duration> retain_discarded;
     std::optional<Duration> retain_cancelled;
+    /// The rate limit: claims a second on average across every coordinator (0: no limit), and
+    /// how many may go at once (the burst; unset: the queue's, or the rate rounded up).
+    std::optional<double> rate_per_s;
+    std::optional<int> rate_burst;
 };
 
 /// A retention that never ends (2^63-1 microseconds, as schema/0007_retention.sql reads it).
@@ -106,6 +110,11 @@ struct QueueStatus {
     std::int64_t count(JobState s) const;
     bool paused = false;
     std::optional<int> max_assigned;
+    /// The rate limit as configured (its decimal text, exact) and burst; none: unlimited.
+    std::optional<std::string> rate_per_s;
+    std::optional<int> rate_burst;
+    /// The whole tokens the queue's bucket holds at the query's `now`; none: unlimited.
+    std::optional<int> rate_tokens;
     std::optional<int> max_attempts;
     std::optional<Duration> backoff_base;
     std::optional<Duration> backoff_cap;
@@ -121,6 +130,7 @@ struct QueueQuery {
     std::vector<JobState> states;
     std::optional<std::int64_t> cap;      ///< count at most cap + 1 jobs per state; none: exact
     std::optional<int> queues_per_state;  ///< at most this many queues per organization and state
+    std::optional<Instant> now;  ///< when rate limit buckets are read (none: as last spent)
 };
 
 /// Jobs per queue and state (sql::kOperatorQueues), in organization and queue order, on the

@@ -164,6 +164,10 @@ struct ClaimOutcome {
     };
     Status status = Status::NoWork;
     std::vector<Lease> leases;
+    /// When the claim came back short while a served queue with pending jobs had an empty rate
+    /// limit bucket: the first instant one of those buckets holds a token again, at which a
+    /// parked claim is worth trying again. Not computed for queues without a rate.
+    std::optional<Instant> refill_at;
 };
 
 std::string_view to_string(ClaimOutcome::Status s);

@@ -1,10 +1,12 @@
 #include "common/store/assignment_store.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <pqxx/pqxx>
 #include <span>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 
 #include "common/store/new_job_arrays.hpp"
 #include "common/store/pg_array.hpp"
@@ -113,7 +115,7 @@ Transition decide(const std::optional<RowAuthority>& row, Operation op, const Tr
     return t;
 }
 
-/// A row of kClaim or kClaimBatch.
+/// A row of kClaim or kClaimBatch (or their rated variants).
 Lease lease_of(const pqxx::row& row) {
     Lease l;
     l.job_id = row["id"].as<JobId>();
@@ -142,15 +144,26 @@ std::string served_queues(const std::vector<std::string>& queues) {
 }
 
 /// The first statement of a claim transaction (kClaimLocks), then, for the wait strategy, the
-/// bound on the claim's own lock wait.
-void begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
+/// bound on the claim's own lock wait. True when a served queue has a rate limit.
+bool begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
                  const StoreOptions& options) {
-    txn.exec_prepared(sql::kClaimLocks.name, org, queues);
+    const pqxx::result r = txn.exec_prepared(sql::kClaimLocks.name, org, queues);
     if (options.lock_strategy == LockStrategy::Wait) {
         // Bound only the claim's wait: a completion queued behind a waiting claimer's row
         // lock must still go through.
         txn.exec_params(sql::kSetLocalLockTimeout.text, std::to_string(options.lock_timeout_ms));
     }
+    return r[0]["rated"].as<std::int64_t>() > 0;
+}
+
+/// After a claim that handed out `got` of `wanted` jobs: when a rate limit may have held it back,
+/// the instant a served bucket that holds back pending jobs refills (kRateRefill).
+std::optional<Instant> refill_after(pqxx::work& txn, OrgId org, const std::string& queues,
+                                    bool rated, std::size_t got, std::size_t wanted, Instant now) {
+    if (!rated || got >= wanted) return std::nullopt;
+    const pqxx::result r = txn.exec_prepared(sql::kRateRefill.name, org, queues, now);
+    if (r.empty() || r[0]["refill_us"].is_null()) return std::nullopt;
+    return r[0]["refill_us"].as<Instant>();
 }
 
 /// The arrays of a coalesced renew or complete, one element per request.
@@ -257,10 +270,10 @@ Transition reject(pqxx::work& txn, Scope& scope, Operation op, const TransitionR
 }
 
 /// claim_batch's statement (and, with take_locks, the claim's locks first) in `txn`, which is
-/// scoped to org.
+/// scoped to org. `rated`: the locks, taken by the caller, found a served queue with a rate limit.
 std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const StoreOptions& options, OrgId org,
                                    std::span<const ClaimRequest> requests, Duration lease,
-                                   Instant now, bool take_locks) {
+                                   Instant now, bool take_locks, bool rated) {
     std::vector<ClaimOutcome> out(requests.size());
     // Slot s belongs to owner[s]: each requester holds max_jobs consecutive slots.
     std::vector<std::string> slots;
@@ -273,15 +286,19 @@ std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const StoreOptions& options,
     }
     const std::string queues =
         served_queues(requests.empty() ? std::vector<std::string>{} : requests[0].queues);
-    if (take_locks) begin_claim(txn, org, queues, options);
+    if (take_locks) rated = begin_claim(txn, org, queues, options);
     const pqxx::result r =
-        txn.exec_prepared(sql::kClaimBatch.name, org, pg_array(slots), now, lease, queues);
+        txn.exec_prepared(rated ? sql::kClaimBatchRated.name : sql::kClaimBatch.name, org,
+                          pg_array(slots), now, lease, queues);
     for (const auto& row : r) {
         const auto slot = row["slot"].as<std::size_t>();
         out.at(owner.at(slot - 1)).leases.push_back(lease_of(row));
     }
-    for (auto& o : out) {
+    const auto refill = refill_after(txn, org, queues, rated, r.size(), slots.size(), now);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        auto& o = out[i];
         o.status = o.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
+        if (std::cmp_less(o.leases.size(), requests[i].max_jobs)) o.refill_at = refill;
     }
     return out;
 }
@@ -408,9 +425,12 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
         pqxx::work txn(*conn_, "claim");
         Scope(txn, options_.row_security).to(org);
         const std::string queues = served_queues(request.queues);
-        begin_claim(txn, org, queues, options_);
-        const pqxx::result r = txn.exec_prepared(sql::kClaim.name, org, request.worker,
-                                                 request.max_jobs, now, lease, queues);
+        const bool rated = begin_claim(txn, org, queues, options_);
+        const pqxx::result r =
+            txn.exec_prepared(rated ? sql::kClaimRated.name : sql::kClaim.name, org, request.worker,
+                              request.max_jobs, now, lease, queues);
+        out.refill_at = refill_after(txn, org, queues, rated, r.size(),
+                                     static_cast<std::size_t>(request.max_jobs), now);
         commit(txn);
         for (const auto& row : r) out.leases.push_back(lease_of(row));
     } catch (const pqxx::sql_error& e) {
@@ -511,7 +531,7 @@ std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
     try {
         pqxx::work txn(*conn_, "claim_batch");
         Scope(txn, options_.row_security).to(org);
-        out = claim_in(txn, options_, org, requests, lease, now, true);
+        out = claim_in(txn, options_, org, requests, lease, now, true, false);
         commit(txn);
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kLockNotAvailable) throw;
@@ -583,13 +603,13 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
     // holds the organization's lock exclusively and then locks rows cannot wait on a row this
     // transaction completed while this one waits on the organization's lock.
     scope.to(org);
-    begin_claim(txn, org,
-                served_queues(claims.empty() ? std::vector<std::string>{} : claims[0].queues),
-                options_);
+    const bool rated = begin_claim(
+        txn, org, served_queues(claims.empty() ? std::vector<std::string>{} : claims[0].queues),
+        options_);
     out.completions = complete_in(txn, scope, options_.row_security, completions, now);
     // The completions' scope may have moved to another organization, or to all of them.
     scope.to(org);
-    out.claims = claim_in(txn, options_, org, claims, lease, now, false);
+    out.claims = claim_in(txn, options_, org, claims, lease, now, false, rated);
     commit(txn);
     return out;
 }

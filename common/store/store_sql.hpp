@@ -92,14 +92,21 @@ SELECT id, created, state
 /// exclusive, so a claim sees a pause that committed before it and a pause waits for the claims
 /// already running), and the lock of each served queue that has a concurrency limit exclusive,
 /// in name order: claims on a limited queue take turns, and each counts the leases out after the
-/// previous one committed, so no number of coordinators can exceed the limit together.
+/// previous one committed, so no number of coordinators can exceed the limit together. A queue
+/// with a rate limit (schema/0021_queue_rate_limits.sql) is locked the same way, so that each
+/// claim reads its bucket after the previous one spent from it. `rated` counts those queues: a
+/// claim that came back short asks when their buckets refill only when there are some.
 inline const Statement kClaimLocks{"aclaim_claim_locks",
                                    R"SQL(
 SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
        (SELECT count(pg_advisory_xact_lock(aclaim_queue_lock($1::bigint, queue)))
           FROM (SELECT queue FROM job_queues
                  WHERE org_id = $1::bigint AND queue = ANY($2::text[])
-                   AND max_assigned IS NOT NULL ORDER BY queue) AS limited) AS limited
+                   AND (max_assigned IS NOT NULL OR rate_per_s IS NOT NULL)
+                 ORDER BY queue) AS limited) AS limited,
+       (SELECT count(*) FROM job_queues
+         WHERE org_id = $1::bigint AND queue = ANY($2::text[])
+           AND rate_per_s IS NOT NULL) AS rated
 )SQL",
                                    {"org bigint", "queues text[]"}};
 
@@ -118,9 +125,26 @@ inline constexpr const char* kResumeJoin = "LEFT JOIN job_progress p ON p.job_id
 
 /// The served queues that are not paused, with how many jobs each may still hand out: the
 /// requested number, or what its concurrency limit leaves. $1 is the organization, {LIMIT} the
-/// parameter of the number requested and {QUEUES} that of the served queues.
-inline std::string claim_room(std::string_view limit, std::string_view queues) {
-    std::string text = R"SQL(room AS (
+/// parameter of the number requested and {QUEUES} that of the served queues. With `rated` (the
+/// statement for served queues that include a rate-limited one), also no more than the whole
+/// tokens its bucket holds at {NOW} (`tokens`, NULL for a queue without a rate); without, the
+/// text is the one claims ran before rate limits existed, so that they cost nothing more.
+inline std::string claim_room(std::string_view limit, std::string_view queues, std::string_view now,
+                              bool rated) {
+    std::string text = rated ? R"SQL(room AS (
+    SELECT r.queue, least(r.room, coalesce(floor(r.tokens)::int, r.room)) AS room, r.tokens
+      FROM (SELECT s.queue,
+                   CASE WHEN q.max_assigned IS NULL THEN {LIMIT}
+                        ELSE q.max_assigned - (SELECT count(*) FROM jobs a
+                                                WHERE a.org_id = $1::bigint AND a.queue = s.queue
+                                                  AND a.state = 'assigned')::int END AS room,
+                   aclaim_rate_tokens(q.rate_per_s, q.rate_burst, q.rate_tokens,
+                                      q.rate_refilled_us, {NOW}) AS tokens
+              FROM (SELECT DISTINCT unnest({QUEUES}) AS queue) AS s
+              LEFT JOIN job_queues q ON q.org_id = $1::bigint AND q.queue = s.queue
+             WHERE q.paused IS NOT TRUE) AS r
+))SQL"
+                             : R"SQL(room AS (
     SELECT s.queue,
            CASE WHEN q.max_assigned IS NULL THEN {LIMIT}
                 ELSE q.max_assigned - (SELECT count(*) FROM jobs a
@@ -132,6 +156,30 @@ inline std::string claim_room(std::string_view limit, std::string_view queues) {
 ))SQL";
     text.replace(text.find("{LIMIT}"), 7, limit);
     text.replace(text.find("{QUEUES}"), 8, queues);
+    if (rated) text.replace(text.find("{NOW}"), 5, now);
+    return text;
+}
+
+/// Spends, in the rated claim statement, one token of each rate-limited queue's bucket per job
+/// the claim took from it (`claimed`, as counted in `room`, which never gave more than the whole
+/// tokens there were); empty for the unrated one. The one-time EXISTS gate skips the update when
+/// no served queue has a rate any more (a limit removed since kClaimLocks read it cannot be, as
+/// that takes the organization's lock, but the statement does not rely on it). {NOW} is the
+/// parameter of now.
+inline std::string claim_spend(std::string_view now, bool rated) {
+    if (!rated) return "";
+    std::string text = R"SQL(, spent AS (
+    UPDATE job_queues q
+       SET rate_tokens = r.tokens - t.n,
+           rate_refilled_us = greatest(coalesce(q.rate_refilled_us, {NOW}), {NOW})
+      FROM room r,
+           (SELECT queue, count(*) AS n FROM claimed GROUP BY queue) AS t
+     WHERE EXISTS (SELECT 1 FROM room WHERE tokens IS NOT NULL)
+       AND r.tokens IS NOT NULL AND t.queue = r.queue
+       AND q.org_id = $1::bigint AND q.queue = r.queue
+))SQL";
+    text.replace(text.find("{NOW}"), 5, now);
+    text.replace(text.find("{NOW}"), 5, now);
     return text;
 }
 
@@ -146,9 +194,9 @@ inline std::string claim_room(std::string_view limit, std::string_view queues) {
 /// the attempt's deadline. The generation is the next one, or the first of the current
 /// timeline's range when that is higher (the fencing epoch, schema/0009_fencing_epoch.sql): after
 /// a failover that lost commits, no claim repeats a generation granted in the lost history.
-inline const Statement kClaim{
-    "aclaim_claim",
-    "WITH " + claim_room("$3::int", "$6::text[]") + R"SQL(, picked AS MATERIALIZED (
+inline std::string claim_text(bool rated) {
+    return "WITH " + claim_room("$3::int", "$6::text[]", "$4::bigint", rated) +
+           R"SQL(, picked AS MATERIALIZED (
     SELECT id, queue, priority, run_at FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
        AND queue IN (SELECT queue FROM room WHERE room > 0)
@@ -180,14 +228,43 @@ inline const Statement kClaim{
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
     SELECT id, org_id, generation, 'claimed', $2::text, aclaim_ts($4::bigint) FROM claimed
-)
+))SQL" + claim_spend("$4::bigint", rated) +
+           R"SQL(
 SELECT c.id, c.org_id, c.queue, c.generation, c.priority, c.enqueued_us, c.lease_us,
        c.deadline_us, c.attempts, c.max_attempts, c.payload, )SQL" +
-        std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
+           std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
  ORDER BY c.priority DESC, c.run_at_us, c.id
+)SQL";
+}
+inline const Statement kClaim{"aclaim_claim",
+                              claim_text(false),
+                              {"org bigint", "worker text", "limit int", "now_us bigint",
+                               "lease_us bigint", "queues text[]"}};
+/// kClaim when a served queue has a rate limit (kClaimLocks' `rated`): its room is bounded by
+/// the bucket too, and it spends the tokens of the jobs it took (claim_spend).
+inline const Statement kClaimRated{"aclaim_claim_rated",
+                                   claim_text(true),
+                                   {"org bigint", "worker text", "limit int", "now_us bigint",
+                                    "lease_us bigint", "queues text[]"}};
+
+/// $1 org, $2 text[] queues served, $3 now. After a claim that came back short, in its
+/// transaction, and only when kClaimLocks found a served queue with a rate limit: the first
+/// instant at which a served, unpaused, rate-limited queue that holds a pending job and whose
+/// bucket is empty has a whole token again (NULL: none is held back by its rate). Each queue's
+/// pending jobs are probed in jobs_org_state, one entry each.
+inline const Statement kRateRefill{"aclaim_rate_refill",
+                                   R"SQL(
+SELECT min(aclaim_rate_refill_us(q.rate_per_s, q.rate_burst, q.rate_tokens, q.rate_refilled_us,
+                                 $3::bigint)) AS refill_us
+  FROM job_queues q
+ WHERE q.org_id = $1::bigint AND q.queue = ANY($2::text[]) AND q.rate_per_s IS NOT NULL
+   AND NOT q.paused
+   AND aclaim_rate_tokens(q.rate_per_s, q.rate_burst, q.rate_tokens, q.rate_refilled_us,
+                          $3::bigint) < 1
+   AND EXISTS (SELECT 1 FROM jobs j
+                WHERE j.org_id = q.org_id AND j.state = 'pending' AND j.queue = q.queue)
 )SQL",
-    {"org bigint", "worker text", "limit int", "now_us bigint", "lease_us bigint",
-     "queues text[]"}};
+                                   {"org bigint", "queues text[]", "now_us bigint"}};
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 now, $6 lease length.
 /// Only lease_expires_at changes, and it is not indexed, so a renewal can be a HOT update. The
@@ -510,9 +587,9 @@ SELECT r.job, r.org, r.generation, 'rejected', r.worker, aclaim_ts($5::bigint), 
 /// unnested array, whose row estimate is the planner's default of ten, made a nested loop that
 /// compared every slot with every job (123,552 comparisons and 69 of a 93 ms statement at 352
 /// jobs). {LOCK} as in kClaim, which this is for many requesters.
-inline const Statement kClaimBatch{
-    "aclaim_claim_batch",
-    "WITH " + claim_room("cardinality($2::text[])", "$5::text[]") + R"SQL(, picked AS MATERIALIZED (
+inline std::string claim_batch_text(bool rated) {
+    return "WITH " + claim_room("cardinality($2::text[])", "$5::text[]", "$3::bigint", rated) +
+           R"SQL(, picked AS MATERIALIZED (
     SELECT id, queue, priority, run_at FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
        AND queue IN (SELECT queue FROM room WHERE room > 0)
@@ -549,12 +626,22 @@ inline const Statement kClaimBatch{
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
     SELECT id, org_id, generation, 'claimed', assignee, aclaim_ts($3::bigint) FROM claimed
-)
+))SQL" + claim_spend("$3::bigint", rated) +
+           R"SQL(
 SELECT c.slot, c.id, c.org_id, c.queue, c.generation, c.priority, c.enqueued_us, c.lease_us,
        c.deadline_us, c.attempts, c.max_attempts, c.payload, )SQL" +
-        std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
+           std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
  ORDER BY c.slot
-)SQL",
+)SQL";
+}
+inline const Statement kClaimBatch{
+    "aclaim_claim_batch",
+    claim_batch_text(false),
+    {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
+/// kClaimBatch when a served queue has a rate limit, as kClaimRated is kClaim's.
+inline const Statement kClaimBatchRated{
+    "aclaim_claim_batch_rated",
+    claim_batch_text(true),
     {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers, $5 now,
@@ -681,12 +768,11 @@ SELECT count(*) FILTER (WHERE state = 'attached') AS attached,
 
 /// Every statement a store prepares at connect, in one table.
 inline const std::vector<const Statement*> kStatements = {
-    &kScope,      &kEnqueue,          &kClaimLocks,       &kClaim,
-    &kRenew,      &kProgress,         &kComplete,         &kFail,
-    &kRelease,    &kReclaim,          &kPromoteDue,       &kNextDue,
-    &kAuthority,  &kAuthorityShared,  &kRejectedBatch,    &kClaimBatch,
-    &kRenewBatch, &kCompleteBatch,    &kRetentionTryLock, &kRetentionUnlock,
-    &kPruneJobs,  &kEnsurePartitions, &kPartitionSummary,
-};
+    &kScope,           &kEnqueue,          &kClaimLocks,      &kClaim,      &kRateRefill,
+    &kRenew,           &kProgress,         &kComplete,        &kFail,       &kRelease,
+    &kReclaim,         &kPromoteDue,       &kNextDue,         &kAuthority,  &kAuthorityShared,
+    &kRejectedBatch,   &kClaimBatch,       &kClaimBatchRated, &kClaimRated, &kRenewBatch,
+    &kCompleteBatch,   &kRetentionTryLock, &kRetentionUnlock, &kPruneJobs,  &kEnsurePartitions,
+    &kPartitionSummary};
 
 }  // namespace aclaim::common::sql

@@ -127,6 +127,12 @@ async function setPaused(org, queue, paused) {
   await render(false);
 }
 
+// A queue's rate limit: claims a second, how many at once, and the tokens its bucket holds now.
+function rateText(q) {
+  if (q.rate_per_s === null || q.rate_per_s === undefined) return '—';
+  return `${q.rate_per_s}/s, burst ${q.rate_burst}, ${q.rate_tokens} left`;
+}
+
 // Every queue of every organization on the page in one table, deepest backlog first: which queue
 // is backing up is the question, whichever organization it belongs to.
 function queueTable(organizations, cap) {
@@ -142,6 +148,7 @@ function queueTable(organizations, cap) {
       el('td', {}, el('a', { href: `#/jobs?org=${q.org_id}&queue=${encodeURIComponent(q.queue)}`, text: q.queue })),
       el('td', { class: 'switch', text: q.paused ? 'paused' : 'running' }),
       el('td', { text: q.max_assigned === null ? '—' : q.max_assigned }),
+      el('td', { class: 'rate', text: rateText(q) }),
       QUEUE_STATES.map((s) => el('td', { class: 'n', 'data-state': s, text: capped(q.counts[s], cap) })),
       el('td', { text: ago(q.oldest_pending_age_ms) }),
       el('td', { class: 'actions' }, input, ' ',
@@ -149,7 +156,7 @@ function queueTable(organizations, cap) {
                        onclick: () => setPaused(q.org_id, q.queue, !q.paused), text: q.paused ? 'Resume' : 'Pause' })));
   });
   return el('table', { id: 'queues', class: 'queues' },
-    el('thead', {}, el('tr', {}, ['org', 'queue', 'switch', 'limit', ...QUEUE_STATES, 'oldest pending', 'action'].map((h) => el('th', { text: h })))),
+    el('thead', {}, el('tr', {}, ['org', 'queue', 'switch', 'limit', 'rate', ...QUEUE_STATES, 'oldest pending', 'action'].map((h) => el('th', { text: h })))),
     el('tbody', {}, rows));
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <pqxx/pqxx>
+#include <span>
 #include <sstream>
 
 #include "common/ops/operator_store.hpp"
@@ -42,10 +43,37 @@ constexpr Gauge kGauges[] = {
      [](const common::QueueStatus& q, common::Micros) { return q.paused ? 1.0 : 0.0; }},
 };
 
+/// The rate limit gauges, for the queues that have a rate limit only: a queue without one
+/// exports no series here, as it has no limit to show.
+void rate_gauges(std::span<const common::QueueStatus> queues, std::ostream& out) {
+    out << "# HELP aclaim_queue_rate_limit Claims a second the queue's rate limit allows, across "
+           "every coordinator.\n# TYPE aclaim_queue_rate_limit gauge\n";
+    for (const auto& q : queues) {
+        if (!q.rate_per_s) continue;
+        out << "aclaim_queue_rate_limit{org=\"" << q.org_id << "\",queue=\"" << q.queue << "\"} "
+            << *q.rate_per_s << "\n";
+    }
+    out << "# HELP aclaim_queue_rate_burst Claims the queue's rate limit allows at once.\n"
+           "# TYPE aclaim_queue_rate_burst gauge\n";
+    for (const auto& q : queues) {
+        if (!q.rate_burst) continue;
+        out << "aclaim_queue_rate_burst{org=\"" << q.org_id << "\",queue=\"" << q.queue << "\"} "
+            << *q.rate_burst << "\n";
+    }
+    out << "# HELP aclaim_queue_rate_tokens Whole claims the queue's rate limit bucket holds "
+           "now.\n# TYPE aclaim_queue_rate_tokens gauge\n";
+    for (const auto& q : queues) {
+        if (!q.rate_tokens) continue;
+        out << "aclaim_queue_rate_tokens{org=\"" << q.org_id << "\",queue=\"" << q.queue << "\"} "
+            << *q.rate_tokens << "\n";
+    }
+}
+
 /// Every queue with work to do, waiting work or settings, deepest first (ties in organization and
 /// queue order, as count_queues lists them).
-std::vector<common::QueueStatus> deepest_first(pqxx::transaction_base& txn) {
+std::vector<common::QueueStatus> deepest_first(pqxx::transaction_base& txn, common::Instant now) {
     common::QueueQuery query;
+    query.now = now;
     query.states.assign(common::kQueueStates.begin(), common::kQueueStates.end());
     auto queues = common::count_queues(txn, query);
     std::stable_sort(queues.begin(), queues.end(),
@@ -82,7 +110,7 @@ std::string QueueMetrics::read() {
         }
         pqxx::read_transaction txn(*conn_);
         const auto now = clock_.now();
-        const auto all = deepest_first(txn);
+        const auto all = deepest_first(txn, now);
         const auto shown = std::min(all.size(), static_cast<std::size_t>(QueueMetrics::kMaxSeries));
         out << "# HELP aclaim_queue_stats_up 1 when the per-queue gauges could be read.\n"
                "# TYPE aclaim_queue_stats_up gauge\naclaim_queue_stats_up 1\n";
@@ -99,6 +127,7 @@ std::string QueueMetrics::read() {
                     << g.value(q, common::to_micros(now)) << "\n";
             }
         }
+        rate_gauges(std::span(all).first(shown), out);
         // The consumer groups' gauges are read apart: a failure there (a statement timeout over
         // many groups) leaves the queue gauges above standing.
         std::ostringstream groups;

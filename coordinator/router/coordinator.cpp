@@ -257,6 +257,7 @@ std::chrono::milliseconds Coordinator::drain_quiet() const {
 
 void Coordinator::housekeeping(SteadyClock::time_point now) {
     for (auto& claim : parked_.take_expired()) replier_.answer_no_work(claim, "wait ended");
+    outcomes_.refilled(parked_.take_refilled());
     dispatcher_.expire(now);
     accept_monitor_->drain();
     // Gauges and the liveness tick are refreshed every round, so that they stay true however

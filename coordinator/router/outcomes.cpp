@@ -35,6 +35,17 @@ void Outcomes::process(std::deque<Event> events) {
     }
 }
 
+void Outcomes::refilled(std::vector<RoutedRequest> claims) {
+    if (claims.empty()) return;
+    if (p_.dispatcher.draining()) {
+        for (auto& claim : claims) {
+            p_.replier.answer_no_work(claim, std::string(proto::errors::kDraining));
+        }
+        return;
+    }
+    wake(std::move(claims));
+}
+
 void Outcomes::wake(std::vector<RoutedRequest> claims) {
     for (auto& claim : claims) {
         claim.wake_seq = p_.wakes.seq(claim.ask().org_id);
@@ -126,8 +137,18 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
                 // A notification that arrived while this claim ran may be for a job the claim's
                 // snapshot could not see: look again instead of waiting for the next one.
                 const auto seq = p_.wakes.seq(from.org_id);
-                if (seq != request.wake_seq) {
+                // Held back by a rate limit: look again when its bucket has a token, on the
+                // monotonic clock (the store said when on the wall clock, both the injected one's).
+                request.retry_at.reset();
+                if (outcome.refill_at) {
+                    request.retry_at =
+                        p_.clock.monotonic_now() +
+                        std::max(common::Duration{0}, *outcome.refill_at - p_.clock.now());
+                }
+                if (seq != request.wake_seq ||
+                    (request.retry_at && *request.retry_at <= p_.clock.monotonic_now())) {
                     request.wake_seq = seq;
+                    request.retry_at.reset();
                     p_.dispatcher.dispatch(std::move(request));
                 } else {
                     p_.metrics.parked.fetch_add(1, std::memory_order_relaxed);

@@ -38,6 +38,8 @@ class Outcomes {
 
     /// Handles the events collected from the mailbox, in order.
     void process(std::deque<Event> events);
+    /// Dispatches again the parked claims whose rate-limited queue's bucket has refilled.
+    void refilled(std::vector<RoutedRequest> claims);
 
   private:
     void on_outcome(RequestOutcome& outcome);

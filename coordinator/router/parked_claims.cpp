@@ -6,7 +6,8 @@ namespace aclaim::coordinator {
 
 void ParkedClaims::park(RoutedRequest claim) {
     const auto org = claim.ask().org_id;
-    const auto until = claim.wait_until;
+    auto until = claim.wait_until;
+    if (claim.retry_at && *claim.retry_at < until) until = *claim.retry_at;
     by_org_[org].emplace(until, std::move(claim));
     ++count_;
 }
@@ -40,19 +41,34 @@ std::vector<RoutedRequest> ParkedClaims::take_all() {
     return out;
 }
 
-std::vector<RoutedRequest> ParkedClaims::take_expired() {
+template <class Ended>
+std::vector<RoutedRequest> ParkedClaims::take_due(Ended ended) {
     const auto now = clock_.monotonic_now();
     std::vector<RoutedRequest> out;
     for (auto it = by_org_.begin(); it != by_org_.end();) {
         auto& claims = it->second;
-        while (!claims.empty() && claims.begin()->first <= now) {
-            out.push_back(std::move(claims.begin()->second));
-            claims.erase(claims.begin());
+        for (auto c = claims.begin(); c != claims.end() && c->first <= now;) {
+            if (ended(c->second, now)) {
+                out.push_back(std::move(c->second));
+                c = claims.erase(c);
+            } else {
+                ++c;
+            }
         }
         it = claims.empty() ? by_org_.erase(it) : std::next(it);
     }
     count_ -= out.size();
     return out;
+}
+
+std::vector<RoutedRequest> ParkedClaims::take_expired() {
+    return take_due(
+        [](const RoutedRequest& c, SteadyClock::time_point now) { return c.wait_until <= now; });
+}
+
+std::vector<RoutedRequest> ParkedClaims::take_refilled() {
+    return take_due(
+        [](const RoutedRequest& c, SteadyClock::time_point now) { return c.wait_until > now; });
 }
 
 std::vector<RoutedRequest> ParkedClaims::take_connection(const std::string& routing_id) {

@@ -12,8 +12,9 @@
 
 namespace aclaim::coordinator {
 
-/// CLAIMs that found no work and wait for a notification or the end of their wait, by
-/// organization and deadline. Router thread only.
+/// CLAIMs that found no work and wait for a notification, the end of their wait or, held back by
+/// a rate limit, the instant its bucket refills; by organization and the earlier of those two
+/// instants. Router thread only.
 class ParkedClaims {
   public:
     /// A claim's wait ends at its wait_until on the clock's monotonic time; the clock must
@@ -28,14 +29,20 @@ class ParkedClaims {
     std::vector<RoutedRequest> take_all();
     /// Removes and returns the claims whose wait has ended by now.
     std::vector<RoutedRequest> take_expired();
+    /// Removes and returns the claims whose retry_at has come while their wait goes on.
+    std::vector<RoutedRequest> take_refilled();
     /// Removes and returns the claims of one connection.
     std::vector<RoutedRequest> take_connection(const std::string& routing_id);
 
-    /// The earliest end of a wait, if any claim is parked.
+    /// The earliest end of a wait or retry_at, if any claim is parked.
     std::optional<SteadyClock::time_point> next_deadline() const;
     std::size_t size() const { return count_; }
 
   private:
+    /// The parked claims whose key has come by now and of which `ended` says that they go.
+    template <class Ended>
+    std::vector<RoutedRequest> take_due(Ended ended);
+
     const common::Clock& clock_;
     using ByDeadline = std::multimap<SteadyClock::time_point, RoutedRequest>;
     std::unordered_map<common::OrgId, ByDeadline> by_org_;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/proto/protocol.hpp"
@@ -34,6 +35,9 @@ struct RoutedRequest {
     /// CLAIM only: the organization's wake count when this attempt was dispatched, so that a
     /// notification that raced with an empty claim is not lost.
     std::uint64_t wake_seq = 0;
+    /// CLAIM only, parked: when a rate limit's bucket that held it back has a token again, at
+    /// which it is dispatched again if its wait has not ended (ClaimOutcome::refill_at).
+    std::optional<SteadyClock::time_point> retry_at;
 
     const StoreRequest& ask() const { return db.ask; }
     RequestKind kind() const { return db.kind(); }

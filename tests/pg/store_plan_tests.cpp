@@ -89,6 +89,29 @@ int widest_jobs_scan(const json& node) {
     return most;
 }
 
+/// The times the plan's spend of rate limit tokens (the update of job_queues, store_sql.hpp's
+/// claim_spend, in the rated claim statements only) read job_queues: each loop of a scan of it
+/// under that update. -1 when the plan has no such update.
+int bucket_reads(const json& node, bool in_spend = false) {
+    const bool spend = node.value("Node Type", "") == "ModifyTable" &&
+                       node.value("Relation Name", "") == "job_queues";
+    int reads = 0;
+    bool found = spend;
+    if (in_spend && node.value("Relation Name", "") == "job_queues") {
+        reads += node.value("Actual Loops", 0);
+    }
+    if (node.contains("Plans")) {
+        for (const auto& child : node["Plans"]) {
+            const int r = bucket_reads(child, in_spend || spend);
+            if (r >= 0) {
+                found = true;
+                reads += r;
+            }
+        }
+    }
+    return found || in_spend ? reads : -1;
+}
+
 /// The analyzed plan of the statement prepared as `name`, run on its cached plan with `args`
 /// (rolled back).
 json run_cached(pqxx::connection& conn, const std::string& name, const std::string& args) {
@@ -149,6 +172,7 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
             {"complete_batch", common::sql::kCompleteBatch.text},
             {"claim_batch", with_lock(common::sql::kClaimBatch.text)},
             {"claim", with_lock(common::sql::kClaim.text)},
+            {"claim_rated", with_lock(common::sql::kClaimRated.text)},
             {"reclaim", common::sql::kReclaim.text},
         };
         for (const auto& [name, text] : statements) session.exec("PREPARE " + name + " AS " + text);
@@ -190,7 +214,20 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
         CHECK(progress_rescans == std::vector<std::string>{});
         // Each request is matched with its row once, not compared with every row of the batch.
         CHECK(most_rows_removed_by_join_filter(plan) < kBatch);
+        // A claim whose queues have no rate limit runs the statement without the spend.
+        if (name == "claim" || name == "claim_batch") CHECK(bucket_reads(plan) == -1);
     }
+    // The rated claim on queues without a rate stops at its spend's one-time gate; with a rate
+    // limit on the queue, the same cached plan reads and spends the bucket.
+    CHECK(bucket_reads(run_cached(*coordinator, "claim_rated", busy.at("claim").first)) == 0);
+    {
+        const auto conn = db.connect();
+        pqxx::nontransaction admin(*conn);
+        admin.exec(
+            "INSERT INTO job_queues (org_id, queue, rate_per_s, rate_burst, updated_at) "
+            "VALUES (1, 'default', 1000, 1000, now())");
+    }
+    CHECK(bucket_reads(run_cached(*coordinator, "claim_rated", busy.at("claim").first)) > 0);
     // A reaper pass reads as many expired rows as it takes back, not all of them: 2,000 leases
     // have run out, the pass takes 500.
     CHECK(widest_jobs_scan(run_cached(*coordinator, "reclaim", busy.at("reclaim").first)) == 500);

@@ -197,3 +197,38 @@ TEST_CASE("the checker catches a schedule tick enqueued twice", "[checker][sched
     h.schedule_ticks.push_back({1, 7, t0, 13});
     CHECK(caught(h, Invariant::ScheduleTickOnce));
 }
+
+TEST_CASE("rate_respected replays each rate-limited queue's bucket over its claims",
+          "[checker][rate]") {
+    // Queue r limited to one claim a second, one at a time, from 50 us; three jobs claimed.
+    auto rated = [](Micros second, Micros third) {
+        History h;
+        for (JobId j = 1; j <= 3; ++j) {
+            h.jobs.push_back({j, 1, "assigned", 1, std::nullopt, std::nullopt, "r"});
+            h.events.push_back({j, j, 1, 0, "enqueued", "", instant_from_micros(10), "queue r"});
+        }
+        h.queue_events.push_back(
+            {1, "r", "configured", instant_from_micros(50), "max_attempts=3, rate=1, burst=1"});
+        h.events.push_back({4, 1, 1, 1, "claimed", "a", instant_from_micros(100), ""});
+        h.events.push_back({5, 2, 1, 1, "claimed", "b", instant_from_micros(second), ""});
+        h.events.push_back({6, 3, 1, 1, "claimed", "c", instant_from_micros(third), ""});
+        return h;
+    };
+    CHECK(check(rated(1'000'100, 2'000'100)).ok());
+    CHECK(caught(rated(1'000'099, 2'000'100), Invariant::RateRespected));  // 1 us short
+    // A burst of two: the first two may go at once, the third waits for a token.
+    auto burst = rated(100, 1'000'100);
+    burst.queue_events[0].detail = "rate=1, burst=2";
+    CHECK_FALSE(caught(burst, Invariant::RateRespected));
+    auto early = rated(100, 1'000'000);
+    early.queue_events[0].detail = "rate=1, burst=2";
+    CHECK(caught(early, Invariant::RateRespected));
+    // A larger burst set later keeps the tokens the bucket holds: it does not fill it.
+    auto raised = rated(100, 2'000'100);
+    raised.queue_events.push_back({1, "r", "configured", instant_from_micros(60), "burst=2"});
+    CHECK(caught(raised, Invariant::RateRespected));
+    // The limit removed: anything goes.
+    auto removed = rated(100, 100);
+    removed.queue_events.push_back({1, "r", "configured", instant_from_micros(60), "rate=0"});
+    CHECK(check(removed).ok());
+}
