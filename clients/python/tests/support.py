@@ -19,6 +19,7 @@ import threading
 import time
 import unittest
 import urllib.parse
+import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import psycopg2
@@ -66,6 +67,21 @@ def wait_for(what: str, condition: Callable[[], Any], timeout: float = 10.0,
             raise AssertionError(f"timed out after {timeout} s waiting for {what} "
                                  f"(last: {value!r})")
         time.sleep(interval)
+
+
+def unique(prefix: str) -> str:
+    """A name (of a worker, queue or document) no other test of the run uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def close_checked(cluster: "Cluster") -> None:
+    """A test module's tearDownModule: closes its cluster once `aclaimctl check` has found no
+    violation in the history the module's tests left."""
+    try:
+        report = cluster.check()
+        assert "violation" not in report.lower(), report
+    finally:
+        cluster.close()
 
 
 def _with_database(dsn: str, name: str) -> str:

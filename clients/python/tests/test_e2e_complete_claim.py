@@ -8,11 +8,10 @@ jobs. The transaction alone does not tell a carried claim from one sent right af
 from __future__ import annotations
 
 import unittest
-import uuid
 
 import checkout  # noqa: F401  (puts the checkout's aclaim first on the path)
 
-from support import Cluster, Verdicts, plaintext_only
+from support import Cluster, Verdicts, close_checked, plaintext_only, unique
 
 import aclaim
 
@@ -27,15 +26,7 @@ def setUpModule() -> None:
 
 
 def tearDownModule() -> None:
-    try:
-        report = cluster.check()
-        assert "violation" not in report.lower(), report
-    finally:
-        cluster.close()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+    close_checked(cluster)
 
 
 class CompleteClaim(unittest.TestCase):

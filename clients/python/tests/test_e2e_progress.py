@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import threading
 import unittest
-import uuid
 
 import checkout  # noqa: F401  (puts the checkout's aclaim first on the path)
 
-from support import Cluster, Verdicts, wait_for
+from support import Cluster, Verdicts, close_checked, unique, wait_for
 
 import aclaim
 
@@ -31,15 +30,7 @@ def setUpModule() -> None:
 
 
 def tearDownModule() -> None:
-    try:
-        report = cluster.check()
-        assert "violation" not in report.lower(), report
-    finally:
-        cluster.close()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+    close_checked(cluster)
 
 
 class Progress(unittest.TestCase):

@@ -13,11 +13,11 @@ import subprocess
 import sys
 import threading
 import unittest
-import uuid
 
 import checkout
 
-from support import ORG, Cluster, Verdicts, free_port, plaintext_only, wait_for
+from support import (
+    ORG, Cluster, Verdicts, close_checked, free_port, plaintext_only, unique, wait_for)
 from support import mode as cluster_mode
 
 import aclaim
@@ -36,15 +36,7 @@ def setUpModule() -> None:
 
 
 def tearDownModule() -> None:
-    try:
-        report = cluster.check()
-        assert "violation" not in report.lower(), report
-    finally:
-        cluster.close()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+    close_checked(cluster)
 
 
 class WorkerTest(unittest.TestCase):
