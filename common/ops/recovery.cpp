@@ -18,7 +18,7 @@ constexpr std::array<std::pair<RecoveryClass, std::string_view>, 5> kClassNames{
     {RecoveryClass::Inconsistent, "inconsistent"},
 }};
 
-constexpr std::array<std::pair<Contradiction, std::string_view>, 11> kContradictionNames{{
+constexpr std::array<std::pair<Contradiction, std::string_view>, 13> kContradictionNames{{
     {Contradiction::AlreadyQuarantined, "already_quarantined"},
     {Contradiction::ForeignOrganizationEvents, "foreign_organization_events"},
     {Contradiction::GenerationBehindLog, "generation_behind_log"},
@@ -30,6 +30,8 @@ constexpr std::array<std::pair<Contradiction, std::string_view>, 11> kContradict
     {Contradiction::CompletionEventMismatch, "completion_event_mismatch"},
     {Contradiction::CompletedMoreThanOnce, "completed_more_than_once"},
     {Contradiction::CompletionLoggedForUnfinishedRow, "completion_logged_for_unfinished_row"},
+    {Contradiction::ProgressOfUngrantedGeneration, "progress_of_ungranted_generation"},
+    {Contradiction::ForeignOrganizationProgress, "foreign_organization_progress"},
 }};
 
 std::string num(std::int64_t v) {
@@ -126,7 +128,8 @@ std::string Classification::explanation() const {
 }
 
 Classification classify(const JobRecord& row, const std::optional<ResultRecord>& result,
-                        const EventSummary& events, Instant now) {
+                        const EventSummary& events, Instant now,
+                        const std::optional<ProgressMark>& progress) {
     Classification c;
     auto add = [&c](Contradiction code, std::string what) {
         c.findings.push_back({code, std::move(what)});
@@ -215,6 +218,18 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
                     (events.latest_completion ? describe(*events.latest_completion) : "") +
                     ") but " + row_state);
         }
+        // A report stays after its generation moved on (the next holder resumes from it), so
+        // one of an earlier generation is history; one the row never reached is not.
+        if (progress && progress->generation > row.generation) {
+            add(Contradiction::ProgressOfUngrantedGeneration,
+                "job_progress holds a report of generation " + num(progress->generation) +
+                    " but " + row_state + "; only a holder of a granted generation saves progress");
+        }
+        if (progress && progress->org_id != row.org_id) {
+            add(Contradiction::ForeignOrganizationProgress,
+                "job_progress holds a report of organization " + num(progress->org_id) +
+                    " but the row belongs to organization " + num(row.org_id));
+        }
     }
 
     if (!c.findings.empty()) {
@@ -223,7 +238,10 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
         c.cls = RecoveryClass::Inconsistent;
         c.evidence = "row: " + describe(row) +
                      "\nresult: " + (result ? describe(*result) : "none") +
-                     "\nevents: " + describe(events);
+                     "\nevents: " + describe(events) +
+                     (progress ? "\nprogress: generation " + num(progress->generation) +
+                                     ", organization " + num(progress->org_id)
+                               : "");
         return c;
     }
     switch (row.state) {

@@ -64,6 +64,8 @@ enum class Contradiction {
     CompletionEventMismatch,           ///< the logged completion has another generation or ref
     CompletedMoreThanOnce,             ///< the log records more than one accepted completion
     CompletionLoggedForUnfinishedRow,  ///< the log records a completion the row does not show
+    ProgressOfUngrantedGeneration,     ///< saved progress of a generation the row never reached
+    ForeignOrganizationProgress,       ///< saved progress of another organization
 };
 
 std::string_view to_string(Contradiction c);
@@ -84,11 +86,21 @@ struct Classification {
     std::string explanation() const;
 };
 
+/// The job's saved progress (protocol 1.5, job_progress) as far as recovery reads it: who wrote
+/// it. Only a holder of a granted generation writes progress (fenced on the row), so a report of
+/// a generation the row never reached, or of another organization, was written outside the
+/// contract.
+struct ProgressMark {
+    Generation generation = 0;
+    OrgId org_id = 0;
+};
+
 /// Classifies one job as of now. A row is inconsistent if any contradiction holds; otherwise
 /// completed and failed rows are terminal, pending rows pending, and assigned rows live while
 /// lease_expires_at > now and expired from the instant it is reached, as the reaper decides.
 Classification classify(const JobRecord& row, const std::optional<ResultRecord>& result,
-                        const EventSummary& events, Instant now);
+                        const EventSummary& events, Instant now,
+                        const std::optional<ProgressMark>& progress = std::nullopt);
 
 /// Published results or events whose job row does not exist: reported, never acted on.
 struct Orphan {

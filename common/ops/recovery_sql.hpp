@@ -36,6 +36,11 @@ inline const std::string kReadJobs =
 inline const std::string kReadResults =
     std::string("SELECT ") + kResultColumns + " FROM job_results {FILTER} ORDER BY job_id";
 
+/// Who wrote each job's saved progress (job_progress, schema/0020_progress.sql): the generation and
+/// organization, not the report itself.
+inline constexpr const char* kReadProgress =
+    "SELECT job_id, org_id, generation FROM job_progress {FILTER} ORDER BY job_id";
+
 /// One summary row per job of the audit log (see EventSummary). The latest operator resolution
 /// ('unquarantined') is found per job first; completions and organizations are then counted only
 /// after it. The four quoted events are fetched by id in the same statement.

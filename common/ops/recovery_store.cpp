@@ -64,6 +64,11 @@ std::pair<JobId, EventSummary> read_summary(const pqxx::row& r) {
     return {job, std::move(s)};
 }
 
+std::pair<JobId, ProgressMark> progress_mark_of(const pqxx::row& r) {
+    return {r["job_id"].as<JobId>(),
+            ProgressMark{r["generation"].as<Generation>(), r["org_id"].as<OrgId>()}};
+}
+
 /// Reads one job's row (locked when lock is set), result and event summary.
 std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool lock,
                                     Instant now) {
@@ -78,7 +83,9 @@ std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool
     if (!results.empty()) s.result = result_record_of(results[0]);
     const auto summaries = txn.exec_params(fill(sql::kReadEventSummaries, sql::kLinkedOne), job);
     if (!summaries.empty()) s.events = read_summary(summaries[0]).second;
-    s.classification = classify(s.row, s.result, s.events, now);
+    const auto progress = txn.exec_params(fill(sql::kReadProgress, sql::kLinkedOne), job);
+    if (!progress.empty()) s.progress = progress_mark_of(progress[0]).second;
+    s.classification = classify(s.row, s.result, s.events, now, s.progress);
     return s;
 }
 
@@ -95,10 +102,10 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
     RecoveryReport report;
     report.now = now;
     report.org = org;
-    pqxx::result jobs, results, summaries;
+    pqxx::result jobs, results, summaries, progress;
     PrunedIds pruned;
     {
-        // One snapshot for the three reads, so that a completion committing in between cannot
+        // One snapshot for the reads, so that a completion committing in between cannot
         // show up as a row without its result.
         pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn_, "recover_survey");
         auto run = [&](const std::string& tmpl, const char* all, const char* of_org) {
@@ -108,6 +115,7 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
         jobs = run(sql::kReadJobs, sql::kJobsAll, sql::kJobsOfOrg);
         results = run(sql::kReadResults, sql::kLinkedAll, sql::kLinkedOfOrg);
         summaries = run(sql::kReadEventSummaries, sql::kLinkedAll, sql::kLinkedOfOrg);
+        progress = run(sql::kReadProgress, sql::kLinkedAll, sql::kLinkedOfOrg);
         pruned = PrunedIds(load_pruned(txn));
         txn.commit();
     }
@@ -118,6 +126,8 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
     }
     std::map<JobId, EventSummary> events_of;
     for (const auto& r : summaries) events_of.insert(read_summary(r));
+    std::map<JobId, ProgressMark> progress_of;
+    for (const auto& r : progress) progress_of.insert(progress_mark_of(r));
 
     for (const auto& r : jobs) {
         JobSnapshot s;
@@ -130,7 +140,8 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
             s.events = std::move(it->second);
             events_of.erase(it);
         }
-        s.classification = classify(s.row, s.result, s.events, now);
+        if (auto it = progress_of.find(s.row.id); it != progress_of.end()) s.progress = it->second;
+        s.classification = classify(s.row, s.result, s.events, now, s.progress);
         const auto index = static_cast<std::size_t>(s.classification.cls);
         ++report.by_org[s.row.org_id][index];
         ++report.totals[index];

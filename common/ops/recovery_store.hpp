@@ -20,6 +20,7 @@ struct JobSnapshot {
     JobRecord row;
     std::optional<ResultRecord> result;
     EventSummary events;
+    std::optional<ProgressMark> progress;  ///< who wrote the job's saved progress, if any
     Classification classification;
 };
 
@@ -79,7 +80,7 @@ class RecoveryStore {
   public:
     explicit RecoveryStore(pqxx::connection& conn) : conn_(conn) {}
 
-    /// Reads jobs, job_results and job_events (one statement each, in one repeatable-read
+    /// Reads jobs, job_results, job_events and job_progress (one statement each, in one repeatable-read
     /// snapshot) and classifies every job as of now.
     RecoveryReport survey(Instant now, std::optional<OrgId> org = std::nullopt);
 

@@ -355,3 +355,46 @@ TEST_CASE("the survey is not fooled by rejected requests and reports orphans", "
     CHECK(report.orphans[0].reason == "orphan_result");
     CHECK(f.recovery.apply(report, kActor).empty());
 }
+
+TEST_CASE("recovery reads saved progress: its own holder's is history, a forged one is quarantined",
+          "[recovery][progress]") {
+    Fixture f;
+    const auto honest = f.enqueue_one();
+    const auto forged = f.enqueue_one();
+    const auto a = f.claim("rev-a");
+    REQUIRE(a.job_id == honest);
+    common::TransitionRequest report{1, honest, a.generation, "rev-a"};
+    report.percent = 60;
+    report.checkpoint = "page=12";
+    REQUIRE(f.store.progress(report, f.clock.now()).accepted());
+    const auto b = f.claim("rev-b");
+    REQUIRE(b.job_id == forged);
+    // A report of a generation no claim granted: written beside the store, as a partial restore
+    // or a manual repair could.
+    f.sql("INSERT INTO job_progress (job_id, org_id, generation, percent, updated_at) VALUES (" +
+          std::to_string(forged) + ", 1, " + std::to_string(b.generation + 1) +
+          ", 90, aclaim_ts(" + std::to_string(common::to_micros(f.clock.now())) + "))");
+
+    const auto survey = f.recovery.survey(f.clock.now());
+    CHECK(survey.totals == counts(0, 1, 0, 0, 1));
+    REQUIRE(survey.inconsistent.size() == 1);
+    CHECK(survey.inconsistent[0].row.id == forged);
+    REQUIRE(survey.inconsistent[0].progress);
+    CHECK(survey.inconsistent[0].progress->generation == b.generation + 1);
+    CHECK(survey.inconsistent[0].classification.reason() == "progress_of_ungranted_generation");
+
+    const auto outcomes = f.recovery.apply(survey, kActor);
+    REQUIRE(outcomes.size() == 1);
+    CHECK(outcomes[0].job_id == forged);
+    CHECK(outcomes[0].action == ApplyAction::Quarantined);
+    CHECK(testing::job_state(*f.conn, forged) == "quarantined");
+    CHECK(testing::job_state(*f.conn, honest) == "assigned");
+    CHECK_THAT(text_of(*f.conn, "SELECT quarantine_reason FROM jobs WHERE id = " +
+                                    std::to_string(forged)),
+               Catch::StartsWith("progress_of_ungranted_generation: "));
+    // The holder's checkpoint and the forged report both stay as they were: recovery reports,
+    // it does not normalize.
+    CHECK(text_of(*f.conn, "SELECT count(*) FROM job_progress") == "2");
+    CHECK(text_of(*f.conn, "SELECT checkpoint FROM job_progress WHERE job_id = " +
+                               std::to_string(honest)) == "page=12");
+}

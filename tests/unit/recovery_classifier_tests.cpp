@@ -218,6 +218,51 @@ TEST_CASE("generations the log does not back are contradictions", "[recovery]") 
     }
 }
 
+TEST_CASE("saved progress is checked against the generations the row reached", "[recovery]") {
+    const auto live = assigned_row(3, kNow + 60 * kSeconds);
+    SECTION("a report of the current or an earlier generation is history") {
+        for (const Generation g : {Generation{1}, Generation{3}}) {
+            const auto c = classify(live, std::nullopt, claimed_up_to(3), kNow, ProgressMark{g, kOrg});
+            CHECK(c.cls == RecoveryClass::Live);
+            CHECK(c.findings.empty());
+        }
+        const auto done = classify(completed_row(2, "r/42"), result(2, "r/42"),
+                                   with_completion(claimed_up_to(2), 2, "r/42"), kNow,
+                                   ProgressMark{2, kOrg});
+        CHECK(done.cls == RecoveryClass::Terminal);
+    }
+    SECTION("a report of a generation the row never reached") {
+        const auto c = classify(live, std::nullopt, claimed_up_to(3), kNow, ProgressMark{4, kOrg});
+        CHECK(c.cls == RecoveryClass::Inconsistent);
+        REQUIRE(codes(c) ==
+                std::vector<Contradiction>{Contradiction::ProgressOfUngrantedGeneration});
+        CHECK(c.reason() == "progress_of_ungranted_generation");
+        CHECK_THAT(c.findings[0].what, Catch::Contains("generation 4") &&
+                                           Catch::Contains("assigned at generation 3"));
+        CHECK_THAT(c.evidence, Catch::Contains("progress: generation 4, organization 7"));
+    }
+    SECTION("a report of a pending row that was never claimed") {
+        const auto c = classify(pending_row(0), std::nullopt, EventSummary{}, kNow,
+                                ProgressMark{1, kOrg});
+        CHECK(codes(c) ==
+              std::vector<Contradiction>{Contradiction::ProgressOfUngrantedGeneration});
+    }
+    SECTION("a report of another organization") {
+        const auto c =
+            classify(live, std::nullopt, claimed_up_to(3), kNow, ProgressMark{3, kOrg + 1});
+        CHECK(codes(c) == std::vector<Contradiction>{Contradiction::ForeignOrganizationProgress});
+        CHECK_THAT(c.findings[0].what, Catch::Contains("organization 8"));
+    }
+    SECTION("a quarantined row keeps its own reason") {
+        auto row = live;
+        row.state = JobState::Quarantined;
+        row.quarantined_from = "assigned";
+        row.quarantine_reason = "earlier";
+        const auto c = classify(row, std::nullopt, claimed_up_to(3), kNow, ProgressMark{9, kOrg});
+        CHECK(codes(c) == std::vector<Contradiction>{Contradiction::AlreadyQuarantined});
+    }
+}
+
 TEST_CASE("completion events that do not match the row are contradictions", "[recovery]") {
     SECTION("a completed row whose completion is missing from the log") {
         const auto c =

@@ -120,6 +120,7 @@ SELECT e.job_id, e.org_id, e.generation, e.kind, e.worker, pg_temp.t(e.minute), 
     (205, 2, 1, 'claimed', 'rev-2c', -20, ''),
     (206, 2, 0, 'enqueued', NULL, -85, ''),
     (206, 2, 1, 'claimed', 'rev-2a', -80, ''),
+    (206, 2, 1, 'checkpoint', 'rev-2a', -30, 'step=2'),
     (207, 2, 0, 'enqueued', NULL, -305, ''),
     (207, 2, 1, 'claimed', 'rev-2d', -300, ''),
     (207, 2, 1, 'reclaimed', 'rev-2d', -240, 'lease expired'),
@@ -137,5 +138,12 @@ SELECT org_id, id, 'completed', queue, generation, attempts, result_ref, complet
 -- generation 3 holding a lease and whose log has no completion.
 INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, result_ref, at)
 VALUES (1, 111, 'completed', 'default', 3, 3, 'results/1/111.json', pg_temp.t(-22));
+
+-- Saved progress (protocol 1.5). rev-2a checkpointed 206 at step 2 of its review before the
+-- outage: history the next holder resumes from. And a second contradiction on 111: a report of
+-- generation 4, which no claim granted (the row and its log stop at 3).
+INSERT INTO job_progress (job_id, org_id, generation, percent, note, checkpoint, updated_at)
+VALUES (206, 2, 1, 40, 'page 4 of 10', 'step=2', pg_temp.t(-30)),
+       (111, 1, 4, 90, '', '', pg_temp.t(-21));
 
 COMMIT;
