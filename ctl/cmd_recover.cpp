@@ -95,6 +95,11 @@ nlohmann::json report_json(const RecoveryReport& report, bool apply,
                                   {"reason", o.reason},
                                   {"evidence", o.evidence}});
     }
+    out["queues"] = nlohmann::json::array();
+    for (const auto& q : report.queues) {
+        out["queues"].push_back(
+            {{"org_id", q.org_id}, {"queue", q.queue}, {"reason", q.reason}, {"what", q.what}});
+    }
     out["actions"] = nlohmann::json::array();
     for (const auto& a : outcomes) {
         out["actions"].push_back({{"job_id", a.job_id},
@@ -150,6 +155,14 @@ void print_report(std::FILE* out, const RecoveryReport& report, bool apply) {
             std::fprintf(out, "job %lld (org %lld): %s\n  evidence: %s\n",
                          static_cast<long long>(o.job_id), static_cast<long long>(o.org_id),
                          o.reason.c_str(), indent(o.evidence).c_str());
+        }
+    }
+    if (!report.queues.empty()) {
+        std::fprintf(out, "\nqueues (rate buckets that will not do as set; never acted on): %zu\n",
+                     report.queues.size());
+        for (const auto& q : report.queues) {
+            std::fprintf(out, "queue %s (org %lld): %s\n  what: %s\n", q.queue.c_str(),
+                         static_cast<long long>(q.org_id), q.reason.c_str(), q.what.c_str());
         }
     }
     std::fprintf(out, "\nexpired leases to reclaim: %zu", report.expired.size());

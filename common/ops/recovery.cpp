@@ -222,8 +222,8 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
         // one of an earlier generation is history; one the row never reached is not.
         if (progress && progress->generation > row.generation) {
             add(Contradiction::ProgressOfUngrantedGeneration,
-                "job_progress holds a report of generation " + num(progress->generation) +
-                    " but " + row_state + "; only a holder of a granted generation saves progress");
+                "job_progress holds a report of generation " + num(progress->generation) + " but " +
+                    row_state + "; only a holder of a granted generation saves progress");
         }
         if (progress && progress->org_id != row.org_id) {
             add(Contradiction::ForeignOrganizationProgress,
@@ -267,6 +267,28 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
             break;  // handled above
     }
     return c;
+}
+
+std::optional<QueueFinding> check_rate_bucket(const RateBucket& bucket, Instant now) {
+    QueueFinding f{bucket.org_id, bucket.queue, "", ""};
+    const std::int64_t now_us = to_micros(now);
+    if (bucket.refilled_us && *bucket.refilled_us - now_us > to_micros(kRateClockTolerance)) {
+        f.reason = "rate_bucket_ahead_of_clock";
+        f.what = "the bucket of queue '" + bucket.queue + "' was last refilled at " +
+                 format_instant(instant_from_micros(*bucket.refilled_us)) + ", " +
+                 num((*bucket.refilled_us - now_us) / 1'000'000) +
+                 " s after now: the queue earns no token until the clock passes it";
+        return f;
+    }
+    if (bucket.tokens && *bucket.tokens > static_cast<double>(bucket.burst)) {
+        f.reason = "rate_tokens_above_burst";
+        char tokens[32];
+        std::snprintf(tokens, sizeof tokens, "%.3f", *bucket.tokens);
+        f.what = "the bucket of queue '" + bucket.queue + "' holds " + tokens +
+                 " tokens, more than its burst of " + num(bucket.burst);
+        return f;
+    }
+    return std::nullopt;
 }
 
 std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& result,

@@ -110,6 +110,34 @@ struct Orphan {
     std::string evidence;
 };
 
+/// A queue's rate-limit bucket (schema/0021_queue_rate_limits.sql) as recovery reads it.
+struct RateBucket {
+    OrgId org_id = 0;
+    std::string queue;
+    double rate_per_s = 0;
+    std::int64_t burst = 0;
+    std::optional<double> tokens;  ///< NULL until the first claim spends from it
+    std::optional<std::int64_t> refilled_us;
+};
+
+/// A queue whose state will not do what its settings say: reported, never acted on (the operator
+/// decides, e.g. `aclaimctl queue set --rate` re-bases the bucket).
+struct QueueFinding {
+    OrgId org_id = 0;
+    std::string queue;
+    std::string reason;  ///< "rate_bucket_ahead_of_clock" or "rate_tokens_above_burst"
+    std::string what;
+};
+
+/// How far a bucket's last refill may lie ahead of now before it is a finding: the clocks of
+/// several coordinators and the tool disagree by that much at most in a healthy deployment.
+inline constexpr Duration kRateClockTolerance = std::chrono::seconds(1);
+
+/// A bucket whose last refill lies ahead of now by more than kRateClockTolerance (a clock set
+/// back, a restore onto a host whose clock is behind: the queue earns no token until the clock
+/// passes it), or that holds more tokens than its burst. nullopt for a sound bucket.
+std::optional<QueueFinding> check_rate_bucket(const RateBucket& bucket, Instant now);
+
 /// `pruned`: the prune ledger names the job. Its remaining events are then no orphan (the job is
 /// absent by design); a result left behind still is, since retention removes both together.
 std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& result,

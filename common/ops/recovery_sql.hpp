@@ -36,6 +36,14 @@ inline const std::string kReadJobs =
 inline const std::string kReadResults =
     std::string("SELECT ") + kResultColumns + " FROM job_results {FILTER} ORDER BY job_id";
 
+/// The rate-limit buckets of the queues that have a rate (schema/0021_queue_rate_limits.sql).
+inline constexpr const char* kReadRateBuckets =
+    "SELECT org_id, queue, rate_per_s::float8 AS rate, rate_burst, rate_tokens::float8 AS tokens,"
+    " rate_refilled_us FROM job_queues WHERE rate_per_s IS NOT NULL {FILTER} ORDER BY org_id, "
+    "queue";
+inline constexpr const char* kRateBucketsAll = "";
+inline constexpr const char* kRateBucketsOfOrg = "AND org_id = $1::bigint";
+
 /// Who wrote each job's saved progress (job_progress, schema/0020_progress.sql): the generation and
 /// organization, not the report itself.
 inline constexpr const char* kReadProgress =

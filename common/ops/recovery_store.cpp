@@ -102,7 +102,7 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
     RecoveryReport report;
     report.now = now;
     report.org = org;
-    pqxx::result jobs, results, summaries, progress;
+    pqxx::result jobs, results, summaries, progress, buckets;
     PrunedIds pruned;
     {
         // One snapshot for the reads, so that a completion committing in between cannot
@@ -116,6 +116,7 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
         results = run(sql::kReadResults, sql::kLinkedAll, sql::kLinkedOfOrg);
         summaries = run(sql::kReadEventSummaries, sql::kLinkedAll, sql::kLinkedOfOrg);
         progress = run(sql::kReadProgress, sql::kLinkedAll, sql::kLinkedOfOrg);
+        buckets = run(sql::kReadRateBuckets, sql::kRateBucketsAll, sql::kRateBucketsOfOrg);
         pruned = PrunedIds(load_pruned(txn));
         txn.commit();
     }
@@ -126,6 +127,18 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
     }
     std::map<JobId, EventSummary> events_of;
     for (const auto& r : summaries) events_of.insert(read_summary(r));
+    for (const auto& r : buckets) {
+        RateBucket b{r["org_id"].as<OrgId>(),
+                     r["queue"].as<std::string>(),
+                     r["rate"].as<double>(),
+                     r["rate_burst"].as<std::int64_t>(),
+                     std::nullopt,
+                     std::nullopt};
+        if (!r["tokens"].is_null()) b.tokens = r["tokens"].as<double>();
+        if (!r["rate_refilled_us"].is_null())
+            b.refilled_us = r["rate_refilled_us"].as<std::int64_t>();
+        if (auto f = check_rate_bucket(b, now)) report.queues.push_back(std::move(*f));
+    }
     std::map<JobId, ProgressMark> progress_of;
     for (const auto& r : progress) progress_of.insert(progress_mark_of(r));
 

@@ -36,6 +36,7 @@ struct RecoveryReport {
     std::vector<JobSnapshot> inconsistent;  ///< in job id order
     std::vector<JobId> expired;             ///< in job id order
     std::vector<Orphan> orphans;            ///< results or events without a job row
+    std::vector<QueueFinding> queues;       ///< queues whose rate buckets will not do as set
     /// Jobs retention removed (the prune ledger) whose events are still attached: absent, not
     /// orphans and not lost.
     std::size_t pruned_with_events = 0;
@@ -80,8 +81,8 @@ class RecoveryStore {
   public:
     explicit RecoveryStore(pqxx::connection& conn) : conn_(conn) {}
 
-    /// Reads jobs, job_results, job_events and job_progress (one statement each, in one repeatable-read
-    /// snapshot) and classifies every job as of now.
+    /// Reads jobs, job_results, job_events and job_progress (one statement each, in one
+    /// repeatable-read snapshot) and classifies every job as of now.
     RecoveryReport survey(Instant now, std::optional<OrgId> org = std::nullopt);
 
     /// Acts on every expired and inconsistent job of the report, each in its own transaction.

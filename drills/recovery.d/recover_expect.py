@@ -33,6 +33,8 @@ def classification(expected, actual, problems):
     diff("inconsistent", want["inconsistent"], got, problems)
     diff("expired", want["expired"], actual["expired"], problems)
     diff("orphans", [], actual["orphans"], problems)
+    got = [{k: row[k] for k in ("org_id", "queue", "reason")} for row in actual["queues"]]
+    diff("queues", want["queues"], got, problems)
     diff("mode", "dry-run", actual["mode"], problems)
 
 

@@ -372,8 +372,8 @@ TEST_CASE("recovery reads saved progress: its own holder's is history, a forged 
     // A report of a generation no claim granted: written beside the store, as a partial restore
     // or a manual repair could.
     f.sql("INSERT INTO job_progress (job_id, org_id, generation, percent, updated_at) VALUES (" +
-          std::to_string(forged) + ", 1, " + std::to_string(b.generation + 1) +
-          ", 90, aclaim_ts(" + std::to_string(common::to_micros(f.clock.now())) + "))");
+          std::to_string(forged) + ", 1, " + std::to_string(b.generation + 1) + ", 90, aclaim_ts(" +
+          std::to_string(common::to_micros(f.clock.now())) + "))");
 
     const auto survey = f.recovery.survey(f.clock.now());
     CHECK(survey.totals == counts(0, 1, 0, 0, 1));
@@ -389,12 +389,44 @@ TEST_CASE("recovery reads saved progress: its own holder's is history, a forged 
     CHECK(outcomes[0].action == ApplyAction::Quarantined);
     CHECK(testing::job_state(*f.conn, forged) == "quarantined");
     CHECK(testing::job_state(*f.conn, honest) == "assigned");
-    CHECK_THAT(text_of(*f.conn, "SELECT quarantine_reason FROM jobs WHERE id = " +
-                                    std::to_string(forged)),
-               Catch::StartsWith("progress_of_ungranted_generation: "));
+    CHECK_THAT(
+        text_of(*f.conn, "SELECT quarantine_reason FROM jobs WHERE id = " + std::to_string(forged)),
+        Catch::StartsWith("progress_of_ungranted_generation: "));
     // The holder's checkpoint and the forged report both stay as they were: recovery reports,
     // it does not normalize.
     CHECK(text_of(*f.conn, "SELECT count(*) FROM job_progress") == "2");
     CHECK(text_of(*f.conn, "SELECT checkpoint FROM job_progress WHERE job_id = " +
                                std::to_string(honest)) == "page=12");
+}
+
+TEST_CASE("the survey reports a rate bucket ahead of the clock and leaves it as it is",
+          "[recovery][rate]") {
+    Fixture f;
+    const auto now_us = common::to_micros(f.clock.now());
+    f.sql(
+        "INSERT INTO job_queues (org_id, queue, rate_per_s, rate_burst, rate_tokens, "
+        "rate_refilled_us, updated_at) VALUES "
+        "(1, 'exports', 2, 10, 0, " +
+        std::to_string(now_us + 3'600'000'000LL) +
+        ", now()), "
+        "(1, 'sound', 2, 10, 3, " +
+        std::to_string(now_us) +
+        ", now()), "
+        "(2, 'exports', 2, 10, 0, " +
+        std::to_string(now_us + 7'200'000'000LL) + ", now())");
+    const auto before = text_of(*f.conn,
+                                "SELECT string_agg(q::text, ';' ORDER BY org_id, queue) "
+                                "FROM job_queues q");
+    const auto report = f.recovery.survey(f.clock.now());
+    REQUIRE(report.queues.size() == 2);
+    CHECK(report.queues[0].org_id == 1);
+    CHECK(report.queues[0].queue == "exports");
+    CHECK(report.queues[0].reason == "rate_bucket_ahead_of_clock");
+    CHECK_THAT(report.queues[0].what, Catch::Contains("3600 s after now"));
+    CHECK(report.queues[1].org_id == 2);
+    CHECK(f.recovery.survey(f.clock.now(), 2).queues.size() == 1);
+    CHECK(f.recovery.apply(report, kActor).empty());
+    CHECK(text_of(*f.conn,
+                  "SELECT string_agg(q::text, ';' ORDER BY org_id, queue) "
+                  "FROM job_queues q") == before);
 }

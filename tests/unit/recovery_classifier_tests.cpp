@@ -222,13 +222,14 @@ TEST_CASE("saved progress is checked against the generations the row reached", "
     const auto live = assigned_row(3, kNow + 60 * kSeconds);
     SECTION("a report of the current or an earlier generation is history") {
         for (const Generation g : {Generation{1}, Generation{3}}) {
-            const auto c = classify(live, std::nullopt, claimed_up_to(3), kNow, ProgressMark{g, kOrg});
+            const auto c =
+                classify(live, std::nullopt, claimed_up_to(3), kNow, ProgressMark{g, kOrg});
             CHECK(c.cls == RecoveryClass::Live);
             CHECK(c.findings.empty());
         }
-        const auto done = classify(completed_row(2, "r/42"), result(2, "r/42"),
-                                   with_completion(claimed_up_to(2), 2, "r/42"), kNow,
-                                   ProgressMark{2, kOrg});
+        const auto done =
+            classify(completed_row(2, "r/42"), result(2, "r/42"),
+                     with_completion(claimed_up_to(2), 2, "r/42"), kNow, ProgressMark{2, kOrg});
         CHECK(done.cls == RecoveryClass::Terminal);
     }
     SECTION("a report of a generation the row never reached") {
@@ -237,15 +238,14 @@ TEST_CASE("saved progress is checked against the generations the row reached", "
         REQUIRE(codes(c) ==
                 std::vector<Contradiction>{Contradiction::ProgressOfUngrantedGeneration});
         CHECK(c.reason() == "progress_of_ungranted_generation");
-        CHECK_THAT(c.findings[0].what, Catch::Contains("generation 4") &&
-                                           Catch::Contains("assigned at generation 3"));
+        CHECK_THAT(c.findings[0].what,
+                   Catch::Contains("generation 4") && Catch::Contains("assigned at generation 3"));
         CHECK_THAT(c.evidence, Catch::Contains("progress: generation 4, organization 7"));
     }
     SECTION("a report of a pending row that was never claimed") {
-        const auto c = classify(pending_row(0), std::nullopt, EventSummary{}, kNow,
-                                ProgressMark{1, kOrg});
-        CHECK(codes(c) ==
-              std::vector<Contradiction>{Contradiction::ProgressOfUngrantedGeneration});
+        const auto c =
+            classify(pending_row(0), std::nullopt, EventSummary{}, kNow, ProgressMark{1, kOrg});
+        CHECK(codes(c) == std::vector<Contradiction>{Contradiction::ProgressOfUngrantedGeneration});
     }
     SECTION("a report of another organization") {
         const auto c =
@@ -369,4 +369,28 @@ TEST_CASE("instants are read and written in UTC", "[recovery]") {
         INFO(bad);
         CHECK_FALSE(parse_instant(bad));
     }
+}
+
+TEST_CASE("a rate bucket ahead of the clock or above its burst is a queue finding", "[recovery]") {
+    const std::int64_t now_us = to_micros(kNow);
+    RateBucket b{kOrg, "exports", 2.0, 10, 4.0, now_us};
+    CHECK_FALSE(check_rate_bucket(b, kNow));
+    b.tokens.reset();
+    b.refilled_us.reset();  // never spent from: full
+    CHECK_FALSE(check_rate_bucket(b, kNow));
+    b.refilled_us = now_us + to_micros(kRateClockTolerance);  // another clock, a little ahead
+    CHECK_FALSE(check_rate_bucket(b, kNow));
+    b.refilled_us = now_us + 3600 * 1'000'000LL;
+    const auto ahead = check_rate_bucket(b, kNow);
+    REQUIRE(ahead);
+    CHECK(ahead->reason == "rate_bucket_ahead_of_clock");
+    CHECK(ahead->queue == "exports");
+    CHECK(ahead->org_id == kOrg);
+    CHECK_THAT(ahead->what, Catch::Contains("3600 s after now"));
+    b.refilled_us = now_us;
+    b.tokens = 10.5;
+    const auto above = check_rate_bucket(b, kNow);
+    REQUIRE(above);
+    CHECK(above->reason == "rate_tokens_above_burst");
+    CHECK_THAT(above->what, Catch::Contains("10.500 tokens") && Catch::Contains("burst of 10"));
 }

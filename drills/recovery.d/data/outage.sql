@@ -146,4 +146,12 @@ INSERT INTO job_progress (job_id, org_id, generation, percent, note, checkpoint,
 VALUES (206, 2, 1, 40, 'page 4 of 10', 'step=2', pg_temp.t(-30)),
        (111, 1, 4, 90, '', '', pg_temp.t(-21));
 
+-- A rate-limited queue of organization 1 whose bucket was last refilled 90 minutes after the
+-- outage clock: written by a coordinator whose clock ran ahead (or restored onto a host whose
+-- clock is behind). Until the clock passes it the queue earns no token; recovery reports it and
+-- leaves it alone.
+INSERT INTO job_queues (org_id, queue, rate_per_s, rate_burst, rate_tokens, rate_refilled_us,
+                        updated_at)
+VALUES (1, 'exports', 2, 10, 0, :'now_us'::bigint + 90 * 60000000::bigint, pg_temp.t(-120));
+
 COMMIT;
