@@ -93,6 +93,22 @@ std::optional<ProgressRecord> OperatorStore::progress(JobId id) {
                           r[0]["updated_us"].as<Instant>()};
 }
 
+std::optional<ParkRecord> OperatorStore::park(JobId id) {
+    pqxx::read_transaction txn(conn_);
+    const auto r = txn.exec_params(sql::kOperatorPark, id);
+    if (r.empty()) return std::nullopt;
+    ParkRecord p;
+    p.generation = r[0]["generation"].as<Generation>();
+    p.parked_by = r[0]["parked_by"].as<std::string>();
+    p.note = r[0]["note"].as<std::string>();
+    p.parked_at = r[0]["parked_us"].as<Instant>();
+    p.deadline = r[0]["deadline_us"].as<Instant>();
+    if (!r[0]["used_us"].is_null()) p.used_at = r[0]["used_us"].as<Instant>();
+    p.used_by = r[0]["used_by"].as<std::string>();
+    p.outcome = r[0]["outcome"].as<std::string>();
+    return p;
+}
+
 std::vector<AuditEvent> OperatorStore::events(JobId id) {
     pqxx::read_transaction txn(conn_);
     std::vector<AuditEvent> out;

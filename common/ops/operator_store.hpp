@@ -37,6 +37,18 @@ struct ProgressRecord {
     Instant updated_at{};
 };
 
+/// A job's latest park as an operator sees it (protocol 1.6, schema/0023_parked_jobs.sql).
+struct ParkRecord {
+    Generation generation = 0;  ///< the generation that parked it
+    std::string parked_by;
+    std::string note;
+    Instant parked_at{};
+    Instant deadline{};
+    std::optional<Instant> used_at;  ///< when the callback finished it
+    std::string used_by;
+    std::string outcome;  ///< completed, failed or retry; empty while unused
+};
+
 /// Which jobs `jobs list` shows; every filter is optional. Pages go by id.
 struct JobFilter {
     std::optional<OrgId> org_id;
@@ -160,6 +172,8 @@ class OperatorStore {
     std::vector<AuditEvent> events(JobId id);
     /// The progress last reported on the job (protocol 1.5, job_progress), when there is some.
     std::optional<ProgressRecord> progress(JobId id);
+    /// The job's latest park (protocol 1.6, job_parks), when it was ever parked.
+    std::optional<ParkRecord> park(JobId id);
     std::vector<JobRecord> list(const JobFilter& filter);
 
     /// Returns an assigned job to pending, giving back the attempt; the holder's generation loses
