@@ -84,7 +84,15 @@ class Park(unittest.TestCase):
         parked = park(queue, 600_000, "sent to the lab")
         self.assertEqual(parked["job_id"], job_id)
         self.assertEqual(len(parked["token"]), 64)
-        self.assertEqual(cluster.job(job_id)["state"], "parked")
+        # Operators see it: the per-queue gauge, the status counts and inspect.
+        with urllib.request.urlopen(f"http://{http}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        self.assertIn(f'aclaim_queue_parked{{org="{ORG}",queue="{queue}"}} 1', metrics)
+        status = json.loads(cluster.ctl("status", "--json"))
+        self.assertGreaterEqual(status["organizations"][str(ORG)]["parked"], 1)
+        inspect = json.loads(cluster.ctl("inspect", str(job_id), "--json"))
+        self.assertEqual((inspect["job"]["state"], inspect["park"]["note"]),
+                         ("parked", "sent to the lab"))
         # The worker is gone (BYE): the park holds no lease, and nothing reclaims it.
         self.assertEqual(cluster.job(job_id)["state"], "parked")
 
