@@ -101,9 +101,12 @@ CREATE TRIGGER jobs_forget_parks AFTER DELETE ON jobs REFERENCING OLD TABLE AS g
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_forget_parks();
 
 -- Tokens that name no park (forged, mistyped, or of a job since removed): they have no job to be
--- audited under in job_events, so they are logged here, append-only (no UPDATE or DELETE is
--- granted to anyone but the owner), with who presented them and the first bytes of their hash
--- (enough to tell one repeated forgery from many, nothing to finish a job with).
+-- audited under in job_events, so they are logged here, append-only (below), with who presented
+-- them and the first bytes of their hash (enough to tell one repeated forgery from many, nothing
+-- to finish a job with). A table rather than only a log line: it is evidence in the database
+-- beside job_events, readable by SQL, and survives the coordinator's log rotation; the HTTP
+-- endpoint also counts refusals (aclaim_park_callbacks_refused_total). Each forged call writes
+-- one narrow row, so a flood is bounded by the callers' rate; truncate it when no longer needed.
 CREATE TABLE park_refusals (
     id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     at         timestamptz NOT NULL,
@@ -111,6 +114,14 @@ CREATE TABLE park_refusals (
     reason     text        NOT NULL,
     hash_head  text        NOT NULL DEFAULT ''
 );
+-- Append-only as job_events is (0001): a row is never changed or deleted one by one; an operator
+-- who no longer needs the evidence truncates the table.
+CREATE FUNCTION park_refusals_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'park_refusals is append-only';
+END $$;
+CREATE TRIGGER park_refusals_no_update BEFORE UPDATE OR DELETE ON park_refusals
+    FOR EACH ROW EXECUTE FUNCTION park_refusals_append_only();
 ALTER TABLE park_refusals ENABLE ROW LEVEL SECURITY;
 GRANT SELECT ON park_refusals TO aclaim_coordinator;
 CREATE POLICY coordinator_reads ON park_refusals FOR SELECT TO aclaim_coordinator USING (true);
