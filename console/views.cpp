@@ -165,8 +165,10 @@ std::optional<json> Views::job(const Operator& op, common::JobId id, common::Ins
                 row["payload"] = full->payload ? json(*full->payload) : json(nullptr);
             }
             const auto progress = store.progress(id);
+            const auto park = store.park(id);
             return json{{"job", row},
                         {"progress", progress ? common::progress_json(*progress) : json(nullptr)},
+                        {"park", park ? common::park_json(*park) : json(nullptr)},
                         {"class", common::to_string(snap.classification.cls)},
                         {"findings", snap.classification.explanation()},
                         {"result", result},

@@ -75,6 +75,15 @@ void print_progress(const common::ProgressRecord& p, common::Instant now) {
                                   " bytes (the job's next holder resumes from it)");
 }
 
+void print_park(const common::ParkRecord& p, common::Instant now) {
+    field("parked", "by " + p.parked_by + " at generation " + std::to_string(p.generation) + " " +
+                        when(p.parked_at, now));
+    field("park deadline", when(p.deadline, now));
+    if (!p.note.empty()) field("park note", one_line(p.note, 200));
+    field("callback", p.used_at ? p.outcome + " by " + p.used_by + " " + when(*p.used_at, now)
+                                : std::string("not yet (the token is not stored: only its hash)"));
+}
+
 void print_events(const std::vector<common::AuditEvent>& events, common::Instant enqueued_at) {
     std::printf("\nhistory (%zu events)\n", events.size());
     std::printf("  %-8s %-28s %9s  %-13s %5s  %-20s %s\n", "event", "at", "+since", "kind", "gen",
@@ -119,16 +128,19 @@ void add_inspect_command(CLI::App& app, Global& global, Action& action) {
             }
             const auto events = store.events(args->job);
             const auto progress = store.progress(args->job);
+            const auto park = store.park(args->job);
             const auto now = common::SystemClock().now();
             if (args->json) {
                 nlohmann::json out{{"job", common::job_json(*job)},
                                    {"events", nlohmann::json::array()}};
                 for (const auto& e : events) out["events"].push_back(common::event_json(e));
                 if (progress) out["progress"] = common::progress_json(*progress);
+                if (park) out["park"] = common::park_json(*park);
                 std::cout << out.dump(2) << "\n";
             } else {
                 print_job(*job, now);
                 if (progress) print_progress(*progress, now);
+                if (park) print_park(*park, now);
                 print_events(events, job->enqueued_at);
             }
             return 0;

@@ -107,13 +107,14 @@ void Client::send_hello(TimePoint now) {
         if (options_.renew_held) hello.features.emplace_back(proto::kFeatureRenewHeld);
         if (options_.reconnect_hints) hello.features.emplace_back(proto::kFeatureReconnectHints);
         if (options_.progress) hello.features.emplace_back(proto::kFeatureProgress);
+        if (options_.park) hello.features.emplace_back(proto::kFeaturePark);
     }
     send(hello);
 }
 
 bool Client::asks_features() const {
     return (options_.complete_claim || options_.renew_held || options_.reconnect_hints ||
-            options_.progress) &&
+            options_.progress || options_.park) &&
            !features_refused_;
 }
 
@@ -271,6 +272,11 @@ std::uint64_t Client::progress(JobRef job, std::int32_t percent, std::string not
                                std::string checkpoint) {
     return submit(proto::Progress{0, job.job_id, job.generation, percent, std::move(note),
                                   std::move(checkpoint)});
+}
+
+std::uint64_t Client::park(JobRef job, std::int64_t timeout_ms, std::string note) {
+    held_.stop_renewing(job.job_id);
+    return submit(proto::Park{0, job.job_id, job.generation, timeout_ms, std::move(note)});
 }
 
 bool Client::claim_pending() const {

@@ -78,6 +78,9 @@ struct ClientOptions {
     /// Ask for protocol 1.5's progress (HELLO's features): ASSIGNED then carries the progress an
     /// earlier holder of a job saved (JobAssigned::resume), and progress() is answered.
     bool progress = true;
+    /// Ask for protocol 1.6's park (HELLO's features): park() is answered PARKED. Off unless the
+    /// worker parks jobs.
+    bool park = false;
 };
 
 // ---- events returned by Client::poll ----
@@ -133,7 +136,20 @@ struct ProgressSaved {
     std::string detail;
 };
 
-using Event = std::variant<SessionReady, JobAssigned, ClaimEnded, JobLost, Verdict, ProgressSaved>;
+/// The answer to park() (protocol 1.6): PARKED with the callback token and the deadline (the
+/// client no longer holds the job), or refused (REJECTED as a completion of the same generation
+/// would be, or an ERROR: `reason` is then "error:<code>").
+struct JobParked {
+    JobRef job;
+    bool accepted = false;
+    std::string token;             ///< when accepted: hand it to the outside system
+    std::int64_t deadline_us = 0;  ///< when accepted: the park's deadline
+    std::string reason;
+    std::string detail;
+};
+
+using Event =
+    std::variant<SessionReady, JobAssigned, ClaimEnded, JobLost, Verdict, ProgressSaved, JobParked>;
 
 std::string_view to_string(Verdict::Op op);
 
@@ -176,6 +192,11 @@ class Client {
     /// Answered by a ProgressSaved event. It does not renew the lease.
     std::uint64_t progress(JobRef job, std::int32_t percent, std::string note,
                            std::string checkpoint = {});
+
+    /// Protocol 1.6: hands the job to an outside system for up to timeout_ms (1 ms .. 30 days),
+    /// with a note for operators; answered by a JobParked event carrying the callback token the
+    /// outside system finishes the job with. Renewals of the job stop now.
+    std::uint64_t park(JobRef job, std::int64_t timeout_ms, std::string note = {});
 
     /// Stop heartbeating one job (stall rehearsal) while still counting it as held.
     void stop_renewing(std::int64_t job_id) { held_.stop_renewing(job_id); }

@@ -48,6 +48,17 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
         pending_.erase(it);
         return true;
     };
+    // The refusal of a PARK: REJECTED, told apart from a verdict by the request.
+    const auto park_refused = [&](std::uint64_t req, const std::string& reason,
+                                  const std::string& detail) {
+        const auto it = pending_.find(req);
+        if (it == pending_.end()) return false;
+        const auto* p = std::get_if<proto::Park>(&it->second.message);
+        if (p == nullptr) return false;
+        out.push_back(JobParked{{p->job_id, p->generation}, false, "", 0, reason, detail});
+        pending_.erase(it);
+        return true;
+    };
     const auto verdict = [&](std::uint64_t req, bool accepted) -> std::optional<Verdict> {
         const auto p = take(req);
         const auto op = p ? terminal_op(p->message) : std::nullopt;
@@ -100,8 +111,15 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
                            out.push_back(std::move(*v));
                        }
                    },
+                   [&](const proto::Parked& p) {
+                       if (!take(p.req)) return;
+                       const JobRef job{p.job_id, p.generation};
+                       held_.remove(job);
+                       out.push_back(JobParked{job, true, p.token, p.deadline_us, "", ""});
+                   },
                    [&](const proto::Rejected& r) {
                        if (progress_saved(r.req, false, r.reason, r.detail)) return;
+                       if (park_refused(r.req, r.reason, r.detail)) return;
                        if (auto v = verdict(r.req, false)) {
                            v->reason = r.reason;
                            v->detail = r.detail;
@@ -187,6 +205,9 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
     } else if (const auto* pr = std::get_if<proto::Progress>(&message)) {
         out.push_back(ProgressSaved{
             {pr->job_id, pr->generation}, false, pr->percent, "error:" + e.code, e.text});
+    } else if (const auto* pk = std::get_if<proto::Park>(&message)) {
+        out.push_back(
+            JobParked{{pk->job_id, pk->generation}, false, "", 0, "error:" + e.code, e.text});
     } else if (const auto* r = std::get_if<proto::Renew>(&message)) {
         // Soon when the coordinator was only busy, else at the next heartbeat; a lease that is
         // really gone shows up as REVOKED.

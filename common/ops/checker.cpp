@@ -13,12 +13,13 @@
 
 namespace aclaim::common {
 
-constexpr EnumNames<Invariant, 16> kInvariantNames{
+constexpr EnumNames<Invariant, 17> kInvariantNames{
     {"single_completion", "completion_is_current", "generations_increase", "leases_disjoint",
      "nothing_lost", "result_matches_row", "same_organization", "claim_after_run_at",
      "paused_queue_idle", "limit_respected", "ended_stays_ended", "pruned_is_absent",
-     "pruned_was_finished", "schedule_tick_once", "checkpoint_is_current", "rate_respected"}};
-static_assert(kInvariantNames.covers(Invariant::RateRespected));
+     "pruned_was_finished", "schedule_tick_once", "checkpoint_is_current", "rate_respected",
+     "park_finished_once"}};
+static_assert(kInvariantNames.covers(Invariant::ParkFinishedOnce));
 
 std::string_view to_string(Invariant i) {
     return kInvariantNames(i);
@@ -36,6 +37,14 @@ bool ends_lease(const AuditEvent& e) {
     return e.kind == "reclaimed" || e.kind == "released" || e.kind == "completed" ||
            e.kind == "failed" || e.kind == "quarantined" || e.kind == "unquarantined" ||
            e.kind == "discarded" || e.kind == "cancelled";
+}
+
+/// The worker name aclaim_finish_parked (schema/0023) logs the outside system's outcome under.
+constexpr std::string_view kCallbackWorker = "callback";
+
+/// An event that is the outcome of a parked job's callback (a refused token is 'rejected').
+bool finishes_park(const AuditEvent& e) {
+    return e.worker == kCallbackWorker && e.kind != "rejected";
 }
 
 /// Events after which the job waits for its run_at: an enqueue with a delay, or a retry with a
@@ -124,7 +133,9 @@ void check_queues(const History& h, const std::unordered_map<JobId, const JobRow
                         describe(e) + " made " + std::to_string(now_out) + " leases out of queue " +
                             key.second + ", whose limit is " + std::to_string(limit));
             }
-        } else if (ends_lease(e)) {
+        } else if (ends_lease(e) || e.kind == "parked") {
+            // A parked job holds no lease: it does not count against max_assigned (the claim's
+            // limit counts assigned rows).
             const auto held = holding.find(e.job_id);
             if (held != holding.end() && held->second == e.generation) {
                 holding.erase(held);
@@ -182,6 +193,7 @@ CheckReport check(const History& h) {
         const AuditEvent* open_claim = nullptr;  // the claim whose lease has not ended yet
         const AuditEvent* waiting = nullptr;     // the event that scheduled the job for later
         const AuditEvent* ended = nullptr;       // the event that ended the job
+        const AuditEvent* open_park = nullptr;   // the park whose callback has not come yet
         std::vector<const AuditEvent*> completions;
         for (const AuditEvent* e : events) {
             if (e->org_id != row->org_id) {
@@ -244,13 +256,34 @@ CheckReport check(const History& h) {
                                  : "the lease of generation " + std::to_string(last_claim) +
                                        " had already ended"));
                 }
+            } else if (e->kind == "parked") {
+                // Only the holder of the latest claim parks a job, while its lease lasts (a PARK
+                // re-sent before the deadline parks it again: the same park).
+                const bool reparked = open_park && open_park->generation == e->generation;
+                if (!reparked && (e->generation != last_claim || !open_claim)) {
+                    violate(Invariant::ParkFinishedOnce, job,
+                            describe(*e) + " but the latest claim was generation " +
+                                std::to_string(last_claim) +
+                                (open_claim ? "" : ", whose lease had already ended"));
+                }
+                open_park = e;
             } else if (e->kind == "rejected") {
                 ++report.rejections;
             } else if (e->kind == "reclaimed") {
                 ++report.reclaims;
             }
+            if (finishes_park(*e)) {
+                if (!open_park || open_park->generation != e->generation) {
+                    violate(Invariant::ParkFinishedOnce, job,
+                            describe(*e) + (open_park
+                                                ? " but the open park is of " + describe(*open_park)
+                                                : " but no park of the job was open"));
+                }
+                open_park = nullptr;
+            }
             if (ends_lease(*e) && open_claim && e->generation == open_claim->generation) {
                 open_claim = nullptr;
+                open_park = nullptr;
             }
         }
         if (completions.size() > 1) {

@@ -78,6 +78,9 @@ enum class Invariant {
     CheckpointIsCurrent,  ///< every saved checkpoint (protocol 1.5) is of the latest claim, while
                           ///< its lease is held
     RateRespected,        ///< no claim from a rate-limited queue found its token bucket empty
+    ParkFinishedOnce,     ///< a job is parked (protocol 1.6) only by the holder of its latest
+                          ///< claim, and its callback's outcome is accepted at most once, for the
+                          ///< generation that parked it, while the park was open
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the

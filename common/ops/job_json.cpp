@@ -57,6 +57,18 @@ nlohmann::json progress_json(const ProgressRecord& p) {
             {"updated_at", common::format_instant(p.updated_at)}};
 }
 
+nlohmann::json park_json(const ParkRecord& p) {
+    return {{"generation", p.generation},
+            {"parked_by", p.parked_by},
+            {"note", p.note},
+            {"parked_at", common::format_instant(p.parked_at)},
+            {"deadline", common::format_instant(p.deadline)},
+            {"used_at", p.used_at ? nlohmann::json(common::format_instant(*p.used_at))
+                                  : nlohmann::json(nullptr)},
+            {"used_by", p.used_by},
+            {"outcome", p.outcome}};
+}
+
 nlohmann::json check_report_json(const CheckReport& report) {
     nlohmann::json out{{"ok", report.ok()},
                        {"jobs", report.jobs},

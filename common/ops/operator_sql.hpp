@@ -31,6 +31,14 @@ SELECT generation, percent, note, octet_length(checkpoint) AS checkpoint_bytes,
   FROM job_progress WHERE job_id = $1
 )SQL";
 
+/// $1 job. Its latest park (schema/0023_parked_jobs.sql): never the token, which is not stored.
+inline constexpr const char* kOperatorPark = R"SQL(
+SELECT generation, parked_by, note, aclaim_us(parked_at) AS parked_us,
+       aclaim_us(deadline_at) AS deadline_us, aclaim_us(used_at) AS used_us,
+       coalesce(used_by, '') AS used_by, coalesce(outcome, '') AS outcome
+  FROM job_parks WHERE job_id = $1 ORDER BY generation DESC LIMIT 1
+)SQL";
+
 /// $1 now, $2 organization (0: all). One row per organization. Lease liveness is decided against
 /// the caller's clock, the same way the reaper decides it.
 inline const Statement kOperatorStatus{"aclaim_operator_status",

@@ -20,8 +20,8 @@ template <typename Q>
 auto& count_in(Q& q, JobState s) {
     // In kJobStates' order, which is the enum's (job_states.hpp holds them to it).
     const std::array<decltype(&q.pending), kJobStates.size()> fields = {
-        &q.pending, &q.scheduled, &q.assigned,  &q.completed,
-        &q.failed,  &q.discarded, &q.cancelled, &q.quarantined};
+        &q.pending,   &q.scheduled, &q.assigned,    &q.completed, &q.failed,
+        &q.discarded, &q.cancelled, &q.quarantined, &q.parked};
     return *fields.at(state_index(s));
 }
 
@@ -91,6 +91,22 @@ std::optional<ProgressRecord> OperatorStore::progress(JobId id) {
                           r[0]["note"].as<std::string>(),
                           r[0]["checkpoint_bytes"].as<std::size_t>(),
                           r[0]["updated_us"].as<Instant>()};
+}
+
+std::optional<ParkRecord> OperatorStore::park(JobId id) {
+    pqxx::read_transaction txn(conn_);
+    const auto r = txn.exec_params(sql::kOperatorPark, id);
+    if (r.empty()) return std::nullopt;
+    ParkRecord p;
+    p.generation = r[0]["generation"].as<Generation>();
+    p.parked_by = r[0]["parked_by"].as<std::string>();
+    p.note = r[0]["note"].as<std::string>();
+    p.parked_at = r[0]["parked_us"].as<Instant>();
+    p.deadline = r[0]["deadline_us"].as<Instant>();
+    if (!r[0]["used_us"].is_null()) p.used_at = r[0]["used_us"].as<Instant>();
+    p.used_by = r[0]["used_by"].as<std::string>();
+    p.outcome = r[0]["outcome"].as<std::string>();
+    return p;
 }
 
 std::vector<AuditEvent> OperatorStore::events(JobId id) {

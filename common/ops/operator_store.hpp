@@ -22,6 +22,7 @@ struct OrgStatus {
     std::int64_t discarded = 0;
     std::int64_t cancelled = 0;
     std::int64_t quarantined = 0;
+    std::int64_t parked = 0;          ///< handed to an outside system (protocol 1.6)
     std::int64_t live_leases = 0;     ///< assigned, lease still running
     std::int64_t expired_leases = 0;  ///< assigned, lease over, not yet reclaimed
     std::int64_t completed_last_minute = 0;
@@ -35,6 +36,18 @@ struct ProgressRecord {
     std::string note;
     std::size_t checkpoint_bytes = 0;
     Instant updated_at{};
+};
+
+/// A job's latest park as an operator sees it (protocol 1.6, schema/0023_parked_jobs.sql).
+struct ParkRecord {
+    Generation generation = 0;  ///< the generation that parked it
+    std::string parked_by;
+    std::string note;
+    Instant parked_at{};
+    Instant deadline{};
+    std::optional<Instant> used_at;  ///< when the callback finished it
+    std::string used_by;
+    std::string outcome;  ///< completed, failed or retry; empty while unused
 };
 
 /// Which jobs `jobs list` shows; every filter is optional. Pages go by id.
@@ -102,7 +115,7 @@ struct QueueStatus {
     std::string queue;
     /// The jobs in each state the query counted (0 for the others), up to its cap + 1.
     std::int64_t pending = 0, scheduled = 0, assigned = 0, completed = 0, discarded = 0, failed = 0,
-                 cancelled = 0, quarantined = 0;
+                 cancelled = 0, quarantined = 0, parked = 0;
     /// The run_at of the oldest pending job, in microseconds; none without pending jobs.
     std::optional<Micros> oldest_pending_us;
     /// The count of state `s`.
@@ -160,6 +173,8 @@ class OperatorStore {
     std::vector<AuditEvent> events(JobId id);
     /// The progress last reported on the job (protocol 1.5, job_progress), when there is some.
     std::optional<ProgressRecord> progress(JobId id);
+    /// The job's latest park (protocol 1.6, job_parks), when it was ever parked.
+    std::optional<ParkRecord> park(JobId id);
     std::vector<JobRecord> list(const JobFilter& filter);
 
     /// Returns an assigned job to pending, giving back the attempt; the holder's generation loses

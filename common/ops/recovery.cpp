@@ -10,12 +10,13 @@ namespace aclaim::common {
 
 namespace {
 
-constexpr std::array<std::pair<RecoveryClass, std::string_view>, 5> kClassNames{{
+constexpr std::array<std::pair<RecoveryClass, std::string_view>, 6> kClassNames{{
     {RecoveryClass::Terminal, "terminal"},
     {RecoveryClass::Live, "live"},
     {RecoveryClass::Expired, "expired"},
     {RecoveryClass::Pending, "pending"},
     {RecoveryClass::Inconsistent, "inconsistent"},
+    {RecoveryClass::Parked, "parked"},
 }};
 
 constexpr std::array<std::pair<Contradiction, std::string_view>, 13> kContradictionNames{{
@@ -262,6 +263,11 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
             // now no longer grants anything.
             c.cls = row.lease_expires_at && *row.lease_expires_at > now ? RecoveryClass::Live
                                                                         : RecoveryClass::Expired;
+            break;
+        case JobState::Parked:
+            // Handed to an outside system: its callback, or the reaper at the park's deadline,
+            // decides it; there is no lease to take back, and the row is not normalized here.
+            c.cls = RecoveryClass::Parked;
             break;
         case JobState::Quarantined:
             break;  // handled above

@@ -42,11 +42,13 @@ struct EventSummary {
     std::vector<OrgId> orgs;
 };
 
-enum class RecoveryClass { Terminal, Live, Expired, Pending, Inconsistent };
+/// parked: handed to an outside system (protocol 1.6); its callback or, past the park's deadline,
+/// the reaper decides it, and recovery leaves it to them (a park holds no lease to reclaim).
+enum class RecoveryClass { Terminal, Live, Expired, Pending, Inconsistent, Parked };
 
-inline constexpr RecoveryClass kRecoveryClasses[] = {RecoveryClass::Terminal, RecoveryClass::Live,
-                                                     RecoveryClass::Expired, RecoveryClass::Pending,
-                                                     RecoveryClass::Inconsistent};
+inline constexpr RecoveryClass kRecoveryClasses[] = {
+    RecoveryClass::Terminal, RecoveryClass::Live,         RecoveryClass::Expired,
+    RecoveryClass::Pending,  RecoveryClass::Inconsistent, RecoveryClass::Parked};
 
 std::string_view to_string(RecoveryClass c);
 

@@ -25,7 +25,7 @@ struct JobSnapshot {
 };
 
 /// Counts of the five classes, indexed by RecoveryClass.
-using ClassCounts = std::array<std::int64_t, 5>;
+using ClassCounts = std::array<std::int64_t, 6>;
 
 /// Everything one survey found, read from one consistent snapshot.
 struct RecoveryReport {

@@ -385,6 +385,8 @@ template Accepted read_json<Accepted>(std::string_view);
 template Rejected read_json<Rejected>(std::string_view);
 template Error read_json<Error>(std::string_view);
 template Progress read_json<Progress>(std::string_view);
+template Park read_json<Park>(std::string_view);
+template Parked read_json<Parked>(std::string_view);
 
 namespace {
 

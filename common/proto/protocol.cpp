@@ -34,14 +34,18 @@ using detail::Unreadable;
 
 /// Type frame names, in the order of the Message alternatives.
 constexpr std::array<std::string_view, std::variant_size_v<Message>> kTypeNames = {
-    "HELLO",    "CLAIM",   "RENEW", "COMPLETE", "FAIL",     "RELEASE",  "BYE",   "WELCOME",
-    "ASSIGNED", "NO_WORK", "LEASE", "REVOKED",  "ACCEPTED", "REJECTED", "ERROR", "PROGRESS"};
-/// HELLO .. BYE come first in Message, and PROGRESS (protocol 1.5) last.
+    "HELLO",    "CLAIM",    "RENEW",    "COMPLETE", "FAIL",  "RELEASE",
+    "BYE",      "WELCOME",  "ASSIGNED", "NO_WORK",  "LEASE", "REVOKED",
+    "ACCEPTED", "REJECTED", "ERROR",    "PROGRESS", "PARK",  "PARKED"};
+/// HELLO .. BYE come first in Message, then the replies; PROGRESS (protocol 1.5) and PARK (1.6)
+/// after them.
 constexpr std::size_t kRequestTypes = 7;
-constexpr std::size_t kProgressIndex = std::variant_size_v<Message> - 1;
+constexpr std::size_t kProgressIndex = 15;
+constexpr std::size_t kParkIndex = 16;
 static_assert(std::is_same_v<std::variant_alternative_t<kProgressIndex, Message>, Progress>);
+static_assert(std::is_same_v<std::variant_alternative_t<kParkIndex, Message>, Park>);
 constexpr bool request_index(std::size_t index) {
-    return index < kRequestTypes || index == kProgressIndex;
+    return index < kRequestTypes || index == kProgressIndex || index == kParkIndex;
 }
 /// Reads cereal portable binary without trusting it: every length prefix is checked against the
 /// bytes that remain before anything is allocated, so a 2^60 prefix costs nothing.
@@ -302,6 +306,18 @@ void validate(const Progress& m) {
     require_utf8(m.note, "note");
     require_length(m.checkpoint, 0, kMaxCheckpointBytes, "checkpoint", "at most 4096 bytes");
     require_utf8(m.checkpoint, "checkpoint");
+}
+void validate(const Park& m) {
+    check_id(m);
+    require_range(m.timeout_ms, std::int64_t{1}, kMaxParkTimeoutMs, "timeout_ms",
+                  "1..2592000000 (30 days)");
+    require_length(m.note, 0, kMaxProgressNoteBytes, "note", "at most 200 bytes");
+    require_utf8(m.note, "note");
+}
+void validate(const Parked& m) {
+    check_id(m);
+    require_length(m.token, kParkTokenChars, kParkTokenChars, "token", "64 hex digits");
+    require_not_negative(m.deadline_us, "deadline_us");
 }
 void validate(const Welcome& m) {
     require_not_negative(m.org_id, "org_id");

@@ -19,12 +19,12 @@
 
 namespace aclaim::common::proto {
 
-/// The protocol versions this build speaks, 1.0 to 1.5 (docs/protocol.md, "Version history"). The
+/// The protocol versions this build speaks, 1.0 to 1.6 (docs/protocol.md, "Version history"). The
 /// tag names the major version only: what a minor version added is optional (1.1) or given only to
-/// a worker that asks for it (1.2 to 1.5), so one tag serves them all.
+/// a worker that asks for it (1.2 to 1.6), so one tag serves them all.
 inline constexpr int kProtocolMajor = 1;
 inline constexpr int kProtocolOldestMinor = 0;
-inline constexpr int kProtocolNewestMinor = 5;
+inline constexpr int kProtocolNewestMinor = 6;
 inline constexpr std::string_view kTagBinary = "ACLAIM/1";
 inline constexpr std::string_view kTagJson = "ACLAIM/1+json";
 /// Bodies above this size are refused with ERROR "oversized".
@@ -70,6 +70,15 @@ inline constexpr std::string_view kFeatureProgress = "progress";
 /// PROGRESS's bounds: a note of at most 200 bytes and a checkpoint of at most 4 KiB, both UTF-8.
 inline constexpr std::size_t kMaxProgressNoteBytes = 200;
 inline constexpr std::size_t kMaxCheckpointBytes = 4096;
+/// Protocol 1.6: PARK hands a held job to an outside system, answered PARKED with a callback
+/// token bound to the job and its generation; the outside system finishes the job with the token
+/// (aclaim_finish_parked over SQL, or the coordinator's POST /v1/callback) before the deadline,
+/// or the queue's retry policy applies.
+inline constexpr std::string_view kFeaturePark = "park";
+/// PARK's timeout: at least 1 ms, at most 30 days.
+inline constexpr std::int64_t kMaxParkTimeoutMs = std::int64_t{30} * 24 * 3600 * 1000;
+/// A callback token on the wire: 32 random bytes as 64 lowercase hex digits.
+inline constexpr std::size_t kParkTokenChars = 64;
 /// Reasons, details, states and error texts.
 inline constexpr std::size_t kMaxTextBytes = 1024;
 
@@ -181,6 +190,21 @@ struct Progress {
     template <class A>
     void serialize(A& ar);
     bool operator==(const Progress&) const = default;
+};
+
+/// Protocol 1.6 (feature kFeaturePark): the holder of a live lease hands the job to an outside
+/// system. Answered PARKED (the job waits, parked, for the callback until timeout_ms from the
+/// coordinator's now), or REJECTED as a completion of the same generation would be. The lease
+/// ends: the holder stops renewing the job and forgets it.
+struct Park {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    std::int64_t timeout_ms = 0;  ///< 1 .. kMaxParkTimeoutMs
+    std::string note;             ///< 0..200 bytes of UTF-8, for operators
+    template <class A>
+    void serialize(A& ar);
+    bool operator==(const Park&) const = default;
 };
 
 /// Ends the session; held leases are left to expire (or released first by the worker).
@@ -317,17 +341,33 @@ struct Error {
     bool operator==(const Error&) const = default;
 };
 
-/// PROGRESS (protocol 1.5) is a request like HELLO .. BYE, but comes last, so that the index of
-/// every earlier alternative (which the fuzz corpus records) stays what it was.
-using Message = std::variant<Hello, Claim, Renew, Complete, Fail, Release, Bye, Welcome, Assigned,
-                             NoWork, LeaseMsg, Revoked, Accepted, Rejected, Error, Progress>;
+/// Answer to PARK (protocol 1.6): the job is parked. `token` finishes it, once, before
+/// deadline_us; only its hash is stored, so it cannot be asked for again (a PARK re-sent before
+/// the deadline parks the job again under a new token, and the old one stops working).
+struct Parked {
+    std::uint64_t req = 0;
+    std::int64_t job_id = 0;
+    std::int64_t generation = 0;
+    std::string token;             ///< kParkTokenChars lowercase hex digits
+    std::int64_t deadline_us = 0;  ///< microseconds since the epoch, the coordinator's clock
+    template <class A>
+    void serialize(A& ar);
+    bool operator==(const Parked&) const = default;
+};
+
+/// PROGRESS (protocol 1.5) and PARK (1.6) are requests like HELLO .. BYE, but come after the
+/// others with PARKED, so that the index of every earlier alternative (which the fuzz corpus
+/// records) stays what it was.
+using Message =
+    std::variant<Hello, Claim, Renew, Complete, Fail, Release, Bye, Welcome, Assigned, NoWork,
+                 LeaseMsg, Revoked, Accepted, Rejected, Error, Progress, Park, Parked>;
 
 /// The type frame's text for a message, e.g. "CLAIM", "LEASE".
 std::string_view type_name(const Message& m);
 /// The request id carried by any message.
 std::uint64_t request_id(const Message& m);
-/// True for the worker -> coordinator messages (HELLO .. BYE, PROGRESS); a coordinator refuses
-/// the others.
+/// True for the worker -> coordinator messages (HELLO .. BYE, PROGRESS, PARK); a coordinator
+/// refuses the others.
 bool is_request(const Message& m);
 
 /// The three frames of a message.

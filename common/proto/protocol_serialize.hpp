@@ -70,6 +70,16 @@ void Progress::serialize(A& ar) {
        CEREAL_NVP(note), CEREAL_NVP(checkpoint));
 }
 template <class A>
+void Park::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(timeout_ms),
+       CEREAL_NVP(note));
+}
+template <class A>
+void Parked::serialize(A& ar) {
+    ar(CEREAL_NVP(req), CEREAL_NVP(job_id), CEREAL_NVP(generation), CEREAL_NVP(token),
+       CEREAL_NVP(deadline_us));
+}
+template <class A>
 void Bye::serialize(A& ar) {
     ar(CEREAL_NVP(req));
 }

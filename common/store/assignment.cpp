@@ -151,6 +151,24 @@ std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operat
             }
             return say(Rejection::StaleGeneration,
                        "generation " + gen + " is stale: current generation is " + current);
+        case JobState::Parked:
+            // The holder handed the job to an outside system: its lease ended there, and only the
+            // callback token finishes the job now.
+            if (row->generation != generation) {
+                return say(
+                    Rejection::StaleGeneration,
+                    "generation " + gen + " is stale: job is parked at generation " + current);
+            }
+            if (row->assignee != worker) {
+                return say(Rejection::NotAssignee, "job is held by another worker");
+            }
+            if (row->deadline && *row->deadline <= now) {
+                return say(Rejection::DeadlineExceeded,
+                           "the park of generation " + gen + " ran past its deadline");
+            }
+            return say(Rejection::LeaseExpired,
+                       "job of generation " + gen +
+                           " is parked: the outside system finishes it with its callback token");
         case JobState::Assigned:
             if (row->generation != generation) {
                 return say(Rejection::StaleGeneration,

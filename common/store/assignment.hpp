@@ -21,7 +21,10 @@ using Generation = std::int64_t;
 
 /// pending: claimable now. scheduled: waiting for its run_at (a delay, or a retry's backoff).
 /// assigned: leased. completed, failed (a final failure), discarded (every attempt used up) and
-/// cancelled are terminal. quarantined: set aside by the recovery tool for a person.
+/// cancelled are terminal. quarantined: set aside by the recovery tool for a person. parked: its
+/// holder handed it to an outside system (protocol 1.6), which finishes it with a callback token
+/// until the park's deadline; not terminal, cancellable. New states go at the end (display order
+/// is kJobStates').
 enum class JobState {
     Pending,
     Scheduled,
@@ -30,7 +33,8 @@ enum class JobState {
     Failed,
     Discarded,
     Cancelled,
-    Quarantined
+    Quarantined,
+    Parked
 };
 
 /// True for the states a job never leaves on its own (an operator may revive failed, discarded
@@ -126,6 +130,8 @@ struct TransitionRequest {
     int percent = 0;           ///< progress only: 0..100
     std::string note{};        ///< progress only
     std::string checkpoint{};  ///< progress only; empty keeps the stored checkpoint
+    Instant park_deadline{};   ///< park only: when the park ends (the retry policy applies)
+    std::string token{};       ///< park only: the callback token, 64 hex digits; stored hashed
 };
 
 /// The last progress reported on a job (schema/0020_progress.sql): what its next holder resumes
@@ -177,7 +183,7 @@ struct Transition {
     std::optional<Rejection> rejection;  ///< empty when the transition was applied
     bool replayed = false;       ///< the same request had already been applied; nothing changed now
     std::string detail;          ///< human-readable explanation of a rejection
-    Instant lease_expires_at{};  ///< renew: the new deadline
+    Instant lease_expires_at{};  ///< renew: the new deadline; park: the park's deadline
     JobState state = JobState::Pending;  ///< the row's state afterwards, when applied
 
     bool accepted() const { return !rejection.has_value(); }
@@ -220,7 +226,7 @@ struct RowAuthority {
     std::string result_ref;
 };
 
-enum class Operation { Renew, Complete, Fail, Release, Progress };
+enum class Operation { Renew, Complete, Fail, Release, Progress, Park };
 
 /// Decides the rejection for a request whose fenced update matched no row, from the current row
 /// (or its absence). Returns nullopt when the row shows the request was already applied, so that

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/store/new_job_arrays.hpp"
+#include "common/store/park_sql.hpp"
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
 #include "common/store/session_sql.hpp"
@@ -360,8 +361,10 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
         session.exec(sql::kJitOff.text);
     }
     if (options_.row_security) act_as_row_security_role(*conn_);
-    for (const sql::Statement* statement : sql::kStatements) {
-        conn_->prepare(statement->name, prepared_text(*statement, options_.lock_strategy));
+    for (const auto* list : {&sql::kStatements, &sql::kParkStatements}) {
+        for (const sql::Statement* statement : *list) {
+            conn_->prepare(statement->name, prepared_text(*statement, options_.lock_strategy));
+        }
     }
 }
 
@@ -470,6 +473,21 @@ Transition AssignmentStore::progress(const TransitionRequest& q, Instant now) {
     txn.commit();
     Transition t;
     t.state = JobState::Assigned;
+    return t;
+}
+
+Transition AssignmentStore::park(const TransitionRequest& q, Instant now) {
+    plan_for(1);
+    pqxx::work txn(*conn_, "park");
+    Scope scope(txn, options_.row_security);
+    scope.to(q.org);
+    const pqxx::result r = txn.exec_prepared(sql::kPark.name, q.org, q.job, q.generation, q.worker,
+                                             now, q.park_deadline, q.note, q.token);
+    if (r.empty()) return reject(txn, scope, Operation::Park, q, now);
+    txn.commit();
+    Transition t;
+    t.state = JobState::Parked;
+    t.lease_expires_at = q.park_deadline;
     return t;
 }
 
@@ -615,9 +633,18 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
 }
 
 std::vector<Reclaimed> AssignmentStore::reclaim_expired(Instant now, int limit) {
-    pqxx::work txn(*conn_, "reclaim");
+    return reclaim_with(sql::kReclaim, "reclaim", now, limit);
+}
+
+std::vector<Reclaimed> AssignmentStore::expire_parks(Instant now, int limit) {
+    return reclaim_with(sql::kExpireParks, "expire_parks", now, limit);
+}
+
+std::vector<Reclaimed> AssignmentStore::reclaim_with(const sql::Statement& statement,
+                                                     const char* name, Instant now, int limit) {
+    pqxx::work txn(*conn_, name);
     Scope(txn, options_.row_security).all();
-    const pqxx::result r = txn.exec_prepared(sql::kReclaim.name, now, limit);
+    const pqxx::result r = txn.exec_prepared(statement.name, now, limit);
     txn.commit();
     std::vector<Reclaimed> out;
     out.reserve(r.size());

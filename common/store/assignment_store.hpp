@@ -11,6 +11,10 @@
 
 namespace aclaim::common {
 
+namespace sql {
+struct Statement;
+}
+
 /// Settings of one store connection.
 struct StoreOptions {
     /// What a claim does when a candidate row is locked.
@@ -82,6 +86,13 @@ class AssignmentStore {
     /// lease is not extended.
     Transition progress(const TransitionRequest& request, Instant now);
 
+    /// Parks a job held under a live lease of the current generation (protocol 1.6): it waits,
+    /// parked, for an outside system's callback with request.token (stored hashed) until
+    /// request.park_deadline, audited 'parked'. A re-sent PARK of the same generation and holder
+    /// before the deadline parks it again under the re-sent token. Refused and audited as a
+    /// completion of the same generation would be.
+    Transition park(const TransitionRequest& request, Instant now);
+
     /// Completes a job held under a live lease of the current generation and publishes its result
     /// in the same transaction.
     Transition complete(const TransitionRequest& request, Instant now);
@@ -124,6 +135,11 @@ class AssignmentStore {
     /// the current locked row. Past max_attempts the job fails instead.
     std::vector<Reclaimed> reclaim_expired(Instant now, int limit);
 
+    /// Ends up to limit parks whose deadline passed at now, across organizations, as failed
+    /// attempts: the retry policy applies (schema/0023_parked_jobs.sql). Nobody holds a lease to
+    /// revoke; each is returned for the log and the count.
+    std::vector<Reclaimed> expire_parks(Instant now, int limit);
+
     /// Makes up to limit scheduled jobs whose run_at has arrived pending, across organizations,
     /// and wakes their queues. Returns how many.
     int promote_due(Instant now, int limit);
@@ -156,6 +172,9 @@ class AssignmentStore {
 
   private:
     void commit(pqxx::work& txn);
+    /// reclaim_expired and expire_parks: one reclaim_statement, across organizations.
+    std::vector<Reclaimed> reclaim_with(const sql::Statement& statement, const char* name,
+                                        Instant now, int limit);
     /// Before a transaction for `jobs` jobs: generic plans or the planner's choice, as
     /// StoreOptions::generic_plans_below says; a round trip only when the choice changes.
     void plan_for(std::size_t jobs);

@@ -459,11 +459,12 @@ SELECT id, aclaim_wake(org_id, queue) FROM r
 /// Takes back expired leases: {PICK} selects and locks the rows, $1 is now, {DETAIL} is the
 /// events' detail. An expired lease uses up its attempt: the retry policy applies, and past
 /// max_attempts the job is discarded. A lease that ran into the attempt's deadline says so in the
-/// detail. {PICK} must lock its rows with the conditions `state = 'assigned' AND
-/// lease_expires_at <= now`: a locking read rechecks them on the current row version, and the
-/// lock keeps them true until the UPDATE, which then finds its rows by primary key alone (as
-/// kClaim, and for the reason given at kRenewBatch). Each event carries its row's own
-/// organization. The reaper's kReclaim and the recovery tool's one-job reclaim
+/// detail, and a parked job (kExpireParks: {PICK} locks `state = 'parked' AND deadline_at <= now`)
+/// that its park's deadline passed. {PICK} must lock its rows with the conditions `state =
+/// 'assigned' AND lease_expires_at <= now`, or the parked ones: a locking read rechecks them on the
+/// current row version, and the lock keeps them true until the UPDATE, which then finds its rows by
+/// primary key alone (as kClaim, and for the reason given at kRenewBatch). Each event carries its
+/// row's own organization. The reaper's kReclaim and the recovery tool's one-job reclaim
 /// (recovery_sql.hpp) are this one text.
 inline std::string reclaim_statement(std::string_view pick, std::string_view detail) {
     std::string text = R"SQL(
@@ -473,7 +474,9 @@ WITH expired AS MATERIALIZED (
     UPDATE jobs j SET)SQL" +
                        retry_or_discard("true", "$1::bigint") +
                        R"SQL(,
-           last_error = CASE WHEN j.deadline_at <= aclaim_ts($1::bigint)
+           last_error = CASE WHEN j.state = 'parked'
+                             THEN 'park deadline passed on attempt ' || j.attempts
+                             WHEN j.deadline_at <= aclaim_ts($1::bigint)
                              THEN 'run deadline exceeded on attempt ' || j.attempts
                              ELSE 'lease expired on attempt ' || j.attempts END
       FROM expired

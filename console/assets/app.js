@@ -350,6 +350,10 @@ async function renderJob(view, id) {
   const p = data.progress;
   add('progress', p ? `${p.percent}%` + (p.note ? ` — ${p.note}` : '') +
     ` (generation ${p.generation}, checkpoint ${p.checkpoint_bytes} bytes, ${p.updated_at})` : null);
+  const k = data.park;
+  add('parked', k ? `by ${k.parked_by} at generation ${k.generation}, ${k.parked_at}, until ${k.deadline}` +
+    (k.note ? ` — ${k.note}` : '') +
+    (k.used_at ? `; finished ${k.outcome} by ${k.used_by} at ${k.used_at}` : '; waiting for its callback') : null);
   add('finished', j.completed_at);
   add('result', data.result ? `${data.result.result_ref} (generation ${data.result.generation}, published ${data.result.published_at})` : null);
   add('last error', j.last_error ? el('pre', { text: j.last_error }) : null);

@@ -76,6 +76,13 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
             case RequestKind::Progress:
                 results.emplace_back(store.progress(q, now));
                 break;
+            case RequestKind::Park: {
+                common::TransitionRequest park = q;
+                park.park_deadline =
+                    now + std::chrono::milliseconds(batch.front().request.ask.park_timeout_ms);
+                results.emplace_back(store.park(park, now));
+                break;
+            }
             case RequestKind::Claim:
                 break;
         }
@@ -199,8 +206,8 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
     out.reserve(batch.size());
     for (auto& r : batch) out.push_back(RequestOutcome{std::move(r), DbFailure{}});
     const RequestKind kind = out.front().request.kind();
-    const bool harmless =
-        kind == RequestKind::Claim || kind == RequestKind::Renew || kind == RequestKind::Progress;
+    const bool harmless = kind == RequestKind::Claim || kind == RequestKind::Renew ||
+                          kind == RequestKind::Progress || kind == RequestKind::Park;
     for (int attempt = 0;; ++attempt) {
         // A retry connects at once rather than after the backoff: it follows a connection that
         // was found gone, not a database that refused to connect.

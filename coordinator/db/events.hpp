@@ -18,11 +18,11 @@ namespace aclaim::coordinator {
 
 using SteadyClock = std::chrono::steady_clock;
 
-enum class RequestKind { Claim, Renew, Complete, Fail, Release, Progress };
+enum class RequestKind { Claim, Renew, Complete, Fail, Release, Progress, Park };
 
 inline std::string_view kind_name(RequestKind k) {
-    constexpr std::string_view kNames[] = {"claim", "renew",   "complete",
-                                           "fail",  "release", "progress"};
+    constexpr std::string_view kNames[] = {"claim",   "renew",    "complete", "fail",
+                                           "release", "progress", "park"};
     return kNames[static_cast<int>(k)];
 }
 
@@ -40,12 +40,14 @@ struct StoreRequest {
     /// claim, which names no job.
     common::JobId job_id = 0;
     common::Generation generation = 0;
-    std::string result_ref{};  ///< complete only
-    std::string reason{};      ///< fail only
-    bool retryable = false;    ///< fail only
-    int percent = 0;           ///< progress only
-    std::string note{};        ///< progress only
-    std::string checkpoint{};  ///< progress only
+    std::string result_ref{};          ///< complete only
+    std::string reason{};              ///< fail only
+    bool retryable = false;            ///< fail only
+    int percent = 0;                   ///< progress only
+    std::string note{};                ///< progress only
+    std::string checkpoint{};          ///< progress only
+    std::int64_t park_timeout_ms = 0;  ///< park only: the deadline is the DB thread's now + this
+    std::string token{};               ///< park only: the callback token the worker is given
 
     /// The coordinator's own release of a lease it could not deliver to `worker`.
     static StoreRequest release_of(common::OrgId org, std::string worker,
@@ -63,8 +65,8 @@ struct StoreRequest {
     /// Renew, complete, fail, release or progress: the fence and the fields the operation
     /// carries.
     common::TransitionRequest transition() const {
-        return {org_id, job_id,    generation, worker_id, result_ref,
-                reason, retryable, percent,    note,      checkpoint};
+        return {org_id,    job_id,  generation, worker_id,  result_ref,        reason,
+                retryable, percent, note,       checkpoint, common::Instant{}, token};
     }
     /// Renew, complete, fail, release or progress.
     common::Operation operation() const {
@@ -77,6 +79,8 @@ struct StoreRequest {
                 return common::Operation::Release;
             case RequestKind::Progress:
                 return common::Operation::Progress;
+            case RequestKind::Park:
+                return common::Operation::Park;
             case RequestKind::Claim:
             case RequestKind::Renew:
                 break;
@@ -148,13 +152,15 @@ struct DbFailure {
 /// the request, so its statement may have run. A claim or a renewal changes nothing a worker
 /// relies on whether or not it ran (a claimed job is reclaimed, a renewal is idempotent); any
 /// other transition that may have run is for the row to decide when the worker re-sends. A
-/// progress report is as safe to re-send as a renewal: the same report stored twice is one row.
+/// progress report is as safe to re-send as a renewal: the same report stored twice is one row;
+/// so is a PARK, which parks the job again under the same token.
 inline DbFailure answer_at_deadline(RequestKind kind, bool attempted,
                                     std::chrono::milliseconds bound) {
     const std::string within =
         "the database did not answer within " + std::to_string(bound.count()) + " ms";
     if (!attempted) return {DbFailure::Kind::Unavailable, within + "; nothing was attempted"};
-    if (kind == RequestKind::Claim || kind == RequestKind::Renew || kind == RequestKind::Progress) {
+    if (kind == RequestKind::Claim || kind == RequestKind::Renew || kind == RequestKind::Progress ||
+        kind == RequestKind::Park) {
         return {DbFailure::Kind::Unavailable, within + "; re-send"};
     }
     return {DbFailure::Kind::OutcomeUnknown,

@@ -130,6 +130,24 @@ bool Reaper::reclaim(common::AssignmentStore& store, Poster& poster, const Guard
         }
         if (cut) return true;
     } while (got == static_cast<std::size_t>(options_.reap_batch));
+    return expire_parks(store, guarded);
+}
+
+bool Reaper::expire_parks(common::AssignmentStore& store, const Guarded& guarded) {
+    // A parked job has no lease, so no holder to tell: each is logged and counted only.
+    std::size_t got = 0;
+    do {
+        std::vector<common::Reclaimed> expired;
+        const bool cut =
+            guarded([&] { expired = store.expire_parks(clock_.now(), options_.reap_batch); });
+        got = expired.size();
+        for (const auto& r : expired) {
+            metrics_.parks_expired.fetch_add(1, std::memory_order_relaxed);
+            spdlog::info("park expired org={} job={} generation={} worker={} outcome={}", r.org_id,
+                         r.job_id, r.generation, r.assignee, common::to_string(r.state));
+        }
+        if (cut) return true;
+    } while (got == static_cast<std::size_t>(options_.reap_batch));
     return false;
 }
 

@@ -17,7 +17,8 @@
 namespace aclaim::coordinator {
 
 /// Takes back expired leases every reap_interval_ms on a connection of its own, and posts each
-/// reclaim so that the router can tell the former assignee at once. Each reclaim is decided by
+/// reclaim so that the router can tell the former assignee at once; ends parked jobs whose
+/// park's deadline passed in the same round. Each reclaim is decided by
 /// the store on the current locked row, so several coordinators reaping one database agree.
 ///
 /// It is also the promoter of scheduled jobs: it knows the earliest run_at (one probe of the
@@ -50,6 +51,8 @@ class Reaper {
     /// Each returns true when a statement was cut at its deadline.
     bool reclaim(common::AssignmentStore& store, Poster& poster, const Guarded& guarded);
     bool promote(common::AssignmentStore& store, const Guarded& guarded);
+    /// Ends the parks whose deadline passed (protocol 1.6): the retry policy applies.
+    bool expire_parks(common::AssignmentStore& store, const Guarded& guarded);
 
     const ReaperOptions options_;
     const common::Clock& clock_;

@@ -35,6 +35,8 @@ HttpServer::HttpServer(HttpOptions options, const Metrics& metrics, const common
       queue_metrics_(options_.dsn.empty() ? nullptr
                                           : std::make_unique<QueueMetrics>(options_.dsn, clock)),
       readiness_(options_.dsn, clock),
+      callback_(options_.dsn.empty() ? nullptr
+                                     : std::make_unique<ParkCallback>(options_.dsn, clock)),
       server_(std::make_unique<httplib::Server>()) {}
 
 HttpServer::~HttpServer() {
@@ -64,6 +66,30 @@ void HttpServer::routes() {
         }
         res.set_content(tick == 0 ? "ok: starting\n" : "ok\n", "text/plain");
     });
+    server_->Post("/v1/callback", [this](const httplib::Request& req, httplib::Response& res) {
+        CallbackReply r{503, R"({"accepted":false,"reason":"unavailable","detail":"no database"})"};
+        if (callback_) {
+            r = callback_->handle(req.get_header_value("Authorization"), req.body,
+                                  req.remote_addr + ":" + std::to_string(req.remote_port));
+        }
+        (r.accepted ? metrics_.callbacks_accepted : metrics_.callbacks_refused)
+            .fetch_add(1, std::memory_order_relaxed);
+        res.status = r.status;
+        res.set_content(r.body, "application/json");
+    });
+    // The callback's refusals that httplib decides itself (a body over the limit: 413) are
+    // answered in JSON too; the other paths keep httplib's plain answers.
+    server_->set_error_handler(httplib::Server::HandlerWithResponse(
+        [](const httplib::Request& req, httplib::Response& res) {
+            if (req.path != "/v1/callback" || !res.body.empty()) {
+                return httplib::Server::HandlerResponse::Unhandled;
+            }
+            res.set_content(R"({"accepted":false,"reason":")" +
+                                std::string(res.status == 413 ? "oversized" : "invalid") +
+                                R"(","detail":"HTTP )" + std::to_string(res.status) + R"("})",
+                            "application/json");
+            return httplib::Server::HandlerResponse::Handled;
+        }));
     server_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
         const Readiness r = readiness_.check();
         res.status = r.ready ? 200 : 503;
@@ -84,6 +110,8 @@ void HttpServer::start() {
         const int yes = 1;
         ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     });
+    // The only body read is a callback's; anything larger is answered 413 unread.
+    server_->set_payload_max_length(ParkCallback::kMaxBodyBytes);
     server_->set_read_timeout(5, 0);
     server_->set_write_timeout(5, 0);
     if (where->port == 0) {
@@ -107,7 +135,7 @@ void HttpServer::start() {
          ++step) {
         std::this_thread::sleep_for(kStartStep);
     }
-    spdlog::info("http: /metrics, /healthz and /readyz on {}", address_);
+    spdlog::info("http: /metrics, /healthz, /readyz and POST /v1/callback on {}", address_);
 }
 
 void HttpServer::stop() {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/base/clock.hpp"
+#include "coordinator/http/callback.hpp"
 #include "coordinator/http/queue_metrics.hpp"
 #include "coordinator/http/readiness.hpp"
 #include "coordinator/metrics/metrics.hpp"
@@ -21,7 +22,9 @@ namespace aclaim::coordinator {
 /// The operator's HTTP endpoint, on a thread pool of its own beside the coordinator:
 ///   /metrics  the Metrics atomics in the Prometheus text format;
 ///   /healthz  200 while the router thread keeps running its loop, 503 once it has stalled;
-///   /readyz   200 when the database is reachable and its schema current, 503 with the reason.
+///   /readyz   200 when the database is reachable and its schema current, 503 with the reason;
+///   POST /v1/callback  an outside system finishes a parked job with its callback token
+///             (protocol 1.6, ParkCallback).
 /// It only reads atomics and opens its own short-lived database connection, so a slow scrape or
 /// probe never delays a worker's request.
 class HttpServer {
@@ -55,6 +58,8 @@ class HttpServer {
     /// Per-queue gauges appended to /metrics (none without a database).
     std::unique_ptr<QueueMetrics> queue_metrics_;
     ReadinessProbe readiness_;
+    /// POST /v1/callback (none without a database).
+    std::unique_ptr<ParkCallback> callback_;
     std::unique_ptr<httplib::Server> server_;
     std::thread thread_;
     std::atomic<bool> listening_done_{false};

@@ -37,6 +37,8 @@ constexpr Gauge kGauges[] = {
      [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.scheduled); }},
     {"aclaim_queue_assigned", "Jobs leased out.",
      [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.assigned); }},
+    {"aclaim_queue_parked", "Jobs handed to an outside system, waiting for its callback.",
+     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.parked); }},
     {"aclaim_queue_discarded", "Jobs whose every attempt was used up, waiting for a person.",
      [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.discarded); }},
     {"aclaim_queue_paused", "1 while an operator has paused the queue.",

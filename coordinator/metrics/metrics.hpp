@@ -43,13 +43,13 @@ struct ResultNotifierCounters {
 /// the declarations carried their text (docs/performance.md, "Metrics cost").
 struct Metrics {
     static constexpr std::size_t kRejectionKinds = 7;
-    /// Statements timed by statement_latency: the six request kinds in RequestKind order, then
+    /// Statements timed by statement_latency: the seven request kinds in RequestKind order, then
     /// the reaper's reclaim.
-    static constexpr std::array<std::string_view, 8> kStatements{
-        "claim", "renew", "complete", "fail", "release", "progress", "reclaim", "prune"};
-    static constexpr std::size_t kReclaimStatement = 6;
+    static constexpr std::array<std::string_view, 9> kStatements{
+        "claim", "renew", "complete", "fail", "release", "progress", "park", "reclaim", "prune"};
+    static constexpr std::size_t kReclaimStatement = 7;
     /// The retention thread's prune batch.
-    static constexpr std::size_t kPruneStatement = 7;
+    static constexpr std::size_t kPruneStatement = 8;
     /// Where the time of a claim that was granted jobs went: waiting for a DB thread, its
     /// statements up to the commit, the commit (the WAL flush), and from the DB thread's end
     /// until the ASSIGNED reply left the router thread (the mailbox and the send).
@@ -99,6 +99,24 @@ struct Metrics {
     Single<Counter> progress_reports{
         registry,
         {"aclaim_progress_total", "PROGRESS reports stored (protocol 1.5, feature progress)."}};
+    Single<Counter> jobs_parked{
+        registry,
+        {"aclaim_jobs_parked_total",
+         "PARKs accepted: jobs handed to an outside system (protocol 1.6, feature park)."}};
+    Single<Counter> parks_expired{
+        registry,
+        {"aclaim_parks_expired_total",
+         "Parked jobs whose park's deadline passed, ended by the reaper as failed attempts."}};
+    /// Written by the HTTP server's POST /v1/callback, which holds the metrics const.
+    mutable Single<Counter> callbacks_accepted{
+        registry,
+        {"aclaim_park_callbacks_accepted_total",
+         "Callbacks on POST /v1/callback that finished a parked job."}};
+    mutable Single<Counter> callbacks_refused{
+        registry,
+        {"aclaim_park_callbacks_refused_total",
+         "Callbacks on POST /v1/callback refused: a forged, replayed or stale token, or a "
+         "malformed request."}};
     Single<Counter> replayed{
         registry,
         {"aclaim_replayed_total", "Accepted transitions that had already been committed."}};

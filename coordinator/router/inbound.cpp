@@ -1,9 +1,11 @@
 #include "coordinator/router/inbound.hpp"
 
+#include <sodium.h>
 #include <spdlog/fmt/bin_to_hex.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 
 #include "common/base/reconnect_spread.hpp"
 #include "common/ops/worker_keys.hpp"
@@ -24,6 +26,16 @@ constexpr auto kDrainRetryFloor = std::chrono::milliseconds(1000);
 /// Frames kept after the routing id; a longer message is malformed anyway, and keeping every
 /// frame of it would let one message allocate without bound.
 constexpr std::size_t kFramesKept = 4;
+
+/// A callback token (protocol 1.6): 32 bytes from libsodium's CSPRNG, as lowercase hex.
+std::string new_park_token() {
+    std::array<unsigned char, proto::kParkTokenChars / 2> raw{};
+    randombytes_buf(raw.data(), raw.size());
+    std::array<char, proto::kParkTokenChars + 1> hex{};
+    sodium_bin2hex(hex.data(), hex.size(), raw.data(), raw.size());
+    sodium_memzero(raw.data(), raw.size());
+    return {hex.data(), proto::kParkTokenChars};
+}
 
 /// The store's request for a wire request that goes to the database, on behalf of the session
 /// it came on: the organization, the worker and the queues are the session's, never the body's.
@@ -56,6 +68,13 @@ std::optional<StoreRequest> store_request(const proto::Message& m, const Session
         r.percent = progress->percent;
         r.note = progress->note;
         r.checkpoint = progress->checkpoint;
+    } else if (const auto* park = std::get_if<proto::Park>(&m)) {
+        fenced(RequestKind::Park, *park);
+        r.park_timeout_ms = park->timeout_ms;
+        r.note = park->note;
+        // Drawn here, once per PARK: a re-send of this request after a lost connection parks
+        // the job again under the same token.
+        r.token = new_park_token();
     } else {
         return std::nullopt;
     }
@@ -424,9 +443,10 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
     // Only what was asked for is granted, so a worker that asked for nothing gets a WELCOME of
     // protocol 1.1, byte for byte.
     for (const auto& feature : hello.features) {
-        const bool known =
-            feature == proto::kFeatureCompleteClaim || feature == proto::kFeatureRenewHeld ||
-            feature == proto::kFeatureReconnectHints || feature == proto::kFeatureProgress;
+        const bool known = feature == proto::kFeatureCompleteClaim ||
+                           feature == proto::kFeatureRenewHeld ||
+                           feature == proto::kFeatureReconnectHints ||
+                           feature == proto::kFeatureProgress || feature == proto::kFeaturePark;
         if (known && std::find(welcome.features.begin(), welcome.features.end(), feature) ==
                          welcome.features.end()) {
             welcome.features.push_back(feature);

@@ -202,6 +202,18 @@ void Outcomes::on_transition(const RoutedRequest& request, const RequestOutcome:
         p_.replier.finish(to);
         return;
     }
+    if (request.kind() == RequestKind::Park) {
+        p_.metrics.jobs_parked.fetch_add(1, std::memory_order_relaxed);
+        spdlog::info("park org={} job={} generation={} worker={} outcome=parked deadline={}",
+                     from.org_id, job, generation, from.worker_id,
+                     common::to_micros(t.lease_expires_at));
+        p_.replier.send(to.routing_id,
+                        proto::Parked{to.req, job, generation, from.token,
+                                      common::to_micros(t.lease_expires_at)},
+                        to.encoding);
+        p_.replier.finish(to);
+        return;
+    }
     if (request.kind() == RequestKind::Renew) {
         p_.metrics.renewals.fetch_add(1, std::memory_order_relaxed);
         spdlog::debug("renew org={} job={} generation={} worker={} outcome=extended", from.org_id,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Conformance kit for the aclaim wire protocol, version 1.5 (docs/protocol.md).
+"""Conformance kit for the aclaim wire protocol, version 1.6 (docs/protocol.md).
 
 Point it at a running coordinator. It sends every message type in both encodings, checks every
 reply against the spec's field tables (exact fields, types, ranges, UTF-8, lengths), causes every
@@ -11,7 +11,10 @@ REVOKED under its own req (a stale generation, another organization's job), a li
 malformed refused as one ERROR, a refusal before HELLO answering every job. For protocol 1.5,
 PROGRESS (progress): stored and answered ACCEPTED for the holder, refused like a completion for a
 stale generation, ERROR invalid beyond its bounds, and the checkpoint handed to the next holder in
-ASSIGNED's resume (only to a worker that asked for progress).
+ASSIGNED's resume (only to a worker that asked for progress). For protocol 1.6, PARK (park):
+PARKED with a callback token for the holder, ERROR invalid beyond its bounds, REJECTED for a stale
+generation and for the holder's own COMPLETE after it; with --http (the coordinator's HTTP
+endpoint), the callback accepted once, its replay refused 409 and a forged token 401.
 
 Situations that need jobs or keys are set up with aclaimctl (--aclaimctl, with --dsn or
 ACLAIM_DSN); a quarantined job needs the database itself (--dsn and psql). Without them those
@@ -33,6 +36,8 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import zmq
 
@@ -55,6 +60,8 @@ REQUEST_FIELDS = {
     "BYE": [("req", "u64")],
     "PROGRESS": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"), ("percent", "i32"),
                  ("note", "str"), ("checkpoint", "str")],  # 1.5
+    "PARK": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"), ("timeout_ms", "i64"),
+             ("note", "str")],  # 1.6
 }
 JOB_FIELDS = [("job_id", "i64"), ("generation", "i64"), ("lease_expires_at_us", "i64"),
               ("lease_ms", "i32"), ("attempts", "i32"), ("priority", "i32"), ("payload", "str")]
@@ -72,6 +79,8 @@ REPLY_FIELDS = {
     "REJECTED": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"), ("reason", "str"),
                  ("detail", "str")],
     "ERROR": [("req", "u64"), ("code", "str"), ("text", "str")],
+    "PARKED": [("req", "u64"), ("job_id", "i64"), ("generation", "i64"), ("token", "str"),
+               ("deadline_us", "i64")],  # 1.6
 }
 ALL_FIELDS = {**REQUEST_FIELDS, **REPLY_FIELDS}
 # Optional members (docs/protocol.md, "Optional members"), after the table's fields in this order.
@@ -88,6 +97,8 @@ OPTIONAL_FIELDS = {
 RESUME_FIELDS = [("job_id", "i64"), ("generation", "i64"), ("percent", "i32"), ("note", "str"),
                  ("checkpoint", "str")]
 PROGRESS = "progress"  # protocol 1.5
+PARK = "park"  # protocol 1.6
+MAX_PARK_TIMEOUT_MS = 30 * 24 * 3600 * 1000
 MAX_NOTE = 200
 MAX_CHECKPOINT = 4096
 CLAIM_FIELDS = REQUEST_FIELDS["CLAIM"]
@@ -112,7 +123,8 @@ ANSWERS = {"HELLO": {"WELCOME", "ERROR"}, "CLAIM": {"ASSIGNED", "NO_WORK", "ERRO
            "COMPLETE": {"ACCEPTED", "REJECTED", "ERROR"},
            "FAIL": {"ACCEPTED", "REJECTED", "ERROR"},
            "RELEASE": {"ACCEPTED", "REJECTED", "ERROR"},
-           "PROGRESS": {"ACCEPTED", "REJECTED", "ERROR"}}
+           "PROGRESS": {"ACCEPTED", "REJECTED", "ERROR"},
+           "PARK": {"PARKED", "REJECTED", "ERROR"}}
 
 
 class Malformed(Exception):
@@ -1685,6 +1697,87 @@ def progress(kit, enc):
     c.close()
 
 
+def http_callback(kit, token, outcome, result):
+    """POST /v1/callback on the coordinator's HTTP endpoint: (status, JSON body)."""
+    body = json.dumps({"outcome": outcome, "result": result}).encode()
+    request = urllib.request.Request(f"http://{kit.args.http}/v1/callback", data=body,
+                                     method="POST",
+                                     headers={"Authorization": f"Bearer {token}",
+                                              "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def park(kit, enc):
+    """Protocol 1.6's PARK: granted when asked for; PARKED with a token of 64 hex digits and a
+    deadline for the holder; its bounds refused ERROR invalid naming the field; a stale
+    generation's PARK and the holder's COMPLETE after it REJECTED; with --http, the callback
+    accepted once, its replay refused 409 and a forged token 401."""
+    org = kit.new_org()
+    me = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-park")
+    c = kit.connect(me)
+    w = c.hello(me, enc, f"[{enc}] HELLO asking for park", features=[PARK])
+    if w is None or not kit.check(f"[{enc}] park granted", w.msg.get("features") == [PARK],
+                                  repr(w)):
+        c.close()
+        return
+    kit.enqueue(org, f"kit {kit.run_id} park {enc}")
+    req = c.send("CLAIM", enc, max_jobs=1, wait_ms=5000)
+    a = c.expect("ASSIGNED", req, enc, f"[{enc}] CLAIM of a job to park")
+    if a is None:
+        c.close()
+        return
+    job = a["jobs"][0]
+    ids = {"job_id": job["job_id"], "generation": job["generation"]}
+    for fields, field, what in [
+        ({"timeout_ms": 0, "note": ""}, "timeout_ms", "timeout_ms 0"),
+        ({"timeout_ms": MAX_PARK_TIMEOUT_MS + 1, "note": ""}, "timeout_ms",
+         "timeout_ms over 30 days"),
+        ({"timeout_ms": 1000, "note": "n" * (MAX_NOTE + 1)}, "note", "a note of 201 bytes"),
+    ]:
+        req = c.send("PARK", enc, **ids, **fields)
+        e = c.expect_error("invalid", req, enc, f"[{enc}] PARK with {what}")
+        if e is not None:
+            kit.check(f"[{enc}] PARK with {what}: text names '{field}'", f"'{field}'" in e["text"],
+                      e["text"])
+    req = c.send("PARK", enc, job_id=job["job_id"], generation=job["generation"] + 1,
+                 timeout_ms=60_000, note="")
+    c.expect_rejected("stale_generation", req, enc, f"[{enc}] PARK of a generation not granted")
+    before = time.time()
+    req = c.send("PARK", enc, timeout_ms=60_000, note="sent to the lab", **ids)
+    p = c.expect("PARKED", req, enc, f"[{enc}] PARK of the holder")
+    if p is None:
+        c.close()
+        return
+    token = p["token"]
+    kit.check(f"[{enc}] PARKED carries 64 lowercase hex digits",
+              len(token) == 64 and all(ch in "0123456789abcdef" for ch in token), repr(p))
+    kit.check(f"[{enc}] PARKED's deadline is about the timeout away",
+              abs(p["deadline_us"] / 1e6 - (before + 60)) < 30, repr(p))
+    req = c.send("COMPLETE", enc, result_ref="r:holder", **ids)
+    c.expect_rejected("lease_expired", req, enc, f"[{enc}] COMPLETE of the holder after PARK")
+    if not kit.args.http:
+        kit.skip(f"[{enc}] the callback over HTTP", "needs --http")
+        c.close()
+        return
+    status, body = http_callback(kit, "0" * 64, "completed", "r:forged")
+    kit.check(f"[{enc}] a forged token: 401 unknown_token",
+              status == 401 and body.get("reason") == "unknown_token", f"{status} {body}")
+    status, body = http_callback(kit, token, "completed", "r:outside")
+    kit.check(f"[{enc}] the callback: 200 accepted, completed",
+              status == 200 and body.get("accepted") is True and body.get("state") == "completed"
+              and body.get("job_id") == job["job_id"], f"{status} {body}")
+    status, body = http_callback(kit, token, "completed", "r:outside")
+    kit.check(f"[{enc}] its replay: 409 replayed",
+              status == 409 and body.get("reason") == "replayed", f"{status} {body}")
+    req = c.send("PARK", enc, timeout_ms=60_000, note="", **ids)
+    c.expect_rejected("already_terminal", req, enc, f"[{enc}] PARK of a job finished outside")
+    c.close()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--endpoint", required=True, help="the coordinator, e.g. tcp://127.0.0.1:5555")
@@ -1698,6 +1791,8 @@ def main():
                         "quarantining a job")
     p.add_argument("--coordinator-pid", type=int,
                    help="send this process SIGTERM at the end to check the drain")
+    p.add_argument("--http", help="the coordinator's HTTP endpoint (host:port, its --http-bind), "
+                   "for the callback of a parked job (protocol 1.6)")
     p.add_argument("--max-lease-wait-ms", type=int, default=5000,
                    help="wait for a lease to expire only if WELCOME's lease_ms is at most this")
     p.add_argument("--max-outstanding", type=int, default=65,
@@ -1724,6 +1819,7 @@ def main():
                 complete_claim(kit, enc)
                 renew_held(kit, enc)
                 progress(kit, enc)
+                park(kit, enc)
                 if kit.curve:
                     curve_only(kit, enc)
             else:

@@ -51,11 +51,13 @@ def main():
     work = tempfile.mkdtemp(prefix="aclaim-conformance-")
     log_path = os.path.join(work, "coordinator.log")
     endpoint = f"tcp://127.0.0.1:{free_port()}"
+    # The HTTP endpoint serves the callback of a parked job (protocol 1.6).
+    http = f"127.0.0.1:{free_port()}"
     argv = [os.path.join(args.bin_dir, "aclaim-coordinator"), "--dsn", dsn, "--bind", endpoint,
-            "--migrate", "--lease-ms", "1000", "--reap-interval-ms", "100", "--http-bind", "",
+            "--migrate", "--lease-ms", "1000", "--reap-interval-ms", "100", "--http-bind", http,
             "--key-cache-ms", "200", "--drain-timeout-ms", "5000", "--log-level", "info"]
     kit = [sys.executable, os.path.join(HERE, "aclaim_conformance.py"), "--endpoint", endpoint,
-           "--aclaimctl", os.path.join(args.bin_dir, "aclaimctl"), "--dsn", dsn]
+           "--aclaimctl", os.path.join(args.bin_dir, "aclaimctl"), "--dsn", dsn, "--http", http]
     if args.mode == "curve":
         public, secret = zmq.curve_keypair()
         key_file = os.path.join(work, "coordinator.key")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One version everywhere: every program the build makes answers --version with exit 0 and one
-line on stdout, "NAME VERSION (protocol 1.0-1.5)", VERSION being the top-level VERSION file and the
+line on stdout, "NAME VERSION (protocol 1.0-1.6)", VERSION being the top-level VERSION file and the
 protocol range the one docs/protocol.md is titled with; the Python client in the checkout reports
 the same VERSION (docs/operations.md, "Versions and releases").
 

@@ -44,8 +44,8 @@ struct Fixture : testing::StoreFixture {
 };
 
 common::ClassCounts counts(long terminal, long live, long expired, long pending,
-                           long inconsistent) {
-    return {terminal, live, expired, pending, inconsistent};
+                           long inconsistent, long parked = 0) {
+    return {terminal, live, expired, pending, inconsistent, parked};
 }
 
 /// Everything in the three tables, as text.

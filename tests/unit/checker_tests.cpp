@@ -83,6 +83,26 @@ TEST_CASE("each corrupted history is caught", "[checker]") {
         CHECK(r.violations[0].invariant == Invariant::CheckpointIsCurrent);
         CHECK_THAT(r.violations[0].evidence, Catch::Contains("had already ended"));
     }
+    SECTION("parks: finished once by the callback pass; a second or stale outcome is caught") {
+        // Generation 2 parks the job and the outside system completes it.
+        auto h = clean();
+        h.events.insert(h.events.begin() + 5,
+                        {30, 7, 1, 2, "parked", "b", instant_from_micros(450), "until ..."});
+        h.events[6].worker = "callback";
+        CHECK(check(h).ok());
+        auto twice = h;
+        twice.jobs[0].state = "failed";
+        twice.events.push_back({31, 7, 1, 2, "failed", "callback", instant_from_micros(600), ""});
+        CHECK(caught(twice, Invariant::ParkFinishedOnce));
+        auto stale = h;
+        stale.events[6].generation = 1;  // the outcome of a park that was not this generation's
+        CHECK(caught(stale, Invariant::ParkFinishedOnce));
+        auto unheld = clean();
+        // Parked by generation 1 after its lease was reclaimed.
+        unheld.events.insert(unheld.events.begin() + 4,
+                             {32, 7, 1, 1, "parked", "a", instant_from_micros(350), ""});
+        CHECK(caught(unheld, Invariant::ParkFinishedOnce));
+    }
     SECTION("a completion after its lease was released") {
         auto h = clean();
         h.events[5].kind = "released";

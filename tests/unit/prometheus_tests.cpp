@@ -93,10 +93,14 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
                        "aclaim_statement_duration_seconds_count{statement=\"prune\"} 0\n"});
     // The scheduler's one counter, unlabelled.
     check_lines(text, {"aclaim_schedule_jobs_enqueued_total 0\n"});
+    // Parked jobs (protocol 1.6): PARKs, expired parks and the HTTP callbacks, unlabelled.
+    check_lines(text, {"aclaim_jobs_parked_total 0\n", "aclaim_parks_expired_total 0\n",
+                       "aclaim_park_callbacks_accepted_total 0\n",
+                       "aclaim_park_callbacks_refused_total 0\n"});
     // Every family is declared once, before its samples.
     const auto types = lines_starting(text, "# TYPE ");
     CHECK(types == lines_starting(text, "# HELP "));
-    CHECK(types == 42);
+    CHECK(types == 46);
     CHECK(text.back() == '\n');
 }
 

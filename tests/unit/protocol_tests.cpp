@@ -996,3 +996,51 @@ TEST_CASE("protocol 1.5: PROGRESS round-trips and is bounded; ASSIGNED's resume 
     const auto c = proto::encode(crowded, Encoding::Binary);
     CHECK(expect_error(decode3(c.tag, c.type, c.body)).code == "invalid");
 }
+
+TEST_CASE("protocol 1.6: PARK and PARKED round-trip; PARK's timeout and note are bounded",
+          "[protocol][park]") {
+    const proto::Park park{9, 1004, 2, 86'400'000, "sent to the lab"};
+    CHECK(proto::type_name(park) == "PARK");
+    CHECK(proto::is_request(park));
+    const proto::Parked parked{9, 1004, 2, std::string(proto::kParkTokenChars, 'a'),
+                               1700086400123456};
+    CHECK(proto::type_name(parked) == "PARKED");
+    CHECK_FALSE(proto::is_request(parked));
+    CHECK(
+        proto::encode(park, Encoding::Json).body ==
+        R"({"req": 9,"job_id": 1004,"generation": 2,"timeout_ms": 86400000,"note": "sent to the lab"})");
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        for (const proto::Message& m : {proto::Message(park), proto::Message(parked)}) {
+            CAPTURE(proto::type_name(m), enc == Encoding::Json);
+            const auto f = proto::encode(m, enc);
+            CHECK(expect_message(decode3(f.tag, f.type, f.body)) == m);
+        }
+    }
+    const auto refused = [](proto::Park m, const std::string& field) {
+        for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+            const auto f = proto::encode(m, enc);
+            const auto e = expect_error(decode3(f.tag, f.type, f.body));
+            CHECK(e.code == "invalid");
+            CHECK(e.req == 9);
+            CHECK(e.text.find("'" + field + "'") != std::string::npos);
+        }
+    };
+    auto zero = park;
+    zero.timeout_ms = 0;
+    refused(zero, "timeout_ms");
+    auto long_park = park;
+    long_park.timeout_ms = proto::kMaxParkTimeoutMs + 1;
+    refused(long_park, "timeout_ms");
+    auto wordy = park;
+    wordy.note = std::string(proto::kMaxProgressNoteBytes + 1, 'n');
+    refused(wordy, "note");
+    auto longest = park;
+    longest.timeout_ms = proto::kMaxParkTimeoutMs;
+    const auto fits = proto::encode(longest, Encoding::Binary);
+    CHECK(expect_message(decode3(fits.tag, fits.type, fits.body)) == proto::Message(longest));
+    // A token of another length is not a PARKED.
+    auto short_token = parked;
+    short_token.token.pop_back();
+    const auto s = proto::encode(short_token, Encoding::Json);
+    CHECK(expect_error(decode3(s.tag, s.type, s.body)).code == "invalid");
+}

@@ -394,3 +394,24 @@ TEST_CASE("a rate bucket ahead of the clock or above its burst is a queue findin
     CHECK(above->reason == "rate_tokens_above_burst");
     CHECK_THAT(above->what, Catch::Contains("10.500 tokens") && Catch::Contains("burst of 10"));
 }
+
+TEST_CASE("a parked job is classified parked, before and after its deadline", "[recovery][park]") {
+    // Handed to an outside system (protocol 1.6): no lease to reclaim, whatever the deadline says;
+    // its callback or the reaper decides it, and recovery neither reclaims nor normalizes it.
+    for (const auto deadline : {kNow + 60 * kSeconds, kNow - 60 * kSeconds}) {
+        JobRecord r = assigned_row(2, kNow);
+        r.state = JobState::Parked;
+        r.lease_expires_at.reset();
+        r.deadline = deadline;
+        const auto c = classify(r, std::nullopt, claimed_up_to(2), kNow);
+        CHECK(c.cls == RecoveryClass::Parked);
+        CHECK(c.findings.empty());
+        CHECK(to_string(c.cls) == "parked");
+    }
+    // A contradiction still comes first: a result published for a parked row.
+    JobRecord r = assigned_row(2, kNow);
+    r.state = JobState::Parked;
+    r.lease_expires_at.reset();
+    const ResultRecord forged{42, kOrg, 2, "ref-forged", kNow};
+    CHECK(classify(r, forged, claimed_up_to(2), kNow).cls == RecoveryClass::Inconsistent);
+}

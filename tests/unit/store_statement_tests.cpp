@@ -9,6 +9,7 @@
 #include "common/ops/recovery_sql.hpp"
 #include "common/ops/retention_sql.hpp"
 #include "common/ops/schedule_sql.hpp"
+#include "common/store/park_sql.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace sql = aclaim::common::sql;
@@ -21,6 +22,8 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
                aclaim::clients::sql::kStatements.end());
     all.insert(all.end(), sql::kRetentionStatements.begin(), sql::kRetentionStatements.end());
     all.insert(all.end(), sql::kScheduleStatements.begin(), sql::kScheduleStatements.end());
+    all.insert(all.end(), sql::kParkStatements.begin(), sql::kParkStatements.end());
+    all.push_back(&sql::kFinishParked);
     all.push_back(&sql::kNotifyResults);
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
@@ -48,6 +51,7 @@ TEST_CASE("Statements: every one that can end a job records its outcome in the s
     std::vector<const sql::Statement*> all = sql::kStatements;
     all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
     all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
+    all.insert(all.end(), sql::kParkStatements.begin(), sql::kParkStatements.end());
     // A SET of state to a terminal value, or to a CASE that may pick one (retry_or_discard).
     const std::regex ends_jobs(
         R"(SET\s+state\s*=\s*('completed'|'failed'|'discarded'|'cancelled'|CASE)|,\s*state\s*=\s*CASE)",
@@ -61,7 +65,8 @@ TEST_CASE("Statements: every one that can end a job records its outcome in the s
         CHECK(s->text.find("INSERT INTO job_outcomes") != std::string::npos);
         CHECK(s->text.find("pg_notify('aclaim_outcomes'") != std::string::npos);
     }
-    // complete, complete batch, fail, reclaim, reclaim one, operator fail, quarantine fail
-    // (cancel is aclaim_cancel_jobs in the schema, covered by the pg tests).
-    CHECK(ending == 7);
+    // complete, complete batch, fail, reclaim, reclaim one, operator fail, quarantine fail, the
+    // end of expired parks (cancel and a parked job's callback are aclaim_cancel_jobs and
+    // aclaim_finish_parked in the schema, covered by the pg tests).
+    CHECK(ending == 8);
 }

@@ -14,9 +14,9 @@ with CURVE keys, lease renewal, cancellation, failover and reconnection:
 Producers and result consumers speak the SQL API instead (aclaim.producer, aclaim.consumer).
 """
 
-from .errors import Cancelled, FailJob, ReleaseJob, WorkerError
+from .errors import Cancelled, FailJob, ParkRefused, ReleaseJob, WorkerError
 from .keys import CurveKeys
-from .model import Cancellation, Job, Verdict, Welcome, WorkerStats
+from .model import Cancellation, Job, ParkTicket, Verdict, Welcome, WorkerStats
 from .worker import Handler, Worker
 
 # ---- producers and result consumers (the SQL API): aclaim.producer, aclaim.consumer ----
@@ -28,7 +28,7 @@ from ._version import __version__
 __all__ = [
     # Reviewers: the wire protocol.
     "Worker", "Handler", "Job", "Cancellation", "Verdict", "Welcome", "WorkerStats",
-    "CurveKeys", "WorkerError", "FailJob", "ReleaseJob", "Cancelled",
+    "CurveKeys", "WorkerError", "FailJob", "ReleaseJob", "Cancelled", "ParkTicket", "ParkRefused",
     # Producers and result consumers: the SQL API.
     "Producer", "NewJob", "Enqueued", "CancelledJob", "JobStatus",
     "ResultConsumer", "JobOutcome", "GroupStatus",

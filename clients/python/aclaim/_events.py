@@ -53,7 +53,20 @@ class ProgressSaved:
     detail: str = ""
 
 
-Event = Union[SessionReady, JobAssigned, ClaimEnded, JobLost, Verdict, ProgressSaved]
+@dataclass
+class ParkAnswer:
+    """The answer to a PARK (protocol 1.6): PARKED with the callback token and the deadline, or
+    refused (REJECTED with the reason a completion of that generation would get, or
+    ``error:<code>``)."""
+    job: JobRef
+    accepted: bool
+    token: str = ""
+    deadline_us: int = 0
+    reason: str = ""
+    detail: str = ""
+
+
+Event = Union[SessionReady, JobAssigned, ClaimEnded, JobLost, Verdict, ProgressSaved, ParkAnswer]
 
 LEASE_LOST = "lease_lost"
 
@@ -104,6 +117,8 @@ class LinkOptions:
     # Ask for protocol 1.5's progress: ASSIGNED then carries the checkpoint an earlier holder of
     # a job saved, and Link.progress() is answered.
     progress: bool = True
+    # Ask for protocol 1.6's park: Link.park() is answered PARKED. Off unless the worker parks.
+    park: bool = False
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
 

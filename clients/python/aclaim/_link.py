@@ -167,6 +167,14 @@ class Link(Replies):
                                          "percent": percent, "note": note,
                                          "checkpoint": checkpoint})
 
+    def park(self, job: JobRef, timeout_ms: int, note: str) -> int:
+        """PARK (protocol 1.6): hands the job to an outside system; answered by a ParkAnswer
+        event. Renewals stop now: a parked job has no lease."""
+        _wire.check_park(timeout_ms, note)
+        self.held.stop_renewing(job[0])
+        return self._submit("PARK", {"job_id": job[0], "generation": job[1],
+                                     "timeout_ms": timeout_ms, "note": note})
+
     def stop_renewing(self, job_id: int) -> None:
         """No more heartbeats for a job that stays held: for rehearsing a stalled reviewer."""
         self.held.stop_renewing(job_id)
@@ -301,12 +309,13 @@ class Link(Replies):
                                   else []) + ([_wire.FEATURE_RENEW_HELD] if self._o.renew_held
                                               else []) + ([_wire.FEATURE_RECONNECT_HINTS]
                                                           if self._o.reconnect_hints else []) + (
-                [_wire.FEATURE_PROGRESS] if self._o.progress else [])
+                [_wire.FEATURE_PROGRESS] if self._o.progress else []) + (
+                [_wire.FEATURE_PARK] if self._o.park else [])
         self._send("HELLO", fields)
 
     def _asks_features(self) -> bool:
         return ((self._o.complete_claim or self._o.renew_held or self._o.reconnect_hints or
-                 self._o.progress) and not self._features_refused)
+                 self._o.progress or self._o.park) and not self._features_refused)
 
     def _reconnect_delay(self, nominal: float, now: float,
                          retry_after: Optional[float]) -> float:

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import _wire
-from ._events import (LEASE_LOST, ClaimEnded, Event, JobAssigned, JobLost, ProgressSaved,
-                      SessionReady)
+from ._events import (LEASE_LOST, ClaimEnded, Event, JobAssigned, JobLost, ParkAnswer,
+                      ProgressSaved, SessionReady)
 from ._held import JobRef
 from ._link import Link
 from ._outcome import Outcome, run_handler
-from .model import Job, Resume, Verdict
+from .errors import ParkRefused
+from .model import Job, ParkTicket, Resume, Verdict
 
 log = logging.getLogger("aclaim.worker")
 
@@ -33,6 +34,8 @@ _MAX_POLL_WAIT = 1.0
 STOP_RENEWING = "stop_renewing"
 # Posted by Job.progress() (protocol 1.5): a report to send while the handler goes on.
 PROGRESS = "progress"
+# Posted by Job.park() (protocol 1.6): a PARK to send; the handler waits for its answer.
+PARK = "park"
 
 
 @dataclass
@@ -42,6 +45,9 @@ class _Active:
     finished: bool = False  # the handler returned; its outcome, if any, is with the link
     revoked: bool = False  # the coordinator took the job back (not merely our clock)
     abandoned: bool = False  # released at the stop deadline: a later outcome is dropped
+    parked: bool = False  # handed to an outside system (PARKED): the handler's outcome is dropped
+    # The handler waiting in Job.park(): the answer is put here by the I/O thread.
+    park_answer: Optional["queue.Queue[ParkAnswer]"] = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +205,21 @@ class Loop:
                 log.warning("worker=%s progress job=%d generation=%d percent=%d refused: %s (%s)",
                             self._s.worker_id, event.job[0], event.job[1], event.percent,
                             event.reason, event.detail)
+        elif isinstance(event, ParkAnswer):
+            a = self._active.get(event.job)
+            if a is None:
+                return
+            if event.accepted:
+                a.parked = True
+                self._link.stats.parked += 1
+                log.info("worker=%s park job=%d generation=%d parked until %d", self._s.worker_id,
+                         event.job[0], event.job[1], event.deadline_us)
+            else:
+                log.warning("worker=%s park job=%d generation=%d refused: %s (%s)",
+                            self._s.worker_id, event.job[0], event.job[1], event.reason,
+                            event.detail)
+            if a.park_answer is not None:
+                a.park_answer.put(event)
         elif isinstance(event, SessionReady):
             self._on_ready()
 
@@ -210,12 +231,24 @@ class Loop:
         def report(percent: int, note: str, checkpoint: str) -> None:
             self.post(job_id, generation, Outcome(PROGRESS, progress=(percent, note, checkpoint)))
 
+        answers: "queue.Queue[ParkAnswer]" = queue.Queue()
+
+        def park(timeout_ms: int, note: str) -> ParkTicket:
+            self.post(job_id, generation, Outcome(PARK, park=(timeout_ms, note, answers)))
+            try:
+                answer = answers.get(timeout=max(30.0, self._s.reply_timeout * 6))
+            except queue.Empty:
+                raise ParkRefused("no_answer", "the coordinator did not answer the PARK") from None
+            if not answer.accepted:
+                raise ParkRefused(answer.reason, answer.detail)
+            return ParkTicket(job_id, generation, answer.token, answer.deadline_us)
+
         job = Job(job_id=job_id, generation=generation,
                   attempts=fields["attempts"], priority=fields["priority"],
                   payload=fields["payload"], lease_ms=fields["lease_ms"],
                   resume=Resume(saved["generation"], saved["percent"], saved["note"],
                                 saved["checkpoint"]) if saved else None,
-                  _report=report)
+                  _report=report, _park=park)
         self._link.stats.claimed += 1
         active = _Active(job)
         self._active[(job.job_id, job.generation)] = active
@@ -297,7 +330,16 @@ class Loop:
                 if not a.finished and outcome.progress is not None:
                     link.progress(ref, *outcome.progress)
                 continue
+            if kind == PARK:
+                if outcome.park is not None:
+                    timeout_ms, note, answers = outcome.park
+                    a.park_answer = answers
+                    link.park(ref, timeout_ms, note)
+                continue
             a.finished = True
+            if a.parked:
+                del self._active[ref]  # the outside system finishes it: nothing to send
+                continue
             if outcome.handler_error:
                 self._link.stats.handler_errors += 1
             if kind == "complete":

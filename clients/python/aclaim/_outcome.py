@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from . import _wire
 from .errors import Cancelled, FailJob, ReleaseJob
@@ -24,6 +24,8 @@ class Outcome:
     handler_error: bool = False  # the handler raised something other than our exceptions
     # kind "progress" (Job.progress, protocol 1.5): percent, note and checkpoint to send.
     progress: Optional[Tuple[int, str, str]] = None
+    # kind "park" (Job.park, protocol 1.6): timeout_ms, note and where to put the answer.
+    park: Optional[Tuple[int, str, Any]] = None
 
 
 def run_handler(handler: Callable[[Job], Optional[str]], job: Job, worker_id: str) -> Outcome:

@@ -7,8 +7,8 @@ import logging
 from typing import Any, Dict, List, Optional
 
 from . import _wire
-from ._events import (TERMINAL_OPS, ClaimEnded, Event, JobAssigned, JobLost, Pending,
-                      ProgressSaved, SessionReady)
+from ._events import (TERMINAL_OPS, ClaimEnded, Event, JobAssigned, JobLost, ParkAnswer,
+                      Pending, ProgressSaved, SessionReady)
 from ._held import HeldJobs
 from .errors import WorkerError
 from .model import Verdict, Welcome, WorkerStats
@@ -92,8 +92,17 @@ class Replies:
             job = (body["job_id"], body["generation"])
             if self.held.remove(job):
                 out.append(JobLost(job, body["reason"], body["detail"]))
+        elif kind == "PARKED":
+            p = self._take(req)
+            if p is not None and p.kind == "PARK":
+                self.held.remove(p.job())
+                out.append(ParkAnswer(p.job(), True, body["token"], body["deadline_us"]))
         elif kind in ("ACCEPTED", "REJECTED"):
             p = self._take(req)
+            if p is not None and p.kind == "PARK":
+                out.append(ParkAnswer(p.job(), False, reason=body.get("reason", kind),
+                                      detail=body.get("detail", "")))
+                return
             if p is not None and p.kind == "PROGRESS":
                 accepted = kind == "ACCEPTED"
                 out.append(ProgressSaved(p.job(), p.fields["percent"], accepted,
@@ -176,6 +185,8 @@ class Replies:
             out.append(ClaimEnded("error", f"{code}: {text}"))
         elif p.kind == "PROGRESS":
             out.append(ProgressSaved(p.job(), p.fields["percent"], False, "error:" + code, text))
+        elif p.kind == "PARK":
+            out.append(ParkAnswer(p.job(), False, reason="error:" + code, detail=text))
         elif p.kind == "RENEW":
             # Soon when the coordinator was only busy, else at the next heartbeat; a lease that
             # is really gone shows up as REVOKED.

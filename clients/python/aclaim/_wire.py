@@ -1,4 +1,4 @@
-"""The aclaim wire protocol's JSON encoding (docs/protocol.md, protocol 1.5): frames, the
+"""The aclaim wire protocol's JSON encoding (docs/protocol.md, protocol 1.6): frames, the
 fields each message must carry, and the ranges a request must respect.
 
 Only this module reads or writes frames. It checks requests before they leave, so that a bad
@@ -58,6 +58,13 @@ answered ACCEPTED or REJECTED, and ASSIGNED carries the last checkpoint an earli
 MAX_PROGRESS_NOTE_BYTES = 200
 MAX_CHECKPOINT_BYTES = 4096
 
+FEATURE_PARK = "park"
+"""Protocol 1.6: PARK hands a held job to an outside system, answered PARKED with a callback token
+bound to the job and its generation, which the outside system finishes the job with (SQL or the
+coordinator's POST /v1/callback) before the park's deadline."""
+
+MAX_PARK_TIMEOUT_MS = 30 * 24 * 3600 * 1000
+
 # ERROR codes after which the same request may simply be sent again (the coordinator did not
 # carry it out, or its outcome is decided by the job's row when it is re-sent).
 RETRYABLE_ERRORS = frozenset({"overloaded", "database_unavailable", "database_error",
@@ -77,6 +84,8 @@ _REPLY_FIELDS: Dict[str, Dict[str, type]] = {
     "REJECTED": {"req": _INT, "job_id": _INT, "generation": _INT, "reason": str, "detail": str},
     "ACCEPTED": {"req": _INT, "job_id": _INT, "generation": _INT, "state": str, "replayed": bool},
     "ERROR": {"req": _INT, "code": str, "text": str},
+    "PARKED": {"req": _INT, "job_id": _INT, "generation": _INT, "token": str,
+               "deadline_us": _INT},
 }
 # Optional members (added after protocol 1.0): checked when present, ignored when absent.
 # WELCOME's features (1.2) are sent only to a HELLO that named some.
@@ -232,3 +241,14 @@ def check_progress(percent: int, note: str, checkpoint: str) -> None:
         size = utf8_len(text)
         if size > limit:
             raise ValueError(f"a {name} must be at most {limit} bytes of UTF-8, got {size}")
+
+
+def check_park(timeout_ms: int, note: str) -> None:
+    """PARK: a timeout of 1 ms .. 30 days and a note of at most 200 bytes of UTF-8."""
+    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or \
+            not 1 <= timeout_ms <= MAX_PARK_TIMEOUT_MS:
+        raise ValueError(f"a park's timeout must be 1..{MAX_PARK_TIMEOUT_MS} ms, got {timeout_ms!r}")
+    if not isinstance(note, str):
+        raise TypeError(f"a note must be a str, got {type(note).__name__}")
+    if utf8_len(note) > MAX_PROGRESS_NOTE_BYTES:
+        raise ValueError(f"a note must be at most {MAX_PROGRESS_NOTE_BYTES} bytes of UTF-8")

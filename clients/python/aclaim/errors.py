@@ -32,6 +32,17 @@ class ReleaseJob(Exception):
     another reviewer may take it at once."""
 
 
+class ParkRefused(Exception):
+    """Raised by ``job.park()``: the coordinator refused the PARK (``reason``: the reason a
+    completion of that generation would get, e.g. ``lease_expired``, or ``error:<code>``). The job
+    is not parked; the handler still holds it unless it was lost."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
 class Cancelled(Exception):
     """Raised by a handler (``job.cancellation.raise_if_cancelled()``) once its job was taken
     away: the worker sends no outcome for it (or releases it, if the coordinator may still

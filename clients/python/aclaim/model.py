@@ -122,10 +122,26 @@ class Job:
     resume: Optional[Resume] = None
     _report: Optional[Callable[[int, str, str], None]] = field(default=None, compare=False,
                                                                repr=False)
+    _park: Optional[Callable[[int, str], "ParkTicket"]] = field(default=None, compare=False,
+                                                                repr=False)
 
     @property
     def cancelled(self) -> bool:
         return self.cancellation.is_set()
+
+    def park(self, timeout: float, note: str = "") -> ParkTicket:
+        """Hands the job to an outside system (protocol 1.6, on a Worker(park=True)): the job
+        waits, parked, until the outside system finishes it with the returned ticket's token
+        (SQL ``aclaim_finish_parked`` or the coordinator's ``POST /v1/callback``) or until
+        ``timeout`` seconds pass, when the queue's retry policy applies. From the handler's
+        thread; waits for the coordinator's answer. Once parked, whatever the handler returns
+        is ignored: the job is no longer this worker's. Raises ParkRefused when the coordinator
+        refuses (the job is then still held), ValueError for a timeout or note out of range."""
+        timeout_ms = int(round(timeout * 1000))
+        _wire.check_park(timeout_ms, note)
+        if self._park is None:
+            raise RuntimeError("this job was not handed out by a Worker")
+        return self._park(timeout_ms, note)
 
     def progress(self, percent: int, note: str = "", checkpoint: str = "") -> None:
         """Reports how far the review is (0..100), with a note of at most 200 bytes and a
@@ -136,6 +152,18 @@ class Job:
         _wire.check_progress(percent, note, checkpoint)
         if self._report is not None:
             self._report(percent, note, checkpoint)
+
+
+@dataclass(frozen=True)
+class ParkTicket:
+    """What ``job.park()`` returns (protocol 1.6): the callback token to hand to the outside
+    system, bound to this job and generation (64 hex digits; nobody can look it up later), and
+    the park's deadline in microseconds since the epoch."""
+
+    job_id: int
+    generation: int
+    token: str
+    deadline_us: int
 
 
 @dataclass
@@ -152,6 +180,7 @@ class WorkerStats:
     renewals: int = 0  # LEASE received
     progress_saved: int = 0  # PROGRESS accepted
     progress_refused: int = 0  # PROGRESS refused (REJECTED or ERROR)
+    parked: int = 0  # PARK answered PARKED
     reconnects: int = 0
     resent: int = 0  # outcomes sent again after a lost reply or a retryable ERROR
     errors: int = 0  # ERROR replies received

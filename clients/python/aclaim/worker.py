@@ -65,7 +65,9 @@ class Worker:
     losing its coordinator the worker spreads its first reconnection over a window sized by the
     coordinator's sessions, and waits out a refusal's retry_after_ms. ``progress`` (protocol
     1.5): ``job.progress()`` reports how far a job is and leaves a checkpoint, and ``job.resume``
-    holds the checkpoint an earlier holder of the job saved; False asks for neither."""
+    holds the checkpoint an earlier holder of the job saved; False asks for neither. ``park``
+    (protocol 1.6, off by default): ``job.park()`` hands a job to an outside system and returns
+    the callback token it finishes the job with."""
 
     def __init__(self, endpoints: Union[str, Sequence[str]], worker_id: str, *,
                  org_id: int = 0, queues: Sequence[str] = (),
@@ -74,7 +76,7 @@ class Worker:
                  backoff_first: float = 0.1, backoff_cap: float = 5.0,
                  retry_delay: float = 0.2, stop_timeout: float = 10.0,
                  complete_claim: bool = True, renew_held: bool = True,
-                 reconnect_hints: bool = True, progress: bool = True,
+                 reconnect_hints: bool = True, progress: bool = True, park: bool = False,
                  on_verdict: Optional[Callable[[Verdict], None]] = None,
                  context: Optional[zmq.Context] = None) -> None:
         endpoint_list = [endpoints] if isinstance(endpoints, str) else list(endpoints)
@@ -106,7 +108,7 @@ class Worker:
             backoff_first=backoff_first, backoff_cap=backoff_cap, retry_delay=retry_delay,
             max_in_flight=32, complete_claim=bool(complete_claim),
             renew_held=bool(renew_held), reconnect_hints=bool(reconnect_hints),
-            progress=bool(progress))
+            progress=bool(progress), park=bool(park))
         self._context = context
         # Handler threads, stop() and signal handlers wake the I/O thread through a pipe; this
         # is its writing end while run() runs.
