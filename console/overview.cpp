@@ -47,6 +47,11 @@ void Views::queue_overview(pqxx::transaction_base& txn, const std::vector<common
                     {"rate_per_s", q.rate_per_s ? json(*q.rate_per_s) : json(nullptr)},
                     {"rate_burst", q.rate_burst ? json(*q.rate_burst) : json(nullptr)},
                     {"rate_tokens", q.rate_tokens ? json(*q.rate_tokens) : json(nullptr)},
+                    {"weight", q.weight ? json(*q.weight) : json(nullptr)},
+                    {"aging_s", q.aging ? json(std::chrono::duration_cast<std::chrono::seconds>(
+                                                   *q.aging)
+                                                   .count())
+                                        : json(nullptr)},
                     {"counts", counts},
                     {"oldest_pending_age_ms", nullptr}};
         if (q.oldest_pending_us) {
