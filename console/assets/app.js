@@ -352,7 +352,8 @@ async function renderJob(view, id) {
   add('dedupe key', j.dedupe_key);
   add('generation', String(j.generation));
   add('attempts', `${j.attempts}/${j.max_attempts}`);
-  add('priority', String(j.priority));
+  add('priority', j.base_priority === null || j.base_priority === undefined
+    ? String(j.priority) : `${j.priority} (aged from ${j.base_priority})`);
   add('holder', j.assignee);
   add('enqueued', j.enqueued_at);
   add('claimed', j.claimed_at);
