@@ -26,6 +26,8 @@ struct JobRow {
     std::optional<std::string> result_ref;
     std::optional<std::string> quarantine_reason;
     std::string queue{kDefaultQueue};
+    int priority = 0;
+    std::optional<int> base_priority;  ///< the enqueued priority of a job aging raised
 };
 
 /// One row of queue_events: a pause, resume or settings change of an organization's queue.
@@ -78,6 +80,8 @@ enum class Invariant {
     CheckpointIsCurrent,  ///< every saved checkpoint (protocol 1.5) is of the latest claim, while
                           ///< its lease is held
     RateRespected,        ///< no claim from a rate-limited queue found its token bucket empty
+    AgingBoundKept,       ///< no job of an aged queue waited past its aging bound while a younger
+                          ///< job of the queue was claimed
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the

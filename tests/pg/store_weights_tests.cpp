@@ -5,15 +5,18 @@
 // claimed within its documented bound, (highest - its priority) x the aging step + one pass
 // interval after its run_at, where without aging it would wait for as long as the flood lasts.
 
+#include <algorithm>
 #include <barrier>
 #include <catch2/catch.hpp>
 #include <map>
 #include <thread>
 
 #include "common/ops/aging_store.hpp"
+#include "common/ops/checker.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
 #include "tests/pg/ctl_run.hpp"
+#include "tests/support/checker_support.hpp"
 #include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
@@ -248,10 +251,27 @@ TEST_CASE("under a flood of high-priority jobs a low-priority one is claimed wit
     CHECK(*claimed - t0 >= kHigh * kStep);
     CHECK_FALSE(control_claimed.has_value());
     // The job keeps the priority it was enqueued with for the console and inspect.
-    pqxx::read_transaction t(f.store.connection());
-    const auto row = t.exec_params1("SELECT priority, base_priority FROM jobs WHERE id = $1", low);
-    CHECK(row[0].as<int>() == kHigh);
-    CHECK(row[1].as<int>() == 0);
+    {
+        pqxx::read_transaction t(f.store.connection());
+        const auto row =
+            t.exec_params1("SELECT priority, base_priority FROM jobs WHERE id = $1", low);
+        CHECK(row[0].as<int>() == kHigh);
+        CHECK(row[1].as<int>() == 0);
+    }
+    // aclaimctl check proves the bound from the history alone; and it would catch the low job
+    // still waiting while younger ones were claimed past its bound: its claim moved to the end.
+    auto conn = f.db.connect();
+    auto history = common::load_history(*conn);
+    testing::check_clean(common::check(history));
+    const auto claim = std::find_if(history.events.begin(), history.events.end(), [&](auto& e) {
+        return e.job_id == low && e.kind == "claimed";
+    });
+    REQUIRE(claim != history.events.end());
+    auto late = *claim;
+    history.events.erase(claim);
+    late.at = t0 + 120 * common::kSeconds;
+    history.events.push_back(late);
+    CHECK(testing::caught(history, common::Invariant::AgingBoundKept));
 }
 
 TEST_CASE("aging raises one step per interval waited, no higher than the highest pending",
