@@ -13,10 +13,10 @@ inline const Statement kAgingTryLock{
     "SELECT pg_try_advisory_xact_lock(hashtextextended('aclaim aging', 0)) AS held",
     {}};
 
-/// $1 now, $2 batch. Raises the priority of at most $2 pending jobs of aged queues to what their
-/// wait gives them (aclaim_age_jobs), returns how many.
-inline const Statement kAgeJobs{
-    "aclaim_age_jobs", "SELECT aclaim_age_jobs($1::bigint, $2::int) AS raised",
-    {"now_us bigint", "batch int"}};
+/// $1 now, $2 batch. Raises the priority of the pending jobs of aged queues whose wait crossed a
+/// step since the last pass (aclaim_age_jobs): how many, and whether a queue is still behind.
+inline const Statement kAgeJobs{"aclaim_age_jobs",
+                                "SELECT raised, more FROM aclaim_age_jobs($1::bigint, $2::int)",
+                                {"now_us bigint", "batch int"}};
 
 }  // namespace aclaim::common::sql

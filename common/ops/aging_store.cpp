@@ -9,9 +9,9 @@ AgingPass AgingStore::run(Instant now, int batch) {
     pqxx::work txn(conn_, "aging");
     out.held = txn.exec(sql::kAgingTryLock.text)[0][0].as<bool>();
     if (out.held) {
-        out.raised = txn.exec_params1(sql::kAgeJobs.text, to_micros(now), batch)[0]
-                         .as<std::int64_t>();
-        out.more = out.raised >= batch;
+        const auto r = txn.exec_params1(sql::kAgeJobs.text, to_micros(now), batch);
+        out.raised = r["raised"].as<std::int64_t>();
+        out.more = r["more"].as<bool>();
     }
     txn.commit();
     return out;

@@ -16,7 +16,7 @@ namespace aclaim::common {
 struct AgingPass {
     bool held = false;      ///< this connection held the aging lock (another pass ran if not)
     std::int64_t raised = 0;  ///< jobs whose priority it raised
-    bool more = false;      ///< it stopped at its batch: more jobs may be due
+    bool more = false;      ///< a queue is still behind (a batch, or a long gap since the last)
 };
 
 /// The aging pass on a connection of the caller's (the coordinator's own role may run it).
@@ -25,7 +25,8 @@ class AgingStore {
     explicit AgingStore(pqxx::connection& conn) : conn_(conn) {}
 
     /// One transaction at `now`: under the aging lock, taken with a try so that one coordinator
-    /// ages while the others pass, at most `batch` jobs raised.
+    /// ages while the others pass. A queue catching up raises at most `batch` jobs a pass; one
+    /// caught up raises the jobs that crossed a step since the last pass, at most 60 s of them.
     AgingPass run(Instant now, int batch);
 
   private:

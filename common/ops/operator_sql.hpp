@@ -225,6 +225,7 @@ WITH q AS (
                                 ELSE greatest(jq.rate_refilled_us, $9::bigint) END,
         weight = CASE WHEN $17::int IS NULL THEN jq.weight ELSE nullif($17::int, 0) END,
         aging_us = CASE WHEN $18::bigint IS NULL THEN jq.aging_us ELSE nullif($18::bigint, 0) END,
+        aging_done_us = CASE WHEN $18::bigint IS NULL THEN jq.aging_done_us END,
         max_assigned = CASE WHEN $3::int IS NULL THEN jq.max_assigned ELSE nullif($3::int, 0) END,
         max_attempts = CASE WHEN $4::int IS NULL THEN jq.max_attempts ELSE nullif($4::int, 0) END,
         backoff_base_us = CASE WHEN $5::bigint IS NULL THEN jq.backoff_base_us
