@@ -63,14 +63,18 @@ void check_aging(const History& h, const std::unordered_map<JobId, const JobRow*
     std::map<QueueKey, Waiting> waiting;
     std::map<QueueKey, std::optional<Duration>> step;
     std::map<QueueKey, std::size_t> applied;
-    auto base_of = [](const JobRow& r) { return r.base_priority.value_or(r.priority); };
+    auto priority_of = [&h](JobId id) {
+        const auto it = h.priorities.find(id);
+        return it == h.priorities.end() ? JobPriority{} : it->second;
+    };
     for (const auto& e : h.events) {
         const auto row = rows.find(e.job_id);
         const auto w = waits.find(e.job_id);
         if (row == rows.end() || w == waits.end()) continue;
         const QueueKey key{row->second->org_id, row->second->queue};
         auto& queue = waiting[key];
-        const int base = base_of(*row->second);
+        const JobPriority priority = priority_of(e.job_id);
+        const int base = priority.base_priority.value_or(priority.priority);
         const std::pair<Instant, JobId> self{w->second.start, e.job_id};
         if (e.id == w->second.from) {
             queue[base].insert(self);
@@ -87,7 +91,7 @@ void check_aging(const History& h, const std::unordered_map<JobId, const JobRow*
             ++next;
         }
         if (!step[key]) continue;
-        const int k_priority = row->second->priority;
+        const int k_priority = priority.priority;
         for (const auto& [j_base, jobs] : queue) {
             if (jobs.empty() || !(*jobs.begin() < self)) continue;
             const auto& [j_start, j_id] = *jobs.begin();

@@ -342,8 +342,9 @@ History load_history(pqxx::connection& conn) {
         if (!r["quarantine_reason"].is_null())
             j.quarantine_reason = r["quarantine_reason"].as<std::string>();
         j.queue = r["queue"].as<std::string>();
-        j.priority = r["priority"].as<int>();
-        if (!r["base_priority"].is_null()) j.base_priority = r["base_priority"].as<int>();
+        JobPriority& p = h.priorities[j.id];
+        p.priority = r["priority"].as<int>();
+        if (!r["base_priority"].is_null()) p.base_priority = r["base_priority"].as<int>();
         h.jobs.push_back(std::move(j));
     }
     for (const auto& r : txn.exec(sql::kCheckEvents)) {

@@ -239,8 +239,10 @@ TEST_CASE("aging_bound_kept: no younger job of an aged queue is claimed past an 
     // enqueued at 1 s and claimed at `claimed_at`; job 1 is claimed at 200 s.
     auto scene = [](Micros claimed_at, int k_priority) {
         History h;
-        h.jobs.push_back({1, 1, "assigned", 1, std::nullopt, std::nullopt, "q", 5, 0});
-        h.jobs.push_back({2, 1, "assigned", 1, std::nullopt, std::nullopt, "q", k_priority});
+        h.jobs.push_back({1, 1, "assigned", 1, std::nullopt, std::nullopt, "q"});
+        h.jobs.push_back({2, 1, "assigned", 1, std::nullopt, std::nullopt, "q"});
+        h.priorities[1] = {5, 0};
+        h.priorities[2] = {k_priority, std::nullopt};
         h.queue_events.push_back({1, "q", "configured", instant_from_micros(0), "aging=10000ms"});
         h.events.push_back({1, 1, 1, 0, "enqueued", "", instant_from_micros(0), "queue q"});
         h.events.push_back({2, 2, 1, 0, "enqueued", "", instant_from_micros(1'000'000), "queue q"});
