@@ -250,8 +250,8 @@ int run_list(const Global& global, const QueueArgs& a) {
         a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt);
     std::printf("%6s %-20s %-7s %8s %9s %8s %9s %9s %6s %9s %6s %-18s %-14s %8s %7s %7s  %s\n",
                 "org", "queue", "state", "pending", "scheduled", "assigned", "completed",
-                "discarded", "failed", "cancelled", "limit", "rate", "share", "attempts",
-                "backoff", "timeout", "kept completed/failed/discarded/cancelled");
+                "discarded", "failed", "cancelled", "limit", "rate", "share", "attempts", "backoff",
+                "timeout", "kept completed/failed/discarded/cancelled");
     for (const auto& q : queues) {
         const std::string kept =
             retention_text(q.retain_completed) + "/" + retention_text(q.retain_failed) + "/" +

@@ -19,7 +19,8 @@ std::optional<Duration> aging_of(const std::string& detail) {
          at = detail.find("aging=", at + 1)) {
         if (at == 0 || detail[at - 1] == ' ') {
             const double ms = std::strtod(detail.c_str() + at + 6, nullptr);
-            return std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(ms));
+            return std::chrono::duration_cast<Duration>(
+                std::chrono::duration<double, std::milli>(ms));
         }
     }
     return std::nullopt;
@@ -27,8 +28,8 @@ std::optional<Duration> aging_of(const std::string& detail) {
 
 /// One job's first wait in its queue.
 struct Wait {
-    Instant start{};            ///< its enqueue, or its coming due when it was scheduled
-    std::int64_t from = 0;      ///< the event that began it
+    Instant start{};                 ///< its enqueue, or its coming due when it was scheduled
+    std::int64_t from = 0;           ///< the event that began it
     std::optional<Instant> claimed;  ///< its first claim
 };
 
@@ -40,14 +41,16 @@ void check_aging(const History& h, const std::unordered_map<JobId, const JobRow*
                  const std::function<void(Invariant, JobId, std::string)>& violate) {
     std::map<QueueKey, std::vector<const QueueEvent*>> changes;
     for (const auto& q : h.queue_events) {
-        if (q.kind == "configured" && aging_of(q.detail)) changes[{q.org_id, q.queue}].push_back(&q);
+        if (q.kind == "configured" && aging_of(q.detail))
+            changes[{q.org_id, q.queue}].push_back(&q);
     }
     if (changes.empty()) return;
     // Each job's first wait: from its enqueue (or its coming due) to its first claim.
     std::unordered_map<JobId, Wait> waits;
     for (const auto& e : h.events) {
         const auto row = rows.find(e.job_id);
-        if (row == rows.end() || !changes.count({row->second->org_id, row->second->queue})) continue;
+        if (row == rows.end() || !changes.count({row->second->org_id, row->second->queue}))
+            continue;
         auto it = waits.find(e.job_id);
         if (e.kind == "enqueued" && it == waits.end()) {
             waits[e.job_id] = Wait{e.at, e.id, std::nullopt};

@@ -14,9 +14,9 @@ namespace aclaim::common {
 
 /// What one aging pass did.
 struct AgingPass {
-    bool held = false;      ///< this connection held the aging lock (another pass ran if not)
+    bool held = false;        ///< this connection held the aging lock (another pass ran if not)
     std::int64_t raised = 0;  ///< jobs whose priority it raised
-    bool more = false;      ///< a queue is still behind (a batch, or a long gap since the last)
+    bool more = false;        ///< a queue is still behind (a batch, or a long gap since the last)
 };
 
 /// The aging pass on a connection of the caller's (the coordinator's own role may run it).

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "common/base/enum_names.hpp"
-#include "common/ops/checker_sql.hpp"
 #include "common/ops/aging_check.hpp"
+#include "common/ops/checker_sql.hpp"
 #include "common/ops/rate_check.hpp"
 #include "common/ops/schedule_sql.hpp"
 #include "common/store/pg_time.hpp"

@@ -310,8 +310,7 @@ std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const StoreOptions& options,
         const auto slot = row["slot"].as<std::size_t>();
         out.at(owner.at(slot - 1)).leases.push_back(lease_of(row));
     }
-    const auto refill =
-        refill_after(txn, org, queues, variant.rated, r.size(), slots.size(), now);
+    const auto refill = refill_after(txn, org, queues, variant.rated, r.size(), slots.size(), now);
     for (std::size_t i = 0; i < out.size(); ++i) {
         auto& o = out[i];
         o.status = o.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;

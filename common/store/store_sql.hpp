@@ -889,11 +889,15 @@ SELECT count(*) FILTER (WHERE state = 'attached') AS attached,
 
 /// Every statement a store prepares at connect, in one table.
 inline const std::vector<const Statement*> kStatements = {
-    &kScope,           &kEnqueue,          &kClaimLocks,      &kClaim,      &kRateRefill,
-    &kRenew,           &kProgress,         &kComplete,        &kFail,       &kRelease,
-    &kReclaim,         &kPromoteDue,       &kNextDue,         &kAuthority,  &kAuthorityShared,
-    &kRejectedBatch,   &kClaimBatch,       &kClaimBatchRated, &kClaimRated, &kClaimWeighted, &kClaimBatchWeighted, &kRenewBatch,
-    &kCompleteBatch,   &kRetentionTryLock, &kRetentionUnlock, &kPruneJobs,  &kEnsurePartitions,
+    &kScope,           &kEnqueue,       &kClaimLocks,
+    &kClaim,           &kRateRefill,    &kRenew,
+    &kProgress,        &kComplete,      &kFail,
+    &kRelease,         &kReclaim,       &kPromoteDue,
+    &kNextDue,         &kAuthority,     &kAuthorityShared,
+    &kRejectedBatch,   &kClaimBatch,    &kClaimBatchRated,
+    &kClaimRated,      &kClaimWeighted, &kClaimBatchWeighted,
+    &kRenewBatch,      &kCompleteBatch, &kRetentionTryLock,
+    &kRetentionUnlock, &kPruneJobs,     &kEnsurePartitions,
     &kPartitionSummary};
 
 }  // namespace aclaim::common::sql

@@ -14,13 +14,13 @@
 #include "common/store/assignment_store.hpp"
 #include "common/store/migrations.hpp"
 #include "coordinator/auth/zap.hpp"
+#include "coordinator/db/ager.hpp"
 #include "coordinator/db/db_pool.hpp"
 #include "coordinator/db/listener.hpp"
 #include "coordinator/db/mailbox.hpp"
 #include "coordinator/db/reaper.hpp"
 #include "coordinator/db/result_notifier.hpp"
 #include "coordinator/db/retention.hpp"
-#include "coordinator/db/ager.hpp"
 #include "coordinator/db/scheduler.hpp"
 
 namespace aclaim::coordinator {

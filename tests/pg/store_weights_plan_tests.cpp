@@ -68,8 +68,8 @@ std::string batch_args(int slots) {
 /// The analyzed plan of the prepared statement `name` run with `args`, rolled back.
 json analyzed(pqxx::connection& conn, const std::string& name, const std::string& args) {
     pqxx::work txn(conn);
-    const auto r = txn.exec("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE " + name + "(" +
-                            args + ")");
+    const auto r =
+        txn.exec("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE " + name + "(" + args + ")");
     txn.abort();
     return json::parse(r[0][0].as<std::string>()).at(0);
 }
@@ -120,9 +120,9 @@ TEST_CASE("the weighted claim reads each served queue through the claim order in
         std::vector<std::string> scans;
         jobs_scans(plan, scans);
         // One scan of the claim order index per served queue, and the claimed rows by key.
-        CHECK(scans == std::vector<std::string>{"Index Scan on jobs_claim_order (2)",
-                                                "Index Scan on jobs_pkey (" +
-                                                    std::to_string(rows) + ")"});
+        CHECK(scans ==
+              std::vector<std::string>{"Index Scan on jobs_claim_order (2)",
+                                       "Index Scan on jobs_pkey (" + std::to_string(rows) + ")"});
         // Each queue's scan stops at what the claim may take from it.
         CHECK(widest_jobs_scan(plan) <= rows);
     }
@@ -153,9 +153,8 @@ TEST_CASE("the weighted claim against the flat one at 1,000,000 pending jobs",
                    p.at("Plan").value("Shared Read Blocks", 0L);
         };
         std::cout << label << ": flat " << median(flat_ms) << " ms (" << hits(flat_plan)
-                  << " buffers), weighted " << median(weighted_ms) << " ms ("
-                  << hits(weighted_plan) << " buffers), ratio "
-                  << median(weighted_ms) / median(flat_ms) << "\n";
+                  << " buffers), weighted " << median(weighted_ms) << " ms (" << hits(weighted_plan)
+                  << " buffers), ratio " << median(weighted_ms) / median(flat_ms) << "\n";
         CHECK(median(weighted_ms) <= 1.5 * median(flat_ms));
     }
     {
@@ -182,7 +181,8 @@ TEST_CASE("the weighted claim against the flat one at 1,000,000 pending jobs",
     const std::string b_alone = "1, 'w', 1, " + std::string(kNow) + ", " + kLeaseUs + ", '{b}'";
     for (int i = 0; i < 5; ++i) {
         alone_ms.push_back(analyzed(*conn, "flat", b_alone).at("Execution Time").get<double>());
-        flat_ms.push_back(analyzed(*conn, "flat", single_args(1)).at("Execution Time").get<double>());
+        flat_ms.push_back(
+            analyzed(*conn, "flat", single_args(1)).at("Execution Time").get<double>());
         weighted_ms.push_back(
             analyzed(*conn, "weighted", single_args(1)).at("Execution Time").get<double>());
     }

@@ -56,9 +56,9 @@ std::vector<common::JobId> enqueue_on(AssignmentStore& store, const std::string&
 std::map<std::string, long> claim_runs(AssignmentStore& store) {
     pqxx::read_transaction t(store.connection());
     std::map<std::string, long> out;
-    for (const auto& r : t.exec(
-             "SELECT name, generic_plans + custom_plans FROM pg_prepared_statements "
-             "WHERE name LIKE 'aclaim_claim%' AND name <> 'aclaim_claim_locks'")) {
+    for (const auto& r :
+         t.exec("SELECT name, generic_plans + custom_plans FROM pg_prepared_statements "
+                "WHERE name LIKE 'aclaim_claim%' AND name <> 'aclaim_claim_locks'")) {
         out[r[0].as<std::string>()] = r[1].as<long>();
     }
     return out;
