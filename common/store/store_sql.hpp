@@ -108,10 +108,11 @@ SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
                    AND (max_assigned IS NOT NULL OR rate_per_s IS NOT NULL
                         OR weight IS NOT NULL)
                  ORDER BY queue) AS limited) AS limited,
-       (SELECT count(*) FILTER (WHERE rate_per_s IS NOT NULL) FROM job_queues
-         WHERE org_id = $1::bigint AND queue = ANY($2::text[])) AS rated,
-       (SELECT count(*) FILTER (WHERE weight IS NOT NULL) FROM job_queues
-         WHERE org_id = $1::bigint AND queue = ANY($2::text[])) AS weighted
+       c.rated, c.weighted
+  FROM (SELECT count(*) FILTER (WHERE rate_per_s IS NOT NULL) AS rated,
+               count(*) FILTER (WHERE weight IS NOT NULL) AS weighted
+          FROM job_queues
+         WHERE org_id = $1::bigint AND queue = ANY($2::text[])) AS c
 )SQL",
                                    {"org bigint", "queues text[]"}};
 
