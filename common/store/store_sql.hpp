@@ -265,7 +265,9 @@ inline const Statement kClaimRated{"aclaim_claim_rated",
 /// queue without a weight has no finish and gives jobs only when the weighted ones have none
 /// left to give, by priority among themselves. A queue starts from its pass, or one unit behind
 /// the furthest pass served (`level`) if it is further back or has none. Each weighted queue's
-/// pass moves on by what it gave, in the same statement, under the queue's lock.
+/// pass moves on by what it gave, in the same statement, under the queue's lock, and a rated
+/// queue's bucket is spent in the same update of its row (claim_spend's arithmetic): a second
+/// update of one row in one statement would be lost.
 inline std::string claim_weighted_text(bool batch) {
     const std::string limit = batch ? "cardinality($2::text[])" : "$3::int";
     const std::string now = batch ? "$3::bigint" : "$4::bigint";
@@ -332,13 +334,17 @@ inline std::string claim_weighted_text(bool batch) {
     SELECT id, org_id, generation, 'claimed', assignee, aclaim_ts({NOW}) FROM claimed
 ), weighed AS (
     UPDATE job_queues q
-       SET weight_pass = coalesce(greatest(r.pass, l.floor), 0) + t.n::numeric / r.weight
+       SET weight_pass = CASE WHEN r.weight IS NULL THEN q.weight_pass
+                              ELSE coalesce(greatest(r.pass, l.floor), 0)
+                                   + t.n::numeric / r.weight END,
+           rate_tokens = CASE WHEN r.tokens IS NULL THEN q.rate_tokens ELSE r.tokens - t.n END,
+           rate_refilled_us = CASE WHEN r.tokens IS NULL THEN q.rate_refilled_us
+                                   ELSE greatest(coalesce(q.rate_refilled_us, {NOW}), {NOW}) END
       FROM room r CROSS JOIN level l,
            (SELECT queue, count(*) AS n FROM claimed GROUP BY queue) AS t
-     WHERE r.weight IS NOT NULL AND t.queue = r.queue
+     WHERE (r.weight IS NOT NULL OR r.tokens IS NOT NULL) AND t.queue = r.queue
        AND q.org_id = $1::bigint AND q.queue = r.queue
-))SQL" + claim_spend(now, true) +
-                       R"SQL(
+)
 SELECT c.slot, c.id, c.org_id, c.queue, c.generation, c.priority, c.enqueued_us, c.lease_us,
        c.deadline_us, c.attempts, c.max_attempts, c.payload, )SQL" +
                        std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
