@@ -347,3 +347,32 @@ TEST_CASE("aclaimctl queue set --weight and --aging set, list and remove them, a
     CHECK(events[0][1].as<std::string>() == "weight=3, aging=30000ms");
     CHECK(events[1][1].as<std::string>() == "weight=0, aging=0ms");
 }
+
+TEST_CASE("a weighted queue's rate limit holds, its turns passing to the others",
+          "[store][weights][rate]") {
+    testing::StoreFixture f;
+    {
+        auto conn = f.db.connect();
+        common::QueueSettings q;
+        q.weight = 3;
+        q.rate_per_s = 1;
+        q.rate_burst = 2;
+        common::OperatorStore(*conn).configure(1, "a", q, "ops", f.clock.now(), true);
+    }
+    configure(f.db, "b", 1, common::Duration{0}, f.clock.now());
+    enqueue_on(f.store, "a", 20, f.clock.now());
+    enqueue_on(f.store, "b", 20, f.clock.now());
+    std::map<std::string, int> n;
+    for (int i = 0; i < 6; ++i) {
+        for (const auto& l : f.store.claim(1, {"w", 1, {"a", "b"}}, kLease, f.clock.now()).leases) {
+            ++n[l.queue];
+        }
+    }
+    CHECK(n["a"] == 2);  // its burst, spent in the same update as its pass
+    CHECK(n["b"] == 4);
+    pqxx::read_transaction t(f.store.connection());
+    const auto row = t.exec1(
+        "SELECT rate_tokens::float8, weight_pass IS NOT NULL FROM job_queues WHERE queue = 'a'");
+    CHECK(row[0].as<double>() == 0);
+    CHECK(row[1].as<bool>());
+}
