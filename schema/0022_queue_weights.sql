@@ -26,22 +26,26 @@ ALTER TABLE job_queues
 ALTER TABLE jobs ADD COLUMN base_priority integer;
 
 -- The aging pass keeps, per aged queue, how far it has raised its jobs: aging_done_us, every step
--- boundary (run_at + k x aging_us) up to it is applied, and aging_top, the highest pending priority
--- of the organization then (the cap). NULL done: the queue has not been caught up since its aging
--- was set or its cap rose.
+-- boundary (run_at + k x aging_us) up to it is applied; aging_top, the highest pending priority
+-- of the organization then (the cap); and aging_bottom, no more than the lowest enqueued priority
+-- of the queue's pending jobs, so that top - bottom bounds the steps any of them still has to
+-- take. NULL done: the queue has not been caught up since its aging was set or its cap rose.
 ALTER TABLE job_queues
     ADD COLUMN aging_done_us bigint,
-    ADD COLUMN aging_top     integer;
+    ADD COLUMN aging_top     integer,
+    ADD COLUMN aging_bottom  integer;
 
 -- The aging pass of every organization runs as the owner (the coordinator's role may update jobs
--- of the organization in scope only). Per aged queue, with top and bottom the highest and lowest
--- priority of its organization's pending jobs (two probes of jobs_claim_order):
+-- of the organization in scope only). Per aged queue, with top the highest priority of its
+-- organization's pending jobs and bottom the least of aging_bottom and the lowest (two probes of
+-- jobs_claim_order):
 --  * caught up: for each step k in 1..(top - bottom), the jobs whose k-th boundary fell in
 --    (done, upto], upto at most 60 s past done, one range of jobs_org_state each; a job is read
 --    once per step it takes, and a job already at the cap is not read at all;
 --  * not caught up (aging just set or changed, or the cap rose since): every pending job of the
 --    queue that waited at least one step and is below its target, at most `batch` a statement,
---    until a statement finds fewer; then done = now.
+--    until a statement finds fewer; then done = now and aging_bottom the lowest enqueued priority
+--    of the queue's pending jobs (read once, as the catch-up reads them).
 -- A job's target is least(top, its enqueued priority + whole steps waited since run_at); a pass
 -- only raises. Rows a claim holds are waited for (a claim holds them for one statement), and a
 -- claimed row is left alone (it is no longer pending). Returns the jobs raised, and whether a
@@ -57,7 +61,7 @@ DECLARE
 BEGIN
     raised := 0;
     more := false;
-    FOR q IN SELECT org_id, queue, aging_us, aging_done_us, aging_top FROM job_queues
+    FOR q IN SELECT org_id, queue, aging_us, aging_done_us, aging_top, aging_bottom FROM job_queues
               WHERE aging_us IS NOT NULL ORDER BY org_id, queue LOOP
         SELECT j.priority INTO top FROM jobs j WHERE j.org_id = q.org_id AND j.state = 'pending'
          ORDER BY j.priority DESC LIMIT 1;
@@ -88,11 +92,18 @@ BEGIN
             IF n >= batch THEN
                 more := true;
             ELSE
-                UPDATE job_queues SET aging_done_us = now_us, aging_top = top
+                UPDATE job_queues
+                   SET aging_done_us = now_us, aging_top = top,
+                       aging_bottom = least(bottom,
+                                            (SELECT min(coalesce(j.base_priority, j.priority))
+                                               FROM jobs j
+                                              WHERE j.org_id = q.org_id AND j.state = 'pending'
+                                                AND j.queue = q.queue))
                  WHERE org_id = q.org_id AND queue = q.queue;
             END IF;
             CONTINUE;
         END IF;
+        bottom := least(bottom, q.aging_bottom);
         upto := least(now_us, q.aging_done_us + 60000000);
         IF upto <= q.aging_done_us THEN
             CONTINUE;
@@ -110,7 +121,7 @@ BEGIN
             GET DIAGNOSTICS n = ROW_COUNT;
             raised := raised + n;
         END LOOP;
-        UPDATE job_queues SET aging_done_us = upto, aging_top = top
+        UPDATE job_queues SET aging_done_us = upto, aging_top = top, aging_bottom = bottom
          WHERE org_id = q.org_id AND queue = q.queue;
         IF upto < now_us THEN
             more := true;

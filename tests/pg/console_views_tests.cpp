@@ -400,14 +400,17 @@ TEST_CASE("console overview: each queue's weight and aging, none for the others"
     common::QueueSettings plain;
     plain.max_attempts = 4;
     common::OperatorStore(*conn).configure(1, "plain", plain, "tester", now, true);
+    common::AssignmentStore store(db.dsn());
+    store.enqueue(1, some_jobs(1), now);  // the organization is listed by its jobs
     console::Views views(db.dsn(), "");
     const auto o = views.overview({"all", std::nullopt}, now);
+    REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1});
     const auto& queues = o["organizations"][0]["queues"];
-    REQUIRE(queues.size() == 2);
+    REQUIRE(queues.size() == 3);
     CHECK(queues[0]["queue"] == "bulk");
     CHECK(queues[0]["weight"] == 3);
     CHECK(queues[0]["aging_s"] == 30);
-    CHECK(queues[1]["queue"] == "plain");
-    CHECK(queues[1]["weight"].is_null());
-    CHECK(queues[1]["aging_s"].is_null());
+    CHECK(queues[2]["queue"] == "plain");
+    CHECK(queues[2]["weight"].is_null());
+    CHECK(queues[2]["aging_s"].is_null());
 }
