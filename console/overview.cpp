@@ -41,14 +41,19 @@ void Views::queue_overview(pqxx::transaction_base& txn, const std::vector<common
         for (const auto state : common::kQueueStates) {
             counts[std::string(common::state_name(state))] = q.count(state);
         }
-        json row = {{"queue", q.queue},
-                    {"paused", q.paused},
-                    {"max_assigned", q.max_assigned ? json(*q.max_assigned) : json(nullptr)},
-                    {"rate_per_s", q.rate_per_s ? json(*q.rate_per_s) : json(nullptr)},
-                    {"rate_burst", q.rate_burst ? json(*q.rate_burst) : json(nullptr)},
-                    {"rate_tokens", q.rate_tokens ? json(*q.rate_tokens) : json(nullptr)},
-                    {"counts", counts},
-                    {"oldest_pending_age_ms", nullptr}};
+        json row = {
+            {"queue", q.queue},
+            {"paused", q.paused},
+            {"max_assigned", q.max_assigned ? json(*q.max_assigned) : json(nullptr)},
+            {"rate_per_s", q.rate_per_s ? json(*q.rate_per_s) : json(nullptr)},
+            {"rate_burst", q.rate_burst ? json(*q.rate_burst) : json(nullptr)},
+            {"rate_tokens", q.rate_tokens ? json(*q.rate_tokens) : json(nullptr)},
+            {"weight", q.weight ? json(*q.weight) : json(nullptr)},
+            {"aging_s",
+             q.aging ? json(std::chrono::duration_cast<std::chrono::seconds>(*q.aging).count())
+                     : json(nullptr)},
+            {"counts", counts},
+            {"oldest_pending_age_ms", nullptr}};
         if (q.oldest_pending_us) {
             const auto us = *q.oldest_pending_us;
             row["oldest_pending_age_ms"] = age_ms(now, us);

@@ -66,6 +66,12 @@ void SchedulerOptions::validate() const {
             "--schedule-interval-ms must be 0 (off) or 10..3600000");
 }
 
+void AgingOptions::validate() const {
+    require(interval_ms == 0 || (interval_ms >= 10 && interval_ms <= 3'600'000),
+            "--aging-interval-ms must be 0 (off) or 10..3600000");
+    require(batch >= 1 && batch <= 100000, "--aging-batch must be 1..100000");
+}
+
 void RetentionOptions::validate() const {
     require(retention_interval_ms >= 10, "--retention-interval-ms must be at least 10");
     require(retention_batch >= 1 && retention_batch <= 10000, "--retention-batch must be 1..10000");
@@ -121,6 +127,7 @@ void CoordinatorOptions::validate() const {
     reaper.validate();
     presence.validate();
     scheduler.validate();
+    aging.validate();
     retention.validate();
     http.validate();
     zap.validate();
@@ -162,6 +169,10 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
     add_setting(app, "--schedule-interval-ms", o.scheduler.interval_ms,
                 "How often due schedule ticks are enqueued (docs/operations.md, Schedules); 0: "
                 "this coordinator schedules nothing");
+    add_setting(app, "--aging-interval-ms", o.aging.interval_ms,
+                "How often pending jobs of aged queues are raised in priority (docs/operations.md, "
+                "Weights and aging); 0: this coordinator ages nothing");
+    add_setting(app, "--aging-batch", o.aging.batch, "Jobs raised per aging statement");
     add_on_off(app, "--retention", t.retention,
                "Remove finished jobs past their queue's retention: on or off (job_events "
                "partitions are kept ahead either way)");

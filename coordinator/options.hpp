@@ -137,6 +137,20 @@ struct SchedulerOptions {
     void validate() const;
 };
 
+/// Priority aging (schema/0022), on a connection of its own: Ager. One coordinator at a time (the
+/// holder of the aging lock) raises the priority of aged queues' pending jobs.
+struct AgingOptions {
+    /// How often pending jobs of aged queues are raised, in milliseconds; 0 turns this
+    /// coordinator's ager off (--aging-interval-ms). The aging bound counts one interval
+    /// (docs/guarantees.md).
+    int interval_ms = 1000;
+    /// Jobs raised per statement; a pass that raised this many is followed by the next at once.
+    int batch = 1000;
+
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
+};
+
 /// Retention, on a connection of its own: Retention. One coordinator at a time (the holder of the
 /// retention lock) prunes and keeps job_events' partitions ahead.
 struct RetentionOptions {
@@ -216,6 +230,7 @@ struct CoordinatorOptions {
     ReaperOptions reaper;
     PresenceOptions presence;
     SchedulerOptions scheduler;
+    AgingOptions aging;
     RetentionOptions retention;
     CurveOptions curve;
     ZapOptions zap;

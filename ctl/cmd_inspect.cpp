@@ -32,7 +32,9 @@ void print_job(const common::JobRecord& j, common::Instant now) {
     std::printf("job %lld  organization %lld  %s\n", static_cast<long long>(j.id),
                 static_cast<long long>(j.org_id), std::string(common::to_string(j.state)).c_str());
     field("queue", j.queue);
-    field("priority", std::to_string(j.priority));
+    field("priority",
+          std::to_string(j.priority) +
+              (j.base_priority ? " (aged from " + std::to_string(*j.base_priority) + ")" : ""));
     field("generation", std::to_string(j.generation));
     field("attempts", std::to_string(j.attempts) + " of " + std::to_string(j.max_attempts) +
                           " (each attempt's error is in the history below)");

@@ -124,6 +124,8 @@ struct QueueArgs {
     std::optional<int> max_attempts;
     std::optional<double> rate;
     std::optional<int> burst;
+    std::optional<int> weight;
+    std::string aging;
     std::string backoff_base, backoff_cap, run_timeout;
     std::string retain_completed, retain_failed, retain_discarded, retain_cancelled;
     bool json = false;
@@ -201,6 +203,10 @@ int run_set(const Global& global, const QueueArgs& a) {
     q.retain_cancelled = retention(a.retain_cancelled, "--retain-cancelled");
     q.rate_per_s = a.rate;
     q.rate_burst = a.burst;
+    q.weight = a.weight;
+    q.aging = setting(a.aging, "--aging");
+    if (q.aging && *q.aging != common::Duration{0} && *q.aging < std::chrono::seconds(1))
+        throw UsageError("--aging '" + a.aging + "' is shorter than a second");
     if (a.burst && a.rate && *a.rate == 0)
         throw UsageError("--burst has no meaning with --rate 0, which removes the limit");
     pqxx::connection conn(require_dsn(global));
@@ -230,27 +236,35 @@ std::string rate_text(const common::QueueStatus& q) {
     return *q.rate_per_s + "/s b" + opt_text(q.rate_burst) + " t" + opt_text(q.rate_tokens);
 }
 
+/// "-" for neither, else "wW" for a weight and "+1/S" for aging one priority per S waited.
+std::string share_text(const common::QueueStatus& q) {
+    std::string out;
+    if (q.weight) out = "w" + std::to_string(*q.weight);
+    if (q.aging) out += (out.empty() ? "" : " ") + std::string("+1/") + format_duration(*q.aging);
+    return out.empty() ? "-" : out;
+}
+
 int run_list(const Global& global, const QueueArgs& a) {
     pqxx::connection conn(require_dsn(global));
     const auto queues = common::OperatorStore(conn).queues(
         a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt);
-    std::printf("%6s %-20s %-7s %8s %9s %8s %9s %9s %6s %9s %6s %-18s %8s %7s %7s  %s\n", "org",
-                "queue", "state", "pending", "scheduled", "assigned", "completed", "discarded",
-                "failed", "cancelled", "limit", "rate", "attempts", "backoff", "timeout",
-                "kept completed/failed/discarded/cancelled");
+    std::printf("%6s %-20s %-7s %8s %9s %8s %9s %9s %6s %9s %6s %-18s %-14s %8s %7s %7s  %s\n",
+                "org", "queue", "state", "pending", "scheduled", "assigned", "completed",
+                "discarded", "failed", "cancelled", "limit", "rate", "share", "attempts", "backoff",
+                "timeout", "kept completed/failed/discarded/cancelled");
     for (const auto& q : queues) {
         const std::string kept =
             retention_text(q.retain_completed) + "/" + retention_text(q.retain_failed) + "/" +
             retention_text(q.retain_discarded) + "/" + retention_text(q.retain_cancelled);
         std::printf(
-            "%6lld %-20s %-7s %8lld %9lld %8lld %9lld %9lld %6lld %9lld %6s %-18s %8s %7s %7s  "
-            "%s\n",
+            "%6lld %-20s %-7s %8lld %9lld %8lld %9lld %9lld %6lld %9lld %6s %-18s %-14s %8s %7s "
+            "%7s  %s\n",
             static_cast<long long>(q.org_id), q.queue.c_str(), q.paused ? "paused" : "running",
             static_cast<long long>(q.pending), static_cast<long long>(q.scheduled),
             static_cast<long long>(q.assigned), static_cast<long long>(q.completed),
             static_cast<long long>(q.discarded), static_cast<long long>(q.failed),
             static_cast<long long>(q.cancelled), opt_text(q.max_assigned).c_str(),
-            rate_text(q).c_str(), opt_text(q.max_attempts).c_str(),
+            rate_text(q).c_str(), share_text(q).c_str(), opt_text(q.max_attempts).c_str(),
             opt_text(q.backoff_base).c_str(), opt_text(q.run_timeout).c_str(), kept.c_str());
     }
     return 0;
@@ -313,6 +327,13 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
     s->add_option("--burst", qa->burst,
                   "Most claims of the rate limit at once (default: the rate rounded up)")
         ->check(CLI::Range(1, 1000000));
+    s->add_option("--weight", qa->weight,
+                  "The queue's share of a claim that serves it with other weighted queues, when "
+                  "all have work, e.g. 3 against 1 (0: none)")
+        ->check(CLI::Range(0, 1000));
+    s->add_option("--aging", qa->aging,
+                  "Raise the priority of the queue's pending jobs by one per this much waited, "
+                  "e.g. 30s, up to the highest pending (0: no aging)");
     s->add_option("--max-attempts", qa->max_attempts,
                   "Attempts before a job is discarded (0: the default, 3)")
         ->check(CLI::Range(0, 1000));

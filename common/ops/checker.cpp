@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/base/enum_names.hpp"
+#include "common/ops/aging_check.hpp"
 #include "common/ops/checker_sql.hpp"
 #include "common/ops/rate_check.hpp"
 #include "common/ops/schedule_sql.hpp"
@@ -13,13 +14,13 @@
 
 namespace aclaim::common {
 
-constexpr EnumNames<Invariant, 17> kInvariantNames{
+constexpr EnumNames<Invariant, 18> kInvariantNames{
     {"single_completion", "completion_is_current", "generations_increase", "leases_disjoint",
      "nothing_lost", "result_matches_row", "same_organization", "claim_after_run_at",
      "paused_queue_idle", "limit_respected", "ended_stays_ended", "pruned_is_absent",
      "pruned_was_finished", "schedule_tick_once", "checkpoint_is_current", "rate_respected",
-     "park_finished_once"}};
-static_assert(kInvariantNames.covers(Invariant::ParkFinishedOnce));
+     "park_finished_once", "aging_bound_kept"}};
+static_assert(kInvariantNames.covers(Invariant::AgingBoundKept));
 
 std::string_view to_string(Invariant i) {
     return kInvariantNames(i);
@@ -344,6 +345,7 @@ CheckReport check(const History& h) {
     }
     check_queues(h, rows, violate);
     check_rates(h, rows, violate);
+    check_aging(h, rows, violate);
     // Each scheduler records the ticks it enqueued; two rows for one tick are two jobs for it.
     std::map<std::pair<std::int64_t, Instant>, JobId> ticks;
     for (const auto& t : h.schedule_ticks) {
@@ -372,6 +374,9 @@ History load_history(pqxx::connection& conn) {
         if (!r["quarantine_reason"].is_null())
             j.quarantine_reason = r["quarantine_reason"].as<std::string>();
         j.queue = r["queue"].as<std::string>();
+        JobPriority& p = h.priorities[j.id];
+        p.priority = r["priority"].as<int>();
+        if (!r["base_priority"].is_null()) p.base_priority = r["base_priority"].as<int>();
         h.jobs.push_back(std::move(j));
     }
     for (const auto& r : txn.exec(sql::kCheckEvents)) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/ops/job_record.hpp"
@@ -26,6 +27,13 @@ struct JobRow {
     std::optional<std::string> result_ref;
     std::optional<std::string> quarantine_reason;
     std::string queue{kDefaultQueue};
+};
+
+/// A job's priority now and, when aging raised it, the one it was enqueued with: read by the
+/// aging_bound_kept invariant only.
+struct JobPriority {
+    int priority = 0;
+    std::optional<int> base_priority;
 };
 
 /// One row of queue_events: a pause, resume or settings change of an organization's queue.
@@ -52,6 +60,8 @@ struct History {
     std::vector<QueueEvent> queue_events;  ///< in id order
     std::vector<PrunedRange> pruned;       ///< the prune ledger: jobs absent by design, any order
     std::vector<ScheduleTick> schedule_ticks;  ///< in id order
+    /// The priority of each job whose row names one (jobs of aged queues are the ones read).
+    std::unordered_map<JobId, JobPriority> priorities;
 };
 
 /// The invariants, by name.
@@ -81,6 +91,8 @@ enum class Invariant {
     ParkFinishedOnce,     ///< a job is parked (protocol 1.6) only by the holder of its latest
                           ///< claim, and its callback's outcome is accepted at most once, for the
                           ///< generation that parked it, while the park was open
+    AgingBoundKept,       ///< no job of an aged queue waited past its aging bound while a younger
+                          ///< job of the queue was claimed
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the

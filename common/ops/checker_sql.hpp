@@ -11,7 +11,8 @@ namespace aclaim::common::sql {
 
 /// Every job's authority columns, in id order.
 inline constexpr const char* kCheckJobs =
-    "SELECT id, org_id, state, generation, result_ref, quarantine_reason, queue FROM jobs "
+    "SELECT id, org_id, state, generation, result_ref, quarantine_reason, queue, priority, "
+    "base_priority FROM jobs "
     "ORDER BY id";
 
 /// Every audit event, in the order written.

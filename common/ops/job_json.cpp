@@ -24,6 +24,8 @@ nlohmann::json job_json(const JobRecord& j) {
             {"deadline", instant(j.deadline)},
             {"dedupe_key", opt_text(j.dedupe_key)},
             {"priority", j.priority},
+            {"base_priority",
+             j.base_priority ? nlohmann::json(*j.base_priority) : nlohmann::json(nullptr)},
             {"generation", j.generation},
             {"attempts", j.attempts},
             {"max_attempts", j.max_attempts},

@@ -27,6 +27,7 @@ JobRecord job_record_of(const pqxx::row& r) {
     j.state = *parsed;
     j.generation = r["generation"].as<Generation>();
     j.priority = r["priority"].as<int>();
+    j.base_priority = optional_of<int>(r["base_priority"]);
     j.enqueued_at = r["enqueued_us"].as<Instant>();
     j.assignee = optional_of<std::string>(r["assignee"]);
     j.claimed_at = optional_of<Instant>(r["claimed_us"]);

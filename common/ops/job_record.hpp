@@ -23,6 +23,8 @@ struct JobRecord {
     JobState state = JobState::Pending;
     Generation generation = 0;
     int priority = 0;
+    /// The priority it was enqueued with, when aging raised it since (schema/0022).
+    std::optional<int> base_priority;
     Instant enqueued_at{};
     std::optional<std::string> assignee;  ///< empty when nobody holds or held it
     std::optional<Instant> claimed_at;
@@ -59,7 +61,7 @@ id, org_id, state, generation, priority, aclaim_us(enqueued_at) AS enqueued_us, 
 aclaim_us(claimed_at) AS claimed_us, aclaim_us(lease_expires_at) AS lease_us, attempts,
 max_attempts, aclaim_us(completed_at) AS completed_us, result_ref, last_error, quarantined_from,
 quarantine_reason, queue, aclaim_us(run_at) AS run_at_us, aclaim_us(deadline_at) AS deadline_us,
-dedupe_key
+dedupe_key, base_priority
 )SQL";
 /// kJobColumns and the payload.
 inline const std::string kJobColumnsWithPayload = std::string(kJobColumns) + ", payload";

@@ -196,7 +196,10 @@ SELECT CASE WHEN NOT $3::bool THEN aclaim_wake(org_id, queue) END FROM q
 /// $15 the rate limit in claims a second (NULL: keep; 0: no limit) and $16 its burst (NULL: keep
 /// the queue's, or, for a new limit, the rate rounded up). A new limit starts with a full bucket;
 /// a changed one keeps the tokens its bucket holds at now (no more than the new burst), so that
-/// a change never hands out the time before it at the new rate. After kOperatorQueueLock, as
+/// a change never hands out the time before it at the new rate. $17 the weight (NULL: keep; 0:
+/// none) and $18 the aging step in microseconds (NULL: keep; 0: no aging), schema/0022: a weight
+/// set keeps the queue's pass, so that changing a weight never hands the queue a burst (a queue
+/// new to weights starts level with the others at its first claim). After kOperatorQueueLock, as
 /// kOperatorPause: a claim holds the organization's lock shared, so the bucket changes between
 /// claims, never under one.
 inline const Statement kOperatorConfigure{
@@ -206,14 +209,14 @@ WITH q AS (
     INSERT INTO job_queues AS jq (org_id, queue, max_assigned, max_attempts, backoff_base_us,
                                   backoff_cap_us, run_timeout_us, retain_completed_us,
                                   retain_failed_us, retain_discarded_us, retain_cancelled_us,
-                                  rate_per_s, rate_burst, updated_at)
+                                  rate_per_s, rate_burst, weight, aging_us, updated_at)
     VALUES ($1::bigint, $2::text, nullif($3::int, 0), nullif($4::int, 0), nullif($5::bigint, 0),
             nullif($6::bigint, 0), nullif($7::bigint, 0), nullif($11::bigint, 0),
             nullif($12::bigint, 0), nullif($13::bigint, 0), nullif($14::bigint, 0),
             nullif($15::numeric, 0),
             CASE WHEN nullif($15::numeric, 0) IS NOT NULL
                  THEN coalesce($16::int, greatest(1, ceil($15::numeric))::int) END,
-            aclaim_ts($9::bigint))
+            nullif($17::int, 0), nullif($18::bigint, 0), aclaim_ts($9::bigint))
     ON CONFLICT (org_id, queue) DO UPDATE SET
         rate_per_s = CASE WHEN $15::numeric IS NULL THEN jq.rate_per_s
                           ELSE nullif($15::numeric, 0) END,
@@ -228,6 +231,9 @@ WITH q AS (
                                                          $9::bigint)) END,
         rate_refilled_us = CASE WHEN jq.rate_per_s IS NULL OR $15::numeric = 0 THEN NULL
                                 ELSE greatest(jq.rate_refilled_us, $9::bigint) END,
+        weight = CASE WHEN $17::int IS NULL THEN jq.weight ELSE nullif($17::int, 0) END,
+        aging_us = CASE WHEN $18::bigint IS NULL THEN jq.aging_us ELSE nullif($18::bigint, 0) END,
+        aging_done_us = CASE WHEN $18::bigint IS NULL THEN jq.aging_done_us END,
         max_assigned = CASE WHEN $3::int IS NULL THEN jq.max_assigned ELSE nullif($3::int, 0) END,
         max_attempts = CASE WHEN $4::int IS NULL THEN jq.max_attempts ELSE nullif($4::int, 0) END,
         backoff_base_us = CASE WHEN $5::bigint IS NULL THEN jq.backoff_base_us
@@ -256,7 +262,7 @@ SELECT aclaim_wake(org_id, queue) FROM q
      "backoff_cap_us bigint", "run_timeout_us bigint", "operator text", "now_us bigint",
      "detail text", "retain_completed_us bigint", "retain_failed_us bigint",
      "retain_discarded_us bigint", "retain_cancelled_us bigint", "rate_per_s numeric",
-     "rate_burst int"}};
+     "rate_burst int", "weight int", "aging_us bigint"}};
 
 /// $1 org. The organization's queue lock, exclusive (see kClaimLocks).
 inline constexpr const char* kOperatorQueueLock =
@@ -306,6 +312,7 @@ SELECT q.org_id, q.queue,
        jq.rate_burst,
        floor(aclaim_rate_tokens(jq.rate_per_s, jq.rate_burst, jq.rate_tokens, jq.rate_refilled_us,
                                 $5::bigint))::int AS rate_tokens,
+       jq.weight, jq.aging_us,
        jq.max_attempts,
        jq.backoff_base_us, jq.backoff_cap_us, jq.run_timeout_us,
        aclaim_retention_us(q.org_id, q.queue, 'completed') AS retain_completed_us,

@@ -288,6 +288,8 @@ void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSe
     say("retain_cancelled", q.retain_cancelled);
     say("rate", q.rate_per_s);
     say("burst", q.rate_burst);
+    say("weight", q.weight);
+    say("aging", q.aging);
     std::optional<std::string> rate;
     if (q.rate_per_s) rate = value_text(*q.rate_per_s);
     pqxx::work txn(conn_, "operator_configure");
@@ -299,7 +301,7 @@ void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSe
                     actor, now, detail.empty() ? "nothing changed" : detail,
                     micros_of(q.retain_completed), micros_of(q.retain_failed),
                     micros_of(q.retain_discarded), micros_of(q.retain_cancelled), rate,
-                    q.rate_burst);
+                    q.rate_burst, q.weight, micros_of(q.aging));
     txn.commit();
 }
 
@@ -353,6 +355,8 @@ std::vector<QueueStatus> count_queues(pqxx::transaction_base& txn, const QueueQu
         if (!r["rate_per_s"].is_null()) q.rate_per_s = r["rate_per_s"].as<std::string>();
         q.rate_burst = int_of(r["rate_burst"]);
         q.rate_tokens = int_of(r["rate_tokens"]);
+        q.weight = int_of(r["weight"]);
+        q.aging = duration_of(r["aging_us"]);
         q.max_attempts = int_of(r["max_attempts"]);
         q.backoff_base = duration_of(r["backoff_base_us"]);
         q.backoff_cap = duration_of(r["backoff_cap_us"]);

@@ -104,6 +104,10 @@ struct QueueSettings {
     /// how many may go at once (the burst; unset: the queue's, or the rate rounded up).
     std::optional<double> rate_per_s;
     std::optional<int> rate_burst;
+    /// The queue's share among the weighted queues a claim serves with it (1-1000; 0: none).
+    std::optional<int> weight;
+    /// Its pending jobs gain one priority per this much waited (at least a second; 0: no aging).
+    std::optional<Duration> aging;
 };
 
 /// A retention that never ends (2^63-1 microseconds, as schema/0007_retention.sql reads it).
@@ -128,6 +132,9 @@ struct QueueStatus {
     std::optional<int> rate_burst;
     /// The whole tokens the queue's bucket holds at the query's `now`; none: unlimited.
     std::optional<int> rate_tokens;
+    /// The weight (none: unweighted) and the aging step (none: not aged).
+    std::optional<int> weight;
+    std::optional<Duration> aging;
     std::optional<int> max_attempts;
     std::optional<Duration> backoff_base;
     std::optional<Duration> backoff_cap;

@@ -144,17 +144,34 @@ std::string served_queues(const std::vector<std::string>& queues) {
                           : pg_array(queues);
 }
 
+/// Which claim statement the served queues need (kClaimLocks): the one claims ran before rate
+/// limits and weights existed unless a served queue has either.
+struct ClaimVariant {
+    bool rated = false;     ///< a served queue has a rate limit
+    bool weighted = false;  ///< a served queue has a weight
+};
+
 /// The first statement of a claim transaction (kClaimLocks), then, for the wait strategy, the
-/// bound on the claim's own lock wait. True when a served queue has a rate limit.
-bool begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
-                 const StoreOptions& options) {
+/// bound on the claim's own lock wait.
+ClaimVariant begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
+                         const StoreOptions& options) {
     const pqxx::result r = txn.exec_prepared(sql::kClaimLocks.name, org, queues);
     if (options.lock_strategy == LockStrategy::Wait) {
         // Bound only the claim's wait: a completion queued behind a waiting claimer's row
         // lock must still go through.
         txn.exec_params(sql::kSetLocalLockTimeout.text, std::to_string(options.lock_timeout_ms));
     }
-    return r[0]["rated"].as<std::int64_t>() > 0;
+    return {r[0]["rated"].as<std::int64_t>() > 0, r[0]["weighted"].as<std::int64_t>() > 0};
+}
+
+const char* single_claim(ClaimVariant v) {
+    if (v.weighted) return sql::kClaimWeighted.name;
+    return v.rated ? sql::kClaimRated.name : sql::kClaim.name;
+}
+
+const char* batch_claim(ClaimVariant v) {
+    if (v.weighted) return sql::kClaimBatchWeighted.name;
+    return v.rated ? sql::kClaimBatchRated.name : sql::kClaimBatch.name;
 }
 
 /// After a claim that handed out `got` of `wanted` jobs: when a rate limit may have held it back,
@@ -271,10 +288,10 @@ Transition reject(pqxx::work& txn, Scope& scope, Operation op, const TransitionR
 }
 
 /// claim_batch's statement (and, with take_locks, the claim's locks first) in `txn`, which is
-/// scoped to org. `rated`: the locks, taken by the caller, found a served queue with a rate limit.
+/// scoped to org. `variant`: what the locks, taken by the caller, found of the served queues.
 std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const StoreOptions& options, OrgId org,
                                    std::span<const ClaimRequest> requests, Duration lease,
-                                   Instant now, bool take_locks, bool rated) {
+                                   Instant now, bool take_locks, ClaimVariant variant) {
     std::vector<ClaimOutcome> out(requests.size());
     // Slot s belongs to owner[s]: each requester holds max_jobs consecutive slots.
     std::vector<std::string> slots;
@@ -287,15 +304,14 @@ std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const StoreOptions& options,
     }
     const std::string queues =
         served_queues(requests.empty() ? std::vector<std::string>{} : requests[0].queues);
-    if (take_locks) rated = begin_claim(txn, org, queues, options);
+    if (take_locks) variant = begin_claim(txn, org, queues, options);
     const pqxx::result r =
-        txn.exec_prepared(rated ? sql::kClaimBatchRated.name : sql::kClaimBatch.name, org,
-                          pg_array(slots), now, lease, queues);
+        txn.exec_prepared(batch_claim(variant), org, pg_array(slots), now, lease, queues);
     for (const auto& row : r) {
         const auto slot = row["slot"].as<std::size_t>();
         out.at(owner.at(slot - 1)).leases.push_back(lease_of(row));
     }
-    const auto refill = refill_after(txn, org, queues, rated, r.size(), slots.size(), now);
+    const auto refill = refill_after(txn, org, queues, variant.rated, r.size(), slots.size(), now);
     for (std::size_t i = 0; i < out.size(); ++i) {
         auto& o = out[i];
         o.status = o.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
@@ -428,11 +444,10 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
         pqxx::work txn(*conn_, "claim");
         Scope(txn, options_.row_security).to(org);
         const std::string queues = served_queues(request.queues);
-        const bool rated = begin_claim(txn, org, queues, options_);
-        const pqxx::result r =
-            txn.exec_prepared(rated ? sql::kClaimRated.name : sql::kClaim.name, org, request.worker,
-                              request.max_jobs, now, lease, queues);
-        out.refill_at = refill_after(txn, org, queues, rated, r.size(),
+        const ClaimVariant variant = begin_claim(txn, org, queues, options_);
+        const pqxx::result r = txn.exec_prepared(single_claim(variant), org, request.worker,
+                                                 request.max_jobs, now, lease, queues);
+        out.refill_at = refill_after(txn, org, queues, variant.rated, r.size(),
                                      static_cast<std::size_t>(request.max_jobs), now);
         commit(txn);
         for (const auto& row : r) out.leases.push_back(lease_of(row));
@@ -549,7 +564,7 @@ std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
     try {
         pqxx::work txn(*conn_, "claim_batch");
         Scope(txn, options_.row_security).to(org);
-        out = claim_in(txn, options_, org, requests, lease, now, true, false);
+        out = claim_in(txn, options_, org, requests, lease, now, true, ClaimVariant{});
         commit(txn);
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kLockNotAvailable) throw;
@@ -621,13 +636,13 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
     // holds the organization's lock exclusively and then locks rows cannot wait on a row this
     // transaction completed while this one waits on the organization's lock.
     scope.to(org);
-    const bool rated = begin_claim(
+    const ClaimVariant variant = begin_claim(
         txn, org, served_queues(claims.empty() ? std::vector<std::string>{} : claims[0].queues),
         options_);
     out.completions = complete_in(txn, scope, options_.row_security, completions, now);
     // The completions' scope may have moved to another organization, or to all of them.
     scope.to(org);
-    out.claims = claim_in(txn, options_, org, claims, lease, now, false, rated);
+    out.claims = claim_in(txn, options_, org, claims, lease, now, false, variant);
     commit(txn);
     return out;
 }

@@ -95,18 +95,24 @@ SELECT id, created, state
 /// previous one committed, so no number of coordinators can exceed the limit together. A queue
 /// with a rate limit (schema/0021_queue_rate_limits.sql) is locked the same way, so that each
 /// claim reads its bucket after the previous one spent from it. `rated` counts those queues: a
-/// claim that came back short asks when their buckets refill only when there are some.
+/// claim that came back short asks when their buckets refill only when there are some. A weighted
+/// queue (schema/0022_queue_weights.sql) is locked the same way, so that each claim reads the
+/// passes the previous one wrote; `weighted` counts those queues, and a claim runs the weighted
+/// statement (kClaimWeighted) only when there are some.
 inline const Statement kClaimLocks{"aclaim_claim_locks",
                                    R"SQL(
 SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
        (SELECT count(pg_advisory_xact_lock(aclaim_queue_lock($1::bigint, queue)))
           FROM (SELECT queue FROM job_queues
                  WHERE org_id = $1::bigint AND queue = ANY($2::text[])
-                   AND (max_assigned IS NOT NULL OR rate_per_s IS NOT NULL)
+                   AND (max_assigned IS NOT NULL OR rate_per_s IS NOT NULL
+                        OR weight IS NOT NULL)
                  ORDER BY queue) AS limited) AS limited,
-       (SELECT count(*) FROM job_queues
-         WHERE org_id = $1::bigint AND queue = ANY($2::text[])
-           AND rate_per_s IS NOT NULL) AS rated
+       c.rated, c.weighted
+  FROM (SELECT count(*) FILTER (WHERE rate_per_s IS NOT NULL) AS rated,
+               count(*) FILTER (WHERE weight IS NOT NULL) AS weighted
+          FROM job_queues
+         WHERE org_id = $1::bigint AND queue = ANY($2::text[])) AS c
 )SQL",
                                    {"org bigint", "queues text[]"}};
 
@@ -246,6 +252,122 @@ inline const Statement kClaimRated{"aclaim_claim_rated",
                                    claim_text(true),
                                    {"org bigint", "worker text", "limit int", "now_us bigint",
                                     "lease_us bigint", "queues text[]"}};
+
+/// The claim on served queues of which one at least has a weight (kClaimLocks' `weighted`), one
+/// text for the single claim (`batch` false: $1 org, $2 worker, $3 limit, $4 now, $5 lease
+/// length, $6 queues, as kClaim) and the coalesced one (`batch`: $1 org, $2 one assignee per
+/// slot, $3 now, $4 lease length, $5 queues, as kClaimBatch). Room and rate limits as in
+/// kClaimRated. Each served queue is scanned on its own, in claim order (priority DESC, run_at,
+/// id, one index scan of jobs_claim_order each, which costs what a claim serving that queue
+/// alone costs), for as many jobs as the claim may take from it; of those, the claim takes the
+/// ones whose finish, pass + k / weight for the queue's k-th, is least (stride scheduling,
+/// schema/0022_queue_weights.sql), ties to the heavier queue, then the queue's name. A served
+/// queue without a weight has no finish and gives jobs only when the weighted ones have none
+/// left to give, by priority among themselves. A queue starts from its pass, or one unit behind
+/// the furthest pass served (`level`) if it is further back or has none. Each weighted queue's
+/// pass moves on by what it gave, in the same statement, under the queue's lock, and a rated
+/// queue's bucket is spent in the same update of its row (claim_spend's arithmetic): a second
+/// update of one row in one statement would be lost.
+inline std::string claim_weighted_text(bool batch) {
+    const std::string limit = batch ? "cardinality($2::text[])" : "$3::int";
+    const std::string now = batch ? "$3::bigint" : "$4::bigint";
+    const std::string lease = batch ? "$4::bigint" : "$5::bigint";
+    const std::string queues = batch ? "$5::text[]" : "$6::text[]";
+    const std::string worker = batch ? "($2::text[])[a.pos]" : "$2::text";
+    std::string text = R"SQL(WITH room AS (
+    SELECT r.queue, least(r.room, coalesce(floor(r.tokens)::int, r.room)) AS room, r.tokens,
+           r.weight, r.pass
+      FROM (SELECT s.queue,
+                   CASE WHEN q.max_assigned IS NULL THEN {LIMIT}
+                        ELSE q.max_assigned - (SELECT count(*) FROM jobs a
+                                                WHERE a.org_id = $1::bigint AND a.queue = s.queue
+                                                  AND a.state = 'assigned')::int END AS room,
+                   aclaim_rate_tokens(q.rate_per_s, q.rate_burst, q.rate_tokens,
+                                      q.rate_refilled_us, {NOW}) AS tokens,
+                   q.weight, q.weight_pass AS pass
+              FROM (SELECT DISTINCT unnest({QUEUES}) AS queue) AS s
+              LEFT JOIN job_queues q ON q.org_id = $1::bigint AND q.queue = s.queue
+             WHERE q.paused IS NOT TRUE) AS r
+), level AS (
+    SELECT max(pass) - 1 AS floor FROM room WHERE weight IS NOT NULL
+), picked AS MATERIALIZED (
+    SELECT c.id, r.queue, c.priority, c.run_at
+      FROM room r
+     CROSS JOIN LATERAL (
+         SELECT id, priority, run_at FROM jobs
+          WHERE org_id = $1::bigint AND state = 'pending' AND queue = r.queue
+          ORDER BY priority DESC, run_at, id
+          LIMIT greatest(least(r.room, {LIMIT}), 0)
+            FOR UPDATE {LOCK}) AS c
+     WHERE r.room > 0
+), ranked AS (
+    SELECT p.id, p.queue,
+           coalesce(greatest(r.pass, l.floor), 0)
+               + row_number() OVER (PARTITION BY p.queue
+                                    ORDER BY p.priority DESC, p.run_at, p.id)::numeric
+                 / r.weight AS finish,
+           r.weight, p.priority, p.run_at
+      FROM picked p JOIN room r USING (queue) CROSS JOIN level l
+), allowed AS (
+    SELECT id, row_number() OVER (ORDER BY finish NULLS LAST, weight DESC, queue,
+                                           priority DESC, run_at, id) AS pos
+      FROM ranked
+     ORDER BY pos
+     LIMIT {LIMIT}
+), claimed AS (
+    UPDATE jobs j
+       SET state = 'assigned', generation = greatest(j.generation + 1, (SELECT aclaim_generation_floor()) + 1),
+           assignee = {WORKER},
+           claimed_at = aclaim_ts({NOW}),
+           deadline_at = aclaim_ts({NOW} + j.run_timeout_us),
+           lease_expires_at = least(aclaim_ts({NOW} + {LEASE}),
+                                    aclaim_ts({NOW} + j.run_timeout_us)),
+           attempts = j.attempts + 1
+      FROM allowed a
+     WHERE j.id = a.id
+    RETURNING a.pos AS slot, j.id, j.org_id, j.queue, j.generation, j.priority,
+              aclaim_us(j.enqueued_at) AS enqueued_us, aclaim_us(j.lease_expires_at) AS lease_us,
+              aclaim_us(j.deadline_at) AS deadline_us, j.attempts, j.max_attempts, j.payload,
+              j.assignee
+), logged AS (
+    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
+    SELECT id, org_id, generation, 'claimed', assignee, aclaim_ts({NOW}) FROM claimed
+), weighed AS (
+    UPDATE job_queues q
+       SET weight_pass = CASE WHEN r.weight IS NULL THEN q.weight_pass
+                              ELSE coalesce(greatest(r.pass, l.floor), 0)
+                                   + t.n::numeric / r.weight END,
+           rate_tokens = CASE WHEN r.tokens IS NULL THEN q.rate_tokens ELSE r.tokens - t.n END,
+           rate_refilled_us = CASE WHEN r.tokens IS NULL THEN q.rate_refilled_us
+                                   ELSE greatest(coalesce(q.rate_refilled_us, {NOW}), {NOW}) END
+      FROM room r CROSS JOIN level l,
+           (SELECT queue, count(*) AS n FROM claimed GROUP BY queue) AS t
+     WHERE (r.weight IS NOT NULL OR r.tokens IS NOT NULL) AND t.queue = r.queue
+       AND q.org_id = $1::bigint AND q.queue = r.queue
+)
+SELECT c.slot, c.id, c.org_id, c.queue, c.generation, c.priority, c.enqueued_us, c.lease_us,
+       c.deadline_us, c.attempts, c.max_attempts, c.payload, )SQL" +
+                       std::string(kResumeColumns) + "\n  FROM claimed c " + kResumeJoin + R"SQL(
+ ORDER BY c.slot
+)SQL";
+    auto fill = [&text](std::string_view key, const std::string& value) {
+        for (auto at = text.find(key); at != std::string::npos; at = text.find(key, at)) {
+            text.replace(at, key.size(), value);
+            at += value.size();
+        }
+    };
+    fill("{LIMIT}", limit);
+    fill("{NOW}", now);
+    fill("{LEASE}", lease);
+    fill("{QUEUES}", queues);
+    fill("{WORKER}", worker);
+    return text;
+}
+/// kClaim when a served queue has a weight (claim_weighted_text).
+inline const Statement kClaimWeighted{"aclaim_claim_weighted",
+                                      claim_weighted_text(false),
+                                      {"org bigint", "worker text", "limit int", "now_us bigint",
+                                       "lease_us bigint", "queues text[]"}};
 
 /// $1 org, $2 text[] queues served, $3 now. After a claim that came back short, in its
 /// transaction, and only when kClaimLocks found a served queue with a rate limit: the first
@@ -647,6 +769,12 @@ inline const Statement kClaimBatchRated{
     claim_batch_text(true),
     {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
 
+/// kClaimBatch when a served queue has a weight, as kClaimWeighted is kClaim's.
+inline const Statement kClaimBatchWeighted{
+    "aclaim_claim_batch_weighted",
+    claim_weighted_text(true),
+    {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
+
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers, $5 now,
 /// $6 lease length. The rows are locked in id order first, so that two coalesced statements
 /// over overlapping jobs queue behind each other instead of deadlocking. Each locked row carries
@@ -771,11 +899,15 @@ SELECT count(*) FILTER (WHERE state = 'attached') AS attached,
 
 /// Every statement a store prepares at connect, in one table.
 inline const std::vector<const Statement*> kStatements = {
-    &kScope,           &kEnqueue,          &kClaimLocks,      &kClaim,      &kRateRefill,
-    &kRenew,           &kProgress,         &kComplete,        &kFail,       &kRelease,
-    &kReclaim,         &kPromoteDue,       &kNextDue,         &kAuthority,  &kAuthorityShared,
-    &kRejectedBatch,   &kClaimBatch,       &kClaimBatchRated, &kClaimRated, &kRenewBatch,
-    &kCompleteBatch,   &kRetentionTryLock, &kRetentionUnlock, &kPruneJobs,  &kEnsurePartitions,
+    &kScope,           &kEnqueue,       &kClaimLocks,
+    &kClaim,           &kRateRefill,    &kRenew,
+    &kProgress,        &kComplete,      &kFail,
+    &kRelease,         &kReclaim,       &kPromoteDue,
+    &kNextDue,         &kAuthority,     &kAuthorityShared,
+    &kRejectedBatch,   &kClaimBatch,    &kClaimBatchRated,
+    &kClaimRated,      &kClaimWeighted, &kClaimBatchWeighted,
+    &kRenewBatch,      &kCompleteBatch, &kRetentionTryLock,
+    &kRetentionUnlock, &kPruneJobs,     &kEnsurePartitions,
     &kPartitionSummary};
 
 }  // namespace aclaim::common::sql

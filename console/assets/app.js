@@ -133,6 +133,15 @@ function rateText(q) {
   return `${q.rate_per_s}/s, burst ${q.rate_burst}, ${q.rate_tokens} left`;
 }
 
+// A queue's weight among the weighted queues served with it, and its aging: one priority more per
+// so many seconds a pending job waits.
+function shareText(q) {
+  const parts = [];
+  if (q.weight !== null && q.weight !== undefined) parts.push(`weight ${q.weight}`);
+  if (q.aging_s !== null && q.aging_s !== undefined) parts.push(`+1 per ${q.aging_s}s`);
+  return parts.length ? parts.join(', ') : '—';
+}
+
 // Every queue of every organization on the page in one table, deepest backlog first: which queue
 // is backing up is the question, whichever organization it belongs to.
 function queueTable(organizations, cap) {
@@ -149,6 +158,7 @@ function queueTable(organizations, cap) {
       el('td', { class: 'switch', text: q.paused ? 'paused' : 'running' }),
       el('td', { text: q.max_assigned === null ? '—' : q.max_assigned }),
       el('td', { class: 'rate', text: rateText(q) }),
+      el('td', { class: 'share', text: shareText(q) }),
       QUEUE_STATES.map((s) => el('td', { class: 'n', 'data-state': s, text: capped(q.counts[s], cap) })),
       el('td', { text: ago(q.oldest_pending_age_ms) }),
       el('td', { class: 'actions' }, input, ' ',
@@ -156,7 +166,7 @@ function queueTable(organizations, cap) {
                        onclick: () => setPaused(q.org_id, q.queue, !q.paused), text: q.paused ? 'Resume' : 'Pause' })));
   });
   return el('table', { id: 'queues', class: 'queues' },
-    el('thead', {}, el('tr', {}, ['org', 'queue', 'switch', 'limit', 'rate', ...QUEUE_STATES, 'oldest pending', 'action'].map((h) => el('th', { text: h })))),
+    el('thead', {}, el('tr', {}, ['org', 'queue', 'switch', 'limit', 'rate', 'share', ...QUEUE_STATES, 'oldest pending', 'action'].map((h) => el('th', { text: h })))),
     el('tbody', {}, rows));
 }
 
@@ -342,7 +352,8 @@ async function renderJob(view, id) {
   add('dedupe key', j.dedupe_key);
   add('generation', String(j.generation));
   add('attempts', `${j.attempts}/${j.max_attempts}`);
-  add('priority', String(j.priority));
+  add('priority', j.base_priority === null || j.base_priority === undefined
+    ? String(j.priority) : `${j.priority} (aged from ${j.base_priority})`);
   add('holder', j.assignee);
   add('enqueued', j.enqueued_at);
   add('claimed', j.claimed_at);

@@ -14,6 +14,7 @@
 #include "common/store/assignment_store.hpp"
 #include "common/store/migrations.hpp"
 #include "coordinator/auth/zap.hpp"
+#include "coordinator/db/ager.hpp"
 #include "coordinator/db/db_pool.hpp"
 #include "coordinator/db/listener.hpp"
 #include "coordinator/db/mailbox.hpp"
@@ -143,6 +144,7 @@ void Coordinator::bind() {
     reaper_ = std::make_unique<Reaper>(options_.reaper, connections_, clock_, *mailbox_, metrics_);
     retention_ = std::make_unique<Retention>(options_.retention, connections_, clock_, metrics_);
     scheduler_ = std::make_unique<Scheduler>(options_.scheduler, connections_, clock_, metrics_);
+    ager_ = std::make_unique<Ager>(options_.aging, connections_, clock_);
     listener_ = std::make_unique<Listener>(connections_, *mailbox_,
                                            [reaper = reaper_.get()] { reaper->nudge(); });
     presence_ = std::make_unique<PresencePublisher>(
@@ -188,6 +190,7 @@ void Coordinator::serve() {
     reaper_->start();
     retention_->start();
     scheduler_->start();
+    ager_->start();
     listener_->start();
     presence_->start();
     if (!connections_.row_security()) {
@@ -314,6 +317,7 @@ void Coordinator::shutdown() {
     reaper_->stop();
     retention_->stop();
     scheduler_->stop();
+    ager_->stop();
     listener_->stop();
     presence_->stop();
     watchdog_.stop();

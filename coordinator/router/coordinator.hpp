@@ -34,6 +34,7 @@ class Reaper;
 class ResultNotifier;
 class Retention;
 class Scheduler;
+class Ager;
 class ZapHandler;
 
 /// The ZeroMQ front end: one ROUTER socket served by one thread, which alone sends on it, in
@@ -97,6 +98,7 @@ class Coordinator {
     std::unique_ptr<Reaper> reaper_;
     std::unique_ptr<Retention> retention_;
     std::unique_ptr<Scheduler> scheduler_;
+    std::unique_ptr<Ager> ager_;
     std::unique_ptr<Listener> listener_;
     PresenceBoard presence_board_;
     std::unique_ptr<PresencePublisher> presence_;

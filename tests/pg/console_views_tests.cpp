@@ -387,3 +387,30 @@ TEST_CASE(
     CHECK(queues[2].org_id == 3);
     CHECK(queues[2].count(common::JobState::Pending) == 1);
 }
+
+TEST_CASE("console overview: each queue's weight and aging, none for the others",
+          "[console][weights][aging]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    common::QueueSettings weighted;
+    weighted.weight = 3;
+    weighted.aging = std::chrono::seconds(30);
+    const common::Instant now = common::SystemClock().now();
+    common::OperatorStore(*conn).configure(1, "bulk", weighted, "tester", now, true);
+    common::QueueSettings plain;
+    plain.max_attempts = 4;
+    common::OperatorStore(*conn).configure(1, "plain", plain, "tester", now, true);
+    common::AssignmentStore store(db.dsn());
+    store.enqueue(1, some_jobs(1), now);  // the organization is listed by its jobs
+    console::Views views(db.dsn(), "");
+    const auto o = views.overview({"all", std::nullopt}, now);
+    REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1});
+    const auto& queues = o["organizations"][0]["queues"];
+    REQUIRE(queues.size() == 3);
+    CHECK(queues[0]["queue"] == "bulk");
+    CHECK(queues[0]["weight"] == 3);
+    CHECK(queues[0]["aging_s"] == 30);
+    CHECK(queues[2]["queue"] == "plain");
+    CHECK(queues[2]["weight"].is_null());
+    CHECK(queues[2]["aging_s"].is_null());
+}

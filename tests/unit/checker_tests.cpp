@@ -252,3 +252,39 @@ TEST_CASE("rate_respected replays each rate-limited queue's bucket over its clai
     removed.queue_events.push_back({1, "r", "configured", instant_from_micros(60), "rate=0"});
     CHECK(check(removed).ok());
 }
+
+TEST_CASE("aging_bound_kept: no younger job of an aged queue is claimed past an older one's bound",
+          "[checker][aging]") {
+    // Queue q aged one priority per 10 s. Job 1 (priority 0) waits from 0; job 2 (priority 5) is
+    // enqueued at 1 s and claimed at `claimed_at`; job 1 is claimed at 200 s.
+    auto scene = [](Micros claimed_at, int k_priority) {
+        History h;
+        h.jobs.push_back({1, 1, "assigned", 1, std::nullopt, std::nullopt, "q"});
+        h.jobs.push_back({2, 1, "assigned", 1, std::nullopt, std::nullopt, "q"});
+        h.priorities[1] = {5, 0};
+        h.priorities[2] = {k_priority, std::nullopt};
+        h.queue_events.push_back({1, "q", "configured", instant_from_micros(0), "aging=10000ms"});
+        h.events.push_back({1, 1, 1, 0, "enqueued", "", instant_from_micros(0), "queue q"});
+        h.events.push_back({2, 2, 1, 0, "enqueued", "", instant_from_micros(1'000'000), "queue q"});
+        h.events.push_back({3, 2, 1, 1, "claimed", "a", instant_from_micros(claimed_at), ""});
+        h.events.push_back({4, 1, 1, 1, "claimed", "b", instant_from_micros(200'000'000), ""});
+        return h;
+    };
+    // The bound for job 1 behind priority 5: 5 x 10 s + the 10 s tolerance.
+    CHECK(check(scene(60'000'000, 5)).ok());
+    CHECK(caught(scene(60'000'001, 5), Invariant::AgingBoundKept));
+    // Behind priority 7 the bound is 20 s longer.
+    CHECK(check(scene(80'000'000, 7)).ok());
+    // Not aged: nothing is promised.
+    auto plain = scene(150'000'000, 5);
+    plain.queue_events.clear();
+    CHECK(check(plain).ok());
+    // Aging removed before the claim.
+    auto removed = scene(150'000'000, 5);
+    removed.queue_events.push_back({1, "q", "configured", instant_from_micros(5), "aging=0ms"});
+    CHECK(check(removed).ok());
+    // The older job claimed with it (SKIP LOCKED passed it over): not a violation.
+    auto together = scene(150'000'000, 5);
+    together.events[3].at = instant_from_micros(155'000'000);
+    CHECK(check(together).ok());
+}

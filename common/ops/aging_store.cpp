@@ -1,0 +1,20 @@
+#include "common/ops/aging_store.hpp"
+
+#include "common/ops/aging_sql.hpp"
+
+namespace aclaim::common {
+
+AgingPass AgingStore::run(Instant now, int batch) {
+    AgingPass out;
+    pqxx::work txn(conn_, "aging");
+    out.held = txn.exec(sql::kAgingTryLock.text)[0][0].as<bool>();
+    if (out.held) {
+        const auto r = txn.exec_params1(sql::kAgeJobs.text, to_micros(now), batch);
+        out.raised = r["raised"].as<std::int64_t>();
+        out.more = r["more"].as<bool>();
+    }
+    txn.commit();
+    return out;
+}
+
+}  // namespace aclaim::common

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <memory>
+#include <pqxx/pqxx>
+
+#include "common/base/clock.hpp"
+#include "common/base/periodic_task.hpp"
+#include "common/ops/aging_store.hpp"
+#include "coordinator/db/connections.hpp"
+#include "coordinator/options.hpp"
+
+namespace aclaim::coordinator {
+
+/// Raises the priority of the pending jobs of aged queues (schema/0022) as they wait, on a
+/// connection of its own. Every coordinator runs one; each pass is taken by whichever gets the
+/// aging lock, the others pass (common::AgingStore::run). Off the claim and completion path: with
+/// no aged queue a pass reads job_queues' aged rows, none. A pass that stopped at its batch is
+/// followed by the next at once. What is due is decided on the injected clock (a test moves a
+/// ManualClock and calls pass()); the pace between passes is real time, as the scheduler's.
+class Ager {
+  public:
+    /// `connections` (and its watchdog) and `clock` must outlive it.
+    Ager(AgingOptions options, const Connections& connections, const common::Clock& clock);
+    ~Ager();
+    Ager(const Ager&) = delete;
+    Ager& operator=(const Ager&) = delete;
+
+    void start();
+    /// Returns after the pass in progress, if any, ends.
+    void stop();
+
+    /// One pass on `conn` at the clock's now: what the thread runs every interval. Public for
+    /// tests.
+    common::AgingPass pass(pqxx::connection& conn);
+
+  private:
+    const AgingOptions options_;
+    const Connections& connections_;
+    const common::Clock& clock_;
+    std::shared_ptr<StatementWatchdog::Watch> watch_;
+    std::unique_ptr<pqxx::connection> conn_;
+    bool failing_ = false;
+    common::PeriodicTask task_{common::real_time()};
+};
+
+}  // namespace aclaim::coordinator

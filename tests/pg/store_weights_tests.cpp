@@ -1,0 +1,378 @@
+// Weighted queues and priority aging (schema/0022_queue_weights.sql). Weights: claims on queues
+// that all have work hand each out in proportion to its weight, exactly under coalesced claims and
+// whatever the number of claimers, and a claim on queues without a weight runs the statement it
+// ran before weights existed. Aging: a low-priority job under a flood of higher-priority ones is
+// claimed within its documented bound, (highest - its priority) x the aging step + one pass
+// interval after its run_at, where without aging it would wait for as long as the flood lasts.
+
+#include <algorithm>
+#include <barrier>
+#include <catch2/catch.hpp>
+#include <map>
+#include <thread>
+
+#include "common/ops/aging_store.hpp"
+#include "common/ops/checker.hpp"
+#include "common/ops/operator_store.hpp"
+#include "common/store/assignment_store.hpp"
+#include "tests/pg/ctl_run.hpp"
+#include "tests/support/checker_support.hpp"
+#include "tests/support/store_fixture.hpp"
+
+using namespace aclaim;
+using common::AssignmentStore;
+using common::ClaimRequest;
+using common::Instant;
+using testing::kLease;
+using testing::kT0;
+
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Sets a queue's weight and aging step (0 for none), as `aclaimctl queue set` does.
+void configure(const testing::TestDatabase& db, const std::string& queue, int weight,
+               common::Duration aging, Instant now) {
+    auto conn = db.connect();
+    common::QueueSettings q;
+    q.weight = weight;
+    q.aging = aging;
+    common::OperatorStore(*conn).configure(1, queue, q, "ops", now, true);
+}
+
+/// Enqueues n jobs of `priority` on queue.
+std::vector<common::JobId> enqueue_on(AssignmentStore& store, const std::string& queue, int n,
+                                      Instant now, int priority = 0) {
+    std::vector<common::NewJob> jobs;
+    for (int i = 0; i < n; ++i) {
+        common::NewJob job{priority, "job " + std::to_string(i), 3};
+        job.queue = queue;
+        jobs.push_back(job);
+    }
+    return store.enqueue(1, jobs, now);
+}
+
+/// How many times the store's connection ran each claim statement it prepared.
+std::map<std::string, long> claim_runs(AssignmentStore& store) {
+    pqxx::read_transaction t(store.connection());
+    std::map<std::string, long> out;
+    for (const auto& r :
+         t.exec("SELECT name, generic_plans + custom_plans FROM pg_prepared_statements "
+                "WHERE name LIKE 'aclaim_claim%' AND name <> 'aclaim_claim_locks'")) {
+        out[r[0].as<std::string>()] = r[1].as<long>();
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("four claimers on two full queues weighted 3:1 get them within 10% of 3:1",
+          "[store][weights]") {
+    constexpr int kClaimers = 4;
+    constexpr int kRounds = 40;  // each claimer's claims, of 1 or a coalesced 2 x 1
+    testing::TestDatabase db;
+    configure(db, "heavy", 3, common::Duration{0}, kT0);
+    configure(db, "light", 1, common::Duration{0}, kT0);
+    {
+        AssignmentStore store(db.dsn());
+        // Far more than is claimed: both queues have work from the first claim to the last.
+        enqueue_on(store, "heavy", 600, kT0);
+        enqueue_on(store, "light", 600, kT0);
+    }
+    std::vector<std::map<std::string, int>> got(kClaimers);
+    std::barrier start(kClaimers);
+    auto run = [&](int who) {
+        AssignmentStore store(db.dsn());
+        const std::string worker = "w" + std::to_string(who);
+        start.arrive_and_wait();
+        for (int i = 0; i < kRounds; ++i) {
+            const std::vector<std::string> queues{"heavy", "light"};
+            if (who % 2 == 0) {
+                for (const auto& l : store.claim(1, {worker, 1, queues}, kLease, kT0).leases) {
+                    ++got[who][l.queue];
+                }
+            } else {
+                const std::vector<ClaimRequest> rq{{worker + "a", 1, queues},
+                                                   {worker + "b", 1, queues}};
+                for (const auto& o : store.claim_batch(1, rq, kLease, kT0)) {
+                    for (const auto& l : o.leases) ++got[who][l.queue];
+                }
+            }
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int who = 1; who < kClaimers; ++who) threads.emplace_back(run, who);
+    run(0);
+    for (auto& t : threads) t.join();
+    int heavy = 0;
+    int light = 0;
+    for (auto& g : got) {
+        heavy += g["heavy"];
+        light += g["light"];
+        CHECK(g["heavy"] + g["light"] > 0);  // every claimer had a share
+    }
+    const double total = heavy + light;
+    REQUIRE(total == kRounds * (1 + 2 + 1 + 2));  // every claim found work
+    INFO("heavy " << heavy << ", light " << light);
+    CHECK(std::abs(heavy / total - 0.75) <= 0.075);
+    CHECK(std::abs(light / total - 0.25) <= 0.025);
+}
+
+TEST_CASE("weighted queues take turns in their weights' proportion, single and coalesced",
+          "[store][weights]") {
+    testing::StoreFixture f;
+    configure(f.db, "a", 3, common::Duration{0}, f.clock.now());
+    configure(f.db, "b", 1, common::Duration{0}, f.clock.now());
+    enqueue_on(f.store, "a", 100, f.clock.now());
+    enqueue_on(f.store, "b", 100, f.clock.now());
+    const std::vector<std::string> queues{"a", "b"};
+    // A queue new to weights starts one unit behind the other: the first claims settle in, then
+    // every 4 claims of one job give 3 of a and 1 of b.
+    for (int i = 0; i < 4; ++i) f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now());
+    for (int window = 0; window < 5; ++window) {
+        std::map<std::string, int> n;
+        for (int i = 0; i < 4; ++i) {
+            const auto out = f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now());
+            REQUIRE(out.leases.size() == 1);
+            ++n[out.leases[0].queue];
+        }
+        CHECK(n["a"] == 3);
+        CHECK(n["b"] == 1);
+    }
+    // A coalesced claim of 8 slots takes 6 and 2, each queue's jobs in claim order.
+    const std::vector<ClaimRequest> rq{{"x", 4, queues}, {"y", 4, queues}};
+    std::map<std::string, int> n;
+    std::map<std::string, common::JobId> last;
+    for (const auto& o : f.store.claim_batch(1, rq, kLease, f.clock.now())) {
+        for (const auto& l : o.leases) {
+            ++n[l.queue];
+            CHECK(l.job_id > last[l.queue]);
+            last[l.queue] = l.job_id;
+        }
+    }
+    CHECK(n["a"] == 6);
+    CHECK(n["b"] == 2);
+    CHECK(claim_runs(f.store)["aclaim_claim"] == 0);
+}
+
+TEST_CASE("a weighted queue without work gives its turns away and banks no more than its weight",
+          "[store][weights]") {
+    testing::StoreFixture f;
+    configure(f.db, "a", 3, common::Duration{0}, f.clock.now());
+    configure(f.db, "b", 1, common::Duration{0}, f.clock.now());
+    enqueue_on(f.store, "b", 200, f.clock.now());
+    const std::vector<std::string> queues{"a", "b"};
+    // a is empty: b gets every claim.
+    for (int i = 0; i < 50; ++i) {
+        const auto out = f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now());
+        REQUIRE(out.leases.size() == 1);
+        CHECK(out.leases[0].queue == "b");
+    }
+    // a gets work back: it starts one unit behind b, so it takes its weight, 3 jobs, more than
+    // its share before b has a turn again, not the 150 the turns it gave away would be worth;
+    // then 3 to 1.
+    enqueue_on(f.store, "a", 100, f.clock.now());
+    std::string order;
+    for (int i = 0; i < 15; ++i) {
+        order += f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now()).leases.at(0).queue;
+    }
+    CHECK(order == "aaaaaabaaabaaab");
+}
+
+TEST_CASE("a queue without a weight served with weighted ones gives when they have nothing",
+          "[store][weights]") {
+    testing::StoreFixture f;
+    configure(f.db, "a", 2, common::Duration{0}, f.clock.now());
+    enqueue_on(f.store, "a", 2, f.clock.now());
+    enqueue_on(f.store, "plain", 3, f.clock.now(), 9);
+    const auto out = f.store.claim(1, {"w", 5, {"a", "plain"}}, kLease, f.clock.now());
+    REQUIRE(out.leases.size() == 5);
+    std::string order;
+    for (const auto& l : out.leases) order += l.queue.substr(0, 1);
+    CHECK(order == "aappp");
+}
+
+TEST_CASE("a claim on queues without a weight runs the claim statement of before weights",
+          "[store][weights][hot]") {
+    testing::StoreFixture f;
+    configure(f.db, "weighted", 3, common::Duration{0}, f.clock.now());
+    configure(f.db, "aged", 0, 30 * common::kSeconds, f.clock.now());
+    enqueue_on(f.store, "free", 3, f.clock.now());
+    enqueue_on(f.store, "aged", 3, f.clock.now());
+    f.store.claim(1, {"w", 1, {"free"}}, kLease, f.clock.now());
+    f.store.claim(1, {"w", 1, {"aged", "free"}}, kLease, f.clock.now());
+    f.store.claim_batch(1, std::vector<ClaimRequest>{{"w", 1, {"free"}}}, kLease, f.clock.now());
+    auto runs = claim_runs(f.store);
+    CHECK(runs["aclaim_claim"] == 2);
+    CHECK(runs["aclaim_claim_batch"] == 1);
+    CHECK(runs["aclaim_claim_weighted"] == 0);
+    CHECK(runs["aclaim_claim_batch_weighted"] == 0);
+    // Aging adds nothing to a job that was never aged.
+    pqxx::read_transaction t(f.store.connection());
+    CHECK(t.exec1("SELECT count(*) FROM jobs WHERE base_priority IS NOT NULL")[0].as<int>() == 0);
+}
+
+TEST_CASE("under a flood of high-priority jobs a low-priority one is claimed within its bound",
+          "[store][aging]") {
+    constexpr auto kStep = 10 * common::kSeconds;     // the aging step S
+    constexpr auto kInterval = 1 * common::kSeconds;  // the pass interval I
+    constexpr int kHigh = 5;
+    testing::StoreFixture f;
+    configure(f.db, "aged", 0, kStep, f.clock.now());
+    const Instant t0 = f.clock.now();
+    const auto low = enqueue_on(f.store, "aged", 1, t0, 0).at(0);
+    // The same scene on a queue without aging: its low job waits as long as the flood lasts.
+    const auto control = enqueue_on(f.store, "plain", 1, t0, 0).at(0);
+    common::AgingStore ager(f.store.connection());
+    std::optional<Instant> claimed;
+    std::optional<Instant> control_claimed;
+    // 120 s of flood: each second 6 new high-priority jobs on each queue, and claims for 5 of
+    // each, so the high-priority backlog only grows; the aging pass runs every interval.
+    for (Instant now = t0; now < t0 + 120 * common::kSeconds; now += kInterval) {
+        f.clock.set(now);
+        enqueue_on(f.store, "aged", 6, now, kHigh);
+        enqueue_on(f.store, "plain", 6, now, kHigh);
+        const auto pass = ager.run(now, 1000);
+        REQUIRE(pass.held);
+        for (const auto* queue : {"aged", "plain"}) {
+            for (const auto& l : f.store.claim(1, {"w", 5, {queue}}, kLease, now).leases) {
+                if (l.job_id == low) {
+                    claimed = now;
+                    CHECK(l.priority == kHigh);  // aged up to the flood's, not above it
+                }
+                if (l.job_id == control) control_claimed = now;
+            }
+        }
+    }
+    const auto bound = (kHigh - 0) * kStep + kInterval;
+    REQUIRE(claimed.has_value());
+    CHECK(*claimed - t0 <= bound);
+    // Not earlier than aging allows either: it reached the flood's priority at 5 x 10 s.
+    CHECK(*claimed - t0 >= kHigh * kStep);
+    CHECK_FALSE(control_claimed.has_value());
+    // The job keeps the priority it was enqueued with for the console and inspect.
+    {
+        pqxx::read_transaction t(f.store.connection());
+        const auto row =
+            t.exec_params1("SELECT priority, base_priority FROM jobs WHERE id = $1", low);
+        CHECK(row[0].as<int>() == kHigh);
+        CHECK(row[1].as<int>() == 0);
+    }
+    // aclaimctl check proves the bound from the history alone; and it would catch the low job
+    // still waiting while younger ones were claimed past its bound: its claim moved to the end.
+    auto conn = f.db.connect();
+    auto history = common::load_history(*conn);
+    testing::check_clean(common::check(history));
+    const auto claim = std::find_if(history.events.begin(), history.events.end(), [&](auto& e) {
+        return e.job_id == low && e.kind == "claimed";
+    });
+    REQUIRE(claim != history.events.end());
+    auto late = *claim;
+    history.events.erase(claim);
+    late.at = t0 + 120 * common::kSeconds;
+    history.events.push_back(late);
+    CHECK(testing::caught(history, common::Invariant::AgingBoundKept));
+}
+
+TEST_CASE("aging raises one step per interval waited, no higher than the highest pending",
+          "[store][aging]") {
+    testing::StoreFixture f;
+    configure(f.db, "aged", 0, 30 * common::kSeconds, f.clock.now());
+    const Instant t0 = f.clock.now();
+    const auto low = enqueue_on(f.store, "aged", 1, t0, -2).at(0);
+    enqueue_on(f.store, "other", 1, t0, 3);
+    common::AgingStore ager(f.store.connection());
+    auto priority = [&] {
+        pqxx::read_transaction t(f.store.connection());
+        return t.exec_params1("SELECT priority FROM jobs WHERE id = $1", low)[0].as<int>();
+    };
+    CHECK(ager.run(t0 + 29 * common::kSeconds, 100).raised == 0);
+    CHECK(priority() == -2);
+    CHECK(ager.run(t0 + 30 * common::kSeconds, 100).raised == 1);
+    CHECK(priority() == -1);
+    CHECK(ager.run(t0 + 30 * common::kSeconds, 100).raised == 0);  // nothing twice
+    CHECK(ager.run(t0 + 121 * common::kSeconds, 100).raised == 1);
+    CHECK(priority() == 2);
+    CHECK(ager.run(t0 + 3600 * common::kSeconds, 100).raised == 1);
+    CHECK(priority() == 3);  // the highest pending priority of the organization, not above
+    CHECK(ager.run(t0 + 7200 * common::kSeconds, 100).raised == 0);
+}
+
+TEST_CASE("one aging pass at a time: a second ager passes while the first holds the lock",
+          "[store][aging]") {
+    testing::StoreFixture f;
+    configure(f.db, "aged", 0, 10 * common::kSeconds, f.clock.now());
+    enqueue_on(f.store, "aged", 3, f.clock.now());
+    enqueue_on(f.store, "urgent", 1, f.clock.now(), 9);
+    auto holder = f.db.connect();
+    pqxx::work held(*holder);
+    REQUIRE(held.exec1("SELECT pg_try_advisory_xact_lock(hashtextextended('aclaim aging', 0))")[0]
+                .as<bool>());
+    common::AgingStore ager(f.store.connection());
+    const auto passed = ager.run(f.clock.now() + 60 * common::kSeconds, 100);
+    CHECK_FALSE(passed.held);
+    CHECK(passed.raised == 0);
+    held.abort();
+    const auto ran = ager.run(f.clock.now() + 60 * common::kSeconds, 2);
+    CHECK(ran.held);
+    CHECK(ran.raised == 2);
+    CHECK(ran.more);  // stopped at its batch
+}
+
+TEST_CASE("aclaimctl queue set --weight and --aging set, list and remove them, audited",
+          "[ctl][weights][aging]") {
+    testing::TestDatabase db;
+    auto r = testing::run_ctl(db.dsn(), {"queue", "set", "bulk", "--org", "1", "--create",
+                                         "--weight", "3", "--aging", "30s", "--by", "alice"});
+    REQUIRE(r.code == 0);
+    r = testing::run_ctl(db.dsn(), {"queue", "list", "--org", "1"});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("w3 +1/30s") != std::string::npos);
+    r = testing::run_ctl(db.dsn(), {"queue", "set", "bulk", "--org", "1", "--aging", "500ms"});
+    CHECK(r.code == 2);  // shorter than a second
+    r = testing::run_ctl(db.dsn(), {"queue", "set", "bulk", "--org", "1", "--weight", "1001"});
+    CHECK(r.code != 0);
+    r = testing::run_ctl(db.dsn(),
+                         {"queue", "set", "bulk", "--org", "1", "--weight", "0", "--aging", "0"});
+    REQUIRE(r.code == 0);
+    r = testing::run_ctl(db.dsn(), {"queue", "list", "--org", "1"});
+    CHECK(r.out.find("w3") == std::string::npos);
+    CHECK(r.out.find("+1/") == std::string::npos);
+    auto conn = db.connect();
+    pqxx::read_transaction t(*conn);
+    const auto events =
+        t.exec("SELECT actor, detail FROM queue_events WHERE queue = 'bulk' ORDER BY id");
+    REQUIRE(events.size() == 2);
+    CHECK(events[0][0].as<std::string>() == "alice");
+    CHECK(events[0][1].as<std::string>() == "weight=3, aging=30000ms");
+    CHECK(events[1][1].as<std::string>() == "weight=0, aging=0ms");
+}
+
+TEST_CASE("a weighted queue's rate limit holds, its turns passing to the others",
+          "[store][weights][rate]") {
+    testing::StoreFixture f;
+    {
+        auto conn = f.db.connect();
+        common::QueueSettings q;
+        q.weight = 3;
+        q.rate_per_s = 1;
+        q.rate_burst = 2;
+        common::OperatorStore(*conn).configure(1, "a", q, "ops", f.clock.now(), true);
+    }
+    configure(f.db, "b", 1, common::Duration{0}, f.clock.now());
+    enqueue_on(f.store, "a", 20, f.clock.now());
+    enqueue_on(f.store, "b", 20, f.clock.now());
+    std::map<std::string, int> n;
+    for (int i = 0; i < 6; ++i) {
+        for (const auto& l : f.store.claim(1, {"w", 1, {"a", "b"}}, kLease, f.clock.now()).leases) {
+            ++n[l.queue];
+        }
+    }
+    CHECK(n["a"] == 2);  // its burst, spent in the same update as its pass
+    CHECK(n["b"] == 4);
+    pqxx::read_transaction t(f.store.connection());
+    const auto row = t.exec1(
+        "SELECT rate_tokens::float8, weight_pass IS NOT NULL FROM job_queues WHERE queue = 'a'");
+    CHECK(row[0].as<double>() == 0);
+    CHECK(row[1].as<bool>());
+}
