@@ -42,11 +42,13 @@ struct EventSummary {
     std::vector<OrgId> orgs;
 };
 
-enum class RecoveryClass { Terminal, Live, Expired, Pending, Inconsistent };
+/// Waiting: enqueued with dependencies not all ended; nothing holds it and recovery leaves it
+/// exactly as it is (its last dependency's ending unblocks it, schema/0024).
+enum class RecoveryClass { Terminal, Live, Expired, Pending, Inconsistent, Waiting };
 
-inline constexpr RecoveryClass kRecoveryClasses[] = {RecoveryClass::Terminal, RecoveryClass::Live,
-                                                     RecoveryClass::Expired, RecoveryClass::Pending,
-                                                     RecoveryClass::Inconsistent};
+inline constexpr RecoveryClass kRecoveryClasses[] = {
+    RecoveryClass::Terminal, RecoveryClass::Live,    RecoveryClass::Expired,
+    RecoveryClass::Pending,  RecoveryClass::Waiting, RecoveryClass::Inconsistent};
 
 std::string_view to_string(RecoveryClass c);
 

@@ -30,7 +30,10 @@ enum class JobState {
     Failed,
     Discarded,
     Cancelled,
-    Quarantined
+    Quarantined,
+    /// Enqueued with dependencies not all ended (schema/0024): never claimed until the last one
+    /// ends, in the transaction that ends it.
+    Waiting
 };
 
 /// True for the states a job never leaves on its own (an operator may revive failed, discarded

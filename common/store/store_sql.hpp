@@ -34,7 +34,7 @@ inline const Statement kScope{
 /// What an UPDATE of `jobs j` that may end jobs returns for record_outcomes: the row afterwards.
 inline constexpr const char* kOutcomeReturning =
     "j.id, j.org_id, j.queue, j.generation, j.attempts, j.state, j.result_ref, j.last_error, "
-    "j.dedupe_key, j.completed_at";
+    "j.dedupe_key, j.completed_at, j.has_dependents";
 
 /// The CTE body that records the outcome of each row of the CTE `from` (which returns
 /// kOutcomeReturning) that ended its job: completed with its result, failed, discarded or
@@ -63,6 +63,29 @@ inline std::string record_outcomes(std::string_view from) {
     text.replace(text.find("{FINISHED}"), 10, sql_state_list(kFinishedStates));
     return text;
 }
+
+/// The CTE body that settles the dependents (schema/0024_job_dependencies.sql) of the rows of the
+/// CTE `from` (which returns kOutcomeReturning) that ended their job, {NOW} being the parameter of
+/// now: one call of aclaim_dependencies_settled for the statement, in its transaction, so that
+/// the accepted completion of a job's last dependency makes it claimable when it commits and a
+/// refused one (no row) unblocks nothing. Only rows with has_dependents are passed; when there are
+/// none the arrays are NULL and the STRICT function is not called: a job that nothing depends on
+/// reads and writes nothing more (docs/performance.md). The statement's result must name the CTE
+/// (settled_column) so that it runs; every statement that includes record_outcomes includes this.
+inline std::string settle_dependents(std::string_view from, std::string_view now) {
+    std::string text = R"SQL(
+    SELECT aclaim_dependencies_settled({NOW}, array_agg(id), array_agg(state)) AS changed
+      FROM {FROM} WHERE has_dependents AND state IN ({FINISHED})
+)SQL";
+    text.replace(text.find("{NOW}"), 5, now);
+    text.replace(text.find("{FROM}"), 6, from);
+    text.replace(text.find("{FINISHED}"), 10, sql_state_list(kFinishedStates));
+    return text;
+}
+
+/// The result column that runs the CTE `settled` (settle_dependents): evaluated once, and only
+/// when the statement returns a row.
+inline constexpr const char* kSettledColumn = "(SELECT changed FROM settled) AS settled";
 
 /// $1 org, $2 now, then one array element per job: $3 queues, $4 payloads, $5 priorities,
 /// $6 run_at (NULL: now), $7 max_attempts, $8 backoff bases, $9 backoff caps, $10 run timeouts,
@@ -339,11 +362,12 @@ WITH done AS (
     RETURNING )SQL" + std::string(kOutcomeReturning) +
                                      R"SQL(
 ), recorded AS ()SQL" + record_outcomes("done") +
-                                     R"SQL(), logged AS (
+                                     R"SQL(), settled AS ()SQL" +
+                                     settle_dependents("done", "$6::bigint") + R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', $4::text, aclaim_ts($6::bigint), $5::text FROM done
 )
-SELECT id FROM done
+SELECT id, )SQL" + kSettledColumn + R"SQL( FROM done
 )SQL",
                                  {"org bigint", "job bigint", "generation bigint", "worker text",
                                   "result_ref text", "now_us bigint"}};
@@ -419,6 +443,7 @@ WITH r AS (
     RETURNING )SQL" + kOutcomeReturning +
                                  R"SQL(, aclaim_us(j.run_at) AS run_at_us, j.max_attempts
 ), recorded AS ()SQL" + record_outcomes("r") +
+                                 R"SQL(), settled AS ()SQL" + settle_dependents("r", "$7::bigint") +
                                  R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, )SQL" +
@@ -429,7 +454,7 @@ WITH r AS (
                                  R"SQL(
       FROM r
 )
-SELECT state, )SQL" + kRetryWake +
+SELECT state, )SQL" + kRetryWake + ", " + kSettledColumn +
                                  R"SQL( FROM r
 )SQL",
                              {"org bigint", "job bigint", "generation bigint", "worker text",
@@ -481,6 +506,7 @@ WITH expired AS MATERIALIZED (
     RETURNING )SQL" + kOutcomeReturning +
                        R"SQL(, expired.assignee, aclaim_us(j.run_at) AS run_at_us, j.max_attempts
 ), recorded AS ()SQL" + record_outcomes("r") +
+                       R"SQL(), settled AS ()SQL" + settle_dependents("r", "$1::bigint") +
                        R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, )SQL" +
@@ -490,7 +516,7 @@ WITH expired AS MATERIALIZED (
       FROM r
 )
 SELECT id, org_id, generation, assignee, state, )SQL" +
-                       kRetryWake + R"SQL(
+                       kRetryWake + ", " + kSettledColumn + R"SQL(
   FROM r ORDER BY id
 )SQL";
     text.replace(text.find("{PICK}"), 6, pick);
@@ -705,11 +731,12 @@ WITH r AS (
     RETURNING l.n, l.worker, )SQL" + std::string(kOutcomeReturning) +
                                           R"SQL(
 ), recorded AS ()SQL" + record_outcomes("done") +
-                                          R"SQL(), logged AS (
+                                          R"SQL(), settled AS ()SQL" +
+                                          settle_dependents("done", "$6::bigint") + R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', worker, aclaim_ts($6::bigint), result_ref FROM done
 )
-SELECT n FROM done
+SELECT n, )SQL" + kSettledColumn + R"SQL( FROM done
 )SQL",
                                       {"orgs bigint[]", "jobs bigint[]", "generations bigint[]",
                                        "workers text[]", "result_refs text[]", "now_us bigint"}};
