@@ -32,6 +32,8 @@ struct EnqueueArgs {
     std::string run_timeout;
     std::string dedupe_key;
     std::string dedupe_window;
+    std::vector<common::JobId> depends_on;
+    std::string on_failure = "cancel";
     std::string payload = "review";
     std::vector<std::string> payloads;
     std::string csv;
@@ -71,7 +73,14 @@ void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records,
     const auto cap = duration_option(a.backoff_cap, "--backoff-cap");
     const auto timeout = duration_option(a.run_timeout, "--run-timeout");
     if (base && cap && *cap < *base) throw UsageError("--backoff-cap is below --backoff-base");
+    for (const auto id : a.depends_on) {
+        if (id <= 0) throw UsageError("--depends-on takes job ids, and " + std::to_string(id) +
+                                      " is not one");
+    }
     for (auto& r : records) {
+        r.job.depends_on = a.depends_on;
+        r.job.on_failure =
+            a.on_failure == "run" ? common::DependencyPolicy::Run : common::DependencyPolicy::Cancel;
         r.job.queue = a.queue;
         r.job.run_at = run_at;
         r.job.backoff_base = base;
@@ -261,6 +270,15 @@ void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
                     "that job");
     cmd->add_option("--dedupe-window", args->dedupe_window,
                     "How long a finished job still holds its key (default: not at all)");
+    cmd->add_option("--depends-on", args->depends_on,
+                    "Jobs (ids, comma-separated) each enqueued job waits for: it is claimable once "
+                    "all of them completed")
+        ->delimiter(',');
+    cmd->add_option("--on-failure", args->on_failure,
+                    "What a dependency that fails, is discarded or cancelled does: cancel the job, "
+                    "or run it anyway")
+        ->check(CLI::IsMember({"cancel", "run"}))
+        ->capture_default_str();
     auto* csv = cmd->add_option(
         "--csv", args->csv, "CSV with a header: payload, and any of org, priority, max_attempts");
     cmd->add_option("--jsonl", args->jsonl,

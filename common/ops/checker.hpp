@@ -45,6 +45,13 @@ struct ScheduleTick {
     JobId job_id = 0;
 };
 
+/// One row of job_dependencies (schema/0024): job_id waits for depends_on.
+struct DependencyEdge {
+    JobId job_id = 0;
+    JobId depends_on = 0;
+    std::string policy;  ///< cancel, run
+};
+
 struct History {
     std::vector<JobRow> jobs;
     std::vector<AuditEvent> events;  ///< in id order
@@ -52,6 +59,7 @@ struct History {
     std::vector<QueueEvent> queue_events;  ///< in id order
     std::vector<PrunedRange> pruned;       ///< the prune ledger: jobs absent by design, any order
     std::vector<ScheduleTick> schedule_ticks;  ///< in id order
+    std::vector<DependencyEdge> dependencies;  ///< any order
 };
 
 /// The invariants, by name.
@@ -78,6 +86,8 @@ enum class Invariant {
     CheckpointIsCurrent,  ///< every saved checkpoint (protocol 1.5) is of the latest claim, while
                           ///< its lease is held
     RateRespected,        ///< no claim from a rate-limited queue found its token bucket empty
+    DependenciesFirst,    ///< no job was claimed before all its dependencies were completed (or,
+                          ///< under the policy 'run', had ended)
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the
@@ -110,7 +120,7 @@ struct CheckReport {
 CheckReport check(const History& history);
 
 /// Loads the whole history (jobs, events, results, queue events, the prune ledger, schedule
-/// ticks) in one snapshot.
+/// ticks, dependency edges) in one snapshot.
 History load_history(pqxx::connection& conn);
 
 }  // namespace aclaim::common

@@ -90,7 +90,9 @@ inline constexpr const char* kSettledColumn = "(SELECT changed FROM settled) AS 
 /// $1 org, $2 now, then one array element per job: $3 queues, $4 payloads, $5 priorities,
 /// $6 run_at (NULL: now), $7 max_attempts, $8 backoff bases, $9 backoff caps, $10 run timeouts,
 /// $11 dedupe keys (NULL elements: the queue's setting or the built-in default; no key), and $12
-/// the dedupe window. aclaim_enqueue_jobs (schema/0008_integration.sql) holds the statement, so
+/// the dedupe window, then one element per dependency edge (NULL: none; schema/0024): $13 the
+/// dependent's index in the call, $14 the dependency (a job id, or -k for job k of the call), $15
+/// the policy. aclaim_enqueue_jobs (schema/0008_integration.sql, 0024) holds the statement, so
 /// that the producers' SQL API enqueues exactly as the store does: it refuses a payload over
 /// aclaim_max_payload_bytes(), sends each job through aclaim_enqueue_job (schema/0005), which
 /// returns the existing job for a dedupe key that is still held, and takes keys in key order so
@@ -101,13 +103,13 @@ inline const Statement kEnqueue{
 SELECT id, created, state
   FROM aclaim_enqueue_jobs($1::bigint, $2::bigint, $3::text[], $4::text[], $5::int[],
                            $6::bigint[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[],
-                           $11::text[], $12::bigint)
+                           $11::text[], $12::bigint, $13::int[], $14::bigint[], $15::text[])
  ORDER BY n
 )SQL",
     {"org bigint", "now_us bigint", "queues text[]", "payloads text[]", "priorities int[]",
      "run_at_us bigint[]", "max_attempts int[]", "backoff_base_us bigint[]",
      "backoff_cap_us bigint[]", "run_timeout_us bigint[]", "dedupe_keys text[]",
-     "dedupe_window_us bigint"}};
+     "dedupe_window_us bigint", "depends_n int[]", "depends_on bigint[]", "on_failure text[]"}};
 
 /// $1 org, $2 text[] queues. The first statement of every claim transaction; the claim itself
 /// runs in the next statement, whose snapshot is taken after these locks are granted. It takes
