@@ -34,7 +34,8 @@ NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs) {
     }
     NewJobArrays out{pg_array(queues), pg_array(payloads), pg_array(priorities),
                       pg_array(run_at), pg_array(attempts), pg_array(base),
-                      pg_array(cap),    pg_array(timeout),  pg_array(keys)};
+                      pg_array(cap),    pg_array(timeout),  pg_array(keys),
+                      std::nullopt,     std::nullopt,       std::nullopt};
     std::vector<int> edge_n;
     std::vector<std::int64_t> edge_on;
     std::vector<std::string> edge_policy;
