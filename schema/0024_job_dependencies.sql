@@ -286,9 +286,9 @@ BEGIN
     SELECT t.id, t.org INTO bad FROM unnest(t_id, t_org) AS t(id, org)
      WHERE t.org <> aclaim_add_dependencies.org ORDER BY t.id LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'enqueue: dependency % belongs to organization %, not %: a job depends '
-                        'only on jobs of its own organization; nothing was enqueued',
-                        bad.id, bad.org, org
+        -- Which organization it is of is not said: a producer learns nothing of another's jobs.
+        RAISE EXCEPTION 'enqueue: dependency % is not a job of organization %: a job depends '
+                        'only on jobs of its own organization; nothing was enqueued', bad.id, org
             USING ERRCODE = 'insufficient_privilege';
     END IF;
     UPDATE jobs j SET has_dependents = true WHERE j.id = ANY(t_id) AND NOT j.has_dependents;

@@ -274,7 +274,7 @@ TEST_CASE("cycles, unknown jobs and another organization's jobs are refused, enq
     CHECK_THAT(f.refusal({job("a", {999999})}),
                Catch::Contains("dependency 999999 does not exist"));
     CHECK_THAT(f.refusal({job("a", {other_org})}),
-               Catch::Contains("belongs to organization 2, not 1"));
+               Catch::Contains("is not a job of organization 1"));
     CHECK_THAT(f.refusal({job("a", {job_of_this_call(5)})}), Catch::Contains("is invalid"));
     CHECK(f.count("SELECT count(*) FROM jobs") == before);
     CHECK(f.count("SELECT count(*) FROM job_dependencies") == 0);
