@@ -54,12 +54,12 @@ CREATE POLICY org_scope ON job_dependencies TO aclaim_coordinator
     USING (aclaim_org_visible(org_id)) WITH CHECK (aclaim_org_visible(org_id));
 GRANT SELECT, INSERT, UPDATE ON job_dependencies TO aclaim_coordinator;
 
--- Pruning a finished job forgets the edges it was part of (its dependents ended before it could
--- be pruned, or were cancelled with it).
+-- Pruning a finished job forgets the edges it waited on (a probe of the primary key per job).
+-- The edges of a pruned dependency stay, resolved, until their dependent is pruned in turn: only a
+-- finished job is pruned, and its ending resolved every edge to it.
 CREATE FUNCTION jobs_forget_dependencies() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM job_dependencies d USING gone
-     WHERE d.job_id = gone.id OR (d.depends_on = gone.id AND d.resolved IS NOT NULL);
+    DELETE FROM job_dependencies d WHERE d.job_id IN (SELECT id FROM gone);
     RETURN NULL;
 END $$;
 CREATE TRIGGER jobs_forget_dependencies AFTER DELETE ON jobs REFERENCING OLD TABLE AS gone
