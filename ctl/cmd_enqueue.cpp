@@ -74,13 +74,14 @@ void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records,
     const auto timeout = duration_option(a.run_timeout, "--run-timeout");
     if (base && cap && *cap < *base) throw UsageError("--backoff-cap is below --backoff-base");
     for (const auto id : a.depends_on) {
-        if (id <= 0) throw UsageError("--depends-on takes job ids, and " + std::to_string(id) +
-                                      " is not one");
+        if (id <= 0)
+            throw UsageError("--depends-on takes job ids, and " + std::to_string(id) +
+                             " is not one");
     }
     for (auto& r : records) {
         r.job.depends_on = a.depends_on;
-        r.job.on_failure =
-            a.on_failure == "run" ? common::DependencyPolicy::Run : common::DependencyPolicy::Cancel;
+        r.job.on_failure = a.on_failure == "run" ? common::DependencyPolicy::Run
+                                                 : common::DependencyPolicy::Cancel;
         r.job.queue = a.queue;
         r.job.run_at = run_at;
         r.job.backoff_base = base;

@@ -398,8 +398,8 @@ History load_history(pqxx::connection& conn) {
                                     r["tick_us"].as<Instant>(), r["job_id"].as<JobId>()});
     }
     for (const auto& r : txn.exec(sql::kCheckDependencies)) {
-        h.dependencies.push_back({r["job_id"].as<JobId>(), r["depends_on"].as<JobId>(),
-                                  r["policy"].as<std::string>()});
+        h.dependencies.push_back(
+            {r["job_id"].as<JobId>(), r["depends_on"].as<JobId>(), r["policy"].as<std::string>()});
     }
     return h;
 }

@@ -20,8 +20,8 @@ template <typename Q>
 auto& count_in(Q& q, JobState s) {
     // In kJobStates' order, which is the enum's (job_states.hpp holds them to it).
     const std::array<decltype(&q.pending), kJobStates.size()> fields = {
-        &q.pending, &q.scheduled, &q.assigned,  &q.completed,
-        &q.failed,  &q.discarded, &q.cancelled, &q.quarantined, &q.waiting};
+        &q.pending,   &q.scheduled, &q.assigned,    &q.completed, &q.failed,
+        &q.discarded, &q.cancelled, &q.quarantined, &q.waiting};
     return *fields.at(state_index(s));
 }
 

@@ -22,7 +22,7 @@ struct OrgStatus {
     std::int64_t discarded = 0;
     std::int64_t cancelled = 0;
     std::int64_t quarantined = 0;
-    std::int64_t waiting = 0;  ///< enqueued with dependencies not all ended
+    std::int64_t waiting = 0;         ///< enqueued with dependencies not all ended
     std::int64_t live_leases = 0;     ///< assigned, lease still running
     std::int64_t expired_leases = 0;  ///< assigned, lease over, not yet reclaimed
     std::int64_t completed_last_minute = 0;

@@ -288,7 +288,7 @@ QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::
         const pqxx::result r =
             txn.exec_params(sql::kReleaseQuarantined.text, job, g, actor, now, detail);
         out.state = !r.empty() && r[0]["state"].as<std::string>() == "waiting" ? JobState::Waiting
-                                                                              : JobState::Pending;
+                                                                               : JobState::Pending;
     } else {
         txn.exec_params(sql::kFailQuarantined.text, job, g, actor, now, detail,
                         "failed by operator: " + reason);

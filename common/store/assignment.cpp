@@ -153,8 +153,8 @@ std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operat
                        "generation " + gen + " is stale: current generation is " + current);
         case JobState::Waiting:
             // Never claimed while it waits: no generation of it holds a lease.
-            return say(Rejection::StaleGeneration, "generation " + gen +
-                                                       " is stale: job waits for its dependencies");
+            return say(Rejection::StaleGeneration,
+                       "generation " + gen + " is stale: job waits for its dependencies");
         case JobState::Assigned:
             if (row->generation != generation) {
                 return say(Rejection::StaleGeneration,

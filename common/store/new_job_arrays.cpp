@@ -33,9 +33,9 @@ NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs) {
         keys.push_back(j.dedupe_key);
     }
     NewJobArrays out{pg_array(queues), pg_array(payloads), pg_array(priorities),
-                      pg_array(run_at), pg_array(attempts), pg_array(base),
-                      pg_array(cap),    pg_array(timeout),  pg_array(keys),
-                      std::nullopt,     std::nullopt,       std::nullopt};
+                     pg_array(run_at), pg_array(attempts), pg_array(base),
+                     pg_array(cap),    pg_array(timeout),  pg_array(keys),
+                     std::nullopt,     std::nullopt,       std::nullopt};
     std::vector<int> edge_n;
     std::vector<std::int64_t> edge_on;
     std::vector<std::string> edge_policy;
@@ -43,7 +43,8 @@ NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs) {
         for (const JobId on : jobs[i].depends_on) {
             edge_n.push_back(static_cast<int>(i + 1));
             edge_on.push_back(on);
-            edge_policy.emplace_back(jobs[i].on_failure == DependencyPolicy::Run ? "run" : "cancel");
+            edge_policy.emplace_back(jobs[i].on_failure == DependencyPolicy::Run ? "run"
+                                                                                 : "cancel");
         }
     }
     if (!edge_n.empty()) {

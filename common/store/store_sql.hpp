@@ -456,7 +456,8 @@ WITH r AS (
                                  R"SQL(
       FROM r
 )
-SELECT state, )SQL" + kRetryWake + ", " + kSettledColumn +
+SELECT state, )SQL" + kRetryWake +
+                                 ", " + kSettledColumn +
                                  R"SQL( FROM r
 )SQL",
                              {"org bigint", "job bigint", "generation bigint", "worker text",
@@ -734,7 +735,8 @@ WITH r AS (
                                           R"SQL(
 ), recorded AS ()SQL" + record_outcomes("done") +
                                           R"SQL(), settled AS ()SQL" +
-                                          settle_dependents("done", "$6::bigint") + R"SQL(), logged AS (
+                                          settle_dependents("done", "$6::bigint") +
+                                          R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', worker, aclaim_ts($6::bigint), result_ref FROM done
 )

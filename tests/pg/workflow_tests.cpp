@@ -17,10 +17,10 @@
 
 using namespace aclaim;
 using common::DependencyPolicy;
+using common::job_of_this_call;
 using common::JobId;
 using common::JobState;
 using common::NewJob;
-using common::job_of_this_call;
 
 using testing::kLease;
 
@@ -85,9 +85,9 @@ std::vector<JobId> ids_of(const std::vector<common::Lease>& leases) {
 TEST_CASE("a fan-in job waits until all three of its dependencies completed, then is claimable",
           "[pg][workflow]") {
     Fixture f;
-    const auto ids = f.enqueue({job("electrical"), job("plumbing"), job("structural"),
-                                job("approval", {job_of_this_call(1), job_of_this_call(2),
-                                                 job_of_this_call(3)})});
+    const auto ids = f.enqueue(
+        {job("electrical"), job("plumbing"), job("structural"),
+         job("approval", {job_of_this_call(1), job_of_this_call(2), job_of_this_call(3)})});
     const JobId approval = ids[3];
     CHECK(f.state(approval) == "waiting");
 
@@ -147,9 +147,9 @@ TEST_CASE("no claimer sees the dependent before the unblocking completion commit
     // The completion runs in a transaction of its own that stays open.
     auto conn = f.db.connect();
     pqxx::work completing(*conn);
-    const auto done = completing.exec_params(common::sql::kComplete.text, lease.org_id,
-                                             lease.job_id, lease.generation, "w1", "ref",
-                                             f.clock.now());
+    const auto done =
+        completing.exec_params(common::sql::kComplete.text, lease.org_id, lease.job_id,
+                               lease.generation, "w1", "ref", f.clock.now());
     REQUIRE(done.size() == 1);
     CHECK(done[0]["settled"].as<int>() == 1);
     CHECK(f.claim_all("w2").empty());
@@ -294,10 +294,10 @@ TEST_CASE("a job nothing depends on is completed without touching job_dependenci
         REQUIRE(t.exec_params(common::sql::kComplete.text, l.org_id, l.job_id, l.generation, "w1",
                               "ref", f.clock.now())
                     .size() == 1);
-        const long n =
-            t.exec1("SELECT seq_scan + coalesce(idx_scan, 0) + n_tup_upd + n_tup_ins "
-                    "FROM pg_stat_xact_user_tables WHERE relname = 'job_dependencies'")[0]
-                .as<long>();
+        const long n = t.exec1(
+                            "SELECT seq_scan + coalesce(idx_scan, 0) + n_tup_upd + n_tup_ins "
+                            "FROM pg_stat_xact_user_tables WHERE relname = 'job_dependencies'")[0]
+                           .as<long>();
         t.commit();
         return n;
     };
@@ -316,8 +316,9 @@ TEST_CASE("the checker flags a job claimed before its dependency completed", "[p
     // Forged: b is recorded as depending on a, which never completed before b's claim.
     {
         pqxx::work t(f.store.connection());
-        t.exec_params("INSERT INTO job_dependencies (org_id, job_id, depends_on) VALUES (1, $1, $2)",
-                      ids[1], ids[0]);
+        t.exec_params(
+            "INSERT INTO job_dependencies (org_id, job_id, depends_on) VALUES (1, $1, $2)", ids[1],
+            ids[0]);
         t.commit();
     }
     const auto report = f.check();

@@ -43,9 +43,10 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     }
 }
 
-TEST_CASE("Statements: every one that can end a job records its outcome and settles its "
-          "dependents in the same statement",
-          "[store][outcomes]") {
+TEST_CASE(
+    "Statements: every one that can end a job records its outcome and settles its "
+    "dependents in the same statement",
+    "[store][outcomes]") {
     std::vector<const sql::Statement*> all = sql::kStatements;
     all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
     all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
