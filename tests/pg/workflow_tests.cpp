@@ -3,6 +3,7 @@
 // it in its own transaction (a stale one unblocks nothing), failure policies cascade, bad edges
 // are refused, and the checker proves no job ran before its dependencies.
 
+#include <algorithm>
 #include <barrier>
 #include <catch2/catch.hpp>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "common/ops/checker.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/pg_time.hpp"
 #include "common/store/store_sql.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/store_fixture.hpp"
