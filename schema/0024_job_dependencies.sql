@@ -17,9 +17,8 @@ ALTER TABLE jobs DROP CONSTRAINT jobs_state_check;
 ALTER TABLE jobs ADD CONSTRAINT jobs_state_check CHECK (state IN (
     'pending', 'scheduled', 'assigned', 'completed', 'failed', 'discarded', 'cancelled',
     'quarantined', 'parked', 'waiting'));
-ALTER TABLE jobs DROP CONSTRAINT waiting_has_no_owner;
-ALTER TABLE jobs ADD CONSTRAINT waiting_has_no_owner CHECK (
-    state NOT IN ('pending', 'scheduled', 'waiting') OR (
+-- A constraint of its own rather than a new waiting_has_no_owner, which 0023 may have redefined.
+ALTER TABLE jobs ADD CONSTRAINT dependent_has_no_owner CHECK (state <> 'waiting' OR (
     assignee IS NULL AND claimed_at IS NULL AND lease_expires_at IS NULL
     AND completed_at IS NULL AND result_ref IS NULL));
 
