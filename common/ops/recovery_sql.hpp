@@ -133,9 +133,9 @@ inline const Statement kReleaseQuarantined{
     R"SQL(
 WITH u AS (
     UPDATE jobs
-       SET state = CASE WHEN EXISTS (SELECT FROM job_dependencies d
-                                      WHERE d.job_id = jobs.id AND d.resolved IS NULL)
-                        THEN 'waiting' ELSE 'pending' END,
+       SET state = coalesce((SELECT 'waiting' FROM job_dependencies d
+                              WHERE d.job_id = jobs.id AND d.resolved IS NULL LIMIT 1),
+                            'pending'),
            generation = $2::bigint, assignee = NULL, claimed_at = NULL,
            lease_expires_at = NULL, completed_at = NULL, result_ref = NULL,
            quarantined_from = NULL, quarantine_reason = NULL
