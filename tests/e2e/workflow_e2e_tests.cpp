@@ -29,7 +29,7 @@ common::NewJob job(const std::string& queue, const std::string& payload,
 
 TEST_CASE("site visits fan out into three inspections and fan in to an approval",
           "[e2e][workflow]") {
-    constexpr int kVisits = 20;
+    constexpr long kVisits = 20;
     Cluster c;
     INFO("logs in " << c.log_dir());
     common::JobId last_structural = 0;
