@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -32,6 +33,8 @@ struct EnqueueArgs {
     std::string run_timeout;
     std::string dedupe_key;
     std::string dedupe_window;
+    std::string depends_on;
+    std::string on_failure = "cancel";
     std::string payload = "review";
     std::vector<std::string> payloads;
     std::string csv;
@@ -71,7 +74,23 @@ void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records,
     const auto cap = duration_option(a.backoff_cap, "--backoff-cap");
     const auto timeout = duration_option(a.run_timeout, "--run-timeout");
     if (base && cap && *cap < *base) throw UsageError("--backoff-cap is below --backoff-base");
+    std::vector<common::JobId> depends_on;
+    for (std::size_t at = 0; !a.depends_on.empty() && at <= a.depends_on.size();) {
+        const auto comma = std::min(a.depends_on.find(',', at), a.depends_on.size());
+        const std::string item = a.depends_on.substr(at, comma - at);
+        char* end = nullptr;
+        const long long id = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || id <= 0)
+            throw UsageError("--depends-on takes job ids separated by commas, and '" + item +
+                             "' is not one");
+        depends_on.push_back(id);
+        at = comma + 1;
+    }
+
     for (auto& r : records) {
+        r.job.depends_on = depends_on;
+        r.job.on_failure = a.on_failure == "run" ? common::DependencyPolicy::Run
+                                                 : common::DependencyPolicy::Cancel;
         r.job.queue = a.queue;
         r.job.run_at = run_at;
         r.job.backoff_base = base;
@@ -157,6 +176,7 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
     std::map<common::OrgId, std::int64_t> per_org;
     std::vector<common::Enqueued> existing;
     std::vector<common::JobId> created_ids;
+    std::int64_t waiting = 0;
     // Every record's job, new or holding its dedupe key, as written: what --ids prints.
     std::vector<common::JobId> record_ids;
     std::int64_t done = 0;
@@ -176,6 +196,7 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
                     record_ids.push_back(e.id);
                     if (e.created) {
                         ++created;
+                        if (e.state == common::JobState::Waiting) ++waiting;
                         created_ids.push_back(e.id);
                     } else {
                         existing.push_back(e);
@@ -219,7 +240,9 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
         say << ")";
     }
     say << " in " << transactions << (transactions == 1 ? " transaction" : " transactions");
-    say << id_summary(created_ids) << "\n";
+    say << id_summary(created_ids);
+    if (waiting > 0) say << " (" << waiting << " waiting for their dependencies)";
+    say << "\n";
     return 0;
 }
 
@@ -261,6 +284,14 @@ void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
                     "that job");
     cmd->add_option("--dedupe-window", args->dedupe_window,
                     "How long a finished job still holds its key (default: not at all)");
+    cmd->add_option("--depends-on", args->depends_on,
+                    "Jobs (ids, comma-separated) each enqueued job waits for: it is claimable once "
+                    "all of them completed");
+    cmd->add_option("--on-failure", args->on_failure,
+                    "What a dependency that fails, is discarded or cancelled does: cancel the job, "
+                    "or run it anyway")
+        ->check(CLI::IsMember({"cancel", "run"}))
+        ->capture_default_str();
     auto* csv = cmd->add_option(
         "--csv", args->csv, "CSV with a header: payload, and any of org, priority, max_attempts");
     cmd->add_option("--jsonl", args->jsonl,

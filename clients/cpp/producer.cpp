@@ -20,7 +20,8 @@ std::vector<common::Enqueued> Producer::enqueue_many(
     const auto rows =
         txn.exec_params(sql::kEnqueue.text, a.payloads, a.queues, a.priorities, a.run_at_us,
                         a.dedupe_keys, a.max_attempts, a.run_timeout_us, a.backoff_base_us,
-                        a.backoff_cap_us, options_.dedupe_window, options_.org, clock_->now());
+                        a.backoff_cap_us, options_.dedupe_window, options_.org, clock_->now(),
+                        a.depends_n, a.depends_on, a.on_failure);
     std::vector<common::Enqueued> out;
     out.reserve(rows.size());
     for (const auto& r : rows) {

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -14,13 +15,13 @@
 
 namespace aclaim::common {
 
-constexpr EnumNames<Invariant, 18> kInvariantNames{
+constexpr EnumNames<Invariant, 19> kInvariantNames{
     {"single_completion", "completion_is_current", "generations_increase", "leases_disjoint",
      "nothing_lost", "result_matches_row", "same_organization", "claim_after_run_at",
      "paused_queue_idle", "limit_respected", "ended_stays_ended", "pruned_is_absent",
      "pruned_was_finished", "schedule_tick_once", "checkpoint_is_current", "rate_respected",
-     "park_finished_once", "aging_bound_kept"}};
-static_assert(kInvariantNames.covers(Invariant::AgingBoundKept));
+     "park_finished_once", "aging_bound_kept", "dependencies_first"}};
+static_assert(kInvariantNames.covers(Invariant::DependenciesFirst));
 
 std::string_view to_string(Invariant i) {
     return kInvariantNames(i);
@@ -142,6 +143,40 @@ void check_queues(const History& h, const std::unordered_map<JobId, const JobRow
                 holding.erase(held);
                 --out[key];
             }
+        }
+    }
+}
+
+/// No job was claimed before each of its dependencies ended as its edge requires: completed, or
+/// under the policy 'run', ended in any way. The first claim of the dependent must come after
+/// (in log order: the claim's transaction began after the unblocking one committed, so its event
+/// has the higher id) the first such ending of the dependency. A dependency whose whole history
+/// is gone (pruned, or its partition archived) proves nothing either way and is passed over.
+void check_dependencies(const History& h, const PrunedIds& pruned,
+                        const std::function<void(Invariant, JobId, std::string)>& violate) {
+    if (h.dependencies.empty()) return;
+    std::unordered_map<JobId, const AuditEvent*> first_claim;
+    std::unordered_map<JobId, const AuditEvent*> first_completion;
+    std::unordered_map<JobId, const AuditEvent*> first_end;
+    std::set<JobId> logged;
+    for (const auto& e : h.events) {
+        logged.insert(e.job_id);
+        if (e.kind == "claimed") first_claim.emplace(e.job_id, &e);
+        if (e.kind == "completed") first_completion.emplace(e.job_id, &e);
+        if (e.kind == "completed" || ends_job(e)) first_end.emplace(e.job_id, &e);
+    }
+    for (const auto& d : h.dependencies) {
+        const auto claim = first_claim.find(d.job_id);
+        if (claim == first_claim.end()) continue;
+        if (!logged.contains(d.depends_on) || pruned.contains(d.depends_on)) continue;
+        const auto& ends = d.policy == "run" ? first_end : first_completion;
+        const auto end = ends.find(d.depends_on);
+        if (end == ends.end() || end->second->id > claim->second->id) {
+            violate(Invariant::DependenciesFirst, d.job_id,
+                    describe(*claim->second) + " but its dependency " +
+                        std::to_string(d.depends_on) + " (policy " + d.policy + ") " +
+                        (end == ends.end() ? std::string("never ended so")
+                                           : "ended so only at " + describe(*end->second)));
         }
     }
 }
@@ -346,6 +381,7 @@ CheckReport check(const History& h) {
     check_queues(h, rows, violate);
     check_rates(h, rows, violate);
     check_aging(h, rows, violate);
+    check_dependencies(h, pruned, violate);
     // Each scheduler records the ticks it enqueued; two rows for one tick are two jobs for it.
     std::map<std::pair<std::int64_t, Instant>, JobId> ticks;
     for (const auto& t : h.schedule_ticks) {
@@ -397,6 +433,10 @@ History load_history(pqxx::connection& conn) {
     for (const auto& r : txn.exec(sql::kCheckScheduleTicks)) {
         h.schedule_ticks.push_back({r["org_id"].as<OrgId>(), r["schedule_id"].as<std::int64_t>(),
                                     r["tick_us"].as<Instant>(), r["job_id"].as<JobId>()});
+    }
+    for (const auto& r : txn.exec(sql::kCheckDependencies)) {
+        h.dependencies.push_back(
+            {r["job_id"].as<JobId>(), r["depends_on"].as<JobId>(), r["policy"].as<std::string>()});
     }
     return h;
 }

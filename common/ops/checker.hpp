@@ -53,6 +53,13 @@ struct ScheduleTick {
     JobId job_id = 0;
 };
 
+/// One row of job_dependencies (schema/0024): job_id waits for depends_on.
+struct DependencyEdge {
+    JobId job_id = 0;
+    JobId depends_on = 0;
+    std::string policy;  ///< cancel, run
+};
+
 struct History {
     std::vector<JobRow> jobs;
     std::vector<AuditEvent> events;  ///< in id order
@@ -62,6 +69,7 @@ struct History {
     std::vector<ScheduleTick> schedule_ticks;  ///< in id order
     /// The priority of each job whose row names one (jobs of aged queues are the ones read).
     std::unordered_map<JobId, JobPriority> priorities;
+    std::vector<DependencyEdge> dependencies;  ///< any order
 };
 
 /// The invariants, by name.
@@ -93,6 +101,8 @@ enum class Invariant {
                           ///< generation that parked it, while the park was open
     AgingBoundKept,       ///< no job of an aged queue waited past its aging bound while a younger
                           ///< job of the queue was claimed
+    DependenciesFirst,    ///< no job was claimed before all its dependencies were completed (or,
+                          ///< under the policy 'run', had ended)
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the
@@ -125,7 +135,7 @@ struct CheckReport {
 CheckReport check(const History& history);
 
 /// Loads the whole history (jobs, events, results, queue events, the prune ledger, schedule
-/// ticks) in one snapshot.
+/// ticks, dependency edges) in one snapshot.
 History load_history(pqxx::connection& conn);
 
 }  // namespace aclaim::common

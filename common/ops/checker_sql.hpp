@@ -33,4 +33,8 @@ inline constexpr const char* kPrunedRanges =
     "SELECT p.org_id, lower(r) AS first, upper(r) AS last "
     "FROM job_prunes p CROSS JOIN LATERAL unnest(p.jobs) AS r";
 
+/// Every dependency edge (schema/0024_job_dependencies.sql).
+inline constexpr const char* kCheckDependencies =
+    "SELECT job_id, depends_on, policy FROM job_dependencies";
+
 }  // namespace aclaim::common::sql

@@ -108,8 +108,10 @@ WITH f AS (
     RETURNING )SQL" + std::string(kOutcomeReturning) +
                                          R"SQL(
 ), recorded AS ()SQL" + record_outcomes("f") +
-                                         R"SQL(), )SQL" + operator_logged("failed", "f") + R"SQL(
-SELECT id FROM f
+                                         R"SQL(), settled AS ()SQL" +
+                                         settle_dependents("f", "$4::bigint") + R"SQL(), )SQL" +
+                                         operator_logged("failed", "f") + R"SQL(
+SELECT id, )SQL" + kSettledColumn + R"SQL( FROM f
 )SQL",
                                      {"job bigint", "generation bigint", "operator text",
                                       "now_us bigint", "detail text", "last_error text"}};

@@ -23,6 +23,7 @@ struct OrgStatus {
     std::int64_t cancelled = 0;
     std::int64_t quarantined = 0;
     std::int64_t parked = 0;          ///< handed to an outside system (protocol 1.6)
+    std::int64_t waiting = 0;         ///< enqueued with dependencies not all ended
     std::int64_t live_leases = 0;     ///< assigned, lease still running
     std::int64_t expired_leases = 0;  ///< assigned, lease over, not yet reclaimed
     std::int64_t completed_last_minute = 0;
@@ -119,7 +120,7 @@ struct QueueStatus {
     std::string queue;
     /// The jobs in each state the query counted (0 for the others), up to its cap + 1.
     std::int64_t pending = 0, scheduled = 0, assigned = 0, completed = 0, discarded = 0, failed = 0,
-                 cancelled = 0, quarantined = 0, parked = 0;
+                 cancelled = 0, quarantined = 0, parked = 0, waiting = 0;
     /// The run_at of the oldest pending job, in microseconds; none without pending jobs.
     std::optional<Micros> oldest_pending_us;
     /// The count of state `s`.

@@ -10,11 +10,12 @@ namespace aclaim::common {
 
 namespace {
 
-constexpr std::array<std::pair<RecoveryClass, std::string_view>, 6> kClassNames{{
+constexpr std::array<std::pair<RecoveryClass, std::string_view>, 7> kClassNames{{
     {RecoveryClass::Terminal, "terminal"},
     {RecoveryClass::Live, "live"},
     {RecoveryClass::Expired, "expired"},
     {RecoveryClass::Pending, "pending"},
+    {RecoveryClass::Waiting, "waiting"},
     {RecoveryClass::Inconsistent, "inconsistent"},
     {RecoveryClass::Parked, "parked"},
 }};
@@ -257,6 +258,11 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
             // A scheduled job waits for its run_at as a pending one waits for a worker: nothing
             // holds it, so there is nothing to recover.
             c.cls = RecoveryClass::Pending;
+            break;
+        case JobState::Waiting:
+            // Waits for its dependencies: nothing holds it, and it is not normalised to pending
+            // (that would run it before them); the ending of its last dependency unblocks it.
+            c.cls = RecoveryClass::Waiting;
             break;
         case JobState::Assigned:
             // The same boundary as the reaper and the fenced updates: a lease ending at or before

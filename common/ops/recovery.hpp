@@ -44,11 +44,14 @@ struct EventSummary {
 
 /// parked: handed to an outside system (protocol 1.6); its callback or, past the park's deadline,
 /// the reaper decides it, and recovery leaves it to them (a park holds no lease to reclaim).
-enum class RecoveryClass { Terminal, Live, Expired, Pending, Inconsistent, Parked };
+/// Waiting: enqueued with dependencies not all ended; nothing holds it and recovery leaves it
+/// exactly as it is (its last dependency's ending unblocks it, schema/0024).
+enum class RecoveryClass { Terminal, Live, Expired, Pending, Inconsistent, Parked, Waiting };
 
 inline constexpr RecoveryClass kRecoveryClasses[] = {
-    RecoveryClass::Terminal, RecoveryClass::Live,         RecoveryClass::Expired,
-    RecoveryClass::Pending,  RecoveryClass::Inconsistent, RecoveryClass::Parked};
+    RecoveryClass::Terminal, RecoveryClass::Live,    RecoveryClass::Expired,
+    RecoveryClass::Pending,  RecoveryClass::Waiting, RecoveryClass::Parked,
+    RecoveryClass::Inconsistent};
 
 std::string_view to_string(RecoveryClass c);
 

@@ -137,22 +137,26 @@ SELECT quarantined_from FROM q
 )SQL",
     {"job bigint", "reason text", "operator text", "now_us bigint", "evidence text"}};
 
-/// $1 job, $2 generation, $3 operator, $4 now, $5 detail. Back to pending with the lease fields
-/// cleared as the pending CHECK requires; the generation is raised to the highest the job ever
-/// saw so that the next claim outranks every earlier holder.
+/// $1 job, $2 generation, $3 operator, $4 now, $5 detail. Back to pending (to waiting while a
+/// dependency of it has not ended, schema/0024: a release never runs a job before them) with the
+/// lease fields cleared as the pending CHECK requires; the generation is raised to the highest
+/// the job ever saw so that the next claim outranks every earlier holder.
 inline const Statement kReleaseQuarantined{
     "aclaim_release_quarantined",
     R"SQL(
 WITH u AS (
     UPDATE jobs
-       SET state = 'pending', generation = $2::bigint, assignee = NULL, claimed_at = NULL,
+       SET state = coalesce((SELECT 'waiting' FROM job_dependencies d
+                              WHERE d.job_id = jobs.id AND d.resolved IS NULL LIMIT 1),
+                            'pending'),
+           generation = $2::bigint, assignee = NULL, claimed_at = NULL,
            lease_expires_at = NULL, completed_at = NULL, result_ref = NULL,
            quarantined_from = NULL, quarantine_reason = NULL
      WHERE id = $1::bigint AND state = 'quarantined' AND generation <= $2::bigint
-    RETURNING id, org_id, generation
+    RETURNING id, org_id, generation, state
 ), )SQL" +
         operator_logged("unquarantined", "u") + R"SQL(
-SELECT id, aclaim_wake(org_id) FROM u
+SELECT id, state, aclaim_wake(org_id) FROM u
 )SQL",
     {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text"}};
 
@@ -169,9 +173,11 @@ WITH u AS (
     RETURNING )SQL" + std::string(kOutcomeReturning) +
                                             R"SQL(
 ), recorded AS ()SQL" + record_outcomes("u") +
-                                            R"SQL(), )SQL" + operator_logged("unquarantined", "u") +
+                                            R"SQL(), settled AS ()SQL" +
+                                            settle_dependents("u", "$4::bigint") + R"SQL(), )SQL" +
+                                            operator_logged("unquarantined", "u") +
                                             R"SQL(
-SELECT id FROM u
+SELECT id, )SQL" + kSettledColumn + R"SQL( FROM u
 )SQL",
                                         {"job bigint", "generation bigint", "operator text",
                                          "now_us bigint", "detail text", "last_error text"}};

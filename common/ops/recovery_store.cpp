@@ -309,8 +309,10 @@ QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::
                                row.quarantined_from.value_or("?") + ": " +
                                row.quarantine_reason.value_or("") + ")";
     if (release) {
-        txn.exec_params(sql::kReleaseQuarantined.text, job, g, actor, now, detail);
-        out.state = JobState::Pending;
+        const pqxx::result r =
+            txn.exec_params(sql::kReleaseQuarantined.text, job, g, actor, now, detail);
+        out.state = !r.empty() && r[0]["state"].as<std::string>() == "waiting" ? JobState::Waiting
+                                                                               : JobState::Pending;
     } else {
         txn.exec_params(sql::kFailQuarantined.text, job, g, actor, now, detail,
                         "failed by operator: " + reason);

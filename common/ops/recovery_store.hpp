@@ -24,8 +24,8 @@ struct JobSnapshot {
     Classification classification;
 };
 
-/// Counts of the five classes, indexed by RecoveryClass.
-using ClassCounts = std::array<std::int64_t, 6>;
+/// Counts of the classes, indexed by RecoveryClass.
+using ClassCounts = std::array<std::int64_t, std::size(kRecoveryClasses)>;
 
 /// Everything one survey found, read from one consistent snapshot.
 struct RecoveryReport {

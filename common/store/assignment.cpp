@@ -169,6 +169,10 @@ std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operat
             return say(Rejection::LeaseExpired,
                        "job of generation " + gen +
                            " is parked: the outside system finishes it with its callback token");
+        case JobState::Waiting:
+            // Never claimed while it waits: no generation of it holds a lease.
+            return say(Rejection::StaleGeneration,
+                       "generation " + gen + " is stale: job waits for its dependencies");
         case JobState::Assigned:
             if (row->generation != generation) {
                 return say(Rejection::StaleGeneration,

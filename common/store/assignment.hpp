@@ -34,7 +34,10 @@ enum class JobState {
     Discarded,
     Cancelled,
     Quarantined,
-    Parked
+    Parked,
+    /// Enqueued with dependencies not all ended (schema/0024): never claimed until the last one
+    /// ends, in the transaction that ends it.
+    Waiting
 };
 
 /// True for the states a job never leaves on its own (an operator may revive failed, discarded
@@ -85,6 +88,10 @@ std::optional<Rejection> parse_rejection(std::string_view s);
 
 /// A job to add. Unset options take the queue's setting (job_queues), then the built-in default
 /// (3 attempts, no backoff: a retry is claimable at once, no run deadline).
+/// What a dependency that fails, is discarded or is cancelled does to the jobs waiting for it:
+/// cancel them (and theirs in turn), or count it as done and run them anyway.
+enum class DependencyPolicy { Cancel, Run };
+
 struct NewJob {
     int priority = 0;
     std::string payload;
@@ -98,7 +105,17 @@ struct NewJob {
     std::optional<Duration> run_timeout{};
     /// While a job of the organization holds this key, enqueueing it again returns that job.
     std::optional<std::string> dedupe_key{};
+    /// The jobs this one waits for (schema/0024_job_dependencies.sql), of the same organization:
+    /// a job id, or job_of_this_call(k) for job k of the same enqueue. Empty: claimable at once.
+    std::vector<JobId> depends_on{};
+    /// What a dependency that ends other than completed does to this job.
+    DependencyPolicy on_failure = DependencyPolicy::Cancel;
 };
+
+/// The reference, in NewJob::depends_on, to job k (counting from 1) of the same enqueue call.
+constexpr JobId job_of_this_call(int k) {
+    return -static_cast<JobId>(k);
+}
 
 /// What enqueue did with one NewJob.
 struct Enqueued {

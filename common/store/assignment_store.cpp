@@ -423,10 +423,10 @@ std::vector<Enqueued> AssignmentStore::enqueue_each(OrgId org, const std::vector
     const NewJobArrays a = new_job_arrays(jobs);
     pqxx::work txn(*conn_, "enqueue");
     Scope(txn, options_.row_security).to(org);
-    const pqxx::result r =
-        txn.exec_prepared(sql::kEnqueue.name, org, now, a.queues, a.payloads, a.priorities,
-                          a.run_at_us, a.max_attempts, a.backoff_base_us, a.backoff_cap_us,
-                          a.run_timeout_us, a.dedupe_keys, dedupe_window);
+    const pqxx::result r = txn.exec_prepared(
+        sql::kEnqueue.name, org, now, a.queues, a.payloads, a.priorities, a.run_at_us,
+        a.max_attempts, a.backoff_base_us, a.backoff_cap_us, a.run_timeout_us, a.dedupe_keys,
+        dedupe_window, a.depends_n, a.depends_on, a.on_failure);
     txn.commit();
     std::vector<Enqueued> out;
     out.reserve(r.size());

@@ -18,7 +18,7 @@ struct JobStateName {
 };
 
 /// Every state with its name as the database stores it, in display order (the enum's order).
-inline constexpr std::array<JobStateName, 9> kJobStates{{
+inline constexpr std::array<JobStateName, 10> kJobStates{{
     {JobState::Pending, "pending"},
     {JobState::Scheduled, "scheduled"},
     {JobState::Assigned, "assigned"},
@@ -28,6 +28,7 @@ inline constexpr std::array<JobStateName, 9> kJobStates{{
     {JobState::Cancelled, "cancelled"},
     {JobState::Quarantined, "quarantined"},
     {JobState::Parked, "parked"},
+    {JobState::Waiting, "waiting"},
 }};
 
 /// The states a job never leaves on its own (is_terminal): their counts only grow.
@@ -36,13 +37,14 @@ inline constexpr std::array<JobState, 4> kFinishedStates = {
 
 /// The states counted per queue where the finished rows would cost too much to count: the work
 /// still to do, what an outside system holds and what waits for a person.
-inline constexpr std::array<JobState, 5> kQueueStates = {JobState::Pending, JobState::Scheduled,
-                                                         JobState::Assigned, JobState::Parked,
-                                                         JobState::Discarded};
+inline constexpr std::array<JobState, 6> kQueueStates = {
+    JobState::Pending, JobState::Scheduled, JobState::Assigned,
+    JobState::Parked,  JobState::Discarded, JobState::Waiting};
 
 /// The states `cancel` acts on (schema/0023: a parked job too; its token is refused from then on).
-inline constexpr std::array<JobState, 4> kCancellableStates = {
-    JobState::Pending, JobState::Scheduled, JobState::Assigned, JobState::Parked};
+inline constexpr std::array<JobState, 5> kCancellableStates = {
+    JobState::Pending, JobState::Scheduled, JobState::Assigned, JobState::Parked,
+    JobState::Waiting};
 
 /// The states `retry` revives.
 inline constexpr std::array<JobState, 3> kRetryableStates = {JobState::Failed, JobState::Discarded,
@@ -60,7 +62,7 @@ constexpr std::string_view state_name(JobState s) {
 constexpr std::size_t state_index(JobState s) {
     return static_cast<std::size_t>(s);
 }
-static_assert(state_index(JobState::Parked) == kJobStates.size() - 1 &&
+static_assert(state_index(JobState::Waiting) == kJobStates.size() - 1 &&
                   kJobStates[state_index(JobState::Discarded)].state == JobState::Discarded,
               "kJobStates follows the enum's order");
 

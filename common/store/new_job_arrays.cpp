@@ -32,9 +32,27 @@ NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs) {
         timeout.push_back(micros(j.run_timeout));
         keys.push_back(j.dedupe_key);
     }
-    return {pg_array(queues), pg_array(payloads), pg_array(priorities),
-            pg_array(run_at), pg_array(attempts), pg_array(base),
-            pg_array(cap),    pg_array(timeout),  pg_array(keys)};
+    NewJobArrays out{pg_array(queues), pg_array(payloads), pg_array(priorities),
+                     pg_array(run_at), pg_array(attempts), pg_array(base),
+                     pg_array(cap),    pg_array(timeout),  pg_array(keys),
+                     std::nullopt,     std::nullopt,       std::nullopt};
+    std::vector<int> edge_n;
+    std::vector<std::int64_t> edge_on;
+    std::vector<std::string> edge_policy;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        for (const JobId on : jobs[i].depends_on) {
+            edge_n.push_back(static_cast<int>(i + 1));
+            edge_on.push_back(on);
+            edge_policy.emplace_back(jobs[i].on_failure == DependencyPolicy::Run ? "run"
+                                                                                 : "cancel");
+        }
+    }
+    if (!edge_n.empty()) {
+        out.depends_n = pg_array(edge_n);
+        out.depends_on = pg_array(edge_on);
+        out.on_failure = pg_array(edge_policy);
+    }
+    return out;
 }
 
 }  // namespace aclaim::common

@@ -20,6 +20,12 @@ struct NewJobArrays {
     std::string backoff_cap_us;
     std::string run_timeout_us;
     std::string dedupe_keys;
+    /// The dependencies, one element per edge: job depends_n[i] of the call waits for
+    /// depends_on[i] with policy on_failure[i]. All three unset when no job has any, so that an
+    /// enqueue without dependencies runs exactly as before.
+    std::optional<std::string> depends_n;
+    std::optional<std::string> depends_on;
+    std::optional<std::string> on_failure;
 };
 
 NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs);

@@ -34,7 +34,7 @@ inline const Statement kScope{
 /// What an UPDATE of `jobs j` that may end jobs returns for record_outcomes: the row afterwards.
 inline constexpr const char* kOutcomeReturning =
     "j.id, j.org_id, j.queue, j.generation, j.attempts, j.state, j.result_ref, j.last_error, "
-    "j.dedupe_key, j.completed_at";
+    "j.dedupe_key, j.completed_at, j.has_dependents";
 
 /// The CTE body that records the outcome of each row of the CTE `from` (which returns
 /// kOutcomeReturning) that ended its job: completed with its result, failed, discarded or
@@ -64,10 +64,35 @@ inline std::string record_outcomes(std::string_view from) {
     return text;
 }
 
+/// The CTE body that settles the dependents (schema/0024_job_dependencies.sql) of the rows of the
+/// CTE `from` (which returns kOutcomeReturning) that ended their job, {NOW} being the parameter of
+/// now: one call of aclaim_dependencies_settled for the statement, in its transaction, so that
+/// the accepted completion of a job's last dependency makes it claimable when it commits and a
+/// refused one (no row) unblocks nothing. Only rows with has_dependents are passed; when there are
+/// none the arrays are NULL and the STRICT function is not called: a job that nothing depends on
+/// reads and writes nothing more (docs/performance.md). The statement's result must name the CTE
+/// (settled_column) so that it runs; every statement that includes record_outcomes includes this.
+inline std::string settle_dependents(std::string_view from, std::string_view now) {
+    std::string text = R"SQL(
+    SELECT aclaim_dependencies_settled({NOW}, array_agg(id), array_agg(state)) AS changed
+      FROM {FROM} WHERE has_dependents AND state IN ({FINISHED})
+)SQL";
+    text.replace(text.find("{NOW}"), 5, now);
+    text.replace(text.find("{FROM}"), 6, from);
+    text.replace(text.find("{FINISHED}"), 10, sql_state_list(kFinishedStates));
+    return text;
+}
+
+/// The result column that runs the CTE `settled` (settle_dependents): evaluated once, and only
+/// when the statement returns a row.
+inline constexpr const char* kSettledColumn = "(SELECT changed FROM settled) AS settled";
+
 /// $1 org, $2 now, then one array element per job: $3 queues, $4 payloads, $5 priorities,
 /// $6 run_at (NULL: now), $7 max_attempts, $8 backoff bases, $9 backoff caps, $10 run timeouts,
 /// $11 dedupe keys (NULL elements: the queue's setting or the built-in default; no key), and $12
-/// the dedupe window. aclaim_enqueue_jobs (schema/0008_integration.sql) holds the statement, so
+/// the dedupe window, then one element per dependency edge (NULL: none; schema/0024): $13 the
+/// dependent's index in the call, $14 the dependency (a job id, or -k for job k of the call), $15
+/// the policy. aclaim_enqueue_jobs (schema/0008_integration.sql, 0024) holds the statement, so
 /// that the producers' SQL API enqueues exactly as the store does: it refuses a payload over
 /// aclaim_max_payload_bytes(), sends each job through aclaim_enqueue_job (schema/0005), which
 /// returns the existing job for a dedupe key that is still held, and takes keys in key order so
@@ -78,13 +103,13 @@ inline const Statement kEnqueue{
 SELECT id, created, state
   FROM aclaim_enqueue_jobs($1::bigint, $2::bigint, $3::text[], $4::text[], $5::int[],
                            $6::bigint[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[],
-                           $11::text[], $12::bigint)
+                           $11::text[], $12::bigint, $13::int[], $14::bigint[], $15::text[])
  ORDER BY n
 )SQL",
     {"org bigint", "now_us bigint", "queues text[]", "payloads text[]", "priorities int[]",
      "run_at_us bigint[]", "max_attempts int[]", "backoff_base_us bigint[]",
      "backoff_cap_us bigint[]", "run_timeout_us bigint[]", "dedupe_keys text[]",
-     "dedupe_window_us bigint"}};
+     "dedupe_window_us bigint", "depends_n int[]", "depends_on bigint[]", "on_failure text[]"}};
 
 /// $1 org, $2 text[] queues. The first statement of every claim transaction; the claim itself
 /// runs in the next statement, whose snapshot is taken after these locks are granted. It takes
@@ -461,11 +486,12 @@ WITH done AS (
     RETURNING )SQL" + std::string(kOutcomeReturning) +
                                      R"SQL(
 ), recorded AS ()SQL" + record_outcomes("done") +
-                                     R"SQL(), logged AS (
+                                     R"SQL(), settled AS ()SQL" +
+                                     settle_dependents("done", "$6::bigint") + R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', $4::text, aclaim_ts($6::bigint), $5::text FROM done
 )
-SELECT id FROM done
+SELECT id, )SQL" + kSettledColumn + R"SQL( FROM done
 )SQL",
                                  {"org bigint", "job bigint", "generation bigint", "worker text",
                                   "result_ref text", "now_us bigint"}};
@@ -541,6 +567,7 @@ WITH r AS (
     RETURNING )SQL" + kOutcomeReturning +
                                  R"SQL(, aclaim_us(j.run_at) AS run_at_us, j.max_attempts
 ), recorded AS ()SQL" + record_outcomes("r") +
+                                 R"SQL(), settled AS ()SQL" + settle_dependents("r", "$7::bigint") +
                                  R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, )SQL" +
@@ -552,6 +579,7 @@ WITH r AS (
       FROM r
 )
 SELECT state, )SQL" + kRetryWake +
+                                 ", " + kSettledColumn +
                                  R"SQL( FROM r
 )SQL",
                              {"org bigint", "job bigint", "generation bigint", "worker text",
@@ -606,6 +634,7 @@ WITH expired AS MATERIALIZED (
     RETURNING )SQL" + kOutcomeReturning +
                        R"SQL(, expired.assignee, aclaim_us(j.run_at) AS run_at_us, j.max_attempts
 ), recorded AS ()SQL" + record_outcomes("r") +
+                       R"SQL(), settled AS ()SQL" + settle_dependents("r", "$1::bigint") +
                        R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, )SQL" +
@@ -615,7 +644,7 @@ WITH expired AS MATERIALIZED (
       FROM r
 )
 SELECT id, org_id, generation, assignee, state, )SQL" +
-                       kRetryWake + R"SQL(
+                       kRetryWake + ", " + kSettledColumn + R"SQL(
   FROM r ORDER BY id
 )SQL";
     text.replace(text.find("{PICK}"), 6, pick);
@@ -836,11 +865,13 @@ WITH r AS (
     RETURNING l.n, l.worker, )SQL" + std::string(kOutcomeReturning) +
                                           R"SQL(
 ), recorded AS ()SQL" + record_outcomes("done") +
+                                          R"SQL(), settled AS ()SQL" +
+                                          settle_dependents("done", "$6::bigint") +
                                           R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', worker, aclaim_ts($6::bigint), result_ref FROM done
 )
-SELECT n FROM done
+SELECT n, )SQL" + kSettledColumn + R"SQL( FROM done
 )SQL",
                                       {"orgs bigint[]", "jobs bigint[]", "generations bigint[]",
                                        "workers text[]", "result_refs text[]", "now_us bigint"}};

@@ -41,6 +41,8 @@ constexpr Gauge kGauges[] = {
      [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.parked); }},
     {"aclaim_queue_discarded", "Jobs whose every attempt was used up, waiting for a person.",
      [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.discarded); }},
+    {"aclaim_queue_waiting", "Jobs waiting for their dependencies (workflows).",
+     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.waiting); }},
     {"aclaim_queue_paused", "1 while an operator has paused the queue.",
      [](const common::QueueStatus& q, common::Micros) { return q.paused ? 1.0 : 0.0; }},
 };

@@ -275,3 +275,48 @@ TEST_CASE("Producer: a trusted login must name the organization", "[integration]
     CHECK_THROWS_WITH(unnamed.enqueue(txn, job("where to?")),
                       Catch::Contains("name the organization"));
 }
+
+TEST_CASE("Producer login: a fan-in in the caller's transaction, and no edge to another's job",
+          "[integration][producer][workflow]") {
+    TestDatabase db;
+    ProducerLogin one(db, "p1", 1);
+    common::ManualClock clock(kT0);
+    const clients::Producer as_login(clock);
+    common::AssignmentStore store(db.dsn());
+    const auto foreign = store.enqueue(2, {job("org 2's")}, kT0).at(0);
+
+    pqxx::connection p1(one.dsn());
+    std::vector<common::Enqueued> flow;
+    {
+        pqxx::work txn(p1);
+        NewJob approval = job("approval");
+        approval.depends_on = {common::job_of_this_call(1), common::job_of_this_call(2)};
+        NewJob notify = job("notify");
+        notify.depends_on = {common::job_of_this_call(3)};
+        notify.on_failure = common::DependencyPolicy::Run;
+        flow = as_login.enqueue_many(txn, {job("electrical"), job("plumbing"), approval, notify});
+        txn.commit();
+    }
+    REQUIRE(flow.size() == 4);
+    CHECK(flow[2].state == common::JobState::Waiting);
+    CHECK(flow[3].state == common::JobState::Waiting);
+    {
+        pqxx::read_transaction t(p1);  // a producer reads its own organization's edges
+        CHECK(t.exec1("SELECT count(*) FROM job_dependencies")[0].as<long>() == 3);
+    }
+    {
+        pqxx::work txn(p1);
+        REQUIRE(as_login.cancel(txn, {flow[2].id}, "visit withdrawn").size() == 1);
+        txn.commit();
+    }
+    CHECK(job_state(store.connection(), flow[3].id) == "pending");  // policy run
+
+    const long before = count_jobs(store.connection());
+    pqxx::work txn(p1);
+    NewJob theirs = job("theirs");
+    theirs.depends_on = {foreign};
+    CHECK_THROWS_WITH(as_login.enqueue(txn, theirs),
+                      Catch::Contains("is not a job of organization 1"));
+    txn.abort();
+    CHECK(count_jobs(store.connection()) == before);
+}

@@ -45,7 +45,7 @@ struct Fixture : testing::StoreFixture {
 
 common::ClassCounts counts(long terminal, long live, long expired, long pending,
                            long inconsistent, long parked = 0) {
-    return {terminal, live, expired, pending, inconsistent, parked};
+    return {terminal, live, expired, pending, inconsistent, parked, 0};  // no waiting job here
 }
 
 /// Everything in the three tables, as text.

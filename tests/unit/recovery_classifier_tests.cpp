@@ -415,3 +415,17 @@ TEST_CASE("a parked job is classified parked, before and after its deadline", "[
     const ResultRecord forged{42, kOrg, 2, "ref-forged", kNow};
     CHECK(classify(r, forged, claimed_up_to(2), kNow).cls == RecoveryClass::Inconsistent);
 }
+
+TEST_CASE("a waiting job is classified waiting, and a claim in its log contradicts it",
+          "[recovery]") {
+    auto row = pending_row();
+    row.state = JobState::Waiting;
+    const auto quiet = classify(row, std::nullopt, claimed_up_to(0), kNow);
+    CHECK(quiet.cls == RecoveryClass::Waiting);
+    CHECK(quiet.findings.empty());
+    CHECK(to_string(RecoveryClass::Waiting) == "waiting");
+    // A waiting job was never claimed: a log that granted it a generation says otherwise.
+    const auto claimed = classify(row, std::nullopt, claimed_up_to(1), kNow);
+    CHECK(claimed.cls == RecoveryClass::Inconsistent);
+    CHECK(codes(claimed) == std::vector{Contradiction::GenerationBehindLog});
+}

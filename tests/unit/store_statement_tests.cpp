@@ -46,8 +46,10 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     }
 }
 
-TEST_CASE("Statements: every one that can end a job records its outcome in the same statement",
-          "[store][outcomes]") {
+TEST_CASE(
+    "Statements: every one that can end a job records its outcome and settles its "
+    "dependents in the same statement",
+    "[store][outcomes]") {
     std::vector<const sql::Statement*> all = sql::kStatements;
     all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
     all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
@@ -64,6 +66,9 @@ TEST_CASE("Statements: every one that can end a job records its outcome in the s
         ++ending;
         CHECK(s->text.find("INSERT INTO job_outcomes") != std::string::npos);
         CHECK(s->text.find("pg_notify('aclaim_outcomes'") != std::string::npos);
+        // ... and settles the dependents of what it ended (schema/0024), in a CTE its result runs.
+        CHECK(s->text.find("aclaim_dependencies_settled(") != std::string::npos);
+        CHECK(s->text.find(sql::kSettledColumn) != std::string::npos);
     }
     // complete, complete batch, fail, reclaim, reclaim one, operator fail, quarantine fail, the
     // end of expired parks (cancel and a parked job's callback are aclaim_cancel_jobs and

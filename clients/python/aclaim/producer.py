@@ -52,12 +52,28 @@ class NewJob:
     """The run deadline of each attempt, renewals included."""
     backoff_base: Optional[Duration] = None
     backoff_cap: Optional[Duration] = None
+    depends_on: Sequence[int] = ()
+    """Jobs this one waits for, of the same organization: job ids, or ``in_call(k)`` for job k
+    (counting from 1) of the same ``enqueue_many``. The job is ``waiting`` until every one has
+    completed; the completion of the last makes it claimable in the same transaction."""
+    on_failure: str = "cancel"
+    """What a dependency that fails, is discarded or is cancelled does to this job: ``cancel``
+    it (and the jobs waiting for it in turn), or ``run`` it anyway."""
+
+
+def in_call(k: int) -> int:
+    """The reference, in ``NewJob.depends_on``, to job ``k`` (counting from 1) of the same
+    ``enqueue_many`` call."""
+    if k < 1:
+        raise ValueError(f"in_call({k}): jobs of a call count from 1")
+    return -k
 
 
 @dataclass(frozen=True)
 class Enqueued:
     """What enqueue did with one job: ``created`` is False when a job holding its dedupe key was
-    returned instead; ``state`` is ``pending`` or ``scheduled`` (or the holder's state)."""
+    returned instead; ``state`` is ``pending``, ``scheduled`` or ``waiting`` (or the holder's
+    state)."""
 
     id: int
     created: bool
@@ -120,11 +136,12 @@ class Producer:
                 run_at: Optional[Instant] = None, delay: Optional[Duration] = None,
                 dedupe_key: Optional[str] = None, max_attempts: Optional[int] = None,
                 run_timeout: Optional[Duration] = None, backoff_base: Optional[Duration] = None,
-                backoff_cap: Optional[Duration] = None) -> Enqueued:
+                backoff_cap: Optional[Duration] = None, depends_on: Sequence[int] = (),
+                on_failure: str = "cancel") -> Enqueued:
         """Enqueues one job on ``target`` (a psycopg2 connection or cursor), in its transaction.
         For a dedupe key still held, returns the holder with ``created`` False."""
         job = NewJob(payload, queue, priority, run_at, delay, dedupe_key, max_attempts,
-                     run_timeout, backoff_base, backoff_cap)
+                     run_timeout, backoff_base, backoff_cap, tuple(depends_on), on_failure)
         return self.enqueue_many(target, [job])[0]
 
     def enqueue_many(self, target: Any, jobs: Sequence[NewJob]) -> List[Enqueued]:
@@ -141,6 +158,16 @@ class Producer:
                 run_at.append(now_us + duration_us(j.delay))  # type: ignore[operator]
             else:
                 run_at.append(instant_us(j.run_at))
+        edge_n: List[int] = []
+        edge_on: List[int] = []
+        edge_policy: List[str] = []
+        for n, j in enumerate(jobs, start=1):
+            if j.on_failure not in ("cancel", "run"):
+                raise ValueError(f"job {n}: on_failure is 'cancel' or 'run', not {j.on_failure!r}")
+            for dep in j.depends_on:
+                edge_n.append(n)
+                edge_on.append(dep)
+                edge_policy.append(j.on_failure)
         with _cursor(target) as cur:
             cur.execute(
                 "SELECT n, id, created, state FROM aclaim_enqueue_many("
@@ -148,18 +175,19 @@ class Producer:
                 "run_at_us => %s::bigint[], dedupe_keys => %s::text[], "
                 "max_attempts => %s::int[], run_timeout_us => %s::bigint[], "
                 "backoff_base_us => %s::bigint[], backoff_cap_us => %s::bigint[], "
-                "dedupe_window_us => %s::bigint, org => %s::bigint, now_us => %s::bigint) "
+                "dedupe_window_us => %s::bigint, org => %s::bigint, now_us => %s::bigint, "
+                "depends_n => %s::int[], depends_on => %s::bigint[], on_failure => %s::text[]) "
                 "ORDER BY n",
                 ([j.payload for j in jobs], [j.queue for j in jobs], [j.priority for j in jobs],
                  run_at, [j.dedupe_key for j in jobs], [j.max_attempts for j in jobs],
                  [duration_us(j.run_timeout) for j in jobs],
                  [duration_us(j.backoff_base) for j in jobs],
                  [duration_us(j.backoff_cap) for j in jobs], duration_us(self.dedupe_window),
-                 self.org, now_us))
+                 self.org, now_us, edge_n or None, edge_on or None, edge_policy or None))
             return [Enqueued(id=r[1], created=r[2], state=r[3]) for r in cur.fetchall()]
 
     def cancel(self, target: Any, job_ids: Sequence[int], reason: str) -> List[CancelledJob]:
-        """Cancels the listed jobs that are pending, scheduled or assigned (a holder is told at
+        """Cancels the listed jobs that are pending, scheduled, waiting or assigned (a holder is told at
         once), audited with ``reason``. Jobs already finished, unknown or of another
         organization are left alone and not returned."""
         with _cursor(target) as cur:

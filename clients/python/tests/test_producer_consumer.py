@@ -27,7 +27,7 @@ import psycopg2  # noqa: E402
 import psycopg2.errors  # noqa: E402
 
 from aclaim.consumer import ResultConsumer  # noqa: E402
-from aclaim.producer import NewJob, Producer  # noqa: E402
+from aclaim.producer import NewJob, Producer, in_call  # noqa: E402
 from sqlapi_support import admin, with_database, with_user  # noqa: E402
 
 BIN_DIR = "build/bin"
@@ -113,6 +113,38 @@ class ProducerTests(unittest.TestCase):
             cancelled = producer.cancel(conn, [done[1].id, 10**9], "order withdrawn")
             self.assertEqual([(c.id, c.was) for c in cancelled], [(done[1].id, "pending")])
         conn.close()
+
+    def test_a_fan_in_waits_and_bad_dependencies_are_refused(self) -> None:
+        producer = Producer()
+        with psycopg2.connect(self.db.login_dsn(2), connect_timeout=10) as two:
+            theirs = producer.enqueue(two, "organization 2's")
+        two.close()
+        conn = psycopg2.connect(self.db.login_dsn(1), connect_timeout=10)
+        try:
+            with conn:
+                done = producer.enqueue_many(conn, [
+                    NewJob("electrical"), NewJob("plumbing"),
+                    NewJob("approval", depends_on=[in_call(1), in_call(2)]),
+                    NewJob("notify", depends_on=[in_call(3)], on_failure="run")])
+                later = producer.enqueue(conn, "invoice", depends_on=[done[2].id])
+            self.assertEqual([d.state for d in done], ["pending", "pending", "waiting", "waiting"])
+            self.assertEqual(later.state, "waiting")
+            # Cancelling the approval cancels the invoice (policy cancel) and unblocks notify
+            # (policy run).
+            with conn:
+                producer.cancel(conn, [done[2].id], "visit withdrawn")
+                status = {s.id: s.state for s in producer.status(conn, [done[3].id, later.id])}
+            self.assertEqual(status, {done[3].id: "pending", later.id: "cancelled"})
+            for bad, message in (([in_call(2)], "form a cycle"),
+                                 ([theirs.id], "is not a job of organization 1"),
+                                 ([10**12], "does not exist")):
+                with self.assertRaises(psycopg2.Error) as raised:
+                    producer.enqueue_many(conn, [NewJob("x", depends_on=bad),
+                                                 NewJob("y", depends_on=[in_call(1)])])
+                self.assertIn(message, str(raised.exception))
+                conn.rollback()
+        finally:
+            conn.close()
 
     def test_oversized_payload_is_refused_with_a_clear_error(self) -> None:
         producer = Producer()

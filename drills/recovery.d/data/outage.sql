@@ -44,6 +44,8 @@ OVERRIDING SYSTEM VALUE VALUES
 -- pending: never claimed; reclaimed by the reaper before the outage
 (109, 1, 'pending', 0, pg_temp.t(-15), 'doc-109', 0, NULL, NULL, NULL, 0, 3, NULL, NULL, NULL),
 (110, 1, 'pending', 0, pg_temp.t(-190), 'doc-110', 1, NULL, NULL, NULL, 1, 3, NULL, NULL, NULL),
+-- waiting: enqueued with a dependency (109) that has not ended; never claimed, and left waiting
+(112, 1, 'waiting', 0, pg_temp.t(-14), 'doc-112', 0, NULL, NULL, NULL, 0, 3, NULL, NULL, NULL),
 -- THE CONTRADICTORY ROW: assigned at generation 3 with an expired lease, while job_results
 -- already publishes a result of generation 3 (see README.md)
 (111, 1, 'assigned', 0, pg_temp.t(-310), 'doc-111', 3, 'rev-1c', pg_temp.t(-72), pg_temp.t(-12), 3, 5, NULL, NULL, NULL),
@@ -64,6 +66,10 @@ OVERRIDING SYSTEM VALUE VALUES
 (209, 2, 'pending', 0, pg_temp.t(-10), 'doc-209', 0, NULL, NULL, NULL, 0, 3, NULL, NULL, NULL);
 
 SELECT setval(pg_get_serial_sequence('jobs', 'id'), (SELECT max(id) FROM jobs)) AS last_id \gset
+
+-- Job 112 waits for job 109 (schema/0024_job_dependencies.sql).
+UPDATE jobs SET has_dependents = true WHERE id = 109;
+INSERT INTO job_dependencies (org_id, job_id, depends_on) VALUES (1, 112, 109);
 
 -- The audit log, in the order the store would have written it.
 INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
@@ -96,6 +102,7 @@ SELECT e.job_id, e.org_id, e.generation, e.kind, e.worker, pg_temp.t(e.minute), 
     (108, 1, 1, 'reclaimed', 'rev-1b', -140, 'lease expired'),
     (108, 1, 2, 'claimed', 'rev-1c', -70, ''),
     (109, 1, 0, 'enqueued', NULL, -15, ''),
+    (112, 1, 0, 'enqueued', NULL, -14, ''),
     (110, 1, 0, 'enqueued', NULL, -190, ''),
     (110, 1, 1, 'claimed', 'rev-1d', -180, ''),
     (110, 1, 1, 'reclaimed', 'rev-1d', -120, 'lease expired'),

@@ -1,0 +1,93 @@
+// Workflows end to end, with real processes: a producer enqueues site visits that fan out into
+// three inspections and fan in to an approval (and one approval through `aclaimctl enqueue
+// --depends-on`), reviewers drain them, and no approval is claimed before its three inspections
+// completed; the checker proves the history afterwards.
+
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+
+#include "tests/e2e/cluster.hpp"
+#include "tests/pg/ctl_run.hpp"
+
+using namespace aclaim;
+using namespace aclaim::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+common::NewJob job(const std::string& queue, const std::string& payload,
+                   std::vector<common::JobId> depends_on = {}) {
+    common::NewJob j;
+    j.queue = queue;
+    j.payload = payload;
+    j.depends_on = std::move(depends_on);
+    return j;
+}
+
+}  // namespace
+
+TEST_CASE("site visits fan out into three inspections and fan in to an approval",
+          "[e2e][workflow]") {
+    constexpr long kVisits = 20;
+    Cluster c;
+    INFO("logs in " << c.log_dir());
+    common::JobId last_structural = 0;
+    {
+        common::AssignmentStore store(c.db().dsn());
+        const auto now = common::SystemClock().now();
+        for (int v = 0; v < kVisits; ++v) {
+            const std::string visit = "visit-" + std::to_string(v);
+            const auto ids = store.enqueue(
+                1,
+                {job("inspection", visit + " electrical"), job("inspection", visit + " plumbing"),
+                 job("inspection", visit + " structural"),
+                 job("approval", visit + " approval",
+                     {common::job_of_this_call(1), common::job_of_this_call(2),
+                      common::job_of_this_call(3)})},
+                now);
+            last_structural = ids[2];
+        }
+    }
+    // One more approval from the operator's command line, waiting for the last visit's three.
+    const auto ctl =
+        run_ctl(c.db().dsn(),
+                {"enqueue", "--org", "1", "--queue", "approval", "--depends-on",
+                 std::to_string(last_structural - 2) + "," + std::to_string(last_structural - 1) +
+                     "," + std::to_string(last_structural),
+                 "extra approval"});
+    REQUIRE(ctl.code == 0);
+    CHECK(c.scalar("SELECT count(*) FROM jobs WHERE state = 'waiting'") == kVisits + 1);
+
+    c.start_coordinator({});
+    auto& approver = c.start_worker(
+        "approver", 1, {"--queues", "approval", "--review-ms", "5", "--concurrency", "2"});
+    auto& i1 = c.start_worker(
+        "inspector-1", 1, {"--queues", "inspection", "--review-ms", "20", "--concurrency", "2"});
+    auto& i2 = c.start_worker(
+        "inspector-2", 1, {"--queues", "inspection", "--review-ms", "20", "--concurrency", "2"});
+    REQUIRE(eventually(
+        [&] {
+            return c.scalar("SELECT count(*) FROM jobs WHERE state = 'completed'") ==
+                   4 * kVisits + 1;
+        },
+        90s));
+
+    // Every approval's first claim comes after the completion of each of its dependencies, in the
+    // log's order, and each approval was unblocked exactly once.
+    CHECK(c.scalar(R"SQL(
+SELECT count(*) FROM job_dependencies d
+ WHERE (SELECT min(id) FROM job_events WHERE job_id = d.job_id AND kind = 'claimed')
+     < (SELECT min(id) FROM job_events WHERE job_id = d.depends_on AND kind = 'completed')
+)SQL") == 0);
+    CHECK(c.scalar("SELECT count(*) FROM job_dependencies") == 3 * (kVisits + 1));
+    CHECK(c.scalar("SELECT count(*) FROM job_events WHERE kind = 'unblocked'") == kVisits + 1);
+    CHECK(c.scalar("SELECT count(*) FROM jobs WHERE queue = 'approval' AND assignee <> "
+                   "'approver'") == 0);
+    const auto report = c.check();
+    for (const auto& v : report.violations) {
+        UNSCOPED_INFO(common::to_string(v.invariant) << " job " << v.job_id << ": " << v.evidence);
+    }
+    CHECK(report.ok());
+    for (auto* w : {&approver, &i1, &i2}) w->signal(SIGTERM);
+}
