@@ -342,8 +342,8 @@ BEGIN
 END $$;
 
 -- ---- cancelling ----
--- As 0008's, with 'waiting' among the cancellable states, and the cancelled jobs that have
--- dependents settled in the same transaction (their dependents' policies apply).
+-- As 0023's, with 'waiting' among the cancellable states too (after 'parked', 0023), and the
+-- cancelled jobs that have dependents settled in the same transaction (their dependents' policies apply).
 CREATE OR REPLACE FUNCTION aclaim_cancel_jobs(org bigint, job_ids bigint[], actor text,
                                               reason text, now_us bigint)
     RETURNS TABLE (id bigint, org_id bigint, generation bigint, was text, holder text)
@@ -357,7 +357,7 @@ BEGIN
         WITH picked AS MATERIALIZED (
             SELECT j.id, j.state AS was, j.assignee AS holder FROM jobs j
              WHERE j.id = ANY(job_ids) AND (org IS NULL OR j.org_id = org)
-               AND j.state IN ('pending', 'scheduled', 'assigned', 'waiting')
+               AND j.state IN ('pending', 'scheduled', 'assigned', 'parked', 'waiting')
              ORDER BY j.id FOR UPDATE
         ), done AS (
             UPDATE jobs j
@@ -405,12 +405,12 @@ BEGIN
 END $$;
 
 -- ---- counting ----
--- As 0014's, with waiting jobs counted from jobs_waiting.
+-- As 0023's (0014's with 'parked'), with waiting jobs counted from jobs_waiting.
 CREATE OR REPLACE FUNCTION aclaim_next_org(after bigint) RETURNS bigint
 LANGUAGE sql STABLE AS $$
 SELECT min(o) FROM (
     (SELECT org_id FROM jobs
-      WHERE state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled', 'quarantined')
+      WHERE state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled', 'quarantined', 'parked')
         AND org_id > coalesce(after, 0) ORDER BY org_id LIMIT 1)
     UNION ALL
     (SELECT org_id FROM jobs
@@ -441,7 +441,7 @@ BEGIN
     RETURN (SELECT queue FROM jobs
              WHERE org_id = org AND state = st
                AND state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled',
-                             'quarantined')
+                             'quarantined', 'parked')
                AND queue > coalesce(after, '') ORDER BY queue LIMIT 1);
 END
 $$;
@@ -469,12 +469,12 @@ BEGIN
         RETURN (SELECT count(*) FROM (SELECT 1 FROM jobs
                  WHERE org_id = org AND state = st
                    AND state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled',
-                                 'quarantined') LIMIT lim) c);
+                                 'quarantined', 'parked') LIMIT lim) c);
     END IF;
     RETURN (SELECT count(*) FROM (SELECT 1 FROM jobs
              WHERE org_id = org AND state = st AND queue = q
                AND state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled',
-                             'quarantined') LIMIT lim) c);
+                             'quarantined', 'parked') LIMIT lim) c);
 END
 $$;
 
@@ -556,3 +556,22 @@ END $$;
 GRANT SELECT ON job_dependencies TO aclaim_producer;
 CREATE POLICY producer_scope ON job_dependencies FOR SELECT TO aclaim_producer
     USING (org_id = (SELECT aclaim_producer_org()));
+
+-- ---- a parked job finished by its callback ----
+-- aclaim_finish_parked (0023) ends a parked job (completed, failed, or discarded on its last
+-- attempt) and then marks its park used, in one transaction. Marking it used settles the job's
+-- dependents as every other ending does, in that transaction: only a park's row fires this, so
+-- nothing else pays for it, and a refused callback (which marks nothing) unblocks nothing.
+CREATE FUNCTION job_parks_settle_dependents() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    j record;
+BEGIN
+    SELECT id, state, has_dependents INTO j FROM jobs WHERE id = NEW.job_id;
+    IF j.has_dependents AND j.state IN ('completed', 'failed', 'discarded') THEN
+        PERFORM aclaim_dependencies_settled(aclaim_us(NEW.used_at), ARRAY[j.id], ARRAY[j.state]);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER job_parks_settle_dependents AFTER UPDATE OF used_at ON job_parks
+    FOR EACH ROW WHEN (OLD.used_at IS NULL AND NEW.used_at IS NOT NULL)
+    EXECUTE FUNCTION job_parks_settle_dependents();

@@ -328,3 +328,37 @@ TEST_CASE("the checker flags a job claimed before its dependency completed", "[p
     CHECK(report.violations[0].invariant == common::Invariant::DependenciesFirst);
     CHECK(report.violations[0].job_id == ids[1]);
 }
+
+TEST_CASE("a parked dependency finished by its callback unblocks its dependent; a refusal does not",
+          "[pg][workflow][park]") {
+    Fixture f;
+    const auto ids = f.enqueue({job("lab test"), job("approval", {job_of_this_call(1)})});
+    const auto held = f.claim_all("w1");
+    REQUIRE(held.size() == 1);
+    common::TransitionRequest park{1, held[0].job_id, held[0].generation, "w1"};
+    park.park_deadline = f.clock.now() + std::chrono::minutes(10);
+    park.token = std::string(64, 'c');
+    park.note = "sent to the lab";
+    REQUIRE(f.store.park(park, f.clock.now()).accepted());
+    auto finish = [&](const std::string& token) {
+        pqxx::work t(f.store.connection());
+        const auto accepted = t.exec_params1("SELECT accepted FROM aclaim_finish_parked($1, "
+                                             "'completed', 'ref-lab', now_us => $2)",
+                                             token, common::to_micros(f.clock.now()))[0]
+                                  .as<bool>();
+        t.commit();
+        return accepted;
+    };
+    CHECK_FALSE(finish(std::string(64, 'd')));  // forged: names no job
+    CHECK(f.state(ids[1]) == "waiting");
+    CHECK(finish(park.token));
+    CHECK(f.state(ids[0]) == "completed");
+    CHECK(f.state(ids[1]) == "pending");
+    CHECK(f.events(ids[1], "unblocked") == 1);
+    CHECK_FALSE(finish(park.token));  // the replay unblocks nothing more
+    CHECK(f.events(ids[1], "unblocked") == 1);
+    const auto next = f.claim_all("w2");
+    REQUIRE(next.size() == 1);
+    CHECK(next[0].job_id == ids[1]);
+    CHECK(f.check().ok());
+}
