@@ -14,7 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-CallbackReply reply(int status, json body, bool accepted = false) {
+CallbackReply reply(int status, const json& body, bool accepted = false) {
     return {status, body.dump(), accepted};
 }
 
@@ -48,9 +48,10 @@ int status_of(std::string_view reason) {
 ParkCallback::ParkCallback(const std::string& dsn, const common::Clock& clock)
     : dsn_(with_connect_timeout(dsn, kTimeoutSeconds)), clock_(clock) {}
 
-CallbackReply ParkCallback::handle(const std::string& authorization, const std::string& body,
-                                   const std::string& peer) const {
-    const std::string token = bearer_token(authorization);
+CallbackReply ParkCallback::handle(const CallbackRequest& request) const {
+    const std::string& body = request.body;
+    const std::string& peer = request.peer;
+    const std::string token = bearer_token(request.authorization);
     if (token.empty()) {
         return refused(401, "unauthenticated",
                        "send the park's callback token as 'Authorization: Bearer <token>'");
@@ -88,7 +89,7 @@ CallbackReply ParkCallback::handle(const std::string& authorization, const std::
         spdlog::info("callback peer={} job={} outcome={} {}", peer,
                      row["job_id"].is_null() ? std::string("none") : row["job_id"].c_str(), outcome,
                      accepted ? "accepted" : "refused:" + reason);
-        return reply(accepted ? 200 : status_of(reason), std::move(out), accepted);
+        return reply(accepted ? 200 : status_of(reason), out, accepted);
     } catch (const pqxx::data_exception& e) {
         // The function's own checks (outcome, result's length): the request, not the token.
         return refused(400, "invalid", e.what());

@@ -6,6 +6,13 @@
 
 namespace aclaim::coordinator {
 
+/// What POST /v1/callback was sent.
+struct CallbackRequest {
+    std::string authorization;  ///< the Authorization header
+    std::string body;
+    std::string peer;  ///< who called (address:port), for the audit
+};
+
 /// What POST /v1/callback answers: an HTTP status and a JSON body.
 struct CallbackReply {
     int status = 500;
@@ -28,10 +35,8 @@ class ParkCallback {
     /// `clock` gives the callback's time and must outlive this object.
     ParkCallback(const std::string& dsn, const common::Clock& clock);
 
-    /// `authorization`: the request's Authorization header; `body`: its body; `peer`: who
-    /// called, for the audit. Thread-safe: each call has its own connection.
-    CallbackReply handle(const std::string& authorization, const std::string& body,
-                         const std::string& peer) const;
+    /// Decides one callback. Thread-safe: each call has its own connection.
+    CallbackReply handle(const CallbackRequest& request) const;
 
   private:
     std::string dsn_;

@@ -69,8 +69,8 @@ void HttpServer::routes() {
     server_->Post("/v1/callback", [this](const httplib::Request& req, httplib::Response& res) {
         CallbackReply r{503, R"({"accepted":false,"reason":"unavailable","detail":"no database"})"};
         if (callback_) {
-            r = callback_->handle(req.get_header_value("Authorization"), req.body,
-                                  req.remote_addr + ":" + std::to_string(req.remote_port));
+            r = callback_->handle({req.get_header_value("Authorization"), req.body,
+                                   req.remote_addr + ":" + std::to_string(req.remote_port)});
         }
         (r.accepted ? metrics_.callbacks_accepted : metrics_.callbacks_refused)
             .fetch_add(1, std::memory_order_relaxed);
