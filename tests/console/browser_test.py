@@ -267,7 +267,8 @@ def run(args, work, dsn):
              "document.querySelector('.card[data-org=\"2\"]') !== null")
         counts = browser.evaluate(count)
         check(counts == {"pending": "4", "scheduled": "1", "assigned": "1", "completed": "1",
-                         "failed": "1", "discarded": "1", "cancelled": "0", "quarantined": "2"},
+                         "failed": "1", "discarded": "1", "cancelled": "0", "quarantined": "2",
+                         "parked": "0", "waiting": "0"},
               f"organization 1's counts by state {counts}")
         browser.wait_for("[...document.querySelectorAll('.card[data-org=\"1\"] .workers b')]"
                          ".map((b) => b.textContent).join() === '2'",
@@ -280,12 +281,13 @@ def run(args, work, dsn):
             "'#queues tr[data-org=\"1\"]')) { const c = {};"
             " for (const d of r.querySelectorAll('td[data-state]')) c[d.dataset.state] ="
             " d.textContent; q[r.dataset.queue] = c; } return q; })()")
+        nothing_else = {"parked": "0", "waiting": "0"}
         check(queues == {"default": {"pending": "2", "scheduled": "1", "assigned": "1",
-                                     "discarded": "0"},
+                                     "discarded": "0", **nothing_else},
                          "electrical": {"pending": "2", "scheduled": "0", "assigned": "0",
-                                        "discarded": "0"},
+                                        "discarded": "0", **nothing_else},
                          "poison": {"pending": "0", "scheduled": "0", "assigned": "0",
-                                    "discarded": "1"}},
+                                    "discarded": "1", **nothing_else}},
               f"organization 1's queues with their counts {queues}")
         org2 = browser.evaluate("document.querySelector('.card[data-org=\"2\"] "
                                 ".count[data-state=\"pending\"] .n').textContent")
