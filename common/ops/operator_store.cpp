@@ -21,7 +21,7 @@ auto& count_in(Q& q, JobState s) {
     // In kJobStates' order, which is the enum's (job_states.hpp holds them to it).
     const std::array<decltype(&q.pending), kJobStates.size()> fields = {
         &q.pending,   &q.scheduled, &q.assigned,    &q.completed, &q.failed,
-        &q.discarded, &q.cancelled, &q.quarantined, &q.parked, &q.waiting};
+        &q.discarded, &q.cancelled, &q.quarantined, &q.parked,    &q.waiting};
     return *fields.at(state_index(s));
 }
 

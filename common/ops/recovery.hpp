@@ -49,8 +49,8 @@ struct EventSummary {
 enum class RecoveryClass { Terminal, Live, Expired, Pending, Inconsistent, Parked, Waiting };
 
 inline constexpr RecoveryClass kRecoveryClasses[] = {
-    RecoveryClass::Terminal, RecoveryClass::Live,    RecoveryClass::Expired,
-    RecoveryClass::Pending,  RecoveryClass::Waiting, RecoveryClass::Parked,
+    RecoveryClass::Terminal,    RecoveryClass::Live,    RecoveryClass::Expired,
+    RecoveryClass::Pending,     RecoveryClass::Waiting, RecoveryClass::Parked,
     RecoveryClass::Inconsistent};
 
 std::string_view to_string(RecoveryClass c);

@@ -37,9 +37,9 @@ inline constexpr std::array<JobState, 4> kFinishedStates = {
 
 /// The states counted per queue where the finished rows would cost too much to count: the work
 /// still to do, what an outside system holds and what waits for a person.
-inline constexpr std::array<JobState, 6> kQueueStates = {
-    JobState::Pending, JobState::Scheduled, JobState::Assigned,
-    JobState::Parked,  JobState::Discarded, JobState::Waiting};
+inline constexpr std::array<JobState, 6> kQueueStates = {JobState::Pending,   JobState::Scheduled,
+                                                         JobState::Assigned,  JobState::Parked,
+                                                         JobState::Discarded, JobState::Waiting};
 
 /// The states `cancel` acts on (schema/0023: a parked job too; its token is refused from then on).
 inline constexpr std::array<JobState, 5> kCancellableStates = {

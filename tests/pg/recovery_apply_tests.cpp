@@ -43,8 +43,8 @@ struct Fixture : testing::StoreFixture {
     }
 };
 
-common::ClassCounts counts(long terminal, long live, long expired, long pending,
-                           long inconsistent, long parked = 0) {
+common::ClassCounts counts(long terminal, long live, long expired, long pending, long inconsistent,
+                           long parked = 0) {
     return {terminal, live, expired, pending, inconsistent, parked, 0};  // no waiting job here
 }
 

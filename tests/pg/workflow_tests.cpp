@@ -342,9 +342,10 @@ TEST_CASE("a parked dependency finished by its callback unblocks its dependent; 
     REQUIRE(f.store.park(park, f.clock.now()).accepted());
     auto finish = [&](const std::string& token) {
         pqxx::work t(f.store.connection());
-        const auto accepted = t.exec_params1("SELECT accepted FROM aclaim_finish_parked($1, "
-                                             "'completed', 'ref-lab', now_us => $2)",
-                                             token, common::to_micros(f.clock.now()))[0]
+        const auto accepted = t.exec_params1(
+                                   "SELECT accepted FROM aclaim_finish_parked($1, "
+                                   "'completed', 'ref-lab', now_us => $2)",
+                                   token, common::to_micros(f.clock.now()))[0]
                                   .as<bool>();
         t.commit();
         return accepted;
