@@ -31,12 +31,14 @@ constexpr const char* kCompleteNotifying = "bench_complete_notifying";
 
 std::string complete_notifying_text() {
     std::string text = common::sql::kComplete.text;
-    const std::string tail = "SELECT id FROM done";
+    const std::string tail =
+        "SELECT id, " + std::string(common::sql::kSettledColumn) + " FROM done";
     const auto at = text.rfind(tail);
     if (at == std::string::npos) throw std::logic_error("kComplete no longer ends as expected");
     text.replace(at, tail.size(),
-                 "SELECT id, pg_notify('aclaim_results', org_id || ':' || id || ':' || "
-                 "generation) FROM done");
+                 "SELECT id, " + std::string(common::sql::kSettledColumn) +
+                     ", pg_notify('aclaim_results', org_id || ':' || id || ':' || "
+                     "generation) FROM done");
     return text;
 }
 
