@@ -283,134 +283,14 @@ REVOKE ALL ON FUNCTION aclaim_finish_parked(text, text, text, bigint, bigint, te
 GRANT EXECUTE ON FUNCTION aclaim_finish_parked(text, text, text, bigint, bigint, text)
     TO aclaim_producer, aclaim_coordinator;
 
--- ---- cancel: a parked job is cancellable ----
--- As 0008's, with 'parked' among the states cancel acts on. A parked job has no live holder to
--- tell, so only an assigned one is revoked; its token is refused 'stale' from then on.
-CREATE OR REPLACE FUNCTION aclaim_cancel_jobs(org bigint, job_ids bigint[], actor text,
-                                              reason text, now_us bigint)
-    RETURNS TABLE (id bigint, org_id bigint, generation bigint, was text, holder text)
-    LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-DECLARE
-    c record;
-BEGIN
-    FOR c IN
-        WITH picked AS MATERIALIZED (
-            SELECT j.id, j.state AS was, j.assignee AS holder FROM jobs j
-             WHERE j.id = ANY(job_ids) AND (org IS NULL OR j.org_id = org)
-               AND j.state IN ('pending', 'scheduled', 'assigned', 'parked')
-             ORDER BY j.id FOR UPDATE
-        ), done AS (
-            UPDATE jobs j
-               SET state = 'cancelled', completed_at = aclaim_ts(now_us), lease_expires_at = NULL,
-                   last_error = 'cancelled by ' || actor || ': ' || reason
-              FROM picked
-             WHERE j.id = picked.id
-            RETURNING j.id, j.org_id, j.generation, j.queue, j.attempts, j.last_error,
-                      j.dedupe_key, j.completed_at, picked.was, picked.holder
-        ), logged AS (
-            INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
-            SELECT d.id, d.org_id, d.generation, 'cancelled', actor, aclaim_ts(now_us),
-                   'was ' || d.was || coalesce(', held by ' || d.holder, '') || ': ' || reason
-              FROM done d
-        ), recorded AS (
-            INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts,
-                                      error, dedupe_key, at)
-            SELECT d.org_id, d.id, 'cancelled', d.queue, d.generation, d.attempts, d.last_error,
-                   d.dedupe_key, d.completed_at
-              FROM done d
-            RETURNING pg_notify('aclaim_outcomes', org_id::text)
-        )
-        SELECT d.id, d.org_id, d.generation, d.was, d.holder FROM done d ORDER BY d.id
-    LOOP
-        IF c.was = 'assigned' THEN
-            PERFORM pg_notify('aclaim_revoke', c.org_id || ':' || c.id || ':' || c.generation
-                                               || ':cancelled:' || c.holder);
-        END IF;
-        id := c.id;
-        org_id := c.org_id;
-        generation := c.generation;
-        was := c.was;
-        holder := coalesce(c.holder, '');
-        RETURN NEXT;
-    END LOOP;
-END $$;
-
--- ---- counts per state: parked is a resting state ----
--- As 0014's index diet: the states no hot transition writes are counted through jobs_org_state,
--- and parked is one of them (a PARK and its callback are one row change each, not the claim and
--- completion path). The index and the three readers of 0014 with 'parked' in their lists.
+-- ---- cancel and the per-state counters: parked among them ----
+-- A parked job is cancellable (it has no live holder to tell, so only an assigned one is revoked;
+-- its token is refused 'stale' from then on) and is counted among the resting states: as 0014's
+-- index diet, the states no hot transition writes are counted through jobs_org_state, and parked
+-- is one of them (a PARK and its callback are one row change each, not the claim and completion
+-- path). Cancel and 0014's three readers of the index are restated with 'parked' and 'waiting' in
+-- their lists by the next migration (0024_job_dependencies.sql), which changes them too.
 DROP INDEX jobs_org_state;
 CREATE INDEX jobs_org_state ON jobs (org_id, state, queue, run_at)
     WHERE state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled', 'quarantined',
                     'parked');
--- The least organization above `after` (NULL: the least of all) that has a job: one probe of
--- each index that leads with the organization and together covers every state.
-CREATE OR REPLACE FUNCTION aclaim_next_org(after bigint) RETURNS bigint
-LANGUAGE sql STABLE AS $$
-SELECT min(o) FROM (
-    (SELECT org_id FROM jobs
-      WHERE state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled', 'quarantined', 'parked')
-        AND org_id > coalesce(after, 0) ORDER BY org_id LIMIT 1)
-    UNION ALL
-    (SELECT org_id FROM jobs
-      WHERE state = 'assigned' AND org_id > coalesce(after, 0) ORDER BY org_id LIMIT 1)
-    UNION ALL
-    (SELECT org_id FROM jobs
-      WHERE state IN ('completed', 'failed', 'discarded', 'cancelled')
-        AND org_id > coalesce(after, 0) ORDER BY org_id LIMIT 1)
-) first(o)
-$$;
-
--- The least queue above `after` (NULL: the least) holding a job of organization `org` in state
--- `st`, from the index that holds that state. Queue names are never empty (the queue_name check),
--- so '' sorts below every one.
-CREATE OR REPLACE FUNCTION aclaim_next_queue(org bigint, st text, after text) RETURNS text
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    IF st = 'assigned' THEN
-        RETURN (SELECT queue FROM jobs WHERE org_id = org AND state = 'assigned'
-                   AND queue > coalesce(after, '') ORDER BY queue LIMIT 1);
-    ELSIF st = 'completed' THEN
-        RETURN (SELECT queue FROM jobs WHERE org_id = org AND state = 'completed'
-                   AND queue > coalesce(after, '') ORDER BY queue LIMIT 1);
-    END IF;
-    RETURN (SELECT queue FROM jobs
-             WHERE org_id = org AND state = st
-               AND state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled',
-                             'quarantined', 'parked')
-               AND queue > coalesce(after, '') ORDER BY queue LIMIT 1);
-END
-$$;
-
--- Organization `org`'s jobs in state `st` (and queue `q`; NULL: every queue), counted up to
--- cap + 1 (NULL: all) by an index-only scan of the index that holds the state.
-CREATE OR REPLACE FUNCTION aclaim_count_in(org bigint, st text, q text, cap bigint) RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    lim bigint := CASE WHEN cap IS NULL THEN NULL ELSE cap + 1 END;
-BEGIN
-    IF st = 'assigned' THEN
-        RETURN (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE org_id = org AND state = 'assigned'
-                   AND (q IS NULL OR queue = q) LIMIT lim) c);
-    ELSIF st = 'completed' THEN
-        IF q IS NULL THEN
-            RETURN (SELECT count(*) FROM (SELECT 1 FROM jobs
-                     WHERE org_id = org AND state = 'completed' LIMIT lim) c);
-        END IF;
-        RETURN (SELECT count(*) FROM (SELECT 1 FROM jobs
-                 WHERE org_id = org AND queue = q AND state = 'completed' LIMIT lim) c);
-    END IF;
-    IF q IS NULL THEN
-        RETURN (SELECT count(*) FROM (SELECT 1 FROM jobs
-                 WHERE org_id = org AND state = st
-                   AND state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled',
-                                 'quarantined', 'parked') LIMIT lim) c);
-    END IF;
-    RETURN (SELECT count(*) FROM (SELECT 1 FROM jobs
-             WHERE org_id = org AND state = st AND queue = q
-               AND state IN ('pending', 'scheduled', 'failed', 'discarded', 'cancelled',
-                             'quarantined', 'parked') LIMIT lim) c);
-END
-$$;
-

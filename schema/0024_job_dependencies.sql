@@ -342,8 +342,9 @@ BEGIN
 END $$;
 
 -- ---- cancelling ----
--- As 0023's, with 'waiting' among the cancellable states too (after 'parked', 0023), and the
--- cancelled jobs that have dependents settled in the same transaction (their dependents' policies apply).
+-- As 0008's, with 'parked' (0023: a parked job has no live holder to tell, so only an assigned
+-- one is revoked, and its token is refused 'stale' from then on) and 'waiting' among the
+-- cancellable states, and the cancelled jobs that have dependents settled in the same transaction (their dependents' policies apply).
 CREATE OR REPLACE FUNCTION aclaim_cancel_jobs(org bigint, job_ids bigint[], actor text,
                                               reason text, now_us bigint)
     RETURNS TABLE (id bigint, org_id bigint, generation bigint, was text, holder text)
@@ -405,7 +406,8 @@ BEGIN
 END $$;
 
 -- ---- counting ----
--- As 0023's (0014's with 'parked'), with waiting jobs counted from jobs_waiting.
+-- As 0014's, with 'parked' among the states counted through jobs_org_state (0023) and waiting jobs
+-- counted from jobs_waiting.
 CREATE OR REPLACE FUNCTION aclaim_next_org(after bigint) RETURNS bigint
 LANGUAGE sql STABLE AS $$
 SELECT min(o) FROM (
