@@ -100,6 +100,14 @@ TEST_CASE("a refused setting is named by its flag, whichever slice holds it", "[
     CHECK(refusal(o).empty());
 
     o = valid();
+    o.aging.interval_ms = 5;
+    CHECK(refusal(o).find("--aging-interval-ms") != std::string::npos);
+    o.aging.interval_ms = 0;  // off
+    CHECK(refusal(o).empty());
+    o.aging.batch = 0;
+    CHECK(refusal(o).find("--aging-batch") != std::string::npos);
+
+    o = valid();
     o.connection.db_deadline_ms = 50;
     CHECK(refusal(o).find("--db-deadline-ms") != std::string::npos);
 
