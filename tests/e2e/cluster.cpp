@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "common/base/clock.hpp"
 
@@ -46,6 +47,30 @@ Process& Cluster::start_coordinator_at(const std::string& endpoint,
     processes_.push_back(
         std::make_unique<Process>(argv, std::map<std::string, std::string>{}, log));
     return *processes_.back();
+}
+
+common::CurveKeyPair Cluster::use_new_curve_keys() {
+    auto server = common::make_curve_key_pair();
+    const auto key_file = log_dir_ + "/coordinator.key";
+    {
+        std::ofstream out(key_file);
+        out << server.secret_key << "\n";
+    }
+    std::filesystem::permissions(
+        key_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    use_curve(key_file);
+    return server;
+}
+
+void Cluster::register_key(common::OrgId org, const std::string& name,
+                           const std::string& public_key) {
+    Process ctl({bin("aclaimctl"), "keys", "register", "--org", std::to_string(org), "--name", name,
+                 "--public-key=" + public_key},
+                {{"ACLAIM_DSN", db_.dsn()}}, log_dir_ + "/keys-" + name + ".log");
+    if (ctl.wait_for(std::chrono::seconds(20)) != std::optional<int>(0)) {
+        throw std::runtime_error("aclaimctl keys register " + name + " failed; see " +
+                                 ctl.log_path());
+    }
 }
 
 Process& Cluster::start_worker(const std::string& id, common::OrgId org,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/ops/checker.hpp"
+#include "common/ops/worker_keys.hpp"
 #include "common/store/assignment_store.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/test_database.hpp"
@@ -42,6 +43,11 @@ class Cluster {
     void use_curve(std::string secret_key_file) {
         curve_secret_key_file_ = std::move(secret_key_file);
     }
+    /// A new coordinator key pair, the secret written to a 0600 file in the log folder the way an
+    /// operator keeps it, and use_curve() with that file. Returns the pair.
+    common::CurveKeyPair use_new_curve_keys();
+    /// Registers a worker key the way an operator does: `aclaimctl keys register`.
+    void register_key(common::OrgId org, const std::string& name, const std::string& public_key);
     /// Starts a worker with the given id and organization, plus extra flags.
     Process& start_worker(const std::string& id, common::OrgId org,
                           std::vector<std::string> extra = {});

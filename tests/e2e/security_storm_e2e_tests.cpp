@@ -11,7 +11,6 @@
 #include <array>
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -44,14 +43,6 @@ using KeyPair = aclaim::common::CurveKeyPair;
 /// Throws rather than failing a Catch assertion, so that client threads may call it too.
 KeyPair new_pair() {
     return aclaim::common::make_curve_key_pair();
-}
-
-/// Registers a worker key the way an operator does: aclaimctl keys register.
-void register_key(const Cluster& c, long org, const std::string& name, const KeyPair& key) {
-    Process ctl({bin("aclaimctl"), "keys", "register", "--org", std::to_string(org), "--name", name,
-                 "--public-key=" + key.public_key},
-                {{"ACLAIM_DSN", c.db().dsn()}}, c.log_dir() + "/keys-" + name + ".log");
-    REQUIRE(ctl.wait_for(20s) == std::optional<int>(0));
 }
 
 /// VmRSS of a process in kB, or -1 when it cannot be read.
@@ -248,14 +239,7 @@ TEST_CASE("a garbage storm during a CURVE drain changes nothing and is answered 
 
     // Keys the way an operator makes them: the coordinator's secret in a 0600 file, every
     // worker's public key registered with aclaimctl.
-    const auto server = new_pair();
-    const auto key_file = c.log_dir() + "/coordinator.key";
-    {
-        std::ofstream out(key_file);
-        out << server.secret_key << "\n";
-    }
-    std::filesystem::permissions(
-        key_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    const auto server = c.use_new_curve_keys();
     std::vector<KeyPair> worker_keys;
     for (int i = 0; i < kWorkers; ++i) {
         worker_keys.push_back(new_pair());
@@ -263,12 +247,11 @@ TEST_CASE("a garbage storm during a CURVE drain changes nothing and is answered 
         // aclaimctl and the worker it must still read as a key, not as an option.
         while (i == 0 && worker_keys.back().public_key.front() != '-')
             worker_keys.back() = new_pair();
-        register_key(c, 1, "w" + std::to_string(i), worker_keys.back());
+        c.register_key(1, "w" + std::to_string(i), worker_keys.back().public_key);
     }
     const auto flooder_key = new_pair();
-    register_key(c, 2, "flooder", flooder_key);
+    c.register_key(2, "flooder", flooder_key.public_key);
 
-    c.use_curve(key_file);
     const int http_port = free_port();
     auto& coordinator = c.start_coordinator(
         {"--lease-ms", "5000", "--http-bind", "127.0.0.1:" + std::to_string(http_port),
