@@ -55,6 +55,8 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
         if (it == pending_.end()) return false;
         const auto* p = std::get_if<proto::Park>(&it->second.message);
         if (p == nullptr) return false;
+        // REJECTED says the job is no longer this worker's (its completion would be refused).
+        held_.remove({p->job_id, p->generation});
         out.push_back(JobParked{{p->job_id, p->generation}, false, "", 0, reason, detail});
         pending_.erase(it);
         return true;
@@ -206,6 +208,9 @@ void Client::handle_error(const proto::Error& e, TimePoint now, std::vector<Even
         out.push_back(ProgressSaved{
             {pr->job_id, pr->generation}, false, pr->percent, "error:" + e.code, e.text});
     } else if (const auto* pk = std::get_if<proto::Park>(&message)) {
+        // Not parked (or not known to be): the worker still holds the job, whose lease runs on.
+        // Renewing it tells which: a job parked after all answers the RENEW with REVOKED.
+        held_.resume_renewing(pk->job_id, now);
         out.push_back(
             JobParked{{pk->job_id, pk->generation}, false, "", 0, "error:" + e.code, e.text});
     } else if (const auto* r = std::get_if<proto::Renew>(&message)) {

@@ -68,6 +68,14 @@ void HeldJobs::renewal_abandoned(std::int64_t job_id) {
     if (const auto it = jobs_.find(job_id); it != jobs_.end()) it->second.in_flight = false;
 }
 
+void HeldJobs::resume_renewing(std::int64_t job_id, TimePoint now) {
+    if (const auto it = jobs_.find(job_id); it != jobs_.end()) {
+        it->second.renewing = true;
+        it->second.in_flight = false;
+        it->second.next_renewal = now;
+    }
+}
+
 void HeldJobs::retry_renewal(std::int64_t job_id, TimePoint at) {
     if (const auto it = jobs_.find(job_id); it != jobs_.end()) {
         it->second.in_flight = false;

@@ -59,6 +59,10 @@ class HeldJobs {
     /// The renewal got no answer (the connection is being replaced): allow another one.
     void renewal_abandoned(std::int64_t job_id);
 
+    /// Renewals again, the first one now, for a job whose stop_renewing() was premature: its
+    /// PARK was refused with an ERROR, so the worker still holds it.
+    void resume_renewing(std::int64_t job_id, TimePoint now);
+
     /// The renewal was refused for now (coordinator busy): try again at `at` at the latest.
     void retry_renewal(std::int64_t job_id, TimePoint at);
 

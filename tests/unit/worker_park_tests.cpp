@@ -1,6 +1,7 @@
 // The worker client's use of protocol 1.6's PARK, against a scripted ROUTER: HELLO asks for park
 // only when told to; park() sends PARK, stops renewing the job and reports PARKED's token and
-// deadline (the client then no longer holds the job), and a REJECTED or ERROR as a refusal.
+// deadline (the client then no longer holds the job), and a REJECTED or ERROR as a refusal:
+// after REJECTED the job is lost, after an ERROR it is still held and renewed again at once.
 
 #include <algorithm>
 
@@ -59,4 +60,19 @@ TEST_CASE("client: park() is answered with the token, and the job is no longer h
     CHECK_FALSE(refused.accepted);
     CHECK(refused.reason == "lease_expired");
     CHECK(refused.token.empty());
+    CHECK(h.client.held().size() == 0);
+
+    // A third job's PARK answered ERROR: nothing was parked, so the worker still holds the job
+    // and its lease must not lapse: its renewal goes out at once.
+    const auto third = h.assign_one(43, 2, 3000);
+    const auto req3 = h.client.park(third, 1000);
+    const auto sent3 = h.next_request<proto::Park>();
+    h.fake.reply(sent3, proto::Error{req3, "invalid", "timeout_ms: out of range"});
+    const auto errored = h.next_event<worker::JobParked>();
+    CHECK_FALSE(errored.accepted);
+    CHECK(errored.reason == "error:invalid");
+    CHECK(h.client.held().size() == 1);
+    const auto renewal = h.next_request<proto::Renew>();
+    const auto& renew = std::get<proto::Renew>(renewal.message);
+    CHECK((renew.job_id == 43 && renew.generation == 2));
 }

@@ -99,6 +99,15 @@ class HeldJobs:
         if entry is not None:
             entry.in_flight = False
 
+    def resume_renewing(self, job_id: int, now: float) -> None:
+        """Renewals again, the first one now, for a job whose stop_renewing() was premature: its
+        PARK was refused with an ERROR, so the worker still holds it."""
+        entry = self._jobs.get(job_id)
+        if entry is not None:
+            entry.renewing = True
+            entry.in_flight = False
+            entry.next_renewal = now
+
     def retry_renewal(self, job_id: int, at: float) -> None:
         """The renewal was refused for now (coordinator busy): try again at `at` at the latest."""
         entry = self._jobs.get(job_id)

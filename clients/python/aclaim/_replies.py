@@ -100,6 +100,9 @@ class Replies:
         elif kind in ("ACCEPTED", "REJECTED"):
             p = self._take(req)
             if p is not None and p.kind == "PARK":
+                # REJECTED says the job is no longer this worker's (its completion would be
+                # refused).
+                self.held.remove(p.job())
                 out.append(ParkAnswer(p.job(), False, reason=body.get("reason", kind),
                                       detail=body.get("detail", "")))
                 return
@@ -186,6 +189,9 @@ class Replies:
         elif p.kind == "PROGRESS":
             out.append(ProgressSaved(p.job(), p.fields["percent"], False, "error:" + code, text))
         elif p.kind == "PARK":
+            # Not parked (or not known to be): the worker still holds the job, whose lease runs
+            # on. Renewing it tells which: a job parked after all answers the RENEW with REVOKED.
+            self.held.resume_renewing(p.job()[0], now)
             out.append(ParkAnswer(p.job(), False, reason="error:" + code, detail=text))
         elif p.kind == "RENEW":
             # Soon when the coordinator was only busy, else at the next heartbeat; a lease that

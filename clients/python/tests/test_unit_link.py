@@ -17,7 +17,8 @@ checkout.use()
 from fake_coordinator import FakeCoordinator
 
 from aclaim import Verdict, WorkerError
-from aclaim._events import ClaimEnded, JobAssigned, JobLost, LinkOptions, SessionReady
+from aclaim._events import (ClaimEnded, JobAssigned, JobLost, LinkOptions, ParkAnswer,
+                             SessionReady)
 from aclaim._link import Link
 
 LIMIT = 5.0
@@ -129,6 +130,32 @@ class LinkTest(unittest.TestCase):
                                                                  "completed"))
         self.assertEqual(len(h.link.held), 0)
         self.assertGreaterEqual(h.link.stats.renewals, 1)
+
+    def test_a_refused_park_loses_the_job_and_an_errored_one_renews_it_again(self) -> None:
+        h = self.harness(park=True)
+        h.link.start()
+        h.session(heartbeat_ms=60_000)
+        # REJECTED: the job is no longer this worker's.
+        lost = h.held_job(21)
+        req = h.link.park((lost["job_id"], lost["generation"]), 1000, "to the lab")
+        park = h.expect("PARK")
+        self.assertEqual(park.req, req)
+        h.fake.reply(park, "REJECTED", job_id=21, generation=1, reason="lease_expired",
+                     detail="the lease ran out")
+        answer = h.next_event(ParkAnswer)
+        self.assertFalse(answer.accepted)
+        self.assertEqual(len(h.link.held), 0)
+        # ERROR: nothing was parked, the worker still holds the job, and with a heartbeat a
+        # minute away its renewal goes out at once all the same.
+        kept = h.held_job(22)
+        h.link.park((kept["job_id"], kept["generation"]), 1000, "")
+        park = h.expect("PARK")
+        h.fake.reply(park, "ERROR", code="invalid", text="timeout_ms: out of range")
+        answer = h.next_event(ParkAnswer)
+        self.assertEqual(answer.reason, "error:invalid")
+        self.assertEqual(len(h.link.held), 1)
+        renew = h.expect("RENEW")
+        self.assertEqual((renew.body["job_id"], renew.body["generation"]), (22, 1))
 
     def test_hello_leaves_out_queues_when_it_serves_only_default(self) -> None:
         h = self.harness()
