@@ -6,12 +6,22 @@
 #include "common/base/clock.hpp"
 #include "common/ops/job_json.hpp"
 #include "common/ops/operator_store.hpp"
+#include "common/store/job_states.hpp"
 #include "ctl/ctl.hpp"
 #include "ctl/terminal.hpp"
 
 namespace aclaim::ctl {
 
 namespace {
+
+/// Every state's name, comma-separated, for the help and the usage error.
+std::string state_names() {
+    std::string out;
+    for (const auto name : common::all_state_names()) {
+        out += (out.empty() ? "" : ", ") + std::string(name);
+    }
+    return out;
+}
 
 struct ListArgs {
     std::int64_t org = 0;
@@ -29,10 +39,7 @@ common::JobFilter filter_of(const ListArgs& a, common::Instant now) {
     if (a.org > 0) f.org_id = a.org;
     if (!a.state.empty()) {
         if (!is_job_state(a.state)) {
-            throw UsageError(
-                "--state '" + a.state +
-                "' is not a state (pending, scheduled, assigned, completed, failed, discarded, "
-                "cancelled, quarantined)");
+            throw UsageError("--state '" + a.state + "' is not a state (" + state_names() + ")");
         }
         f.state = a.state;
     }
@@ -104,9 +111,7 @@ void add_jobs_command(CLI::App& app, Global& global, Action& action) {
         "list", "Jobs matching every filter given, in id order, a page at a time");
     common::add_org(*ls, args->org, "Only this organization");
     ls->add_option("--queue", args->queue, "Only this queue");
-    ls->add_option("--state", args->state,
-                   "Only this state: pending, scheduled, assigned, completed, failed, discarded, "
-                   "cancelled, quarantined");
+    ls->add_option("--state", args->state, "Only this state: " + state_names());
     ls->add_option("--assignee", args->assignee, "Only jobs this worker holds or last held");
     ls->add_option("--older-than", args->older_than,
                    "Only jobs enqueued longer ago than this (90s, 10m, 2h, 1d)");

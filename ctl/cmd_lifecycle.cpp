@@ -248,20 +248,23 @@ int run_list(const Global& global, const QueueArgs& a) {
     pqxx::connection conn(require_dsn(global));
     const auto queues = common::OperatorStore(conn).queues(
         a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt);
-    std::printf("%6s %-20s %-7s %8s %9s %8s %9s %9s %6s %9s %6s %-18s %-14s %8s %7s %7s  %s\n",
-                "org", "queue", "state", "pending", "scheduled", "assigned", "completed",
-                "discarded", "failed", "cancelled", "limit", "rate", "share", "attempts", "backoff",
-                "timeout", "kept completed/failed/discarded/cancelled");
+    std::printf(
+        "%6s %-20s %-7s %8s %9s %8s %7s %7s %9s %9s %6s %9s %6s %-18s %-14s %8s %7s %7s  %s\n",
+        "org", "queue", "state", "pending", "scheduled", "assigned", "parked", "waiting",
+        "completed", "discarded", "failed", "cancelled", "limit", "rate", "share", "attempts",
+        "backoff", "timeout", "kept completed/failed/discarded/cancelled");
     for (const auto& q : queues) {
         const std::string kept =
             retention_text(q.retain_completed) + "/" + retention_text(q.retain_failed) + "/" +
             retention_text(q.retain_discarded) + "/" + retention_text(q.retain_cancelled);
         std::printf(
-            "%6lld %-20s %-7s %8lld %9lld %8lld %9lld %9lld %6lld %9lld %6s %-18s %-14s %8s %7s "
-            "%7s  %s\n",
+            "%6lld %-20s %-7s %8lld %9lld %8lld %7lld %7lld %9lld %9lld %6lld %9lld %6s %-18s "
+            "%-14s "
+            "%8s %7s %7s  %s\n",
             static_cast<long long>(q.org_id), q.queue.c_str(), q.paused ? "paused" : "running",
             static_cast<long long>(q.pending), static_cast<long long>(q.scheduled),
-            static_cast<long long>(q.assigned), static_cast<long long>(q.completed),
+            static_cast<long long>(q.assigned), static_cast<long long>(q.parked),
+            static_cast<long long>(q.waiting), static_cast<long long>(q.completed),
             static_cast<long long>(q.discarded), static_cast<long long>(q.failed),
             static_cast<long long>(q.cancelled), opt_text(q.max_assigned).c_str(),
             rate_text(q).c_str(), share_text(q).c_str(), opt_text(q.max_attempts).c_str(),

@@ -45,6 +45,7 @@ nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Insta
             {"cancelled", s.cancelled},
             {"quarantined", s.quarantined},
             {"parked", s.parked},
+            {"waiting", s.waiting},
             {"live_leases", s.live_leases},
             {"expired_leases", s.expired_leases},
             {"completed_last_minute", s.completed_last_minute},
@@ -59,23 +60,25 @@ nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Insta
 }
 
 void print_table(std::FILE* out, const std::vector<common::OrgStatus>& rows) {
-    std::fprintf(out, "%-8s %9s %10s %9s %9s %9s %9s %10s %9s %8s %9s %9s %12s %7s\n", "org",
+    std::fprintf(out, "%-8s %9s %10s %9s %9s %9s %9s %10s %9s %8s %9s %9s %12s %7s %8s\n", "org",
                  "pending", "oldest", "scheduled", "assigned", "live", "expired", "completed",
-                 "last-min", "failed", "discarded", "cancelled", "quarantined", "parked");
+                 "last-min", "failed", "discarded", "cancelled", "quarantined", "parked",
+                 "waiting");
     common::OrgStatus total;
     auto line = [out](const char* org, const common::OrgStatus& s) {
         const std::string oldest =
             s.oldest_pending_age ? format_duration(*s.oldest_pending_age) : "-";
         std::fprintf(
             out,
-            "%-8s %9lld %10s %9lld %9lld %9lld %9lld %10lld %9lld %8lld %9lld %9lld %12lld %7lld\n",
+            "%-8s %9lld %10s %9lld %9lld %9lld %9lld %10lld %9lld %8lld %9lld %9lld %12lld %7lld "
+            "%8lld\n",
             org, static_cast<long long>(s.pending), oldest.c_str(),
             static_cast<long long>(s.scheduled), static_cast<long long>(s.assigned),
             static_cast<long long>(s.live_leases), static_cast<long long>(s.expired_leases),
             static_cast<long long>(s.completed), static_cast<long long>(s.completed_last_minute),
             static_cast<long long>(s.failed), static_cast<long long>(s.discarded),
             static_cast<long long>(s.cancelled), static_cast<long long>(s.quarantined),
-            static_cast<long long>(s.parked));
+            static_cast<long long>(s.parked), static_cast<long long>(s.waiting));
     };
     for (const auto& s : rows) {
         line(std::to_string(s.org_id).c_str(), s);
@@ -91,6 +94,7 @@ void print_table(std::FILE* out, const std::vector<common::OrgStatus>& rows) {
         total.failed += s.failed;
         total.quarantined += s.quarantined;
         total.parked += s.parked;
+        total.waiting += s.waiting;
         if (s.oldest_pending_age &&
             (!total.oldest_pending_age || *s.oldest_pending_age > *total.oldest_pending_age)) {
             total.oldest_pending_age = s.oldest_pending_age;

@@ -205,8 +205,13 @@ TEST_CASE("aclaimctl status: states, leases, oldest pending and the last minute"
                 .leases.size() == 1);
     const auto done = store.claim(1, {"w-done", 1}, kHour, now).leases.at(0);
     REQUIRE(store.complete({1, done.job_id, done.generation, "w-done", "r"}, now).accepted());
-    // Organization 2: one job, set aside by the recovery tool.
+    // Organization 2: one job, set aside by the recovery tool, and one waiting for it.
     const auto q = store.enqueue(2, jobs(1), now).at(0);
+    {
+        auto dependent = jobs(1, "after");
+        dependent[0].depends_on = {q};
+        REQUIRE(store.enqueue(2, dependent, now).size() == 1);
+    }
     {
         pqxx::work t(*conn);
         t.exec_params(
@@ -233,6 +238,8 @@ TEST_CASE("aclaimctl status: states, leases, oldest pending and the last minute"
     CHECK(o1["oldest_pending_age_ms"].get<long>() < 660'000);
     const auto& o2 = all["organizations"]["2"];
     CHECK(o2["quarantined"] == 1);
+    CHECK(o2["waiting"] == 1);
+    CHECK(o1["waiting"] == 0);
     CHECK(o2["oldest_pending_age_ms"].is_null());
 
     r = run_ctl(db.dsn(), {"status", "--org", "2", "--json"});
@@ -242,7 +249,15 @@ TEST_CASE("aclaimctl status: states, leases, oldest pending and the last minute"
     r = run_ctl(db.dsn(), {"status"});
     REQUIRE(r.code == 0);
     CHECK(r.out.find("expired") != std::string::npos);
+    CHECK(r.out.find("waiting") != std::string::npos);
     CHECK(r.out.find("\ntotal ") != std::string::npos);
+    // The queue list counts the waiting job in its own column, beside parked ones.
+    r = run_ctl(db.dsn(), {"queue", "list", "--org", "2"});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find(" parked waiting ") != std::string::npos);
+    r = run_ctl(db.dsn(), {"jobs", "list", "--state", "resting"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("parked, waiting") != std::string::npos);
 
     // Watching without a terminal: one plain block per round, bounded by --count.
     r = run_ctl(db.dsn(), {"status", "--watch", "--count", "3", "--interval", "100ms"});
