@@ -4,12 +4,10 @@
 
 namespace aclaim::coordinator {
 
-namespace {
-constexpr const char* kApplicationName = "aclaim-coordinator-ager";
-}  // namespace
-
 Ager::Ager(AgingOptions options, const Connections& connections, const common::Clock& clock)
-    : options_(options), connections_(connections), clock_(clock) {}
+    : options_(options),
+      clock_(clock),
+      task_("ager", "aclaim-coordinator-ager", "aging pending jobs again", connections, clock) {}
 
 Ager::~Ager() {
     stop();
@@ -26,31 +24,10 @@ common::AgingPass Ager::pass(pqxx::connection& conn) {
 }
 
 void Ager::start() {
-    if (options_.interval_ms <= 0 || task_.running()) return;
-    watch_ = connections_.watch(kApplicationName);
-    task_.start(common::PeriodicTask::Wait{0}, [this]() -> common::PeriodicTask::Wait {
-        const auto interval = std::chrono::milliseconds(options_.interval_ms);
-        // A pass not run is run at the next interval, from the jobs' run_at: nothing is lost by
-        // waiting but the time waited, which the aging bound counts (docs/guarantees.md).
-        try {
-            if (!conn_) conn_ = connections_.open(kApplicationName, Connections::Role::RowSecurity);
-            watch_->arm(conn_->sock(), clock_.monotonic_now() + connections_.deadline());
-            const auto out = pass(*conn_);
-            watch_->disarm();
-            if (failing_) spdlog::info("ager: aging pending jobs again");
-            failing_ = false;
-            if (out.more) return common::PeriodicTask::Wait{0};
-        } catch (const std::exception& e) {
-            const bool cut = watch_->disarm();
-            if (!failing_) {
-                spdlog::warn("ager: pass failed{}: {}", cut ? " (cut at its deadline)" : "",
-                             e.what());
-            }
-            failing_ = true;
-            conn_.reset();
-        }
-        return interval;
-    });
+    // A pass not run is run at the next interval, from the jobs' run_at: nothing is lost by
+    // waiting but the time waited, which the aging bound counts (docs/guarantees.md).
+    task_.start(std::chrono::milliseconds(options_.interval_ms),
+                [this](pqxx::connection& conn) { return pass(conn).more; });
 }
 
 }  // namespace aclaim::coordinator

@@ -1,12 +1,11 @@
 #pragma once
 
-#include <memory>
 #include <pqxx/pqxx>
 
 #include "common/base/clock.hpp"
-#include "common/base/periodic_task.hpp"
 #include "common/ops/aging_store.hpp"
 #include "coordinator/db/connections.hpp"
+#include "coordinator/db/watched_pass.hpp"
 #include "coordinator/options.hpp"
 
 namespace aclaim::coordinator {
@@ -15,8 +14,8 @@ namespace aclaim::coordinator {
 /// connection of its own. Every coordinator runs one; each pass is taken by whichever gets the
 /// aging lock, the others pass (common::AgingStore::run). Off the claim and completion path: with
 /// no aged queue a pass reads job_queues' aged rows, none. A pass that stopped at its batch is
-/// followed by the next at once. What is due is decided on the injected clock (a test moves a
-/// ManualClock and calls pass()); the pace between passes is real time, as the scheduler's.
+/// followed by the next at once (WatchedPass). What is due is decided on the injected clock (a
+/// test moves a ManualClock and calls pass()).
 class Ager {
   public:
     /// `connections` (and its watchdog) and `clock` must outlive it.
@@ -35,12 +34,8 @@ class Ager {
 
   private:
     const AgingOptions options_;
-    const Connections& connections_;
     const common::Clock& clock_;
-    std::shared_ptr<StatementWatchdog::Watch> watch_;
-    std::unique_ptr<pqxx::connection> conn_;
-    bool failing_ = false;
-    common::PeriodicTask task_{common::real_time()};
+    WatchedPass task_;
 };
 
 }  // namespace aclaim::coordinator

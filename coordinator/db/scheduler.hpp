@@ -1,12 +1,11 @@
 #pragma once
 
-#include <memory>
 #include <pqxx/pqxx>
 
 #include "common/base/clock.hpp"
-#include "common/base/periodic_task.hpp"
 #include "common/ops/schedule_store.hpp"
 #include "coordinator/db/connections.hpp"
+#include "coordinator/db/watched_pass.hpp"
 #include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
@@ -17,9 +16,8 @@ namespace aclaim::coordinator {
 /// (common::ScheduleStore::run_due), the others skip it, so a tick is enqueued once however many
 /// run. Off the claim and completion path: its only read per interval is one probe of the
 /// schedules_due index, empty when no schedule exists. A pass that leaves ticks due (a catch-up
-/// after an outage) is followed by the next at once. What is due is decided on the injected
-/// clock (a test moves a ManualClock and calls pass()); the pace between passes is real time, as
-/// the reaper's, so a simulated clock never stops the thread nor spins it.
+/// after an outage) is followed by the next at once (WatchedPass). What is due is decided on the
+/// injected clock (a test moves a ManualClock and calls pass()).
 class Scheduler {
   public:
     /// `connections` (and its watchdog) and `clock` must outlive it.
@@ -39,13 +37,9 @@ class Scheduler {
 
   private:
     const SchedulerOptions options_;
-    const Connections& connections_;
     const common::Clock& clock_;
     Metrics& metrics_;
-    std::shared_ptr<StatementWatchdog::Watch> watch_;
-    std::unique_ptr<pqxx::connection> conn_;
-    bool failing_ = false;
-    common::PeriodicTask task_{common::real_time()};
+    WatchedPass task_;
 };
 
 }  // namespace aclaim::coordinator
