@@ -31,7 +31,8 @@
 -- before the marking reads the jobs, and one that waits for the setting reads the weight after
 -- it committed, so no job of a weighted queue is left unmarked. A lock in the shared lock table,
 -- nothing written.
-ALTER TABLE jobs ADD COLUMN weighed boolean CHECK (weighed);
+-- No CHECK (weighed): a constraint is evaluated on every new version of every job's row (see 0016).
+ALTER TABLE jobs ADD COLUMN weighed boolean;
 
 CREATE FUNCTION aclaim_weight_lock(org bigint, queue_name text) RETURNS bigint
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
