@@ -131,9 +131,21 @@ SELECT id, org_id, generation, was, holder
 )SQL",
     {"jobs bigint[]", "operator text", "reason text", "now_us bigint"}};
 
+/// $1 bigint[] jobs. Before kOperatorRetry, in its transaction: the weight lock of each listed
+/// job's queue, shared and in order (schema/0026_weighted_claim_index.sql), so that the retry
+/// reads whether the queue has a weight after any setting of one that is under way committed.
+inline const Statement kOperatorRetryLocks{"aclaim_operator_retry_locks",
+                                           R"SQL(
+SELECT count(pg_advisory_xact_lock_shared(aclaim_weight_lock(org_id, queue)))
+  FROM (SELECT DISTINCT org_id, queue FROM jobs WHERE id = ANY($1::bigint[])
+         ORDER BY org_id, queue) AS q
+)SQL",
+                                           {"jobs bigint[]"}};
+
 /// $1 bigint[] jobs, $2 operator, $3 now, $4 reason. Revives each listed job that failed, was
 /// discarded or was cancelled: pending now, with a fresh attempt budget, audited 'retried'. A
-/// completed job is never run again.
+/// completed job is never run again. A job of a weighted queue is marked for the weighted claim's
+/// index (schema/0026_weighted_claim_index.sql; after kOperatorRetryLocks).
 inline const Statement kOperatorRetry{
     "aclaim_operator_retry",
     R"SQL(
@@ -141,7 +153,10 @@ WITH r AS (
     UPDATE jobs
        SET state = 'pending', attempts = 0, assignee = NULL, claimed_at = NULL,
            lease_expires_at = NULL, completed_at = NULL, deadline_at = NULL,
-           run_at = aclaim_ts($3::bigint)
+           run_at = aclaim_ts($3::bigint),
+           weighed = coalesce(weighed, (SELECT true FROM job_queues q
+                                          WHERE q.org_id = jobs.org_id AND q.queue = jobs.queue
+                                            AND q.weight IS NOT NULL))
      WHERE id = ANY($1::bigint[]) AND state IN ()SQL" +
         sql_state_list(kRetryableStates) + R"SQL()
     RETURNING id, org_id, queue, generation, max_attempts
@@ -203,7 +218,9 @@ SELECT CASE WHEN NOT $3::bool THEN aclaim_wake(org_id, queue) END FROM q
 /// set keeps the queue's pass, so that changing a weight never hands the queue a burst (a queue
 /// new to weights starts level with the others at its first claim). After kOperatorQueueLock, as
 /// kOperatorPause: a claim holds the organization's lock shared, so the bucket changes between
-/// claims, never under one.
+/// claims, never under one. A queue given a weight it did not have has its jobs marked for the
+/// weighted claim's index in this statement, by the trigger job_queues_weighed
+/// (schema/0026_weighted_claim_index.sql), after the enqueues into it under way commit.
 inline const Statement kOperatorConfigure{
     "aclaim_operator_configure",
     R"SQL(
@@ -360,8 +377,8 @@ SELECT p.login, p.org_id, aclaim_us(p.bound_at) AS bound_us, p.bound_by,
 /// The statements above that take parameters, run unprepared on the caller's connection (their
 /// names only identify them); listed for the test that holds each text to its contract.
 inline const std::vector<const Statement*> kOperatorStatements = {
-    &kOperatorStatus, &kOperatorRelease, &kOperatorFail,      &kOperatorCancel,
-    &kOperatorRetry,  &kOperatorPause,   &kOperatorConfigure, &kOperatorQueues,
-    &kProducerBind,   &kProducerUnbind,  &kProducerList,      &kOperatorQueueKnown};
+    &kOperatorStatus, &kOperatorRelease,    &kOperatorFail,      &kOperatorCancel, &kOperatorRetry,
+    &kOperatorPause,  &kOperatorConfigure,  &kOperatorQueues,    &kProducerBind,   &kProducerUnbind,
+    &kProducerList,   &kOperatorQueueKnown, &kOperatorRetryLocks};
 
 }  // namespace aclaim::common::sql

@@ -228,6 +228,7 @@ std::vector<JobId> OperatorStore::retry(const std::vector<JobId>& ids, const std
                                         const std::string& reason, Instant now) {
     pqxx::work txn(conn_, "operator_retry");
     txn.exec(sql::kOperatorLockTimeout);
+    txn.exec_params(sql::kOperatorRetryLocks.text, pg_array(ids));
     std::vector<JobId> out;
     for (const auto& r :
          txn.exec_params(sql::kOperatorRetry.text, pg_array(ids), actor, now, reason)) {

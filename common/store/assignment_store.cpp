@@ -21,15 +21,17 @@ namespace {
 
 constexpr const char* kLockNotAvailable = "55P03";
 
-/// A statement's text as prepared: its {LOCK} clause, if any, filled for the strategy.
+/// A statement's text as prepared: its {LOCK} clauses, if any (the weighted claim has two),
+/// filled for the strategy.
 std::string prepared_text(const sql::Statement& statement, LockStrategy strategy) {
     std::string text = statement.text;
-    const auto at = text.find("{LOCK}");
-    if (at == std::string::npos) return text;
     const std::string clause = strategy == LockStrategy::SkipLocked ? "SKIP LOCKED"
                                : strategy == LockStrategy::NoWait   ? "NOWAIT"
                                                                     : "";
-    text.replace(at, 6, clause);
+    for (auto at = text.find("{LOCK}"); at != std::string::npos; at = text.find("{LOCK}", at)) {
+        text.replace(at, 6, clause);
+        at += clause.size();
+    }
     return text;
 }
 

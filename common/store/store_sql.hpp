@@ -283,16 +283,21 @@ inline const Statement kClaimRated{"aclaim_claim_rated",
 /// length, $6 queues, as kClaim) and the coalesced one (`batch`: $1 org, $2 one assignee per
 /// slot, $3 now, $4 lease length, $5 queues, as kClaimBatch). Room and rate limits as in
 /// kClaimRated. Each served queue is scanned on its own, in claim order (priority DESC, run_at,
-/// id, one index scan of jobs_claim_order each, which costs what a claim serving that queue
-/// alone costs), for as many jobs as the claim may take from it; of those, the claim takes the
-/// ones whose finish, pass + k / weight for the queue's k-th, is least (stride scheduling,
-/// schema/0022_queue_weights.sql), ties to the heavier queue, then the queue's name. A served
-/// queue without a weight has no finish and gives jobs only when the weighted ones have none
-/// left to give, by priority among themselves. A queue starts from its pass, or one unit behind
-/// the furthest pass served (`level`) if it is further back or has none. Each weighted queue's
-/// pass moves on by what it gave, in the same statement, under the queue's lock, and a rated
-/// queue's bucket is spent in the same update of its row (claim_spend's arithmetic): a second
-/// update of one row in one statement would be lost.
+/// id), for as many jobs as the claim may take from it: a weighted queue through
+/// jobs_weighted_order (schema/0026_weighted_claim_index.sql), which leads with the queue and holds
+/// the pending jobs of weighted queues only, so that its scan starts at the queue's first job
+/// however the other queues' jobs rank. Of those, the claim takes the ones whose finish, pass +
+/// k / weight for the queue's k-th, is least (stride scheduling, schema/0022_queue_weights.sql),
+/// ties to the heavier queue, then the queue's name. A served queue without a weight has no finish
+/// and gives jobs only when the weighted ones have none left to give, by priority among
+/// themselves; so it is scanned (through jobs_claim_order, as a claim serving it alone is) only
+/// when the weighted queues gave fewer than the claim takes. A queue starts from its pass, or one
+/// unit behind the furthest pass served (`level`) if it is further back or has none. Each
+/// weighted queue's pass moves on by what it gave, in the same statement, under the queue's lock,
+/// and a rated queue's bucket is spent in the same update of its row (claim_spend's arithmetic):
+/// a second update of one row in one statement would be lost. The weighted claim reads the weight
+/// after the organization's lock (kClaimLocks), so a weight set and its jobs marked commit before
+/// it or after it, never between.
 inline std::string claim_weighted_text(bool batch) {
     const std::string limit = batch ? "cardinality($2::text[])" : "$3::int";
     const std::string now = batch ? "$3::bigint" : "$4::bigint";
@@ -315,7 +320,19 @@ inline std::string claim_weighted_text(bool batch) {
              WHERE q.paused IS NOT TRUE) AS r
 ), level AS (
     SELECT max(pass) - 1 AS floor FROM room WHERE weight IS NOT NULL
+), weighed_picked AS MATERIALIZED (
+    SELECT c.id, r.queue, c.priority, c.run_at
+      FROM room r
+     CROSS JOIN LATERAL (
+         SELECT id, priority, run_at FROM jobs
+          WHERE org_id = $1::bigint AND state = 'pending' AND weighed AND queue = r.queue
+          ORDER BY priority DESC, run_at, id
+          LIMIT greatest(least(r.room, {LIMIT}), 0)
+            FOR UPDATE {LOCK}) AS c
+     WHERE r.room > 0 AND r.weight IS NOT NULL
 ), picked AS MATERIALIZED (
+    SELECT id, queue, priority, run_at FROM weighed_picked
+    UNION ALL
     SELECT c.id, r.queue, c.priority, c.run_at
       FROM room r
      CROSS JOIN LATERAL (
@@ -324,7 +341,8 @@ inline std::string claim_weighted_text(bool batch) {
           ORDER BY priority DESC, run_at, id
           LIMIT greatest(least(r.room, {LIMIT}), 0)
             FOR UPDATE {LOCK}) AS c
-     WHERE r.room > 0
+     WHERE r.room > 0 AND r.weight IS NULL
+       AND (SELECT count(*) FROM weighed_picked) < {LIMIT}
 ), ranked AS (
     SELECT p.id, p.queue,
            coalesce(greatest(r.pass, l.floor), 0)

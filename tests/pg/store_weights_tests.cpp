@@ -192,6 +192,109 @@ TEST_CASE("a queue without a weight served with weighted ones gives when they ha
     CHECK(order == "aappp");
 }
 
+/// How many jobs of `queues` in a state that can become pending carry no weighted-claim mark
+/// (schema/0026_weighted_claim_index.sql).
+long unmarked(const testing::TestDatabase& db, const std::string& queues) {
+    auto conn = db.connect();
+    pqxx::read_transaction t(*conn);
+    return t
+        .exec1("SELECT count(*) FROM jobs WHERE queue = ANY(" + t.quote(queues) +
+               "::text[]) AND weighed IS NULL "
+               "AND state IN ('pending', 'scheduled', 'waiting', 'assigned', 'parked', "
+               "'quarantined')")[0]
+        .as<long>();
+}
+
+TEST_CASE("jobs enqueued before their queues had weights are served in proportion once set",
+          "[store][weights]") {
+    testing::StoreFixture f;
+    const std::vector<std::string> queues{"a", "b"};
+    // Before any weight: b's jobs all rank below a's, as the weighted claim's scan of b would have
+    // to read past a's entries without the queue-led index.
+    enqueue_on(f.store, "a", 100, f.clock.now(), 5);
+    enqueue_on(f.store, "b", 100, f.clock.now(), 0);
+    // A job of a that failed for good before the weight, retried after it.
+    const auto early = f.store.claim(1, {"early", 1, {"a"}}, kLease, f.clock.now());
+    REQUIRE(early.leases.size() == 1);
+    const common::Lease held = early.leases[0];
+    {
+        auto conn = f.db.connect();
+        common::OperatorStore ops(*conn);
+        CHECK(
+            ops.fail(held.job_id, held.generation, "ops", "early failure", f.clock.now()).result ==
+            common::OperatorOutcome::Result::Done);
+    }
+    CHECK(unmarked(f.db, "{a,b}") == 199);
+
+    configure(f.db, "a", 3, common::Duration{0}, f.clock.now());
+    configure(f.db, "b", 1, common::Duration{0}, f.clock.now());
+    CHECK(unmarked(f.db, "{a,b}") == 0);
+    {
+        auto conn = f.db.connect();
+        CHECK(common::OperatorStore(*conn).retry({held.job_id}, "ops", "again", f.clock.now()) ==
+              std::vector<common::JobId>{held.job_id});
+    }
+    CHECK(unmarked(f.db, "{a,b}") == 0);
+
+    for (int i = 0; i < 4; ++i) f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now());
+    for (int window = 0; window < 5; ++window) {
+        std::map<std::string, int> n;
+        for (int i = 0; i < 4; ++i) {
+            const auto out = f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now());
+            REQUIRE(out.leases.size() == 1);
+            ++n[out.leases[0].queue];
+        }
+        CHECK(n["a"] == 3);
+        CHECK(n["b"] == 1);
+    }
+    // Every job is claimable through the marks: 200 in all, the retried one among them.
+    std::size_t rest = 0;
+    for (int i = 0; i < 20; ++i) {
+        rest += f.store.claim(1, {"w", 64, queues}, kLease, f.clock.now()).leases.size();
+    }
+    CHECK(rest == 200 - 4 - 20);
+    // The retried job was claimed in the windows or in the rest.
+    auto conn = f.db.connect();
+    pqxx::read_transaction t(*conn);
+    CHECK(t.exec1("SELECT state FROM jobs WHERE id = " + std::to_string(held.job_id))[0]
+              .as<std::string>() == "assigned");
+}
+
+TEST_CASE("a weight set while producers enqueue into the queue leaves none of its jobs unmarked",
+          "[store][weights]") {
+    constexpr int kProducers = 3;
+    constexpr int kRounds = 60;  // each producer's enqueues, of 5 jobs
+    constexpr int kSetAfter = 10;
+    testing::TestDatabase db;
+    std::barrier start(kProducers + 1);
+    std::barrier mid(kProducers + 1);
+    auto produce = [&] {
+        AssignmentStore store(db.dsn());
+        start.arrive_and_wait();
+        for (int i = 0; i < kRounds; ++i) {
+            // The setter starts when every producer has enqueued kSetAfter times, and races the
+            // rest.
+            if (i == kSetAfter) (void)mid.arrive();
+            enqueue_on(store, "c", 5, kT0);
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int who = 0; who < kProducers; ++who) threads.emplace_back(produce);
+    start.arrive_and_wait();
+    mid.arrive_and_wait();
+    configure(db, "c", 2, common::Duration{0}, kT0);
+    for (auto& t : threads) t.join();
+    CHECK(unmarked(db, "{c}") == 0);
+    // And the weighted claim finds every one of them.
+    AssignmentStore store(db.dsn());
+    int claimed = 0;
+    for (int i = 0; i < 20; ++i) {
+        claimed +=
+            static_cast<int>(store.claim(1, {"w", 64, {"c", "other"}}, kLease, kT0).leases.size());
+    }
+    CHECK(claimed == kProducers * kRounds * 5);
+}
+
 TEST_CASE("a claim on queues without a weight runs the claim statement of before weights",
           "[store][weights][hot]") {
     testing::StoreFixture f;
