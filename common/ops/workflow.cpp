@@ -26,8 +26,7 @@ std::optional<Workflow> read_workflow(pqxx::connection& conn, JobId job, std::op
                                       int max_stages) {
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn, "workflow_show");
     // One more than shown, to know whether the walk was cut short.
-    const auto reached =
-        txn.exec_params(sql::kWorkflowJobs, job, org.value_or(0), max_stages + 1);
+    const auto reached = txn.exec_params(sql::kWorkflowJobs, job, org.value_or(0), max_stages + 1);
     if (reached.empty()) return std::nullopt;
     Workflow w;
     w.job = job;
@@ -87,27 +86,28 @@ nlohmann::json workflow_json(const Workflow& w) {
             stages.push_back({{"id", s.id}, {"state", "pruned"}, {"waits_for", s.waits_for}});
             continue;
         }
-        stages.push_back({{"id", s.id},
-                          {"queue", s.queue},
-                          {"state", s.state},
-                          {"generation", s.generation},
-                          {"attempts", s.attempts},
-                          {"max_attempts", s.max_attempts},
-                          {"reviewer", s.reviewer.empty() ? nlohmann::json(nullptr)
-                                                          : nlohmann::json(s.reviewer)},
-                          {"last_error", s.last_error ? nlohmann::json(*s.last_error)
-                                                      : nlohmann::json(nullptr)},
-                          {"enqueued_at", format_instant(s.enqueued_at)},
-                          {"completed_at", instant_or_null(s.completed_at)},
-                          {"waits_for", s.waits_for}});
+        stages.push_back(
+            {{"id", s.id},
+             {"queue", s.queue},
+             {"state", s.state},
+             {"generation", s.generation},
+             {"attempts", s.attempts},
+             {"max_attempts", s.max_attempts},
+             {"reviewer",
+              s.reviewer.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.reviewer)},
+             {"last_error", s.last_error ? nlohmann::json(*s.last_error) : nlohmann::json(nullptr)},
+             {"enqueued_at", format_instant(s.enqueued_at)},
+             {"completed_at", instant_or_null(s.completed_at)},
+             {"waits_for", s.waits_for}});
     }
     nlohmann::json edges = nlohmann::json::array();
     for (const auto& e : w.edges) {
-        edges.push_back({{"job", e.job},
-                         {"depends_on", e.depends_on},
-                         {"policy", e.policy},
-                         {"resolved", e.resolved ? nlohmann::json(*e.resolved) : nlohmann::json(nullptr)},
-                         {"resolved_at", instant_or_null(e.resolved_at)}});
+        edges.push_back(
+            {{"job", e.job},
+             {"depends_on", e.depends_on},
+             {"policy", e.policy},
+             {"resolved", e.resolved ? nlohmann::json(*e.resolved) : nlohmann::json(nullptr)},
+             {"resolved_at", instant_or_null(e.resolved_at)}});
     }
     return {{"job", w.job},
             {"org_id", w.org_id},

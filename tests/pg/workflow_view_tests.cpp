@@ -42,7 +42,8 @@ struct Fixture : testing::StoreFixture {
         pqxx::read_transaction t(*ops);
         std::vector<std::string> out;
         for (const auto& r : t.exec_params(
-                 "SELECT kind || ': ' || detail FROM job_events WHERE job_id = $1 ORDER BY id", id)) {
+                 "SELECT kind || ': ' || detail FROM job_events WHERE job_id = $1 ORDER BY id",
+                 id)) {
             out.push_back(r[0].as<std::string>());
         }
         return out;
@@ -60,8 +61,8 @@ struct Fixture : testing::StoreFixture {
     }
     /// One job of the workflows' queues for `worker`; requires one.
     common::Lease claim(const std::string& worker, common::OrgId org = 1) {
-        auto out = store.claim(org, {worker, 1, {"intake", "inspect", "approval"}},
-                               testing::kLease, clock.now());
+        auto out = store.claim(org, {worker, 1, {"intake", "inspect", "approval"}}, testing::kLease,
+                               clock.now());
         REQUIRE(out.leases.size() == 1);
         return out.leases[0];
     }
@@ -78,22 +79,22 @@ TEST_CASE("a fan-out/fan-in workflow: its view from any job, and what the audit 
           "[pg][workflow]") {
     Fixture f;
     // intake -> (electrical, plumbing) -> approval; plumbing's edge runs it even if intake fails.
-    const auto ids = f.enqueue({job("intake"), job("inspect", {job_of_this_call(1)}),
-                                job("inspect", {job_of_this_call(1)}, common::DependencyPolicy::Run),
-                                job("approval", {job_of_this_call(2), job_of_this_call(3)})});
+    const auto ids =
+        f.enqueue({job("intake"), job("inspect", {job_of_this_call(1)}),
+                   job("inspect", {job_of_this_call(1)}, common::DependencyPolicy::Run),
+                   job("approval", {job_of_this_call(2), job_of_this_call(3)})});
     const JobId intake = ids[0], electrical = ids[1], plumbing = ids[2], approval = ids[3];
     // A job of another workflow of the same organization and one of another organization.
     const auto other = f.enqueue({job("intake"), job("approval", {job_of_this_call(1)})});
     f.enqueue({job("intake"), job("approval", {job_of_this_call(1)})}, 2);
 
-    CHECK(f.events(approval) == std::vector<std::string>{
-                                    "enqueued: queue approval",
-                                    "waiting: waits for 2 jobs: " + std::to_string(electrical) +
-                                        " (cancel), " + std::to_string(plumbing) + " (cancel)"});
-    CHECK(f.events(plumbing) == std::vector<std::string>{
-                                    "enqueued: queue inspect",
-                                    "waiting: waits for 1 job: " + std::to_string(intake) +
-                                        " (run)"});
+    CHECK(f.events(approval) ==
+          std::vector<std::string>{"enqueued: queue approval",
+                                   "waiting: waits for 2 jobs: " + std::to_string(electrical) +
+                                       " (cancel), " + std::to_string(plumbing) + " (cancel)"});
+    CHECK(f.events(plumbing) == std::vector<std::string>{"enqueued: queue inspect",
+                                                         "waiting: waits for 1 job: " +
+                                                             std::to_string(intake) + " (run)"});
     CHECK(f.events(intake) == std::vector<std::string>{"enqueued: queue intake"});
 
     // The intake and the electrical inspection completed by w1, the plumbing held by w2.
@@ -158,9 +159,9 @@ TEST_CASE("a fan-out/fan-in workflow: its view from any job, and what the audit 
     CHECK(f.stage(after, approval).state == "cancelled");
     CHECK(f.stage(after, approval).waits_for.empty());
     CHECK(f.stage(after, plumbing).reviewer.empty());  // failed: nobody's review was accepted
-    CHECK(f.events(approval).back() ==
-          "cancelled: was waiting: dependency " + std::to_string(plumbing) +
-              " ended failed and the edge's policy is cancel");
+    CHECK(f.events(approval).back() == "cancelled: was waiting: dependency " +
+                                           std::to_string(plumbing) +
+                                           " ended failed and the edge's policy is cancel");
     const auto report = common::check(common::load_history(*f.ops));
     INFO((report.violations.empty() ? "" : report.violations[0].evidence));
     CHECK(report.ok());
@@ -175,8 +176,8 @@ TEST_CASE("a job without dependencies gets no waiting event; one enqueued unbloc
     REQUIRE(f.store.complete(f.done(l, "w1"), f.clock.now()).accepted());
     // Its dependency had completed already: unblocked at once, never waiting.
     const auto late = f.enqueue({job("approval", {plain})}).at(0);
-    CHECK(f.events(late) == std::vector<std::string>{"enqueued: queue approval",
-                                                     "unblocked: pending"});
+    CHECK(f.events(late) ==
+          std::vector<std::string>{"enqueued: queue approval", "unblocked: pending"});
     const auto w = *common::read_workflow(*f.ops, plain);
     CHECK(f.ids(w) == std::vector<JobId>{plain, late});
     CHECK(w.edges.at(0).resolved == std::optional<std::string>("completed"));
@@ -185,10 +186,11 @@ TEST_CASE("a job without dependencies gets no waiting event; one enqueued unbloc
 TEST_CASE("aclaimctl workflow show: the graph as text and JSON, within an organization",
           "[pg][workflow][ctl]") {
     Fixture f;
-    const auto ids = f.enqueue({job("intake"), job("inspect", {job_of_this_call(1)}),
-                                job("inspect", {job_of_this_call(1)}, common::DependencyPolicy::Run),
-                                job("approval", {job_of_this_call(2), job_of_this_call(3)})},
-                               4);
+    const auto ids =
+        f.enqueue({job("intake"), job("inspect", {job_of_this_call(1)}),
+                   job("inspect", {job_of_this_call(1)}, common::DependencyPolicy::Run),
+                   job("approval", {job_of_this_call(2), job_of_this_call(3)})},
+                  4);
     const auto l = f.claim("reviewer-7", 4);
     REQUIRE(l.job_id == ids[0]);
     REQUIRE(f.store.complete(f.done(l, "reviewer-7"), f.clock.now()).accepted());
