@@ -290,6 +290,16 @@ void ConsoleServer::routes() {
               send_json(res, 200, *j);
           });
 
+    s.Get(R"(/api/jobs/(\d+)/workflow)",
+          [this, session_of](const httplib::Request& req, httplib::Response& res) {
+              const auto w = views_.workflow(session_of(req).op, std::stoll(req.matches[1].str()));
+              if (!w) {
+                  send_json(res, 404, {{"error", "no such job"}});
+                  return;
+              }
+              send_json(res, 200, *w);
+          });
+
     s.Get("/api/quarantine",
           [this, session_of](const httplib::Request& req, httplib::Response& res) {
               send_json(res, 200, views_.quarantine(session_of(req).op));

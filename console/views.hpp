@@ -56,6 +56,10 @@ class Views {
     nlohmann::json jobs(const Operator& op, const JobQuery& q);
     std::optional<nlohmann::json> job(const Operator& op, common::JobId id, common::Instant now);
     nlohmann::json quarantine(const Operator& op);
+    /// The workflow of a job the operator may see (common::read_workflow,
+    /// console/workflow_view.cpp): read in the job's organization's scope, so it never shows
+    /// another organization's job.
+    std::optional<nlohmann::json> workflow(const Operator& op, common::JobId id);
     /// Releases or fails a quarantined job through the recovery store, as aclaimctl quarantine
     /// does; the event's worker is "console:<operator>".
     ActionResult resolve_quarantined(const Operator& op, common::JobId id, bool release,

@@ -45,6 +45,7 @@ void add_results_command(CLI::App& app, Global& global, Action& action);
 void add_producers_command(CLI::App& app, Global& global, Action& action);
 void add_retention_command(CLI::App& app, Global& global, Action& action);
 void add_schedule_command(CLI::App& app, Global& global, Action& action);
+void add_workflow_command(CLI::App& app, Global& global, Action& action);
 
 /// The DSN, or a UsageError naming both ways to give it.
 const std::string& require_dsn(const Global& global);

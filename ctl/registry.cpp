@@ -25,6 +25,7 @@ void register_all_commands(CLI::App& app, Global& global, Action& action) {
     add_producers_command(app, global, action);
     add_retention_command(app, global, action);
     add_schedule_command(app, global, action);
+    add_workflow_command(app, global, action);
 }
 
 }  // namespace aclaim::ctl

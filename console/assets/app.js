@@ -380,8 +380,64 @@ async function renderJob(view, id) {
       el('span', { class: 'kind', text: e.kind }), ' ',
       el('span', { class: 'muted', text: `#${e.id} · ${e.at} · generation ${e.generation}` + (e.worker ? ` · ${e.worker}` : '') }),
       e.detail ? el('pre', { text: e.detail }) : null)));
-  view.replaceChildren(el('h1', { text: `Job #${j.id}` }), jobActions(j), fields,
+  view.replaceChildren(el('h1', { text: `Job #${j.id} ` },
+    el('a', { href: '#/workflow/' + j.id, id: 'workflow-link', class: 'muted', text: 'workflow' })), jobActions(j), fields,
     el('h2', { text: `Audit timeline (${data.events.length} events)` }), timeline);
+}
+
+// ---- workflow ----
+
+// Each job's stage: 1 for a job that waits for nothing shown, else one more than the latest
+// stage among its dependencies (a fan-out's branches share a stage, its fan-in comes after).
+function stagesOf(data) {
+  const deps = new Map(data.stages.map((s) => [s.id, []]));
+  for (const e of data.edges) deps.get(e.job)?.push(e.depends_on);
+  const level = new Map();
+  const visit = (id, seen) => {
+    if (level.has(id)) return level.get(id);
+    if (seen.has(id)) return 1;
+    seen.add(id);
+    const l = 1 + Math.max(0, ...(deps.get(id) || []).map((d) => visit(d, seen)));
+    level.set(id, l);
+    return l;
+  };
+  for (const s of data.stages) visit(s.id, new Set());
+  return level;
+}
+
+async function renderWorkflow(view, id) {
+  const data = await api('/api/jobs/' + encodeURIComponent(id) + '/workflow');
+  const level = stagesOf(data);
+  const dependsOn = new Map();
+  for (const e of data.edges) {
+    if (!dependsOn.has(e.job)) dependsOn.set(e.job, []);
+    dependsOn.get(e.job).push(e);
+  }
+  const rows = [...data.stages].sort((a, b) => level.get(a.id) - level.get(b.id) || a.id - b.id);
+  const body = rows.map((s) => el('tr', { 'data-job': s.id, 'data-state': s.state, class: s.id === data.job ? 'asked' : null },
+    el('td', { class: 'n', text: String(level.get(s.id)) }),
+    el('td', {}, jobLink(s.id)),
+    el('td', { text: s.queue || '—' }),
+    el('td', {}, stateBadge(s.state)),
+    el('td', { class: 'reviewer', text: s.reviewer || '—' }),
+    el('td', { class: 'waits' }, s.waits_for.length ? s.waits_for.map((d, i) => [i ? ', ' : '', jobLink(d)]).flat() : '—'),
+    el('td', { class: 'depends' }, (dependsOn.get(s.id) || []).map((e, i) => [i ? ', ' : '', jobLink(e.depends_on),
+      el('span', { class: 'muted', text: ` (${e.policy}${e.resolved ? ': ' + e.resolved : ''})` })]).flat()),
+    el('td', {}, s.last_error ? el('pre', { text: s.last_error }) : '')));
+  const waiting = data.stages.filter((s) => s.state === 'waiting').length;
+  view.replaceChildren(
+    el('h1', { text: `Workflow of job #${data.job}` }),
+    el('div', { class: 'facts' },
+      el('span', {}, 'organization ', el('b', { text: String(data.org_id) })),
+      el('span', {}, el('b', { id: 'workflow-jobs', text: String(data.stages.length) }), ' jobs'),
+      el('span', {}, el('b', { text: String(data.edges.length) }), ' dependencies'),
+      el('span', {}, el('b', { text: String(waiting) }), ' waiting'),
+      data.truncated ? el('span', { class: 'error', text: `cut short at ${data.stages.length} jobs: more are connected` }) : null),
+    data.edges.length === 0
+      ? el('p', { class: 'muted', text: 'This job has no dependencies and nothing depends on it.' })
+      : el('table', { class: 'workflow', id: 'workflow' },
+        el('thead', {}, el('tr', {}, ['stage', 'job', 'queue', 'state', 'reviewer', 'waits for', 'depends on (policy: how it ended)', 'last error'].map((h) => el('th', { text: h })))),
+        el('tbody', {}, body)));
 }
 
 // ---- quarantine ----
@@ -472,6 +528,7 @@ const PAGES = {
   leases: { render: renderLeases, live: true },
   jobs: { render: renderJobs, live: false },
   job: { render: (v, id) => renderJob(v, id), live: true },
+  workflow: { render: (v, id) => renderWorkflow(v, id), live: true },
   quarantine: { render: renderQuarantine, live: true },
   drills: { render: renderDrills, live: false },
 };
@@ -480,7 +537,7 @@ async function render(fromNavigation) {
   const { page, arg } = route();
   const p = PAGES[page] || PAGES.overview;
   for (const a of document.querySelectorAll('#nav a')) {
-    a.classList.toggle('active', a.dataset.page === page || (page === 'job' && a.dataset.page === 'jobs'));
+    a.classList.toggle('active', a.dataset.page === page || ((page === 'job' || page === 'workflow') && a.dataset.page === 'jobs'));
   }
   // A live refresh never replaces the page under an operator who is typing in it.
   const active = document.activeElement;

@@ -14,7 +14,9 @@ stale generation, ERROR invalid beyond its bounds, and the checkpoint handed to 
 ASSIGNED's resume (only to a worker that asked for progress). For protocol 1.6, PARK (park):
 PARKED with a callback token for the holder, ERROR invalid beyond its bounds, REJECTED for a stale
 generation and for the holder's own COMPLETE after it; with --http (the coordinator's HTTP
-endpoint), the callback accepted once, its replay refused 409 and a forged token 401.
+endpoint), the callback accepted once, its replay refused 409 and a forged token 401. Workflows
+(no message changed): a job enqueued with depends_on is not assigned before its dependency's
+completion is accepted, nor after a stale one, and is assigned once it is.
 
 Situations that need jobs or keys are set up with aclaimctl (--aclaimctl, with --dsn or
 ACLAIM_DSN); a quarantined job needs the database itself (--dsn and psql). Without them those
@@ -1697,6 +1699,55 @@ def progress(kit, enc):
     c.close()
 
 
+def workflow(kit, enc):
+    """A job enqueued with depends_on (docs/integration.md, "Workflows"; no message changed) is
+    not assigned while its dependency runs, nor after a stale completion of it; it arrives in
+    ASSIGNED like any other job once the dependency's completion is accepted."""
+    org = kit.new_org()
+    w = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-workflow")
+    c = kit.connect(w)
+    c.hello(w, enc, f"[{enc}] HELLO for a workflow")
+    dependency = int(kit.ctl("enqueue", "--org", str(org), "--ids",
+                             f"kit {kit.run_id} inspection {enc}").split()[0])
+    dependent = int(kit.ctl("enqueue", "--org", str(org), "--ids", "--depends-on",
+                            str(dependency), f"kit {kit.run_id} approval {enc}").split()[0])
+    req = c.send("CLAIM", enc, max_jobs=5, wait_ms=5000)
+    r = c.expect("ASSIGNED", req, enc, f"[{enc}] CLAIM while a dependency is pending")
+    if r is None:
+        c.close()
+        return
+    kit.check(f"[{enc}] ASSIGNED: the dependency only, not the job that waits for it",
+              [j["job_id"] for j in r["jobs"]] == [dependency], repr(r["jobs"]))
+    first = r["jobs"][0]["generation"]
+    # The dependency taken back and claimed again: its first generation is stale from then on.
+    req = c.send("RELEASE", enc, job_id=dependency, generation=first)
+    c.expect("ACCEPTED", req, enc, f"[{enc}] RELEASE of the dependency")
+    job = c.claim_one(enc, f"[{enc}] CLAIM of the released dependency")
+    if job is None or job["job_id"] != dependency:
+        kit.check(f"[{enc}] the released dependency is claimed again", False, repr(job))
+        c.close()
+        return
+    req = c.send("COMPLETE", enc, job_id=dependency, generation=first, result_ref="r:stale")
+    c.expect_rejected("stale_generation", req, enc,
+                      f"[{enc}] COMPLETE of the dependency with its stale generation")
+    req = c.send("CLAIM", enc, max_jobs=5, wait_ms=300)
+    c.expect("NO_WORK", req, enc,
+             f"[{enc}] CLAIM after the stale completion: the dependent is still not assigned")
+    req = c.send("COMPLETE", enc, job_id=dependency, generation=job["generation"],
+                 result_ref="r:dependency")
+    c.expect("ACCEPTED", req, enc, f"[{enc}] COMPLETE of the dependency")
+    req = c.send("CLAIM", enc, max_jobs=5, wait_ms=5000)
+    r = c.expect("ASSIGNED", req, enc, f"[{enc}] CLAIM after the dependency completed")
+    if r is not None:
+        kit.check(f"[{enc}] ASSIGNED: the dependent, at attempt 1",
+                  [(j["job_id"], j["attempts"]) for j in r["jobs"]] == [(dependent, 1)],
+                  repr(r["jobs"]))
+        req = c.send("COMPLETE", enc, job_id=dependent, generation=r["jobs"][0]["generation"],
+                     result_ref="r:dependent")
+        c.expect("ACCEPTED", req, enc, f"[{enc}] COMPLETE of the dependent")
+    c.close()
+
+
 def http_callback(kit, token, outcome, result):
     """POST /v1/callback on the coordinator's HTTP endpoint: (status, JSON body)."""
     body = json.dumps({"outcome": outcome, "result": result}).encode()
@@ -1820,6 +1871,7 @@ def main():
                 renew_held(kit, enc)
                 progress(kit, enc)
                 park(kit, enc)
+                workflow(kit, enc)
                 if kit.curve:
                     curve_only(kit, enc)
             else:

@@ -7,6 +7,7 @@ that completes, fails, holds and is rejected, two jobs set aside by `aclaimctl r
 then aclaim-console with two operators (one of every organization, one scoped to organization 2).
 Checks that every page loads without a console error and shows the right counts and events, that
 a quarantine release clicked in the page lands in the job's audit log under the operator's name,
+that a fan-out/fan-in workflow's view shows each stage's state, reviewer and what it waits for,
 that a POST without the CSRF token is refused with 403, that the scoped operator sees only its
 organization, and keeps a PNG of every page in --out.
 """
@@ -147,6 +148,47 @@ def make_history(dsn, endpoint, bin_dir):
     return {"session": s, "done": done["job_id"], "failed": failed["job_id"],
             "held": held["job_id"], "release": q1["job_id"], "keep": q2["job_id"],
             "poison": poison["job_id"], "electrical": int(electrical)}
+
+
+def make_workflow(dsn, endpoint, bin_dir):
+    """A fan-out/fan-in workflow in organization 1: an intake, two inspections that wait for it,
+    an approval that waits for both. The intake and the electrical inspection are completed by
+    reviewer-w, who holds the plumbing inspection; the approval waits for it. Returns the ids."""
+    ctl = os.path.join(bin_dir, "aclaimctl")
+
+    def enqueue(*argv):
+        out = subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--ids", *argv],
+                             check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True)
+        return int(out.stdout.split()[0])
+
+    intake = enqueue("--queue", "intake", "site visit")
+    electrical = enqueue("--queue", "inspect", "--depends-on", str(intake), "electrical")
+    plumbing = enqueue("--queue", "inspect", "--depends-on", str(intake), "--on-failure", "run",
+                       "plumbing")
+    approval = enqueue("--queue", "approval", "--depends-on", f"{electrical},{plumbing}",
+                       "approval")
+    w = py_worker.Session(endpoint, 10.0)
+    kind, _ = w.call("HELLO", worker_id="reviewer-w", org_id=1, queues=["intake", "inspect"])
+    check(kind == "WELCOME", "a worker of the workflow's queues is welcomed")
+    kind, reply = w.call("CLAIM", extra_wait_s=2.0, max_jobs=3, wait_ms=2000)
+    check(kind == "ASSIGNED" and [j["job_id"] for j in reply["jobs"]] == [intake],
+          "only the intake is claimable: the inspections wait for it")
+    kind, _ = w.call("COMPLETE", job_id=intake, generation=reply["jobs"][0]["generation"],
+                     result_ref="review:intake")
+    check(kind == "ACCEPTED", "the intake's completion is accepted")
+    held = []
+    while len(held) < 2:
+        kind, reply = w.call("CLAIM", extra_wait_s=2.0, max_jobs=2 - len(held), wait_ms=2000)
+        if kind == "ASSIGNED":
+            held += reply["jobs"]
+    by_id = {j["job_id"]: j for j in held}
+    check(sorted(by_id) == [electrical, plumbing], "both inspections are claimable after it")
+    kind, _ = w.call("COMPLETE", job_id=electrical, generation=by_id[electrical]["generation"],
+                     result_ref="review:electrical")
+    check(kind == "ACCEPTED", "the electrical inspection's completion is accepted")
+    return {"session": w, "intake": intake, "electrical": electrical, "plumbing": plumbing,
+            "approval": approval}
 
 
 def start(argv, log_path, ready_pattern, timeout_s=30):
@@ -377,6 +419,39 @@ def run(args, work, dsn):
                                  ".map((l) => l.dataset.kind)")
         check(kinds == ["enqueued", "claimed", "completed", "rejected"],
               f"the completed job's whole audit timeline {kinds}")
+
+        # A workflow's view, from a job's page and by URL; the scoped operator cannot read it.
+        wf = make_workflow(dsn, endpoint, args.bin_dir)
+        page(browser, "job-intake", f"#/job/{wf['intake']}", args.out,
+             "document.getElementById('workflow-link') !== null")
+        browser.click("#workflow-link")
+        browser.wait_for("document.body.dataset.page === 'workflow' && "
+                         "document.querySelectorAll('#workflow tbody tr').length === 4",
+                         "the workflow view opened from the job's page")
+        page(browser, "workflow", f"#/workflow/{wf['approval']}", args.out,
+             "document.querySelectorAll('#workflow tbody tr').length === 4")
+        rows = browser.evaluate(
+            "[...document.querySelectorAll('#workflow tbody tr')].map((r) => [Number(r.dataset.job),"
+            " r.cells[0].textContent, r.dataset.state, r.querySelector('.reviewer').textContent,"
+            " r.querySelector('.waits').textContent, r.querySelector('.depends').textContent])")
+        e, p = wf["electrical"], wf["plumbing"]
+        expected = [
+            [wf["intake"], "1", "completed", "reviewer-w", "—", ""],
+            [e, "2", "completed", "reviewer-w", "—", f"#{wf['intake']} (cancel: completed)"],
+            [p, "2", "assigned", "reviewer-w", "—", f"#{wf['intake']} (run: completed)"],
+            [wf["approval"], "3", "waiting", "—", f"#{p}",
+             f"#{e} (cancel: completed), #{p} (cancel)"],
+        ]
+        check(rows == expected, f"the workflow view shows each stage, reviewer and wait {rows}")
+        check(browser.evaluate("document.querySelector('#workflow tr.asked').dataset.job")
+              == str(wf["approval"]), "the job asked for is marked")
+        check(scoped.request(f"/api/jobs/{wf['approval']}/workflow")[0] == 404, "the scoped operator cannot read another organization's workflow")
+        page(browser, "job-approval", f"#/job/{wf['approval']}", args.out,
+             "document.querySelector('#timeline li[data-kind=\"waiting\"]') !== null")
+        waited = browser.evaluate(
+            "document.querySelector('#timeline li[data-kind=\"waiting\"]').textContent")
+        check(f"waits for 2 jobs: {e} (cancel), {p} (cancel)" in waited,
+              f"the approval's audit timeline says what it waits for: {waited!r}")
 
         page(browser, "jobs-queue", "#/jobs?org=1&queue=electrical", args.out,
              "document.querySelector('#jobs tbody tr') !== null")

@@ -21,7 +21,7 @@ from .worker import Handler, Worker
 
 # ---- producers and result consumers (the SQL API): aclaim.producer, aclaim.consumer ----
 from .consumer import GroupStatus, JobOutcome, ResultConsumer
-from .producer import CancelledJob, Enqueued, JobStatus, NewJob, Producer, in_call
+from .producer import CancelledJob, Dependency, Enqueued, JobStatus, NewJob, Producer, in_call
 
 from ._version import __version__
 
@@ -30,6 +30,6 @@ __all__ = [
     "Worker", "Handler", "Job", "Cancellation", "Verdict", "Welcome", "WorkerStats",
     "CurveKeys", "WorkerError", "FailJob", "ReleaseJob", "Cancelled", "ParkTicket", "ParkRefused",
     # Producers and result consumers: the SQL API.
-    "Producer", "NewJob", "Enqueued", "CancelledJob", "JobStatus", "in_call",
+    "Producer", "NewJob", "Enqueued", "CancelledJob", "Dependency", "JobStatus", "in_call",
     "ResultConsumer", "JobOutcome", "GroupStatus",
 ]

@@ -14,7 +14,8 @@ only when it commits::
                                    dedupe_key="order-77")
 
 The calls go to the SQL API of schema/0008_integration.sql (``aclaim_enqueue_many``,
-``aclaim_cancel``, ``aclaim_job_status``). Errors the database raises (a payload over the limit,
+``aclaim_cancel``, ``aclaim_job_status``); ``dependencies`` reads ``job_dependencies``
+(schema/0024), which a producer login sees for its own organization only. Errors the database raises (a payload over the limit,
 another organization, bad arguments) arrive as ``psycopg2.Error`` with the server's message and
 leave the transaction aborted, as any failed statement does.
 """
@@ -86,6 +87,19 @@ class CancelledJob:
 
     id: int
     was: str
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One edge of a workflow: job ``job_id`` waits for ``depends_on``. ``policy`` is what a
+    dependency that does not complete does (``cancel`` or ``run``); ``resolved`` how it ended
+    (``completed``, ``failed``, ``discarded``, ``cancelled``), None while it has not."""
+
+    job_id: int
+    depends_on: int
+    policy: str
+    resolved: Optional[str]
+    resolved_at: Optional[datetime]
 
 
 @dataclass(frozen=True)
@@ -194,6 +208,21 @@ class Producer:
             cur.execute("SELECT id, was FROM aclaim_cancel(%s::bigint[], %s, %s::bigint, "
                         "%s::bigint)", (list(job_ids), reason, self.org, instant_us(self.clock())))
             return [CancelledJob(id=r[0], was=r[1]) for r in cur.fetchall()]
+
+    def dependencies(self, target: Any, job_ids: Sequence[int]) -> List[Dependency]:
+        """The edges of the listed jobs both ways (what each waits for, and what waits for it),
+        of the producer's organization, by dependent then dependency. With ``status`` of the
+        jobs they name, a workflow's progress: a dependent waits for the edges not yet
+        ``resolved``."""
+        with _cursor(target) as cur:
+            cur.execute(
+                "SELECT job_id, depends_on, policy, resolved, aclaim_us(resolved_at) "
+                "FROM job_dependencies "
+                "WHERE (job_id = ANY(%s::bigint[]) OR depends_on = ANY(%s::bigint[])) "
+                "AND (%s::bigint IS NULL OR org_id = %s::bigint) ORDER BY job_id, depends_on",
+                (list(job_ids), list(job_ids), self.org, self.org))
+            return [Dependency(job_id=r[0], depends_on=r[1], policy=r[2], resolved=r[3],
+                               resolved_at=from_us(r[4])) for r in cur.fetchall()]
 
     def status(self, target: Any, job_ids: Sequence[int] = (),
                dedupe_keys: Sequence[str] = ()) -> List[JobStatus]:

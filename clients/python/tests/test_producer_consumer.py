@@ -129,12 +129,27 @@ class ProducerTests(unittest.TestCase):
                 later = producer.enqueue(conn, "invoice", depends_on=[done[2].id])
             self.assertEqual([d.state for d in done], ["pending", "pending", "waiting", "waiting"])
             self.assertEqual(later.state, "waiting")
+            with conn:
+                edges = producer.dependencies(conn, [done[2].id])
+            self.assertEqual([(e.job_id, e.depends_on, e.policy, e.resolved) for e in edges],
+                             [(done[2].id, done[0].id, "cancel", None),
+                              (done[2].id, done[1].id, "cancel", None),
+                              (done[3].id, done[2].id, "run", None),
+                              (later.id, done[2].id, "cancel", None)])
             # Cancelling the approval cancels the invoice (policy cancel) and unblocks notify
             # (policy run).
             with conn:
                 producer.cancel(conn, [done[2].id], "visit withdrawn")
                 status = {s.id: s.state for s in producer.status(conn, [done[3].id, later.id])}
             self.assertEqual(status, {done[3].id: "pending", later.id: "cancelled"})
+            with conn:
+                resolved = {(e.job_id, e.resolved) for e in producer.dependencies(conn, [done[2].id])
+                            if e.depends_on == done[2].id}
+            self.assertEqual(resolved, {(done[3].id, "cancelled"), (later.id, "cancelled")})
+            # Another organization's producer sees none of this workflow's edges.
+            with psycopg2.connect(self.db.login_dsn(2), connect_timeout=10) as two:
+                self.assertEqual(producer.dependencies(two, [done[2].id, done[3].id]), [])
+            two.close()
             for bad, message in (([in_call(2)], "form a cycle"),
                                  ([theirs.id], "is not a job of organization 1"),
                                  ([10**12], "does not exist")):
