@@ -316,3 +316,40 @@ TEST_CASE("exclusions that name a job of another organization, or themselves, ar
     pqxx::read_transaction t(f.store.connection());
     CHECK(t.exec1("SELECT count(*) FROM jobs WHERE org_id = 1")[0].as<long>() == 0);
 }
+
+TEST_CASE("weighted and rate-limited queues with exclusions run the aware variants",
+          "[exclusions][claim][weights][rate]") {
+    Fixture f;
+    const auto ids = f.enqueue({job("x", {"K1"}, {}, "w"), job("y", {"K1"}, {}, "r")});
+    {
+        pqxx::work t(f.store.connection());
+        t.exec("UPDATE job_queues SET weight = 2 WHERE org_id = 1 AND queue = 'w'");
+        t.exec("UPDATE job_queues SET rate_per_s = 100, rate_burst = 10 "
+               "WHERE org_id = 1 AND queue = 'r'");
+        t.commit();
+    }
+    CHECK(f.claim_as("K1", 5, {"w"}).empty());
+    CHECK(std::string(f.store.last_claim_statement()) ==
+          common::sql::kClaimWeightedExcluding.name);
+    CHECK(f.claim_as("K1", 5, {"r"}).empty());
+    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimRatedExcluding.name);
+    const auto weighted =
+        f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 1, {"w"}}, {"K3", 1, {"w"}}},
+                            kLease, f.clock.now());
+    CHECK(std::string(f.store.last_claim_statement()) ==
+          common::sql::kClaimBatchWeightedExcluding.name);
+    REQUIRE(weighted.size() == 2);
+    CHECK(weighted[0].leases.empty());
+    REQUIRE(weighted[1].leases.size() == 1);
+    CHECK(weighted[1].leases[0].job_id == ids[0]);
+    const auto rated =
+        f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 1, {"r"}}, {"K3", 1, {"r"}}},
+                            kLease, f.clock.now());
+    CHECK(std::string(f.store.last_claim_statement()) ==
+          common::sql::kClaimBatchRatedExcluding.name);
+    REQUIRE(rated.size() == 2);
+    CHECK(rated[0].leases.empty());
+    REQUIRE(rated[1].leases.size() == 1);
+    CHECK(rated[1].leases[0].job_id == ids[1]);
+    CHECK(f.violations() == 0);
+}
