@@ -164,8 +164,10 @@ ClaimVariant begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
         // lock must still go through.
         txn.exec_params(sql::kSetLocalLockTimeout.text, std::to_string(options.lock_timeout_ms));
     }
+    // Before this connection's first claim the epoch is unknown; it can only matter if some queue
+    // was ever flagged (the sequence still at 0 says none was before this claim's lock).
     const auto seen = r[0]["exclusions_epoch"].as<std::int64_t>();
-    const bool moved = epoch != seen;
+    const bool moved = epoch ? *epoch != seen : seen != 0;
     epoch = seen;
     return {r[0]["rated"].as<std::int64_t>() > 0, r[0]["weighted"].as<std::int64_t>() > 0,
             moved || r[0]["excluding"].as<std::int64_t>() > 0};

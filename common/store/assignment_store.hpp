@@ -187,7 +187,8 @@ class AssignmentStore {
 
     StoreOptions options_;
     std::chrono::steady_clock::duration last_commit_{};
-    /// The exclusions epoch the last claim read (kClaimLocks); none before the first.
+    /// The exclusions epoch the last claim read (kClaimLocks); none before the first, which runs
+    /// the exclusion-aware statement unless no queue was ever flagged.
     std::optional<std::int64_t> exclusions_epoch_;
     const char* last_claim_statement_ = "";
     std::unique_ptr<pqxx::connection> conn_;
