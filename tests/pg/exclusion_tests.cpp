@@ -101,7 +101,8 @@ TEST_CASE("a job excluding reviewers is never handed to them by concurrent singl
         for (std::size_t i = 0; i < kKeys.size(); ++i) {
             threads.emplace_back([&, i] {
                 start.arrive_and_wait();
-                for (const auto& l : stores[i]->claim(1, {kKeys[i], 1}, kLease, f.clock.now()).leases)
+                for (const auto& l :
+                     stores[i]->claim(1, {kKeys[i], 1}, kLease, f.clock.now()).leases)
                     got[i].push_back(l.job_id);
             });
         }
@@ -158,8 +159,8 @@ TEST_CASE("a job excluding reviewers is never handed to them by concurrent coale
             REQUIRE(got[i].size() == 2);
             for (std::size_t k = 0; k < 2; ++k) {
                 for (const auto& l : got[i][k].leases) {
-                    if (l.job_id == ids[0]) CHECK((batches[i][k].worker == "K3" ||
-                                                   batches[i][k].worker == "K4"));
+                    if (l.job_id == ids[0])
+                        CHECK((batches[i][k].worker == "K3" || batches[i][k].worker == "K4"));
                 }
             }
         }
@@ -169,8 +170,7 @@ TEST_CASE("a job excluding reviewers is never handed to them by concurrent coale
         CHECK((holder == "K3" || holder == "K4"));
     }
     CHECK(f.violations() == 0);
-    CHECK(std::string(stores[0]->last_claim_statement()) ==
-          common::sql::kClaimBatchExcluding.name);
+    CHECK(std::string(stores[0]->last_claim_statement()) == common::sql::kClaimBatchExcluding.name);
 }
 
 TEST_CASE("a coalesced claim places an excluded job in a slot it allows", "[exclusions][claim]") {
@@ -190,7 +190,8 @@ TEST_CASE("a coalesced claim places an excluded job in a slot it allows", "[excl
 
     SECTION("and a job excluded for every slot of the batch is not taken") {
         const auto y = f.enqueue({job("y", {"K1", "K2"})});
-        const auto again = f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 2}, {"K2", 1}}, kLease, f.clock.now());
+        const auto again = f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 2}, {"K2", 1}},
+                                               kLease, f.clock.now());
         for (const auto& o : again) CHECK(o.leases.empty());
         CHECK(f.state(y[0]) == "pending");
     }
@@ -201,7 +202,8 @@ TEST_CASE("a job every claimer is excluded from stays pending", "[exclusions][cl
     const auto ids = f.enqueue({job("x", {"K1", "K2"})});
     CHECK(f.claim_as("K1").empty());
     CHECK(f.claim_as("K2").empty());
-    for (const auto& o : f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 3}, {"K2", 3}}, kLease, f.clock.now()))
+    for (const auto& o : f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 3}, {"K2", 3}},
+                                             kLease, f.clock.now()))
         CHECK(o.leases.empty());
     CHECK(f.state(ids[0]) == "pending");
     const auto k3 = f.claim_as("K3");
@@ -209,12 +211,10 @@ TEST_CASE("a job every claimer is excluded from stays pending", "[exclusions][cl
     CHECK(k3[0].job_id == ids[0]);
 }
 
-TEST_CASE("not whoever completed job X: its completer never gets the job",
-          "[exclusions][claim]") {
+TEST_CASE("not whoever completed job X: its completer never gets the job", "[exclusions][claim]") {
     Fixture f;
     // Job 2 is the review of job 1, in the same call; job 3 reviews job 1 too, enqueued later.
-    const auto ids =
-        f.enqueue({job("work"), job("review", {}, {job_of_this_call(1)})});
+    const auto ids = f.enqueue({job("work"), job("review", {}, {job_of_this_call(1)})});
     const auto later = f.enqueue({job("second review", {}, {ids[0]})});
 
     // While job 1 has not ended, nobody gets its reviews (its completer is not known yet).
@@ -226,7 +226,8 @@ TEST_CASE("not whoever completed job X: its completer never gets the job",
 
     REQUIRE(f.store.complete(f.done(work[0], "K1"), f.clock.now()).accepted());
     CHECK(f.claim_as("K1").empty());
-    for (const auto& o : f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 2}}, kLease, f.clock.now()))
+    for (const auto& o :
+         f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 2}}, kLease, f.clock.now()))
         CHECK(o.leases.empty());
     const auto reviews = f.claim_as("K2");
     REQUIRE(reviews.size() == 2);
@@ -287,8 +288,8 @@ TEST_CASE("a queue without exclusions runs the claim statements that ran before 
     CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimExcluding.name);
     REQUIRE(f.claim_as("K1", 1, {"plain"}).size() == 1);
     CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaim.name);
-    const auto batch =
-        f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 1, {"plain"}}}, kLease, f.clock.now());
+    const auto batch = f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 1, {"plain"}}},
+                                           kLease, f.clock.now());
     REQUIRE(batch.at(0).leases.size() == 1);
     CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimBatch.name);
 
@@ -324,27 +325,25 @@ TEST_CASE("weighted and rate-limited queues with exclusions run the aware varian
     {
         pqxx::work t(f.store.connection());
         t.exec("UPDATE job_queues SET weight = 2 WHERE org_id = 1 AND queue = 'w'");
-        t.exec("UPDATE job_queues SET rate_per_s = 100, rate_burst = 10 "
-               "WHERE org_id = 1 AND queue = 'r'");
+        t.exec(
+            "UPDATE job_queues SET rate_per_s = 100, rate_burst = 10 "
+            "WHERE org_id = 1 AND queue = 'r'");
         t.commit();
     }
     CHECK(f.claim_as("K1", 5, {"w"}).empty());
-    CHECK(std::string(f.store.last_claim_statement()) ==
-          common::sql::kClaimWeightedExcluding.name);
+    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimWeightedExcluding.name);
     CHECK(f.claim_as("K1", 5, {"r"}).empty());
     CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimRatedExcluding.name);
-    const auto weighted =
-        f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 1, {"w"}}, {"K3", 1, {"w"}}},
-                            kLease, f.clock.now());
+    const auto weighted = f.store.claim_batch(
+        1, std::vector<ClaimRequest>{{"K1", 1, {"w"}}, {"K3", 1, {"w"}}}, kLease, f.clock.now());
     CHECK(std::string(f.store.last_claim_statement()) ==
           common::sql::kClaimBatchWeightedExcluding.name);
     REQUIRE(weighted.size() == 2);
     CHECK(weighted[0].leases.empty());
     REQUIRE(weighted[1].leases.size() == 1);
     CHECK(weighted[1].leases[0].job_id == ids[0]);
-    const auto rated =
-        f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 1, {"r"}}, {"K3", 1, {"r"}}},
-                            kLease, f.clock.now());
+    const auto rated = f.store.claim_batch(
+        1, std::vector<ClaimRequest>{{"K1", 1, {"r"}}, {"K3", 1, {"r"}}}, kLease, f.clock.now());
     CHECK(std::string(f.store.last_claim_statement()) ==
           common::sql::kClaimBatchRatedExcluding.name);
     REQUIRE(rated.size() == 2);
