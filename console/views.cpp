@@ -143,6 +143,52 @@ json Views::jobs(const Operator& op, const JobQuery& q) {
     });
 }
 
+json Views::exclusions_of(common::JobId id, bool pending, common::Instant now) {
+    pqxx::read_transaction txn(data());
+    json reviewers = json::array();
+    json completers_of = json::array();
+    for (const auto& r : txn.exec_params(sql::kJobExclusions, id)) {
+        if (!r["excluded_key"].is_null()) {
+            reviewers.push_back(r["excluded_key"].as<std::string>());
+            continue;
+        }
+        completers_of.push_back(
+            {{"job", r["completer_of"].as<common::JobId>()},
+             {"state", r["named_state"].is_null() ? json(nullptr)
+                                                  : json(r["named_state"].as<std::string>())},
+             {"completer",
+              r["completer"].is_null() ? json(nullptr) : json(r["completer"].as<std::string>())}});
+    }
+    if (reviewers.empty() && completers_of.empty()) return nullptr;
+    json connected = json::array();
+    std::vector<std::string> excluded;
+    long long unknown = 0;
+    for (const auto& r : txn.exec_params(sql::kConnectedReviewers, id, common::to_micros(now))) {
+        if (r["name"].is_null()) {
+            unknown = r["unknown"].as<long long>();
+            continue;
+        }
+        const auto name = r["name"].as<std::string>();
+        const bool out = r["excluded"].as<bool>();
+        connected.push_back({{"name", name}, {"excluded", out}});
+        if (out) excluded.push_back(name);
+    }
+    // Why a pending job waits: every reviewer connected now is one it excludes.
+    json waits = nullptr;
+    if (pending && unknown == 0 && !connected.empty() && excluded.size() == connected.size()) {
+        std::string names;
+        for (const auto& n : excluded) names += (names.empty() ? "" : ", ") + n;
+        waits = "every connected reviewer (" + names + ") is excluded from this job";
+    } else if (pending && unknown == 0 && connected.empty()) {
+        waits = "no reviewer of its organization is connected";
+    }
+    return {{"reviewers", reviewers},
+            {"completers_of", completers_of},
+            {"connected", connected},
+            {"connected_unnamed", unknown},
+            {"waits_because", waits}};
+}
+
 std::optional<json> Views::job(const Operator& op, common::JobId id, common::Instant now) {
     return with_connections([&]() -> std::optional<json> {
         for (const auto& s : scopes_of(op)) {
@@ -166,7 +212,9 @@ std::optional<json> Views::job(const Operator& op, common::JobId id, common::Ins
             }
             const auto progress = store.progress(id);
             const auto park = store.park(id);
+            json exclusions = exclusions_of(id, snap.row.state == common::JobState::Pending, now);
             return json{{"job", row},
+                        {"exclusions", exclusions},
                         {"progress", progress ? common::progress_json(*progress) : json(nullptr)},
                         {"park", park ? common::park_json(*park) : json(nullptr)},
                         {"class", common::to_string(snap.classification.cls)},

@@ -102,6 +102,10 @@ class Views {
     /// The job's organization when the operator may see it, trying each scope in turn; leaves
     /// the data connection scoped to it.
     std::optional<common::OrgId> find_job(const Operator& op, common::JobId id);
+    /// A job's exclusions (schema/0025) for its page, or null when it has none: the reviewers and
+    /// jobs it names, the reviewers connected now and which it excludes, and, for a pending job
+    /// that every connected reviewer is excluded from, that this is why it waits.
+    nlohmann::json exclusions_of(common::JobId id, bool pending, common::Instant now);
     pqxx::connection& data();
     pqxx::connection& meta();
     void scope(const std::string& org_or_system);

@@ -35,6 +35,8 @@ struct EnqueueArgs {
     std::string dedupe_window;
     std::string depends_on;
     std::string on_failure = "cancel";
+    std::string exclude_keys;
+    std::string exclude_completers_of;
     std::string payload = "review";
     std::vector<std::string> payloads;
     std::string csv;
@@ -49,6 +51,35 @@ std::optional<common::Duration> duration_option(const std::string& text, const c
     if (!d)
         throw UsageError(std::string(flag) + " '" + text + "' is not a duration like 30s or 5m");
     return d;
+}
+
+/// The comma-separated items of `text` (none when it is empty), each non-empty.
+std::vector<std::string> comma_items(const std::string& text, const char* flag) {
+    std::vector<std::string> out;
+    for (std::size_t at = 0; !text.empty() && at <= text.size();) {
+        const auto comma = std::min(text.find(',', at), text.size());
+        out.push_back(text.substr(at, comma - at));
+        if (out.back().empty())
+            throw UsageError(std::string(flag) +
+                             " takes items separated by commas, and one is "
+                             "empty");
+        at = comma + 1;
+    }
+    return out;
+}
+
+/// The job ids of a comma-separated list.
+std::vector<common::JobId> job_ids(const std::string& text, const char* flag) {
+    std::vector<common::JobId> out;
+    for (const auto& item : comma_items(text, flag)) {
+        char* end = nullptr;
+        const long long id = std::strtoll(item.c_str(), &end, 10);
+        if (*end != '\0' || id <= 0)
+            throw UsageError(std::string(flag) + " takes job ids separated by commas, and '" +
+                             item + "' is not one");
+        out.push_back(id);
+    }
+    return out;
 }
 
 /// The lifecycle options (queue, schedule, retry policy, deadline, dedupe key) applied to every
@@ -74,21 +105,14 @@ void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records,
     const auto cap = duration_option(a.backoff_cap, "--backoff-cap");
     const auto timeout = duration_option(a.run_timeout, "--run-timeout");
     if (base && cap && *cap < *base) throw UsageError("--backoff-cap is below --backoff-base");
-    std::vector<common::JobId> depends_on;
-    for (std::size_t at = 0; !a.depends_on.empty() && at <= a.depends_on.size();) {
-        const auto comma = std::min(a.depends_on.find(',', at), a.depends_on.size());
-        const std::string item = a.depends_on.substr(at, comma - at);
-        char* end = nullptr;
-        const long long id = std::strtoll(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || id <= 0)
-            throw UsageError("--depends-on takes job ids separated by commas, and '" + item +
-                             "' is not one");
-        depends_on.push_back(id);
-        at = comma + 1;
-    }
+    const auto depends_on = job_ids(a.depends_on, "--depends-on");
+    const auto exclude_keys = comma_items(a.exclude_keys, "--exclude-keys");
+    const auto exclude_completers_of = job_ids(a.exclude_completers_of, "--exclude-completers-of");
 
     for (auto& r : records) {
         r.job.depends_on = depends_on;
+        r.job.exclude_keys = exclude_keys;
+        r.job.exclude_completers_of = exclude_completers_of;
         r.job.on_failure = a.on_failure == "run" ? common::DependencyPolicy::Run
                                                  : common::DependencyPolicy::Cancel;
         r.job.queue = a.queue;
@@ -292,6 +316,12 @@ void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
                     "or run it anyway")
         ->check(CLI::IsMember({"cancel", "run"}))
         ->capture_default_str();
+    cmd->add_option("--exclude-keys", args->exclude_keys,
+                    "Separation of duties: reviewers (key names, comma-separated) each enqueued "
+                    "job is never handed to");
+    cmd->add_option("--exclude-completers-of", args->exclude_completers_of,
+                    "Separation of duties: jobs (ids, comma-separated) whose completer each "
+                    "enqueued job is never handed to; nobody gets it while one has not ended");
     auto* csv = cmd->add_option(
         "--csv", args->csv, "CSV with a header: payload, and any of org, priority, max_attempts");
     cmd->add_option("--jsonl", args->jsonl,

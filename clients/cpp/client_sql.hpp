@@ -13,7 +13,8 @@ namespace aclaim::clients::sql {
 using common::sql::Statement;
 
 /// One array element per job (new_job_arrays), the dedupe window, the organization and now, then
-/// one element per dependency edge (NULL when no job has any; schema/0024).
+/// one element per dependency edge (NULL when no job has any; schema/0024), then one element per
+/// exclusion (NULL when no job has any; schema/0025).
 inline const Statement kEnqueue{
     "aclaim_client_enqueue",
     R"SQL(
@@ -24,13 +25,16 @@ SELECT n, id, created, state
                            backoff_base_us => $8::bigint[], backoff_cap_us => $9::bigint[],
                            dedupe_window_us => $10::bigint, org => $11::bigint,
                            now_us => $12::bigint, depends_n => $13::int[],
-                           depends_on => $14::bigint[], on_failure => $15::text[])
+                           depends_on => $14::bigint[], on_failure => $15::text[],
+                           exclude_n => $16::int[], exclude_keys => $17::text[],
+                           exclude_jobs => $18::bigint[])
  ORDER BY n
 )SQL",
     {"payloads text[]", "queues text[]", "priorities int[]", "run_at_us bigint[]",
      "dedupe_keys text[]", "max_attempts int[]", "run_timeout_us bigint[]",
      "backoff_base_us bigint[]", "backoff_cap_us bigint[]", "dedupe_window_us bigint", "org bigint",
-     "now_us bigint", "depends_n int[]", "depends_on bigint[]", "on_failure text[]"}};
+     "now_us bigint", "depends_n int[]", "depends_on bigint[]", "on_failure text[]",
+     "exclude_n int[]", "exclude_keys text[]", "exclude_jobs bigint[]"}};
 
 inline const Statement kCancel{
     "aclaim_client_cancel",

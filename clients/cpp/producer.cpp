@@ -17,11 +17,11 @@ std::vector<common::Enqueued> Producer::enqueue_many(
     pqxx::transaction_base& txn, const std::vector<common::NewJob>& jobs) const {
     if (jobs.empty()) return {};
     const auto a = common::new_job_arrays(jobs);
-    const auto rows =
-        txn.exec_params(sql::kEnqueue.text, a.payloads, a.queues, a.priorities, a.run_at_us,
-                        a.dedupe_keys, a.max_attempts, a.run_timeout_us, a.backoff_base_us,
-                        a.backoff_cap_us, options_.dedupe_window, options_.org, clock_->now(),
-                        a.depends_n, a.depends_on, a.on_failure);
+    const auto rows = txn.exec_params(sql::kEnqueue.text, a.payloads, a.queues, a.priorities,
+                                      a.run_at_us, a.dedupe_keys, a.max_attempts, a.run_timeout_us,
+                                      a.backoff_base_us, a.backoff_cap_us, options_.dedupe_window,
+                                      options_.org, clock_->now(), a.depends_n, a.depends_on,
+                                      a.on_failure, a.exclude_n, a.exclude_keys, a.exclude_jobs);
     std::vector<common::Enqueued> out;
     out.reserve(rows.size());
     for (const auto& r : rows) {

@@ -15,13 +15,18 @@
 
 namespace aclaim::common {
 
-constexpr EnumNames<Invariant, 19> kInvariantNames{
-    {"single_completion", "completion_is_current", "generations_increase", "leases_disjoint",
-     "nothing_lost", "result_matches_row", "same_organization", "claim_after_run_at",
-     "paused_queue_idle", "limit_respected", "ended_stays_ended", "pruned_is_absent",
-     "pruned_was_finished", "schedule_tick_once", "checkpoint_is_current", "rate_respected",
-     "park_finished_once", "aging_bound_kept", "dependencies_first"}};
-static_assert(kInvariantNames.covers(Invariant::DependenciesFirst));
+constexpr EnumNames<Invariant, 20> kInvariantNames{
+    {"single_completion",     "completion_is_current",
+     "generations_increase",  "leases_disjoint",
+     "nothing_lost",          "result_matches_row",
+     "same_organization",     "claim_after_run_at",
+     "paused_queue_idle",     "limit_respected",
+     "ended_stays_ended",     "pruned_is_absent",
+     "pruned_was_finished",   "schedule_tick_once",
+     "checkpoint_is_current", "rate_respected",
+     "park_finished_once",    "aging_bound_kept",
+     "dependencies_first",    "excluded_never_completed"}};
+static_assert(kInvariantNames.covers(Invariant::ExcludedNeverCompleted));
 
 std::string_view to_string(Invariant i) {
     return kInvariantNames(i);
@@ -177,6 +182,42 @@ void check_dependencies(const History& h, const PrunedIds& pruned,
                         std::to_string(d.depends_on) + " (policy " + d.policy + ") " +
                         (end == ends.end() ? std::string("never ended so")
                                            : "ended so only at " + describe(*end->second)));
+        }
+    }
+}
+
+/// No job was completed by a reviewer it excludes (schema/0025): the accepted completions
+/// ('completed' events) of a job are by none of the reviewers it names, and by nobody who has a
+/// 'completed' event on a job it names. A named job whose history is gone proves nothing and is
+/// passed over (pruning wrote its completer as a named reviewer).
+void check_exclusions(const History& h,
+                      const std::function<void(Invariant, JobId, std::string)>& violate) {
+    if (h.exclusions.empty()) return;
+    std::unordered_map<JobId, std::vector<const AuditEvent*>> completions;
+    for (const auto& e : h.events) {
+        if (e.kind == "completed") completions[e.job_id].push_back(&e);
+    }
+    for (const auto& x : h.exclusions) {
+        const auto done = completions.find(x.job_id);
+        if (done == completions.end()) continue;
+        std::vector<std::pair<std::string, std::string>> banned;  // reviewer, why
+        if (!x.excluded_key.empty()) {
+            banned.emplace_back(x.excluded_key, "it excludes reviewer " + x.excluded_key);
+        } else if (const auto named = completions.find(x.completer_of);
+                   named != completions.end()) {
+            for (const AuditEvent* c : named->second) {
+                banned.emplace_back(c->worker, "it excludes whoever completed job " +
+                                                   std::to_string(x.completer_of) + ", and " +
+                                                   describe(*c) + " there");
+            }
+        }
+        for (const AuditEvent* c : done->second) {
+            for (const auto& [reviewer, why] : banned) {
+                if (c->worker == reviewer) {
+                    violate(Invariant::ExcludedNeverCompleted, x.job_id,
+                            describe(*c) + " but " + why);
+                }
+            }
         }
     }
 }
@@ -382,6 +423,7 @@ CheckReport check(const History& h) {
     check_rates(h, rows, violate);
     check_aging(h, rows, violate);
     check_dependencies(h, pruned, violate);
+    check_exclusions(h, violate);
     // Each scheduler records the ticks it enqueued; two rows for one tick are two jobs for it.
     std::map<std::pair<std::int64_t, Instant>, JobId> ticks;
     for (const auto& t : h.schedule_ticks) {
@@ -437,6 +479,10 @@ History load_history(pqxx::connection& conn) {
     for (const auto& r : txn.exec(sql::kCheckDependencies)) {
         h.dependencies.push_back(
             {r["job_id"].as<JobId>(), r["depends_on"].as<JobId>(), r["policy"].as<std::string>()});
+    }
+    for (const auto& r : txn.exec(sql::kCheckExclusions)) {
+        h.exclusions.push_back({r["job_id"].as<JobId>(), r["excluded_key"].as<std::string>(),
+                                r["completer_of"].as<JobId>()});
     }
     return h;
 }

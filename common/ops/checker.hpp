@@ -60,6 +60,14 @@ struct DependencyEdge {
     std::string policy;  ///< cancel, run
 };
 
+/// One row of job_exclusions (schema/0025): job_id may not go to excluded_key, or to whoever
+/// completed completer_of (the other one empty / 0).
+struct Exclusion {
+    JobId job_id = 0;
+    std::string excluded_key;
+    JobId completer_of = 0;
+};
+
 struct History {
     std::vector<JobRow> jobs;
     std::vector<AuditEvent> events;  ///< in id order
@@ -70,6 +78,7 @@ struct History {
     /// The priority of each job whose row names one (jobs of aged queues are the ones read).
     std::unordered_map<JobId, JobPriority> priorities;
     std::vector<DependencyEdge> dependencies;  ///< any order
+    std::vector<Exclusion> exclusions;         ///< any order
 };
 
 /// The invariants, by name.
@@ -103,6 +112,8 @@ enum class Invariant {
                           ///< job of the queue was claimed
     DependenciesFirst,    ///< no job was claimed before all its dependencies were completed (or,
                           ///< under the policy 'run', had ended)
+    ExcludedNeverCompleted,  ///< no job was completed by a reviewer it excludes: one it names, or
+                             ///< the one who completed a job it names
 };
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the

@@ -37,4 +37,9 @@ inline constexpr const char* kPrunedRanges =
 inline constexpr const char* kCheckDependencies =
     "SELECT job_id, depends_on, policy FROM job_dependencies";
 
+/// Every exclusion (schema/0025_job_exclusions.sql).
+inline constexpr const char* kCheckExclusions =
+    "SELECT job_id, coalesce(excluded_key, '') AS excluded_key, "
+    "coalesce(completer_of, 0) AS completer_of FROM job_exclusions";
+
 }  // namespace aclaim::common::sql

@@ -110,6 +110,12 @@ struct NewJob {
     std::vector<JobId> depends_on{};
     /// What a dependency that ends other than completed does to this job.
     DependencyPolicy on_failure = DependencyPolicy::Cancel;
+    /// Separation of duties (schema/0025_job_exclusions.sql): the reviewers (key names) never to
+    /// hand this job to. Empty, with exclude_completers_of: any reviewer.
+    std::vector<std::string> exclude_keys{};
+    /// The jobs whose completer never gets this job (a job id, or job_of_this_call(k)); while one
+    /// of them has not ended, nobody gets it.
+    std::vector<JobId> exclude_completers_of{};
 };
 
 /// The reference, in NewJob::depends_on, to job k (counting from 1) of the same enqueue call.

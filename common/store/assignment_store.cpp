@@ -149,29 +149,46 @@ std::string served_queues(const std::vector<std::string>& queues) {
 /// Which claim statement the served queues need (kClaimLocks): the one claims ran before rate
 /// limits and weights existed unless a served queue has either.
 struct ClaimVariant {
-    bool rated = false;     ///< a served queue has a rate limit
-    bool weighted = false;  ///< a served queue has a weight
+    bool rated = false;      ///< a served queue has a rate limit
+    bool weighted = false;   ///< a served queue has a weight
+    bool excluding = false;  ///< exclusions may apply (schema/0025_job_exclusions.sql)
 };
 
 /// The first statement of a claim transaction (kClaimLocks), then, for the wait strategy, the
-/// bound on the claim's own lock wait.
+/// bound on the claim's own lock wait. `epoch`: the exclusions epoch this connection's previous
+/// claim read (none yet: unknown), updated; a claim that sees it move runs the exclusion-aware
+/// variant, as its snapshot may predate a queue's flag (kClaimLocks says why that suffices).
 ClaimVariant begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
-                         const StoreOptions& options) {
+                         const StoreOptions& options, std::optional<std::int64_t>& epoch) {
     const pqxx::result r = txn.exec_prepared(sql::kClaimLocks.name, org, queues);
     if (options.lock_strategy == LockStrategy::Wait) {
         // Bound only the claim's wait: a completion queued behind a waiting claimer's row
         // lock must still go through.
         txn.exec_params(sql::kSetLocalLockTimeout.text, std::to_string(options.lock_timeout_ms));
     }
-    return {r[0]["rated"].as<std::int64_t>() > 0, r[0]["weighted"].as<std::int64_t>() > 0};
+    // Before this connection's first claim the epoch is unknown; it can only matter if some queue
+    // was ever flagged (the sequence still at 0 says none was before this claim's lock).
+    const auto seen = r[0]["exclusions_epoch"].as<std::int64_t>();
+    const bool moved = epoch ? *epoch != seen : seen != 0;
+    epoch = seen;
+    return {r[0]["rated"].as<std::int64_t>() > 0, r[0]["weighted"].as<std::int64_t>() > 0,
+            moved || r[0]["excluding"].as<std::int64_t>() > 0};
 }
 
 const char* single_claim(ClaimVariant v) {
+    if (v.excluding) {
+        if (v.weighted) return sql::kClaimWeightedExcluding.name;
+        return v.rated ? sql::kClaimRatedExcluding.name : sql::kClaimExcluding.name;
+    }
     if (v.weighted) return sql::kClaimWeighted.name;
     return v.rated ? sql::kClaimRated.name : sql::kClaim.name;
 }
 
 const char* batch_claim(ClaimVariant v) {
+    if (v.excluding) {
+        if (v.weighted) return sql::kClaimBatchWeightedExcluding.name;
+        return v.rated ? sql::kClaimBatchRatedExcluding.name : sql::kClaimBatchExcluding.name;
+    }
     if (v.weighted) return sql::kClaimBatchWeighted.name;
     return v.rated ? sql::kClaimBatchRated.name : sql::kClaimBatch.name;
 }
@@ -289,9 +306,17 @@ Transition reject(pqxx::work& txn, Scope& scope, Operation op, const TransitionR
     return out[0];
 }
 
+/// What claim_in needs of the store beyond the transaction: its options, its exclusions epoch
+/// (begin_claim) and where to record the statement it ran.
+struct ClaimContext {
+    const StoreOptions& options;
+    std::optional<std::int64_t>& epoch;
+    const char*& statement;
+};
+
 /// claim_batch's statement (and, with take_locks, the claim's locks first) in `txn`, which is
 /// scoped to org. `variant`: what the locks, taken by the caller, found of the served queues.
-std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const StoreOptions& options, OrgId org,
+std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const ClaimContext& context, OrgId org,
                                    std::span<const ClaimRequest> requests, Duration lease,
                                    Instant now, bool take_locks, ClaimVariant variant) {
     std::vector<ClaimOutcome> out(requests.size());
@@ -306,9 +331,10 @@ std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const StoreOptions& options,
     }
     const std::string queues =
         served_queues(requests.empty() ? std::vector<std::string>{} : requests[0].queues);
-    if (take_locks) variant = begin_claim(txn, org, queues, options);
+    if (take_locks) variant = begin_claim(txn, org, queues, context.options, context.epoch);
+    context.statement = batch_claim(variant);
     const pqxx::result r =
-        txn.exec_prepared(batch_claim(variant), org, pg_array(slots), now, lease, queues);
+        txn.exec_prepared(context.statement, org, pg_array(slots), now, lease, queues);
     for (const auto& row : r) {
         const auto slot = row["slot"].as<std::size_t>();
         out.at(owner.at(slot - 1)).leases.push_back(lease_of(row));
@@ -425,10 +451,18 @@ std::vector<Enqueued> AssignmentStore::enqueue_each(OrgId org, const std::vector
     const NewJobArrays a = new_job_arrays(jobs);
     pqxx::work txn(*conn_, "enqueue");
     Scope(txn, options_.row_security).to(org);
-    const pqxx::result r = txn.exec_prepared(
-        sql::kEnqueue.name, org, now, a.queues, a.payloads, a.priorities, a.run_at_us,
-        a.max_attempts, a.backoff_base_us, a.backoff_cap_us, a.run_timeout_us, a.dedupe_keys,
-        dedupe_window, a.depends_n, a.depends_on, a.on_failure);
+    // Only a call with exclusions runs the statement that adds them (schema/0025).
+    const pqxx::result r =
+        a.exclude_n
+            ? txn.exec_prepared(sql::kEnqueueExcluding.name, org, now, a.queues, a.payloads,
+                                a.priorities, a.run_at_us, a.max_attempts, a.backoff_base_us,
+                                a.backoff_cap_us, a.run_timeout_us, a.dedupe_keys, dedupe_window,
+                                a.depends_n, a.depends_on, a.on_failure, a.exclude_n,
+                                a.exclude_keys, a.exclude_jobs)
+            : txn.exec_prepared(sql::kEnqueue.name, org, now, a.queues, a.payloads, a.priorities,
+                                a.run_at_us, a.max_attempts, a.backoff_base_us, a.backoff_cap_us,
+                                a.run_timeout_us, a.dedupe_keys, dedupe_window, a.depends_n,
+                                a.depends_on, a.on_failure);
     txn.commit();
     std::vector<Enqueued> out;
     out.reserve(r.size());
@@ -446,8 +480,9 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
         pqxx::work txn(*conn_, "claim");
         Scope(txn, options_.row_security).to(org);
         const std::string queues = served_queues(request.queues);
-        const ClaimVariant variant = begin_claim(txn, org, queues, options_);
-        const pqxx::result r = txn.exec_prepared(single_claim(variant), org, request.worker,
+        const ClaimVariant variant = begin_claim(txn, org, queues, options_, exclusions_epoch_);
+        last_claim_statement_ = single_claim(variant);
+        const pqxx::result r = txn.exec_prepared(last_claim_statement_, org, request.worker,
                                                  request.max_jobs, now, lease, queues);
         out.refill_at = refill_after(txn, org, queues, variant.rated, r.size(),
                                      static_cast<std::size_t>(request.max_jobs), now);
@@ -566,7 +601,8 @@ std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
     try {
         pqxx::work txn(*conn_, "claim_batch");
         Scope(txn, options_.row_security).to(org);
-        out = claim_in(txn, options_, org, requests, lease, now, true, ClaimVariant{});
+        out = claim_in(txn, {options_, exclusions_epoch_, last_claim_statement_}, org, requests,
+                       lease, now, true, ClaimVariant{});
         commit(txn);
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kLockNotAvailable) throw;
@@ -640,11 +676,12 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
     scope.to(org);
     const ClaimVariant variant = begin_claim(
         txn, org, served_queues(claims.empty() ? std::vector<std::string>{} : claims[0].queues),
-        options_);
+        options_, exclusions_epoch_);
     out.completions = complete_in(txn, scope, options_.row_security, completions, now);
     // The completions' scope may have moved to another organization, or to all of them.
     scope.to(org);
-    out.claims = claim_in(txn, options_, org, claims, lease, now, false, variant);
+    out.claims = claim_in(txn, {options_, exclusions_epoch_, last_claim_statement_}, org, claims,
+                          lease, now, false, variant);
     commit(txn);
     return out;
 }

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <pqxx/pqxx>
 #include <span>
 #include <string>
@@ -169,6 +171,9 @@ class AssignmentStore {
     /// How long the COMMIT of the last claim, claim_batch, complete or complete_batch took: the
     /// wait for the WAL flush, mostly.
     std::chrono::steady_clock::duration last_commit() const { return last_commit_; }
+    /// The name of the claim statement the last claim ran (sql::kClaim and its variants): which
+    /// one the served queues chose, for tests and diagnostics.
+    const char* last_claim_statement() const { return last_claim_statement_; }
 
   private:
     void commit(pqxx::work& txn);
@@ -182,6 +187,10 @@ class AssignmentStore {
 
     StoreOptions options_;
     std::chrono::steady_clock::duration last_commit_{};
+    /// The exclusions epoch the last claim read (kClaimLocks); none before the first, which runs
+    /// the exclusion-aware statement unless no queue was ever flagged.
+    std::optional<std::int64_t> exclusions_epoch_;
+    const char* last_claim_statement_ = "";
     std::unique_ptr<pqxx::connection> conn_;
 };
 

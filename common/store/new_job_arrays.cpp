@@ -35,6 +35,7 @@ NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs) {
     NewJobArrays out{pg_array(queues), pg_array(payloads), pg_array(priorities),
                      pg_array(run_at), pg_array(attempts), pg_array(base),
                      pg_array(cap),    pg_array(timeout),  pg_array(keys),
+                     std::nullopt,     std::nullopt,       std::nullopt,
                      std::nullopt,     std::nullopt,       std::nullopt};
     std::vector<int> edge_n;
     std::vector<std::int64_t> edge_on;
@@ -51,6 +52,26 @@ NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs) {
         out.depends_n = pg_array(edge_n);
         out.depends_on = pg_array(edge_on);
         out.on_failure = pg_array(edge_policy);
+    }
+    std::vector<int> excl_n;
+    std::vector<std::optional<std::string>> excl_key;
+    std::vector<std::optional<std::int64_t>> excl_job;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        for (const auto& key : jobs[i].exclude_keys) {
+            excl_n.push_back(static_cast<int>(i + 1));
+            excl_key.emplace_back(key);
+            excl_job.emplace_back(std::nullopt);
+        }
+        for (const JobId of : jobs[i].exclude_completers_of) {
+            excl_n.push_back(static_cast<int>(i + 1));
+            excl_key.emplace_back(std::nullopt);
+            excl_job.emplace_back(of);
+        }
+    }
+    if (!excl_n.empty()) {
+        out.exclude_n = pg_array(excl_n);
+        out.exclude_keys = pg_array(excl_key);
+        out.exclude_jobs = pg_array(excl_job);
     }
     return out;
 }

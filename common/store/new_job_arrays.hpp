@@ -26,6 +26,12 @@ struct NewJobArrays {
     std::optional<std::string> depends_n;
     std::optional<std::string> depends_on;
     std::optional<std::string> on_failure;
+    /// The exclusions (schema/0025), one element each: job exclude_n[i] of the call excludes
+    /// the reviewer exclude_keys[i] or the completer of exclude_jobs[i] (the other NULL). All
+    /// three unset when no job has any, and the enqueue then runs the statement without them.
+    std::optional<std::string> exclude_n;
+    std::optional<std::string> exclude_keys;
+    std::optional<std::string> exclude_jobs;
 };
 
 NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs);

@@ -111,6 +111,26 @@ SELECT id, created, state
      "backoff_cap_us bigint[]", "run_timeout_us bigint[]", "dedupe_keys text[]",
      "dedupe_window_us bigint", "depends_n int[]", "depends_on bigint[]", "on_failure text[]"}};
 
+/// kEnqueue for a call of which some job has exclusions (schema/0025_job_exclusions.sql), one
+/// array element each: $16 the job's index in the call, $17 the reviewer it excludes, $18 the job
+/// whose completer it excludes (a job id, or -k for job k of the call); one of the two per element.
+/// A separate statement, so that an enqueue without exclusions runs kEnqueue as before.
+inline const Statement kEnqueueExcluding{
+    "aclaim_enqueue_excluding",
+    R"SQL(
+SELECT id, created, state
+  FROM aclaim_enqueue_jobs($1::bigint, $2::bigint, $3::text[], $4::text[], $5::int[],
+                           $6::bigint[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[],
+                           $11::text[], $12::bigint, $13::int[], $14::bigint[], $15::text[],
+                           $16::int[], $17::text[], $18::bigint[])
+ ORDER BY n
+)SQL",
+    {"org bigint", "now_us bigint", "queues text[]", "payloads text[]", "priorities int[]",
+     "run_at_us bigint[]", "max_attempts int[]", "backoff_base_us bigint[]",
+     "backoff_cap_us bigint[]", "run_timeout_us bigint[]", "dedupe_keys text[]",
+     "dedupe_window_us bigint", "depends_n int[]", "depends_on bigint[]", "on_failure text[]",
+     "exclude_n int[]", "exclude_keys text[]", "exclude_jobs bigint[]"}};
+
 /// $1 org, $2 text[] queues. The first statement of every claim transaction; the claim itself
 /// runs in the next statement, whose snapshot is taken after these locks are granted. It takes
 /// the organization's queue lock shared (pausing a queue or changing its limit takes it
@@ -123,7 +143,16 @@ SELECT id, created, state
 /// claim that came back short asks when their buckets refill only when there are some. A weighted
 /// queue (schema/0022_queue_weights.sql) is locked the same way, so that each claim reads the
 /// passes the previous one wrote; `weighted` counts those queues, and a claim runs the weighted
-/// statement (kClaimWeighted) only when there are some.
+/// statement (kClaimWeighted) only when there are some. `excluding` counts the served queues
+/// that ever received a job with exclusions (schema/0025_job_exclusions.sql), and the claim runs
+/// an exclusion-aware variant only when there are some, or when `exclusions_epoch` moved since
+/// this connection's previous claim. The epoch closes the gap between this statement's snapshot
+/// and its lock: it is read last, after the organization's lock is granted (the target list is
+/// evaluated in order), and the enqueue that first flags a queue advances it while holding that
+/// lock exclusive, until it commits. So a flag that committed after this snapshot was either
+/// committed before the lock was granted, and its epoch step is seen here, or commits after this
+/// claim's transaction; and a flag that committed before the previous claim's lock was granted is
+/// in this snapshot, since this claim began after that one committed.
 inline const Statement kClaimLocks{"aclaim_claim_locks",
                                    R"SQL(
 SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
@@ -133,9 +162,12 @@ SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
                    AND (max_assigned IS NOT NULL OR rate_per_s IS NOT NULL
                         OR weight IS NOT NULL)
                  ORDER BY queue) AS limited) AS limited,
-       c.rated, c.weighted
+       c.rated, c.weighted, c.excluding,
+       coalesce(pg_sequence_last_value('aclaim_exclusions_epoch'::regclass), 0)
+           AS exclusions_epoch
   FROM (SELECT count(*) FILTER (WHERE rate_per_s IS NOT NULL) AS rated,
-               count(*) FILTER (WHERE weight IS NOT NULL) AS weighted
+               count(*) FILTER (WHERE weight IS NOT NULL) AS weighted,
+               count(*) FILTER (WHERE has_exclusions) AS excluding
           FROM job_queues
          WHERE org_id = $1::bigint AND queue = ANY($2::text[])) AS c
 )SQL",
@@ -214,6 +246,17 @@ inline std::string claim_spend(std::string_view now, bool rated) {
     return text;
 }
 
+/// The exclusion-aware variants' condition on a candidate job (schema/0025_job_exclusions.sql),
+/// placed after the candidate scan's other conditions: the single claim's worker ($2) is not
+/// excluded from it; the coalesced claim's slots ($2, one assignee each) hold one reviewer at
+/// least who is not (the matching, aclaim_exclusion_slots, then places it in such a slot). Empty
+/// without `excluding`, so that the statements run so far keep their text byte for byte.
+inline std::string exclusion_predicate(bool excluding, bool batch) {
+    if (!excluding) return "";
+    return batch ? "\n       AND NOT aclaim_excluded_for_all(id, $2::text[])"
+                 : "\n       AND NOT aclaim_excluded(id, $2::text)";
+}
+
 /// $1 org, $2 worker, $3 limit, $4 now, $5 lease length, $6 text[] queues served. {LOCK} is the
 /// lock strategy's clause. Runs after kClaimLocks. Only pending rows are candidates (a scheduled
 /// job becomes pending when its run_at arrives), from the served queues that are not paused, in
@@ -225,12 +268,13 @@ inline std::string claim_spend(std::string_view now, bool rated) {
 /// the attempt's deadline. The generation is the next one, or the first of the current
 /// timeline's range when that is higher (the fencing epoch, schema/0009_fencing_epoch.sql): after
 /// a failover that lost commits, no claim repeats a generation granted in the lost history.
-inline std::string claim_text(bool rated) {
+inline std::string claim_text(bool rated, bool excluding = false) {
     return "WITH " + claim_room("$3::int", "$6::text[]", "$4::bigint", rated) +
            R"SQL(, picked AS MATERIALIZED (
     SELECT id, queue, priority, run_at FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
-       AND queue IN (SELECT queue FROM room WHERE room > 0)
+       AND queue IN (SELECT queue FROM room WHERE room > 0))SQL" +
+           exclusion_predicate(excluding, false) + R"SQL(
      ORDER BY priority DESC, run_at, id
      LIMIT $3::int
      FOR UPDATE {LOCK}
@@ -277,6 +321,16 @@ inline const Statement kClaimRated{"aclaim_claim_rated",
                                    claim_text(true),
                                    {"org bigint", "worker text", "limit int", "now_us bigint",
                                     "lease_us bigint", "queues text[]"}};
+/// kClaim and kClaimRated when a served queue ever received a job with exclusions (kClaimLocks'
+/// `excluding`): a candidate the worker is excluded from is passed over (exclusion_predicate).
+inline const Statement kClaimExcluding{"aclaim_claim_excluding",
+                                       claim_text(false, true),
+                                       {"org bigint", "worker text", "limit int", "now_us bigint",
+                                        "lease_us bigint", "queues text[]"}};
+inline const Statement kClaimRatedExcluding{"aclaim_claim_rated_excluding",
+                                            claim_text(true, true),
+                                            {"org bigint", "worker text", "limit int",
+                                             "now_us bigint", "lease_us bigint", "queues text[]"}};
 
 /// The claim on served queues of which one at least has a weight (kClaimLocks' `weighted`), one
 /// text for the single claim (`batch` false: $1 org, $2 worker, $3 limit, $4 now, $5 lease
@@ -298,7 +352,7 @@ inline const Statement kClaimRated{"aclaim_claim_rated",
 /// a second update of one row in one statement would be lost. The weighted claim reads the weight
 /// after the organization's lock (kClaimLocks), so a weight set and its jobs marked commit before
 /// it or after it, never between.
-inline std::string claim_weighted_text(bool batch) {
+inline std::string claim_weighted_text(bool batch, bool excluding = false) {
     const std::string limit = batch ? "cardinality($2::text[])" : "$3::int";
     const std::string now = batch ? "$3::bigint" : "$4::bigint";
     const std::string lease = batch ? "$4::bigint" : "$5::bigint";
@@ -325,7 +379,7 @@ inline std::string claim_weighted_text(bool batch) {
       FROM room r
      CROSS JOIN LATERAL (
          SELECT id, priority, run_at FROM jobs
-          WHERE org_id = $1::bigint AND state = 'pending' AND weighed AND queue = r.queue
+          WHERE org_id = $1::bigint AND state = 'pending' AND weighed AND queue = r.queue{EXCLUDE}
           ORDER BY priority DESC, run_at, id
           LIMIT greatest(least(r.room, {LIMIT}), 0)
             FOR UPDATE {LOCK}) AS c
@@ -337,7 +391,7 @@ inline std::string claim_weighted_text(bool batch) {
       FROM room r
      CROSS JOIN LATERAL (
          SELECT id, priority, run_at FROM jobs
-          WHERE org_id = $1::bigint AND state = 'pending' AND queue = r.queue
+          WHERE org_id = $1::bigint AND state = 'pending' AND queue = r.queue{EXCLUDE}
           ORDER BY priority DESC, run_at, id
           LIMIT greatest(least(r.room, {LIMIT}), 0)
             FOR UPDATE {LOCK}) AS c
@@ -357,7 +411,7 @@ inline std::string claim_weighted_text(bool batch) {
       FROM ranked
      ORDER BY pos
      LIMIT {LIMIT}
-), claimed AS (
+){MATCHED}, claimed AS (
     UPDATE jobs j
        SET state = 'assigned', generation = greatest(j.generation + 1, (SELECT aclaim_generation_floor()) + 1),
            assignee = {WORKER},
@@ -366,7 +420,7 @@ inline std::string claim_weighted_text(bool batch) {
            lease_expires_at = least(aclaim_ts({NOW} + {LEASE}),
                                     aclaim_ts({NOW} + j.run_timeout_us)),
            attempts = j.attempts + 1
-      FROM allowed a
+      FROM {SLOTTED} a
      WHERE j.id = a.id
     RETURNING a.pos AS slot, j.id, j.org_id, j.queue, j.generation, j.priority,
               aclaim_us(j.enqueued_at) AS enqueued_us, aclaim_us(j.lease_expires_at) AS lease_us,
@@ -404,6 +458,15 @@ SELECT c.slot, c.id, c.org_id, c.queue, c.generation, c.priority, c.enqueued_us,
     fill("{LEASE}", lease);
     fill("{QUEUES}", queues);
     fill("{WORKER}", worker);
+    // The coalesced aware variant places the jobs in slots they allow (aclaim_exclusion_slots)
+    // rather than in claim order.
+    fill("{EXCLUDE}", exclusion_predicate(excluding, batch));
+    fill("{MATCHED}", excluding && batch ? R"SQL(, matched AS (
+    SELECT m.job AS id, m.slot AS pos
+      FROM aclaim_exclusion_slots(ARRAY(SELECT id FROM allowed ORDER BY pos), $2::text[]) AS m
+))SQL"
+                                         : "");
+    fill("{SLOTTED}", excluding && batch ? "matched" : "allowed");
     return text;
 }
 /// kClaim when a served queue has a weight (claim_weighted_text).
@@ -411,6 +474,12 @@ inline const Statement kClaimWeighted{"aclaim_claim_weighted",
                                       claim_weighted_text(false),
                                       {"org bigint", "worker text", "limit int", "now_us bigint",
                                        "lease_us bigint", "queues text[]"}};
+/// kClaimWeighted when a served queue ever received a job with exclusions.
+inline const Statement kClaimWeightedExcluding{
+    "aclaim_claim_weighted_excluding",
+    claim_weighted_text(false, true),
+    {"org bigint", "worker text", "limit int", "now_us bigint", "lease_us bigint",
+     "queues text[]"}};
 
 /// $1 org, $2 text[] queues served, $3 now. After a claim that came back short, in its
 /// transaction, and only when kClaimLocks found a served queue with a rate limit: the first
@@ -753,18 +822,32 @@ SELECT r.job, r.org, r.generation, 'rejected', r.worker, aclaim_ts($5::bigint), 
 // arrays) that was applied, and the caller takes the others through the single path for their
 // exact answer.
 
+/// The coalesced claim's placement of the jobs it takes: the best job in the first slot.
+inline constexpr const char* kSlotted = R"SQL(
+    SELECT p.id, ($2::text[])[p.slot] AS worker, p.slot
+      FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) AS slot
+              FROM allowed) AS p
+     WHERE p.slot <= cardinality($2::text[]))SQL";
+/// The exclusion-aware variant's: each job in a slot whose reviewer it does not exclude
+/// (aclaim_exclusion_slots, schema/0025_job_exclusions.sql), the best jobs first.
+inline constexpr const char* kExclusionSlotted = R"SQL(
+    SELECT m.job AS id, ($2::text[])[m.slot] AS worker, m.slot
+      FROM aclaim_exclusion_slots(ARRAY(SELECT id FROM allowed ORDER BY priority DESC, run_at, id),
+                                  $2::text[]) AS m)SQL";
+
 /// $1 org, $2 text[] one assignee per slot (a requester asking for k jobs holds k consecutive
 /// slots), $3 now, $4 lease length, $5 text[] the queues every requester of the batch serves.
 /// The best job goes to the first slot, each slot's assignee read by subscript: a join with the
 /// unnested array, whose row estimate is the planner's default of ten, made a nested loop that
 /// compared every slot with every job (123,552 comparisons and 69 of a 93 ms statement at 352
 /// jobs). {LOCK} as in kClaim, which this is for many requesters.
-inline std::string claim_batch_text(bool rated) {
+inline std::string claim_batch_text(bool rated, bool excluding = false) {
     return "WITH " + claim_room("cardinality($2::text[])", "$5::text[]", "$3::bigint", rated) +
            R"SQL(, picked AS MATERIALIZED (
     SELECT id, queue, priority, run_at FROM jobs
      WHERE org_id = $1::bigint AND state = 'pending'
-       AND queue IN (SELECT queue FROM room WHERE room > 0)
+       AND queue IN (SELECT queue FROM room WHERE room > 0))SQL" +
+           exclusion_predicate(excluding, true) + R"SQL(
      ORDER BY priority DESC, run_at, id
      LIMIT cardinality($2::text[])
      FOR UPDATE {LOCK}
@@ -775,11 +858,9 @@ inline std::string claim_batch_text(bool rated) {
               FROM picked) AS p
       JOIN room USING (queue)
      WHERE p.rn <= room.room
-), slotted AS (
-    SELECT p.id, ($2::text[])[p.slot] AS worker, p.slot
-      FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) AS slot
-              FROM allowed) AS p
-     WHERE p.slot <= cardinality($2::text[])
+), slotted AS ()SQL" +
+           std::string(excluding ? kExclusionSlotted : kSlotted) +
+           R"SQL(
 ), claimed AS (
     UPDATE jobs j
        SET state = 'assigned', generation = greatest(j.generation + 1, (SELECT aclaim_generation_floor()) + 1),
@@ -820,6 +901,20 @@ inline const Statement kClaimBatchRated{
 inline const Statement kClaimBatchWeighted{
     "aclaim_claim_batch_weighted",
     claim_weighted_text(true),
+    {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
+/// kClaimBatch, kClaimBatchRated and kClaimBatchWeighted when a served queue ever received a job
+/// with exclusions, as kClaimExcluding is kClaim's; the jobs are placed in slots they allow.
+inline const Statement kClaimBatchExcluding{
+    "aclaim_claim_batch_excluding",
+    claim_batch_text(false, true),
+    {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
+inline const Statement kClaimBatchRatedExcluding{
+    "aclaim_claim_batch_rated_excluding",
+    claim_batch_text(true, true),
+    {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
+inline const Statement kClaimBatchWeightedExcluding{
+    "aclaim_claim_batch_weighted_excluding",
+    claim_weighted_text(true, true),
     {"org bigint", "workers text[]", "now_us bigint", "lease_us bigint", "queues text[]"}};
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers, $5 now,
@@ -947,16 +1042,40 @@ SELECT count(*) FILTER (WHERE state = 'attached') AS attached,
                                          {}};
 
 /// Every statement a store prepares at connect, in one table.
-inline const std::vector<const Statement*> kStatements = {
-    &kScope,           &kEnqueue,       &kClaimLocks,
-    &kClaim,           &kRateRefill,    &kRenew,
-    &kProgress,        &kComplete,      &kFail,
-    &kRelease,         &kReclaim,       &kPromoteDue,
-    &kNextDue,         &kAuthority,     &kAuthorityShared,
-    &kRejectedBatch,   &kClaimBatch,    &kClaimBatchRated,
-    &kClaimRated,      &kClaimWeighted, &kClaimBatchWeighted,
-    &kRenewBatch,      &kCompleteBatch, &kRetentionTryLock,
-    &kRetentionUnlock, &kPruneJobs,     &kEnsurePartitions,
-    &kPartitionSummary};
+inline const std::vector<const Statement*> kStatements = {&kScope,
+                                                          &kEnqueue,
+                                                          &kClaimLocks,
+                                                          &kClaim,
+                                                          &kRateRefill,
+                                                          &kRenew,
+                                                          &kProgress,
+                                                          &kComplete,
+                                                          &kFail,
+                                                          &kRelease,
+                                                          &kReclaim,
+                                                          &kPromoteDue,
+                                                          &kNextDue,
+                                                          &kAuthority,
+                                                          &kAuthorityShared,
+                                                          &kRejectedBatch,
+                                                          &kClaimBatch,
+                                                          &kClaimBatchRated,
+                                                          &kClaimRated,
+                                                          &kClaimWeighted,
+                                                          &kClaimBatchWeighted,
+                                                          &kRenewBatch,
+                                                          &kCompleteBatch,
+                                                          &kRetentionTryLock,
+                                                          &kRetentionUnlock,
+                                                          &kPruneJobs,
+                                                          &kEnsurePartitions,
+                                                          &kPartitionSummary,
+                                                          &kClaimExcluding,
+                                                          &kClaimRatedExcluding,
+                                                          &kClaimWeightedExcluding,
+                                                          &kClaimBatchExcluding,
+                                                          &kClaimBatchRatedExcluding,
+                                                          &kClaimBatchWeightedExcluding,
+                                                          &kEnqueueExcluding};
 
 }  // namespace aclaim::common::sql

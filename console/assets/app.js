@@ -365,6 +365,17 @@ async function renderJob(view, id) {
   add('parked', k ? `by ${k.parked_by} at generation ${k.generation}, ${k.parked_at}, until ${k.deadline}` +
     (k.note ? ` — ${k.note}` : '') +
     (k.used_at ? `; finished ${k.outcome} by ${k.used_by} at ${k.used_at}` : '; waiting for its callback') : null);
+  const x = data.exclusions;
+  if (x) {
+    const named = x.reviewers.concat(x.completers_of.map((c) => `whoever completed job ${c.job}` +
+      (c.completer ? ` (${c.completer})` : c.state === 'completed' ? '' : ` (not ended yet: nobody until it does)`)));
+    add('excluded reviewers', el('span', { id: 'excluded', text: named.join(', ') }));
+    add('connected reviewers', x.connected.length || x.connected_unnamed
+      ? x.connected.map((c) => c.name + (c.excluded ? ' (excluded)' : '')).join(', ') +
+        (x.connected_unnamed ? ` and more not named (${x.connected_unnamed} coordinators)` : '')
+      : null);
+    if (x.waits_because) add('waits because', el('strong', { id: 'waits-because', text: x.waits_because }));
+  }
   add('finished', j.completed_at);
   add('result', data.result ? `${data.result.result_ref} (generation ${data.result.generation}, published ${data.result.published_at})` : null);
   add('last error', j.last_error ? el('pre', { text: j.last_error }) : null);

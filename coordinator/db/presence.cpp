@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <memory>
+#include <optional>
 #include <pqxx/pqxx>
 #include <vector>
 
@@ -17,14 +18,19 @@ namespace {
 /// Rows of a coordinator not seen for this long are removed by whichever publisher runs next.
 constexpr common::Duration kForgetAfter = std::chrono::hours(1);
 
+/// An organization's connected reviewers are published by name (coordinator_presence.reviewers,
+/// which the console reads to say why a job with exclusions waits) up to this many; above, only
+/// their number, and the console says it cannot tell.
+constexpr std::size_t kReviewersPublished = 1000;
+
 }  // namespace
 
-void PresenceBoard::set(std::map<common::OrgId, int> workers) {
+void PresenceBoard::set(std::map<common::OrgId, std::vector<std::string>> workers) {
     std::lock_guard lock(mutex_);
     workers_ = std::move(workers);
 }
 
-std::map<common::OrgId, int> PresenceBoard::get() const {
+std::map<common::OrgId, std::vector<std::string>> PresenceBoard::get() const {
     std::lock_guard lock(mutex_);
     return workers_;
 }
@@ -86,13 +92,17 @@ void PresencePublisher::pass(bool withdraw) {
         } else {
             std::vector<common::OrgId> orgs;
             std::vector<int> workers;
-            for (const auto& [org, n] : board_.get()) {
+            std::vector<std::optional<std::string>> reviewers;
+            for (const auto& [org, names] : board_.get()) {
                 orgs.push_back(org);
-                workers.push_back(n);
+                workers.push_back(static_cast<int>(names.size()));
+                reviewers.push_back(names.size() <= kReviewersPublished
+                                        ? std::optional(common::pg_array(names))
+                                        : std::nullopt);
             }
             txn.exec_params(sql::kPublishPresence.text, name_, endpoint_, started, now,
-                            common::pg_array(orgs), common::pg_array(workers),
-                            options_.interval_ms);
+                            common::pg_array(orgs), common::pg_array(workers), options_.interval_ms,
+                            common::pg_array(reviewers));
             txn.exec_params(sql::kForgetGonePresence.text, now, kForgetAfter);
         }
         txn.commit();

@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/base/clock.hpp"
 #include "common/base/periodic_task.hpp"
@@ -17,12 +18,13 @@ namespace aclaim::coordinator {
 /// (it owns the sessions), the publisher reads it.
 class PresenceBoard {
   public:
-    void set(std::map<common::OrgId, int> workers);
-    std::map<common::OrgId, int> get() const;
+    /// The connected workers' names, in name order, per organization.
+    void set(std::map<common::OrgId, std::vector<std::string>> workers);
+    std::map<common::OrgId, std::vector<std::string>> get() const;
 
   private:
     mutable std::mutex mutex_;
-    std::map<common::OrgId, int> workers_;
+    std::map<common::OrgId, std::vector<std::string>> workers_;
 };
 
 /// Tells the database every interval how many workers are connected to this coordinator in each

@@ -10,18 +10,21 @@ namespace aclaim::coordinator::sql {
 using common::sql::Statement;
 
 /// $1 coordinator, $2 endpoint, $3 started, $4 now, $5 bigint[] organizations, $6 int[] workers
-/// (pairwise), $7 the publishing interval in ms. One row per organization with workers connected;
+/// (pairwise), $7 the publishing interval in ms, $8 text[] the workers' names (pairwise, each a
+/// text[] literal, NULL past the publisher's cap). One row per organization with workers connected;
 /// the coordinator's rows of organizations it no longer serves are removed in the same statement.
 inline const Statement kPublishPresence{
     "aclaim_publish_presence",
     R"SQL(
 WITH published AS (
     INSERT INTO coordinator_presence AS p (org_id, coordinator, endpoint, workers, interval_ms,
-                                           started_at, seen_at)
-    SELECT o, $1::text, $2::text, w, $7::int, aclaim_ts($3::bigint), aclaim_ts($4::bigint)
-      FROM unnest($5::bigint[], $6::int[]) AS t(o, w)
+                                           started_at, seen_at, reviewers)
+    SELECT o, $1::text, $2::text, w, $7::int, aclaim_ts($3::bigint), aclaim_ts($4::bigint),
+           r::text[]
+      FROM unnest($5::bigint[], $6::int[], $8::text[]) AS t(o, w, r)
     ON CONFLICT (org_id, coordinator) DO UPDATE
        SET endpoint = EXCLUDED.endpoint, workers = EXCLUDED.workers,
+           reviewers = EXCLUDED.reviewers,
            interval_ms = EXCLUDED.interval_ms, started_at = EXCLUDED.started_at,
            seen_at = EXCLUDED.seen_at
     RETURNING p.org_id
@@ -30,7 +33,7 @@ DELETE FROM coordinator_presence p
  WHERE p.coordinator = $1::text AND p.org_id <> ALL($5::bigint[])
 )SQL",
     {"coordinator text", "endpoint text", "started_us bigint", "now_us bigint", "orgs bigint[]",
-     "workers int[]", "interval_ms int"}};
+     "workers int[]", "interval_ms int", "reviewers text[]"}};
 
 /// $1 now, $2 how old a row may be, in microseconds: rows of coordinators gone that long.
 inline const Statement kForgetGonePresence{

@@ -65,9 +65,9 @@ std::size_t SessionTable::expire_idle(SteadyClock::duration idle_limit) {
     return closed;
 }
 
-std::map<common::OrgId, int> SessionTable::workers_by_org() const {
-    std::map<common::OrgId, int> out;
-    for (const auto& [key, routing_id] : by_worker_) ++out[key.first];
+std::map<common::OrgId, std::vector<std::string>> SessionTable::workers_by_org() const {
+    std::map<common::OrgId, std::vector<std::string>> out;
+    for (const auto& [key, routing_id] : by_worker_) out[key.first].push_back(key.second);
     return out;
 }
 

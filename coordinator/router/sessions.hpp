@@ -65,8 +65,8 @@ class SessionTable {
 
     std::size_t size() const { return by_routing_.size(); }
 
-    /// How many workers (distinct worker ids) have a session, per organization.
-    std::map<common::OrgId, int> workers_by_org() const;
+    /// The workers (distinct worker ids, in name order) that have a session, per organization.
+    std::map<common::OrgId, std::vector<std::string>> workers_by_org() const;
 
   private:
     using WorkerKey = std::pair<common::OrgId, std::string>;

@@ -414,3 +414,45 @@ TEST_CASE("console overview: each queue's weight and aging, none for the others"
     CHECK(queues[2]["weight"].is_null());
     CHECK(queues[2]["aging_s"].is_null());
 }
+
+TEST_CASE("console views: a job's exclusions, and why it waits when every reviewer is excluded",
+          "[console][exclusions]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    common::NewJob excluding{0, "second review", 3};
+    excluding.exclude_keys = {"K1", "K2"};
+    const auto ids = store.enqueue(1, {{0, "plain", 3}, excluding}, now);
+    auto connected = [&](const std::string& reviewers) {
+        pqxx::work t(*conn);
+        t.exec_params(
+            "INSERT INTO coordinator_presence (org_id, coordinator, endpoint, workers, "
+            "interval_ms, started_at, seen_at, reviewers) VALUES (1, 'c1', 'tcp://x', 2, 1000, "
+            "aclaim_ts($1), aclaim_ts($1), $2::text[]) ON CONFLICT (org_id, coordinator) DO "
+            "UPDATE SET reviewers = EXCLUDED.reviewers",
+            common::to_micros(now), reviewers);
+        t.commit();
+    };
+    console::Views views(db.dsn(), "");
+    const console::Operator all{"all", std::nullopt};
+
+    const auto plain = views.job(all, ids[0], now);
+    REQUIRE(plain);
+    CHECK((*plain)["exclusions"].is_null());
+
+    connected("{K1,K2}");
+    auto page = views.job(all, ids[1], now);
+    REQUIRE(page);
+    const auto& x = (*page)["exclusions"];
+    CHECK(x["reviewers"] == nlohmann::json::array({"K1", "K2"}));
+    CHECK(x["connected"].size() == 2);
+    CHECK(x["waits_because"] == "every connected reviewer (K1, K2) is excluded from this job");
+
+    connected("{K1,K3}");
+    page = views.job(all, ids[1], now);
+    REQUIRE(page);
+    CHECK((*page)["exclusions"]["waits_because"].is_null());
+    CHECK((*page)["exclusions"]["connected"][1]["name"] == "K3");
+    CHECK((*page)["exclusions"]["connected"][1]["excluded"] == false);
+}

@@ -288,3 +288,33 @@ TEST_CASE("aging_bound_kept: no younger job of an aged queue is claimed past an 
     together.events[3].at = instant_from_micros(155'000'000);
     CHECK(check(together).ok());
 }
+
+TEST_CASE("excluded_never_completed: no job is completed by a reviewer it excludes",
+          "[checker][exclusions]") {
+    // Job 7 (clean(): completed by b at generation 2); job 8, completed by c, is a job 7 names.
+    auto h = clean();
+    h.jobs.push_back({8, 1, "completed", 1, std::string("ref-8"), std::nullopt});
+    h.events.push_back({10, 8, 1, 0, "enqueued", "", instant_from_micros(50), ""});
+    h.events.push_back({11, 8, 1, 1, "claimed", "c", instant_from_micros(60), ""});
+    h.events.push_back({12, 8, 1, 1, "completed", "c", instant_from_micros(70), ""});
+    h.results.push_back({8, 1, 1, "ref-8"});
+
+    SECTION("exclusions that the history respects pass") {
+        h.exclusions.push_back({7, "a", 0});  // a claimed job 7 once but never completed it
+        h.exclusions.push_back({7, "", 8});   // job 8 was completed by c, not b
+        CHECK(check(h).ok());
+    }
+    SECTION("a completion by a reviewer named") {
+        h.exclusions.push_back({7, "b", 0});
+        CHECK(caught(h, Invariant::ExcludedNeverCompleted));
+    }
+    SECTION("a completion by the reviewer who completed a job named") {
+        h.events[7].worker = "b";  // job 8's claim and completion, by b as well
+        h.events[8].worker = "b";
+        h.exclusions.push_back({7, "", 8});
+        const auto r = check(h);
+        REQUIRE(r.violations.size() == 1);
+        CHECK(r.violations[0].invariant == Invariant::ExcludedNeverCompleted);
+        CHECK(r.violations[0].job_id == 7);
+    }
+}

@@ -60,6 +60,12 @@ class NewJob:
     on_failure: str = "cancel"
     """What a dependency that fails, is discarded or is cancelled does to this job: ``cancel``
     it (and the jobs waiting for it in turn), or ``run`` it anyway."""
+    exclude_keys: Sequence[str] = ()
+    """Separation of duties: the reviewers (the names their keys are registered under) this job
+    is never handed to."""
+    exclude_completers_of: Sequence[int] = ()
+    """Jobs whose completer this job is never handed to: job ids, or ``in_call(k)``. While one of
+    them has not ended, nobody gets this job."""
 
 
 def in_call(k: int) -> int:
@@ -151,11 +157,13 @@ class Producer:
                 dedupe_key: Optional[str] = None, max_attempts: Optional[int] = None,
                 run_timeout: Optional[Duration] = None, backoff_base: Optional[Duration] = None,
                 backoff_cap: Optional[Duration] = None, depends_on: Sequence[int] = (),
-                on_failure: str = "cancel") -> Enqueued:
+                on_failure: str = "cancel", exclude_keys: Sequence[str] = (),
+                exclude_completers_of: Sequence[int] = ()) -> Enqueued:
         """Enqueues one job on ``target`` (a psycopg2 connection or cursor), in its transaction.
         For a dedupe key still held, returns the holder with ``created`` False."""
         job = NewJob(payload, queue, priority, run_at, delay, dedupe_key, max_attempts,
-                     run_timeout, backoff_base, backoff_cap, tuple(depends_on), on_failure)
+                     run_timeout, backoff_base, backoff_cap, tuple(depends_on), on_failure,
+                     tuple(exclude_keys), tuple(exclude_completers_of))
         return self.enqueue_many(target, [job])[0]
 
     def enqueue_many(self, target: Any, jobs: Sequence[NewJob]) -> List[Enqueued]:
@@ -182,6 +190,18 @@ class Producer:
                 edge_n.append(n)
                 edge_on.append(dep)
                 edge_policy.append(j.on_failure)
+        excl_n: List[int] = []
+        excl_key: List[Optional[str]] = []
+        excl_job: List[Optional[int]] = []
+        for n, j in enumerate(jobs, start=1):
+            for key in j.exclude_keys:
+                excl_n.append(n)
+                excl_key.append(key)
+                excl_job.append(None)
+            for of in j.exclude_completers_of:
+                excl_n.append(n)
+                excl_key.append(None)
+                excl_job.append(of)
         with _cursor(target) as cur:
             cur.execute(
                 "SELECT n, id, created, state FROM aclaim_enqueue_many("
@@ -190,14 +210,17 @@ class Producer:
                 "max_attempts => %s::int[], run_timeout_us => %s::bigint[], "
                 "backoff_base_us => %s::bigint[], backoff_cap_us => %s::bigint[], "
                 "dedupe_window_us => %s::bigint, org => %s::bigint, now_us => %s::bigint, "
-                "depends_n => %s::int[], depends_on => %s::bigint[], on_failure => %s::text[]) "
+                "depends_n => %s::int[], depends_on => %s::bigint[], on_failure => %s::text[], "
+                "exclude_n => %s::int[], exclude_keys => %s::text[], "
+                "exclude_jobs => %s::bigint[]) "
                 "ORDER BY n",
                 ([j.payload for j in jobs], [j.queue for j in jobs], [j.priority for j in jobs],
                  run_at, [j.dedupe_key for j in jobs], [j.max_attempts for j in jobs],
                  [duration_us(j.run_timeout) for j in jobs],
                  [duration_us(j.backoff_base) for j in jobs],
                  [duration_us(j.backoff_cap) for j in jobs], duration_us(self.dedupe_window),
-                 self.org, now_us, edge_n or None, edge_on or None, edge_policy or None))
+                 self.org, now_us, edge_n or None, edge_on or None, edge_policy or None,
+                 excl_n or None, excl_key or None, excl_job or None))
             return [Enqueued(id=r[1], created=r[2], state=r[3]) for r in cur.fetchall()]
 
     def cancel(self, target: Any, job_ids: Sequence[int], reason: str) -> List[CancelledJob]:

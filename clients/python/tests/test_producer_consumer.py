@@ -161,6 +161,35 @@ class ProducerTests(unittest.TestCase):
         finally:
             conn.close()
 
+    def test_exclusions_are_recorded_and_bad_ones_refused(self) -> None:
+        producer = Producer()
+        conn = psycopg2.connect(self.db.login_dsn(1), connect_timeout=10)
+        try:
+            with conn:
+                work, review = producer.enqueue_many(conn, [
+                    NewJob("work", queue="sod"),
+                    NewJob("review", queue="sod", exclude_keys=["inspector-7"],
+                           exclude_completers_of=[in_call(1)])])
+                second = producer.enqueue(conn, "second review", queue="sod",
+                                          exclude_completers_of=[work.id])
+                plain = producer.enqueue(conn, "plain", queue="sod-free")
+                with conn.cursor() as cur:
+                    cur.execute("SELECT job_id, excluded_key, completer_of FROM job_exclusions "
+                                "ORDER BY job_id, excluded_key NULLS LAST")
+                    rows = cur.fetchall()
+            self.assertEqual(rows, [(review.id, "inspector-7", None), (review.id, None, work.id),
+                                    (second.id, None, work.id)])
+            self.assertEqual(self.db.scalar(
+                "SELECT string_agg(queue, ',' ORDER BY queue) FROM job_queues "
+                "WHERE has_exclusions"), "sod")
+            self.assertEqual(plain.state, "pending")
+            with self.assertRaises(psycopg2.Error) as raised:
+                producer.enqueue(conn, "x", exclude_completers_of=[10**12])
+            self.assertIn("not a job of this organization", str(raised.exception))
+            conn.rollback()
+        finally:
+            conn.close()
+
     def test_oversized_payload_is_refused_with_a_clear_error(self) -> None:
         producer = Producer()
         conn = psycopg2.connect(self.db.login_dsn(1), connect_timeout=10)

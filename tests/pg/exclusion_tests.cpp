@@ -1,0 +1,354 @@
+// Separation of duties (schema/0025_job_exclusions.sql) on the store, with real threads claiming
+// at once on their own connections: a job is never handed to a reviewer it excludes, by name or as
+// the completer of a job it names, by a single or a coalesced claim, including the claims that
+// race the enqueue that first flags a queue; a coalesced claim places it in a slot it allows; a
+// job every claimer is excluded from stays pending; and a queue that never received a job with
+// exclusions runs the claim statements that ran before exclusions existed.
+
+#include <barrier>
+#include <catch2/catch.hpp>
+#include <memory>
+#include <thread>
+
+#include "common/ops/checker.hpp"
+#include "common/store/assignment_store.hpp"
+#include "common/store/store_sql.hpp"
+#include "tests/support/rows.hpp"
+#include "tests/support/store_fixture.hpp"
+#include "tests/support/test_database.hpp"
+
+using namespace aclaim;
+using common::ClaimRequest;
+using common::job_of_this_call;
+using common::JobId;
+using common::NewJob;
+
+using testing::kLease;
+
+namespace {
+
+NewJob job(const std::string& payload, std::vector<std::string> exclude_keys = {},
+           std::vector<JobId> exclude_completers_of = {}, const std::string& queue = "default") {
+    NewJob j;
+    j.payload = payload;
+    j.queue = queue;
+    j.exclude_keys = std::move(exclude_keys);
+    j.exclude_completers_of = std::move(exclude_completers_of);
+    return j;
+}
+
+struct Fixture : testing::StoreFixture {
+    std::vector<JobId> enqueue(const std::vector<NewJob>& jobs) {
+        return store.enqueue(1, jobs, clock.now());
+    }
+    std::vector<common::Lease> claim_as(const std::string& worker, int n = 10,
+                                        std::vector<std::string> queues = {}) {
+        return store.claim(1, {worker, n, std::move(queues)}, kLease, clock.now()).leases;
+    }
+    std::string state(JobId id) { return testing::job_state(store.connection(), id); }
+    std::string assignee(JobId id) {
+        pqxx::read_transaction t(store.connection());
+        const auto r = t.exec_params1("SELECT coalesce(assignee, '') FROM jobs WHERE id = $1", id);
+        return r[0].as<std::string>();
+    }
+    /// Jobs held or completed by a reviewer one of their exclusions names, or by the completer
+    /// of a job one of them names.
+    long violations() {
+        pqxx::read_transaction t(store.connection());
+        return t
+            .exec1(R"SQL(
+SELECT count(*) FROM jobs j JOIN job_exclusions x ON x.job_id = j.id
+  LEFT JOIN jobs d ON d.id = x.completer_of
+ WHERE j.assignee IS NOT NULL
+   AND (j.assignee = x.excluded_key OR (d.state = 'completed' AND d.assignee = j.assignee))
+)SQL")[0]
+            .as<long>();
+    }
+    common::TransitionRequest done(const common::Lease& l, const std::string& worker) const {
+        common::TransitionRequest q{l.org_id, l.job_id, l.generation, worker};
+        q.result_ref = "ref-" + std::to_string(l.job_id);
+        return q;
+    }
+    common::CheckReport check() {
+        auto conn = db.connect();
+        return common::check(common::load_history(*conn));
+    }
+};
+
+const std::vector<std::string> kKeys{"K1", "K2", "K3", "K4"};
+
+}  // namespace
+
+TEST_CASE("a job excluding reviewers is never handed to them by concurrent single claims",
+          "[exclusions][claim]") {
+    Fixture f;
+    constexpr int kRounds = 25;
+    std::vector<std::unique_ptr<common::AssignmentStore>> stores;
+    for (std::size_t i = 0; i < kKeys.size(); ++i) {
+        stores.push_back(std::make_unique<common::AssignmentStore>(f.db.dsn()));
+    }
+    std::vector<JobId> excluded;
+    long taken_by_allowed = 0;
+    for (int round = 0; round < kRounds; ++round) {
+        // One job that excludes K1 and K2, ahead of two that exclude nobody.
+        NewJob x = job("x", {"K1", "K2"});
+        x.priority = 5;
+        const auto ids = f.enqueue({x, job("a"), job("b")});
+        excluded.push_back(ids[0]);
+        std::barrier start(static_cast<std::ptrdiff_t>(kKeys.size()));
+        std::vector<std::vector<JobId>> got(kKeys.size());
+        std::vector<std::thread> threads;
+        for (std::size_t i = 0; i < kKeys.size(); ++i) {
+            threads.emplace_back([&, i] {
+                start.arrive_and_wait();
+                for (const auto& l :
+                     stores[i]->claim(1, {kKeys[i], 1}, kLease, f.clock.now()).leases)
+                    got[i].push_back(l.job_id);
+            });
+        }
+        for (auto& t : threads) t.join();
+        for (std::size_t i = 0; i < kKeys.size(); ++i) {
+            for (const JobId id : got[i]) {
+                if (id != ids[0]) continue;
+                CHECK(kKeys[i] != "K1");
+                CHECK(kKeys[i] != "K2");
+                ++taken_by_allowed;
+            }
+        }
+        // Whoever did not get it this round: K3 does now, if it is still pending.
+        if (f.state(ids[0]) == "pending") {
+            const auto k3 = f.claim_as("K3", 1);
+            REQUIRE(k3.size() == 1);
+            CHECK(k3[0].job_id == ids[0]);
+        }
+        CHECK(f.assignee(ids[0]) != "K1");
+        CHECK(f.assignee(ids[0]) != "K2");
+    }
+    CHECK(f.violations() == 0);
+    CHECK(std::string(stores[0]->last_claim_statement()) == common::sql::kClaimExcluding.name);
+    INFO("rounds in which K3 or K4 won the race: " << taken_by_allowed);
+    CHECK(taken_by_allowed > 0);
+}
+
+TEST_CASE("a job excluding reviewers is never handed to them by concurrent coalesced claims",
+          "[exclusions][claim]") {
+    Fixture f;
+    constexpr int kRounds = 25;
+    std::vector<std::unique_ptr<common::AssignmentStore>> stores;
+    for (int i = 0; i < 2; ++i) {
+        stores.push_back(std::make_unique<common::AssignmentStore>(f.db.dsn()));
+    }
+    // Two batches at once, each holding an excluded and an allowed slot, in both orders.
+    const std::vector<std::vector<ClaimRequest>> batches{{{"K1", 1}, {"K3", 1}},
+                                                         {{"K4", 1}, {"K2", 1}}};
+    for (int round = 0; round < kRounds; ++round) {
+        NewJob x = job("x", {"K1", "K2"});
+        x.priority = 5;
+        const auto ids = f.enqueue({x, job("a"), job("b"), job("c")});
+        std::barrier start(2);
+        std::vector<std::vector<common::ClaimOutcome>> got(2);
+        std::vector<std::thread> threads;
+        for (std::size_t i = 0; i < 2; ++i) {
+            threads.emplace_back([&, i] {
+                start.arrive_and_wait();
+                got[i] = stores[i]->claim_batch(1, batches[i], kLease, f.clock.now());
+            });
+        }
+        for (auto& t : threads) t.join();
+        for (std::size_t i = 0; i < 2; ++i) {
+            REQUIRE(got[i].size() == 2);
+            for (std::size_t k = 0; k < 2; ++k) {
+                for (const auto& l : got[i][k].leases) {
+                    if (l.job_id == ids[0])
+                        CHECK((batches[i][k].worker == "K3" || batches[i][k].worker == "K4"));
+                }
+            }
+        }
+        // The excluded job is the best one and each batch holds an allowed slot: one takes it.
+        CHECK(f.state(ids[0]) == "assigned");
+        const std::string holder = f.assignee(ids[0]);
+        CHECK((holder == "K3" || holder == "K4"));
+    }
+    CHECK(f.violations() == 0);
+    CHECK(std::string(stores[0]->last_claim_statement()) == common::sql::kClaimBatchExcluding.name);
+}
+
+TEST_CASE("a coalesced claim places an excluded job in a slot it allows", "[exclusions][claim]") {
+    Fixture f;
+    // The best job excludes K1, who holds the first slot; in claim order it would go there.
+    NewJob x = job("x", {"K1"});
+    x.priority = 9;
+    const auto ids = f.enqueue({x, job("a")});
+    const std::vector<ClaimRequest> batch{{"K1", 1}, {"K3", 1}};
+    const auto out = f.store.claim_batch(1, batch, kLease, f.clock.now());
+    REQUIRE(out.size() == 2);
+    REQUIRE(out[0].leases.size() == 1);
+    REQUIRE(out[1].leases.size() == 1);
+    CHECK(out[0].leases[0].job_id == ids[1]);
+    CHECK(out[1].leases[0].job_id == ids[0]);
+    CHECK(f.assignee(ids[0]) == "K3");
+
+    SECTION("and a job excluded for every slot of the batch is not taken") {
+        const auto y = f.enqueue({job("y", {"K1", "K2"})});
+        const auto again = f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 2}, {"K2", 1}},
+                                               kLease, f.clock.now());
+        for (const auto& o : again) CHECK(o.leases.empty());
+        CHECK(f.state(y[0]) == "pending");
+    }
+}
+
+TEST_CASE("a job every claimer is excluded from stays pending", "[exclusions][claim]") {
+    Fixture f;
+    const auto ids = f.enqueue({job("x", {"K1", "K2"})});
+    CHECK(f.claim_as("K1").empty());
+    CHECK(f.claim_as("K2").empty());
+    for (const auto& o : f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 3}, {"K2", 3}},
+                                             kLease, f.clock.now()))
+        CHECK(o.leases.empty());
+    CHECK(f.state(ids[0]) == "pending");
+    const auto k3 = f.claim_as("K3");
+    REQUIRE(k3.size() == 1);
+    CHECK(k3[0].job_id == ids[0]);
+}
+
+TEST_CASE("not whoever completed job X: its completer never gets the job", "[exclusions][claim]") {
+    Fixture f;
+    // Job 2 is the review of job 1, in the same call; job 3 reviews job 1 too, enqueued later.
+    const auto ids = f.enqueue({job("work"), job("review", {}, {job_of_this_call(1)})});
+    const auto later = f.enqueue({job("second review", {}, {ids[0]})});
+
+    // While job 1 has not ended, nobody gets its reviews (its completer is not known yet).
+    const auto work = f.claim_as("K1", 1);
+    REQUIRE(work.size() == 1);
+    REQUIRE(work[0].job_id == ids[0]);
+    CHECK(f.claim_as("K2").empty());
+    CHECK(f.state(ids[1]) == "pending");
+
+    REQUIRE(f.store.complete(f.done(work[0], "K1"), f.clock.now()).accepted());
+    CHECK(f.claim_as("K1").empty());
+    for (const auto& o :
+         f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 2}}, kLease, f.clock.now()))
+        CHECK(o.leases.empty());
+    const auto reviews = f.claim_as("K2");
+    REQUIRE(reviews.size() == 2);
+    CHECK(f.assignee(ids[1]) == "K2");
+    CHECK(f.assignee(later[0]) == "K2");
+    for (const auto& l : reviews) {
+        REQUIRE(f.store.complete(f.done(l, "K2"), f.clock.now()).accepted());
+    }
+    CHECK(f.violations() == 0);
+    const auto report = f.check();
+    CHECK(report.ok());
+}
+
+TEST_CASE("claims racing the enqueue that first flags a queue never take an excluded job",
+          "[exclusions][claim]") {
+    Fixture f;
+    constexpr int kRounds = 20;
+    constexpr int kClaimers = 3;
+    std::vector<std::unique_ptr<common::AssignmentStore>> stores;
+    for (int i = 0; i < kClaimers; ++i) {
+        stores.push_back(std::make_unique<common::AssignmentStore>(f.db.dsn()));
+    }
+    for (int round = 0; round < kRounds; ++round) {
+        // A queue of its own each round, so that each enqueue is the one that flags it; every
+        // claimer has claimed before (its epoch is known) and serves it.
+        const std::string queue = "review-" + std::to_string(round);
+        for (auto& s : stores) (void)s->claim(1, {"K1", 1, {queue}}, kLease, f.clock.now());
+        std::barrier start(kClaimers + 1);
+        std::vector<std::thread> threads;
+        threads.emplace_back([&] {
+            start.arrive_and_wait();
+            f.enqueue({job("x", {"K1"}, {}, queue)});
+        });
+        for (int i = 0; i < kClaimers; ++i) {
+            threads.emplace_back([&, i] {
+                start.arrive_and_wait();
+                for (int k = 0; k < 5; ++k) {
+                    (void)stores[static_cast<std::size_t>(i)]->claim(1, {"K1", 1, {queue}}, kLease,
+                                                                     f.clock.now());
+                }
+            });
+        }
+        for (auto& t : threads) t.join();
+    }
+    CHECK(f.violations() == 0);
+    pqxx::read_transaction t(f.store.connection());
+    CHECK(t.exec1("SELECT count(*) FROM jobs WHERE state = 'pending'")[0].as<long>() == kRounds);
+}
+
+TEST_CASE("a queue without exclusions runs the claim statements that ran before them",
+          "[exclusions][claim]") {
+    Fixture f;
+    // A job with exclusions in another queue flags that queue only.
+    f.enqueue({job("x", {"K1"}, {}, "reviews"), job("a", {}, {}, "plain"),
+               job("b", {}, {}, "plain"), job("c", {}, {}, "plain")});
+    // The first claim of a connection does not know the epoch yet and runs the aware variant.
+    (void)f.claim_as("K1", 1, {"plain"});
+    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimExcluding.name);
+    REQUIRE(f.claim_as("K1", 1, {"plain"}).size() == 1);
+    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaim.name);
+    const auto batch = f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 1, {"plain"}}},
+                                           kLease, f.clock.now());
+    REQUIRE(batch.at(0).leases.size() == 1);
+    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimBatch.name);
+
+    // The flagged queue runs the aware ones; so does the next claim after any queue is flagged.
+    (void)f.claim_as("K2", 1, {"reviews"});
+    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimExcluding.name);
+    f.enqueue({job("y", {"K1"}, {}, "more-reviews"), job("d", {}, {}, "plain")});
+    (void)f.claim_as("K1", 1, {"plain"});
+    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimExcluding.name);
+    (void)f.claim_as("K1", 1, {"plain"});
+    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaim.name);
+    pqxx::read_transaction t(f.store.connection());
+    CHECK(t.exec1("SELECT string_agg(queue, ',' ORDER BY queue) FROM job_queues "
+                  "WHERE has_exclusions")[0]
+              .as<std::string>() == "more-reviews,reviews");
+}
+
+TEST_CASE("exclusions that name a job of another organization, or themselves, are refused",
+          "[exclusions]") {
+    Fixture f;
+    const auto other = f.store.enqueue(2, {job("theirs")}, f.clock.now());
+    CHECK_THROWS_AS(f.enqueue({job("x", {}, {other[0]})}), pqxx::sql_error);
+    CHECK_THROWS_AS(f.enqueue({job("x", {}, {job_of_this_call(1)})}), pqxx::sql_error);
+    CHECK_THROWS_AS(f.enqueue({job("x", {""})}), pqxx::sql_error);
+    pqxx::read_transaction t(f.store.connection());
+    CHECK(t.exec1("SELECT count(*) FROM jobs WHERE org_id = 1")[0].as<long>() == 0);
+}
+
+TEST_CASE("weighted and rate-limited queues with exclusions run the aware variants",
+          "[exclusions][claim][weights][rate]") {
+    Fixture f;
+    const auto ids = f.enqueue({job("x", {"K1"}, {}, "w"), job("y", {"K1"}, {}, "r")});
+    {
+        pqxx::work t(f.store.connection());
+        t.exec("UPDATE job_queues SET weight = 2 WHERE org_id = 1 AND queue = 'w'");
+        t.exec(
+            "UPDATE job_queues SET rate_per_s = 100, rate_burst = 10 "
+            "WHERE org_id = 1 AND queue = 'r'");
+        t.commit();
+    }
+    CHECK(f.claim_as("K1", 5, {"w"}).empty());
+    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimWeightedExcluding.name);
+    CHECK(f.claim_as("K1", 5, {"r"}).empty());
+    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimRatedExcluding.name);
+    const auto weighted = f.store.claim_batch(
+        1, std::vector<ClaimRequest>{{"K1", 1, {"w"}}, {"K3", 1, {"w"}}}, kLease, f.clock.now());
+    CHECK(std::string(f.store.last_claim_statement()) ==
+          common::sql::kClaimBatchWeightedExcluding.name);
+    REQUIRE(weighted.size() == 2);
+    CHECK(weighted[0].leases.empty());
+    REQUIRE(weighted[1].leases.size() == 1);
+    CHECK(weighted[1].leases[0].job_id == ids[0]);
+    const auto rated = f.store.claim_batch(
+        1, std::vector<ClaimRequest>{{"K1", 1, {"r"}}, {"K3", 1, {"r"}}}, kLease, f.clock.now());
+    CHECK(std::string(f.store.last_claim_statement()) ==
+          common::sql::kClaimBatchRatedExcluding.name);
+    REQUIRE(rated.size() == 2);
+    CHECK(rated[0].leases.empty());
+    REQUIRE(rated[1].leases.size() == 1);
+    CHECK(rated[1].leases[0].job_id == ids[1]);
+    CHECK(f.violations() == 0);
+}
