@@ -91,3 +91,93 @@ SELECT count(*) FROM job_dependencies d
     CHECK(report.ok());
     for (auto* w : {&approver, &i1, &i2}) w->signal(SIGTERM);
 }
+
+TEST_CASE("200 visits, 8 reviewer keys, 2 coordinators: no approval by one of its inspectors",
+          "[e2e][workflow][four-eyes]") {
+    constexpr int kVisits = 200;
+    constexpr int kReviewers = 8;
+    constexpr long kJobs = 4L * kVisits;
+    Cluster c;
+    INFO("logs in " << c.log_dir());
+    // Identities are the CURVE keys' registered names, as deployed.
+    const auto server = c.use_new_curve_keys();
+    std::vector<common::CurveKeyPair> keys;
+    for (int i = 0; i < kReviewers; ++i) {
+        keys.push_back(common::make_curve_key_pair());
+        c.register_key(1, "reviewer-" + std::to_string(i), keys.back().public_key);
+    }
+    {
+        common::AssignmentStore store(c.db().dsn());
+        const auto now = common::SystemClock().now();
+        for (int v = 0; v < kVisits; ++v) {
+            const std::string visit = "visit-" + std::to_string(v);
+            const std::vector<common::JobId> inspections{common::job_of_this_call(1),
+                                                         common::job_of_this_call(2),
+                                                         common::job_of_this_call(3)};
+            // Four eyes: the approval waits for the three and goes to none of their reviewers.
+            auto approval = job("approval", visit + " approval", inspections);
+            approval.exclude_completers_of = inspections;
+            store.enqueue(
+                1,
+                {job("inspection", visit + " electrical"), job("inspection", visit + " plumbing"),
+                 job("inspection", visit + " structural"), approval},
+                now);
+        }
+    }
+    const std::string second = "tcp://127.0.0.1:" + std::to_string(free_port());
+    const std::vector<std::string> coordinator_flags{"--lease-ms", "1500"};
+    c.start_coordinator(coordinator_flags);
+    auto& doomed = c.start_coordinator_at(second, coordinator_flags);
+    const std::string both = c.endpoint() + "," + second;
+    std::vector<Process*> reviewers;
+    for (int i = 0; i < kReviewers; ++i) {
+        std::vector<std::string> flags{"--queues",
+                                       "inspection,approval",
+                                       "--review-ms",
+                                       "20",
+                                       "--review-dist",
+                                       "uniform",
+                                       "--concurrency",
+                                       "2",
+                                       "--curve-server-key=" + server.public_key,
+                                       "--curve-public-key=" + keys[i].public_key,
+                                       "--curve-secret-key=" + keys[i].secret_key};
+        // Reviewer 0 takes one more job after its twentieth and dies holding it.
+        if (i == 0) flags.insert(flags.end(), {"--crash-after", "20"});
+        reviewers.push_back(&c.start_worker_at(both, "reviewer-" + std::to_string(i), 1, flags));
+    }
+    const auto completed = [&] {
+        return c.scalar("SELECT count(*) FROM jobs WHERE state = 'completed'");
+    };
+    // A quarter in, one coordinator dies; its workers go on with the other.
+    REQUIRE(eventually([&] { return completed() >= kJobs / 4; }, 120s));
+    doomed.signal(SIGKILL);
+    REQUIRE(eventually([&] { return completed() == kJobs; }, 240s));
+
+    // The reviewer that crashed did so mid-review (SIGKILL), and the job it held was taken back.
+    CHECK(reviewers[0]->wait_for(5s) == std::optional<int>(128 + SIGKILL));
+    CHECK(c.scalar("SELECT count(*) FROM job_events WHERE kind = 'reclaimed'") >= 1);
+    // No approval was claimed before its three inspections completed, ...
+    CHECK(c.scalar(R"SQL(
+SELECT count(*) FROM job_dependencies d
+ WHERE (SELECT min(id) FROM job_events WHERE job_id = d.job_id AND kind = 'claimed')
+     < (SELECT min(id) FROM job_events WHERE job_id = d.depends_on AND kind = 'completed')
+)SQL") == 0);
+    // ... and none was completed by a reviewer who completed one of its inspections.
+    CHECK(c.scalar(R"SQL(
+SELECT count(*) FROM jobs a
+  JOIN job_events ea ON ea.job_id = a.id AND ea.kind = 'completed'
+ WHERE a.queue = 'approval'
+   AND EXISTS (SELECT 1 FROM job_dependencies d
+                 JOIN job_events ei ON ei.job_id = d.depends_on AND ei.kind = 'completed'
+                WHERE d.job_id = a.id AND ei.worker = ea.worker)
+)SQL") == 0);
+    CHECK(c.scalar("SELECT count(DISTINCT worker) FROM job_events e JOIN jobs j ON j.id = "
+                   "e.job_id WHERE j.queue = 'approval' AND e.kind = 'completed'") >= 4);
+    const auto report = c.check();
+    for (const auto& v : report.violations) {
+        UNSCOPED_INFO(common::to_string(v.invariant) << " job " << v.job_id << ": " << v.evidence);
+    }
+    CHECK(report.ok());
+    for (auto* w : reviewers) w->signal(SIGTERM);
+}
