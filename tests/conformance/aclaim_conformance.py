@@ -1748,6 +1748,58 @@ def workflow(kit, enc):
     c.close()
 
 
+def exclusions(kit, enc):
+    """Separation of duties (docs/integration.md; no message changed): a job that excludes a
+    reviewer is never in that reviewer's ASSIGNED, which is NO_WORK while the job waits for
+    another, and a job that excludes the completer of another goes to nobody until that one ends,
+    then to anybody but its completer. The reviewer is the session's identity: under CURVE the
+    key's registered name, in plaintext the worker_id HELLO gave."""
+    org = kit.new_org()
+    first = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-four-eyes-1")
+    second = kit.new_identity(org, f"kit-{kit.run_id}-{enc}-four-eyes-2")
+    a, b = kit.connect(first), kit.connect(second)
+    a.hello(first, enc, f"[{enc}] HELLO of the first reviewer")
+    b.hello(second, enc, f"[{enc}] HELLO of the second reviewer")
+    named = int(kit.ctl("enqueue", "--org", str(org), "--ids", "--exclude-keys", first["name"],
+                        f"kit {kit.run_id} not for the first {enc}").split()[0])
+    req = a.send("CLAIM", enc, max_jobs=5, wait_ms=300)
+    a.expect("NO_WORK", req, enc, f"[{enc}] CLAIM of the reviewer the only job excludes")
+    job = b.claim_one(enc, f"[{enc}] CLAIM of another reviewer")
+    if not kit.check(f"[{enc}] ASSIGNED: the job to the reviewer it does not exclude",
+                     job is not None and job["job_id"] == named, repr(job)):
+        a.close()
+        b.close()
+        return
+    req = b.send("COMPLETE", enc, job_id=named, generation=job["generation"], result_ref="r:1")
+    b.expect("ACCEPTED", req, enc, f"[{enc}] COMPLETE by the reviewer not excluded")
+    # Four eyes: the approval goes to nobody while the inspection runs, then not to its completer.
+    inspection = int(kit.ctl("enqueue", "--org", str(org), "--ids",
+                             f"kit {kit.run_id} inspection {enc}").split()[0])
+    approval = int(kit.ctl("enqueue", "--org", str(org), "--ids", "--exclude-completers-of",
+                           str(inspection), f"kit {kit.run_id} approval {enc}").split()[0])
+    req = a.send("CLAIM", enc, max_jobs=5, wait_ms=5000)
+    r = a.expect("ASSIGNED", req, enc, f"[{enc}] CLAIM while the inspection is open")
+    if r is None:
+        a.close()
+        b.close()
+        return
+    kit.check(f"[{enc}] ASSIGNED: the inspection only, not the approval that excludes its completer",
+              [j["job_id"] for j in r["jobs"]] == [inspection], repr(r["jobs"]))
+    req = a.send("COMPLETE", enc, job_id=inspection, generation=r["jobs"][0]["generation"],
+                 result_ref="r:inspection")
+    a.expect("ACCEPTED", req, enc, f"[{enc}] COMPLETE of the inspection")
+    req = a.send("CLAIM", enc, max_jobs=5, wait_ms=300)
+    a.expect("NO_WORK", req, enc, f"[{enc}] CLAIM of the inspection's completer: not the approval")
+    job = b.claim_one(enc, f"[{enc}] CLAIM of the other reviewer after the inspection")
+    if kit.check(f"[{enc}] ASSIGNED: the approval to the reviewer who did not inspect",
+                 job is not None and job["job_id"] == approval, repr(job)):
+        req = b.send("COMPLETE", enc, job_id=approval, generation=job["generation"],
+                     result_ref="r:approval")
+        b.expect("ACCEPTED", req, enc, f"[{enc}] COMPLETE of the approval")
+    a.close()
+    b.close()
+
+
 def http_callback(kit, token, outcome, result):
     """POST /v1/callback on the coordinator's HTTP endpoint: (status, JSON body)."""
     body = json.dumps({"outcome": outcome, "result": result}).encode()
@@ -1872,6 +1924,7 @@ def main():
                 progress(kit, enc)
                 park(kit, enc)
                 workflow(kit, enc)
+                exclusions(kit, enc)
                 if kit.curve:
                     curve_only(kit, enc)
             else:
