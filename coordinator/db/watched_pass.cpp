@@ -25,9 +25,8 @@ void WatchedPass::stop() {
 void WatchedPass::start(std::chrono::milliseconds interval, Pass pass) {
     if (interval.count() <= 0 || task_.running()) return;
     watch_ = connections_.watch(application_name_);
-    task_.start(common::PeriodicTask::Wait{0}, [this, interval, pass = std::move(pass)] {
-        return run_once(interval, pass);
-    });
+    task_.start(common::PeriodicTask::Wait{0},
+                [this, interval, pass = std::move(pass)] { return run_once(interval, pass); });
 }
 
 common::PeriodicTask::Wait WatchedPass::run_once(std::chrono::milliseconds interval,
