@@ -493,20 +493,23 @@ def run(args, work, dsn):
         errors = browser.errors()
         check(not errors, f"cancelling and retrying raised no console error {errors}")
 
-        # Separation of duties: a job that both connected reviewers are excluded from waits, and
-        # its page says why.
+        # Separation of duties: a job that every connected reviewer is excluded from waits, and
+        # its page says why (reviewer-w of the workflow above is still connected).
         out = subprocess.run([os.path.join(args.bin_dir, "aclaimctl"), "--dsn", dsn, "enqueue",
                               "--org", "1", "--queue", "second-review", "--ids",
-                              "--exclude-keys", "reviewer-a,reviewer-p", "second look"],
+                              "--exclude-keys", "reviewer-a,reviewer-p,reviewer-w",
+                              "second look"],
                              check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              text=True)
         excluded = int(out.stdout.split()[-1])
         page(browser, "job-excluded", f"#/job/{excluded}", args.out,
              "document.getElementById('waits-because') !== null")
         check(browser.evaluate("document.getElementById('excluded').textContent")
-              == "reviewer-a, reviewer-p", "the job's page lists the reviewers it excludes")
+              == "reviewer-a, reviewer-p, reviewer-w",
+              "the job's page lists the reviewers it excludes")
         why = browser.evaluate("document.getElementById('waits-because').textContent")
-        check(why == "every connected reviewer (reviewer-a, reviewer-p) is excluded from this job",
+        check(why == "every connected reviewer (reviewer-a, reviewer-p, reviewer-w) is excluded "
+                     "from this job",
               f"the job's page says why it waits: {why!r}")
         forged = f"/api/jobs/{ids['done']}/cancel"
         status = browser.evaluate(
