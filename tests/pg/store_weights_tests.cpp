@@ -64,6 +64,23 @@ std::map<std::string, long> claim_runs(AssignmentStore& store) {
     return out;
 }
 
+/// Queues a (weight 3) and b (weight 1), both with work: the first claims of one job settle a
+/// queue new to weights in (it starts one unit behind), then every 4 claims give 3 of a and 1 of b.
+void claims_go_three_to_one(AssignmentStore& store, const std::vector<std::string>& queues,
+                            Instant now) {
+    for (int i = 0; i < 4; ++i) store.claim(1, {"w", 1, queues}, kLease, now);
+    for (int window = 0; window < 5; ++window) {
+        std::map<std::string, int> n;
+        for (int i = 0; i < 4; ++i) {
+            const auto out = store.claim(1, {"w", 1, queues}, kLease, now);
+            REQUIRE(out.leases.size() == 1);
+            ++n[out.leases[0].queue];
+        }
+        CHECK(n["a"] == 3);
+        CHECK(n["b"] == 1);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("four claimers on two full queues weighted 3:1 get them within 10% of 3:1",
@@ -126,19 +143,7 @@ TEST_CASE("weighted queues take turns in their weights' proportion, single and c
     enqueue_on(f.store, "a", 100, f.clock.now());
     enqueue_on(f.store, "b", 100, f.clock.now());
     const std::vector<std::string> queues{"a", "b"};
-    // A queue new to weights starts one unit behind the other: the first claims settle in, then
-    // every 4 claims of one job give 3 of a and 1 of b.
-    for (int i = 0; i < 4; ++i) f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now());
-    for (int window = 0; window < 5; ++window) {
-        std::map<std::string, int> n;
-        for (int i = 0; i < 4; ++i) {
-            const auto out = f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now());
-            REQUIRE(out.leases.size() == 1);
-            ++n[out.leases[0].queue];
-        }
-        CHECK(n["a"] == 3);
-        CHECK(n["b"] == 1);
-    }
+    claims_go_three_to_one(f.store, queues, f.clock.now());
     // A coalesced claim of 8 slots takes 6 and 2, each queue's jobs in claim order.
     const std::vector<ClaimRequest> rq{{"x", 4, queues}, {"y", 4, queues}};
     std::map<std::string, int> n;
@@ -236,17 +241,7 @@ TEST_CASE("jobs enqueued before their queues had weights are served in proportio
     }
     CHECK(unmarked(f.db, "{a,b}") == 0);
 
-    for (int i = 0; i < 4; ++i) f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now());
-    for (int window = 0; window < 5; ++window) {
-        std::map<std::string, int> n;
-        for (int i = 0; i < 4; ++i) {
-            const auto out = f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now());
-            REQUIRE(out.leases.size() == 1);
-            ++n[out.leases[0].queue];
-        }
-        CHECK(n["a"] == 3);
-        CHECK(n["b"] == 1);
-    }
+    claims_go_three_to_one(f.store, queues, f.clock.now());
     // Every job is claimable through the marks: 200 in all, the retried one among them.
     std::size_t rest = 0;
     for (int i = 0; i < 20; ++i) {
