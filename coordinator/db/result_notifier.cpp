@@ -36,8 +36,12 @@ struct ResultNotifier::Session {
 };
 
 ResultNotifier::ResultNotifier(const Connections& connections,
-                               metrics::ResultNotifierCounters& counters)
-    : connections_(connections), counters_(counters), session_(std::make_unique<Session>()) {}
+                               metrics::ResultNotifierCounters& counters,
+                               const common::Clock& clock)
+    : connections_(connections),
+      counters_(counters),
+      session_(std::make_unique<Session>()),
+      task_(clock) {}
 
 ResultNotifier::~ResultNotifier() {
     stop();
@@ -45,12 +49,17 @@ ResultNotifier::~ResultNotifier() {
 
 void ResultNotifier::start() {
     session_->watch = connections_.watch("aclaim-coordinator-notifier");
-    // Each round waits for committed(); a failed one retries after its backoff, with whatever
-    // came meanwhile. Once stopped, what is pending is sent once more unless the database was
-    // already failing: stopping does not wait for one that is down.
+    // Each round waits for committed(), and for kPace after the round before it (a committed()
+    // meanwhile is kept and ends the wait that follows at once); a failed one retries after its
+    // backoff, with whatever came meanwhile. Once stopped, what is pending is sent once more
+    // unless the database was already failing: stopping does not wait for one that is down.
     task_.start(
         common::PeriodicTask::kUntilWoken,
-        [this] { return round() ? common::PeriodicTask::kUntilWoken : session_->backoff.next(); },
+        [this]() -> common::PeriodicTask::Wait {
+            if (!round()) return session_->backoff.next();
+            task_.pause(kPace);
+            return common::PeriodicTask::kUntilWoken;
+        },
         [this] {
             if (!session_->down_reported) round();
         });

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "coordinator/db/result_notifier.hpp"
+#include "coordinator/db/statement_watchdog.hpp"
 #include "tests/pg/coordinator_client.hpp"
 #include "tests/support/rows.hpp"
 
@@ -159,4 +160,42 @@ TEST_CASE("the completion statements themselves never notify", "[store][results]
     pqxx::nontransaction(*listen_conn).exec("SELECT 1");
     listen_conn->get_notifs();
     CHECK(listener.payloads.empty());
+}
+
+TEST_CASE("the result notifier paces its rounds: what commits meanwhile waits, then goes in one",
+          "[coordinator][results]") {
+    // Unpaced, a round followed nearly every DB batch: a small notifying transaction each, a
+    // few percent of the claim path's throughput (docs/performance.md).
+    TestDatabase db;
+    common::ManualClock clock(kT0);
+    coordinator::ConnectionOptions options;
+    options.dsn = db.dsn();
+    options.db_deadline_ms = 10000;
+    coordinator::StatementWatchdog watchdog(clock);
+    const coordinator::Connections connections(options, watchdog);
+    coordinator::Metrics metrics;
+    auto listen_conn = db.connect();
+    ResultsListener listener(*listen_conn);
+    coordinator::ResultNotifier notifier(connections, metrics.results, clock);
+    notifier.start();
+
+    notifier.committed(1);
+    REQUIRE(await_more(*listen_conn, listener, 0));
+    CHECK(listener.payloads == std::vector<std::string>{"1"});
+
+    // The clock stands still: the round after the first one waits for it, however long.
+    notifier.committed(2);
+    notifier.committed(3);
+    notifier.committed(2);
+    listen_conn->await_notification(0, 300'000);
+    CHECK(listener.payloads.size() == 1);
+    CHECK(metrics.results.sent.load() == 1);
+
+    clock.advance(std::chrono::duration_cast<common::Duration>(coordinator::ResultNotifier::kPace));
+    REQUIRE(await_more(*listen_conn, listener, 2));
+    CHECK(std::set<std::string>(listener.payloads.begin(), listener.payloads.end()) ==
+          std::set<std::string>{"1", "2", "3"});
+    CHECK(listener.payloads.size() == 3);
+    CHECK(metrics.results.sent.load() == 3);
+    notifier.stop();
 }
