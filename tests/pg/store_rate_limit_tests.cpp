@@ -73,15 +73,21 @@ TEST_CASE("two coordinators together never claim more than the burst plus the ra
     limit_rate(db, "slow", kRate, kBurst, kT0);
     enqueue_on(a, "slow", 200, kT0);
 
-    // Both claim at every step of a simulated 10 s, at the same instant, released together by the
-    // barrier: one through the single claim, the other through the coalesced one.
+    // Both claim at every step of a simulated 10 s, one through the single claim, the other
+    // through the coalesced one. At even steps they claim at the same instant, released together
+    // by the barrier. At odd steps a claims first and b right after: which one wins a race is
+    // the scheduler's choice, and under load one side could win every one and leave the other
+    // no share. A token comes whole every 5 steps, so odd steps get some of them.
     std::map<int, int> claimed_at;  // step -> jobs handed out at it, both coordinators together
     std::array<std::vector<int>, 2> got;
     std::barrier step_start(2);
+    std::barrier a_first(2);
     auto run = [&](int who) {
         for (int s = 0; s < kSteps; ++s) {
             const Instant now = kT0 + s * kStep;
+            const bool in_turn = s % 2 == 1;
             step_start.arrive_and_wait();
+            if (in_turn && who == 1) a_first.arrive_and_wait();
             int n = 0;
             if (who == 0) {
                 n = static_cast<int>(a.claim(1, {"w0", 4, {"slow"}}, kLease, now).leases.size());
@@ -91,6 +97,7 @@ TEST_CASE("two coordinators together never claim more than the burst plus the ra
                     n += static_cast<int>(o.leases.size());
                 }
             }
+            if (in_turn && who == 0) a_first.arrive_and_wait();
             got.at(who).push_back(n);
         }
     };
