@@ -25,12 +25,16 @@ constexpr std::size_t kReviewersPublished = 1000;
 
 }  // namespace
 
-void PresenceBoard::set(std::map<common::OrgId, std::vector<std::string>> workers) {
-    std::lock_guard lock(mutex_);
-    workers_ = std::move(workers);
+void PresenceBoard::set(Workers workers) {
+    std::shared_ptr<const Workers> next = std::make_shared<const Workers>(std::move(workers));
+    {
+        std::lock_guard lock(mutex_);
+        workers_.swap(next);
+    }
+    // `next` now holds the previous list, freed here, outside the lock.
 }
 
-std::map<common::OrgId, std::vector<std::string>> PresenceBoard::get() const {
+std::shared_ptr<const PresenceBoard::Workers> PresenceBoard::get() const {
     std::lock_guard lock(mutex_);
     return workers_;
 }
@@ -93,7 +97,7 @@ void PresencePublisher::pass(bool withdraw) {
             std::vector<common::OrgId> orgs;
             std::vector<int> workers;
             std::vector<std::optional<std::string>> reviewers;
-            for (const auto& [org, names] : board_.get()) {
+            for (const auto& [org, names] : *board_.get()) {
                 orgs.push_back(org);
                 workers.push_back(static_cast<int>(names.size()));
                 reviewers.push_back(names.size() <= kReviewersPublished

@@ -18,13 +18,16 @@ namespace aclaim::coordinator {
 /// (it owns the sessions), the publisher reads it.
 class PresenceBoard {
   public:
-    /// The connected workers' names, in name order, per organization.
-    void set(std::map<common::OrgId, std::vector<std::string>> workers);
-    std::map<common::OrgId, std::vector<std::string>> get() const;
+    using Workers = std::map<common::OrgId, std::vector<std::string>>;
+    /// The connected workers' names, in name order, per organization. Both sides only swap a
+    /// pointer under the lock: the router thread that sets the list never waits on the
+    /// publisher reading the last one, whatever their size.
+    void set(Workers workers);
+    std::shared_ptr<const Workers> get() const;
 
   private:
     mutable std::mutex mutex_;
-    std::map<common::OrgId, std::vector<std::string>> workers_;
+    std::shared_ptr<const Workers> workers_ = std::make_shared<const Workers>();
 };
 
 /// Tells the database every interval how many workers are connected to this coordinator in each

@@ -118,6 +118,8 @@ class Coordinator {
     /// The drain may end once nothing is at the database and this has passed.
     common::MonotonicTime drain_quiet_until_{};
     SteadyClock::time_point next_housekeeping_{};
+    /// SessionTable::membership() when the presence board was last set.
+    std::uint64_t published_membership_ = 0;
 
     std::atomic<bool> stop_requested_{false};
     std::thread thread_;

@@ -14,7 +14,9 @@ Session& SessionTable::open(const std::string& routing_id, const std::string& wo
     s.last_seen = clock_.monotonic_now();
     // The newest connection of a worker is the one to tell: an older one is most likely a
     // connection the worker abandoned when it reconnected.
-    by_worker_[WorkerKey{org_id, worker_id}] = routing_id;
+    if (by_worker_.insert_or_assign(WorkerKey{org_id, worker_id}, routing_id).second) {
+        ++membership_;
+    }
     return s;
 }
 
@@ -30,7 +32,10 @@ Session* SessionTable::find_worker(common::OrgId org_id, const std::string& work
 
 void SessionTable::forget_worker(const Session& s) {
     const auto it = by_worker_.find(WorkerKey{s.org_id, s.worker_id});
-    if (it != by_worker_.end() && it->second == s.routing_id) by_worker_.erase(it);
+    if (it != by_worker_.end() && it->second == s.routing_id) {
+        by_worker_.erase(it);
+        ++membership_;
+    }
 }
 
 void SessionTable::close(const std::string& routing_id) {
@@ -50,10 +55,13 @@ std::vector<std::string> SessionTable::opened_with(
     return out;
 }
 
-std::size_t SessionTable::expire_idle(SteadyClock::duration idle_limit) {
+std::size_t SessionTable::expire_idle(SteadyClock::duration idle_limit, std::size_t budget) {
     const auto cutoff = clock_.monotonic_now() - idle_limit;
     std::size_t closed = 0;
-    for (auto it = by_routing_.begin(); it != by_routing_.end();) {
+    const bool whole = budget == static_cast<std::size_t>(-1);
+    auto it = whole || sweep_from_.empty() ? by_routing_.end() : by_routing_.find(sweep_from_);
+    if (it == by_routing_.end()) it = by_routing_.begin();
+    for (std::size_t seen = 0; it != by_routing_.end() && seen < budget; ++seen) {
         if (it->second.outstanding == 0 && it->second.last_seen < cutoff) {
             forget_worker(it->second);
             it = by_routing_.erase(it);
@@ -62,6 +70,7 @@ std::size_t SessionTable::expire_idle(SteadyClock::duration idle_limit) {
             ++it;
         }
     }
+    sweep_from_ = it == by_routing_.end() ? std::string() : it->first;
     return closed;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -60,13 +61,21 @@ class SessionTable {
 
     /// Closes sessions silent for longer than `idle_limit` with nothing outstanding: a ROUTER is
     /// not told when a peer goes away, and the table must not grow with every connection ever
-    /// made. Returns how many it closed.
-    std::size_t expire_idle(SteadyClock::duration idle_limit);
+    /// made. Returns how many it closed. With `budget`, looks at no more than that many sessions,
+    /// going on from where the previous call stopped, so that a table of ten thousand idle
+    /// connections is swept in slices rather than in one stall of the router thread; a session
+    /// the table reordered behind the cursor (it grew meanwhile) is found by a later pass.
+    std::size_t expire_idle(SteadyClock::duration idle_limit,
+                            std::size_t budget = static_cast<std::size_t>(-1));
 
     std::size_t size() const { return by_routing_.size(); }
 
     /// The workers (distinct worker ids, in name order) that have a session, per organization.
     std::map<common::OrgId, std::vector<std::string>> workers_by_org() const;
+
+    /// Moves whenever a worker gains or loses its session (what workers_by_org answers), so that
+    /// the list is built again only when it changed.
+    std::uint64_t membership() const { return membership_; }
 
   private:
     using WorkerKey = std::pair<common::OrgId, std::string>;
@@ -76,6 +85,9 @@ class SessionTable {
     const common::Clock& clock_;
     std::unordered_map<std::string, Session> by_routing_;
     std::map<WorkerKey, std::string> by_worker_;
+    std::uint64_t membership_ = 0;
+    /// Where a budgeted expire_idle goes on: the routing id it stopped before (none: the start).
+    std::string sweep_from_;
 };
 
 }  // namespace aclaim::coordinator

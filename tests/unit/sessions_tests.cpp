@@ -91,6 +91,51 @@ TEST_CASE("only sessions silent past the limit with nothing outstanding are forg
     CHECK(table.size() == 0);
 }
 
+TEST_CASE("a sweep with a budget covers the table in slices, going on where it stopped",
+          "[sessions]") {
+    common::ManualClock clock(common::instant_from_micros(0));
+    SessionTable table(clock);
+    for (int i = 0; i < 5; ++i) {
+        table.open("r" + std::to_string(i), "w" + std::to_string(i), 1, kBinary);
+    }
+    table.find("r2")->outstanding = 1;
+    clock.advance(121 * common::kSeconds);
+    table.touch(*table.find("r4"));
+    // Five sessions, two at a time: two slices look at four, the third at the last one.
+    std::size_t closed = 0;
+    for (int slice = 0; slice < 3; ++slice) {
+        const auto n = table.expire_idle(120s, 2);
+        CHECK(n <= 2);
+        closed += n;
+        CHECK(table.size() + closed == 5);
+    }
+    CHECK(closed == 3);
+    CHECK(table.size() == 2);
+    CHECK(table.find("r2") != nullptr);
+    CHECK(table.find("r4") != nullptr);
+    // A slice never looks past its budget: nothing is left to close, and none is closed twice.
+    CHECK(table.expire_idle(120s, 2) == 0);
+}
+
+TEST_CASE("the membership moves only when a worker gains or loses its session", "[sessions]") {
+    common::ManualClock clock(common::instant_from_micros(0));
+    SessionTable table(clock);
+    const auto m0 = table.membership();
+    table.open("a", "w1", 1, kBinary);
+    const auto m1 = table.membership();
+    CHECK(m1 != m0);
+    // The same worker on another connection: still one worker, named once.
+    table.open("b", "w1", 1, kBinary);
+    CHECK(table.membership() == m1);
+    // Its older connection going away does not take the worker with it.
+    table.close("a");
+    CHECK(table.membership() == m1);
+    CHECK(table.workers_by_org().at(1) == std::vector<std::string>{"w1"});
+    table.close("b");
+    CHECK(table.membership() != m1);
+    CHECK(table.workers_by_org().empty());
+}
+
 TEST_CASE("sessions opened under revoked keys are named", "[sessions]") {
     common::ManualClock clock(common::instant_from_micros(0));
     SessionTable table(clock);
