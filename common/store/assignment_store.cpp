@@ -1,7 +1,9 @@
 #include "common/store/assignment_store.hpp"
 
 #include <algorithm>
+#include <array>
 #include <optional>
+#include <pqxx/pipeline>
 #include <pqxx/pqxx>
 #include <span>
 #include <stdexcept>
@@ -20,6 +22,21 @@ namespace aclaim::common {
 namespace {
 
 constexpr const char* kLockNotAvailable = "55P03";
+/// An EXECUTE of a statement the session has not prepared.
+constexpr const char* kNoSuchStatement = "26000";
+/// Sets of served queues whose claim variant a store remembers (claim_variants_); more are
+/// forgotten at once, and their next mixed transaction runs statement by statement.
+constexpr std::size_t kClaimVariantsKept = 256;
+/// What complete_and_claim_sent_together sends by name.
+const std::array<const sql::Statement*, 9> kSentTogether = {&sql::kScope,
+                                                            &sql::kClaimLocks,
+                                                            &sql::kCompleteBatch,
+                                                            &sql::kClaimBatch,
+                                                            &sql::kClaimBatchRated,
+                                                            &sql::kClaimBatchWeighted,
+                                                            &sql::kClaimBatchExcluding,
+                                                            &sql::kClaimBatchRatedExcluding,
+                                                            &sql::kClaimBatchWeightedExcluding};
 
 /// A statement's text as prepared: its {LOCK} clauses, if any (the weighted claim has two),
 /// filled for the strategy.
@@ -45,9 +62,13 @@ JobState state_of(const pqxx::field& f) {
 /// organization, or all of them. Does nothing otherwise. Set only when it changes.
 class Scope {
   public:
-    Scope(pqxx::work& txn, bool enabled) : txn_(txn), enabled_(enabled) {}
+    Scope(pqxx::transaction_base& txn, bool enabled) : txn_(txn), enabled_(enabled) {}
     void to(OrgId org) { set(std::to_string(org)); }
     void all() { set(sql::kAllOrganizations); }
+    /// The transaction is scoped to org already (its scope statement went out another way).
+    void scoped_to(OrgId org) {
+        if (enabled_) current_ = std::to_string(org);
+    }
 
   private:
     void set(const std::string& value) {
@@ -55,7 +76,7 @@ class Scope {
         txn_.exec_prepared(sql::kScope.name, value);
         current_ = value;
     }
-    pqxx::work& txn_;
+    pqxx::transaction_base& txn_;
     bool enabled_;
     std::string current_;
 };
@@ -82,7 +103,7 @@ RowAuthority authority_of(const pqxx::row& r) {
 
 /// The current rows of `jobs` that exist, by id: kAuthority, or with `shared` kAuthorityShared,
 /// which waits for a transaction holding one of them to end.
-std::unordered_map<JobId, RowAuthority> read_authorities(pqxx::work& txn,
+std::unordered_map<JobId, RowAuthority> read_authorities(pqxx::transaction_base& txn,
                                                          const std::vector<std::int64_t>& jobs,
                                                          bool shared) {
     std::unordered_map<JobId, RowAuthority> rows;
@@ -152,12 +173,32 @@ struct ClaimVariant {
     bool rated = false;      ///< a served queue has a rate limit
     bool weighted = false;   ///< a served queue has a weight
     bool excluding = false;  ///< exclusions may apply (schema/0025_job_exclusions.sql)
+
+    bool operator==(const ClaimVariant&) const = default;
+    unsigned bits() const {
+        return (rated ? 1U : 0U) | (weighted ? 2U : 0U) | (excluding ? 4U : 0U);
+    }
+    static ClaimVariant of_bits(unsigned b) {
+        return {(b & 1U) != 0, (b & 2U) != 0, (b & 4U) != 0};
+    }
 };
 
+/// What a row of kClaimLocks says of the served queues. `epoch`: the exclusions epoch this
+/// connection's previous claim read (none yet: unknown), updated; a claim that sees it move runs
+/// the exclusion-aware variant, as its snapshot may predate a queue's flag (kClaimLocks says why
+/// that suffices).
+ClaimVariant variant_of(const pqxx::row& r, std::optional<std::int64_t>& epoch) {
+    // Before this connection's first claim the epoch is unknown; it can only matter if some queue
+    // was ever flagged (the sequence still at 0 says none was before this claim's lock).
+    const auto seen = r["exclusions_epoch"].as<std::int64_t>();
+    const bool moved = epoch ? *epoch != seen : seen != 0;
+    epoch = seen;
+    return {r["rated"].as<std::int64_t>() > 0, r["weighted"].as<std::int64_t>() > 0,
+            moved || r["excluding"].as<std::int64_t>() > 0};
+}
+
 /// The first statement of a claim transaction (kClaimLocks), then, for the wait strategy, the
-/// bound on the claim's own lock wait. `epoch`: the exclusions epoch this connection's previous
-/// claim read (none yet: unknown), updated; a claim that sees it move runs the exclusion-aware
-/// variant, as its snapshot may predate a queue's flag (kClaimLocks says why that suffices).
+/// bound on the claim's own lock wait.
 ClaimVariant begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
                          const StoreOptions& options, std::optional<std::int64_t>& epoch) {
     const pqxx::result r = txn.exec_prepared(sql::kClaimLocks.name, org, queues);
@@ -166,13 +207,7 @@ ClaimVariant begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
         // lock must still go through.
         txn.exec_params(sql::kSetLocalLockTimeout.text, std::to_string(options.lock_timeout_ms));
     }
-    // Before this connection's first claim the epoch is unknown; it can only matter if some queue
-    // was ever flagged (the sequence still at 0 says none was before this claim's lock).
-    const auto seen = r[0]["exclusions_epoch"].as<std::int64_t>();
-    const bool moved = epoch ? *epoch != seen : seen != 0;
-    epoch = seen;
-    return {r[0]["rated"].as<std::int64_t>() > 0, r[0]["weighted"].as<std::int64_t>() > 0,
-            moved || r[0]["excluding"].as<std::int64_t>() > 0};
+    return variant_of(r[0], epoch);
 }
 
 const char* single_claim(ClaimVariant v) {
@@ -195,8 +230,9 @@ const char* batch_claim(ClaimVariant v) {
 
 /// After a claim that handed out `got` of `wanted` jobs: when a rate limit may have held it back,
 /// the instant a served bucket that holds back pending jobs refills (kRateRefill).
-std::optional<Instant> refill_after(pqxx::work& txn, OrgId org, const std::string& queues,
-                                    bool rated, std::size_t got, std::size_t wanted, Instant now) {
+std::optional<Instant> refill_after(pqxx::transaction_base& txn, OrgId org,
+                                    const std::string& queues, bool rated, std::size_t got,
+                                    std::size_t wanted, Instant now) {
     if (!rated || got >= wanted) return std::nullopt;
     const pqxx::result r = txn.exec_prepared(sql::kRateRefill.name, org, queues, now);
     if (r.empty() || r[0]["refill_us"].is_null()) return std::nullopt;
@@ -254,7 +290,7 @@ std::vector<std::vector<std::size_t>> statement_groups(std::span<const Transitio
 /// job that appears more than once in the batch is first tried on its own, as a duplicate of an
 /// applied request would be.
 template <class ApplyOne>
-void settle_unapplied(pqxx::work& txn, Scope& scope, Operation op,
+void settle_unapplied(pqxx::transaction_base& txn, Scope& scope, Operation op,
                       std::span<const TransitionRequest> requests, const std::vector<bool>& applied,
                       Instant now, std::vector<Transition>& out, ApplyOne apply_one) {
     std::unordered_map<JobId, int> seen;
@@ -314,38 +350,113 @@ struct ClaimContext {
     const char*& statement;
 };
 
-/// claim_batch's statement (and, with take_locks, the claim's locks first) in `txn`, which is
-/// scoped to org. `variant`: what the locks, taken by the caller, found of the served queues.
-std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const ClaimContext& context, OrgId org,
-                                   std::span<const ClaimRequest> requests, Duration lease,
-                                   Instant now, bool take_locks, ClaimVariant variant) {
-    std::vector<ClaimOutcome> out(requests.size());
-    // Slot s belongs to owner[s]: each requester holds max_jobs consecutive slots.
-    std::vector<std::string> slots;
+/// The slots of a coalesced claim: slot s belongs to owner[s], each requester holding max_jobs
+/// consecutive slots, each slot named by its requester (kClaimBatch's $2).
+struct ClaimSlots {
+    std::vector<std::string> workers;
     std::vector<std::size_t> owner;
+};
+
+ClaimSlots slots_of(std::span<const ClaimRequest> requests) {
+    ClaimSlots out;
     for (std::size_t i = 0; i < requests.size(); ++i) {
         for (int k = 0; k < requests[i].max_jobs; ++k) {
-            slots.push_back(requests[i].worker);
-            owner.push_back(i);
+            out.workers.push_back(requests[i].worker);
+            out.owner.push_back(i);
         }
     }
-    const std::string queues =
-        served_queues(requests.empty() ? std::vector<std::string>{} : requests[0].queues);
-    if (take_locks) variant = begin_claim(txn, org, queues, context.options, context.epoch);
-    context.statement = batch_claim(variant);
-    const pqxx::result r =
-        txn.exec_prepared(context.statement, org, pg_array(slots), now, lease, queues);
+    return out;
+}
+
+std::string queues_of(std::span<const ClaimRequest> requests) {
+    return served_queues(requests.empty() ? std::vector<std::string>{} : requests[0].queues);
+}
+
+/// Each requester's outcome from the rows of a coalesced claim statement `r`, run in `txn` (which
+/// is scoped to org), with the refill a rate limit holds a short requester back to.
+std::vector<ClaimOutcome> claim_outcomes(pqxx::transaction_base& txn, const pqxx::result& r,
+                                         const ClaimSlots& slots, OrgId org,
+                                         std::span<const ClaimRequest> requests,
+                                         const std::string& queues, bool rated, Instant now) {
+    std::vector<ClaimOutcome> out(requests.size());
     for (const auto& row : r) {
         const auto slot = row["slot"].as<std::size_t>();
-        out.at(owner.at(slot - 1)).leases.push_back(lease_of(row));
+        out.at(slots.owner.at(slot - 1)).leases.push_back(lease_of(row));
     }
-    const auto refill = refill_after(txn, org, queues, variant.rated, r.size(), slots.size(), now);
+    const auto refill = refill_after(txn, org, queues, rated, r.size(), slots.owner.size(), now);
     for (std::size_t i = 0; i < out.size(); ++i) {
         auto& o = out[i];
         o.status = o.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
         if (std::cmp_less(o.leases.size(), requests[i].max_jobs)) o.refill_at = refill;
     }
     return out;
+}
+
+/// claim_batch's statement (and, with take_locks, the claim's locks first) in `txn`, which is
+/// scoped to org. `variant`: what the locks, taken by the caller, found of the served queues.
+std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const ClaimContext& context, OrgId org,
+                                   std::span<const ClaimRequest> requests, Duration lease,
+                                   Instant now, bool take_locks, ClaimVariant variant) {
+    const ClaimSlots slots = slots_of(requests);
+    const std::string queues = queues_of(requests);
+    if (take_locks) variant = begin_claim(txn, org, queues, context.options, context.epoch);
+    context.statement = batch_claim(variant);
+    const pqxx::result r =
+        txn.exec_prepared(context.statement, org, pg_array(slots.workers), now, lease, queues);
+    return claim_outcomes(txn, r, slots, org, requests, queues, variant.rated, now);
+}
+
+/// Marks the requests of `group` that a kCompleteBatch result `r` applied.
+void mark_completed(const pqxx::result& r, const std::vector<std::size_t>& group,
+                    std::vector<bool>& applied, std::vector<Transition>& out) {
+    for (const auto& row : r) {
+        const auto i = group.at(row["n"].as<std::size_t>() - 1);
+        applied.at(i) = true;
+        out[i].state = JobState::Completed;
+    }
+}
+
+/// The completions a coalesced statement did not apply, answered as complete() would answer
+/// them (settle_unapplied, a duplicate tried once more on its own).
+void settle_completions(pqxx::transaction_base& txn, Scope& scope,
+                        std::span<const TransitionRequest> requests,
+                        const std::vector<bool>& applied, Instant now,
+                        std::vector<Transition>& out) {
+    settle_unapplied(txn, scope, Operation::Complete, requests, applied, now, out,
+                     [&](const TransitionRequest& q, Transition& t) {
+                         const pqxx::result one =
+                             txn.exec_prepared(sql::kComplete.name, q.org, q.job, q.generation,
+                                               q.worker, q.result_ref, now);
+                         if (one.empty()) return false;
+                         t.state = JobState::Completed;
+                         return true;
+                     });
+}
+
+/// An EXECUTE of a prepared statement with its parameters as quoted literals, for statements
+/// sent together in one message.
+std::string execute_text(const pqxx::transaction_base& txn, const char* name,
+                         std::initializer_list<std::string> params) {
+    std::string text = std::string("EXECUTE ") + name + "(";
+    bool first = true;
+    for (const auto& p : params) {
+        if (!first) text += ", ";
+        first = false;
+        text += txn.quote(p);
+    }
+    return text + ")";
+}
+
+/// Ends the transaction a session opened with BEGIN, when what it sent cannot be used. A broken
+/// connection is thrown; any other failure of the ROLLBACK leaves the session to the next BEGIN,
+/// which a failed transaction would refuse, and so to the caller's own error handling.
+void roll_back(pqxx::transaction_base& session) {
+    try {
+        session.exec("ROLLBACK");
+    } catch (const pqxx::broken_connection&) {
+        throw;
+    } catch (const pqxx::failure&) {  // NOLINT(bugprone-empty-catch): see above
+    }
 }
 
 /// complete_batch's statements in `txn`, without the commit.
@@ -356,23 +467,11 @@ std::vector<Transition> complete_in(pqxx::work& txn, Scope& scope, bool row_secu
     for (const auto& group : statement_groups(requests, row_security)) {
         scope.to(requests[group.front()].org);
         const TransitionArrays a = arrays_of(requests, group);
-        const pqxx::result r = txn.exec_prepared(sql::kCompleteBatch.name, a.orgs, a.jobs,
-                                                 a.generations, a.workers, a.result_refs, now);
-        for (const auto& row : r) {
-            const auto i = group.at(row["n"].as<std::size_t>() - 1);
-            applied.at(i) = true;
-            out[i].state = JobState::Completed;
-        }
+        mark_completed(txn.exec_prepared(sql::kCompleteBatch.name, a.orgs, a.jobs, a.generations,
+                                         a.workers, a.result_refs, now),
+                       group, applied, out);
     }
-    settle_unapplied(txn, scope, Operation::Complete, requests, applied, now, out,
-                     [&](const TransitionRequest& q, Transition& t) {
-                         const pqxx::result one =
-                             txn.exec_prepared(sql::kComplete.name, q.org, q.job, q.generation,
-                                               q.worker, q.result_ref, now);
-                         if (one.empty()) return false;
-                         t.state = JobState::Completed;
-                         return true;
-                     });
+    settle_completions(txn, scope, requests, applied, now, out);
     return out;
 }
 
@@ -435,6 +534,14 @@ void AssignmentStore::commit(pqxx::work& txn) {
     const Clock& clock = options_.clock != nullptr ? *options_.clock : system_clock;
     const auto began = clock.monotonic_now();
     txn.commit();
+    last_commit_ = clock.monotonic_now() - began;
+}
+
+void AssignmentStore::commit(pqxx::transaction_base& session, const char* statement) {
+    static const SystemClock system_clock;
+    const Clock& clock = options_.clock != nullptr ? *options_.clock : system_clock;
+    const auto began = clock.monotonic_now();
+    session.exec(statement);
     last_commit_ = clock.monotonic_now() - began;
 }
 
@@ -666,17 +773,22 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
     if (options_.lock_strategy != LockStrategy::SkipLocked) {
         throw std::logic_error("complete_and_claim runs under the skip-locked strategy only");
     }
-    CompletedAndClaimed out;
     plan_for(completions.size() + slots(claims));
+    if (auto together = complete_and_claim_sent_together(completions, org, claims, lease, now)) {
+        return std::move(*together);
+    }
+    CompletedAndClaimed out;
     pqxx::work txn(*conn_, "complete_and_claim");
     Scope scope(txn, options_.row_security);
     // The claim's locks first, as every claim takes them, so that an operator's statement that
     // holds the organization's lock exclusively and then locks rows cannot wait on a row this
     // transaction completed while this one waits on the organization's lock.
     scope.to(org);
-    const ClaimVariant variant = begin_claim(
-        txn, org, served_queues(claims.empty() ? std::vector<std::string>{} : claims[0].queues),
-        options_, exclusions_epoch_);
+    const std::string queues = queues_of(claims);
+    const ClaimVariant variant = begin_claim(txn, org, queues, options_, exclusions_epoch_);
+    // What the next mixed transaction of these queues sends without waiting for its locks.
+    if (claim_variants_.size() >= kClaimVariantsKept) claim_variants_.clear();
+    claim_variants_[queues] = variant.bits();
     out.completions = complete_in(txn, scope, options_.row_security, completions, now);
     // The completions' scope may have moved to another organization, or to all of them.
     scope.to(org);
@@ -684,6 +796,107 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
                           lease, now, false, variant);
     commit(txn);
     return out;
+}
+
+std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_together(
+    std::span<const TransitionRequest> completions, OrgId org, std::span<const ClaimRequest> claims,
+    Duration lease, Instant now) {
+    const std::string queues = queues_of(claims);
+    const auto known = claim_variants_.find(queues);
+    if (known == claim_variants_.end()) return std::nullopt;
+    const ClaimVariant expected = ClaimVariant::of_bits(known->second);
+    if (!sent_together_ready_) {
+        for (const sql::Statement* statement : kSentTogether) conn_->prepare_now(statement->name);
+        sent_together_ready_ = true;
+    }
+    const ClaimSlots slots = slots_of(claims);
+    const char* claim_statement = batch_claim(expected);
+    const auto groups = statement_groups(completions, options_.row_security);
+    pqxx::nontransaction session(*conn_, "complete_and_claim");
+    pqxx::result locks;
+    pqxx::result claimed;
+    std::vector<pqxx::result> completed(groups.size());
+    try {
+        // BEGIN and every statement in one message (pqxx::pipeline: one simple query); the
+        // transaction stays open for the answers to be checked before its COMMIT.
+        pqxx::pipeline batch(session, "complete_and_claim");
+        batch.retain(static_cast<int>(2 * groups.size() + 8));
+        std::string scoped;
+        const auto scope_to = [&](OrgId o) {
+            if (!options_.row_security || scoped == std::to_string(o)) return;
+            scoped = std::to_string(o);
+            batch.insert(execute_text(session, sql::kScope.name, {scoped}));
+        };
+        batch.insert("BEGIN");
+        // In the order complete_and_claim runs them: the claim's locks first.
+        scope_to(org);
+        const auto locks_id = batch.insert(
+            execute_text(session, sql::kClaimLocks.name, {std::to_string(org), queues}));
+        std::vector<pqxx::pipeline::query_id> completed_ids;
+        for (const auto& group : groups) {
+            scope_to(completions[group.front()].org);
+            const TransitionArrays a = arrays_of(completions, group);
+            completed_ids.push_back(batch.insert(execute_text(
+                session, sql::kCompleteBatch.name,
+                {a.orgs, a.jobs, a.generations, a.workers, a.result_refs, pqxx::to_string(now)})));
+        }
+        scope_to(org);
+        const auto claimed_id =
+            batch.insert(execute_text(session, claim_statement,
+                                      {std::to_string(org), pg_array(slots.workers),
+                                       pqxx::to_string(now), pqxx::to_string(lease), queues}));
+        batch.complete();
+        locks = batch.retrieve(locks_id);
+        for (std::size_t g = 0; g < groups.size(); ++g) {
+            completed[g] = batch.retrieve(completed_ids[g]);
+        }
+        claimed = batch.retrieve(claimed_id);
+        while (!batch.empty()) batch.retrieve();
+    } catch (const pqxx::broken_connection&) {
+        throw;
+    } catch (const pqxx::sql_error& e) {
+        // Done again statement by statement, which says exactly what went wrong. A session that
+        // lost its prepared statements prepares them again first.
+        roll_back(session);
+        if (e.sqlstate() == kNoSuchStatement) sent_together_ready_ = false;
+        return std::nullopt;
+    } catch (const pqxx::failure&) {
+        roll_back(session);
+        return std::nullopt;
+    }
+    try {
+        std::optional<std::int64_t> epoch = exclusions_epoch_;
+        if (variant_of(locks[0], epoch) != expected) {
+            // A queue gained or lost a rate, a weight or exclusions: the statement sent was not
+            // the one the locks call for. Nothing of it stays.
+            roll_back(session);
+            claim_variants_.erase(queues);
+            return std::nullopt;
+        }
+        CompletedAndClaimed out;
+        out.completions.resize(completions.size());
+        std::vector<bool> applied(completions.size(), false);
+        for (std::size_t g = 0; g < groups.size(); ++g) {
+            mark_completed(completed[g], groups[g], applied, out.completions);
+        }
+        Scope scope(session, options_.row_security);
+        scope.scoped_to(org);
+        settle_completions(session, scope, completions, applied, now, out.completions);
+        scope.to(org);
+        last_claim_statement_ = claim_statement;
+        out.claims =
+            claim_outcomes(session, claimed, slots, org, claims, queues, expected.rated, now);
+        commit(session, "COMMIT");
+        session.commit();
+        exclusions_epoch_ = epoch;
+        ++sent_together_;
+        return out;
+    } catch (const pqxx::broken_connection&) {
+        throw;
+    } catch (...) {
+        roll_back(session);
+        throw;
+    }
 }
 
 std::vector<Reclaimed> AssignmentStore::reclaim_expired(Instant now, int limit) {

@@ -7,6 +7,7 @@
 #include <pqxx/pqxx>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/store/assignment.hpp"
@@ -174,9 +175,21 @@ class AssignmentStore {
     /// The name of the claim statement the last claim ran (sql::kClaim and its variants): which
     /// one the served queues chose, for tests and diagnostics.
     const char* last_claim_statement() const { return last_claim_statement_; }
+    /// How many complete_and_claim transactions went in two round trips, their statements sent
+    /// together (the rest ran statement by statement).
+    std::uint64_t sent_together() const { return sent_together_; }
 
   private:
     void commit(pqxx::work& txn);
+    void commit(pqxx::transaction_base& session, const char* statement);
+    /// complete_and_claim in two round trips (docs/performance.md, "One round trip for the
+    /// statements"): BEGIN, the scope, the claim's locks, the completions and the claim sent
+    /// together, then COMMIT once their answers say the claim statement was the right one. None
+    /// when these queues have no known claim variant yet, or when the batch could not be used as
+    /// sent (rolled back; the caller runs the transaction statement by statement).
+    std::optional<CompletedAndClaimed> complete_and_claim_sent_together(
+        std::span<const TransitionRequest> completions, OrgId org,
+        std::span<const ClaimRequest> claims, Duration lease, Instant now);
     /// reclaim_expired and expire_parks: one reclaim_statement, across organizations.
     std::vector<Reclaimed> reclaim_with(const sql::Statement& statement, const char* name,
                                         Instant now, int limit);
@@ -191,6 +204,14 @@ class AssignmentStore {
     /// the exclusion-aware statement unless no queue was ever flagged.
     std::optional<std::int64_t> exclusions_epoch_;
     const char* last_claim_statement_ = "";
+    /// The claim variant (kClaimLocks: rated, weighted, excluding, as bits) the last claim of
+    /// each set of served queues ran, which the next mixed transaction of the same queues sends
+    /// without waiting for its locks' answer.
+    std::unordered_map<std::string, unsigned> claim_variants_;
+    /// Whether the statements sent together are prepared on this session (pqxx prepares on
+    /// first use; an EXECUTE needs them already there).
+    bool sent_together_ready_ = false;
+    std::uint64_t sent_together_ = 0;
     std::unique_ptr<pqxx::connection> conn_;
 };
 

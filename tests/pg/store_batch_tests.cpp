@@ -145,10 +145,21 @@ TEST_CASE("completions and claims in one transaction answer each as the two batc
                              scene->clock.now());
     }
     const std::vector<common::ClaimRequest> claims{{"w1", 1}, {"w2", 2}, {"w3", 1}};
+    std::uint64_t sent_together = 0;
+    SECTION("the first mixed transaction of its queues, statement by statement") {
+        CHECK(together.store.sent_together() == 0);
+    }
+    SECTION("a later one, its statements sent together") {
+        // An empty mixed transaction of the same queues teaches the store their claim variant.
+        together.store.complete_and_claim({}, 1, {}, kLease, together.clock.now());
+        REQUIRE(together.store.sent_together() == 0);
+        sent_together = 1;
+    }
     const auto completed = apart.store.complete_batch(apart.requests, apart.clock.now());
     const auto claimed = apart.store.claim_batch(1, claims, kLease, apart.clock.now());
     const auto both = together.store.complete_and_claim(together.requests, 1, claims, kLease,
                                                         together.clock.now());
+    CHECK(together.store.sent_together() == sent_together);
 
     REQUIRE(both.completions.size() == completed.size());
     for (std::size_t i = 0; i < completed.size(); ++i) {
@@ -208,6 +219,49 @@ TEST_CASE("the room a completion frees in a limited queue goes to the claims bes
     CHECK(both.completions.at(0).accepted());
     REQUIRE(both.claims.at(0).leases.size() == 1);
     CHECK(both.claims[0].leases[0].payload == "second");
+}
+
+TEST_CASE("a mixed transaction sent together whose queues gained a rate runs as one that knew",
+          "[store][batch][mixed][rate]") {
+    testing::StoreFixture f;
+    auto ops_conn = f.db.connect();
+    common::OperatorStore ops(*ops_conn);
+    for (const char* payload : {"j1", "j2", "j3", "j4", "j5"}) {
+        common::NewJob job{0, payload, 3};
+        job.queue = "metered";
+        f.store.enqueue(1, {job}, f.clock.now());
+    }
+    const std::vector<common::ClaimRequest> one{{"a", 1, {"metered"}}};
+    const auto first = f.store.complete_and_claim({}, 1, one, kLease, f.clock.now());
+    REQUIRE(first.claims.at(0).leases.size() == 1);
+    CHECK(f.store.sent_together() == 0);
+
+    // The store last saw the queue without a rate, and sends the statement for that; the locks
+    // answer that it has one now, so nothing sent stays and the transaction runs again.
+    common::QueueSettings metered;
+    metered.rate_per_s = 1.0;
+    metered.rate_burst = 1;
+    ops.configure(1, "metered", metered, "ops", f.clock.now());
+    const auto& held = first.claims[0].leases[0];
+    const std::vector<TransitionRequest> done{{1, held.job_id, held.generation, "a", "ref"}};
+    const std::vector<common::ClaimRequest> three{
+        {"b", 1, {"metered"}}, {"c", 1, {"metered"}}, {"d", 1, {"metered"}}};
+    const auto second = f.store.complete_and_claim(done, 1, three, kLease, f.clock.now());
+    CHECK(f.store.sent_together() == 0);
+    CHECK(second.completions.at(0).accepted());
+    std::size_t granted = 0;
+    for (const auto& c : second.claims) granted += c.leases.size();
+    CHECK(granted == 1);  // the burst
+    CHECK(second.claims.at(2).refill_at.has_value());
+    CHECK(testing::event_count(f.store.connection(), held.job_id, "completed") == 1);
+
+    // Now the store knows the rate, and the next one goes together under it.
+    f.clock.advance(1 * common::kSeconds);
+    const auto third = f.store.complete_and_claim({}, 1, three, kLease, f.clock.now());
+    CHECK(f.store.sent_together() == 1);
+    granted = 0;
+    for (const auto& c : third.claims) granted += c.leases.size();
+    CHECK(granted == 1);
 }
 
 TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order",
