@@ -97,7 +97,9 @@ void PresencePublisher::pass(bool withdraw) {
             std::vector<common::OrgId> orgs;
             std::vector<int> workers;
             std::vector<std::optional<std::string>> reviewers;
-            for (const auto& [org, names] : *board_.get()) {
+            // Held for the loop: the router thread may set a new list meanwhile.
+            const auto board = board_.get();
+            for (const auto& [org, names] : *board) {
                 orgs.push_back(org);
                 workers.push_back(static_cast<int>(names.size()));
                 reviewers.push_back(names.size() <= kReviewersPublished
