@@ -24,12 +24,15 @@ namespace {
 constexpr const char* kLockNotAvailable = "55P03";
 /// An EXECUTE of a statement the session has not prepared.
 constexpr const char* kNoSuchStatement = "26000";
+/// The claim's locks found that the served queues call for another claim statement than the one
+/// sent with them (schema/0028_claim_variant_guard.sql).
+constexpr const char* kClaimVariantChanged = "ACV01";
 /// Sets of served queues whose claim variant a store remembers (claim_variants_); more are
 /// forgotten at once, and their next mixed transaction runs statement by statement.
 constexpr std::size_t kClaimVariantsKept = 256;
 /// What complete_and_claim_sent_together sends by name.
 const std::array<const sql::Statement*, 9> kSentTogether = {&sql::kScope,
-                                                            &sql::kClaimLocks,
+                                                            &sql::kClaimLocksExpecting,
                                                             &sql::kCompleteBatch,
                                                             &sql::kClaimBatch,
                                                             &sql::kClaimBatchRated,
@@ -372,18 +375,16 @@ std::string queues_of(std::span<const ClaimRequest> requests) {
     return served_queues(requests.empty() ? std::vector<std::string>{} : requests[0].queues);
 }
 
-/// Each requester's outcome from the rows of a coalesced claim statement `r`, run in `txn` (which
-/// is scoped to org), with the refill a rate limit holds a short requester back to.
-std::vector<ClaimOutcome> claim_outcomes(pqxx::transaction_base& txn, const pqxx::result& r,
-                                         const ClaimSlots& slots, OrgId org,
+/// Each requester's outcome from the rows of a coalesced claim statement `r`, with `refill`, the
+/// instant a rate limit holds a short requester back to (refill_after).
+std::vector<ClaimOutcome> claim_outcomes(const pqxx::result& r, const ClaimSlots& slots,
                                          std::span<const ClaimRequest> requests,
-                                         const std::string& queues, bool rated, Instant now) {
+                                         std::optional<Instant> refill) {
     std::vector<ClaimOutcome> out(requests.size());
     for (const auto& row : r) {
         const auto slot = row["slot"].as<std::size_t>();
         out.at(slots.owner.at(slot - 1)).leases.push_back(lease_of(row));
     }
-    const auto refill = refill_after(txn, org, queues, rated, r.size(), slots.owner.size(), now);
     for (std::size_t i = 0; i < out.size(); ++i) {
         auto& o = out[i];
         o.status = o.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
@@ -403,7 +404,9 @@ std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const ClaimContext& context,
     context.statement = batch_claim(variant);
     const pqxx::result r =
         txn.exec_prepared(context.statement, org, pg_array(slots.workers), now, lease, queues);
-    return claim_outcomes(txn, r, slots, org, requests, queues, variant.rated, now);
+    return claim_outcomes(
+        r, slots, requests,
+        refill_after(txn, org, queues, variant.rated, r.size(), slots.owner.size(), now));
 }
 
 /// Marks the requests of `group` that a kCompleteBatch result `r` applied.
@@ -534,14 +537,6 @@ void AssignmentStore::commit(pqxx::work& txn) {
     const Clock& clock = options_.clock != nullptr ? *options_.clock : system_clock;
     const auto began = clock.monotonic_now();
     txn.commit();
-    last_commit_ = clock.monotonic_now() - began;
-}
-
-void AssignmentStore::commit(pqxx::transaction_base& session, const char* statement) {
-    static const SystemClock system_clock;
-    const Clock& clock = options_.clock != nullptr ? *options_.clock : system_clock;
-    const auto began = clock.monotonic_now();
-    session.exec(statement);
     last_commit_ = clock.monotonic_now() - began;
 }
 
@@ -806,97 +801,121 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
     if (known == claim_variants_.end()) return std::nullopt;
     const ClaimVariant expected = ClaimVariant::of_bits(known->second);
     if (!sent_together_ready_) {
-        for (const sql::Statement* statement : kSentTogether) conn_->prepare_now(statement->name);
+        try {
+            for (const sql::Statement* statement : kSentTogether) {
+                conn_->prepare_now(statement->name);
+            }
+        } catch (const pqxx::broken_connection&) {
+            throw;
+        } catch (const pqxx::sql_error&) {
+            // A schema older than the guard (schema/0028): statement by statement, as before.
+            return std::nullopt;
+        }
         sent_together_ready_ = true;
     }
     const ClaimSlots slots = slots_of(claims);
     const char* claim_statement = batch_claim(expected);
     const auto groups = statement_groups(completions, options_.row_security);
-    pqxx::nontransaction session(*conn_, "complete_and_claim");
     pqxx::result locks;
     pqxx::result claimed;
     std::vector<pqxx::result> completed(groups.size());
-    try {
-        // BEGIN and every statement in one message (pqxx::pipeline: one simple query); the
-        // transaction stays open for the answers to be checked before its COMMIT.
-        pqxx::pipeline batch(session, "complete_and_claim");
-        batch.retain(static_cast<int>(2 * groups.size() + 8));
-        std::string scoped;
-        const auto scope_to = [&](OrgId o) {
-            if (!options_.row_security || scoped == std::to_string(o)) return;
-            scoped = std::to_string(o);
-            batch.insert(execute_text(session, sql::kScope.name, {scoped}));
-        };
-        batch.insert("BEGIN");
-        // In the order complete_and_claim runs them: the claim's locks first.
-        scope_to(org);
-        const auto locks_id = batch.insert(
-            execute_text(session, sql::kClaimLocks.name, {std::to_string(org), queues}));
-        std::vector<pqxx::pipeline::query_id> completed_ids;
-        for (const auto& group : groups) {
-            scope_to(completions[group.front()].org);
-            const TransitionArrays a = arrays_of(completions, group);
-            completed_ids.push_back(batch.insert(execute_text(
-                session, sql::kCompleteBatch.name,
-                {a.orgs, a.jobs, a.generations, a.workers, a.result_refs, pqxx::to_string(now)})));
-        }
-        scope_to(org);
-        const auto claimed_id =
-            batch.insert(execute_text(session, claim_statement,
-                                      {std::to_string(org), pg_array(slots.workers),
-                                       pqxx::to_string(now), pqxx::to_string(lease), queues}));
-        batch.complete();
-        locks = batch.retrieve(locks_id);
-        for (std::size_t g = 0; g < groups.size(); ++g) {
-            completed[g] = batch.retrieve(completed_ids[g]);
-        }
-        claimed = batch.retrieve(claimed_id);
-        while (!batch.empty()) batch.retrieve();
-    } catch (const pqxx::broken_connection&) {
-        throw;
-    } catch (const pqxx::sql_error& e) {
-        // Done again statement by statement, which says exactly what went wrong. A session that
-        // lost its prepared statements prepares them again first.
-        roll_back(session);
-        if (e.sqlstate() == kNoSuchStatement) sent_together_ready_ = false;
-        return std::nullopt;
-    } catch (const pqxx::failure&) {
-        roll_back(session);
-        return std::nullopt;
-    }
-    try {
-        std::optional<std::int64_t> epoch = exclusions_epoch_;
-        if (variant_of(locks[0], epoch) != expected) {
-            // A queue gained or lost a rate, a weight or exclusions: the statement sent was not
-            // the one the locks call for. Nothing of it stays.
+    {
+        pqxx::nontransaction session(*conn_, "complete_and_claim");
+        try {
+            // BEGIN, every statement and COMMIT in one message (pqxx::pipeline: one simple
+            // query). A statement that fails leaves the transaction aborted and the rest of the
+            // message, COMMIT included, unrun; so does the claim's locks finding that the served
+            // queues now call for another claim statement (kClaimLocksExpecting).
+            pqxx::pipeline batch(session, "complete_and_claim");
+            batch.retain(static_cast<int>(2 * groups.size() + 8));
+            std::string scoped;
+            const auto scope_to = [&](OrgId o) {
+                if (!options_.row_security || scoped == std::to_string(o)) return;
+                scoped = std::to_string(o);
+                batch.insert(execute_text(session, sql::kScope.name, {scoped}));
+            };
+            batch.insert("BEGIN");
+            // In the order complete_and_claim runs them: the claim's locks first.
+            scope_to(org);
+            const auto locks_id = batch.insert(execute_text(
+                session, sql::kClaimLocksExpecting.name,
+                {std::to_string(org), queues, std::to_string(expected.bits()),
+                 // Before any claim on this session, 0: as variant_of, any flag moved it.
+                 std::to_string(exclusions_epoch_.value_or(0))}));
+            std::vector<pqxx::pipeline::query_id> completed_ids;
+            for (const auto& group : groups) {
+                scope_to(completions[group.front()].org);
+                const TransitionArrays a = arrays_of(completions, group);
+                completed_ids.push_back(
+                    batch.insert(execute_text(session, sql::kCompleteBatch.name,
+                                              {a.orgs, a.jobs, a.generations, a.workers,
+                                               a.result_refs, pqxx::to_string(now)})));
+            }
+            scope_to(org);
+            const auto claimed_id =
+                batch.insert(execute_text(session, claim_statement,
+                                          {std::to_string(org), pg_array(slots.workers),
+                                           pqxx::to_string(now), pqxx::to_string(lease), queues}));
+            batch.insert("COMMIT");
+            batch.complete();
+            locks = batch.retrieve(locks_id);
+            for (std::size_t g = 0; g < groups.size(); ++g) {
+                completed[g] = batch.retrieve(completed_ids[g]);
+            }
+            claimed = batch.retrieve(claimed_id);
+            while (!batch.empty()) batch.retrieve();
+        } catch (const pqxx::broken_connection&) {
+            throw;
+        } catch (const pqxx::sql_error& e) {
+            // Nothing of it committed. Done again statement by statement, which says exactly
+            // what went wrong; a session that lost its prepared statements prepares them again
+            // first, and queues whose claim statement changed are looked up again.
             roll_back(session);
-            claim_variants_.erase(queues);
+            if (e.sqlstate() == kNoSuchStatement) sent_together_ready_ = false;
+            if (e.sqlstate() == kClaimVariantChanged) claim_variants_.erase(queues);
+            return std::nullopt;
+        } catch (const pqxx::failure&) {
+            roll_back(session);
             return std::nullopt;
         }
-        CompletedAndClaimed out;
-        out.completions.resize(completions.size());
-        std::vector<bool> applied(completions.size(), false);
-        for (std::size_t g = 0; g < groups.size(); ++g) {
-            mark_completed(completed[g], groups[g], applied, out.completions);
-        }
-        Scope scope(session, options_.row_security);
-        scope.scoped_to(org);
-        settle_completions(session, scope, completions, applied, now, out.completions);
-        scope.to(org);
-        last_claim_statement_ = claim_statement;
-        out.claims =
-            claim_outcomes(session, claimed, slots, org, claims, queues, expected.rated, now);
-        commit(session, "COMMIT");
         session.commit();
-        exclusions_epoch_ = epoch;
-        ++sent_together_;
-        return out;
-    } catch (const pqxx::broken_connection&) {
-        throw;
-    } catch (...) {
-        roll_back(session);
-        throw;
     }
+    // Committed. What is left reads what the statements returned, and, only when there is some,
+    // settles what they did not apply in a transaction of its own.
+    last_commit_ = {};
+    ++sent_together_;
+    // The guard held, so the locks call for the statement that ran; this reads their epoch.
+    variant_of(locks[0], exclusions_epoch_);
+    last_claim_statement_ = claim_statement;
+    CompletedAndClaimed out;
+    out.completions.resize(completions.size());
+    std::vector<bool> applied(completions.size(), false);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        mark_completed(completed[g], groups[g], applied, out.completions);
+    }
+    const bool short_of_rate = expected.rated && claimed.size() < slots.owner.size();
+    std::optional<Instant> refill;
+    if (short_of_rate || std::find(applied.begin(), applied.end(), false) != applied.end()) {
+        try {
+            pqxx::work txn(*conn_, "complete_and_claim_settle");
+            Scope scope(txn, options_.row_security);
+            settle_completions(txn, scope, completions, applied, now, out.completions);
+            scope.to(org);
+            refill = refill_after(txn, org, queues, expected.rated, claimed.size(),
+                                  slots.owner.size(), now);
+            commit(txn);
+        } catch (const pqxx::broken_connection&) {
+            throw;
+        } catch (const pqxx::failure& e) {
+            // The claims and the completions that applied are committed: this transaction's
+            // failure must not read as the whole one's. Reported as a commit whose outcome is
+            // unknown, which the caller resolves from each job's row.
+            throw pqxx::in_doubt_error(
+                std::string("committed, then settling what it did not apply failed: ") + e.what());
+        }
+    }
+    out.claims = claim_outcomes(claimed, slots, claims, refill);
+    return out;
 }
 
 std::vector<Reclaimed> AssignmentStore::reclaim_expired(Instant now, int limit) {

@@ -170,23 +170,25 @@ class AssignmentStore {
     pqxx::connection& connection();
 
     /// How long the COMMIT of the last claim, claim_batch, complete or complete_batch took: the
-    /// wait for the WAL flush, mostly.
+    /// wait for the WAL flush, mostly. Zero after a complete_and_claim sent in one message, whose
+    /// COMMIT is not timed apart from its statements.
     std::chrono::steady_clock::duration last_commit() const { return last_commit_; }
     /// The name of the claim statement the last claim ran (sql::kClaim and its variants): which
     /// one the served queues chose, for tests and diagnostics.
     const char* last_claim_statement() const { return last_claim_statement_; }
-    /// How many complete_and_claim transactions went in two round trips, their statements sent
-    /// together (the rest ran statement by statement).
+    /// How many complete_and_claim transactions went in one round trip, their statements and
+    /// COMMIT sent together (the rest ran statement by statement).
     std::uint64_t sent_together() const { return sent_together_; }
 
   private:
     void commit(pqxx::work& txn);
-    void commit(pqxx::transaction_base& session, const char* statement);
-    /// complete_and_claim in two round trips (docs/performance.md, "One round trip for the
-    /// statements"): BEGIN, the scope, the claim's locks, the completions and the claim sent
-    /// together, then COMMIT once their answers say the claim statement was the right one. None
-    /// when these queues have no known claim variant yet, or when the batch could not be used as
-    /// sent (rolled back; the caller runs the transaction statement by statement).
+    /// complete_and_claim in one round trip (docs/performance.md, "One message for the whole
+    /// transaction"): BEGIN, the scope, the claim's locks, the completions, the claim and COMMIT
+    /// sent together, the locks refusing (kClaimLocksExpecting) when the served queues call for
+    /// another claim statement than the one sent. Completions the batch did not apply, and a rated
+    /// claim's refill, are settled after, in a transaction of their own. None when these queues
+    /// have no known claim variant yet, or when the batch could not be used as sent (rolled back;
+    /// the caller runs the transaction statement by statement).
     std::optional<CompletedAndClaimed> complete_and_claim_sent_together(
         std::span<const TransitionRequest> completions, OrgId org,
         std::span<const ClaimRequest> claims, Duration lease, Instant now);

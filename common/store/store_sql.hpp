@@ -173,6 +173,27 @@ SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
 )SQL",
                                    {"org bigint", "queues text[]"}};
 
+/// $1 org, $2 text[] queues, $3 the claim variant's bits the sender expects, $4 the exclusions
+/// epoch of this connection's previous claim (0 before its first: the epoch has moved if any queue
+/// was ever flagged). kClaimLocks, for a transaction sent with its COMMIT in one message
+/// (AssignmentStore::complete_and_claim_sent_together): the same locks and row, and the variant
+/// they call for, computed as the store's variant_of computes it, passed through
+/// aclaim_expect_claim_variant (schema/0028_claim_variant_guard.sql), which raises SQLSTATE ACV01
+/// when it is not $3, before the claim that follows can run.
+inline const Statement kClaimLocksExpecting{"aclaim_claim_locks_expecting",
+                                            R"SQL(
+SELECT l.*,
+       aclaim_expect_claim_variant(
+           (CASE WHEN l.rated > 0 THEN 1 ELSE 0 END)
+           | (CASE WHEN l.weighted > 0 THEN 2 ELSE 0 END)
+           | (CASE WHEN l.excluding > 0 OR l.exclusions_epoch <> $4::bigint
+                   THEN 4 ELSE 0 END),
+           $3::int) AS variant
+  FROM ()SQL" + kClaimLocks.text + R"SQL( OFFSET 0) AS l
+)SQL",
+                                            {"org bigint", "queues text[]", "expected int",
+                                             "known_epoch bigint"}};
+
 /// What a claim returns of a job's saved progress (schema/0020_progress.sql): the columns, and the
 /// join that finds them for the claimed rows `c` (NULLs for a job nobody reported progress on).
 /// A plain LEFT JOIN, which the planner makes a hash join over an empty or small table and one
@@ -1045,6 +1066,7 @@ SELECT count(*) FILTER (WHERE state = 'attached') AS attached,
 inline const std::vector<const Statement*> kStatements = {&kScope,
                                                           &kEnqueue,
                                                           &kClaimLocks,
+                                                          &kClaimLocksExpecting,
                                                           &kClaim,
                                                           &kRateRefill,
                                                           &kRenew,

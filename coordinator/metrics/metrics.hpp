@@ -228,8 +228,9 @@ struct Metrics {
         registry,
         {"aclaim_claim_stage_duration_seconds",
          "Where a granted CLAIM's time went: queue_wait (for a database thread), "
-         "statement (up to the commit), commit (the WAL flush), reply (until ASSIGNED "
-         "left).",
+         "statement (up to the commit), commit (the WAL flush; 0 for a transaction sent "
+         "in one message with its COMMIT, which the statement stage then holds), reply "
+         "(until ASSIGNED left).",
          "stage"},
         kClaimStages};
     /// One store call, by kStatements.

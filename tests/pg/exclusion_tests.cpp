@@ -352,3 +352,42 @@ TEST_CASE("weighted and rate-limited queues with exclusions run the aware varian
     CHECK(rated[1].leases[0].job_id == ids[1]);
     CHECK(f.violations() == 0);
 }
+
+TEST_CASE(
+    "a mixed transaction sent in one message, whose queue was flagged since, never hands a job "
+    "to a reviewer it excludes",
+    "[exclusions][batch][mixed]") {
+    Fixture f;
+    f.enqueue({job("plain-1"), job("plain-2")});
+    // A first mixed transaction of the default queue teaches the store its claim statement: the
+    // one for queues without exclusions.
+    const std::vector<ClaimRequest> k3{{"K3", 1}}, k1{{"K1", 1}}, k2{{"K2", 1}};
+    const auto first = f.store.complete_and_claim({}, 1, k3, kLease, f.clock.now());
+    REQUIRE(first.claims.at(0).leases.size() == 1);
+    REQUIRE(f.store.sent_together() == 0);
+
+    // The first job with exclusions in that queue, enqueued on another connection, ranked first.
+    common::AssignmentStore other(f.db.dsn());
+    NewJob x = job("x", {"K1"});
+    x.priority = 9;
+    const JobId excluded = other.enqueue(1, {x}, f.clock.now()).at(0);
+
+    // The store sends the statement it knows, which would hand x to K1; the claim's locks refuse
+    // it, nothing sent stays, and the transaction runs again with the exclusion-aware statement.
+    const auto held = first.claims[0].leases[0];
+    const std::vector<common::TransitionRequest> done(1, f.done(held, "K3"));
+    const auto second = f.store.complete_and_claim(done, 1, k1, kLease, f.clock.now());
+    CHECK(f.store.sent_together() == 0);
+    CHECK(second.completions.at(0).accepted());
+    REQUIRE(second.claims.at(0).leases.size() == 1);
+    CHECK(second.claims[0].leases[0].job_id != excluded);
+    CHECK(f.state(excluded) == "pending");
+    CHECK(testing::event_count(f.store.connection(), held.job_id, "completed") == 1);
+
+    // The next one goes in one message with the statement the queue now calls for.
+    const auto third = f.store.complete_and_claim({}, 1, k2, kLease, f.clock.now());
+    CHECK(f.store.sent_together() == 1);
+    REQUIRE(third.claims.at(0).leases.size() == 1);
+    CHECK(third.claims[0].leases[0].job_id == excluded);
+    CHECK(f.violations() == 0);
+}

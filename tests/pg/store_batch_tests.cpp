@@ -262,6 +262,10 @@ TEST_CASE("a mixed transaction sent together whose queues gained a rate runs as 
     granted = 0;
     for (const auto& c : third.claims) granted += c.leases.size();
     CHECK(granted == 1);
+    // Read after its COMMIT: when the bucket holds the short requesters back to.
+    REQUIRE(third.claims.at(2).leases.empty());
+    REQUIRE(third.claims.at(2).refill_at.has_value());
+    CHECK(*third.claims[2].refill_at > f.clock.now());
 }
 
 TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order",
