@@ -44,6 +44,7 @@ void RouterOptions::validate() const {
 
 void DbPoolOptions::validate(std::chrono::milliseconds db_deadline) const {
     require(db_threads >= 1 && db_threads <= 64, "--db-threads must be 1..64");
+    require(db_spill_ms >= 0 && db_spill_ms <= 60'000, "--db-spill-ms must be 0..60000");
     require(lock_timeout_ms >= 1, "--lock-timeout-ms must be positive");
     require(in_doubt_budget_ms >= 0, "--in-doubt-budget-ms must not be negative");
     // A claim that waits out its lock timeout must still finish before its connection is cut.
@@ -148,6 +149,9 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
     add_setting(app, "--heartbeat-ms", r.heartbeat_ms,
                 "Renewal interval told to workers; 0 means a third of the lease");
     add_setting(app, "--db-threads", d.db_threads, "Database threads, one connection each");
+    add_setting(app, "--db-spill-ms", d.db_spill_ms,
+                "With --coalesce on, DB threads after the first take requests only once the "
+                "oldest has waited this long, in milliseconds; 0: every thread takes at once");
     add_on_off(app, "--coalesce", d.coalesce,
                "Coalesce queued claims (per organization), renewals and completions: on or off");
     add_on_off(app, "--row-security", c.row_security,

@@ -86,6 +86,10 @@ struct DbPoolOptions {
     /// Threads that run store statements, each with its own long-lived connection
     /// (--db-threads).
     int db_threads = 2;
+    /// When coalescing, the first DB thread takes requests as they come; the others only once the
+    /// oldest waiting request was handed over this many milliseconds ago (--db-spill-ms; 0: all
+    /// take at once, as they always do with --coalesce off).
+    int db_spill_ms = 3;
     /// Run queued claims of one organization, renewals and completions as one statement each
     /// (--coalesce).
     bool coalesce = true;

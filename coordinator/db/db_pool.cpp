@@ -162,8 +162,15 @@ void DbPool::run(int index) {
     // other strategies a claim's lock failure would roll back the completions beside it.
     const bool mixed =
         options_.coalesce && options_.lock_strategy == common::LockStrategy::SkipLocked;
+    // Coalescing, the first thread takes work as it comes, in batches as large as the work allows;
+    // the others join once it falls behind, or waits on a lock or a slow flush
+    // (docs/performance.md, "One message for the whole transaction, and the DB threads in
+    // reserve"). Without coalescing a batch is one request, and every thread takes at once.
+    const SteadyClock::duration spill_after = index == 0 || !options_.coalesce
+                                                  ? SteadyClock::duration::zero()
+                                                  : std::chrono::milliseconds(options_.db_spill_ms);
     while (true) {
-        std::vector<DbRequest> taken = queue_.take(max_batch, mixed);
+        std::vector<DbRequest> taken = queue_.take(max_batch, mixed, spill_after);
         if (taken.empty()) return;
         std::vector<DbRequest> batch = start_unanswered(std::move(taken));
         if (batch.empty()) continue;

@@ -1,5 +1,6 @@
 #include "coordinator/db/work_queue.hpp"
 
+#include <algorithm>
 #include <iterator>
 #include <optional>
 #include <utility>
@@ -16,7 +17,8 @@ void WorkQueue::push(DbRequest request) {
             return;
         }
     }
-    ready_.notify_one();
+    // Every taker: a spill taker (take's patience) woken alone would leave the request waiting.
+    ready_.notify_all();
 }
 
 void WorkQueue::push_pair(DbRequest first, DbRequest follower) {
@@ -29,7 +31,8 @@ void WorkQueue::push_pair(DbRequest first, DbRequest follower) {
             return;
         }
     }
-    ready_.notify_one();
+    // Every taker: a spill taker (take's patience) woken alone would leave the request waiting.
+    ready_.notify_all();
 }
 
 void WorkQueue::push_group(std::vector<DbRequest> renewals) {
@@ -41,7 +44,8 @@ void WorkQueue::push_group(std::vector<DbRequest> renewals) {
             return;
         }
     }
-    ready_.notify_one();
+    // Every taker: a spill taker (take's patience) woken alone would leave the request waiting.
+    ready_.notify_all();
 }
 
 void WorkQueue::hold() {
@@ -66,11 +70,28 @@ bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {
            (head.ask.org_id == other.ask.org_id && head.ask.queues == other.ask.queues);
 }
 
-std::vector<DbRequest> WorkQueue::take(std::size_t max_batch, bool mixed) {
+SteadyClock::time_point WorkQueue::oldest_dispatch() const {
+    if (renewals_.empty()) return others_.front().dispatched_at;
+    if (others_.empty()) return renewals_.front().dispatched_at;
+    return std::min(renewals_.front().dispatched_at, others_.front().dispatched_at);
+}
+
+std::vector<DbRequest> WorkQueue::take(std::size_t max_batch, bool mixed,
+                                       SteadyClock::duration patience) {
     std::unique_lock lock(mutex_);
-    ready_.wait(lock, [this] { return closed_ || !renewals_.empty() || !others_.empty(); });
-    if (!renewals_.empty()) return take_renewals(max_batch);
-    return take_from(others_, max_batch, mixed);
+    while (true) {
+        ready_.wait(lock, [this] { return closed_ || !renewals_.empty() || !others_.empty(); });
+        if (patience == SteadyClock::duration::zero() || closed_) break;
+        // Woken by every push and every take: the next wait starts from whatever is oldest then.
+        const auto due = oldest_dispatch() + patience;
+        if (SteadyClock::now() >= due) break;
+        ready_.wait_until(lock, due);
+    }
+    auto batch =
+        !renewals_.empty() ? take_renewals(max_batch) : take_from(others_, max_batch, mixed);
+    // What is left has a new head: a spill taker waiting on the old one's age looks again.
+    if (!renewals_.empty() || !others_.empty()) ready_.notify_all();
+    return batch;
 }
 
 std::vector<DbRequest> WorkQueue::take_renewals(std::size_t max_batch) {

@@ -37,8 +37,11 @@ class WorkQueue {
     /// a claim at the head takes the later completions and claims alike (the claims of the
     /// batch's first claim's organization and queues only), for one transaction that runs both.
     /// After close() the remaining requests are still handed out; an empty result means closed
-    /// and drained.
-    std::vector<DbRequest> take(std::size_t max_batch, bool mixed = false);
+    /// and drained. With `patience`, a spill taker: it leaves the requests to the others until
+    /// the oldest waiting one was dispatched that long ago (DbRequest::dispatched_at), so that
+    /// one taker makes the transactions while it keeps up, and another joins when it does not.
+    std::vector<DbRequest> take(std::size_t max_batch, bool mixed = false,
+                                SteadyClock::duration patience = {});
 
     /// From hold() to release(), pushes wake no DB thread; release() wakes them once for all
     /// that was pushed meanwhile. The router thread holds the queue while it reads a round of
@@ -54,6 +57,8 @@ class WorkQueue {
 
   private:
     static bool batchable(const DbRequest& head, const DbRequest& other);
+    /// When the oldest waiting request was dispatched (the queue is not empty).
+    SteadyClock::time_point oldest_dispatch() const;
     std::vector<DbRequest> take_renewals(std::size_t max_batch);
     static std::vector<DbRequest> take_from(std::deque<DbRequest>& items, std::size_t max_batch,
                                             bool mixed);

@@ -195,3 +195,45 @@ TEST_CASE("work queue: the renewals of one RENEW are taken whole, beyond the bat
     CHECK(reqs(q.take(4)) == std::vector<std::uint64_t>{1});
     CHECK(q.size() == 0);
 }
+
+TEST_CASE("work queue: a spill taker takes only what waited past its patience", "[work_queue]") {
+    WorkQueue q;
+    const auto now = SteadyClock::now();
+    auto fresh = claim(1, 1);
+    fresh.dispatched_at = now;
+    auto old = claim(2, 2);
+    old.dispatched_at = now - std::chrono::hours(2);
+    q.push(std::move(fresh));
+
+    std::vector<DbRequest> spilled;
+    std::latch taking(1);
+    std::thread spill([&] {
+        taking.count_down();
+        spilled = q.take(128, false, std::chrono::hours(1));
+    });
+    taking.wait();
+    // The fresh claim stays for a taker without patience, whenever the spill taker got there;
+    // the old one behind it goes to the spill taker once it is at the head.
+    q.push(std::move(old));
+    CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{1});
+    spill.join();
+    CHECK(reqs(spilled) == std::vector<std::uint64_t>{2});
+}
+
+TEST_CASE("work queue: a spill taker gives up its wait when the queue closes", "[work_queue]") {
+    WorkQueue q;
+    auto fresh = claim(1, 1);
+    fresh.dispatched_at = SteadyClock::now();
+    q.push(std::move(fresh));
+    std::vector<DbRequest> spilled;
+    std::latch taking(1);
+    std::thread spill([&] {
+        taking.count_down();
+        spilled = q.take(128, false, std::chrono::hours(1));
+    });
+    taking.wait();
+    q.close();
+    spill.join();
+    // After close the remaining requests are still handed out, patience or not.
+    CHECK(reqs(spilled) == std::vector<std::uint64_t>{1});
+}
