@@ -196,6 +196,32 @@ TEST_CASE("work queue: the renewals of one RENEW are taken whole, beyond the bat
     CHECK(q.size() == 0);
 }
 
+namespace {
+
+/// A taker with an hour's patience on a thread of its own, constructed once that thread is about
+/// to take; `took` holds what it took after join().
+struct SpillTaker {
+    std::latch taking{1};
+    std::vector<DbRequest> took;
+    std::thread thread;
+
+    explicit SpillTaker(WorkQueue& q)
+        : thread([this, &q] {
+              taking.count_down();
+              took = q.take(128, false, std::chrono::hours(1));
+          }) {
+        taking.wait();
+    }
+    SpillTaker(const SpillTaker&) = delete;
+    SpillTaker& operator=(const SpillTaker&) = delete;
+    ~SpillTaker() {
+        if (thread.joinable()) thread.join();
+    }
+    void join() { thread.join(); }
+};
+
+}  // namespace
+
 TEST_CASE("work queue: a spill taker takes only what waited past its patience", "[work_queue]") {
     WorkQueue q;
     const auto now = SteadyClock::now();
@@ -205,19 +231,13 @@ TEST_CASE("work queue: a spill taker takes only what waited past its patience", 
     old.dispatched_at = now - std::chrono::hours(2);
     q.push(std::move(fresh));
 
-    std::vector<DbRequest> spilled;
-    std::latch taking(1);
-    std::thread spill([&] {
-        taking.count_down();
-        spilled = q.take(128, false, std::chrono::hours(1));
-    });
-    taking.wait();
+    SpillTaker spill(q);
     // The fresh claim stays for a taker without patience, whenever the spill taker got there;
     // the old one behind it goes to the spill taker once it is at the head.
     q.push(std::move(old));
     CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{1});
     spill.join();
-    CHECK(reqs(spilled) == std::vector<std::uint64_t>{2});
+    CHECK(reqs(spill.took) == std::vector<std::uint64_t>{2});
 }
 
 TEST_CASE("work queue: a spill taker gives up its wait when the queue closes", "[work_queue]") {
@@ -225,15 +245,9 @@ TEST_CASE("work queue: a spill taker gives up its wait when the queue closes", "
     auto fresh = claim(1, 1);
     fresh.dispatched_at = SteadyClock::now();
     q.push(std::move(fresh));
-    std::vector<DbRequest> spilled;
-    std::latch taking(1);
-    std::thread spill([&] {
-        taking.count_down();
-        spilled = q.take(128, false, std::chrono::hours(1));
-    });
-    taking.wait();
+    SpillTaker spill(q);
     q.close();
     spill.join();
     // After close the remaining requests are still handed out, patience or not.
-    CHECK(reqs(spilled) == std::vector<std::uint64_t>{1});
+    CHECK(reqs(spill.took) == std::vector<std::uint64_t>{1});
 }
