@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "common/store/new_job_arrays.hpp"
 #include "common/store/park_sql.hpp"
@@ -27,9 +28,10 @@ constexpr const char* kNoSuchStatement = "26000";
 /// The claim's locks found that the served queues call for another claim statement than the one
 /// sent with them (schema/0028_claim_variant_guard.sql).
 constexpr const char* kClaimVariantChanged = "ACV01";
-/// Sets of served queues whose claim variant a store remembers (claim_variants_); more are
-/// forgotten at once, and their next mixed transaction runs statement by statement.
-constexpr std::size_t kClaimVariantsKept = 256;
+/// Organizations' sets of served queues whose claim variant a store remembers (claim_variants_);
+/// past this, the least recently used half is forgotten, and their next mixed transaction runs
+/// statement by statement.
+constexpr std::size_t kClaimVariantsKept = 1024;
 /// What complete_and_claim_sent_together sends by name.
 const std::array<const sql::Statement*, 9> kSentTogether = {&sql::kScope,
                                                             &sql::kClaimLocksExpecting,
@@ -762,6 +764,27 @@ std::vector<Transition> AssignmentStore::complete_batch(std::span<const Transiti
     return out;
 }
 
+std::string AssignmentStore::variant_key(OrgId org, const std::string& queues) {
+    // Each organization has its own settings for a queue of a given name.
+    return std::to_string(org) + ':' + queues;
+}
+
+void AssignmentStore::remember_variant(const std::string& key, unsigned bits) {
+    if (claim_variants_.size() >= kClaimVariantsKept && !claim_variants_.contains(key)) {
+        // Forget the least recently used half at once: one pass every kClaimVariantsKept / 2
+        // new keys.
+        std::vector<std::uint64_t> uses;
+        uses.reserve(claim_variants_.size());
+        for (const auto& entry : claim_variants_) uses.push_back(entry.second.used);
+        const auto middle = uses.begin() + static_cast<std::ptrdiff_t>(uses.size() / 2);
+        std::nth_element(uses.begin(), middle, uses.end());
+        const std::uint64_t cut = *middle;
+        std::erase_if(claim_variants_,
+                      [cut](const auto& entry) { return entry.second.used < cut; });
+    }
+    claim_variants_[key] = {bits, ++variant_uses_};
+}
+
 CompletedAndClaimed AssignmentStore::complete_and_claim(
     std::span<const TransitionRequest> completions, OrgId org, std::span<const ClaimRequest> claims,
     Duration lease, Instant now) {
@@ -781,9 +804,8 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
     scope.to(org);
     const std::string queues = queues_of(claims);
     const ClaimVariant variant = begin_claim(txn, org, queues, options_, exclusions_epoch_);
-    // What the next mixed transaction of these queues sends without waiting for its locks.
-    if (claim_variants_.size() >= kClaimVariantsKept) claim_variants_.clear();
-    claim_variants_[queues] = variant.bits();
+    // What the next mixed transaction of this organization's queues sends with its COMMIT.
+    remember_variant(variant_key(org, queues), variant.bits());
     out.completions = complete_in(txn, scope, options_.row_security, completions, now);
     // The completions' scope may have moved to another organization, or to all of them.
     scope.to(org);
@@ -797,9 +819,11 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
     std::span<const TransitionRequest> completions, OrgId org, std::span<const ClaimRequest> claims,
     Duration lease, Instant now) {
     const std::string queues = queues_of(claims);
-    const auto known = claim_variants_.find(queues);
+    const std::string key = variant_key(org, queues);
+    const auto known = claim_variants_.find(key);
     if (known == claim_variants_.end()) return std::nullopt;
-    const ClaimVariant expected = ClaimVariant::of_bits(known->second);
+    known->second.used = ++variant_uses_;
+    const ClaimVariant expected = ClaimVariant::of_bits(known->second.bits);
     if (!sent_together_ready_) {
         try {
             for (const sql::Statement* statement : kSentTogether) {
@@ -872,7 +896,7 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
             // first, and queues whose claim statement changed are looked up again.
             roll_back(session);
             if (e.sqlstate() == kNoSuchStatement) sent_together_ready_ = false;
-            if (e.sqlstate() == kClaimVariantChanged) claim_variants_.erase(queues);
+            if (e.sqlstate() == kClaimVariantChanged) claim_variants_.erase(key);
             return std::nullopt;
         } catch (const pqxx::failure&) {
             roll_back(session);

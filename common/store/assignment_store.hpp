@@ -192,6 +192,9 @@ class AssignmentStore {
     std::optional<CompletedAndClaimed> complete_and_claim_sent_together(
         std::span<const TransitionRequest> completions, OrgId org,
         std::span<const ClaimRequest> claims, Duration lease, Instant now);
+    static std::string variant_key(OrgId org, const std::string& queues);
+    /// Records a claim variant, forgetting the least recently used half past kClaimVariantsKept.
+    void remember_variant(const std::string& key, unsigned bits);
     /// reclaim_expired and expire_parks: one reclaim_statement, across organizations.
     std::vector<Reclaimed> reclaim_with(const sql::Statement& statement, const char* name,
                                         Instant now, int limit);
@@ -207,9 +210,15 @@ class AssignmentStore {
     std::optional<std::int64_t> exclusions_epoch_;
     const char* last_claim_statement_ = "";
     /// The claim variant (kClaimLocks: rated, weighted, excluding, as bits) the last claim of
-    /// each set of served queues ran, which the next mixed transaction of the same queues sends
-    /// without waiting for its locks' answer.
-    std::unordered_map<std::string, unsigned> claim_variants_;
+    /// each organization's set of served queues ran (variant_key), which the next mixed
+    /// transaction of the same organization and queues sends with its COMMIT; `used` orders the
+    /// entries for forgetting the least recently used (remember_variant).
+    struct KnownVariant {
+        unsigned bits = 0;
+        std::uint64_t used = 0;
+    };
+    std::unordered_map<std::string, KnownVariant> claim_variants_;
+    std::uint64_t variant_uses_ = 0;
     /// Whether the statements sent together are prepared on this session (pqxx prepares on
     /// first use; an EXECUTE needs them already there).
     bool sent_together_ready_ = false;

@@ -10,6 +10,7 @@
 
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/store_sql.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/store_fixture.hpp"
 
@@ -266,6 +267,64 @@ TEST_CASE("a mixed transaction sent together whose queues gained a rate runs as 
     REQUIRE(third.claims.at(2).leases.empty());
     REQUIRE(third.claims.at(2).refill_at.has_value());
     CHECK(*third.claims[2].refill_at > f.clock.now());
+}
+
+TEST_CASE("each organization's queue of a name keeps its own claim statement in one message",
+          "[store][batch][mixed][rate]") {
+    testing::StoreFixture f;
+    auto ops_conn = f.db.connect();
+    common::OperatorStore ops(*ops_conn);
+    // Organization 1's "shared" queue has a rate; organization 2's queue of the same name has not.
+    common::QueueSettings metered;
+    metered.rate_per_s = 1.0;
+    metered.rate_burst = 1;
+    ops.configure(1, "shared", metered, "ops", f.clock.now());
+    for (const common::OrgId org : {1, 2}) {
+        for (const char* payload : {"j1", "j2", "j3", "j4"}) {
+            common::NewJob job{0, payload, 3};
+            job.queue = "shared";
+            f.store.enqueue(org, {job}, f.clock.now());
+        }
+    }
+    const std::vector<common::ClaimRequest> two{{"a", 1, {"shared"}}, {"b", 1, {"shared"}}};
+    const auto granted = [](const common::CompletedAndClaimed& out) {
+        std::size_t n = 0;
+        for (const auto& c : out.claims) n += c.leases.size();
+        return n;
+    };
+    // Each organization's first mixed transaction runs statement by statement and teaches the
+    // store its variant; alternating, each later one goes in one message with its own.
+    CHECK(granted(f.store.complete_and_claim({}, 1, two, kLease, f.clock.now())) == 1);
+    CHECK(granted(f.store.complete_and_claim({}, 2, two, kLease, f.clock.now())) == 2);
+    REQUIRE(f.store.sent_together() == 0);
+    f.clock.advance(1 * common::kSeconds);
+    CHECK(granted(f.store.complete_and_claim({}, 1, two, kLease, f.clock.now())) == 1);
+    CHECK(granted(f.store.complete_and_claim({}, 2, two, kLease, f.clock.now())) == 2);
+    CHECK(f.store.sent_together() == 2);
+    CHECK(f.store.last_claim_statement() == std::string(common::sql::kClaimBatch.name));
+}
+
+TEST_CASE("past the claim variants it keeps, a store forgets the least recently used ones",
+          "[store][batch][mixed]") {
+    testing::StoreFixture f;
+    const std::vector<common::ClaimRequest> one{{"a", 1}};
+    const auto mixed = [&](common::OrgId org) {
+        f.store.complete_and_claim({}, org, one, kLease, f.clock.now());
+    };
+    // 1,024 organizations' queues known (the bound), the first used again since.
+    constexpr common::OrgId kKept = 1024;
+    for (common::OrgId org = 1; org <= kKept; ++org) mixed(org);
+    REQUIRE(f.store.sent_together() == 0);
+    mixed(1);
+    REQUIRE(f.store.sent_together() == 1);
+    // One more: the least recently used half goes, organization 1 stays, and so does the newest.
+    mixed(kKept + 1);
+    mixed(1);
+    CHECK(f.store.sent_together() == 2);
+    mixed(kKept);
+    CHECK(f.store.sent_together() == 3);
+    mixed(2);
+    CHECK(f.store.sent_together() == 3);
 }
 
 TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order",
