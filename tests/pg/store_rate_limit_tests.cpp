@@ -75,19 +75,22 @@ TEST_CASE("two coordinators together never claim more than the burst plus the ra
 
     // Both claim at every step of a simulated 10 s, one through the single claim, the other
     // through the coalesced one. At even steps they claim at the same instant, released together
-    // by the barrier. At odd steps a claims first and b right after: which one wins a race is
-    // the scheduler's choice, and under load one side could win every one and leave the other
-    // no share. A token comes whole every 5 steps, so odd steps get some of them.
+    // by the barrier. Which one wins such a race is the scheduler's choice, and under load (a
+    // sanitizer build, say) one side can win every one and leave the other no share. So at odd
+    // steps they take turns: a first at steps 1, 5, 9, ..., b first at steps 3, 7, 11, ....
+    // A token comes whole every 5 steps; the odd ones among them, 5, 25, 45, ... fall to a and
+    // 15, 35, 55, ... to b, so each side gets some whatever the races do.
     std::map<int, int> claimed_at;  // step -> jobs handed out at it, both coordinators together
     std::array<std::vector<int>, 2> got;
     std::barrier step_start(2);
-    std::barrier a_first(2);
+    std::barrier first_done(2);
     auto run = [&](int who) {
         for (int s = 0; s < kSteps; ++s) {
             const Instant now = kT0 + s * kStep;
             const bool in_turn = s % 2 == 1;
+            const int first = s % 4 == 1 ? 0 : 1;
             step_start.arrive_and_wait();
-            if (in_turn && who == 1) a_first.arrive_and_wait();
+            if (in_turn && who != first) first_done.arrive_and_wait();
             int n = 0;
             if (who == 0) {
                 n = static_cast<int>(a.claim(1, {"w0", 4, {"slow"}}, kLease, now).leases.size());
@@ -97,7 +100,7 @@ TEST_CASE("two coordinators together never claim more than the burst plus the ra
                     n += static_cast<int>(o.leases.size());
                 }
             }
-            if (in_turn && who == 0) a_first.arrive_and_wait();
+            if (in_turn && who == first) first_done.arrive_and_wait();
             got.at(who).push_back(n);
         }
     };
