@@ -86,8 +86,15 @@ class ManualClock final : public Clock {
     /// step; it only bounds how long a test waits for a thread to notice.
     void wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
                     MonotonicTime deadline) const override {
-        if (monotonic_now() < deadline) cv.wait_for(lock, kWaitStep);
+        if (monotonic_now() < deadline) {
+            waits_.fetch_add(1);
+            cv.wait_for(lock, kWaitStep);
+        }
     }
+    /// How many waits found their deadline still ahead. A thread that waits on this clock and
+    /// nothing else is parked on it once this has grown by two: a test sees that the thread went
+    /// past whatever it did before, without waiting for it to do nothing.
+    std::uint64_t waits() const { return waits_.load(); }
     void set(Instant t) { now_.store(to_micros(t)); }
     void advance(Duration d) {
         now_.fetch_add(d.count());
@@ -98,6 +105,7 @@ class ManualClock final : public Clock {
     static constexpr std::chrono::milliseconds kWaitStep{1};
     std::atomic<Micros> now_;
     std::atomic<Micros> mono_{0};
+    mutable std::atomic<std::uint64_t> waits_{0};
 };
 
 /// A system clock shifted by a fixed offset: used to rehearse coordinators whose clocks disagree.

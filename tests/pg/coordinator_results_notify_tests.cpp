@@ -167,11 +167,13 @@ TEST_CASE("the result notifier paces its rounds: what commits meanwhile waits, t
     // Unpaced, a round followed nearly every DB batch: a small notifying transaction each, a
     // few percent of the claim path's throughput (docs/performance.md).
     TestDatabase db;
+    // The notifier's clock, and nothing else's: its waits show where the notifier thread is.
     common::ManualClock clock(kT0);
+    common::ManualClock watchdog_clock(kT0);
     coordinator::ConnectionOptions options;
     options.dsn = db.dsn();
     options.db_deadline_ms = 10000;
-    coordinator::StatementWatchdog watchdog(clock);
+    coordinator::StatementWatchdog watchdog(watchdog_clock);
     const coordinator::Connections connections(options, watchdog);
     coordinator::Metrics metrics;
     auto listen_conn = db.connect();
@@ -182,12 +184,20 @@ TEST_CASE("the result notifier paces its rounds: what commits meanwhile waits, t
     notifier.committed(1);
     REQUIRE(await_more(*listen_conn, listener, 0));
     CHECK(listener.payloads == std::vector<std::string>{"1"});
+    REQUIRE(eventually([&] { return metrics.results.sent.load() == 1; }, 10s));
 
-    // The clock stands still: the round after the first one waits for it, however long.
+    // The clock stands still: the round after the first one waits for it, however long. A round
+    // the commits started would run on the notifier thread before its next wait: once it has
+    // waited twice more, such a round would have been sent and counted.
     notifier.committed(2);
     notifier.committed(3);
     notifier.committed(2);
-    listen_conn->await_notification(0, 300'000);
+    const auto waits = clock.waits();
+    REQUIRE(eventually([&] { return clock.waits() >= waits + 2; }, 10s));
+    CHECK(metrics.results.sent.load() == 1);
+    // And the listener heard nothing more: a fresh statement collects what has arrived.
+    pqxx::nontransaction(*listen_conn).exec("SELECT 1");
+    listen_conn->get_notifs();
     CHECK(listener.payloads.size() == 1);
 
     clock.advance(std::chrono::duration_cast<common::Duration>(coordinator::ResultNotifier::kPace));
