@@ -8,44 +8,43 @@
 namespace aclaim::coordinator {
 
 void WorkQueue::push(DbRequest request) {
-    {
-        std::lock_guard lock(mutex_);
-        auto& items = request.kind() == RequestKind::Renew ? renewals_ : others_;
-        items.push_back(std::move(request));
-        if (held_) {
-            pushed_while_held_ = true;
-            return;
-        }
-    }
-    // Every taker: a spill taker (take's patience) woken alone would leave the request waiting.
-    ready_.notify_all();
+    std::unique_lock lock(mutex_);
+    auto& items = request.kind() == RequestKind::Renew ? renewals_ : others_;
+    items.push_back(std::move(request));
+    added(lock);
 }
 
 void WorkQueue::push_pair(DbRequest first, DbRequest follower) {
-    {
-        std::lock_guard lock(mutex_);
-        others_.push_back(std::move(first));
-        others_.push_back(std::move(follower));
-        if (held_) {
-            pushed_while_held_ = true;
-            return;
-        }
-    }
-    // Every taker: a spill taker (take's patience) woken alone would leave the request waiting.
-    ready_.notify_all();
+    std::unique_lock lock(mutex_);
+    others_.push_back(std::move(first));
+    others_.push_back(std::move(follower));
+    added(lock);
 }
 
 void WorkQueue::push_group(std::vector<DbRequest> renewals) {
-    {
-        std::lock_guard lock(mutex_);
-        for (auto& r : renewals) renewals_.push_back(std::move(r));
-        if (held_) {
-            pushed_while_held_ = true;
-            return;
-        }
+    std::unique_lock lock(mutex_);
+    for (auto& r : renewals) renewals_.push_back(std::move(r));
+    added(lock);
+}
+
+void WorkQueue::added(std::unique_lock<std::mutex>& lock) {
+    if (held_) {
+        pushed_while_held_ = true;
+        return;
     }
-    // Every taker: a spill taker (take's patience) woken alone would leave the request waiting.
-    ready_.notify_all();
+    const bool reserve = reserve_should_look();
+    lock.unlock();
+    ready_.notify_one();
+    if (reserve) reserve_.notify_all();
+}
+
+bool WorkQueue::reserve_should_look() const {
+    if (renewals_.empty() && others_.empty()) return false;
+    // A reserve taker waiting for work starts timing it only when no taker without patience is
+    // waiting to take it at once: while one is, the work is gone before any patience runs out.
+    if (reserve_idle_ > 0 && immediate_waiting_ == 0) return true;
+    // One timing a younger request than the oldest now waiting would take it late.
+    return reserve_timing_ > 0 && oldest_dispatch() < timing_from_;
 }
 
 void WorkQueue::hold() {
@@ -55,12 +54,15 @@ void WorkQueue::hold() {
 
 void WorkQueue::release() {
     bool wake = false;
+    bool reserve = false;
     {
         std::lock_guard lock(mutex_);
         held_ = false;
         wake = std::exchange(pushed_while_held_, false);
+        reserve = wake && reserve_should_look();
     }
     if (wake) ready_.notify_all();
+    if (reserve) reserve_.notify_all();
 }
 
 bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {
@@ -79,18 +81,37 @@ SteadyClock::time_point WorkQueue::oldest_dispatch() const {
 std::vector<DbRequest> WorkQueue::take(std::size_t max_batch, bool mixed,
                                        SteadyClock::duration patience) {
     std::unique_lock lock(mutex_);
-    while (true) {
-        ready_.wait(lock, [this] { return closed_ || !renewals_.empty() || !others_.empty(); });
-        if (patience == SteadyClock::duration::zero() || closed_) break;
-        // Woken by every push and every take: the next wait starts from whatever is oldest then.
-        const auto due = oldest_dispatch() + patience;
-        if (SteadyClock::now() >= due) break;
-        ready_.wait_until(lock, due);
+    const auto has_work = [this] { return closed_ || !renewals_.empty() || !others_.empty(); };
+    if (patience == SteadyClock::duration::zero()) {
+        ++immediate_waiting_;
+        ready_.wait(lock, has_work);
+        --immediate_waiting_;
+    } else {
+        while (true) {
+            if (!has_work()) {
+                ++reserve_idle_;
+                reserve_.wait(lock, has_work);
+                --reserve_idle_;
+            }
+            if (closed_) break;
+            const auto from = oldest_dispatch();
+            if (SteadyClock::now() >= from + patience) break;
+            // Woken early only when an older request arrives, or at close: otherwise the head
+            // timed here is taken or still waiting when the wait ends, and the loop looks again.
+            timing_from_ = reserve_timing_ == 0 ? from : std::max(timing_from_, from);
+            ++reserve_timing_;
+            reserve_.wait_until(lock, from + patience);
+            if (--reserve_timing_ == 0) timing_from_ = SteadyClock::time_point::max();
+        }
     }
     auto batch =
         !renewals_.empty() ? take_renewals(max_batch) : take_from(others_, max_batch, mixed);
-    // What is left has a new head: a spill taker waiting on the old one's age looks again.
-    if (!renewals_.empty() || !others_.empty()) ready_.notify_all();
+    if (renewals_.empty() && others_.empty()) return batch;
+    // Work is left: another taker without patience takes it, or a reserve one starts timing it.
+    const bool reserve = reserve_should_look();
+    lock.unlock();
+    ready_.notify_one();
+    if (reserve) reserve_.notify_all();
     return batch;
 }
 
@@ -194,6 +215,7 @@ void WorkQueue::close() {
         closed_ = true;
     }
     ready_.notify_all();
+    reserve_.notify_all();
 }
 
 std::size_t WorkQueue::size() const {

@@ -63,8 +63,24 @@ class WorkQueue {
     static std::vector<DbRequest> take_from(std::deque<DbRequest>& items, std::size_t max_batch,
                                             bool mixed);
 
+    /// After requests were added (the lock held): wakes the takers that should look.
+    void added(std::unique_lock<std::mutex>& lock);
+    /// Whether a reserve taker (one with patience) should look at the queue again: one waiting
+    /// for work should start timing it, or one timing should time an older request instead.
+    bool reserve_should_look() const;
+
     mutable std::mutex mutex_;
+    /// Takers without patience wait here, one woken per push. Takers with patience (the DB
+    /// threads in reserve) wait on reserve_, woken only when they should look again
+    /// (reserve_should_look), not by every push: with coalescing, the first DB thread takes
+    /// nearly every round alone, and a reserve thread woken for it only takes CPU from it.
     std::condition_variable ready_;
+    std::condition_variable reserve_;
+    int immediate_waiting_ = 0;  ///< takers without patience waiting for work
+    int reserve_idle_ = 0;       ///< takers with patience waiting for work
+    int reserve_timing_ = 0;     ///< takers with patience timing the oldest request
+    /// The youngest oldest-request any of them times from (while reserve_timing_ > 0).
+    SteadyClock::time_point timing_from_ = SteadyClock::time_point::max();
     std::deque<DbRequest> renewals_;
     std::deque<DbRequest> others_;  ///< claims, completions, failures, releases
     bool closed_ = false;

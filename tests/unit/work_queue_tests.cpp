@@ -1,6 +1,7 @@
 // The DB threads' queue: renewals go first, batches are of one kind (claims of one organization),
 // and everything else keeps arrival order.
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <latch>
 #include <thread>
@@ -203,12 +204,14 @@ namespace {
 struct SpillTaker {
     std::latch taking{1};
     std::vector<DbRequest> took;
+    std::atomic<bool> done{false};
     std::thread thread;
 
     explicit SpillTaker(WorkQueue& q)
         : thread([this, &q] {
               taking.count_down();
               took = q.take(128, false, std::chrono::hours(1));
+              done = true;
           }) {
         taking.wait();
     }
@@ -249,5 +252,24 @@ TEST_CASE("work queue: a spill taker gives up its wait when the queue closes", "
     q.close();
     spill.join();
     // After close the remaining requests are still handed out, patience or not.
+    CHECK(reqs(spill.took) == std::vector<std::uint64_t>{1});
+}
+
+TEST_CASE("work queue: a spill taker waiting for work takes what waited too long, none other there",
+          "[work_queue]") {
+    WorkQueue q;
+    SpillTaker spill(q);
+    // No taker without patience waits: the push must wake the spill taker, which finds the
+    // request past its patience (whether it was already waiting or not yet).
+    auto old = claim(1, 1);
+    old.dispatched_at = SteadyClock::now() - std::chrono::hours(2);
+    q.push(std::move(old));
+    const auto limit = SteadyClock::now() + std::chrono::seconds(10);
+    while (!spill.done && SteadyClock::now() < limit) std::this_thread::yield();
+    const bool took = spill.done;
+    // A spill taker never woken would wait its hour: closing ends that wait, and the test fails.
+    if (!took) q.close();
+    spill.join();
+    CHECK(took);
     CHECK(reqs(spill.took) == std::vector<std::uint64_t>{1});
 }
