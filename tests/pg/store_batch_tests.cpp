@@ -199,11 +199,9 @@ TEST_CASE("completions and claims in one transaction answer each as the two batc
 TEST_CASE("the room a completion frees in a limited queue goes to the claims beside it",
           "[store][batch][mixed][limit]") {
     testing::StoreFixture f;
-    auto ops_conn = f.db.connect();
-    common::OperatorStore ops(*ops_conn);
     common::QueueSettings limit;
     limit.max_assigned = 1;
-    ops.configure(1, "scarce", limit, "ops", f.clock.now());
+    f.configure_queue(1, "scarce", limit);
     common::NewJob job{0, "first", 3};
     job.queue = "scarce";
     f.store.enqueue(1, {job}, f.clock.now());
@@ -225,8 +223,6 @@ TEST_CASE("the room a completion frees in a limited queue goes to the claims bes
 TEST_CASE("a mixed transaction sent together whose queues gained a rate runs as one that knew",
           "[store][batch][mixed][rate]") {
     testing::StoreFixture f;
-    auto ops_conn = f.db.connect();
-    common::OperatorStore ops(*ops_conn);
     for (const char* payload : {"j1", "j2", "j3", "j4", "j5"}) {
         common::NewJob job{0, payload, 3};
         job.queue = "metered";
@@ -242,7 +238,7 @@ TEST_CASE("a mixed transaction sent together whose queues gained a rate runs as 
     common::QueueSettings metered;
     metered.rate_per_s = 1.0;
     metered.rate_burst = 1;
-    ops.configure(1, "metered", metered, "ops", f.clock.now());
+    f.configure_queue(1, "metered", metered);
     const auto& held = first.claims[0].leases[0];
     const std::vector<TransitionRequest> done{{1, held.job_id, held.generation, "a", "ref"}};
     const std::vector<common::ClaimRequest> three{
@@ -272,13 +268,11 @@ TEST_CASE("a mixed transaction sent together whose queues gained a rate runs as 
 TEST_CASE("each organization's queue of a name keeps its own claim statement in one message",
           "[store][batch][mixed][rate]") {
     testing::StoreFixture f;
-    auto ops_conn = f.db.connect();
-    common::OperatorStore ops(*ops_conn);
     // Organization 1's "shared" queue has a rate; organization 2's queue of the same name has not.
     common::QueueSettings metered;
     metered.rate_per_s = 1.0;
     metered.rate_burst = 1;
-    ops.configure(1, "shared", metered, "ops", f.clock.now());
+    f.configure_queue(1, "shared", metered);
     for (const common::OrgId org : {1, 2}) {
         for (const char* payload : {"j1", "j2", "j3", "j4"}) {
             common::NewJob job{0, payload, 3};

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/base/clock.hpp"
+#include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
 #include "tests/support/test_database.hpp"
 
@@ -37,6 +38,12 @@ struct StoreFixture {
     }
     common::Lease claim(const std::string& worker, common::OrgId org = 1) {
         return claim_one(store, clock.now(), worker, org);
+    }
+    /// Gives `queue` these settings as an operator would, on a connection of its own.
+    void configure_queue(common::OrgId org, const std::string& queue,
+                         const common::QueueSettings& settings) {
+        auto conn = db.connect();
+        common::OperatorStore(*conn).configure(org, queue, settings, "ops", clock.now());
     }
 };
 
