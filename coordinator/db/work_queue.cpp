@@ -32,6 +32,10 @@ void WorkQueue::added(std::unique_lock<std::mutex>& lock) {
         pushed_while_held_ = true;
         return;
     }
+    wake(lock);
+}
+
+void WorkQueue::wake(std::unique_lock<std::mutex>& lock) {
     const bool reserve = reserve_should_look();
     lock.unlock();
     ready_.notify_one();
@@ -101,17 +105,13 @@ std::vector<DbRequest> WorkQueue::take(std::size_t max_batch, bool mixed,
             timing_from_ = reserve_timing_ == 0 ? from : std::max(timing_from_, from);
             ++reserve_timing_;
             reserve_.wait_until(lock, from + patience);
-            if (--reserve_timing_ == 0) timing_from_ = SteadyClock::time_point::max();
+            --reserve_timing_;
         }
     }
     auto batch =
         !renewals_.empty() ? take_renewals(max_batch) : take_from(others_, max_batch, mixed);
-    if (renewals_.empty() && others_.empty()) return batch;
     // Work is left: another taker without patience takes it, or a reserve one starts timing it.
-    const bool reserve = reserve_should_look();
-    lock.unlock();
-    ready_.notify_one();
-    if (reserve) reserve_.notify_all();
+    if (!renewals_.empty() || !others_.empty()) wake(lock);
     return batch;
 }
 

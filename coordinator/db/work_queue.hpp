@@ -63,8 +63,12 @@ class WorkQueue {
     static std::vector<DbRequest> take_from(std::deque<DbRequest>& items, std::size_t max_batch,
                                             bool mixed);
 
-    /// After requests were added (the lock held): wakes the takers that should look.
+    /// After requests were added (the lock held): wakes the takers that should look, or
+    /// leaves that to release() while the queue is held.
     void added(std::unique_lock<std::mutex>& lock);
+    /// With work in the queue (the lock held; released here): wakes one taker without patience,
+    /// and the reserve takers when they should look.
+    void wake(std::unique_lock<std::mutex>& lock);
     /// Whether a reserve taker (one with patience) should look at the queue again: one waiting
     /// for work should start timing it, or one timing should time an older request instead.
     bool reserve_should_look() const;
@@ -79,8 +83,8 @@ class WorkQueue {
     int immediate_waiting_ = 0;  ///< takers without patience waiting for work
     int reserve_idle_ = 0;       ///< takers with patience waiting for work
     int reserve_timing_ = 0;     ///< takers with patience timing the oldest request
-    /// The youngest oldest-request any of them times from (while reserve_timing_ > 0).
-    SteadyClock::time_point timing_from_ = SteadyClock::time_point::max();
+    /// The youngest oldest-request any of them times from; read only while reserve_timing_ > 0.
+    SteadyClock::time_point timing_from_{};
     std::deque<DbRequest> renewals_;
     std::deque<DbRequest> others_;  ///< claims, completions, failures, releases
     bool closed_ = false;
