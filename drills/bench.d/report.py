@@ -494,6 +494,10 @@ if crowd:
     line("active workers' longest wait amid the reconnecting crowd", g(rs, "longest_gap_after_active_back_ms"), "ms", "<= 1000, no refusal",
          0 <= g(rs, "longest_gap_after_active_back_ms") <= 1000 and rs.get("active_refusals", 1) == 0,
          "the reconnect storm's handshakes on the coordinator's I/O thread ahead of the active workers' messages")
+    line("active workers' jobs left at the end of the crowd phase", g(crowd, "active_jobs_left"), "jobs", "> 0",
+         g(crowd, "active_jobs_left") > 0,
+         "the phase's load was smaller than what it claimed: its claims then parked on an empty queue, "
+         "and the waits above measure that, not the coordinator")
 line("claim cost 1M / 10k", res["claim_1m_vs_10k_ratio"], "x", "<= 1.5", 0 < res["claim_1m_vs_10k_ratio"] <= 1.5,
      "index depth of the partial claim-order index")
 line("claim cost, 20 queues + 1M scheduled / flat 10k", res["claim_queues_vs_flat_ratio"], "x", "<= 1.2",
