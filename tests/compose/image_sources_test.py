@@ -297,7 +297,7 @@ def check_build_stage(c, build_dir, dockerfile, copied, keep):
             args.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
         done = run(["cmake", *args], timeout=300)
         if not c.check(done.returncode == 0, "the Dockerfile's copies configure with its cmake command",
-                       tail(done.stdout + done.stderr)):
+                       tail(done.stderr or done.stdout)):
             return
         done = run(["ninja", "-C", bld, "-n", *targets], timeout=120)
         c.check(done.returncode == 0,
@@ -333,15 +333,20 @@ def check_build_stage(c, build_dir, dockerfile, copied, keep):
 
 # ---- the runtime stage's libraries ---------------------------------------------------------------
 
-def package_of(path):
-    done = run(["dpkg", "-S", path])
-    if done.returncode != 0:
-        # /lib is a link to /usr/lib on Debian 12: dpkg knows the path it installed.
-        other = path[4:] if path.startswith("/usr/") else "/usr" + path
-        done = run(["dpkg", "-S", other])
-    if done.returncode != 0:
-        return None
-    return done.stdout.split(":")[0].strip()
+def packages_of(paths):
+    """{path: Debian package} for the paths dpkg knows, in one call (dpkg -S is slow to start)."""
+    # /lib is a link to /usr/lib on Debian 12: dpkg knows the path it installed, either one.
+    asked = {}
+    for path in paths:
+        asked[path] = path
+        asked[path[4:] if path.startswith("/usr/") else "/usr" + path] = path
+    done = run(["dpkg", "-S", *asked])
+    found = {}
+    for line in done.stdout.splitlines():
+        package, _, path = line.partition(": ")
+        if path.strip() in asked:
+            found[asked[path.strip()]] = package.split(":")[0].strip()
+    return found
 
 
 def check_runtime_stage(c, build_dir, dockerfile):
@@ -370,9 +375,10 @@ def check_runtime_stage(c, build_dir, dockerfile):
         needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", done.stdout)
         ldd = run(["ldd", path]).stdout
         where = dict(re.findall(r"^\s*(\S+) => (\S+)", ldd, re.M))
+        packages = packages_of([where[lib] for lib in needed if lib in where])
         missing = []
         for lib in needed:
-            package = package_of(where.get(lib, "")) if where.get(lib) else None
+            package = packages.get(where.get(lib, ""))
             if package is None or (package not in installed and package not in BASE_SYSTEM_PACKAGES):
                 missing.append(f"{lib} ({package or 'no package found'})")
         c.check(bool(needed) and not missing,
