@@ -114,22 +114,23 @@ def ignore_patterns(dockerfile):
         return [line.strip() for line in f if line.strip() and not line.startswith("#")]
 
 
+def pattern_matches(parts, pattern):
+    """A .dockerignore pattern against a path's components: each component of the pattern
+    matches one of the path (a glob that does not cross '/'), '**' any number of them."""
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(pattern_matches(parts[i:], pattern[1:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and \
+        pattern_matches(parts[1:], pattern[1:])
+
+
 def ignored(rel, patterns):
-    """Whether a path relative to the context is left out (the patterns this repository uses:
-    folder names with a trailing slash, globs, **/ at the start)."""
-    parts = rel.split("/")
-    for pattern in patterns:
-        pattern = pattern.rstrip("/")
-        anywhere = pattern.startswith("**/")
-        if anywhere:
-            pattern = pattern[3:]
-        for i in range(len(parts)):
-            prefix = "/".join(parts[: i + 1])
-            if fnmatch.fnmatchcase(prefix, pattern):
-                return True
-            if anywhere and fnmatch.fnmatchcase(parts[i], pattern):
-                return True
-    return False
+    """Whether a path relative to the context is left out: it, or a folder it is in, matches a
+    pattern (the patterns this repository uses; no '!' exceptions)."""
+    parts = os.path.normpath(rel).split("/")
+    return any(pattern_matches(parts[: i + 1], pattern.strip("/").split("/"))
+               for pattern in patterns for i in range(len(parts)))
 
 
 def context_files(context, source, patterns):
