@@ -32,8 +32,9 @@ def walk(node):
 def claimed_rows(plan):
     """Rows the claim's UPDATE of jobs returned (the jobs it handed out), or None if it has none."""
     for n in walk(plan):
-        if n.get("Node Type") == "ModifyTable" and n.get("Operation") == "Update" \
-                and n.get("Relation Name") == "jobs" and n.get("Subplan Name", "").startswith("CTE claimed"):
+        if (n.get("Node Type"), n.get("Operation"), n.get("Relation Name")) == \
+                ("ModifyTable", "Update", "jobs") \
+                and n.get("Subplan Name", "").startswith("CTE claimed"):
             return n.get("Actual Rows", 0)
     return None
 
