@@ -228,9 +228,9 @@ END $$;
 DO $$
 BEGIN
     EXECUTE format('ALTER FUNCTION aclaim_finish_parked(text, text, text, bigint, bigint, text) '
-                   'SET search_path = pg_catalog, %I, pg_temp', current_schema());
+                   'SET search_path = %I, pg_temp', current_schema());
     EXECUTE format('ALTER FUNCTION aclaim_prune_park_refusals(bigint, integer) '
-                   'SET search_path = pg_catalog, %I, pg_temp', current_schema());
+                   'SET search_path = %I, pg_temp', current_schema());
 END $$;
 REVOKE ALL ON FUNCTION aclaim_prune_park_refusals(bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION aclaim_prune_park_refusals(bigint, integer) TO aclaim_coordinator;

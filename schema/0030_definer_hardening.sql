@@ -1,7 +1,10 @@
 -- SECURITY DEFINER functions, hardened all at once, and one existence oracle closed.
 --
--- 1. Every SECURITY DEFINER function of the schema runs with a fixed search_path
---    (pg_catalog, the schema, pg_temp last) and is not executable by PUBLIC. Some were created
+-- 1. Every SECURITY DEFINER function of the schema runs with a fixed search_path (the schema,
+--    then pg_temp last; pg_catalog, not named, is searched before both, so no caller's object
+--    can stand in for a built-in either, and what a function creates unqualified, such as
+--    aclaim_ensure_event_partitions' partitions, lands in the schema) and is not executable by
+--    PUBLIC. Some were created
 --    with `SET search_path FROM CURRENT`, which froze whatever the migrating session had
 --    ("$user", public: a schema named after a role could then shadow a table), some with none
 --    at all; and CREATE FUNCTION grants EXECUTE to PUBLIC, so aclaim_schedules_due, for one,
@@ -24,7 +27,7 @@ BEGIN
           FROM pg_proc p
          WHERE p.pronamespace = current_schema()::regnamespace AND p.prosecdef
     LOOP
-        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f.sig,
+        EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f.sig,
                        current_schema());
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f.sig);
     END LOOP;

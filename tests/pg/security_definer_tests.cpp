@@ -38,9 +38,11 @@ SELECT p.oid::regprocedure::text AS fn,
     for (const auto& r : rows) {
         const std::string fn = r["fn"].as<std::string>();
         const std::string path = r["path"].is_null() ? "" : r["path"].as<std::string>();
+        // The schema, then pg_temp last (pg_catalog, not named, is searched first anyway; named
+        // first it would also be where unqualified CREATEs land).
         const std::string fixed =
-            "search_path=pg_catalog, " +
-            txn.esc(txn.exec1("SELECT current_schema()")[0].as<std::string>()) + ", pg_temp";
+            "search_path=" + txn.exec1("SELECT current_schema()")[0].as<std::string>() +
+            ", pg_temp";
         if (path != fixed) out.push_back(fn + ": search_path '" + path + "', not '" + fixed + "'");
         if (r["public_execute"].as<bool>()) out.push_back(fn + ": PUBLIC may execute it");
     }
