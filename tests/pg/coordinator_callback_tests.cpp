@@ -6,9 +6,13 @@
 
 #include <httplib.h>
 
+#include <atomic>
+#include <barrier>
 #include <catch2/catch.hpp>
 #include <pqxx/pqxx>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/ops/retention_store.hpp"
 #include "coordinator/http/callback.hpp"
@@ -74,11 +78,16 @@ TEST_CASE("concurrent callbacks never hold more connections than the bound", "[c
     common::ManualClock clock(kT0);
     coordinator::ParkCallback callback(db.dsn(), clock, unlimited());
     constexpr int kThreads = 6;
+    constexpr int kPerThread = 20;
+    constexpr long long kTotal = static_cast<long long>(kThreads) * kPerThread;
     std::vector<std::thread> threads;
     std::atomic<int> answered{0};
+    // All at once, so that more callbacks want a connection than the bound allows.
+    std::barrier start(kThreads);
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
-            for (int i = 0; i < 20; ++i) {
+            start.arrive_and_wait();
+            for (int i = 0; i < kPerThread; ++i) {
                 const auto r = callback.handle(
                     {kForged, kBody, "10.0.1." + std::to_string(t) + ":" + std::to_string(i)});
                 if (r.status == 401) answered.fetch_add(1);
@@ -86,9 +95,9 @@ TEST_CASE("concurrent callbacks never hold more connections than the bound", "[c
         });
     }
     for (auto& t : threads) t.join();
-    CHECK(answered.load() == kThreads * 20);
+    CHECK(answered.load() == kTotal);
     CHECK(callback.connections_opened() <= coordinator::ParkCallback::kMaxConnections);
-    CHECK(scalar(db, "SELECT sum(refusals) FROM park_refusal_counts") == kThreads * 20);
+    CHECK(scalar(db, "SELECT sum(refusals) FROM park_refusal_counts") == kTotal);
     CHECK(scalar(db, "SELECT count(*) FROM park_refusal_counts") == kThreads);
 }
 
