@@ -3,11 +3,13 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
 
+#include "common/base/bounded_json.hpp"
 #include "common/ops/recovery.hpp"
 #include "common/store/job_states.hpp"
 #include "console/assets.hpp"
@@ -55,6 +57,18 @@ std::optional<long long> int_param(const httplib::Request& req, const char* name
     }
 }
 
+/// An id from the path. The routes admit digits only, but not every run of digits is an id: one
+/// past the range of bigint is the caller's mistake (400), not the server's.
+long long path_id(const std::string& digits) {
+    long long v = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc() || end != digits.data() + digits.size()) {
+        throw std::invalid_argument("'" + digits.substr(0, 40) +
+                                    "' is not an id (0 to 9223372036854775807)");
+    }
+    return v;
+}
+
 std::optional<std::string> text_param(const httplib::Request& req, const char* name) {
     if (!req.has_param(name) || req.get_param_value(name).empty()) return std::nullopt;
     return req.get_param_value(name);
@@ -63,7 +77,7 @@ std::optional<std::string> text_param(const httplib::Request& req, const char* n
 /// An action's reason from its JSON body; answers 400 itself (and returns nothing) when there is
 /// none, since every action is recorded with why.
 std::optional<std::string> reason_of(const httplib::Request& req, httplib::Response& res) {
-    const auto body = json::parse(req.body, nullptr, false);
+    const auto body = common::parse_bounded_json_or_discarded(req.body);
     const std::string reason =
         body.is_object() && body.contains("reason") && body["reason"].is_string()
             ? body["reason"].get<std::string>()
@@ -216,7 +230,7 @@ void ConsoleServer::routes() {
             send_json(res, 415, {{"error", "sign in with a JSON body"}});
             return;
         }
-        const auto body = json::parse(req.body, nullptr, false);
+        const auto body = common::parse_bounded_json_or_discarded(req.body);
         if (!body.is_object() || !body.contains("name") || !body.contains("password") ||
             !body["name"].is_string() || !body["password"].is_string()) {
             send_json(res, 400, {{"error", "name and password are required"}});
@@ -281,7 +295,7 @@ void ConsoleServer::routes() {
 
     s.Get(R"(/api/jobs/(\d+))",
           [this, session_of](const httplib::Request& req, httplib::Response& res) {
-              const auto id = std::stoll(req.matches[1].str());
+              const auto id = path_id(req.matches[1].str());
               const auto j = views_.job(session_of(req).op, id, common::SystemClock().now());
               if (!j) {
                   send_json(res, 404, {{"error", "no such job"}});
@@ -292,7 +306,7 @@ void ConsoleServer::routes() {
 
     s.Get(R"(/api/jobs/(\d+)/workflow)",
           [this, session_of](const httplib::Request& req, httplib::Response& res) {
-              const auto w = views_.workflow(session_of(req).op, std::stoll(req.matches[1].str()));
+              const auto w = views_.workflow(session_of(req).op, path_id(req.matches[1].str()));
               if (!w) {
                   send_json(res, 404, {{"error", "no such job"}});
                   return;
@@ -307,7 +321,7 @@ void ConsoleServer::routes() {
 
     auto resolve = [this, session_of](bool release) {
         return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
-            const auto id = std::stoll(req.matches[1].str());
+            const auto id = path_id(req.matches[1].str());
             const auto reason = reason_of(req, res);
             if (!reason) return;
             const auto op = session_of(req).op;
@@ -323,7 +337,7 @@ void ConsoleServer::routes() {
 
     auto job_action = [this, session_of](bool cancel) {
         return [this, session_of, cancel](const httplib::Request& req, httplib::Response& res) {
-            const auto id = std::stoll(req.matches[1].str());
+            const auto id = path_id(req.matches[1].str());
             const auto reason = reason_of(req, res);
             if (!reason) return;
             const auto op = session_of(req).op;
@@ -340,7 +354,7 @@ void ConsoleServer::routes() {
 
     auto queue_action = [this, session_of](bool paused) {
         return [this, session_of, paused](const httplib::Request& req, httplib::Response& res) {
-            const auto org = std::stoll(req.matches[1].str());
+            const auto org = path_id(req.matches[1].str());
             const auto queue = req.matches[2].str();
             const auto reason = reason_of(req, res);
             if (!reason) return;
@@ -357,8 +371,8 @@ void ConsoleServer::routes() {
 
     auto resolve_lease = [this, session_of](bool release) {
         return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
-            const auto id = std::stoll(req.matches[1].str());
-            const auto body = json::parse(req.body, nullptr, false);
+            const auto id = path_id(req.matches[1].str());
+            const auto body = common::parse_bounded_json_or_discarded(req.body);
             if (!body.is_object() || !body.contains("generation") ||
                 !body["generation"].is_number_integer()) {
                 send_json(res, 400, {{"error", "the generation the page shows is required"}});

@@ -75,6 +75,7 @@ void HttpServer::routes() {
         (r.accepted ? metrics_.callbacks_accepted : metrics_.callbacks_refused)
             .fetch_add(1, std::memory_order_relaxed);
         res.status = r.status;
+        if (r.retry_after_s > 0) res.set_header("Retry-After", std::to_string(r.retry_after_s));
         res.set_content(r.body, "application/json");
     });
     // The callback's refusals that httplib decides itself (a body over the limit: 413) are

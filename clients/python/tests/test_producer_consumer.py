@@ -152,7 +152,7 @@ class ProducerTests(unittest.TestCase):
             two.close()
             for bad, message in (([in_call(2)], "form a cycle"),
                                  ([theirs.id], "is not a job of organization 1"),
-                                 ([10**12], "does not exist")):
+                                 ([10**12], "is not a job of organization 1 (no such job")):
                 with self.assertRaises(psycopg2.Error) as raised:
                     producer.enqueue_many(conn, [NewJob("x", depends_on=bad),
                                                  NewJob("y", depends_on=[in_call(1)])])
