@@ -175,9 +175,16 @@ TEST_CASE("console drills: a scoped operator sees of the check only its organiza
     const auto org1 = store.enqueue(1, some_jobs(2), now);
     const auto org2 = store.enqueue(2, some_jobs(2), now);
     {
-        // A completed row without a completion: a violation in each organization.
+        // A completion in the audit log of a job never claimed: a violation in each organization,
+        // whose evidence names the worker.
         pqxx::work t(*conn);
-        t.exec_params("UPDATE jobs SET state = 'completed' WHERE id IN ($1, $2)", org1[0], org2[0]);
+        for (const auto& [id, org, worker] :
+             {std::tuple{org1[0], 1, "w1-secret"}, std::tuple{org2[0], 2, "w2-own"}}) {
+            t.exec_params(
+                "INSERT INTO job_events (job_id, org_id, generation, kind, worker, at) "
+                "VALUES ($1, $2, 1, 'completed', $3, now())",
+                id, org, worker);
+        }
         t.commit();
     }
     console::put_operator(*conn, {"all", std::nullopt}, kPassword);
@@ -194,8 +201,8 @@ TEST_CASE("console drills: a scoped operator sees of the check only its organiza
     REQUIRE(ran);
     REQUIRE(ran->status == 200);
     std::set<common::JobId> everywhere;
-    for (const auto& v : Json::parse(ran->body)["violations"])
-        everywhere.insert(v["job_id"].get<common::JobId>());
+    const auto checked = Json::parse(ran->body);
+    for (const auto& v : checked["violations"]) everywhere.insert(v["job_id"].get<common::JobId>());
     // The setup holds: the system-wide check names both organizations' jobs.
     REQUIRE(everywhere.count(org1[0]) == 1);
     REQUIRE(everywhere.count(org2[0]) == 1);
