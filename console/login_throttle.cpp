@@ -17,9 +17,8 @@ std::string key_of(const std::string& s) {
 
 }  // namespace
 
-LoginThrottle::LoginThrottle(const common::Clock& clock, ThrottleLimits names,
-                             ThrottleLimits addresses)
-    : clock_(clock), names_(names), addresses_(addresses) {}
+LoginThrottle::LoginThrottle(const common::Clock& clock, LoginLimits limits)
+    : clock_(clock), names_(limits.names), addresses_(limits.addresses) {}
 
 std::optional<common::Duration> LoginThrottle::admit(const std::string& name,
                                                      const std::string& address) {

@@ -27,20 +27,18 @@ struct ThrottleLimits {
     std::size_t max_records = 10'000;
 };
 
+struct LoginLimits {
+    /// A few guesses at one account.
+    ThrottleLimits names;
+    /// More, since several operators may sign in from one address (a proxy, a jump host), but a
+    /// spray over many names from one place stops.
+    ThrottleLimits addresses{.free_failures = 20};
+};
+
 /// Thread-safe.
 class LoginThrottle {
   public:
-    /// Names: a few guesses at one account. Addresses: more, since several operators may sign in
-    /// from one address (a proxy, a jump host), but a spray over many names from one place stops.
-    static ThrottleLimits name_defaults() { return {}; }
-    static ThrottleLimits address_defaults() {
-        ThrottleLimits l;
-        l.free_failures = 20;
-        return l;
-    }
-
-    explicit LoginThrottle(const common::Clock& clock, ThrottleLimits names = name_defaults(),
-                           ThrottleLimits addresses = address_defaults());
+    explicit LoginThrottle(const common::Clock& clock, LoginLimits limits = {});
 
     /// Admits one attempt as `name` from `address`, or says how long until one may come. An
     /// admitted attempt counts as a failure at once (so that guesses sent together count

@@ -71,7 +71,7 @@ std::optional<Login> find_login(pqxx::connection& conn, const std::string& name)
 }
 
 std::optional<Operator> check_login(const std::optional<Login>& login, const std::string& password,
-                                    PasswordCheck check) {
+                                    const PasswordCheck& check) {
     if (!login) {
         // Spend the same time as a real check, so that response times do not reveal names.
         check(

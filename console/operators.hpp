@@ -58,7 +58,7 @@ using PasswordCheck = std::function<bool(const std::string& hash, const std::str
 /// The operator when `login` exists and the password matches. Without a login it spends the time
 /// of a real check, so that response times do not reveal names.
 std::optional<Operator> check_login(const std::optional<Login>& login, const std::string& password,
-                                    PasswordCheck check = verify_password);
+                                    const PasswordCheck& check = verify_password);
 
 /// The operator when the name exists, is enabled and the password matches.
 std::optional<Operator> authenticate(pqxx::connection& conn, const Credentials& who);

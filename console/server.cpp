@@ -34,7 +34,7 @@ constexpr const char* kContentSecurityPolicy =
 /// of their own, answered from memory while every other thread waits on the database.
 constexpr auto kRequestDeadline = std::chrono::seconds(10);
 constexpr auto kWriteDeadline = std::chrono::seconds(10);
-constexpr std::size_t kMaxBodyBytes = 64 * 1024;
+constexpr std::size_t kMaxBodyBytes = std::size_t{64} * 1024;
 constexpr std::size_t kApiThreads = 6;
 constexpr std::size_t kPageThreads = 2;
 

@@ -57,7 +57,7 @@ class Views {
     /// never hold up another operator's page.
     std::optional<Operator> authenticate(const Credentials& who);
     /// How passwords are checked (libsodium's crypto_pwhash_str_verify); tests substitute one.
-    void set_password_check(PasswordCheck check) { password_check_ = check; }
+    void set_password_check(PasswordCheck check) { password_check_ = std::move(check); }
 
     nlohmann::json overview(const Operator& op, common::Instant now);
     nlohmann::json leases(const Operator& op, common::Instant now);

@@ -181,13 +181,14 @@ GuardedServer::GuardedServer(HttpGuardOptions options) : options_(std::move(opti
     set_payload_max_length(options_.max_body_bytes);
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
-    watcher_ = std::thread([this] { watch(); });
     auto start = [this](Pool& pool, std::size_t n) {
         for (std::size_t i = 0; i < n; ++i)
             pool.threads.emplace_back([this, &pool] { work(pool); });
     };
     start(light_, options_.light ? std::max<std::size_t>(options_.light_threads, 1) : 0);
     start(general_, std::max<std::size_t>(options_.threads, 1));
+    // Last: the poll thread hands requests to the pools, which must be complete by then.
+    watcher_ = std::thread([this] { watch(); });
 }
 
 GuardedServer::~GuardedServer() {
@@ -276,7 +277,7 @@ void GuardedServer::watch() {
             }
             if (v == Verdict::Wait && now >= a.read_by) {
                 timed_out_.fetch_add(1, std::memory_order_relaxed);
-                refuse(a.sock, 408, "Request Timeout");
+                refuse(a.sock, "408 Request Timeout");
                 v = Verdict::Drop;
             }
             if (v == Verdict::Dispatch) dispatch(a);
@@ -315,7 +316,7 @@ GuardedServer::Verdict GuardedServer::inspect(Arriving& a) {
                 return Verdict::Wait;
             }
             too_large_.fetch_add(1, std::memory_order_relaxed);
-            refuse(a.sock, 431, "Request Header Fields Too Large");
+            refuse(a.sock, "431 Request Header Fields Too Large");
             return Verdict::Drop;
         }
         a.head = blank + 3;
@@ -345,7 +346,7 @@ GuardedServer::Verdict GuardedServer::inspect(Arriving& a) {
             } else if (iequals(key, "Transfer-Encoding")) {
                 // A chunked body's end cannot be known without decoding it: ask for a length.
                 malformed_.fetch_add(1, std::memory_order_relaxed);
-                refuse(a.sock, 411, "Length Required");
+                refuse(a.sock, "411 Length Required");
                 return Verdict::Drop;
             } else if (iequals(key, "Expect") && iequals(value, "100-continue")) {
                 a.expect_continue = true;
@@ -353,7 +354,7 @@ GuardedServer::Verdict GuardedServer::inspect(Arriving& a) {
         }
         if (bad) {
             malformed_.fetch_add(1, std::memory_order_relaxed);
-            refuse(a.sock, 400, "Bad Request");
+            refuse(a.sock, "400 Bad Request");
             return Verdict::Drop;
         }
         const bool body_allowed = length && *length <= options_.max_body_bytes;
@@ -376,10 +377,10 @@ GuardedServer::Verdict GuardedServer::inspect(Arriving& a) {
     return Verdict::Wait;
 }
 
-void GuardedServer::refuse(int sock, int status, const char* reason) {
-    std::string answer = "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                         "\r\nContent-Length: 0\r\nConnection: close\r\n";
-    if (status == 503) answer += "Retry-After: 1\r\n";
+void GuardedServer::refuse(int sock, std::string_view status) {
+    std::string answer =
+        "HTTP/1.1 " + std::string(status) + "\r\nContent-Length: 0\r\nConnection: close\r\n";
+    if (status.rfind("503", 0) == 0) answer += "Retry-After: 1\r\n";
     answer += "\r\n";
     ::send(sock, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     close_socket(sock);
@@ -401,7 +402,7 @@ void GuardedServer::dispatch(const Arriving& a) {
         }
     }
     overloaded_.fetch_add(1, std::memory_order_relaxed);
-    refuse(a.sock, 503, "Service Unavailable");
+    refuse(a.sock, "503 Service Unavailable");
 }
 
 void GuardedServer::work(Pool& pool) {

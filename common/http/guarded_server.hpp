@@ -36,9 +36,9 @@ struct HttpGuardOptions {
     /// The whole response must be written within this from its first byte; then it is cut.
     std::chrono::milliseconds write_deadline{5000};
     /// A request head (request line and headers) larger than this is answered 431.
-    std::size_t max_head_bytes = 16 * 1024;
+    std::size_t max_head_bytes = std::size_t{16} * 1024;
     /// A declared body larger than this is never read: the server answers 413.
-    std::size_t max_body_bytes = 64 * 1024;
+    std::size_t max_body_bytes = std::size_t{64} * 1024;
     /// Connections whose request is still arriving; past this the one waiting longest is closed,
     /// so that a flood of idle connections cannot keep a probe's out.
     std::size_t max_arriving = 256;
@@ -122,7 +122,8 @@ class GuardedServer : public httplib::Server {
 
     void watch();
     Verdict inspect(Arriving& a);
-    void refuse(int sock, int status, const char* reason);
+    /// Answers `status` ("408 Request Timeout") and closes, without waiting for the client.
+    void refuse(int sock, std::string_view status);
     void dispatch(const Arriving& a);
     void work(Pool& pool);
     void serve(const Ready& r);

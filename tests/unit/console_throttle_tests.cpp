@@ -64,11 +64,10 @@ TEST_CASE("login throttle: an address spraying names is stopped after twenty fai
 
 TEST_CASE("login throttle: records are bounded, the stalest dropped first", "[console]") {
     common::ManualClock clock(common::Instant{});
-    console::ThrottleLimits names;
-    names.max_records = 100;
-    console::ThrottleLimits addresses = console::LoginThrottle::address_defaults();
-    addresses.max_records = 100;
-    console::LoginThrottle throttle(clock, names, addresses);
+    console::LoginLimits limits;
+    limits.names.max_records = 100;
+    limits.addresses.max_records = 100;
+    console::LoginThrottle throttle(clock, limits);
     for (int i = 0; i < 5; ++i) CHECK_FALSE(throttle.admit("alice", "10.0.0.1"));
     for (int i = 0; i < 10'000; ++i) {
         clock.advance(1ms);
