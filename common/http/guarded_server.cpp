@@ -221,16 +221,14 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
         std::lock_guard lock(inbox_mutex_);
         if (!stopping_) {
             inbox_.push_back(sock);
-            sock = -1;
+            // Under the lock: drain() closes the descriptor only after it has set stopping_.
+            const std::uint64_t one = 1;
+            [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
+            return true;
         }
     }
-    if (sock >= 0) {
-        close_socket(sock);
-        return false;
-    }
-    const std::uint64_t one = 1;
-    [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
-    return true;
+    close_socket(sock);
+    return false;
 }
 
 void GuardedServer::watch() {
