@@ -24,6 +24,23 @@ constexpr std::size_t kHealthThreads = 2;
 constexpr auto kRequestDeadline = std::chrono::seconds(5);
 constexpr auto kWriteDeadline = std::chrono::seconds(5);
 
+/// What the guard refused before any handler ran: slow or hostile HTTP clients at work.
+std::string render_refusals(const common::HttpGuardCounts& c) {
+    std::string out =
+        "# HELP aclaim_http_refused_total HTTP requests refused before a handler: not complete "
+        "by the deadline, a head too large, unframed, no thread free, or closed to make room.\n"
+        "# TYPE aclaim_http_refused_total counter\n";
+    for (const auto& [reason, n] : {std::pair{"timed_out", c.timed_out},
+                                    {"too_large", c.too_large},
+                                    {"malformed", c.malformed},
+                                    {"overloaded", c.overloaded},
+                                    {"evicted", c.evicted}}) {
+        out += "aclaim_http_refused_total{reason=\"" + std::string(reason) + "\"} " +
+               std::to_string(n) + "\n";
+    }
+    return out;
+}
+
 common::HttpGuardOptions guard_options() {
     common::HttpGuardOptions o;
     o.request_deadline = kRequestDeadline;
@@ -68,6 +85,7 @@ void HttpServer::routes() {
     server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
         std::string text = render_prometheus(metrics_, options_);
         if (queue_metrics_) text += queue_metrics_->render();
+        text += render_refusals(server_->counts());
         res.set_content(text, std::string(kPrometheusContentType));
     });
     server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {

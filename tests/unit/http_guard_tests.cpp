@@ -169,6 +169,12 @@ int get_status(int port, const std::string& path, std::chrono::milliseconds limi
     return res ? res->status : 0;
 }
 
+std::string get_body(int port, const std::string& path) {
+    httplib::Client client("127.0.0.1", port);
+    const auto res = client.Get(path.c_str());
+    return res && res->status == 200 ? res->body : std::string();
+}
+
 common::HttpGuardOptions small_guard() {
     common::HttpGuardOptions o;
     o.request_deadline = 600ms;
@@ -344,7 +350,14 @@ TEST_CASE("http: eight slow clients each cannot silence /healthz or the console'
     slow.stop();
     console.stop();
     serving.join();
+    const auto metrics_text = get_body(http.port(), "/metrics");
     http.stop();
+    // The coordinator says what its guard refused.
+    CHECK(metrics_text.find("# TYPE aclaim_http_refused_total counter\n") != std::string::npos);
+    const std::string series = "aclaim_http_refused_total{reason=\"timed_out\"} ";
+    const auto at = metrics_text.find(series);
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stoi(metrics_text.substr(at + series.size())) >= 8);
 
     CHECK(probes > 20);
     CAPTURE(late);
