@@ -84,15 +84,14 @@ void Views::migrate() {
 
 std::optional<Operator> Views::authenticate(const Credentials& who) {
     const auto login = with_connections([&] { return find_login(meta(), who.name); });
-    hash_slots_.acquire();
-    try {
-        auto op = check_login(login, who.password, password_check_);
-        hash_slots_.release();
-        return op;
-    } catch (...) {
-        hash_slots_.release();
-        throw;
-    }
+    struct Slot {
+        explicit Slot(std::counting_semaphore<>& s) : slots(s) { slots.acquire(); }
+        ~Slot() { slots.release(); }
+        Slot(const Slot&) = delete;
+        Slot& operator=(const Slot&) = delete;
+        std::counting_semaphore<>& slots;
+    } slot(hash_slots_);
+    return check_login(login, who.password, password_check_);
 }
 
 json Views::leases(const Operator& op, common::Instant now) {
