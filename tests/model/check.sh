@@ -76,7 +76,7 @@ run() {
     [[ "$expect" == clean || -n "$violated" ]] || echo "       no trail: the variant did not violate $expect"
     [[ "$expect" == clean || -z "$violated" || "$violated" == "$expect" ]] \
       || echo "       the variant must violate $expect, not ${violated}"
-    grep -E 'assertion violated|acceptance cycle|invalid end state|error' "$out" | head -3 | sed 's/^/       /'
+    grep -E '^pan:|errors:' "$out" | head -3 | sed 's/^/       /'
     failures=$((failures + 1))
   fi
 }
