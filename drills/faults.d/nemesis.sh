@@ -497,7 +497,7 @@ PY
   local logged pairs most overlapping_ms kind_pairs
   read -r logged pairs most overlapping_ms kind_pairs <<<"$overlap"
   if [[ "$pairs" =~ ^[0-9]+$ ]] && [ "$pairs" -ge 1 ] && [ "$most" -ge 2 ] && [ "$logged" = "$total_faults" ]; then
-    pass "nemesis: faults overlapped: $pairs pairs of the $logged logged faults were under way together ($kind_pairs pairs of different kinds), up to $most at once, two or more for $(awk -v m="$overlapping_ms" 'BEGIN { printf "%.1f", m / 1000 }') s (faults.tsv)"
+    pass "nemesis: faults overlapped: $pairs pairs of the $logged logged faults were under way together ($kind_pairs different pairs of kinds), up to $most at once, two or more for $(awk -v m="$overlapping_ms" 'BEGIN { printf "%.1f", m / 1000 }') s (faults.tsv)"
   else
     fail "nemesis: faults overlapped" "no moment with two faults under way at once, or a log that does not match the count: $logged faults logged for $total_faults injected, $pairs overlapping pairs, at most $most at once ($overlap)"
   fi
