@@ -332,10 +332,10 @@ scenario_nemesis() {
     [[ " $nemesis_kinds " = *" $k "* ]] || { fail "nemesis: --kinds" "$k is no kind of this run ($nemesis_kinds)"; scenario_end; return; }
   done
   # The first round: every kind drawn once, in an order the seed shuffles (Fisher-Yates).
-  local -a round=("${draw[@]}")
+  local -a first_round=("${draw[@]}")
   local i r t
-  for ((i = ${#round[@]} - 1; i > 0; i--)); do
-    r=$((RANDOM % (i + 1))); t=${round[i]}; round[i]=${round[r]}; round[r]=$t
+  for ((i = ${#first_round[@]} - 1; i > 0; i--)); do
+    r=$((RANDOM % (i + 1))); t=${first_round[i]}; first_round[i]=${first_round[r]}; first_round[r]=$t
   done
   [ -z "$nemesis_only" ] || echo "nemesis: drawing only $nemesis_only (--kinds): the every-kind check must fail"
   nem_t0=$(date +%s%3N)
@@ -390,7 +390,7 @@ scenario_nemesis() {
   local end_at=$((nem_t0 + seconds * 1000)) now key kind next_fault=$((nem_t0 + 2000)) from_round
   local last_at=$((end_at + 180000))
   if $ha_mode; then last_at=$((end_at + 300000)); fi
-  while now=$(date +%s%3N) && { [ "$now" -lt "$end_at" ] || { [ "${#round[@]}" -gt 0 ] && [ "$now" -lt "$last_at" ]; }; }; do
+  while now=$(date +%s%3N) && { [ "$now" -lt "$end_at" ] || { [ "${#first_round[@]}" -gt 0 ] && [ "$now" -lt "$last_at" ]; }; }; do
     # The database is healed first: ending another fault may start a process that needs it.
     if [ -n "${nem_until[pg]:-}" ] && [ "$now" -ge "${nem_until[pg]}" ]; then nemesis_end pg; fi
     for key in "${!nem_until[@]}"; do
@@ -401,14 +401,14 @@ scenario_nemesis() {
     if $ha_mode; then nemesis_ha_tick "$now"; fi
     if [ "$now" -ge "$next_fault" ]; then
       # The round first: its head, which goes to the round's end when it cannot go in yet.
-      if [ "${#round[@]}" -gt 0 ]; then
-        kind=${round[0]}; round=("${round[@]:1}"); from_round=true
+      if [ "${#first_round[@]}" -gt 0 ]; then
+        kind=${first_round[0]}; first_round=("${first_round[@]:1}"); from_round=true
       else
         kind=${draw[$((RANDOM % ${#draw[@]}))]}; from_round=false
       fi
       if ! nemesis_begin "$kind"; then
         nemesis_log "skipped $kind (busy or failed)"
-        if $from_round; then round+=("$kind"); fi
+        if $from_round; then first_round+=("$kind"); fi
       fi
       next_fault=$((now + 1000 + RANDOM % 3000))
     fi
@@ -464,7 +464,7 @@ print(sum(1 for j in done if j not in seen), len(done), len(seen))
   if [ -z "$missing_kinds" ]; then
     pass "nemesis: every one of the $(wc -w <<<"$nemesis_kinds") kinds went in: $total_faults faults ($report ) in $ran_s s ($seconds s asked)"
   else
-    fail "nemesis: every fault kind went in" "never injected:$missing_kinds ($total_faults faults:$report; the first round left: ${round[*]:-nothing})"
+    fail "nemesis: every fault kind went in" "never injected:$missing_kinds ($total_faults faults:$report; the first round left: ${first_round[*]:-nothing})"
   fi
   # Overlap, from faults.tsv: pairs of faults under way at the same time, the most at once, and
   # the time with two or more under way.
