@@ -173,6 +173,12 @@ INSERT INTO console_operators (name, password_hash, org_ids) VALUES ($1, $2, $3)
 )SQL";
 
 /// $1 name. An enabled operator's password hash and organizations (NULL: all).
+/// Which of these jobs the data connection's scope may read: row-level security does the
+/// filtering (the drills page shows a scoped operator only the check's violations on its jobs).
+inline constexpr const char* kVisibleJobs = R"SQL(
+SELECT id FROM jobs WHERE id = ANY($1::bigint[])
+)SQL";
+
 inline constexpr const char* kOperatorLogin = R"SQL(
 SELECT password_hash, array_to_string(org_ids, ',') AS orgs FROM console_operators
  WHERE name = $1 AND disabled_at IS NULL

@@ -12,6 +12,7 @@
 #include <pqxx/pqxx>
 
 #include "common/base/cli_flags.hpp"
+#include "common/base/logging.hpp"
 #include "common/base/program.hpp"
 #include "common/base/stop_signals.hpp"
 #include "common/proto/version.hpp"
@@ -114,6 +115,8 @@ int run(int argc, char** argv) {
     if (const auto code = common::parse_command_line(app, "aclaim-console", argc, argv))
         return *code;
     try {
+        // On stderr, one line per event: a client's text cannot forge a line (logging.hpp).
+        common::setup_logging("aclaim-console", "info");
         aclaim::console::init_crypto();
         if (add->parsed()) return add_operator(args);
         return serve(args);

@@ -54,31 +54,38 @@ void put_operator(pqxx::connection& conn, const Operator& op, const std::string&
     txn.commit();
 }
 
-std::optional<Operator> authenticate(pqxx::connection& conn, const Credentials& who) {
-    const auto& [name, password] = who;
+std::optional<Login> find_login(pqxx::connection& conn, const std::string& name) {
     pqxx::read_transaction txn(conn);
     const auto rows = txn.exec_params(sql::kOperatorLogin, name);
-    if (rows.empty()) {
-        // Spend the same time as a real check, so that response times do not reveal names.
-        verify_password(
-            "$argon2id$v=19$m=65536,t=2,p=1$AAAAAAAAAAAAAAAAAAAAAA$"
-            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-            password);
-        return std::nullopt;
-    }
-    if (!verify_password(rows[0]["password_hash"].as<std::string>(), password)) {
-        return std::nullopt;
-    }
-    Operator op{name, std::nullopt};
+    if (rows.empty()) return std::nullopt;
+    Login login{{name, std::nullopt}, rows[0]["password_hash"].as<std::string>()};
     if (!rows[0]["orgs"].is_null()) {
         std::vector<common::OrgId> orgs;
         std::stringstream in(rows[0]["orgs"].as<std::string>());
         std::string item;
         while (std::getline(in, item, ',')) orgs.push_back(std::stoll(item));
         std::sort(orgs.begin(), orgs.end());
-        op.orgs = std::move(orgs);
+        login.op.orgs = std::move(orgs);
     }
-    return op;
+    return login;
+}
+
+std::optional<Operator> check_login(const std::optional<Login>& login, const std::string& password,
+                                    const PasswordCheck& check) {
+    if (!login) {
+        // Spend the same time as a real check, so that response times do not reveal names.
+        check(
+            "$argon2id$v=19$m=65536,t=2,p=1$AAAAAAAAAAAAAAAAAAAAAA$"
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            password);
+        return std::nullopt;
+    }
+    if (!check(login->password_hash, password)) return std::nullopt;
+    return login->op;
+}
+
+std::optional<Operator> authenticate(pqxx::connection& conn, const Credentials& who) {
+    return check_login(find_login(conn, who.name), who.password);
 }
 
 std::string Sessions::open(const Operator& op) {

@@ -4,6 +4,7 @@
 // only as libsodium's crypto_pwhash_str, and the signed-in sessions, held in memory (a restart
 // signs everybody out, which is the safe direction).
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,24 @@ struct Credentials {
     std::string name;
     std::string password;
 };
+
+/// An enabled operator's account as sign-in reads it: who, and the hash to check against.
+struct Login {
+    Operator op;
+    std::string password_hash;
+};
+
+/// The enabled operator of that name, if any: one quick read, so that whoever serialises the
+/// connection need not hold it while the password is hashed.
+std::optional<Login> find_login(pqxx::connection& conn, const std::string& name);
+
+/// Checks `password` against `hash` (true when it matches).
+using PasswordCheck = std::function<bool(const std::string& hash, const std::string& password)>;
+
+/// The operator when `login` exists and the password matches. Without a login it spends the time
+/// of a real check, so that response times do not reveal names.
+std::optional<Operator> check_login(const std::optional<Login>& login, const std::string& password,
+                                    const PasswordCheck& check = verify_password);
 
 /// The operator when the name exists, is enabled and the password matches.
 std::optional<Operator> authenticate(pqxx::connection& conn, const Credentials& who);

@@ -3,11 +3,15 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
 
+#include "common/base/bounded_json.hpp"
+#include "common/base/logging.hpp"
+#include "common/http/guarded_server.hpp"
 #include "common/ops/recovery.hpp"
 #include "common/store/job_states.hpp"
 #include "console/assets.hpp"
@@ -19,12 +23,37 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kCookie = "aclaim_console";
+const common::SystemClock kSystemClock;
 constexpr int kMaxPage = 500;
 
 // No inline script or style anywhere: every script and stylesheet is an embedded file.
 constexpr const char* kContentSecurityPolicy =
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Operators' pages ask for little and send less: a request still arriving after this is cut
+/// off (408), so that slow clients hold no thread; the sign-in page and its assets have threads
+/// of their own, answered from memory while every other thread waits on the database.
+constexpr auto kRequestDeadline = std::chrono::seconds(10);
+constexpr auto kWriteDeadline = std::chrono::seconds(10);
+constexpr std::size_t kMaxBodyBytes = std::size_t{64} * 1024;
+constexpr std::size_t kApiThreads = 6;
+constexpr std::size_t kPageThreads = 2;
+
+common::HttpGuardOptions guard_options() {
+    common::HttpGuardOptions o;
+    o.request_deadline = kRequestDeadline;
+    o.write_deadline = kWriteDeadline;
+    o.max_body_bytes = kMaxBodyBytes;
+    o.threads = kApiThreads;
+    o.light_threads = kPageThreads;
+    o.light = [](std::string_view method, std::string_view path) {
+        return (method == "GET" || method == "HEAD") &&
+               (path == "/" || path == "/favicon.svg" || path == "/favicon.ico" ||
+                path.rfind("/assets/", 0) == 0);
+    };
+    return o;
+}
 
 void send_json(httplib::Response& res, int status, const json& body) {
     res.status = status;
@@ -55,6 +84,18 @@ std::optional<long long> int_param(const httplib::Request& req, const char* name
     }
 }
 
+/// An id from the path. The routes admit digits only, but not every run of digits is an id: one
+/// past the range of bigint is the caller's mistake (400), not the server's.
+long long path_id(const std::string& digits) {
+    long long v = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc() || end != digits.data() + digits.size()) {
+        throw std::invalid_argument("'" + digits.substr(0, 40) +
+                                    "' is not an id (0 to 9223372036854775807)");
+    }
+    return v;
+}
+
 std::optional<std::string> text_param(const httplib::Request& req, const char* name) {
     if (!req.has_param(name) || req.get_param_value(name).empty()) return std::nullopt;
     return req.get_param_value(name);
@@ -63,7 +104,7 @@ std::optional<std::string> text_param(const httplib::Request& req, const char* n
 /// An action's reason from its JSON body; answers 400 itself (and returns nothing) when there is
 /// none, since every action is recorded with why.
 std::optional<std::string> reason_of(const httplib::Request& req, httplib::Response& res) {
-    const auto body = json::parse(req.body, nullptr, false);
+    const auto body = common::parse_bounded_json_or_discarded(req.body);
     const std::string reason =
         body.is_object() && body.contains("reason") && body["reason"].is_string()
             ? body["reason"].get<std::string>()
@@ -97,8 +138,12 @@ json states_json() {
 
 }  // namespace
 
-ConsoleServer::ConsoleServer(Views& views)
-    : views_(views), server_(std::make_unique<httplib::Server>()) {
+ConsoleServer::ConsoleServer(Views& views) : ConsoleServer(views, kSystemClock) {}
+
+ConsoleServer::ConsoleServer(Views& views, const common::Clock& clock)
+    : views_(views),
+      clock_(clock),
+      server_(std::make_unique<common::GuardedServer>(guard_options())) {
     routes();
 }
 
@@ -119,6 +164,7 @@ int ConsoleServer::bind(const std::string& host, int port) {
 void ConsoleServer::run() {
     if (!stopping_.load()) server_->listen_after_bind();
     finished_.store(true);
+    server_->drain();
 }
 
 void ConsoleServer::stop() {
@@ -159,8 +205,9 @@ void ConsoleServer::routes() {
         if (req.method != "GET" && req.method != "HEAD") {
             const auto csrf = req.get_header_value("X-CSRF-Token");
             if (csrf.empty() || csrf != session->csrf) {
-                spdlog::warn("console: refused {} {} by {} without a valid CSRF token", req.method,
-                             req.path, session->op.name);
+                spdlog::warn("console: refused {} {} by {} without a valid CSRF token",
+                             common::printable(req.method), common::printable(req.path),
+                             common::printable(session->op.name));
                 send_json(res, 403, {{"error", "missing or wrong CSRF token"}});
                 return httplib::Server::HandlerResponse::Handled;
             }
@@ -181,7 +228,8 @@ void ConsoleServer::routes() {
             } catch (const std::invalid_argument& e) {
                 send_json(res, 400, {{"error", e.what()}});
             } catch (const std::exception& e) {
-                spdlog::error("console: {} {}: {}", req.method, req.path, e.what());
+                spdlog::error("console: {} {}: {}", common::printable(req.method),
+                              common::printable(req.path), common::printable(e.what()));
                 send_json(res, 500, {{"error", e.what()}});
             }
         });
@@ -216,23 +264,38 @@ void ConsoleServer::routes() {
             send_json(res, 415, {{"error", "sign in with a JSON body"}});
             return;
         }
-        const auto body = json::parse(req.body, nullptr, false);
+        const auto body = common::parse_bounded_json_or_discarded(req.body);
         if (!body.is_object() || !body.contains("name") || !body.contains("password") ||
             !body["name"].is_string() || !body["password"].is_string()) {
             send_json(res, 400, {{"error", "name and password are required"}});
             return;
         }
-        const auto op = views_.authenticate(
-            {body["name"].get<std::string>(), body["password"].get<std::string>()});
+        const auto name = body["name"].get<std::string>();
+        // Throttled before the password is looked at: a refused guess costs no hash.
+        if (const auto wait = throttle_.admit(name, req.remote_addr)) {
+            const auto seconds =
+                std::max<long long>(1, std::chrono::ceil<std::chrono::seconds>(*wait).count());
+            spdlog::debug("console: sign-in as '{}' from {} throttled for {} s",
+                          common::printable(name), req.remote_addr, seconds);
+            res.set_header("Retry-After", std::to_string(seconds));
+            send_json(res, 429,
+                      {{"error",
+                        "too many failed sign-ins: try again in " + std::to_string(seconds) + " s"},
+                       {"retry_after_s", seconds}});
+            return;
+        }
+        const auto op = views_.authenticate({name, body["password"].get<std::string>()});
         if (!op) {
-            spdlog::warn("console: failed sign-in as '{}'", body["name"].get<std::string>());
+            spdlog::warn("console: failed sign-in as '{}' from {}", common::printable(name),
+                         req.remote_addr);
             send_json(res, 401, {{"error", "wrong name or password"}});
             return;
         }
+        throttle_.succeeded(name, req.remote_addr);
         const auto token = sessions_.open(*op);
         res.set_header("Set-Cookie",
                        std::string(kCookie) + "=" + token + "; Path=/; HttpOnly; SameSite=Strict");
-        spdlog::info("console: {} signed in", op->name);
+        spdlog::info("console: {} signed in", common::printable(op->name));
         send_json(res, 200, {{"operator", op->name}});
     });
 
@@ -281,7 +344,7 @@ void ConsoleServer::routes() {
 
     s.Get(R"(/api/jobs/(\d+))",
           [this, session_of](const httplib::Request& req, httplib::Response& res) {
-              const auto id = std::stoll(req.matches[1].str());
+              const auto id = path_id(req.matches[1].str());
               const auto j = views_.job(session_of(req).op, id, common::SystemClock().now());
               if (!j) {
                   send_json(res, 404, {{"error", "no such job"}});
@@ -292,7 +355,7 @@ void ConsoleServer::routes() {
 
     s.Get(R"(/api/jobs/(\d+)/workflow)",
           [this, session_of](const httplib::Request& req, httplib::Response& res) {
-              const auto w = views_.workflow(session_of(req).op, std::stoll(req.matches[1].str()));
+              const auto w = views_.workflow(session_of(req).op, path_id(req.matches[1].str()));
               if (!w) {
                   send_json(res, 404, {{"error", "no such job"}});
                   return;
@@ -307,14 +370,15 @@ void ConsoleServer::routes() {
 
     auto resolve = [this, session_of](bool release) {
         return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
-            const auto id = std::stoll(req.matches[1].str());
+            const auto id = path_id(req.matches[1].str());
             const auto reason = reason_of(req, res);
             if (!reason) return;
             const auto op = session_of(req).op;
             const auto r =
                 views_.resolve_quarantined(op, id, release, *reason, common::SystemClock().now());
-            spdlog::info("console: {} asked to {} quarantined job {}: {}", op.name,
-                         release ? "release" : "fail", id, r.body.dump());
+            spdlog::info("console: {} asked to {} quarantined job {}: {}",
+                         common::printable(op.name), release ? "release" : "fail", id,
+                         r.body.dump());
             send_action(res, r);
         };
     };
@@ -323,15 +387,15 @@ void ConsoleServer::routes() {
 
     auto job_action = [this, session_of](bool cancel) {
         return [this, session_of, cancel](const httplib::Request& req, httplib::Response& res) {
-            const auto id = std::stoll(req.matches[1].str());
+            const auto id = path_id(req.matches[1].str());
             const auto reason = reason_of(req, res);
             if (!reason) return;
             const auto op = session_of(req).op;
             const auto now = common::SystemClock().now();
             const auto r =
                 cancel ? views_.cancel(op, id, *reason, now) : views_.retry(op, id, *reason, now);
-            spdlog::info("console: {} asked to {} job {}: {}", op.name, cancel ? "cancel" : "retry",
-                         id, r.body.dump());
+            spdlog::info("console: {} asked to {} job {}: {}", common::printable(op.name),
+                         cancel ? "cancel" : "retry", id, r.body.dump());
             send_action(res, r);
         };
     };
@@ -340,14 +404,15 @@ void ConsoleServer::routes() {
 
     auto queue_action = [this, session_of](bool paused) {
         return [this, session_of, paused](const httplib::Request& req, httplib::Response& res) {
-            const auto org = std::stoll(req.matches[1].str());
+            const auto org = path_id(req.matches[1].str());
             const auto queue = req.matches[2].str();
             const auto reason = reason_of(req, res);
             if (!reason) return;
             const auto op = session_of(req).op;
             const auto r = views_.pause(op, org, queue, paused, *reason);
-            spdlog::info("console: {} asked to {} queue {} of organization {}: {}", op.name,
-                         paused ? "pause" : "resume", queue, org, r.body.dump());
+            spdlog::info("console: {} asked to {} queue {} of organization {}: {}",
+                         common::printable(op.name), paused ? "pause" : "resume", queue, org,
+                         r.body.dump());
             send_action(res, r);
         };
     };
@@ -357,8 +422,8 @@ void ConsoleServer::routes() {
 
     auto resolve_lease = [this, session_of](bool release) {
         return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
-            const auto id = std::stoll(req.matches[1].str());
-            const auto body = json::parse(req.body, nullptr, false);
+            const auto id = path_id(req.matches[1].str());
+            const auto body = common::parse_bounded_json_or_discarded(req.body);
             if (!body.is_object() || !body.contains("generation") ||
                 !body["generation"].is_number_integer()) {
                 send_json(res, 400, {{"error", "the generation the page shows is required"}});
@@ -369,16 +434,17 @@ void ConsoleServer::routes() {
             const auto op = session_of(req).op;
             const auto r = views_.resolve_lease(op, id, body["generation"].get<long long>(),
                                                 release, *reason, common::SystemClock().now());
-            spdlog::info("console: {} asked to {} the assignment of job {}: {}", op.name,
-                         release ? "release" : "fail", id, r.body.dump());
+            spdlog::info("console: {} asked to {} the assignment of job {}: {}",
+                         common::printable(op.name), release ? "release" : "fail", id,
+                         r.body.dump());
             send_action(res, r);
         };
     };
     s.Post(R"(/api/leases/(\d+)/release)", resolve_lease(true));
     s.Post(R"(/api/leases/(\d+)/fail)", resolve_lease(false));
 
-    s.Get("/api/drills", [this](const httplib::Request&, httplib::Response& res) {
-        send_json(res, 200, views_.drills());
+    s.Get("/api/drills", [this, session_of](const httplib::Request& req, httplib::Response& res) {
+        send_json(res, 200, views_.drills(session_of(req).op));
     });
 
     s.Post("/api/check", [this, session_of](const httplib::Request& req, httplib::Response& res) {
@@ -390,20 +456,21 @@ void ConsoleServer::routes() {
         send_json(res, 200, *r);
     });
 
-    s.Get(R"(/reports/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-        const auto path = req.matches[1].str();
-        const auto bytes = views_.report(path);
-        if (!bytes) {
-            res.status = 404;
-            return;
-        }
-        res.set_content(*bytes, content_type_of(path).c_str());
-        // A report is data: even opened on its own, an SVG may not run script.
-        res.headers.erase("Content-Security-Policy");
-        res.set_header("Content-Security-Policy",
-                       "default-src 'none'; style-src 'unsafe-inline'; "
-                       "sandbox; frame-ancestors 'none'");
-    });
+    s.Get(R"(/reports/(.+))",
+          [this, session_of](const httplib::Request& req, httplib::Response& res) {
+              const auto path = req.matches[1].str();
+              const auto bytes = views_.report(session_of(req).op, path);
+              if (!bytes) {
+                  res.status = 404;
+                  return;
+              }
+              res.set_content(*bytes, content_type_of(path).c_str());
+              // A report is data: even opened on its own, an SVG may not run script.
+              res.headers.erase("Content-Security-Policy");
+              res.set_header("Content-Security-Policy",
+                             "default-src 'none'; style-src 'unsafe-inline'; "
+                             "sandbox; frame-ancestors 'none'");
+          });
 }
 
 }  // namespace aclaim::console

@@ -8,11 +8,12 @@
 #include <memory>
 #include <string>
 
+#include "console/login_throttle.hpp"
 #include "console/operators.hpp"
 #include "console/views.hpp"
 
-namespace httplib {
-class Server;
+namespace aclaim::common {
+class GuardedServer;
 }
 
 namespace aclaim::console {
@@ -20,6 +21,8 @@ namespace aclaim::console {
 class ConsoleServer {
   public:
     explicit ConsoleServer(Views& views);
+    /// `clock` (which must outlive the server) times sessions and sign-in throttling.
+    ConsoleServer(Views& views, const common::Clock& clock);
     ~ConsoleServer();
     ConsoleServer(const ConsoleServer&) = delete;
     ConsoleServer& operator=(const ConsoleServer&) = delete;
@@ -34,9 +37,10 @@ class ConsoleServer {
     void routes();
 
     Views& views_;
-    common::SystemClock clock_;
+    const common::Clock& clock_;
     Sessions sessions_{clock_};
-    std::unique_ptr<httplib::Server> server_;
+    LoginThrottle throttle_{clock_};
+    std::unique_ptr<common::GuardedServer> server_;
     std::atomic<bool> stopping_{false};
     std::atomic<bool> finished_{false};
 };

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
+#include <semaphore>
 #include <string>
 #include <vector>
 
@@ -44,12 +45,19 @@ struct ActionResult {
 
 class Views {
   public:
+    static constexpr std::ptrdiff_t kHashSlots = 2;
+
     Views(std::string dsn, std::filesystem::path reports_dir);
 
     /// Applies the embedded migrations (the console needs its table and indexes).
     void migrate();
 
+    /// Reads the account under the connections' lock; checks the password (the slow part, tens
+    /// of milliseconds of memory-hard hashing) outside it, so that sign-ins, right or wrong,
+    /// never hold up another operator's page.
     std::optional<Operator> authenticate(const Credentials& who);
+    /// How passwords are checked (libsodium's crypto_pwhash_str_verify); tests substitute one.
+    void set_password_check(PasswordCheck check) { password_check_ = std::move(check); }
 
     nlohmann::json overview(const Operator& op, common::Instant now);
     nlohmann::json leases(const Operator& op, common::Instant now);
@@ -85,10 +93,13 @@ class Views {
                        const std::string& reason);
 
     /// The report files (JSON and SVG) under the reports directory, newest first, and the last
-    /// check.
-    nlohmann::json drills();
-    /// The file's bytes when `relative` names one of the listed reports.
-    std::optional<std::string> report(const std::string& relative);
+    /// check, as far as the operator may see them: the check and the drills' reports cover every
+    /// organization, so an operator scoped to some sees no report, and of the check only when it
+    /// ran and the violations on jobs of its organizations, no totals.
+    nlohmann::json drills(const Operator& op);
+    /// The file's bytes when `relative` names one of the listed reports and the operator may see
+    /// reports (one of every organization).
+    std::optional<std::string> report(const Operator& op, const std::string& relative);
     /// Runs the invariant checker over the whole history; only for an operator of every
     /// organization (the checker proves properties across organizations).
     std::optional<nlohmann::json> run_check(const Operator& op, common::Instant now);
@@ -112,6 +123,8 @@ class Views {
     /// One scope per organization the operator may see, or "system" for all of them.
     static std::vector<std::string> scopes_of(const Operator& op);
     std::vector<std::filesystem::path> report_files() const;
+    /// The last check as an operator scoped to some organizations may see it.
+    nlohmann::json scoped_check(const Operator& op);
     template <typename F>
     auto with_connections(F&& f) -> decltype(f());
 
@@ -121,6 +134,10 @@ class Views {
     std::unique_ptr<pqxx::connection> data_;
     std::unique_ptr<pqxx::connection> meta_;
     nlohmann::json last_check_;
+    PasswordCheck password_check_ = verify_password;
+    /// Password checks under way at once: each takes 64 MiB and a core for tens of milliseconds,
+    /// and sign-ins come from anyone who reaches the port; pages never wait on these.
+    std::counting_semaphore<> hash_slots_{kHashSlots};
 };
 
 /// The name every console action is recorded under in the audit log.

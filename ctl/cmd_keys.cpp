@@ -1,14 +1,17 @@
 // keys generate|register|revoke|list: the CURVE key pairs workers and the coordinator
 // authenticate with, and the worker_keys table that binds each worker public key to one
 // organization and one worker name. Secret keys are written to files (mode 0600) and never
-// printed or stored in the database.
+// printed or stored in the database; generate never writes over an existing file or link.
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -41,30 +44,91 @@ struct RevokeArgs {
     long long org = 0;
 };
 
-/// Writes `text` to a file only the owner can read, creating it with that mode so that the
-/// secret is never readable by others, not even for a moment.
-void write_private(const std::filesystem::path& path, const std::string& text) {
-    const auto old_mask = ::umask(077);
-    std::ofstream out(path, std::ios::trunc);
-    ::umask(old_mask);
-    if (!out) throw UsageError("cannot write " + path.string());
-    out << text << "\n";
-    out.close();
-    std::filesystem::permissions(
-        path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+/// A file of the pair, created by generate() before anything is written to either.
+struct KeyFile {
+    std::string name;
+    ::mode_t mode = 0600;
+    int fd = -1;
+};
+
+/// A stem that names a file inside the output folder and nothing else.
+void check_stem(const std::string& stem) {
+    if (stem.empty() || stem.size() > 128 || stem == "." || stem == ".." ||
+        stem.find('/') != std::string::npos || stem.find('\0') != std::string::npos) {
+        throw UsageError("'" + stem + "' is not a key name: 1..128 bytes, no '/', not '.' or '..'");
+    }
+}
+
+/// Creates `dir`/`f.name` with f.mode, only if nothing of that name exists: O_EXCL refuses an
+/// existing file and a symbolic link, dangling or not, and O_NOFOLLOW says so again, so that a
+/// file or link planted in a shared folder is never written through nor has its mode changed.
+/// The mode is given at creation, so the secret is never readable by others, not even for a
+/// moment (the umask can only narrow it).
+void create_exclusive(int dir_fd, const std::string& dir, KeyFile& f) {
+    f.fd = ::openat(dir_fd, f.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    f.mode);
+    if (f.fd >= 0) return;
+    const int err = errno;
+    const std::string path = (std::filesystem::path(dir) / f.name).string();
+    if (err == EEXIST || err == ELOOP) {
+        throw UsageError(path +
+                         " already exists (a file or a link): remove it or choose another "
+                         "--out-dir or name; nothing was written");
+    }
+    throw UsageError("cannot create " + path + ": " + std::strerror(err));
+}
+
+void write_all(const std::string& path, int fd, const std::string& text) {
+    std::size_t done = 0;
+    while (done < text.size()) {
+        const auto n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw UsageError("cannot write " + path + ": " + std::strerror(errno));
+        done += static_cast<std::size_t>(n);
+    }
+    if (::fsync(fd) != 0) throw UsageError("cannot write " + path + ": " + std::strerror(errno));
 }
 
 int generate(const GenerateArgs& args) {
-    const common::CurveKeyPair pair = common::make_curve_key_pair();
     const std::string base =
         args.server ? "coordinator" : (args.name.empty() ? "worker" : args.name);
+    check_stem(base);
     const std::filesystem::path dir(args.out_dir);
-    std::filesystem::create_directories(dir);
-    write_private(dir / (base + ".key"), pair.secret_key);
-    std::ofstream(dir / (base + ".pub"), std::ios::trunc) << pair.public_key << "\n";
+    std::error_code made;
+    std::filesystem::create_directories(dir, made);
+    if (made) throw UsageError("cannot create " + dir.string() + ": " + made.message());
+    // Both names are created relative to one descriptor of the folder, so that the folder
+    // cannot be swapped between the checks and the writes.
+    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) {
+        throw UsageError("cannot open " + dir.string() + ": " + std::strerror(errno));
+    }
+    std::array<KeyFile, 2> files{KeyFile{base + ".key", 0600}, KeyFile{base + ".pub", 0644}};
+    // Neither file is written unless both could be created: a refused .pub leaves no .key.
+    auto undo = [&](bool remove) {
+        for (auto& f : files) {
+            if (f.fd < 0) continue;
+            ::close(f.fd);
+            f.fd = -1;
+            if (remove) ::unlinkat(dir_fd, f.name.c_str(), 0);
+        }
+    };
+    common::CurveKeyPair pair;
+    try {
+        for (auto& f : files) create_exclusive(dir_fd, dir.string(), f);
+        pair = common::make_curve_key_pair();
+        write_all((dir / files[0].name).string(), files[0].fd, pair.secret_key + "\n");
+        write_all((dir / files[1].name).string(), files[1].fd, pair.public_key + "\n");
+    } catch (...) {
+        undo(true);
+        ::close(dir_fd);
+        throw;
+    }
+    undo(false);
+    ::close(dir_fd);
     // Only the public half goes to stdout, so that it can be captured by a script.
     std::cout << pair.public_key << "\n";
-    std::cerr << "secret key written to " << (dir / (base + ".key")).string() << " (mode 0600)\n";
+    std::cerr << "secret key written to " << (dir / files[0].name).string() << " (mode 0600)\n";
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/base/bounded_json.hpp"
 #include "common/base/org_id.hpp"
 #include "ctl/ctl.hpp"
 
@@ -195,7 +196,7 @@ std::vector<EnqueueRecord> read_jsonl(std::istream& in, const std::string& sourc
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         nlohmann::json j;
         try {
-            j = nlohmann::json::parse(line);
+            j = common::parse_bounded_json(line);
         } catch (const nlohmann::json::parse_error& e) {
             bad(source, n, std::string("not JSON: ") + e.what());
         }

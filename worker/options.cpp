@@ -1,9 +1,16 @@
 #include "worker/options.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "common/base/cell_map.hpp"
 #include "common/base/cli_flags.hpp"
@@ -27,6 +34,7 @@ struct Parser {
     std::int64_t idle_exit_ms = 0;
     std::int64_t reply_timeout_ms = o.client.reply_timeout.count();
     std::int64_t silence_timeout_ms = o.client.silence_timeout.count();
+    std::string secret_key_file;
 
     Parser();
     WorkerOptions finish();
@@ -119,8 +127,13 @@ Parser::Parser() {
                    "This worker's CURVE public key (Z85)")
         ->envname("ACLAIM_CURVE_PUBLIC_KEY");
     app.add_option("--curve-secret-key", o.client.curve.client_secret,
-                   "This worker's CURVE secret key (Z85)")
+                   "This worker's CURVE secret key (Z85); prefer "
+                   "--curve-secret-key-file, which ps does not show")
         ->envname("ACLAIM_CURVE_SECRET_KEY");
+    app.add_option("--curve-secret-key-file", secret_key_file,
+                   "File holding this worker's CURVE secret key (first line, Z85; mode 0600); "
+                   "the public key is derived from it")
+        ->envname("ACLAIM_CURVE_SECRET_KEY_FILE");
     app.add_option("--result-file", o.result_file, "Append one JSON line per verdict to this file")
         ->envname("ACLAIM_RESULT_FILE");
     app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical, off")
@@ -128,13 +141,73 @@ Parser::Parser() {
         ->capture_default_str();
 }
 
+/// The secret key of `path`: its first line, from a regular file that neither its group nor
+/// others may read (a key others can read is no longer this worker's alone). The mode is read
+/// from the open descriptor, so the file checked is the file read.
+std::string read_secret_key_file(const std::string& path) {
+    const char* flag = "--curve-secret-key-file";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        throw CLI::ValidationError(flag, "cannot read " + path + ": " + std::strerror(errno));
+    struct ::stat st {};
+    std::string text;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw CLI::ValidationError(flag, path + " is not a regular file");
+    }
+    if ((st.st_mode & 077) != 0) {
+        ::close(fd);
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        throw CLI::ValidationError(
+            flag, path + " is readable by its group or others (mode " + mode + "): chmod 600 it");
+    }
+    std::array<char, 256> buf{};
+    for (;;) {
+        const auto n = ::read(fd, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        text.append(buf.data(), static_cast<std::size_t>(n));
+        if (text.size() > 4096) break;  // a key file is one short line
+    }
+    ::close(fd);
+    text = text.substr(0, text.find('\n'));
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+    if (text.size() != 40) {
+        throw CLI::ValidationError(flag, path +
+                                             " does not hold a CURVE secret key (40 characters "
+                                             "of Z85 on its first line)");
+    }
+    return text;
+}
+
 WorkerOptions Parser::finish() {
+    if (!secret_key_file.empty()) {
+        if (!o.client.curve.client_secret.empty()) {
+            throw CLI::ValidationError("--curve-secret-key-file",
+                                       "excludes --curve-secret-key (ACLAIM_CURVE_SECRET_KEY): "
+                                       "give the key once");
+        }
+        o.client.curve.client_secret = read_secret_key_file(secret_key_file);
+        std::array<char, 41> derived{};
+        if (::zmq_curve_public(derived.data(), o.client.curve.client_secret.c_str()) != 0) {
+            throw CLI::ValidationError("--curve-secret-key-file",
+                                       secret_key_file + " does not hold a Z85 CURVE secret key");
+        }
+        if (o.client.curve.client_public.empty()) {
+            o.client.curve.client_public = derived.data();
+        } else if (o.client.curve.client_public != derived.data()) {
+            throw CLI::ValidationError("--curve-public-key",
+                                       "is not the public key of the secret in " + secret_key_file);
+        }
+    }
     if (o.client.worker_id.empty() || o.client.worker_id.size() > common::proto::kMaxWorkerIdBytes)
         throw CLI::ValidationError("--id", "must be 1..128 bytes");
     if (o.client.curve.enabled() &&
         (o.client.curve.client_public.empty() || o.client.curve.client_secret.empty()))
         throw CLI::ValidationError("--curve-server-key",
-                                   "needs --curve-public-key and --curve-secret-key too");
+                                   "needs --curve-secret-key-file (or --curve-public-key and "
+                                   "--curve-secret-key) too");
     if (!cells.empty() && connect_opt->count() > 0)
         throw CLI::ValidationError("--cells", "excludes --connect: the map names the endpoints");
     if (!cells.empty()) {

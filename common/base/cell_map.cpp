@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/base/bounded_json.hpp"
+
 namespace aclaim::common {
 
 namespace {
@@ -97,7 +99,7 @@ bool Cell::holds(std::int64_t org) const {
 CellMap CellMap::parse(std::string_view text, const std::string& source) {
     json j;
     try {
-        j = json::parse(text.begin(), text.end());
+        j = parse_bounded_json(text);
     } catch (const json::parse_error& e) {
         refuse(source, std::string("not JSON: ") + e.what());
     }

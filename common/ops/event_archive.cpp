@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "common/base/bounded_json.hpp"
 #include "common/ops/recovery.hpp"
 
 namespace aclaim::common {
@@ -108,7 +109,7 @@ ArchiveContents read_archive(std::istream& in, const std::function<void(const Au
         ++line_no;
         nlohmann::json j;
         try {
-            j = nlohmann::json::parse(text);
+            j = parse_bounded_json(text);
         } catch (const nlohmann::json::exception& e) {
             fail(std::string("not JSON: ") + e.what());
         }

@@ -61,6 +61,9 @@ SELECT 'job_events', coalesce(sum(pg_table_size(relid)), 0)::bigint,
   FROM pg_partition_tree('job_events') WHERE isleaf
 UNION ALL
 SELECT 'job_outcomes', pg_table_size('job_outcomes'), pg_indexes_size('job_outcomes')
+UNION ALL
+SELECT 'park_refusal_counts', pg_table_size('park_refusal_counts'),
+       pg_indexes_size('park_refusal_counts')
 )SQL",
                                             {}};
 
@@ -152,11 +155,18 @@ SELECT org_id, aclaim_us(pruned_at) AS pruned_us FROM job_prunes
 )SQL",
                                   {"job bigint"}};
 
+/// $1 now, $2 batch. Removes at most $2 counts of refused park callbacks whose hour ended their
+/// keep (30 days, schema/0029) before now; answers how many.
+inline const Statement kPruneParkRefusals{
+    "aclaim_prune_park_refusals",
+    "SELECT aclaim_prune_park_refusals($1::bigint, $2::int) AS removed",
+    {"now_us bigint", "batch int"}};
+
 /// The statements above that are Statement objects, for the test that holds each text to its
 /// parameter contract.
 inline const std::vector<const Statement*> kRetentionStatements = {
-    &kRetentionPreview,    &kRetentionLedger, &kEventPartitions,
-    &kRetentionTableSizes, &kPartitionsDue,   &kMarkDetaching,
-    &kMarkArchived,        &kMarkDropped,     &kPrunedJob};
+    &kRetentionPreview, &kRetentionLedger,  &kEventPartitions, &kRetentionTableSizes,
+    &kPartitionsDue,    &kMarkDetaching,    &kMarkArchived,    &kMarkDropped,
+    &kPrunedJob,        &kPruneParkRefusals};
 
 }  // namespace aclaim::common::sql

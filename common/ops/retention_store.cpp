@@ -54,6 +54,14 @@ ArchiveSummary verify_file(const std::string& file) {
 
 }  // namespace
 
+int prune_park_refusals(pqxx::connection& conn, Instant now, int batch) {
+    pqxx::work txn(conn, "prune_park_refusals");
+    const auto removed =
+        txn.exec_params1(sql::kPruneParkRefusals.text, to_micros(now), batch)[0].as<int>();
+    txn.commit();
+    return removed;
+}
+
 std::vector<PrunePreview> RetentionStore::preview(Instant now) {
     pqxx::read_transaction txn(conn_);
     std::vector<PrunePreview> out;

@@ -72,6 +72,12 @@ struct ArchiveOutcome {
     std::int64_t rows = 0;
 };
 
+/// Removes at most `batch` counts of refused park callbacks (park_refusal_counts) whose hour
+/// ended their keep, 30 days, before `now`; returns how many, in a transaction of its own on
+/// `conn`. The coordinators' retention pass calls it until a call comes back short, which keeps
+/// the table within its bound (schema/0029) however many callbacks are refused.
+int prune_park_refusals(pqxx::connection& conn, Instant now, int batch);
+
 class RetentionStore {
   public:
     /// The connection must belong to the owner of job_events to archive (DETACH, DROP); the

@@ -294,16 +294,24 @@ std::vector<std::vector<std::size_t>> statement_groups(std::span<const Transitio
 /// foreign jobs are not written, so that no event ever crosses organizations. A request for a
 /// job that appears more than once in the batch is first tried on its own, as a duplicate of an
 /// applied request would be.
+/// `known`: when not empty, for each request the row an earlier statement of the transaction
+/// locked and left unchanged, which decides its refusal instead of a read now (see
+/// kCompleteBatch).
 template <class ApplyOne>
 void settle_unapplied(pqxx::transaction_base& txn, Scope& scope, Operation op,
                       std::span<const TransitionRequest> requests, const std::vector<bool>& applied,
-                      Instant now, std::vector<Transition>& out, ApplyOne apply_one) {
+                      Instant now, std::vector<Transition>& out, ApplyOne apply_one,
+                      std::span<const std::optional<RowAuthority>> known = {}) {
     std::unordered_map<JobId, int> seen;
     for (const auto& q : requests) ++seen[q.job];
+    const auto known_row = [&](std::size_t i) -> const std::optional<RowAuthority>& {
+        static const std::optional<RowAuthority> kNone;
+        return known.empty() ? kNone : known[i];
+    };
     std::vector<std::size_t> pending;
     for (std::size_t i = 0; i < requests.size(); ++i) {
         if (applied[i]) continue;
-        if (seen[requests[i].job] > 1) {
+        if (!known_row(i) && seen[requests[i].job] > 1) {
             scope.to(requests[i].org);
             if (apply_one(requests[i], out[i])) continue;
         }
@@ -311,15 +319,17 @@ void settle_unapplied(pqxx::transaction_base& txn, Scope& scope, Operation op,
     }
     if (pending.empty()) return;
     std::vector<std::int64_t> ids;
-    ids.reserve(pending.size());
-    for (const std::size_t i : pending) ids.push_back(requests[i].job);
+    for (const std::size_t i : pending) {
+        if (!known_row(i)) ids.push_back(requests[i].job);
+    }
     scope.all();
-    const auto rows = read_authorities(txn, ids, true);
+    std::unordered_map<JobId, RowAuthority> rows;
+    if (!ids.empty()) rows = read_authorities(txn, ids, true);
     std::vector<std::int64_t> jobs, orgs, generations;
     std::vector<std::string> workers, details;
     for (const std::size_t i : pending) {
         const auto& q = requests[i];
-        out[i] = decide(row_of(rows, q.job), op, q, now);
+        out[i] = decide(known_row(i) ? known_row(i) : row_of(rows, q.job), op, q, now);
         if (out[i].rejection && audited(op, *out[i].rejection)) {
             jobs.push_back(q.job);
             orgs.push_back(q.org);
@@ -411,11 +421,17 @@ std::vector<ClaimOutcome> claim_in(pqxx::work& txn, const ClaimContext& context,
         refill_after(txn, org, queues, variant.rated, r.size(), slots.owner.size(), now));
 }
 
-/// Marks the requests of `group` that a kCompleteBatch result `r` applied.
+/// Marks the requests of `group` that a kCompleteBatch result `r` applied. With `seen`, also keeps
+/// the row the statement locked for each request it did not apply, to decide its refusal on.
 void mark_completed(const pqxx::result& r, const std::vector<std::size_t>& group,
-                    std::vector<bool>& applied, std::vector<Transition>& out) {
+                    std::vector<bool>& applied, std::vector<Transition>& out,
+                    std::vector<std::optional<RowAuthority>>* seen = nullptr) {
     for (const auto& row : r) {
         const auto i = group.at(row["n"].as<std::size_t>() - 1);
+        if (!row["applied"].as<bool>()) {
+            if (seen != nullptr) seen->at(i) = authority_of(row);
+            continue;
+        }
         applied.at(i) = true;
         out[i].state = JobState::Completed;
     }
@@ -425,17 +441,18 @@ void mark_completed(const pqxx::result& r, const std::vector<std::size_t>& group
 /// them (settle_unapplied, a duplicate tried once more on its own).
 void settle_completions(pqxx::transaction_base& txn, Scope& scope,
                         std::span<const TransitionRequest> requests,
-                        const std::vector<bool>& applied, Instant now,
-                        std::vector<Transition>& out) {
-    settle_unapplied(txn, scope, Operation::Complete, requests, applied, now, out,
-                     [&](const TransitionRequest& q, Transition& t) {
-                         const pqxx::result one =
-                             txn.exec_prepared(sql::kComplete.name, q.org, q.job, q.generation,
-                                               q.worker, q.result_ref, now);
-                         if (one.empty()) return false;
-                         t.state = JobState::Completed;
-                         return true;
-                     });
+                        const std::vector<bool>& applied, Instant now, std::vector<Transition>& out,
+                        std::span<const std::optional<RowAuthority>> known = {}) {
+    settle_unapplied(
+        txn, scope, Operation::Complete, requests, applied, now, out,
+        [&](const TransitionRequest& q, Transition& t) {
+            const pqxx::result one = txn.exec_prepared(sql::kComplete.name, q.org, q.job,
+                                                       q.generation, q.worker, q.result_ref, now);
+            if (one.empty()) return false;
+            t.state = JobState::Completed;
+            return true;
+        },
+        known);
 }
 
 /// An EXECUTE of a prepared statement with its parameters as quoted literals, for statements
@@ -914,8 +931,11 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
     CompletedAndClaimed out;
     out.completions.resize(completions.size());
     std::vector<bool> applied(completions.size(), false);
+    // The claim that followed may have taken a refused completion's job again: each refusal is
+    // decided on the row its statement locked, not on the row as the claim left it.
+    std::vector<std::optional<RowAuthority>> seen(completions.size());
     for (std::size_t g = 0; g < groups.size(); ++g) {
-        mark_completed(completed[g], groups[g], applied, out.completions);
+        mark_completed(completed[g], groups[g], applied, out.completions, &seen);
     }
     const bool short_of_rate = expected.rated && claimed.size() < slots.owner.size();
     std::optional<Instant> refill;
@@ -923,7 +943,7 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
         try {
             pqxx::work txn(*conn_, "complete_and_claim_settle");
             Scope scope(txn, options_.row_security);
-            settle_completions(txn, scope, completions, applied, now, out.completions);
+            settle_completions(txn, scope, completions, applied, now, out.completions, seen);
             scope.to(org);
             refill = refill_after(txn, org, queues, expected.rated, claimed.size(),
                                   slots.owner.size(), now);

@@ -975,7 +975,11 @@ RETURNING l.n, aclaim_us(j.lease_expires_at) AS lease_us
 
 /// $1 bigint[] orgs, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers,
 /// $5 text[] result_refs, $6 now. As kComplete, per row: the completion, its outcome and its
-/// audit event; rows locked and fenced as in kRenewBatch.
+/// audit event; rows locked and fenced as in kRenewBatch. One result row per completion applied
+/// (`applied` true, `n` its element), then one per element whose row it locked and did not
+/// change (`applied` false) with that row's authority as kAuthority reads it, so that a refusal
+/// is decided on the row this statement saw: a claim later in the same transaction may take the
+/// job again (a COMPLETE with next), and the refusal must read as if the COMPLETE came alone.
 inline const Statement kCompleteBatch{"aclaim_complete_batch",
                                       R"SQL(
 WITH r AS (
@@ -984,8 +988,9 @@ WITH r AS (
            WITH ORDINALITY AS r(org, job, generation, worker, result_ref, n)
      ORDER BY job, n
 ), locked AS MATERIALIZED (
-    SELECT j.id, j.org_id, j.state, j.generation, j.assignee, j.lease_expires_at,
-           r.org AS asked_org, r.generation AS asked_generation, r.worker, r.result_ref, r.n
+    SELECT j.id, j.org_id, j.state, j.generation, j.assignee, j.lease_expires_at, j.deadline_at,
+           j.result_ref AS row_result_ref, r.org AS asked_org, r.generation AS asked_generation,
+           r.worker, r.result_ref, r.n
       FROM r JOIN jobs j ON j.id = r.job
      ORDER BY j.id FOR NO KEY UPDATE OF j
 ), done AS (
@@ -1005,7 +1010,16 @@ WITH r AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', worker, aclaim_ts($6::bigint), result_ref FROM done
 )
-SELECT n, )SQL" + kSettledColumn + R"SQL( FROM done
+SELECT n, true AS applied, )SQL" + kSettledColumn +
+                                          R"SQL(, NULL::bigint AS org_id,
+       NULL::text AS state, NULL::bigint AS generation, NULL::text AS assignee,
+       NULL::bigint AS lease_us, NULL::bigint AS deadline_us, NULL::text AS result_ref
+  FROM done
+UNION ALL
+SELECT l.n, false, NULL, l.org_id, l.state::text, l.generation, coalesce(l.assignee, ''),
+       aclaim_us(l.lease_expires_at), aclaim_us(l.deadline_at), coalesce(l.row_result_ref, '')
+  FROM locked l
+ WHERE l.n NOT IN (SELECT n FROM done)
 )SQL",
                                       {"orgs bigint[]", "jobs bigint[]", "generations bigint[]",
                                        "workers text[]", "result_refs text[]", "now_us bigint"}};

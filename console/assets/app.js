@@ -514,7 +514,8 @@ async function renderDrills(view) {
   const check = el('div', { class: 'card', id: 'last-check' }, el('h2', { text: 'Last check' }),
     c ? el('div', {},
       el('p', { class: c.ok ? 'ok' : 'error', id: 'check-result',
-                text: `${c.ok ? 'OK' : c.violations.length + ' violations'}: ${c.jobs} jobs, ${c.events} events, ${c.accepted_completions} accepted completions, ${c.rejections} rejections, ${c.reclaims} reclaims — ${c.at} by ${c.by}` }),
+                text: c.scoped ? `${c.ok ? 'OK' : c.violations.length + ' violations'} in your organizations — ${c.at} by ${c.by}`
+                  : `${c.ok ? 'OK' : c.violations.length + ' violations'}: ${c.jobs} jobs, ${c.events} events, ${c.accepted_completions} accepted completions, ${c.rejections} rejections, ${c.reclaims} reclaims — ${c.at} by ${c.by}` }),
       c.violations.length ? el('pre', { text: c.violations.map((v) => `${v.invariant} job ${v.job_id}: ${v.evidence}`).join('\n') }) : null)
       : el('p', { class: 'muted', id: 'check-result', text: 'Not run since the console started.' }),
     el('button', { type: 'button', id: 'run-check', onclick: runCheck, text: 'Run check now' }));

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/ops/retention_store.hpp"
+
 namespace aclaim::coordinator {
 
 namespace {
@@ -90,6 +92,22 @@ RetentionPass Retention::pass(common::AssignmentStore& store) {
                                                   std::memory_order_relaxed);
             }
         } while (got == options_.retention_batch);
+        // The counts of refused park callbacks are kept in bounds whether or not finished jobs
+        // are pruned (--retention): their keep is the schema's, not a queue's (schema/0029).
+        for (int removed = options_.retention_batch, calls = 0; removed == options_.retention_batch;
+             ++calls) {
+            if (calls > 0 && !task_.pause(std::chrono::milliseconds(options_.retention_pause_ms)))
+                break;
+            guarded([&] {
+                removed = common::prune_park_refusals(store.connection(), clock_.now(),
+                                                      options_.retention_batch);
+            });
+            out.park_refusals_pruned += removed;
+        }
+        if (out.park_refusals_pruned > 0) {
+            spdlog::info("retention: removed {} counts of refused park callbacks past their keep",
+                         out.park_refusals_pruned);
+        }
         if (out.pruned.jobs() > 0) {
             spdlog::info(
                 "retention: pruned {} finished jobs ({} completed, {} failed, {} discarded, {} "

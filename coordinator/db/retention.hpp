@@ -13,7 +13,8 @@ namespace aclaim::coordinator {
 struct RetentionPass {
     bool held_lock = false;  ///< false: another coordinator holds the retention lock
     int batches = 0;
-    common::Pruned pruned;  ///< over every organization (org_id 0)
+    common::Pruned pruned;         ///< over every organization (org_id 0)
+    int park_refusals_pruned = 0;  ///< counts of refused park callbacks past their keep
     std::vector<std::string> partitions_created;
 };
 

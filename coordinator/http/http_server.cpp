@@ -8,6 +8,7 @@
 
 #include "common/base/clock.hpp"
 #include "common/base/host_port.hpp"
+#include "common/http/guarded_server.hpp"
 #include "coordinator/http/prometheus.hpp"
 
 namespace aclaim::coordinator {
@@ -15,8 +16,45 @@ namespace aclaim::coordinator {
 namespace {
 
 /// Scrapes and probes are tiny and rare; a few threads keep /metrics answering while a
-/// readiness check waits for an unreachable database.
-constexpr std::size_t kHttpThreads = 3;
+/// readiness check waits for an unreachable database, and /healthz has two of its own.
+constexpr std::size_t kHttpThreads = 4;
+constexpr std::size_t kHealthThreads = 2;
+/// A probe or a scrape sends its whole request at once; a client still sending after this is
+/// answered 408 and closed, however steadily it trickles.
+constexpr auto kRequestDeadline = std::chrono::seconds(5);
+constexpr auto kWriteDeadline = std::chrono::seconds(5);
+
+/// What the guard refused before any handler ran: slow or hostile HTTP clients at work.
+std::string render_refusals(const common::HttpGuardCounts& c) {
+    std::string out =
+        "# HELP aclaim_http_refused_total HTTP requests refused before a handler: not complete "
+        "by the deadline, a head too large, unframed, no thread free, or closed to make room.\n"
+        "# TYPE aclaim_http_refused_total counter\n";
+    for (const auto& [reason, n] : {std::pair{"timed_out", c.timed_out},
+                                    {"too_large", c.too_large},
+                                    {"malformed", c.malformed},
+                                    {"overloaded", c.overloaded},
+                                    {"evicted", c.evicted}}) {
+        out += "aclaim_http_refused_total{reason=\"" + std::string(reason) + "\"} " +
+               std::to_string(n) + "\n";
+    }
+    return out;
+}
+
+common::HttpGuardOptions guard_options() {
+    common::HttpGuardOptions o;
+    o.request_deadline = kRequestDeadline;
+    o.write_deadline = kWriteDeadline;
+    // The only body read is a callback's; a larger one is answered 413 unread.
+    o.max_body_bytes = ParkCallback::kMaxBodyBytes;
+    o.light_threads = kHealthThreads;
+    o.threads = kHttpThreads;
+    // /healthz reads one atomic: it must answer while every other thread waits on the database.
+    o.light = [](std::string_view method, std::string_view path) {
+        return (method == "GET" || method == "HEAD") && path == "/healthz";
+    };
+    return o;
+}
 /// How long start() waits for the listening thread, in steps of kStartStep; it only has to
 /// enter its accept loop.
 constexpr auto kStartStep = std::chrono::milliseconds(1);
@@ -37,7 +75,7 @@ HttpServer::HttpServer(HttpOptions options, const Metrics& metrics, const common
       readiness_(options_.dsn, clock),
       callback_(options_.dsn.empty() ? nullptr
                                      : std::make_unique<ParkCallback>(options_.dsn, clock)),
-      server_(std::make_unique<httplib::Server>()) {}
+      server_(std::make_unique<common::GuardedServer>(guard_options())) {}
 
 HttpServer::~HttpServer() {
     stop();
@@ -47,6 +85,7 @@ void HttpServer::routes() {
     server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
         std::string text = render_prometheus(metrics_, options_);
         if (queue_metrics_) text += queue_metrics_->render();
+        text += render_refusals(server_->counts());
         res.set_content(text, std::string(kPrometheusContentType));
     });
     server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
@@ -75,6 +114,7 @@ void HttpServer::routes() {
         (r.accepted ? metrics_.callbacks_accepted : metrics_.callbacks_refused)
             .fetch_add(1, std::memory_order_relaxed);
         res.status = r.status;
+        if (r.retry_after_s > 0) res.set_header("Retry-After", std::to_string(r.retry_after_s));
         res.set_content(r.body, "application/json");
     });
     // The callback's refusals that httplib decides itself (a body over the limit: 413) are
@@ -102,7 +142,6 @@ void HttpServer::start() {
     if (!where)
         throw std::runtime_error("--http-bind '" + options_.http_bind + "' is not host:port");
     routes();
-    server_->new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
     // httplib's default adds SO_REUSEPORT, which would let a second coordinator on this host
     // bind the same port and answer half of the scrapes. SO_REUSEADDR alone still lets a
     // restarted coordinator rebind while old connections linger in TIME_WAIT.
@@ -110,10 +149,6 @@ void HttpServer::start() {
         const int yes = 1;
         ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     });
-    // The only body read is a callback's; anything larger is answered 413 unread.
-    server_->set_payload_max_length(ParkCallback::kMaxBodyBytes);
-    server_->set_read_timeout(5, 0);
-    server_->set_write_timeout(5, 0);
     if (where->port == 0) {
         port_ = server_->bind_to_any_port(where->host);
         if (port_ <= 0) port_ = 0;
@@ -145,6 +180,7 @@ void HttpServer::stop() {
     }
     server_->stop();
     thread_.join();
+    server_->drain();
 }
 
 }  // namespace aclaim::coordinator

@@ -13,8 +13,8 @@
 #include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
-namespace httplib {
-class Server;
+namespace aclaim::common {
+class GuardedServer;
 }
 
 namespace aclaim::coordinator {
@@ -26,7 +26,9 @@ namespace aclaim::coordinator {
 ///   POST /v1/callback  an outside system finishes a parked job with its callback token
 ///             (protocol 1.6, ParkCallback).
 /// It only reads atomics and opens its own short-lived database connection, so a slow scrape or
-/// probe never delays a worker's request.
+/// probe never delays a worker's request. Its connections pass common::GuardedServer: a request
+/// must arrive whole within a deadline before it takes a thread, and /healthz has threads of its
+/// own, so slow or hostile clients cannot keep a liveness probe unanswered.
 class HttpServer {
   public:
     /// /healthz fails once the router thread has not ticked for this long.
@@ -60,7 +62,7 @@ class HttpServer {
     ReadinessProbe readiness_;
     /// POST /v1/callback (none without a database).
     std::unique_ptr<ParkCallback> callback_;
-    std::unique_ptr<httplib::Server> server_;
+    std::unique_ptr<common::GuardedServer> server_;
     std::thread thread_;
     std::atomic<bool> listening_done_{false};
     std::string address_;

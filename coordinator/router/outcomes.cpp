@@ -9,6 +9,26 @@
 
 namespace aclaim::coordinator {
 
+namespace {
+
+/// The state ACCEPTED names (docs/protocol.md, the ACCEPTED row): `completed`, `failed`, `pending`
+/// or `assigned`. Protocol 1.1 promised that scheduling, backoff and discarding show to a worker
+/// only as rejection reasons, so a job waiting out its backoff is `pending` and one whose last
+/// attempt was used is `failed`: it will not come back, which is all its reviewer can act on.
+/// `aclaimctl inspect` and the SQL API tell the two apart.
+std::string_view wire_state(common::JobState state) {
+    switch (state) {
+        case common::JobState::Scheduled:
+            return common::to_string(common::JobState::Pending);
+        case common::JobState::Discarded:
+            return common::to_string(common::JobState::Failed);
+        default:
+            return common::to_string(state);
+    }
+}
+
+}  // namespace
+
 void Outcomes::process(std::deque<Event> events) {
     for (Event& event : events) {
         try {
@@ -240,10 +260,10 @@ void Outcomes::on_transition(const RoutedRequest& request, const RequestOutcome:
             break;
     }
     if (t.replayed) p_.metrics.replayed.fetch_add(1, std::memory_order_relaxed);
-    const std::string state(common::to_string(t.state));
     spdlog::info("{} org={} job={} generation={} worker={} outcome=accepted state={}{}", op,
-                 from.org_id, job, generation, from.worker_id, state,
+                 from.org_id, job, generation, from.worker_id, common::to_string(t.state),
                  t.replayed ? " replayed" : "");
+    const std::string state(wire_state(t.state));
     p_.replier.send(to.routing_id, proto::Accepted{to.req, job, generation, state, t.replayed},
                     to.encoding);
     p_.replier.finish(to);

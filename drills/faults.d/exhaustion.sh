@@ -217,40 +217,130 @@ scenario_fd_limit() {
 # ---- a backlog of pending jobs with thousands of connected workers -------------------------------
 # ACLAIM_BACKLOG_JOBS pending jobs (default 100,000; --minutes: a million), 2,000 idle CURVE workers
 # of another organization long-polling on the same coordinator, and four reviewers working through
-# the backlog for 20 s. The claim must stay an index probe however deep the backlog, and the crowd
-# must not starve the reviewers. The backlog stays: the scenario checks what was done, not a drain.
-scenario_backlog() {
-  local backlog=${ACLAIM_BACKLOG_JOBS:-$((scale == 1 ? 100000 : 1000000))} crowd_n=2000 work_s=20
-  scenario_begin backlog "$backlog pending jobs, $crowd_n idle workers of another organization connected, 4 reviewers working for $work_s s"
-  backlog_ok=true
-  local t0=$SECONDS
+# the backlog: first for 10 s with a tenth of it enqueued, then for 10 s more once the rest is in.
+# The claim must stay an index probe however deep the backlog: PostgreSQL's auto_explain logs a
+# sample of the coordinator's statements with their buffers, and every sampled claim must read its
+# candidates through jobs_claim_order, touching about as many buffers at the full backlog as at a
+# tenth of it. The coordinator's memory must grow with sessions, not with the backlog: its RSS
+# after the crowd connected, at a tenth and at the full backlog. And the crowd must not starve the
+# reviewers. The backlog stays: the scenario checks what was done, not a drain.
+backlog_enqueue() {  # backlog_enqueue COUNT: COUNT jobs in the first queue, bounded
   # Not ctl: its 60 s bound is for single statements, and a million rows take minutes.
-  timeout -k 5 1200 "$bin/aclaimctl" --dsn "$dsn" enqueue --org 1 --count "$backlog" --max-attempts 50 \
-    --queue "${fault_queues[0]}" --batch 10000 >/dev/null 2>"$sdir/enqueue.err" ||
+  timeout -k 5 1200 "$bin/aclaimctl" --dsn "$dsn" enqueue --org 1 --count "$1" --max-attempts 50 \
+    --queue "${fault_queues[0]}" --batch 10000 >/dev/null 2>>"$sdir/enqueue.err"
+}
+rss_kb_of() { awk '/^VmRSS/ {print $2}' "/proc/${pid_of[$1]}/status" 2>/dev/null || echo 0; }
+log_size() { stat -c %s "$1" 2>/dev/null || echo 0; }
+
+scenario_backlog() {
+  local backlog=${ACLAIM_BACKLOG_JOBS:-$((scale == 1 ? 100000 : 1000000))} crowd_n=2000 work_s=10
+  local first=$((backlog / 10))
+  scenario_begin backlog "$first then $backlog pending jobs, $crowd_n idle workers of another organization connected, 4 reviewers working for $work_s s at each"
+  backlog_ok=true
+  local server_log="$pgdir/data/server.log"
+  if [ -z "$pgdir" ] || [ ! -r "$server_log" ]; then
+    fail "backlog: PostgreSQL's log" "$server_log cannot be read: the claims' plans are read from it"
+    scenario_end
+    return
+  fi
+  # The coordinator's sessions (and every other on this scenario's database) log a tenth of their
+  # statements' plans with the buffers they touched; timing off, so that sampling costs little.
+  local db
+  db=$(q "SELECT current_database()")
+  q "ALTER DATABASE $db SET session_preload_libraries = 'auto_explain'" >/dev/null
+  q "ALTER DATABASE $db SET auto_explain.log_min_duration = 0" >/dev/null
+  q "ALTER DATABASE $db SET auto_explain.log_analyze = on" >/dev/null
+  q "ALTER DATABASE $db SET auto_explain.log_buffers = on" >/dev/null
+  q "ALTER DATABASE $db SET auto_explain.log_timing = off" >/dev/null
+  q "ALTER DATABASE $db SET auto_explain.log_format = json" >/dev/null
+  q "ALTER DATABASE $db SET auto_explain.sample_rate = 0.1" >/dev/null
+  local t0=$SECONDS
+  backlog_enqueue "$first" ||
     { fail "backlog: enqueue" "aclaimctl enqueue failed: $(tail -2 "$sdir/enqueue.err")"; scenario_end; return; }
   local enqueue_s=$((SECONDS - t0))
-  local port i
+  local port
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
+  sleep 1
+  local rss_alone rss_crowd
+  rss_alone=$(rss_kb_of coordinator)
   start_crowd "$port" 2 "$crowd_n"
   local ready=0
   wait_for 120 grep -q "^ready" "$sdir/crowd.log" && ready=1
-  for i in 1 2 3 4; do
-    start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 20 --review-dist lognormal
+  # What the sessions cost, before any reviewer: the crowd's claims have been parked a moment.
+  sleep 2
+  rss_crowd=$(rss_kb_of coordinator)
+  # ---- a tenth of the backlog, then the whole of it ----
+  # Each stretch starts from a vacuumed table, so that the two differ by the backlog alone: the
+  # entries the claims leave dead at the head of jobs_claim_order until a vacuum are read by every
+  # later claim, whatever the backlog (drills/RUNBOOK.md, "A deep backlog"). The reviewers are
+  # stopped while the rest is enqueued, so that the second stretch starts at the whole backlog.
+  local stretch name i before mark
+  local -a done_n=() pending_at=() plans=() rss=()
+  for stretch in 0 1; do
+    if [ "$stretch" = 1 ]; then
+      t0=$SECONDS
+      backlog_enqueue $((backlog - first)) ||
+        { fail "backlog: enqueue" "aclaimctl enqueue failed: $(tail -2 "$sdir/enqueue.err")"; scenario_end; return; }
+      enqueue_s=$((enqueue_s + SECONDS - t0))
+    fi
+    q "VACUUM jobs" >/dev/null
+    pending_at[stretch]=$(q "SELECT count(*) FROM jobs WHERE org_id = 1 AND state = 'pending'")
+    for i in 1 2 3 4; do
+      start_worker "o1-w$stretch$i" 1 "$port" --concurrency 2 --review-ms 20 --review-dist lognormal
+    done
+    before=$(completed)
+    mark=$(log_size "$server_log")
+    sleep "$work_s"
+    done_n[stretch]=$(($(completed) - before))
+    plans[stretch]=$("$py" "$lib/claim_plans.py" "$server_log" "$mark" "$(log_size "$server_log")")
+    rss[stretch]=$(rss_kb_of coordinator)
+    for i in 1 2 3 4; do stop_one "o1-w$stretch$i"; done
+    pending_at[stretch]="${pending_at[stretch]} to $(q "SELECT count(*) FROM jobs WHERE org_id = 1 AND state = 'pending'")"
   done
-  local before
-  before=$(completed)
-  sleep "$work_s"
-  local after rss_kb
-  after=$(completed)
-  rss_kb=$(awk '/^VmRSS/ {print $2}' "/proc/${pid_of[coordinator]}/status" 2>/dev/null || echo 0)
-  stop_one o1-w1; stop_one o1-w2; stop_one o1-w3; stop_one o1-w4
-  local done_n=$((after - before)) sessions
+  local sessions
   sessions=$(log_count coordinator "session org=2 worker=")
-  if [ "$ready" = 1 ] && [ "$done_n" -ge $((work_s * 20)) ]; then
-    pass "backlog: $backlog jobs enqueued in $enqueue_s s; with $sessions idle sessions of another organization connected, 4 reviewers completed $done_n jobs in $work_s s ($((done_n / work_s)) a second); coordinator RSS $((rss_kb / 1024)) MB"
+  if [ "$ready" = 1 ] && [ "${done_n[0]}" -ge $((work_s * 20)) ] && [ "${done_n[1]}" -ge $((work_s * 20)) ]; then
+    pass "backlog: $backlog jobs enqueued in $enqueue_s s; with $sessions idle sessions of another organization connected, 4 reviewers completed ${done_n[0]} jobs in $work_s s at ${pending_at[0]} pending and ${done_n[1]} at ${pending_at[1]}"
   else
-    fail "backlog: reviewers served behind the crowd" "crowd ready=$ready ($(tail -2 "$sdir/crowd.log" | tr '\n' ' ')), $done_n jobs completed in $work_s s"
+    fail "backlog: reviewers served behind the crowd" "crowd ready=$ready ($(tail -2 "$sdir/crowd.log" | tr '\n' ' ')), ${done_n[0]} and ${done_n[1]} jobs completed in $work_s s each"
+  fi
+  # The claim: sampled plans at each backlog, each an index probe of jobs_claim_order, and the
+  # buffers it touched to find its candidates not growing with the backlog (median, at most 1.5 x
+  # and 8 buffers more).
+  local verdict
+  verdict=$("$py" - "${plans[0]}" "${plans[1]}" "${pending_at[0]}" "${pending_at[1]}" <<'PY'
+import json, sys
+a, b = json.loads(sys.argv[1] or "{}"), json.loads(sys.argv[2] or "{}")
+probe = "Index Scan on jobs_claim_order"
+def index_only(p):
+    return p.get("claims", 0) >= 5 and set(p.get("reads", {})) == {probe}
+ok = index_only(a) and index_only(b) and \
+    b["search_buffers_median"] <= 1.5 * a["search_buffers_median"] + 8
+def say(p, n):
+    return (f"{p.get('claims', 0)} sampled claims at {n} pending read jobs by {p.get('reads', {})}, "
+            f"finding their candidates in {p.get('search_buffers_median', 0)} buffers (median; "
+            f"p90 {p.get('search_buffers_p90', 0)}, most {p.get('search_buffers_max', 0)}), the whole "
+            f"statement {p.get('statement_buffers_per_job_median', 0)} buffers per job handed out")
+print("ok" if ok else "no", say(a, sys.argv[3]) + "; " + say(b, sys.argv[4]))
+PY
+)
+  if [ "${verdict%% *}" = ok ]; then
+    pass "backlog: the claim stays an index probe: ${verdict#* }"
+  else
+    fail "backlog: the claim stays an index probe" "${verdict#* }"
+  fi
+  # Memory: what the whole backlog added over a tenth of it stays within 4 MB and 16 bytes per job
+  # added, and below a quarter of what the sessions added: a coordinator that kept as little as 64
+  # bytes per pending job would not.
+  local by_sessions=$((rss_crowd - rss_alone)) by_backlog=$((rss[1] - rss[0]))
+  local bound=$((4096 + (backlog - first) * 16 / 1024))
+  local figures="RSS $((rss_alone / 1024)) MB alone, $((rss_crowd / 1024)) MB with $crowd_n idle sessions (+$((by_sessions / 1024)) MB), $((rss[0] / 1024)) MB after the stretch at ${pending_at[0]} pending, $((rss[1] / 1024)) MB after the one at ${pending_at[1]} (+$by_backlog KB, bound $bound KB)"
+  if [ "$rss_alone" -gt 0 ] && [ "${rss[1]}" -gt 0 ] && [ "$by_backlog" -le "$bound" ] &&
+    [ $((by_backlog * 4)) -lt "$by_sessions" ]; then
+    pass "backlog: coordinator memory grows with sessions, not with the backlog: $figures"
+  else
+    fail "backlog: coordinator memory grows with sessions, not with the backlog" "$figures"
   fi
   stop_one crowd
   scenario_end

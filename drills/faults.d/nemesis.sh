@@ -7,7 +7,13 @@
 #
 # One scheduler loop (a tick every 0.5 s) starts faults and ends them when their time is up, so
 # that faults of different kinds overlap; kinds that would fight each other (two faults of the
-# database, two of one coordinator, two of one worker) wait for the one under way. The kinds:
+# database, two of one coordinator, two of one worker) wait for the one under way. The draw is a
+# shuffled round of every kind first (a kind that cannot go in yet goes to the round's end), then
+# kinds at random; the run goes on past its seconds until the round is done (at most 180 s more,
+# 300 s on the cluster, whose four database kinds hold it 15-45 s each, one after another). It
+# passes only if every kind went in and two faults were active at once at some moment: each
+# fault's start and end (a kill: until its replacement runs; a database fault on the cluster:
+# until every member streams again) go to faults.tsv, which the check reads. The kinds:
 #   worker_kill      SIGKILL a worker, start a replacement
 #   worker_stop      SIGSTOP a worker for 0.5-4 s (past its 2 s lease at times), then SIGCONT
 #   coordinator_kill SIGKILL a coordinator, start it again on its endpoint
@@ -34,12 +40,28 @@
 # process (they need the database) wait while it is not writable, as they wait on a frozen server;
 # the next database fault waits until the cluster is whole again, so that only one member is ever
 # down and two of three always stand. RANDOM is seeded from --seed (printed), so a run can be
-# repeated.
+# repeated. --kinds draws only the kinds it names, for investigating; the every-kind check then
+# fails, as it must.
 
 nemesis_kinds="worker_kill worker_stop coordinator_kill coordinator_skew pg_restart pg_freeze net_cut"
 ha_kinds=(primary_kill switchover)
 if ${ha_mode:-false}; then nemesis_kinds="$nemesis_kinds ${ha_kinds[*]}"; fi
 declare -A nem_count=() nem_until=() nem_busy=()
+
+# Each fault's time under way, by an id (the key of a lasting fault, "db" for a database fault,
+# "x" for a fault that is over once its step returns): faults.tsv gets "start end kind target",
+# in ms from the start of the run, when it ends.
+declare -A nem_since=() nem_what=()
+nem_on() {  # nem_on ID KIND [TARGET]
+  nem_since[$1]=$(date +%s%3N)
+  nem_what[$1]="$2${3:+	$3}"
+}
+nem_off() {  # nem_off ID
+  [ -n "${nem_since[$1]:-}" ] || return 0
+  printf '%s\t%s\t%s\n' $((nem_since[$1] - nem_t0)) $(($(date +%s%3N) - nem_t0)) "${nem_what[$1]}" \
+    >>"$sdir/faults.tsv"
+  unset "nem_since[$1]" "nem_what[$1]"
+}
 
 pg_pids() {  # pg_pids [MEMBER]: the postmaster and its children, of the server or of a member
   local postmaster pidfile="$pgdir/data/postmaster.pid"
@@ -115,6 +137,7 @@ nemesis_ha_tick() {
       now=$(date +%s%3N)
       nem_ha_report+=("$(printf '%8.1f s  %-12s %-4s -> %-4s  writable in %5.1f s, whole in %5.1f s, timeline %s'         "$(awk -v a="$nem_ha_at" -v t="$nem_t0" 'BEGIN { print (a - t) / 1000 }')" "$kind" "$nem_ha_from" "$nem_ha_to"         "$(awk -v a="$nem_ha_at" -v b="$nem_ha_writable" 'BEGIN { print (b - a) / 1000 }')"         "$(awk -v a="$nem_ha_at" -v b="$now" 'BEGIN { print (b - a) / 1000 }')" "$nem_timeline")")
       nemesis_log "whole after $kind of $nem_ha_from after $((now - nem_ha_at)) ms"
+      nem_off db
       unset "nem_busy[ha]"
     elif [ $((now - nem_ha_at)) -gt 180000 ] && ! $nem_ha_late; then
       nem_ha_late=true
@@ -174,13 +197,16 @@ nemesis_begin() {  # nemesis_begin KIND: starts one fault; sets nem_until and ne
       slot=$((RANDOM % ${#nem_worker[@]}))
       [ -z "${nem_busy[w$slot]:-}" ] || return 1
       if ! worker_running "$slot"; then nemesis_start_worker "$slot"; return 1; fi
+      nem_on x worker_kill "${nem_worker[slot]}"
       kill_one "${nem_worker[slot]}"
       nemesis_log "worker_kill ${nem_worker[slot]}"
-      nemesis_start_worker "$slot" ;;
+      nemesis_start_worker "$slot"
+      nem_off x ;;
     worker_stop)
       slot=$((RANDOM % ${#nem_worker[@]}))
       [ -z "${nem_busy[w$slot]:-}" ] || return 1
       worker_running "$slot" || return 1
+      nem_on "w$slot" worker_stop "${nem_worker[slot]}"
       signal_one "${nem_worker[slot]}" STOP
       nem_busy[w$slot]=worker_stop
       nem_until[w$slot]=$((now + 500 + RANDOM % 3500))
@@ -188,20 +214,24 @@ nemesis_begin() {  # nemesis_begin KIND: starts one fault; sets nem_until and ne
     coordinator_kill)
       side=$((RANDOM % 2))
       [ -z "${nem_busy[c$side]:-}" ] || return 1
+      nem_on x coordinator_kill "coordinator-$side"
       kill_one "coordinator-$side"
       nemesis_log "coordinator_kill coordinator-$side"
-      start_coordinator "coordinator-$side" "${nem_port[side]}" || return 1 ;;
+      start_coordinator "coordinator-$side" "${nem_port[side]}" || return 1
+      nem_off x ;;
     coordinator_skew)
       side=$((RANDOM % 2))
       [ -z "${nem_busy[c$side]:-}" ] || return 1
       local skew=300
       [ $((RANDOM % 2)) = 0 ] || skew=-300
+      nem_on "c$side" coordinator_skew "coordinator-$side $skew ms"
       stop_one "coordinator-$side"
       start_coordinator "coordinator-$side" "${nem_port[side]}" --clock-skew-ms "$skew" || return 1
       nem_busy[c$side]=coordinator_skew
       nem_until[c$side]=$((now + 5000 + RANDOM % 5000))
       nemesis_log "coordinator_skew coordinator-$side ${skew} ms" ;;
     pg_restart)
+      nem_on db pg_restart "$nem_ha_from"
       if $ha_mode; then
         ha_ctl 30 crash "$nem_ha_from" >>"$sdir/ha-kill.log" 2>&1 || return 1
         nem_busy[pg]=pg_restart
@@ -209,19 +239,23 @@ nemesis_begin() {  # nemesis_begin KIND: starts one fault; sets nem_until and ne
       else
         nemesis_log "pg_restart"
         timeout -k 5 120 "$root/compose/pgtmp" restart "$pgdir" >>"$sdir/pg-restart.log" 2>&1 || return 1
+        nem_off db
       fi ;;
     pg_freeze)
       nem_pg_member=$nem_ha_from
+      nem_on db pg_freeze "$nem_pg_member"
       pg_signal STOP
       nem_busy[pg]=pg_freeze
       nem_until[pg]=$((now + 1000 + RANDOM % 2000))
       nemesis_log "pg_freeze ${nem_pg_member:-}${nem_pg_member:+ }until +$((nem_until[pg] - now)) ms" ;;
     primary_kill)
+      nem_on db primary_kill "$nem_ha_from"
       ha_ctl 30 kill "$nem_ha_from" >>"$sdir/ha-kill.log" 2>&1 || return 1
       nem_busy[pg]=primary_kill
       nemesis_log "primary_kill $nem_ha_from (Patroni and PostgreSQL)" ;;
     switchover)
       # In the background: the scheduler goes on while Patroni hands over.
+      nem_on db switchover "$nem_ha_from"
       timeout -k 5 100 "$root/compose/ha" switchover --dir "$hadir" >>"$sdir/switchover.log" 2>&1 &
       nem_sw_pid=$!
       nem_busy[pg]=switchover
@@ -230,6 +264,7 @@ nemesis_begin() {  # nemesis_begin KIND: starts one fault; sets nem_until and ne
       [ -z "${nem_busy[net]:-}" ] || return 1
       local how=blackhole
       [ $((RANDOM % 2)) = 0 ] || how=refuse
+      nem_on net net_cut "$how"
       relay_ctl cut "$how" >>"$sdir/relay-ctl.log" || return 1
       nem_busy[net]=net_cut
       nem_until[net]=$((now + 3000 + RANDOM % 3000))
@@ -241,11 +276,14 @@ nemesis_begin() {  # nemesis_begin KIND: starts one fault; sets nem_until and ne
 nemesis_end() {  # nemesis_end KEY: heals the lasting fault under KEY (w<slot>, c<side>, pg, net)
   local key=$1
   case "${nem_busy[$key]}" in
-    worker_stop) signal_one "${nem_worker[${key#w}]}" CONT 2>/dev/null || true ;;
+    worker_stop)
+      signal_one "${nem_worker[${key#w}]}" CONT 2>/dev/null || true
+      nem_off "$key" ;;
     coordinator_skew)
       local side=${key#c}
       stop_one "coordinator-$side"
-      start_coordinator "coordinator-$side" "${nem_port[side]}" || true ;;
+      start_coordinator "coordinator-$side" "${nem_port[side]}" || true
+      nem_off "$key" ;;
     pg_freeze)
       pg_signal CONT
       # On the cluster the thaw is not the end: the fault ends once the cluster takes writes.
@@ -253,8 +291,11 @@ nemesis_end() {  # nemesis_end KEY: heals the lasting fault under KEY (w<slot>, 
         nemesis_log "thaw of $nem_pg_member; waiting for the cluster"
         unset "nem_until[$key]"
         return 0
-      fi ;;
-    net_cut) relay_ctl heal >>"$sdir/relay-ctl.log" || true ;;
+      fi
+      nem_off db ;;
+    net_cut)
+      relay_ctl heal >>"$sdir/relay-ctl.log" || true
+      nem_off "$key" ;;
   esac
   nemesis_log "end ${nem_busy[$key]} ($key)"
   unset "nem_busy[$key]" "nem_until[$key]"
@@ -282,9 +323,26 @@ scenario_nemesis() {
   local where="one PostgreSQL"
   $ha_mode && where="the HA cluster (three members, synchronous replication)"
   scenario_begin nemesis "random overlapping faults of $(wc -w <<<"$nemesis_kinds") kinds for $seconds s (seed $seed) on $where under continuous enqueue, work and a consumer group"
+  # The kinds drawn: every kind, or (--kinds) those named, which must be kinds of this run.
+  local -a draw=()
+  local k
+  read -r -a draw <<<"${nemesis_only//,/ }"
+  [ "${#draw[@]}" -gt 0 ] || read -r -a draw <<<"$nemesis_kinds"
+  for k in "${draw[@]}"; do
+    [[ " $nemesis_kinds " = *" $k "* ]] || { fail "nemesis: --kinds" "$k is no kind of this run ($nemesis_kinds)"; scenario_end; return; }
+  done
+  # The first round: every kind drawn once, in an order the seed shuffles (Fisher-Yates).
+  local -a first_round=("${draw[@]}")
+  local i r t
+  for ((i = ${#first_round[@]} - 1; i > 0; i--)); do
+    r=$((RANDOM % (i + 1))); t=${first_round[i]}; first_round[i]=${first_round[r]}; first_round[r]=$t
+  done
+  [ -z "$nemesis_only" ] || echo "nemesis: drawing only $nemesis_only (--kinds): the every-kind check must fail"
   nem_t0=$(date +%s%3N)
+  : >"$sdir/faults.tsv"
   if $ha_mode; then nem_timeline=$(q "SELECT aclaim_timeline()"); fi
-  enqueue 1 400 50
+  local initial=400
+  enqueue 1 "$initial" 50
   nem_port=("$(free_port)" "$(free_port)")
   start_coordinator coordinator-0 "${nem_port[0]}" || { scenario_end; return; }
   start_coordinator coordinator-1 "${nem_port[1]}" || { scenario_end; return; }
@@ -327,8 +385,12 @@ scenario_nemesis() {
   ) &
   remember consumer $!
 
-  local end_at=$((nem_t0 + seconds * 1000)) now key kind next_fault=$((nem_t0 + 2000))
-  while now=$(date +%s%3N) && [ "$now" -lt "$end_at" ]; do
+  # The run ends after its seconds once the first round is done, and at the latest 180 s later
+  # (300 s on the cluster).
+  local end_at=$((nem_t0 + seconds * 1000)) now key kind next_fault=$((nem_t0 + 2000)) from_round
+  local last_at=$((end_at + 180000))
+  if $ha_mode; then last_at=$((end_at + 300000)); fi
+  while now=$(date +%s%3N) && { [ "$now" -lt "$end_at" ] || { [ "${#first_round[@]}" -gt 0 ] && [ "$now" -lt "$last_at" ]; }; }; do
     # The database is healed first: ending another fault may start a process that needs it.
     if [ -n "${nem_until[pg]:-}" ] && [ "$now" -ge "${nem_until[pg]}" ]; then nemesis_end pg; fi
     for key in "${!nem_until[@]}"; do
@@ -338,16 +400,16 @@ scenario_nemesis() {
     done
     if $ha_mode; then nemesis_ha_tick "$now"; fi
     if [ "$now" -ge "$next_fault" ]; then
-      read -r -a kinds <<<"$nemesis_kinds"
-      kind=${kinds[$((RANDOM % ${#kinds[@]}))]}
-      # A run on the cluster meets at least one of its own faults: until one went in, a drawn
-      # pg_restart or pg_freeze is a primary_kill or a switchover instead (each takes the cluster
-      # 15-20 s, so a short run would otherwise often end before one was drawn).
-      if $ha_mode && [ $((${nem_count[primary_kill]:-0} + ${nem_count[switchover]:-0})) = 0 ] &&
-        [[ $kind = pg_* ]]; then
-        kind=${ha_kinds[$((RANDOM % ${#ha_kinds[@]}))]}
+      # The round first: its head, which goes to the round's end when it cannot go in yet.
+      if [ "${#first_round[@]}" -gt 0 ]; then
+        kind=${first_round[0]}; first_round=("${first_round[@]:1}"); from_round=true
+      else
+        kind=${draw[$((RANDOM % ${#draw[@]}))]}; from_round=false
       fi
-      nemesis_begin "$kind" || nemesis_log "skipped $kind (busy or failed)"
+      if ! nemesis_begin "$kind"; then
+        nemesis_log "skipped $kind (busy or failed)"
+        if $from_round; then first_round+=("$kind"); fi
+      fi
       next_fault=$((now + 1000 + RANDOM % 3000))
     fi
     sleep 0.5
@@ -364,8 +426,6 @@ scenario_nemesis() {
   stop_one producer
   stop_one consumer
   kill -TERM "$(cat "$sdir/follow.pid" 2>/dev/null)" 2>/dev/null || true
-  local enqueued
-  enqueued=$(q "SELECT count(*) FROM jobs")
   wait_for "$drain_s" is_drained || true
   # The group catches up with what is left, then every completed job must have reached it.
   timeout -k 5 120 "$bin/aclaimctl" --dsn "$dsn" results follow --group nemesis --org 1 --json \
@@ -398,17 +458,58 @@ print(sum(1 for j in done if j not in seen), len(done), len(seen))
       "$(cat "$sdir"/coordinator-*.log | grep -c "resolved from the row as unknown" || true) unknown;" \
       "statements past their deadline: $(cat "$sdir"/coordinator-*.log | grep -c "did not answer within" || true)"
   fi
-  local drawn=0
-  for k in $nemesis_kinds; do [ "${nem_count[$k]:-0}" = 0 ] || drawn=$((drawn + 1)); done
-  local producer_ok
-  producer_ok=$(grep -c ok "$sdir/producer.log" 2>/dev/null || true)
-  # On the cluster a run of 30 s or more must have met a failover or a switchover.
-  local ha_faults=$((${nem_count[primary_kill]:-0} + ${nem_count[switchover]:-0})) ha_ok=true
-  if $ha_mode && [ "$seconds" -ge 30 ] && [ "$ha_faults" = 0 ]; then ha_ok=false; fi
-  if [ "$total_faults" -ge 3 ] && [ "$producer_ok" -ge 1 ] && $ha_ok; then
-    pass "nemesis: $total_faults faults of $drawn kinds in $seconds s ($report ), $enqueued jobs enqueued along the way ($producer_ok batches of 20 accepted by the database)"
+  # Every kind of this run went in (the first round guarantees it unless a kind never could).
+  local missing_kinds="" ran_s=$(( ($(date +%s%3N) - nem_t0) / 1000 ))
+  for k in $nemesis_kinds; do [ "${nem_count[$k]:-0}" -gt 0 ] || missing_kinds="$missing_kinds $k"; done
+  if [ -z "$missing_kinds" ]; then
+    pass "nemesis: every one of the $(wc -w <<<"$nemesis_kinds") kinds went in: $total_faults faults ($report ) in $ran_s s ($seconds s asked)"
   else
-    fail "nemesis: faults injected under load" "$total_faults faults ($report ), $producer_ok enqueue batches accepted"
+    fail "nemesis: every fault kind went in" "never injected:$missing_kinds ($total_faults faults:$report; the first round left: ${first_round[*]:-nothing})"
+  fi
+  # Overlap, from faults.tsv: pairs of faults under way at the same time, the most at once, and
+  # the time with two or more under way.
+  local overlap
+  overlap=$("$py" - "$sdir/faults.tsv" <<'PY' 2>&1
+import sys
+faults = []
+for line in open(sys.argv[1]):
+    f = line.rstrip("\n").split("\t")
+    if len(f) >= 3:
+        faults.append((int(f[0]), int(f[1]), f[2]))
+pairs = sum(1 for i, a in enumerate(faults) for b in faults[i + 1:]
+            if a[0] < b[1] and b[0] < a[1])
+kinds = sorted({" + ".join(sorted((a[2], b[2]))) for i, a in enumerate(faults) for b in faults[i + 1:]
+                if a[0] < b[1] and b[0] < a[1] and a[2] != b[2]})
+events = sorted([(s, 1) for s, _, _ in faults] + [(e, -1) for _, e, _ in faults],
+                key=lambda x: (x[0], x[1]))
+active = most = 0
+since = None
+overlapping_ms = 0
+for t, d in events:
+    if active >= 2 and since is not None:
+        overlapping_ms += t - since
+    active += d
+    most = max(most, active)
+    since = t
+print(len(faults), pairs, most, overlapping_ms, len(kinds))
+PY
+) || overlap="? ? ? ? ?"
+  local logged pairs most overlapping_ms kind_pairs
+  read -r logged pairs most overlapping_ms kind_pairs <<<"$overlap"
+  if [[ "$pairs" =~ ^[0-9]+$ ]] && [ "$pairs" -ge 1 ] && [ "$most" -ge 2 ] && [ "$logged" = "$total_faults" ]; then
+    pass "nemesis: faults overlapped: $pairs pairs of the $logged logged faults were under way together ($kind_pairs different pairs of kinds), up to $most at once, two or more for $(awk -v m="$overlapping_ms" 'BEGIN { printf "%.1f", m / 1000 }') s (faults.tsv)"
+  else
+    fail "nemesis: faults overlapped" "no moment with two faults under way at once, or a log that does not match the count: $logged faults logged for $total_faults injected, $pairs overlapping pairs, at most $most at once ($overlap)"
+  fi
+  # The producer's batches of 20 all reached the table (a refused one may have committed too),
+  # counted after the drain: an enqueue under way when the producer stopped has finished by then.
+  local producer_ok jobs_now
+  producer_ok=$(grep -c ok "$sdir/producer.log" 2>/dev/null || true)
+  jobs_now=$(q "SELECT count(*) FROM jobs" 2>/dev/null || echo 0)
+  if [ "$producer_ok" -ge 1 ] && [ "$jobs_now" -ge $((initial + 20 * producer_ok)) ]; then
+    pass "nemesis: $jobs_now jobs enqueued, at least the first $initial and the $producer_ok batches of 20 the database accepted along the way"
+  else
+    fail "nemesis: enqueue under the faults" "$jobs_now jobs for $initial + $producer_ok accepted batches of 20"
   fi
   local miss done_n seen_n
   read -r miss done_n seen_n <<<"$missing"

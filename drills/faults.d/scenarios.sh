@@ -411,12 +411,19 @@ scenario_rolling_restart() {
     start_coordinator "coordinator-$side" "$port" || break
   done
   wait_for "$drain_s" is_drained || true
-  local failovers
-  failovers=$(cat "$sdir"/o1-*.log 2>/dev/null | grep -c "reconnected" || true)
-  if [ "$ok" = 2 ] && [ "$failovers" -ge 1 ]; then
-    pass "rolling_restart: both coordinators drained and exited 0 in turn ($codes), work went on through the other each time, $failovers worker sessions moved"
+  # Each coordinator held three of the workers when it was drained (the b side held all six if
+  # the a side's stayed): every worker lost its session at least once and must have opened another
+  # ("(reconnected)" in its log), not just one of them.
+  local failovers=0 moved=0 w n stuck=""
+  for w in o1-a1 o1-a2 o1-a3 o1-b1 o1-b2 o1-b3; do
+    n=$(grep -c "session at .*(reconnected)" "$sdir/$w.log" 2>/dev/null || true)
+    failovers=$((failovers + n))
+    if [ "$n" -ge 1 ]; then moved=$((moved + 1)); else stuck="$stuck $w"; fi
+  done
+  if [ "$ok" = 2 ] && [ "$moved" = 6 ]; then
+    pass "rolling_restart: both coordinators drained and exited 0 in turn ($codes), work went on through the other each time, all 6 workers opened a new session ($failovers sessions moved)"
   else
-    fail "rolling_restart: restarts under load" "$ok of 2 restarts drained with exit 0 and progress meanwhile ($codes), $failovers worker sessions moved"
+    fail "rolling_restart: restarts under load" "$ok of 2 restarts drained with exit 0 and progress meanwhile ($codes), $moved of 6 workers opened a new session (none:${stuck:- -})"
   fi
   scenario_end
 }

@@ -117,8 +117,10 @@ ERROR_CODES = {"malformed", "wrong_version", "unknown_type", "oversized", "undec
                "no_session", "too_many_requests", "overloaded", "database_unavailable",
                "database_error", "not_committed", "outcome_unknown", "draining",
                "unauthenticated", "key_revoked", "queue_not_allowed"}
-# "assigned": the state a PROGRESS (1.5) leaves its job in.
-STATES = {"completed", "failed", "pending", "scheduled", "discarded", "assigned"}
+# ACCEPTED.state (docs/protocol.md, the ACCEPTED row); "assigned": the state a PROGRESS (1.5)
+# leaves its job in. A job waiting out its backoff is "pending" and one out of attempts "failed"
+# on the wire: since 1.1 a worker sees scheduling and discarding only as rejection reasons.
+STATES = {"completed", "failed", "pending", "assigned"}
 # What may answer each request (BYE is never answered).
 ANSWERS = {"HELLO": {"WELCOME", "ERROR"}, "CLAIM": {"ASSIGNED", "NO_WORK", "ERROR"},
            "RENEW": {"LEASE", "REVOKED", "ERROR"},
@@ -461,8 +463,9 @@ class Kit:
             raise RuntimeError(f"{' '.join(argv[:2])} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def enqueue(self, org, payload, max_attempts=3):
-        self.ctl("enqueue", "--org", str(org), "--max-attempts", str(max_attempts), payload)
+    def enqueue(self, org, payload, max_attempts=3, *extra):
+        self.ctl("enqueue", "--org", str(org), "--max-attempts", str(max_attempts), *extra,
+                 payload)
 
     def new_identity(self, org, name):
         """A worker of `org`: under CURVE a fresh key registered under `name`."""
@@ -815,11 +818,35 @@ def lifecycle(kit, enc):
         kit.check(f"[{enc}] ACCEPTED replayed for a repeated FAIL", r["replayed"] is True)
     req = ca.send("COMPLETE", enc, job_id=jid, generation=gen, result_ref="r:x")
     ca.expect_rejected("already_terminal", req, enc, f"[{enc}] COMPLETE of a failed job")
+    accepted_states(kit, enc, org, ca, payload)
 
     quarantine(kit, enc, org, ca)
     reclaim(kit, enc, org, ca)
     for c in (ca, cb, cs):
         c.close()
+
+
+def accepted_states(kit, enc, org, c, payload):
+    """A retryable FAIL that schedules a retry after a backoff, and one that uses the last
+    attempt: ACCEPTED names only the states of its field table (pending, failed)."""
+    kit.enqueue(org, payload + " backoff", 3, "--backoff-base", "1h")
+    job = c.claim_one(enc, f"[{enc}] CLAIM of a job with a backoff")
+    if job is not None:
+        req = c.send("FAIL", enc, job_id=job["job_id"], generation=job["generation"],
+                     reason="retry later", retryable=True)
+        r = c.expect("ACCEPTED", req, enc, f"[{enc}] FAIL retryable, retry after a backoff")
+        if r is not None:
+            kit.check(f"[{enc}] a retry waiting out its backoff is pending on the wire",
+                      r["state"] == "pending", r["state"])
+    kit.enqueue(org, payload + " last attempt", 1)
+    job = c.claim_one(enc, f"[{enc}] CLAIM of a job with one attempt")
+    if job is not None:
+        req = c.send("FAIL", enc, job_id=job["job_id"], generation=job["generation"],
+                     reason="no attempts left", retryable=True)
+        r = c.expect("ACCEPTED", req, enc, f"[{enc}] FAIL retryable on the last attempt")
+        if r is not None:
+            kit.check(f"[{enc}] a job out of attempts is failed on the wire",
+                      r["state"] == "failed", r["state"])
 
 
 def quarantine(kit, enc, org, c):
@@ -906,6 +933,20 @@ def errors(kit, enc):
         encode_binary("WELCOME", {"req": 5, "org_id": 1, "lease_ms": 1, "heartbeat_ms": 1,
                                   "max_body_bytes": 1})
     err("invalid", [tag, b"WELCOME", welcome_body], f"[{enc}] WELCOME sent to the coordinator", req=5)
+    # docs/protocol.md, "Which error, in which order": eighteen types, nine of them requests.
+    kit.check(f"[{enc}] the spec's tables: eighteen message types, nine requests",
+              len(ALL_FIELDS) == 18 and len(REQUEST_FIELDS) == 9, sorted(ALL_FIELDS))
+    sample = {"u64": 6, "i64": 1, "i32": 1, "u32": 1, "str": "x", "bool": True,
+              "jobs": [{n: ("x" if k == "str" else 1) for n, k in JOB_FIELDS}]}
+    for kind in sorted(REPLY_FIELDS):
+        if kind == "WELCOME":
+            continue
+        msg = {n: sample[k] for n, k in REPLY_FIELDS[kind]}
+        if kind == "PARKED":
+            msg["token"] = "0" * 64
+        body = encode_json(msg) if enc == "json" else encode_binary(kind, msg)
+        err("invalid", [tag, kind.encode(), body], f"[{enc}] {kind} sent to the coordinator",
+            req=6)
 
     # Sizes: max_body_bytes is answered by the body's own merits, one more byte is oversized.
     if enc == "json":
@@ -1172,6 +1213,25 @@ def complete_claim(kit, enc):
         kit.check(f"[{enc}] the carried claim long-polls its wait_ms: NO_WORK 'wait ended'",
                   got[1]["reason"] == "wait ended" and time.monotonic() - started >= 0.25,
                   repr(got[1]))
+    # Each is decided as if sent alone: a COMPLETE of a released job is lease_expired even when
+    # its carried claim takes that job again (rejection rule 8, not 9).
+    kit.enqueue(org, f"kit {kit.run_id} complete_claim {enc} released")
+    released = c.claim_one(enc, f"[{enc}] CLAIM of a job to release")
+    if released is not None:
+        req = c.send("RELEASE", enc, job_id=released["job_id"], generation=released["generation"])
+        c.expect("ACCEPTED", req, enc, f"[{enc}] RELEASE before COMPLETE+next")
+        done, nxt = c.complete_claim(enc, released, "review:released")
+        got = c.expect_in_order(["REJECTED", "ASSIGNED"], [done, nxt], enc,
+                                f"[{enc}] COMPLETE+next of a released job")
+        if got is not None:
+            kit.check(f"[{enc}] COMPLETE+next of a released job: REJECTED lease_expired, as alone",
+                      got[0]["reason"] == "lease_expired", repr(got[0]))
+            again = got[1]["jobs"][0]
+            kit.check(f"[{enc}] the carried claim took the released job again",
+                      again["job_id"] == released["job_id"] and
+                      again["generation"] > released["generation"], repr(again))
+            req = c.send("RELEASE", enc, job_id=again["job_id"], generation=again["generation"])
+            c.expect("ACCEPTED", req, enc, f"[{enc}] RELEASE of the job claimed again")
     # An invalid claim makes the whole COMPLETE invalid: one ERROR, for the COMPLETE's req.
     job = {"job_id": third["job_id"], "generation": third["generation"]}
     base = {"job_id": job["job_id"], "generation": job["generation"], "result_ref": "r:x"}
@@ -1694,6 +1754,20 @@ def progress(kit, enc):
             req = other.send("RELEASE", enc, job_id=held["job_id"], generation=held["generation"])
             other.expect("ACCEPTED", req, enc, f"[{enc}] RELEASE of the resumed job")
         other.close()
+    # docs/protocol.md, Features: PROGRESS is served on a session without the grant.
+    other = kit.connect(me)
+    other.hello(me, enc, f"[{enc}] HELLO of a holder that does not ask for progress")
+    held = other.claim_one(enc, f"[{enc}] CLAIM of the job once more")
+    if held is not None:
+        req = other.send("PROGRESS", enc, percent=70, note="", checkpoint="step=7",
+                         job_id=held["job_id"], generation=held["generation"])
+        r = other.expect("ACCEPTED", req, enc, f"[{enc}] PROGRESS on a session not granted progress")
+        if r is not None:
+            kit.check(f"[{enc}] PROGRESS without the grant: state assigned",
+                      r["state"] == "assigned", repr(r))
+        req = other.send("RELEASE", enc, job_id=held["job_id"], generation=held["generation"])
+        other.expect("ACCEPTED", req, enc, f"[{enc}] RELEASE of the job reported on")
+    other.close()
     req = c.send("PROGRESS", enc, percent=95, note="", checkpoint="", **ids)
     c.expect_rejected("stale_generation", req, enc, f"[{enc}] PROGRESS of a stale generation")
     c.close()
@@ -1878,6 +1952,16 @@ def park(kit, enc):
               status == 409 and body.get("reason") == "replayed", f"{status} {body}")
     req = c.send("PARK", enc, timeout_ms=60_000, note="", **ids)
     c.expect_rejected("already_terminal", req, enc, f"[{enc}] PARK of a job finished outside")
+    c.close()
+    # docs/protocol.md, Features: PARK is served on a session without the grant.
+    c = kit.connect(me)
+    c.hello(me, enc, f"[{enc}] HELLO of a holder that does not ask for park")
+    kit.enqueue(org, f"kit {kit.run_id} park without the grant {enc}")
+    held = c.claim_one(enc, f"[{enc}] CLAIM of a job to park without the grant")
+    if held is not None:
+        req = c.send("PARK", enc, job_id=held["job_id"], generation=held["generation"],
+                     timeout_ms=60_000, note="")
+        c.expect("PARKED", req, enc, f"[{enc}] PARK on a session not granted park")
     c.close()
 
 

@@ -12,7 +12,9 @@
  *   - Workers: claim, renew, complete, fail (retryable or final), release; they keep the
  *     generation they were given, re-send a COMPLETE/FAIL/RELEASE/RENEW whose reply is lost or
  *     answered not_committed / outcome_unknown (to either coordinator: the session may move),
- *     and never re-send a CLAIM.
+ *     and never re-send a CLAIM. A worker's process may die and a new one start under the same
+ *     name (the row's assignee) on the other coordinator, knowing nothing of the old one's
+ *     requests, which may still be on their way; replies to the old process go nowhere.
  *   - Coordinators: each takes one request and coalesces the next waiting request of the same
  *     kind into one transaction, as the work queue does; the transaction commits, or the
  *     coordinator dies before the commit or between the commit and the replies (its queued
@@ -35,24 +37,28 @@
  *
  * Properties
  *   P1 at most one accepted completion per job (in the history the database kept);
- *   P2 a completion is accepted only from the holder of the job's current generation, while
- *      that claim's lease is live by the deciding coordinator's clock;
+ *   P2 a completion is accepted only from the holder of the job's current generation (the
+ *      process the grant went to, not only a process of the same name), while that claim's
+ *      lease is live by the deciding coordinator's clock: no stale completion;
  *   P3 no fencing token (job, generation) is granted twice, in any history: so no token is ever
  *      held by two workers;
  *   P4 a renewal extends only the live lease of the current generation, held by the renewer:
  *      never a completed, failed, reclaimed, released or cancelled one;
- *   P5 a worker is answered ACCEPTED only for a transition the row shows committed, and
- *      not_committed only for one that did not commit (or was lost with a failover since);
+ *   P5 a worker is answered ACCEPTED only for a transition the row shows committed (checked where
+ *      the worker takes the answer, against a ghost record of what committed), and not_committed
+ *      only for one that did not commit (or was lost with a failover since);
  *   P6 (LIVE build, weak fairness) every job ends: completed, failed, discarded or cancelled,
  *      and stays so (<>[] ended).
- *   P1-P5 are assertions, checked in every state of the safety run and of the liveness run.
+ *   P1-P5 are assertions, checked in every state of the safety run and of the liveness run; each
+ *   carries its property's tag in a comment on its line (check.sh reads the tag of the assertion
+ *   a trail violates), and the model's own bounds carry the tag "bound".
  *
  * Bounds (defaults; each a -D macro): 2 workers, 2 coordinators, 1 job, lease L = 2 ticks,
  * skew D = 1 tick, batches of 2, MAXATT = 2 attempts, K = 4 generations per timeline (so
  * generations stay below 9), and over a whole run at most LOSS = 1 lost message, DUPS = 1
  * duplicate, REORDERS = 1 overtaking, EARLY = 1 early give-up, CRASHES = 1 coordinator death,
- * INDOUBT = 1 interrupted commit, FAILOVERS = 1 lossy failover, CANCELS = 1 cancel,
- * RENEWS = 1 renewal and RELEASES = 1 release. The budgets keep the state space finite and make
+ * INDOUBT = 1 interrupted commit, FAILOVERS = 1 lossy failover, RESTARTS = 1 worker restart,
+ * CANCELS = 1 cancel, RENEWS = 1 renewal and RELEASES = 1 release. The budgets keep the state space finite and make
  * the liveness property meaningful: an adversary with unbounded faults can starve any protocol.
  *
  * Abstracted away: organizations, queues, priorities and claim order (one job); sessions and
@@ -63,11 +69,24 @@
  * answered NO_WORK); the audit log except for the count of accepted completions; split brain,
  * which the HA manager prevents (docs/guarantees.md).
  *
- * Variants, each removing one safeguard (each must yield a counterexample once checked):
- *   NO_GEN_BUMP           the claim of a reclaimed job keeps its generation
- *   NO_GEN_CHECK          the completion's fence omits the token (generation and assignee)
- *   NO_EPOCH              the claim ignores the timeline: generation + 1 after a failover too
- *   NO_RENEW_GEN_CHECK    the renewal's fence omits the token (generation and assignee)
+ * Variants, each removing one safeguard; each must yield a counterexample that violates the
+ * property named here, and no other check (check.sh):
+ *   NO_STATE_FENCE        P1  a completed row still fences a completion: the completion's fence
+ *                             omits state = 'assigned' and the completion keeps the lease (either
+ *                             guard alone keeps a completed row terminal); a duplicate completes
+ *                             the job twice
+ *   NO_GEN_BUMP           P2  the claim of a reclaimed job keeps its generation; a restarted
+ *                             worker's completion of its reclaimed claim is accepted against the
+ *                             new grant under its name (P3's checks, which read the mutation
+ *                             straight back, are left out of this variant)
+ *   NO_GEN_CHECK          P2  the completion's fence omits the token (generation and assignee)
+ *   NO_EPOCH              P3  the claim ignores the timeline: generation + 1 after a failover too
+ *   NO_RENEW_GEN_CHECK    P4  the renewal's fence omits the token (generation and assignee)
+ *   NO_COMMIT_RESOLUTION  P5  a batch whose commit broke is answered with the statement's own
+ *                             answers, the row never read again: a completion that did not
+ *                             commit is answered ACCEPTED
+ *   NO_REAP               P6  no reaper: an expired lease is never taken back, so a job whose
+ *                             holder's completion came too late stays assigned for ever
  */
 
 #ifndef NW
@@ -118,6 +137,9 @@
 #ifndef RELEASES
 #define RELEASES 1
 #endif
+#ifndef RESTARTS
+#define RESTARTS 1
+#endif
 
 #define B 2              /* requests per coalesced transaction */
 #ifndef QCAP
@@ -126,7 +148,11 @@
 #define GMAX (2 * K)     /* highest generation two timelines can grant */
 #define NOBODY NW
 #define SKEW(c) ((c) * D)
-#define HOME(w) ((w) % NC)   /* the coordinator a worker's session starts on */
+/* A session s is worker NAME(s)'s process: s = w at the start, s = w + NW after its restart. The
+ * row's assignee is the name; replies go to a session. A restarted worker connects to the next
+ * endpoint of its list, the other coordinator. */
+#define NAME(s) ((s) % NW)
+#define HOME(s) (((s) + (s) / NW) % NC)   /* the coordinator a session starts on */
 
 /* Row states. Every state from ST_COMPLETED on is terminal. */
 #define ST_PENDING 0
@@ -155,14 +181,23 @@ byte tl = 1;     /* the primary's timeline */
 
 /* Ghosts: facts about the world, not the database, so a failover does not roll them back. */
 bit granted[GMAX + 1];   /* P3: every generation ever granted, in any history */
-byte holder[GMAX + 1];   /* to whom */
+byte holder[GMAX + 1];   /* to which session */
+/* P5: how the claim of each generation ended by a committed transition, in any history (bits):
+ * 1 its holder's COMPLETE; 2 its holder's FAIL or RELEASE, or the reaper's discard once its
+ * attempts were used up (which the product answers a FAIL of that claim ACCEPTED for: the row
+ * shows the job ended, discarded, at that generation and assignee, as the FAIL would have left
+ * it; common::diagnose). */
+byte settled[GMAX + 1];
+
+byte sess[NW];           /* each worker's current session (its process) */
 
 /* Fault budgets, shared by all processes. */
 byte loss = LOSS, dups = DUPS, reorders = REORDERS, early = EARLY;
 byte crashes = CRASHES, indoubt = INDOUBT, renews = RENEWS, releases = RELEASES;
+byte restarts = RESTARTS;
 
-chan to_c[NC] = [QCAP] of { mtype, byte, byte };   /* kind, worker, generation */
-chan to_w[NW] = [QCAP] of { mtype, byte };         /* kind, generation */
+chan to_c[NC] = [QCAP] of { mtype, byte, byte };   /* kind, session, generation */
+chan to_w[NW] = [QCAP] of { mtype, byte };         /* kind, generation: to a worker's process */
 
 /* The batch each coordinator is working on (global so that a worker's give-up can see that a
  * request of its own is still being served) and the replies it decided. */
@@ -175,10 +210,10 @@ byte rg[NC * B];
 
 #define ended (db.st >= ST_COMPLETED)
 #define live(c) (db.st == ST_ASSIGNED && db.left > SKEW(c))
-#define inbatch(c, w) (bn[c] > 0 && (bw[(c) * B] == (w) || (bn[c] > 1 && bw[(c) * B + 1] == (w))))
-/* Nothing of worker w is on its way: its reply timeout is then no guess. */
-#define quiet(w) (len(to_w[w]) == 0 && !(to_c[0]??[_, eval(w), _]) && !(to_c[1]??[_, eval(w), _]) \
-                  && !inbatch(0, w) && !inbatch(1, w))
+#define inbatch(c, s) (bn[c] > 0 && (bw[(c) * B] == (s) || (bn[c] > 1 && bw[(c) * B + 1] == (s))))
+/* Nothing of session s is on its way: its reply timeout is then no guess. */
+#define quiet(s) (len(to_w[NAME(s)]) == 0 && !(to_c[0]??[_, eval(s), _]) \
+                  && !(to_c[1]??[_, eval(s), _]) && !inbatch(0, s) && !inbatch(1, s))
 
 inline copy_row(to, from) {
     to.st = from.st; to.gen = from.gen; to.who = from.who;
@@ -190,21 +225,23 @@ inline net_to_c(c, t, w, g) {
     if
     :: loss > 0 -> loss--
     :: true ->
-        assert(len(to_c[c]) < QCAP); to_c[c]!t, w, g;
+        assert(len(to_c[c]) < QCAP); to_c[c]!t, w, g;                         /* bound */
         if
-        :: dups > 0 -> dups--; assert(len(to_c[c]) < QCAP); to_c[c]!t, w, g
+        :: dups > 0 -> dups--; assert(len(to_c[c]) < QCAP); to_c[c]!t, w, g  /* bound */
         :: true
         fi
     fi
 }
 
-inline net_to_w(w, t, g) {
+/* To session s: a reply to a process that is gone (the worker restarted) goes nowhere. */
+inline net_to_w(s, t, g) {
     if
-    :: loss > 0 -> loss--
-    :: true ->
-        assert(len(to_w[w]) < QCAP); to_w[w]!t, g;
+    :: sess[NAME(s)] != s
+    :: sess[NAME(s)] == s && loss > 0 -> loss--
+    :: sess[NAME(s)] == s ->
+        assert(len(to_w[NAME(s)]) < QCAP); to_w[NAME(s)]!t, g;                 /* bound */
         if
-        :: dups > 0 -> dups--; assert(len(to_w[w]) < QCAP); to_w[w]!t, g
+        :: dups > 0 -> dups--; assert(len(to_w[NAME(s)]) < QCAP); to_w[NAME(s)]!t, g  /* bound */
         :: true
         fi
     fi
@@ -214,7 +251,7 @@ inline net_to_w(w, t, g) {
 
 /* The fence every transition of a held job shares: state = 'assigned' AND generation = $g
  * AND assignee = $w AND lease_expires_at > $now. */
-#define fenced(c, w, g) (live(c) && db.gen == (g) && db.who == (w))
+#define fenced(c, s, g) (live(c) && db.gen == (g) && db.who == NAME(s))
 
 /* sql::kClaim / kClaimBatch: a pending job becomes assigned at the next generation, or at the
  * first one of the current timeline's range when that is higher (schema/0009). */
@@ -229,10 +266,14 @@ inline claim() {
 #ifdef NO_GEN_BUMP
         if :: reclaimed -> nx = db.gen :: else fi;
 #endif
-        assert(nx <= tl * K);                 /* the timeline's range is never exhausted */
+        assert(nx <= tl * K);                 /* bound: the timeline's range is never exhausted */
+#ifndef NO_GEN_BUMP
+        /* That variant grants a token twice by construction: its run shows what that lets through
+         * (P2), so the P3 checks, the variant's own mutation read back, are left out of it. */
         assert(!granted[nx]);                 /* P3 */
+#endif
         granted[nx] = 1; holder[nx] = rw;
-        db.st = ST_ASSIGNED; db.gen = nx; db.who = rw; db.left = L + SKEW(c); db.att++;
+        db.st = ST_ASSIGNED; db.gen = nx; db.who = NAME(rw); db.left = L + SKEW(c); db.att++;
 #ifdef NO_GEN_BUMP
         reclaimed = 0;
 #endif
@@ -262,20 +303,28 @@ inline renew() {
 }
 
 /* sql::kComplete / kCompleteBatch; a refused one is answered from the row (kAuthority,
- * common::diagnose): the same completion already committed is ACCEPTED, replayed. */
+ * common::diagnose): the same completion already committed is ACCEPTED, replayed. Two guards make
+ * a completed row refuse another completion: the fence's state = 'assigned' and the lease the
+ * completion clears (lease_expires_at = NULL); NO_STATE_FENCE drops both. */
 inline complete() {
     if
-#ifdef NO_GEN_CHECK
+#if defined(NO_GEN_CHECK)
     :: live(c) ->
+#elif defined(NO_STATE_FENCE)
+    :: db.left > SKEW(c) && db.gen == rgen && db.who == NAME(rw) ->
 #else
     :: fenced(c, rw, rgen) ->
 #endif
-        assert(db.done == 0);                                             /* P1 */
+        assert(db.done == 0);                                                     /* P1 */
         assert(db.gen == rgen && holder[rgen] == rw && db.left > SKEW(c));       /* P2 */
-        db.st = ST_COMPLETED; db.left = 0; db.done++;
+        db.st = ST_COMPLETED; db.done++; settled[rgen] = settled[rgen] | 1;
+#ifndef NO_STATE_FENCE
+        db.left = 0;
+#endif
         rk[slot] = ACCEPTED
     :: else ->
-        rk[slot] = (db.st == ST_COMPLETED && db.gen == rgen && db.who == rw -> ACCEPTED : REJECTED)
+        rk[slot] = (db.st == ST_COMPLETED && db.gen == rgen && db.who == NAME(rw) -> ACCEPTED
+                                                                              : REJECTED)
     fi;
     rg[slot] = rgen
 }
@@ -290,11 +339,11 @@ inline fail(retry) {
         :: retry && db.att >= MAXATT -> db.st = ST_DISCARDED
         :: else -> db.st = ST_FAILED
         fi;
-        db.left = 0;
+        db.left = 0; settled[rgen] = settled[rgen] | 2;
         rk[slot] = ACCEPTED
     :: else ->
-        rk[slot] = ((db.st == ST_FAILED || db.st == ST_DISCARDED) && db.gen == rgen && db.who == rw
-                 -> ACCEPTED : REJECTED)
+        rk[slot] = ((db.st == ST_FAILED || db.st == ST_DISCARDED) && db.gen == rgen
+                    && db.who == NAME(rw) -> ACCEPTED : REJECTED)
     fi;
     rg[slot] = rgen
 }
@@ -304,6 +353,7 @@ inline release() {
     if
     :: fenced(c, rw, rgen) ->
         db.st = ST_PENDING; db.who = NOBODY; db.left = 0; db.att--;
+        settled[rgen] = settled[rgen] | 2;
         rk[slot] = ACCEPTED
     :: else -> rk[slot] = REJECTED
     fi;
@@ -344,10 +394,10 @@ inline resolve_batch(c, was_applied, tl_then) {
         if
         :: bk[c] == CLAIM -> rk[c * B + j] = NO_WORK
         :: bk[c] == RENEW -> rk[c * B + j] = RESEND
-        :: bk[c] == COMPLETE && db.st == ST_COMPLETED && db.gen == rgen && db.who == rw ->
+        :: bk[c] == COMPLETE && db.st == ST_COMPLETED && db.gen == rgen && db.who == NAME(rw) ->
             rk[c * B + j] = ACCEPTED
         :: ((bk[c] == FAIL_RETRY || bk[c] == FAIL_FINAL) &&
-            (db.st == ST_FAILED || db.st == ST_DISCARDED) && db.gen == rgen && db.who == rw) ->
+            (db.st == ST_FAILED || db.st == ST_DISCARDED) && db.gen == rgen && db.who == NAME(rw)) ->
             rk[c * B + j] = ACCEPTED
         :: else ->
             /* Not applied by the row's reading: NotApplied when the row proves it, else Unknown.
@@ -385,6 +435,29 @@ inline send_replies(c) {
     bn[c] = 0
 }
 
+#ifdef NO_COMMIT_RESOLUTION
+/* The variant's answers to a batch whose commit broke and did not happen: a completion the
+ * statement matched is answered with the statement's own ACCEPTED, the row never read again;
+ * every other request as the resolution would answer one it cannot prove (claims NO_WORK, the
+ * rest re-sent). */
+inline own_answers(c) {
+    j = 0;
+    do
+    :: j < bn[c] ->
+        rw = bw[c * B + j]; rgen = bg[c * B + j];
+        rg[c * B + j] = rgen;
+        if
+        :: bk[c] == CLAIM -> rk[c * B + j] = NO_WORK
+        :: bk[c] == COMPLETE && fenced(c, rw, rgen) -> rk[c * B + j] = ACCEPTED
+        :: else -> rk[c * B + j] = RESEND
+        fi;
+        j++
+    :: else -> break
+    od;
+    j = 0; rw = 0; rgen = 0
+}
+#endif
+
 /* A coordinator process dies: its batch and the requests queued on its socket are gone. */
 inline die(c) {
     bn[c] = 0;
@@ -421,13 +494,21 @@ end:
                 die(c)
             :: indoubt > 0 ->                      /* the connection breaks at the commit */
                 indoubt--; tl_then = tl; phase = 1;
+#ifdef NO_COMMIT_RESOLUTION
+                if :: apply_batch(c); applied = 1 :: own_answers(c); applied = 0 fi
+#else
                 if :: apply_batch(c); applied = 1 :: applied = 0 fi
+#endif
             fi
        };
        /* The replies leave after the commit; in doubt, after the row was read again. */
        atomic {
             if
+#ifdef NO_COMMIT_RESOLUTION
+            :: phase == 1 -> applied = 0; tl_then = 0; phase = 0   /* the answers stand as they are */
+#else
             :: phase == 1 -> resolve_batch(c, applied, tl_then); applied = 0; tl_then = 0; phase = 0
+#endif
             :: else
             fi;
             send_replies(c)
@@ -437,7 +518,7 @@ end:
     od
 }
 
-proctype Worker(byte w) {
+proctype Worker(byte w) {   /* w: the worker's name; sess[w] its process of the moment */
     byte held;        /* generation held, 0: none */
     mtype out = NONE; /* the request awaiting its reply */
     mtype t;
@@ -448,9 +529,9 @@ end:
         /* A new claim waits until every earlier reply is in: the worker library tells replies
          * apart by request id, which this model has not, so a late NO_WORK is never taken for
          * the answer to a newer claim. */
-        out == NONE && held == 0 && quiet(w) ->
+        out == NONE && held == 0 && quiet(sess[w]) ->
             out = CLAIM;
-            net_to_c(HOME(w), CLAIM, w, 0)
+            net_to_c(HOME(sess[w]), CLAIM, sess[w], 0)
         }
     :: atomic {
         out == NONE && held != 0 ->
@@ -461,7 +542,7 @@ end:
             :: out = FAIL_FINAL
             :: releases > 0 -> releases--; out = RELEASE
             fi;
-            net_to_c(HOME(w), out, w, held)
+            net_to_c(HOME(sess[w]), out, sess[w], held)
         }
     :: atomic {
         to_w[w]?t, g ->
@@ -469,18 +550,27 @@ end:
             :: t == ASSIGNED ->
                 /* A late grant while holding the job is left to expire. */
                 if
-                :: held == 0 -> assert(holder[g] == w); held = g;
+                :: held == 0 ->
+#ifndef NO_GEN_BUMP
+                    assert(holder[g] == sess[w]);                                      /* P3 */
+#endif
+                    held = g;
                                 if :: out == CLAIM -> out = NONE :: else fi
                 :: else
                 fi
             :: t == NO_WORK -> if :: out == CLAIM -> out = NONE :: else fi
             :: t == LEASE -> if :: g == held && out == RENEW -> out = NONE :: else fi
             :: t == REVOKED || t == ACCEPTED || t == REJECTED ->
-                if :: g == held && g != 0 -> held = 0; out = NONE :: else fi
+                if
+                :: g == held && g != 0 ->
+                    assert(t != ACCEPTED || (settled[g] & (out == COMPLETE -> 1 : 2)) != 0); /* P5 */
+                    held = 0; out = NONE
+                :: else
+                fi
             :: t == RESEND ->
                 if
                 :: g == held && g != 0 && out != NONE && out != CLAIM ->
-                    if :: net_to_c(0, out, w, held) :: net_to_c(1, out, w, held) fi
+                    if :: net_to_c(0, out, sess[w], held) :: net_to_c(1, out, sess[w], held) fi
                 :: else
                 fi
             fi;
@@ -489,12 +579,23 @@ end:
     :: atomic {
         /* The reply timeout: nothing is coming, or (budget) the worker gives up early. The
          * guard is inside the atomic step, so the budget it tested is the one it spends. */
-        out != NONE && (quiet(w) || early > 0) ->
-            if :: !quiet(w) -> early-- :: else fi;
+        out != NONE && (quiet(sess[w]) || early > 0) ->
+            if :: !quiet(sess[w]) -> early-- :: else fi;
             if
             :: out == CLAIM -> out = NONE      /* never re-sent: its grant, if any, expires */
-            :: else -> if :: net_to_c(0, out, w, held) :: net_to_c(1, out, w, held) fi
+            :: else -> if :: net_to_c(0, out, sess[w], held) :: net_to_c(1, out, sess[w], held) fi
             fi
+        }
+    :: atomic {
+        /* The process dies (budget) and a new one starts under the same name, knowing nothing:
+         * the old one's requests may still be on their way, and its replies go nowhere. */
+        restarts > 0 ->
+            restarts--;
+            sess[w] = w + NW; held = 0; out = NONE;
+            do
+            :: to_w[w]?_, _
+            :: len(to_w[w]) == 0 -> break
+            od
         }
     :: reorders > 0 && len(to_w[w]) >= 2 ->
         atomic { reorders--; to_w[w]?t, g; to_w[w]!t, g; t = NONE; g = 0 }
@@ -511,7 +612,7 @@ end:
         db.st == ST_ASSIGNED && db.left <= SKEW(NC - 1) ->
             w = db.who;
             if
-            :: db.att >= MAXATT -> db.st = ST_DISCARDED
+            :: db.att >= MAXATT -> db.st = ST_DISCARDED; settled[db.gen] = settled[db.gen] | 2
             :: else -> db.st = ST_PENDING; db.who = NOBODY
             fi;
             db.left = 0;
@@ -519,7 +620,7 @@ end:
             reclaimed = 1;
 #endif
             g = db.gen;
-            net_to_w(w, REVOKED, g);
+            net_to_w(sess[w], REVOKED, g);
             w = 0; g = 0
        }
     od
@@ -547,7 +648,7 @@ proctype Operator() {
                 w = db.who;
                 db.st = ST_CANCELLED; db.left = 0;
                 g = db.gen;
-                if :: w != NOBODY -> net_to_w(w, REVOKED, g) :: else fi
+                if :: w != NOBODY -> net_to_w(sess[w], REVOKED, g) :: else fi
         }
     :: skip
     fi
@@ -577,9 +678,13 @@ init {
         db.st = ST_PENDING; db.who = NOBODY;
         copy_row(sb, db);          /* the enqueue was replicated */
         byte c;
+        for (c : 0 .. NW - 1) { sess[c] = c }
         for (c : 0 .. NC - 1) { run Coordinator(c) }
         for (c : 0 .. NW - 1) { run Worker(c) }
-        run Reaper(); run Clock(); run Operator(); run Replication()
+#ifndef NO_REAP
+        run Reaper();
+#endif
+        run Clock(); run Operator(); run Replication()
     }
 }
 

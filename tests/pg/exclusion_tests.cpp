@@ -5,6 +5,7 @@
 // job every claimer is excluded from stays pending; and a queue that never received a job with
 // exclusions runs the claim statements that ran before exclusions existed.
 
+#include <array>
 #include <barrier>
 #include <catch2/catch.hpp>
 #include <memory>
@@ -12,7 +13,10 @@
 
 #include "common/ops/checker.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/new_job_arrays.hpp"
+#include "common/store/pg_time.hpp"
 #include "common/store/store_sql.hpp"
+#include "tests/support/process.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
@@ -244,37 +248,92 @@ TEST_CASE("not whoever completed job X: its completer never gets the job", "[exc
 TEST_CASE("claims racing the enqueue that first flags a queue never take an excluded job",
           "[exclusions][claim]") {
     Fixture f;
-    constexpr int kRounds = 20;
+    // Two single claims and a coalesced one, each on its own connection, each of which has
+    // claimed before: its epoch is known, and nothing it read says the queue has exclusions.
     constexpr int kClaimers = 3;
+    const std::string queue = "review";
     std::vector<std::unique_ptr<common::AssignmentStore>> stores;
+    std::vector<int> pids;
     for (int i = 0; i < kClaimers; ++i) {
         stores.push_back(std::make_unique<common::AssignmentStore>(f.db.dsn()));
+        pids.push_back(stores.back()->connection().backendpid());
+        (void)stores.back()->claim(1, {"K1", 1, {queue}}, kLease, f.clock.now());
     }
-    for (int round = 0; round < kRounds; ++round) {
-        // A queue of its own each round, so that each enqueue is the one that flags it; every
-        // claimer has claimed before (its epoch is known) and serves it.
-        const std::string queue = "review-" + std::to_string(round);
-        for (auto& s : stores) (void)s->claim(1, {"K1", 1, {queue}}, kLease, f.clock.now());
-        std::barrier start(kClaimers + 1);
-        std::vector<std::thread> threads;
-        threads.emplace_back([&] {
-            start.arrive_and_wait();
-            f.enqueue({job("x", {"K1"}, {}, queue)});
+    const std::array<bool, kClaimers> batch{false, false, true};
+
+    // The store's own enqueue statement, with the arrays the store binds, in a transaction held
+    // open: it has flagged the queue and advanced the epoch under the organization's queue lock,
+    // and its job is not visible yet.
+    auto enqueuer = f.db.connect();
+    const int enqueuer_pid = enqueuer->backendpid();
+    pqxx::work enqueue(*enqueuer);
+    const auto a = common::new_job_arrays({job("x", {"K1"}, {}, queue)});
+    REQUIRE(a.exclude_n);
+    const JobId excluded =
+        enqueue
+            .exec_params(common::sql::kEnqueueExcluding.text, 1, f.clock.now(), a.queues,
+                         a.payloads, a.priorities, a.run_at_us, a.max_attempts, a.backoff_base_us,
+                         a.backoff_cap_us, a.run_timeout_us, a.dedupe_keys, common::Duration{0},
+                         a.depends_n, a.depends_on, a.on_failure, a.exclude_n, a.exclude_keys,
+                         a.exclude_jobs)[0]["id"]
+            .as<JobId>();
+
+    // Catch's assertions are not thread-safe: the threads only record, the test checks.
+    std::vector<std::size_t> taken(kClaimers, 99);
+    std::vector<std::string> statement(kClaimers);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kClaimers; ++i) {
+        threads.emplace_back([&, i] {
+            auto& s = *stores[static_cast<std::size_t>(i)];
+            const auto n = static_cast<std::size_t>(i);
+            if (batch[n]) {
+                const auto out = s.claim_batch(1, std::vector<ClaimRequest>{{"K1", 1, {queue}}},
+                                               kLease, f.clock.now());
+                taken[n] = out.at(0).leases.size();
+            } else {
+                taken[n] = s.claim(1, {"K1", 1, {queue}}, kLease, f.clock.now()).leases.size();
+            }
+            statement[n] = s.last_claim_statement();
         });
-        for (int i = 0; i < kClaimers; ++i) {
-            threads.emplace_back([&, i] {
-                start.arrive_and_wait();
-                for (int k = 0; k < 5; ++k) {
-                    (void)stores[static_cast<std::size_t>(i)]->claim(1, {"K1", 1, {queue}}, kLease,
-                                                                     f.clock.now());
-                }
-            });
-        }
-        for (auto& t : threads) t.join();
     }
+    // The enqueue commits only once every claim is seen waiting on it, so that each claim's
+    // first statement began before the flag committed and the claim itself runs after it.
+    auto watcher = f.db.connect();
+    int waiting = 0;
+    const bool all_waiting = testing::eventually(
+        [&] {
+            pqxx::read_transaction t(*watcher);
+            waiting = t.exec_params1(
+                           "SELECT count(*) FROM pg_stat_activity "
+                           "WHERE pid = ANY($1::int[]) "
+                           "AND $2::int = ANY (pg_blocking_pids(pid))",
+                           "{" + std::to_string(pids[0]) + "," + std::to_string(pids[1]) + "," +
+                               std::to_string(pids[2]) + "}",
+                           enqueuer_pid)[0]
+                          .as<int>();
+            return waiting == kClaimers;
+        },
+        std::chrono::seconds(10));
+    enqueue.commit();
+    for (auto& t : threads) t.join();
+    INFO(waiting << " of " << kClaimers << " claims were seen waiting on the open enqueue");
+    REQUIRE(all_waiting);
+
+    for (int i = 0; i < kClaimers; ++i) {
+        const auto n = static_cast<std::size_t>(i);
+        INFO("claimer " << i << (batch[n] ? " (coalesced)" : " (single)"));
+        CHECK(taken[n] == 0);
+        // The epoch they read after the lock moved: each ran the exclusion-aware statement, though
+        // its own snapshot of the queue's flag predates the commit.
+        CHECK(statement[n] == (batch[n] ? common::sql::kClaimBatchExcluding.name
+                                        : common::sql::kClaimExcluding.name));
+    }
+    CHECK(f.state(excluded) == "pending");
     CHECK(f.violations() == 0);
-    pqxx::read_transaction t(f.store.connection());
-    CHECK(t.exec1("SELECT count(*) FROM jobs WHERE state = 'pending'")[0].as<long>() == kRounds);
+    // The job was there to take for anyone it does not exclude.
+    const auto k2 = f.claim_as("K2", 1, {queue});
+    REQUIRE(k2.size() == 1);
+    CHECK(k2[0].job_id == excluded);
 }
 
 TEST_CASE("a queue without exclusions runs the claim statements that ran before them",

@@ -360,8 +360,17 @@ TEST_CASE("one coordinator at a time prunes, and its pass keeps partitions ahead
     CHECK(metrics.retention_passes_idle.load() == 1);
     other.release_retention_lock();
 
+    // A refused park callback counted 40 days ago is past its keep; one counted now is not.
+    for (const auto at : {f.clock.now() - 40 * kDay, f.clock.now()}) {
+        pqxx::work txn(f.store.connection());
+        txn.exec_params("SELECT * FROM aclaim_finish_parked($1, 'completed', 'x', now_us => $2)",
+                        std::string(64, 'e'), common::to_micros(at));
+        txn.commit();
+    }
     const auto ran = retention.pass(f.store);
     CHECK(ran.held_lock);
+    CHECK(ran.park_refusals_pruned == 1);
+    CHECK(f.scalar("SELECT count(*) FROM park_refusal_counts") == 1);
     CHECK(ran.pruned.completed == 7);
     CHECK(ran.pruned.results == 7);
     CHECK(ran.batches == 3);

@@ -196,6 +196,34 @@ TEST_CASE("completions and claims in one transaction answer each as the two batc
     CHECK(t.exec1("SELECT count(*) FROM jobs WHERE id IN (" + list + ")")[0].as<int>() == 5);
 }
 
+TEST_CASE("a refused completion whose job the claim beside it takes again reads as if alone",
+          "[store][batch][mixed][fencing]") {
+    // docs/protocol.md, COMPLETE with next: each is decided on its own row, as if sent alone. The
+    // worker released the job and then completes it with the old generation, asking for the next
+    // job in the same message; the claim takes that very job again.
+    testing::StoreFixture f;
+    std::uint64_t sent_together = 0;
+    SECTION("statement by statement") {}
+    SECTION("sent together") {
+        f.store.complete_and_claim({}, 1, {}, kLease, f.clock.now());
+        sent_together = 1;
+    }
+    const auto job = f.store.enqueue(1, {{0, "only", 3}}, f.clock.now()).at(0);
+    const auto first = f.claim("a");
+    REQUIRE(first.job_id == job);
+    REQUIRE(f.store.release({1, job, first.generation, "a", ""}, f.clock.now()).accepted());
+    const std::vector<TransitionRequest> late{{1, job, first.generation, "a", "ref-late"}};
+    const std::vector<common::ClaimRequest> next{{"a", 1}};
+    const auto both = f.store.complete_and_claim(late, 1, next, kLease, f.clock.now());
+    CHECK(f.store.sent_together() == sent_together);
+    REQUIRE(both.claims.at(0).leases.size() == 1);
+    CHECK(both.claims[0].leases[0].job_id == job);
+    CHECK(both.claims[0].leases[0].generation > first.generation);
+    // The row before the claim: pending at the quoted generation, so rule 8, not rule 9.
+    CHECK(both.completions.at(0).rejection == Rejection::LeaseExpired);
+    CHECK(testing::event_count(f.store.connection(), job, "rejected") == 1);
+}
+
 TEST_CASE("the room a completion frees in a limited queue goes to the claims beside it",
           "[store][batch][mixed][limit]") {
     testing::StoreFixture f;

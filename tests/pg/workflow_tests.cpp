@@ -274,7 +274,7 @@ TEST_CASE("cycles, unknown jobs and another organization's jobs are refused, enq
                Catch::Contains("form a cycle"));
     CHECK_THAT(f.refusal({job("self", {job_of_this_call(1)})}), Catch::Contains("cycle"));
     CHECK_THAT(f.refusal({job("a", {999999})}),
-               Catch::Contains("dependency 999999 does not exist"));
+               Catch::Contains("dependency 999999 is not a job of organization 1 (no such job"));
     CHECK_THAT(f.refusal({job("a", {other_org})}),
                Catch::Contains("is not a job of organization 1"));
     CHECK_THAT(f.refusal({job("a", {job_of_this_call(5)})}), Catch::Contains("is invalid"));

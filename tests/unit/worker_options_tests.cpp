@@ -1,9 +1,11 @@
 // aclaim-worker's command line: several coordinator endpoints, or its organization's from a cell
-// map, and the refusals that name the flag.
+// map, the secret key from a file, and the refusals that name the flag.
 
 #include <unistd.h>
+#include <zmq.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -86,4 +88,55 @@ TEST_CASE("worker options: --cells gives the organization's coordinators", "[opt
     ::setenv("ACLAIM_CELLS", map.path.c_str(), 1);
     CHECK(parse({"--org", "2"}).client.endpoints == std::vector<std::string>{"tcp://b1:5555"});
     ::unsetenv("ACLAIM_CELLS");
+}
+
+TEST_CASE("worker options: the secret key from a file only the owner can read",
+          "[options][worker][keys]") {
+    for (const char* v : {"ACLAIM_CURVE_SECRET_KEY", "ACLAIM_CURVE_SECRET_KEY_FILE",
+                          "ACLAIM_CURVE_PUBLIC_KEY", "ACLAIM_CURVE_SERVER_KEY"}) {
+        ::unsetenv(v);
+    }
+    std::array<char, 41> server_public{}, server_secret{}, public_key{}, secret_key{};
+    REQUIRE(::zmq_curve_keypair(server_public.data(), server_secret.data()) == 0);
+    REQUIRE(::zmq_curve_keypair(public_key.data(), secret_key.data()) == 0);
+    const auto path = (std::filesystem::temp_directory_path() /
+                       ("aclaim-worker-" + std::to_string(::getpid()) + ".key"))
+                          .string();
+    std::filesystem::remove(path);
+    { std::ofstream(path) << secret_key.data() << "\n"; }
+    const std::string server = std::string("--curve-server-key=") + server_public.data();
+
+    std::filesystem::permissions(
+        path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    const auto o = parse({server, "--curve-secret-key-file", path});
+    CHECK(o.client.curve.client_secret == secret_key.data());
+    // The public half is derived, so the file alone is enough.
+    CHECK(o.client.curve.client_public == public_key.data());
+    // The same through the environment, where ps shows nothing either.
+    ::setenv("ACLAIM_CURVE_SECRET_KEY_FILE", path.c_str(), 1);
+    CHECK(parse({server}).client.curve.client_secret == secret_key.data());
+    ::unsetenv("ACLAIM_CURVE_SECRET_KEY_FILE");
+
+    // Readable by its group or by others: refused, naming the file and its mode.
+    for (const auto extra :
+         {std::filesystem::perms::group_read, std::filesystem::perms::others_read}) {
+        std::filesystem::permissions(path, extra, std::filesystem::perm_options::add);
+        const auto why = refusal({server, "--curve-secret-key-file", path});
+        CHECK_THAT(why, Catch::Contains(path) && Catch::Contains("chmod 600"));
+        std::filesystem::permissions(path, extra, std::filesystem::perm_options::remove);
+    }
+    // A public key that is not the secret's, a flag and a file at once, a missing file.
+    CHECK_THAT(refusal({server, "--curve-secret-key-file", path,
+                        std::string("--curve-public-key=") + server_public.data()}),
+               Catch::Contains("not the public key"));
+    CHECK_FALSE(refusal({server, "--curve-secret-key-file", path,
+                         std::string("--curve-secret-key=") + secret_key.data()})
+                    .empty());
+    CHECK_THAT(refusal({server, "--curve-secret-key-file", path + ".missing"}),
+               Catch::Contains("cannot read"));
+    // Not a key: the first line must be 40 characters of Z85.
+    { std::ofstream(path, std::ios::trunc) << "short\n"; }
+    CHECK_THAT(refusal({server, "--curve-secret-key-file", path}),
+               Catch::Contains("does not hold a CURVE secret key"));
+    std::filesystem::remove(path);
 }

@@ -1,5 +1,6 @@
 // The worker client's use of protocol 1.3's RENEW that names every held job, against a scripted
-// ROUTER: one RENEW per heartbeat where WELCOME grants it, each job answered on its own; one
+// ROUTER and on a ManualClock, so that each heartbeat is the client's own timer and no test waits
+// for one: one RENEW per heartbeat where WELCOME grants it, each job answered on its own; one
 // RENEW per job otherwise, and after the coordinator refused a RENEW that named several.
 
 #include <algorithm>
@@ -10,12 +11,16 @@ using namespace aclaim::testing;
 
 namespace {
 
-/// HELLO answered with a WELCOME (heartbeat 100 ms) granting `features`.
+constexpr aclaim::common::Instant kT0 = aclaim::common::instant_from_micros(1'700'000'000'000'000);
+constexpr Millis kHeartbeat{100};
+
+/// HELLO answered with a WELCOME (heartbeat kHeartbeat) granting `features`.
 void open_granting(Harness& h, std::vector<std::string> features) {
     auto hello = h.next_request<proto::Hello>();
     const auto& asked = std::get<proto::Hello>(hello.message).features;
     REQUIRE(std::find(asked.begin(), asked.end(), proto::kFeatureRenewHeld) != asked.end());
-    proto::Welcome w{proto::request_id(hello.message), 7, 3000, 100, 65536};
+    proto::Welcome w{proto::request_id(hello.message), 7, 3000,
+                     static_cast<std::int32_t>(kHeartbeat.count()), 65536};
     w.features = std::move(features);
     h.fake.reply(hello, w);
     h.next_event<worker::SessionReady>();
@@ -31,6 +36,14 @@ void assign(Harness& h, const std::vector<std::int64_t>& jobs) {
     for (std::size_t i = 0; i < jobs.size(); ++i) h.next_event<worker::JobAssigned>();
 }
 
+/// Moves the client's clock by `by` and lets it act on it. The client issues a renewal inside
+/// poll(), as a pending request, so pending() tells whether it decided to renew by then.
+void advance(Harness& h, aclaim::common::ManualClock& clock, Millis by) {
+    clock.advance(by);
+    auto ev = h.client.poll(Millis(0));
+    h.events.insert(h.events.end(), ev.begin(), ev.end());
+}
+
 /// The jobs a RENEW names, its own first, with the req each is answered under.
 std::vector<std::pair<std::uint64_t, std::int64_t>> named(const proto::Renew& r) {
     std::vector<std::pair<std::uint64_t, std::int64_t>> out{{r.req, r.job_id}};
@@ -42,13 +55,20 @@ std::vector<std::pair<std::uint64_t, std::int64_t>> named(const proto::Renew& r)
 
 TEST_CASE("client: a granted session renews every held job with one RENEW", "[worker]") {
     const auto enc = GENERATE(proto::Encoding::Binary, proto::Encoding::Json);
-    Harness h(options(enc));
+    aclaim::common::ManualClock clock(kT0);
+    Harness h(options(enc), clock);
     h.client.start();
     open_granting(h, {std::string(proto::kFeatureRenewHeld)});
     REQUIRE(h.client.granted(proto::kFeatureRenewHeld));
     assign(h, {21, 22, 23});
+    // Job 24 comes 30 ms later: due within half a heartbeat of the others, it goes with them.
+    advance(h, clock, Millis(30));
     assign(h, {24});
 
+    // Nothing is renewed before the first heartbeat of the first three is up.
+    advance(h, clock, kHeartbeat - Millis(31));
+    CHECK(h.client.pending() == 0);
+    advance(h, clock, Millis(1));
     const auto sent = h.next_request<proto::Renew>();
     const auto& renew = std::get<proto::Renew>(sent.message);
     auto jobs = named(renew);
@@ -79,16 +99,25 @@ TEST_CASE("client: a granted session renews every held job with one RENEW", "[wo
     CHECK(h.client.stats().renewals == 3);
     CHECK(h.client.held().size() == 3);
 
-    // The next heartbeat names the three still held, again in one RENEW.
+    // The next heartbeat, one heartbeat after this one and not before, names the three still
+    // held, again in one RENEW.
+    advance(h, clock, kHeartbeat - Millis(1));
+    CHECK(h.client.pending() == 0);
+    advance(h, clock, Millis(1));
     const auto again = h.next_request<proto::Renew>();
     CHECK(named(std::get<proto::Renew>(again.message)).size() == 3);
 }
 
 TEST_CASE("client: without the grant, each held job has its own RENEW", "[worker]") {
-    Harness h(options());
+    aclaim::common::ManualClock clock(kT0);
+    Harness h(options(), clock);
     h.client.start();
     open_granting(h, {});
     assign(h, {31, 32});
+    advance(h, clock, kHeartbeat - Millis(1));
+    CHECK(h.client.pending() == 0);
+    advance(h, clock, Millis(1));
+    CHECK(h.client.pending() == 2);
     std::vector<std::int64_t> ids;
     for (int i = 0; i < 2; ++i) {
         const auto r = h.next_request<proto::Renew>();
@@ -101,10 +130,12 @@ TEST_CASE("client: without the grant, each held job has its own RENEW", "[worker
 }
 
 TEST_CASE("client: a RENEW of several jobs refused as a message is not sent again", "[worker]") {
-    Harness h(options());
+    aclaim::common::ManualClock clock(kT0);
+    Harness h(options(), clock);
     h.client.start();
     open_granting(h, {std::string(proto::kFeatureRenewHeld)});
     assign(h, {41, 42});
+    advance(h, clock, kHeartbeat);
     const auto sent = h.next_request<proto::Renew>();
     const auto& renew = std::get<proto::Renew>(sent.message);
     REQUIRE(renew.held.size() == 1);
@@ -114,6 +145,9 @@ TEST_CASE("client: a RENEW of several jobs refused as a message is not sent agai
     const auto deadline = SteadyClock::now() + kLimit;
     while (h.client.pending() > 0 && SteadyClock::now() < deadline) h.client.poll(Millis(5));
     CHECK(h.client.pending() == 0);
+    // The abandoned renewals are due again at the next heartbeat, each on its own.
+    advance(h, clock, kHeartbeat);
+    CHECK(h.client.pending() == 2);
     for (int i = 0; i < 2; ++i) {
         const auto r = h.next_request<proto::Renew>();
         CHECK(std::get<proto::Renew>(r.message).held.empty());

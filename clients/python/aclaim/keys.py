@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
+from typing import Mapping, Optional
 
 import zmq
 from zmq.utils import z85
@@ -64,9 +66,59 @@ class CurveKeys:
     def from_files(cls, server_public_file: str, client_secret_file: str) -> "CurveKeys":
         """Keys from the files ``aclaimctl keys generate`` wrote: the coordinator's
         ``coordinator.pub`` and the worker's ``NAME.key`` (mode 0600)."""
-        mode = os.stat(client_secret_file).st_mode if os.path.exists(client_secret_file) else 0
-        if mode & 0o077:
-            raise ValueError(f"{client_secret_file} is readable by others (mode "
-                             f"{mode & 0o777:o}); chmod 600 it")
         return cls.from_secret(_read_key(server_public_file, "the coordinator's public key"),
-                               _read_key(client_secret_file, "the worker's secret key"))
+                               read_secret_key_file(client_secret_file))
+
+    @classmethod
+    def from_secret_file(cls, server_public: str, client_secret_file: str) -> "CurveKeys":
+        """Keys from the coordinator's public key (text) and the worker's secret key file, as
+        ``aclaim-worker --curve-server-key K --curve-secret-key-file F`` takes them."""
+        return cls.from_secret(server_public, read_secret_key_file(client_secret_file))
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> Optional["CurveKeys"]:
+        """Keys from the variables ``aclaim-worker`` reads: ``ACLAIM_CURVE_SERVER_KEY`` (the
+        coordinator's public key, text) or ``ACLAIM_CURVE_SERVER_KEY_FILE``, and
+        ``ACLAIM_CURVE_SECRET_KEY_FILE``. None when neither server variable is set (plaintext).
+        The secret key is taken from a file only: a key in a variable or an argument is visible to
+        more than the process that needs it."""
+        env = os.environ if environ is None else environ
+        server = env.get("ACLAIM_CURVE_SERVER_KEY", "")
+        server_file = env.get("ACLAIM_CURVE_SERVER_KEY_FILE", "")
+        if not server and not server_file:
+            return None
+        if server and server_file:
+            raise ValueError("set ACLAIM_CURVE_SERVER_KEY or ACLAIM_CURVE_SERVER_KEY_FILE, "
+                             "not both")
+        secret_file = env.get("ACLAIM_CURVE_SECRET_KEY_FILE", "")
+        if not secret_file:
+            raise ValueError("CURVE needs the worker's secret key in a file: set "
+                             "ACLAIM_CURVE_SECRET_KEY_FILE (mode 0600)")
+        if server_file:
+            server = _read_key(server_file, "the coordinator's public key")
+        return cls.from_secret_file(server, secret_file)
+
+
+def read_secret_key_file(path: str) -> str:
+    """The secret key in ``path``: its first line, from a regular file that neither its group nor
+    others may read (ValueError otherwise, naming the file and its mode). The mode is read from
+    the open file, so the file checked is the file read."""
+    what = "the worker's secret key"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ValueError(f"cannot read {what} from {path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        if st.st_mode & 0o077:
+            raise ValueError(f"{path} is readable by its group or others (mode "
+                             f"{stat.S_IMODE(st.st_mode):04o}); chmod 600 it")
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("ascii").split("\n", 1)[0].strip()
+    except UnicodeDecodeError:
+        raise ValueError(f"{what} in {path} is not Z85 text") from None

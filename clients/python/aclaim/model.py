@@ -31,7 +31,8 @@ class Verdict:
     """The coordinator's answer to an outcome (COMPLETE, FAIL or RELEASE).
 
     ``accepted`` with ``state`` the job's state afterwards (``completed``, ``failed``,
-    ``discarded``, ``pending``, ``scheduled``) and ``replayed`` when the same outcome had already
+    ``pending``; a retry waiting out its backoff is ``pending`` and a job out of attempts
+    ``failed``, as docs/protocol.md's ACCEPTED row says) and ``replayed`` when the same outcome had already
     been committed (a re-send after a lost reply). Otherwise ``reason`` names the rejection
     (``stale_generation``, ``lease_expired``, ``cancelled``, ... as in docs/protocol.md), or
     ``error:<code>`` for an ERROR that cannot be retried, and ``detail`` explains it."""

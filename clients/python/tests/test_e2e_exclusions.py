@@ -4,8 +4,8 @@ the name its key is registered under) or plaintext (the name it says):
 
 - each piece of work has a review that excludes whoever completed the work: every review is
   completed by the other reviewer;
-- jobs that exclude both connected reviewers stay pending until a third reviewer connects, who
-  then takes them all;
+- jobs that exclude both connected reviewers stay pending, passed over by claims of each that
+  handed out a job behind them, until a third reviewer connects, who then takes them all;
 - the checker's `excluded_never_completed` holds over the whole run.
 
 The claim statements under concurrency, single and coalesced, are the pg suite's part
@@ -55,28 +55,49 @@ class Exclusions(unittest.TestCase):
         alice, bob, carol = unique("alice"), unique("bob"), unique("carol")
         pieces = 15
         # Each piece: the work, and its review, which waits for the work and excludes its completer.
+        expected = []
         for _ in range(pieces):
-            cluster.rows(
-                "SELECT count(*) FROM aclaim_enqueue_many(%s::text[], %s::text[], org => %s, "
+            [(work,), (review,)] = cluster.rows(
+                "SELECT id FROM aclaim_enqueue_many(%s::text[], %s::text[], org => %s, "
                 "depends_n => '{2}', depends_on => '{-1}', exclude_n => '{2}', "
-                "exclude_jobs => '{-1}')", [unique("work"), unique("review")], [queue, queue], ORG)
+                "exclude_jobs => '{-1}') ORDER BY n",
+                [unique("work"), unique("review")], [queue, queue], ORG)
+            expected.append((review, None, work))
+        # Every review excludes the completer of its own piece's work (-1: the call's first job).
+        self.assertEqual(cluster.rows(
+            "SELECT x.job_id, x.excluded_key, x.completer_of FROM job_exclusions x "
+            "JOIN jobs r ON r.id = x.job_id WHERE r.queue = %s ORDER BY x.job_id", queue),
+            sorted(expected))
         # Jobs neither alice nor bob may take.
         held_back = [cluster.enqueue(queue, unique("audit"), "--exclude-keys", f"{alice},{bob}")
                      for _ in range(5)]
+        # Behind the audits in claim order (lower priority), one job each of alice and bob alone
+        # may take: a claim that hands one out has passed over every audit on its way.
+        passed_over = {name: cluster.enqueue(queue, unique("after-audits"), "--priority", "-1",
+                                             "--exclude-keys", other)
+                       for name, other in ((alice, bob), (bob, alice))}
         self.start_worker(alice, queue, endpoints[0])
         self.start_worker(bob, queue, endpoints[1])
-        wait_until("the work and its reviews completed", lambda: cluster.scalar(
-            "SELECT count(*) FROM jobs WHERE queue = %s AND state = 'completed'",
-            queue) == 2 * pieces)
-        # Nothing else could be taken: the audits are still pending, claimed by nobody.
-        time.sleep(1.0)
+        wait_until("the work, its reviews and the jobs behind the audits completed",
+                   lambda: cluster.scalar(
+                       "SELECT count(*) FROM jobs WHERE queue = %s AND state = 'completed'",
+                       queue) == 2 * pieces + len(passed_over))
+        # Each reviewer's claims went past the audits and left them: still pending, unclaimed.
+        for name, job in passed_over.items():
+            self.assertEqual(cluster.job(job)["assignee"], name)
         self.assertEqual(cluster.rows(
             "SELECT id, state, assignee FROM jobs WHERE id = ANY(%s) ORDER BY id", held_back),
             [(j, "pending", None) for j in held_back])
-        same = cluster.scalar(
-            "SELECT count(*) FROM job_exclusions x JOIN jobs r ON r.id = x.job_id "
-            "JOIN jobs w ON w.id = x.completer_of WHERE r.assignee = w.assignee")
-        self.assertEqual(same, 0, "a review was completed by the work's own reviewer")
+        self.assertEqual(cluster.scalar(
+            "SELECT count(*) FROM job_events WHERE job_id = ANY(%s) AND kind = 'claimed'",
+            held_back), 0)
+        # Every review went to the reviewer who did not complete its work.
+        reviews = cluster.rows(
+            "SELECT r.assignee = w.assignee FROM job_exclusions x JOIN jobs r ON r.id = x.job_id "
+            "JOIN jobs w ON w.id = x.completer_of WHERE r.queue = %s AND r.state = 'completed' "
+            "AND w.state = 'completed'", queue)
+        self.assertEqual(reviews, [(False,)] * pieces,
+                         "a review was completed by the work's own reviewer, or went missing")
         by = dict(cluster.rows(
             "SELECT assignee, count(*) FROM jobs WHERE queue = %s AND state = 'completed' "
             "GROUP BY 1", queue))
@@ -87,7 +108,6 @@ class Exclusions(unittest.TestCase):
             "SELECT count(*) FROM jobs WHERE id = ANY(%s) AND state = 'completed' "
             "AND assignee = %s", held_back, carol) == len(held_back))
         self.assertIn("OK: every invariant holds", cluster.check())
-
 
 if __name__ == "__main__":
     unittest.main()

@@ -15,12 +15,14 @@ import threading
 import unittest
 import urllib.error
 import urllib.request
+from unittest import mock
 
 import checkout  # noqa: F401  (puts the checkout's aclaim first on the path)
 
 from support import ORG, Cluster, close_checked, free_port, unique, wait_for
 
 import aclaim
+from aclaim._link import Link
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -77,6 +79,24 @@ def callback(token: str, outcome: str, result: str) -> tuple:
         return e.code, json.loads(e.read())
 
 
+def record_sent(test: unittest.TestCase, worker_id: str) -> "list[tuple[str, object]]":
+    """What the worker `worker_id` hands its socket from now until the test ends, as (message,
+    job_id) pairs in order: the messages that went on the wire, not what its loop meant to do."""
+    sent: "list[tuple[str, object]]" = []
+    original = Link._send
+
+    def send(link: Link, kind: str, fields: dict) -> bool:
+        ok = original(link, kind, fields)
+        if ok and link._o.worker_id == worker_id:
+            sent.append((kind, fields.get("job_id")))
+        return ok
+
+    patcher = mock.patch.object(Link, "_send", send)
+    patcher.start()
+    test.addCleanup(patcher.stop)
+    return sent
+
+
 class Park(unittest.TestCase):
     def test_the_callback_is_accepted_once_and_its_replay_refused(self) -> None:
         queue = unique("q")
@@ -116,7 +136,8 @@ class Park(unittest.TestCase):
             "SELECT count(*) FROM job_events WHERE job_id = %s AND kind = 'rejected' "
             "AND detail LIKE %s", job_id, "%(replayed)%"), 2)
         self.assertGreaterEqual(cluster.scalar(
-            "SELECT count(*) FROM park_refusals WHERE reason = 'unknown_token'"), 1)
+            "SELECT coalesce(sum(refusals), 0) FROM park_refusal_counts "
+            "WHERE reason = 'unknown_token'"), 1)
         inspect = cluster.ctl("inspect", str(job_id), "--json")
         self.assertEqual(json.loads(inspect)["park"]["outcome"], "completed")
         self.assertEqual(json.loads(inspect)["park"]["note"], "sent to the lab")
@@ -153,7 +174,9 @@ class Park(unittest.TestCase):
             handed.set()
             return "ignored: the outside system finishes it"
 
-        worker = cluster.worker(unique("py-park"), [main], [queue], park=True)
+        worker_id = unique("py-park")
+        sent = record_sent(self, worker_id)
+        worker = cluster.worker(worker_id, [main], [queue], park=True)
         worker.start(review)
         self.addCleanup(worker.stop)
         self.assertTrue(worker.wait_ready(10), "no session with the coordinator")
@@ -163,7 +186,16 @@ class Park(unittest.TestCase):
         self.assertEqual(ticket.job_id, job_id)
         wait_for("the job parked", lambda: cluster.job(job_id)["state"] == "parked")
         worker.stop()
-        # Nothing was sent for the handler's return value: the job is still parked.
+        # Nothing was sent for the handler's return value: of what went on the wire naming the
+        # job, one PARK and no outcome; the coordinator heard nothing either (a COMPLETE it
+        # refused would be audited as rejected, and leave the job parked all the same).
+        outcomes = [kind for kind, job in sent if job == job_id
+                    and kind in ("COMPLETE", "FAIL", "RELEASE", "PARK")]
+        self.assertEqual(outcomes, ["PARK"], sent)
+        self.assertEqual(cluster.rows(
+            "SELECT kind FROM job_events WHERE job_id = %s AND worker = %s ORDER BY id",
+            job_id, worker_id), [("claimed",), ("parked",)])
+        self.assertEqual((worker.stats.completed, dict(worker.stats.rejected)), (0, {}))
         self.assertEqual(cluster.job(job_id)["state"], "parked")
         status, body = callback(ticket.token, "retry", "lab busy")
         self.assertEqual((status, body["state"]), (200, "pending"), body)

@@ -152,7 +152,7 @@ class ProducerTests(unittest.TestCase):
             two.close()
             for bad, message in (([in_call(2)], "form a cycle"),
                                  ([theirs.id], "is not a job of organization 1"),
-                                 ([10**12], "does not exist")):
+                                 ([10**12], "is not a job of organization 1 (no such job")):
                 with self.assertRaises(psycopg2.Error) as raised:
                     producer.enqueue_many(conn, [NewJob("x", depends_on=bad),
                                                  NewJob("y", depends_on=[in_call(1)])])
@@ -187,6 +187,53 @@ class ProducerTests(unittest.TestCase):
                 producer.enqueue(conn, "x", exclude_completers_of=[10**12])
             self.assertIn("not a job of this organization", str(raised.exception))
             conn.rollback()
+        finally:
+            conn.close()
+
+    def test_the_sql_api_takes_exclusions_by_named_job_or_by_reviewer_alone(self) -> None:
+        # aclaim_enqueue_many called as a producer's own SQL calls it, with only one of
+        # exclude_keys and exclude_jobs: the other is filled with NULLs, one per exclusion.
+        conn = psycopg2.connect(self.db.login_dsn(1), connect_timeout=10)
+        try:
+            with conn, conn.cursor() as cur:
+                cur.execute("SELECT id FROM aclaim_enqueue_many(ARRAY['work', 'review'], "
+                            "ARRAY['sql-sod', 'sql-sod'], exclude_n => '{2}', "
+                            "exclude_jobs => '{-1}') ORDER BY n")
+                work, review = (r[0] for r in cur.fetchall())
+                cur.execute("SELECT id FROM aclaim_enqueue_many(ARRAY['second review', 'audit'], "
+                            "ARRAY['sql-sod', 'sql-sod'], exclude_n => '{1,2,2}', "
+                            "exclude_jobs => ARRAY[%s, %s, %s]::bigint[]) ORDER BY n",
+                            (work, work, review))
+                second, audit = (r[0] for r in cur.fetchall())
+                cur.execute("SELECT id FROM aclaim_enqueue_many(ARRAY['keyed'], "
+                            "queues => ARRAY['sql-keys'], exclude_n => '{1,1}', "
+                            "exclude_keys => '{inspector-1,inspector-2}')")
+                keyed = cur.fetchone()[0]
+                cur.execute("SELECT job_id, excluded_key, completer_of FROM job_exclusions "
+                            "WHERE job_id = ANY(%s) ORDER BY job_id, completer_of, excluded_key",
+                            ([review, second, audit, keyed],))
+                rows = cur.fetchall()
+            self.assertEqual(rows, [(review, None, work), (second, None, work),
+                                    (audit, None, work), (audit, None, review),
+                                    (keyed, "inspector-1", None), (keyed, "inspector-2", None)])
+            self.assertEqual(self.db.scalar(
+                "SELECT count(*) FROM job_queues WHERE queue IN ('sql-sod', 'sql-keys') "
+                "AND has_exclusions"), 2)
+            # Arrays of different lengths, and a job that is not the organization's, are refused
+            # with the call's whole enqueue.
+            for call, message in (
+                    ("exclude_n => '{1,1}', exclude_jobs => ARRAY[%s]::bigint[]" % work,
+                     "of one length"),
+                    ("exclude_n => '{1}', exclude_jobs => '{999999999}'",
+                     "not a job of this organization")):
+                with self.assertRaises(psycopg2.Error) as raised:
+                    with conn.cursor() as cur:
+                        cur.execute("SELECT count(*) FROM aclaim_enqueue_many(ARRAY['x'], "
+                                    "ARRAY['sql-bad'], " + call + ")")
+                self.assertIn(message, str(raised.exception))
+                conn.rollback()
+            self.assertEqual(self.db.scalar(
+                "SELECT count(*) FROM jobs WHERE queue = 'sql-bad'"), 0)
         finally:
             conn.close()
 

@@ -157,11 +157,57 @@ class Keys(unittest.TestCase):
             self.assertEqual((keys.server_public, keys.client_public, keys.client_secret),
                              (server_public.decode(), public.decode(), secret.decode()))
             os.chmod(key_file, 0o644)
-            with self.assertRaisesRegex(ValueError, "readable by others"):
+            with self.assertRaisesRegex(ValueError, "readable by its group or others"):
                 CurveKeys.from_files(os.path.join(d, "coordinator.pub"), key_file)
             os.chmod(key_file, 0o600)
             with self.assertRaisesRegex(ValueError, "cannot read"):
                 CurveKeys.from_files(os.path.join(d, "missing.pub"), key_file)
+
+    def test_the_secret_key_file_only_its_owner_may_read(self) -> None:
+        server_public, _ = zmq.curve_keypair()
+        public, secret = zmq.curve_keypair()
+        with tempfile.TemporaryDirectory() as d:
+            key_file = os.path.join(d, "rev-1.key")
+            with open(os.open(key_file, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+                f.write(secret + b"\n")
+            keys = CurveKeys.from_secret_file(server_public.decode(), key_file)
+            self.assertEqual((keys.client_public, keys.client_secret),
+                             (public.decode(), secret.decode()))
+            # Group-readable is refused as others-readable is, naming the file and its mode.
+            for mode in (0o640, 0o604, 0o660):
+                os.chmod(key_file, mode)
+                with self.assertRaisesRegex(ValueError, f"{key_file}.*mode {mode:04o}.*chmod 600"):
+                    CurveKeys.from_secret_file(server_public.decode(), key_file)
+            os.chmod(key_file, 0o600)
+            with self.assertRaisesRegex(ValueError, "not a regular file"):
+                CurveKeys.from_secret_file(server_public.decode(), d)
+
+    def test_keys_from_the_variables_aclaim_worker_reads(self) -> None:
+        server_public, _ = zmq.curve_keypair()
+        public, secret = zmq.curve_keypair()
+        with tempfile.TemporaryDirectory() as d:
+            key_file = os.path.join(d, "rev-1.key")
+            with open(os.open(key_file, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+                f.write(secret + b"\n")
+            self.assertIsNone(CurveKeys.from_env({}))
+            keys = CurveKeys.from_env({"ACLAIM_CURVE_SERVER_KEY": server_public.decode(),
+                                       "ACLAIM_CURVE_SECRET_KEY_FILE": key_file})
+            self.assertEqual((keys.server_public, keys.client_public),
+                             (server_public.decode(), public.decode()))
+            pub_file = os.path.join(d, "coordinator.pub")
+            with open(pub_file, "wb") as f:
+                f.write(server_public + b"\n")
+            keys = CurveKeys.from_env({"ACLAIM_CURVE_SERVER_KEY_FILE": pub_file,
+                                       "ACLAIM_CURVE_SECRET_KEY_FILE": key_file})
+            self.assertEqual(keys.server_public, server_public.decode())
+            # The secret only from a file: a key in the environment is refused, not taken.
+            with self.assertRaisesRegex(ValueError, "ACLAIM_CURVE_SECRET_KEY_FILE"):
+                CurveKeys.from_env({"ACLAIM_CURVE_SERVER_KEY": server_public.decode(),
+                                    "ACLAIM_CURVE_SECRET_KEY": secret.decode()})
+            os.chmod(key_file, 0o644)
+            with self.assertRaisesRegex(ValueError, "chmod 600"):
+                CurveKeys.from_env({"ACLAIM_CURVE_SERVER_KEY": server_public.decode(),
+                                    "ACLAIM_CURVE_SECRET_KEY_FILE": key_file})
 
     def test_a_key_that_is_not_z85_or_not_the_pairs_is_refused(self) -> None:
         server_public, _ = zmq.curve_keypair()
