@@ -442,3 +442,35 @@ TEST_CASE("a genuine cancellation reaches its holder promptly through the check 
     // Promptly: well inside a renewal interval, even on a loaded machine.
     CHECK(median < 1000.0);
 }
+
+TEST_CASE("a burst of revocations is checked in a few statements, not one per notification",
+          "[coordinator][notify][security]") {
+    common::ManualClock clock(kT0);
+    CoordinatorHarness h(clock);
+    const auto& counters = h.coordinator->metrics().notifications;
+    common::AssignmentStore store(h.db.dsn());
+    store.enqueue(1, some_jobs(1), clock.now());
+    auto w = h.worker();
+    w->hello("w1", 1);
+    const auto job = w->claim_one();
+
+    // 2,000 distinct forgeries committed at once: delivered together, read in a few waits.
+    constexpr int kBurst = 2000;
+    NoGrantsLogin login(h.db, "burst");
+    {
+        pqxx::connection conn(login.dsn);
+        pqxx::work txn(conn);
+        txn.exec_params(
+            "SELECT count(pg_notify('aclaim_revoke', '1:' || $1::bigint || ':' || g || "
+            "':cancelled:w1')) FROM generate_series(1, $2::int) AS g",
+            job.job_id, kBurst);
+        txn.commit();
+    }
+    REQUIRE(eventually(
+        [&] { return counters.forged[NotificationCounters::kRevoke].load() == kBurst; }, 30s));
+    const auto statements = counters.check_latency.snapshot().count;
+    CHECK(statements >= 2);  // kBatch (1,000) a statement at most
+    CHECK(statements <= 40);
+    w->expect<proto::LeaseMsg>(w->request(proto::Renew{0, job.job_id, job.generation}));
+    CHECK(revokes_in(w->others).empty());
+}
