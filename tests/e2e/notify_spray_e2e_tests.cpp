@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr int kJobsPerOrg = 6;
+constexpr long kJobsPerOrg = 6;
 const std::vector<std::string> kWorkers{"w1a", "w1b", "w2a", "w2b"};
 
 double sample(int port, const std::string& series) {
