@@ -3,9 +3,11 @@
 // against PostgreSQL (tests/pg/coordinator_notify_tests.cpp).
 
 #include <catch2/catch.hpp>
+#include <limits>
 #include <string>
 
 #include "coordinator/db/listener_checks.hpp"
+#include "coordinator/router/wake_counter.hpp"
 
 using namespace aclaim::coordinator;
 
@@ -76,4 +78,23 @@ TEST_CASE("a dropped notification is counted on its channel and logged without f
     CHECK(Forgeries::printable("\xc3\xa9\x1b[31m") == "\\xc3\\xa9\\x1b[31m");
     const std::string shown = Forgeries::printable(std::string(5000, 'a'));
     CHECK(shown == std::string(Forgeries::kShownBytes, 'a') + "...");
+}
+
+TEST_CASE("a wake counts for its organization's claims, in a table that does not grow with ids",
+          "[listener][notify]") {
+    WakeCounter wakes;
+    const auto one = wakes.seq(1);
+    const auto two = wakes.seq(2);
+    wakes.org_woken(1);
+    CHECK(wakes.seq(1) == one + 1);
+    CHECK(wakes.seq(2) == two);
+    // Any id a notification names, however large or negative, lands in the fixed table; one that
+    // shares organization 2's bucket makes its claims look once more, and no more than that.
+    wakes.org_woken(2 + static_cast<aclaim::common::OrgId>(WakeCounter::kBuckets));
+    CHECK(wakes.seq(2) == two + 1);
+    wakes.org_woken(std::numeric_limits<aclaim::common::OrgId>::max());
+    wakes.org_woken(std::numeric_limits<aclaim::common::OrgId>::min());
+    CHECK(sizeof(WakeCounter) <= (WakeCounter::kBuckets + 1) * sizeof(std::uint64_t));
+    wakes.listener_ready();
+    CHECK(wakes.seq(1) == one + 2);
 }
