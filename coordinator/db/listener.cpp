@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <pqxx/pqxx>
+#include <string_view>
 
 #include "common/base/backoff.hpp"
 #include "coordinator/db/db_sql.hpp"
@@ -10,6 +11,13 @@
 namespace aclaim::coordinator {
 
 namespace {
+
+static_assert(NotificationCounters::kChannels[NotificationCounters::kJobs] ==
+              std::string_view(Listener::kChannel));
+static_assert(NotificationCounters::kChannels[NotificationCounters::kSchedule] ==
+              std::string_view(Listener::kScheduleChannel));
+static_assert(NotificationCounters::kChannels[NotificationCounters::kRevoke] ==
+              std::string_view(Listener::kRevokeChannel));
 
 /// How long one wait for a notification lasts: bounds how late a stop is noticed.
 constexpr long kWaitStepMicros = 100'000;

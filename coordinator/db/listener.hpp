@@ -23,7 +23,8 @@ namespace aclaim::coordinator {
 ///                    exactly when work may have appeared in a queue they serve, instead of
 ///                    polling the table. A wake only: the claims it sets off are each decided by
 ///                    the claim statement, for the claim's own organization; the worst a forged
-///                    one does is an extra claim attempt of each parked claim of that queue;
+///                    one does is one extra claim attempt of each parked claim of that queue (a
+///                    flood of them is load on the DB threads, not a decision);
 ///   aclaim_schedule  a job was scheduled for later: calls on_schedule, which makes the promoter
 ///                    re-read the earliest run_at from the table (the payload is not used);
 ///   aclaim_revoke    "org:job:generation:reason:worker" for an assigned job cancelled. Decides
