@@ -1032,6 +1032,23 @@ inline const Statement kNotifyResults{
     "SELECT count(pg_notify($1::text, org::text)) FROM unnest($2::bigint[]) AS org",
     {"channel text", "orgs bigint[]"}};
 
+/// $1 bigint[] organizations, $2 bigint[] jobs, $3 bigint[] generations, $4 text[] workers: one
+/// aclaim_revoke notification a row. Returns the positions (1-based) of those whose job's row
+/// shows what they claim: that job, of that organization, was cancelled at that generation while
+/// that worker held it (aclaim_cancel_jobs keeps the holder in the row). Any database login can
+/// NOTIFY, so the listener tells a worker nothing that this read does not bear out. One probe of
+/// the primary key per notification; run by the listener, the organization named in every row.
+inline const Statement kCancelledHolders{
+    "aclaim_cancelled_holders",
+    R"SQL(
+SELECT n.i
+  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[])
+       WITH ORDINALITY AS n(org_id, job_id, generation, worker, i)
+  JOIN jobs j ON j.id = n.job_id AND j.org_id = n.org_id
+ WHERE j.state = 'cancelled' AND j.generation = n.generation AND j.assignee = n.worker
+)SQL",
+    {"orgs bigint[]", "jobs bigint[]", "generations bigint[]", "workers text[]"}};
+
 // Retention (schema/0007_retention.sql): one coordinator at a time prunes finished jobs and keeps
 // job_events' partitions ahead of the clock.
 

@@ -20,7 +20,7 @@ namespace aclaim::coordinator {
 class Connections {
   public:
     /// Whether a raw connection acts as the row-security role (every organization in scope) or
-    /// as the login: the result notifier and the listener touch no table.
+    /// as the login: the result notifier touches no table.
     enum class Role { Login, RowSecurity };
 
     /// The watchdog must outlive the factory and every connection it opened.

@@ -2,115 +2,101 @@
 
 #include <spdlog/spdlog.h>
 
-#include <array>
-#include <charconv>
-#include <optional>
 #include <pqxx/pqxx>
 #include <string_view>
 
 #include "common/base/backoff.hpp"
-#include "common/base/queue_name.hpp"
 #include "coordinator/db/db_sql.hpp"
 
 namespace aclaim::coordinator {
 
 namespace {
 
-/// A positive decimal id, or nothing.
-std::optional<std::int64_t> parse_id(std::string_view text) {
-    std::int64_t id = 0;
-    const char* last = text.data() + text.size();
-    const auto [end, ec] = std::from_chars(text.data(), last, id);
-    if (ec != std::errc() || end != last || id <= 0) return std::nullopt;
-    return id;
-}
+static_assert(NotificationCounters::kChannels[NotificationCounters::kJobs] ==
+              std::string_view(Listener::kChannel));
+static_assert(NotificationCounters::kChannels[NotificationCounters::kSchedule] ==
+              std::string_view(Listener::kScheduleChannel));
+static_assert(NotificationCounters::kChannels[NotificationCounters::kRevoke] ==
+              std::string_view(Listener::kRevokeChannel));
 
 /// How long one wait for a notification lasts: bounds how late a stop is noticed.
 constexpr long kWaitStepMicros = 100'000;
 
 class JobsReceiver final : public pqxx::notification_receiver {
   public:
-    JobsReceiver(pqxx::connection_base& conn, Poster& poster)
-        : pqxx::notification_receiver(conn, Listener::kChannel), poster_(poster) {}
+    JobsReceiver(pqxx::connection_base& conn, Poster& poster, Forgeries& forgeries)
+        : pqxx::notification_receiver(conn, Listener::kChannel),
+          poster_(poster),
+          forgeries_(forgeries) {}
 
     void operator()(const std::string& payload, int) override {
-        const std::string_view text(payload);
-        const auto colon = text.find(':');
-        const auto org = parse_id(text.substr(0, colon));
-        const std::string_view queue =
-            colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
-        if (!org || (colon != std::string_view::npos && !common::valid_queue_name(queue))) {
-            spdlog::warn("ignoring notification on {} with payload '{}'", Listener::kChannel,
-                         payload);
+        auto woken = parse_wake(payload);
+        if (!woken) {
+            forgeries_.drop(NotificationCounters::kJobs, payload, "not \"org\" or \"org:queue\"");
             return;
         }
-        poster_.post(OrgWoken{*org, std::string(queue)});
+        poster_.post(std::move(*woken));
     }
 
   private:
     Poster& poster_;
+    Forgeries& forgeries_;
 };
 
 class ScheduleReceiver final : public pqxx::notification_receiver {
   public:
-    ScheduleReceiver(pqxx::connection_base& conn, const std::function<void()>& on_schedule)
+    ScheduleReceiver(pqxx::connection_base& conn, const std::function<void()>& on_schedule,
+                     Forgeries& forgeries)
         : pqxx::notification_receiver(conn, Listener::kScheduleChannel),
-          on_schedule_(on_schedule) {}
+          on_schedule_(on_schedule),
+          forgeries_(forgeries) {}
 
-    void operator()(const std::string&, int) override {
+    void operator()(const std::string& payload, int) override {
+        if (!valid_schedule_payload(payload)) {
+            forgeries_.drop(NotificationCounters::kSchedule, payload, "not a time in microseconds");
+            return;
+        }
         if (on_schedule_) on_schedule_();
     }
 
   private:
     const std::function<void()>& on_schedule_;
+    Forgeries& forgeries_;
 };
 
+/// Collects what it hears for one check against the rows after the wait (a statement cannot run
+/// while libpqxx delivers notifications).
 class RevokeReceiver final : public pqxx::notification_receiver {
   public:
-    RevokeReceiver(pqxx::connection_base& conn, Poster& poster)
-        : pqxx::notification_receiver(conn, Listener::kRevokeChannel), poster_(poster) {}
+    RevokeReceiver(pqxx::connection_base& conn, RevokeChecks& checks, Forgeries& forgeries)
+        : pqxx::notification_receiver(conn, Listener::kRevokeChannel),
+          checks_(checks),
+          forgeries_(forgeries) {}
 
     void operator()(const std::string& payload, int) override {
-        // org:job:generation:reason:worker; the worker name is last, as it may hold ':'.
-        std::string_view rest(payload);
-        std::array<std::string_view, 4> fields;
-        bool ok = true;
-        for (auto& f : fields) {
-            const auto colon = rest.find(':');
-            if (colon == std::string_view::npos) {
-                ok = false;
-                break;
-            }
-            f = rest.substr(0, colon);
-            rest.remove_prefix(colon + 1);
-        }
-        const auto org = ok ? parse_id(fields[0]) : std::nullopt;
-        const auto job = ok ? parse_id(fields[1]) : std::nullopt;
-        const auto generation = ok ? parse_id(fields[2]) : std::nullopt;
-        if (!org || !job || !generation || rest.empty()) {
-            spdlog::warn("ignoring notification on {} with payload '{}'", Listener::kRevokeChannel,
-                         payload);
+        auto claim = parse_revoke(payload);
+        if (!claim) {
+            forgeries_.drop(NotificationCounters::kRevoke, payload,
+                            "not \"org:job:generation:cancelled:worker\"");
             return;
         }
-        common::Reclaimed r;
-        r.org_id = *org;
-        r.job_id = *job;
-        r.generation = *generation;
-        r.reason = std::string(fields[3]);
-        r.assignee = std::string(rest);
-        r.state = common::JobState::Cancelled;
-        poster_.post(std::move(r));
+        checks_.add(std::move(*claim), payload);
     }
 
   private:
-    Poster& poster_;
+    RevokeChecks& checks_;
+    Forgeries& forgeries_;
 };
 
 }  // namespace
 
-Listener::Listener(const Connections& connections, Mailbox& mailbox,
+Listener::Listener(const Connections& connections, Mailbox& mailbox, NotificationCounters& counters,
                    std::function<void()> on_schedule)
-    : connections_(connections), mailbox_(mailbox), on_schedule_(std::move(on_schedule)) {}
+    : connections_(connections),
+      mailbox_(mailbox),
+      forgeries_(counters),
+      revokes_(counters, forgeries_),
+      on_schedule_(std::move(on_schedule)) {}
 
 Listener::~Listener() {
     stop();
@@ -146,11 +132,15 @@ void Listener::stop() {
 
 void Listener::listen_once(Poster& poster, common::Backoff& backoff,
                            StatementWatchdog::Watch& watch) {
-    const auto owned = connections_.open("aclaim-coordinator-listener", Connections::Role::Login);
+    // Acting as the row-security role (every organization in scope) when row security is on: the
+    // revoke check reads jobs, each row by its organization and id.
+    const auto owned =
+        connections_.open("aclaim-coordinator-listener", Connections::Role::RowSecurity);
     pqxx::connection& conn = *owned;
-    JobsReceiver receiver(conn, poster);
-    ScheduleReceiver schedule(conn, on_schedule_);
-    RevokeReceiver revoke(conn, poster);
+    RevokeChecks::prepare(conn);
+    JobsReceiver receiver(conn, poster, forgeries_);
+    ScheduleReceiver schedule(conn, on_schedule_, forgeries_);
+    RevokeReceiver revoke(conn, revokes_, forgeries_);
     const int pid = conn.backendpid();
     spdlog::info("listener: listening on {}, {} and {}", Listener::kChannel,
                  Listener::kScheduleChannel, Listener::kRevokeChannel);
@@ -160,8 +150,14 @@ void Listener::listen_once(Poster& poster, common::Backoff& backoff,
     if (on_schedule_) on_schedule_();
     const common::Clock& clock = connections_.watchdog().clock();
     auto next_ping = clock.monotonic_now() + kPingEvery;
+    // Heard on the connection before this one and not checked when it was lost.
+    if (!revokes_.empty()) revokes_.check(conn, connections_, watch, poster);
     while (!task_.stopping()) {
         conn.await_notification(0, kWaitStepMicros);
+        // Everything one wait delivered is checked in one statement: a genuine revocation waits
+        // for one primary-key read per batch, and a spray costs a statement per batch, not per
+        // notification.
+        if (!revokes_.empty()) revokes_.check(conn, connections_, watch, poster);
         if (clock.monotonic_now() >= next_ping) {
             ArmedWatch armed(watch, conn.sock(), connections_.deadline_from_now());
             pqxx::nontransaction ping(conn);

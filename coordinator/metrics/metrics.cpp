@@ -45,6 +45,21 @@ ResultNotifierCounters::ResultNotifierCounters(Registry& registry)
                                "Result notifier rounds that failed (connection or "
                                "statement); their organizations wait for the next."}) {}
 
+NotificationCounters::NotificationCounters(Registry& registry)
+    : forged(registry,
+             {"aclaim_forged_notifications_total",
+              "Notifications dropped, by channel: a malformed payload, or an aclaim_revoke "
+              "that its job's row does not bear out (forged by any database login, or stale). "
+              "None told a worker anything.",
+              "channel"},
+             kChannels),
+      revocations_verified(registry, {"aclaim_revoke_notifications_verified_total",
+                                      "aclaim_revoke notifications that their job's row bore "
+                                      "out (a cancelled job's holder), passed on as REVOKED."}),
+      check_latency(registry, {"aclaim_revoke_check_duration_seconds",
+                               "The one statement that checks a batch of aclaim_revoke "
+                               "notifications against their jobs' rows."}) {}
+
 std::array<std::string_view, Metrics::kRejectionKinds> Metrics::rejection_names() {
     std::array<std::string_view, kRejectionKinds> names{};
     for (std::size_t i = 0; i < names.size(); ++i) {
@@ -110,6 +125,11 @@ std::string Metrics::summary() const {
     add("partitions_created", partitions_created.load());
     add("notifier.sent", results.sent.load());
     add("notifier.failed_rounds", results.failed_rounds.load());
+    for (std::size_t i = 0; i < notifications.forged.size(); ++i) {
+        add("forged." + std::string(NotificationCounters::kChannels[i]),
+            notifications.forged[i].load());
+    }
+    add("revocations_verified", notifications.revocations_verified.load());
     add("auth.accepted", auth.accepted.load());
     add("auth.refused", auth.refused.load());
     add("auth.failed", auth.failed.load());

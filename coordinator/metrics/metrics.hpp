@@ -36,6 +36,27 @@ struct ResultNotifierCounters {
     Single<Counter> failed_rounds;
 };
 
+/// What the listener made of the notifications it heard. Any database login may NOTIFY on any
+/// channel, so a notification only wakes or asks for a check: a payload that is malformed, or
+/// (aclaim_revoke) that its job's row does not bear out, is dropped and counted here. Written by
+/// the listener's thread, read by anyone.
+struct NotificationCounters {
+    /// The channels the coordinator LISTENs on, in the order of `forged`.
+    static constexpr std::array<std::string_view, 3> kChannels{"aclaim_jobs", "aclaim_schedule",
+                                                               "aclaim_revoke"};
+    static constexpr std::size_t kJobs = 0;
+    static constexpr std::size_t kSchedule = 1;
+    static constexpr std::size_t kRevoke = 2;
+
+    explicit NotificationCounters(Registry& registry);
+
+    Labelled<Counter, kChannels.size()> forged;
+    /// aclaim_revoke notifications that their rows bore out, pushed on as revocations.
+    Single<Counter> revocations_verified;
+    /// The one statement that checks a batch of aclaim_revoke notifications against their rows.
+    Single<HistogramSeries> check_latency;
+};
+
 /// Every family the coordinator exports, each declared once here with its name, help, type and
 /// labels: the exposition text is generated from these declarations (exposition.hpp). Written by
 /// the router thread, the DB threads and the reaper, read by anyone (the summary at exit,
@@ -241,6 +262,7 @@ struct Metrics {
         kStatements};
 
     ResultNotifierCounters results{registry};
+    NotificationCounters notifications{registry};
 
     /// Steady-clock nanoseconds of the router thread's last housekeeping; 0 before it serves.
     /// Not exported: /healthz reads it.
@@ -263,5 +285,6 @@ using metrics::AuthCounters;
 using metrics::Histogram;
 using metrics::LatencyClock;
 using metrics::Metrics;
+using metrics::NotificationCounters;
 using metrics::ResultNotifierCounters;
 }  // namespace aclaim::coordinator

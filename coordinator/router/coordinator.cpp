@@ -150,7 +150,7 @@ void Coordinator::bind() {
     retention_ = std::make_unique<Retention>(options_.retention, connections_, clock_, metrics_);
     scheduler_ = std::make_unique<Scheduler>(options_.scheduler, connections_, clock_, metrics_);
     ager_ = std::make_unique<Ager>(options_.aging, connections_, clock_);
-    listener_ = std::make_unique<Listener>(connections_, *mailbox_,
+    listener_ = std::make_unique<Listener>(connections_, *mailbox_, metrics_.notifications,
                                            [reaper = reaper_.get()] { reaper->nudge(); });
     presence_ = std::make_unique<PresencePublisher>(
         options_.presence, connections_, presence_name(), endpoint_, clock_, presence_board_);

@@ -50,6 +50,10 @@ class Outcomes {
     void on_internal(const StoreRequest& request, const RequestOutcome::Result& result);
     /// An outcome of a request already answered at its deadline.
     void on_late(const StoreRequest& request, const RequestOutcome::Result& result);
+    /// Pushes REVOKED to the holder, when it has a session here. Every Reclaimed was read from a
+    /// row: the reaper's reclaim statement returned it, or the listener's check bore out an
+    /// aclaim_revoke notification against the job's row (listener_checks.hpp); a notification
+    /// alone never gets here.
     void on_reclaimed(const common::Reclaimed& reclaimed);
     void wake(std::vector<RoutedRequest> claims);
     /// Gives back leases claimed for `claim` that its worker will not hear of.

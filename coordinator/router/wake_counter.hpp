@@ -1,7 +1,8 @@
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
-#include <unordered_map>
 
 #include "common/store/assignment.hpp"
 
@@ -11,17 +12,25 @@ namespace aclaim::coordinator {
 /// listener started listening, when any notification may have been missed. A claim remembers the
 /// count it was dispatched under, so that a notification that raced with an empty claim is not
 /// lost. Router thread only.
+///
+/// The counts are kept in a fixed table indexed by the organization id modulo kBuckets, not keyed
+/// by every id a notification names: any database login can NOTIFY aclaim_jobs with any id, and a
+/// table keyed by them would grow with each one. Organizations whose ids share a bucket share its
+/// count, so a wake of one makes an empty claim of the other look once more: one extra claim.
 class WakeCounter {
   public:
-    std::uint64_t seq(common::OrgId org) const {
-        const auto it = wakes_.find(org);
-        return listen_epoch_ + (it == wakes_.end() ? 0 : it->second);
-    }
-    void org_woken(common::OrgId org) { ++wakes_[org]; }
+    static constexpr std::size_t kBuckets = 4096;
+
+    std::uint64_t seq(common::OrgId org) const { return listen_epoch_ + wakes_[bucket(org)]; }
+    void org_woken(common::OrgId org) { ++wakes_[bucket(org)]; }
     void listener_ready() { ++listen_epoch_; }
 
   private:
-    std::unordered_map<common::OrgId, std::uint64_t> wakes_;
+    static std::size_t bucket(common::OrgId org) {
+        return static_cast<std::size_t>(static_cast<std::uint64_t>(org) % kBuckets);
+    }
+
+    std::array<std::uint64_t, kBuckets> wakes_{};
     std::uint64_t listen_epoch_ = 0;
 };
 

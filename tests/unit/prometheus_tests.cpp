@@ -97,10 +97,16 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     check_lines(text, {"aclaim_jobs_parked_total 0\n", "aclaim_parks_expired_total 0\n",
                        "aclaim_park_callbacks_accepted_total 0\n",
                        "aclaim_park_callbacks_refused_total 0\n"});
+    // Notifications dropped by the listener, by channel (three), and the revoke check.
+    check_lines(text, {"aclaim_forged_notifications_total{channel=\"aclaim_revoke\"} 0\n",
+                       "aclaim_forged_notifications_total{channel=\"aclaim_jobs\"} 0\n",
+                       "aclaim_forged_notifications_total{channel=\"aclaim_schedule\"} 0\n",
+                       "aclaim_revoke_notifications_verified_total 0\n",
+                       "aclaim_revoke_check_duration_seconds_count 0\n"});
     // Every family is declared once, before its samples.
     const auto types = lines_starting(text, "# TYPE ");
     CHECK(types == lines_starting(text, "# HELP "));
-    CHECK(types == 46);
+    CHECK(types == 49);
     CHECK(text.back() == '\n');
 }
 

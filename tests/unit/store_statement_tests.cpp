@@ -25,6 +25,7 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     all.insert(all.end(), sql::kParkStatements.begin(), sql::kParkStatements.end());
     all.push_back(&sql::kFinishParked);
     all.push_back(&sql::kNotifyResults);
+    all.push_back(&sql::kCancelledHolders);
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
         INFO(s->name);
