@@ -203,9 +203,13 @@ TEST_CASE("a refused completion whose job the claim beside it takes again reads 
     // job in the same message; the claim takes that very job again.
     testing::StoreFixture f;
     std::uint64_t sent_together = 0;
-    SECTION("statement by statement") {}
+    SECTION("statement by statement") {
+        CHECK(f.store.sent_together() == 0);
+    }
     SECTION("sent together") {
+        // An empty mixed transaction of the same queues teaches the store their claim variant.
         f.store.complete_and_claim({}, 1, {}, kLease, f.clock.now());
+        REQUIRE(f.store.sent_together() == 0);
         sent_together = 1;
     }
     const auto job = f.store.enqueue(1, {{0, "only", 3}}, f.clock.now()).at(0);
