@@ -7,17 +7,30 @@
 
 namespace aclaim::coordinator {
 
+std::deque<DbRequest>& WorkQueue::line_of(common::OrgId org) {
+    auto& line = others_[org];
+    if (line.empty()) turns_.push_back(org);
+    return line;
+}
+
 void WorkQueue::push(DbRequest request) {
     std::unique_lock lock(mutex_);
-    auto& items = request.kind() == RequestKind::Renew ? renewals_ : others_;
-    items.push_back(std::move(request));
+    if (request.kind() == RequestKind::Renew) {
+        renewals_.push_back(std::move(request));
+    } else {
+        line_of(request.ask.org_id).push_back(std::move(request));
+        ++others_count_;
+    }
     added(lock);
 }
 
 void WorkQueue::push_pair(DbRequest first, DbRequest follower) {
     std::unique_lock lock(mutex_);
-    others_.push_back(std::move(first));
-    others_.push_back(std::move(follower));
+    // One session's: one organization.
+    auto& line = line_of(first.ask.org_id);
+    line.push_back(std::move(first));
+    line.push_back(std::move(follower));
+    others_count_ += 2;
     added(lock);
 }
 
@@ -43,7 +56,7 @@ void WorkQueue::wake(std::unique_lock<std::mutex>& lock) {
 }
 
 bool WorkQueue::reserve_should_look() const {
-    if (renewals_.empty() && others_.empty()) return false;
+    if (renewals_.empty() && others_empty()) return false;
     // A reserve taker waiting for work starts timing it only when no taker without patience is
     // waiting to take it at once: while one is, the work is gone before any patience runs out.
     if (reserve_idle_ > 0 && immediate_waiting_ == 0) return true;
@@ -77,15 +90,25 @@ bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {
 }
 
 SteadyClock::time_point WorkQueue::oldest_dispatch() const {
-    if (renewals_.empty()) return others_.front().dispatched_at;
-    if (others_.empty()) return renewals_.front().dispatched_at;
-    return std::min(renewals_.front().dispatched_at, others_.front().dispatched_at);
+    std::optional<SteadyClock::time_point> oldest;
+    if (!renewals_.empty()) oldest = renewals_.front().dispatched_at;
+    // One look per organization waiting: a line's front is its oldest.
+    for (const auto org : turns_) {
+        const auto at = others_.at(org).front().dispatched_at;
+        if (!oldest || at < *oldest) oldest = at;
+    }
+    return *oldest;
 }
 
 std::vector<DbRequest> WorkQueue::take(std::size_t max_batch, bool mixed,
-                                       SteadyClock::duration patience) {
+                                       SteadyClock::duration patience, Taker* taker) {
     std::unique_lock lock(mutex_);
-    const auto has_work = [this] { return closed_ || !renewals_.empty() || !others_.empty(); };
+    if (taker != nullptr && taker->busy_with) {
+        const auto it = busy_.find(*taker->busy_with);
+        if (it != busy_.end() && --it->second <= 0) busy_.erase(it);
+        taker->busy_with.reset();
+    }
+    const auto has_work = [this] { return closed_ || !renewals_.empty() || !others_empty(); };
     if (patience == SteadyClock::duration::zero()) {
         ++immediate_waiting_;
         ready_.wait(lock, has_work);
@@ -108,10 +131,51 @@ std::vector<DbRequest> WorkQueue::take(std::size_t max_batch, bool mixed,
             --reserve_timing_;
         }
     }
+    // A spill taker came for what waited past its patience: that is what it takes.
+    std::optional<SteadyClock::time_point> due_by;
+    if (patience != SteadyClock::duration::zero() && !closed_)
+        due_by = SteadyClock::now() - patience;
     auto batch =
-        !renewals_.empty() ? take_renewals(max_batch) : take_from(others_, max_batch, mixed);
+        !renewals_.empty() ? take_renewals(max_batch) : take_others(max_batch, mixed, due_by);
+    if (taker != nullptr && !batch.empty() && batch.front().kind() != RequestKind::Renew) {
+        taker->busy_with = batch.front().ask.org_id;
+        ++busy_[*taker->busy_with];
+    }
     // Work is left: another taker without patience takes it, or a reserve one starts timing it.
-    if (!renewals_.empty() || !others_.empty()) wake(lock);
+    if (!renewals_.empty() || !others_empty()) wake(lock);
+    return batch;
+}
+
+std::vector<DbRequest> WorkQueue::take_others(std::size_t max_batch, bool mixed,
+                                              std::optional<SteadyClock::time_point> due_by) {
+    if (turns_.empty()) return {};
+    const auto due = [&](common::OrgId org) {
+        return !due_by || others_.at(org).front().dispatched_at <= *due_by;
+    };
+    // While another taker runs an organization's batch, the first organization in turn that no
+    // taker is busy with, even one whose requests have not waited a spill taker's patience: they
+    // wait for that other batch, which is what the patience stands for. Otherwise the first in
+    // turn (for a spill taker, the first whose oldest request waited past its patience).
+    auto turn = turns_.end();
+    if (!busy_.empty() && turns_.size() > 1) {
+        turn = std::find_if(turns_.begin(), turns_.end(),
+                            [this](common::OrgId org) { return busy_.count(org) == 0; });
+    }
+    if (turn == turns_.end()) turn = std::find_if(turns_.begin(), turns_.end(), due);
+    if (turn == turns_.end()) turn = turns_.begin();
+    const common::OrgId org = *turn;
+    // Others wait: this organization's batch is kept short. Alone, it is not bounded by jobs.
+    const std::size_t max_jobs = turns_.size() > 1 ? kFairShareJobs : static_cast<std::size_t>(-1);
+    turns_.erase(turn);
+    auto& line = others_.at(org);
+    auto batch = take_from(line, max_batch, mixed, max_jobs);
+    others_count_ -= batch.size();
+    // Its turn is over: behind every other organization waiting, or gone with its last request.
+    if (line.empty()) {
+        others_.erase(org);
+    } else {
+        turns_.push_back(org);
+    }
     return batch;
 }
 
@@ -148,9 +212,16 @@ std::vector<DbRequest> WorkQueue::take_renewals(std::size_t max_batch) {
 }
 
 std::vector<DbRequest> WorkQueue::take_from(std::deque<DbRequest>& items, std::size_t max_batch,
-                                            bool mixed) {
+                                            bool mixed, std::size_t max_jobs) {
     std::vector<DbRequest> batch;
     if (items.empty()) return batch;
+    // What a request asks of the statement: a claim its jobs, anything else one row.
+    const auto jobs_of = [](const DbRequest& r) {
+        return r.kind() == RequestKind::Claim
+                   ? static_cast<std::size_t>(std::max(1, r.ask.max_jobs))
+                   : std::size_t{1};
+    };
+    std::size_t jobs = 0;
     // A completion's follower (the claim its COMPLETE carried) is always the next item: both
     // were pushed together, and they are only ever taken together.
     const auto has_follower = [&items](const std::deque<DbRequest>::iterator& it) {
@@ -159,6 +230,7 @@ std::vector<DbRequest> WorkQueue::take_from(std::deque<DbRequest>& items, std::s
     };
     const auto take_pair = [&](std::deque<DbRequest>::iterator it) {
         const bool pair = has_follower(it);
+        jobs += jobs_of(*it) + (pair ? jobs_of(*std::next(it)) : 0);
         batch.push_back(std::move(*it));
         it = items.erase(it);
         if (pair) {
@@ -196,6 +268,9 @@ std::vector<DbRequest> WorkQueue::take_from(std::deque<DbRequest>& items, std::s
             joins = claim->kind() != RequestKind::Claim || !first_claim ||
                     batchable(batch[*first_claim], *claim);
         }
+        if (joins && jobs + jobs_of(*it) + (pair ? jobs_of(*std::next(it)) : 0) > max_jobs) {
+            break;
+        }
         if (!joins) {
             it = pair ? std::next(it, 2) : std::next(it);
             continue;
@@ -220,7 +295,7 @@ void WorkQueue::close() {
 
 std::size_t WorkQueue::size() const {
     std::lock_guard lock(mutex_);
-    return renewals_.size() + others_.size();
+    return renewals_.size() + others_count_;
 }
 
 }  // namespace aclaim::coordinator

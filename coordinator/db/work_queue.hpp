@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "coordinator/db/events.hpp"
@@ -14,6 +16,13 @@ namespace aclaim::coordinator {
 /// organization) lets a DB thread later turn them into one coalesced statement while every
 /// request is still answered on its own.
 ///
+/// Organizations take turns: the requests other than renewals wait in one line per organization,
+/// and each take serves the next organization in turn (preferring one none of the other takers is
+/// busy with), so that a flood from one organization delays another's claims by at most a batch,
+/// not by its whole backlog. While more than one organization waits, a batch of claims asks for
+/// at most kFairShareJobs jobs, so that the batch another organization waits behind is short.
+/// One organization alone is served as before: one line, batches as large as they come.
+///
 /// Renewals go before everything else: a renewal queued behind a backlog can reach the row after
 /// the lease it was meant to extend, and a lapsed lease costs a reclaim, a refused completion and
 /// the job done twice. They are few (one per held job per heartbeat) and cheap, so they cannot
@@ -21,6 +30,17 @@ namespace aclaim::coordinator {
 /// well was measured to starve claims of DB threads and cut coalesced throughput.
 class WorkQueue {
   public:
+    /// The jobs a batch of claims may ask for (the sum of their max_jobs) while other
+    /// organizations wait. The reviewer shape's batches (one job a claim) are far below it; a
+    /// batch of one organization alone has no such bound.
+    static constexpr std::size_t kFairShareJobs = 256;
+
+    /// A DB thread's own state across takes: the organization of the batch it took last, which it
+    /// is busy with until it takes again.
+    struct Taker {
+        std::optional<common::OrgId> busy_with;
+    };
+
     void push(DbRequest request);
     /// A completion and the claim that follows it (DbRequest::follows), queued together so that
     /// no taker sees one without the other.
@@ -40,8 +60,10 @@ class WorkQueue {
     /// and drained. With `patience`, a spill taker: it leaves the requests to the others until
     /// the oldest waiting one was dispatched that long ago (DbRequest::dispatched_at), so that
     /// one taker makes the transactions while it keeps up, and another joins when it does not.
+    /// With `taker`, the take also ends the taker's previous batch, and prefers an organization
+    /// no other taker is busy with.
     std::vector<DbRequest> take(std::size_t max_batch, bool mixed = false,
-                                SteadyClock::duration patience = {});
+                                SteadyClock::duration patience = {}, Taker* taker = nullptr);
 
     /// From hold() to release(), pushes wake no DB thread; release() wakes them once for all
     /// that was pushed meanwhile. The router thread holds the queue while it reads a round of
@@ -60,8 +82,18 @@ class WorkQueue {
     /// When the oldest waiting request was dispatched (the queue is not empty).
     SteadyClock::time_point oldest_dispatch() const;
     std::vector<DbRequest> take_renewals(std::size_t max_batch);
+    /// The next organization's batch, in turn: while some taker is busy, the first organization
+    /// in turn no taker is busy with; otherwise the first in turn or, with `due_by` (a spill
+    /// taker), the first whose oldest request was dispatched by then.
+    std::vector<DbRequest> take_others(std::size_t max_batch, bool mixed,
+                                       std::optional<SteadyClock::time_point> due_by);
+    /// At most max_batch requests (a pair may take one more), and claims for at most `max_jobs`
+    /// jobs beyond the first request's.
     static std::vector<DbRequest> take_from(std::deque<DbRequest>& items, std::size_t max_batch,
-                                            bool mixed);
+                                            bool mixed, std::size_t max_jobs);
+    /// Queues requests other than renewals on their organization's line.
+    std::deque<DbRequest>& line_of(common::OrgId org);
+    bool others_empty() const { return others_count_ == 0; }
 
     /// After requests were added (the lock held): wakes the takers that should look, or
     /// leaves that to release() while the queue is held.
@@ -86,7 +118,13 @@ class WorkQueue {
     /// The youngest oldest-request any of them times from; read only while reserve_timing_ > 0.
     SteadyClock::time_point timing_from_{};
     std::deque<DbRequest> renewals_;
-    std::deque<DbRequest> others_;  ///< claims, completions, failures, releases
+    /// Claims, completions, failures and releases, each organization's in arrival order.
+    std::unordered_map<common::OrgId, std::deque<DbRequest>> others_;
+    /// The organizations with requests in others_, in the order of their turns.
+    std::deque<common::OrgId> turns_;
+    std::size_t others_count_ = 0;
+    /// Takers busy with a batch, by organization.
+    std::unordered_map<common::OrgId, int> busy_;
     bool closed_ = false;
     bool held_ = false;
     bool pushed_while_held_ = false;
