@@ -89,8 +89,6 @@ int Inbound::read() {
         zmq::message_t head;
         if (!p_.router.recv(head, zmq::recv_flags::dontwait)) break;
         const std::string routing_id = head.to_string();
-        // Which connection it came on, so that its session is closed when that connection is.
-        current_fd_ = zmq_msg_get(head.handle(), ZMQ_SRCFD);
         std::vector<zmq::message_t> parts;
         std::size_t frame_count = 0;
         bool more = head.more();
@@ -103,6 +101,9 @@ int Inbound::read() {
             if (parts.size() < kFramesKept) parts.push_back(std::move(part));
         }
         p_.metrics.requests.fetch_add(1, std::memory_order_relaxed);
+        // Which connection it came on, so that its session is closed when that connection is: the
+        // frames the peer sent carry it (the routing id frame is the ROUTER's own).
+        current_fd_ = parts.empty() ? -1 : zmq_msg_get(parts[0].handle(), ZMQ_SRCFD);
         // Under CURVE, libzmq stamps every frame with the User-Id the ZAP handler returned for
         // this connection's key (the one source of a request's organization) and with the key.
         Credentials credentials;
