@@ -10,6 +10,13 @@ namespace aclaim::coordinator {
 std::deque<DbRequest>& WorkQueue::line_of(common::OrgId org) {
     auto& line = others_[org];
     if (line.empty()) turns_.push_back(org);
+    const auto now = SteadyClock::now();
+    auto [it, fresh] = last_push_.try_emplace(org, now);
+    if (!fresh) it->second = now;
+    // Those whose window has passed are forgotten as new ones come, so the map holds the active.
+    if (fresh && last_push_.size() > 16) {
+        std::erase_if(last_push_, [&](const auto& p) { return now - p.second >= kShareWindow; });
+    }
     return line;
 }
 
@@ -50,9 +57,11 @@ void WorkQueue::added(std::unique_lock<std::mutex>& lock) {
 
 void WorkQueue::wake(std::unique_lock<std::mutex>& lock) {
     const bool reserve = reserve_should_look();
+    const bool share = share_waiting_ > 0;
     lock.unlock();
     ready_.notify_one();
     if (reserve) reserve_.notify_all();
+    if (share) share_.notify_all();
 }
 
 bool WorkQueue::reserve_should_look() const {
@@ -72,14 +81,17 @@ void WorkQueue::hold() {
 void WorkQueue::release() {
     bool wake = false;
     bool reserve = false;
+    bool share = false;
     {
         std::lock_guard lock(mutex_);
         held_ = false;
         wake = std::exchange(pushed_while_held_, false);
         reserve = wake && reserve_should_look();
+        share = wake && share_waiting_ > 0;
     }
     if (wake) ready_.notify_all();
     if (reserve) reserve_.notify_all();
+    if (share) share_.notify_all();
 }
 
 bool WorkQueue::batchable(const DbRequest& head, const DbRequest& other) {
@@ -107,36 +119,56 @@ std::vector<DbRequest> WorkQueue::take(std::size_t max_batch, bool mixed,
         const auto it = busy_.find(*taker->busy_with);
         if (it != busy_.end() && --it->second <= 0) busy_.erase(it);
         taker->busy_with.reset();
+        // A taker waiting under the share rule may take that organization's work now.
+        if (share_waiting_ > 0) share_.notify_all();
+    }
+    if (taker != nullptr && !taker->counted) {
+        taker->counted = true;
+        ++takers_;
     }
     const auto has_work = [this] { return closed_ || !renewals_.empty() || !others_empty(); };
-    if (patience == SteadyClock::duration::zero()) {
-        ++immediate_waiting_;
-        ready_.wait(lock, has_work);
-        --immediate_waiting_;
-    } else {
-        while (true) {
-            if (!has_work()) {
-                ++reserve_idle_;
-                reserve_.wait(lock, has_work);
-                --reserve_idle_;
-            }
-            if (closed_) break;
-            const auto from = oldest_dispatch();
-            if (SteadyClock::now() >= from + patience) break;
-            // Woken early only when an older request arrives, or at close: otherwise the head
-            // timed here is taken or still waiting when the wait ends, and the loop looks again.
-            timing_from_ = reserve_timing_ == 0 ? from : std::max(timing_from_, from);
-            ++reserve_timing_;
-            reserve_.wait_until(lock, from + patience);
-            --reserve_timing_;
+    SteadyClock::time_point now{};
+    while (true) {
+        // Work there is, but none this taker may take (the share rule): wait for a push or a taker
+        // coming back, or for the rule's window to pass, and look again.
+        while (taker != nullptr && has_work() && !closed_ && renewals_.empty() &&
+               !any_allowed(SteadyClock::now())) {
+            ++share_waiting_;
+            share_.wait_for(lock, kShareRecheck);
+            --share_waiting_;
         }
+        if (patience == SteadyClock::duration::zero()) {
+            ++immediate_waiting_;
+            ready_.wait(lock, has_work);
+            --immediate_waiting_;
+        } else {
+            while (true) {
+                if (!has_work()) {
+                    ++reserve_idle_;
+                    reserve_.wait(lock, has_work);
+                    --reserve_idle_;
+                }
+                if (closed_) break;
+                const auto from = oldest_dispatch();
+                if (SteadyClock::now() >= from + patience) break;
+                // Woken early only when an older request arrives, or at close: otherwise the head
+                // timed here is taken or still waiting when the wait ends, and the loop looks
+                // again.
+                timing_from_ = reserve_timing_ == 0 ? from : std::max(timing_from_, from);
+                ++reserve_timing_;
+                reserve_.wait_until(lock, from + patience);
+                --reserve_timing_;
+            }
+        }
+        now = SteadyClock::now();
+        // What woke it may be work it must leave to another taker: then it waits again.
+        if (taker == nullptr || closed_ || !renewals_.empty() || any_allowed(now)) break;
     }
     // A spill taker came for what waited past its patience: that is what it takes.
     std::optional<SteadyClock::time_point> due_by;
-    if (patience != SteadyClock::duration::zero() && !closed_)
-        due_by = SteadyClock::now() - patience;
-    auto batch =
-        !renewals_.empty() ? take_renewals(max_batch) : take_others(max_batch, mixed, due_by);
+    if (patience != SteadyClock::duration::zero() && !closed_) due_by = now - patience;
+    auto batch = !renewals_.empty() ? take_renewals(max_batch)
+                                    : take_others(max_batch, mixed, due_by, taker != nullptr, now);
     if (taker != nullptr && !batch.empty() && batch.front().kind() != RequestKind::Renew) {
         taker->busy_with = batch.front().ask.org_id;
         ++busy_[*taker->busy_with];
@@ -146,11 +178,32 @@ std::vector<DbRequest> WorkQueue::take(std::size_t max_batch, bool mixed,
     return batch;
 }
 
+bool WorkQueue::others_active(common::OrgId org, SteadyClock::time_point now) const {
+    for (const auto& [other, at] : last_push_) {
+        if (other != org && now - at < kShareWindow) return true;
+    }
+    return false;
+}
+
+bool WorkQueue::allowed(common::OrgId org, SteadyClock::time_point now) const {
+    if (takers_ <= 1) return true;
+    const auto it = busy_.find(org);
+    if (it == busy_.end() || it->second < takers_ - 1) return true;
+    return !others_active(org, now);
+}
+
+bool WorkQueue::any_allowed(SteadyClock::time_point now) const {
+    return std::any_of(turns_.begin(), turns_.end(),
+                       [&](common::OrgId org) { return allowed(org, now); });
+}
+
 std::vector<DbRequest> WorkQueue::take_others(std::size_t max_batch, bool mixed,
-                                              std::optional<SteadyClock::time_point> due_by) {
+                                              std::optional<SteadyClock::time_point> due_by,
+                                              bool share, SteadyClock::time_point now) {
     if (turns_.empty()) return {};
     const auto due = [&](common::OrgId org) {
-        return !due_by || others_.at(org).front().dispatched_at <= *due_by;
+        return (!due_by || others_.at(org).front().dispatched_at <= *due_by) &&
+               (!share || allowed(org, now));
     };
     // While another taker runs an organization's batch, the first organization in turn that no
     // taker is busy with, even one whose requests have not waited a spill taker's patience: they
@@ -162,10 +215,17 @@ std::vector<DbRequest> WorkQueue::take_others(std::size_t max_batch, bool mixed,
                             [this](common::OrgId org) { return busy_.count(org) == 0; });
     }
     if (turn == turns_.end()) turn = std::find_if(turns_.begin(), turns_.end(), due);
+    if (turn == turns_.end() && share) {
+        turn = std::find_if(turns_.begin(), turns_.end(),
+                            [&](common::OrgId org) { return allowed(org, now); });
+    }
     if (turn == turns_.end()) turn = turns_.begin();
     const common::OrgId org = *turn;
-    // Others wait: this organization's batch is kept short. Alone, it is not bounded by jobs.
-    const std::size_t max_jobs = turns_.size() > 1 ? kFairShareJobs : static_cast<std::size_t>(-1);
+    // Others wait, or have pushed work within kShareWindow: this organization's batch is kept
+    // short, so that theirs never waits long behind it. Alone, it is not bounded by jobs.
+    const std::size_t max_jobs = turns_.size() > 1 || others_active(org, now)
+                                     ? kFairShareJobs
+                                     : static_cast<std::size_t>(-1);
     turns_.erase(turn);
     auto& line = others_.at(org);
     auto batch = take_from(line, max_batch, mixed, max_jobs);
@@ -291,11 +351,18 @@ void WorkQueue::close() {
     }
     ready_.notify_all();
     reserve_.notify_all();
+    share_.notify_all();
 }
 
 std::size_t WorkQueue::size() const {
     std::lock_guard lock(mutex_);
     return renewals_.size() + others_count_;
+}
+
+std::size_t WorkQueue::queued_of(common::OrgId org) const {
+    std::lock_guard lock(mutex_);
+    const auto it = others_.find(org);
+    return it == others_.end() ? 0 : it->second.size();
 }
 
 }  // namespace aclaim::coordinator

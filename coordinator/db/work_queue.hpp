@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -35,10 +36,19 @@ class WorkQueue {
     /// batch of one organization alone has no such bound.
     static constexpr std::size_t kFairShareJobs = 256;
 
+    /// While another organization has pushed work within this window, one organization's batches
+    /// may occupy every taker but one (the share rule), and ask for at most kFairShareJobs jobs.
+    static constexpr auto kShareWindow = std::chrono::seconds(1);
+    /// How often a taker held back by the share rule looks again without being woken.
+    static constexpr auto kShareRecheck = std::chrono::milliseconds(5);
+
     /// A DB thread's own state across takes: the organization of the batch it took last, which it
-    /// is busy with until it takes again.
+    /// is busy with until it takes again. Takers that pass one are counted, for the share rule:
+    /// while another organization is active, one organization's batches take at most all of them
+    /// but one, so that the other's claims find a taker free instead of waiting for a batch.
     struct Taker {
         std::optional<common::OrgId> busy_with;
+        bool counted = false;
     };
 
     void push(DbRequest request);
@@ -76,6 +86,8 @@ class WorkQueue {
     void close();
 
     std::size_t size() const;
+    /// Requests of one organization waiting, renewals aside.
+    std::size_t queued_of(common::OrgId org) const;
 
   private:
     static bool batchable(const DbRequest& head, const DbRequest& other);
@@ -84,9 +96,17 @@ class WorkQueue {
     std::vector<DbRequest> take_renewals(std::size_t max_batch);
     /// The next organization's batch, in turn: while some taker is busy, the first organization
     /// in turn no taker is busy with; otherwise the first in turn or, with `due_by` (a spill
-    /// taker), the first whose oldest request was dispatched by then.
+    /// taker), the first whose oldest request was dispatched by then. With `share`, only
+    /// organizations the share rule allows (allowed()), when there are any.
     std::vector<DbRequest> take_others(std::size_t max_batch, bool mixed,
-                                       std::optional<SteadyClock::time_point> due_by);
+                                       std::optional<SteadyClock::time_point> due_by, bool share,
+                                       SteadyClock::time_point now);
+    /// Whether another organization than `org` pushed work within kShareWindow.
+    bool others_active(common::OrgId org, SteadyClock::time_point now) const;
+    /// The share rule: a taker may take `org`'s batch unless every other taker is busy with it
+    /// while another organization is active.
+    bool allowed(common::OrgId org, SteadyClock::time_point now) const;
+    bool any_allowed(SteadyClock::time_point now) const;
     /// At most max_batch requests (a pair may take one more), and claims for at most `max_jobs`
     /// jobs beyond the first request's.
     static std::vector<DbRequest> take_from(std::deque<DbRequest>& items, std::size_t max_batch,
@@ -125,6 +145,12 @@ class WorkQueue {
     std::size_t others_count_ = 0;
     /// Takers busy with a batch, by organization.
     std::unordered_map<common::OrgId, int> busy_;
+    /// Takers that passed a Taker, and those of them waiting under the share rule.
+    int takers_ = 0;
+    int share_waiting_ = 0;
+    std::condition_variable share_;
+    /// When each organization last pushed work other than renewals (kShareWindow).
+    std::unordered_map<common::OrgId, SteadyClock::time_point> last_push_;
     bool closed_ = false;
     bool held_ = false;
     bool pushed_while_held_ = false;

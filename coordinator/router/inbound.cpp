@@ -168,18 +168,24 @@ void Inbound::connection_closed(int fd) {
     p_.metrics.connected_sessions.store(static_cast<std::int64_t>(p_.sessions.size()));
 }
 
-std::int32_t Inbound::limit_retry_after() {
-    constexpr std::chrono::milliseconds::rep kLimitRetryMs = 1000;
-    std::uniform_int_distribution<std::chrono::milliseconds::rep> more(0, kLimitRetryMs);
-    return static_cast<std::int32_t>(kLimitRetryMs + more(spread_));
+std::int32_t Inbound::limit_retry_after(Metrics::TenantLimit limit) {
+    // A long poll ends within a minute and is answered at once when work comes: a second. A
+    // session closes when its worker leaves, which a key at its limit is not about to do: five,
+    // so that the HELLOs it keeps sending cost little.
+    const bool sessions = limit == Metrics::TenantLimit::SessionsPerKey ||
+                          limit == Metrics::TenantLimit::SessionsPerOrg;
+    const std::chrono::milliseconds::rep base = sessions ? 5000 : 1000;
+    std::uniform_int_distribution<std::chrono::milliseconds::rep> more(0, base);
+    return static_cast<std::int32_t>(base + more(spread_));
 }
 
 void Inbound::refuse_at_limit(const std::string& routing_id, proto::Encoding encoding,
                               std::uint64_t req, bool hinted, Metrics::TenantLimit limit,
                               const std::string& text) {
     p_.metrics.count_limit(limit);
-    p_.replier.send_error(routing_id, encoding, req, proto::errors::kOverloaded, text,
-                          hinted ? std::optional<std::int32_t>(limit_retry_after()) : std::nullopt);
+    p_.replier.send_error(
+        routing_id, encoding, req, proto::errors::kOverloaded, text,
+        hinted ? std::optional<std::int32_t>(limit_retry_after(limit)) : std::nullopt);
 }
 
 std::optional<Metrics::TenantLimit> Inbound::parked_limit(const std::string& routing_id,
@@ -363,7 +369,12 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
                                                     " requests outstanding");
         return;
     }
-    if (p_.dispatcher.queued() >= static_cast<std::size_t>(options_.max_queued_requests)) {
+    // One organization may fill half the queue: beyond, its requests are refused while others'
+    // still go in (asked only once the queue is half full, to spare the lookup).
+    const auto queued = p_.dispatcher.queued();
+    const auto max_queued = static_cast<std::size_t>(options_.max_queued_requests);
+    if (queued >= max_queued ||
+        (queued >= max_queued / 2 && p_.dispatcher.queued_of(session->org_id) >= max_queued / 2)) {
         refuse(proto::errors::kOverloaded, "the database threads are behind; retry shortly");
         return;
     }

@@ -68,10 +68,11 @@ class Inbound {
     /// socket is read again, so that a new connection given the same descriptor is not taken for
     /// the old one (AcceptMonitor::take_closed).
     void connection_closed(int fd);
-    /// What a request refused at a per-key or per-organization limit is told to wait: the limits
-    /// free up as sessions close and long polls end, about a second; and up to as much again, so
-    /// that those turned away together do not come back together.
-    std::int32_t limit_retry_after();
+    /// What a request refused at a per-key or per-organization limit is told to wait: for a
+    /// parked-claim limit a second, for a session limit five (long polls end and are answered
+    /// sooner than sessions close); and up to as much again, so that those turned away together
+    /// do not come back together.
+    std::int32_t limit_retry_after(Metrics::TenantLimit limit);
 
     /// New sessions opened per round at most; the rest wait for the next round.
     static constexpr std::size_t kHellosPerRound = 256;

@@ -56,14 +56,17 @@ class Tally {
 };
 
 /// Sessions on raw DEALERs, served by one thread: each says HELLO and, once welcomed, keeps
-/// `claims` CLAIMs outstanding (each sent again as soon as it is answered); one turned away
-/// `overloaded` says HELLO again after the retry_after_ms it was given.
+/// `claims` CLAIMs outstanding, each sent again as soon as it is answered with jobs or NO_WORK. A
+/// refusal is waited out as the protocol asks (retry_after_ms, granted with reconnect hints; 200 ms
+/// without), a HELLO turned away then said again: the flood is heavy, not broken, so that what it
+/// measures is the share the coordinator gives it, not a loop of refusals on two cores.
 class Flood {
   public:
     struct Shape {
         std::string endpoint;
         std::int64_t org = 2;
-        std::vector<std::string> names;  ///< HELLO's worker id, one per session
+        std::vector<std::string> names;   ///< HELLO's worker id, one per session
+        std::vector<std::string> queues;  ///< served (HELLO); none: the default queue
         std::vector<worker::CurveKeys> keys;
         int claims = 1;
         std::int32_t max_jobs = 100;
@@ -89,8 +92,9 @@ class Flood {
     struct Session {
         std::unique_ptr<zmq::socket_t> socket;
         bool open = false;
-        BenchClock::time_point hello_again{};  ///< when turned away: when to say HELLO again
-        bool waiting = false;                  ///< turned away, waiting for hello_again
+        BenchClock::time_point again{};  ///< when turned away: when to say HELLO or CLAIM again
+        bool waiting = false;            ///< turned away, waiting for `again`
+        int refused_claims = 0;          ///< claims refused and not yet sent again
     };
 
     void claim(Session& s) {
@@ -100,6 +104,7 @@ class Flood {
     void hello(std::size_t i) {
         proto::Hello h{next_req_++, shape_.names[i], shape_.org};
         h.features.emplace_back(proto::kFeatureReconnectHints);
+        h.queues = shape_.queues;
         send(*sessions_[i].socket, h);
     }
 
@@ -116,9 +121,10 @@ class Flood {
             const auto now = BenchClock::now();
             for (std::size_t i = 0; i < sessions_.size(); ++i) {
                 Session& s = sessions_[i];
-                if (s.waiting && now >= s.hello_again) {
+                if (s.waiting && now >= s.again) {
                     s.waiting = false;
-                    hello(i);
+                    if (!s.open) hello(i);
+                    for (; s.refused_claims > 0; --s.refused_claims) claim(s);
                 }
                 if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
                 while (auto m = receive(*s.socket)) {
@@ -131,13 +137,9 @@ class Flood {
                         }
                     } else if (const auto* e = std::get_if<proto::Error>(&*m)) {
                         tally_.add("ERROR " + e->code);
-                        if (!s.open) {
-                            s.waiting = true;
-                            s.hello_again =
-                                now + std::chrono::milliseconds(e->retry_after_ms.value_or(1000));
-                        } else {
-                            claim(s);
-                        }
+                        s.waiting = true;
+                        s.again = now + std::chrono::milliseconds(e->retry_after_ms.value_or(200));
+                        if (s.open) ++s.refused_claims;
                     } else {
                         tally_.add(std::string(proto::type_name(*m)));
                         if (s.open) claim(s);
@@ -238,6 +240,9 @@ nlohmann::json run_neighbour(const NeighbourOptions& o) {
     idle.claims = 1;
     idle.max_jobs = 1;
     idle.wait_ms = kIdleWaitMs;
+    // A queue without jobs: idle sessions long-poll, as idle reviewers do, and take none of the
+    // flood's jobs.
+    idle.queues = {"neighbour-idle"};
     const auto flood_began = BenchClock::now();
     Flood floods(std::move(flood), flood_tally);
     Flood idlers(std::move(idle), idle_tally);

@@ -299,8 +299,9 @@ TEST_CASE("work queue: a flood from one organization delays another's claim by o
     CHECK(first.size() == WorkQueue::kFairShareJobs / 100);
     // Then organization 1's, not the rest of the flood.
     CHECK(reqs(q.take(128, true)) == std::vector<std::uint64_t>{1000});
-    // Alone again, organization 2 is served in batches as large as before.
-    CHECK(q.take(128, true).size() == 128);
+    // Organization 1 pushed work within the share window: organization 2's batches stay short,
+    // so that organization 1's next claim waits behind a short one too.
+    CHECK(q.take(128, true).size() == WorkQueue::kFairShareJobs / 100);
 }
 
 TEST_CASE("work queue: organizations take turns, each in its own arrival order",
@@ -343,4 +344,32 @@ TEST_CASE("work queue: a second taker takes the organization the first one is no
     const auto next = q.take(128, true, {}, &first);
     REQUIRE_FALSE(next.empty());
     CHECK(next.front().ask.org_id == 2);
+}
+
+TEST_CASE("work queue: while another organization is active, one leaves a taker free for it",
+          "[work_queue][fair]") {
+    WorkQueue q;
+    for (std::uint64_t t = 1; t <= 300; ++t) q.push(big_claim(2, t, 100));
+    q.push(claim(1, 1000));
+    WorkQueue::Taker first;
+    WorkQueue::Taker second;
+    // Both takers are counted; organization 2's batch goes to the first, organization 1's to the
+    // second.
+    CHECK(q.take(128, true, {}, &first).front().ask.org_id == 2);
+    CHECK(reqs(q.take(128, true, {}, &second)) == std::vector<std::uint64_t>{1000});
+    // The second comes back while the first still runs organization 2's batch: organization 1 was
+    // active a moment ago, so it must not take organization 2's work and leave none free. It
+    // waits, on a real thread, until organization 1's next claim arrives, and takes that.
+    std::vector<DbRequest> took;
+    std::latch started(1);
+    std::thread second_thread([&] {
+        started.count_down();
+        took = q.take(128, true, {}, &second);
+    });
+    started.wait();
+    q.push(claim(1, 1001));
+    second_thread.join();
+    CHECK(reqs(took) == std::vector<std::uint64_t>{1001});
+    // The first, back from its batch, takes organization 2's work again.
+    CHECK(q.take(128, true, {}, &first).front().ask.org_id == 2);
 }
