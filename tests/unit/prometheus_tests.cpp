@@ -97,10 +97,13 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     check_lines(text, {"aclaim_jobs_parked_total 0\n", "aclaim_parks_expired_total 0\n",
                        "aclaim_park_callbacks_accepted_total 0\n",
                        "aclaim_park_callbacks_refused_total 0\n"});
+    // Refusals at the per-tenant limits, by limit.
+    check_lines(text, {"aclaim_tenant_limit_refusals_total{limit=\"sessions_per_key\"} 0\n",
+                       "aclaim_tenant_limit_refusals_total{limit=\"fd_reserve\"} 0\n"});
     // Every family is declared once, before its samples.
     const auto types = lines_starting(text, "# TYPE ");
     CHECK(types == lines_starting(text, "# HELP "));
-    CHECK(types == 46);
+    CHECK(types == 47);
     CHECK(text.back() == '\n');
 }
 
