@@ -142,7 +142,11 @@ class Flood {
                         if (s.open) ++s.refused_claims;
                     } else {
                         tally_.add(std::string(proto::type_name(*m)));
-                        if (s.open) claim(s);
+                        // Only a claim's answer frees a place; REVOKED (a lapsed lease of a job it
+                        // never completed) is pushed unasked.
+                        const bool answer = std::holds_alternative<proto::Assigned>(*m) ||
+                                            std::holds_alternative<proto::NoWork>(*m);
+                        if (s.open && answer) claim(s);
                     }
                 }
             }
