@@ -28,10 +28,12 @@ def neighbour_lines(n, line):
     ratio = _g(n, "p99_ratio")
     line("org 1 claim p99 with the neighbour's flood / without", ratio, "x", "<= 2.0",
          0 < ratio <= 2.0 if q and f else None,
-         "organization 1's claims wait behind at most the batch of organization 2 in flight (each "
-         "organization's requests take turns at the DB threads, a batch bounded to 256 jobs while "
-         "another waits); on two cores the flood's clients and PostgreSQL's work for them share the "
-         "CPU with organization 1's")
+         "organization 1's claims wait behind at most one batch of organization 2 (the "
+         "organizations take turns at the DB threads, one thread is left to organization 1 and a "
+         "batch of organization 2 asks for at most 100 jobs while organization 1 is active); "
+         "what is left is, most likely (not yet measured by stage), the shared PostgreSQL: a "
+         "commit can wait behind a WAL flush of organization 2's, and on two cores the flood's clients and PostgreSQL's work for "
+         "them share the CPU with organization 1's")
     hello = n.get("new_worker_hello", "")
     line("new org-1 worker's HELLO during the flood", _g(n, "new_worker_hello_ms"), "ms",
          "WELCOME within 5 s", hello == "WELCOME",
