@@ -82,11 +82,14 @@ TEST_CASE("parked claims beyond a session's or an organization's limit are refus
     });
     auto a = h.worker();
     REQUIRE(std::holds_alternative<proto::Welcome>(hello(*a, "a", 1)));
+    // Each claim parks once (aclaim_parked counts parks): nothing is enqueued or notified for
+    // organization 1. The bound is generous for a loaded machine, where a fresh coordinator's
+    // first statements have taken over a second.
     const auto parked_before = h.coordinator->metrics().parked.load();
     a->claim(1, 60000);
     a->claim(1, 60000);
-    REQUIRE(
-        eventually([&] { return h.coordinator->metrics().parked.load() == parked_before + 2; }));
+    REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= parked_before + 2; },
+                       15s));
     const auto refused = a->answer(a->claim(1, 60000), 5s);
     REQUIRE(refused);
     check_overloaded(*refused);
@@ -98,8 +101,8 @@ TEST_CASE("parked claims beyond a session's or an organization's limit are refus
     auto b = h.worker();
     REQUIRE(std::holds_alternative<proto::Welcome>(hello(*b, "b", 1)));
     b->claim(1, 60000);
-    REQUIRE(
-        eventually([&] { return h.coordinator->metrics().parked.load() == parked_before + 3; }));
+    REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= parked_before + 3; },
+                       15s));
     const auto full = b->answer(b->claim(1, 60000), 5s);
     REQUIRE(full);
     check_overloaded(*full);
@@ -107,8 +110,8 @@ TEST_CASE("parked claims beyond a session's or an organization's limit are refus
     auto c = h.worker();
     REQUIRE(std::holds_alternative<proto::Welcome>(hello(*c, "c", 2)));
     const auto waiting = c->claim(1, 60000);
-    REQUIRE(
-        eventually([&] { return h.coordinator->metrics().parked.load() == parked_before + 4; }));
+    REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= parked_before + 4; },
+                       15s));
     // Its parked claim is still woken by work, as every parked claim is.
     common::AssignmentStore store(h.db.dsn());
     store.enqueue(2, some_jobs(1), clock.now());
@@ -124,8 +127,8 @@ TEST_CASE("a closed connection takes its session and parked claims with it",
     REQUIRE(std::holds_alternative<proto::Welcome>(hello(*gone, "gone", 1)));
     const auto parked_before = h.coordinator->metrics().parked.load();
     gone->claim(1, 60000);
-    REQUIRE(
-        eventually([&] { return h.coordinator->metrics().parked.load() == parked_before + 1; }));
+    REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= parked_before + 1; },
+                       15s));
     REQUIRE(sessions(h) == 1);
     // The worker goes away without BYE, its claim still waiting: closing the socket closes the
     // connection. Neither the session nor the claim waits for the idle sweep or the claim's wait.
@@ -135,6 +138,7 @@ TEST_CASE("a closed connection takes its session and parked claims with it",
     auto next = h.worker();
     REQUIRE(std::holds_alternative<proto::Welcome>(hello(*next, "next", 1)));
     const auto req = next->claim(1, 60000);
-    CHECK(eventually([&] { return h.coordinator->metrics().parked.load() == parked_before + 2; }));
+    CHECK(eventually([&] { return h.coordinator->metrics().parked.load() >= parked_before + 2; },
+                     15s));
     CHECK_FALSE(next->answer(req, 200ms));
 }
