@@ -37,6 +37,11 @@ void RouterOptions::validate() const {
             "--max-body-bytes must be 64.." + std::to_string(common::proto::kMaxBodyBytes));
     require(max_inflight_per_session >= 1, "--max-inflight-per-session must be positive");
     require(max_queued_requests >= 1, "--max-queued-requests must be positive");
+    require(max_sessions_per_key >= 1, "--max-sessions-per-key must be positive");
+    require(max_sessions_per_org >= 1, "--max-sessions-per-org must be positive");
+    require(max_parked_per_session >= 1, "--max-parked-per-session must be positive");
+    require(max_parked_per_org >= 1, "--max-parked-per-org must be positive");
+    require(fd_reserve >= 0, "--fd-reserve must not be negative");
     require(socket_hwm >= 1, "--socket-hwm must be positive");
     require(io_threads >= 1 && io_threads <= 16, "--io-threads must be 1..16");
     require(drain_timeout_ms >= 0, "--drain-timeout-ms must not be negative");
@@ -213,6 +218,17 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
                 "Outstanding requests allowed per worker session");
     add_setting(app, "--max-queued-requests", r.max_queued_requests,
                 "Requests waiting for a DB thread before refusing new ones");
+    add_setting(app, "--max-sessions-per-key", r.max_sessions_per_key,
+                "Sessions one worker key may hold at once; more HELLOs are answered overloaded");
+    add_setting(app, "--max-sessions-per-org", r.max_sessions_per_org,
+                "Sessions one organization may hold at once; more HELLOs are answered overloaded");
+    add_setting(app, "--max-parked-per-session", r.max_parked_per_session,
+                "Parked claims one session may hold; more waiting CLAIMs are answered overloaded");
+    add_setting(app, "--max-parked-per-org", r.max_parked_per_org,
+                "Parked claims one organization may hold; more waiting CLAIMs are answered "
+                "overloaded");
+    add_setting(app, "--fd-reserve", r.fd_reserve,
+                "Connections kept free below the descriptor limit for keys without a session");
     add_setting(app, "--socket-hwm", r.socket_hwm, "ROUTER high-water marks, in messages");
     add_setting(app, "--io-threads", r.io_threads,
                 "ZeroMQ I/O threads for the workers' connections (reading, writing, CURVE)");

@@ -62,6 +62,22 @@ struct RouterOptions {
     /// Requests waiting for a DB thread before new ones are refused with ERROR "overloaded"
     /// (--max-queued-requests).
     int max_queued_requests = 10000;
+    /// Sessions one worker key (under CURVE; one worker name of an organization in plaintext) may
+    /// hold at once; a HELLO beyond is answered "overloaded" (--max-sessions-per-key).
+    int max_sessions_per_key = 64;
+    /// Sessions one organization may hold at once; a HELLO beyond is answered "overloaded"
+    /// (--max-sessions-per-org).
+    int max_sessions_per_org = 25000;
+    /// Parked claims (long polls waiting for work) one session may hold; a CLAIM with a wait
+    /// beyond is answered "overloaded" (--max-parked-per-session).
+    int max_parked_per_session = 64;
+    /// Parked claims one organization may hold; a CLAIM with a wait beyond is answered
+    /// "overloaded" (--max-parked-per-org).
+    int max_parked_per_org = 25000;
+    /// Worker connections kept free below the descriptor limit for keys that hold no session: once
+    /// the open connections reach the limit less this, a handshake of a key that already has one
+    /// is refused, so that a new key's HELLO is still answered (--fd-reserve).
+    int fd_reserve = 64;
     /// ZeroMQ high-water marks of the ROUTER socket, in messages, each way (--socket-hwm).
     int socket_hwm = 10000;
     /// ZeroMQ I/O threads: the connections' reading, writing and CURVE work is spread over them,

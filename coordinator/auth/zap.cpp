@@ -13,6 +13,7 @@
 
 #include "common/ops/worker_keys.hpp"
 #include "coordinator/db/mailbox.hpp"
+#include "coordinator/router/accept_monitor.hpp"
 
 namespace aclaim::coordinator {
 
@@ -197,6 +198,18 @@ void ZapHandler::answer_batch() {
             KeyIdentity identity;
             switch (check(r.key, found, failed, now, identity)) {
                 case Verdict::Accepted:
+                    // At the descriptor limit less its reserve, the keys that are connected
+                    // already wait: the descriptors left are for those that are not.
+                    if (budget_ != nullptr && !budget_->admits(identity.org_id, identity.name)) {
+                        status = "300";
+                        text = "at the connection limit; this key is connected already";
+                        counters_.refused.fetch_add(1, std::memory_order_relaxed);
+                        spdlog::debug(
+                            "handshake from {} refused: key {} is connected and only "
+                            "the descriptor reserve is left",
+                            r.address, r.key);
+                        break;
+                    }
                     status = "200";
                     text = "OK";
                     user_id = identity.user_id();

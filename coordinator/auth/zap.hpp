@@ -20,6 +20,7 @@
 
 namespace aclaim::coordinator {
 
+class ConnectionBudget;
 class Mailbox;
 class Poster;
 
@@ -73,6 +74,10 @@ class ZapHandler {
     void stop();
 
     const AuthCounters& counters() const { return counters_; }
+    /// Once the worker connections leave only the descriptor reserve, a handshake of a key that
+    /// has a session already is refused (ConnectionBudget::admits). Call before start(); the
+    /// budget must outlive the handler.
+    void set_budget(ConnectionBudget* budget) { budget_ = budget; }
 
   private:
     struct Cached {
@@ -105,6 +110,7 @@ class ZapHandler {
     /// The watched keys found not live by the last re-check, as last posted. ZAP thread only.
     std::vector<std::string> revoked_;
     AuthCounters& counters_;
+    ConnectionBudget* budget_ = nullptr;
     const common::Clock& clock_;
     std::atomic<bool> stop_{false};
     std::thread thread_;

@@ -169,8 +169,9 @@ void DbPool::run(int index) {
     const SteadyClock::duration spill_after = index == 0 || !options_.coalesce
                                                   ? SteadyClock::duration::zero()
                                                   : std::chrono::milliseconds(options_.db_spill_ms);
+    WorkQueue::Taker taker;
     while (true) {
-        std::vector<DbRequest> taken = queue_.take(max_batch, mixed, spill_after);
+        std::vector<DbRequest> taken = queue_.take(max_batch, mixed, spill_after, &taker);
         if (taken.empty()) return;
         std::vector<DbRequest> batch = start_unanswered(std::move(taken));
         if (batch.empty()) continue;

@@ -82,6 +82,18 @@ struct Metrics {
     /// job_events partitions by state.
     static constexpr std::array<std::string_view, 4> kPartitionStates{"attached", "detaching",
                                                                       "archived", "dropped"};
+    /// The per-tenant limits (RouterOptions) a request or a handshake was refused at, in
+    /// TenantLimit order.
+    static constexpr std::array<std::string_view, 5> kTenantLimits{
+        "sessions_per_key", "sessions_per_org", "parked_per_session", "parked_per_org",
+        "fd_reserve"};
+    enum class TenantLimit {
+        SessionsPerKey,
+        SessionsPerOrg,
+        ParkedPerSession,
+        ParkedPerOrg,
+        FdReserve
+    };
     /// The label values of `rejections`, in Rejection order.
     static std::array<std::string_view, kRejectionKinds> rejection_names();
 
@@ -154,6 +166,17 @@ struct Metrics {
         {"aclaim_accept_failures_total",
          "Worker connections the ROUTER could not accept (errno from accept(), most often "
          "EMFILE: the process is at its descriptor limit)."}};
+    Labelled<Counter, kTenantLimits.size()> tenant_limit_refusals{
+        registry,
+        {"aclaim_tenant_limit_refusals_total",
+         "HELLOs and CLAIMs answered overloaded, and handshakes refused, at a per-key or "
+         "per-organization limit, by limit.",
+         "limit"},
+        kTenantLimits};
+    void count_limit(TenantLimit limit) {
+        tenant_limit_refusals[static_cast<std::size_t>(limit)].fetch_add(1,
+                                                                         std::memory_order_relaxed);
+    }
     Single<Counter> db_deadline_answers{
         registry,
         {"aclaim_db_deadline_answers_total",

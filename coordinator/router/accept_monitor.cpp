@@ -1,7 +1,9 @@
 #include "coordinator/router/accept_monitor.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <zmq_addon.hpp>
@@ -18,15 +20,56 @@ std::string monitor_endpoint(const zmq::socket_t& router) {
 
 }  // namespace
 
+std::size_t ConnectionBudget::capacity_for(std::uint64_t descriptor_limit) {
+    const std::uint64_t own = std::min(kOwnDescriptors, descriptor_limit / 4);
+    return static_cast<std::size_t>(descriptor_limit - own);
+}
+
+std::uint64_t ConnectionBudget::descriptor_limit() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
+        return static_cast<std::uint64_t>(-1) / 2;
+    }
+    return static_cast<std::uint64_t>(limit.rlim_cur);
+}
+
+void ConnectionBudget::set_has_sessions(common::OrgId org, const std::string& name, bool any) {
+    std::lock_guard lock(mutex_);
+    if (any) {
+        with_sessions_.emplace(org, name);
+    } else {
+        with_sessions_.erase({org, name});
+    }
+}
+
+bool ConnectionBudget::admits(common::OrgId org, const std::string& name) {
+    if (!crowded()) return true;
+    {
+        std::lock_guard lock(mutex_);
+        if (with_sessions_.count({org, name}) == 0) return true;
+    }
+    if (metrics_ != nullptr) metrics_->count_limit(Metrics::TenantLimit::FdReserve);
+    return false;
+}
+
 AcceptMonitor::AcceptMonitor(zmq::context_t& context, zmq::socket_t& router, Metrics& metrics,
-                             const common::Clock& clock)
-    : router_(router), metrics_(metrics), clock_(clock), events_(context, zmq::socket_type::pair) {
+                             const common::Clock& clock, ConnectionBudget* budget)
+    : router_(router),
+      metrics_(metrics),
+      clock_(clock),
+      budget_(budget),
+      events_(context, zmq::socket_type::pair) {
     const auto endpoint = monitor_endpoint(router);
-    if (zmq_socket_monitor(router.handle(), endpoint.c_str(), ZMQ_EVENT_ACCEPT_FAILED) != 0) {
+    if (zmq_socket_monitor(router.handle(), endpoint.c_str(),
+                           ZMQ_EVENT_ACCEPT_FAILED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) !=
+        0) {
         throw zmq::error_t();
     }
     monitoring_ = true;
     events_.set(zmq::sockopt::linger, 0);
+    // No high-water mark: a crowd connecting at once must not lose the events that count it (an
+    // inproc pipe is unbounded when either end's mark is 0).
+    events_.set(zmq::sockopt::rcvhwm, 0);
     events_.connect(endpoint);
 }
 
@@ -42,8 +85,8 @@ void AcceptMonitor::stop() {
 }
 
 void AcceptMonitor::drain() {
-    // Each event is two frames: 2 bytes of event id and 4 of value (here accept()'s errno),
-    // then the endpoint.
+    // Each event is two frames: 2 bytes of event id and 4 of value (accept()'s errno, or the
+    // connection's descriptor), then the endpoint.
     while (true) {
         std::vector<zmq::message_t> frames;
         if (!zmq::recv_multipart(events_, std::back_inserter(frames), zmq::recv_flags::dontwait))
@@ -53,6 +96,15 @@ void AcceptMonitor::drain() {
         std::uint32_t value = 0;
         std::memcpy(&event, frames[0].data(), sizeof event);
         std::memcpy(&value, static_cast<const char*>(frames[0].data()) + 2, sizeof value);
+        if (event == ZMQ_EVENT_ACCEPTED) {
+            if (budget_ != nullptr) budget_->opened();
+            continue;
+        }
+        if (event == ZMQ_EVENT_DISCONNECTED) {
+            if (budget_ != nullptr) budget_->closed();
+            closed_.push_back(static_cast<int>(value));
+            continue;
+        }
         if (event != ZMQ_EVENT_ACCEPT_FAILED) continue;
         metrics_.accept_failures.fetch_add(1, std::memory_order_relaxed);
         ++unreported_;
@@ -66,6 +118,11 @@ void AcceptMonitor::drain() {
         std::strerror(last_errno_), unreported_);
     unreported_ = 0;
     next_report_ = now + kReportEvery;
+}
+
+std::vector<int> AcceptMonitor::take_closed() {
+    drain();
+    return std::exchange(closed_, {});
 }
 
 }  // namespace aclaim::coordinator

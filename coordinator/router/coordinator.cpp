@@ -127,19 +127,28 @@ void Coordinator::bind() {
     router_.set(zmq::sockopt::sndhwm, router.socket_hwm);
     router_.set(zmq::sockopt::rcvhwm, router.socket_hwm);
     router_.set(zmq::sockopt::linger, kLingerMs);
+    connection_budget_ = std::make_unique<ConnectionBudget>(
+        ConnectionBudget::capacity_for(ConnectionBudget::descriptor_limit()),
+        static_cast<std::size_t>(router.fd_reserve), &metrics_);
+    sessions_.set_key_listener(
+        [budget = connection_budget_.get()](common::OrgId org, const std::string& name, bool any) {
+            budget->set_has_sessions(org, name, any);
+        });
     const CurveOptions& curve = options_.curve;
     router_.set(zmq::sockopt::handshake_ivl, curve.handshake_timeout_ms);
     if (!router.plaintext) {
         const std::string secret = curve.load_secret();
         zap_ = std::make_unique<ZapHandler>(context_, options_.zap, connections_, metrics_.auth,
                                             clock_);
+        zap_->set_budget(connection_budget_.get());
         router_.set(zmq::sockopt::curve_server, true);
         router_.set(zmq::sockopt::curve_secretkey, secret);
         // A non-empty domain makes libzmq consult the ZAP handler for every handshake.
         router_.set(zmq::sockopt::zap_domain, "aclaim");
         spdlog::info("CURVE on: server public key {}", curve_public_of(secret));
     }
-    accept_monitor_ = std::make_unique<AcceptMonitor>(context_, router_, metrics_, clock_);
+    accept_monitor_ = std::make_unique<AcceptMonitor>(context_, router_, metrics_, clock_,
+                                                      connection_budget_.get());
     router_.bind(router.bind);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     mailbox_ = std::make_unique<Mailbox>(context_);
@@ -210,7 +219,8 @@ void Coordinator::serve() {
         options_.db_pool.db_threads, common::to_string(options_.db_pool.lock_strategy),
         connections_.row_security() ? "on" : "off");
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
-                               {mailbox_->doorbell().handle(), 0, ZMQ_POLLIN, 0}};
+                               {mailbox_->doorbell().handle(), 0, ZMQ_POLLIN, 0},
+                               {accept_monitor_->socket().handle(), 0, ZMQ_POLLIN, 0}};
     while (true) {
         const auto now = clock_.monotonic_now();
         if (stop_requested_.load() && !dispatcher_.draining()) begin_drain();
@@ -218,7 +228,7 @@ void Coordinator::serve() {
             ((dispatcher_.at_db() == 0 && now >= drain_quiet_until_) || now >= drain_until_))
             break;
         try {
-            zmq::poll(items, 2, poll_timeout(now));
+            zmq::poll(items, 3, poll_timeout(now));
         } catch (const zmq::error_t& e) {
             if (e.num() != EINTR) throw;
             continue;
@@ -231,6 +241,8 @@ void Coordinator::serve() {
             // CLAIMs it refuses at once would keep a crowd of workers, each reconnecting with its
             // backoff, from ever letting the drain go quiet.
             const auto dispatched = dispatcher_.dispatched();
+            // Connections that closed first, before their descriptors can be read as new ones'.
+            close_connections();
             if ((items[0].revents & ZMQ_POLLIN) && inbound_.read() > 0 && dispatcher_.draining() &&
                 dispatcher_.dispatched() != dispatched)
                 drain_quiet_until_ = clock_.monotonic_now() + drain_quiet();
@@ -267,7 +279,7 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
     for (auto& claim : parked_.take_expired()) replier_.answer_no_work(claim, "wait ended");
     outcomes_.refilled(parked_.take_refilled());
     dispatcher_.expire(now);
-    accept_monitor_->drain();
+    close_connections();
     // Gauges and the liveness tick are refreshed every round, so that they stay true however
     // the injected clock moves. /healthz asks whether this thread runs in real time: under a
     // simulated clock a stalled thread must still look stalled, so the tick is the system's.
@@ -290,6 +302,10 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
         presence_board_.set(sessions_.workers_by_org());
         published_membership_ = sessions_.membership();
     }
+}
+
+void Coordinator::close_connections() {
+    for (const int fd : accept_monitor_->take_closed()) inbound_.connection_closed(fd);
 }
 
 void Coordinator::begin_drain() {

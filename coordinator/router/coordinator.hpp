@@ -75,6 +75,8 @@ class Coordinator {
     std::chrono::milliseconds drain_quiet() const;
     void begin_drain();
     void housekeeping(SteadyClock::time_point now);
+    /// Closes the sessions of the connections that closed, dropping their parked claims.
+    void close_connections();
 
     /// Before inbound_ and outcomes_, which keep a reference to its router slice.
     CoordinatorOptions options_;
@@ -86,6 +88,8 @@ class Coordinator {
     Connections connections_;
 
     zmq::context_t context_;
+    /// Open connections against the descriptor limit: counted by accept_monitor_, read by zap_.
+    std::unique_ptr<ConnectionBudget> connection_budget_;
     std::unique_ptr<ZapHandler> zap_;  ///< before router_: it must outlive the ROUTER's handshakes
     zmq::socket_t router_;
     /// After router_: it stops monitoring the ROUTER before the ROUTER is closed.

@@ -69,6 +69,8 @@ class Dispatcher {
     std::size_t at_db() const { return at_db_; }
     /// Requests waiting for a DB thread.
     std::size_t queued() const { return queue_.size(); }
+    /// Requests of one organization waiting for a DB thread, renewals aside.
+    std::size_t queued_of(common::OrgId org) const { return queue_.queued_of(org); }
     /// Requests handed to the DB threads so far.
     std::uint64_t dispatched() const { return dispatched_; }
 

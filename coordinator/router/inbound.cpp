@@ -101,6 +101,9 @@ int Inbound::read() {
             if (parts.size() < kFramesKept) parts.push_back(std::move(part));
         }
         p_.metrics.requests.fetch_add(1, std::memory_order_relaxed);
+        // Which connection it came on, so that its session is closed when that connection is: the
+        // frames the peer sent carry it (the routing id frame is the ROUTER's own).
+        current_fd_ = parts.empty() ? -1 : zmq_msg_get(parts[0].handle(), ZMQ_SRCFD);
         // Under CURVE, libzmq stamps every frame with the User-Id the ZAP handler returned for
         // this connection's key (the one source of a request's organization) and with the key.
         Credentials credentials;
@@ -150,9 +153,49 @@ void Inbound::admit_hellos(std::size_t at_most) {
                                   "it again after reconnecting (another coordinator may serve it)",
                                   hinted ? retry_after(proto::errors::kDraining) : std::nullopt);
         } else {
-            handle_hello(h.routing_id, h.credentials, h.hello, h.encoding);
+            handle_hello(h.routing_id, h.credentials, h.hello, h.encoding, h.fd);
         }
     }
+}
+
+void Inbound::connection_closed(int fd) {
+    for (const auto& routing_id : p_.sessions.close_fd(fd)) {
+        // Nobody is left to answer: the claims are dropped, not answered.
+        p_.parked.take_connection(routing_id);
+        spdlog::debug("connection {} closed: its session and parked claims are gone",
+                      spdlog::to_hex(routing_id));
+    }
+    p_.metrics.connected_sessions.store(static_cast<std::int64_t>(p_.sessions.size()));
+}
+
+std::int32_t Inbound::limit_retry_after(Metrics::TenantLimit limit) {
+    // A long poll ends within a minute and is answered at once when work comes: a second. A
+    // session closes when its worker leaves, which a key at its limit is not about to do: five,
+    // so that the HELLOs it keeps sending cost little.
+    const bool sessions = limit == Metrics::TenantLimit::SessionsPerKey ||
+                          limit == Metrics::TenantLimit::SessionsPerOrg;
+    const std::chrono::milliseconds::rep base = sessions ? 5000 : 1000;
+    std::uniform_int_distribution<std::chrono::milliseconds::rep> more(0, base);
+    return static_cast<std::int32_t>(base + more(spread_));
+}
+
+void Inbound::refuse_at_limit(const std::string& routing_id, proto::Encoding encoding,
+                              std::uint64_t req, bool hinted, Metrics::TenantLimit limit,
+                              const std::string& text) {
+    p_.metrics.count_limit(limit);
+    p_.replier.send_error(
+        routing_id, encoding, req, proto::errors::kOverloaded, text,
+        hinted ? std::optional<std::int32_t>(limit_retry_after(limit)) : std::nullopt);
+}
+
+std::optional<Metrics::TenantLimit> Inbound::parked_limit(const std::string& routing_id,
+                                                          common::OrgId org) const {
+    if (p_.parked.of_connection(routing_id) >=
+        static_cast<std::size_t>(options_.max_parked_per_session))
+        return Metrics::TenantLimit::ParkedPerSession;
+    if (p_.parked.of_org(org) >= static_cast<std::size_t>(options_.max_parked_per_org))
+        return Metrics::TenantLimit::ParkedPerOrg;
+    return std::nullopt;
 }
 
 std::optional<std::int32_t> Inbound::retry_after(std::string_view code, bool whole_window) {
@@ -271,14 +314,14 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
         // end of the round, behind the requests of open sessions, and is turned away with an
         // answer (not left to time out) when too many wait already.
         if (p_.sessions.find(routing_id) != nullptr) {
-            handle_hello(routing_id, credentials, *hello, enc);
+            handle_hello(routing_id, credentials, *hello, enc, current_fd_);
         } else if (hellos_.size() >= kMaxHellosWaiting) {
             refuse(proto::errors::kOverloaded,
                    std::to_string(hellos_.size()) +
                        " HELLOs are waiting for a session already; say HELLO again later");
         } else {
             waiting_ids_.insert(routing_id);
-            hellos_.push_back({routing_id, credentials, *hello, enc});
+            hellos_.push_back({routing_id, credentials, *hello, enc, current_fd_});
         }
         return;
     }
@@ -326,9 +369,27 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
                                                     " requests outstanding");
         return;
     }
-    if (p_.dispatcher.queued() >= static_cast<std::size_t>(options_.max_queued_requests)) {
+    // One organization may fill half the queue: beyond, its requests are refused while others'
+    // still go in (asked only once the queue is half full, to spare the lookup).
+    const auto queued = p_.dispatcher.queued();
+    const auto max_queued = static_cast<std::size_t>(options_.max_queued_requests);
+    if (queued >= max_queued ||
+        (queued >= max_queued / 2 && p_.dispatcher.queued_of(session->org_id) >= max_queued / 2)) {
         refuse(proto::errors::kOverloaded, "the database threads are behind; retry shortly");
         return;
+    }
+    // A claim that may wait may park: one tenant's long polls must not take every place.
+    if (claim != nullptr && claim->wait_ms > 0) {
+        if (const auto limit = parked_limit(routing_id, session->org_id)) {
+            refuse_at_limit(
+                routing_id, enc, req, session->reconnect_hints, *limit,
+                *limit == Metrics::TenantLimit::ParkedPerSession
+                    ? "this session has " + std::to_string(options_.max_parked_per_session) +
+                          " claims waiting already; claim again when one is answered"
+                    : "this organization has " + std::to_string(options_.max_parked_per_org) +
+                          " claims waiting already; claim again later");
+            return;
+        }
     }
     RoutedRequest request = routed(routing_id, *session, enc, req, std::move(*ask), claim);
     ++session->outstanding;
@@ -361,6 +422,19 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
         p_.metrics.no_work.fetch_add(1, std::memory_order_relaxed);
         return;
     }
+    if (next->wait_ms > 0) {
+        if (const auto limit = parked_limit(routing_id, session->org_id)) {
+            // The completion is served; only the claim it carries waits for a place.
+            p_.dispatcher.dispatch(std::move(request));
+            refuse_at_limit(
+                routing_id, enc, next->req, session->reconnect_hints, *limit,
+                "too many claims of this " +
+                    std::string(*limit == Metrics::TenantLimit::ParkedPerSession ? "session"
+                                                                                 : "organization") +
+                    " are waiting already; claim again later");
+            return;
+        }
+    }
     auto next_ask = store_request(proto::Message{*next}, *session);
     RoutedRequest follower =
         routed(routing_id, *session, enc, next->req, std::move(*next_ask), next);
@@ -384,7 +458,7 @@ RoutedRequest Inbound::routed(const std::string& routing_id, const Session& sess
 }
 
 void Inbound::handle_hello(const std::string& routing_id, const Credentials& credentials,
-                           const proto::Hello& hello, proto::Encoding encoding) {
+                           const proto::Hello& hello, proto::Encoding encoding, int fd) {
     const std::string& user_id = credentials.user_id;
     common::OrgId org = hello.org_id;
     if (!options_.plaintext) {
@@ -427,7 +501,24 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
             }
         }
     }
+    if (const auto limit =
+            p_.sessions.over_limit(routing_id, org, hello.worker_id,
+                                   static_cast<std::size_t>(options_.max_sessions_per_key),
+                                   static_cast<std::size_t>(options_.max_sessions_per_org))) {
+        const bool hinted = std::find(hello.features.begin(), hello.features.end(),
+                                      proto::kFeatureReconnectHints) != hello.features.end();
+        const bool per_key = *limit == SessionLimit::PerKey;
+        refuse_at_limit(
+            routing_id, encoding, hello.req, hinted,
+            per_key ? Metrics::TenantLimit::SessionsPerKey : Metrics::TenantLimit::SessionsPerOrg,
+            per_key ? "this key holds " + std::to_string(options_.max_sessions_per_key) +
+                          " sessions already; say HELLO again once one has closed"
+                    : "this organization holds " + std::to_string(options_.max_sessions_per_org) +
+                          " sessions already; say HELLO again later");
+        return;
+    }
     Session& s = p_.sessions.open(routing_id, hello.worker_id, org, encoding);
+    p_.sessions.set_fd(s, fd);
     s.user_id = user_id;
     s.public_key = credentials.public_key;
     s.queues = std::move(queues);

@@ -63,6 +63,16 @@ class Inbound {
     /// coordinator's sessions (common/base/reconnect_spread.hpp), so that they come back spread as
     /// the fleet's size asks; a HELLO, whose worker took its share already, up to a second more.
     std::optional<std::int32_t> retry_after(std::string_view code, bool whole_window = false);
+    /// The connection that had descriptor `fd` has closed (AcceptMonitor): its sessions are
+    /// closed and their parked claims dropped, with nobody left to answer. Must run before the
+    /// socket is read again, so that a new connection given the same descriptor is not taken for
+    /// the old one (AcceptMonitor::take_closed).
+    void connection_closed(int fd);
+    /// What a request refused at a per-key or per-organization limit is told to wait: for a
+    /// parked-claim limit a second, for a session limit five (long polls end and are answered
+    /// sooner than sessions close); and up to as much again, so that those turned away together
+    /// do not come back together.
+    std::int32_t limit_retry_after(Metrics::TenantLimit limit);
 
     /// New sessions opened per round at most; the rest wait for the next round.
     static constexpr std::size_t kHellosPerRound = 256;
@@ -81,12 +91,19 @@ class Inbound {
         std::string queues;
     };
 
+    /// A per-key or per-organization limit (RouterOptions) refused `req`: ERROR overloaded, with
+    /// retry_after_ms for a worker granted reconnect hints.
+    void refuse_at_limit(const std::string& routing_id, proto::Encoding encoding, std::uint64_t req,
+                         bool hinted, Metrics::TenantLimit limit, const std::string& text);
+    /// Which parked-claim limit a CLAIM that may wait would pass, if any.
+    std::optional<Metrics::TenantLimit> parked_limit(const std::string& routing_id,
+                                                     common::OrgId org) const;
     void handle_message(const std::string& routing_id, const Credentials& credentials,
                         const std::vector<std::string_view>& frames, std::size_t frame_count);
     void handle_request(const std::string& routing_id, const Credentials& credentials,
                         const proto::Decoded& decoded);
     void handle_hello(const std::string& routing_id, const Credentials& credentials,
-                      const proto::Hello& hello, proto::Encoding encoding);
+                      const proto::Hello& hello, proto::Encoding encoding, int fd);
     void handle_bye(const std::string& routing_id);
     /// A request on its way to the DB threads, answered on `routing_id` with `req`; a claim's
     /// long-poll starts now.
@@ -99,12 +116,15 @@ class Inbound {
         Credentials credentials;
         proto::Hello hello;
         proto::Encoding encoding;
+        int fd = -1;
     };
     void admit_hellos(std::size_t at_most);
 
     const RouterOptions& options_;
     Parts p_;
     bool refusing_ = false;
+    /// The descriptor of the connection the message being handled came on (ZMQ_SRCFD).
+    int current_fd_ = -1;
     std::deque<WaitingHello> hellos_;
     /// The connections of hellos_: a request on one of them first admits what waits.
     std::unordered_set<std::string> waiting_ids_;

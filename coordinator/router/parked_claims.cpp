@@ -8,8 +8,28 @@ void ParkedClaims::park(RoutedRequest claim) {
     const auto org = claim.ask().org_id;
     auto until = claim.wait_until;
     if (claim.retry_at && *claim.retry_at < until) until = *claim.retry_at;
+    ++per_connection_[claim.reply.routing_id];
     by_org_[org].emplace(until, std::move(claim));
     ++count_;
+}
+
+void ParkedClaims::taken(const std::vector<RoutedRequest>& out) {
+    count_ -= out.size();
+    for (const auto& c : out) {
+        const auto it = per_connection_.find(c.reply.routing_id);
+        if (it == per_connection_.end()) continue;
+        if (--it->second == 0) per_connection_.erase(it);
+    }
+}
+
+std::size_t ParkedClaims::of_connection(const std::string& routing_id) const {
+    const auto it = per_connection_.find(routing_id);
+    return it == per_connection_.end() ? 0 : it->second;
+}
+
+std::size_t ParkedClaims::of_org(common::OrgId org) const {
+    const auto it = by_org_.find(org);
+    return it == by_org_.end() ? 0 : it->second.size();
 }
 
 std::vector<RoutedRequest> ParkedClaims::take_org(common::OrgId org, std::string_view queue) {
@@ -26,7 +46,7 @@ std::vector<RoutedRequest> ParkedClaims::take_org(common::OrgId org, std::string
             ++c;
         }
     }
-    count_ -= out.size();
+    taken(out);
     if (claims.empty()) by_org_.erase(it);
     return out;
 }
@@ -37,6 +57,7 @@ std::vector<RoutedRequest> ParkedClaims::take_all() {
         for (auto& [until, claim] : claims) out.push_back(std::move(claim));
     }
     by_org_.clear();
+    per_connection_.clear();
     count_ = 0;
     return out;
 }
@@ -57,7 +78,7 @@ std::vector<RoutedRequest> ParkedClaims::take_due(Ended ended) {
         }
         it = claims.empty() ? by_org_.erase(it) : std::next(it);
     }
-    count_ -= out.size();
+    taken(out);
     return out;
 }
 
@@ -73,6 +94,8 @@ std::vector<RoutedRequest> ParkedClaims::take_refilled() {
 
 std::vector<RoutedRequest> ParkedClaims::take_connection(const std::string& routing_id) {
     std::vector<RoutedRequest> out;
+    // Every closed connection asks; most have nothing parked, and the scan is of every claim.
+    if (of_connection(routing_id) == 0) return out;
     for (auto it = by_org_.begin(); it != by_org_.end();) {
         auto& claims = it->second;
         for (auto c = claims.begin(); c != claims.end();) {
@@ -85,7 +108,7 @@ std::vector<RoutedRequest> ParkedClaims::take_connection(const std::string& rout
         }
         it = claims.empty() ? by_org_.erase(it) : std::next(it);
     }
-    count_ -= out.size();
+    taken(out);
     return out;
 }
 

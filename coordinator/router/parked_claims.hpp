@@ -37,16 +37,22 @@ class ParkedClaims {
     /// The earliest end of a wait or retry_at, if any claim is parked.
     std::optional<SteadyClock::time_point> next_deadline() const;
     std::size_t size() const { return count_; }
+    /// Claims parked by one connection, and by one organization (for the parked-claim limits).
+    std::size_t of_connection(const std::string& routing_id) const;
+    std::size_t of_org(common::OrgId org) const;
 
   private:
     /// The parked claims whose key has come by now and of which `ended` says that they go.
     template <class Ended>
     std::vector<RoutedRequest> take_due(Ended ended);
+    /// Counts the claims of `out` as gone, from count_ and their connections'.
+    void taken(const std::vector<RoutedRequest>& out);
 
     const common::Clock& clock_;
     using ByDeadline = std::multimap<SteadyClock::time_point, RoutedRequest>;
     std::unordered_map<common::OrgId, ByDeadline> by_org_;
     std::size_t count_ = 0;
+    std::unordered_map<std::string, std::size_t> per_connection_;
 };
 
 }  // namespace aclaim::coordinator

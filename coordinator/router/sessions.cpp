@@ -6,10 +6,14 @@ Session& SessionTable::open(const std::string& routing_id, const std::string& wo
                             common::OrgId org_id, proto::Encoding encoding) {
     auto [it, fresh] = by_routing_.try_emplace(routing_id);
     Session& s = it->second;
-    if (!fresh) forget_worker(s);
+    if (!fresh) {
+        forget_worker(s);
+        count(s, -1);
+    }
     s.routing_id = routing_id;
     s.worker_id = worker_id;
     s.org_id = org_id;
+    count(s, +1);
     s.encoding = encoding;
     s.last_seen = clock_.monotonic_now();
     // The newest connection of a worker is the one to tell: an older one is most likely a
@@ -38,11 +42,89 @@ void SessionTable::forget_worker(const Session& s) {
     }
 }
 
+void SessionTable::count(const Session& s, int delta) {
+    const auto step = [delta](std::size_t& n) { n = delta > 0 ? n + 1 : (n > 0 ? n - 1 : 0); };
+    const auto key = per_key_.try_emplace(WorkerKey{s.org_id, s.worker_id}, 0).first;
+    step(key->second);
+    const bool first = delta > 0 && key->second == 1;
+    if (key->second == 0) per_key_.erase(key);
+    if (key_listener_ && (first || (delta < 0 && of_key(s.org_id, s.worker_id) == 0))) {
+        key_listener_(s.org_id, s.worker_id, first);
+    }
+    const auto org = per_org_.try_emplace(s.org_id, 0).first;
+    step(org->second);
+    if (org->second == 0) per_org_.erase(org);
+}
+
+std::unordered_map<std::string, Session>::iterator SessionTable::erase(
+    std::unordered_map<std::string, Session>::iterator it) {
+    Session& s = it->second;
+    forget_worker(s);
+    count(s, -1);
+    if (s.fd >= 0) {
+        auto [from, to] = by_fd_.equal_range(s.fd);
+        for (auto f = from; f != to; ++f) {
+            if (f->second == s.routing_id) {
+                by_fd_.erase(f);
+                break;
+            }
+        }
+    }
+    return by_routing_.erase(it);
+}
+
 void SessionTable::close(const std::string& routing_id) {
     const auto it = by_routing_.find(routing_id);
     if (it == by_routing_.end()) return;
-    forget_worker(it->second);
-    by_routing_.erase(it);
+    erase(it);
+}
+
+void SessionTable::set_fd(Session& s, int fd) {
+    if (s.fd == fd || fd < 0) return;
+    if (s.fd >= 0) {
+        auto [from, to] = by_fd_.equal_range(s.fd);
+        for (auto f = from; f != to; ++f) {
+            if (f->second == s.routing_id) {
+                by_fd_.erase(f);
+                break;
+            }
+        }
+    }
+    s.fd = fd;
+    by_fd_.emplace(fd, s.routing_id);
+}
+
+std::vector<std::string> SessionTable::close_fd(int fd) {
+    std::vector<std::string> out;
+    auto [from, to] = by_fd_.equal_range(fd);
+    for (auto f = from; f != to; ++f) out.push_back(f->second);
+    for (const auto& routing_id : out) close(routing_id);
+    return out;
+}
+
+std::size_t SessionTable::of_key(common::OrgId org_id, const std::string& worker_id) const {
+    const auto it = per_key_.find(WorkerKey{org_id, worker_id});
+    return it == per_key_.end() ? 0 : it->second;
+}
+
+std::size_t SessionTable::of_org(common::OrgId org_id) const {
+    const auto it = per_org_.find(org_id);
+    return it == per_org_.end() ? 0 : it->second;
+}
+
+std::optional<SessionLimit> SessionTable::over_limit(const std::string& routing_id,
+                                                     common::OrgId org_id,
+                                                     const std::string& worker_id,
+                                                     std::size_t per_key,
+                                                     std::size_t per_org) const {
+    const auto it = by_routing_.find(routing_id);
+    const bool same_key =
+        it != by_routing_.end() && it->second.org_id == org_id && it->second.worker_id == worker_id;
+    if (same_key) return std::nullopt;
+    const bool same_org = it != by_routing_.end() && it->second.org_id == org_id;
+    if (of_key(org_id, worker_id) >= per_key) return SessionLimit::PerKey;
+    if (!same_org && of_org(org_id) >= per_org) return SessionLimit::PerOrg;
+    return std::nullopt;
 }
 
 std::vector<std::string> SessionTable::opened_with(
@@ -63,8 +145,7 @@ std::size_t SessionTable::expire_idle(SteadyClock::duration idle_limit, std::siz
     if (it == by_routing_.end()) it = by_routing_.begin();
     for (std::size_t seen = 0; it != by_routing_.end() && seen < budget; ++seen) {
         if (it->second.outstanding == 0 && it->second.last_seen < cutoff) {
-            forget_worker(it->second);
-            it = by_routing_.erase(it);
+            it = erase(it);
             ++closed;
         } else {
             ++it;

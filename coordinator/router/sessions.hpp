@@ -2,7 +2,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -32,7 +34,13 @@ struct Session {
     /// Granted proto::kFeatureProgress: its ASSIGNED carries the progress earlier holders saved.
     bool progress = false;
     SteadyClock::time_point last_seen{};
+    /// The descriptor of its connection in the coordinator (ZMQ_SRCFD), for closing it when the
+    /// connection goes; -1 while unknown.
+    int fd = -1;
 };
+
+/// Which of the session limits a HELLO would pass (SessionTable::over_limit).
+enum class SessionLimit { PerKey, PerOrg };
 
 /// Sessions by routing id, and the connection currently speaking for each worker so that a
 /// reclaim can be pushed to it. Router thread only.
@@ -41,6 +49,11 @@ class SessionTable {
     /// The clock's monotonic time stamps when each session was last heard from; it must outlive
     /// the table.
     explicit SessionTable(const common::Clock& clock) : clock_(clock) {}
+
+    /// Told whenever a key (a worker of an organization) gains its first session or loses its
+    /// last: the ZAP handler's view of which keys are connected (ConnectionBudget).
+    using KeyListener = std::function<void(common::OrgId, const std::string&, bool has_sessions)>;
+    void set_key_listener(KeyListener listener) { key_listener_ = std::move(listener); }
 
     /// Opens the connection's session, or re-identifies it; outstanding requests carry over.
     Session& open(const std::string& routing_id, const std::string& worker_id, common::OrgId org_id,
@@ -55,6 +68,26 @@ class SessionTable {
     Session* find_worker(common::OrgId org_id, const std::string& worker_id);
 
     void close(const std::string& routing_id);
+
+    /// Records the descriptor of the session's connection (Session::fd).
+    void set_fd(Session& s, int fd);
+    /// Closes the sessions whose connection had this descriptor, which has just closed; returns
+    /// their routing ids.
+    std::vector<std::string> close_fd(int fd);
+
+    /// Which limit a HELLO on `routing_id` for this worker would pass, if any: a key (a worker of
+    /// an organization: under CURVE the worker id is its key's name) holding `per_key` sessions
+    /// already, or an organization `per_org`. A HELLO that re-identifies its own session as the
+    /// same worker takes no new place.
+    std::optional<SessionLimit> over_limit(const std::string& routing_id, common::OrgId org_id,
+                                           const std::string& worker_id, std::size_t per_key,
+                                           std::size_t per_org) const;
+    std::size_t of_key(common::OrgId org_id, const std::string& worker_id) const;
+    std::size_t of_org(common::OrgId org_id) const;
+    /// Whether this worker of this organization has any session here.
+    bool has_session(common::OrgId org_id, const std::string& worker_id) const {
+        return of_key(org_id, worker_id) > 0;
+    }
 
     /// The routing ids of the sessions opened under any of these CURVE keys.
     std::vector<std::string> opened_with(const std::unordered_set<std::string>& keys) const;
@@ -81,11 +114,21 @@ class SessionTable {
     using WorkerKey = std::pair<common::OrgId, std::string>;
 
     void forget_worker(const Session& s);
+    /// Every way a session leaves the table goes through here (the counts and the fd index).
+    std::unordered_map<std::string, Session>::iterator erase(
+        std::unordered_map<std::string, Session>::iterator it);
+    void count(const Session& s, int delta);
 
     const common::Clock& clock_;
     std::unordered_map<std::string, Session> by_routing_;
     std::map<WorkerKey, std::string> by_worker_;
     std::uint64_t membership_ = 0;
+    /// Sessions per worker (the key's name) and per organization, for the limits.
+    std::map<WorkerKey, std::size_t> per_key_;
+    std::unordered_map<common::OrgId, std::size_t> per_org_;
+    /// Routing ids by the descriptor of their connection.
+    std::unordered_multimap<int, std::string> by_fd_;
+    KeyListener key_listener_;
     /// Where a budgeted expire_idle goes on: the routing id it stopped before (none: the start).
     std::string sweep_from_;
 };

@@ -186,6 +186,23 @@ struct CrowdIdleOptions {
 };
 int run_crowd_idle(const CrowdIdleOptions& o);
 
+/// One organization's one-job workers beside another organization's flood (neighbour.cpp).
+struct NeighbourOptions {
+    /// The quiet organization's workers (one job a claim) and the coordinator.
+    E2eOptions active;
+    /// The flooding organization: `flood_sessions` sessions, each with its own key, keeping
+    /// `flood_claims` CLAIMs of `flood_max_jobs` outstanding and completing nothing; and
+    /// `idle_sessions` sessions on one key, each long-polling a claim.
+    std::int64_t flood_org = 2;
+    int flood_sessions = 200;
+    int flood_claims = 1;
+    int flood_max_jobs = 100;
+    int idle_sessions = 2000;
+    /// Each window: the quiet one, then the one with the flood.
+    double seconds = 8;
+};
+nlohmann::json run_neighbour(const NeighbourOptions& o);
+
 /// Claim cost against a small and a large pending set, with many completed rows kept.
 struct ScaleOptions {
     std::string dsn;

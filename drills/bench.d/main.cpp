@@ -124,6 +124,26 @@ int run(int argc, char** argv) {
     crowd_idle_cmd->add_option("--count", crowd_idle.count);
     crowd_idle_cmd->add_option("--first", crowd_idle.first);
 
+    NeighbourOptions neighbour;
+    neighbour.active.clients = 16;
+    auto* neighbour_cmd = app.add_subcommand(
+        "neighbour", "one organization's claim latency without and with another's flood");
+    add_target_options(neighbour_cmd, neighbour.active.target);
+    neighbour_cmd->add_option("--active", neighbour.active.clients, "Quiet organization's workers")
+        ->check(CLI::Range(1, 256));
+    neighbour_cmd->add_option("--flood-org", neighbour.flood_org);
+    neighbour_cmd->add_option("--flood-sessions", neighbour.flood_sessions)
+        ->check(CLI::Range(0, 5000));
+    neighbour_cmd->add_option("--flood-claims", neighbour.flood_claims, "CLAIMs outstanding each")
+        ->check(CLI::Range(1, 64));
+    neighbour_cmd->add_option("--flood-max-jobs", neighbour.flood_max_jobs)
+        ->check(CLI::Range(1, 100));
+    neighbour_cmd->add_option("--idle", neighbour.idle_sessions, "Sessions on one key")
+        ->check(CLI::Range(0, 20000));
+    neighbour_cmd->add_option("--seconds", neighbour.seconds, "Each window's length")
+        ->check(CLI::PositiveNumber);
+    add_cpu_options(neighbour_cmd, neighbour.active.cpu);
+
     ScaleOptions scale;
     auto* scale_cmd = app.add_subcommand("scale", "claim cost at 10k and at 1M pending jobs");
     scale_cmd->add_option("--dsn", scale.dsn)->required();
@@ -177,6 +197,12 @@ int run(int argc, char** argv) {
         if (*crowd_idle_cmd) {
             crowd_idle.target.auth.validate();
             return run_crowd_idle(crowd_idle);
+        }
+        if (*neighbour_cmd) {
+            neighbour.active.target.auth.validate();
+            neighbour.active.max_jobs = 1;
+            neighbour.active.capacity = 1;
+            out = run_neighbour(neighbour);
         }
         if (*scale_cmd) out = run_scale(scale);
         if (*ret_cmd) out = run_retention(ret);

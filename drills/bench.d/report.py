@@ -28,7 +28,7 @@ def div(a, b):
     return a / b if b else 0.0
 
 
-steps = ("raw", "floor", "single", "reviewer", "coalesced", "coalesced_held", "latency", "floor_latency", "floor_max", "crowd", "scale")
+steps = ("raw", "floor", "single", "reviewer", "coalesced", "coalesced_held", "latency", "floor_latency", "floor_max", "crowd", "scale", "neighbour")
 r = {k: load(k) for k in steps}
 if curve:
     r["coalesced_plaintext"] = load("coalesced_plaintext")
@@ -528,4 +528,7 @@ line("claim cost 1M / 10k", res["claim_1m_vs_10k_ratio"], "x", "<= 1.5", 0 < res
 line("claim cost, 20 queues + 1M scheduled / flat 10k", res["claim_queues_vs_flat_ratio"], "x", "<= 1.2",
      0 < res["claim_queues_vs_flat_ratio"] <= 1.2,
      "the served-queue filter on the claim-order index and the per-queue room computed per claim")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from neighbour_report import neighbour_lines  # noqa: E402
+neighbour_lines(r["neighbour"], line)
 print(f"\nwritten to {out}")

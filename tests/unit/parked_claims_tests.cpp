@@ -129,3 +129,26 @@ TEST_CASE("work in a queue wakes only the parked claims that serve it", "[parked
     CHECK(reqs(parked.take_org(1)) == std::vector<std::uint64_t>{1});
     CHECK(parked.size() == 1);
 }
+
+TEST_CASE("parked claims are counted by connection and by organization",
+          "[parked_claims][limits]") {
+    common::ManualClock clock(common::instant_from_micros(0));
+    ParkedClaims parked(clock);
+    parked.park(claim(clock, 1, 1, 10s, "a"));
+    parked.park(claim(clock, 1, 2, 20s, "a"));
+    parked.park(claim(clock, 1, 3, 10s, "b"));
+    parked.park(claim(clock, 2, 4, 10s, "c"));
+    CHECK(parked.of_connection("a") == 2);
+    CHECK(parked.of_connection("b") == 1);
+    CHECK(parked.of_connection("z") == 0);
+    CHECK(parked.of_org(1) == 3);
+    CHECK(parked.of_org(2) == 1);
+    CHECK(sorted_reqs(parked.take_connection("a")) == std::vector<std::uint64_t>{1, 2});
+    CHECK(parked.of_connection("a") == 0);
+    CHECK(parked.of_org(1) == 1);
+    clock.advance(10s);
+    CHECK(sorted_reqs(parked.take_expired()) == std::vector<std::uint64_t>{3, 4});
+    CHECK(parked.of_connection("b") == 0);
+    CHECK(parked.of_org(2) == 0);
+    CHECK(parked.size() == 0);
+}

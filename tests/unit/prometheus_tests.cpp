@@ -103,10 +103,13 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
                        "aclaim_forged_notifications_total{channel=\"aclaim_schedule\"} 0\n",
                        "aclaim_revoke_notifications_verified_total 0\n",
                        "aclaim_revoke_check_duration_seconds_count 0\n"});
+    // Refusals at the per-tenant limits, by limit.
+    check_lines(text, {"aclaim_tenant_limit_refusals_total{limit=\"sessions_per_key\"} 0\n",
+                       "aclaim_tenant_limit_refusals_total{limit=\"fd_reserve\"} 0\n"});
     // Every family is declared once, before its samples.
     const auto types = lines_starting(text, "# TYPE ");
     CHECK(types == lines_starting(text, "# HELP "));
-    CHECK(types == 49);
+    CHECK(types == 50);
     CHECK(text.back() == '\n');
 }
 

@@ -145,3 +145,58 @@ TEST_CASE("sessions opened under revoked keys are named", "[sessions]") {
     CHECK(table.opened_with({}).empty());
     CHECK(table.opened_with({"key-2", "key-9"}) == std::vector<std::string>{"b"});
 }
+
+TEST_CASE("sessions are counted per key and per organization for their limits",
+          "[sessions][limits]") {
+    common::ManualClock clock(common::instant_from_micros(0));
+    SessionTable table(clock);
+    table.open("a1", "w", 1, kBinary);
+    table.open("a2", "w", 1, kBinary);
+    table.open("b1", "v", 1, kBinary);
+    CHECK(table.of_key(1, "w") == 2);
+    CHECK(table.of_key(1, "v") == 1);
+    CHECK(table.of_org(1) == 3);
+    // A third session of the key is over a limit of two; another key of the organization is not.
+    CHECK(table.over_limit("a3", 1, "w", 2, 100) == SessionLimit::PerKey);
+    CHECK_FALSE(table.over_limit("b2", 1, "v", 2, 100));
+    // A HELLO again on one of the key's own sessions takes no new place.
+    CHECK_FALSE(table.over_limit("a1", 1, "w", 2, 100));
+    // The organization's limit, and another organization beside it.
+    CHECK(table.over_limit("c1", 1, "u", 2, 3) == SessionLimit::PerOrg);
+    CHECK_FALSE(table.over_limit("d1", 2, "u", 2, 3));
+    // Every way out gives the place back: BYE, re-identification, the idle sweep.
+    table.close("a1");
+    CHECK(table.of_key(1, "w") == 1);
+    table.open("a2", "v", 1, kBinary);
+    CHECK(table.of_key(1, "w") == 0);
+    CHECK(table.of_key(1, "v") == 2);
+    CHECK(table.of_org(1) == 2);
+    clock.advance(10s);
+    CHECK(table.expire_idle(5s) == 2);
+    CHECK(table.of_org(1) == 0);
+    CHECK_FALSE(table.over_limit("c1", 1, "u", 1, 1));
+}
+
+TEST_CASE("a closed connection's descriptor closes its sessions, and only theirs",
+          "[sessions][limits]") {
+    common::ManualClock clock(common::instant_from_micros(0));
+    SessionTable table(clock);
+    std::vector<std::pair<std::string, bool>> told;
+    table.set_key_listener(
+        [&](common::OrgId, const std::string& name, bool any) { told.emplace_back(name, any); });
+    table.set_fd(table.open("a", "w", 1, kBinary), 11);
+    table.set_fd(table.open("b", "w", 1, kBinary), 12);
+    table.set_fd(table.open("c", "v", 1, kBinary), 13);
+    CHECK(told == std::vector<std::pair<std::string, bool>>{{"w", true}, {"v", true}});
+    CHECK(table.close_fd(11) == std::vector<std::string>{"a"});
+    CHECK(table.find("a") == nullptr);
+    CHECK(table.find("b") != nullptr);
+    CHECK(table.of_key(1, "w") == 1);
+    CHECK(table.close_fd(11).empty());
+    CHECK(table.close_fd(12) == std::vector<std::string>{"b"});
+    CHECK(told.back() == std::pair<std::string, bool>{"w", false});
+    // A session closed another way is no longer found by its descriptor.
+    table.close("c");
+    CHECK(table.close_fd(13).empty());
+    CHECK(table.size() == 0);
+}

@@ -64,12 +64,13 @@ TEST_CASE("work queue: renewals queued after other requests are taken first", "[
     auto first = q.take(128);
     CHECK(reqs(first) == std::vector<std::uint64_t>{3, 5});
     CHECK(first.front().kind() == RequestKind::Renew);
-    // Then arrival order: the claims of organization 1, the completion, the other organization.
+    // Then the organizations in turn, each in arrival order: the claims of organization 1, the
+    // other organization's claim, organization 1's completion.
     CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{1, 2});
-    auto third = q.take(128);
-    CHECK(reqs(third) == std::vector<std::uint64_t>{4});
-    CHECK(third.front().kind() == RequestKind::Complete);
     CHECK(reqs(q.take(128)) == std::vector<std::uint64_t>{6});
+    auto fourth = q.take(128);
+    CHECK(reqs(fourth) == std::vector<std::uint64_t>{4});
+    CHECK(fourth.front().kind() == RequestKind::Complete);
     CHECK(q.size() == 0);
 }
 
@@ -272,4 +273,103 @@ TEST_CASE("work queue: a spill taker waiting for work takes what waited too long
     spill.join();
     CHECK(took);
     CHECK(reqs(spill.took) == std::vector<std::uint64_t>{1});
+}
+
+namespace {
+
+DbRequest big_claim(common::OrgId org, std::uint64_t ticket, int max_jobs) {
+    auto r = claim(org, ticket);
+    r.ask.max_jobs = max_jobs;
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("work queue: a flood from one organization delays another's claim by one batch",
+          "[work_queue][fair]") {
+    WorkQueue q;
+    // Organization 2 queues 300 claims of 100 jobs each, then organization 1 one claim of one.
+    for (std::uint64_t t = 1; t <= 300; ++t) q.push(big_claim(2, t, 100));
+    q.push(claim(1, 1000));
+    // Organization 2's turn: with another organization waiting its batch asks for at most
+    // kFairShareJobs jobs, so the batch organization 1 waits behind is short.
+    const auto first = q.take(128, true);
+    REQUIRE_FALSE(first.empty());
+    CHECK(first.front().ask.org_id == 2);
+    CHECK(first.size() == WorkQueue::kFairShareJobs / 100);
+    // Then organization 1's, not the rest of the flood.
+    CHECK(reqs(q.take(128, true)) == std::vector<std::uint64_t>{1000});
+    // Organization 1 pushed work within the share window: organization 2's batches stay short,
+    // so that organization 1's next claim waits behind a short one too.
+    CHECK(q.take(128, true).size() == WorkQueue::kFairShareJobs / 100);
+}
+
+TEST_CASE("work queue: organizations take turns, each in its own arrival order",
+          "[work_queue][fair]") {
+    WorkQueue q;
+    for (std::uint64_t t = 1; t <= 4; ++t) q.push(claim(2, t));
+    q.push(claim(1, 10));
+    q.push(complete(11));  // organization 1's too
+    q.push(claim(3, 20));
+    std::vector<std::vector<std::uint64_t>> taken;
+    for (int i = 0; i < 5 && q.size() > 0; ++i) taken.push_back(reqs(q.take(2)));
+    CHECK(taken == std::vector<std::vector<std::uint64_t>>{{1, 2}, {10}, {20}, {3, 4}, {11}});
+}
+
+TEST_CASE("work queue: one organization alone is batched as before, whatever it asks for",
+          "[work_queue][fair]") {
+    WorkQueue q;
+    for (std::uint64_t t = 1; t <= 200; ++t) q.push(big_claim(5, t, 100));
+    CHECK(q.take(128, true).size() == 128);
+    CHECK(q.take(128, true).size() == 72);
+}
+
+TEST_CASE("work queue: a second taker takes the organization the first one is not busy with",
+          "[work_queue][fair]") {
+    WorkQueue q;
+    for (std::uint64_t t = 1; t <= 300; ++t) q.push(big_claim(2, t, 100));
+    WorkQueue::Taker first;
+    const auto flood = q.take(128, true, {}, &first);
+    REQUIRE_FALSE(flood.empty());
+    CHECK(flood.front().ask.org_id == 2);
+    // While the first taker runs organization 2's batch, organization 1's claim arrives behind
+    // the rest of the flood; another taker (a real thread, as a DB thread is) takes it first.
+    q.push(claim(1, 1000));
+    WorkQueue::Taker second;
+    std::vector<DbRequest> took;
+    std::thread other([&] { took = q.take(128, true, {}, &second); });
+    other.join();
+    CHECK(reqs(took) == std::vector<std::uint64_t>{1000});
+    // Once the first taker comes back, organization 2 is its own again.
+    const auto next = q.take(128, true, {}, &first);
+    REQUIRE_FALSE(next.empty());
+    CHECK(next.front().ask.org_id == 2);
+}
+
+TEST_CASE("work queue: while another organization is active, one leaves a taker free for it",
+          "[work_queue][fair]") {
+    WorkQueue q;
+    for (std::uint64_t t = 1; t <= 300; ++t) q.push(big_claim(2, t, 100));
+    q.push(claim(1, 1000));
+    WorkQueue::Taker first;
+    WorkQueue::Taker second;
+    // Both takers are counted; organization 2's batch goes to the first, organization 1's to the
+    // second.
+    CHECK(q.take(128, true, {}, &first).front().ask.org_id == 2);
+    CHECK(reqs(q.take(128, true, {}, &second)) == std::vector<std::uint64_t>{1000});
+    // The second comes back while the first still runs organization 2's batch: organization 1 was
+    // active a moment ago, so it must not take organization 2's work and leave none free. It
+    // waits, on a real thread, until organization 1's next claim arrives, and takes that.
+    std::vector<DbRequest> took;
+    std::latch started(1);
+    std::thread second_thread([&] {
+        started.count_down();
+        took = q.take(128, true, {}, &second);
+    });
+    started.wait();
+    q.push(claim(1, 1001));
+    second_thread.join();
+    CHECK(reqs(took) == std::vector<std::uint64_t>{1001});
+    // The first, back from its batch, takes organization 2's work again.
+    CHECK(q.take(128, true, {}, &first).front().ask.org_id == 2);
 }
