@@ -705,6 +705,43 @@ def sessions(kit, enc):
     req = c.send("CLAIM", enc, max_jobs=1, wait_ms=0)
     c.expect_error("no_session", req, enc, f"[{enc}] CLAIM after BYE")
     c.close()
+    sessions_end_with_connection(kit, enc, me)
+
+
+def sessions_end_with_connection(kit, enc, me):
+    """docs/protocol.md, Sessions item 4: a session belongs to one connection and is gone when
+    the connection ends, so WELCOME.sessions (reconnect_hints) stops counting it."""
+    hints = {"features": ["reconnect_hints"]}
+    probe = kit.connect(me)
+
+    def count(what):
+        w = probe.hello(me, enc, what, **hints)
+        return None if w is None else w.msg.get("sessions")
+
+    # Connections the kit closed before may still be going: count once the figure holds still.
+    before, settle = None, time.monotonic() + 5
+    while time.monotonic() < settle:
+        now = count(f"[{enc}] HELLO counting the sessions")
+        if now is None or now == before:
+            break
+        before = now
+        time.sleep(0.2)
+    other = kit.connect(me)
+    other.hello(me, enc, f"[{enc}] HELLO of a second connection")
+    with_other = count(f"[{enc}] HELLO counting the sessions with a second connection")
+    other.close()
+    after = with_other
+    deadline = time.monotonic() + 5
+    while after is not None and with_other is not None and after >= with_other and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+        after = count(f"[{enc}] HELLO counting the sessions after the second one closed")
+    if None not in (before, with_other, after):
+        kit.check(f"[{enc}] a second connection's session is counted", with_other == before + 1,
+                  f"{before} then {with_other}")
+        kit.check(f"[{enc}] a closed connection's session is no longer counted (within 5 s)",
+                  after < with_other, f"{before}, {with_other} with it, {after} after it closed")
+    probe.close()
 
 
 def lifecycle(kit, enc):
