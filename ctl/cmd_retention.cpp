@@ -70,6 +70,7 @@ int run_status(const Global& global, const StatusArgs& a) {
                  {"state", p.state},
                  {"rows", p.rows ? nlohmann::json(*p.rows) : nullptr},
                  {"estimated_rows", p.estimated_rows ? nlohmann::json(*p.estimated_rows) : nullptr},
+                 {"analyzed", !p.never_analyzed},
                  {"bytes", p.bytes ? nlohmann::json(*p.bytes) : nullptr},
                  {"archive_file", p.archive_file},
                  {"sha256", p.sha256}});
@@ -99,7 +100,9 @@ int run_status(const Global& global, const StatusArgs& a) {
         std::printf("  %-22s %-22s %-22s %-9s %12s %10s  %s\n", p.name.c_str(),
                     p.from ? common::format_instant(*p.from).c_str() : "(open)",
                     common::format_instant(p.to).c_str(), p.state.c_str(),
-                    rows ? ((p.rows ? "" : "~") + std::to_string(*rows)).c_str() : "-",
+                    p.never_analyzed && !p.rows ? "not analyzed"
+                    : rows ? ((p.rows ? "" : "~") + std::to_string(*rows)).c_str()
+                           : "-",
                     bytes_text(p.bytes).c_str(), p.archive_file.c_str());
     }
     std::printf("\ntables:\n");

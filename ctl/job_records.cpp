@@ -7,6 +7,8 @@
 
 #include "common/base/bounded_json.hpp"
 #include "common/base/org_id.hpp"
+#include "common/base/queue_name.hpp"
+#include "common/ops/recovery.hpp"
 #include "ctl/ctl.hpp"
 
 namespace aclaim::ctl {
@@ -40,6 +42,57 @@ void check_record(const EnqueueRecord& r, const std::string& source) {
     if (r.job.payload.find('\0') != std::string::npos) {
         bad(source, r.line, "payload contains a NUL byte, which PostgreSQL text cannot hold");
     }
+}
+
+/// The items of a list field: separated by commas or spaces, none when it is blank.
+std::vector<std::string> list_items(const std::string& text) {
+    std::vector<std::string> out;
+    std::string item;
+    for (const char c : text + ",") {
+        if (c == ',' || c == ' ') {
+            if (!item.empty()) out.push_back(std::move(item));
+            item.clear();
+        } else {
+            item += c;
+        }
+    }
+    return out;
+}
+
+common::JobId job_id_of(const std::string& text, const std::string& source, std::size_t line,
+                        const char* field) {
+    const auto v = parse_int(text);
+    if (!v || *v <= 0) bad(source, line, std::string(field) + ": '" + text + "' is not a job id");
+    return *v;
+}
+
+/// The lifecycle fields of a record, given as text (CSV) or converted to it (JSON): the same
+/// checks and words for both.
+void set_queue(EnqueueRecord& r, const std::string& queue, const std::string& source) {
+    if (!common::valid_queue_name(queue))
+        bad(source, r.line, "queue '" + queue + "' is not a queue name");
+    r.job.queue = queue;
+    r.has_queue = true;
+}
+
+void set_run_at(EnqueueRecord& r, const std::string& text, const std::string& source) {
+    const auto at = common::parse_instant(text);
+    if (!at) bad(source, r.line, "run_at '" + text + "' is not an ISO 8601 instant");
+    r.job.run_at = at;
+    r.has_run_at = true;
+}
+
+void set_on_failure(EnqueueRecord& r, const std::string& text, const std::string& source) {
+    if (text != "cancel" && text != "run")
+        bad(source, r.line, "on_failure '" + text + "' is neither cancel nor run");
+    r.job.on_failure =
+        text == "run" ? common::DependencyPolicy::Run : common::DependencyPolicy::Cancel;
+    r.has_on_failure = true;
+}
+
+void set_dedupe_key(EnqueueRecord& r, const std::string& key, const std::string& source) {
+    if (key.empty()) bad(source, r.line, "dedupe_key is empty");
+    r.job.dedupe_key = key;
 }
 
 int as_int(std::int64_t v, const std::string& source, std::size_t line, const char* field) {
@@ -115,6 +168,8 @@ std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
         }
     } while (header.size() == 1 && header[0].empty());
     int org_col = -1, priority_col = -1, payload_col = -1, attempts_col = -1;
+    int queue_col = -1, dedupe_col = -1, run_at_col = -1, depends_col = -1, on_failure_col = -1;
+    int exclude_keys_col = -1, exclude_completers_col = -1;
     for (std::size_t i = 0; i < header.size(); ++i) {
         std::string name = header[i];
         while (!name.empty() && name.back() == ' ') name.pop_back();
@@ -123,11 +178,20 @@ std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
                    : name == "priority"              ? &priority_col
                    : name == "payload"               ? &payload_col
                    : name == "max_attempts"          ? &attempts_col
+                   : name == "queue"                 ? &queue_col
+                   : name == "dedupe_key"            ? &dedupe_col
+                   : name == "run_at"                ? &run_at_col
+                   : name == "depends_on"            ? &depends_col
+                   : name == "on_failure"            ? &on_failure_col
+                   : name == "exclude_keys"          ? &exclude_keys_col
+                   : name == "exclude_completers_of" ? &exclude_completers_col
                                                      : nullptr;
         if (col == nullptr) {
             bad(source, lines,
                 "unknown column '" + name +
-                    "' in the header (known: org, priority, payload, max_attempts)");
+                    "' in the header (known: org, priority, payload, max_attempts, queue, "
+                    "dedupe_key, run_at, depends_on, on_failure, exclude_keys, "
+                    "exclude_completers_of)");
         }
         if (*col >= 0) bad(source, lines, "column '" + name + "' appears twice in the header");
         *col = static_cast<int>(i);
@@ -180,6 +244,33 @@ std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
         if (const auto v = number(attempts_col, "max_attempts")) {
             r.job.max_attempts = as_int(*v, source, start, "max_attempts");
         }
+        // A text field, trimmed; empty when the column is absent or the field blank.
+        auto text = [&](int col) {
+            if (col < 0) return std::string();
+            const std::string& t = fields[static_cast<std::size_t>(col)];
+            const auto first = t.find_first_not_of(' ');
+            if (first == std::string::npos) return std::string();
+            return t.substr(first, t.find_last_not_of(' ') + 1 - first);
+        };
+        if (const auto q = text(queue_col); !q.empty()) set_queue(r, q, source);
+        if (const auto k = text(dedupe_col); !k.empty()) set_dedupe_key(r, k, source);
+        if (const auto t = text(run_at_col); !t.empty()) set_run_at(r, t, source);
+        if (const auto p = text(on_failure_col); !p.empty()) set_on_failure(r, p, source);
+        if (const auto d = text(depends_col); !d.empty()) {
+            for (const auto& id : list_items(d))
+                r.job.depends_on.push_back(job_id_of(id, source, start, "depends_on"));
+            r.has_depends_on = true;
+        }
+        if (const auto k = text(exclude_keys_col); !k.empty()) {
+            r.job.exclude_keys = list_items(k);
+            r.has_exclude_keys = true;
+        }
+        if (const auto d = text(exclude_completers_col); !d.empty()) {
+            for (const auto& id : list_items(d))
+                r.job.exclude_completers_of.push_back(
+                    job_id_of(id, source, start, "exclude_completers_of"));
+            r.has_exclude_completers_of = true;
+        }
         check_record(r, source);
         out.push_back(std::move(r));
     }
@@ -216,6 +307,10 @@ std::vector<EnqueueRecord> read_jsonl(std::istream& in, const std::string& sourc
                     bad(source, n, std::string(name) + " must be an integer");
                 return value.get<std::int64_t>();
             };
+            auto text_of = [&, &value = value](const char* name) {
+                if (!value.is_string()) bad(source, n, std::string(name) + " must be a string");
+                return value.get<std::string>();
+            };
             if (key == "org" || key == "org_id") {
                 r.org_id = integer("org");
                 has_org = true;
@@ -226,9 +321,44 @@ std::vector<EnqueueRecord> read_jsonl(std::istream& in, const std::string& sourc
             } else if (key == "payload") {
                 r.job.payload = value.is_string() ? value.get<std::string>() : value.dump();
                 has_payload = true;
+            } else if (key == "queue") {
+                set_queue(r, text_of(key.c_str()), source);
+            } else if (key == "dedupe_key") {
+                set_dedupe_key(r, text_of(key.c_str()), source);
+            } else if (key == "run_at") {
+                set_run_at(r, text_of(key.c_str()), source);
+            } else if (key == "on_failure") {
+                set_on_failure(r, text_of(key.c_str()), source);
+            } else if (key == "depends_on" || key == "exclude_completers_of") {
+                if (!value.is_array()) bad(source, n, key + " must be an array of job ids");
+                std::vector<common::JobId> ids;
+                for (const auto& id : value) {
+                    if (!id.is_number_integer() || id.get<std::int64_t>() <= 0)
+                        bad(source, n, key + " must be an array of job ids");
+                    ids.push_back(id.get<std::int64_t>());
+                }
+                if (key == "depends_on") {
+                    r.job.depends_on = std::move(ids);
+                    r.has_depends_on = true;
+                } else {
+                    r.job.exclude_completers_of = std::move(ids);
+                    r.has_exclude_completers_of = true;
+                }
+            } else if (key == "exclude_keys") {
+                if (!value.is_array()) bad(source, n, "exclude_keys must be an array of key names");
+                std::vector<std::string> keys;
+                for (const auto& k : value) {
+                    if (!k.is_string() || k.get<std::string>().empty())
+                        bad(source, n, "exclude_keys must be an array of key names");
+                    keys.push_back(k.get<std::string>());
+                }
+                r.job.exclude_keys = std::move(keys);
+                r.has_exclude_keys = true;
             } else {
                 bad(source, n,
-                    "unknown field '" + key + "' (known: org, priority, payload, max_attempts)");
+                    "unknown field '" + key +
+                        "' (known: org, priority, payload, max_attempts, queue, dedupe_key, "
+                        "run_at, depends_on, on_failure, exclude_keys, exclude_completers_of)");
             }
         }
         if (!has_payload) bad(source, n, "no payload");
