@@ -117,6 +117,7 @@ struct RunArgs {
     bool dry_run = false;
     int batch = 500;
     int partitions_ahead = 3;
+    bool json = false;
 };
 
 int run_prune(const Global& global, const RunArgs& a) {
@@ -124,6 +125,19 @@ int run_prune(const Global& global, const RunArgs& a) {
     if (a.dry_run) {
         pqxx::connection conn(require_dsn(global));
         const auto preview = common::RetentionStore(conn).preview(now);
+        if (a.json) {
+            nlohmann::json out = {{"prunable", nlohmann::json::array()}};
+            for (const auto& p : preview) {
+                out["prunable"].push_back({{"org_id", p.org_id},
+                                           {"queue", p.queue},
+                                           {"state", p.state},
+                                           {"prunable", p.prunable},
+                                           {"kept", kept_text(p.kept)},
+                                           {"oldest_finished", common::format_instant(p.oldest)}});
+            }
+            std::cout << out.dump() << "\n";
+            return 0;
+        }
         std::printf("%6s %-20s %-10s %10s %10s  %s\n", "org", "queue", "state", "prunable", "kept",
                     "oldest finished");
         std::int64_t total = 0;
@@ -257,7 +271,9 @@ void add_retention_command(CLI::App& app, Global& global, Action& action) {
         "run",
         "One prune pass now, as a coordinator's retention thread runs it (under the same lock); "
         "--dry-run shows what it would remove");
-    p->add_flag("--dry-run", run->dry_run, "Count what would be removed, per queue and state");
+    auto* dry =
+        p->add_flag("--dry-run", run->dry_run, "Count what would be removed, per queue and state");
+    p->add_flag("--json", run->json, "With --dry-run: one JSON object")->needs(dry);
     p->add_option("--batch", run->batch, "Jobs per prune batch")
         ->check(CLI::Range(1, 10000))
         ->capture_default_str();

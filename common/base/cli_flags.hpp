@@ -212,7 +212,10 @@ inline int parse_error_exit(CLI::App& app, const std::string& program, const CLI
         path.insert(0, " " + a->get_name());
     path.insert(0, program);
     std::string why = e.what();
-    const bool missing_or_extra = e.get_name() == "RequiredError" || e.get_name() == "ExtrasError";
+    // By code: CLI11 names an ExtrasError after the app, not "ExtrasError".
+    const bool missing_or_extra =
+        e.get_exit_code() == static_cast<int>(CLI::ExitCodes::RequiredError) ||
+        e.get_exit_code() == static_cast<int>(CLI::ExitCodes::ExtrasError);
     if (missing_or_extra) {
         // With fallthrough an unknown word may have gone up to the top: look everywhere.
         std::string word;
