@@ -215,6 +215,22 @@ def hung_database(c, run):
         for s in held:
             s.close()
         listener.close()
+    # A database that answers the connection but not the statement (a lock nobody releases):
+    # --statement-timeout ends it, exit 3 too.
+    blocker = psycopg2.connect(run.dsn)
+    try:
+        with blocker.cursor() as cur:
+            cur.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+        start = time.monotonic()
+        r = run.ctl("status", env={"ACLAIM_STATEMENT_TIMEOUT": "1"}, timeout=30)
+        took = time.monotonic() - start
+        c.check(r.returncode == 3 and "did not answer within --statement-timeout" in r.stderr
+                and took < 1 + 2.0,
+                f"a statement held past --statement-timeout 1 exits 3 (took {took:.1f} s)",
+                said(r))
+    finally:
+        blocker.rollback()
+        blocker.close()
 
 
 def dsn_anywhere(c, run):
