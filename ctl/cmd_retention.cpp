@@ -200,7 +200,8 @@ int run_archive(const Global& global, ArchiveArgs a) {
     a.options.older_than = *age;
     if (a.options.dir.empty() && !a.options.dry_run)
         throw UsageError("--dir must name where archives are written");
-    pqxx::connection conn(require_dsn(global));
+    // A month of events is read in one statement: no statement bound.
+    pqxx::connection conn(require_dsn(global, Statements::kUnbounded));
     const auto outcomes =
         common::RetentionStore(conn).archive(a.options, common::SystemClock().now());
     bool failed = false;

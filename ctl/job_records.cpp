@@ -59,41 +59,55 @@ std::vector<std::string> list_items(const std::string& text) {
     return out;
 }
 
-common::JobId job_id_of(const std::string& text, const std::string& source, std::size_t line,
-                        const char* field) {
-    const auto v = parse_int(text);
-    if (!v || *v <= 0) bad(source, line, std::string(field) + ": '" + text + "' is not a job id");
-    return *v;
-}
+/// The lifecycle fields of one record, given as text (CSV) or taken from JSON: the same checks
+/// and words for both.
+class Fields {
+  public:
+    Fields(EnqueueRecord& r, const std::string& source) : r_(r), source_(source) {}
 
-/// The lifecycle fields of a record, given as text (CSV) or converted to it (JSON): the same
-/// checks and words for both.
-void set_queue(EnqueueRecord& r, const std::string& queue, const std::string& source) {
-    if (!common::valid_queue_name(queue))
-        bad(source, r.line, "queue '" + queue + "' is not a queue name");
-    r.job.queue = queue;
-    r.has_queue = true;
-}
+    void queue(const std::string& queue) {
+        if (!common::valid_queue_name(queue))
+            bad(source_, r_.line, "queue '" + queue + "' is not a queue name");
+        r_.job.queue = queue;
+        r_.has_queue = true;
+    }
 
-void set_run_at(EnqueueRecord& r, const std::string& text, const std::string& source) {
-    const auto at = common::parse_instant(text);
-    if (!at) bad(source, r.line, "run_at '" + text + "' is not an ISO 8601 instant");
-    r.job.run_at = at;
-    r.has_run_at = true;
-}
+    void run_at(const std::string& text) {
+        const auto at = common::parse_instant(text);
+        if (!at) bad(source_, r_.line, "run_at '" + text + "' is not an ISO 8601 instant");
+        r_.job.run_at = at;
+        r_.has_run_at = true;
+    }
 
-void set_on_failure(EnqueueRecord& r, const std::string& text, const std::string& source) {
-    if (text != "cancel" && text != "run")
-        bad(source, r.line, "on_failure '" + text + "' is neither cancel nor run");
-    r.job.on_failure =
-        text == "run" ? common::DependencyPolicy::Run : common::DependencyPolicy::Cancel;
-    r.has_on_failure = true;
-}
+    void on_failure(const std::string& text) {
+        if (text != "cancel" && text != "run")
+            bad(source_, r_.line, "on_failure '" + text + "' is neither cancel nor run");
+        r_.job.on_failure =
+            text == "run" ? common::DependencyPolicy::Run : common::DependencyPolicy::Cancel;
+        r_.has_on_failure = true;
+    }
 
-void set_dedupe_key(EnqueueRecord& r, const std::string& key, const std::string& source) {
-    if (key.empty()) bad(source, r.line, "dedupe_key is empty");
-    r.job.dedupe_key = key;
-}
+    void dedupe_key(const std::string& key) {
+        if (key.empty()) bad(source_, r_.line, "dedupe_key is empty");
+        r_.job.dedupe_key = key;
+    }
+
+    /// A job id of a list field (`field` names it), one of the list `text` holds.
+    std::vector<common::JobId> job_ids(const std::string& text, const char* field) {
+        std::vector<common::JobId> out;
+        for (const auto& item : list_items(text)) {
+            const auto v = parse_int(item);
+            if (!v || *v <= 0)
+                bad(source_, r_.line, std::string(field) + ": '" + item + "' is not a job id");
+            out.push_back(*v);
+        }
+        return out;
+    }
+
+  private:
+    EnqueueRecord& r_;
+    const std::string& source_;
+};
 
 int as_int(std::int64_t v, const std::string& source, std::size_t line, const char* field) {
     if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
@@ -252,13 +266,13 @@ std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
             if (first == std::string::npos) return std::string();
             return t.substr(first, t.find_last_not_of(' ') + 1 - first);
         };
-        if (const auto q = text(queue_col); !q.empty()) set_queue(r, q, source);
-        if (const auto k = text(dedupe_col); !k.empty()) set_dedupe_key(r, k, source);
-        if (const auto t = text(run_at_col); !t.empty()) set_run_at(r, t, source);
-        if (const auto p = text(on_failure_col); !p.empty()) set_on_failure(r, p, source);
+        Fields fields_of(r, source);
+        if (const auto q = text(queue_col); !q.empty()) fields_of.queue(q);
+        if (const auto k = text(dedupe_col); !k.empty()) fields_of.dedupe_key(k);
+        if (const auto t = text(run_at_col); !t.empty()) fields_of.run_at(t);
+        if (const auto p = text(on_failure_col); !p.empty()) fields_of.on_failure(p);
         if (const auto d = text(depends_col); !d.empty()) {
-            for (const auto& id : list_items(d))
-                r.job.depends_on.push_back(job_id_of(id, source, start, "depends_on"));
+            r.job.depends_on = fields_of.job_ids(d, "depends_on");
             r.has_depends_on = true;
         }
         if (const auto k = text(exclude_keys_col); !k.empty()) {
@@ -266,9 +280,7 @@ std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
             r.has_exclude_keys = true;
         }
         if (const auto d = text(exclude_completers_col); !d.empty()) {
-            for (const auto& id : list_items(d))
-                r.job.exclude_completers_of.push_back(
-                    job_id_of(id, source, start, "exclude_completers_of"));
+            r.job.exclude_completers_of = fields_of.job_ids(d, "exclude_completers_of");
             r.has_exclude_completers_of = true;
         }
         check_record(r, source);
@@ -322,13 +334,13 @@ std::vector<EnqueueRecord> read_jsonl(std::istream& in, const std::string& sourc
                 r.job.payload = value.is_string() ? value.get<std::string>() : value.dump();
                 has_payload = true;
             } else if (key == "queue") {
-                set_queue(r, text_of(key.c_str()), source);
+                Fields(r, source).queue(text_of(key.c_str()));
             } else if (key == "dedupe_key") {
-                set_dedupe_key(r, text_of(key.c_str()), source);
+                Fields(r, source).dedupe_key(text_of(key.c_str()));
             } else if (key == "run_at") {
-                set_run_at(r, text_of(key.c_str()), source);
+                Fields(r, source).run_at(text_of(key.c_str()));
             } else if (key == "on_failure") {
-                set_on_failure(r, text_of(key.c_str()), source);
+                Fields(r, source).on_failure(text_of(key.c_str()));
             } else if (key == "depends_on" || key == "exclude_completers_of") {
                 if (!value.is_array()) bad(source, n, key + " must be an array of job ids");
                 std::vector<common::JobId> ids;
