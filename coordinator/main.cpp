@@ -3,13 +3,13 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
-#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 
+#include "common/base/cli_flags.hpp"
 #include "common/base/clock.hpp"
 #include "common/base/logging.hpp"
 #include "common/base/program.hpp"
@@ -48,7 +48,8 @@ int run(int argc, char** argv) {
         "ZeroMQ, under leases and fencing generations"};
     app.set_version_flag("--version", aclaim::common::proto::version_line("aclaim-coordinator"));
     aclaim::coordinator::add_cli_options(app, options);
-    CLI11_PARSE(app, argc, argv);
+    if (const auto code = aclaim::common::parse_command_line(app, "aclaim-coordinator", argc, argv))
+        return *code;
 
     try {
         aclaim::common::setup_logging("coordinator", options.log_level);

@@ -29,7 +29,8 @@ void ConnectionOptions::validate() const {
 }
 
 void RouterOptions::validate() const {
-    require(!bind.empty(), "--bind must name an endpoint");
+    require(common::is_zmq_endpoint(bind),
+            "--bind must be an endpoint such as tcp://*:5555, not '" + bind + "'");
     require(lease_ms >= 100, "--lease-ms must be at least 100");
     require(heartbeat_ms >= 0 && heartbeat_ms < lease_ms,
             "--heartbeat-ms must be shorter than the lease");

@@ -33,7 +33,8 @@ std::string report_text(const common::CheckReport& report) {
 }
 
 int check_one(const Global& global, bool json) {
-    pqxx::connection conn(require_dsn(global));
+    // The whole history is read in a few statements, as long as the history is large.
+    pqxx::connection conn(require_dsn(global, Statements::kUnbounded));
     const auto report = common::check(common::load_history(conn));
     std::cout << (json ? common::check_report_json(report).dump(2) + "\n" : report_text(report));
     return report.ok() ? 0 : 1;

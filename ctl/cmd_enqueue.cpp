@@ -7,8 +7,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
+#include <utility>
 
 #include "common/base/clock.hpp"
+#include "common/ops/operator_sql.hpp"
+#include "common/ops/operator_store.hpp"
 #include "common/ops/recovery.hpp"
 #include "common/store/assignment_store.hpp"
 #include "ctl/ctl.hpp"
@@ -43,7 +47,13 @@ struct EnqueueArgs {
     std::string jsonl;
     int batch = 1000;
     bool ids_only = false;
+    bool allow_past = false;
+    bool new_queue = false;
 };
+
+/// How far in the past a run time may lie and still be taken for "now": a script that writes
+/// `date -u +%FT%TZ` loses the fraction of a second, and clocks differ by a little.
+constexpr auto kRunAtSlack = std::chrono::seconds(60);
 
 std::optional<common::Duration> duration_option(const std::string& text, const char* flag) {
     if (text.empty()) return std::nullopt;
@@ -94,6 +104,12 @@ void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records,
     if (!a.run_at.empty()) {
         run_at = common::parse_instant(a.run_at);
         if (!run_at) throw UsageError("--run-at '" + a.run_at + "' is not an ISO 8601 instant");
+        if (*run_at < now - kRunAtSlack && !a.allow_past) {
+            throw UsageError("--run-at " + a.run_at + " is in the past (it is " +
+                             common::format_instant(now) +
+                             "): the job would be claimable at once; pass --allow-past if that "
+                             "is meant, or --delay for a time from now");
+        }
     }
     if (const auto delay = duration_option(a.delay, "--delay")) {
         if (run_at) throw UsageError("give --delay or --run-at, not both");
@@ -109,18 +125,55 @@ void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records,
     const auto exclude_keys = comma_items(a.exclude_keys, "--exclude-keys");
     const auto exclude_completers_of = job_ids(a.exclude_completers_of, "--exclude-completers-of");
 
+    // A flag fills what a record (--csv, --jsonl) leaves out: a record is the more specific.
     for (auto& r : records) {
-        r.job.depends_on = depends_on;
-        r.job.exclude_keys = exclude_keys;
-        r.job.exclude_completers_of = exclude_completers_of;
-        r.job.on_failure = a.on_failure == "run" ? common::DependencyPolicy::Run
-                                                 : common::DependencyPolicy::Cancel;
-        r.job.queue = a.queue;
-        r.job.run_at = run_at;
+        if (!r.has_depends_on) r.job.depends_on = depends_on;
+        if (!r.has_exclude_keys) r.job.exclude_keys = exclude_keys;
+        if (!r.has_exclude_completers_of) r.job.exclude_completers_of = exclude_completers_of;
+        if (!r.has_on_failure)
+            r.job.on_failure = a.on_failure == "run" ? common::DependencyPolicy::Run
+                                                     : common::DependencyPolicy::Cancel;
+        if (!r.has_queue) r.job.queue = a.queue;
+        if (!r.has_run_at) {
+            r.job.run_at = run_at;
+        } else if (*r.job.run_at < now - kRunAtSlack && !a.allow_past) {
+            throw UsageError("record at line " + std::to_string(r.line) + ": run_at " +
+                             common::format_instant(*r.job.run_at) + " is in the past (it is " +
+                             common::format_instant(now) + "); pass --allow-past if that is meant");
+        }
         r.job.backoff_base = base;
         r.job.backoff_cap = cap;
         r.job.run_timeout = timeout;
         if (!a.dedupe_key.empty()) r.job.dedupe_key = a.dedupe_key;
+    }
+}
+
+/// Refuses a queue the organization does not know (no settings, no job; `default` always is),
+/// with the ones it has, as `queue set` does: a misspelt --queue would make jobs no worker
+/// serves. --new-queue creates jobs in a queue nobody configured yet on purpose.
+void require_known_queues(const Global& global, const EnqueueArgs& a,
+                          const std::vector<EnqueueRecord>& records) {
+    if (a.new_queue) return;
+    std::set<std::pair<common::OrgId, std::string>> asked;
+    for (const auto& r : records) {
+        if (r.job.queue != common::kDefaultQueue) asked.emplace(r.org_id, r.job.queue);
+    }
+    if (asked.empty()) return;
+    pqxx::connection conn(require_dsn(global));
+    pqxx::read_transaction txn(conn);
+    for (const auto& [org, queue] : asked) {
+        if (txn.exec_params1(common::sql::kOperatorQueueKnown.text, org, queue)[0].as<bool>())
+            continue;
+        std::set<std::string> known{std::string(common::kDefaultQueue)};
+        for (const auto& row :
+             txn.exec_params("SELECT queue FROM job_queues WHERE org_id = $1 "
+                             "UNION SELECT DISTINCT queue FROM jobs WHERE org_id = $1",
+                             org))
+            known.insert(row[0].as<std::string>());
+        std::string list;
+        for (const auto& q : known) list += (list.empty() ? "" : ", ") + q;
+        throw UsageError(std::string(common::UnknownQueue(org, queue).what()) + "; its queues: " +
+                         list + ". Add --new-queue if jobs in a new queue are meant");
     }
 }
 
@@ -168,6 +221,26 @@ std::vector<EnqueueRecord> gather(const EnqueueArgs& a) {
     return records;
 }
 
+/// The first line of the server's refusal without its "ERROR:" label, its CONTEXT (which PL/pgSQL
+/// function, which line) and its hints: what the operator asked wrong, not the database's
+/// internals.
+std::string refusal_text(const pqxx::sql_error& e) {
+    std::string text = e.what();
+    text = text.substr(0, text.find('\n'));
+    for (const std::string label : {"ERROR:", "FATAL:"}) {
+        if (text.rfind(label, 0) == 0) text.erase(0, label.size());
+    }
+    const auto start = text.find_first_not_of(' ');
+    return start == std::string::npos ? text : text.substr(start);
+}
+
+/// A refusal of what was asked (a dependency that is no job of the organization, an invalid
+/// one): 23503 and 22023 are what aclaim_add_dependencies raises, and nothing else an enqueue runs
+/// raises them.
+bool refused_by_enqueue(const pqxx::sql_error& e) {
+    return e.sqlstate() == "23503" || e.sqlstate() == "22023";
+}
+
 /// ": job 17", ": jobs 17, 18, 19" or ": jobs 17 to 1016 (1000 ids)": what was made, so that the
 /// next command can name it without a `jobs list` first.
 std::string id_summary(std::vector<common::JobId> ids) {
@@ -192,6 +265,7 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
     auto records = gather(a);
     apply_lifecycle(a, records, clock.now());
     const auto window = duration_option(a.dedupe_window, "--dedupe-window");
+    require_known_queues(global, a, records);
     common::AssignmentStore store(require_dsn(global));
     const auto total = static_cast<std::int64_t>(records.size());
     // A bar for a person watching a long load; a short one, or a script, gets the summary only.
@@ -233,10 +307,13 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
             }
             begin = end;
         }
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
         progress.finish();
         std::cerr << "aclaimctl: enqueued " << done << " of " << total
                   << " jobs before the error below; the rest were not written\n";
+        const auto* refused = dynamic_cast<const pqxx::sql_error*>(&e);
+        if (refused != nullptr && refused_by_enqueue(*refused))
+            throw UsageError(refusal_text(*refused));
         throw;
     }
     progress.finish();
@@ -322,14 +399,23 @@ void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
     cmd->add_option("--exclude-completers-of", args->exclude_completers_of,
                     "Separation of duties: jobs (ids, comma-separated) whose completer each "
                     "enqueued job is never handed to; nobody gets it while one has not ended");
-    auto* csv = cmd->add_option(
-        "--csv", args->csv, "CSV with a header: payload, and any of org, priority, max_attempts");
+    auto* csv = cmd->add_option("--csv", args->csv,
+                                "CSV with a header: payload, and any of org, priority, "
+                                "max_attempts, queue, dedupe_key, run_at, depends_on, on_failure, "
+                                "exclude_keys, exclude_completers_of (the flags fill the rest)");
     cmd->add_option("--jsonl", args->jsonl,
-                    "JSON lines: {\"org\": 1, \"priority\": 0, \"payload\": \"...\"}")
+                    "JSON lines: {\"org\": 1, \"priority\": 0, \"payload\": \"...\"} and any of "
+                    "the CSV's other fields, lists as arrays")
         ->excludes(csv);
     cmd->add_option("--batch", args->batch, "Jobs per transaction")
         ->check(CLI::Range(1, 100000))
         ->capture_default_str();
+    cmd->add_flag("--allow-past", args->allow_past,
+                  "Accept a --run-at (or a record's run_at) more than a minute in the past: the "
+                  "job is claimable at once");
+    cmd->add_flag("--new-queue", args->new_queue,
+                  "Accept a queue the organization has no settings and no job in (otherwise "
+                  "refused, with its queues, as a misspelling)");
     cmd->add_flag("--ids", args->ids_only,
                   "Print only each job's id, one a line (the summary goes to standard error)");
     cmd->callback([&global, &action, args] {

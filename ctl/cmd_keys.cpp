@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "common/base/clock.hpp"
+#include "common/ops/recovery.hpp"
 #include "common/ops/worker_keys.hpp"
 #include "common/ops/worker_keys_sql.hpp"
 #include "ctl/ctl.hpp"
@@ -196,6 +198,11 @@ nlohmann::json queue_list(const std::string& joined) {
     return out;
 }
 
+/// A timestamp column read as aclaim_us(): ISO 8601 in UTC with Z, as everything else prints.
+std::string instant_text(const pqxx::field& f) {
+    return common::format_instant(common::instant_from_micros(f.as<common::Micros>()));
+}
+
 int list(const Global& global, bool json) {
     pqxx::connection conn(require_dsn(global));
     pqxx::read_transaction txn(conn);
@@ -203,13 +210,13 @@ int list(const Global& global, bool json) {
     if (json) {
         nlohmann::json out = {{"keys", nlohmann::json::array()}};
         for (const auto& r : rows) {
-            const auto revoked = r[4].as<std::string>();
             out["keys"].push_back(
                 {{"public_key", r[0].as<std::string>()},
                  {"org_id", r[1].as<long long>()},
                  {"name", r[2].as<std::string>()},
-                 {"created_at", r[3].as<std::string>()},
-                 {"revoked_at", revoked.empty() ? nlohmann::json() : nlohmann::json(revoked)},
+                 {"created_at", instant_text(r[3])},
+                 {"revoked_at",
+                  r[4].is_null() ? nlohmann::json() : nlohmann::json(instant_text(r[4]))},
                  {"queues", queue_list(r[5].as<std::string>())}});
         }
         std::cout << out.dump() << "\n";
@@ -220,7 +227,7 @@ int list(const Global& global, bool json) {
     for (const auto& r : rows) {
         std::printf("%-40s %-6lld %-20s %-24s %s\n", r[0].c_str(), r[1].as<long long>(),
                     r[2].c_str(), r[5].as<std::string>().empty() ? "*" : r[5].c_str(),
-                    r[4].as<std::string>().empty() ? "-" : r[4].c_str());
+                    r[4].is_null() ? "-" : instant_text(r[4]).c_str());
     }
     return 0;
 }

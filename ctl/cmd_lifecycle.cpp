@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 
@@ -248,6 +249,52 @@ int run_list(const Global& global, const QueueArgs& a) {
     pqxx::connection conn(require_dsn(global));
     const auto queues = common::OperatorStore(conn).queues(
         a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt);
+    if (a.json) {
+        // Durations in milliseconds, a setting left unset as null (the built-in default holds).
+        const auto ms = [](const std::optional<common::Duration>& d) {
+            return d ? nlohmann::json(
+                           std::chrono::duration_cast<std::chrono::milliseconds>(*d).count())
+                     : nlohmann::json();
+        };
+        const auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+        const auto kept = [](common::Duration d) {
+            return d == common::kRetainForever
+                       ? nlohmann::json("forever")
+                       : nlohmann::json(
+                             std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+        };
+        nlohmann::json out = {{"queues", nlohmann::json::array()}};
+        for (const auto& q : queues) {
+            out["queues"].push_back({{"org_id", q.org_id},
+                                     {"queue", q.queue},
+                                     {"paused", q.paused},
+                                     {"pending", q.pending},
+                                     {"scheduled", q.scheduled},
+                                     {"assigned", q.assigned},
+                                     {"parked", q.parked},
+                                     {"waiting", q.waiting},
+                                     {"completed", q.completed},
+                                     {"discarded", q.discarded},
+                                     {"failed", q.failed},
+                                     {"cancelled", q.cancelled},
+                                     {"quarantined", q.quarantined},
+                                     {"max_assigned", opt(q.max_assigned)},
+                                     {"rate_per_s", opt(q.rate_per_s)},
+                                     {"rate_burst", opt(q.rate_burst)},
+                                     {"weight", opt(q.weight)},
+                                     {"aging_ms", ms(q.aging)},
+                                     {"max_attempts", opt(q.max_attempts)},
+                                     {"backoff_base_ms", ms(q.backoff_base)},
+                                     {"backoff_cap_ms", ms(q.backoff_cap)},
+                                     {"run_timeout_ms", ms(q.run_timeout)},
+                                     {"retain_completed_ms", kept(q.retain_completed)},
+                                     {"retain_failed_ms", kept(q.retain_failed)},
+                                     {"retain_discarded_ms", kept(q.retain_discarded)},
+                                     {"retain_cancelled_ms", kept(q.retain_cancelled)}});
+        }
+        std::cout << out.dump() << "\n";
+        return 0;
+    }
     std::printf(
         "%6s %-20s %-7s %8s %9s %8s %7s %7s %9s %9s %6s %9s %6s %-18s %-14s %8s %7s %7s  %s\n",
         "org", "queue", "state", "pending", "scheduled", "assigned", "parked", "waiting",
@@ -362,6 +409,7 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
         [&global, &action, qa] { action = [&global, qa] { return run_set(global, *qa); }; });
     auto* l = q->add_subcommand("list", "Each queue's counts by state and its settings");
     common::add_org(*l, qa->org, "Only this organization");
+    l->add_flag("--json", qa->json, "One JSON document, for scripts");
     l->callback(
         [&global, &action, qa] { action = [&global, qa] { return run_list(global, *qa); }; });
 }

@@ -70,6 +70,7 @@ int run_status(const Global& global, const StatusArgs& a) {
                  {"state", p.state},
                  {"rows", p.rows ? nlohmann::json(*p.rows) : nullptr},
                  {"estimated_rows", p.estimated_rows ? nlohmann::json(*p.estimated_rows) : nullptr},
+                 {"analyzed", !p.never_analyzed},
                  {"bytes", p.bytes ? nlohmann::json(*p.bytes) : nullptr},
                  {"archive_file", p.archive_file},
                  {"sha256", p.sha256}});
@@ -99,7 +100,9 @@ int run_status(const Global& global, const StatusArgs& a) {
         std::printf("  %-22s %-22s %-22s %-9s %12s %10s  %s\n", p.name.c_str(),
                     p.from ? common::format_instant(*p.from).c_str() : "(open)",
                     common::format_instant(p.to).c_str(), p.state.c_str(),
-                    rows ? ((p.rows ? "" : "~") + std::to_string(*rows)).c_str() : "-",
+                    p.never_analyzed && !p.rows ? "not analyzed"
+                    : rows ? ((p.rows ? "" : "~") + std::to_string(*rows)).c_str()
+                           : "-",
                     bytes_text(p.bytes).c_str(), p.archive_file.c_str());
     }
     std::printf("\ntables:\n");
@@ -114,6 +117,7 @@ struct RunArgs {
     bool dry_run = false;
     int batch = 500;
     int partitions_ahead = 3;
+    bool json = false;
 };
 
 int run_prune(const Global& global, const RunArgs& a) {
@@ -121,6 +125,19 @@ int run_prune(const Global& global, const RunArgs& a) {
     if (a.dry_run) {
         pqxx::connection conn(require_dsn(global));
         const auto preview = common::RetentionStore(conn).preview(now);
+        if (a.json) {
+            nlohmann::json out = {{"prunable", nlohmann::json::array()}};
+            for (const auto& p : preview) {
+                out["prunable"].push_back({{"org_id", p.org_id},
+                                           {"queue", p.queue},
+                                           {"state", p.state},
+                                           {"prunable", p.prunable},
+                                           {"kept", kept_text(p.kept)},
+                                           {"oldest_finished", common::format_instant(p.oldest)}});
+            }
+            std::cout << out.dump() << "\n";
+            return 0;
+        }
         std::printf("%6s %-20s %-10s %10s %10s  %s\n", "org", "queue", "state", "prunable", "kept",
                     "oldest finished");
         std::int64_t total = 0;
@@ -183,7 +200,8 @@ int run_archive(const Global& global, ArchiveArgs a) {
     a.options.older_than = *age;
     if (a.options.dir.empty() && !a.options.dry_run)
         throw UsageError("--dir must name where archives are written");
-    pqxx::connection conn(require_dsn(global));
+    // A month of events is read in one statement: no statement bound.
+    pqxx::connection conn(require_dsn(global, Statements::kUnbounded));
     const auto outcomes =
         common::RetentionStore(conn).archive(a.options, common::SystemClock().now());
     bool failed = false;
@@ -254,7 +272,9 @@ void add_retention_command(CLI::App& app, Global& global, Action& action) {
         "run",
         "One prune pass now, as a coordinator's retention thread runs it (under the same lock); "
         "--dry-run shows what it would remove");
-    p->add_flag("--dry-run", run->dry_run, "Count what would be removed, per queue and state");
+    auto* dry =
+        p->add_flag("--dry-run", run->dry_run, "Count what would be removed, per queue and state");
+    p->add_flag("--json", run->json, "With --dry-run: one JSON object")->needs(dry);
     p->add_option("--batch", run->batch, "Jobs per prune batch")
         ->check(CLI::Range(1, 10000))
         ->capture_default_str();

@@ -2,8 +2,11 @@
 // schedule_events with who acted and why, as the queue commands are in queue_events.
 
 #include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "common/base/clock.hpp"
+#include "common/ops/recovery.hpp"
 #include "common/ops/schedule_store.hpp"
 #include "ctl/cmd_recover.hpp"
 #include "ctl/ctl.hpp"
@@ -17,6 +20,7 @@ struct ScheduleArgs {
     std::string missed = "skip";
     std::string reason;
     std::string actor = default_actor();
+    bool json = false;
 };
 
 std::string tick_text(const std::optional<common::Instant>& t) {
@@ -80,6 +84,25 @@ int run_list(const Global& global, const ScheduleArgs& a) {
     pqxx::connection conn(require_dsn(global));
     const auto all = common::ScheduleStore(conn).list(
         a.spec.org_id > 0 ? std::optional<common::OrgId>(a.spec.org_id) : std::nullopt);
+    if (a.json) {
+        nlohmann::json out = {{"schedules", nlohmann::json::array()}};
+        for (const auto& s : all) {
+            out["schedules"].push_back(
+                {{"org_id", s.org_id},
+                 {"name", s.name},
+                 {"paused", s.paused},
+                 {"cron", s.cron},
+                 {"time_zone", s.time_zone},
+                 {"queue", s.queue},
+                 {"missed", std::string(common::to_string(s.missed))},
+                 {"last_tick",
+                  s.last_tick ? nlohmann::json(common::format_instant(*s.last_tick)) : nullptr},
+                 {"next_tick", s.paused ? nlohmann::json()
+                                        : nlohmann::json(common::format_instant(s.next_tick))}});
+        }
+        std::cout << out.dump() << "\n";
+        return 0;
+    }
     std::printf("%6s %-20s %-7s %-20s %-18s %-16s %-8s %-20s %-20s\n", "org", "schedule", "state",
                 "cron", "zone", "queue", "missed", "last tick", "next tick");
     for (const auto& s : all) {
@@ -148,6 +171,7 @@ void add_schedule_command(CLI::App& app, Global& global, Action& action) {
 
     auto* ls = sc->add_subcommand("list", "Each schedule with its last and next tick (UTC)");
     common::add_org(*ls, a->spec.org_id, "Only this organization");
+    ls->add_flag("--json", a->json, "One JSON document, for scripts");
     ls->callback([&global, &action, a] { action = [&global, a] { return run_list(global, *a); }; });
 }
 

@@ -19,6 +19,11 @@ struct Global {
     std::string cells;
     /// How long each cell may take to answer (--cell-timeout).
     std::string cell_timeout = "60s";
+    /// Seconds libpq may spend connecting to each host (--connect-timeout): a server that accepts
+    /// TCP and never answers fails the command with exit 3 instead of holding it forever.
+    int connect_timeout_s = 10;
+    /// Seconds any one statement may run on the server (--statement-timeout; 0: no limit).
+    int statement_timeout_s = 60;
 };
 
 /// What a parsed command will do; returns the process exit code.
@@ -47,7 +52,12 @@ void add_retention_command(CLI::App& app, Global& global, Action& action);
 void add_schedule_command(CLI::App& app, Global& global, Action& action);
 void add_workflow_command(CLI::App& app, Global& global, Action& action);
 
-/// The DSN, or a UsageError naming both ways to give it.
-const std::string& require_dsn(const Global& global);
+/// The DSN with the command's deadlines (connect_timeout, statement_timeout, TCP keepalives) added
+/// unless it or the PG* environment sets them itself; a UsageError if none was given or it is not
+/// a conninfo or URI at all (a mistake in what was asked, not an unreachable database).
+/// A command whose statements may rightly run long (migrate: an ALTER of a big table) passes
+/// Statements::kUnbounded and gets the connect deadline only.
+enum class Statements { kBounded, kUnbounded };
+std::string require_dsn(const Global& global, Statements statements = Statements::kBounded);
 
 }  // namespace aclaim::ctl

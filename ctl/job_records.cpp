@@ -7,6 +7,8 @@
 
 #include "common/base/bounded_json.hpp"
 #include "common/base/org_id.hpp"
+#include "common/base/queue_name.hpp"
+#include "common/ops/recovery.hpp"
 #include "ctl/ctl.hpp"
 
 namespace aclaim::ctl {
@@ -41,6 +43,71 @@ void check_record(const EnqueueRecord& r, const std::string& source) {
         bad(source, r.line, "payload contains a NUL byte, which PostgreSQL text cannot hold");
     }
 }
+
+/// The items of a list field: separated by commas or spaces, none when it is blank.
+std::vector<std::string> list_items(const std::string& text) {
+    std::vector<std::string> out;
+    std::string item;
+    for (const char c : text + ",") {
+        if (c == ',' || c == ' ') {
+            if (!item.empty()) out.push_back(std::move(item));
+            item.clear();
+        } else {
+            item += c;
+        }
+    }
+    return out;
+}
+
+/// The lifecycle fields of one record, given as text (CSV) or taken from JSON: the same checks
+/// and words for both.
+class Fields {
+  public:
+    Fields(EnqueueRecord& r, const std::string& source) : r_(r), source_(source) {}
+
+    void queue(const std::string& queue) {
+        if (!common::valid_queue_name(queue))
+            bad(source_, r_.line, "queue '" + queue + "' is not a queue name");
+        r_.job.queue = queue;
+        r_.has_queue = true;
+    }
+
+    void run_at(const std::string& text) {
+        const auto at = common::parse_instant(text);
+        if (!at) bad(source_, r_.line, "run_at '" + text + "' is not an ISO 8601 instant");
+        r_.job.run_at = at;
+        r_.has_run_at = true;
+    }
+
+    void on_failure(const std::string& text) {
+        if (text != "cancel" && text != "run")
+            bad(source_, r_.line, "on_failure '" + text + "' is neither cancel nor run");
+        r_.job.on_failure =
+            text == "run" ? common::DependencyPolicy::Run : common::DependencyPolicy::Cancel;
+        r_.has_on_failure = true;
+    }
+
+    void dedupe_key(const std::string& key) {
+        if (key.empty()) bad(source_, r_.line, "dedupe_key is empty");
+        r_.job.dedupe_key = key;
+    }
+
+    /// A job id of a list field (`field` names it), one of the list `text` holds.
+    std::vector<common::JobId> job_ids(const std::string& text, const char* field) {
+        std::vector<common::JobId> out;
+        for (const auto& item : list_items(text)) {
+            const auto v = parse_int(item);
+            if (!v || *v <= 0)
+                bad(source_, r_.line, std::string(field) + ": '" + item + "' is not a job id");
+            out.push_back(*v);
+        }
+        return out;
+    }
+
+  private:
+    EnqueueRecord& r_;
+    const std::string& source_;
+};
 
 int as_int(std::int64_t v, const std::string& source, std::size_t line, const char* field) {
     if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
@@ -115,6 +182,8 @@ std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
         }
     } while (header.size() == 1 && header[0].empty());
     int org_col = -1, priority_col = -1, payload_col = -1, attempts_col = -1;
+    int queue_col = -1, dedupe_col = -1, run_at_col = -1, depends_col = -1, on_failure_col = -1;
+    int exclude_keys_col = -1, exclude_completers_col = -1;
     for (std::size_t i = 0; i < header.size(); ++i) {
         std::string name = header[i];
         while (!name.empty() && name.back() == ' ') name.pop_back();
@@ -123,11 +192,20 @@ std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
                    : name == "priority"              ? &priority_col
                    : name == "payload"               ? &payload_col
                    : name == "max_attempts"          ? &attempts_col
+                   : name == "queue"                 ? &queue_col
+                   : name == "dedupe_key"            ? &dedupe_col
+                   : name == "run_at"                ? &run_at_col
+                   : name == "depends_on"            ? &depends_col
+                   : name == "on_failure"            ? &on_failure_col
+                   : name == "exclude_keys"          ? &exclude_keys_col
+                   : name == "exclude_completers_of" ? &exclude_completers_col
                                                      : nullptr;
         if (col == nullptr) {
             bad(source, lines,
                 "unknown column '" + name +
-                    "' in the header (known: org, priority, payload, max_attempts)");
+                    "' in the header (known: org, priority, payload, max_attempts, queue, "
+                    "dedupe_key, run_at, depends_on, on_failure, exclude_keys, "
+                    "exclude_completers_of)");
         }
         if (*col >= 0) bad(source, lines, "column '" + name + "' appears twice in the header");
         *col = static_cast<int>(i);
@@ -180,6 +258,31 @@ std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
         if (const auto v = number(attempts_col, "max_attempts")) {
             r.job.max_attempts = as_int(*v, source, start, "max_attempts");
         }
+        // A text field, trimmed; empty when the column is absent or the field blank.
+        auto text = [&](int col) {
+            if (col < 0) return std::string();
+            const std::string& t = fields[static_cast<std::size_t>(col)];
+            const auto first = t.find_first_not_of(' ');
+            if (first == std::string::npos) return std::string();
+            return t.substr(first, t.find_last_not_of(' ') + 1 - first);
+        };
+        Fields fields_of(r, source);
+        if (const auto q = text(queue_col); !q.empty()) fields_of.queue(q);
+        if (const auto k = text(dedupe_col); !k.empty()) fields_of.dedupe_key(k);
+        if (const auto t = text(run_at_col); !t.empty()) fields_of.run_at(t);
+        if (const auto p = text(on_failure_col); !p.empty()) fields_of.on_failure(p);
+        if (const auto d = text(depends_col); !d.empty()) {
+            r.job.depends_on = fields_of.job_ids(d, "depends_on");
+            r.has_depends_on = true;
+        }
+        if (const auto k = text(exclude_keys_col); !k.empty()) {
+            r.job.exclude_keys = list_items(k);
+            r.has_exclude_keys = true;
+        }
+        if (const auto d = text(exclude_completers_col); !d.empty()) {
+            r.job.exclude_completers_of = fields_of.job_ids(d, "exclude_completers_of");
+            r.has_exclude_completers_of = true;
+        }
         check_record(r, source);
         out.push_back(std::move(r));
     }
@@ -216,6 +319,10 @@ std::vector<EnqueueRecord> read_jsonl(std::istream& in, const std::string& sourc
                     bad(source, n, std::string(name) + " must be an integer");
                 return value.get<std::int64_t>();
             };
+            auto text_of = [&, &value = value](const char* name) {
+                if (!value.is_string()) bad(source, n, std::string(name) + " must be a string");
+                return value.get<std::string>();
+            };
             if (key == "org" || key == "org_id") {
                 r.org_id = integer("org");
                 has_org = true;
@@ -226,9 +333,44 @@ std::vector<EnqueueRecord> read_jsonl(std::istream& in, const std::string& sourc
             } else if (key == "payload") {
                 r.job.payload = value.is_string() ? value.get<std::string>() : value.dump();
                 has_payload = true;
+            } else if (key == "queue") {
+                Fields(r, source).queue(text_of(key.c_str()));
+            } else if (key == "dedupe_key") {
+                Fields(r, source).dedupe_key(text_of(key.c_str()));
+            } else if (key == "run_at") {
+                Fields(r, source).run_at(text_of(key.c_str()));
+            } else if (key == "on_failure") {
+                Fields(r, source).on_failure(text_of(key.c_str()));
+            } else if (key == "depends_on" || key == "exclude_completers_of") {
+                if (!value.is_array()) bad(source, n, key + " must be an array of job ids");
+                std::vector<common::JobId> ids;
+                for (const auto& id : value) {
+                    if (!id.is_number_integer() || id.get<std::int64_t>() <= 0)
+                        bad(source, n, key + " must be an array of job ids");
+                    ids.push_back(id.get<std::int64_t>());
+                }
+                if (key == "depends_on") {
+                    r.job.depends_on = std::move(ids);
+                    r.has_depends_on = true;
+                } else {
+                    r.job.exclude_completers_of = std::move(ids);
+                    r.has_exclude_completers_of = true;
+                }
+            } else if (key == "exclude_keys") {
+                if (!value.is_array()) bad(source, n, "exclude_keys must be an array of key names");
+                std::vector<std::string> keys;
+                for (const auto& k : value) {
+                    if (!k.is_string() || k.get<std::string>().empty())
+                        bad(source, n, "exclude_keys must be an array of key names");
+                    keys.push_back(k.get<std::string>());
+                }
+                r.job.exclude_keys = std::move(keys);
+                r.has_exclude_keys = true;
             } else {
                 bad(source, n,
-                    "unknown field '" + key + "' (known: org, priority, payload, max_attempts)");
+                    "unknown field '" + key +
+                        "' (known: org, priority, payload, max_attempts, queue, dedupe_key, "
+                        "run_at, depends_on, on_failure, exclude_keys, exclude_completers_of)");
             }
         }
         if (!has_payload) bad(source, n, "no payload");

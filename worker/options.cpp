@@ -258,7 +258,7 @@ WorkerOptions parse_options(int argc, char** argv) {
         p.app.parse(argc, argv);
         return p.finish();
     } catch (const CLI::ParseError& e) {
-        std::exit(p.app.exit(e));
+        std::exit(common::parse_error_exit(p.app, "aclaim-worker", e, argc, argv));
     }
 }
 

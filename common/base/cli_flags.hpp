@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -134,47 +135,120 @@ inline std::string command_names(const CLI::App& app) {
     return out;
 }
 
-/// Parses the command line under the operator programs' exit-code policy (exit_codes.hpp):
-/// nullopt to go on, or the code to exit with. --help and --version exit 0; every refusal prints
-/// "PROGRAM: why" and exits kExitUsage, not CLI11's own codes (105, 106, 109...) that no document
-/// names. A word that is not a command is called that, with the commands there are, instead of
-/// CLI11's "A subcommand is required".
+/// Whether `text` is a ZeroMQ endpoint a socket could bind or connect: tcp://HOST:PORT (PORT a
+/// number or *), ipc://PATH or inproc://NAME. zmq's own refusal comes only at bind time, as an
+/// exception that would exit 1 after logging has started.
+inline bool is_zmq_endpoint(std::string_view text) {
+    const auto scheme_end = text.find("://");
+    if (scheme_end == std::string_view::npos) return false;
+    const auto scheme = text.substr(0, scheme_end);
+    const auto rest = text.substr(scheme_end + 3);
+    if (rest.empty()) return false;
+    if (scheme == "ipc" || scheme == "inproc") return true;
+    if (scheme != "tcp") return false;
+    const auto colon = rest.rfind(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == rest.size()) return false;
+    const auto port = rest.substr(colon + 1);
+    if (port == "*") return true;
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    return ec == std::errc() && end == port.data() + port.size() && value <= 65535;
+}
+
+namespace detail {
+
+/// Every option of `app` and of all its subcommands.
+inline void all_options(const CLI::App& app, std::vector<const CLI::Option*>& out) {
+    for (const auto* o : app.get_options()) out.push_back(o);
+    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        all_options(*sub, out);
+}
+
+/// Whether the command line itself carries option `o` (--name, --name=VALUE or -n).
+inline bool on_command_line(const CLI::Option& o, int argc, const char* const* argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        for (const auto& l : o.get_lnames()) {
+            const std::string flag = "--" + l;
+            if (arg == flag || arg.rfind(flag + "=", 0) == 0) return true;
+        }
+        for (const auto& s : o.get_snames())
+            if (arg.rfind("-" + s, 0) == 0) return true;
+    }
+    return false;
+}
+
+/// The ACLAIM_* variable a refused value came from, if it came from one: CLI11 names the flag
+/// only, and an operator who never typed the flag would look for it on the command line.
+inline std::string variable_source(const CLI::App& app, const std::string& why, int argc,
+                                   const char* const* argv) {
+    std::vector<const CLI::Option*> options;
+    all_options(app, options);
+    for (const auto* o : options) {
+        const std::string& variable = o->get_envname();
+        if (variable.empty() || std::getenv(variable.c_str()) == nullptr) continue;
+        if (on_command_line(*o, argc, argv)) continue;
+        if (why.find(o->get_name()) == std::string::npos) continue;
+        return " (read from " + variable + "='" + std::getenv(variable.c_str()) + "')";
+    }
+    return "";
+}
+
+}  // namespace detail
+
+/// What every aclaim program does with a refused command line (exit_codes.hpp): --help and
+/// --version exit 0 as CLI11 prints them; every refusal prints "PROGRAM: why" naming the flag (and
+/// the ACLAIM_* variable, when the value came from one) and exits kExitUsage, not CLI11's own
+/// codes (104 for a malformed value, 105, 106, 109...) that no document names and that a systemd
+/// unit would take for a crash to restart from. A word that is not a command is called that,
+/// with the commands there are, instead of CLI11's "A subcommand is required"; an unknown option
+/// is named.
+inline int parse_error_exit(CLI::App& app, const std::string& program, const CLI::ParseError& e,
+                            int argc, const char* const* argv) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    const CLI::App* at = deepest_parsed(app);
+    std::string path;
+    for (const CLI::App* a = at; a != nullptr && a != &app; a = a->get_parent())
+        path.insert(0, " " + a->get_name());
+    path.insert(0, program);
+    std::string why = e.what();
+    // By code: CLI11 names an ExtrasError after the app, not "ExtrasError".
+    const bool missing_or_extra =
+        e.get_exit_code() == static_cast<int>(CLI::ExitCodes::RequiredError) ||
+        e.get_exit_code() == static_cast<int>(CLI::ExitCodes::ExtrasError);
+    if (missing_or_extra) {
+        // With fallthrough an unknown word may have gone up to the top: look everywhere.
+        std::string word;
+        std::string option;
+        for (const auto& extra : app.remaining(true)) {
+            if (extra.empty()) continue;
+            if (extra.front() != '-' && word.empty()) word = extra;
+            if (extra.front() == '-' && option.empty()) option = extra;
+        }
+        const bool offers_commands =
+            !at->get_subcommands([](const CLI::App*) { return true; }).empty();
+        if (!option.empty() && (word.empty() || !offers_commands)) {
+            why = "'" + option + "' is not an option";
+        } else if (at->get_subcommands().empty() && offers_commands) {
+            why = (word.empty() ? std::string("a command is required")
+                                : "'" + word + "' is not a command") +
+                  "; the commands are: " + command_names(*at);
+        }
+    } else {
+        why += detail::variable_source(app, why, argc, argv);
+    }
+    std::cerr << program << ": " << why << " (see " << path << " --help)\n";
+    return kExitUsage;
+}
+
+/// Parses the command line under that policy: nullopt to go on, or the code to exit with.
 inline std::optional<int> parse_command_line(CLI::App& app, const std::string& program, int argc,
                                              char** argv) {
     try {
         app.parse(argc, argv);
         return std::nullopt;
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        const CLI::App* at = deepest_parsed(app);
-        std::string path;
-        for (const CLI::App* a = at; a != nullptr && a != &app; a = a->get_parent())
-            path.insert(0, " " + a->get_name());
-        path.insert(0, program);
-        std::string why = e.what();
-        const bool missing_or_extra =
-            e.get_name() == "RequiredError" || e.get_name() == "ExtrasError";
-        if (missing_or_extra && at->get_subcommands().empty() &&
-            !at->get_subcommands([](const CLI::App*) { return true; }).empty()) {
-            // With fallthrough an unknown word may have gone up to the top: look everywhere.
-            std::string word;
-            for (const auto& extra : app.remaining(true)) {
-                if (!extra.empty() && extra.front() != '-') {
-                    word = extra;
-                    break;
-                }
-            }
-            why = (word.empty() ? std::string("a command is required")
-                                : "'" + word + "' is not a command") +
-                  "; the commands are: " + command_names(*at);
-        }
-        std::cerr << program << ": " << why << " (see " << path << " --help)\n";
-        return kExitUsage;
+        return parse_error_exit(app, program, e, argc, argv);
     }
 }
 

@@ -2,7 +2,8 @@
 
 // The exit-code policy of the operator's programs (aclaimctl, aclaim-console), written down in
 // docs/operations.md ("Exit codes") so that a script can tell a refusal from a finding from an
-// outage without reading the text.
+// outage without reading the text. kExitUsage for a refused setting holds for every program
+// (parse_command_line, run_program): a systemd unit stops on it instead of restarting.
 
 namespace aclaim::common {
 

@@ -2,12 +2,18 @@
 
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 
 namespace aclaim::common {
 
 int run_program(const char* name, ProgramBody body, int argc, char** argv) {
     try {
         return body(argc, argv);
+    } catch (const std::invalid_argument& e) {
+        // A value the program refused (an empty password, say): the caller's mistake, exit 2
+        // like every other refused argument (exit_codes.hpp), not a failure of the program.
+        std::fprintf(stderr, "%s: %s\n", name, e.what());
+        return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: %s\n", name, e.what());
         return 1;

@@ -36,13 +36,15 @@ SELECT org_id, count(*) AS batches, sum(completed) AS completed, sum(failed) AS 
                                         {}};
 
 /// Every partition the registry knows, oldest first, with its size while its table exists.
+/// estimated_rows is -1 for a table never analyzed (PostgreSQL 14 on), not 0: a month of events
+/// must not read as an empty one.
 inline const Statement kEventPartitions{"aclaim_event_partitions",
                                         R"SQL(
 SELECT p.name, aclaim_us(p.from_at) AS from_us, aclaim_us(p.to_at) AS to_us, p.state,
        p.rows, coalesce(p.archive_file, '') AS archive_file, coalesce(p.sha256, '') AS sha256,
        aclaim_us(p.archived_at) AS archived_us,
        pg_total_relation_size(to_regclass(p.name)) AS bytes,
-       (SELECT greatest(c.reltuples, 0)::bigint FROM pg_class c
+       (SELECT c.reltuples::bigint FROM pg_class c
          WHERE c.oid = to_regclass(p.name)) AS estimated_rows
   FROM job_event_partitions p
  ORDER BY p.to_at

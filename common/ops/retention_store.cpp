@@ -102,7 +102,9 @@ std::vector<EventPartition> RetentionStore::partitions() {
     for (const auto& r : txn.exec(sql::kEventPartitions.text)) {
         EventPartition p = partition_of(r);
         p.rows = optional_of<std::int64_t>(r["rows"]);
-        p.estimated_rows = optional_of<std::int64_t>(r["estimated_rows"]);
+        const auto estimate = optional_of<std::int64_t>(r["estimated_rows"]);
+        p.never_analyzed = estimate && *estimate < 0;
+        if (!p.never_analyzed) p.estimated_rows = estimate;
         p.bytes = optional_of<std::int64_t>(r["bytes"]);
         out.push_back(std::move(p));
     }

@@ -40,7 +40,8 @@ struct EventPartition {
     std::string state;                           ///< attached, detaching, archived, dropped
     std::optional<std::int64_t> rows;            ///< counted when archived
     std::optional<std::int64_t> estimated_rows;  ///< the planner's, while the table exists
-    std::optional<std::int64_t> bytes;           ///< table and indexes, while it exists
+    bool never_analyzed = false;        ///< the table exists but has no estimate yet (none, not 0)
+    std::optional<std::int64_t> bytes;  ///< table and indexes, while it exists
     std::string archive_file;
     std::string sha256;
 };

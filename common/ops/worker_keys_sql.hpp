@@ -38,7 +38,7 @@ UPDATE worker_keys SET revoked_at = aclaim_ts($3::bigint)
 
 /// Every key, live or revoked: key, organization, name, created and revoked ('' when live) as text.
 inline constexpr const char* kWorkerKeyList = R"SQL(
-SELECT public_key, org_id, name, created_at::text, coalesce(revoked_at::text, ''),
+SELECT public_key, org_id, name, aclaim_us(created_at), aclaim_us(revoked_at),
        coalesce(array_to_string(queues, ','), '')
   FROM worker_keys ORDER BY org_id, name, created_at
 )SQL";

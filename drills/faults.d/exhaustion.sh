@@ -227,7 +227,7 @@ scenario_fd_limit() {
 backlog_enqueue() {  # backlog_enqueue COUNT: COUNT jobs in the first queue, bounded
   # Not ctl: its 60 s bound is for single statements, and a million rows take minutes.
   timeout -k 5 1200 "$bin/aclaimctl" --dsn "$dsn" enqueue --org 1 --count "$1" --max-attempts 50 \
-    --queue "${fault_queues[0]}" --batch 10000 >/dev/null 2>>"$sdir/enqueue.err"
+    --queue "${fault_queues[0]}" --new-queue --batch 10000 >/dev/null 2>>"$sdir/enqueue.err"
 }
 rss_kb_of() { awk '/^VmRSS/ {print $2}' "/proc/${pid_of[$1]}/status" 2>/dev/null || echo 0; }
 log_size() { stat -c %s "$1" 2>/dev/null || echo 0; }

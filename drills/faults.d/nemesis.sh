@@ -364,7 +364,7 @@ scenario_nemesis() {
   local stop_file="$sdir/nemesis.stop"
   (
     while [ ! -e "$stop_file" ]; do
-      if ctl enqueue --org 1 --count 20 --max-attempts 50 --queue "${fault_queues[$((RANDOM % 2))]}" >/dev/null 2>&1; then
+      if ctl enqueue --org 1 --count 20 --max-attempts 50 --queue "${fault_queues[$((RANDOM % 2))]}" --new-queue >/dev/null 2>&1; then
         echo ok >>"$sdir/producer.log"
       else
         echo refused >>"$sdir/producer.log"

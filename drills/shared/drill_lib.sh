@@ -117,9 +117,9 @@ fault_queues=(intake review)
 enqueue() {
   local org=$1 n=$2 attempts=$3 half=$(( $2 / 2 ))
   if [ "$half" -gt 0 ]; then
-    ctl enqueue --org "$org" --count "$half" --max-attempts "$attempts" --queue "${fault_queues[0]}" >/dev/null || return 1
+    ctl enqueue --org "$org" --count "$half" --max-attempts "$attempts" --queue "${fault_queues[0]}" --new-queue >/dev/null || return 1
   fi
-  ctl enqueue --org "$org" --count "$(( n - half ))" --max-attempts "$attempts" --queue "${fault_queues[1]}" >/dev/null
+  ctl enqueue --org "$org" --count "$(( n - half ))" --max-attempts "$attempts" --queue "${fault_queues[1]}" --new-queue >/dev/null
 }
 
 remaining() { q "SELECT count(*) FROM jobs WHERE state NOT IN ('completed', 'failed', 'discarded', 'cancelled')"; }

@@ -101,10 +101,10 @@ def make_history(dsn, endpoint, bin_dir):
     # The lifecycle's states and queues: two jobs that need a skill the worker below lacks, one
     # scheduled for later, and a poison job of one attempt that ends discarded.
     subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--queue", "electrical",
-                    "--count", "2"], check=True, stdout=subprocess.DEVNULL)
+                    "--new-queue", "--count", "2"], check=True, stdout=subprocess.DEVNULL)
     subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--delay", "10m",
                     "follow-up visit"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--queue", "poison",
+    subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--queue", "poison", "--new-queue",
                     "--max-attempts", "1", "crashes every reviewer"], check=True,
                    stdout=subprocess.DEVNULL)
     p = py_worker.Session(endpoint, 10.0)
@@ -157,7 +157,8 @@ def make_workflow(dsn, endpoint, bin_dir):
     ctl = os.path.join(bin_dir, "aclaimctl")
 
     def enqueue(*argv):
-        out = subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--ids", *argv],
+        out = subprocess.run([ctl, "--dsn", dsn, "enqueue", "--org", "1", "--ids", "--new-queue",
+                              *argv],
                              check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              text=True)
         return int(out.stdout.split()[0])
@@ -496,7 +497,7 @@ def run(args, work, dsn):
         # Separation of duties: a job that every connected reviewer is excluded from waits, and
         # its page says why (reviewer-w of the workflow above is still connected).
         out = subprocess.run([os.path.join(args.bin_dir, "aclaimctl"), "--dsn", dsn, "enqueue",
-                              "--org", "1", "--queue", "second-review", "--ids",
+                              "--org", "1", "--queue", "second-review", "--new-queue", "--ids",
                               "--exclude-keys", "reviewer-a,reviewer-p,reviewer-w",
                               "second look"],
                              check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

@@ -52,7 +52,7 @@ TEST_CASE("site visits fan out into three inspections and fan in to an approval"
     // One more approval from the operator's command line, waiting for the last visit's three.
     const auto ctl =
         run_ctl(c.db().dsn(),
-                {"enqueue", "--org", "1", "--queue", "approval", "--depends-on",
+                {"enqueue", "--org", "1", "--queue", "approval", "--new-queue", "--depends-on",
                  std::to_string(last_structural - 2) + "," + std::to_string(last_structural - 1) +
                      "," + std::to_string(last_structural),
                  "extra approval"});

@@ -130,3 +130,64 @@ TEST_CASE("the progress bar's text", "[ctl]") {
     CHECK(ProgressBar::render("enqueue", 1000, 1000, 1s) ==
           "enqueue [##############################] 100%  1000/1000  1.0k/s");
 }
+
+TEST_CASE("records carry what the flags offer: queue, dedupe key, run time, lists", "[ctl]") {
+    const auto c =
+        csv("org,payload,queue,dedupe_key,run_at,depends_on,on_failure,exclude_keys,"
+            "exclude_completers_of\n"
+            "1,a,electrical,order-7,2030-01-02T03:04:05Z,\"101,102\",run,sparky rover,101\n"
+            "1,b,,,,,,,\n");
+    REQUIRE(c.size() == 2);
+    CHECK(c[0].job.queue == "electrical");
+    CHECK(c[0].has_queue);
+    CHECK(c[0].job.dedupe_key == "order-7");
+    REQUIRE(c[0].job.run_at.has_value());
+    CHECK(c[0].has_run_at);
+    CHECK(c[0].job.depends_on == std::vector<common::JobId>{101, 102});
+    CHECK(c[0].job.on_failure == common::DependencyPolicy::Run);
+    CHECK(c[0].job.exclude_keys == std::vector<std::string>{"sparky", "rover"});
+    CHECK(c[0].job.exclude_completers_of == std::vector<common::JobId>{101});
+    // A blank field sets nothing: the flags fill it.
+    CHECK_FALSE(c[1].has_queue);
+    CHECK_FALSE(c[1].has_run_at);
+    CHECK_FALSE(c[1].has_depends_on);
+    CHECK_FALSE(c[1].job.dedupe_key.has_value());
+
+    const auto j = jsonl(
+        "{\"org\": 1, \"payload\": \"a\", \"queue\": \"welding\", \"dedupe_key\": \"k\", "
+        "\"run_at\": \"2030-01-02T03:04:05Z\", \"depends_on\": [5, 6], \"on_failure\": "
+        "\"cancel\", \"exclude_keys\": [\"sparky\"], \"exclude_completers_of\": [5]}\n");
+    REQUIRE(j.size() == 1);
+    CHECK(j[0].job.queue == "welding");
+    CHECK(j[0].job.dedupe_key == "k");
+    CHECK(j[0].has_run_at);
+    CHECK(j[0].job.depends_on == std::vector<common::JobId>{5, 6});
+    CHECK(j[0].has_on_failure);
+    CHECK(j[0].job.exclude_keys == std::vector<std::string>{"sparky"});
+    CHECK(j[0].job.exclude_completers_of == std::vector<common::JobId>{5});
+
+    CHECK(error_of([] { csv("org,payload,queue\n1,a,no space\n"); }) ==
+          "jobs.csv:2: queue 'no space' is not a queue name");
+    CHECK(error_of([] { csv("org,payload,depends_on\n1,a,x\n"); }) ==
+          "jobs.csv:2: depends_on: 'x' is not a job id");
+    CHECK(error_of([] { jsonl("{\"org\": 1, \"payload\": \"a\", \"run_at\": \"soon\"}\n"); }) ==
+          "jobs.jsonl:1: run_at 'soon' is not an ISO 8601 instant");
+    CHECK(error_of([] { jsonl("{\"org\": 1, \"payload\": \"a\", \"depends_on\": 5}\n"); }) ==
+          "jobs.jsonl:1: depends_on must be an array of job ids");
+    CHECK(error_of([] { jsonl("{\"org\": 1, \"payload\": \"a\", \"on_failure\": \"x\"}\n"); }) ==
+          "jobs.jsonl:1: on_failure 'x' is neither cancel nor run");
+}
+
+TEST_CASE("ZeroMQ endpoints as --bind takes them", "[ctl]") {
+    CHECK(common::is_zmq_endpoint("tcp://*:5555"));
+    CHECK(common::is_zmq_endpoint("tcp://127.0.0.1:*"));
+    CHECK(common::is_zmq_endpoint("tcp://[::1]:5555"));
+    CHECK(common::is_zmq_endpoint("ipc:///run/aclaim.sock"));
+    CHECK(common::is_zmq_endpoint("inproc://router"));
+    CHECK_FALSE(common::is_zmq_endpoint("nonsense"));
+    CHECK_FALSE(common::is_zmq_endpoint("tcp://host"));
+    CHECK_FALSE(common::is_zmq_endpoint("tcp://host:port"));
+    CHECK_FALSE(common::is_zmq_endpoint("tcp://host:70000"));
+    CHECK_FALSE(common::is_zmq_endpoint("udp://host:5555"));
+    CHECK_FALSE(common::is_zmq_endpoint("tcp://"));
+}

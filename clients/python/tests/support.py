@@ -190,7 +190,7 @@ class Cluster:
 
     def enqueue(self, queue: str, payload: str, *flags: str) -> int:
         """Enqueues one job and returns its id (payloads are unique within a test)."""
-        self.ctl("enqueue", "--org", str(ORG), "--queue", queue, *flags, payload)
+        self.ctl("enqueue", "--org", str(ORG), "--queue", queue, "--new-queue", *flags, payload)
         return int(self.scalar("SELECT id FROM jobs WHERE payload = %s", payload))
 
     def job(self, job_id: int) -> Dict[str, Any]:
