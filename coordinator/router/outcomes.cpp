@@ -153,6 +153,12 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
         case common::ClaimOutcome::Status::NoWork: {
             if (p_.dispatcher.draining()) {
                 p_.replier.answer_no_work(request, std::string(proto::errors::kDraining));
+            } else if (request.wait_until > p_.clock.monotonic_now() &&
+                       p_.sessions.find(request.reply.routing_id) == nullptr) {
+                // Its connection closed (or said BYE) while the claim was at the database:
+                // nobody is left to answer, and a claim parked now would hold a place of its
+                // organization's parked-claim limit until its wait ends.
+                return;
             } else if (request.wait_until > p_.clock.monotonic_now()) {
                 // A notification that arrived while this claim ran may be for a job the claim's
                 // snapshot could not see: look again instead of waiting for the next one.

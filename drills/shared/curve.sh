@@ -50,6 +50,8 @@ curve_setup() {  # curve_setup BIN KEYDIR
     ACLAIM_CURVE_SERVER_KEY ACLAIM_CURVE_PUBLIC_KEY
   mkdir -p "$curve_keydir"
   chmod 700 "$curve_keydir"
+  # keys generate refuses to write over a file: the drill's own earlier pair goes first.
+  rm -f "$curve_keydir/coordinator.key" "$curve_keydir/coordinator.pub"
   curve_server_pub=$(curve_ctl keys generate --server --out-dir "$curve_keydir" 2>/dev/null) ||
     { echo "curve: aclaimctl keys generate --server failed" >&2; return 1; }
   curve_on=true
@@ -63,6 +65,9 @@ curve_worker() {  # curve_worker NAME ORG [DSN]
   curve_worker_secret=""
   $curve_on || return 0
   local pub
+  # A name an earlier scenario of the drill used gets a new pair, as an operator replacing a
+  # worker's key would: the old files go first, since keys generate refuses to write over them.
+  rm -f "$curve_keydir/$name.key" "$curve_keydir/$name.pub"
   pub=$(curve_ctl keys generate --name "$name" --out-dir "$curve_keydir" 2>/dev/null) ||
     { echo "curve: aclaimctl keys generate --name $name failed" >&2; return 1; }
   curve_ctl ${dsn:+--dsn "$dsn"} keys register --org "$org" --name "$name" \

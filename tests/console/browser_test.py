@@ -145,7 +145,9 @@ def make_history(dsn, endpoint, bin_dir):
                                stdout=subprocess.PIPE, text=True)
     check(recovered.returncode == 1 and "2 quarantined" in recovered.stdout,
           "recovery quarantines the two contradictory rows")
-    return {"session": s, "done": done["job_id"], "failed": failed["job_id"],
+    # Both sessions are kept open: a session ends with its connection, and the overview counts
+    # the two workers of organization 1.
+    return {"session": s, "poison_session": p, "done": done["job_id"], "failed": failed["job_id"],
             "held": held["job_id"], "release": q1["job_id"], "keep": q2["job_id"],
             "poison": poison["job_id"], "electrical": int(electrical)}
 

@@ -141,4 +141,43 @@ TEST_CASE("a closed connection takes its session and parked claims with it",
     CHECK(eventually([&] { return h.coordinator->metrics().parked.load() >= parked_before + 2; },
                      15s));
     CHECK_FALSE(next->answer(req, 200ms));
+    // Parked, not refused: the work that comes is its.
+    common::AssignmentStore store(h.db.dsn());
+    store.enqueue(1, some_jobs(1), clock.now());
+    CHECK(next->expect<proto::Assigned>(req, 6s).jobs.size() == 1);
+}
+
+TEST_CASE("a claim at the database when its connection closes is not parked afterwards",
+          "[coordinator][limits]") {
+    common::SystemClock clock;
+    CoordinatorHarness h(
+        clock, [](coordinator::CoordinatorOptions& o) { o.router.max_parked_per_org = 1; });
+    // The organization's claim lock, held exclusively, stops the claim at the database.
+    auto admin = h.db.connect();
+    pqxx::nontransaction lock(*admin);
+    lock.exec("SELECT pg_advisory_lock(aclaim_org_lock(1))");
+    auto gone = h.worker();
+    REQUIRE(std::holds_alternative<proto::Welcome>(hello(*gone, "gone", 1)));
+    gone->claim(1, 60000);
+    REQUIRE(eventually(
+        [&] {
+            return lock.exec1(
+                           "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                           "'Lock' AND wait_event = 'advisory'")[0]
+                       .as<int>() == 1;
+        },
+        5s));
+    gone.reset();
+    REQUIRE(eventually([&] { return sessions(h) == 0; }));
+    lock.exec("SELECT pg_advisory_unlock(aclaim_org_lock(1))");
+    REQUIRE(eventually([&] { return h.coordinator->metrics().db_in_flight.load() == 0; }));
+    // The claim comes back with no work for a connection that is gone: dropped, so the
+    // organization's one place for a parked claim is free for the next worker.
+    auto next = h.worker();
+    REQUIRE(std::holds_alternative<proto::Welcome>(hello(*next, "next", 1)));
+    const auto req = next->claim(1, 60000);
+    CHECK_FALSE(next->answer(req, 300ms));
+    common::AssignmentStore store(h.db.dsn());
+    store.enqueue(1, some_jobs(1), clock.now());
+    CHECK(next->expect<proto::Assigned>(req, 6s).jobs.size() == 1);
 }
