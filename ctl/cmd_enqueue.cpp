@@ -260,6 +260,23 @@ std::string id_summary(std::vector<common::JobId> ids) {
     return out;
 }
 
+/// Past this many jobs in one command, enqueue brings the table's statistics up to date itself
+/// (kAnalyzeJobs says why).
+constexpr std::int64_t kAnalyzeAfterJobs = 10'000;
+
+/// ANALYZE jobs after a bulk enqueue. The jobs are written either way: a login that may not
+/// analyze the table (only its owner may) is told so, and autovacuum catches up later.
+void analyze_jobs(const std::string& dsn) {
+    try {
+        pqxx::connection conn(dsn);
+        pqxx::nontransaction session(conn);
+        session.exec(common::sql::kAnalyzeJobs.text);
+    } catch (const pqxx::sql_error& e) {
+        std::cerr << "aclaimctl: the jobs are enqueued; their statistics were not refreshed ("
+                  << e.what() << "): run ANALYZE jobs as the table's owner\n";
+    }
+}
+
 int run_enqueue(const Global& global, const EnqueueArgs& a) {
     common::SystemClock clock;
     auto records = gather(a);
@@ -317,6 +334,7 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
         throw;
     }
     progress.finish();
+    if (done >= kAnalyzeAfterJobs) analyze_jobs(require_dsn(global));
     // With --ids the job ids alone go to standard output, for `job=$(aclaimctl enqueue --ids ...)`;
     // what a person reads goes to standard error then.
     std::ostream& say = a.ids_only ? std::cerr : std::cout;
