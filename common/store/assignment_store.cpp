@@ -304,9 +304,8 @@ void settle_unapplied(pqxx::transaction_base& txn, Scope& scope, Operation op,
                       std::span<const std::optional<RowAuthority>> known = {}) {
     std::unordered_map<JobId, int> seen;
     for (const auto& q : requests) ++seen[q.job];
-    const auto known_row = [&](std::size_t i) -> const std::optional<RowAuthority>& {
-        static const std::optional<RowAuthority> kNone;
-        return known.empty() ? kNone : known[i];
+    const auto known_row = [&](std::size_t i) -> std::optional<RowAuthority> {
+        return known.empty() ? std::nullopt : known[i];
     };
     std::vector<std::size_t> pending;
     for (std::size_t i = 0; i < requests.size(); ++i) {

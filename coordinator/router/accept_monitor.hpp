@@ -35,6 +35,8 @@ class ConnectionBudget {
     /// `capacity`: the connections the process can hold; `reserve`: how many of them are kept for
     /// keys without a session. Refusals are counted in `metrics` when given (which must outlive
     /// the budget).
+    // The two counts are named in the comment above.
+    // NOLINTNEXTLINE(bugprone-easily-swappable-parameters)
     ConnectionBudget(std::size_t capacity, std::size_t reserve, Metrics* metrics = nullptr)
         : capacity_(capacity), reserve_(reserve), metrics_(metrics) {}
 

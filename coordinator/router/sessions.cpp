@@ -112,11 +112,14 @@ std::size_t SessionTable::of_org(common::OrgId org_id) const {
     return it == per_org_.end() ? 0 : it->second;
 }
 
+// The two limits, as the options name them.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters)
 std::optional<SessionLimit> SessionTable::over_limit(const std::string& routing_id,
                                                      common::OrgId org_id,
                                                      const std::string& worker_id,
                                                      std::size_t per_key,
                                                      std::size_t per_org) const {
+    // NOLINTEND(bugprone-easily-swappable-parameters)
     const auto it = by_routing_.find(routing_id);
     const bool same_key =
         it != by_routing_.end() && it->second.org_id == org_id && it->second.worker_id == worker_id;

@@ -192,7 +192,7 @@ std::optional<double> time_hello(const NeighbourOptions& o, const std::string& n
 }
 
 /// The claim samples of a window: count, p50, p99, max.
-nlohmann::json claim_figures(std::vector<ClaimSample> samples, double seconds) {
+nlohmann::json claim_figures(const std::vector<ClaimSample>& samples, double seconds) {
     std::vector<double> ms;
     ms.reserve(samples.size());
     for (const auto& s : samples) ms.push_back(s.ms);
