@@ -204,6 +204,7 @@ bool GuardedServer::listen_after_bind() {
     // listen() again on a listening socket only sets its backlog (Linux).
     if (const socket_t sock = svr_sock_; sock != INVALID_SOCKET)
         ::listen(sock, options_.listen_backlog);
+    listened_.store(true, std::memory_order_release);
     return httplib::Server::listen_after_bind();
 }
 

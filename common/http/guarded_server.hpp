@@ -77,6 +77,10 @@ class GuardedServer : public httplib::Server {
 
     /// httplib's, with the listening socket's backlog raised to options.listen_backlog first.
     bool listen_after_bind();
+    /// Whether listen_after_bind has set the socket's backlog. A thread that reads true is
+    /// ordered after that use of the socket: stop() closes it, and the library's own ordering
+    /// of the two is not visible to ThreadSanitizer.
+    bool listened() const { return listened_.load(std::memory_order_acquire); }
 
     /// Closes the connections still arriving and those queued, lets the requests being served
     /// finish, joins the guard's threads. Call after stop(); idempotent.
@@ -144,6 +148,7 @@ class GuardedServer : public httplib::Server {
     std::atomic<std::uint64_t> malformed_{0};
     std::atomic<std::uint64_t> overloaded_{0};
     std::atomic<std::uint64_t> evicted_{0};
+    std::atomic<bool> listened_{false};
 };
 
 }  // namespace aclaim::common

@@ -175,11 +175,18 @@ void HttpServer::start() {
 
 void HttpServer::stop() {
     if (!thread_.joinable()) return;
-    while (!server_->is_running() && !listening_done_.load()) {
+    while (!(server_->is_running() && server_->listened()) && !listening_done_.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    server_->stop();
-    thread_.join();
+    if (listening_done_.load()) {
+        // Its loop ended by itself: joined first, so that closing the socket follows its last
+        // use of it (ThreadSanitizer sees no order between the two otherwise).
+        thread_.join();
+        server_->stop();
+    } else {
+        server_->stop();
+        thread_.join();
+    }
     server_->drain();
 }
 
