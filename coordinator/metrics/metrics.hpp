@@ -205,6 +205,14 @@ struct Metrics {
 
     Single<Gauge> connected_sessions{
         registry, {"aclaim_connected_workers", "Worker sessions currently open."}};
+    Single<Counter> listener_starts{
+        registry,
+        {"aclaim_listener_starts_total",
+         "Times the listener started listening (its first connect and each reconnect); each "
+         "sends every parked claim back to the database once."}};
+    Single<Gauge> claims_waiting{
+        registry,
+        {"aclaim_claims_waiting", "CLAIMs parked now, waiting for work or their wait's end."}};
     Single<Gauge> db_queued{registry,
                             {"aclaim_db_queued_requests",
                              "Requests waiting for a database thread, sampled every second."}};

@@ -284,6 +284,7 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
     // the injected clock moves. /healthz asks whether this thread runs in real time: under a
     // simulated clock a stalled thread must still look stalled, so the tick is the system's.
     metrics_.connected_sessions.store(static_cast<std::int64_t>(sessions_.size()));
+    metrics_.claims_waiting.store(static_cast<std::int64_t>(parked_.size()));
     metrics_.db_queued.store(static_cast<std::int64_t>(dispatcher_.queued()));
     metrics_.db_in_flight.store(static_cast<std::int64_t>(dispatcher_.at_db()));
     metrics_.db_connections_abandoned.store(watchdog_.cuts());

@@ -45,6 +45,7 @@ void Outcomes::process(std::deque<Event> events) {
                                // Anything sent while nobody listened is lost: look again once.
                                p_.wakes.listener_ready();
                                if (!p_.dispatcher.draining()) wake(p_.parked.take_all());
+                               p_.metrics.listener_starts.fetch_add(1, std::memory_order_relaxed);
                            },
                            [this](KeysRevoked& k) { p_.revocations.replace(k.keys); },
                        },
