@@ -106,10 +106,12 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     // Refusals at the per-tenant limits, by limit.
     check_lines(text, {"aclaim_tenant_limit_refusals_total{limit=\"sessions_per_key\"} 0\n",
                        "aclaim_tenant_limit_refusals_total{limit=\"fd_reserve\"} 0\n"});
+    // Parked claims now, and the listener's starts.
+    check_lines(text, {"aclaim_claims_waiting 0\n", "aclaim_listener_starts_total 0\n"});
     // Every family is declared once, before its samples.
     const auto types = lines_starting(text, "# TYPE ");
     CHECK(types == lines_starting(text, "# HELP "));
-    CHECK(types == 50);
+    CHECK(types == 52);
     CHECK(text.back() == '\n');
 }
 
