@@ -23,6 +23,7 @@ using namespace aclaim;
 using common::AssignmentStore;
 using common::ClaimRequest;
 using common::Instant;
+using testing::enqueue_on;
 using testing::kLease;
 using testing::kT0;
 
@@ -38,18 +39,6 @@ void configure(const testing::TestDatabase& db, const std::string& queue, int we
     q.weight = weight;
     q.aging = aging;
     common::OperatorStore(*conn).configure(1, queue, q, "ops", now, true);
-}
-
-/// Enqueues n jobs of `priority` on queue.
-std::vector<common::JobId> enqueue_on(AssignmentStore& store, const std::string& queue, int n,
-                                      Instant now, int priority = 0) {
-    std::vector<common::NewJob> jobs;
-    for (int i = 0; i < n; ++i) {
-        common::NewJob job{priority, "job " + std::to_string(i), 3};
-        job.queue = queue;
-        jobs.push_back(job);
-    }
-    return store.enqueue(1, jobs, now);
 }
 
 /// How many times the store's connection ran each claim statement it prepared.
