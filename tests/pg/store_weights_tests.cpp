@@ -15,6 +15,7 @@
 #include "common/ops/checker.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/claim_plan.hpp"
 #include "tests/pg/ctl_run.hpp"
 #include "tests/support/checker_support.hpp"
 #include "tests/support/store_fixture.hpp"
@@ -41,7 +42,8 @@ void configure(const testing::TestDatabase& db, const std::string& queue, int we
     common::OperatorStore(*conn).configure(1, queue, q, "ops", now, true);
 }
 
-/// How many times the store's connection ran each claim statement it prepared.
+/// How many times the store's connection ran each claim statement it prepared, by name
+/// (ClaimPlan::name).
 std::map<std::string, long> claim_runs(AssignmentStore& store) {
     pqxx::read_transaction t(store.connection());
     std::map<std::string, long> out;
@@ -146,7 +148,7 @@ TEST_CASE("weighted queues take turns in their weights' proportion, single and c
     }
     CHECK(n["a"] == 6);
     CHECK(n["b"] == 2);
-    CHECK(claim_runs(f.store)["aclaim_claim"] == 0);
+    CHECK(claim_runs(f.store)[common::ClaimPlan{}.name()] == 0);
 }
 
 TEST_CASE("a weighted queue without work gives its turns away and banks no more than its weight",
@@ -290,10 +292,10 @@ TEST_CASE("a claim on queues without a weight runs the claim statement of before
     f.store.claim(1, {"w", 1, {"aged", "free"}}, kLease, f.clock.now());
     f.store.claim_batch(1, std::vector<ClaimRequest>{{"w", 1, {"free"}}}, kLease, f.clock.now());
     auto runs = claim_runs(f.store);
-    CHECK(runs["aclaim_claim"] == 2);
-    CHECK(runs["aclaim_claim_batch"] == 1);
-    CHECK(runs["aclaim_claim_weighted"] == 0);
-    CHECK(runs["aclaim_claim_batch_weighted"] == 0);
+    CHECK(runs[common::ClaimPlan{}.name()] == 2);
+    CHECK(runs[common::ClaimPlan{.batch = true}.name()] == 1);
+    CHECK(runs[common::ClaimPlan{.weighted = true}.name()] == 0);
+    CHECK(runs[common::ClaimPlan{.weighted = true, .batch = true}.name()] == 0);
     // Aging adds nothing to a job that was never aged.
     pqxx::read_transaction t(f.store.connection());
     CHECK(t.exec1("SELECT count(*) FROM jobs WHERE base_priority IS NOT NULL")[0].as<int>() == 0);

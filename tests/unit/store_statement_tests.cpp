@@ -9,6 +9,7 @@
 #include "common/ops/recovery_sql.hpp"
 #include "common/ops/retention_sql.hpp"
 #include "common/ops/schedule_sql.hpp"
+#include "common/store/claim_plan.hpp"
 #include "common/store/park_sql.hpp"
 #include "common/store/store_sql.hpp"
 
@@ -26,6 +27,9 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     all.push_back(&sql::kFinishParked);
     all.push_back(&sql::kNotifyResults);
     all.push_back(&sql::kCancelledHolders);
+    for (const auto& plan : aclaim::common::all_claim_plans()) {
+        all.push_back(&sql::claim_statement(plan));
+    }
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
         INFO(s->name);
