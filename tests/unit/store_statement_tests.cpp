@@ -80,3 +80,37 @@ TEST_CASE(
     // aclaim_finish_parked in the schema, covered by the pg tests).
     CHECK(ending == 8);
 }
+
+TEST_CASE("Claim plans: each dimension adds its own fragments and nothing else",
+          "[store][claim][plans]") {
+    using aclaim::common::ClaimPlan;
+    std::set<std::string> names;
+    std::set<std::string> texts;
+    for (const ClaimPlan& plan : aclaim::common::all_claim_plans()) {
+        const sql::Statement& statement = sql::claim_statement(plan);
+        const std::string& text = statement.text;
+        INFO(plan.name());
+        CHECK(statement.name == plan.name());
+        // Composed once: every call answers the same statement.
+        CHECK(&sql::claim_statement(plan) == &statement);
+        CHECK(ClaimPlan::of_bits(plan.dimension_bits(), plan.batch) == plan);
+        names.insert(statement.name);
+        texts.insert(text);
+        CHECK((text.find("aclaim_rate_tokens(") != std::string::npos) == plan.rated);
+        CHECK((text.find("rate_tokens =") != std::string::npos) == plan.rated);
+        CHECK((text.find("weight_pass =") != std::string::npos) == plan.weighted);
+        CHECK((text.find("AND weighed AND") != std::string::npos) == plan.weighted);
+        CHECK((text.find("aclaim_excluded") != std::string::npos) == plan.excluding);
+        CHECK((text.find("aclaim_exclusion_slots") != std::string::npos) ==
+              (plan.excluding && plan.batch));
+        CHECK((text.find("$2::text[]") != std::string::npos) == plan.batch);
+        CHECK((text.find("$6::text[]") != std::string::npos) == !plan.batch);
+        // Every plan claims the same way: one update of the picked rows, audited, locked with the
+        // strategy's clause.
+        CHECK(text.find("UPDATE jobs j") != std::string::npos);
+        CHECK(text.find("'claimed'") != std::string::npos);
+        CHECK(text.find("FOR UPDATE {LOCK}") != std::string::npos);
+    }
+    CHECK(names.size() == aclaim::common::kClaimPlanCount);
+    CHECK(texts.size() == aclaim::common::kClaimPlanCount);
+}
