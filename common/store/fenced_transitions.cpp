@@ -210,7 +210,7 @@ struct FencedStep {
 };
 
 FencedStep step_of(Operation op) {
-    static const std::array<std::pair<Operation, FencedStep>, 6> kSteps{{
+    static const std::array<std::pair<Operation, FencedStep>, 6> steps{{
         {Operation::Renew, {"renew", sql::kRenew.name, false}},
         {Operation::Progress, {"progress", sql::kProgress.name, false}},
         {Operation::Park, {"park", sql::kPark.name, false}},
@@ -218,7 +218,7 @@ FencedStep step_of(Operation op) {
         {Operation::Fail, {"fail", sql::kFail.name, false}},
         {Operation::Release, {"release", sql::kRelease.name, false}},
     }};
-    for (const auto& [known, step] : kSteps) {
+    for (const auto& [known, step] : steps) {
         if (known == op) return step;
     }
     throw std::logic_error("no fenced statement for this operation");
