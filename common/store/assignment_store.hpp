@@ -1,5 +1,6 @@
 #pragma once
 
+#include <bitset>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -11,13 +12,13 @@
 #include <vector>
 
 #include "common/store/assignment.hpp"
+#include "common/store/claim_plan.hpp"
 
 namespace aclaim::common {
 
 namespace sql {
 struct Statement;
 }
-struct ClaimPlan;
 
 /// Settings of one store connection.
 struct StoreOptions {
@@ -236,8 +237,8 @@ class AssignmentStore {
     };
     std::unordered_map<std::string, KnownPlan> claim_plans_;
     std::uint64_t plan_uses_ = 0;
-    /// The claim plans registered on this connection, one bit each (ClaimPlan::index).
-    std::uint32_t claim_plans_registered_ = 0;
+    /// The claim plans registered on this connection, by ClaimPlan::index.
+    std::bitset<kClaimPlanCount> claim_plans_registered_;
     /// Whether the statements sent together are prepared on this session (pqxx prepares on
     /// first use; an EXECUTE needs them already there).
     bool sent_together_ready_ = false;

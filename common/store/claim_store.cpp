@@ -185,12 +185,11 @@ void roll_back(pqxx::transaction_base& session) {
 
 const char* AssignmentStore::prepare_claim(const ClaimPlan& plan) {
     const sql::Statement& statement = sql::claim_statement(plan);
-    const std::uint32_t bit = 1U << plan.index();
-    if ((claim_plans_registered_ & bit) == 0) {
+    if (!claim_plans_registered_.test(plan.index())) {
         // Registered only: the connection prepares it on the server when it first runs.
         conn_->prepare(statement.name,
                        store_detail::prepared_text(statement, options_.lock_strategy));
-        claim_plans_registered_ |= bit;
+        claim_plans_registered_.set(plan.index());
     }
     return statement.name;
 }

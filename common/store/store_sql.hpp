@@ -44,7 +44,7 @@ SELECT id, created, state
 /// kEnqueue for a call of which some job has exclusions (schema/0025_job_exclusions.sql), one
 /// array element each: $16 the job's index in the call, $17 the reviewer it excludes, $18 the job
 /// whose completer it excludes (a job id, or -k for job k of the call); one of the two per element.
-/// A separate statement, so that an enqueue without exclusions runs kEnqueue as before.
+/// A separate statement, so that an enqueue without exclusions passes no exclusion arrays.
 inline const Statement kEnqueueExcluding{
     "aclaim_enqueue_excluding",
     R"SQL(

@@ -67,8 +67,8 @@ struct PlanFixture : testing::StoreFixture {
                 job.exclude_keys = {kExcluded};
                 jobs.push_back(job);
             }
-            // Enqueued after the others, and so behind them in claim order: they are taken first
-            // only by being moved ahead, which run_at does.
+            // Due a second before the others, so that each is the best job of its queue: a claim
+            // that ignored the exclusion would hand it to kExcluded first.
             excluded = store.enqueue(1, jobs, clock.now() - 1 * common::kSeconds);
         }
         enqueue_on(store, "a", 3, clock.now(), 5, 2);
