@@ -6,7 +6,7 @@
 // $n org is NULL for a producer login (the database takes the organization from the login) or
 // names it for a trusted login.
 
-#include "common/store/store_sql.hpp"
+#include "common/store/statement.hpp"
 
 namespace aclaim::clients::sql {
 

@@ -2,7 +2,7 @@
 
 // The aging pass's statements (schema/0022_queue_weights.sql).
 
-#include "common/store/store_sql.hpp"
+#include "common/store/statement.hpp"
 
 namespace aclaim::common::sql {
 

@@ -6,7 +6,7 @@
 
 #include "common/ops/recovery_sql.hpp"
 #include "common/store/job_states.hpp"
-#include "common/store/store_sql.hpp"
+#include "common/store/shared_sql.hpp"
 
 namespace aclaim::common::sql {
 

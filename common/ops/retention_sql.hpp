@@ -6,7 +6,7 @@
 // {PARTITION} is a partition's name, quoted as an identifier by the caller; names come from
 // job_event_partitions, never from a person.
 
-#include "common/store/store_sql.hpp"
+#include "common/store/statement.hpp"
 
 namespace aclaim::common::sql {
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "common/store/store_sql.hpp"
+#include "common/store/shared_sql.hpp"
 
 namespace aclaim::common::sql {
 

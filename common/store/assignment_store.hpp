@@ -1,5 +1,6 @@
 #pragma once
 
+#include <bitset>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "common/store/assignment.hpp"
+#include "common/store/claim_plan.hpp"
 
 namespace aclaim::common {
 
@@ -173,8 +175,8 @@ class AssignmentStore {
     /// wait for the WAL flush, mostly. Zero after a complete_and_claim sent in one message, whose
     /// COMMIT is not timed apart from its statements.
     std::chrono::steady_clock::duration last_commit() const { return last_commit_; }
-    /// The name of the claim statement the last claim ran (sql::kClaim and its variants): which
-    /// one the served queues chose, for tests and diagnostics.
+    /// The name of the claim statement the last claim ran (sql::claim_statement of a ClaimPlan):
+    /// which plan the served queues chose, for tests and diagnostics.
     const char* last_claim_statement() const { return last_claim_statement_; }
     /// How many complete_and_claim transactions went in one round trip, their statements and
     /// COMMIT sent together (the rest ran statement by statement).
@@ -185,16 +187,32 @@ class AssignmentStore {
     /// complete_and_claim in one round trip (docs/performance.md, "One message for the whole
     /// transaction"): BEGIN, the scope, the claim's locks, the completions, the claim and COMMIT
     /// sent together, the locks refusing (kClaimLocksExpecting) when the served queues call for
-    /// another claim statement than the one sent. Completions the batch did not apply, and a rated
+    /// another claim plan than the one sent. Completions the batch did not apply, and a rated
     /// claim's refill, are settled after, in a transaction of their own. None when these queues
-    /// have no known claim variant yet, or when the batch could not be used as sent (rolled back;
+    /// have no known claim plan yet, or when the batch could not be used as sent (rolled back;
     /// the caller runs the transaction statement by statement).
     std::optional<CompletedAndClaimed> complete_and_claim_sent_together(
         std::span<const TransitionRequest> completions, OrgId org,
         std::span<const ClaimRequest> claims, Duration lease, Instant now);
-    static std::string variant_key(OrgId org, const std::string& queues);
-    /// Records a claim variant, forgetting the least recently used half past kClaimVariantsKept.
-    void remember_variant(const std::string& key, unsigned bits);
+    static std::string plan_key(OrgId org, const std::string& queues);
+    /// Records the dimensions of a claim plan, forgetting the least recently used half past
+    /// kClaimPlansKept.
+    void remember_plan(const std::string& key, unsigned bits);
+    /// The name of `plan`'s statement, registered on this connection the first time a claim
+    /// needs it (and prepared on the server when it first runs).
+    const char* prepare_claim(const ClaimPlan& plan);
+    /// A coalesced claim's statement in `txn`, which is scoped to org: after the claim's locks,
+    /// taken here, or with `known`, the plan the caller's locks found.
+    std::vector<ClaimOutcome> claim_in(pqxx::work& txn, OrgId org,
+                                       std::span<const ClaimRequest> requests, Duration lease,
+                                       Instant now, const ClaimPlan* known);
+    /// The one runner of renew, progress, park, complete, fail and release: in one transaction
+    /// scoped to the request's organization, the fenced statement of `op` with `args` (which
+    /// fences on the row, applies and audits); a refusal diagnosed on the row and audited
+    /// (settle_unapplied); the commit; and the answer `applied` reads from the applied row.
+    template <class Applied, class... Args>
+    Transition fenced(Operation op, const TransitionRequest& request, Instant now, Applied applied,
+                      const Args&... args);
     /// reclaim_expired and expire_parks: one reclaim_statement, across organizations.
     std::vector<Reclaimed> reclaim_with(const sql::Statement& statement, const char* name,
                                         Instant now, int limit);
@@ -209,16 +227,18 @@ class AssignmentStore {
     /// the exclusion-aware statement unless no queue was ever flagged.
     std::optional<std::int64_t> exclusions_epoch_;
     const char* last_claim_statement_ = "";
-    /// The claim variant (kClaimLocks: rated, weighted, excluding, as bits) the last claim of
-    /// each organization's set of served queues ran (variant_key), which the next mixed
-    /// transaction of the same organization and queues sends with its COMMIT; `used` orders the
-    /// entries for forgetting the least recently used (remember_variant).
-    struct KnownVariant {
+    /// The claim plan's dimensions (ClaimPlan::dimension_bits) the last claim of each
+    /// organization's set of served queues ran (plan_key), which the next mixed transaction of
+    /// the same organization and queues sends with its COMMIT; `used` orders the entries for
+    /// forgetting the least recently used (remember_plan).
+    struct KnownPlan {
         unsigned bits = 0;
         std::uint64_t used = 0;
     };
-    std::unordered_map<std::string, KnownVariant> claim_variants_;
-    std::uint64_t variant_uses_ = 0;
+    std::unordered_map<std::string, KnownPlan> claim_plans_;
+    std::uint64_t plan_uses_ = 0;
+    /// The claim plans registered on this connection, by ClaimPlan::index.
+    std::bitset<kClaimPlanCount> claim_plans_registered_;
     /// Whether the statements sent together are prepared on this session (pqxx prepares on
     /// first use; an EXECUTE needs them already there).
     bool sent_together_ready_ = false;

@@ -4,7 +4,7 @@
 // connection of the product runs, and the migrations' own bookkeeping. Prepared nowhere (each runs
 // once per connection or per migration), so they are texts with parameters, not named prepares.
 
-#include "common/store/store_sql.hpp"
+#include "common/store/shared_sql.hpp"
 
 namespace aclaim::common::sql {
 

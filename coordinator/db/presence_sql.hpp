@@ -3,7 +3,7 @@
 // The statements of a coordinator's presence (schema/0011: coordinator_presence). Time comes in
 // as microseconds, as everywhere in the store.
 
-#include "common/store/store_sql.hpp"
+#include "common/store/statement.hpp"
 
 namespace aclaim::coordinator::sql {
 

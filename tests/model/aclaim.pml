@@ -253,8 +253,9 @@ inline net_to_w(s, t, g) {
  * AND assignee = $w AND lease_expires_at > $now. */
 #define fenced(c, s, g) (live(c) && db.gen == (g) && db.who == NAME(s))
 
-/* sql::kClaim / kClaimBatch: a pending job becomes assigned at the next generation, or at the
- * first one of the current timeline's range when that is higher (schema/0009). */
+/* The claim (common/store/claim_plan.hpp, every plan): a pending job becomes assigned at the
+ * next generation, or at the first one of the current timeline's range when that is higher
+ * (schema/0009). */
 inline claim() {
     if
     :: db.st == ST_PENDING ->

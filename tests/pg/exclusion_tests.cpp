@@ -13,6 +13,7 @@
 
 #include "common/ops/checker.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/claim_plan.hpp"
 #include "common/store/new_job_arrays.hpp"
 #include "common/store/pg_time.hpp"
 #include "common/store/store_sql.hpp"
@@ -129,7 +130,8 @@ TEST_CASE("a job excluding reviewers is never handed to them by concurrent singl
         CHECK(f.assignee(ids[0]) != "K2");
     }
     CHECK(f.violations() == 0);
-    CHECK(std::string(stores[0]->last_claim_statement()) == common::sql::kClaimExcluding.name);
+    CHECK(std::string(stores[0]->last_claim_statement()) ==
+          common::ClaimPlan{.excluding = true}.name());
     INFO("rounds in which K3 or K4 won the race: " << taken_by_allowed);
     CHECK(taken_by_allowed > 0);
 }
@@ -174,7 +176,8 @@ TEST_CASE("a job excluding reviewers is never handed to them by concurrent coale
         CHECK((holder == "K3" || holder == "K4"));
     }
     CHECK(f.violations() == 0);
-    CHECK(std::string(stores[0]->last_claim_statement()) == common::sql::kClaimBatchExcluding.name);
+    CHECK(std::string(stores[0]->last_claim_statement()) ==
+          common::ClaimPlan{.excluding = true, .batch = true}.name());
 }
 
 TEST_CASE("a coalesced claim places an excluded job in a slot it allows", "[exclusions][claim]") {
@@ -325,8 +328,8 @@ TEST_CASE("claims racing the enqueue that first flags a queue never take an excl
         CHECK(taken[n] == 0);
         // The epoch they read after the lock moved: each ran the exclusion-aware statement, though
         // its own snapshot of the queue's flag predates the commit.
-        CHECK(statement[n] == (batch[n] ? common::sql::kClaimBatchExcluding.name
-                                        : common::sql::kClaimExcluding.name));
+        CHECK(statement[n] == (batch[n] ? common::ClaimPlan{.excluding = true, .batch = true}.name()
+                                        : common::ClaimPlan{.excluding = true}.name()));
     }
     CHECK(f.state(excluded) == "pending");
     CHECK(f.violations() == 0);
@@ -344,22 +347,25 @@ TEST_CASE("a queue without exclusions runs the claim statements that ran before 
                job("b", {}, {}, "plain"), job("c", {}, {}, "plain")});
     // The first claim of a connection does not know the epoch yet and runs the aware variant.
     (void)f.claim_as("K1", 1, {"plain"});
-    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimExcluding.name);
+    CHECK(std::string(f.store.last_claim_statement()) ==
+          common::ClaimPlan{.excluding = true}.name());
     REQUIRE(f.claim_as("K1", 1, {"plain"}).size() == 1);
-    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaim.name);
+    CHECK(std::string(f.store.last_claim_statement()) == common::ClaimPlan{}.name());
     const auto batch = f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 1, {"plain"}}},
                                            kLease, f.clock.now());
     REQUIRE(batch.at(0).leases.size() == 1);
-    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimBatch.name);
+    CHECK(std::string(f.store.last_claim_statement()) == common::ClaimPlan{.batch = true}.name());
 
     // The flagged queue runs the aware ones; so does the next claim after any queue is flagged.
     (void)f.claim_as("K2", 1, {"reviews"});
-    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimExcluding.name);
+    CHECK(std::string(f.store.last_claim_statement()) ==
+          common::ClaimPlan{.excluding = true}.name());
     f.enqueue({job("y", {"K1"}, {}, "more-reviews"), job("d", {}, {}, "plain")});
     (void)f.claim_as("K1", 1, {"plain"});
-    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimExcluding.name);
+    CHECK(std::string(f.store.last_claim_statement()) ==
+          common::ClaimPlan{.excluding = true}.name());
     (void)f.claim_as("K1", 1, {"plain"});
-    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaim.name);
+    CHECK(std::string(f.store.last_claim_statement()) == common::ClaimPlan{}.name());
     pqxx::read_transaction t(f.store.connection());
     CHECK(t.exec1("SELECT string_agg(queue, ',' ORDER BY queue) FROM job_queues "
                   "WHERE has_exclusions")[0]
@@ -390,13 +396,15 @@ TEST_CASE("weighted and rate-limited queues with exclusions run the aware varian
         t.commit();
     }
     CHECK(f.claim_as("K1", 5, {"w"}).empty());
-    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimWeightedExcluding.name);
+    CHECK(std::string(f.store.last_claim_statement()) ==
+          common::ClaimPlan{.weighted = true, .excluding = true}.name());
     CHECK(f.claim_as("K1", 5, {"r"}).empty());
-    CHECK(std::string(f.store.last_claim_statement()) == common::sql::kClaimRatedExcluding.name);
+    CHECK(std::string(f.store.last_claim_statement()) ==
+          common::ClaimPlan{.rated = true, .excluding = true}.name());
     const auto weighted = f.store.claim_batch(
         1, std::vector<ClaimRequest>{{"K1", 1, {"w"}}, {"K3", 1, {"w"}}}, kLease, f.clock.now());
     CHECK(std::string(f.store.last_claim_statement()) ==
-          common::sql::kClaimBatchWeightedExcluding.name);
+          common::ClaimPlan{.weighted = true, .excluding = true, .batch = true}.name());
     REQUIRE(weighted.size() == 2);
     CHECK(weighted[0].leases.empty());
     REQUIRE(weighted[1].leases.size() == 1);
@@ -404,7 +412,7 @@ TEST_CASE("weighted and rate-limited queues with exclusions run the aware varian
     const auto rated = f.store.claim_batch(
         1, std::vector<ClaimRequest>{{"K1", 1, {"r"}}, {"K3", 1, {"r"}}}, kLease, f.clock.now());
     CHECK(std::string(f.store.last_claim_statement()) ==
-          common::sql::kClaimBatchRatedExcluding.name);
+          common::ClaimPlan{.rated = true, .excluding = true, .batch = true}.name());
     REQUIRE(rated.size() == 2);
     CHECK(rated[0].leases.empty());
     REQUIRE(rated[1].leases.size() == 1);

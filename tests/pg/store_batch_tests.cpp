@@ -10,6 +10,7 @@
 
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/claim_plan.hpp"
 #include "common/store/store_sql.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/store_fixture.hpp"
@@ -327,7 +328,7 @@ TEST_CASE("each organization's queue of a name keeps its own claim statement in 
     CHECK(granted(f.store.complete_and_claim({}, 1, two, kLease, f.clock.now())) == 1);
     CHECK(granted(f.store.complete_and_claim({}, 2, two, kLease, f.clock.now())) == 2);
     CHECK(f.store.sent_together() == 2);
-    CHECK(f.store.last_claim_statement() == std::string(common::sql::kClaimBatch.name));
+    CHECK(f.store.last_claim_statement() == (common::ClaimPlan{.batch = true}.name()));
 }
 
 TEST_CASE("past the claim variants it keeps, a store forgets the least recently used ones",

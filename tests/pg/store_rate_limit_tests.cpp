@@ -21,6 +21,7 @@ using namespace aclaim;
 using common::AssignmentStore;
 using common::ClaimRequest;
 using common::Instant;
+using testing::enqueue_on;
 using testing::kLease;
 using testing::kT0;
 
@@ -36,17 +37,6 @@ void limit_rate(const testing::TestDatabase& db, const std::string& queue, doubl
     q.rate_per_s = rate;
     q.rate_burst = burst;
     common::OperatorStore(*conn).configure(1, queue, q, "ops", now, true);
-}
-
-/// Enqueues n jobs on queue.
-void enqueue_on(AssignmentStore& store, const std::string& queue, int n, Instant now) {
-    std::vector<common::NewJob> jobs;
-    for (int i = 0; i < n; ++i) {
-        common::NewJob job{0, "job " + std::to_string(i), 3};
-        job.queue = queue;
-        jobs.push_back(job);
-    }
-    store.enqueue(1, jobs, now);
 }
 
 /// The xmin of every job_queues row: unchanged when nothing wrote to the table.

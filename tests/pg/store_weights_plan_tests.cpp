@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/store/claim_plan.hpp"
 #include "common/store/store_sql.hpp"
 #include "tests/support/test_database.hpp"
 
@@ -25,11 +26,8 @@ constexpr const char* kNow = "1800000000000000";
 constexpr const char* kLeaseUs = "10000000";
 
 /// The text with every {LOCK} clause SKIP LOCKED, as the coordinator's store prepares it.
-std::string with_lock(std::string text) {
-    for (auto at = text.find("{LOCK}"); at != std::string::npos; at = text.find("{LOCK}", at)) {
-        text.replace(at, 6, "SKIP LOCKED");
-    }
-    return text;
+std::string with_lock(const std::string& text) {
+    return common::sql::filled(text, {{"{LOCK}", "SKIP LOCKED"}});
 }
 
 /// Pending jobs of organization 1 on queues a and b, three of a for one of b, interleaved in
@@ -72,10 +70,16 @@ void unweigh_b(pqxx::connection& conn) {
 void prepare(pqxx::connection& conn) {
     pqxx::nontransaction session(conn);
     session.exec("SET plan_cache_mode = force_generic_plan");
-    session.exec("PREPARE flat AS " + with_lock(common::sql::kClaim.text));
-    session.exec("PREPARE weighted AS " + with_lock(common::sql::kClaimWeighted.text));
-    session.exec("PREPARE flat_batch AS " + with_lock(common::sql::kClaimBatch.text));
-    session.exec("PREPARE weighted_batch AS " + with_lock(common::sql::kClaimBatchWeighted.text));
+    session.exec("PREPARE flat AS " +
+                 with_lock(common::sql::claim_statement(common::ClaimPlan{}).text));
+    session.exec("PREPARE weighted AS " +
+                 with_lock(common::sql::claim_statement(common::ClaimPlan{.weighted = true}).text));
+    session.exec("PREPARE flat_batch AS " +
+                 with_lock(common::sql::claim_statement(common::ClaimPlan{.batch = true}).text));
+    session.exec(
+        "PREPARE weighted_batch AS " +
+        with_lock(
+            common::sql::claim_statement(common::ClaimPlan{.weighted = true, .batch = true}).text));
 }
 
 std::string single_args(int limit) {

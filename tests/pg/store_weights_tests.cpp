@@ -15,6 +15,7 @@
 #include "common/ops/checker.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/claim_plan.hpp"
 #include "tests/pg/ctl_run.hpp"
 #include "tests/support/checker_support.hpp"
 #include "tests/support/store_fixture.hpp"
@@ -23,6 +24,7 @@ using namespace aclaim;
 using common::AssignmentStore;
 using common::ClaimRequest;
 using common::Instant;
+using testing::enqueue_on;
 using testing::kLease;
 using testing::kT0;
 
@@ -40,19 +42,8 @@ void configure(const testing::TestDatabase& db, const std::string& queue, int we
     common::OperatorStore(*conn).configure(1, queue, q, "ops", now, true);
 }
 
-/// Enqueues n jobs of `priority` on queue.
-std::vector<common::JobId> enqueue_on(AssignmentStore& store, const std::string& queue, int n,
-                                      Instant now, int priority = 0) {
-    std::vector<common::NewJob> jobs;
-    for (int i = 0; i < n; ++i) {
-        common::NewJob job{priority, "job " + std::to_string(i), 3};
-        job.queue = queue;
-        jobs.push_back(job);
-    }
-    return store.enqueue(1, jobs, now);
-}
-
-/// How many times the store's connection ran each claim statement it prepared.
+/// How many times the store's connection ran each claim statement it prepared, by name
+/// (ClaimPlan::name).
 std::map<std::string, long> claim_runs(AssignmentStore& store) {
     pqxx::read_transaction t(store.connection());
     std::map<std::string, long> out;
@@ -157,7 +148,7 @@ TEST_CASE("weighted queues take turns in their weights' proportion, single and c
     }
     CHECK(n["a"] == 6);
     CHECK(n["b"] == 2);
-    CHECK(claim_runs(f.store)["aclaim_claim"] == 0);
+    CHECK(claim_runs(f.store)[common::ClaimPlan{}.name()] == 0);
 }
 
 TEST_CASE("a weighted queue without work gives its turns away and banks no more than its weight",
@@ -301,10 +292,10 @@ TEST_CASE("a claim on queues without a weight runs the claim statement of before
     f.store.claim(1, {"w", 1, {"aged", "free"}}, kLease, f.clock.now());
     f.store.claim_batch(1, std::vector<ClaimRequest>{{"w", 1, {"free"}}}, kLease, f.clock.now());
     auto runs = claim_runs(f.store);
-    CHECK(runs["aclaim_claim"] == 2);
-    CHECK(runs["aclaim_claim_batch"] == 1);
-    CHECK(runs["aclaim_claim_weighted"] == 0);
-    CHECK(runs["aclaim_claim_batch_weighted"] == 0);
+    CHECK(runs[common::ClaimPlan{}.name()] == 2);
+    CHECK(runs[common::ClaimPlan{.batch = true}.name()] == 1);
+    CHECK(runs[common::ClaimPlan{.weighted = true}.name()] == 0);
+    CHECK(runs[common::ClaimPlan{.weighted = true, .batch = true}.name()] == 0);
     // Aging adds nothing to a job that was never aged.
     pqxx::read_transaction t(f.store.connection());
     CHECK(t.exec1("SELECT count(*) FROM jobs WHERE base_priority IS NOT NULL")[0].as<int>() == 0);

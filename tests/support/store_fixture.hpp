@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
 #include "common/base/clock.hpp"
 #include "common/ops/operator_store.hpp"
@@ -25,6 +26,20 @@ inline common::Lease claim_one(common::AssignmentStore& store, common::Instant n
     auto out = store.claim(org, {worker, 1}, kLease, now);
     REQUIRE(out.leases.size() == 1);
     return out.leases[0];
+}
+
+/// Enqueues n jobs of `priority` on `queue` of organization `org`, payloads "job 0", "job 1", ...;
+/// returns their ids in order.
+inline std::vector<common::JobId> enqueue_on(common::AssignmentStore& store,
+                                             const std::string& queue, int n, common::Instant now,
+                                             int priority = 0, common::OrgId org = 1) {
+    std::vector<common::NewJob> jobs;
+    for (int i = 0; i < n; ++i) {
+        common::NewJob job{priority, "job " + std::to_string(i), 3};
+        job.queue = queue;
+        jobs.push_back(job);
+    }
+    return store.enqueue(org, jobs, now);
 }
 
 /// A migrated database of the test's own, a store on it and a clock at kT0.

@@ -9,6 +9,7 @@
 #include "common/ops/recovery_sql.hpp"
 #include "common/ops/retention_sql.hpp"
 #include "common/ops/schedule_sql.hpp"
+#include "common/store/claim_plan.hpp"
 #include "common/store/park_sql.hpp"
 #include "common/store/store_sql.hpp"
 
@@ -26,6 +27,9 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     all.push_back(&sql::kFinishParked);
     all.push_back(&sql::kNotifyResults);
     all.push_back(&sql::kCancelledHolders);
+    for (const auto& plan : aclaim::common::all_claim_plans()) {
+        all.push_back(&sql::claim_statement(plan));
+    }
     std::set<std::string> names;
     for (const sql::Statement* s : all) {
         INFO(s->name);
@@ -75,4 +79,38 @@ TEST_CASE(
     // end of expired parks (cancel and a parked job's callback are aclaim_cancel_jobs and
     // aclaim_finish_parked in the schema, covered by the pg tests).
     CHECK(ending == 8);
+}
+
+TEST_CASE("Claim plans: each dimension adds its own fragments and nothing else",
+          "[store][claim][plans]") {
+    using aclaim::common::ClaimPlan;
+    std::set<std::string> names;
+    std::set<std::string> texts;
+    for (const ClaimPlan& plan : aclaim::common::all_claim_plans()) {
+        const sql::Statement& statement = sql::claim_statement(plan);
+        const std::string& text = statement.text;
+        INFO(plan.name());
+        CHECK(statement.name == plan.name());
+        // Composed once: every call answers the same statement.
+        CHECK(&sql::claim_statement(plan) == &statement);
+        CHECK(ClaimPlan::of_bits(plan.dimension_bits(), plan.batch) == plan);
+        names.insert(statement.name);
+        texts.insert(text);
+        CHECK((text.find("aclaim_rate_tokens(") != std::string::npos) == plan.rated);
+        CHECK((text.find("rate_tokens =") != std::string::npos) == plan.rated);
+        CHECK((text.find("weight_pass =") != std::string::npos) == plan.weighted);
+        CHECK((text.find("AND weighed AND") != std::string::npos) == plan.weighted);
+        CHECK((text.find("aclaim_excluded") != std::string::npos) == plan.excluding);
+        CHECK((text.find("aclaim_exclusion_slots") != std::string::npos) ==
+              (plan.excluding && plan.batch));
+        CHECK((text.find("$2::text[]") != std::string::npos) == plan.batch);
+        CHECK((text.find("$6::text[]") != std::string::npos) == !plan.batch);
+        // Every plan claims the same way: one update of the picked rows, audited, locked with the
+        // strategy's clause.
+        CHECK(text.find("UPDATE jobs j") != std::string::npos);
+        CHECK(text.find("'claimed'") != std::string::npos);
+        CHECK(text.find("FOR UPDATE {LOCK}") != std::string::npos);
+    }
+    CHECK(names.size() == aclaim::common::kClaimPlanCount);
+    CHECK(texts.size() == aclaim::common::kClaimPlanCount);
 }
