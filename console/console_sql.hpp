@@ -184,4 +184,55 @@ SELECT password_hash, array_to_string(org_ids, ',') AS orgs FROM console_operato
  WHERE name = $1 AND disabled_at IS NULL
 )SQL";
 
+/// $1 name. Ends every session of the operator (a reset password or scope signs it out
+/// everywhere).
+inline constexpr const char* kEndOperatorSessions = R"SQL(
+DELETE FROM console_sessions WHERE operator = $1
+)SQL";
+
+/// $1 name. Removes the operator; its sessions go with it (schema/0031's foreign key).
+inline constexpr const char* kRemoveOperator = R"SQL(
+DELETE FROM console_operators WHERE name = $1
+)SQL";
+
+/// $1 token hash, $2 operator, $3 CSRF token, $4 now, $5 idle time (microseconds).
+inline constexpr const char* kOpenSession = R"SQL(
+INSERT INTO console_sessions (token_hash, operator, csrf, created_at, expires_at)
+VALUES ($1, $2, $3, aclaim_ts($4::bigint), aclaim_ts($4::bigint + $5::bigint))
+)SQL";
+
+/// $1 now, $2 how many at most. Removes expired sessions, oldest first, a bounded batch per
+/// sign-in (console_sessions_expires_at), so that the table holds what is live and little more.
+inline constexpr const char* kPruneSessions = R"SQL(
+DELETE FROM console_sessions
+ WHERE token_hash IN (SELECT token_hash FROM console_sessions
+                       WHERE expires_at <= aclaim_ts($1::bigint)
+                       ORDER BY expires_at LIMIT $2::int)
+)SQL";
+
+/// $1 token hash, $2 now, $3 idle time, $4 touch step (microseconds). The live session of an
+/// enabled operator, with the account's organizations as they are now; its idle deadline is
+/// pushed to now + idle, but written only once it has fallen $4 behind, so that a page's
+/// requests do not each write a row version.
+inline constexpr const char* kFindSession = R"SQL(
+WITH live AS (
+    SELECT s.token_hash, s.csrf, s.expires_at, o.name,
+           array_to_string(o.org_ids, ',') AS orgs
+      FROM console_sessions s
+      JOIN console_operators o ON o.name = s.operator AND o.disabled_at IS NULL
+     WHERE s.token_hash = $1 AND s.expires_at > aclaim_ts($2::bigint)
+), touched AS (
+    UPDATE console_sessions s SET expires_at = aclaim_ts($2::bigint + $3::bigint)
+      FROM live
+     WHERE s.token_hash = live.token_hash
+       AND live.expires_at < aclaim_ts($2::bigint + $3::bigint - $4::bigint)
+)
+SELECT name, orgs, csrf FROM live
+)SQL";
+
+/// $1 token hash. Signs the session out (in every console at once).
+inline constexpr const char* kCloseSession = R"SQL(
+DELETE FROM console_sessions WHERE token_hash = $1
+)SQL";
+
 }  // namespace aclaim::console::sql

@@ -1,6 +1,7 @@
 // aclaim-console: the operator's console in the browser.
 //   aclaim-console serve --dsn DSN [--listen 127.0.0.1:8090] [--reports DIR]
 //   aclaim-console operator add NAME [--org N]... < password
+//   aclaim-console operator remove NAME
 // Exit codes follow aclaimctl's policy (common/base/exit_codes.hpp, docs/operations.md).
 
 #include <spdlog/spdlog.h>
@@ -16,6 +17,7 @@
 #include "common/base/program.hpp"
 #include "common/base/stop_signals.hpp"
 #include "common/proto/version.hpp"
+#include "common/store/conninfo.hpp"
 #include "common/store/migrations.hpp"
 #include "console/operators.hpp"
 #include "console/server.hpp"
@@ -31,25 +33,37 @@ class UsageError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-const std::string& require_dsn(const std::string& dsn) {
-    if (dsn.empty()) throw UsageError(common::missing_dsn_message());
-    return dsn;
-}
-
 /// What the command line asked for.
 struct Args {
     std::string dsn;
+    common::DatabaseDeadlines deadlines;
     std::string listen = "127.0.0.1:8090";
     std::string reports;
     std::string name;
     std::vector<long long> orgs;
 };
 
+/// The database with the deadlines of --connect-timeout and --statement-timeout; refused (exit 2)
+/// when none was given or it is no conninfo or URI at all.
+std::string require_dsn(const Args& a, common::Statements statements) {
+    if (a.dsn.empty()) throw UsageError(common::missing_dsn_message());
+    if (const auto why = common::conninfo_refusal(a.dsn))
+        throw UsageError("--dsn (ACLAIM_DSN) is not a libpq conninfo or URI: " + *why);
+    return common::bounded_dsn(a.dsn, a.deadlines, statements);
+}
+
+/// The migrations, on a connection of their own whose statements are not bounded: one may
+/// rightly run long (an index built on a big table), as `aclaimctl migrate`'s may.
+void migrate(const Args& a) {
+    pqxx::connection conn(require_dsn(a, common::Statements::kUnbounded));
+    common::migrate(conn);
+}
+
 int add_operator(const Args& a) {
     std::string password;
     std::getline(std::cin, password);
-    pqxx::connection conn(require_dsn(a.dsn));
-    common::migrate(conn);
+    migrate(a);
+    pqxx::connection conn(require_dsn(a, common::Statements::kBounded));
     const std::string& name = a.name;
     aclaim::console::Operator op{name, std::nullopt};
     if (!a.orgs.empty()) {
@@ -64,15 +78,25 @@ int add_operator(const Args& a) {
     return common::kExitOk;
 }
 
+int remove_operator(const Args& a) {
+    migrate(a);
+    pqxx::connection conn(require_dsn(a, common::Statements::kBounded));
+    if (!aclaim::console::remove_operator(conn, a.name))
+        throw UsageError("there is no operator " + a.name);
+    std::cout << "operator " << a.name << " removed; its sessions are ended\n";
+    return common::kExitOk;
+}
+
 int serve(const Args& a) {
     // --listen was checked when parsed: this cannot fail.
     const auto at = common::parse_host_port(a.listen).value();
-    aclaim::console::Views views(require_dsn(a.dsn), a.reports);
-    views.migrate();
+    aclaim::console::Views views(require_dsn(a, common::Statements::kBounded), a.reports);
     // Before the server's threads start, so that only the waiter sees SIGINT and SIGTERM.
     const sigset_t set = common::block_stop_signals();
     aclaim::console::ConsoleServer server(views);
+    // The address first: a taken port is refused at once, whatever the database does.
     const int bound = server.bind(at.host, at.port);
+    migrate(a);
     // The first signal stops the server (its accept loop ends, requests in flight finish).
     common::StopSignalWaiter signals(set, [&server](int sig) {
         spdlog::info("{}: stopping", strsignal(sig));
@@ -93,6 +117,7 @@ int run(int argc, char** argv) {
     app.set_version_flag("--version", common::proto::version_line("aclaim-console"));
     Args args;
     common::add_dsn(app, args.dsn);
+    common::add_database_deadlines(app, args.deadlines);
 
     auto* serve_cmd = app.add_subcommand("serve", "Serve the console");
     // The last of a repeated option wins, so that a wrapper's defaults can be overridden.
@@ -111,6 +136,9 @@ int run(int argc, char** argv) {
         "from the first line of standard input");
     add->add_option("name", args.name, "Operator name")->required();
     common::add_org(*add, args.orgs, "Organization the operator may see (repeat); none: all");
+    auto* remove = ops->add_subcommand(
+        "remove", "Remove an operator; its sessions end in every console at once");
+    remove->add_option("name", args.name, "Operator name")->required();
 
     if (const auto code = common::parse_command_line(app, "aclaim-console", argc, argv))
         return *code;
@@ -119,12 +147,25 @@ int run(int argc, char** argv) {
         common::setup_logging("aclaim-console", "info");
         aclaim::console::init_crypto();
         if (add->parsed()) return add_operator(args);
+        if (remove->parsed()) return remove_operator(args);
         return serve(args);
     } catch (const UsageError& e) {
         std::cerr << "aclaim-console: " << e.what() << "\n";
         return common::kExitUsage;
+    } catch (const aclaim::console::BindError& e) {
+        // A --listen the console cannot have: refused like any other setting, so that a unit
+        // stops instead of restarting into the same taken port every 2 s.
+        std::cerr << "aclaim-console: --listen: " << e.what() << "\n";
+        return common::kExitUsage;
     } catch (const pqxx::broken_connection& e) {
         std::cerr << "aclaim-console: cannot reach the database: " << e.what() << "\n";
+        return common::kExitUnreachable;
+    } catch (const pqxx::sql_error& e) {
+        // 57014: a statement ran past --statement-timeout: the database is there but does not
+        // answer in time, an outage to a script, not a failure of the command.
+        if (e.sqlstate() != "57014") throw;
+        std::cerr << "aclaim-console: the database did not answer within --statement-timeout ("
+                  << args.deadlines.statement_timeout_s << " s): " << e.what();
         return common::kExitUnreachable;
     }
 }

@@ -51,23 +51,34 @@ void put_operator(pqxx::connection& conn, const Operator& op, const std::string&
     if (op.orgs) orgs = common::pg_array(*op.orgs);
     pqxx::work txn(conn, "console_put_operator");
     txn.exec_params(sql::kPutOperator, op.name, hash, orgs);
+    txn.exec_params(sql::kEndOperatorSessions, op.name);
     txn.commit();
+}
+
+bool remove_operator(pqxx::connection& conn, const std::string& name) {
+    pqxx::work txn(conn, "console_remove_operator");
+    const auto removed = txn.exec_params(sql::kRemoveOperator, name).affected_rows();
+    txn.commit();
+    return removed > 0;
+}
+
+Operator operator_of(const std::string& name, const pqxx::field& orgs) {
+    Operator op{name, std::nullopt};
+    if (orgs.is_null()) return op;
+    std::vector<common::OrgId> ids;
+    std::stringstream in(orgs.as<std::string>());
+    std::string item;
+    while (std::getline(in, item, ',')) ids.push_back(std::stoll(item));
+    std::sort(ids.begin(), ids.end());
+    op.orgs = std::move(ids);
+    return op;
 }
 
 std::optional<Login> find_login(pqxx::connection& conn, const std::string& name) {
     pqxx::read_transaction txn(conn);
     const auto rows = txn.exec_params(sql::kOperatorLogin, name);
     if (rows.empty()) return std::nullopt;
-    Login login{{name, std::nullopt}, rows[0]["password_hash"].as<std::string>()};
-    if (!rows[0]["orgs"].is_null()) {
-        std::vector<common::OrgId> orgs;
-        std::stringstream in(rows[0]["orgs"].as<std::string>());
-        std::string item;
-        while (std::getline(in, item, ',')) orgs.push_back(std::stoll(item));
-        std::sort(orgs.begin(), orgs.end());
-        login.op.orgs = std::move(orgs);
-    }
-    return login;
+    return Login{operator_of(name, rows[0]["orgs"]), rows[0]["password_hash"].as<std::string>()};
 }
 
 std::optional<Operator> check_login(const std::optional<Login>& login, const std::string& password,
@@ -86,33 +97,6 @@ std::optional<Operator> check_login(const std::optional<Login>& login, const std
 
 std::optional<Operator> authenticate(pqxx::connection& conn, const Credentials& who) {
     return check_login(find_login(conn, who.name), who.password);
-}
-
-std::string Sessions::open(const Operator& op) {
-    auto token = random_token();
-    std::lock_guard lock(mutex_);
-    const auto now = clock_.monotonic_now();
-    std::erase_if(by_token_, [&](const auto& kv) { return now - kv.second.last_used > idle_; });
-    by_token_[token] = Session{op, random_token(), now};
-    return token;
-}
-
-std::optional<Session> Sessions::find(const std::string& token) {
-    std::lock_guard lock(mutex_);
-    const auto it = by_token_.find(token);
-    if (it == by_token_.end()) return std::nullopt;
-    const auto now = clock_.monotonic_now();
-    if (now - it->second.last_used > idle_) {
-        by_token_.erase(it);
-        return std::nullopt;
-    }
-    it->second.last_used = now;
-    return it->second;
-}
-
-void Sessions::close(const std::string& token) {
-    std::lock_guard lock(mutex_);
-    by_token_.erase(token);
 }
 
 }  // namespace aclaim::console

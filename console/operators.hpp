@@ -1,12 +1,9 @@
 #pragma once
 
 // Who may use the console: operator accounts in console_operators (schema/0006), passwords kept
-// only as libsodium's crypto_pwhash_str, and the signed-in sessions, held in memory (a restart
-// signs everybody out, which is the safe direction).
+// only as libsodium's crypto_pwhash_str. The signed-in sessions are console/sessions.hpp's.
 
 #include <functional>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
@@ -34,8 +31,16 @@ bool verify_password(const std::string& hash, const std::string& password);
 /// A random token of `bytes` bytes, hex-encoded, from libsodium's CSPRNG.
 std::string random_token(std::size_t bytes = 32);
 
-/// Creates the operator, or resets an existing one's password and scope (and enables it again).
+/// Creates the operator, or resets an existing one's password and scope (and enables it again),
+/// ending its sessions: a reset password is often one that got out.
 void put_operator(pqxx::connection& conn, const Operator& op, const std::string& password);
+
+/// Removes the operator and its sessions; false when there is no such operator.
+bool remove_operator(pqxx::connection& conn, const std::string& name);
+
+/// The operator `name` scoped to `orgs`, a comma-separated list (array_to_string of org_ids) or
+/// NULL for every organization.
+Operator operator_of(const std::string& name, const pqxx::field& orgs);
 
 struct Credentials {
     std::string name;
@@ -62,30 +67,5 @@ std::optional<Operator> check_login(const std::optional<Login>& login, const std
 
 /// The operator when the name exists, is enabled and the password matches.
 std::optional<Operator> authenticate(pqxx::connection& conn, const Credentials& who);
-
-struct Session {
-    Operator op;
-    std::string csrf;  ///< checked on every POST, in the X-CSRF-Token header
-    common::MonotonicTime last_used;
-};
-
-/// Signed-in sessions by their cookie token, each ending after `idle` without a request (on the
-/// clock's monotonic time). Thread-safe.
-class Sessions {
-  public:
-    explicit Sessions(const common::Clock& clock, common::Duration idle = std::chrono::hours(8))
-        : clock_(clock), idle_(idle) {}
-    /// Returns the new session's cookie token.
-    std::string open(const Operator& op);
-    /// The live session for the token, its idle timer restarted.
-    std::optional<Session> find(const std::string& token);
-    void close(const std::string& token);
-
-  private:
-    const common::Clock& clock_;
-    common::Duration idle_;
-    std::mutex mutex_;
-    std::map<std::string, Session> by_token_;
-};
 
 }  // namespace aclaim::console

@@ -1,11 +1,17 @@
 #include "console/server.hpp"
 
 #include <httplib.h>
+#include <netdb.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 #include <stdexcept>
 #include <thread>
 
@@ -25,6 +31,8 @@ namespace {
 constexpr const char* kCookie = "aclaim_console";
 const common::SystemClock kSystemClock;
 constexpr int kMaxPage = 500;
+/// SQLSTATE query_canceled: a statement ran past the connection's statement_timeout.
+constexpr const char* kStatementTimeout = "57014";
 
 // No inline script or style anywhere: every script and stylesheet is an embedded file.
 constexpr const char* kContentSecurityPolicy =
@@ -125,6 +133,13 @@ void send_action(httplib::Response& res, const ActionResult& r) {
     send_json(res, status, r.body);
 }
 
+/// An unexpected failure of the request: 500, logged.
+void send_failure(const httplib::Request& req, httplib::Response& res, const std::exception& e) {
+    spdlog::error("console: {} {}: {}", common::printable(req.method), common::printable(req.path),
+                  common::printable(e.what()));
+    send_json(res, 500, {{"error", e.what()}});
+}
+
 /// The job states the pages show, from the one list (common/store/job_states.hpp): every state in
 /// display order, the per-queue table's columns, and those cancel and retry act on.
 json states_json() {
@@ -134,6 +149,36 @@ json states_json() {
             {"queue", common::state_names(common::kQueueStates)},
             {"cancellable", common::state_names(common::kCancellableStates)},
             {"retryable", common::state_names(common::kRetryableStates)}};
+}
+
+/// Why `host`:`port` cannot be bound, in the system's words (one bind of our own, with the
+/// options the server uses): httplib says only that it failed.
+std::string why_not_bindable(const std::string& host, int port) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* found = nullptr;
+    const std::string service = std::to_string(port);
+    if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
+        return std::string("no such address (") + ::gai_strerror(rc) + ")";
+    std::string why = "the address cannot be bound";
+    for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        const int sock = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (sock < 0) continue;
+        const int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        const bool bound = ::bind(sock, a->ai_addr, a->ai_addrlen) == 0;
+        const int error = errno;
+        ::close(sock);
+        if (!bound) {
+            why = std::strerror(error);
+            if (error == EADDRINUSE) why += " (another console, or another program, listens there)";
+            break;
+        }
+    }
+    ::freeaddrinfo(found);
+    return why;
 }
 
 }  // namespace
@@ -150,15 +195,21 @@ ConsoleServer::ConsoleServer(Views& views, const common::Clock& clock)
 ConsoleServer::~ConsoleServer() = default;
 
 int ConsoleServer::bind(const std::string& host, int port) {
-    if (port == 0) {
-        const int bound = server_->bind_to_any_port(host);
-        if (bound < 0) throw std::runtime_error("cannot bind " + host);
-        return bound;
+    // httplib's default adds SO_REUSEPORT, which would let a second console bind the same port
+    // and take half of the requests. SO_REUSEADDR alone still lets a restarted console rebind
+    // while old connections linger in TIME_WAIT.
+    server_->set_socket_options([](socket_t sock) {
+        const int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    const int bound = port == 0 ? server_->bind_to_any_port(host)
+                                : (server_->bind_to_port(host, port) ? port : -1);
+    if (bound <= 0) {
+        const bool v6 = host.find(':') != std::string::npos;
+        throw BindError("cannot listen on " + (v6 ? "[" + host + "]" : host) + ":" +
+                        std::to_string(port) + ": " + why_not_bindable(host, port));
     }
-    if (!server_->bind_to_port(host, port)) {
-        throw std::runtime_error("cannot bind " + host + ":" + std::to_string(port));
-    }
-    return port;
+    return bound;
 }
 
 void ConsoleServer::run() {
@@ -227,10 +278,25 @@ void ConsoleServer::routes() {
                 std::rethrow_exception(std::move(ep));
             } catch (const std::invalid_argument& e) {
                 send_json(res, 400, {{"error", e.what()}});
+            } catch (const pqxx::broken_connection& e) {
+                // Unreachable, or no answer within --connect-timeout: the database's outage, not
+                // the request's fault; the next request connects again.
+                spdlog::error("console: {} {}: cannot reach the database: {}",
+                              common::printable(req.method), common::printable(req.path),
+                              common::printable(e.what()));
+                send_json(res, 503, {{"error", "the database cannot be reached"}});
+            } catch (const pqxx::sql_error& e) {
+                if (e.sqlstate() != kStatementTimeout) {
+                    send_failure(req, res, e);
+                    return;
+                }
+                spdlog::error("console: {} {}: the database did not answer in time: {}",
+                              common::printable(req.method), common::printable(req.path),
+                              common::printable(e.what()));
+                send_json(res, 503,
+                          {{"error", "the database did not answer within --statement-timeout"}});
             } catch (const std::exception& e) {
-                spdlog::error("console: {} {}: {}", common::printable(req.method),
-                              common::printable(req.path), common::printable(e.what()));
-                send_json(res, 500, {{"error", e.what()}});
+                send_failure(req, res, e);
             }
         });
 

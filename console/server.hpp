@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "console/login_throttle.hpp"
 #include "console/operators.hpp"
+#include "console/sessions.hpp"
 #include "console/views.hpp"
 
 namespace aclaim::common {
@@ -18,16 +20,25 @@ class GuardedServer;
 
 namespace aclaim::console {
 
+/// The listening address cannot be bound (in use, not an address of this host): named, with why.
+class BindError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
 class ConsoleServer {
   public:
     explicit ConsoleServer(Views& views);
-    /// `clock` (which must outlive the server) times sessions and sign-in throttling.
+    /// `clock` (which must outlive the server) times sessions and sign-in throttling. Sessions
+    /// are kept in the views' database (console/sessions.hpp).
     ConsoleServer(Views& views, const common::Clock& clock);
     ~ConsoleServer();
     ConsoleServer(const ConsoleServer&) = delete;
     ConsoleServer& operator=(const ConsoleServer&) = delete;
 
-    /// Binds; returns the port (useful with port 0). Throws when the address cannot be bound.
+    /// Binds; returns the port (useful with port 0). Throws BindError, naming the address and
+    /// why, when it cannot be bound: in use by another process (a second console included: no
+    /// SO_REUSEPORT), or not an address of this host.
     int bind(const std::string& host, int port);
     /// Serves until stop(), which may come from another thread at any time, even before run().
     void run();
@@ -38,7 +49,7 @@ class ConsoleServer {
 
     Views& views_;
     const common::Clock& clock_;
-    Sessions sessions_{clock_};
+    Sessions sessions_{views_.dsn(), clock_};
     LoginThrottle throttle_{clock_};
     std::unique_ptr<common::GuardedServer> server_;
     std::atomic<bool> stopping_{false};

@@ -11,7 +11,6 @@
 #include "common/ops/operator_store.hpp"
 #include "common/ops/recovery.hpp"
 #include "common/ops/recovery_store.hpp"
-#include "common/store/migrations.hpp"
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
 #include "common/store/session_sql.hpp"
@@ -76,10 +75,6 @@ std::vector<std::string> Views::scopes_of(const Operator& op) {
     std::vector<std::string> out;
     for (const auto org : *op.orgs) out.push_back(std::to_string(org));
     return out;
-}
-
-void Views::migrate() {
-    with_connections([&] { common::migrate(meta()); });
 }
 
 std::optional<Operator> Views::authenticate(const Credentials& who) {

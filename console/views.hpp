@@ -49,8 +49,8 @@ class Views {
 
     Views(std::string dsn, std::filesystem::path reports_dir);
 
-    /// Applies the embedded migrations (the console needs its table and indexes).
-    void migrate();
+    /// The database the views read, with the deadlines it was given.
+    const std::string& dsn() const { return dsn_; }
 
     /// Reads the account under the connections' lock; checks the password (the slow part, tens
     /// of milliseconds of memory-hard hashing) outside it, so that sign-ins, right or wrong,

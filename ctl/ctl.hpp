@@ -19,11 +19,10 @@ struct Global {
     std::string cells;
     /// How long each cell may take to answer (--cell-timeout).
     std::string cell_timeout = "60s";
-    /// Seconds libpq may spend connecting to each host (--connect-timeout): a server that accepts
-    /// TCP and never answers fails the command with exit 3 instead of holding it forever.
-    int connect_timeout_s = 10;
-    /// Seconds any one statement may run on the server (--statement-timeout; 0: no limit).
-    int statement_timeout_s = 60;
+    /// How long each call may wait on the database (--connect-timeout, --statement-timeout): a
+    /// server that accepts TCP and never answers fails the command with exit 3 instead of holding
+    /// it forever.
+    common::DatabaseDeadlines deadlines;
 };
 
 /// What a parsed command will do; returns the process exit code.
@@ -57,7 +56,7 @@ void add_workflow_command(CLI::App& app, Global& global, Action& action);
 /// a conninfo or URI at all (a mistake in what was asked, not an unreachable database).
 /// A command whose statements may rightly run long (migrate: an ALTER of a big table) passes
 /// Statements::kUnbounded and gets the connect deadline only.
-enum class Statements { kBounded, kUnbounded };
+using common::Statements;
 std::string require_dsn(const Global& global, Statements statements = Statements::kBounded);
 
 }  // namespace aclaim::ctl

@@ -28,20 +28,7 @@ int run(int argc, char** argv) {
                    "With --cells: a cell that has not answered in this long is reported down")
         ->envname("ACLAIM_CELL_TIMEOUT")
         ->capture_default_str();
-    app.add_option("--connect-timeout", global.connect_timeout_s,
-                   "Seconds to wait for the database to answer a connection, per host address "
-                   "(libpq counts 1 as 2); then exit 3")
-        ->envname("ACLAIM_CONNECT_TIMEOUT")
-        ->type_name("SECONDS")
-        ->check(common::whole_number(1))
-        ->capture_default_str();
-    app.add_option("--statement-timeout", global.statement_timeout_s,
-                   "Seconds any one statement may run before the server cancels it (exit 3); "
-                   "0: no limit")
-        ->envname("ACLAIM_STATEMENT_TIMEOUT")
-        ->type_name("SECONDS")
-        ->check(common::whole_number(0))
-        ->capture_default_str();
+    common::add_database_deadlines(app, global.deadlines);
     Action action;
     register_all_commands(app, global, action);
     if (const auto code = common::parse_command_line(app, "aclaimctl", argc, argv)) return *code;
@@ -58,7 +45,7 @@ int run(int argc, char** argv) {
         // answering in time, which is an outage to a script, not a failure of the command.
         if (e.sqlstate() != "57014") throw;
         std::cerr << "aclaimctl: the database did not answer within --statement-timeout ("
-                  << global.statement_timeout_s << " s): " << e.what();
+                  << global.deadlines.statement_timeout_s << " s): " << e.what();
         return common::kExitUnreachable;
     }
 }

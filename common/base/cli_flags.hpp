@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/base/database_deadlines.hpp"
 #include "common/base/exit_codes.hpp"
 #include "common/base/host_port.hpp"
 #include "common/base/org_id.hpp"
@@ -112,6 +113,25 @@ inline CLI::Option* add_dsn(CLI::App& app, std::string& field) {
                     "PostgreSQL address: libpq conninfo or URI (also accepted after the command)")
         ->envname("ACLAIM_DSN")
         ->type_name("DSN");
+}
+
+/// --connect-timeout and --statement-timeout (ACLAIM_CONNECT_TIMEOUT, ACLAIM_STATEMENT_TIMEOUT)
+/// into `deadlines`, for every program that reads the database on an operator's behalf.
+inline void add_database_deadlines(CLI::App& app, DatabaseDeadlines& deadlines) {
+    app.add_option("--connect-timeout", deadlines.connect_timeout_s,
+                   "Seconds to wait for the database to answer a connection, per host address "
+                   "(libpq counts 1 as 2); then exit 3 (a running console answers 503)")
+        ->envname("ACLAIM_CONNECT_TIMEOUT")
+        ->type_name("SECONDS")
+        ->check(whole_number(1))
+        ->capture_default_str();
+    app.add_option("--statement-timeout", deadlines.statement_timeout_s,
+                   "Seconds any one statement may run before the server cancels it (exit 3; a "
+                   "running console answers 503); 0: no limit")
+        ->envname("ACLAIM_STATEMENT_TIMEOUT")
+        ->type_name("SECONDS")
+        ->check(whole_number(0))
+        ->capture_default_str();
 }
 
 /// What a program says when it needs the database and was given none.

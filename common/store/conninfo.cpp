@@ -1,7 +1,10 @@
 #include "common/store/conninfo.hpp"
 
+#include <libpq-fe.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 namespace aclaim::common {
 
@@ -24,6 +27,11 @@ constexpr int kKeepaliveIdle = 5;
 constexpr int kKeepaliveInterval = 2;
 constexpr int kKeepaliveCount = 3;
 constexpr int kTcpUserTimeoutMs = 10'000;
+
+bool environment_sets(const char* variable) {
+    const char* value = std::getenv(variable);
+    return value != nullptr && *value != '\0';
+}
 
 }  // namespace
 
@@ -59,6 +67,37 @@ std::string guarded_dsn(const std::string& dsn, std::chrono::milliseconds deadli
     out = with_setting(out, "tcp_user_timeout", std::to_string(kTcpUserTimeoutMs));
     // A coordinator only ever writes: of several hosts, only the writable primary will do.
     return with_setting(out, "target_session_attrs", "read-write");
+}
+
+std::optional<std::string> conninfo_refusal(const std::string& dsn) {
+    char* error = nullptr;
+    PQconninfoOption* parsed = PQconninfoParse(dsn.c_str(), &error);
+    if (parsed != nullptr) {
+        PQconninfoFree(parsed);
+        return std::nullopt;
+    }
+    std::string why = error != nullptr ? error : "cannot be parsed";
+    PQfreemem(error);
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    return why;
+}
+
+std::string bounded_dsn(const std::string& dsn, const DatabaseDeadlines& deadlines,
+                        Statements statements) {
+    std::string out = dsn;
+    if (!environment_sets("PGCONNECT_TIMEOUT"))
+        out = with_setting(out, "connect_timeout", std::to_string(deadlines.connect_timeout_s));
+    if (statements == Statements::kBounded && deadlines.statement_timeout_s > 0 &&
+        !environment_sets("PGOPTIONS")) {
+        const std::string ms = std::to_string(deadlines.statement_timeout_s * 1000);
+        out = with_setting(
+            out, "options",
+            is_uri(out) ? "-c%20statement_timeout%3D" + ms : "'-c statement_timeout=" + ms + "'");
+    }
+    out = with_setting(out, "keepalives", "1");
+    out = with_setting(out, "keepalives_idle", std::to_string(kKeepaliveIdle));
+    out = with_setting(out, "keepalives_interval", std::to_string(kKeepaliveInterval));
+    return with_setting(out, "keepalives_count", std::to_string(kKeepaliveCount));
 }
 
 }  // namespace aclaim::common

@@ -1,8 +1,11 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include "common/base/database_deadlines.hpp"
 
 namespace aclaim::common {
 
@@ -21,5 +24,16 @@ std::string with_setting(const std::string& dsn, std::string_view key, const std
 /// StatementWatchdog's business. And target_session_attrs=read-write, so that of the hosts of a
 /// multi-host DSN only the writable primary is taken, whichever of them that is after a failover.
 std::string guarded_dsn(const std::string& dsn, std::chrono::milliseconds deadline);
+
+/// Why `dsn` is no libpq conninfo or URI at all (libpq's words), or nullopt when it is one: a
+/// mistake in what was asked (exit 2), not an unreachable database.
+std::optional<std::string> conninfo_refusal(const std::string& dsn);
+
+/// The connection string of an operator's program (aclaimctl, aclaim-console): `deadlines`'
+/// connect_timeout (unless PGCONNECT_TIMEOUT is set) and, for Statements::kBounded,
+/// statement_timeout (unless PGOPTIONS is set), and TCP keepalives, each unless the connection
+/// string names it itself: what the operator wrote wins.
+std::string bounded_dsn(const std::string& dsn, const DatabaseDeadlines& deadlines,
+                        Statements statements);
 
 }  // namespace aclaim::common

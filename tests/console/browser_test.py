@@ -296,6 +296,10 @@ def run(args, work, dsn):
         browser.wait_for("document.body.dataset.page === 'login'", "the sign-in form")
         errors = browser.errors()
         check(not errors, f"the sign-in page loads with no console error {errors}")
+        nav_shown = ("[...document.querySelectorAll('#nav a, #logout')]"
+                     ".filter((e) => e.getClientRects().length > 0).length")
+        check(browser.evaluate(nav_shown) == 0,
+              "the sign-in page shows no page links and no sign-out button")
         browser.screenshot(os.path.join(args.out, "console-login.png"))
         browser.evaluate(
             f"document.getElementById('login-name').value = 'tester';"
@@ -305,6 +309,8 @@ def run(args, work, dsn):
                          " && document.querySelector('.card[data-org=\"1\"]') !== null",
                          "the overview after signing in")
 
+        check(browser.evaluate(nav_shown) == 6,
+              "signed in, the five page links and the sign-out button show")
         count = ("(() => { const c = {}; for (const e of document.querySelectorAll("
                  "'.card[data-org=\"1\"] .count')) c[e.dataset.state] ="
                  " e.querySelector('.n').textContent; return c; })()")

@@ -148,6 +148,9 @@ def one_exit_rule(c, run):
         ("aclaim-worker", ["--bogus"], {}, "'--bogus' is not an option"),
         ("aclaim-console", ["serve"], {"ACLAIM_LISTEN": "nonsense"}, "ACLAIM_LISTEN"),
         ("aclaim-console", ["--bogus"], {}, "'--bogus' is not an option"),
+        ("aclaim-console", ["serve"], {"ACLAIM_CONNECT_TIMEOUT": "abc"}, "ACLAIM_CONNECT_TIMEOUT"),
+        ("aclaim-console", ["serve"], {"ACLAIM_STATEMENT_TIMEOUT": "-1"},
+         "ACLAIM_STATEMENT_TIMEOUT"),
         ("aclaimctl", ["status"], {"ACLAIM_CONNECT_TIMEOUT": "abc"}, "ACLAIM_CONNECT_TIMEOUT"),
         ("aclaimctl", ["status"], {"ACLAIM_STATEMENT_TIMEOUT": "-1"}, "ACLAIM_STATEMENT_TIMEOUT"),
         ("aclaimctl", ["--bogus"], {}, "'--bogus' is not an option"),
@@ -274,6 +277,13 @@ def console(c, run):
     c.check(r.returncode == 0 and "=127.0.0.1:8090" in r.stdout and "(Env:ACLAIM_LISTEN)" in r.stdout
             and "(Env:ACLAIM_REPORTS)" in r.stdout,
             "serve --help shows --listen's default and both variables", said(r))
+    r = run("aclaim-console", "serve", dsn=False, env={"ACLAIM_DSN": "not a dsn"}, timeout=20)
+    c.check(r.returncode == 2 and "is not a libpq conninfo or URI" in r.stderr
+            and "cannot reach" not in r.stderr,
+            "the console's --dsn 'not a dsn' exits 2 (a mistake), not 3 (an outage)", said(r))
+    r = run("aclaim-console", "operator", "remove", "nobody")
+    c.check(r.returncode == 2 and "there is no operator nobody" in r.stderr,
+            "operator remove of an unknown name exits 2", said(r))
     r = run("aclaim-console", "operator", "add", "x", "--org", "abc")
     c.check(r.returncode == 2 and "'abc' is not an organization id" in r.stderr,
             "the console parses --org as aclaimctl does", said(r))
