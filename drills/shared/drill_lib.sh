@@ -113,13 +113,16 @@ ctl() { timeout -k 5 60 "$bin/aclaimctl" --dsn "$dsn" "$@"; }
 # The jobs of every scenario are dealt over two queues, which every worker serves, so that the
 # faults are rehearsed with queues as deployed.
 fault_queues=(intake review)
-# enqueue ORG COUNT MAX_ATTEMPTS: half the jobs in each queue.
+# enqueue ORG COUNT MAX_ATTEMPTS: half the jobs in each queue. The queues are new to the database:
+# said with --new-queue to an aclaimctl that refuses unknown queues without it; a previous release's
+# (drills/upgrade runs the old binaries as $bin) takes any queue and knows no such flag.
 enqueue() {
-  local org=$1 n=$2 attempts=$3 half=$(( $2 / 2 ))
+  local org=$1 n=$2 attempts=$3 half=$(( $2 / 2 )) new_queue=()
+  if "$bin/aclaimctl" enqueue --help 2>/dev/null | grep -q -- '--new-queue'; then new_queue=(--new-queue); fi
   if [ "$half" -gt 0 ]; then
-    ctl enqueue --org "$org" --count "$half" --max-attempts "$attempts" --queue "${fault_queues[0]}" --new-queue >/dev/null || return 1
+    ctl enqueue --org "$org" --count "$half" --max-attempts "$attempts" --queue "${fault_queues[0]}" "${new_queue[@]}" >/dev/null || return 1
   fi
-  ctl enqueue --org "$org" --count "$(( n - half ))" --max-attempts "$attempts" --queue "${fault_queues[1]}" --new-queue >/dev/null
+  ctl enqueue --org "$org" --count "$(( n - half ))" --max-attempts "$attempts" --queue "${fault_queues[1]}" "${new_queue[@]}" >/dev/null
 }
 
 remaining() { q "SELECT count(*) FROM jobs WHERE state NOT IN ('completed', 'failed', 'discarded', 'cancelled')"; }
