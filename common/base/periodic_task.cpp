@@ -5,7 +5,7 @@ namespace aclaim::common {
 namespace {
 
 /// A wait with no deadline still goes through the clock in bounded pieces, so that a clock
-/// whose wait cannot be told of a wake-up in time (none today) could not hold it forever.
+/// whose wait cannot be told of a wake-up in time could not hold it forever.
 constexpr PeriodicTask::Wait kLongestPiece = std::chrono::hours(1);
 
 }  // namespace

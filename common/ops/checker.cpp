@@ -55,7 +55,7 @@ bool finishes_park(const AuditEvent& e) {
 }
 
 /// Events after which the job waits for its run_at: an enqueue with a delay, or a retry with a
-/// backoff (schema/0005 and store_sql.hpp write these details).
+/// backoff (schema/0005 and common/store/shared_sql.hpp, kRetryDetail, write these details).
 bool schedules(const AuditEvent& e) {
     if (e.kind == "enqueued") return e.detail.find("; run at ") != std::string::npos;
     return (e.kind == "released" || e.kind == "reclaimed") &&

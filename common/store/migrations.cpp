@@ -18,10 +18,10 @@ constexpr long long kMigrationLockKey = 0x61636c61696d31LL;
 // locks of the tables it changes behind the transactions in flight, and holds up those that
 // arrive meanwhile. One of those can hold a table the migration reaches later while it waits for
 // one the migration already holds: PostgreSQL then rolls one side back (deadlock_detected), and
-// drills/upgrade saw it pick the migration. A lock that does not come within the bound rolls the
+// that side may be the migration. A lock that does not come within the bound rolls the
 // migration back too, rather than stalling every claim and completion behind it. Either way the
 // migration's transaction changed nothing, so it is tried again after a pause, a bounded number
-// of times; any other error ends the run as before.
+// of times; any other error ends the run.
 constexpr int kAttempts = 20;
 constexpr const char* kLockTimeout = "SET LOCAL lock_timeout = '5s'";
 
@@ -77,7 +77,7 @@ MigrationReport migrate(pqxx::connection& conn) {
                     break;
                 } catch (const pqxx::deadlock_detected&) {
                     // libpqxx 6 throws a deadlock as a transaction_rollback, which is not an
-                    // sql_error: drills/upgrade saw this one end the run instead of a retry.
+                    // sql_error, so the catch below would end the run instead of retrying it.
                     if (attempt == kAttempts) throw;
                     retry_after(m.name, "40P01", attempt);
                 } catch (const pqxx::sql_error& e) {

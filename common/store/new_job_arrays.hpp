@@ -22,7 +22,7 @@ struct NewJobArrays {
     std::string dedupe_keys;
     /// The dependencies, one element per edge: job depends_n[i] of the call waits for
     /// depends_on[i] with policy on_failure[i]. All three unset when no job has any, so that an
-    /// enqueue without dependencies runs exactly as before.
+    /// enqueue without dependencies takes the path that adds no edges.
     std::optional<std::string> depends_n;
     std::optional<std::string> depends_on;
     std::optional<std::string> on_failure;

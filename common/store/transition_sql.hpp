@@ -160,7 +160,7 @@ SELECT id, org_id, state, generation, coalesce(assignee, '') AS assignee,
 /// They are read FOR SHARE, which waits for a transaction that holds one to end: a commit still in
 /// flight (one waiting for a synchronous standby after a switchover, whose coordinator gave up on
 /// it at its deadline) would otherwise leave the row's previous version to judge a re-sent
-/// completion by, and the worker was told lease_expired for a completion that became visible a
+/// completion by, and tell the worker lease_expired for a completion that becomes visible a
 /// moment later (the nemesis on the HA cluster, drills/RUNBOOK.md). A wait that outlasts the
 /// statement's deadline is answered as any database that does not answer in time, never from a
 /// row that is being replaced.

@@ -1,6 +1,6 @@
 #pragma once
 
-// The DB layer's own statements beside the store's (common/store/store_sql.hpp) and the presence
+// The DB layer's own statements beside the store's (common/store/*_sql.hpp) and the presence
 // ones (presence_sql.hpp).
 
 namespace aclaim::coordinator::sql {

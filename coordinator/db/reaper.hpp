@@ -59,8 +59,8 @@ class Reaper {
     Mailbox& mailbox_;
     Metrics& metrics_;
     const Connections& connections_;
-    /// The reaper's pace is the interval in real time (as before the promoter existed), so that
-    /// a simulated clock never stops it; the promoter's timer ends a wait early when the
+    /// The reaper's pace is the interval in real time, so that a simulated clock never stops
+    /// it; the promoter's timer ends a wait early when the
     /// earliest run_at, on the injected clock, comes sooner.
     const common::Clock& pace_ = common::real_time();
     std::atomic<bool> nudged_{true};

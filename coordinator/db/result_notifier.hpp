@@ -16,11 +16,11 @@ namespace aclaim::coordinator {
 
 /// Tells result consumers that completions committed, after the commit and off the DB threads.
 ///
-/// A completion used to notify inside its own transaction. PostgreSQL serializes every notifying
+/// A completion does not notify inside its own transaction: PostgreSQL serializes every notifying
 /// transaction behind one cluster-wide lock taken at commit and held through the commit's WAL
-/// flush, so the completions of all DB threads (and of every coordinator) committed one at a time
-/// and never shared a flush. Here a DB thread only records, after its commit returned, which
-/// organizations have new results; this thread sends one notification per organization on the
+/// flush, so notifying completions of all DB threads (and of every coordinator) would commit one
+/// at a time and never share a flush. Here a DB thread only records, after its commit returned,
+/// which organizations have new results; this thread sends one notification per organization on the
 /// results channel from a connection of its own, in a transaction of its own that commits without
 /// waiting for its flush (a wake-up needs no durability). Requests that arrive while one is being
 /// sent are coalesced into the next.

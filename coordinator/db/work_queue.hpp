@@ -22,7 +22,7 @@ namespace aclaim::coordinator {
 /// busy with), so that a flood from one organization delays another's claims by at most a batch,
 /// not by its whole backlog. While more than one organization waits, a batch of claims asks for
 /// at most kFairShareJobs jobs, so that the batch another organization waits behind is short.
-/// One organization alone is served as before: one line, batches as large as they come.
+/// One organization alone has one line and batches as large as they come.
 ///
 /// Renewals go before everything else: a renewal queued behind a backlog can reach the row after
 /// the lease it was meant to extend, and a lapsed lease costs a reclaim, a refused completion and

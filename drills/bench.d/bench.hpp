@@ -71,8 +71,8 @@ struct RawOptions {
     int batch_threads = 4;
     /// Claims and completions per statement in the batched measurement.
     int batch = 100;
-    /// Also the single loop with a pg_notify in each transaction, as completions used to notify,
-    /// for what a notification costs at commit (seconds of that run; 0: skip).
+    /// Also the single loop with a pg_notify in each transaction (which the result notifier spares
+    /// every completion), for what a notification costs at commit (seconds of that run; 0: skip).
     double notify_seconds = 0;
     CpuPids cpu;
 };

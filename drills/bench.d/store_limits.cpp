@@ -26,8 +26,8 @@ common::Instant wall_now() {
     return common::SystemClock().now();
 }
 
-/// The single completion as it was before completions stopped notifying: kComplete with a
-/// pg_notify per completed job in the same statement, for what that costs at commit.
+/// A single completion that notifies in its own transaction: kComplete with a pg_notify per
+/// completed job in the same statement, for what the notification costs at commit.
 constexpr const char* kCompleteNotifying = "bench_complete_notifying";
 
 std::string complete_notifying_text() {

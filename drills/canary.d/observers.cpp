@@ -11,7 +11,8 @@ namespace {
 
 /// Waiting lock requests of this database, one row per waiting session. waitstart (PostgreSQL
 /// 14+) times the current lock wait itself, which lock_timeout bounds; a statement may wait more
-/// than once. The claim is recognised by its text (common/store/store_sql.hpp, kClaimTemplate).
+/// than once. The claim is recognised by its text: every claim plan's statement
+/// (common/store/claim_plan.cpp) has the CTE `picked AS MATERIALIZED`.
 constexpr const char* kLockWaits = R"SQL(
 SELECT position('picked AS MATERIALIZED' IN a.query) > 0,
        l.locktype,

@@ -1,9 +1,10 @@
-// The forged revocation of issue 47, end to end with real processes: reviewers of two
-// organizations hold jobs that allow one attempt each, while a login with no grants sprays
-// pg_notify on every channel the coordinator LISTENs on, several times a second, over guessed
-// job ids, generations and the real worker names. A reviewer that believed a forged REVOKED would
-// stop its review and its job would be discarded at lease expiry; instead every job is completed
-// by its first holder, nothing is reclaimed or discarded, and /metrics counts the forgeries.
+// Forged revocations (docs/security.md, "Notifications wake, never decide"), end to end with
+// real processes: reviewers of two organizations hold jobs that allow one attempt each, while a
+// login with no grants sprays pg_notify on every channel the coordinator LISTENs on, several
+// times a second, over guessed job ids, generations and the real worker names. A reviewer that
+// believed a forged REVOKED would stop its review and its job would be discarded at lease expiry;
+// instead every job is completed by its first holder, nothing is reclaimed or discarded, and
+// /metrics counts the forgeries.
 
 #include <httplib.h>
 #include <unistd.h>

@@ -247,7 +247,7 @@ inline net_to_w(s, t, g) {
     fi
 }
 
-/* ---- the statements, each one atomic step on the row (sql:: names in store_sql.hpp) ---- */
+/* ---- the statements, each one atomic step on the row (sql:: names in common/store) ---- */
 
 /* The fence every transition of a held job shares: state = 'assigned' AND generation = $g
  * AND assignee = $w AND lease_expires_at > $now. */

@@ -203,7 +203,7 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
         for (int round = 0; round < 3; ++round) {
             const bool batched = (round + s) % 2 == 0;
             std::vector<std::string> revoke;
-            // Exactly what the coordinator used to trust: each held job's real organization, id,
+            // What a payload alone cannot prove: each held job's real organization, id,
             // generation and holder, the reasons a genuine one never gives, neighbouring
             // generations, the other organization, the other workers.
             for (const auto& x : held) {

@@ -3,7 +3,7 @@
 // the completer of a job it names, by a single or a coalesced claim, including the claims that
 // race the enqueue that first flags a queue; a coalesced claim places it in a slot it allows; a
 // job every claimer is excluded from stays pending; and a queue that never received a job with
-// exclusions runs the claim statements that ran before exclusions existed.
+// exclusions runs the claim plans without the exclusion dimension.
 
 #include <array>
 #include <barrier>

@@ -511,7 +511,7 @@ TEST_CASE("the retention migration applies in place to a populated database",
     std::int64_t events_before = 0, max_event = 0;
     {
         // Jobs in every state of the schema before retention (at kT0), with the events, results and
-        // columns the statements of that release wrote (those of today's binaries need the later
+        // columns the statements of that release wrote (this build's statements need the later
         // migrations, which is why they are not used here).
         pqxx::connection conn(dsn);
         pqxx::work txn(conn);

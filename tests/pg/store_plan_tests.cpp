@@ -89,8 +89,8 @@ int widest_jobs_scan(const json& node) {
     return most;
 }
 
-/// The times the plan's spend of rate limit tokens (the update of job_queues, store_sql.hpp's
-/// claim_spend, in the rated claim statements only) read job_queues: each loop of a scan of it
+/// The times the plan's spend of rate limit tokens (the update of job_queues, claim_plan.cpp's
+/// spend, in the rated claim statements only) read job_queues: each loop of a scan of it
 /// under that update. -1 when the plan has no such update.
 int bucket_reads(const json& node, bool in_spend = false) {
     const bool spend = node.value("Node Type", "") == "ModifyTable" &&

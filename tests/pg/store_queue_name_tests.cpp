@@ -1,6 +1,6 @@
 // The queue name's pattern, checked where a name is written (schema/0016): an insert or an
-// update of the queue with a bad name is refused as the constraint refused it, and claims and
-// completions, which never write the queue, go on as before.
+// update of the queue with a bad name is refused with a constraint's SQLSTATE, and claims and
+// completions, which never write the queue, never evaluate the check.
 
 #include <catch2/catch.hpp>
 

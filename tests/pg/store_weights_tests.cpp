@@ -1,7 +1,7 @@
 // Weighted queues and priority aging (schema/0022_queue_weights.sql). Weights: claims on queues
 // that all have work hand each out in proportion to its weight, exactly under coalesced claims and
-// whatever the number of claimers, and a claim on queues without a weight runs the statement it
-// ran before weights existed. Aging: a low-priority job under a flood of higher-priority ones is
+// whatever the number of claimers, and a claim on queues without a weight runs a claim plan
+// without the weight dimension. Aging: a low-priority job under a flood of higher-priority ones is
 // claimed within its documented bound, (highest - its priority) x the aging step + one pass
 // interval after its run_at, where without aging it would wait for as long as the flood lasts.
 

@@ -51,7 +51,7 @@ Process::Process(std::vector<std::string> argv, const std::map<std::string, std:
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
-    // A process group of its own, as before: signals to the test do not reach it.
+    // A process group of its own: signals to the test do not reach it.
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setpgroup(&attr, 0);
     const int rc = ::posix_spawn(&pid_, args[0], &actions, &attr, args.data(), envp.data());

@@ -343,8 +343,8 @@ TEST_CASE("JSON members may come in any order; missing, extra or mistyped ones a
 
 TEST_CASE("JSON strings with an unpaired surrogate escape are refused, naming the field",
           "[protocol]") {
-    // The fuzzer's finding: rapidjson turned the lone low surrogate into bytes that are not UTF-8,
-    // the encoder wrote them back raw, and the re-encoded body no longer decoded.
+    // An input the fuzzer found: rapidjson turns the lone low surrogate into bytes that are not
+    // UTF-8, and an encoder that wrote them back raw would make a body that does not decode.
     const std::string finding = R"({"req": 2,"reason": "waiDgdeddfio3\udddDddddddddddedddt d"})";
     REQUIRE(finding.size() == 59);
     const auto e = expect_error(decode3(proto::kTagJson, "NO_WORK", finding));

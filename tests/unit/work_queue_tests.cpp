@@ -110,7 +110,7 @@ TEST_CASE("work queue: a mixed take joins completions to one organization's clai
     CHECK(reqs(q.take(128, true)) == std::vector<std::uint64_t>{8});
     CHECK(q.size() == 0);
 
-    // Without `mixed`, kinds stay apart as before.
+    // Without `mixed`, each kind is a batch of its own.
     q.push(complete(1));
     q.push(claim(1, 2));
     q.push(complete(3));
