@@ -34,10 +34,17 @@ std::optional<common::OrgId> Views::find_job(const Operator& op, common::JobId i
     return std::nullopt;
 }
 
-ActionResult Views::cancel(const Operator& op, common::JobId id, const std::string& reason,
-                           common::Instant now) {
+template <typename Act>
+ActionResult Views::on_job(const Operator& op, common::JobId id, Act&& act) {
     return with_connections([&] {
         if (!find_job(op, id)) return not_found();
+        return act();
+    });
+}
+
+ActionResult Views::cancel(const Operator& op, common::JobId id, const std::string& reason,
+                           common::Instant now) {
+    return on_job(op, id, [&] {
         common::OperatorStore store(data());
         const auto done = store.cancel({id}, actor_of(op), reason, now);
         if (done.empty()) {
@@ -58,8 +65,7 @@ ActionResult Views::cancel(const Operator& op, common::JobId id, const std::stri
 
 ActionResult Views::retry(const Operator& op, common::JobId id, const std::string& reason,
                           common::Instant now) {
-    return with_connections([&] {
-        if (!find_job(op, id)) return not_found();
+    return on_job(op, id, [&] {
         common::OperatorStore store(data());
         const auto done = store.retry({id}, actor_of(op), reason, now);
         const auto j = store.job(id);
@@ -79,8 +85,8 @@ ActionResult Views::pause(const Operator& op, common::OrgId org, const std::stri
             return ActionResult{ActionResult::Kind::NotFound, {{"error", "no such organization"}}};
         scope(std::to_string(org));
         try {
-            common::OperatorStore(data()).pause(org, queue, paused, actor_of(op), reason,
-                                                common::SystemClock(), /*allow_new=*/false);
+            common::OperatorStore(data()).pause(org, queue, paused, actor_of(op), reason, clock_,
+                                                /*allow_new=*/false);
         } catch (const common::UnknownQueue& e) {
             // As aclaimctl: a misspelt queue is refused, never made into a new one.
             return ActionResult{ActionResult::Kind::NotFound, {{"error", e.what()}}};
@@ -93,8 +99,7 @@ ActionResult Views::pause(const Operator& op, common::OrgId org, const std::stri
 
 ActionResult Views::resolve_quarantined(const Operator& op, common::JobId id, bool release,
                                         const std::string& reason, common::Instant now) {
-    return with_connections([&] {
-        if (!find_job(op, id)) return not_found();
+    return on_job(op, id, [&] {
         common::RecoveryStore store(data());
         const auto r = release ? store.release(id, reason, actor_of(op), now)
                                : store.fail(id, reason, actor_of(op), now);

@@ -19,6 +19,7 @@
 #include "common/proto/version.hpp"
 #include "common/store/conninfo.hpp"
 #include "common/store/migrations.hpp"
+#include "common/store/outage_exit.hpp"
 #include "console/operators.hpp"
 #include "console/server.hpp"
 #include "console/views.hpp"
@@ -90,10 +91,12 @@ int remove_operator(const Args& a) {
 int serve(const Args& a) {
     // --listen was checked when parsed: this cannot fail.
     const auto at = common::parse_host_port(a.listen).value();
-    aclaim::console::Views views(require_dsn(a, common::Statements::kBounded), a.reports);
+    // The console's one clock: the views and the server read it.
+    const common::SystemClock clock;
+    aclaim::console::Views views(require_dsn(a, common::Statements::kBounded), a.reports, clock);
     // Before the server's threads start, so that only the waiter sees SIGINT and SIGTERM.
     const sigset_t set = common::block_stop_signals();
-    aclaim::console::ConsoleServer server(views);
+    aclaim::console::ConsoleServer server(views, clock);
     // The address first: a taken port is refused at once, whatever the database does.
     const int bound = server.bind(at.host, at.port);
     migrate(a);
@@ -143,12 +146,15 @@ int run(int argc, char** argv) {
     if (const auto code = common::parse_command_line(app, "aclaim-console", argc, argv))
         return *code;
     try {
-        // On stderr, one line per event: a client's text cannot forge a line (logging.hpp).
-        common::setup_logging("aclaim-console", "info");
-        aclaim::console::init_crypto();
-        if (add->parsed()) return add_operator(args);
-        if (remove->parsed()) return remove_operator(args);
-        return serve(args);
+        return common::exit_on_outage("aclaim-console", args.deadlines.statement_timeout_s, [&] {
+            // On stderr, one line per event: a client's text cannot forge a line
+            // (logging.hpp).
+            common::setup_logging("aclaim-console", "info");
+            aclaim::console::init_crypto();
+            if (add->parsed()) return add_operator(args);
+            if (remove->parsed()) return remove_operator(args);
+            return serve(args);
+        });
     } catch (const UsageError& e) {
         std::cerr << "aclaim-console: " << e.what() << "\n";
         return common::kExitUsage;
@@ -157,16 +163,6 @@ int run(int argc, char** argv) {
         // stops instead of restarting into the same taken port every 2 s.
         std::cerr << "aclaim-console: --listen: " << e.what() << "\n";
         return common::kExitUsage;
-    } catch (const pqxx::broken_connection& e) {
-        std::cerr << "aclaim-console: cannot reach the database: " << e.what() << "\n";
-        return common::kExitUnreachable;
-    } catch (const pqxx::sql_error& e) {
-        // 57014: a statement ran past --statement-timeout: the database is there but does not
-        // answer in time, an outage to a script, not a failure of the command.
-        if (e.sqlstate() != "57014") throw;
-        std::cerr << "aclaim-console: the database did not answer within --statement-timeout ("
-                  << args.deadlines.statement_timeout_s << " s): " << e.what();
-        return common::kExitUnreachable;
     }
 }
 

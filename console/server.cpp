@@ -20,6 +20,7 @@
 #include "common/http/guarded_server.hpp"
 #include "common/ops/recovery.hpp"
 #include "common/store/job_states.hpp"
+#include "common/store/outage_exit.hpp"
 #include "console/assets.hpp"
 
 namespace aclaim::console {
@@ -29,10 +30,9 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kCookie = "aclaim_console";
-const common::SystemClock kSystemClock;
 constexpr int kMaxPage = 500;
-/// SQLSTATE query_canceled: a statement ran past the connection's statement_timeout.
-constexpr const char* kStatementTimeout = "57014";
+/// What a 500 says: the console's log has the rest.
+constexpr const char* kInternalError = "the console failed to answer; its log says why";
 
 // No inline script or style anywhere: every script and stylesheet is an embedded file.
 constexpr const char* kContentSecurityPolicy =
@@ -66,6 +66,16 @@ common::HttpGuardOptions guard_options() {
 void send_json(httplib::Response& res, int status, const json& body) {
     res.status = status;
     res.set_content(body.dump(), "application/json");
+}
+
+/// 200 with `body`, or `status` saying `error` when there is none.
+void send_found(httplib::Response& res, const std::optional<json>& body, int status,
+                const char* error) {
+    if (!body) {
+        send_json(res, status, {{"error", error}});
+        return;
+    }
+    send_json(res, 200, *body);
 }
 
 std::optional<std::string> cookie_token(const httplib::Request& req) {
@@ -133,11 +143,12 @@ void send_action(httplib::Response& res, const ActionResult& r) {
     send_json(res, status, r.body);
 }
 
-/// An unexpected failure of the request: 500, logged.
+/// An unexpected failure of the request: 500 with a fixed message. The detail (a statement, a
+/// table, a server's wording) goes to the log, escaped, and never to the client.
 void send_failure(const httplib::Request& req, httplib::Response& res, const std::exception& e) {
     spdlog::error("console: {} {}: {}", common::printable(req.method), common::printable(req.path),
                   common::printable(e.what()));
-    send_json(res, 500, {{"error", e.what()}});
+    send_json(res, 500, {{"error", kInternalError}});
 }
 
 /// The job states the pages show, from the one list (common/store/job_states.hpp): every state in
@@ -183,7 +194,7 @@ std::string why_not_bindable(const std::string& host, int port) {
 
 }  // namespace
 
-ConsoleServer::ConsoleServer(Views& views) : ConsoleServer(views, kSystemClock) {}
+ConsoleServer::ConsoleServer(Views& views) : ConsoleServer(views, views.clock()) {}
 
 ConsoleServer::ConsoleServer(Views& views, const common::Clock& clock)
     : views_(views),
@@ -286,7 +297,7 @@ void ConsoleServer::routes() {
                               common::printable(e.what()));
                 send_json(res, 503, {{"error", "the database cannot be reached"}});
             } catch (const pqxx::sql_error& e) {
-                if (e.sqlstate() != kStatementTimeout) {
+                if (e.sqlstate() != common::kStatementTimeoutState) {
                     send_failure(req, res, e);
                     return;
                 }
@@ -385,11 +396,11 @@ void ConsoleServer::routes() {
     });
 
     s.Get("/api/overview", [this, session_of](const httplib::Request& req, httplib::Response& res) {
-        send_json(res, 200, views_.overview(session_of(req).op, common::SystemClock().now()));
+        send_json(res, 200, views_.overview(session_of(req).op, clock_.now()));
     });
 
     s.Get("/api/leases", [this, session_of](const httplib::Request& req, httplib::Response& res) {
-        send_json(res, 200, views_.leases(session_of(req).op, common::SystemClock().now()));
+        send_json(res, 200, views_.leases(session_of(req).op, clock_.now()));
     });
 
     s.Get("/api/jobs", [this, session_of](const httplib::Request& req, httplib::Response& res) {
@@ -411,22 +422,14 @@ void ConsoleServer::routes() {
     s.Get(R"(/api/jobs/(\d+))",
           [this, session_of](const httplib::Request& req, httplib::Response& res) {
               const auto id = path_id(req.matches[1].str());
-              const auto j = views_.job(session_of(req).op, id, common::SystemClock().now());
-              if (!j) {
-                  send_json(res, 404, {{"error", "no such job"}});
-                  return;
-              }
-              send_json(res, 200, *j);
+              const auto j = views_.job(session_of(req).op, id, clock_.now());
+              send_found(res, j, 404, "no such job");
           });
 
     s.Get(R"(/api/jobs/(\d+)/workflow)",
           [this, session_of](const httplib::Request& req, httplib::Response& res) {
               const auto w = views_.workflow(session_of(req).op, path_id(req.matches[1].str()));
-              if (!w) {
-                  send_json(res, 404, {{"error", "no such job"}});
-                  return;
-              }
-              send_json(res, 200, *w);
+              send_found(res, w, 404, "no such job");
           });
 
     s.Get("/api/quarantine",
@@ -434,60 +437,63 @@ void ConsoleServer::routes() {
               send_json(res, 200, views_.quarantine(session_of(req).op));
           });
 
-    auto resolve = [this, session_of](bool release) {
-        return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
+    // Every action: the reason first (400 without one), then `take` as the signed-in operator;
+    // what was asked and its result are logged under the operator's name.
+    auto act = [session_of](const httplib::Request& req, httplib::Response& res,
+                            const std::string& what, const auto& take) {
+        const auto reason = reason_of(req, res);
+        if (!reason) return;
+        const auto op = session_of(req).op;
+        const ActionResult r = take(op, *reason);
+        spdlog::info("console: {} asked to {}: {}", common::printable(op.name), what,
+                     r.body.dump());
+        send_action(res, r);
+    };
+
+    auto resolve = [this, act](bool release) {
+        return [this, act, release](const httplib::Request& req, httplib::Response& res) {
             const auto id = path_id(req.matches[1].str());
-            const auto reason = reason_of(req, res);
-            if (!reason) return;
-            const auto op = session_of(req).op;
-            const auto r =
-                views_.resolve_quarantined(op, id, release, *reason, common::SystemClock().now());
-            spdlog::info("console: {} asked to {} quarantined job {}: {}",
-                         common::printable(op.name), release ? "release" : "fail", id,
-                         r.body.dump());
-            send_action(res, r);
+            const auto what =
+                fmt::format("{} quarantined job {}", release ? "release" : "fail", id);
+            act(req, res, what, [&](const Operator& op, const std::string& reason) {
+                return views_.resolve_quarantined(op, id, release, reason, clock_.now());
+            });
         };
     };
     s.Post(R"(/api/quarantine/(\d+)/release)", resolve(true));
     s.Post(R"(/api/quarantine/(\d+)/fail)", resolve(false));
 
-    auto job_action = [this, session_of](bool cancel) {
-        return [this, session_of, cancel](const httplib::Request& req, httplib::Response& res) {
+    auto job_action = [this, act](bool cancel) {
+        return [this, act, cancel](const httplib::Request& req, httplib::Response& res) {
             const auto id = path_id(req.matches[1].str());
-            const auto reason = reason_of(req, res);
-            if (!reason) return;
-            const auto op = session_of(req).op;
-            const auto now = common::SystemClock().now();
-            const auto r =
-                cancel ? views_.cancel(op, id, *reason, now) : views_.retry(op, id, *reason, now);
-            spdlog::info("console: {} asked to {} job {}: {}", common::printable(op.name),
-                         cancel ? "cancel" : "retry", id, r.body.dump());
-            send_action(res, r);
+            const auto what = fmt::format("{} job {}", cancel ? "cancel" : "retry", id);
+            act(req, res, what, [&](const Operator& op, const std::string& reason) {
+                const auto now = clock_.now();
+                return cancel ? views_.cancel(op, id, reason, now)
+                              : views_.retry(op, id, reason, now);
+            });
         };
     };
     s.Post(R"(/api/jobs/(\d+)/cancel)", job_action(true));
     s.Post(R"(/api/jobs/(\d+)/retry)", job_action(false));
 
-    auto queue_action = [this, session_of](bool paused) {
-        return [this, session_of, paused](const httplib::Request& req, httplib::Response& res) {
+    auto queue_action = [this, act](bool paused) {
+        return [this, act, paused](const httplib::Request& req, httplib::Response& res) {
             const auto org = path_id(req.matches[1].str());
             const auto queue = req.matches[2].str();
-            const auto reason = reason_of(req, res);
-            if (!reason) return;
-            const auto op = session_of(req).op;
-            const auto r = views_.pause(op, org, queue, paused, *reason);
-            spdlog::info("console: {} asked to {} queue {} of organization {}: {}",
-                         common::printable(op.name), paused ? "pause" : "resume", queue, org,
-                         r.body.dump());
-            send_action(res, r);
+            const auto what = fmt::format("{} queue {} of organization {}",
+                                          paused ? "pause" : "resume", queue, org);
+            act(req, res, what, [&](const Operator& op, const std::string& reason) {
+                return views_.pause(op, org, queue, paused, reason);
+            });
         };
     };
     // The pattern is the queue name's own rule (schema/0005), so nothing else reaches the store.
     s.Post(R"(/api/queues/(\d+)/([A-Za-z0-9][A-Za-z0-9_.:-]{0,63})/pause)", queue_action(true));
     s.Post(R"(/api/queues/(\d+)/([A-Za-z0-9][A-Za-z0-9_.:-]{0,63})/resume)", queue_action(false));
 
-    auto resolve_lease = [this, session_of](bool release) {
-        return [this, session_of, release](const httplib::Request& req, httplib::Response& res) {
+    auto resolve_lease = [this, act](bool release) {
+        return [this, act, release](const httplib::Request& req, httplib::Response& res) {
             const auto id = path_id(req.matches[1].str());
             const auto body = common::parse_bounded_json_or_discarded(req.body);
             if (!body.is_object() || !body.contains("generation") ||
@@ -495,15 +501,12 @@ void ConsoleServer::routes() {
                 send_json(res, 400, {{"error", "the generation the page shows is required"}});
                 return;
             }
-            const auto reason = reason_of(req, res);
-            if (!reason) return;
-            const auto op = session_of(req).op;
-            const auto r = views_.resolve_lease(op, id, body["generation"].get<long long>(),
-                                                release, *reason, common::SystemClock().now());
-            spdlog::info("console: {} asked to {} the assignment of job {}: {}",
-                         common::printable(op.name), release ? "release" : "fail", id,
-                         r.body.dump());
-            send_action(res, r);
+            const auto seen = body["generation"].get<long long>();
+            const auto what =
+                fmt::format("{} the assignment of job {}", release ? "release" : "fail", id);
+            act(req, res, what, [&](const Operator& op, const std::string& reason) {
+                return views_.resolve_lease(op, id, seen, release, reason, clock_.now());
+            });
         };
     };
     s.Post(R"(/api/leases/(\d+)/release)", resolve_lease(true));
@@ -514,12 +517,8 @@ void ConsoleServer::routes() {
     });
 
     s.Post("/api/check", [this, session_of](const httplib::Request& req, httplib::Response& res) {
-        const auto r = views_.run_check(session_of(req).op, common::SystemClock().now());
-        if (!r) {
-            send_json(res, 403, {{"error", "the check reads every organization"}});
-            return;
-        }
-        send_json(res, 200, *r);
+        const auto r = views_.run_check(session_of(req).op, clock_.now());
+        send_found(res, r, 403, "the check reads every organization");
     });
 
     s.Get(R"(/reports/(.+))",

@@ -28,9 +28,11 @@ class BindError : public std::runtime_error {
 
 class ConsoleServer {
   public:
+    /// On the views' clock.
     explicit ConsoleServer(Views& views);
-    /// `clock` (which must outlive the server) times sessions and sign-in throttling. Sessions
-    /// are kept in the views' database (console/sessions.hpp).
+    /// `clock` (which must outlive the server) times sessions, sign-in throttling and the
+    /// instants the pages and actions are read and taken at. Sessions are kept in the views'
+    /// database (console/sessions.hpp).
     ConsoleServer(Views& views, const common::Clock& clock);
     ~ConsoleServer();
     ConsoleServer(const ConsoleServer&) = delete;

@@ -25,6 +25,7 @@ using nlohmann::json;
 namespace {
 
 constexpr int kLeasesShown = 500;
+const common::SystemClock kSystemClock;
 
 json micros_or_null(const pqxx::field& f) {
     return f.is_null() ? json(nullptr) : json(f.as<common::Micros>());
@@ -32,8 +33,11 @@ json micros_or_null(const pqxx::field& f) {
 
 }  // namespace
 
+Views::Views(std::string dsn, fs::path reports_dir, const common::Clock& clock)
+    : dsn_(std::move(dsn)), reports_dir_(std::move(reports_dir)), clock_(clock) {}
+
 Views::Views(std::string dsn, fs::path reports_dir)
-    : dsn_(std::move(dsn)), reports_dir_(std::move(reports_dir)) {}
+    : Views(std::move(dsn), std::move(reports_dir), kSystemClock) {}
 
 namespace {
 

@@ -47,7 +47,13 @@ class Views {
   public:
     static constexpr std::ptrdiff_t kHashSlots = 2;
 
+    /// `clock` (which must outlive the views) is the program's: actions that need a clock rather
+    /// than an instant (pause) read it.
+    Views(std::string dsn, std::filesystem::path reports_dir, const common::Clock& clock);
+    /// On the system clock.
     Views(std::string dsn, std::filesystem::path reports_dir);
+
+    const common::Clock& clock() const { return clock_; }
 
     /// The database the views read, with the deadlines it was given.
     const std::string& dsn() const { return dsn_; }
@@ -113,6 +119,10 @@ class Views {
     /// The job's organization when the operator may see it, trying each scope in turn; leaves
     /// the data connection scoped to it.
     std::optional<common::OrgId> find_job(const Operator& op, common::JobId id);
+    /// `act()` with the data connection scoped to job `id`'s organization; NotFound when the
+    /// operator may not see the job (console/actions.cpp).
+    template <typename Act>
+    ActionResult on_job(const Operator& op, common::JobId id, Act&& act);
     /// A job's exclusions (schema/0025) for its page, or null when it has none: the reviewers and
     /// jobs it names, the reviewers connected now and which it excludes, and, for a pending job
     /// that every connected reviewer is excluded from, that this is why it waits.
@@ -130,6 +140,7 @@ class Views {
 
     std::string dsn_;
     std::filesystem::path reports_dir_;
+    const common::Clock& clock_;
     std::mutex mutex_;
     std::unique_ptr<pqxx::connection> data_;
     std::unique_ptr<pqxx::connection> meta_;

@@ -123,12 +123,12 @@ int run_across_cells(const Global& global, const common::CellMap& map,
         // The thread owns copies of what it uses: it may outlive this call.
         threads.emplace_back([cell, command, slot] { run_one(cell, command, *slot); });
     }
-    const auto deadline = common::SystemClock().monotonic_now() + *timeout;
+    const auto deadline = global.clock.monotonic_now() + *timeout;
     bool abandoned = false;
     for (std::size_t i = 0; i < cells.size(); ++i) {
         auto& slot = *slots[i];
         std::unique_lock lock(slot.mutex);
-        const auto left = deadline - common::SystemClock().monotonic_now();
+        const auto left = deadline - global.clock.monotonic_now();
         if (slot.done_cv.wait_for(lock, left, [&] { return slot.done; })) {
             lock.unlock();
             threads[i].join();

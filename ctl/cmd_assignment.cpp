@@ -31,7 +31,7 @@ int run(const Global& global, const AssignmentArgs& a, bool release) {
         a.generation > 0 ? std::optional<common::Generation>(a.generation) : std::nullopt;
     pqxx::connection conn(require_dsn(global));
     common::OperatorStore store(conn);
-    const auto now = common::SystemClock().now();
+    const auto now = global.clock.now();
     const auto out = release ? store.release(a.job, expected, a.actor, reason, now)
                              : store.fail(a.job, expected, a.actor, reason, now);
     const std::string job = "job " + std::to_string(a.job);

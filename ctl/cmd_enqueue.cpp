@@ -278,7 +278,7 @@ void analyze_jobs(const std::string& dsn) {
 }
 
 int run_enqueue(const Global& global, const EnqueueArgs& a) {
-    common::SystemClock clock;
+    const common::Clock& clock = global.clock;
     auto records = gather(a);
     apply_lifecycle(a, records, clock.now());
     const auto window = duration_option(a.dedupe_window, "--dedupe-window");
@@ -368,11 +368,11 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
 }  // namespace
 
 void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
-    auto args = std::make_shared<EnqueueArgs>();
-    auto* cmd = app.add_subcommand(
-        "enqueue",
+    auto [cmd, args] = add_command<EnqueueArgs>(
+        app, "enqueue",
         "Add pending jobs: payloads as arguments, --count synthetic ones, or records from --csv "
-        "or --jsonl (a file, or - for standard input)");
+        "or --jsonl (a file, or - for standard input)",
+        global, action, run_enqueue);
     cmd->add_option("payloads", args->payloads, "Payloads, one job each (with --org)");
     common::add_org(*cmd, args->org,
                     "Organization id; with --csv/--jsonl, the default for records without one");
@@ -436,9 +436,6 @@ void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
                   "refused, with its queues, as a misspelling)");
     cmd->add_flag("--ids", args->ids_only,
                   "Print only each job's id, one a line (the summary goes to standard error)");
-    cmd->callback([&global, &action, args] {
-        action = [&global, args] { return run_enqueue(global, *args); };
-    });
 }
 
 }  // namespace aclaim::ctl

@@ -131,7 +131,7 @@ void add_inspect_command(CLI::App& app, Global& global, Action& action) {
             const auto events = store.events(args->job);
             const auto progress = store.progress(args->job);
             const auto park = store.park(args->job);
-            const auto now = common::SystemClock().now();
+            const auto now = global.clock.now();
             if (args->json) {
                 nlohmann::json out{{"job", common::job_json(*job)},
                                    {"events", nlohmann::json::array()}};

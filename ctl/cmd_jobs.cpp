@@ -67,7 +67,7 @@ std::string lease_text(const common::JobRecord& j, common::Instant now) {
 }
 
 int run_list(const Global& global, const ListArgs& a) {
-    const auto now = common::SystemClock().now();
+    const auto now = global.clock.now();
     const auto filter = filter_of(a, now);
     pqxx::connection conn(require_dsn(global));
     const auto jobs = common::OperatorStore(conn).list(filter);
@@ -121,8 +121,7 @@ void add_jobs_command(CLI::App& app, Global& global, Action& action) {
     ls->add_option("--after-id", args->after_id, "Start after this job id (the next page)")
         ->check(common::whole_number(0));
     ls->add_flag("--json", args->json, "Print one JSON object");
-    ls->callback(
-        [&global, &action, args] { action = [&global, args] { return run_list(global, *args); }; });
+    bind_action(ls, global, action, args, run_list);
 }
 
 }  // namespace aclaim::ctl

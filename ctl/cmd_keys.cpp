@@ -172,7 +172,7 @@ int revoke(const Global& global, const RevokeArgs& args) {
     }
     pqxx::connection conn(require_dsn(global));
     pqxx::work txn(conn, "keys_revoke");
-    const auto now = common::SystemClock().now();
+    const auto now = global.clock.now();
     const std::vector<std::string> revoked =
         !args.public_key.empty() ? common::revoke_worker_key(txn, args.public_key, now)
                                  : common::revoke_worker_keys_named(txn, args.name, args.org, now);
@@ -248,8 +248,9 @@ void add_keys_command(CLI::App& app, Global& global, Action& action) {
     g->add_flag("--server", gen->server, "The coordinator's pair (coordinator.key/.pub)");
     g->callback([&action, gen] { action = [gen] { return generate(*gen); }; });
 
-    auto reg = std::make_shared<RegisterArgs>();
-    auto* r = cmd->add_subcommand("register", "Bind a worker public key to an organization");
+    auto [r, reg] =
+        add_command<RegisterArgs>(*cmd, "register", "Bind a worker public key to an organization",
+                                  global, action, register_key);
     common::add_org(*r, reg->org, "Organization id")->required();
     r->add_option("--name", reg->name, "Worker name; the worker must say HELLO with it")
         ->required()
@@ -260,23 +261,17 @@ void add_keys_command(CLI::App& app, Global& global, Action& action) {
     r->add_option("--queues", reg->queues,
                   "Limit the key to these queues (HELLO naming another is refused)")
         ->delimiter(',');
-    r->callback([&global, &action, reg] {
-        action = [&global, reg] { return register_key(global, *reg); };
-    });
 
-    auto rev = std::make_shared<RevokeArgs>();
-    auto* v = cmd->add_subcommand("revoke", "Refuse a key (or every live key of a worker)");
+    auto [v, rev] = add_command<RevokeArgs>(
+        *cmd, "revoke", "Refuse a key (or every live key of a worker)", global, action, revoke);
     v->add_option("--public-key", rev->public_key, "Z85 public key");
     v->add_option("--name", rev->name, "Worker name: revokes all its live keys");
     common::add_org(*v, rev->org, "With --name: only in this organization");
-    v->callback(
-        [&global, &action, rev] { action = [&global, rev] { return revoke(global, *rev); }; });
 
     auto json = std::make_shared<bool>(false);
     auto* l = cmd->add_subcommand("list", "Every key, live and revoked");
     l->add_flag("--json", *json, "One JSON document");
-    l->callback(
-        [&global, &action, json] { action = [&global, json] { return list(global, *json); }; });
+    bind_action(l, global, action, json, list);
 }
 
 }  // namespace aclaim::ctl

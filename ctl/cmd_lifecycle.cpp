@@ -81,7 +81,7 @@ int run_cancel(const Global& global, const CancelArgs& a) {
     pqxx::connection conn(require_dsn(global));
     common::OperatorStore store(conn);
     const auto ids = select(store, a.selection);
-    const auto done = store.cancel(ids, a.actor, a.reason, common::SystemClock().now());
+    const auto done = store.cancel(ids, a.actor, a.reason, global.clock.now());
     for (const auto& c : done) {
         std::printf("job %lld cancelled (was %s%s)\n", static_cast<long long>(c.job_id),
                     c.was.c_str(),
@@ -106,7 +106,7 @@ int run_retry(const Global& global, const RetryArgs& a) {
     pqxx::connection conn(require_dsn(global));
     common::OperatorStore store(conn);
     const auto ids = select(store, a.selection);
-    const auto done = store.retry(ids, a.actor, a.reason, common::SystemClock().now());
+    const auto done = store.retry(ids, a.actor, a.reason, global.clock.now());
     for (const auto id : done) {
         std::printf("job %lld pending again with a fresh attempt budget\n",
                     static_cast<long long>(id));
@@ -157,7 +157,7 @@ int run_pause(const Global& global, const QueueArgs& a, bool paused) {
     try {
         common::OperatorStore(conn).pause(a.org, a.queue, paused, a.actor,
                                           a.reason.empty() ? "no reason given" : a.reason,
-                                          common::SystemClock(), a.create);
+                                          global.clock, a.create);
     } catch (const common::UnknownQueue& e) {
         throw UsageError(unknown_queue(conn, a, e));
     }
@@ -212,8 +212,8 @@ int run_set(const Global& global, const QueueArgs& a) {
         throw UsageError("--burst has no meaning with --rate 0, which removes the limit");
     pqxx::connection conn(require_dsn(global));
     try {
-        common::OperatorStore(conn).configure(a.org, a.queue, q, a.actor,
-                                              common::SystemClock().now(), a.create);
+        common::OperatorStore(conn).configure(a.org, a.queue, q, a.actor, global.clock.now(),
+                                              a.create);
     } catch (const common::UnknownQueue& e) {
         throw UsageError(unknown_queue(conn, a, e));
     }
@@ -323,27 +323,21 @@ int run_list(const Global& global, const QueueArgs& a) {
 }  // namespace
 
 void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
-    auto cancel = std::make_shared<CancelArgs>();
-    auto* c = app.add_subcommand(
-        "cancel",
+    auto [c, cancel] = add_command<CancelArgs>(
+        app, "cancel",
         "Cancel jobs: pending and scheduled ones at once; an assigned one's holder is told at "
-        "once and its completion is refused");
+        "once and its completion is refused",
+        global, action, run_cancel);
     add_selection(c, cancel->selection, "cancel");
     c->add_option("--reason", cancel->reason, "Why, recorded in job_events")->required();
     c->add_option("--by", cancel->actor, "Who acts, as recorded")->capture_default_str();
-    c->callback([&global, &action, cancel] {
-        action = [&global, cancel] { return run_cancel(global, *cancel); };
-    });
 
-    auto retry = std::make_shared<RetryArgs>();
-    auto* r = app.add_subcommand(
-        "retry", "Revive failed, discarded or cancelled jobs with a fresh attempt budget");
+    auto [r, retry] = add_command<RetryArgs>(
+        app, "retry", "Revive failed, discarded or cancelled jobs with a fresh attempt budget",
+        global, action, run_retry);
     add_selection(r, retry->selection, "revive");
     r->add_option("--reason", retry->reason, "Why, recorded in job_events")->capture_default_str();
     r->add_option("--by", retry->actor, "Who acts, as recorded")->capture_default_str();
-    r->callback([&global, &action, retry] {
-        action = [&global, retry] { return run_retry(global, *retry); };
-    });
 
     auto qa = std::make_shared<QueueArgs>();
     auto* q = app.add_subcommand("queue", "Pause, resume, configure and list queues");
@@ -405,13 +399,11 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
     s->add_option("--by", qa->actor, "Who acts, as recorded")->capture_default_str();
     s->add_flag("--create", qa->create,
                 "Accept a queue the organization has no job or settings in yet");
-    s->callback(
-        [&global, &action, qa] { action = [&global, qa] { return run_set(global, *qa); }; });
+    bind_action(s, global, action, qa, run_set);
     auto* l = q->add_subcommand("list", "Each queue's counts by state and its settings");
     common::add_org(*l, qa->org, "Only this organization");
     l->add_flag("--json", qa->json, "One JSON document, for scripts");
-    l->callback(
-        [&global, &action, qa] { action = [&global, qa] { return run_list(global, *qa); }; });
+    bind_action(l, global, action, qa, run_list);
 }
 
 }  // namespace aclaim::ctl

@@ -23,21 +23,19 @@ struct ProducerArgs {
 };
 
 int run_bind(const Global& global, const ProducerArgs& a) {
-    pqxx::connection conn(require_dsn(global));
-    pqxx::work txn(conn, "producer_bind");
-    txn.exec_params(common::sql::kProducerBind.text, a.login, a.org, default_actor(),
-                    common::SystemClock().now());
-    txn.commit();
+    in_transaction(global, "producer_bind", [&](pqxx::work& txn) {
+        return txn.exec_params(common::sql::kProducerBind.text, a.login, a.org, default_actor(),
+                               global.clock.now());
+    });
     std::printf("login %s now acts for organization %lld only\n", a.login.c_str(),
                 static_cast<long long>(a.org));
     return 0;
 }
 
 int run_unbind(const Global& global, const ProducerArgs& a) {
-    pqxx::connection conn(require_dsn(global));
-    pqxx::work txn(conn, "producer_unbind");
-    const bool unbound = txn.exec_params1(common::sql::kProducerUnbind.text, a.login)[0].as<bool>();
-    txn.commit();
+    const bool unbound = in_transaction(global, "producer_unbind", [&](pqxx::work& txn) {
+        return txn.exec_params1(common::sql::kProducerUnbind.text, a.login)[0].as<bool>();
+    });
     if (!unbound) throw UsageError("login " + a.login + " is not bound to an organization");
     std::printf("login %s is no longer a producer\n", a.login.c_str());
     return 0;
@@ -75,24 +73,18 @@ void add_producers_command(CLI::App& app, Global& global, Action& action) {
     auto* producers = app.add_subcommand(
         "producers", "Producer logins: the roles services enqueue and consume verdicts as");
     producers->require_subcommand(1);
-    auto bind = std::make_shared<ProducerArgs>();
-    auto* b = producers->add_subcommand(
-        "bind", "Bind an existing login role to one organization (and make it a producer)");
+    auto [b, bind] = add_command<ProducerArgs>(
+        *producers, "bind",
+        "Bind an existing login role to one organization (and make it a producer)", global, action,
+        run_bind);
     b->add_option("--login", bind->login, "The login role")->required();
     common::add_org(*b, bind->org, "Its organization")->required();
-    b->callback(
-        [&global, &action, bind] { action = [&global, bind] { return run_bind(global, *bind); }; });
-    auto unbind = std::make_shared<ProducerArgs>();
-    auto* u = producers->add_subcommand("unbind", "Take a login's producer rights away");
+    auto [u, unbind] = add_command<ProducerArgs>(
+        *producers, "unbind", "Take a login's producer rights away", global, action, run_unbind);
     u->add_option("--login", unbind->login, "The login role")->required();
-    u->callback([&global, &action, unbind] {
-        action = [&global, unbind] { return run_unbind(global, *unbind); };
-    });
-    auto list = std::make_shared<ProducerArgs>();
-    auto* l = producers->add_subcommand("list", "Bound logins and their organizations");
+    auto [l, list] = add_command<ProducerArgs>(
+        *producers, "list", "Bound logins and their organizations", global, action, run_list);
     l->add_flag("--json", list->json, "JSON");
-    l->callback(
-        [&global, &action, list] { action = [&global, list] { return run_list(global, *list); }; });
 }
 
 }  // namespace aclaim::ctl

@@ -66,7 +66,7 @@ int list(const Global& global, bool json) {
 
 int show(const Global& global, common::JobId job, bool json) {
     pqxx::connection conn(require_dsn(global));
-    const auto d = common::RecoveryStore(conn).dossier(job, common::SystemClock().now());
+    const auto d = common::RecoveryStore(conn).dossier(job, global.clock.now());
     if (!d) throw UsageError("no job " + std::to_string(job));
     const auto& s = d->snapshot;
     if (json) {
@@ -133,7 +133,7 @@ int resolve(const Global& global, common::JobId job, bool release, const std::st
     }
     pqxx::connection conn(require_dsn(global));
     common::RecoveryStore store(conn);
-    const auto now = common::SystemClock().now();
+    const auto now = global.clock.now();
     const auto r =
         release ? store.release(job, reason, actor, now) : store.fail(job, reason, actor, now);
     if (r.refusal) throw UsageError(*r.refusal);

@@ -223,8 +223,8 @@ std::string default_actor() {
     return std::string("aclaimctl:") + (user && *user ? user : "operator");
 }
 
-common::Instant parse_now_option(const std::string& text) {
-    if (text.empty()) return common::SystemClock().now();
+common::Instant parse_now_option(const std::string& text, const common::Clock& clock) {
+    if (text.empty()) return clock.now();
     const auto t = common::parse_instant(text);
     if (!t) {
         throw UsageError("--now '" + text +
@@ -250,8 +250,8 @@ void add_recover_command(CLI::App& app, Global& global, Action& action) {
     cmd->add_option("--by", args->actor, "Who acts, as recorded in job_events");
     cmd->callback([&global, &action, args] {
         action = [&global, args] {
-            const auto now = parse_now_option(args->now);
-            if (args->apply && now > common::SystemClock().now() + kApplyClockSlack) {
+            const auto now = parse_now_option(args->now, global.clock);
+            if (args->apply && now > global.clock.now() + kApplyClockSlack) {
                 throw UsageError("--apply with --now " + common::format_instant(now) +
                                  " ahead of this machine's clock would take leases that are still "
                                  "live; apply at the real time or earlier");

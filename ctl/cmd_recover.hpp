@@ -11,7 +11,7 @@ namespace aclaim::ctl {
 /// Who acts, as recorded in the worker column of job_events: "aclaimctl:<login>".
 std::string default_actor();
 
-/// --now: empty means this machine's clock; otherwise ISO 8601 with a zone or @unix_us.
-common::Instant parse_now_option(const std::string& text);
+/// --now: empty means `clock`'s now; otherwise ISO 8601 with a zone or @unix_us.
+common::Instant parse_now_option(const std::string& text, const common::Clock& clock);
 
 }  // namespace aclaim::ctl

@@ -114,11 +114,10 @@ std::int64_t deliver(clients::ResultConsumer& consumer, std::vector<clients::Ver
 /// Creates the group if it is missing and says so when a group made at `latest` leaves verdicts
 /// already decided behind: a follower that prints nothing must not leave the operator guessing.
 void create_group(const Global& global, const FollowArgs& a) {
-    pqxx::connection conn(require_dsn(global));
-    pqxx::work txn(conn, "results_follow_create");
-    const auto r = txn.exec_params1(clients::sql::kGroupCreate.text, a.g.group, a.g.from,
-                                    org_option(a.g.org), common::SystemClock().now());
-    txn.commit();
+    const auto r = in_transaction(global, "results_follow_create", [&](pqxx::work& txn) {
+        return txn.exec_params1(clients::sql::kGroupCreate.text, a.g.group, a.g.from,
+                                org_option(a.g.org), global.clock.now());
+    });
     const auto at = r["acked"].as<long long>();
     if (!r["created"].as<bool>() || at == 0) return;
     const std::string left = at == 1 ? "the verdict before it is"
@@ -136,7 +135,7 @@ int run_follow(const Global& global, const FollowArgs& a) {
     const auto idle_exit = duration_flag(a.idle_exit, "--idle-exit");
     const auto options = consumer_options(a);
     if (!a.no_create) create_group(global, a);
-    common::SystemClock clock;
+    const common::Clock& clock = global.clock;
     common::Backoff backoff;
     std::int64_t written = 0;
     auto idle_since = clock.monotonic_now();
@@ -169,11 +168,10 @@ int run_follow(const Global& global, const FollowArgs& a) {
 int run_group_add(const Global& global, const GroupArgs& a) {
     if (a.from != "latest" && a.from != "earliest")
         throw UsageError("--from is latest or earliest, not '" + a.from + "'");
-    pqxx::connection conn(require_dsn(global));
-    pqxx::work txn(conn, "results_group_add");
-    const auto r = txn.exec_params1(clients::sql::kGroupCreate.text, a.group, a.from,
-                                    org_option(a.org), common::SystemClock().now());
-    txn.commit();
+    const auto r = in_transaction(global, "results_group_add", [&](pqxx::work& txn) {
+        return txn.exec_params1(clients::sql::kGroupCreate.text, a.group, a.from, org_option(a.org),
+                                global.clock.now());
+    });
     std::printf("%s group %s of organization %lld at position %lld\n",
                 r["created"].as<bool>() ? "created" : "kept existing", a.group.c_str(),
                 r["org_id"].as<long long>(), r["acked"].as<long long>());
@@ -181,10 +179,9 @@ int run_group_add(const Global& global, const GroupArgs& a) {
 }
 
 int run_group_drop(const Global& global, const GroupArgs& a) {
-    pqxx::connection conn(require_dsn(global));
-    pqxx::work txn(conn, "results_group_drop");
-    const bool dropped = clients::ResultConsumer::drop_group(txn, a.group, org_option(a.org));
-    txn.commit();
+    const bool dropped = in_transaction(global, "results_group_drop", [&](pqxx::work& txn) {
+        return clients::ResultConsumer::drop_group(txn, a.group, org_option(a.org));
+    });
     if (!dropped) throw UsageError("no consumer group '" + a.group + "' in that organization");
     std::printf("dropped group %s\n", a.group.c_str());
     return 0;
@@ -227,10 +224,10 @@ void add_results_command(CLI::App& app, Global& global, Action& action) {
         "results", "Verdicts of jobs to consumer groups: follow a group, manage groups");
     results->require_subcommand(1);
 
-    auto follow = std::make_shared<FollowArgs>();
-    auto* f = results->add_subcommand(
-        "follow",
-        "Print each verdict of the group as it is committed, and acknowledge it once written");
+    auto [f, follow] = add_command<FollowArgs>(
+        *results, "follow",
+        "Print each verdict of the group as it is committed, and acknowledge it once written",
+        global, action, run_follow);
     f->add_option("--group", follow->g.group, "Consumer group")->required();
     add_group_options(f, follow->g);
     f->add_flag("--json", follow->g.json, "One JSON object per line");
@@ -248,35 +245,25 @@ void add_results_command(CLI::App& app, Global& global, Action& action) {
     f->add_option("--batch", follow->batch, "Verdicts per fetch")
         ->check(CLI::Range(1, 10000))
         ->capture_default_str();
-    f->callback([&global, &action, follow] {
-        action = [&global, follow] { return run_follow(global, *follow); };
-    });
 
     auto* group = results->add_subcommand("group", "Consumer groups: add, drop, list");
     group->require_subcommand(1);
-    auto add = std::make_shared<GroupArgs>();
-    auto* a = group->add_subcommand("add", "Create a consumer group (kept as it is if it exists)");
+    auto [a, add] = add_command<GroupArgs>(*group, "add",
+                                           "Create a consumer group (kept as it is if it exists)",
+                                           global, action, run_group_add);
     a->add_option("group", add->group, "Group name")->required();
     add_group_options(a, *add);
     a->add_option("--from", add->from, "latest (from now on) or earliest (everything kept)")
         ->capture_default_str();
-    a->callback([&global, &action, add] {
-        action = [&global, add] { return run_group_add(global, *add); };
-    });
-    auto drop = std::make_shared<GroupArgs>();
-    auto* d = group->add_subcommand("drop", "Remove a consumer group and its cursor");
+    auto [d, drop] = add_command<GroupArgs>(
+        *group, "drop", "Remove a consumer group and its cursor", global, action, run_group_drop);
     d->add_option("group", drop->group, "Group name")->required();
     add_group_options(d, *drop);
-    d->callback([&global, &action, drop] {
-        action = [&global, drop] { return run_group_drop(global, *drop); };
-    });
-    auto list = std::make_shared<GroupArgs>();
-    auto* l = group->add_subcommand("list", "Consumer groups with their cursor and lag");
+    auto [l, list] =
+        add_command<GroupArgs>(*group, "list", "Consumer groups with their cursor and lag", global,
+                               action, run_group_list);
     add_group_options(l, *list);
     l->add_flag("--json", list->json, "JSON");
-    l->callback([&global, &action, list] {
-        action = [&global, list] { return run_group_list(global, *list); };
-    });
 }
 
 }  // namespace aclaim::ctl

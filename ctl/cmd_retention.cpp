@@ -121,7 +121,7 @@ struct RunArgs {
 };
 
 int run_prune(const Global& global, const RunArgs& a) {
-    const auto now = common::SystemClock().now();
+    const auto now = global.clock.now();
     if (a.dry_run) {
         pqxx::connection conn(require_dsn(global));
         const auto preview = common::RetentionStore(conn).preview(now);
@@ -202,8 +202,7 @@ int run_archive(const Global& global, ArchiveArgs a) {
         throw UsageError("--dir must name where archives are written");
     // A month of events is read in one statement: no statement bound.
     pqxx::connection conn(require_dsn(global, Statements::kUnbounded));
-    const auto outcomes =
-        common::RetentionStore(conn).archive(a.options, common::SystemClock().now());
+    const auto outcomes = common::RetentionStore(conn).archive(a.options, global.clock.now());
     bool failed = false;
     for (const auto& o : outcomes) {
         std::printf("%-22s %-13s %s%s%s\n", o.partition.c_str(), o.action.c_str(), o.detail.c_str(),
@@ -259,19 +258,16 @@ void add_retention_command(CLI::App& app, Global& global, Action& action) {
         "job_events partitions, reading an archive");
     r->require_subcommand(1);
 
-    auto status = std::make_shared<StatusArgs>();
-    auto* s = r->add_subcommand(
-        "status", "The prune ledger per organization, job_events' partitions, the table sizes");
+    auto [s, status] = add_command<StatusArgs>(
+        *r, "status", "The prune ledger per organization, job_events' partitions, the table sizes",
+        global, action, run_status);
     s->add_flag("--json", status->json, "Print one JSON object");
-    s->callback([&global, &action, status] {
-        action = [&global, status] { return run_status(global, *status); };
-    });
 
-    auto run = std::make_shared<RunArgs>();
-    auto* p = r->add_subcommand(
-        "run",
+    auto [p, run] = add_command<RunArgs>(
+        *r, "run",
         "One prune pass now, as a coordinator's retention thread runs it (under the same lock); "
-        "--dry-run shows what it would remove");
+        "--dry-run shows what it would remove",
+        global, action, run_prune);
     auto* dry =
         p->add_flag("--dry-run", run->dry_run, "Count what would be removed, per queue and state");
     p->add_flag("--json", run->json, "With --dry-run: one JSON object")->needs(dry);
@@ -282,22 +278,17 @@ void add_retention_command(CLI::App& app, Global& global, Action& action) {
                   "Months of job_events partitions to have ahead")
         ->check(CLI::Range(1, 24))
         ->capture_default_str();
-    p->callback(
-        [&global, &action, run] { action = [&global, run] { return run_prune(global, *run); }; });
 
-    auto archive = std::make_shared<ArchiveArgs>();
-    auto* a = r->add_subcommand(
-        "archive",
+    auto [a, archive] = add_command<ArchiveArgs>(
+        *r, "archive",
         "Detach job_events partitions that ended long enough ago, write each to an archive file, "
-        "verify it and drop the partition (needs the owner of job_events)");
+        "verify it and drop the partition (needs the owner of job_events)",
+        global, action, run_archive);
     a->add_option("--dir", archive->options.dir, "Where archives are written");
     a->add_option("--older-than", archive->older_than,
                   "Archive partitions that ended at least this long ago")
         ->capture_default_str();
     a->add_flag("--dry-run", archive->options.dry_run, "Say what would be archived or held");
-    a->callback([&global, &action, archive] {
-        action = [&global, archive] { return run_archive(global, *archive); };
-    });
 
     auto read = std::make_shared<ReadArgs>();
     auto* rd = r->add_subcommand(

@@ -34,7 +34,7 @@ int run_add(const Global& global, ScheduleArgs a) {
     pqxx::connection conn(require_dsn(global));
     common::Schedule s;
     try {
-        s = common::ScheduleStore(conn).add(a.spec, a.actor, common::SystemClock().now());
+        s = common::ScheduleStore(conn).add(a.spec, a.actor, global.clock.now());
     } catch (const std::invalid_argument& e) {  // CronError, ScheduleExists, zone, names
         throw UsageError(e.what());
     }
@@ -50,7 +50,7 @@ int run_pause(const Global& global, const ScheduleArgs& a, bool paused) {
     try {
         s = common::ScheduleStore(conn).set_paused(a.spec.org_id, a.spec.name, paused, a.actor,
                                                    a.reason.empty() ? "no reason given" : a.reason,
-                                                   common::SystemClock().now());
+                                                   global.clock.now());
     } catch (const common::UnknownSchedule& e) {
         throw UsageError(e.what());
     }
@@ -69,8 +69,7 @@ int run_pause(const Global& global, const ScheduleArgs& a, bool paused) {
 int run_remove(const Global& global, const ScheduleArgs& a) {
     pqxx::connection conn(require_dsn(global));
     try {
-        common::ScheduleStore(conn).remove(a.spec.org_id, a.spec.name, common::SystemClock().now(),
-                                           a.actor,
+        common::ScheduleStore(conn).remove(a.spec.org_id, a.spec.name, global.clock.now(), a.actor,
                                            a.reason.empty() ? "no reason given" : a.reason);
     } catch (const common::UnknownSchedule& e) {
         throw UsageError(e.what());
@@ -150,7 +149,7 @@ void add_schedule_command(CLI::App& app, Global& global, Action& action) {
         ->check(CLI::IsMember({"skip", "catch_up", "catch-up"}))
         ->capture_default_str();
     add->add_flag("--paused", a->spec.paused, "Add it paused");
-    add->callback([&global, &action, a] { action = [&global, a] { return run_add(global, *a); }; });
+    bind_action(add, global, action, a, run_add);
 
     for (const bool paused : {true, false}) {
         auto* p = sc->add_subcommand(paused ? "pause" : "resume",
@@ -166,13 +165,12 @@ void add_schedule_command(CLI::App& app, Global& global, Action& action) {
     auto* rm = sc->add_subcommand("remove", "Remove a schedule; the jobs it enqueued stay");
     add_named(rm, *a);
     rm->add_option("--reason", a->reason, "Why, recorded in schedule_events");
-    rm->callback(
-        [&global, &action, a] { action = [&global, a] { return run_remove(global, *a); }; });
+    bind_action(rm, global, action, a, run_remove);
 
     auto* ls = sc->add_subcommand("list", "Each schedule with its last and next tick (UTC)");
     common::add_org(*ls, a->spec.org_id, "Only this organization");
     ls->add_flag("--json", a->json, "One JSON document, for scripts");
-    ls->callback([&global, &action, a] { action = [&global, a] { return run_list(global, *a); }; });
+    bind_action(ls, global, action, a, run_list);
 }
 
 }  // namespace aclaim::ctl

@@ -82,19 +82,15 @@ void print_table(std::FILE* out, const std::vector<common::OrgStatus>& rows) {
     };
     for (const auto& s : rows) {
         line(std::to_string(s.org_id).c_str(), s);
-        total.pending += s.pending;
-        total.scheduled += s.scheduled;
-        total.discarded += s.discarded;
-        total.cancelled += s.cancelled;
-        total.assigned += s.assigned;
-        total.live_leases += s.live_leases;
-        total.expired_leases += s.expired_leases;
-        total.completed += s.completed;
-        total.completed_last_minute += s.completed_last_minute;
-        total.failed += s.failed;
-        total.quarantined += s.quarantined;
-        total.parked += s.parked;
-        total.waiting += s.waiting;
+        for (const auto count : {&common::OrgStatus::pending, &common::OrgStatus::scheduled,
+                                 &common::OrgStatus::discarded, &common::OrgStatus::cancelled,
+                                 &common::OrgStatus::assigned, &common::OrgStatus::live_leases,
+                                 &common::OrgStatus::expired_leases, &common::OrgStatus::completed,
+                                 &common::OrgStatus::completed_last_minute,
+                                 &common::OrgStatus::failed, &common::OrgStatus::quarantined,
+                                 &common::OrgStatus::parked, &common::OrgStatus::waiting}) {
+            total.*count += s.*count;
+        }
         if (s.oldest_pending_age &&
             (!total.oldest_pending_age || *s.oldest_pending_age > *total.oldest_pending_age)) {
             total.oldest_pending_age = s.oldest_pending_age;
@@ -120,8 +116,10 @@ int status_cells(const Global& global, const common::CellMap& map, const StatusA
         throw UsageError(
             "--watch follows one database: pass --dsn with the cell's DSN instead of "
             "--cells");
-    const auto command = [org, json = a.json](const common::Cell&, pqxx::connection& conn) {
-        const auto now = common::SystemClock().now();
+    // The program's clock outlives every cell's thread, as it does the program's other threads.
+    const auto command = [org, json = a.json, clock = &global.clock](const common::Cell&,
+                                                                     pqxx::connection& conn) {
+        const auto now = clock->now();
         const auto rows = common::OperatorStore(conn).status(now, org);
         CellReport out;
         for (const auto& r : rows) out.organizations.insert(r.org_id);
@@ -148,7 +146,7 @@ int run_status(const Global& global, const StatusArgs& a) {
     const bool tty = is_terminal(1);
     if (a.watch) std::signal(SIGINT, on_interrupt);
     std::unique_ptr<pqxx::connection> conn;
-    common::SystemClock clock;
+    const common::Clock& clock = global.clock;
     for (int round = 1; !g_interrupted; ++round) {
         const auto now = clock.now();
         std::vector<common::OrgStatus> rows;
@@ -190,11 +188,11 @@ int run_status(const Global& global, const StatusArgs& a) {
 }  // namespace
 
 void add_status_command(CLI::App& app, Global& global, Action& action) {
-    auto args = std::make_shared<StatusArgs>();
-    auto* cmd = app.add_subcommand(
-        "status",
+    auto [cmd, args] = add_command<StatusArgs>(
+        app, "status",
         "Per organization: jobs by state, oldest pending age, live and expired leases, "
-        "quarantined, completions in the last minute");
+        "quarantined, completions in the last minute",
+        global, action, run_status);
     common::add_org(*cmd, args->org, "Only this organization");
     cmd->add_flag("--json", args->json, "Print JSON (with --watch: one object per line)");
     cmd->add_flag("--watch", args->watch, "Redraw every --interval until Ctrl-C");
@@ -202,9 +200,6 @@ void add_status_command(CLI::App& app, Global& global, Action& action) {
         ->check(common::whole_number(1));
     cmd->add_option("--interval", args->interval, "With --watch: pause between rounds")
         ->capture_default_str();
-    cmd->callback([&global, &action, args] {
-        action = [&global, args] { return run_status(global, *args); };
-    });
 }
 
 }  // namespace aclaim::ctl

@@ -4,15 +4,24 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
+#include <pqxx/pqxx>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "common/base/cli_flags.hpp"
+#include "common/base/clock.hpp"
 
 namespace aclaim::ctl {
 
-/// Options every command shares.
+/// What every command is given: the program's clock and the options every command shares.
 struct Global {
+    /// `clock` must outlive every command: main's.
+    explicit Global(const common::Clock& program_clock) : clock(program_clock) {}
+
+    /// The one clock of aclaimctl: every instant a command takes or passes on is read from it.
+    const common::Clock& clock;
     /// libpq conninfo or URI (--dsn, ACLAIM_DSN).
     std::string dsn;
     /// A cell map (--cells, ACLAIM_CELLS): status, check and recover then run in every cell.
@@ -27,6 +36,28 @@ struct Global {
 
 /// What a parsed command will do; returns the process exit code.
 using Action = std::function<int()>;
+
+/// Makes `cmd`, once parsed, the action: `run(global, *args)`, the shape of most commands.
+template <typename Args, typename Run>
+void bind_action(CLI::App* cmd, const Global& global, Action& action, std::shared_ptr<Args> args,
+                 Run run) {
+    cmd->callback([&global, &action, args, run] {
+        action = [&global, args, run] { return run(global, *args); };
+    });
+}
+
+/// A subcommand `name` of `parent` whose options fill a fresh Args, and once parsed the action:
+/// `run(global, args)`. Returns the subcommand, for its options, and its Args.
+template <typename Args, typename Run>
+std::pair<CLI::App*, std::shared_ptr<Args>> add_command(CLI::App& parent, const std::string& name,
+                                                        const std::string& description,
+                                                        const Global& global, Action& action,
+                                                        Run run) {
+    auto args = std::make_shared<Args>();
+    auto* cmd = parent.add_subcommand(name, description);
+    bind_action(cmd, global, action, args, run);
+    return {cmd, args};
+}
 
 /// An operator's mistake (bad argument, unknown job): printed as one line, exit code 2.
 class UsageError : public std::runtime_error {
@@ -58,5 +89,16 @@ void add_workflow_command(CLI::App& app, Global& global, Action& action);
 /// Statements::kUnbounded and gets the connect deadline only.
 using common::Statements;
 std::string require_dsn(const Global& global, Statements statements = Statements::kBounded);
+
+/// Runs `change(txn)` in one transaction named `name` on the command's database and commits it;
+/// returns what `change` returns. A throw from `change` rolls the transaction back.
+template <typename Change>
+auto in_transaction(const Global& global, const char* name, Change&& change) {
+    pqxx::connection conn(require_dsn(global));
+    pqxx::work txn(conn, name);
+    auto result = change(txn);
+    txn.commit();
+    return result;
+}
 
 }  // namespace aclaim::ctl

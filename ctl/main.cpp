@@ -1,9 +1,9 @@
 #include <iostream>
-#include <pqxx/pqxx>
 
 #include "common/base/cli_flags.hpp"
 #include "common/base/program.hpp"
 #include "common/proto/version.hpp"
+#include "common/store/outage_exit.hpp"
 #include "ctl/ctl.hpp"
 #include "ctl/registry.hpp"
 
@@ -18,7 +18,8 @@ int run(int argc, char** argv) {
     // accepted after the command too (`aclaimctl status --dsn X`), as operators write them.
     app.fallthrough();
     app.set_version_flag("--version", common::proto::version_line("aclaimctl"));
-    Global global;
+    const common::SystemClock clock;
+    Global global(clock);
     common::add_dsn(app, global.dsn);
     app.add_option("--cells", global.cells,
                    "Cell map (JSON): status, check and recover run in every cell it names "
@@ -33,20 +34,11 @@ int run(int argc, char** argv) {
     register_all_commands(app, global, action);
     if (const auto code = common::parse_command_line(app, "aclaimctl", argc, argv)) return *code;
     try {
-        return action ? action() : common::kExitOk;
+        return common::exit_on_outage("aclaimctl", global.deadlines.statement_timeout_s,
+                                      [&] { return action ? action() : common::kExitOk; });
     } catch (const UsageError& e) {
         std::cerr << "aclaimctl: " << e.what() << "\n";
         return common::kExitUsage;
-    } catch (const pqxx::broken_connection& e) {
-        std::cerr << "aclaimctl: cannot reach the database: " << e.what() << "\n";
-        return common::kExitUnreachable;
-    } catch (const pqxx::sql_error& e) {
-        // 57014: the statement ran past --statement-timeout; the database is there but not
-        // answering in time, which is an outage to a script, not a failure of the command.
-        if (e.sqlstate() != "57014") throw;
-        std::cerr << "aclaimctl: the database did not answer within --statement-timeout ("
-                  << global.deadlines.statement_timeout_s << " s): " << e.what();
-        return common::kExitUnreachable;
     }
 }
 

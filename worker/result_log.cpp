@@ -4,6 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/base/short_escape.hpp"
+
 namespace aclaim::worker {
 
 namespace {
@@ -18,17 +20,10 @@ std::string json_string(std::string_view s) {
             case '\\':
                 out += "\\\\";
                 break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
             default:
-                if (static_cast<unsigned char>(c) < 0x20) {
+                if (const char* escape = common::short_escape(c)) {
+                    out += escape;
+                } else if (static_cast<unsigned char>(c) < 0x20) {
                     char buf[8];
                     std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
                     out += buf;

@@ -115,23 +115,27 @@ inline CLI::Option* add_dsn(CLI::App& app, std::string& field) {
         ->type_name("DSN");
 }
 
+/// A whole number of seconds: `flag` into `field`, read from `env`, at least `least`, its
+/// default shown.
+inline CLI::Option* add_seconds(CLI::App& app, const std::string& flag, int& field,
+                                const std::string& env, int least, const std::string& help) {
+    return app.add_option(flag, field, help)
+        ->envname(env)
+        ->type_name("SECONDS")
+        ->check(whole_number(least))
+        ->capture_default_str();
+}
+
 /// --connect-timeout and --statement-timeout (ACLAIM_CONNECT_TIMEOUT, ACLAIM_STATEMENT_TIMEOUT)
 /// into `deadlines`, for every program that reads the database on an operator's behalf.
 inline void add_database_deadlines(CLI::App& app, DatabaseDeadlines& deadlines) {
-    app.add_option("--connect-timeout", deadlines.connect_timeout_s,
-                   "Seconds to wait for the database to answer a connection, per host address "
-                   "(libpq counts 1 as 2); then exit 3 (a running console answers 503)")
-        ->envname("ACLAIM_CONNECT_TIMEOUT")
-        ->type_name("SECONDS")
-        ->check(whole_number(1))
-        ->capture_default_str();
-    app.add_option("--statement-timeout", deadlines.statement_timeout_s,
-                   "Seconds any one statement may run before the server cancels it (exit 3; a "
-                   "running console answers 503); 0: no limit")
-        ->envname("ACLAIM_STATEMENT_TIMEOUT")
-        ->type_name("SECONDS")
-        ->check(whole_number(0))
-        ->capture_default_str();
+    add_seconds(app, "--connect-timeout", deadlines.connect_timeout_s, "ACLAIM_CONNECT_TIMEOUT", 1,
+                "Seconds to wait for the database to answer a connection, per host address "
+                "(libpq counts 1 as 2); then exit 3 (a running console answers 503)");
+    add_seconds(app, "--statement-timeout", deadlines.statement_timeout_s,
+                "ACLAIM_STATEMENT_TIMEOUT", 0,
+                "Seconds any one statement may run before the server cancels it (exit 3; a "
+                "running console answers 503); 0: no limit");
 }
 
 /// What a program says when it needs the database and was given none.

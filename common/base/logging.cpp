@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/base/short_escape.hpp"
+
 namespace aclaim::common {
 
 namespace {
@@ -20,24 +22,13 @@ void append_escaped(std::string& out, std::string_view text) {
     for (const char c : text) {
         if (!is_control(c)) {
             out += c;
-            continue;
-        }
-        switch (c) {
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default: {
-                const auto u = static_cast<unsigned char>(c);
-                out += "\\x";
-                out += kHex[u >> 4];
-                out += kHex[u & 0xf];
-            }
+        } else if (const char* escape = short_escape(c)) {
+            out += escape;
+        } else {
+            const auto u = static_cast<unsigned char>(c);
+            out += "\\x";
+            out += kHex[u >> 4];
+            out += kHex[u & 0xf];
         }
     }
 }

@@ -108,22 +108,10 @@ class JsonStringChecker
         levels_.back().expecting_key = false;
         return true;
     }
-    bool StartObject() {
-        levels_.emplace_back().object = true;
-        return true;
-    }
-    bool EndObject(rapidjson::SizeType) {
-        levels_.pop_back();
-        return Default();
-    }
-    bool StartArray() {
-        levels_.emplace_back().object = false;
-        return true;
-    }
-    bool EndArray(rapidjson::SizeType) {
-        levels_.pop_back();
-        return Default();
-    }
+    bool StartObject() { return open(true); }
+    bool EndObject(rapidjson::SizeType) { return close(); }
+    bool StartArray() { return open(false); }
+    bool EndArray(rapidjson::SizeType) { return close(); }
 
   private:
     struct Level {
@@ -137,6 +125,16 @@ class JsonStringChecker
         const auto problem = utf8_problem(s);
         if (!problem.empty()) problem_ = place() + " holds " + problem;
         return problem.empty();
+    }
+
+    bool open(bool object) {
+        levels_.emplace_back().object = object;
+        return true;
+    }
+    /// An object or array ends: a value of the level around it is done.
+    bool close() {
+        levels_.pop_back();
+        return Default();
     }
 
     void value_done() {

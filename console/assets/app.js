@@ -106,25 +106,37 @@ function capped(n, cap) {
   return n > cap ? cap.toLocaleString('en') + '+' : n.toLocaleString('en');
 }
 
-async function setPaused(org, queue, paused) {
-  const key = `queue:${org}:${queue}`;
+// An action, which the server records with why: refused here while the reason typed under `key`
+// is empty (`why` says so). Its outcome, `done(answer)` or the error under `subject`, is shown in
+// #action-result; then the page is drawn again.
+async function act({ key, path, body = {}, subject, done, why = 'Say why: the reason is recorded in the audit log.' }) {
   const reason = (reasons.get(key) || '').trim();
   const out = document.getElementById('action-result');
   if (!reason) {
-    out.textContent = 'Say why: the reason is recorded in the queue\'s audit log.';
+    out.textContent = why;
     out.className = 'error';
     return;
   }
   try {
-    const r = await api(`/api/queues/${org}/${encodeURIComponent(queue)}/${paused ? 'pause' : 'resume'}`, { reason });
+    const r = await api(path, { ...body, reason });
     reasons.delete(key);
-    out.textContent = `Queue ${r.queue} of organization ${r.org_id} ${r.paused ? 'paused' : 'resumed'} (${r.by}).`;
+    out.textContent = done(r);
     out.className = 'ok';
   } catch (e) {
-    out.textContent = `Queue ${queue}: ${e.message}`;
+    out.textContent = `${subject}: ${e.message}`;
     out.className = 'error';
   }
   await render(false);
+}
+
+async function setPaused(org, queue, paused) {
+  await act({
+    key: `queue:${org}:${queue}`,
+    path: `/api/queues/${org}/${encodeURIComponent(queue)}/${paused ? 'pause' : 'resume'}`,
+    subject: `Queue ${queue}`,
+    why: 'Say why: the reason is recorded in the queue\'s audit log.',
+    done: (r) => `Queue ${r.queue} of organization ${r.org_id} ${r.paused ? 'paused' : 'resumed'} (${r.by}).`,
+  });
 }
 
 // A queue's rate limit: claims a second, how many at once, and the tokens its bucket holds now.
@@ -209,23 +221,13 @@ async function renderOverview(view) {
 // ---- leases ----
 
 async function resolveLease(lease, action) {
-  const reason = (reasons.get(lease.id) || '').trim();
-  const out = document.getElementById('action-result');
-  if (!reason) {
-    out.textContent = 'Say why: the reason is recorded in the audit log.';
-    out.className = 'error';
-    return;
-  }
-  try {
-    const r = await api(`/api/leases/${lease.id}/${action}`, { generation: lease.generation, reason });
-    reasons.delete(lease.id);
-    out.textContent = `Job #${lease.id} taken from ${r.taken_from}: now ${r.state} (${r.by}).`;
-    out.className = 'ok';
-  } catch (e) {
-    out.textContent = `Job #${lease.id}: ${e.message}`;
-    out.className = 'error';
-  }
-  await render(false);
+  await act({
+    key: lease.id,
+    path: `/api/leases/${lease.id}/${action}`,
+    body: { generation: lease.generation },
+    subject: `Job #${lease.id}`,
+    done: (r) => `Job #${lease.id} taken from ${r.taken_from}: now ${r.state} (${r.by}).`,
+  });
 }
 
 function actionResult() {
@@ -306,25 +308,14 @@ async function renderJobs(view) {
 // ---- one job ----
 
 async function jobAction(id, action) {
-  const reason = (reasons.get(id) || '').trim();
-  const out = document.getElementById('action-result');
-  if (!reason) {
-    out.textContent = 'Say why: the reason is recorded in the audit log.';
-    out.className = 'error';
-    return;
-  }
-  try {
-    const r = await api(`/api/jobs/${id}/${action}`, { reason });
-    reasons.delete(id);
-    out.textContent = action === 'cancel'
+  await act({
+    key: id,
+    path: `/api/jobs/${id}/${action}`,
+    subject: `Job #${id}`,
+    done: (r) => (action === 'cancel'
       ? `Job #${id} cancelled (it was ${r.was}${r.holder ? ', held by ' + r.holder + ', who was told' : ''}; ${r.by}).`
-      : `Job #${id} is ${r.state} again with a fresh attempt budget (${r.by}).`;
-    out.className = 'ok';
-  } catch (e) {
-    out.textContent = `Job #${id}: ${e.message}`;
-    out.className = 'error';
-  }
-  await render(false);
+      : `Job #${id} is ${r.state} again with a fresh attempt budget (${r.by}).`),
+  });
 }
 
 // Cancel while the job may still run; retry once it ended without a verdict.
@@ -454,23 +445,12 @@ async function renderWorkflow(view, id) {
 // ---- quarantine ----
 
 async function resolveQuarantined(id, action) {
-  const reason = (reasons.get(id) || '').trim();
-  const out = document.getElementById('action-result');
-  if (!reason) {
-    out.textContent = 'Say why: the reason is recorded in the audit log.';
-    out.className = 'error';
-    return;
-  }
-  try {
-    const r = await api(`/api/quarantine/${id}/${action}`, { reason });
-    reasons.delete(id);
-    out.textContent = `Job #${id} is ${r.state} at generation ${r.generation} (${r.by}).`;
-    out.className = 'ok';
-  } catch (e) {
-    out.textContent = `Job #${id}: ${e.message}`;
-    out.className = 'error';
-  }
-  await render(false);
+  await act({
+    key: id,
+    path: `/api/quarantine/${id}/${action}`,
+    subject: `Job #${id}`,
+    done: (r) => `Job #${id} is ${r.state} at generation ${r.generation} (${r.by}).`,
+  });
 }
 
 async function renderQuarantine(view) {

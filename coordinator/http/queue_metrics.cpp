@@ -47,30 +47,30 @@ constexpr Gauge kGauges[] = {
      [](const common::QueueStatus& q, common::Micros) { return q.paused ? 1.0 : 0.0; }},
 };
 
+/// One gauge of a setting some queues have: a series for each queue `value` gives one for.
+template <typename Value>
+void optional_gauge(std::span<const common::QueueStatus> queues, std::ostream& out,
+                    const char* name, const char* help, Value value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
+    for (const auto& q : queues) {
+        const auto v = value(q);
+        if (!v) continue;
+        out << name << "{org=\"" << q.org_id << "\",queue=\"" << q.queue << "\"} " << *v << "\n";
+    }
+}
+
 /// The rate limit gauges, for the queues that have a rate limit only: a queue without one
 /// exports no series here, as it has no limit to show.
 void rate_gauges(std::span<const common::QueueStatus> queues, std::ostream& out) {
-    out << "# HELP aclaim_queue_rate_limit Claims a second the queue's rate limit allows, across "
-           "every coordinator.\n# TYPE aclaim_queue_rate_limit gauge\n";
-    for (const auto& q : queues) {
-        if (!q.rate_per_s) continue;
-        out << "aclaim_queue_rate_limit{org=\"" << q.org_id << "\",queue=\"" << q.queue << "\"} "
-            << *q.rate_per_s << "\n";
-    }
-    out << "# HELP aclaim_queue_rate_burst Claims the queue's rate limit allows at once.\n"
-           "# TYPE aclaim_queue_rate_burst gauge\n";
-    for (const auto& q : queues) {
-        if (!q.rate_burst) continue;
-        out << "aclaim_queue_rate_burst{org=\"" << q.org_id << "\",queue=\"" << q.queue << "\"} "
-            << *q.rate_burst << "\n";
-    }
-    out << "# HELP aclaim_queue_rate_tokens Whole claims the queue's rate limit bucket holds "
-           "now.\n# TYPE aclaim_queue_rate_tokens gauge\n";
-    for (const auto& q : queues) {
-        if (!q.rate_tokens) continue;
-        out << "aclaim_queue_rate_tokens{org=\"" << q.org_id << "\",queue=\"" << q.queue << "\"} "
-            << *q.rate_tokens << "\n";
-    }
+    optional_gauge(queues, out, "aclaim_queue_rate_limit",
+                   "Claims a second the queue's rate limit allows, across every coordinator.",
+                   [](const common::QueueStatus& q) { return q.rate_per_s; });
+    optional_gauge(queues, out, "aclaim_queue_rate_burst",
+                   "Claims the queue's rate limit allows at once.",
+                   [](const common::QueueStatus& q) { return q.rate_burst; });
+    optional_gauge(queues, out, "aclaim_queue_rate_tokens",
+                   "Whole claims the queue's rate limit bucket holds now.",
+                   [](const common::QueueStatus& q) { return q.rate_tokens; });
 }
 
 /// Every queue with work to do, waiting work or settings, deepest first (ties in organization and

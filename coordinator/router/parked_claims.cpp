@@ -62,14 +62,14 @@ std::vector<RoutedRequest> ParkedClaims::take_all() {
     return out;
 }
 
-template <class Ended>
-std::vector<RoutedRequest> ParkedClaims::take_due(Ended ended) {
-    const auto now = clock_.monotonic_now();
+template <class Goes>
+std::vector<RoutedRequest> ParkedClaims::take_where(SteadyClock::time_point until, Goes goes) {
     std::vector<RoutedRequest> out;
     for (auto it = by_org_.begin(); it != by_org_.end();) {
         auto& claims = it->second;
-        for (auto c = claims.begin(); c != claims.end() && c->first <= now;) {
-            if (ended(c->second, now)) {
+        // Each organization's claims are in key order: none past `until` can go.
+        for (auto c = claims.begin(); c != claims.end() && c->first <= until;) {
+            if (goes(c->second)) {
                 out.push_back(std::move(c->second));
                 c = claims.erase(c);
             } else {
@@ -80,6 +80,12 @@ std::vector<RoutedRequest> ParkedClaims::take_due(Ended ended) {
     }
     taken(out);
     return out;
+}
+
+template <class Ended>
+std::vector<RoutedRequest> ParkedClaims::take_due(Ended ended) {
+    const auto now = clock_.monotonic_now();
+    return take_where(now, [&](const RoutedRequest& c) { return ended(c, now); });
 }
 
 std::vector<RoutedRequest> ParkedClaims::take_expired() {
@@ -93,23 +99,10 @@ std::vector<RoutedRequest> ParkedClaims::take_refilled() {
 }
 
 std::vector<RoutedRequest> ParkedClaims::take_connection(const std::string& routing_id) {
-    std::vector<RoutedRequest> out;
     // Every closed connection asks; most have nothing parked, and the scan is of every claim.
-    if (of_connection(routing_id) == 0) return out;
-    for (auto it = by_org_.begin(); it != by_org_.end();) {
-        auto& claims = it->second;
-        for (auto c = claims.begin(); c != claims.end();) {
-            if (c->second.reply.routing_id == routing_id) {
-                out.push_back(std::move(c->second));
-                c = claims.erase(c);
-            } else {
-                ++c;
-            }
-        }
-        it = claims.empty() ? by_org_.erase(it) : std::next(it);
-    }
-    taken(out);
-    return out;
+    if (of_connection(routing_id) == 0) return {};
+    return take_where(SteadyClock::time_point::max(),
+                      [&](const RoutedRequest& c) { return c.reply.routing_id == routing_id; });
 }
 
 std::optional<SteadyClock::time_point> ParkedClaims::next_deadline() const {

@@ -45,6 +45,10 @@ class ParkedClaims {
     /// The parked claims whose key has come by now and of which `ended` says that they go.
     template <class Ended>
     std::vector<RoutedRequest> take_due(Ended ended);
+    /// The parked claims keyed no later than `until` of which `goes` says that they go; counted
+    /// as taken.
+    template <class Goes>
+    std::vector<RoutedRequest> take_where(SteadyClock::time_point until, Goes goes);
     /// Counts the claims of `out` as gone, from count_ and their connections'.
     void taken(const std::vector<RoutedRequest>& out);
 

@@ -34,6 +34,17 @@ Session* SessionTable::find_worker(common::OrgId org_id, const std::string& work
     return it == by_worker_.end() ? nullptr : find(it->second);
 }
 
+void SessionTable::forget_fd(const Session& s) {
+    if (s.fd < 0) return;
+    auto [from, to] = by_fd_.equal_range(s.fd);
+    for (auto f = from; f != to; ++f) {
+        if (f->second == s.routing_id) {
+            by_fd_.erase(f);
+            return;
+        }
+    }
+}
+
 void SessionTable::forget_worker(const Session& s) {
     const auto it = by_worker_.find(WorkerKey{s.org_id, s.worker_id});
     if (it != by_worker_.end() && it->second == s.routing_id) {
@@ -61,15 +72,7 @@ std::unordered_map<std::string, Session>::iterator SessionTable::erase(
     Session& s = it->second;
     forget_worker(s);
     count(s, -1);
-    if (s.fd >= 0) {
-        auto [from, to] = by_fd_.equal_range(s.fd);
-        for (auto f = from; f != to; ++f) {
-            if (f->second == s.routing_id) {
-                by_fd_.erase(f);
-                break;
-            }
-        }
-    }
+    forget_fd(s);
     return by_routing_.erase(it);
 }
 
@@ -81,15 +84,7 @@ void SessionTable::close(const std::string& routing_id) {
 
 void SessionTable::set_fd(Session& s, int fd) {
     if (s.fd == fd || fd < 0) return;
-    if (s.fd >= 0) {
-        auto [from, to] = by_fd_.equal_range(s.fd);
-        for (auto f = from; f != to; ++f) {
-            if (f->second == s.routing_id) {
-                by_fd_.erase(f);
-                break;
-            }
-        }
-    }
+    forget_fd(s);
     s.fd = fd;
     by_fd_.emplace(fd, s.routing_id);
 }

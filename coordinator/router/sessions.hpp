@@ -114,6 +114,8 @@ class SessionTable {
     using WorkerKey = std::pair<common::OrgId, std::string>;
 
     void forget_worker(const Session& s);
+    /// Drops the session's entry from the fd index, if it has one.
+    void forget_fd(const Session& s);
     /// Every way a session leaves the table goes through here (the counts and the fd index).
     std::unordered_map<std::string, Session>::iterator erase(
         std::unordered_map<std::string, Session>::iterator it);

@@ -35,6 +35,14 @@ namespace aclaim::drills {
 
 namespace proto = common::proto;
 
+void raise_fd_limit() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &limit);
+    }
+}
+
 namespace {
 
 /// Each idle worker's long poll: the protocol's longest, as an idle reviewer would ask.
@@ -52,14 +60,6 @@ void on_signal(int) {
 
 void on_mark(int) {
     g_mark.store(true);
-}
-
-void raise_fd_limit() {
-    rlimit limit{};
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-        limit.rlim_cur = limit.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &limit);
-    }
 }
 
 /// One idle worker: HELLO, then a long-poll CLAIM renewed whenever it ends; on draining,

@@ -73,6 +73,10 @@ class ClientFleet {
     std::vector<std::thread> threads_;
 };
 
+/// Raises this process's soft limit of open descriptors to the hard one: a crowd of sessions
+/// holds a socket each.
+void raise_fd_limit();
+
 /// The p-quantile (0..1) of `ms`, sorting it; 0 when empty.
 double percentile(std::vector<double>& ms, double p);
 

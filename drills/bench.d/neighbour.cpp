@@ -4,8 +4,6 @@
 // claim latency without the flood and with it, in the same run against the same coordinator, and
 // whether a new worker of the quiet organization is still answered when it says HELLO.
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -27,14 +25,6 @@ namespace {
 constexpr auto kHelloTimeout = std::chrono::seconds(5);
 /// The idle crowd's long poll.
 constexpr std::int32_t kIdleWaitMs = 60'000;
-
-void raise_fd_limit() {
-    rlimit limit{};
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-        limit.rlim_cur = limit.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &limit);
-    }
-}
 
 /// What the flooding organization's sessions were told, by reply type or ERROR code.
 class Tally {

@@ -6,6 +6,8 @@ own, those of a neighbour JSON written by drills/bench --neighbour-only.
 import json
 import sys
 
+from report_line import line
+
 
 def _g(d, k):
     return (d or {}).get(k, 0.0) or 0.0
@@ -41,14 +43,6 @@ def neighbour_lines(n, line):
          "and new keys keep the descriptor reserve (--fd-reserve)")
 
 
-def _line(name, value, unit, target, ok, bound=""):
-    state = "n/a " if ok is None else ("PASS" if ok else "MISS")
-    shown = f"{value:>10.2f}" if ok is not None else f"{'—':>10}"
-    print(f"{name:<50} {shown} {unit:<8} target {target:<24} {state}")
-    if ok is False and bound:
-        print(f"    bounded by: {bound}")
-
-
 if __name__ == "__main__":
     with open(sys.argv[1]) as fh:
-        neighbour_lines(json.load(fh), _line)
+        neighbour_lines(json.load(fh), line)

@@ -9,6 +9,10 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from neighbour_report import neighbour_lines  # noqa: E402
+from report_line import line  # noqa: E402
+
 work, out, hot, curve, peers = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "true", sys.argv[5]
 
 
@@ -272,14 +276,6 @@ with open(out, "w") as f:
 # ---- the printed report ----
 
 
-def line(name, value, unit, target, ok, bound=""):
-    state = "n/a " if ok is None else ("PASS" if ok else "MISS")
-    shown = f"{value:>10.2f}" if ok is not None else f"{'—':>10}"
-    print(f"{name:<50} {shown} {unit:<8} target {target:<24} {state}")
-    if ok is False and bound:
-        print(f"    bounded by: {bound}")
-
-
 def storm_wait(rs):
     """The crowd restart's check on the active workers: (longest wait in ms, PASS, what bounds it).
     It passes only on its own numbers: every active worker back while idle workers were still
@@ -528,7 +524,5 @@ line("claim cost 1M / 10k", res["claim_1m_vs_10k_ratio"], "x", "<= 1.5", 0 < res
 line("claim cost, 20 queues + 1M scheduled / flat 10k", res["claim_queues_vs_flat_ratio"], "x", "<= 1.2",
      0 < res["claim_queues_vs_flat_ratio"] <= 1.2,
      "the served-queue filter on the claim-order index and the per-queue room computed per claim")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from neighbour_report import neighbour_lines  # noqa: E402
 neighbour_lines(r["neighbour"], line)
 print(f"\nwritten to {out}")

@@ -14,9 +14,7 @@ scenario_pg_connections() {
   local port i
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
-  for i in 1 2 3 4; do
-    start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 100 --review-dist lognormal
-  done
+  start_workers "$port" 4 --concurrency 8 --review-ms 100 --review-dist lognormal
   wait_for "$drain_s" progressed 200 || true
   local before_done report rc=0
   before_done=$(completed)
@@ -96,9 +94,7 @@ scenario_wal_disk_full() {
   local port i
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; exhaustion_cleanup; return; }
-  for i in 1 2 3 4; do
-    start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 100 --review-dist lognormal
-  done
+  start_workers "$port" 4 --concurrency 8 --review-ms 100 --review-dist lognormal
   wait_for "$drain_s" progressed 300 || true
   local before_done
   before_done=$(completed)
@@ -173,9 +169,7 @@ scenario_fd_limit() {
   local started=$?
   coordinator_prefix=()
   [ "$started" = 0 ] || { scenario_end; return; }
-  for i in 1 2 3 4; do
-    start_worker "o1-w$i" 1 "$port" --concurrency 4 --review-ms 100 --review-dist lognormal
-  done
+  start_workers "$port" 4 --concurrency 4 --review-ms 100 --review-dist lognormal
   wait_for "$drain_s" progressed 100 || true
   start_crowd "$port" 1 "$crowd_n"
   local before_done

@@ -128,9 +128,7 @@ scenario_coordinator_kills() {
   local port i
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
-  for i in 1 2 3 4; do
-    start_worker "o1-w$i" 1 "$port" --concurrency 4 --review-ms 150 --review-dist lognormal
-  done
+  start_workers "$port" 4 --concurrency 4 --review-ms 150 --review-dist lognormal
   local k step=20 killed=0 restarted=0 rejoined=0 target
   for k in $(seq "$kills"); do
     target=$(next_step "$step")
@@ -166,9 +164,7 @@ scenario_pg_restart() {
   local port i
   port=$(free_port)
   start_coordinator coordinator "$port" || { scenario_end; return; }
-  for i in 1 2 3 4 5 6; do
-    start_worker "o1-w$i" 1 "$port" --concurrency 8 --review-ms 100 --review-dist lognormal
-  done
+  start_workers "$port" 6 --concurrency 8 --review-ms 100 --review-dist lognormal
   # A restart that falls between two commits interrupts none. The planned restarts come first;
   # then, while no commit was interrupted yet, up to three more, so that the resolution the
   # scenario is cited for is exercised (and asserted below) rather than left to timing.

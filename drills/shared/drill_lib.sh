@@ -107,6 +107,13 @@ start_worker() {
   remember "$id" $!
 }
 
+# start_workers PORT N [flags...]: workers o1-w1 .. o1-wN of organization 1, each with the flags.
+start_workers() {
+  local port=$1 n=$2 i
+  shift 2
+  for i in $(seq "$n"); do start_worker "o1-w$i" 1 "$port" "$@"; done
+}
+
 # ---- the scenario's database -------------------------------------------------------------------
 q() { timeout -k 5 30 "$pgbin/psql" "$dsn" -qAtX -v ON_ERROR_STOP=1 -c "$1"; }
 ctl() { timeout -k 5 60 "$bin/aclaimctl" --dsn "$dsn" "$@"; }

@@ -8,22 +8,9 @@ set -uo pipefail
 
 deb=$1 dsn=$2 zmq_port=$3 http_port=$4 console_port=$5
 units="aclaim-coordinator aclaim-console"
-failures=0
-started=0
-step() { started=$(date +%s); echo "== $1"; }
-done_step() { echo "-- $1: $(($(date +%s) - started)) s"; }
-pass() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; failures=$((failures + 1)); }
+# shellcheck source=packaging/check-deb.d/checks.sh
+. "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
 prop() { systemctl show -P "$2" "$1"; }
-
-http_status() {  # http_status PORT PATH: the status line of a GET (no curl in the image)
-  local line
-  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
-  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
-  IFS= read -r -t 5 line <&3 || line=
-  exec 3>&-
-  printf '%s\n' "${line%$'\r'}"
-}
 
 # check_running UNIT PORT PATH: the unit is active, answers PATH, and runs as aclaim.
 check_running() {

@@ -232,46 +232,109 @@ TEST_CASE("console drills: a scoped operator sees of the check only its organiza
     std::filesystem::remove_all(reports);
 }
 
-TEST_CASE("console log: a sign-in name with a newline cannot forge a line", "[console]") {
-    TestDatabase db;
-    const auto log = std::filesystem::temp_directory_path() /
-                     ("aclaim-console-log-" + std::to_string(::getpid()) + ".txt");
-    Process console({bin("aclaim-console"), "serve", "--dsn", db.dsn(), "--listen", "127.0.0.1:0"},
-                    {}, log.string());
-    auto read_log = [&] {
+/// The built aclaim-console serving `db` on 127.0.0.1:<any port>, its log in a file of its own.
+struct ConsoleProcess {
+    explicit ConsoleProcess(const TestDatabase& db)
+        : log(std::filesystem::temp_directory_path() /
+              ("aclaim-console-log-" + std::to_string(::getpid()) + ".txt")),
+          process({bin("aclaim-console"), "serve", "--dsn", db.dsn(), "--listen", "127.0.0.1:0"},
+                  {}, log.string()) {
+        REQUIRE(eventually(
+            [&] {
+                std::smatch m;
+                const auto text = read_log();
+                if (!std::regex_search(text, m,
+                                       std::regex(R"(console: http://127\.0\.0\.1:(\d+)/)")))
+                    return false;
+                port = std::stoi(m[1]);
+                return true;
+            },
+            30000ms));
+    }
+    ~ConsoleProcess() { std::filesystem::remove(log); }
+    ConsoleProcess(const ConsoleProcess&) = delete;
+    ConsoleProcess& operator=(const ConsoleProcess&) = delete;
+
+    std::string read_log() const {
         std::ifstream in(log);
         return std::string(std::istreambuf_iterator<char>(in), {});
-    };
+    }
+    std::vector<std::string> log_lines() const {
+        std::istringstream in(read_log());
+        std::vector<std::string> out;
+        for (std::string line; std::getline(in, line);) out.push_back(line);
+        return out;
+    }
+    /// Stops the console as a unit manager would and waits for it.
+    void stop() {
+        process.signal(SIGTERM);
+        REQUIRE(process.wait_for(20000ms));
+    }
+
+    std::filesystem::path log;
+    Process process;
     int port = 0;
-    REQUIRE(eventually(
-        [&] {
-            std::smatch m;
-            const auto text = read_log();
-            if (!std::regex_search(text, m, std::regex(R"(console: http://127\.0\.0\.1:(\d+)/)")))
-                return false;
-            port = std::stoi(m[1]);
-            return true;
-        },
-        30000ms));
+};
+
+TEST_CASE("console log: a sign-in name with a newline cannot forge a line", "[console]") {
+    TestDatabase db;
+    ConsoleProcess console(db);
+    const int port = console.port;
     const std::string forged =
         "2031-01-01T00:00:00.000 info [aclaim-console] console: root signed in";
     Browser b(port);
     const auto res = b.login("mallory\n" + forged + "\r\n\x1b[2K", "guess");
     REQUIRE(res);
     CHECK(res->status == 401);
-    console.signal(SIGTERM);
-    REQUIRE(console.wait_for(20000ms));
+    console.stop();
 
-    const auto text = read_log();
-    INFO(text);
-    std::istringstream lines(text);
+    INFO(console.read_log());
     int failed_lines = 0;
-    for (std::string line; std::getline(lines, line);) {
+    for (const auto& line : console.log_lines()) {
         CHECK(line.rfind("2031-01-01", 0) == std::string::npos);
         CHECK(line.find('\x1b') == std::string::npos);
         if (line.find("failed sign-in as 'mallory\\n2031-01-01") != std::string::npos)
             ++failed_lines;
     }
     CHECK(failed_lines == 1);
-    std::filesystem::remove(log);
+}
+
+TEST_CASE("console failure: a 500 tells the browser nothing of the server's internals",
+          "[console]") {
+    TestDatabase db;
+    // Serving, so migrated: the operator can be put in.
+    ConsoleProcess console(db);
+    console::init_crypto();
+    auto conn = db.connect();
+    console::put_operator(*conn, {"alice", std::nullopt}, kPassword);
+    Browser b(console.port);
+    REQUIRE(b.login("alice", kPassword)->status == 200);
+    REQUIRE(b.get("/api/jobs")->status == 200);
+    // A table gone from under the console: the database's error names it, the statement and
+    // where it failed, on several lines.
+    {
+        pqxx::work rename(*conn);
+        rename.exec("ALTER TABLE jobs RENAME TO jobs_moved_away");
+        rename.commit();
+    }
+    const auto res = b.get("/api/jobs");
+    REQUIRE(res);
+    CHECK(res->status == 500);
+    INFO(res->body);
+    CHECK(Json::parse(res->body) ==
+          Json{{"error", "the console failed to answer; its log says why"}});
+    for (const char* internal : {"jobs", "relation", "ERROR", "LINE", "SELECT", "pqxx"})
+        CHECK(res->body.find(internal) == std::string::npos);
+    console.stop();
+
+    // The detail is in the log, on one line of its own, escaped.
+    INFO(console.read_log());
+    int detailed = 0;
+    for (const auto& line : console.log_lines()) {
+        if (line.find("console: GET /api/jobs: ") == std::string::npos) continue;
+        ++detailed;
+        CHECK(line.find("\"jobs\" does not exist") != std::string::npos);
+        CHECK(line.find("\\n") != std::string::npos);
+    }
+    CHECK(detailed == 1);
 }
