@@ -90,7 +90,13 @@ int remove_operator(const Args& a) {
 int serve(const Args& a) {
     // --listen was checked when parsed: this cannot fail.
     const auto at = common::parse_host_port(a.listen).value();
-    aclaim::console::Views views(require_dsn(a, common::Statements::kBounded), a.reports);
+    // A request waits for its turn on a connection as long as a statement may run there.
+    const auto turn_wait =
+        a.deadlines.statement_timeout_s > 0
+            ? std::optional<common::Duration>(std::chrono::seconds(a.deadlines.statement_timeout_s))
+            : std::nullopt;
+    aclaim::console::Views views(require_dsn(a, common::Statements::kBounded), a.reports,
+                                 turn_wait);
     // Before the server's threads start, so that only the waiter sees SIGINT and SIGTERM.
     const sigset_t set = common::block_stop_signals();
     aclaim::console::ConsoleServer server(views);
