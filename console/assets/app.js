@@ -127,6 +127,15 @@ async function setPaused(org, queue, paused) {
   await render(false);
 }
 
+// How fast a backlog drains: completions a second over the last minute, and the time the pending
+// jobs take at that rate ('—' while nothing completed: no rate, no time to tell). A pending count
+// past the exact-count cap is a floor (≥), the planner's estimate an approximation (≈).
+function drainRate(d) { return d.rate_per_s.toFixed(d.rate_per_s < 10 ? 2 : 1) + '/s'; }
+function drainLeft(d) {
+  if (d.time_left_ms === null || d.time_left_ms === undefined) return '—';
+  return (d.at_least ? '≥ ' : d.estimated ? '≈ ' : '') + ago(d.time_left_ms);
+}
+
 // A queue's rate limit: claims a second, how many at once, and the tokens its bucket holds now.
 function rateText(q) {
   if (q.rate_per_s === null || q.rate_per_s === undefined) return '—';
@@ -161,12 +170,15 @@ function queueTable(organizations, cap) {
       el('td', { class: 'share', text: shareText(q) }),
       QUEUE_STATES.map((s) => el('td', { class: 'n', 'data-state': s, text: capped(q.counts[s], cap) })),
       el('td', { text: ago(q.oldest_pending_age_ms) }),
+      el('td', { class: 'n done', text: q.drain.completed_last_minute }),
+      el('td', { class: 'n drain-rate', text: drainRate(q.drain) }),
+      el('td', { class: 'n time-left', text: drainLeft(q.drain) }),
       el('td', { class: 'actions' }, input, ' ',
         el('button', { type: 'button', class: q.paused ? 'resume' : 'pause secondary',
                        onclick: () => setPaused(q.org_id, q.queue, !q.paused), text: q.paused ? 'Resume' : 'Pause' })));
   });
   return el('table', { id: 'queues', class: 'queues' },
-    el('thead', {}, el('tr', {}, ['org', 'queue', 'switch', 'limit', 'rate', 'share', ...QUEUE_STATES, 'oldest pending', 'action'].map((h) => el('th', { text: h })))),
+    el('thead', {}, el('tr', {}, ['org', 'queue', 'switch', 'limit', 'rate', 'share', ...QUEUE_STATES, 'oldest pending', 'done last min', 'rate', 'time left', 'action'].map((h) => el('th', { text: h })))),
     el('tbody', {}, rows));
 }
 
@@ -191,6 +203,9 @@ async function renderOverview(view) {
         el('span', {}, 'expired, not reclaimed ', el('b', { text: o.leases_expired })),
         el('span', {}, 'oldest pending ', el('b', { text: ago(o.oldest_pending_age_ms) })),
         el('span', {}, 'completed last hour ', el('b', { text: perMinute.reduce((a, b) => a + b, 0) }))),
+      el('div', { class: 'facts drain' },
+        el('span', {}, 'last minute ', el('b', { class: 'drain-rate', text: drainRate(o.drain) })),
+        el('span', {}, 'time left ', el('b', { class: 'time-left', text: drainLeft(o.drain) }))),
       el('div', { class: 'facts workers' }, 'workers connected: ',
         o.coordinators.length === 0 ? el('span', { text: 'none' })
           : o.coordinators.map((c) => el('span', { 'data-coordinator': c.coordinator, title: `${c.endpoint}, heard ${ago(c.seen_ms_ago)} ago` },
@@ -201,6 +216,10 @@ async function renderOverview(view) {
           : rejections.map(([r, n]) => el('span', {}, r + ' ', el('b', { text: n }))))));
   }
   view.replaceChildren(el('h1', { text: 'Overview' }), actionResult(),
+    el('div', { class: 'facts drain', id: 'drain-total' }, 'in total: ',
+      el('span', {}, el('b', { text: data.drain.pending.toLocaleString('en') }), ' pending'),
+      el('span', {}, 'last minute ', el('b', { class: 'drain-rate', text: drainRate(data.drain) })),
+      el('span', {}, 'time left ', el('b', { class: 'time-left', text: drainLeft(data.drain) }))),
     data.organizations.length === 0 ? el('p', { class: 'muted', text: 'No jobs yet.' }) : cards,
     el('h2', { class: 'section', text: 'Queues' }), queueTable(data.organizations, data.exact_count_cap),
     el('p', { class: 'muted', text: `Counts above ${data.exact_count_cap.toLocaleString('en')} per state are the planner's estimates (≈).` }));
@@ -416,6 +435,75 @@ function stagesOf(data) {
   return level;
 }
 
+// A node's fill per job state: the graph's legend says the same.
+const STATE_FILLS = {
+  pending: '#eaeef2', scheduled: '#e4dbff', assigned: '#b6e3ff', completed: '#aceebb',
+  failed: '#ffcecb', discarded: '#ff8182', cancelled: '#d0d7de', quarantined: '#ffd8a8',
+  parked: '#c8e1ff', waiting: '#fff8c5',
+};
+
+// The workflow as a graph: one column per stage, one box per job coloured by its state, one arrow
+// per dependency from the job depended on to the job that waits for it. Drawn here, as SVG.
+function workflowGraph(data, level) {
+  const boxW = 170, boxH = 40, colW = 230, rowH = 58, pad = 16;
+  const columns = new Map();
+  for (const s of [...data.stages].sort((a, b) => a.id - b.id)) {
+    const l = level.get(s.id);
+    if (!columns.has(l)) columns.set(l, []);
+    columns.get(l).push(s);
+  }
+  const deepest = Math.max(1, ...[...columns.values()].map((c) => c.length));
+  const width = 2 * pad + (columns.size - 1) * colW + boxW;
+  const height = 2 * pad + (deepest - 1) * rowH + boxH + 24;
+  const root = svg('svg', { id: 'workflow-graph', class: 'workflow-graph', width, height,
+                            viewBox: `0 0 ${width} ${height}`, role: 'img',
+                            'aria-label': 'the workflow: stages as columns, dependencies as arrows' });
+  const defs = svg('defs');
+  const marker = svg('marker', { id: 'wf-arrow', viewBox: '0 0 10 10', refX: 10, refY: 5,
+                                 markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
+  marker.append(svg('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#57606a' }));
+  defs.append(marker);
+  root.append(defs);
+  const at = new Map();
+  [...columns.keys()].sort((a, b) => a - b).forEach((l, c) => {
+    columns.get(l).forEach((s, r) => at.set(s.id, { x: pad + c * colW, y: pad + r * rowH }));
+  });
+  for (const e of data.edges) {
+    const from = at.get(e.depends_on), to = at.get(e.job);
+    if (!from || !to) continue;
+    const x1 = from.x + boxW, y1 = from.y + boxH / 2, x2 = to.x, y2 = to.y + boxH / 2;
+    const mid = (x1 + x2) / 2;
+    const edge = svg('path', { class: 'edge', 'data-from': e.depends_on, 'data-to': e.job,
+                               d: `M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2} ${y2}`,
+                               fill: 'none', stroke: '#57606a', 'stroke-width': 1.5,
+                               'marker-end': 'url(#wf-arrow)' });
+    edge.append(svg('title', { text: `#${e.job} depends on #${e.depends_on} (${e.policy}${e.resolved ? ': ' + e.resolved : ''})` }));
+    root.append(edge);
+  }
+  for (const s of data.stages) {
+    const p = at.get(s.id);
+    const node = svg('g', { class: 'node' + (s.id === data.job ? ' asked' : ''), 'data-job': s.id,
+                            'data-state': s.state, transform: `translate(${p.x} ${p.y})` });
+    const link = svg('a', { href: '#/job/' + s.id });
+    link.append(svg('rect', { width: boxW, height: boxH, rx: 5, fill: STATE_FILLS[s.state] || '#ffffff',
+                              stroke: s.id === data.job ? '#1d4e89' : '#8c959f',
+                              'stroke-width': s.id === data.job ? 2.5 : 1 }));
+    link.append(svg('text', { x: 8, y: 16, class: 'id', text: `#${s.id} ${s.queue || ''}` }));
+    link.append(svg('text', { x: 8, y: 32, class: 'label', text: s.state + (s.reviewer ? ' · ' + s.reviewer : '') }));
+    link.append(svg('title', { text: `#${s.id}: ${s.state}` }));
+    node.append(link);
+    root.append(node);
+  }
+  const shown = [...new Set(data.stages.map((s) => s.state))].sort();
+  shown.forEach((state, i) => {
+    const x = pad + i * 110, y = height - 14;
+    root.append(svg('rect', { class: 'legend', x, y: y - 10, width: 12, height: 12,
+                              fill: STATE_FILLS[state] || '#ffffff', stroke: '#8c959f' }));
+    root.append(svg('text', { x: x + 16, y, text: state }));
+  });
+  return root;
+}
+
 async function renderWorkflow(view, id) {
   const data = await api('/api/jobs/' + encodeURIComponent(id) + '/workflow');
   const level = stagesOf(data);
@@ -446,9 +534,11 @@ async function renderWorkflow(view, id) {
       data.truncated ? el('span', { class: 'error', text: `cut short at ${data.stages.length} jobs: more are connected` }) : null),
     data.edges.length === 0
       ? el('p', { class: 'muted', text: 'This job has no dependencies and nothing depends on it.' })
-      : el('table', { class: 'workflow', id: 'workflow' },
-        el('thead', {}, el('tr', {}, ['stage', 'job', 'queue', 'state', 'reviewer', 'waits for', 'depends on (policy: how it ended)', 'last error'].map((h) => el('th', { text: h })))),
-        el('tbody', {}, body)));
+      : el('div', { class: 'workflow-views' },
+        el('table', { class: 'workflow', id: 'workflow' },
+          el('thead', {}, el('tr', {}, ['stage', 'job', 'queue', 'state', 'reviewer', 'waits for', 'depends on (policy: how it ended)', 'last error'].map((h) => el('th', { text: h })))),
+          el('tbody', {}, body)),
+        el('div', { class: 'graph' }, workflowGraph(data, level))));
 }
 
 // ---- quarantine ----
