@@ -95,11 +95,11 @@ std::string edge_text(const common::DependencyRecord& d) {
 }
 
 void print_links(const common::JobLinks& links) {
+    const std::string more = "... more (aclaimctl workflow show lists them all)";
     for (const auto& d : links.depends_on) field("depends on", edge_text(d));
+    if (links.more_depends_on) field("depends on", more);
     for (const auto& d : links.dependents) field("depended on by", edge_text(d));
-    if (links.more_dependents) {
-        field("depended on by", "... more (aclaimctl workflow show lists them all)");
-    }
+    if (links.more_dependents) field("depended on by", more);
     for (const auto& x : links.exclusions) {
         if (x.reviewer) {
             field("excludes", "reviewer " + *x.reviewer);

@@ -96,6 +96,7 @@ nlohmann::json exclusions_json(const std::vector<ExclusionRecord>& exclusions) {
 nlohmann::json links_json(const JobLinks& links) {
     return {{"depends_on", dependencies_json(links.depends_on)},
             {"dependents", dependencies_json(links.dependents)},
+            {"more_depends_on", links.more_depends_on},
             {"more_dependents", links.more_dependents},
             {"exclusions", exclusions_json(links.exclusions)}};
 }

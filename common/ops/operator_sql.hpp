@@ -98,24 +98,22 @@ SELECT x.excluded_key, x.completer_of, d.state AS named_state,
  ORDER BY x.excluded_key NULLS LAST, x.completer_of
 )SQL";
 
-/// $1 job. What it depends on (schema/0024_job_dependencies.sql), each with its policy, how it
-/// ended (resolved NULL: not yet) and its state now (NULL: pruned by retention); the primary key.
-inline constexpr const char* kOperatorDependencies = R"SQL(
-SELECT d.depends_on AS job, d.policy, d.resolved, j.state
-  FROM job_dependencies d LEFT JOIN jobs j ON j.id = d.depends_on
- WHERE d.job_id = $1::bigint
- ORDER BY d.depends_on
-)SQL";
-
-/// $1 job, $2 at most this many. The jobs that depend on it, as above, in id order
-/// (job_dependencies_dependents, schema/0027).
-inline constexpr const char* kOperatorDependents = R"SQL(
-SELECT d.job_id AS job, d.policy, d.resolved, j.state
-  FROM job_dependencies d LEFT JOIN jobs j ON j.id = d.job_id
- WHERE d.depends_on = $1::bigint
- ORDER BY d.job_id
+/// $1 job, $2 at most this many. One side of a job's dependencies (schema/0024): each edge's
+/// other end, its policy, how that dependency ended (resolved NULL: not yet) and the other job's
+/// state now (NULL: pruned by retention), in id order. {NEAR} is the column that names the job,
+/// {FAR} the other end: job_id and depends_on for what it waits for (the primary key), the
+/// reverse for what waits for it (job_dependencies_dependents, schema/0027).
+inline constexpr const char* kOperatorDependencyEdges = R"SQL(
+SELECT d.{FAR} AS job, d.policy, d.resolved, j.state
+  FROM job_dependencies d LEFT JOIN jobs j ON j.id = d.{FAR}
+ WHERE d.{NEAR} = $1::bigint
+ ORDER BY d.{FAR}
  LIMIT $2::int
 )SQL";
+inline const std::string kOperatorDependencies =
+    filled(kOperatorDependencyEdges, {{"{NEAR}", "job_id"}, {"{FAR}", "depends_on"}});
+inline const std::string kOperatorDependents =
+    filled(kOperatorDependencyEdges, {{"{NEAR}", "depends_on"}, {"{FAR}", "job_id"}});
 
 /// The two readers below are templates whose {COLUMNS} becomes kJobColumnsWithPayload
 /// (job_record.hpp). $1 job.

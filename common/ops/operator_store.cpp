@@ -126,14 +126,16 @@ std::vector<ExclusionRecord> read_exclusions(pqxx::transaction_base& txn, JobId 
 JobLinks OperatorStore::links(JobId id) {
     pqxx::read_transaction txn(conn_);
     JobLinks out;
-    out.depends_on = dependencies_of(txn.exec_params(sql::kOperatorDependencies, id));
-    out.dependents = dependencies_of(
-        txn.exec_params(sql::kOperatorDependents, id, JobLinks::kDependentsShown + 1));
-    constexpr auto kShown = static_cast<std::size_t>(JobLinks::kDependentsShown);
-    if (out.dependents.size() > kShown) {
-        out.dependents.resize(kShown);
-        out.more_dependents = true;
-    }
+    // One more than shown: whether there are more.
+    constexpr auto kShown = static_cast<std::size_t>(JobLinks::kEdgesShown);
+    auto side = [&](const std::string& statement, bool& more) {
+        auto edges = dependencies_of(txn.exec_params(statement, id, JobLinks::kEdgesShown + 1));
+        more = edges.size() > kShown;
+        if (more) edges.resize(kShown);
+        return edges;
+    };
+    out.depends_on = side(sql::kOperatorDependencies, out.more_depends_on);
+    out.dependents = side(sql::kOperatorDependents, out.more_dependents);
     out.exclusions = read_exclusions(txn, id);
     return out;
 }

@@ -72,11 +72,12 @@ struct ExclusionRecord {
 
 /// What ties a job to others: what it waits for, what waits for it, whom it excludes.
 struct JobLinks {
-    std::vector<DependencyRecord> depends_on;
-    std::vector<DependencyRecord> dependents;  ///< at most kDependentsShown
+    std::vector<DependencyRecord> depends_on;  ///< at most kEdgesShown
+    std::vector<DependencyRecord> dependents;  ///< at most kEdgesShown
+    bool more_depends_on = false;              ///< past kEdgesShown
     bool more_dependents = false;
     std::vector<ExclusionRecord> exclusions;
-    static constexpr int kDependentsShown = 100;
+    static constexpr int kEdgesShown = 100;
 };
 
 /// The job's exclusions, on the caller's transaction (the console reads them under its scope).

@@ -439,6 +439,7 @@ TEST_CASE("aclaimctl inspect: what a job depends on, what depends on it, whom it
                                          R"(, "policy": "run", "resolved": null,
                                             "state": "waiting"}])"));
     CHECK(j["more_dependents"] == false);
+    CHECK(j["more_depends_on"] == false);
     CHECK(j["exclusions"]["reviewers"] == Json::parse(R"(["w-trainee"])"));
     CHECK(j["exclusions"]["completers_of"] ==
           Json::parse(R"([{"job": )" + std::to_string(a) +
