@@ -117,16 +117,6 @@ SELECT org_id, coordinator, endpoint, workers, aclaim_us(seen_at) AS seen_us
  ORDER BY org_id, coordinator
 )SQL";
 
-/// $1 job. Its exclusions (schema/0025_job_exclusions.sql): a reviewer named, or a job named with
-/// that job's state and, once it completed, its completer.
-inline constexpr const char* kJobExclusions = R"SQL(
-SELECT x.excluded_key, x.completer_of, d.state AS named_state,
-       CASE WHEN d.state = 'completed' THEN d.assignee END AS completer
-  FROM job_exclusions x LEFT JOIN jobs d ON d.id = x.completer_of
- WHERE x.job_id = $1::bigint
- ORDER BY x.excluded_key NULLS LAST, x.completer_of
-)SQL";
-
 /// $1 job, $2 now. The reviewers connected to a live coordinator of the job's organization
 /// (coordinator_presence.reviewers, as kConnectedWorkers takes a row as live), each with whether
 /// the job excludes them (aclaim_excluded), then one row without a name whose `unknown` counts the

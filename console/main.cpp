@@ -93,7 +93,13 @@ int serve(const Args& a) {
     const auto at = common::parse_host_port(a.listen).value();
     // The console's one clock: the views and the server read it.
     const common::SystemClock clock;
-    aclaim::console::Views views(require_dsn(a, common::Statements::kBounded), a.reports, clock);
+    // A request waits for its turn on a connection as long as a statement may run there.
+    const auto turn_wait =
+        a.deadlines.statement_timeout_s > 0
+            ? std::optional<common::Duration>(std::chrono::seconds(a.deadlines.statement_timeout_s))
+            : std::nullopt;
+    aclaim::console::Views views(require_dsn(a, common::Statements::kBounded), a.reports, clock,
+                                 turn_wait);
     // Before the server's threads start, so that only the waiter sees SIGINT and SIGTERM.
     const sigset_t set = common::block_stop_signals();
     aclaim::console::ConsoleServer server(views, clock);

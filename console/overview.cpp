@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/ops/job_json.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/store/job_states.hpp"
 #include "common/store/pg_array.hpp"
@@ -9,7 +10,8 @@
 #include "console/views.hpp"
 
 // The overview page: per organization, counts by state (exact up to a cap, the planner's estimate
-// above it), leases, completions per minute, rejections, and per queue the work still to do.
+// above it), leases, completions per minute, rejections, per queue the work still to do, and per
+// queue, organization and in total the completion rate over the last minute with the time left.
 
 namespace aclaim::console {
 
@@ -34,6 +36,13 @@ void Views::queue_overview(pqxx::transaction_base& txn, const std::vector<common
     query.cap = sql::kExactCountCap;
     query.queues_per_state = sql::kQueuesShown;
     query.now = now;
+    const auto completions = common::completions_last_minute(txn, orgs, now);
+    for (const auto& [key, n] : completions) {
+        const auto it = by_org.find(key.first);
+        if (it != by_org.end())
+            it->second["completed_last_minute"] =
+                it->second["completed_last_minute"].get<std::int64_t>() + n;
+    }
     for (const auto& q : common::count_queues(txn, query)) {
         const auto it = by_org.find(q.org_id);
         if (it == by_org.end()) continue;
@@ -54,6 +63,11 @@ void Views::queue_overview(pqxx::transaction_base& txn, const std::vector<common
                      : json(nullptr)},
             {"counts", counts},
             {"oldest_pending_age_ms", nullptr}};
+        const auto done = completions.find({q.org_id, q.queue});
+        row["drain"] =
+            common::drain_json({q.pending, done == completions.end() ? 0 : done->second});
+        // A count past the cap is a floor: so is the time left from it.
+        row["drain"]["at_least"] = q.pending > sql::kExactCountCap;
         if (q.oldest_pending_us) {
             const auto us = *q.oldest_pending_us;
             row["oldest_pending_age_ms"] = age_ms(now, us);
@@ -90,6 +104,7 @@ json Views::overview(const Operator& op, common::Instant now) {
                            {"leases_out", 0},
                            {"leases_expired", 0},
                            {"oldest_pending_age_ms", nullptr},
+                           {"completed_last_minute", 0},
                            {"queues", json::array()},
                            {"coordinators", json::array()},
                            {"completions_per_minute", std::vector<long long>(kMinutesCharted, 0)},
@@ -200,9 +215,23 @@ json Views::overview(const Operator& op, common::Instant now) {
                 by_org[org]["estimated"][state] = true;
             }
         }
+        // Per organization and in total: the completion rate over the last minute and the time
+        // the pending jobs take at it (pending may be the planner's estimate: `estimated`).
+        common::DrainRate total;
+        bool total_estimated = false;
+        for (auto& [org, o] : by_org) {
+            const common::DrainRate rate{o["counts"]["pending"].get<std::int64_t>(),
+                                         o["completed_last_minute"].get<std::int64_t>()};
+            o["drain"] = common::drain_json(rate);
+            o["drain"]["estimated"] = o["estimated"]["pending"];
+            total_estimated = total_estimated || o["estimated"]["pending"].get<bool>();
+            total += rate;
+        }
         json out = {{"now_us", common::to_micros(now)},
                     {"exact_count_cap", sql::kExactCountCap},
+                    {"drain", common::drain_json(total)},
                     {"organizations", json::array()}};
+        out["drain"]["estimated"] = total_estimated;
         for (auto& [org, o] : by_org) out["organizations"].push_back(std::move(o));
         return out;
     });

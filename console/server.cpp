@@ -296,6 +296,11 @@ void ConsoleServer::routes() {
                               common::printable(req.method), common::printable(req.path),
                               common::printable(e.what()));
                 send_json(res, 503, {{"error", "the database cannot be reached"}});
+            } catch (const DatabaseBusy& e) {
+                spdlog::error("console: {} {}: the database did not answer in time: {}",
+                              common::printable(req.method), common::printable(req.path), e.what());
+                send_json(res, 503,
+                          {{"error", "the database did not answer within --statement-timeout"}});
             } catch (const pqxx::sql_error& e) {
                 if (e.sqlstate() != common::kStatementTimeoutState) {
                     send_failure(req, res, e);

@@ -51,7 +51,7 @@ class ConsoleServer {
 
     Views& views_;
     const common::Clock& clock_;
-    Sessions sessions_{views_.dsn(), clock_};
+    Sessions sessions_{views_.dsn(), clock_, Sessions::kIdle, views_.turn_wait()};
     LoginThrottle throttle_{clock_};
     std::unique_ptr<common::GuardedServer> server_;
     std::atomic<bool> stopping_{false};

@@ -6,6 +6,7 @@
 
 #include "common/base/clock.hpp"
 #include "console/console_sql.hpp"
+#include "console/turn.hpp"
 
 namespace aclaim::console {
 
@@ -30,26 +31,28 @@ std::string token_hash(const std::string& token) {
     return hex;
 }
 
-Sessions::Sessions(std::string dsn, const common::Clock& clock, common::Duration idle)
-    : dsn_(std::move(dsn)), clock_(clock), idle_(idle) {}
+Sessions::Sessions(std::string dsn, const common::Clock& clock, common::Duration idle,
+                   std::optional<common::Duration> turn_wait)
+    : dsn_(std::move(dsn)), clock_(clock), idle_(idle), turn_wait_(turn_wait) {}
 
 Sessions::~Sessions() = default;
 
 template <typename F>
 auto Sessions::with_connection(F&& f) -> decltype(f(std::declval<pqxx::connection&>())) {
-    std::lock_guard lock(mutex_);
-    try {
-        if (!conn_) {
-            conn_ = std::make_unique<pqxx::connection>(dsn_);
-            pqxx::nontransaction session(*conn_);
-            session.exec(sql::kSession);
+    return with_turn(mutex_, turn_wait_, [&]() -> decltype(f(std::declval<pqxx::connection&>())) {
+        try {
+            if (!conn_) {
+                conn_ = std::make_unique<pqxx::connection>(dsn_);
+                pqxx::nontransaction session(*conn_);
+                session.exec(sql::kSession);
+            }
+            return f(*conn_);
+        } catch (const pqxx::broken_connection&) {
+            // Connect again on the next request rather than fail every one on a dead connection.
+            conn_.reset();
+            throw;
         }
-        return f(*conn_);
-    } catch (const pqxx::broken_connection&) {
-        // Connect again on the next request rather than fail every one on a dead connection.
-        conn_.reset();
-        throw;
-    }
+    });
 }
 
 std::string Sessions::open(const Operator& op) {

@@ -36,8 +36,10 @@ class Sessions {
     /// Expired sessions removed at most per sign-in.
     static constexpr int kPruneBatch = 100;
 
-    /// `clock` (which must outlive this) is what the idle time is counted on.
-    Sessions(std::string dsn, const common::Clock& clock, common::Duration idle = kIdle);
+    /// `clock` (which must outlive this) is what the idle time is counted on; `turn_wait` how
+    /// long a request waits for its turn on the connection (console/turn.hpp; none: no bound).
+    Sessions(std::string dsn, const common::Clock& clock, common::Duration idle = kIdle,
+             std::optional<common::Duration> turn_wait = std::nullopt);
     ~Sessions();
     Sessions(const Sessions&) = delete;
     Sessions& operator=(const Sessions&) = delete;
@@ -56,7 +58,8 @@ class Sessions {
     std::string dsn_;
     const common::Clock& clock_;
     common::Duration idle_;
-    std::mutex mutex_;
+    std::optional<common::Duration> turn_wait_;
+    std::timed_mutex mutex_;
     std::unique_ptr<pqxx::connection> conn_;
 };
 

@@ -33,8 +33,12 @@ json micros_or_null(const pqxx::field& f) {
 
 }  // namespace
 
-Views::Views(std::string dsn, fs::path reports_dir, const common::Clock& clock)
-    : dsn_(std::move(dsn)), reports_dir_(std::move(reports_dir)), clock_(clock) {}
+Views::Views(std::string dsn, fs::path reports_dir, const common::Clock& clock,
+             std::optional<common::Duration> turn_wait)
+    : dsn_(std::move(dsn)),
+      reports_dir_(std::move(reports_dir)),
+      clock_(clock),
+      turn_wait_(turn_wait) {}
 
 Views::Views(std::string dsn, fs::path reports_dir)
     : Views(std::move(dsn), std::move(reports_dir), kSystemClock) {}
@@ -153,20 +157,9 @@ json Views::jobs(const Operator& op, const JobQuery& q) {
 
 json Views::exclusions_of(common::JobId id, bool pending, common::Instant now) {
     pqxx::read_transaction txn(data());
-    json reviewers = json::array();
-    json completers_of = json::array();
-    for (const auto& r : txn.exec_params(sql::kJobExclusions, id)) {
-        if (!r["excluded_key"].is_null()) {
-            reviewers.push_back(r["excluded_key"].as<std::string>());
-            continue;
-        }
-        completers_of.push_back(
-            {{"job", r["completer_of"].as<common::JobId>()},
-             {"state", r["named_state"].is_null() ? json(nullptr)
-                                                  : json(r["named_state"].as<std::string>())},
-             {"completer",
-              r["completer"].is_null() ? json(nullptr) : json(r["completer"].as<std::string>())}});
-    }
+    const auto listed = common::exclusions_json(common::read_exclusions(txn, id));
+    const auto& reviewers = listed["reviewers"];
+    const auto& completers_of = listed["completers_of"];
     if (reviewers.empty() && completers_of.empty()) return nullptr;
     json connected = json::array();
     std::vector<std::string> excluded;
@@ -281,8 +274,9 @@ json Views::drills(const Operator& op) {
                          {"kind", p.extension() == ".svg" ? "svg" : "json"},
                          {"bytes", fs::file_size(reports_dir_ / p, ec)}});
     }
-    std::lock_guard lock(mutex_);
-    return json{{"reports", files}, {"last_check", last_check_}};
+    return with_turn(mutex_, turn_wait_, [&] {
+        return json{{"reports", files}, {"last_check", last_check_}};
+    });
 }
 
 json Views::scoped_check(const Operator& op) {

@@ -7,7 +7,8 @@
 // connection, as the login role, reads the operator accounts, the planner's estimates, and the
 // overview's aggregates for an operator of every organization (whom the policy would not filter).
 //
-// One mutex serialises both connections: the console serves a few operators, not the workers.
+// One mutex serialises both connections: the console serves a few operators, not the workers. A
+// request waits for its turn at most the statement timeout (console/turn.hpp).
 
 #include <filesystem>
 #include <map>
@@ -22,6 +23,7 @@
 
 #include "common/base/clock.hpp"
 #include "console/operators.hpp"
+#include "console/turn.hpp"
 
 namespace aclaim::console {
 
@@ -48,8 +50,10 @@ class Views {
     static constexpr std::ptrdiff_t kHashSlots = 2;
 
     /// `clock` (which must outlive the views) is the program's: actions that need a clock rather
-    /// than an instant (pause) read it.
-    Views(std::string dsn, std::filesystem::path reports_dir, const common::Clock& clock);
+    /// than an instant (pause) read it. `turn_wait`: how long a request waits for its turn on the
+    /// connections (console/turn.hpp); none: as long as it takes.
+    Views(std::string dsn, std::filesystem::path reports_dir, const common::Clock& clock,
+          std::optional<common::Duration> turn_wait = std::nullopt);
     /// On the system clock.
     Views(std::string dsn, std::filesystem::path reports_dir);
 
@@ -57,6 +61,7 @@ class Views {
 
     /// The database the views read, with the deadlines it was given.
     const std::string& dsn() const { return dsn_; }
+    std::optional<common::Duration> turn_wait() const { return turn_wait_; }
 
     /// Reads the account under the connections' lock; checks the password (the slow part, tens
     /// of milliseconds of memory-hard hashing) outside it, so that sign-ins, right or wrong,
@@ -141,7 +146,8 @@ class Views {
     std::string dsn_;
     std::filesystem::path reports_dir_;
     const common::Clock& clock_;
-    std::mutex mutex_;
+    std::optional<common::Duration> turn_wait_;
+    std::timed_mutex mutex_;
     std::unique_ptr<pqxx::connection> data_;
     std::unique_ptr<pqxx::connection> meta_;
     nlohmann::json last_check_;
@@ -158,15 +164,16 @@ inline std::string actor_of(const Operator& op) {
 
 template <typename F>
 auto Views::with_connections(F&& f) -> decltype(f()) {
-    std::lock_guard lock(mutex_);
-    try {
-        return f();
-    } catch (const pqxx::broken_connection&) {
-        // Reconnect on the next request rather than serve from a dead connection forever.
-        data_.reset();
-        meta_.reset();
-        throw;
-    }
+    return with_turn(mutex_, turn_wait_, [&]() -> decltype(f()) {
+        try {
+            return f();
+        } catch (const pqxx::broken_connection&) {
+            // Reconnect on the next request rather than serve from a dead connection forever.
+            data_.reset();
+            meta_.reset();
+            throw;
+        }
+    });
 }
 
 }  // namespace aclaim::console

@@ -1,4 +1,5 @@
-// inspect: one job's row and its whole audit history, for a person or as JSON.
+// inspect: one job's row, what ties it to other jobs (dependencies both ways, exclusions) and its
+// whole audit history, for a person or as JSON.
 
 #include <cstdio>
 #include <iostream>
@@ -86,6 +87,30 @@ void print_park(const common::ParkRecord& p, common::Instant now) {
                                 : std::string("not yet (the token is not stored: only its hash)"));
 }
 
+/// "#12 completed (run: completed)": the job at the edge's other end, its state now, and the
+/// edge's policy with how the dependency ended.
+std::string edge_text(const common::DependencyRecord& d) {
+    return "#" + std::to_string(d.job) + " " + d.state.value_or("pruned") + " (" + d.policy +
+           (d.resolved ? ": " + *d.resolved : std::string(", not ended")) + ")";
+}
+
+void print_links(const common::JobLinks& links) {
+    const std::string more = "... more (aclaimctl workflow show lists them all)";
+    for (const auto& d : links.depends_on) field("depends on", edge_text(d));
+    if (links.more_depends_on) field("depends on", more);
+    for (const auto& d : links.dependents) field("depended on by", edge_text(d));
+    if (links.more_dependents) field("depended on by", more);
+    for (const auto& x : links.exclusions) {
+        if (x.reviewer) {
+            field("excludes", "reviewer " + *x.reviewer);
+        } else if (x.completer_of) {
+            field("excludes", "the completer of #" + std::to_string(*x.completer_of) + " (" +
+                                  x.named_state.value_or("pruned") +
+                                  (x.completer ? ", completed by " + *x.completer : "") + ")");
+        }
+    }
+}
+
 void print_events(const std::vector<common::AuditEvent>& events, common::Instant enqueued_at) {
     std::printf("\nhistory (%zu events)\n", events.size());
     std::printf("  %-8s %-28s %9s  %-13s %5s  %-20s %s\n", "event", "at", "+since", "kind", "gen",
@@ -131,6 +156,7 @@ void add_inspect_command(CLI::App& app, Global& global, Action& action) {
             const auto events = store.events(args->job);
             const auto progress = store.progress(args->job);
             const auto park = store.park(args->job);
+            const auto links = store.links(args->job);
             const auto now = global.clock.now();
             if (args->json) {
                 nlohmann::json out{{"job", common::job_json(*job)},
@@ -138,11 +164,13 @@ void add_inspect_command(CLI::App& app, Global& global, Action& action) {
                 for (const auto& e : events) out["events"].push_back(common::event_json(e));
                 if (progress) out["progress"] = common::progress_json(*progress);
                 if (park) out["park"] = common::park_json(*park);
+                out.update(common::links_json(links));
                 std::cout << out.dump(2) << "\n";
             } else {
                 print_job(*job, now);
                 if (progress) print_progress(*progress, now);
                 if (park) print_park(*park, now);
+                print_links(links);
                 print_events(events, job->enqueued_at);
             }
             return 0;

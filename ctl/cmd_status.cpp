@@ -3,10 +3,12 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/base/clock.hpp"
+#include "common/ops/job_json.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/ops/recovery.hpp"
 #include "ctl/cells.hpp"
@@ -31,11 +33,65 @@ struct StatusArgs {
     std::string interval = "1s";
 };
 
-nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Instant now) {
+/// One queue's backlog and how fast it drains.
+struct QueueDrain {
+    common::OrgId org_id = 0;
+    std::string queue;
+    common::DrainRate rate;
+};
+
+/// What one round shows: the organizations' counts, then per queue the completion rate over the
+/// last minute and the time left at it.
+struct Snapshot {
+    std::vector<common::OrgStatus> orgs;
+    std::vector<QueueDrain> queues;  ///< in organization and queue order
+};
+
+Snapshot read_snapshot(pqxx::connection& conn, common::Instant now,
+                       std::optional<common::OrgId> org) {
+    Snapshot out;
+    out.orgs = common::OperatorStore(conn).status(now, org);
+    std::vector<common::OrgId> ids;
+    for (const auto& s : out.orgs) ids.push_back(s.org_id);
+    if (ids.empty()) return out;
+    pqxx::read_transaction txn(conn);
+    common::QueueQuery query;
+    query.orgs = ids;
+    query.states = {common::JobState::Pending};
+    std::map<std::pair<common::OrgId, std::string>, common::DrainRate> by_queue;
+    for (const auto& q : common::count_queues(txn, query)) {
+        if (q.pending > 0) by_queue[{q.org_id, q.queue}].pending = q.pending;
+    }
+    for (const auto& [key, n] : common::completions_last_minute(txn, ids, now)) {
+        by_queue[key].completed_last_minute = n;
+    }
+    for (const auto& [key, rate] : by_queue) out.queues.push_back({key.first, key.second, rate});
+    return out;
+}
+
+/// The organization's queues added up.
+common::DrainRate org_drain(const Snapshot& snap, common::OrgId org) {
+    common::DrainRate sum;
+    for (const auto& q : snap.queues) {
+        if (q.org_id == org) sum += q.rate;
+    }
+    return sum;
+}
+
+nlohmann::json to_json(const Snapshot& snap, common::Instant now) {
     nlohmann::json out{{"at", common::format_instant(now)},
                        {"organizations", nlohmann::json::object()}};
-    for (const auto& s : rows) {
+    common::DrainRate total;
+    for (const auto& q : snap.queues) total += q.rate;
+    out["drain"] = common::drain_json(total);
+    for (const auto& s : snap.orgs) {
+        nlohmann::json queues = nlohmann::json::object();
+        for (const auto& q : snap.queues) {
+            if (q.org_id == s.org_id) queues[q.queue] = common::drain_json(q.rate);
+        }
         out["organizations"][std::to_string(s.org_id)] = {
+            {"drain", common::drain_json(org_drain(snap, s.org_id))},
+            {"queues", queues},
             {"pending", s.pending},
             {"scheduled", s.scheduled},
             {"assigned", s.assigned},
@@ -59,7 +115,36 @@ nlohmann::json to_json(const std::vector<common::OrgStatus>& rows, common::Insta
     return out;
 }
 
-void print_table(std::FILE* out, const std::vector<common::OrgStatus>& rows) {
+/// "—" while nothing completed in the last minute: at a rate of 0 no time is left to tell.
+std::string time_left_text(const common::DrainRate& rate) {
+    const auto left = rate.time_left();
+    return left ? format_duration(*left) : "\u2014";
+}
+
+void print_drains(std::FILE* out, const Snapshot& snap) {
+    if (snap.queues.empty()) return;
+    std::fprintf(out, "\n%-8s %-24s %9s %9s %8s %10s\n", "org", "queue", "pending", "last-min",
+                 "rate/s", "time-left");
+    auto line = [out](const std::string& org, const std::string& queue,
+                      const common::DrainRate& r) {
+        const auto left = time_left_text(r);
+        // The dash is one column wide in three bytes: printf pads by bytes.
+        const int width = r.time_left() ? 10 : 12;
+        std::fprintf(out, "%-8s %-24s %9lld %9lld %8.2f %*s\n", org.c_str(),
+                     one_line(queue, 24).c_str(), static_cast<long long>(r.pending),
+                     static_cast<long long>(r.completed_last_minute), r.per_second(), width,
+                     left.c_str());
+    };
+    common::DrainRate total;
+    for (const auto& q : snap.queues) {
+        line(std::to_string(q.org_id), q.queue, q.rate);
+        total += q.rate;
+    }
+    line("total", "", total);
+}
+
+void print_table(std::FILE* out, const Snapshot& snap) {
+    const auto& rows = snap.orgs;
     std::fprintf(out, "%-8s %9s %10s %9s %9s %9s %9s %10s %9s %8s %9s %9s %12s %7s %8s\n", "org",
                  "pending", "oldest", "scheduled", "assigned", "live", "expired", "completed",
                  "last-min", "failed", "discarded", "cancelled", "quarantined", "parked",
@@ -98,6 +183,7 @@ void print_table(std::FILE* out, const std::vector<common::OrgStatus>& rows) {
     }
     if (rows.empty()) std::fprintf(out, "(no jobs)\n");
     if (rows.size() > 1) line("total", total);
+    print_drains(out, snap);
 }
 
 /// Sleeps up to `d`, returning early when Ctrl-C arrives.
@@ -120,13 +206,13 @@ int status_cells(const Global& global, const common::CellMap& map, const StatusA
     const auto command = [org, json = a.json, clock = &global.clock](const common::Cell&,
                                                                      pqxx::connection& conn) {
         const auto now = clock->now();
-        const auto rows = common::OperatorStore(conn).status(now, org);
+        const auto snap = read_snapshot(conn, now, org);
         CellReport out;
-        for (const auto& r : rows) out.organizations.insert(r.org_id);
-        out.json = to_json(rows, now).dump();
+        for (const auto& r : snap.orgs) out.organizations.insert(r.org_id);
+        out.json = to_json(snap, now).dump();
         if (!json) {
             TextBuffer text;
-            print_table(text.file(), rows);
+            print_table(text.file(), snap);
             out.text = text.text();
         }
         return out;
@@ -149,11 +235,11 @@ int run_status(const Global& global, const StatusArgs& a) {
     const common::Clock& clock = global.clock;
     for (int round = 1; !g_interrupted; ++round) {
         const auto now = clock.now();
-        std::vector<common::OrgStatus> rows;
+        Snapshot snap;
         std::string trouble;
         try {
             if (!conn) conn = std::make_unique<pqxx::connection>(dsn);
-            rows = common::OperatorStore(*conn).status(now, org);
+            snap = read_snapshot(*conn, now, org);
         } catch (const pqxx::broken_connection& e) {
             // Watching is how an operator follows an outage: say so and keep looking.
             if (!a.watch) throw;
@@ -161,7 +247,7 @@ int run_status(const Global& global, const StatusArgs& a) {
             trouble = std::string("database unreachable: ") + e.what();
         }
         if (a.json) {
-            auto out = to_json(rows, now);
+            auto out = to_json(snap, now);
             if (!trouble.empty()) out["error"] = trouble;
             std::cout << (a.watch ? out.dump() : out.dump(2)) << std::endl;
         } else {
@@ -172,7 +258,7 @@ int run_status(const Global& global, const StatusArgs& a) {
                             hint.c_str());
             }
             if (trouble.empty()) {
-                print_table(stdout, rows);
+                print_table(stdout, snap);
             } else {
                 std::printf("%s\n", one_line(trouble, 200).c_str());
             }
@@ -191,7 +277,8 @@ void add_status_command(CLI::App& app, Global& global, Action& action) {
     auto [cmd, args] = add_command<StatusArgs>(
         app, "status",
         "Per organization: jobs by state, oldest pending age, live and expired leases, "
-        "quarantined, completions in the last minute",
+        "quarantined, completions in the last minute; per queue and in total: the completion "
+        "rate over the last minute and the time the pending jobs take at it",
         global, action, run_status);
     common::add_org(*cmd, args->org, "Only this organization");
     cmd->add_flag("--json", args->json, "Print JSON (with --watch: one object per line)");

@@ -105,6 +105,16 @@ Parser::Parser() {
     app.add_option("--fail-rate", o.fail_rate, "Probability of a retryable FAIL per review")
         ->envname("ACLAIM_FAIL_RATE")
         ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--park-every", o.park_every,
+                   "Park every Nth review instead of completing it (protocol 1.6), writing its "
+                   "callback token to --result-file for the outside completion (0: off)")
+        ->envname("ACLAIM_PARK_EVERY")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--park-timeout-ms", o.park_timeout_ms,
+                   "With --park-every: how long a parked job waits for its callback")
+        ->envname("ACLAIM_PARK_TIMEOUT_MS")
+        ->check(CLI::Range(std::int64_t{1}, common::proto::kMaxParkTimeoutMs))
+        ->capture_default_str();
     app.add_option("--encoding", encoding, "Body encoding on the wire")
         ->envname("ACLAIM_ENCODING")
         ->check(CLI::IsMember({"binary", "json"}))
@@ -233,6 +243,12 @@ WorkerOptions Parser::finish() {
         if (o.client.endpoints.empty())
             throw CLI::ValidationError("--connect", "names no endpoint");
     }
+    if (o.park_every > 0 && o.result_file.empty()) {
+        throw CLI::ValidationError("--park-every",
+                                   "needs --result-file: each park's callback token is written "
+                                   "there, and nowhere else");
+    }
+    o.client.park = o.park_every > 0;
     o.client.silence_timeout = Millis(silence_timeout_ms);
     o.review_mean = Millis(review_ms);
     o.review_dist = *parse_review_dist(dist);

@@ -25,6 +25,10 @@ struct WorkerOptions {
     /// Review each job in this many steps, saving a checkpoint (protocol 1.5's PROGRESS) after
     /// each but the last, and resume a job from the checkpoint an earlier holder saved; 0: off.
     std::int32_t checkpoint_steps = 0;
+    /// Park every Nth review instead of completing it (protocol 1.6), handing its callback token
+    /// to --result-file for an outside completion to rehearse; 0: off.
+    std::int64_t park_every = 0;
+    std::int64_t park_timeout_ms = 3'600'000;  ///< the park's deadline, from when it is parked
     std::string log_level = "info";
     std::string result_file;  ///< JSON line per verdict, appended; empty: none
 };

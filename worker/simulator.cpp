@@ -42,7 +42,7 @@ int Simulator::run() {
     for (;;) {
         auto now = client_.clock().monotonic_now();
         if (!stopping_ && stop_.load()) begin_shutdown("signal", now);
-        if (!stopping_ && options_.jobs > 0 && counters_.completed_accepted >= options_.jobs)
+        if (!stopping_ && options_.jobs > 0 && finished() >= options_.jobs)
             begin_shutdown("completed " + std::to_string(options_.jobs) + " jobs", now);
         if (!stopping_ && options_.idle_exit > Millis(0) && reviews_.empty() &&
             submitted_.empty() && saw_no_work_ && now - last_work_ >= options_.idle_exit)
@@ -75,8 +75,7 @@ std::int32_t Simulator::claim_slots(TimePoint now, std::int64_t counted_twice) c
     const auto busy =
         static_cast<std::int64_t>(reviews_.size() + submitted_.size()) - counted_twice;
     std::int64_t slots = options_.concurrency - busy;
-    if (options_.jobs > 0)
-        slots = std::min(slots, options_.jobs - counters_.completed_accepted - busy);
+    if (options_.jobs > 0) slots = std::min(slots, options_.jobs - finished() - busy);
     return static_cast<std::int32_t>(std::clamp<std::int64_t>(slots, 0, proto::kMaxClaimJobs));
 }
 
@@ -117,6 +116,8 @@ void Simulator::handle(const Event& event, TimePoint now) {
                 org(), p->job.job_id, p->job.generation, options_.client.worker_id, p->percent,
                 p->reason, p->detail);
         }
+    } else if (const auto* parked = std::get_if<JobParked>(&event)) {
+        on_parked(*parked, now);
     } else if (const auto* c = std::get_if<ClaimEnded>(&event)) {
         if (c->why == ClaimEnded::Why::Error) {
             spdlog::warn("worker={} claim failed: {}", options_.client.worker_id, c->reason);
@@ -263,6 +264,13 @@ void Simulator::submit(const Review& r, TimePoint now) {
         client_.fail(r.job, "simulated review failure", true);
         return;
     }
+    ++reviews_submitted_;
+    if (!r.stalled && options_.park_every > 0 && reviews_submitted_ % options_.park_every == 0) {
+        // Handed to an outside system: the token goes to --result-file when PARKED arrives, and
+        // whatever finishes the job there (the callback or aclaim_finish_parked) uses it.
+        client_.park(r.job, options_.park_timeout_ms, "parked by aclaim-worker --park-every");
+        return;
+    }
     std::string result = "review:" + options_.client.worker_id + ":" +
                          std::to_string(r.job.job_id) + ":" + std::to_string(r.job.generation);
     // The next claim rides on the completion (one message, one transaction where the
@@ -301,6 +309,33 @@ void Simulator::on_verdict(const Verdict& v, TimePoint now) {
                     v.replayed, v.state, v.reason, v.detail});
 }
 
+void Simulator::on_parked(const JobParked& p, TimePoint now) {
+    last_work_ = now;
+    const auto& id = options_.client.worker_id;
+    if (!p.accepted) {
+        // Still this worker's job (an ERROR), or already gone (REJECTED): completing it is right
+        // in the first case and refused harmlessly in the second.
+        ++counters_.rejected["park:" + p.reason];
+        spdlog::warn(
+            "park org={} job={} generation={} worker={} outcome=refused:{} ({}): "
+            "completing it instead",
+            org(), p.job.job_id, p.job.generation, id, p.reason, p.detail);
+        results_.write({id, p.job.job_id, p.job.generation, "park", "rejected", false, "", p.reason,
+                        p.detail});
+        client_.complete(p.job, "review:" + id + ":" + std::to_string(p.job.job_id) + ":" +
+                                    std::to_string(p.job.generation));
+        return;
+    }
+    submitted_.erase(p.job.job_id);
+    ++counters_.parked;
+    spdlog::info(
+        "park org={} job={} generation={} worker={} outcome=accepted deadline_us={} "
+        "(its callback token is in the result file)",
+        org(), p.job.job_id, p.job.generation, id, p.deadline_us);
+    results_.write(
+        {id, p.job.job_id, p.job.generation, "park", "accepted", false, "parked", "", p.token});
+}
+
 void Simulator::begin_shutdown(const std::string& why, TimePoint now) {
     stopping_ = true;
     crash_at_.reset();
@@ -324,11 +359,11 @@ void Simulator::log_counters() const {
     // The summary is printed even when the level hides per-job lines.
     spdlog::log(std::max(spdlog::level::info, spdlog::get_level()),
                 "worker={} exit: claimed={} completed_accepted={} replayed={} failed_accepted={} "
-                "released={} rejected={{{}}} revoked={} reconnects={} failovers={} resent={} "
-                "errors={}",
+                "released={} parked={} rejected={{{}}} revoked={} reconnects={} failovers={} "
+                "resent={} errors={}",
                 options_.client.worker_id, counters_.claimed, counters_.completed_accepted,
-                counters_.replayed, counters_.failed_accepted, counters_.released, rejected,
-                counters_.revoked, s.reconnects, s.failovers, s.resent, s.errors);
+                counters_.replayed, counters_.failed_accepted, counters_.released, counters_.parked,
+                rejected, counters_.revoked, s.reconnects, s.failovers, s.resent, s.errors);
 }
 
 }  // namespace aclaim::worker

@@ -1,8 +1,9 @@
 #pragma once
 
 // The reviewer simulator behind aclaim-worker: claims up to --concurrency jobs, "reviews" each
-// for a sampled time, completes or fails it, and rehearses the faults operators drill (crash
-// mid-review, stall past the lease). All protocol work is the Client's; this is the policy.
+// for a sampled time, completes, fails or parks it, and rehearses the faults operators drill (crash
+// mid-review, stall past the lease) and the outside completion of parked jobs. All protocol work is
+// the Client's; this is the policy.
 
 #include <atomic>
 #include <map>
@@ -26,6 +27,7 @@ struct SimulatorCounters {
     std::int64_t failed_accepted = 0;
     std::int64_t released = 0;
     std::int64_t revoked = 0;  ///< reviews stopped because the job was taken back
+    std::int64_t parked = 0;   ///< reviews parked for an outside completion (--park-every)
     std::map<std::string, std::int64_t> rejected;  ///< by reason
 };
 
@@ -59,6 +61,9 @@ class Simulator {
     void on_assigned(const JobAssigned& assigned, TimePoint now);
     void on_lost(const JobLost& lost, TimePoint now);
     void on_verdict(const Verdict& v, TimePoint now);
+    void on_parked(const JobParked& p, TimePoint now);
+    /// Reviews done with for --jobs: accepted completions and accepted parks.
+    std::int64_t finished() const { return counters_.completed_accepted + counters_.parked; }
     void finish_due_reviews(TimePoint now);
     /// --checkpoint-steps: reports the steps that ended by now, each with its checkpoint.
     void checkpoint_due_steps(TimePoint now);
@@ -82,6 +87,7 @@ class Simulator {
     std::set<std::int64_t> submitted_;  ///< COMPLETE/FAIL/RELEASE sent, verdict not yet back
     std::optional<JobRef> stalled_job_;
     SimulatorCounters counters_;
+    std::int64_t reviews_submitted_ = 0;  ///< reviews ended so far, for --park-every
     bool stall_used_ = false;
     std::optional<TimePoint> crash_at_;
     TimePoint claim_not_before_{};

@@ -59,6 +59,59 @@ nlohmann::json progress_json(const ProgressRecord& p) {
             {"updated_at", common::format_instant(p.updated_at)}};
 }
 
+namespace {
+
+nlohmann::json optional_text(const std::optional<std::string>& t) {
+    return t ? nlohmann::json(*t) : nlohmann::json(nullptr);
+}
+
+nlohmann::json dependencies_json(const std::vector<DependencyRecord>& edges) {
+    auto out = nlohmann::json::array();
+    for (const auto& d : edges) {
+        out.push_back({{"job", d.job},
+                       {"policy", d.policy},
+                       {"resolved", optional_text(d.resolved)},
+                       {"state", optional_text(d.state)}});
+    }
+    return out;
+}
+
+}  // namespace
+
+nlohmann::json exclusions_json(const std::vector<ExclusionRecord>& exclusions) {
+    nlohmann::json out{{"reviewers", nlohmann::json::array()},
+                       {"completers_of", nlohmann::json::array()}};
+    for (const auto& x : exclusions) {
+        if (x.reviewer) {
+            out["reviewers"].push_back(*x.reviewer);
+        } else if (x.completer_of) {
+            out["completers_of"].push_back({{"job", *x.completer_of},
+                                            {"state", optional_text(x.named_state)},
+                                            {"completer", optional_text(x.completer)}});
+        }
+    }
+    return out;
+}
+
+nlohmann::json links_json(const JobLinks& links) {
+    return {{"depends_on", dependencies_json(links.depends_on)},
+            {"dependents", dependencies_json(links.dependents)},
+            {"more_depends_on", links.more_depends_on},
+            {"more_dependents", links.more_dependents},
+            {"exclusions", exclusions_json(links.exclusions)}};
+}
+
+nlohmann::json drain_json(const DrainRate& rate) {
+    const auto left = rate.time_left();
+    return {
+        {"pending", rate.pending},
+        {"completed_last_minute", rate.completed_last_minute},
+        {"rate_per_s", rate.per_second()},
+        {"time_left_ms",
+         left ? nlohmann::json(std::chrono::duration_cast<std::chrono::milliseconds>(*left).count())
+              : nlohmann::json(nullptr)}};
+}
+
 nlohmann::json park_json(const ParkRecord& p) {
     return {{"generation", p.generation},
             {"parked_by", p.parked_by},

@@ -16,6 +16,14 @@ nlohmann::json event_json(const AuditEvent& event);
 nlohmann::json progress_json(const ProgressRecord& progress);
 /// A job's latest park (protocol 1.6), the same for inspect and the console's job view.
 nlohmann::json park_json(const ParkRecord& park);
+/// A job's exclusions, the same for inspect and the console's job view: "reviewers" (names) and
+/// "completers_of" (each {job, state, completer}).
+nlohmann::json exclusions_json(const std::vector<ExclusionRecord>& exclusions);
+/// A job's dependencies both ways and its exclusions, for `aclaimctl inspect --json`.
+nlohmann::json links_json(const JobLinks& links);
+/// A backlog's drain rate, the same for `aclaimctl status --json` and the console's overview:
+/// pending, completed_last_minute, rate_per_s and time_left_ms (null while the rate is 0).
+nlohmann::json drain_json(const DrainRate& rate);
 /// The counts and every violation of a check.
 nlohmann::json check_report_json(const CheckReport& report);
 

@@ -65,6 +65,56 @@ SELECT org_id,)SQL" + count_per_state() + R"SQL(
 )SQL",
                                        {"now_us bigint", "org bigint"}};
 
+/// $1 now, $2 bigint[] organizations. Completions per organization and queue within the minute
+/// before $1, for the completion rate and the time left at it (aclaimctl status, the console's
+/// overview): a skip scan over each organization's queues with completed jobs
+/// (aclaim_next_queue), then one range of jobs_finished (org_id, queue, state, completed_at) per
+/// queue, so that the cost follows the last minute's completions, never the table.
+inline const Statement kQueueCompletions{"aclaim_queue_completions",
+                                         R"SQL(
+WITH RECURSIVE q AS (
+    SELECT o, aclaim_next_queue(o, 'completed', NULL) AS queue FROM unnest($2::bigint[]) AS o
+    UNION ALL
+    SELECT q.o, aclaim_next_queue(q.o, 'completed', q.queue) FROM q WHERE q.queue IS NOT NULL
+)
+SELECT q.o AS org_id, q.queue, c.n
+  FROM q,
+       LATERAL (SELECT count(*) AS n FROM jobs j
+                 WHERE j.org_id = q.o AND j.queue = q.queue AND j.state = 'completed'
+                   AND j.completed_at > aclaim_ts($1::bigint - 60000000)
+                   AND j.completed_at <= aclaim_ts($1::bigint)) c
+ WHERE q.queue IS NOT NULL AND c.n > 0
+ ORDER BY 1, 2
+)SQL",
+                                         {"now_us bigint", "orgs bigint[]"}};
+
+/// $1 job. Its exclusions (schema/0025_job_exclusions.sql): a reviewer named, or a job named with
+/// that job's state and, once it completed, its completer.
+inline constexpr const char* kOperatorExclusions = R"SQL(
+SELECT x.excluded_key, x.completer_of, d.state AS named_state,
+       CASE WHEN d.state = 'completed' THEN d.assignee END AS completer
+  FROM job_exclusions x LEFT JOIN jobs d ON d.id = x.completer_of
+ WHERE x.job_id = $1::bigint
+ ORDER BY x.excluded_key NULLS LAST, x.completer_of
+)SQL";
+
+/// $1 job, $2 at most this many. One side of a job's dependencies (schema/0024): each edge's
+/// other end, its policy, how that dependency ended (resolved NULL: not yet) and the other job's
+/// state now (NULL: pruned by retention), in id order. {NEAR} is the column that names the job,
+/// {FAR} the other end: job_id and depends_on for what it waits for (the primary key), the
+/// reverse for what waits for it (job_dependencies_dependents, schema/0027).
+inline constexpr const char* kOperatorDependencyEdges = R"SQL(
+SELECT d.{FAR} AS job, d.policy, d.resolved, j.state
+  FROM job_dependencies d LEFT JOIN jobs j ON j.id = d.{FAR}
+ WHERE d.{NEAR} = $1::bigint
+ ORDER BY d.{FAR}
+ LIMIT $2::int
+)SQL";
+inline const std::string kOperatorDependencies =
+    filled(kOperatorDependencyEdges, {{"{NEAR}", "job_id"}, {"{FAR}", "depends_on"}});
+inline const std::string kOperatorDependents =
+    filled(kOperatorDependencyEdges, {{"{NEAR}", "depends_on"}, {"{FAR}", "job_id"}});
+
 /// The two readers below are templates whose {COLUMNS} becomes kJobColumnsWithPayload
 /// (job_record.hpp). $1 job.
 inline constexpr const char* kOperatorJob = "SELECT {COLUMNS} FROM jobs WHERE id = $1::bigint";
@@ -384,8 +434,9 @@ SELECT p.login, p.org_id, aclaim_us(p.bound_at) AS bound_us, p.bound_by,
 /// The statements above that take parameters, run unprepared on the caller's connection (their
 /// names only identify them); listed for the test that holds each text to its contract.
 inline const std::vector<const Statement*> kOperatorStatements = {
-    &kOperatorStatus, &kOperatorRelease,    &kOperatorFail,      &kOperatorCancel, &kOperatorRetry,
-    &kOperatorPause,  &kOperatorConfigure,  &kOperatorQueues,    &kProducerBind,   &kProducerUnbind,
-    &kProducerList,   &kOperatorQueueKnown, &kOperatorRetryLocks};
+    &kOperatorStatus,     &kOperatorRelease, &kOperatorFail,      &kOperatorCancel,
+    &kOperatorRetry,      &kOperatorPause,   &kOperatorConfigure, &kOperatorQueues,
+    &kProducerBind,       &kProducerUnbind,  &kProducerList,      &kOperatorQueueKnown,
+    &kOperatorRetryLocks, &kQueueCompletions};
 
 }  // namespace aclaim::common::sql

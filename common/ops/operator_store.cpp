@@ -93,6 +93,53 @@ std::optional<ProgressRecord> OperatorStore::progress(JobId id) {
                           r[0]["updated_us"].as<Instant>()};
 }
 
+namespace {
+
+std::optional<std::string> text_of(const pqxx::field& f) {
+    return f.is_null() ? std::nullopt : std::optional<std::string>(f.as<std::string>());
+}
+
+std::vector<DependencyRecord> dependencies_of(const pqxx::result& rows) {
+    std::vector<DependencyRecord> out;
+    for (const auto& r : rows) {
+        out.push_back({r["job"].as<JobId>(), r["policy"].as<std::string>(), text_of(r["resolved"]),
+                       text_of(r["state"])});
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<ExclusionRecord> read_exclusions(pqxx::transaction_base& txn, JobId id) {
+    std::vector<ExclusionRecord> out;
+    for (const auto& r : txn.exec_params(sql::kOperatorExclusions, id)) {
+        ExclusionRecord x;
+        x.reviewer = text_of(r["excluded_key"]);
+        if (!r["completer_of"].is_null()) x.completer_of = r["completer_of"].as<JobId>();
+        x.named_state = text_of(r["named_state"]);
+        x.completer = text_of(r["completer"]);
+        out.push_back(std::move(x));
+    }
+    return out;
+}
+
+JobLinks OperatorStore::links(JobId id) {
+    pqxx::read_transaction txn(conn_);
+    JobLinks out;
+    // One more than shown: whether there are more.
+    constexpr auto kShown = static_cast<std::size_t>(JobLinks::kEdgesShown);
+    auto side = [&](const std::string& statement, bool& more) {
+        auto edges = dependencies_of(txn.exec_params(statement, id, JobLinks::kEdgesShown + 1));
+        more = edges.size() > kShown;
+        if (more) edges.resize(kShown);
+        return edges;
+    };
+    out.depends_on = side(sql::kOperatorDependencies, out.more_depends_on);
+    out.dependents = side(sql::kOperatorDependents, out.more_dependents);
+    out.exclusions = read_exclusions(txn, id);
+    return out;
+}
+
 std::optional<ParkRecord> OperatorStore::park(JobId id) {
     pqxx::read_transaction txn(conn_);
     const auto r = txn.exec_params(sql::kOperatorPark, id);
@@ -367,6 +414,27 @@ std::vector<QueueStatus> count_queues(pqxx::transaction_base& txn, const QueueQu
         q.retain_discarded = Duration(r["retain_discarded_us"].as<std::int64_t>());
         q.retain_cancelled = Duration(r["retain_cancelled_us"].as<std::int64_t>());
         out.push_back(std::move(q));
+    }
+    return out;
+}
+
+std::optional<Duration> DrainRate::time_left() const {
+    if (completed_last_minute <= 0) return std::nullopt;
+    return std::chrono::duration_cast<Duration>(std::chrono::minutes(1)) * pending /
+           completed_last_minute;
+}
+
+DrainRate& DrainRate::operator+=(const DrainRate& other) {
+    pending += other.pending;
+    completed_last_minute += other.completed_last_minute;
+    return *this;
+}
+
+std::map<std::pair<OrgId, std::string>, std::int64_t> completions_last_minute(
+    pqxx::transaction_base& txn, const std::vector<OrgId>& orgs, Instant now) {
+    std::map<std::pair<OrgId, std::string>, std::int64_t> out;
+    for (const auto& r : txn.exec_params(sql::kQueueCompletions.text, now, pg_array(orgs))) {
+        out[{r["org_id"].as<OrgId>(), r["queue"].as<std::string>()}] = r["n"].as<std::int64_t>();
     }
     return out;
 }

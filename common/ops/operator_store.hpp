@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <optional>
 #include <pqxx/pqxx>
 #include <stdexcept>
@@ -50,6 +51,37 @@ struct ParkRecord {
     std::string used_by;
     std::string outcome;  ///< completed, failed or retry; empty while unused
 };
+
+/// One edge of a job's dependencies as an operator sees it (schema/0024_job_dependencies.sql):
+/// the job at its other end, the edge's policy, how that dependency ended and the job's state now.
+struct DependencyRecord {
+    JobId job = 0;
+    std::string policy;                   ///< cancel or run, when the dependency does not complete
+    std::optional<std::string> resolved;  ///< how the dependency ended; none: not yet
+    std::optional<std::string> state;     ///< the other job's state; none: pruned by retention
+};
+
+/// One of a job's exclusions (schema/0025_job_exclusions.sql): a reviewer named, or a job whose
+/// completer may not take this one, with that job's state and, once it completed, its completer.
+struct ExclusionRecord {
+    std::optional<std::string> reviewer;
+    std::optional<JobId> completer_of;
+    std::optional<std::string> named_state;
+    std::optional<std::string> completer;
+};
+
+/// What ties a job to others: what it waits for, what waits for it, whom it excludes.
+struct JobLinks {
+    std::vector<DependencyRecord> depends_on;  ///< at most kEdgesShown
+    std::vector<DependencyRecord> dependents;  ///< at most kEdgesShown
+    bool more_depends_on = false;              ///< past kEdgesShown
+    bool more_dependents = false;
+    std::vector<ExclusionRecord> exclusions;
+    static constexpr int kEdgesShown = 100;
+};
+
+/// The job's exclusions, on the caller's transaction (the console reads them under its scope).
+std::vector<ExclusionRecord> read_exclusions(pqxx::transaction_base& txn, JobId id);
 
 /// Which jobs `jobs list` shows; every filter is optional. Pages go by id.
 struct JobFilter {
@@ -159,6 +191,22 @@ struct QueueQuery {
 /// per-queue gauges read.
 std::vector<QueueStatus> count_queues(pqxx::transaction_base& txn, const QueueQuery& query);
 
+/// How fast a backlog drains: completions in the last minute and the time the pending jobs take
+/// at that rate. Shown per queue and in total by `aclaimctl status` and the console's overview.
+struct DrainRate {
+    std::int64_t pending = 0;
+    std::int64_t completed_last_minute = 0;
+    double per_second() const { return static_cast<double>(completed_last_minute) / 60.0; }
+    /// pending / rate; none while nothing completed in the last minute (the time is unknown).
+    std::optional<Duration> time_left() const;
+    DrainRate& operator+=(const DrainRate& other);
+};
+
+/// Completions in the minute before `now` per organization and queue (sql::kQueueCompletions),
+/// on the caller's transaction; queues without any are left out.
+std::map<std::pair<OrgId, std::string>, std::int64_t> completions_last_minute(
+    pqxx::transaction_base& txn, const std::vector<OrgId>& orgs, Instant now);
+
 /// A queue an organization has never had (no settings, no job), named where one must exist.
 class UnknownQueue : public std::invalid_argument {
   public:
@@ -183,6 +231,8 @@ class OperatorStore {
     std::optional<ProgressRecord> progress(JobId id);
     /// The job's latest park (protocol 1.6, job_parks), when it was ever parked.
     std::optional<ParkRecord> park(JobId id);
+    /// Its dependencies both ways and its exclusions.
+    JobLinks links(JobId id);
     std::vector<JobRecord> list(const JobFilter& filter);
 
     /// Returns an assigned job to pending, giving back the attempt; the holder's generation loses

@@ -1,6 +1,6 @@
 // The console's pages. Everything is built with DOM calls and textContent (never innerHTML), so
-// no value read from the database can become markup; the Content-Security-Policy allows only this
-// file as script.
+// no value read from the database can become markup; the Content-Security-Policy allows only the
+// console's own files as script (this one and workflow.js, the workflow page).
 'use strict';
 
 const REFRESH_MS = 2000;
@@ -139,6 +139,15 @@ async function setPaused(org, queue, paused) {
   });
 }
 
+// How fast a backlog drains: completions a second over the last minute, and the time the pending
+// jobs take at that rate ('—' while nothing completed: no rate, no time to tell). A pending count
+// past the exact-count cap is a floor (≥), the planner's estimate an approximation (≈).
+function drainRate(d) { return d.rate_per_s.toFixed(d.rate_per_s < 10 ? 2 : 1) + '/s'; }
+function drainLeft(d) {
+  if (d.time_left_ms === null || d.time_left_ms === undefined) return '—';
+  return (d.at_least ? '≥ ' : d.estimated ? '≈ ' : '') + ago(d.time_left_ms);
+}
+
 // A queue's rate limit: claims a second, how many at once, and the tokens its bucket holds now.
 function rateText(q) {
   if (q.rate_per_s === null || q.rate_per_s === undefined) return '—';
@@ -173,12 +182,15 @@ function queueTable(organizations, cap) {
       el('td', { class: 'share', text: shareText(q) }),
       QUEUE_STATES.map((s) => el('td', { class: 'n', 'data-state': s, text: capped(q.counts[s], cap) })),
       el('td', { text: ago(q.oldest_pending_age_ms) }),
+      el('td', { class: 'n done', text: q.drain.completed_last_minute }),
+      el('td', { class: 'n drain-rate', text: drainRate(q.drain) }),
+      el('td', { class: 'n time-left', text: drainLeft(q.drain) }),
       el('td', { class: 'actions' }, input, ' ',
         el('button', { type: 'button', class: q.paused ? 'resume' : 'pause secondary',
                        onclick: () => setPaused(q.org_id, q.queue, !q.paused), text: q.paused ? 'Resume' : 'Pause' })));
   });
   return el('table', { id: 'queues', class: 'queues' },
-    el('thead', {}, el('tr', {}, ['org', 'queue', 'switch', 'limit', 'rate', 'share', ...QUEUE_STATES, 'oldest pending', 'action'].map((h) => el('th', { text: h })))),
+    el('thead', {}, el('tr', {}, ['org', 'queue', 'switch', 'limit', 'rate', 'share', ...QUEUE_STATES, 'oldest pending', 'done last min', 'rate', 'time left', 'action'].map((h) => el('th', { text: h })))),
     el('tbody', {}, rows));
 }
 
@@ -203,6 +215,9 @@ async function renderOverview(view) {
         el('span', {}, 'expired, not reclaimed ', el('b', { text: o.leases_expired })),
         el('span', {}, 'oldest pending ', el('b', { text: ago(o.oldest_pending_age_ms) })),
         el('span', {}, 'completed last hour ', el('b', { text: perMinute.reduce((a, b) => a + b, 0) }))),
+      el('div', { class: 'facts drain' },
+        el('span', {}, 'last minute ', el('b', { class: 'drain-rate', text: drainRate(o.drain) })),
+        el('span', {}, 'time left ', el('b', { class: 'time-left', text: drainLeft(o.drain) }))),
       el('div', { class: 'facts workers' }, 'workers connected: ',
         o.coordinators.length === 0 ? el('span', { text: 'none' })
           : o.coordinators.map((c) => el('span', { 'data-coordinator': c.coordinator, title: `${c.endpoint}, heard ${ago(c.seen_ms_ago)} ago` },
@@ -213,6 +228,10 @@ async function renderOverview(view) {
           : rejections.map(([r, n]) => el('span', {}, r + ' ', el('b', { text: n }))))));
   }
   view.replaceChildren(el('h1', { text: 'Overview' }), actionResult(),
+    el('div', { class: 'facts drain', id: 'drain-total' }, 'in total: ',
+      el('span', {}, el('b', { text: data.drain.pending.toLocaleString('en') }), ' pending'),
+      el('span', {}, 'last minute ', el('b', { class: 'drain-rate', text: drainRate(data.drain) })),
+      el('span', {}, 'time left ', el('b', { class: 'time-left', text: drainLeft(data.drain) }))),
     data.organizations.length === 0 ? el('p', { class: 'muted', text: 'No jobs yet.' }) : cards,
     el('h2', { class: 'section', text: 'Queues' }), queueTable(data.organizations, data.exact_count_cap),
     el('p', { class: 'muted', text: `Counts above ${data.exact_count_cap.toLocaleString('en')} per state are the planner's estimates (≈).` }));
@@ -385,61 +404,6 @@ async function renderJob(view, id) {
   view.replaceChildren(el('h1', { text: `Job #${j.id} ` },
     el('a', { href: '#/workflow/' + j.id, id: 'workflow-link', class: 'muted', text: 'workflow' })), jobActions(j), fields,
     el('h2', { text: `Audit timeline (${data.events.length} events)` }), timeline);
-}
-
-// ---- workflow ----
-
-// Each job's stage: 1 for a job that waits for nothing shown, else one more than the latest
-// stage among its dependencies (a fan-out's branches share a stage, its fan-in comes after).
-function stagesOf(data) {
-  const deps = new Map(data.stages.map((s) => [s.id, []]));
-  for (const e of data.edges) deps.get(e.job)?.push(e.depends_on);
-  const level = new Map();
-  const visit = (id, seen) => {
-    if (level.has(id)) return level.get(id);
-    if (seen.has(id)) return 1;
-    seen.add(id);
-    const l = 1 + Math.max(0, ...(deps.get(id) || []).map((d) => visit(d, seen)));
-    level.set(id, l);
-    return l;
-  };
-  for (const s of data.stages) visit(s.id, new Set());
-  return level;
-}
-
-async function renderWorkflow(view, id) {
-  const data = await api('/api/jobs/' + encodeURIComponent(id) + '/workflow');
-  const level = stagesOf(data);
-  const dependsOn = new Map();
-  for (const e of data.edges) {
-    if (!dependsOn.has(e.job)) dependsOn.set(e.job, []);
-    dependsOn.get(e.job).push(e);
-  }
-  const rows = [...data.stages].sort((a, b) => level.get(a.id) - level.get(b.id) || a.id - b.id);
-  const body = rows.map((s) => el('tr', { 'data-job': s.id, 'data-state': s.state, class: s.id === data.job ? 'asked' : null },
-    el('td', { class: 'n', text: String(level.get(s.id)) }),
-    el('td', {}, jobLink(s.id)),
-    el('td', { text: s.queue || '—' }),
-    el('td', {}, stateBadge(s.state)),
-    el('td', { class: 'reviewer', text: s.reviewer || '—' }),
-    el('td', { class: 'waits' }, s.waits_for.length ? s.waits_for.map((d, i) => [i ? ', ' : '', jobLink(d)]).flat() : '—'),
-    el('td', { class: 'depends' }, (dependsOn.get(s.id) || []).map((e, i) => [i ? ', ' : '', jobLink(e.depends_on),
-      el('span', { class: 'muted', text: ` (${e.policy}${e.resolved ? ': ' + e.resolved : ''})` })]).flat()),
-    el('td', {}, s.last_error ? el('pre', { text: s.last_error }) : '')));
-  const waiting = data.stages.filter((s) => s.state === 'waiting').length;
-  view.replaceChildren(
-    el('h1', { text: `Workflow of job #${data.job}` }),
-    el('div', { class: 'facts' },
-      el('span', {}, 'organization ', el('b', { text: String(data.org_id) })),
-      el('span', {}, el('b', { id: 'workflow-jobs', text: String(data.stages.length) }), ' jobs'),
-      el('span', {}, el('b', { text: String(data.edges.length) }), ' dependencies'),
-      el('span', {}, el('b', { text: String(waiting) }), ' waiting'),
-      data.truncated ? el('span', { class: 'error', text: `cut short at ${data.stages.length} jobs: more are connected` }) : null),
-    data.edges.length === 0
-      ? el('p', { class: 'muted', text: 'This job has no dependencies and nothing depends on it.' })
-      : el('table', { class: 'workflow', id: 'workflow' },
-        el('thead', {}, el('tr', {}, ['stage', 'job', 'queue', 'state', 'reviewer', 'waits for', 'depends on (policy: how it ended)', 'last error'].map((h) => el('th', { text: h })))),
-        el('tbody', {}, body)));
 }
 
 // ---- quarantine ----

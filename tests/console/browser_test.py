@@ -8,6 +8,7 @@ then aclaim-console with two operators (one of every organization, one scoped to
 Checks that every page loads without a console error and shows the right counts and events, that
 a quarantine release clicked in the page lands in the job's audit log under the operator's name,
 that a fan-out/fan-in workflow's view shows each stage's state, reviewer and what it waits for,
+as a table and as a graph (an SVG node per job coloured by state, an edge per dependency),
 that a POST without the CSRF token is refused with 403, that the scoped operator sees only its
 organization, and keeps a PNG of every page in --out.
 """
@@ -350,6 +351,15 @@ def run(args, work, dsn):
               "the rejection is counted by reason")
         check(browser.evaluate("document.querySelectorAll('.card[data-org=\"1\"] svg.chart rect')"
                                ".length") == 60, "the completions chart has a bar per minute")
+        drain = browser.evaluate(
+            "[document.querySelector('#drain-total .time-left')?.textContent,"
+            " document.querySelector('.card[data-org=\"2\"] .drain .drain-rate')?.textContent,"
+            " document.querySelector('.card[data-org=\"2\"] .drain .time-left')?.textContent,"
+            " document.querySelector('#queues tr[data-org=\"1\"][data-queue=\"electrical\"]"
+            " td.time-left')?.textContent]")
+        check(drain[0] is not None and drain[1:] == ["0.00/s", "—", "—"],
+              f"the completion rate and time left, in total, per organization and per queue: "
+              f"none completed, no time to tell {drain}")
 
         # Pause a queue from the overview, then resume it: both in the queue's audit log.
         queue_row = '#queues tr[data-org="1"][data-queue="electrical"]'
@@ -454,6 +464,30 @@ def run(args, work, dsn):
         check(rows == expected, f"the workflow view shows each stage, reviewer and wait {rows}")
         check(browser.evaluate("document.querySelector('#workflow tr.asked').dataset.job")
               == str(wf["approval"]), "the job asked for is marked")
+        # Beside the table, the same workflow drawn as a graph by the console's own script.
+        graph = browser.evaluate(
+            "(() => { const g = document.querySelector('.workflow-views svg#workflow-graph');"
+            " if (!g) return null;"
+            " return { nodes: [...g.querySelectorAll('g.node')].map((n) => [Number(n.dataset.job),"
+            " n.dataset.state, n.querySelector('rect').getAttribute('fill'),"
+            " n.transform.baseVal.consolidate().matrix.e]),"
+            " edges: [...g.querySelectorAll('path.edge')].map((p) => [Number(p.dataset.from),"
+            " Number(p.dataset.to)]) }; })()")
+        check(graph is not None, "the workflow view draws the workflow as an SVG graph")
+        nodes = {n[0]: {"state": n[1], "fill": n[2], "x": n[3]} for n in graph["nodes"]}
+        check(len(graph["nodes"]) == 4 and sorted(nodes) == sorted(
+            [wf["intake"], e, p, wf["approval"]]), f"one node per job {graph['nodes']}")
+        check(sorted(map(tuple, graph["edges"])) == sorted(
+            [(wf["intake"], e), (wf["intake"], p), (e, wf["approval"]), (p, wf["approval"])]),
+              f"one edge per dependency, from the job depended on {graph['edges']}")
+        check(all(nodes[j]["state"] == r[2] for j, r in zip([r[0] for r in expected], expected)),
+              "each node carries its job's state")
+        check(nodes[wf["intake"]]["x"] < nodes[e]["x"] == nodes[p]["x"] < nodes[wf["approval"]]["x"],
+              f"the stages are columns, left to right {nodes}")
+        fills = {n["state"]: n["fill"] for n in nodes.values()}
+        check(nodes[wf["intake"]]["fill"] == nodes[e]["fill"]
+              and len(set(fills.values())) == 3,
+              f"the nodes are coloured by state, one colour each {fills}")
         check(scoped.request(f"/api/jobs/{wf['approval']}/workflow")[0] == 404, "the scoped operator cannot read another organization's workflow")
         page(browser, "job-approval", f"#/job/{wf['approval']}", args.out,
              "document.querySelector('#timeline li[data-kind=\"waiting\"]') !== null")

@@ -302,3 +302,73 @@ TEST_CASE(
     CHECK(b.get("/api/leases") == 200);
     CHECK(c.log().find("did not answer in time") != std::string::npos);
 }
+
+TEST_CASE(
+    "console: behind a statement the database never answers, every page, the session check and "
+    "sign-in answer within twice --statement-timeout, however many ask at once",
+    "[console]") {
+    console::init_crypto();
+    TestDatabase db;
+    auto conn = db.connect();
+    console::put_operator(*conn, {"alice", std::nullopt}, kPassword);
+    constexpr auto kTimeout = 2s;
+    ConsoleProcess c(db.dsn(), "127.0.0.1:0", {{"ACLAIM_STATEMENT_TIMEOUT", "2"}});
+    const int port = c.port();
+    REQUIRE(port != 0);
+    Browser b(port);
+    REQUIRE(b.login("alice", kPassword) == 200);
+    REQUIRE(b.get("/api/overview") == 200);
+
+    // Each of `paths` asked at once, each on a connection of its own: the status and how long
+    // each took.
+    auto ask_at_once = [&](const std::vector<std::string>& paths) {
+        std::vector<std::pair<int, SteadyClock::duration>> out(paths.size());
+        std::vector<std::thread> threads;
+        for (std::size_t i = 0; i < paths.size(); ++i) {
+            threads.emplace_back([&, i] {
+                httplib::Client client("127.0.0.1", port);
+                client.set_read_timeout(60s);
+                const auto asked = SteadyClock::now();
+                const auto res =
+                    paths[i] == "/api/login"
+                        ? client.Post("/api/login",
+                                      Json{{"name", "alice"}, {"password", kPassword}}.dump(),
+                                      "application/json")
+                        : client.Get(paths[i].c_str(), {{"Cookie", b.cookie}});
+                out[i] = {res ? res->status : -1, SteadyClock::now() - asked};
+            });
+        }
+        for (auto& t : threads) t.join();
+        return out;
+    };
+
+    // Every one of `asks`, asked at once while `tables` are held locked by another session,
+    // is answered 503 within twice the timeout.
+    auto all_answered_in_time = [&](const std::string& tables,
+                                    const std::vector<std::string>& asks) {
+        pqxx::work hold(*conn);
+        hold.exec("LOCK TABLE " + tables + " IN ACCESS EXCLUSIVE MODE");
+        const auto answers = ask_at_once(asks);
+        for (std::size_t i = 0; i < asks.size(); ++i) {
+            INFO(asks[i]
+                 << " answered " << answers[i].first << " after "
+                 << std::chrono::duration_cast<std::chrono::milliseconds>(answers[i].second).count()
+                 << " ms");
+            CHECK(answers[i].first == 503);
+            CHECK(answers[i].second < 2 * kTimeout + 1500ms);
+        }
+        hold.abort();
+    };
+    SECTION("the jobs table held: every page") {
+        all_answered_in_time("jobs", {"/api/overview", "/api/leases", "/api/jobs",
+                                      "/api/quarantine", "/api/jobs/1", "/api/overview"});
+    }
+    SECTION("the sessions and the operators held: the session check and sign-in") {
+        all_answered_in_time("console_sessions, console_operators",
+                             {"/api/overview", "/api/session", "/api/login", "/api/leases",
+                              "/api/session", "/api/login"});
+    }
+    // Served on once the lock is gone.
+    CHECK(b.get("/api/overview") == 200);
+    CHECK(b.who() == "alice");
+}

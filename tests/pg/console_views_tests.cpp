@@ -2,6 +2,7 @@
 // reads and actions under row-level security for an operator scoped to some organizations.
 
 #include <catch2/catch.hpp>
+#include <map>
 
 #include "common/base/clock.hpp"
 #include "common/ops/operator_store.hpp"
@@ -455,4 +456,55 @@ TEST_CASE("console views: a job's exclusions, and why it waits when every review
     CHECK((*page)["exclusions"]["waits_because"].is_null());
     CHECK((*page)["exclusions"]["connected"][1]["name"] == "K3");
     CHECK((*page)["exclusions"]["connected"][1]["excluded"] == false);
+}
+
+TEST_CASE(
+    "console overview: per queue, organization and in total, the last minute's rate and "
+    "the time left at it",
+    "[console]") {
+    TestDatabase db;
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    auto in_queue = [](int n, const std::string& queue) {
+        auto out = some_jobs(n);
+        for (auto& j : out) j.queue = queue;
+        return out;
+    };
+    // Organization 1: "intake" 10 jobs, 4 completed 10 s ago (6 left), "archive" 3, none done.
+    // Organization 2: 2 jobs, one completed ten minutes ago: no rate.
+    store.enqueue(1, in_queue(10, "intake"), now - 600 * common::kSeconds);
+    store.enqueue(1, in_queue(3, "archive"), now - 600 * common::kSeconds);
+    store.enqueue(2, some_jobs(2), now - 900 * common::kSeconds);
+    auto complete = [&](common::OrgId org, int n, const std::string& queue, common::Instant at) {
+        for (const auto& l : store.claim(org, {"w", n, {queue}}, common::kSeconds, at).leases) {
+            REQUIRE(store.complete({org, l.job_id, l.generation, "w", "r"}, at).accepted());
+        }
+    };
+    complete(1, 4, "intake", now - 10 * common::kSeconds);
+    complete(2, 1, "default", now - 600 * common::kSeconds);
+
+    console::Views views(db.dsn(), "");
+    for (const auto& op : {console::Operator{"all", std::nullopt},
+                           console::Operator{"scoped", std::vector<common::OrgId>{1, 2}}}) {
+        INFO(op.name);
+        const auto o = views.overview(op, now);
+        REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1, 2});
+        const auto& one = o["organizations"][0];
+        std::map<std::string, nlohmann::json> queues;
+        for (const auto& q : one["queues"]) queues[q["queue"]] = q["drain"];
+        CHECK(queues["intake"]["completed_last_minute"] == 4);
+        CHECK(queues["intake"]["pending"] == 6);
+        CHECK(queues["intake"]["time_left_ms"] == 90'000);
+        CHECK(queues["intake"]["at_least"] == false);
+        CHECK(queues["archive"]["completed_last_minute"] == 0);
+        CHECK(queues["archive"]["time_left_ms"].is_null());
+        CHECK(one["drain"]["pending"] == 9);
+        CHECK(one["drain"]["time_left_ms"] == 135'000);
+        const auto& two = o["organizations"][1];
+        CHECK(two["drain"]["completed_last_minute"] == 0);
+        CHECK(two["drain"]["time_left_ms"].is_null());
+        CHECK(o["drain"]["pending"] == 10);
+        CHECK(o["drain"]["completed_last_minute"] == 4);
+        CHECK(o["drain"]["time_left_ms"] == 150'000);
+    }
 }

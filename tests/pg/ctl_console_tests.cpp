@@ -8,6 +8,7 @@
 
 #include "common/base/clock.hpp"
 #include "common/ops/checker.hpp"
+#include "common/ops/operator_sql.hpp"
 #include "common/store/assignment_store.hpp"
 #include "tests/pg/ctl_run.hpp"
 #include "tests/support/rows.hpp"
@@ -284,6 +285,88 @@ TEST_CASE("aclaimctl status: states, leases, oldest pending and the last minute"
     CHECK(run_ctl(db.dsn(), {"status", "--watch", "--interval", "soon"}).code == 2);
 }
 
+TEST_CASE("aclaimctl status: per queue and in total, the last minute's rate and the time left",
+          "[ctl]") {
+    TestDatabase db;
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    auto in_queue = [](int n, const std::string& queue) {
+        auto out = jobs(n, queue);
+        for (auto& j : out) j.queue = queue;
+        return out;
+    };
+    // Queue "intake": 11 jobs, 3 completed within the last minute and 2 five minutes ago (those
+    // are no part of the rate), 6 left. Queue "archive": 4 pending, nothing completed.
+    store.enqueue(1, in_queue(11, "intake"), now - 600 * common::kSeconds);
+    store.enqueue(1, in_queue(4, "archive"), now - 600 * common::kSeconds);
+    auto complete = [&](int n, common::Instant at) {
+        const auto leases = store.claim(1, {"w", n, {"intake"}}, kHour, at).leases;
+        REQUIRE(leases.size() == static_cast<std::size_t>(n));
+        for (const auto& l : leases) {
+            REQUIRE(store.complete({1, l.job_id, l.generation, "w", "r"}, at).accepted());
+        }
+    };
+    complete(2, now - 300 * common::kSeconds);
+    complete(3, now - 5 * common::kSeconds);
+
+    auto r = run_ctl(db.dsn(), {"status", "--json"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto all = Json::parse(r.out);
+    const auto& queues = all["organizations"]["1"]["queues"];
+    CHECK(queues["intake"]["pending"] == 6);
+    CHECK(queues["intake"]["completed_last_minute"] == 3);
+    CHECK(queues["intake"]["rate_per_s"].get<double>() == Approx(0.05));
+    CHECK(queues["intake"]["time_left_ms"] == 120'000);
+    CHECK(queues["archive"]["pending"] == 4);
+    CHECK(queues["archive"]["completed_last_minute"] == 0);
+    CHECK(queues["archive"]["time_left_ms"].is_null());
+    CHECK(all["organizations"]["1"]["drain"]["time_left_ms"] == 200'000);
+    CHECK(all["drain"]["pending"] == 10);
+    CHECK(all["drain"]["completed_last_minute"] == 3);
+
+    r = run_ctl(db.dsn(), {"status"});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("time-left") != std::string::npos);
+    CHECK(r.out.find("intake                           6         3     0.05      2m00s") !=
+          std::string::npos);
+    CHECK(r.out.find("archive                          4         0     0.00") != std::string::npos);
+    CHECK(r.out.find("\u2014") != std::string::npos);
+    r = run_ctl(db.dsn(), {"status", "--watch", "--count", "1", "--interval", "100ms"});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("time-left") != std::string::npos);
+}
+
+TEST_CASE("aclaimctl status: the rate's statement reads an index, not the table", "[ctl]") {
+    TestDatabase db;
+    auto conn = db.connect();
+    {
+        // Enough finished jobs in two queues that a sequential scan would be the planner's
+        // choice for any predicate it could not take to an index.
+        pqxx::work t(*conn);
+        t.exec(
+            "INSERT INTO jobs (org_id, queue, payload, state, enqueued_at, run_at, completed_at, "
+            "generation, attempts, assignee, result_ref) "
+            "SELECT 1 + i % 3, 'q' || (i % 2), 'p', 'completed', now() - interval '1 day', "
+            "now() - interval '1 day', now() - (i || ' seconds')::interval, 1, 1, 'w', 'r' "
+            "FROM generate_series(1, 50000) i");
+        t.exec("ANALYZE jobs");
+        t.commit();
+    }
+    pqxx::nontransaction t(*conn);
+    t.exec("PREPARE rates(bigint, bigint[]) AS " + common::sql::kQueueCompletions.text);
+    std::string plan;
+    for (const auto& row : t.exec("EXPLAIN EXECUTE rates(aclaim_us(now()), '{1,2,3}')")) {
+        plan += row[0].as<std::string>() + "\n";
+    }
+    INFO(plan);
+    CHECK(plan.find("Seq Scan") == std::string::npos);
+    CHECK(plan.find("jobs_finished") != std::string::npos);
+    // Each organization's two queues completed a job about every six seconds in the last minute.
+    const auto rows = t.exec("EXECUTE rates(aclaim_us(now()), '{1,2,3}')");
+    CHECK(rows.size() == 6);
+}
+
 TEST_CASE("aclaimctl status: an unreachable database is named and exits 3", "[ctl]") {
     const int port = free_port();
     const auto r =
@@ -327,6 +410,55 @@ TEST_CASE("aclaimctl inspect: the row and its whole history", "[ctl]") {
     CHECK(r.code == 2);
     CHECK(r.err.find("job 999999 does not exist") != std::string::npos);
     CHECK(run_ctl(db.dsn(), {"inspect", "abc"}).code != 0);
+}
+
+TEST_CASE("aclaimctl inspect: what a job depends on, what depends on it, whom it excludes",
+          "[ctl]") {
+    TestDatabase db;
+    common::AssignmentStore store(db.dsn());
+    const auto now = common::SystemClock().now();
+    const auto a = store.enqueue(4, jobs(1, "intake"), now).at(0);
+    auto second = jobs(1, "inspection");
+    second[0].depends_on = {a};
+    second[0].exclude_keys = {"w-trainee"};
+    second[0].exclude_completers_of = {a};
+    const auto b = store.enqueue(4, second, now).at(0);
+    auto third = jobs(1, "approval");
+    third[0].depends_on = {b};
+    third[0].on_failure = common::DependencyPolicy::Run;
+    const auto c = store.enqueue(4, third, now).at(0);
+
+    auto r = run_ctl(db.dsn(), {"inspect", std::to_string(b), "--json"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto j = Json::parse(r.out);
+    CHECK(j["depends_on"] == Json::parse(R"([{"job": )" + std::to_string(a) +
+                                         R"(, "policy": "cancel", "resolved": null,
+                                            "state": "pending"}])"));
+    CHECK(j["dependents"] == Json::parse(R"([{"job": )" + std::to_string(c) +
+                                         R"(, "policy": "run", "resolved": null,
+                                            "state": "waiting"}])"));
+    CHECK(j["more_dependents"] == false);
+    CHECK(j["more_depends_on"] == false);
+    CHECK(j["exclusions"]["reviewers"] == Json::parse(R"(["w-trainee"])"));
+    CHECK(j["exclusions"]["completers_of"] ==
+          Json::parse(R"([{"job": )" + std::to_string(a) +
+                      R"(, "state": "pending", "completer": null}])"));
+
+    r = run_ctl(db.dsn(), {"inspect", std::to_string(b)});
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("depends on        #" + std::to_string(a) + " pending (cancel, not ended)") !=
+          std::string::npos);
+    CHECK(r.out.find("depended on by    #" + std::to_string(c) + " waiting (run, not ended)") !=
+          std::string::npos);
+    CHECK(r.out.find("excludes          reviewer w-trainee") != std::string::npos);
+    CHECK(r.out.find("excludes          the completer of #" + std::to_string(a) + " (pending)") !=
+          std::string::npos);
+    // A job tied to nothing shows empty lists, not missing keys.
+    r = run_ctl(db.dsn(), {"inspect", std::to_string(c), "--json"});
+    REQUIRE(r.code == 0);
+    CHECK(Json::parse(r.out)["exclusions"]["reviewers"].empty());
+    CHECK(Json::parse(r.out)["dependents"].empty());
 }
 
 TEST_CASE("aclaimctl jobs list: filters and pages that add up to the whole", "[ctl]") {
