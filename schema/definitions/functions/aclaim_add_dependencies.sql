@@ -1,5 +1,15 @@
--- ---- 2. another organization's dependency refused as a missing one ----
--- As 0024's, but only the organization's own rows are read.
+-- Adds the edges of jobs just enqueued by aclaim_enqueue_jobs: `job_ids` the call's jobs in the
+-- caller's order, `created` whether each was created (a job a dedupe key returned is left as it
+-- is: its edges are those it was enqueued with), and one array element per edge: dependent
+-- `edge_n` (1-based index in the call) waits for `edge_on`, a job id (> 0) or -k for job k of
+-- the same call, with policy `edge_policy` (NULL: 'cancel'). Every dependency must be a job of
+-- `org`: only the organization's own rows are read, so another organization's job is refused
+-- exactly as one that does not exist. A cycle among the call's jobs is refused, naming a job on
+-- it (a job enqueued earlier cannot depend on one enqueued now, so no other cycle can form). Each
+-- dependency's row is locked and flagged has_dependents before its state is read, so an ending
+-- that commits meanwhile is seen (see aclaim_dependencies_settled). A dependent with an edge still
+-- open waits; dependencies that already ended settle at once (a completed one is satisfied, a
+-- failed one applies the policy).
 CREATE OR REPLACE FUNCTION aclaim_add_dependencies(org bigint, now_us bigint, job_ids bigint[],
                                         created boolean[], edge_n integer[], edge_on bigint[],
                                         edge_policy text[])

@@ -1,7 +1,11 @@
--- ---- cancelling ----
--- As 0008's, with 'parked' (0023: a parked job has no live holder to tell, so only an assigned
--- one is revoked, and its token is refused 'stale' from then on) and 'waiting' among the
--- cancellable states, and the cancelled jobs that have dependents settled in the same transaction (their dependents' policies apply).
+-- Cancels each listed job that is pending, scheduled, waiting, parked or assigned (of
+-- organization `org`, or of any when it is NULL), in id order: terminal at once, audited with who
+-- and why. An assigned job keeps its holder in the row, and the holder's coordinator is told on
+-- aclaim_revoke (delivered at commit) so that it pushes REVOKED "cancelled" at once; the holder's
+-- completion is refused "cancelled" from then on. A parked job has no live holder to tell: its
+-- token is refused 'stale' from then on. Cancelled jobs that have dependents are settled in the
+-- same transaction (their dependents' policies apply). Runs as the caller. The operator's
+-- cancel and the producer API both call it.
 CREATE OR REPLACE FUNCTION aclaim_cancel_jobs(org bigint, job_ids bigint[], actor text,
                                               reason text, now_us bigint)
     RETURNS TABLE (id bigint, org_id bigint, generation bigint, was text, holder text)

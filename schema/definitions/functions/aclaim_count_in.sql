@@ -1,3 +1,5 @@
+-- Organization `org`'s jobs in state `st` (and queue `q`; NULL: every queue), counted up to
+-- cap + 1 (NULL: all) by an index-only scan of the index that holds the state.
 CREATE OR REPLACE FUNCTION aclaim_count_in(org bigint, st text, q text, cap bigint) RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
 DECLARE

@@ -1,4 +1,3 @@
--- ---- settling ----
 -- Called by every statement that ends jobs, in its transaction, with the ended jobs that have
 -- dependents (`ended`) and how each ended (`outcomes`); STRICT, so a statement whose ended rows
 -- have none passes NULL arrays and the function is not called at all. Resolves each waiting edge

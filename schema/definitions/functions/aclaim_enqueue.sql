@@ -1,6 +1,6 @@
 -- One job; exclude_keys: the reviewers (key names) it may not go to; exclude_completers_of: the
 -- jobs whose completer it may not go to (each of the caller's organization). A call without
--- either runs 0024's statement alone (the other branch's one-time filter is false).
+-- either runs the enqueue without exclusions alone (the other branch's one-time filter is false).
 CREATE OR REPLACE FUNCTION aclaim_enqueue(
     payload text, queue text DEFAULT 'default', priority integer DEFAULT 0,
     run_at_us bigint DEFAULT NULL, dedupe_key text DEFAULT NULL,

@@ -1,5 +1,10 @@
--- As 0005's, with the weight lock taken before the queue's settings are read and the job marked
--- when its queue has a weight.
+-- Enqueues one job, or returns the job that holds its dedupe_key. Race-free under concurrent
+-- producers: the unique index jobs_dedupe decides, and INSERT .. ON CONFLICT waits for an
+-- uncommitted holder of the key and then sees it. A key held by a finished job is released
+-- (set to NULL on that row) once dedupe_window_us has passed since it finished, and the insert
+-- is tried again. NULL arguments take the queue's setting, then the built-in default. The weight
+-- lock is taken before the queue's settings are read, and the job is marked when its queue has a
+-- weight. Runs as the caller: row-level security applies.
 CREATE OR REPLACE FUNCTION aclaim_enqueue_job(
     org bigint, now_us bigint, queue_name text, payload text, priority integer,
     run_at_us bigint, max_attempts integer, backoff_base_us bigint, backoff_cap_us bigint,

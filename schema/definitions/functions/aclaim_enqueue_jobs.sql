@@ -1,4 +1,4 @@
--- Enqueues many jobs: one array element per job, each through aclaim_enqueue_job (0005), which
+-- Enqueues many jobs: one array element per job, each through aclaim_enqueue_job, which
 -- returns the existing job for a dedupe key that is still held. `payloads` decides the number of
 -- jobs; every other array is NULL (the default for every job) or of the same length, and a NULL
 -- element takes the default (the queue's setting, then the built-in one). Jobs without a key go
@@ -61,9 +61,9 @@ BEGIN
      ORDER BY p.n;
 END $$;
 
--- ---- enqueue with dependencies ----
--- As 0024's, and then one 'waiting' event for each job the call created that waits: its open
--- edges in id order (the first 20, and how many more), each with its policy. A job whose
+-- With dependencies: enqueues as the overload above, adds the call's edges
+-- (aclaim_add_dependencies), then writes one 'waiting' event for each job the call created that
+-- waits: its open edges in id order (the first 20, and how many more), each with its policy. A job whose
 -- dependencies had all ended already was audited 'unblocked' or 'cancelled' by the settling and
 -- gets none; a job a dedupe key returned was audited when it was created.
 CREATE OR REPLACE FUNCTION aclaim_enqueue_jobs(
@@ -118,9 +118,9 @@ BEGIN
      ORDER BY e.n;
 END $$;
 
--- Enqueues as aclaim_enqueue_jobs (0024) and adds the call's exclusions in the same transaction.
--- An overload: the store calls it (sql::kEnqueueExcluding) only for a call with exclusions, so an
--- enqueue without any runs exactly as before.
+-- With exclusions: enqueues as the overload with dependencies and adds the call's exclusions in
+-- the same transaction. The store calls it (sql::kEnqueueExcluding) only for a call with
+-- exclusions, so an enqueue without any pays nothing for them.
 CREATE OR REPLACE FUNCTION aclaim_enqueue_jobs(
     org bigint, now_us bigint, queues text[], payloads text[], priorities integer[],
     run_at_us bigint[], max_attempts integer[], backoff_base_us bigint[], backoff_cap_us bigint[],

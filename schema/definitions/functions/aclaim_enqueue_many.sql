@@ -1,8 +1,8 @@
--- Many jobs, one array element each (see aclaim_enqueue_jobs), their dependencies (0024), and
+-- Many jobs, one array element each (see aclaim_enqueue_jobs), their dependencies, and
 -- their exclusions, one array element each: job exclude_n[i] of this call (counting from 1) may
 -- not go to the reviewer exclude_keys[i], or to whoever completes exclude_jobs[i] (a job id, or -k
 -- for job k of this call); exactly one of the two per element. A call without exclusions runs
--- 0024's statement alone (the other branch's one-time filter is false).
+-- the enqueue without exclusions alone (the other branch's one-time filter is false).
 CREATE OR REPLACE FUNCTION aclaim_enqueue_many(
     payloads text[], queues text[] DEFAULT NULL, priorities integer[] DEFAULT NULL,
     run_at_us bigint[] DEFAULT NULL, dedupe_keys text[] DEFAULT NULL,

@@ -1,6 +1,16 @@
--- ---- the callback, counting its refusals ----
--- As 0023's, but a refusal that names no job is counted (aclaim_count_park_refusal), and a token
--- of another organization is answered exactly as one that names no job.
+-- Finishes the parked job the token names, with `outcome`:
+--   'completed' with `result` its result reference (as a holder's COMPLETE);
+--   'failed'    with `result` the reason: a final failure;
+--   'retry'     with `result` the reason: the attempt failed and the queue's retry policy applies.
+-- Accepted only while the job is parked at the token's generation, before the park's deadline,
+-- and only once: the job's row is locked first, so two callbacks with one token are decided one
+-- after the other and the second is told 'replayed'. Returns one row: accepted, the job (NULL for
+-- a token that names none), the reason ('accepted', 'replayed', 'stale', 'deadline_passed',
+-- 'other_organization', 'unknown_token'), the job's state afterwards and a sentence for a person. A refusal changes
+-- nothing but the audit: 'rejected' in job_events, or, for a refusal that names no job, a count
+-- (aclaim_count_park_refusal). A token of another organization is answered exactly as one that
+-- names no job. `org`: as the other API functions (a bound producer acts for its own organization
+-- only); `caller` labels the audit (the coordinator passes its HTTP peer).
 CREATE OR REPLACE FUNCTION aclaim_finish_parked(token text, outcome text, result text DEFAULT '',
                                      org bigint DEFAULT NULL, now_us bigint DEFAULT NULL,
                                      caller text DEFAULT NULL)

@@ -1,4 +1,3 @@
--- ---- adding exclusions at enqueue ----
 -- Before the enqueue: the queues of `queues` that jobs with exclusions go into and that do not
 -- have the flag yet get it, under the organization's queue lock taken exclusive first (before any
 -- row of the call is locked, so that no claim holding the lock shared waits on a row of ours),

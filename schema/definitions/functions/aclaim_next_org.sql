@@ -1,6 +1,6 @@
--- ---- counting ----
--- As 0014's, with 'parked' among the states counted through jobs_org_state (0023) and waiting jobs
--- counted from jobs_waiting.
+-- The least organization above `after` (NULL: the least of all) that has a job: one probe of
+-- each index that leads with the organization and together covers every state (parked among
+-- them, through jobs_org_state; waiting jobs through jobs_waiting).
 CREATE OR REPLACE FUNCTION aclaim_next_org(after bigint) RETURNS bigint
 LANGUAGE sql STABLE AS $$
 SELECT min(o) FROM (

@@ -1,3 +1,6 @@
+-- The least queue above `after` (NULL: the least) holding a job of organization `org` in state
+-- `st`, from the index that holds that state. Queue names are never empty (the queue_name check),
+-- so '' sorts below every one.
 CREATE OR REPLACE FUNCTION aclaim_next_queue(org bigint, st text, after text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 BEGIN

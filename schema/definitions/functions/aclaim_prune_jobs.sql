@@ -1,5 +1,14 @@
--- As in 0007, counting a pruned job's result from its completed outcome, which the statement's
--- jobs_forget_outcomes trigger (0013) removes with the job's other outcomes.
+-- One prune batch: removes at most `batch` prunable jobs (aclaim_job_prunable), oldest first in
+-- each (organization, queue, state) group, and records them in job_prunes; returns one row per
+-- organization touched, a pruned job's result counted from its completed outcome (which the
+-- statement's jobs_forget_outcomes trigger removes with the job's other outcomes). Candidates are
+-- locked FOR UPDATE SKIP LOCKED with the predicate, which a locking read rechecks on the newest
+-- row version: a job an operator is reviving at that moment is passed over, never removed from
+-- under it. It takes no advisory lock and touches no pending row, so no claim ever waits for it
+-- (tests/pg/retention_tests.cpp holds a batch open and claims meanwhile). Its events stay:
+-- job_events is append-only and loses history only by whole partitions.
+-- SECURITY DEFINER: the coordinator's role may not delete jobs or results by itself, only through
+-- this function and its predicate.
 CREATE OR REPLACE FUNCTION aclaim_prune_jobs(now_us bigint, batch integer)
     RETURNS TABLE (org_id bigint, completed integer, failed integer, discarded integer,
                    cancelled integer, results integer)

@@ -1,5 +1,12 @@
--- As in 0008, with the update finding its rows through job_outcomes_unsequenced, now that the
--- primary key is gone.
+-- Gives positions to committed outcomes that have none, oldest first, at most max_rows, and returns
+-- how many; the update finds its rows through job_outcomes_unsequenced. The advisory lock is held
+-- to the end of the transaction, so sequencing transactions commit one after another, and each
+-- one's UPDATE, a statement begun after the lock was granted, sees every outcome committed before
+-- it, including those the previous holder sequenced. An outcome whose transaction is still open is
+-- invisible here and gets a later position when it commits: that is how no reader ever skips it.
+-- The wait for the lock is bounded (lock_timeout), so a transaction that sequenced and stays open
+-- delays delivery but never blocks a fetch.
+-- SECURITY DEFINER: it writes positions in every organization and discloses nothing.
 CREATE OR REPLACE FUNCTION aclaim_results_sequence(max_rows integer DEFAULT 10000) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER SET lock_timeout = '1s' SET search_path FROM CURRENT AS $$
 DECLARE

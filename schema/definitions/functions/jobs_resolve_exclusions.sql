@@ -1,4 +1,3 @@
--- ---- pruning ----
 -- A pruned job takes its own exclusions with it; an exclusion that names a pruned job that
 -- completed becomes one that names its completer, so that it still excludes them. Once per
 -- statement over the removed rows, as jobs_forget_dependencies (0024).
