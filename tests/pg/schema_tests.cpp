@@ -36,7 +36,7 @@ std::string diff_from_current(const std::string& dsn) {
                                 " " + testing::shell_quote(dumped) + " >" +
                                 testing::shell_quote(diff);
     (void)std::system(compare.c_str());
-    const std::string out = testing::read_file(diff);
+    std::string out = testing::read_file(diff);
     std::filesystem::remove_all(dir);
     return out;
 }
