@@ -93,5 +93,5 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION aclaim_age_jobs(now_us bigint, batch integer, OUT raised bigint, OUT more boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_age_jobs(now_us bigint, batch integer, OUT raised bigint, OUT more boolean) TO aclaim_coordinator;
+REVOKE ALL ON FUNCTION aclaim_age_jobs(bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_age_jobs(bigint, integer) TO aclaim_coordinator;

@@ -31,4 +31,4 @@ BEGIN
     RETURN org;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_api_org(org bigint, all_allowed boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aclaim_api_org(bigint, boolean) FROM PUBLIC;

@@ -19,5 +19,5 @@ BEGIN
                               coalesce(now_us, aclaim_us(statement_timestamp()))) AS c;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_cancel(job_ids bigint[], reason text, org bigint, now_us bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_cancel(job_ids bigint[], reason text, org bigint, now_us bigint) TO aclaim_producer;
+REVOKE ALL ON FUNCTION aclaim_cancel(bigint[], text, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_cancel(bigint[], text, bigint, bigint) TO aclaim_producer;

@@ -26,4 +26,4 @@ BEGIN
            last_hash_head = excluded.last_hash_head;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_count_park_refusal(at_ts timestamp with time zone, who text, why text, head text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aclaim_count_park_refusal(timestamp with time zone, text, text, text) FROM PUBLIC;

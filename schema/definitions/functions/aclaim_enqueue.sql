@@ -37,5 +37,5 @@ CREATE OR REPLACE FUNCTION aclaim_enqueue(
                                              || coalesce(exclude_completers_of, '{}') END) AS e;
     END;
 
-REVOKE ALL ON FUNCTION aclaim_enqueue(payload text, queue text, priority integer, run_at_us bigint, dedupe_key text, max_attempts integer, run_timeout_us bigint, backoff_base_us bigint, backoff_cap_us bigint, dedupe_window_us bigint, org bigint, now_us bigint, depends_on bigint[], on_failure text, exclude_keys text[], exclude_completers_of bigint[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_enqueue(payload text, queue text, priority integer, run_at_us bigint, dedupe_key text, max_attempts integer, run_timeout_us bigint, backoff_base_us bigint, backoff_cap_us bigint, dedupe_window_us bigint, org bigint, now_us bigint, depends_on bigint[], on_failure text, exclude_keys text[], exclude_completers_of bigint[]) TO aclaim_producer;
+REVOKE ALL ON FUNCTION aclaim_enqueue(text, text, integer, bigint, text, integer, bigint, bigint, bigint, bigint, bigint, bigint, bigint[], text, text[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_enqueue(text, text, integer, bigint, text, integer, bigint, bigint, bigint, bigint, bigint, bigint, bigint[], text, text[], bigint[]) TO aclaim_producer;

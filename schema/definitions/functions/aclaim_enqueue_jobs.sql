@@ -63,9 +63,9 @@ END $$;
 
 -- With dependencies: enqueues as the overload above, adds the call's edges
 -- (aclaim_add_dependencies), then writes one 'waiting' event for each job the call created that
--- waits: its open edges in id order (the first 20, and how many more), each with its policy. A job whose
--- dependencies had all ended already was audited 'unblocked' or 'cancelled' by the settling and
--- gets none; a job a dedupe key returned was audited when it was created.
+-- waits: its open edges in id order (the first 20, and how many more), each with its policy. A
+-- job whose dependencies had all ended already was audited 'unblocked' or 'cancelled' by the
+-- settling and gets none; a job a dedupe key returned was audited when it was created.
 CREATE OR REPLACE FUNCTION aclaim_enqueue_jobs(
     org bigint, now_us bigint, queues text[], payloads text[], priorities integer[],
     run_at_us bigint[], max_attempts integer[], backoff_base_us bigint[], backoff_cap_us bigint[],

@@ -40,5 +40,5 @@ CREATE OR REPLACE FUNCTION aclaim_enqueue_many(
          ORDER BY e.n;
     END;
 
-REVOKE ALL ON FUNCTION aclaim_enqueue_many(payloads text[], queues text[], priorities integer[], run_at_us bigint[], dedupe_keys text[], max_attempts integer[], run_timeout_us bigint[], backoff_base_us bigint[], backoff_cap_us bigint[], dedupe_window_us bigint, org bigint, now_us bigint, depends_n integer[], depends_on bigint[], on_failure text[], exclude_n integer[], exclude_keys text[], exclude_jobs bigint[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_enqueue_many(payloads text[], queues text[], priorities integer[], run_at_us bigint[], dedupe_keys text[], max_attempts integer[], run_timeout_us bigint[], backoff_base_us bigint[], backoff_cap_us bigint[], dedupe_window_us bigint, org bigint, now_us bigint, depends_n integer[], depends_on bigint[], on_failure text[], exclude_n integer[], exclude_keys text[], exclude_jobs bigint[]) TO aclaim_producer;
+REVOKE ALL ON FUNCTION aclaim_enqueue_many(text[], text[], integer[], bigint[], text[], integer[], bigint[], bigint[], bigint[], bigint, bigint, bigint, integer[], bigint[], text[], integer[], text[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_enqueue_many(text[], text[], integer[], bigint[], text[], integer[], bigint[], bigint[], bigint[], bigint, bigint, bigint, integer[], bigint[], text[], integer[], text[], bigint[]) TO aclaim_producer;

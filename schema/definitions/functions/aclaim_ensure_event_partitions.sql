@@ -33,5 +33,5 @@ BEGIN
     END LOOP;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_ensure_event_partitions(now_us bigint, months_ahead integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_ensure_event_partitions(now_us bigint, months_ahead integer) TO aclaim_coordinator;
+REVOKE ALL ON FUNCTION aclaim_ensure_event_partitions(bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_ensure_event_partitions(bigint, integer) TO aclaim_coordinator;

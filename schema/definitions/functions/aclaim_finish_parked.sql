@@ -137,6 +137,6 @@ BEGIN
     RETURN QUERY SELECT true, j.id, 'accepted'::text, j.state, says;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_finish_parked(token text, outcome text, result text, org bigint, now_us bigint, caller text) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_finish_parked(token text, outcome text, result text, org bigint, now_us bigint, caller text) TO aclaim_coordinator;
-GRANT ALL ON FUNCTION aclaim_finish_parked(token text, outcome text, result text, org bigint, now_us bigint, caller text) TO aclaim_producer;
+REVOKE ALL ON FUNCTION aclaim_finish_parked(text, text, text, bigint, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_finish_parked(text, text, text, bigint, bigint, text) TO aclaim_coordinator;
+GRANT EXECUTE ON FUNCTION aclaim_finish_parked(text, text, text, bigint, bigint, text) TO aclaim_producer;

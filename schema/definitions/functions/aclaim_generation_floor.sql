@@ -3,4 +3,4 @@ CREATE OR REPLACE FUNCTION aclaim_generation_floor() RETURNS bigint
     LANGUAGE sql STABLE
     RETURN (aclaim_timeline() - 1) << 32;
 
-GRANT ALL ON FUNCTION aclaim_generation_floor() TO aclaim_coordinator;
+GRANT EXECUTE ON FUNCTION aclaim_generation_floor() TO aclaim_coordinator;

@@ -19,5 +19,5 @@ BEGIN
      ORDER BY j.id;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_job_status(job_ids bigint[], dedupe_keys text[], org bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_job_status(job_ids bigint[], dedupe_keys text[], org bigint) TO aclaim_producer;
+REVOKE ALL ON FUNCTION aclaim_job_status(bigint[], text[], bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_job_status(bigint[], text[], bigint) TO aclaim_producer;

@@ -3,4 +3,4 @@ CREATE OR REPLACE FUNCTION aclaim_park_token_hash(token text) RETURNS bytea
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE WHEN token ~ '^[0-9a-f]{64}$' THEN sha256(decode(token, 'hex')) END;
 
-GRANT ALL ON FUNCTION aclaim_park_token_hash(token text) TO aclaim_coordinator;
+GRANT EXECUTE ON FUNCTION aclaim_park_token_hash(text) TO aclaim_coordinator;

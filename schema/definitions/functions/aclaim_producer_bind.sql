@@ -33,4 +33,4 @@ BEGIN
                                       bound_by = EXCLUDED.bound_by;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_producer_bind(login_name name, org bigint, actor text, now_us bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aclaim_producer_bind(name, bigint, text, bigint) FROM PUBLIC;

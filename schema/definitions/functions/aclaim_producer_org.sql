@@ -4,4 +4,4 @@ CREATE OR REPLACE FUNCTION aclaim_producer_org() RETURNS bigint
     RETURN (SELECT org_id FROM producer_logins WHERE login = session_user);
 
 REVOKE ALL ON FUNCTION aclaim_producer_org() FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_producer_org() TO aclaim_producer;
+GRANT EXECUTE ON FUNCTION aclaim_producer_org() TO aclaim_producer;

@@ -12,4 +12,4 @@ BEGIN
     RETURN true;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_producer_unbind(login_name name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aclaim_producer_unbind(name) FROM PUBLIC;

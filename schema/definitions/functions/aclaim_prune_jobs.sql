@@ -64,5 +64,5 @@ BEGIN
       FROM logged l ORDER BY l.org_id;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_prune_jobs(now_us bigint, batch integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_prune_jobs(now_us bigint, batch integer) TO aclaim_coordinator;
+REVOKE ALL ON FUNCTION aclaim_prune_jobs(bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_prune_jobs(bigint, integer) TO aclaim_coordinator;

@@ -15,5 +15,5 @@ BEGIN
     RETURN gone;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_prune_park_refusals(now_us bigint, batch integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_prune_park_refusals(now_us bigint, batch integer) TO aclaim_coordinator;
+REVOKE ALL ON FUNCTION aclaim_prune_park_refusals(bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_prune_park_refusals(bigint, integer) TO aclaim_coordinator;

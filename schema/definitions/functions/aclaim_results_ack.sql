@@ -29,5 +29,5 @@ BEGIN
     RETURN done;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_results_ack(group_name text, up_to bigint, org bigint, now_us bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_results_ack(group_name text, up_to bigint, org bigint, now_us bigint) TO aclaim_producer;
+REVOKE ALL ON FUNCTION aclaim_results_ack(text, bigint, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_results_ack(text, bigint, bigint, bigint) TO aclaim_producer;

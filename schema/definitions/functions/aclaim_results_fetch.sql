@@ -32,5 +32,5 @@ BEGIN
      LIMIT max_rows;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_results_fetch(group_name text, max_rows integer, org bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_results_fetch(group_name text, max_rows integer, org bigint) TO aclaim_producer;
+REVOKE ALL ON FUNCTION aclaim_results_fetch(text, integer, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_results_fetch(text, integer, bigint) TO aclaim_producer;

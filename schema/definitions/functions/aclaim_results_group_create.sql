@@ -41,5 +41,5 @@ BEGIN
     RETURN NEXT;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_results_group_create(group_name text, start_at text, org bigint, now_us bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_results_group_create(group_name text, start_at text, org bigint, now_us bigint) TO aclaim_producer;
+REVOKE ALL ON FUNCTION aclaim_results_group_create(text, text, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_results_group_create(text, text, bigint, bigint) TO aclaim_producer;

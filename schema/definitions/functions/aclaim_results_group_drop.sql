@@ -5,5 +5,5 @@ BEGIN
     RETURN FOUND;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_results_group_drop(group_name text, org bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_results_group_drop(group_name text, org bigint) TO aclaim_producer;
+REVOKE ALL ON FUNCTION aclaim_results_group_drop(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_results_group_drop(text, bigint) TO aclaim_producer;

@@ -21,5 +21,5 @@ BEGIN
      ORDER BY g.org_id, g.name;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_results_groups(org bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_results_groups(org bigint) TO aclaim_producer;
+REVOKE ALL ON FUNCTION aclaim_results_groups(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_results_groups(bigint) TO aclaim_producer;

@@ -44,4 +44,4 @@ BEGIN
     RETURN given;
 END $$;
 
-REVOKE ALL ON FUNCTION aclaim_results_sequence(max_rows integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aclaim_results_sequence(integer) FROM PUBLIC;

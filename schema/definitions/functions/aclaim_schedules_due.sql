@@ -8,5 +8,5 @@ CREATE OR REPLACE FUNCTION aclaim_schedules_due(now_us bigint, max_rows integer)
      ORDER BY next_tick_at LIMIT max_rows
 $$;
 
-REVOKE ALL ON FUNCTION aclaim_schedules_due(now_us bigint, max_rows integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION aclaim_schedules_due(now_us bigint, max_rows integer) TO aclaim_coordinator;
+REVOKE ALL ON FUNCTION aclaim_schedules_due(bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aclaim_schedules_due(bigint, integer) TO aclaim_coordinator;

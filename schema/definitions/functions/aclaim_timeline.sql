@@ -17,4 +17,4 @@ CREATE OR REPLACE FUNCTION aclaim_timeline() RETURNS bigint
     LANGUAGE sql STABLE
     RETURN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
 
-GRANT ALL ON FUNCTION aclaim_timeline() TO aclaim_coordinator;
+GRANT EXECUTE ON FUNCTION aclaim_timeline() TO aclaim_coordinator;
