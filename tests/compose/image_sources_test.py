@@ -29,29 +29,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+
+from suite import Checks  # noqa: E402
+
 # Present in every Debian 12 base, minbase and -slim alike: apt itself links them.
 BASE_SYSTEM_PACKAGES = {"libc6", "libstdc++6", "libgcc-s1"}
-
-
-class Checks:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-        self.started = time.monotonic()
-
-    def check(self, ok, what, why=""):
-        at = f"[{time.monotonic() - self.started:5.1f} s]"
-        if ok:
-            self.passed += 1
-            print(f"PASS: {at} {what}", flush=True)
-        else:
-            self.failed += 1
-            print(f"FAIL: {at} {what}" + (f"\n      {why}" if why else ""), flush=True)
-        return ok
 
 
 # ---- Dockerfile parsing --------------------------------------------------------------------------
@@ -434,15 +420,14 @@ def main():
     ROOT = os.path.abspath(a.root)
     build_dir = os.path.abspath(a.build_dir)
     dockerfile = os.path.join(ROOT, a.dockerfile)
-    c = Checks()
+    c = Checks(timed=True)
     built = check_compose_builds(c, ROOT)
     c.check(any(d == dockerfile for _, d in built), f"a compose file builds {a.dockerfile}")
     check_context_copies(c, ROOT, {b for b in built if b[1] != dockerfile})
     copied = check_copies(c, ROOT, dockerfile, a.dockerfile)
     check_build_stage(c, build_dir, dockerfile, copied, a.keep)
     check_runtime_stage(c, build_dir, dockerfile)
-    print(f"{c.passed} passed, {c.failed} failed")
-    return 0 if c.failed == 0 else 1
+    return c.result()
 
 
 ROOT = ""

@@ -329,31 +329,19 @@ def check_json_value(kind, value, name):
             raise Malformed(f"field {name!r} holds an unpaired surrogate") from None
         if "\0" in value:
             raise Malformed(f"field {name!r} holds U+0000")
-    elif kind == "jobs":
+    elif kind in ARRAYS:
         if type(value) is not list:
             raise Malformed(f"field {name!r} must be an array")
-        for i, job in enumerate(value):
-            check_json_object(JOB_FIELDS, job, f"jobs[{i}]")
-    elif kind == "strs":
-        if type(value) is not list:
-            raise Malformed(f"field {name!r} must be an array")
-        for i, v in enumerate(value):
-            check_json_value("str", v, f"{name}[{i}]")
-    elif kind == "claims":
-        if type(value) is not list:
-            raise Malformed(f"field {name!r} must be an array")
-        for i, claim in enumerate(value):
-            check_json_object(CLAIM_FIELDS, claim, f"{name}[{i}]")
-    elif kind == "held":
-        if type(value) is not list:
-            raise Malformed(f"field {name!r} must be an array")
-        for i, entry in enumerate(value):
-            check_json_object(HELD_FIELDS, entry, f"{name}[{i}]")
-    elif kind == "resume":
-        if type(value) is not list:
-            raise Malformed(f"field {name!r} must be an array")
-        for i, entry in enumerate(value):
-            check_json_object(RESUME_FIELDS, entry, f"{name}[{i}]")
+        for i, element in enumerate(value):
+            if kind == "strs":
+                check_json_value("str", element, f"{name}[{i}]")
+            else:
+                check_json_object(ARRAYS[kind], element, f"{name}[{i}]")
+
+
+# The arrays' element tables: strings, or objects of these fields.
+ARRAYS = {"jobs": JOB_FIELDS, "strs": None, "claims": CLAIM_FIELDS, "held": HELD_FIELDS,
+          "resume": RESUME_FIELDS}
 
 
 def no_duplicates(pairs):
@@ -534,33 +522,45 @@ class Conn:
             return self.early.pop(req)
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            left = int((deadline - time.monotonic()) * 1000)
-            frames = self.receive(max(left, 0)) if left > 0 else None
-            if frames is None:
-                self.kit.check(f"{what}: answered", False, f"no answer to req {req} in {timeout_ms} ms")
+            r = self.next_reply(deadline, encoding, what,
+                                f"no answer to req {req} in {timeout_ms} ms")
+            if r is None:
                 return None
-            try:
-                kind, msg = decode_reply(frames, encoding)
-            except Malformed as e:
-                self.kit.check(f"{what}: reply matches the field tables", False,
-                               f"{e}; frames {frames!r:.300}")
-                return None
-            r = Reply(kind, msg, frames)
-            if kind == "ERROR":
-                self.kit.codes_seen.add(msg["code"])
-            if kind in ("REJECTED", "REVOKED"):
-                self.kit.reasons_seen.add(msg["reason"])
-            if msg["req"] == req:
-                ok = allowed is None or kind in allowed
+            if r.msg["req"] == req:
+                ok = allowed is None or r.kind in allowed
                 self.kit.check(f"{what}: reply matches the field tables", ok,
-                               f"{kind} is not among {sorted(allowed or [])}: {msg}")
+                               f"{r.kind} is not among {sorted(allowed or [])}: {r.msg}")
                 if encoding == "json":
-                    self.kit.check(f"{what}: JSON written on one line", b"\n" not in frames[2])
+                    self.kit.check(f"{what}: JSON written on one line", b"\n" not in r.frames[2])
                 return r
-            if msg["req"] == 0:
-                self.pushes.append(r)
-            else:
-                self.early[msg["req"]] = r
+            self.keep(r)
+
+    def next_reply(self, deadline, encoding, what, unanswered):
+        """The next message before `deadline`, decoded, its error code or refusal reason noted;
+        None (a failed check: `unanswered`, or the message off the tables) when none comes."""
+        left = int((deadline - time.monotonic()) * 1000)
+        frames = self.receive(left) if left > 0 else None
+        if frames is None:
+            self.kit.check(f"{what}: answered", False, unanswered)
+            return None
+        try:
+            kind, msg = decode_reply(frames, encoding)
+        except Malformed as e:
+            self.kit.check(f"{what}: reply matches the field tables", False,
+                           f"{e}; frames {frames!r:.300}")
+            return None
+        if kind == "ERROR":
+            self.kit.codes_seen.add(msg["code"])
+        if kind in ("REJECTED", "REVOKED"):
+            self.kit.reasons_seen.add(msg["reason"])
+        return Reply(kind, msg, frames)
+
+    def keep(self, r):
+        """Keeps a message that answers nothing awaited: a push, or an answer arriving early."""
+        if r.msg["req"] == 0:
+            self.pushes.append(r)
+        else:
+            self.early[r.msg["req"]] = r
 
     def in_order(self, reqs, encoding, what, timeout_ms=10_000):
         """The answers to `reqs` in the order they arrive (pushes and other answers kept
@@ -568,29 +568,15 @@ class Conn:
         got = [self.early.pop(q) for q in reqs if q in self.early]
         deadline = time.monotonic() + timeout_ms / 1000
         while len(got) < len(reqs):
-            left = int((deadline - time.monotonic()) * 1000)
-            frames = self.receive(max(left, 0)) if left > 0 else None
-            if frames is None:
-                self.kit.check(f"{what}: answered", False,
-                               f"{len(got)} of {len(reqs)} answers to reqs {reqs} in {timeout_ms} ms")
+            r = self.next_reply(
+                deadline, encoding, what,
+                f"{len(got)} of {len(reqs)} answers to reqs {reqs} in {timeout_ms} ms")
+            if r is None:
                 return None
-            try:
-                kind, msg = decode_reply(frames, encoding)
-            except Malformed as e:
-                self.kit.check(f"{what}: reply matches the field tables", False,
-                               f"{e}; frames {frames!r:.300}")
-                return None
-            r = Reply(kind, msg, frames)
-            if kind == "ERROR":
-                self.kit.codes_seen.add(msg["code"])
-            if kind in ("REJECTED", "REVOKED"):
-                self.kit.reasons_seen.add(msg["reason"])
-            if msg["req"] in reqs:
+            if r.msg["req"] in reqs:
                 got.append(r)
-            elif msg["req"] == 0:
-                self.pushes.append(r)
             else:
-                self.early[msg["req"]] = r
+                self.keep(r)
         self.kit.check(f"{what}: replies match the field tables", True)
         return got
 

@@ -7,20 +7,17 @@ exit 0. Exit status: the kit's, or 1 if the coordinator misbehaved.
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import urllib.parse
 
 import zmq
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
 
-
-def with_database(dsn, name):
-    parts = urllib.parse.urlsplit(dsn)
-    return urllib.parse.urlunsplit(parts._replace(path="/" + name))
+from suite import free_port, suite_server  # noqa: E402
+from sqlapi_support import with_database  # noqa: E402
 
 
 def sql(dsn, statement):
@@ -29,20 +26,13 @@ def sql(dsn, statement):
                    stdout=subprocess.DEVNULL, env=env)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--mode", choices=["plaintext", "curve"], required=True)
     p.add_argument("--bin-dir", required=True, help="where aclaim-coordinator and aclaimctl are")
     args = p.parse_args()
-    server = os.environ.get("ACLAIM_TEST_DSN")
+    server = suite_server()
     if not server:
-        print("ACLAIM_TEST_DSN is not set: run through compose/dev test", file=sys.stderr)
         return 1
     name = f"aclaim_conformance_{args.mode}_{os.getpid()}"
     sql(server, f"DROP DATABASE IF EXISTS {name}")

@@ -18,7 +18,6 @@ import http.cookiejar
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,10 +28,13 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 
 import cdp  # noqa: E402
 import py_worker  # noqa: E402
+from suite import free_port, suite_server  # noqa: E402
+from sqlapi_support import with_database  # noqa: E402
 
 PASSWORD = "correct horse battery staple"
 
@@ -47,22 +49,11 @@ def check(ok, what):
     print("ok:", what)
 
 
-def with_database(dsn, name):
-    parts = urllib.parse.urlsplit(dsn)
-    return urllib.parse.urlunsplit(parts._replace(path="/" + name))
-
-
 def psql(dsn, statement):
     env = dict(os.environ, PGOPTIONS="-c client_min_messages=warning")
     out = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", dsn, "-c", statement],
                          check=True, stdout=subprocess.PIPE, env=env, text=True)
     return out.stdout.strip()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def parsed(raw, content_type):
@@ -630,9 +621,8 @@ def main():
     p.add_argument("--bin-dir", required=True)
     p.add_argument("--out", required=True, help="where the screenshots go")
     args = p.parse_args()
-    server = os.environ.get("ACLAIM_TEST_DSN")
+    server = suite_server()
     if not server:
-        print("ACLAIM_TEST_DSN is not set: run through compose/dev test", file=sys.stderr)
         return 1
     os.makedirs(args.out, exist_ok=True)
     name = f"aclaim_console_{os.getpid()}"

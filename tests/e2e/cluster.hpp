@@ -11,10 +11,15 @@
 #include "common/ops/checker.hpp"
 #include "common/ops/worker_keys.hpp"
 #include "common/store/assignment_store.hpp"
+#include "tests/support/checker_support.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/test_database.hpp"
 
 namespace aclaim::testing {
+
+/// Coordinator flags for leases that expire and are reclaimed within seconds.
+inline const std::vector<std::string> kFastLeases{
+    "--lease-ms", "1500", "--heartbeat-ms", "500", "--reap-interval-ms", "100"};
 
 class Cluster {
   public:

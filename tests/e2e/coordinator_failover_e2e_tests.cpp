@@ -15,9 +15,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::vector<std::string> kFastLeases{"--lease-ms",         "1500", "--heartbeat-ms", "500",
-                                           "--reap-interval-ms", "100"};
-
 std::string contents(const std::string& path) {
     std::ifstream in(path);
     std::stringstream s;
@@ -110,10 +107,7 @@ TEST_CASE("workers fail over to the surviving coordinator and keep their leases"
     coordinator_b.signal(SIGTERM);
     CHECK(coordinator_b.wait_for(15s) == std::optional<int>(0));
     const auto report = c.check();
-    for (const auto& v : report.violations) {
-        UNSCOPED_INFO(aclaim::common::to_string(v.invariant)
-                      << " job " << v.job_id << ": " << v.evidence);
-    }
+    INFO(violations(report));
     REQUIRE(report.ok());
     CHECK(report.accepted_completions == static_cast<std::size_t>(kLoad + 1));
 }

@@ -20,6 +20,7 @@
 #include "common/store/assignment_store.hpp"
 #include "common/store/migrations.hpp"
 #include "tests/e2e/stall_relay.hpp"
+#include "tests/support/checker_support.hpp"
 #include "tests/support/pg_server.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/raw_worker.hpp"
@@ -218,12 +219,7 @@ void answers_within_the_bound(Rig& rig, Hang hang, Release release) {
     CHECK(accepted.state == "completed");
     REQUIRE(eventually([&] { return rig.completed() == kJobs; }, 25s));
     CHECK(rig.scalar("SELECT count(*) FROM job_events WHERE kind = 'completed'") == kJobs);
-    pqxx::connection conn(rig.db.dsn());
-    const auto report = common::check(common::load_history(conn));
-    for (const auto& v : report.violations) {
-        UNSCOPED_INFO(common::to_string(v.invariant) << " job " << v.job_id << ": " << v.evidence);
-    }
-    CHECK(report.ok());
+    check_clean(check_database(rig.db.dsn()));
 }
 
 }  // namespace

@@ -12,16 +12,9 @@ using namespace aclaim::testing;
 using namespace std::chrono_literals;
 
 namespace {
-/// A short lease so that faults resolve in seconds; the reaper runs often enough to notice.
-const std::vector<std::string> kFastLeases{"--lease-ms",         "1500", "--heartbeat-ms", "500",
-                                           "--reap-interval-ms", "100"};
-
 void require_invariants(Cluster& c) {
     const auto report = c.check();
-    for (const auto& v : report.violations) {
-        UNSCOPED_INFO(aclaim::common::to_string(v.invariant)
-                      << " job " << v.job_id << ": " << v.evidence);
-    }
+    INFO(violations(report));
     REQUIRE(report.ok());
 }
 
@@ -32,18 +25,33 @@ bool log_holds(const Process& p, const std::string& text) {
     all << in.rdbuf();
     return all.str().find(text) != std::string::npos;
 }
+/// For TEST_CASE_METHOD: one job of organization 1 (`job`, `id` as text) and a coordinator of
+/// fast leases.
+struct OneJob {
+    OneJob() { c.start_coordinator(kFastLeases); }
+
+    Cluster c;
+    const aclaim::common::JobId job = c.enqueue(1, 1).at(0);
+    const std::string id = std::to_string(job);
+};
+
+/// A worker `name` of organization 1 that reviews one job at a time for `review_ms`, once it holds
+/// job `id` (the assignee of its row).
+Process& holding(Cluster& c, const std::string& name, const std::string& review_ms,
+                 const std::string& id) {
+    auto& w = c.start_worker(
+        name, 1, {"--review-ms", review_ms, "--review-dist", "fixed", "--concurrency", "1"});
+    REQUIRE(eventually([&] { return c.text("SELECT assignee FROM jobs WHERE id = " + id) == name; },
+                       20s));
+    return w;
+}
+
 }  // namespace
 
-TEST_CASE("a SIGKILLed worker's job is reclaimed and completed once by another", "[e2e]") {
-    Cluster c;
-    const auto job = c.enqueue(1, 1).at(0);
-    const std::string id = std::to_string(job);
-    c.start_coordinator(kFastLeases);
-    auto& a = c.start_worker(
-        "holder", 1, {"--review-ms", "600000", "--review-dist", "fixed", "--concurrency", "1"});
+TEST_CASE_METHOD(OneJob, "a SIGKILLed worker's job is reclaimed and completed once by another",
+                 "[e2e]") {
     INFO("logs in " << c.log_dir());
-    REQUIRE(eventually(
-        [&] { return c.text("SELECT assignee FROM jobs WHERE id = " + id) == "holder"; }, 20s));
+    auto& a = holding(c, "holder", "600000", id);
     a.signal(SIGKILL);
     REQUIRE(a.wait_for(5s).value_or(0) == 128 + SIGKILL);
 
@@ -60,16 +68,10 @@ TEST_CASE("a SIGKILLed worker's job is reclaimed and completed once by another",
     require_invariants(c);
 }
 
-TEST_CASE("a worker frozen past its lease has its late completion rejected", "[e2e]") {
-    Cluster c;
-    const auto job = c.enqueue(1, 1).at(0);
-    const std::string id = std::to_string(job);
-    c.start_coordinator(kFastLeases);
-    auto& a = c.start_worker(
-        "sleeper", 1, {"--review-ms", "1200", "--review-dist", "fixed", "--concurrency", "1"});
+TEST_CASE_METHOD(OneJob, "a worker frozen past its lease has its late completion rejected",
+                 "[e2e]") {
     INFO("logs in " << c.log_dir());
-    REQUIRE(eventually(
-        [&] { return c.text("SELECT assignee FROM jobs WHERE id = " + id) == "sleeper"; }, 20s));
+    auto& a = holding(c, "sleeper", "1200", id);
     // Frozen once its review has begun, not merely once the claim committed: a worker frozen
     // before it read its ASSIGNED would start the review on waking, find the job taken back
     // meanwhile and stop it unsubmitted, and the late completion this test is about would never

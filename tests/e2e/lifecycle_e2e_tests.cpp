@@ -15,24 +15,12 @@ using namespace aclaim::testing;
 using namespace std::chrono_literals;
 
 namespace {
-const std::vector<std::string> kFastLeases{"--lease-ms",         "1500", "--heartbeat-ms", "500",
-                                           "--reap-interval-ms", "100"};
-
 common::NewJob job(const std::string& queue, const std::string& payload, int max_attempts = 3) {
     common::NewJob j;
     j.queue = queue;
     j.payload = payload;
     j.max_attempts = max_attempts;
     return j;
-}
-
-/// The first line of a log that contains `needle`, or "" (also while the file does not exist).
-std::string line_with(const std::string& path, const std::string& needle) {
-    std::ifstream in(path);
-    for (std::string line; std::getline(in, line);) {
-        if (line.find(needle) != std::string::npos) return line;
-    }
-    return "";
 }
 
 std::vector<std::string> worker_flags(const std::string& queues, std::vector<std::string> more) {
@@ -132,10 +120,7 @@ TEST_CASE(
         {"inspect", std::to_string(c.scalar("SELECT id FROM jobs WHERE payload = 'POISON'"))});
     CHECK(inspect.out.find("discarded") != std::string::npos);
     const auto report = c.check();
-    for (const auto& v : report.violations) {
-        UNSCOPED_INFO(common::to_string(v.invariant) << " job " << v.job_id << ": " << v.evidence);
-    }
-    CHECK(report.ok());
+    check_clean(report);
     e3.signal(SIGTERM);
     plumber.signal(SIGTERM);
     slowpoke.signal(SIGTERM);

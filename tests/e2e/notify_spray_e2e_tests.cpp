@@ -74,12 +74,7 @@ TEST_CASE("a spray of forged notifications from a login with no grants discards 
         },
         20s));
 
-    const std::string login = "aclaim_nogrants_" + std::to_string(::getpid()) + "_e2e";
-    {
-        auto admin = c.db().connect();
-        pqxx::nontransaction txn(*admin);
-        txn.exec("CREATE ROLE " + login + " LOGIN");
-    }
+    TestLogin login(c.db(), "aclaim_nogrants", "e2e");
     // Four sprays a second until every job is done: each one transaction over every job id that
     // exists and some that do not, generations 1 and 2, every worker's name.
     std::atomic<bool> done{false};
@@ -87,7 +82,7 @@ TEST_CASE("a spray of forged notifications from a login with no grants discards 
     std::exception_ptr failed;
     std::thread sprayer([&] {
         try {
-            pqxx::connection conn(with_user(c.db().dsn(), login));
+            pqxx::connection conn(login.dsn);
             while (!done.load()) {
                 pqxx::work txn(conn);
                 const auto n = txn.exec1(
@@ -146,17 +141,4 @@ TEST_CASE("a spray of forged notifications from a login with no grants discards 
     CHECK(sample(http_port, "aclaim_forged_notifications_total{channel=\"aclaim_jobs\"}") > 0);
     CHECK(sample(http_port, "aclaim_forged_notifications_total{channel=\"aclaim_schedule\"}") > 0);
     CHECK(sample(http_port, "aclaim_revoke_notifications_verified_total") == 0);
-
-    auto admin = c.db().connect();
-    pqxx::nontransaction txn(*admin);
-    txn.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = " +
-             txn.quote(login));
-    for (int i = 0; i < 100; ++i) {
-        try {
-            txn.exec("DROP ROLE IF EXISTS " + login);
-            break;
-        } catch (const pqxx::sql_error&) {
-            std::this_thread::sleep_for(20ms);
-        }
-    }
 }

@@ -15,24 +15,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::vector<std::string> kFastLeases{"--lease-ms",         "1500", "--heartbeat-ms", "500",
-                                           "--reap-interval-ms", "100"};
-
 /// A review of 10 steps of 400 ms, a checkpoint after each but the last.
 std::vector<std::string> reviewer(std::vector<std::string> more = {}) {
     std::vector<std::string> flags{"--review-ms",     "4000", "--checkpoint-steps", "10",
                                    "--claim-wait-ms", "500"};
     flags.insert(flags.end(), more.begin(), more.end());
     return flags;
-}
-
-/// The first line of a log that contains `needle`, or "" (also while the file does not exist).
-std::string line_with(const std::string& path, const std::string& needle) {
-    std::ifstream in(path);
-    for (std::string line; std::getline(in, line);) {
-        if (line.find(needle) != std::string::npos) return line;
-    }
-    return "";
 }
 
 }  // namespace

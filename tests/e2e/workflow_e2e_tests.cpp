@@ -9,6 +9,7 @@
 
 #include "tests/e2e/cluster.hpp"
 #include "tests/pg/ctl_run.hpp"
+#include "tests/support/new_jobs.hpp"
 
 using namespace aclaim;
 using namespace aclaim::testing;
@@ -18,11 +19,7 @@ namespace {
 
 common::NewJob job(const std::string& queue, const std::string& payload,
                    std::vector<common::JobId> depends_on = {}) {
-    common::NewJob j;
-    j.queue = queue;
-    j.payload = payload;
-    j.depends_on = std::move(depends_on);
-    return j;
+    return workflow_job(queue, payload, std::move(depends_on));
 }
 
 }  // namespace
@@ -85,10 +82,7 @@ SELECT count(*) FROM job_dependencies d
     CHECK(c.scalar("SELECT count(*) FROM jobs WHERE queue = 'approval' AND assignee <> "
                    "'approver'") == 0);
     const auto report = c.check();
-    for (const auto& v : report.violations) {
-        UNSCOPED_INFO(common::to_string(v.invariant) << " job " << v.job_id << ": " << v.evidence);
-    }
-    CHECK(report.ok());
+    check_clean(report);
     for (auto* w : {&approver, &i1, &i2}) w->signal(SIGTERM);
 }
 
@@ -175,9 +169,6 @@ SELECT count(*) FROM jobs a
     CHECK(c.scalar("SELECT count(DISTINCT worker) FROM job_events e JOIN jobs j ON j.id = "
                    "e.job_id WHERE j.queue = 'approval' AND e.kind = 'completed'") >= 4);
     const auto report = c.check();
-    for (const auto& v : report.violations) {
-        UNSCOPED_INFO(common::to_string(v.invariant) << " job " << v.job_id << ": " << v.evidence);
-    }
-    CHECK(report.ok());
+    check_clean(report);
     for (auto* w : reviewers) w->signal(SIGTERM);
 }

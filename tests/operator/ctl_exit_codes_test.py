@@ -13,7 +13,6 @@ Needs ACLAIM_TEST_DSN (compose/dev test sets it): a database of its own is made 
 Prints PASS/FAIL per check and ends with "N passed, M failed".
 """
 
-import argparse
 import http.server
 import json
 import os
@@ -24,24 +23,11 @@ import sys
 import tempfile
 import threading
 import time
-from urllib.parse import urlsplit, urlunsplit
-
 import psycopg2
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 
-class Checks:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, what, why=""):
-        if ok:
-            self.passed += 1
-            print(f"PASS: {what}")
-        else:
-            self.failed += 1
-            print(f"FAIL: {what}" + (f"\n      {why}" if why else ""))
-        return ok
+from suite import Checks, arguments, migrated_database, said  # noqa: E402
 
 
 class Run:
@@ -68,26 +54,6 @@ class Run:
 
     def ctl(self, *args, **kw):
         return self("aclaimctl", *args, **kw)
-
-
-def said(done):
-    return f"exit {done.returncode}; stdout {done.stdout[-600:]!r}; stderr {done.stderr[-600:]!r}"
-
-
-def with_database(dsn, name):
-    parts = urlsplit(dsn)
-    return urlunsplit(parts._replace(path="/" + name))
-
-
-def admin(dsn, *statements):
-    conn = psycopg2.connect(dsn, connect_timeout=10)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            for s in statements:
-                cur.execute(s)
-    finally:
-        conn.close()
 
 
 def exit_codes(c, run):
@@ -563,25 +529,11 @@ def ha_status(c, root, scratch):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("--root", required=True)
-    a = ap.parse_args()
-    server = os.environ.get("ACLAIM_TEST_DSN")
-    if not server:
-        print("ACLAIM_TEST_DSN is not set: run through compose/dev test", file=sys.stderr)
-        return 1
-    name = f"aclaim_exit_codes_{os.getpid()}"
-    admin(server, f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}")
-    dsn = with_database(server, name)
-    run = Run(os.path.abspath(a.bin_dir), dsn)
+    a = arguments(__doc__, "--bin-dir", "--root")
     c = Checks()
-    scratch = tempfile.mkdtemp(prefix="aclaim-exit-codes-")
-    try:
-        r = run.ctl("migrate")
-        if not c.check(r.returncode == 0, "migrate", said(r)):
-            return 1
+    with migrated_database(c, a.bin_dir, f"aclaim_exit_codes_{os.getpid()}") as dsn, \
+            tempfile.TemporaryDirectory(prefix="aclaim-exit-codes-") as scratch:
+        run = Run(os.path.abspath(a.bin_dir), dsn)
         exit_codes(c, run)
         one_exit_rule(c, run)
         hung_database(c, run)
@@ -595,12 +547,7 @@ def main():
         small_things(c, run, os.path.abspath(a.root))
         issue50(c, run, dsn, os.path.abspath(a.root), scratch)
         ha_status(c, os.path.abspath(a.root), scratch)
-    finally:
-        subprocess.run(["rm", "-rf", scratch])
-        time.sleep(0.2)
-        admin(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    print(f"{c.passed} passed, {c.failed} failed")
-    return 0 if c.failed == 0 else 1
+    return c.result()
 
 
 if __name__ == "__main__":

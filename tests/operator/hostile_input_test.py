@@ -11,7 +11,6 @@ Needs ACLAIM_TEST_DSN (compose/dev test sets it): a database of its own is made 
 Prints PASS/FAIL per check and ends with "N passed, M failed".
 """
 
-import argparse
 import http.cookiejar
 import json
 import os
@@ -20,34 +19,15 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg2
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+
+from suite import Checks, arguments, migrated_database, said  # noqa: E402
 
 DEEP = 100_000
 PASSWORD = "correct horse battery staple"
-
-
-class Checks:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, what, why=""):
-        if ok:
-            self.passed += 1
-            print(f"PASS: {what}")
-        else:
-            self.failed += 1
-            print(f"FAIL: {what}" + (f"\n      {why}" if why else ""))
-        return ok
-
-
-def said(done):
-    return f"exit {done.returncode}; stdout {done.stdout[-400:]!r}; stderr {done.stderr[-400:]!r}"
 
 
 class Run:
@@ -184,49 +164,16 @@ def console(c, run, dsn):
         p.wait(timeout=30)
 
 
-def with_database(dsn, name):
-    return urlunsplit(urlsplit(dsn)._replace(path="/" + name))
-
-
-def admin(dsn, *statements):
-    conn = psycopg2.connect(dsn, connect_timeout=10)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            for s in statements:
-                cur.execute(s)
-    finally:
-        conn.close()
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin-dir", required=True)
-    a = ap.parse_args()
-    server = os.environ.get("ACLAIM_TEST_DSN")
-    if not server:
-        print("ACLAIM_TEST_DSN is not set: run through compose/dev test", file=sys.stderr)
-        return 1
-    name = f"aclaim_hostile_input_{os.getpid()}"
-    admin(server, f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}")
-    dsn = with_database(server, name)
-    run = Run(os.path.abspath(a.bin_dir), dsn)
+    a = arguments(__doc__, "--bin-dir")
     c = Checks()
-    scratch = tempfile.mkdtemp(prefix="aclaim-hostile-")
-    try:
-        r = run("aclaimctl", "migrate")
-        if not c.check(r.returncode == 0, "migrate", said(r)):
-            return 1
+    with migrated_database(c, a.bin_dir, f"aclaim_hostile_input_{os.getpid()}") as dsn, \
+            tempfile.TemporaryDirectory(prefix="aclaim-hostile-") as scratch:
+        run = Run(os.path.abspath(a.bin_dir), dsn)
         keys_in_a_planted_folder(c, run, scratch)
         deep_json(c, run, scratch)
         console(c, run, dsn)
-    finally:
-        subprocess.run(["rm", "-rf", scratch])
-        time.sleep(0.2)
-        admin(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    print(f"{c.passed} passed, {c.failed} failed")
-    return 0 if c.failed == 0 else 1
+    return c.result()
 
 
 if __name__ == "__main__":

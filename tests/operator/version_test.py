@@ -12,11 +12,14 @@ ACLAIM_PYTHON), which imports the client. Prints PASS/FAIL per check and ends wi
 failed".
 """
 
-import argparse
 import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+
+from suite import Checks, arguments, checkout_version  # noqa: E402
 
 # Built wherever the project builds; aclaim-metrics-cost only where prometheus-cpp is installed,
 # so it is checked when found and not required.
@@ -32,31 +35,17 @@ def programs(bin_dir):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin-dir", required=True)
-    p.add_argument("--root", required=True, help="the checkout (VERSION, docs/, clients/python)")
-    args = p.parse_args()
+    args = arguments(__doc__, "--bin-dir", root="the checkout (VERSION, docs/, clients/python)")
     root = os.path.abspath(args.root)
-    with open(os.path.join(root, "VERSION")) as f:
-        version = f.readline().strip()
+    version = checkout_version(root)
     with open(os.path.join(root, "docs", "protocol.md")) as f:
         title = f.readline()
     newest = re.search(r"version (\d+\.\d+)", title)
     protocols = f"1.0-{newest.group(1)}" if newest else "?"
     print(f"VERSION {version}, protocol {protocols} (docs/protocol.md: {title.strip()!r})")
 
-    passed = failed = 0
-
-    def check(ok, what, why=""):
-        nonlocal passed, failed
-        if ok:
-            passed += 1
-            print(f"PASS: {what}")
-        else:
-            failed += 1
-            print(f"FAIL: {what}" + (f"\n      {why}" if why else ""))
-
+    c = Checks()
+    check = c.check
     check(re.fullmatch(r"\d+\.\d+\.\d+", version) is not None, "VERSION is MAJOR.MINOR.PATCH",
           repr(version))
     # No ACLAIM_* from the suite's environment: --version must answer whatever else is set.
@@ -80,8 +69,7 @@ def main():
           f"the Python client's aclaim.__version__ is {version}",
           f"exit {r.returncode}; stdout {r.stdout!r}; stderr {r.stderr[-400:]!r}")
 
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return c.result()
 
 
 if __name__ == "__main__":

@@ -13,50 +13,23 @@ suite's ACLAIM_PYTHON): the venv is made from the Python that runs this. Prints 
 check and ends with "N passed, M failed".
 """
 
-import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
 import zipfile
-from urllib.parse import urlsplit, urlunsplit
-
 import psycopg2
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+
+from suite import Checks, arguments, checkout_version, free_port, said  # noqa: E402
+from sqlapi_support import admin, with_database  # noqa: E402
+
 JOBS = 10
-
-
-class Checks:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-        self.started = time.monotonic()
-
-    def check(self, ok, what, why=""):
-        # The seconds since the start: where the time goes when the test runs long.
-        at = f"[{time.monotonic() - self.started:5.1f} s]"
-        if ok:
-            self.passed += 1
-            print(f"PASS: {at} {what}", flush=True)
-        else:
-            self.failed += 1
-            print(f"FAIL: {at} {what}" + (f"\n      {why}" if why else ""), flush=True)
-        return ok
-
-
-def said(r):
-    return f"exit {r.returncode}; stdout {r.stdout[-800:]!r}; stderr {r.stderr[-800:]!r}"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Database:
@@ -68,8 +41,8 @@ class Database:
         self.server = os.environ.get("ACLAIM_TEST_DSN", "")
         self.name = f"aclaim_wheel_{os.getpid()}"
         if self.server:
-            self._admin(f"CREATE DATABASE {self.name}")
-            self.dsn = urlunsplit(urlsplit(self.server)._replace(path="/" + self.name))
+            admin(self.server, f"CREATE DATABASE {self.name}")
+            self.dsn = with_database(self.server, self.name)
         else:
             # pgtmp runs the server as the postgres user: its folder must not sit inside a
             # folder only root may enter, as `work` is.
@@ -77,15 +50,6 @@ class Database:
             self.dsn = subprocess.run([os.path.join(root, "compose", "pgtmp"), "start",
                                        self.pg_dir, "--fast"], check=True, capture_output=True,
                                       text=True, timeout=120).stdout.strip()
-
-    def _admin(self, statement):
-        conn = psycopg2.connect(self.server, connect_timeout=10)
-        conn.autocommit = True
-        try:
-            with conn.cursor() as cur:
-                cur.execute(statement)
-        finally:
-            conn.close()
 
     def completed(self):
         conn = psycopg2.connect(self.dsn, connect_timeout=10)
@@ -101,7 +65,7 @@ class Database:
             subprocess.run([os.path.join(self.root, "compose", "pgtmp"), "stop", self.pg_dir],
                            capture_output=True, timeout=120)
         else:
-            self._admin(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
+            admin(self.server, f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
 
 
 def build(c, root, work, version):
@@ -117,7 +81,7 @@ def build(c, root, work, version):
     sdist = os.path.join(dist, f"aclaim-{version}.tar.gz")
     c.check(r.returncode == 0 and os.path.exists(wheel) and os.path.exists(sdist),
             f"python3 -m build makes aclaim-{version}.tar.gz and aclaim-{version}-py3-none-any.whl",
-            said(r) + f"; dist holds {os.listdir(dist) if os.path.isdir(dist) else 'nothing'}")
+            said(r, 800) + f"; dist holds {os.listdir(dist) if os.path.isdir(dist) else 'nothing'}")
     if not os.path.exists(wheel):
         return None
     with zipfile.ZipFile(wheel) as z:
@@ -146,7 +110,7 @@ def install(c, work, wheel, version):
                         "--no-deps", wheel],
                        capture_output=True, text=True, env=env, timeout=300)
     c.check(r.returncode == 0 and f"Successfully installed aclaim-{version}" in r.stdout,
-            f"pip installs the wheel into a fresh venv", said(r))
+            f"pip installs the wheel into a fresh venv", said(r, 800))
     # From the scratch folder, not the checkout: the import must find the venv's copy.
     r = subprocess.run([python, "-c", "import aclaim, importlib.metadata as m; "
                         "print(aclaim.__version__); print(m.version('aclaim')); "
@@ -156,7 +120,7 @@ def install(c, work, wheel, version):
     lines = r.stdout.splitlines()
     c.check(r.returncode == 0 and lines[:2] == [version, version]
             and len(lines) == 3 and lines[2].startswith(venv),
-            f"in the venv, aclaim.__version__ and the installed metadata say {version}", said(r))
+            f"in the venv, aclaim.__version__ and the installed metadata say {version}", said(r, 800))
     return python
 
 
@@ -167,7 +131,7 @@ def serve(c, root, bin_dir, work, python, db):
     for args in (["migrate"], ["enqueue", "--org", "1", "--count", str(JOBS)]):
         r = subprocess.run([ctl, "--dsn", db.dsn, *args], capture_output=True, text=True,
                            env=env, timeout=120)
-        if not c.check(r.returncode == 0, f"aclaimctl {' '.join(args)}", said(r)):
+        if not c.check(r.returncode == 0, f"aclaimctl {' '.join(args)}", said(r, 800)):
             return
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     with open(os.path.join(work, "coordinator.log"), "wb") as log:
@@ -210,20 +174,15 @@ def serve(c, root, bin_dir, work, python, db):
             coordinator.wait()
     r = subprocess.run([ctl, "--dsn", db.dsn, "check"], capture_output=True, text=True, env=env,
                        timeout=120)
-    c.check(r.returncode == 0, "aclaimctl check finds the guarantees kept", said(r))
+    c.check(r.returncode == 0, "aclaimctl check finds the guarantees kept", said(r, 800))
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin-dir", required=True)
-    p.add_argument("--root", required=True, help="the checkout (VERSION, clients/python)")
-    args = p.parse_args()
+    args = arguments(__doc__, "--bin-dir", root="the checkout (VERSION, clients/python)")
     root = os.path.abspath(args.root)
     bin_dir = os.path.abspath(args.bin_dir)
-    with open(os.path.join(root, "VERSION")) as f:
-        version = f.readline().strip()
-    c = Checks()
+    version = checkout_version(root)
+    c = Checks(timed=True)
     with tempfile.TemporaryDirectory(prefix="aclaim-wheel-") as work:
         wheel = build(c, root, work, version)
         if wheel:
@@ -233,8 +192,7 @@ def main():
                 serve(c, root, bin_dir, work, python, db)
             finally:
                 db.close()
-    print(f"{c.passed} passed, {c.failed} failed in {time.monotonic() - c.started:.0f} s")
-    return 1 if c.failed else 0
+    return c.result()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@
 #include "console/operators.hpp"
 #include "console/server.hpp"
 #include "console/views.hpp"
+#include "tests/pg/console_support.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/test_database.hpp"
 
@@ -85,11 +86,9 @@ struct Browser {
 
 }  // namespace
 
-TEST_CASE("console sign-in: forty wrong passwords, then the right one is told to wait",
-          "[console]") {
-    console::init_crypto();
-    TestDatabase db;
-    auto conn = db.connect();
+TEST_CASE_METHOD(ConsoleDatabase,
+                 "console sign-in: forty wrong passwords, then the right one is told to wait",
+                 "[console]") {
     console::put_operator(*conn, {"alice", std::nullopt}, kPassword);
     console::put_operator(*conn, {"bob", std::nullopt}, kPassword);
     // Time stands still: every wait is still running when the next attempt comes.
@@ -165,13 +164,10 @@ TEST_CASE("console sign-in: the password hash holds no lock another operator's p
     CHECK(page.get()["organizations"].is_array());
 }
 
-TEST_CASE("console drills: a scoped operator sees of the check only its organizations' violations",
-          "[console]") {
-    console::init_crypto();
-    TestDatabase db;
-    auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+TEST_CASE_METHOD(ConsoleStore,
+                 "console drills: a scoped operator sees of the check only its organizations' "
+                 "violations",
+                 "[console]") {
     const auto org1 = store.enqueue(1, some_jobs(2), now);
     const auto org2 = store.enqueue(2, some_jobs(2), now);
     {

@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "console/operators.hpp"
+#include "tests/pg/console_support.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/silent_listener.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -121,66 +123,15 @@ struct Browser {
     std::string csrf;
 };
 
-/// A TCP listener that accepts every connection and never sends a byte: a database that is
-/// frozen, or a route that leads to something that is no database. Holds what it accepted.
-class SilentListener {
-  public:
-    SilentListener() {
-        sock_ = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE(::bind(sock_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-        REQUIRE(::listen(sock_, 16) == 0);
-        socklen_t len = sizeof addr;
-        ::getsockname(sock_, reinterpret_cast<sockaddr*>(&addr), &len);
-        port_ = ntohs(addr.sin_port);
-        thread_ = std::thread([this] {
-            for (;;) {
-                const int c = ::accept(sock_, nullptr, nullptr);
-                if (c < 0) return;
-                std::lock_guard lock(mutex_);
-                accepted_.push_back(c);
-            }
-        });
-    }
-    ~SilentListener() {
-        ::shutdown(sock_, SHUT_RDWR);
-        ::close(sock_);
-        thread_.join();
-        for (const int c : accepted_) ::close(c);
-    }
-    SilentListener(const SilentListener&) = delete;
-    SilentListener& operator=(const SilentListener&) = delete;
-
-    std::string dsn() const {
-        return "host=127.0.0.1 port=" + std::to_string(port_) + " dbname=aclaim user=aclaim";
-    }
-    std::size_t accepted() {
-        std::lock_guard lock(mutex_);
-        return accepted_.size();
-    }
-
-  private:
-    int sock_ = -1;
-    int port_ = 0;
-    std::thread thread_;
-    std::mutex mutex_;
-    std::vector<int> accepted_;
-};
-
 }  // namespace
 
-TEST_CASE(
+TEST_CASE_METHOD(
+    ConsoleDatabase,
     "console sessions: two consoles on one database keep an operator signed in across both "
     "and a restart; signing out in one ends it in the other",
     "[console]") {
-    console::init_crypto();
-    TestDatabase db;
-    {
-        auto conn = db.connect();
-        console::put_operator(*conn, {"alice", std::nullopt}, kPassword);
-    }
+    console::put_operator(*conn, {"alice", std::nullopt}, kPassword);
+    conn.reset();
     auto one = std::make_unique<ConsoleProcess>(db.dsn(), "127.0.0.1:0");
     ConsoleProcess two(db.dsn(), "127.0.0.1:0");
     const int port_one = one->port();
@@ -274,13 +225,11 @@ TEST_CASE(
     CHECK(silent.accepted() >= 2);
 }
 
-TEST_CASE(
+TEST_CASE_METHOD(
+    ConsoleDatabase,
     "console: a statement past --statement-timeout is answered 503, and the console serves "
     "on",
     "[console]") {
-    console::init_crypto();
-    TestDatabase db;
-    auto conn = db.connect();
     console::put_operator(*conn, {"alice", std::nullopt}, kPassword);
     ConsoleProcess c(db.dsn(), "127.0.0.1:0", {{"ACLAIM_STATEMENT_TIMEOUT", "1"}});
     const int port = c.port();

@@ -7,6 +7,7 @@
 #include "common/base/clock.hpp"
 #include "console/operators.hpp"
 #include "console/sessions.hpp"
+#include "tests/pg/console_support.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -25,15 +26,22 @@ void exec(pqxx::connection& conn, const std::string& statement) {
     t.commit();
 }
 
+/// Operator alice, of every organization.
+struct WithAlice : ConsoleDatabase {
+    WithAlice() { console::put_operator(*conn, {"alice", std::nullopt}, "s3cret words"); }
+};
+
+/// Sessions of ten minutes on a manual clock, alice's among them.
+struct AliceSessions : WithAlice {
+    common::ManualClock clock{common::Instant{} + std::chrono::hours(24 * 365 * 50)};
+    console::Sessions sessions{db.dsn(), clock, std::chrono::minutes(10)};
+};
+
 }  // namespace
 
-TEST_CASE("console sessions: tokens are random, found while fresh, gone when closed", "[console]") {
-    console::init_crypto();
-    TestDatabase db;
-    auto conn = db.connect();
-    console::put_operator(*conn, {"alice", std::nullopt}, "s3cret words");
-    common::ManualClock clock(common::Instant{} + std::chrono::hours(24 * 365 * 50));
-    console::Sessions sessions(db.dsn(), clock, std::chrono::minutes(10));
+TEST_CASE_METHOD(AliceSessions,
+                 "console sessions: tokens are random, found while fresh, gone when closed",
+                 "[console]") {
     const auto a = sessions.open({"alice", std::nullopt});
     const auto b = sessions.open({"alice", std::nullopt});
     CHECK(a != b);
@@ -95,11 +103,9 @@ TEST_CASE("console sessions: tokens are random, found while fresh, gone when clo
     }
 }
 
-TEST_CASE("console sessions: removing, disabling or resetting an operator ends its sessions",
-          "[console]") {
-    console::init_crypto();
-    TestDatabase db;
-    auto conn = db.connect();
+TEST_CASE_METHOD(ConsoleDatabase,
+                 "console sessions: removing, disabling or resetting an operator ends its sessions",
+                 "[console]") {
     console::put_operator(*conn, {"alice", std::nullopt}, "s3cret words");
     console::put_operator(*conn, {"bob", std::vector<common::OrgId>{3, 7}}, "other words");
     const common::SystemClock clock;
@@ -135,14 +141,9 @@ TEST_CASE("console sessions: removing, disabling or resetting an operator ends i
     }
 }
 
-TEST_CASE("console sessions: each sign-in removes a bounded batch of expired sessions",
-          "[console]") {
-    console::init_crypto();
-    TestDatabase db;
-    auto conn = db.connect();
-    console::put_operator(*conn, {"alice", std::nullopt}, "s3cret words");
-    common::ManualClock clock(common::Instant{} + std::chrono::hours(24 * 365 * 50));
-    console::Sessions sessions(db.dsn(), clock, std::chrono::minutes(10));
+TEST_CASE_METHOD(AliceSessions,
+                 "console sessions: each sign-in removes a bounded batch of expired sessions",
+                 "[console]") {
     const int expired = console::Sessions::kPruneBatch + 20;
     std::set<std::string> tokens;
     for (int i = 0; i < expired; ++i) tokens.insert(sessions.open({"alice", std::nullopt}));
@@ -157,10 +158,9 @@ TEST_CASE("console sessions: each sign-in removes a bounded batch of expired ses
     CHECK(sessions.find(live));
 }
 
-TEST_CASE("console sessions: the row-security role and producers cannot read them", "[console]") {
-    console::init_crypto();
-    TestDatabase db;
-    auto conn = db.connect();
+TEST_CASE_METHOD(ConsoleDatabase,
+                 "console sessions: the row-security role and producers cannot read them",
+                 "[console]") {
     console::put_operator(*conn, {"alice", std::nullopt}, "s3cret words");
     const common::SystemClock clock;
     console::Sessions sessions(db.dsn(), clock);

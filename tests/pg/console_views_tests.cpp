@@ -10,6 +10,7 @@
 #include "console/console_sql.hpp"
 #include "console/operators.hpp"
 #include "console/views.hpp"
+#include "tests/pg/console_support.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
@@ -42,11 +43,10 @@ std::vector<common::OrgId> orgs_of(const nlohmann::json& overview) {
 
 }  // namespace
 
-TEST_CASE("console operators: passwords are kept hashed and checked, scopes read back sorted",
-          "[console]") {
-    console::init_crypto();
-    TestDatabase db;
-    auto conn = db.connect();
+TEST_CASE_METHOD(
+    ConsoleDatabase,
+    "console operators: passwords are kept hashed and checked, scopes read back sorted",
+    "[console]") {
     console::put_operator(*conn, {"alice", std::nullopt}, "s3cret words");
     console::put_operator(*conn, {"bob", std::vector<common::OrgId>{7, 3}}, "other words");
     {
@@ -82,12 +82,9 @@ TEST_CASE("console operators: passwords are kept hashed and checked, scopes read
     }
 }
 
-TEST_CASE("console views: an operator scoped to one organization sees and acts only there",
-          "[console]") {
-    TestDatabase db;
-    auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+TEST_CASE_METHOD(StoreAtNow,
+                 "console views: an operator scoped to one organization sees and acts only there",
+                 "[console]") {
     const auto org1 = store.enqueue(1, some_jobs(2), now);
     const auto org2 = store.enqueue(2, some_jobs(2), now);
     quarantine(*conn, org1[1]);
@@ -156,12 +153,9 @@ TEST_CASE("console views: an operator scoped to one organization sees and acts o
     CHECK((*check)["jobs"] == 4);
 }
 
-TEST_CASE("console views: a stuck assignment is taken back only at the generation seen",
-          "[console]") {
-    TestDatabase db;
-    auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+TEST_CASE_METHOD(StoreAtNow,
+                 "console views: a stuck assignment is taken back only at the generation seen",
+                 "[console]") {
     store.enqueue(1, some_jobs(1), now);
     store.enqueue(2, some_jobs(2), now);
     const auto held1 = store.claim(1, {"w1", 1}, 60 * common::kSeconds, now);
@@ -202,12 +196,9 @@ TEST_CASE("console views: a stuck assignment is taken back only at the generatio
               .as<std::string>() == "console:two");
 }
 
-TEST_CASE("console overview: above the cap a count is the planner's estimate, and says so",
-          "[console]") {
-    TestDatabase db;
-    auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+TEST_CASE_METHOD(StoreAtNow,
+                 "console overview: above the cap a count is the planner's estimate, and says so",
+                 "[console]") {
     store.enqueue(1, some_jobs(static_cast<int>(console::sql::kExactCountCap) + 600), now);
     store.enqueue(2, some_jobs(3), now);
     {
@@ -278,12 +269,9 @@ TEST_CASE("console overview: per queue, the work still to do and the oldest clai
     CHECK(scoped["organizations"][0]["queues"][0]["oldest_pending_age_ms"] == 30'000);
 }
 
-TEST_CASE("console views: cancel, retry and pause act only in the operator's organizations",
-          "[console]") {
-    TestDatabase db;
-    auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+TEST_CASE_METHOD(StoreAtNow,
+                 "console views: cancel, retry and pause act only in the operator's organizations",
+                 "[console]") {
     const auto org1 = store.enqueue(1, some_jobs(1), now);
     const auto org2 = store.enqueue(2, some_jobs(2), now);
     const auto held = store.claim(2, {"w2", 1}, 60 * common::kSeconds, now);
@@ -416,12 +404,10 @@ TEST_CASE("console overview: each queue's weight and aging, none for the others"
     CHECK(queues[2]["aging_s"].is_null());
 }
 
-TEST_CASE("console views: a job's exclusions, and why it waits when every reviewer is excluded",
-          "[console][exclusions]") {
-    TestDatabase db;
-    auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+TEST_CASE_METHOD(
+    StoreAtNow,
+    "console views: a job's exclusions, and why it waits when every reviewer is excluded",
+    "[console][exclusions]") {
     common::NewJob excluding{0, "second review", 3};
     excluding.exclude_keys = {"K1", "K2"};
     const auto ids = store.enqueue(1, {{0, "plain", 3}, excluding}, now);

@@ -5,6 +5,7 @@
 
 #include "common/store/assignment_store.hpp"
 #include "console/views.hpp"
+#include "tests/support/new_jobs.hpp"
 #include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
 
@@ -14,10 +15,7 @@ using namespace aclaim::testing;
 namespace {
 
 common::NewJob job(const std::string& payload, std::vector<common::JobId> depends_on = {}) {
-    common::NewJob j;
-    j.payload = payload;
-    j.depends_on = std::move(depends_on);
-    return j;
+    return workflow_job(common::kDefaultQueue, payload, std::move(depends_on));
 }
 
 }  // namespace

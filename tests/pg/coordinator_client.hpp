@@ -32,16 +32,22 @@ using namespace std::chrono_literals;
 /// The answer bound of coordinators on a ManualClock: beyond any jump a test makes.
 inline constexpr int kManualClockDbDeadlineMs = 3'600'000;
 
+/// The options of a plaintext coordinator on a free port of 127.0.0.1, logging in with `dsn`.
+inline coordinator::CoordinatorOptions plaintext_options(const std::string& dsn) {
+    coordinator::CoordinatorOptions o;
+    o.connection.dsn = dsn;
+    o.router.bind = "tcp://127.0.0.1:*";
+    o.router.plaintext = true;
+    return o;
+}
+
 /// A fresh database, a coordinator on a free port serving it, and a store to enqueue with.
 struct CoordinatorHarness {
     explicit CoordinatorHarness(
         const common::Clock& clock,
         const std::function<void(coordinator::CoordinatorOptions&)>& adjust = {}) {
         spdlog::set_level(spdlog::level::err);
-        coordinator::CoordinatorOptions o;
-        o.connection.dsn = db.dsn();
-        o.router.bind = "tcp://127.0.0.1:*";
-        o.router.plaintext = true;
+        auto o = plaintext_options(db.dsn());
         o.router.lease_ms = 10000;
         o.reaper.reap_interval_ms = 20;
         o.db_pool.in_doubt_budget_ms = 1000;
@@ -64,9 +70,33 @@ struct CoordinatorHarness {
         return std::make_unique<RawWorker>(context, coordinator->endpoint(), enc);
     }
 
+    /// A worker that has said HELLO as `worker_id` of `org`.
+    std::unique_ptr<RawWorker> greeted(const std::string& worker_id, common::OrgId org,
+                                       proto::Encoding enc = proto::Encoding::Binary) {
+        auto w = worker(enc);
+        w->hello(worker_id, org);
+        return w;
+    }
+
     TestDatabase db;
     zmq::context_t context;
     std::unique_ptr<coordinator::Coordinator> coordinator;
+};
+
+/// Where the manual clock of ManualCoordinator starts.
+inline constexpr common::Instant kHarnessStart = common::instant_from_micros(1'700'000'000'000'000);
+
+/// For TEST_CASE_METHOD: a coordinator on a manual clock, and a store to enqueue with.
+struct ManualCoordinator {
+    common::ManualClock clock{kHarnessStart};
+    CoordinatorHarness h{clock};
+    common::AssignmentStore store{h.db.dsn()};
+};
+
+/// For TEST_CASE_METHOD: a coordinator on the system clock.
+struct SystemCoordinator {
+    common::SystemClock clock;
+    CoordinatorHarness h{clock};
 };
 
 inline std::vector<common::NewJob> some_jobs(int n) {

@@ -17,10 +17,6 @@ namespace {
 
 constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
 
-proto::Welcome hello_asking(RawWorker& w, const std::string& worker, common::OrgId org) {
-    return w.hello(worker, org, {std::string(proto::kFeatureCompleteClaim)});
-}
-
 /// The next message on the socket (those kept aside first), whatever its request id.
 proto::Message next_message(RawWorker& w) {
     if (!w.others.empty()) {
@@ -55,11 +51,9 @@ std::pair<First, Second> complete_then_claim(RawWorker& w, common::JobId job,
 
 }  // namespace
 
-TEST_CASE("COMPLETE with a next CLAIM is granted only when asked, and answered in order",
-          "[coordinator][complete_claim]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(ManualCoordinator,
+                 "COMPLETE with a next CLAIM is granted only when asked, and answered in order",
+                 "[coordinator][complete_claim]") {
     const auto ids = store.enqueue(1, some_jobs(3), clock.now());
 
     // A 1.1 HELLO gets a 1.1 WELCOME: no features.
@@ -67,7 +61,7 @@ TEST_CASE("COMPLETE with a next CLAIM is granted only when asked, and answered i
     CHECK(old->hello("old", 1).features.empty());
 
     auto w = h.worker(GENERATE(proto::Encoding::Binary, proto::Encoding::Json));
-    const auto welcome = hello_asking(*w, "w1", 1);
+    const auto welcome = w->hello("w1", 1, {std::string(proto::kFeatureCompleteClaim)});
     REQUIRE(welcome.features ==
             std::vector<std::string>{std::string(proto::kFeatureCompleteClaim)});
 

@@ -48,15 +48,10 @@ TEST_CASE("without a database, claims get NO_WORK and transitions ERROR, and sto
           "[coordinator]") {
     spdlog::set_level(spdlog::level::critical);
     common::SystemClock clock;
-    coordinator::CoordinatorOptions o;
-    o.connection.dsn = "postgresql://postgres@127.0.0.1:1/aclaim?connect_timeout=2";
-    o.router.bind = "tcp://127.0.0.1:*";
-    o.router.plaintext = true;
-    coordinator::Coordinator c(o, clock);
+    coordinator::Coordinator c(
+        plaintext_options("postgresql://postgres@127.0.0.1:1/aclaim?connect_timeout=2"), clock);
     c.start();
-    zmq::context_t context;
-    RawWorker w(context, c.endpoint());
-    w.hello("w1", 1);
+    GreetedWorker w(c.endpoint(), "w1", 1);
     CHECK(w.expect<proto::NoWork>(w.claim()).reason == "database unavailable");
     const auto req = w.next_req();
     w.send(proto::Complete{req, 1, 1, "r"});
@@ -77,8 +72,7 @@ TEST_CASE("a completion whose connection dies before the commit is not_committed
     });
     common::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(1), clock.now());
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
 
     // Hold the row so that the completion waits inside its transaction, then kill its backend.
@@ -119,18 +113,13 @@ TEST_CASE("after PostgreSQL restarts the coordinator reconnects, completes and w
         common::migrate(conn);
     }
     common::SystemClock clock;
-    coordinator::CoordinatorOptions o;
-    o.connection.dsn = server.dsn();
-    o.router.bind = "tcp://127.0.0.1:*";
-    o.router.plaintext = true;
+    auto o = plaintext_options(server.dsn());
     // A restart of a durable server on a busy machine can take seconds: the lease must outlast
     // it, or the completion is rightly refused as expired.
     o.router.lease_ms = 60000;
     coordinator::Coordinator c(o, clock);
     c.start();
-    zmq::context_t context;
-    RawWorker w(context, c.endpoint());
-    w.hello("w1", 1);
+    GreetedWorker w(c.endpoint(), "w1", 1);
     {
         common::AssignmentStore store(server.dsn());
         store.enqueue(1, some_jobs(1), clock.now());

@@ -14,32 +14,45 @@
 using namespace aclaim;
 using namespace aclaim::testing;
 
-TEST_CASE("on a multi-host DSN the coordinator follows the writable primary", "[coordinator]") {
-    spdlog::set_level(spdlog::level::critical);
+namespace {
+
+/// Two members: `a` read-only, holding a job (`on_a`) a claim can get only from there, and `b`
+/// writable; a plaintext coordinator on both (`dsn`) with leases of a minute.
+struct TwoMembers {
+    TwoMembers() {
+        spdlog::set_level(spdlog::level::critical);
+        a.set_writable(false);
+        options.router.lease_ms = 60000;
+    }
+
+    /// A worker whose claim parked at `c`: the read-only member was skipped, and the writable
+    /// one has nothing to claim. The claim's request id.
+    std::uint64_t parked_claim(RawWorker& w, const coordinator::Coordinator& c) const {
+        const auto req = w.claim(1, 30000);
+        REQUIRE(eventually([&] { return c.metrics().parked.load() >= 1; }, 10s));
+        return req;
+    }
+
     common::SystemClock clock;
     PgMember a;
     PgMember b;
-    // A job only the first member holds: a claim can get it only from there.
-    const auto on_a = common::AssignmentStore(a.dsn).enqueue(1, some_jobs(1), clock.now()).at(0);
-    a.set_writable(false);
-
+    const common::JobId on_a =
+        common::AssignmentStore(a.dsn).enqueue(1, some_jobs(1), clock.now()).at(0);
     const std::string dsn = multi_host_dsn(a, b);
+    coordinator::CoordinatorOptions options = plaintext_options(dsn);
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(TwoMembers, "on a multi-host DSN the coordinator follows the writable primary",
+                 "[coordinator]") {
     coordinator::ReadinessProbe probe(dsn, clock, std::chrono::milliseconds(0));
     CHECK(probe.check().ready);
 
-    coordinator::CoordinatorOptions o;
-    o.connection.dsn = dsn;
-    o.router.bind = "tcp://127.0.0.1:*";
-    o.router.plaintext = true;
-    o.router.lease_ms = 60000;
-    coordinator::Coordinator c(o, clock);
+    coordinator::Coordinator c(options, clock);
     c.start();
-    zmq::context_t context;
-    RawWorker w(context, c.endpoint());
-    w.hello("w1", 1);
-    // The read-only member was skipped: nothing to claim on the writable one, so the claim parks.
-    const auto req = w.claim(1, 30000);
-    REQUIRE(eventually([&] { return c.metrics().parked.load() >= 1; }, 10s));
+    GreetedWorker w(c.endpoint(), "w1", 1);
+    const auto req = parked_claim(w, c);
     CHECK(a.coordinator_sessions() == 0);
     CHECK(b.coordinator_sessions() >= 2);
 
@@ -68,27 +81,14 @@ TEST_CASE("on a multi-host DSN the coordinator follows the writable primary", "[
     c.stop();
 }
 
-TEST_CASE("a primary fenced read-only without ending its sessions is left for the writable one",
-          "[coordinator]") {
-    spdlog::set_level(spdlog::level::critical);
-    common::SystemClock clock;
-    PgMember a;
-    PgMember b;
-    const auto on_a = common::AssignmentStore(a.dsn).enqueue(1, some_jobs(1), clock.now()).at(0);
-    a.set_writable(false);
-
-    coordinator::CoordinatorOptions o;
-    o.connection.dsn = multi_host_dsn(a, b);
-    o.router.bind = "tcp://127.0.0.1:*";
-    o.router.plaintext = true;
-    o.router.lease_ms = 60000;
-    coordinator::Coordinator c(o, clock);
+TEST_CASE_METHOD(TwoMembers,
+                 "a primary fenced read-only without ending its sessions is left for the writable "
+                 "one",
+                 "[coordinator]") {
+    coordinator::Coordinator c(options, clock);
     c.start();
-    zmq::context_t context;
-    RawWorker w(context, c.endpoint());
-    w.hello("w1", 1);
-    const auto req = w.claim(1, 30000);
-    REQUIRE(eventually([&] { return c.metrics().parked.load() >= 1; }, 10s));
+    GreetedWorker w(c.endpoint(), "w1", 1);
+    const auto req = parked_claim(w, c);
     // The listener connects on its own thread: a claim can park before it is up.
     REQUIRE(eventually([&] { return b.coordinator_sessions("aclaim-coordinator-listener") == 1; },
                        10s));

@@ -15,10 +15,9 @@ namespace {
 constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
 }
 
-TEST_CASE("claim, complete, and a re-sent completion is answered as replayed", "[coordinator]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(ManualCoordinator,
+                 "claim, complete, and a re-sent completion is answered as replayed",
+                 "[coordinator]") {
     const auto ids = store.enqueue(1, some_jobs(1), clock.now());
     auto w = h.worker();
     const auto welcome = w->hello("w1", 1);
@@ -59,16 +58,13 @@ TEST_CASE("claim, complete, and a re-sent completion is answered as replayed", "
     CHECK(h.coordinator->metrics().replayed.load() == 1);
 }
 
-TEST_CASE("a completion after the reaper took the job back is stale, and the holder was told",
-          "[coordinator]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(
+    ManualCoordinator,
+    "a completion after the reaper took the job back is stale, and the holder was told",
+    "[coordinator]") {
     store.enqueue(1, some_jobs(1), clock.now());
-    auto w1 = h.worker();
-    auto w2 = h.worker();
-    w1->hello("w1", 1);
-    w2->hello("w2", 1);
+    auto w1 = h.greeted("w1", 1);
+    auto w2 = h.greeted("w2", 1);
 
     const auto first = w1->claim_one();
     clock.advance(11 * common::kSeconds);
@@ -86,22 +82,17 @@ TEST_CASE("a completion after the reaper took the job back is stale, and the hol
     const auto rejected = w1->expect<proto::Rejected>(req);
     CHECK(rejected.reason == "stale_generation");
 
-    const auto req2 = w2->next_req();
-    w2->send(proto::Complete{req2, second.job_id, second.generation, "review:w2"});
-    CHECK(w2->expect<proto::Accepted>(req2).state == "completed");
+    CHECK(w2->complete(second, "review:w2").state == "completed");
     auto conn = h.db.connect();
     CHECK(results_snapshot(*conn, first.job_id).find("review:w2") != std::string::npos);
     CHECK(h.coordinator->metrics().reclaims.load() == 1);
     CHECK(h.coordinator->metrics().rejections_of(common::Rejection::StaleGeneration) == 1);
 }
 
-TEST_CASE("a renewal extends a live lease and revokes an expired one", "[coordinator]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(ManualCoordinator, "a renewal extends a live lease and revokes an expired one",
+                 "[coordinator]") {
     store.enqueue(1, some_jobs(1), clock.now());
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
 
     clock.advance(2 * common::kSeconds);
@@ -120,16 +111,12 @@ TEST_CASE("a renewal extends a live lease and revokes an expired one", "[coordin
     CHECK(h.coordinator->metrics().renewals.load() == 1);
 }
 
-TEST_CASE("a session of one organization cannot touch another organization's job",
-          "[coordinator]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(ManualCoordinator,
+                 "a session of one organization cannot touch another organization's job",
+                 "[coordinator]") {
     store.enqueue(1, some_jobs(1), clock.now());
-    auto owner = h.worker();
-    auto intruder = h.worker();
-    owner->hello("w1", 1);
-    intruder->hello("w1", 2);
+    auto owner = h.greeted("w1", 1);
+    auto intruder = h.greeted("w1", 2);
 
     CHECK(intruder->expect<proto::NoWork>(intruder->claim()).reason == "no pending jobs");
     const auto job = owner->claim_one();
@@ -150,13 +137,10 @@ TEST_CASE("a session of one organization cannot touch another organization's job
     CHECK(results_snapshot(*conn, job.job_id).empty());
 }
 
-TEST_CASE("fail and release are answered with the job's new state", "[coordinator]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(ManualCoordinator, "fail and release are answered with the job's new state",
+                 "[coordinator]") {
     store.enqueue(1, some_jobs(2), clock.now());
-    auto w = h.worker(proto::Encoding::Json);
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1, proto::Encoding::Json);
     const auto a = w->claim_one();
     const auto b = w->claim_one();
 

@@ -15,8 +15,6 @@ using namespace aclaim::testing;
 
 namespace {
 
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
-
 /// Every sample of a scrape, keyed by its name with labels exactly as written.
 std::map<std::string, double> parse_samples(const std::string& text) {
     std::map<std::string, double> out;
@@ -55,14 +53,18 @@ coordinator::HttpOptions http_options(coordinator::CoordinatorOptions o, const s
     return o.http_endpoint();
 }
 
+/// A coordinator on a manual clock, and its HTTP endpoint on a free port.
+struct HttpCoordinator : ManualCoordinator {
+    HttpCoordinator() { http.start(); }
+
+    coordinator::HttpServer http{http_options(h.coordinator->options(), h.db.dsn()),
+                                 h.coordinator->metrics()};
+};
+
 }  // namespace
 
-TEST_CASE("/metrics counts claims, completions and rejections as they happen", "[http]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    coordinator::HttpServer http(http_options(h.coordinator->options(), h.db.dsn()),
-                                 h.coordinator->metrics());
-    http.start();
+TEST_CASE_METHOD(HttpCoordinator,
+                 "/metrics counts claims, completions and rejections as they happen", "[http]") {
     REQUIRE(http.port() > 0);
     Scraper scrape(http.port());
 
@@ -80,8 +82,7 @@ TEST_CASE("/metrics counts claims, completions and rejections as they happen", "
 
     common::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(2), clock.now());
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
     auto req = w->next_req();
     w->send(proto::Complete{req, job.job_id, job.generation, "review:w1"});
@@ -147,12 +148,8 @@ TEST_CASE("/metrics counts claims, completions and rejections as they happen", "
     http.stop();
 }
 
-TEST_CASE("/healthz follows the router thread and /readyz the database", "[http]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    coordinator::HttpServer http(http_options(h.coordinator->options(), h.db.dsn()),
-                                 h.coordinator->metrics());
-    http.start();
+TEST_CASE_METHOD(HttpCoordinator, "/healthz follows the router thread and /readyz the database",
+                 "[http]") {
     Scraper scrape(http.port());
     CHECK(eventually([&] { return scrape.get("/healthz")->body == "ok\n"; }));
     CHECK(scrape.get("/healthz")->status == 200);
@@ -196,9 +193,8 @@ TEST_CASE("/healthz follows the router thread and /readyz the database", "[http]
     CHECK(unreachable->body.find("database unreachable") != std::string::npos);
 }
 
-TEST_CASE("an HTTP address already taken is refused with its name", "[http]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
+TEST_CASE_METHOD(ManualCoordinator, "an HTTP address already taken is refused with its name",
+                 "[http]") {
     coordinator::HttpServer first(http_options(h.coordinator->options(), h.db.dsn()),
                                   h.coordinator->metrics());
     first.start();

@@ -25,31 +25,24 @@ common::NewJob in_queue(const std::string& queue, const std::string& payload) {
 }
 }  // namespace
 
-TEST_CASE("HELLO's queues decide what a session claims, and a new HELLO changes them",
-          "[coordinator][lifecycle]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(ManualCoordinator,
+                 "HELLO's queues decide what a session claims, and a new HELLO changes them",
+                 "[coordinator][lifecycle]") {
     store.enqueue(1, {in_queue("electrical", "wiring"), in_queue("default", "general")},
                   clock.now());
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     CHECK(w->claim_one().payload == "general");
     CHECK(w->expect<proto::NoWork>(w->claim()).reason == "no pending jobs");
     w->expect<proto::Welcome>(w->request(proto::Hello{0, "w1", 1, {"electrical"}}));
     CHECK(w->claim_one().payload == "wiring");
 }
 
-TEST_CASE("a parked claim gets a scheduled job when its run_at arrives",
-          "[coordinator][lifecycle]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(ManualCoordinator, "a parked claim gets a scheduled job when its run_at arrives",
+                 "[coordinator][lifecycle]") {
     auto later = in_queue("default", "later");
     later.run_at = kT0 + 10s;
     const auto id = store.enqueue(1, {later}, clock.now()).at(0);
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     // The claim's wait ends well after the job comes due: a clock jump to the very end of the wait
     // would race the parked claim's expiry against the promotion.
     const auto req = w->claim(1, 20000);
@@ -64,16 +57,14 @@ TEST_CASE("a parked claim gets a scheduled job when its run_at arrives",
     CHECK(event_count(*conn, id, "due") == 1);
 }
 
-TEST_CASE("a renewal past the run deadline is refused deadline_exceeded, and the attempt fails",
-          "[coordinator][lifecycle]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(
+    ManualCoordinator,
+    "a renewal past the run deadline is refused deadline_exceeded, and the attempt fails",
+    "[coordinator][lifecycle]") {
     auto slow = in_queue("default", "slow");
     slow.run_timeout = 15s;
     const auto id = store.enqueue(1, {slow}, clock.now()).at(0);
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
     CHECK(job.lease_expires_at_us == common::to_micros(kT0 + 10s));
     clock.advance(8s);
@@ -92,18 +83,14 @@ TEST_CASE("a renewal past the run deadline is refused deadline_exceeded, and the
     CHECK(job_state(*conn, id) == "pending");
 }
 
-TEST_CASE("cancelling an assigned job pushes REVOKED cancelled to its holder at once",
-          "[coordinator][lifecycle]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
-    const auto id = store.enqueue(1, some_jobs(1), clock.now()).at(0);
-    auto w = h.worker();
-    w->hello("w1", 1);
-    const auto job = w->claim_one();
+TEST_CASE_METHOD(ManualCoordinator,
+                 "cancelling an assigned job pushes REVOKED cancelled to its holder at once",
+                 "[coordinator][lifecycle]") {
     auto conn = h.db.connect();
-    common::OperatorStore ops(*conn);
-    REQUIRE(ops.cancel({id}, "ops", "withdrawn", clock.now()).size() == 1);
+    const auto id = store.enqueue(1, some_jobs(1), clock.now()).at(0);
+    auto w = h.greeted("w1", 1);
+    const auto job = w->claim_one();
+    REQUIRE(common::OperatorStore(*conn).cancel({id}, "ops", "withdrawn", clock.now()).size() == 1);
     const auto pushed = w->expect_push<proto::Revoked>(10s);
     CHECK(pushed.job_id == id);
     CHECK(pushed.generation == job.generation);

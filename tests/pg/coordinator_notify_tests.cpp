@@ -22,6 +22,7 @@
 #include "common/ops/operator_store.hpp"
 #include "coordinator/http/http_server.hpp"
 #include "tests/pg/coordinator_client.hpp"
+#include "tests/support/metrics_scrape.hpp"
 #include "tests/support/rows.hpp"
 
 using namespace aclaim;
@@ -31,40 +32,6 @@ using coordinator::NotificationCounters;
 namespace {
 
 constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
-
-/// A login role with no privilege on anything but what PUBLIC has (CONNECT, pg_notify); dropped
-/// afterwards. Roles are cluster-wide, so the name carries the process id.
-struct NoGrantsLogin {
-    NoGrantsLogin(const TestDatabase& db, const std::string& suffix) : db_(db) {
-        name = "aclaim_nogrants_" + std::to_string(::getpid()) + "_" + suffix;
-        auto conn = db.connect();
-        pqxx::nontransaction admin(*conn);
-        admin.exec("CREATE ROLE " + name + " LOGIN");
-        dsn = with_user(db.dsn(), name);
-    }
-    ~NoGrantsLogin() {
-        try {
-            auto conn = db_.connect();
-            pqxx::nontransaction admin(*conn);
-            admin.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = " +
-                       admin.quote(name));
-            for (int i = 0; i < 100; ++i) {
-                try {
-                    admin.exec("DROP ROLE IF EXISTS " + name);
-                    return;
-                } catch (const pqxx::sql_error&) {
-                    std::this_thread::sleep_for(20ms);
-                }
-            }
-        } catch (const std::exception&) {
-        }
-    }
-    std::string name;
-    std::string dsn;
-
-  private:
-    const TestDatabase& db_;
-};
 
 /// What one sprayer sends: per channel, transactions of payloads. PostgreSQL delivers a payload
 /// sent twice on one channel in one transaction once, so each transaction's are distinct.
@@ -118,22 +85,6 @@ struct Held {
     proto::AssignedJob job;
 };
 
-std::map<std::string, double> scrape(int port) {
-    httplib::Client client("127.0.0.1", port);
-    auto res = client.Get("/metrics");
-    REQUIRE(res);
-    REQUIRE(res->status == 200);
-    std::map<std::string, double> out;
-    std::istringstream lines(res->body);
-    for (std::string line; std::getline(lines, line);) {
-        if (line.empty() || line[0] == '#') continue;
-        const auto space = line.rfind(' ');
-        REQUIRE(space != std::string::npos);
-        out[line.substr(0, space)] = std::stod(line.substr(space + 1));
-    }
-    return out;
-}
-
 std::string forged_series(std::size_t channel) {
     return "aclaim_forged_notifications_total{channel=\"" +
            std::string(NotificationCounters::kChannels[channel]) + "\"}";
@@ -174,15 +125,13 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
         held.push_back(std::move(x));
     }
     // A parked claim in each organization, which a wake runs again.
-    auto p1 = h.worker();
-    p1->hello("p1", 1);
+    auto p1 = h.greeted("p1", 1);
     const auto p1_claim = p1->claim(1, 60'000);
-    auto p2 = h.worker();
-    p2->hello("p2", 2);
+    auto p2 = h.greeted("p2", 2);
     const auto p2_claim = p2->claim(1, 60'000);
     REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 2; }, 10s));
 
-    NoGrantsLogin login(h.db, "spray");
+    TestLogin login(h.db, "aclaim_nogrants", "spray");
     {
         // It really has no grants: it cannot read a job, only send notifications.
         pqxx::connection conn(login.dsn);
@@ -327,7 +276,7 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
     CHECK_FALSE(p1->answer(p1_claim, 0ms).has_value());
 
     // /metrics shows the forgeries by channel.
-    const auto m = scrape(http.port());
+    const auto m = scrape_metrics(http.port());
     CHECK(m.at(forged_series(NotificationCounters::kRevoke)) == static_cast<double>(revoke_total));
     CHECK(m.at(forged_series(NotificationCounters::kJobs)) == static_cast<double>(jobs_malformed));
     CHECK(m.at(forged_series(NotificationCounters::kSchedule)) ==
@@ -336,15 +285,12 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
     CHECK(m.at("aclaim_revoke_check_duration_seconds_count") >= 1);
 }
 
-TEST_CASE("a revocation replayed after its job was retried and claimed again is dropped",
-          "[coordinator][notify][security]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
+TEST_CASE_METHOD(ManualCoordinator,
+                 "a revocation replayed after its job was retried and claimed again is dropped",
+                 "[coordinator][notify][security]") {
     const auto& counters = h.coordinator->metrics().notifications;
-    common::AssignmentStore store(h.db.dsn());
     const auto id = store.enqueue(1, some_jobs(1), clock.now()).at(0);
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     const auto first = w->claim_one();
     auto admin = h.db.connect();
     common::OperatorStore ops(*admin);
@@ -357,7 +303,7 @@ TEST_CASE("a revocation replayed after its job was retried and claimed again is 
 
     // The genuine payload of the first cancellation, sent again by a login with no grants, and the
     // same for the new generation, which was never cancelled.
-    NoGrantsLogin login(h.db, "replay");
+    TestLogin login(h.db, "aclaim_nogrants", "replay");
     {
         pqxx::connection conn(login.dsn);
         pqxx::nontransaction txn(conn);
@@ -390,8 +336,7 @@ TEST_CASE("a genuine cancellation reaches its holder promptly through the check 
     common::AssignmentStore store(h.db.dsn());
     auto admin = h.db.connect();
     common::OperatorStore ops(*admin);
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
 
     constexpr int kRounds = 40;
     std::vector<double> delays_ms;
@@ -443,20 +388,17 @@ TEST_CASE("a genuine cancellation reaches its holder promptly through the check 
     CHECK(median < 1000.0);
 }
 
-TEST_CASE("a burst of revocations is checked in a few statements, not one per notification",
-          "[coordinator][notify][security]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
+TEST_CASE_METHOD(ManualCoordinator,
+                 "a burst of revocations is checked in a few statements, not one per notification",
+                 "[coordinator][notify][security]") {
     const auto& counters = h.coordinator->metrics().notifications;
-    common::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(1), clock.now());
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
 
     // 2,000 distinct forgeries committed at once: delivered together, read in a few waits.
     constexpr int kBurst = 2000;
-    NoGrantsLogin login(h.db, "burst");
+    TestLogin login(h.db, "aclaim_nogrants", "burst");
     {
         pqxx::connection conn(login.dsn);
         pqxx::work txn(conn);

@@ -50,8 +50,7 @@ TEST_CASE("a coordinator publishes its connected workers per organization and wi
     b->hello("reviewer-b", 1);
     c->hello("reviewer-c", 2);
     // A second connection of the same worker id is still one worker.
-    auto a_again = h.worker();
-    a_again->hello("reviewer-a", 1);
+    auto a_again = h.greeted("reviewer-a", 1);
     CHECK(await_presence(*conn, endpoint, {{1, 2}, {2, 1}}) ==
           std::map<common::OrgId, int>{{1, 2}, {2, 1}});
     {

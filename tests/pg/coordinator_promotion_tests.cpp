@@ -23,6 +23,7 @@
 #include "coordinator/http/readiness.hpp"
 #include "tests/pg/coordinator_client.hpp"
 #include "tests/pg/pg_member.hpp"
+#include "tests/support/checker_support.hpp"
 
 using namespace aclaim;
 using namespace aclaim::testing;
@@ -35,10 +36,7 @@ constexpr std::int64_t first_generation_of_timeline(std::int64_t t) {
 }
 
 coordinator::CoordinatorOptions options_for(const std::string& dsn) {
-    coordinator::CoordinatorOptions o;
-    o.connection.dsn = dsn;
-    o.router.bind = "tcp://127.0.0.1:*";
-    o.router.plaintext = true;
+    auto o = plaintext_options(dsn);
     o.router.lease_ms = 60000;
     o.db_pool.db_threads = 1;
     return o;
@@ -56,11 +54,8 @@ proto::Message complete(RawWorker& w, common::JobId job, std::int64_t generation
 }
 
 void require_check_passes(const std::string& dsn) {
-    pqxx::connection conn(dsn);
-    const auto report = common::check(common::load_history(conn));
-    for (const auto& v : report.violations) {
-        UNSCOPED_INFO(common::to_string(v.invariant) << " job " << v.job_id << ": " << v.evidence);
-    }
+    const auto report = check_database(dsn);
+    INFO(violations(report));
     REQUIRE(report.ok());
 }
 
@@ -83,9 +78,7 @@ TEST_CASE("a synchronous standby promoted after its primary died: nothing acknow
     o.connection.db_deadline_ms = 60000;
     coordinator::Coordinator c(o, clock);
     c.start();
-    zmq::context_t context;
-    RawWorker w(context, c.endpoint());
-    w.hello("w1", 1);
+    GreetedWorker w(c.endpoint(), "w1", 1);
     const auto first = w.claim_one();
     const auto second = w.claim_one();
     // Acknowledged on the primary, and so on the standby too.

@@ -33,8 +33,7 @@ TEST_CASE("a claim parked on an empty bucket is assigned when the bucket refills
     limit_default(h.db, 1, clock.now());
     common::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(3), clock.now());
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     w->claim_one();  // the burst of one
     const auto req = w->claim(1, 20000);
     REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }, 5s));
@@ -56,8 +55,7 @@ TEST_CASE("a claim parked on an empty bucket gets NO_WORK when its wait ends bef
     limit_default(h.db, 0.1, clock.now());  // one token every 10 s
     common::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(2), clock.now());
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     w->claim_one();
     const auto req = w->claim(1, 2000);
     REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }, 5s));

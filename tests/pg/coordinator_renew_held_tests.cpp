@@ -21,10 +21,6 @@ namespace {
 
 constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
 
-proto::Welcome hello_asking(RawWorker& w, const std::string& worker, common::OrgId org) {
-    return w.hello(worker, org, {std::string(proto::kFeatureRenewHeld)});
-}
-
 /// `n` answers, whatever their order, by request id; fails on a second answer to one id.
 std::map<std::uint64_t, proto::Message> answers(RawWorker& w, std::size_t n) {
     std::map<std::uint64_t, proto::Message> out;
@@ -49,21 +45,19 @@ std::uint64_t renew_statements(const coordinator::Coordinator& c) {
 
 }  // namespace
 
-TEST_CASE("a RENEW naming several jobs renews them in one statement, each answered on its own",
-          "[coordinator][renew_held]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(
+    ManualCoordinator,
+    "a RENEW naming several jobs renews them in one statement, each answered on its own",
+    "[coordinator][renew_held]") {
     store.enqueue(1, some_jobs(16), clock.now());
     const auto other_org = store.enqueue(2, some_jobs(1), clock.now());
 
     auto w = h.worker(GENERATE(proto::Encoding::Binary, proto::Encoding::Json));
-    const auto welcome = hello_asking(*w, "w1", 1);
+    const auto welcome = w->hello("w1", 1, {std::string(proto::kFeatureRenewHeld)});
     REQUIRE(welcome.features == std::vector<std::string>{std::string(proto::kFeatureRenewHeld)});
     const auto held = w->expect<proto::Assigned>(w->claim(16)).jobs;
     REQUIRE(held.size() == 16);
-    auto stranger = h.worker();
-    stranger->hello("w2", 2);
+    auto stranger = h.greeted("w2", 2);
     const auto theirs = stranger->claim_one();
     REQUIRE(theirs.job_id == other_org[0]);
 
@@ -149,7 +143,7 @@ TEST_CASE("a RENEW naming several jobs takes one of the session's places; refusa
     common::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(8), clock.now());
     auto w = h.worker();
-    hello_asking(*w, "w1", 1);
+    w->hello("w1", 1, {std::string(proto::kFeatureRenewHeld)});
     const auto held = w->expect<proto::Assigned>(w->claim(8)).jobs;
     REQUIRE(held.size() == 8);
     // Eight jobs, a limit of two outstanding requests: one RENEW is one of them.

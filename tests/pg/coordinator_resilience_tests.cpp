@@ -28,9 +28,9 @@ std::string binary_body(const proto::Message& m) {
 
 }  // namespace
 
-TEST_CASE("garbage is answered with ERROR and never stops others being served", "[coordinator]") {
-    common::SystemClock clock;
-    CoordinatorHarness h(clock);
+TEST_CASE_METHOD(SystemCoordinator,
+                 "garbage is answered with ERROR and never stops others being served",
+                 "[coordinator]") {
     common::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(1), clock.now());
     auto bad = h.worker();
@@ -58,8 +58,7 @@ TEST_CASE("garbage is answered with ERROR and never stops others being served", 
     CHECK(expect_error(*bad, {tag, "CLAIM", binary_body(proto::Claim{4, 1, 0})}).code ==
           "no_session");
 
-    auto good = h.worker();
-    good->hello("w1", 1);
+    auto good = h.greeted("w1", 1);
     CHECK(good->claim_one().payload == "payload-0");
     // The broken connection is still a connection: it can start over properly.
     CHECK(bad->hello("w2", 1).org_id == 1);
@@ -70,12 +69,10 @@ TEST_CASE("garbage is answered with ERROR and never stops others being served", 
     CHECK(m.errors_of("no_session") == 1);
 }
 
-TEST_CASE("a waiting claim is woken by an enqueue, and an empty wait ends with NO_WORK",
-          "[coordinator]") {
-    common::SystemClock clock;
-    CoordinatorHarness h(clock);
-    auto w = h.worker();
-    w->hello("w1", 1);
+TEST_CASE_METHOD(SystemCoordinator,
+                 "a waiting claim is woken by an enqueue, and an empty wait ends with NO_WORK",
+                 "[coordinator]") {
+    auto w = h.greeted("w1", 1);
 
     const auto started = common::SystemClock().monotonic_now();
     const auto short_wait = w->claim(1, 200);
@@ -94,13 +91,12 @@ TEST_CASE("a waiting claim is woken by an enqueue, and an empty wait ends with N
     CHECK(common::SystemClock().monotonic_now() - enqueued < 2500ms);
 }
 
-TEST_CASE("a claim waiting in one organization is not woken by another's jobs", "[coordinator]") {
-    common::SystemClock clock;
-    CoordinatorHarness h(clock);
+TEST_CASE_METHOD(SystemCoordinator,
+                 "a claim waiting in one organization is not woken by another's jobs",
+                 "[coordinator]") {
     common::AssignmentStore store(h.db.dsn());
     const auto& parked = h.coordinator->metrics().parked;
-    auto near = h.worker();
-    near->hello("near", 1);
+    auto near = h.greeted("near", 1);
     // First an org-1 claim woken by an org-1 enqueue: the listener is up, so no "listener
     // ready" wake of every parked claim can come later and blur the count below.
     const auto warm = near->claim(1, 5000);
@@ -108,8 +104,7 @@ TEST_CASE("a claim waiting in one organization is not woken by another's jobs", 
     store.enqueue(1, some_jobs(1), clock.now());
     REQUIRE(near->expect<proto::Assigned>(warm, 6s).jobs.size() == 1);
 
-    auto far = h.worker();
-    far->hello("far", 2);
+    auto far = h.greeted("far", 2);
     const auto base = parked.load();
     const auto req = far->claim(1, 1500);
     REQUIRE(eventually([&] { return parked.load() == base + 1; }));
@@ -125,11 +120,9 @@ TEST_CASE("a claim waiting in one organization is not woken by another's jobs", 
     CHECK(parked.load() == base + 2);
 }
 
-TEST_CASE("stop answers a parked claim with draining and returns", "[coordinator]") {
-    common::SystemClock clock;
-    CoordinatorHarness h(clock);
-    auto w = h.worker();
-    w->hello("w1", 1);
+TEST_CASE_METHOD(SystemCoordinator, "stop answers a parked claim with draining and returns",
+                 "[coordinator]") {
+    auto w = h.greeted("w1", 1);
     const auto req = w->claim(1, 30000);
     REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }));
     auto stopped = std::async(std::launch::async, [&] { h.coordinator->stop(); });
@@ -137,13 +130,12 @@ TEST_CASE("stop answers a parked claim with draining and returns", "[coordinator
     REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
 }
 
-TEST_CASE("a COMPLETE sent during the drain is served and the job completed", "[coordinator]") {
-    common::SystemClock clock;
-    CoordinatorHarness h(clock);
+TEST_CASE_METHOD(SystemCoordinator,
+                 "a COMPLETE sent during the drain is served and the job completed",
+                 "[coordinator]") {
     common::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(1), clock.now());
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
     const auto parked = w->claim(1, 30000);
     REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }));
@@ -166,14 +158,12 @@ TEST_CASE("a COMPLETE sent during the drain is served and the job completed", "[
               .as<std::string>() == "completed");
 }
 
-TEST_CASE("HELLOs refused during the drain do not hold it open", "[coordinator]") {
+TEST_CASE_METHOD(SystemCoordinator, "HELLOs refused during the drain do not hold it open",
+                 "[coordinator]") {
     // A restarted coordinator's workers reconnect and say HELLO, each on its own backoff; as a
     // crowd they arrive more often than the drain's quiet window, and were it reset by each
     // refusal the drain would last its whole timeout (5 s here).
-    common::SystemClock clock;
-    CoordinatorHarness h(clock);
-    auto w = h.worker();
-    w->hello("w1", 1);
+    auto w = h.greeted("w1", 1);
     const auto parked = w->claim(1, 30000);
     REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() >= 1; }));
     const auto began = std::chrono::steady_clock::now();
@@ -194,9 +184,8 @@ TEST_CASE("HELLOs refused during the drain do not hold it open", "[coordinator]"
     CHECK(std::chrono::steady_clock::now() - began < 3s);
 }
 
-TEST_CASE("every text the coordinator echoes is valid UTF-8", "[coordinator]") {
-    common::SystemClock clock;
-    CoordinatorHarness h(clock);
+TEST_CASE_METHOD(SystemCoordinator, "every text the coordinator echoes is valid UTF-8",
+                 "[coordinator]") {
     // RawWorker decodes every reply strictly: a JSON reply holding invalid UTF-8 fails the test.
     auto w = h.worker(proto::Encoding::Json);
     const auto type = expect_error(*w, {std::string(proto::kTagJson), "\xc3(", "{}"});
@@ -213,35 +202,11 @@ TEST_CASE("every text the coordinator echoes is valid UTF-8", "[coordinator]") {
     CHECK(many.text.ends_with("this one has 100"));
 }
 
-TEST_CASE("a body of exactly 1 MiB is answered; one byte more drops the connection",
-          "[coordinator]") {
-    common::SystemClock clock;
-    CoordinatorHarness h(clock);
-    auto w = h.worker();
-    w->hello("w1", 1);
-    const auto body = [](std::uint64_t req, std::size_t size) {
-        std::string b(1, '\x01');
-        for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>((req >> (8 * i)) & 0xff));
-        b.resize(size, 'x');
-        return b;
-    };
-    const auto limit = static_cast<std::size_t>(proto::kMaxTransportBytes);
-    w->send_frames({std::string(proto::kTagBinary), "CLAIM", body(41, limit)});
-    const auto oversized = w->expect<proto::Error>(41, 5s);
-    CHECK(oversized.code == "oversized");
-    CHECK(oversized.text == "CLAIM body of 1048576 bytes exceeds the limit of 65536 bytes");
-    // One byte more: the transport drops the connection; ZeroMQ reconnects underneath, and the
-    // first answer of all is no_session to a request sent after the drop.
-    w->send_frames({std::string(proto::kTagBinary), "CLAIM", body(42, limit + 1)});
-    std::optional<proto::Message> first;
-    for (int attempt = 0; attempt < 50 && !first; ++attempt) {
-        const auto req = w->next_req();
-        w->send(proto::Renew{req, 1, 1});
-        first = w->receive(200ms);
-    }
-    REQUIRE(first);
-    REQUIRE(std::holds_alternative<proto::Error>(*first));
-    CHECK(std::get<proto::Error>(*first).code == "no_session");
+TEST_CASE_METHOD(SystemCoordinator,
+                 "a body of exactly 1 MiB is answered; one byte more drops the connection",
+                 "[coordinator]") {
+    auto w = h.greeted("w1", 1);
+    check_transport_limit(*w, 5s);
 }
 
 TEST_CASE("an interrupted commit is resolved from the row, never guessed", "[coordinator]") {

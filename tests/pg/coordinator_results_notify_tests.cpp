@@ -48,11 +48,10 @@ long results_of(pqxx::connection& conn, const std::vector<common::JobId>& jobs) 
 
 }  // namespace
 
-TEST_CASE("completions notify their organization after the commit, and a woken reader sees them",
-          "[coordinator][results]") {
-    common::ManualClock clock(kT0);
-    CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+TEST_CASE_METHOD(
+    ManualCoordinator,
+    "completions notify their organization after the commit, and a woken reader sees them",
+    "[coordinator][results]") {
     store.enqueue(1, some_jobs(6), clock.now());
     store.enqueue(2, some_jobs(1), clock.now());
     auto listen_conn = h.db.connect();
@@ -60,8 +59,7 @@ TEST_CASE("completions notify their organization after the commit, and a woken r
     auto read_conn = h.db.connect();
 
     SECTION("one completion: one notification naming its organization") {
-        auto w = h.worker();
-        w->hello("w1", 1);
+        auto w = h.greeted("w1", 1);
         const auto job = w->claim_one();
         const auto req = w->next_req();
         w->send(proto::Complete{req, job.job_id, job.generation, "review:w1"});
@@ -72,8 +70,7 @@ TEST_CASE("completions notify their organization after the commit, and a woken r
     }
 
     SECTION("completions sent together: the last notification finds every accepted result") {
-        auto w = h.worker();
-        w->hello("w1", 1);
+        auto w = h.greeted("w1", 1);
         const auto claim = w->claim(5);
         const auto assigned = w->expect<proto::Assigned>(claim);
         REQUIRE(assigned.jobs.size() == 5);
@@ -108,8 +105,7 @@ TEST_CASE("completions notify their organization after the commit, and a woken r
     }
 
     SECTION("a refused completion notifies nobody") {
-        auto w = h.worker();
-        w->hello("w2", 2);
+        auto w = h.greeted("w2", 2);
         const auto job = w->claim_one();
         const auto req = w->next_req();
         w->send(proto::Complete{req, job.job_id, job.generation + 1, "review:stale"});
@@ -118,20 +114,15 @@ TEST_CASE("completions notify their organization after the commit, and a woken r
         // thread after anything the refusal could have queued. Once its notification is here, a
         // stray one for organization 2 has been sent too, either before it or in the same round,
         // and cannot merge into the accepted completion's below.
-        auto fence = h.worker();
-        fence->hello("w1", 1);
+        auto fence = h.greeted("w1", 1);
         const auto other = fence->claim_one();
-        const auto fenced = fence->next_req();
-        fence->send(proto::Complete{fenced, other.job_id, other.generation, "review:w1"});
-        CHECK(fence->expect<proto::Accepted>(fenced).state == "completed");
+        CHECK(fence->complete(other, "review:w1").state == "completed");
         REQUIRE(await_more(*listen_conn, listener, 0));
         pqxx::nontransaction(*listen_conn).exec("SELECT 1");
         listen_conn->get_notifs();
         CHECK(listener.payloads == std::vector<std::string>{"1"});
 
-        const auto ok = w->next_req();
-        w->send(proto::Complete{ok, job.job_id, job.generation, "review:w2"});
-        CHECK(w->expect<proto::Accepted>(ok).state == "completed");
+        CHECK(w->complete(job, "review:w2").state == "completed");
         REQUIRE(await_more(*listen_conn, listener, 1));
         CHECK(listener.payloads == std::vector<std::string>{"1", "2"});
     }

@@ -39,6 +39,18 @@ std::int64_t sessions(const CoordinatorHarness& h) {
     return h.coordinator->metrics().connected_sessions.load();
 }
 
+/// One job more for `org`.
+void enqueue_one(const CoordinatorHarness& h, const common::Clock& clock, common::OrgId org) {
+    common::AssignmentStore(h.db.dsn()).enqueue(org, some_jobs(1), clock.now());
+}
+
+/// A coordinator on the system clock that parks one claim per organization at most.
+struct OneParkedClaimPerOrg {
+    common::SystemClock clock;
+    CoordinatorHarness h{
+        clock, [](coordinator::CoordinatorOptions& o) { o.router.max_parked_per_org = 1; }};
+};
+
 }  // namespace
 
 TEST_CASE("a key at its session limit is refused overloaded; other keys and orgs are served",
@@ -112,16 +124,13 @@ TEST_CASE("parked claims beyond a session's or an organization's limit are refus
     const auto waiting = c->claim(1, 60000);
     REQUIRE(eventually([&] { return waiting_now() == 4; }, 15s));
     // Its parked claim is still woken by work, as every parked claim is.
-    common::AssignmentStore store(h.db.dsn());
-    store.enqueue(2, some_jobs(1), clock.now());
+    enqueue_one(h, clock, 2);
     CHECK(c->expect<proto::Assigned>(waiting, 6s).jobs.size() == 1);
 }
 
-TEST_CASE("a closed connection takes its session and parked claims with it",
-          "[coordinator][limits]") {
-    common::SystemClock clock;
-    CoordinatorHarness h(
-        clock, [](coordinator::CoordinatorOptions& o) { o.router.max_parked_per_org = 1; });
+TEST_CASE_METHOD(OneParkedClaimPerOrg,
+                 "a closed connection takes its session and parked claims with it",
+                 "[coordinator][limits]") {
     REQUIRE(eventually([&] { return h.coordinator->metrics().listener_starts.load() >= 1; }, 15s));
     const auto waiting_now = [&] { return h.coordinator->metrics().claims_waiting.load(); };
     auto gone = h.worker();
@@ -141,16 +150,13 @@ TEST_CASE("a closed connection takes its session and parked claims with it",
     CHECK(eventually([&] { return waiting_now() == 1; }, 15s));
     CHECK_FALSE(next->answer(req, 200ms));
     // Parked, not refused: the work that comes is its.
-    common::AssignmentStore store(h.db.dsn());
-    store.enqueue(1, some_jobs(1), clock.now());
+    enqueue_one(h, clock, 1);
     CHECK(next->expect<proto::Assigned>(req, 6s).jobs.size() == 1);
 }
 
-TEST_CASE("a claim at the database when its connection closes is not parked afterwards",
-          "[coordinator][limits]") {
-    common::SystemClock clock;
-    CoordinatorHarness h(
-        clock, [](coordinator::CoordinatorOptions& o) { o.router.max_parked_per_org = 1; });
+TEST_CASE_METHOD(OneParkedClaimPerOrg,
+                 "a claim at the database when its connection closes is not parked afterwards",
+                 "[coordinator][limits]") {
     // The organization's claim lock, held exclusively, stops the claim at the database.
     auto admin = h.db.connect();
     pqxx::nontransaction lock(*admin);
@@ -176,7 +182,6 @@ TEST_CASE("a claim at the database when its connection closes is not parked afte
     REQUIRE(std::holds_alternative<proto::Welcome>(hello(*next, "next", 1)));
     const auto req = next->claim(1, 60000);
     CHECK_FALSE(next->answer(req, 300ms));
-    common::AssignmentStore store(h.db.dsn());
-    store.enqueue(1, some_jobs(1), clock.now());
+    enqueue_one(h, clock, 1);
     CHECK(next->expect<proto::Assigned>(req, 6s).jobs.size() == 1);
 }

@@ -12,6 +12,7 @@
 #include "common/store/assignment_store.hpp"
 #include "tests/pg/ctl_run.hpp"
 #include "tests/support/rows.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
@@ -118,9 +119,7 @@ TEST_CASE("aclaimctl enqueue: arguments, CSV and JSON lines, in batches", "[ctl]
     TestDatabase db;
     auto conn = db.connect();
 
-    auto r = run_ctl(db.dsn(), {"enqueue", "--org", "1", "first", "second, with a comma"});
-    INFO(r.err);
-    REQUIRE(r.code == 0);
+    auto r = run_ctl_ok(db.dsn(), {"enqueue", "--org", "1", "first", "second, with a comma"});
     // The ids are printed, so that the next command can name a job without listing first.
     CHECK(r.out == "enqueued 2 jobs for organization 1 in 1 transaction: jobs " +
                        ids_of(*conn, "org_id = 1") + "\n");
@@ -131,9 +130,7 @@ TEST_CASE("aclaimctl enqueue: arguments, CSV and JSON lines, in batches", "[ctl]
         "2,5,plain,\n"
         "3,0,\"quoted, with \"\"quotes\"\"\nand a second line\",7\n"
         "2,-1,last,1\r\n";
-    r = run_ctl(db.dsn(), {"enqueue", "--csv", "-", "--batch", "2"}, csv);
-    INFO(r.err);
-    REQUIRE(r.code == 0);
+    r = run_ctl_ok(db.dsn(), {"enqueue", "--csv", "-", "--batch", "2"}, csv);
     CHECK(r.out ==
           "enqueued 3 jobs (organization 2: 2, organization 3: 1) in 3 transactions: "
           "jobs " +
@@ -149,9 +146,7 @@ TEST_CASE("aclaimctl enqueue: arguments, CSV and JSON lines, in batches", "[ctl]
         "{\"org\": 4, \"priority\": 2, \"payload\": \"a\"}\n"
         "\n"
         "{\"payload\": {\"doc\": 17}}\n";
-    r = run_ctl(db.dsn(), {"enqueue", "--jsonl", "-", "--org", "4"}, lines);
-    INFO(r.err);
-    REQUIRE(r.code == 0);
+    r = run_ctl_ok(db.dsn(), {"enqueue", "--jsonl", "-", "--org", "4"}, lines);
     CHECK(payloads_of(*conn, 4) == std::vector<std::string>{"a", "{\"doc\":17}"});
     // Every enqueued job has its audit event.
     CHECK(count(*conn, "SELECT count(*) FROM job_events WHERE kind = 'enqueued'") == 7);
@@ -191,11 +186,8 @@ TEST_CASE("aclaimctl enqueue: a bad record names its line and nothing is written
     CHECK(no_org.err.find("--org is required") != std::string::npos);
 }
 
-TEST_CASE("aclaimctl status: states, leases, oldest pending and the last minute", "[ctl]") {
-    TestDatabase db;
-    auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+TEST_CASE_METHOD(StoreAtNow, "aclaimctl status: states, leases, oldest pending and the last minute",
+                 "[ctl]") {
     // Organization 1: four jobs enqueued ten minutes ago and two now. The claims below take the
     // oldest first, so one old job stays pending.
     store.enqueue(1, jobs(4, "old"), now - 600 * common::kSeconds);
@@ -222,9 +214,7 @@ TEST_CASE("aclaimctl status: states, leases, oldest pending and the last minute"
         t.commit();
     }
 
-    auto r = run_ctl(db.dsn(), {"status", "--json"});
-    INFO(r.err);
-    REQUIRE(r.code == 0);
+    auto r = run_ctl_ok(db.dsn(), {"status", "--json"});
     const auto all = Json::parse(r.out);
     const auto& o1 = all["organizations"]["1"];
     CHECK(o1["pending"] == 3);
@@ -387,9 +377,7 @@ TEST_CASE("aclaimctl inspect: the row and its whole history", "[ctl]") {
     REQUIRE(store.complete({7, id, second.generation, "w2", "review:w2"}, now).accepted());
     CHECK_FALSE(store.complete({7, id, first.generation, "w1", "review:w1"}, now).accepted());
 
-    auto r = run_ctl(db.dsn(), {"inspect", std::to_string(id), "--json"});
-    INFO(r.err);
-    REQUIRE(r.code == 0);
+    auto r = run_ctl_ok(db.dsn(), {"inspect", std::to_string(id), "--json"});
     const auto j = Json::parse(r.out);
     CHECK(j["job"]["state"] == "completed");
     CHECK(j["job"]["generation"] == 2);
@@ -473,9 +461,7 @@ TEST_CASE("aclaimctl jobs list: filters and pages that add up to the whole", "[c
 
     auto list = [&](std::vector<std::string> args) {
         args.insert(args.begin(), {"jobs", "list", "--json"});
-        const auto r = run_ctl(db.dsn(), args);
-        INFO(r.err);
-        REQUIRE(r.code == 0);
+        const auto r = run_ctl_ok(db.dsn(), args);
         return Json::parse(r.out);
     };
     // Pages of three over organization 1 visit its seven jobs once each, in id order.
@@ -517,12 +503,9 @@ TEST_CASE("aclaimctl jobs list: filters and pages that add up to the whole", "[c
     CHECK(bad.err.find("--older-than '10' is not a duration") != std::string::npos);
 }
 
-TEST_CASE("aclaimctl release and fail: a stuck assignment taken back, audited and fenced",
-          "[ctl]") {
-    TestDatabase db;
-    auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+TEST_CASE_METHOD(StoreAtNow,
+                 "aclaimctl release and fail: a stuck assignment taken back, audited and fenced",
+                 "[ctl]") {
     const auto ids = store.enqueue(1, jobs(3), now);
     const auto stuck = store.claim(1, {"w-stuck", 1}, kHour, now).leases.at(0);
 
@@ -533,10 +516,9 @@ TEST_CASE("aclaimctl release and fail: a stuck assignment taken back, audited an
     CHECK(r.err.find("not the generation 9 given") != std::string::npos);
     CHECK(job_snapshot(*conn, stuck.job_id) == before);
 
-    r = run_ctl(db.dsn(), {"release", std::to_string(stuck.job_id), "--reason", "worker hung",
-                           "--by", "ops:alice", "--generation", std::to_string(stuck.generation)});
-    INFO(r.err);
-    REQUIRE(r.code == 0);
+    r = run_ctl_ok(db.dsn(),
+                   {"release", std::to_string(stuck.job_id), "--reason", "worker hung", "--by",
+                    "ops:alice", "--generation", std::to_string(stuck.generation)});
     CHECK(r.out.find("taken from w-stuck at generation 1") != std::string::npos);
     CHECK(job_state(*conn, stuck.job_id) == "pending");
     CHECK(count(*conn, "SELECT attempts FROM jobs WHERE id = " + std::to_string(stuck.job_id)) ==
@@ -562,9 +544,7 @@ TEST_CASE("aclaimctl release and fail: a stuck assignment taken back, audited an
     r = run_ctl(db.dsn(), {"fail", std::to_string(again.job_id)});
     CHECK(r.code != 0);
     CHECK(r.err.find("--reason") != std::string::npos);
-    r = run_ctl(db.dsn(), {"fail", std::to_string(again.job_id), "--reason", "poison payload"});
-    INFO(r.err);
-    REQUIRE(r.code == 0);
+    r = run_ctl_ok(db.dsn(), {"fail", std::to_string(again.job_id), "--reason", "poison payload"});
     CHECK(job_state(*conn, again.job_id) == "failed");
     CHECK(event_count(*conn, again.job_id, "failed") == 1);
     {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "tests/support/process.hpp"
+#include "tests/support/test_database.hpp"
 
 namespace aclaim::testing {
 
@@ -64,6 +66,28 @@ inline CtlResult run_ctl(const std::string& dsn, const std::vector<std::string>&
     std::vector<std::string> all{"--dsn", dsn};
     all.insert(all.end(), args.begin(), args.end());
     return run_aclaimctl(all, input);
+}
+
+/// run_ctl, required to exit 0; its standard error is shown when it does not.
+inline CtlResult run_ctl_ok(const std::string& dsn, const std::vector<std::string>& args,
+                            const std::string& input = "") {
+    auto r = run_ctl(dsn, args, input);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return r;
+}
+
+/// The queue's audit log after alice's two `aclaimctl queue set`: `first` and then `second`.
+inline void check_settings_log(const TestDatabase& db, const std::string& queue,
+                               const std::string& first, const std::string& second) {
+    auto conn = db.connect();
+    pqxx::read_transaction t(*conn);
+    const auto events =
+        t.exec_params("SELECT actor, detail FROM queue_events WHERE queue = $1 ORDER BY id", queue);
+    REQUIRE(events.size() == 2);
+    CHECK(events[0][0].as<std::string>() == "alice");
+    CHECK(events[0][1].as<std::string>() == first);
+    CHECK(events[1][1].as<std::string>() == second);
 }
 
 }  // namespace aclaim::testing

@@ -54,6 +54,14 @@ std::map<common::JobId, std::string> recorded(pqxx::connection& c) {
     return out;
 }
 
+/// For TEST_CASE_METHOD: a fresh database and a store on it; the consumers' waits run on real
+/// time.
+struct ConsumerDatabase {
+    TestDatabase db;
+    common::SystemClock clock;
+    common::AssignmentStore store{db.dsn()};
+};
+
 }  // namespace
 
 TEST_CASE("Outcomes: every transition that ends a job records its outcome, in its transaction",
@@ -124,11 +132,9 @@ TEST_CASE("Outcomes: every transition that ends a job records its outcome, in it
               .as<std::string>() == "cancelled by op: withdrawn");
 }
 
-TEST_CASE("Consumer: a completion that commits after later ones is delivered, not skipped",
-          "[integration][consumer]") {
-    TestDatabase db;
-    common::SystemClock clock;  // the consumers' waits run on real time
-    common::AssignmentStore store(db.dsn());
+TEST_CASE_METHOD(ConsumerDatabase,
+                 "Consumer: a completion that commits after later ones is delivered, not skipped",
+                 "[integration][consumer]") {
     const auto leases = claimed_jobs(store, 1, 4);
     ResultConsumer consumer(db.dsn(), clock, "billing", for_org(1));
 
@@ -171,12 +177,10 @@ TEST_CASE("Consumer: a completion that commits after later ones is delivered, no
     CHECK(consumer.status().lag == 0);
 }
 
-TEST_CASE(
+TEST_CASE_METHOD(
+    ConsumerDatabase,
     "Consumer: what was fetched and not acknowledged comes again, what was acknowledged never",
     "[integration][consumer]") {
-    TestDatabase db;
-    common::SystemClock clock;  // the consumers' waits run on real time
-    common::AssignmentStore store(db.dsn());
     const auto leases = claimed_jobs(store, 1, 5);
     { ResultConsumer setup(db.dsn(), clock, "g", for_org(1)); }
     for (const auto& l : leases) REQUIRE(store.complete(completion(l, "r"), kT0).accepted());
@@ -207,11 +211,9 @@ TEST_CASE(
     CHECK(later.fetch().empty());
 }
 
-TEST_CASE("Consumer: independent groups, each with its own cursor, and organizations apart",
-          "[integration][consumer]") {
-    TestDatabase db;
-    common::SystemClock clock;  // the consumers' waits run on real time
-    common::AssignmentStore store(db.dsn());
+TEST_CASE_METHOD(ConsumerDatabase,
+                 "Consumer: independent groups, each with its own cursor, and organizations apart",
+                 "[integration][consumer]") {
     ResultConsumer billing(db.dsn(), clock, "billing", for_org(1));
     ResultConsumer audit(db.dsn(), clock, "audit", for_org(1));
     ResultConsumer other(db.dsn(), clock, "billing", for_org(2));
@@ -249,11 +251,9 @@ TEST_CASE("Consumer: independent groups, each with its own cursor, and organizat
                     .as<bool>());
 }
 
-TEST_CASE("Consumer: outcomes committed together and notified once are all delivered",
-          "[integration][consumer]") {
-    TestDatabase db;
-    common::SystemClock clock;  // the consumers' waits run on real time
-    common::AssignmentStore store(db.dsn());
+TEST_CASE_METHOD(ConsumerDatabase,
+                 "Consumer: outcomes committed together and notified once are all delivered",
+                 "[integration][consumer]") {
     const auto leases = claimed_jobs(store, 1, 7);
     ResultConsumer consumer(db.dsn(), clock, "g", for_org(1, 3));
     auto watcher_conn = db.connect();
@@ -385,10 +385,8 @@ TEST_CASE("Consumer: concurrent completions and two groups, every verdict once p
     }
 }
 
-TEST_CASE("Consumer: fetch needs READ COMMITTED and an existing group", "[integration][consumer]") {
-    TestDatabase db;
-    common::SystemClock clock;  // the consumers' waits run on real time
-    common::AssignmentStore store(db.dsn());
+TEST_CASE_METHOD(ConsumerDatabase, "Consumer: fetch needs READ COMMITTED and an existing group",
+                 "[integration][consumer]") {
     auto opts = for_org(1);
     opts.create_group = false;
     CHECK_THROWS_WITH(ResultConsumer(db.dsn(), clock, "missing", opts),
@@ -410,10 +408,8 @@ TEST_CASE("Consumer: fetch needs READ COMMITTED and an existing group", "[integr
                       Catch::Contains("READ COMMITTED transactions only"));
 }
 
-TEST_CASE("Consumer: each group's lag on /metrics", "[integration][consumer][http]") {
-    TestDatabase db;
-    common::SystemClock clock;  // the consumers' waits run on real time
-    common::AssignmentStore store(db.dsn());
+TEST_CASE_METHOD(ConsumerDatabase, "Consumer: each group's lag on /metrics",
+                 "[integration][consumer][http]") {
     ResultConsumer behind(db.dsn(), clock, "behind", for_org(1));
     ResultConsumer current(db.dsn(), clock, "current", for_org(1));
     const auto leases = claimed_jobs(store, 1, 3);

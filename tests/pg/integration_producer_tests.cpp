@@ -30,14 +30,21 @@ long count_jobs(pqxx::connection& c) {
     return t.exec1("SELECT count(*) FROM jobs")[0].as<long>();
 }
 
+/// For TEST_CASE_METHOD: a fresh database, a connection to it, and a producer for organization 1
+/// on a manual clock.
+struct ProducerOfOrg1 {
+    TestDatabase db;
+    common::ManualClock clock{kT0};
+    const clients::Producer producer{clock, {.org = 1}};
+    std::unique_ptr<pqxx::connection> conn = db.connect();
+};
+
 }  // namespace
 
-TEST_CASE("Producer: a rolled-back enqueue never existed; coordinators are woken at commit only",
-          "[integration][producer]") {
-    TestDatabase db;
-    common::ManualClock clock(kT0);
-    const clients::Producer producer(clock, {.org = 1});
-    auto conn = db.connect();
+TEST_CASE_METHOD(
+    ProducerOfOrg1,
+    "Producer: a rolled-back enqueue never existed; coordinators are woken at commit only",
+    "[integration][producer]") {
     auto listener_conn = db.connect();
     Notifications woken(*listener_conn, "aclaim_jobs");
 
@@ -71,12 +78,9 @@ TEST_CASE("Producer: a rolled-back enqueue never existed; coordinators are woken
           "pending");
 }
 
-TEST_CASE("Producer: many jobs in one call, a held dedupe key returns its holder",
-          "[integration][producer]") {
-    TestDatabase db;
-    common::ManualClock clock(kT0);
-    const clients::Producer producer(clock, {.org = 1});
-    auto conn = db.connect();
+TEST_CASE_METHOD(ProducerOfOrg1,
+                 "Producer: many jobs in one call, a held dedupe key returns its holder",
+                 "[integration][producer]") {
     pqxx::work txn(*conn);
     NewJob keyed = job("order 5");
     keyed.dedupe_key = "order-5";
@@ -110,12 +114,10 @@ TEST_CASE("Producer: many jobs in one call, a held dedupe key returns its holder
     again.commit();
 }
 
-TEST_CASE("Producer: a payload over the limit is refused with a clear error, nothing enqueued",
-          "[integration][producer]") {
-    TestDatabase db;
-    common::ManualClock clock(kT0);
-    const clients::Producer producer(clock, {.org = 1});
-    auto conn = db.connect();
+TEST_CASE_METHOD(
+    ProducerOfOrg1,
+    "Producer: a payload over the limit is refused with a clear error, nothing enqueued",
+    "[integration][producer]") {
     {
         pqxx::work txn(*conn);
         const auto limit = txn.exec1("SELECT aclaim_max_payload_bytes()")[0].as<std::size_t>();

@@ -41,6 +41,15 @@ NewJob job_in(const std::string& queue, const std::string& payload = "review", i
     return j;
 }
 
+/// A job of the default queue with `max_attempts`, retried after 10 s doubling up to 25 s.
+NewJob flaky(int max_attempts) {
+    NewJob j = job_in("default", "flaky");
+    j.max_attempts = max_attempts;
+    j.backoff_base = 10s;
+    j.backoff_cap = 25s;
+    return j;
+}
+
 /// The store fixture with the operator's store beside it.
 struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> ops_conn = db.connect();
@@ -69,10 +78,7 @@ struct Fixture : testing::StoreFixture {
             .exec_params1("SELECT aclaim_retry_delay($1, $2, $3, $4)", id, attempt, base, cap)[0]
             .as<Duration>();
     }
-    common::CheckReport check() {
-        auto conn = db.connect();
-        return common::check(common::load_history(*conn));
-    }
+    common::CheckReport check() const { return testing::check_database(db.dsn()); }
 };
 
 }  // namespace
@@ -135,11 +141,7 @@ TEST_CASE(
     "retries wait out an exponential backoff with jitter and a cap, then the job is discarded",
     "[store][lifecycle][retry]") {
     Fixture f;
-    NewJob j = job_in("default", "flaky");
-    j.max_attempts = 4;
-    j.backoff_base = 10s;
-    j.backoff_cap = 25s;
-    const auto id = f.enqueue(j);
+    const auto id = f.enqueue(flaky(4));
     std::vector<Duration> waited;
     for (int attempt = 1; attempt <= 4; ++attempt) {
         REQUIRE(f.store.promote_due(f.clock.now(), 100) <= 1);
@@ -197,12 +199,8 @@ TEST_CASE("the backoff's jitter differs between jobs failed at the same instant"
     // The test above compares a delay with the function that computed it; this one asks what
     // jitter is for: jobs failing together must not all come back at the same instant.
     Fixture f;
-    NewJob j = job_in("default", "flaky");
-    j.max_attempts = 3;
-    j.backoff_base = 10s;
-    j.backoff_cap = 25s;
     constexpr int kJobs = 8;
-    for (int i = 0; i < kJobs; ++i) f.enqueue(j);
+    for (int i = 0; i < kJobs; ++i) f.enqueue(flaky(3));
     auto out = f.claim("w", {}, kJobs);
     REQUIRE(out.leases.size() == kJobs);
     std::set<Duration> delays;

@@ -18,6 +18,7 @@ using common::JobState;
 using common::RecoveryClass;
 using testing::kLease;
 using testing::kT0;
+using testing::read_one;
 
 using namespace std::chrono_literals;
 
@@ -62,13 +63,11 @@ std::string everything(pqxx::connection& c) {
 
 /// The row without the three columns a quarantine may change.
 std::string row_except_quarantine(pqxx::connection& c, common::JobId id) {
-    pqxx::read_transaction t(c);
-    return t
-        .exec_params1(
-            "SELECT (to_jsonb(j) - 'state' - 'quarantined_from' - 'quarantine_reason')"
-            "::text FROM jobs j WHERE id = $1",
-            id)[0]
-        .as<std::string>();
+    return read_one<std::string>(
+        c,
+        "SELECT (to_jsonb(j) - 'state' - 'quarantined_from' - 'quarantine_reason')::text "
+        "FROM jobs j WHERE id = $1",
+        id);
 }
 
 std::string text_of(pqxx::connection& c, const std::string& query) {
@@ -92,15 +91,7 @@ TEST_CASE("the survey classifies every job and changes nothing", "[recovery]") {
     REQUIRE(a.job_id == done);
     REQUIRE(f.store.complete({1, done, a.generation, "rev-a", "r/done"}, f.clock.now()).accepted());
     const auto b = f.claim("rev-b");
-    REQUIRE(f.store
-                .fail({.org = 1,
-                       .job = failed,
-                       .generation = b.generation,
-                       .worker = "rev-b",
-                       .reason = "bad input",
-                       .retryable = false},
-                      f.clock.now())
-                .accepted());
+    REQUIRE(f.fail(failed, b.generation, "rev-b", "bad input", false).accepted());
     f.claim("rev-c");
     const auto d = f.claim("rev-d");
     f.forge_result(forged, d.generation);

@@ -53,6 +53,12 @@ struct Fixture : testing::StoreFixture {
         j.max_attempts = max_attempts;
         return store.enqueue(1, {j}, clock.now()).at(0);
     }
+    /// A job of the default queue, finished `how`.
+    JobId finished(const std::string& how) {
+        const JobId id = enqueue();
+        finish(id, how);
+        return id;
+    }
     /// Claims the job (it must be the only pending one of its queue) and ends it.
     void finish(JobId id, const std::string& how, const std::string& queue = "default") {
         const auto out = store.claim(1, {"w", 1, {queue}}, kLease, clock.now());
@@ -116,10 +122,8 @@ TEST_CASE(
 
     const JobId fast = f.enqueue("quick");
     f.finish(fast, "completed", "quick");
-    const JobId done = f.enqueue();
-    f.finish(done, "completed");
-    const JobId failed = f.enqueue();
-    f.finish(failed, "failed");
+    const JobId done = f.finished("completed");
+    const JobId failed = f.finished("failed");
     const JobId discarded = f.enqueue("default", 1);
     f.finish(discarded, "discarded");
     const JobId cancelled = f.enqueue();
@@ -239,8 +243,7 @@ TEST_CASE("a prune removes at most its batch, and a later retention change appli
     common::QueueSettings forever;
     forever.retain_completed = common::kRetainForever;
     f.ops.configure(1, "default", forever, "ops", f.clock.now());
-    const JobId kept = f.enqueue();
-    f.finish(kept, "completed");
+    const JobId kept = f.finished("completed");
     f.clock.advance(100000 * kDay);
     CHECK(f.prune() == 0);
     CHECK(f.exists(kept));
@@ -335,10 +338,7 @@ TEST_CASE("a claim is not blocked while a prune batch holds its locks", "[retent
 TEST_CASE("one coordinator at a time prunes, and its pass keeps partitions ahead",
           "[retention][coordinator]") {
     Fixture f;
-    for (int i = 0; i < 7; ++i) {
-        const JobId id = f.enqueue();
-        f.finish(id, "completed");
-    }
+    for (int i = 0; i < 7; ++i) f.finished("completed");
     f.clock.advance(8 * kDay);
     coordinator::RetentionOptions options;
     options.retention_batch = 3;
@@ -402,10 +402,8 @@ TEST_CASE(
     "that exists has events in them",
     "[retention][partitions]") {
     Fixture f;
-    const JobId a = f.enqueue();
-    f.finish(a, "completed");
-    const JobId b = f.enqueue();
-    f.finish(b, "failed");
+    const JobId a = f.finished("completed");
+    f.finished("failed");
     const JobId live = f.enqueue();
     // kT0 lies before every monthly partition: these events are in the legacy partition, whose
     // upper bound is the month the template database was migrated in.
@@ -480,8 +478,7 @@ TEST_CASE(
     "archived",
     "[retention][partitions]") {
     Fixture f;
-    const JobId a = f.enqueue();
-    f.finish(a, "completed");
+    const JobId a = f.finished("completed");
     {
         // Removed behind retention's back: the checker calls it lost, and so does the archive.
         pqxx::work txn(*f.ops_conn);
@@ -647,8 +644,7 @@ TEST_CASE("aclaimctl sets a queue's retention, previews, prunes, reports and nam
     Fixture f;
     // Finished a month ago by the system clock, which aclaimctl reads.
     f.clock.set(common::SystemClock().now() - 30 * kDay);
-    const JobId old = f.enqueue();
-    f.finish(old, "completed");
+    const JobId old = f.finished("completed");
     const JobId kept = f.enqueue("keep");
     f.finish(kept, "completed", "keep");
     auto r =
@@ -694,8 +690,7 @@ TEST_CASE("a verdict a consumer group has not acknowledged keeps its job from be
         txn.exec("SELECT * FROM aclaim_results_group_create('billing', 'earliest', 1)");
         txn.commit();
     }
-    const JobId done = f.enqueue();
-    f.finish(done, "completed");
+    const JobId done = f.finished("completed");
     // Organization 2 has no consumer group: its verdicts wait for nobody.
     NewJob other;
     other.payload = "review";

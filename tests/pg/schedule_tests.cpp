@@ -55,10 +55,7 @@ struct Fixture {
         pqxx::read_transaction txn(*ops_conn);
         return txn.exec1(sql)[0].as<std::int64_t>();
     }
-    common::CheckReport check() {
-        auto conn = db.connect();
-        return common::check(common::load_history(*conn));
-    }
+    common::CheckReport check() const { return testing::check_database(db.dsn()); }
 };
 
 }  // namespace

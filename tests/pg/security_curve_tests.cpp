@@ -17,6 +17,7 @@
 #include "coordinator/auth/zap.hpp"
 #include "coordinator/http/http_server.hpp"
 #include "tests/pg/coordinator_client.hpp"
+#include "tests/support/metrics_scrape.hpp"
 
 namespace aclaim::testing {
 
@@ -92,23 +93,6 @@ class CurveWorker : public RawWorker {
         : RawWorker(h.harness.context, h.harness.coordinator->endpoint(), proto::Encoding::Binary,
                     CurveClient{h.server.public_key, client.public_key, client.secret_key}) {}
 };
-
-/// Every sample of a /metrics scrape, keyed by its name with labels exactly as written.
-std::map<std::string, double> scrape_metrics(int port) {
-    httplib::Client client("127.0.0.1", port);
-    auto res = client.Get("/metrics");
-    REQUIRE(res);
-    REQUIRE(res->status == 200);
-    std::map<std::string, double> out;
-    std::istringstream lines(res->body);
-    for (std::string line; std::getline(lines, line);) {
-        if (line.empty() || line[0] == '#') continue;
-        const auto space = line.rfind(' ');
-        REQUIRE(space != std::string::npos);
-        out[line.substr(0, space)] = std::stod(line.substr(space + 1));
-    }
-    return out;
-}
 
 /// Every job row, for "changed nothing".
 std::string all_jobs(CurveHarness& h) {
@@ -348,31 +332,7 @@ TEST_CASE("CURVE: a body of exactly 1 MiB is answered; one byte more drops the c
     const auto key = h.add_key(7, "rev-a");
     CurveWorker w(h, key);
     w.expect<proto::Welcome>(w.request(proto::Hello{0, "rev-a", 7}));
-    const auto body = [](std::uint64_t req, std::size_t size) {
-        std::string b(1, '\x01');
-        for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>((req >> (8 * i)) & 0xff));
-        b.resize(size, 'x');
-        return b;
-    };
-    const auto limit = static_cast<std::size_t>(proto::kMaxTransportBytes);
-    const auto at_limit = w.next_req();
-    w.send_frames({std::string(proto::kTagBinary), "CLAIM", body(at_limit, limit)});
-    const auto oversized = w.expect<proto::Error>(at_limit);
-    CHECK(oversized.code == "oversized");
-    CHECK(oversized.text == "CLAIM body of 1048576 bytes exceeds the limit of 65536 bytes");
-    // One byte over: dropped by the transport, as in plaintext. ZeroMQ reconnects (the key is
-    // still good) and the next request finds no session.
-    const auto over = w.next_req();
-    w.send_frames({std::string(proto::kTagBinary), "CLAIM", body(over, limit + 1)});
-    std::optional<proto::Message> first;
-    for (int attempt = 0; attempt < 50 && !first; ++attempt) {
-        const auto req = w.request(proto::Renew{0, 1, 1});
-        first = w.answer(req, 200ms);
-    }
-    REQUIRE(first);
-    INFO("answered with " << proto::type_name(*first));
-    REQUIRE(std::holds_alternative<proto::Error>(*first));
-    CHECK(std::get<proto::Error>(*first).code == "no_session");
+    check_transport_limit(w, 10s);
 }
 
 }  // namespace aclaim::testing

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <pqxx/pqxx>
 
@@ -41,41 +42,73 @@ long long scoped(const TestDatabase& db, const std::string& scope, const std::st
     return txn.exec1(sql)[0].as<long long>();
 }
 
-}  // namespace
-
-TEST_CASE("RLS: an unscoped count through the coordinator role sees only its organization",
-          "[security][rls]") {
-    TestDatabase db;
-    seed(db);
-    // Five jobs in all, as the cross-organization setting shows.
-    CHECK(scoped(db, "system", "SELECT count(*) FROM jobs") == 5);
-    CHECK(scoped(db, "1", "SELECT count(*) FROM jobs") == 3);
-    CHECK(scoped(db, "2", "SELECT count(*) FROM jobs") == 2);
-    CHECK(scoped(db, "3", "SELECT count(*) FROM jobs") == 0);
-    CHECK(scoped(db, "1", "SELECT count(*) FROM job_events") == 3);
-    CHECK(scoped(db, "2", "SELECT count(*) FROM job_events") == 4);
-    CHECK(scoped(db, "1", "SELECT count(*) FROM job_results") == 0);
-    CHECK(scoped(db, "2", "SELECT count(*) FROM job_results") == 1);
+/// The rows of jobs, job_events and job_results `scope` sees through aclaim_coordinator.
+using Visible = std::array<long long, 3>;
+Visible visible(const TestDatabase& db, const std::string& scope) {
+    return {scoped(db, scope, "SELECT count(*) FROM jobs"),
+            scoped(db, scope, "SELECT count(*) FROM job_events"),
+            scoped(db, scope, "SELECT count(*) FROM job_results")};
 }
 
-TEST_CASE("RLS: without the setting nothing is visible, and a malformed one raises nothing",
-          "[security][rls]") {
+/// A transaction acting as aclaim_coordinator for organization `org`.
+void act_for(pqxx::work& txn, const std::string& org) {
+    txn.exec("SET LOCAL ROLE aclaim_coordinator");
+    txn.exec_params("SELECT set_config('aclaim.org_id', $1, true)", org);
+}
+
+common::StoreOptions row_secure() {
+    common::StoreOptions o;
+    o.row_security = true;
+    o.application_name = "aclaim-rls-test";
+    return o;
+}
+
+/// A plaintext coordinator on a free port, logging in with `dsn`.
+coordinator::CoordinatorOptions options_for(const std::string& dsn) {
+    spdlog::set_level(spdlog::level::err);
+    auto o = plaintext_options(dsn);
+    // These coordinators run on a ManualClock, which the drain's quiet window would wait on for
+    // good: stopping ends the drain at once instead. Database deadlines are put beyond its jumps.
+    o.router.drain_timeout_ms = 0;
+    o.connection.db_deadline_ms = kManualClockDbDeadlineMs;
+    return o;
+}
+
+/// For TEST_CASE_METHOD: a database holding seed()'s rows.
+struct Seeded {
+    Seeded() { seed(db); }
     TestDatabase db;
-    seed(db);
-    CHECK(scoped(db, "", "SELECT count(*) FROM jobs") == 0);
-    CHECK(scoped(db, "", "SELECT count(*) FROM job_events") == 0);
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(Seeded,
+                 "RLS: an unscoped count through the coordinator role sees only its organization",
+                 "[security][rls]") {
+    // Five jobs in all, as the cross-organization setting shows.
+    CHECK(scoped(db, "system", "SELECT count(*) FROM jobs") == 5);
+    // Jobs, events, results.
+    CHECK(visible(db, "1") == Visible{3, 3, 0});
+    CHECK(visible(db, "2") == Visible{2, 4, 1});
+    CHECK(visible(db, "3")[0] == 0);
+}
+
+TEST_CASE_METHOD(Seeded,
+                 "RLS: without the setting nothing is visible, and a malformed one raises nothing",
+                 "[security][rls]") {
+    const auto unset = visible(db, "");
+    CHECK(unset[0] == 0);
+    CHECK(unset[1] == 0);
     CHECK(scoped(db, "1 OR true", "SELECT count(*) FROM jobs") == 0);
     CHECK(scoped(db, "-1", "SELECT count(*) FROM jobs") == 0);
 }
 
-TEST_CASE("RLS: an unscoped UPDATE changes only the organization's rows", "[security][rls]") {
-    TestDatabase db;
-    seed(db);
+TEST_CASE_METHOD(Seeded, "RLS: an unscoped UPDATE changes only the organization's rows",
+                 "[security][rls]") {
     auto conn = db.connect();
     {
         pqxx::work txn(*conn);
-        txn.exec("SET LOCAL ROLE aclaim_coordinator");
-        txn.exec("SELECT set_config('aclaim.org_id', '1', true)");
+        act_for(txn, "1");
         CHECK(txn.exec("UPDATE jobs SET priority = 9").affected_rows() == 3);
         txn.commit();
     }
@@ -86,13 +119,11 @@ TEST_CASE("RLS: an unscoped UPDATE changes only the organization's rows", "[secu
         0);
 }
 
-TEST_CASE("RLS: a row of another organization cannot be written", "[security][rls]") {
-    TestDatabase db;
-    seed(db);
+TEST_CASE_METHOD(Seeded, "RLS: a row of another organization cannot be written",
+                 "[security][rls]") {
     auto conn = db.connect();
     pqxx::work txn(*conn);
-    txn.exec("SET LOCAL ROLE aclaim_coordinator");
-    txn.exec("SELECT set_config('aclaim.org_id', '1', true)");
+    act_for(txn, "1");
     // The same row in the transaction's own organization goes in: what stops the other is the
     // policy, not a missing privilege.
     txn.exec("SAVEPOINT own");
@@ -110,9 +141,8 @@ TEST_CASE("RLS: a row of another organization cannot be written", "[security][rl
     }
 }
 
-TEST_CASE("RLS: the setting is per transaction and does not leak to the next", "[security][rls]") {
-    TestDatabase db;
-    seed(db);
+TEST_CASE_METHOD(Seeded, "RLS: the setting is per transaction and does not leak to the next",
+                 "[security][rls]") {
     auto conn = db.connect();
     {
         pqxx::work txn(*conn);
@@ -123,73 +153,6 @@ TEST_CASE("RLS: the setting is per transaction and does not leak to the next", "
     txn.exec("SET LOCAL ROLE aclaim_coordinator");
     CHECK(txn.exec1("SELECT count(*) FROM jobs")[0].as<int>() == 0);
 }
-
-namespace {
-
-common::StoreOptions row_secure() {
-    common::StoreOptions o;
-    o.row_security = true;
-    o.application_name = "aclaim-rls-test";
-    return o;
-}
-
-long long count_of(pqxx::connection& conn, const std::string& sql) {
-    pqxx::read_transaction txn(conn);
-    return txn.exec1(sql)[0].as<long long>();
-}
-
-/// A login role of this test's own, with no privilege on any table; dropped afterwards. Roles
-/// are cluster-wide, so the name carries the process id.
-struct Login {
-    Login(const TestDatabase& db, const std::string& suffix, bool member) : db_(db) {
-        name = "aclaim_login_" + std::to_string(::getpid()) + "_" + suffix;
-        auto conn = db.connect();
-        pqxx::nontransaction admin(*conn);
-        admin.exec("CREATE ROLE " + name + " LOGIN");
-        if (member)
-            admin.exec(std::string("GRANT ") + common::sql::kRowSecurityRole + " TO " + name);
-        dsn = with_user(db.dsn(), name);
-    }
-    ~Login() {
-        try {
-            auto conn = db_.connect();
-            pqxx::nontransaction admin(*conn);
-            // Its connections may still be closing.
-            admin.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = " +
-                       admin.quote(name));
-            for (int i = 0; i < 100; ++i) {
-                try {
-                    admin.exec("DROP ROLE IF EXISTS " + name);
-                    return;
-                } catch (const pqxx::sql_error&) {
-                    std::this_thread::sleep_for(20ms);
-                }
-            }
-        } catch (const std::exception&) {
-        }
-    }
-    std::string name;
-    std::string dsn;
-
-  private:
-    const TestDatabase& db_;
-};
-
-/// A plaintext coordinator on a free port, logging in with `dsn`.
-coordinator::CoordinatorOptions options_for(const std::string& dsn) {
-    spdlog::set_level(spdlog::level::err);
-    coordinator::CoordinatorOptions o;
-    o.connection.dsn = dsn;
-    o.router.bind = "tcp://127.0.0.1:*";
-    o.router.plaintext = true;
-    // These coordinators run on a ManualClock, which the drain's quiet window would wait on for
-    // good: stopping ends the drain at once instead. Database deadlines are put beyond its jumps.
-    o.router.drain_timeout_ms = 0;
-    o.connection.db_deadline_ms = kManualClockDbDeadlineMs;
-    return o;
-}
-
-}  // namespace
 
 TEST_CASE("RLS: a row-security store answers every transition as the plain store does",
           "[security][rls]") {
@@ -284,7 +247,7 @@ TEST_CASE(
     seed(db);
     common::AssignmentStore store(db.dsn(), row_secure());
     auto& conn = store.connection();
-    CHECK(count_of(conn, "SELECT count(*) FROM jobs") == 0);
+    CHECK(read_one<long long>(conn, "SELECT count(*) FROM jobs") == 0);
     {
         pqxx::work txn(conn);
         CHECK(txn.exec1("SELECT current_user")[0].as<std::string>() ==
@@ -298,14 +261,14 @@ TEST_CASE(
     }
     // The store's own transactions leave no scope behind them.
     store.claim(1, {"w1", 1}, 10'000'000us, kNow);
-    CHECK(count_of(conn, "SELECT count(*) FROM jobs") == 0);
+    CHECK(read_one<long long>(conn, "SELECT count(*) FROM jobs") == 0);
 }
 
 TEST_CASE("RLS: a coordinator whose login holds no table privilege serves through the role",
           "[security][rls]") {
     common::ManualClock clock(kNow);
     TestDatabase db;
-    Login login(db, "member", true);
+    TestLogin login(db, "aclaim_login", "member", {common::sql::kRowSecurityRole});
     common::AssignmentStore owner(db.dsn());
     const auto ids = owner.enqueue(1, some_jobs(2), kNow);
     owner.enqueue(2, some_jobs(1), kNow);
@@ -341,11 +304,8 @@ TEST_CASE("RLS: a coordinator whose login holds no table privilege serves throug
         o.connection.row_security = false;
         coordinator::Coordinator c(o, clock);
         c.start();
-        zmq::context_t context;
-        RawWorker w1(context, c.endpoint());
-        w1.hello("w1", 1);
-        const auto req = w1.claim();
-        w1.expect<proto::NoWork>(req);
+        GreetedWorker w1(c.endpoint(), "w1", 1);
+        w1.expect<proto::NoWork>(w1.claim());
         c.stop();
         auto conn = db.connect();
         CHECK(job_state(*conn, ids[0]) == "pending");
@@ -356,7 +316,7 @@ TEST_CASE("RLS: a coordinator whose login cannot act as the role refuses to star
           "[security][rls]") {
     common::ManualClock clock(kNow);
     TestDatabase db;
-    Login login(db, "stranger", false);
+    TestLogin login(db, "aclaim_login", "stranger");
     auto o = options_for(login.dsn);
     spdlog::set_level(spdlog::level::off);
     coordinator::Coordinator c(o, clock);

@@ -68,13 +68,11 @@ long count_of(pqxx::connection& c, const std::string& query) {
 
 /// The job's published results as "generation|result_ref", one per line.
 std::string result_of(pqxx::connection& c, common::JobId id) {
-    pqxx::read_transaction t(c);
-    return t
-        .exec_params1(
-            "SELECT coalesce(string_agg(generation || '|' || result_ref, E'\\n'), '') "
-            "FROM job_results WHERE job_id = $1",
-            id)[0]
-        .as<std::string>();
+    return read_one<std::string>(
+        c,
+        "SELECT coalesce(string_agg(generation || '|' || result_ref, E'\\n'), '') "
+        "FROM job_results WHERE job_id = $1",
+        id);
 }
 
 void check_history_clean(pqxx::connection& c) {
@@ -83,19 +81,15 @@ void check_history_clean(pqxx::connection& c) {
 
 }  // namespace
 
-TEST_CASE("a parked job's callback is accepted once, and its replay refused and audited",
-          "[park][store]") {
-    StoreFixture f;
-    auto& c = f.store.connection();
-    const auto id = f.enqueue_one();
-    const auto held = f.claim("a");
+TEST_CASE_METHOD(HeldByA,
+                 "a parked job's callback is accepted once, and its replay refused and audited",
+                 "[park][store]") {
     const auto token = token_of('a');
 
-    const auto parked =
-        f.store.park(park_of(held, "a", f.clock.now() + 10min, token), f.clock.now());
+    const auto parked = store.park(park_of(held, "a", clock.now() + 10min, token), clock.now());
     REQUIRE(parked.accepted());
     CHECK(parked.state == JobState::Parked);
-    CHECK(parked.lease_expires_at == f.clock.now() + 10min);
+    CHECK(parked.lease_expires_at == clock.now() + 10min);
     CHECK(job_state(c, id) == "parked");
     CHECK(event_count(c, id, "parked") == 1);
     // Only the token's hash is kept.
@@ -106,24 +100,24 @@ TEST_CASE("a parked job's callback is accepted once, and its replay refused and 
 
     // The holder handed the job over: its own completion is refused now.
     TransitionRequest complete{1, id, held.generation, "a", "ref-holder"};
-    const auto late = f.store.complete(complete, f.clock.now());
+    const auto late = store.complete(complete, clock.now());
     REQUIRE_FALSE(late.accepted());
     CHECK(*late.rejection == Rejection::LeaseExpired);
     CHECK_THAT(late.detail, Catch::Contains("parked"));
 
-    f.clock.advance(1min);
-    const auto first = finish(c, token, "completed", "ref-lab-7", f.clock.now());
+    clock.advance(1min);
+    const auto first = finish(c, token, "completed", "ref-lab-7", clock.now());
     CHECK(first.accepted);
     CHECK(first.reason == "accepted");
     CHECK(first.state == "completed");
     CHECK(job_state(c, id) == "completed");
     CHECK(result_of(c, id) == "1|ref-lab-7");
 
-    const auto replay = finish(c, token, "completed", "ref-lab-7", f.clock.now());
+    const auto replay = finish(c, token, "completed", "ref-lab-7", clock.now());
     CHECK_FALSE(replay.accepted);
     CHECK(replay.reason == "replayed");
     // A replay with another outcome changes nothing either.
-    const auto other = finish(c, token, "failed", "changed my mind", f.clock.now());
+    const auto other = finish(c, token, "failed", "changed my mind", clock.now());
     CHECK(other.reason == "replayed");
     CHECK(job_state(c, id) == "completed");
     CHECK(result_of(c, id) == "1|ref-lab-7");
@@ -212,24 +206,20 @@ TEST_CASE(
     check_history_clean(c);
 }
 
-TEST_CASE("a forged or malformed token names no job: refused and counted in park_refusal_counts",
-          "[park][store]") {
-    StoreFixture f;
-    auto& c = f.store.connection();
-    const auto id = f.enqueue_one();
-    const auto held = f.claim("a");
-    REQUIRE(f.store.park(park_of(held, "a", f.clock.now() + 10min, token_of('e')), f.clock.now())
-                .accepted());
+TEST_CASE_METHOD(
+    HeldByA, "a forged or malformed token names no job: refused and counted in park_refusal_counts",
+    "[park][store]") {
+    REQUIRE(
+        store.park(park_of(held, "a", clock.now() + 10min, token_of('e')), clock.now()).accepted());
     const auto before = job_snapshot(c, id);
 
-    const auto forged = finish(c, token_of('f'), "completed", "ref-forged", f.clock.now());
+    const auto forged = finish(c, token_of('f'), "completed", "ref-forged", clock.now());
     CHECK_FALSE(forged.accepted);
     CHECK(forged.reason == "unknown_token");
-    const auto malformed = finish(c, "not-a-token", "completed", "ref-forged", f.clock.now());
+    const auto malformed = finish(c, "not-a-token", "completed", "ref-forged", clock.now());
     CHECK(malformed.reason == "unknown_token");
     // Upper-case hex is not the wire's form either.
-    CHECK(finish(c, std::string(64, 'E'), "completed", "x", f.clock.now()).reason ==
-          "unknown_token");
+    CHECK(finish(c, std::string(64, 'E'), "completed", "x", clock.now()).reason == "unknown_token");
 
     CHECK(job_snapshot(c, id) == before);
     // Counted, not logged a row each: one row per source, reason and hour (schema/0029).
@@ -250,70 +240,59 @@ TEST_CASE("a forged or malformed token names no job: refused and counted in park
         pqxx::data_exception);
 }
 
-TEST_CASE("a parked job is cancellable, and its token is stale from then on", "[park][store]") {
-    StoreFixture f;
-    auto& c = f.store.connection();
-    const auto id = f.enqueue_one();
-    const auto held = f.claim("a");
+TEST_CASE_METHOD(HeldByA, "a parked job is cancellable, and its token is stale from then on",
+                 "[park][store]") {
     const auto token = token_of('1');
-    REQUIRE(
-        f.store.park(park_of(held, "a", f.clock.now() + 10min, token), f.clock.now()).accepted());
+    REQUIRE(store.park(park_of(held, "a", clock.now() + 10min, token), clock.now()).accepted());
     {
         pqxx::work t(c);
         const auto r = t.exec_params(
             "SELECT was FROM aclaim_cancel_jobs(1, ARRAY[$1::bigint], 'operator x', 'not needed', "
             "$2)",
-            id, common::to_micros(f.clock.now()));
+            id, common::to_micros(clock.now()));
         t.commit();
         REQUIRE(r.size() == 1);
         CHECK(r[0][0].as<std::string>() == "parked");
     }
     CHECK(job_state(c, id) == "cancelled");
-    const auto stale = finish(c, token, "completed", "ref", f.clock.now());
+    const auto stale = finish(c, token, "completed", "ref", clock.now());
     CHECK_FALSE(stale.accepted);
     CHECK(stale.reason == "stale");
     CHECK_THAT(stale.detail, Catch::Contains("cancelled"));
     // The reaper finds nothing to end.
-    f.clock.advance(11min);
-    CHECK(f.store.expire_parks(f.clock.now(), 10).empty());
+    clock.advance(11min);
+    CHECK(store.expire_parks(clock.now(), 10).empty());
     check_history_clean(c);
 }
 
-TEST_CASE("PARK is fenced like a completion; a re-sent PARK replaces the token",
-          "[park][store][fencing]") {
-    StoreFixture f;
-    auto& c = f.store.connection();
-    const auto id = f.enqueue_one();
-    const auto held = f.claim("a");
-
-    auto stale = park_of(held, "a", f.clock.now() + 1min, token_of('2'));
+TEST_CASE_METHOD(HeldByA, "PARK is fenced like a completion; a re-sent PARK replaces the token",
+                 "[park][store][fencing]") {
+    auto stale = park_of(held, "a", clock.now() + 1min, token_of('2'));
     stale.generation = held.generation + 1;
-    const auto r1 = f.store.park(stale, f.clock.now());
+    const auto r1 = store.park(stale, clock.now());
     REQUIRE_FALSE(r1.accepted());
     CHECK(*r1.rejection == Rejection::StaleGeneration);
-    const auto r2 =
-        f.store.park(park_of(held, "b", f.clock.now() + 1min, token_of('2')), f.clock.now());
+    const auto r2 = store.park(park_of(held, "b", clock.now() + 1min, token_of('2')), clock.now());
     REQUIRE_FALSE(r2.accepted());
     CHECK(*r2.rejection == Rejection::NotAssignee);
     CHECK(job_state(c, id) == "assigned");
     CHECK(event_count(c, id, "rejected") == 2);
 
-    REQUIRE(f.store.park(park_of(held, "a", f.clock.now() + 1min, token_of('3')), f.clock.now())
-                .accepted());
+    REQUIRE(
+        store.park(park_of(held, "a", clock.now() + 1min, token_of('3')), clock.now()).accepted());
     // The reply was lost; the holder parks again: the latest token is the one that works.
-    REQUIRE(f.store.park(park_of(held, "a", f.clock.now() + 1min, token_of('4')), f.clock.now())
-                .accepted());
-    CHECK(finish(c, token_of('3'), "completed", "ref", f.clock.now()).reason == "unknown_token");
-    const auto retried = finish(c, token_of('4'), "retry", "lab busy", f.clock.now());
+    REQUIRE(
+        store.park(park_of(held, "a", clock.now() + 1min, token_of('4')), clock.now()).accepted());
+    CHECK(finish(c, token_of('3'), "completed", "ref", clock.now()).reason == "unknown_token");
+    const auto retried = finish(c, token_of('4'), "retry", "lab busy", clock.now());
     CHECK(retried.accepted);
     CHECK(retried.state == "pending");
     CHECK(event_count(c, id, "released") == 1);
 
     // A lease that ran out cannot be parked.
-    const auto again = f.claim("c");
-    f.clock.advance(testing::kLease + 1s);
-    const auto r3 =
-        f.store.park(park_of(again, "c", f.clock.now() + 1min, token_of('5')), f.clock.now());
+    const auto again = claim("c");
+    clock.advance(testing::kLease + 1s);
+    const auto r3 = store.park(park_of(again, "c", clock.now() + 1min, token_of('5')), clock.now());
     REQUIRE_FALSE(r3.accepted());
     CHECK(*r3.rejection == Rejection::LeaseExpired);
     check_history_clean(c);

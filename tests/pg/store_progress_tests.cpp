@@ -47,75 +47,70 @@ TransitionRequest report(const common::Lease& l, const std::string& worker, int 
 
 }  // namespace
 
-TEST_CASE("progress is stored for the holder; a bare percentage keeps the checkpoint",
-          "[store][progress]") {
-    testing::StoreFixture f;
-    const auto id = f.enqueue_one();
-    const auto held = f.claim("a");
-    auto& c = f.store.connection();
+TEST_CASE_METHOD(testing::HeldByA,
+                 "progress is stored for the holder; a bare percentage keeps the checkpoint",
+                 "[store][progress]") {
     CHECK(progress_snapshot(c, id).empty());
 
-    auto t = f.store.progress(report(held, "a", 30, "step=3"), f.clock.now());
+    auto t = store.progress(report(held, "a", 30, "step=3"), clock.now());
     REQUIRE(t.accepted());
     CHECK(t.state == JobState::Assigned);
     CHECK(progress_snapshot(c, id) == "1|30|at 30%|step=3");
     CHECK(testing::event_count(c, id, "checkpoint") == 1);
 
     // Percent and note alone: the checkpoint stays, and nothing more is audited.
-    t = f.store.progress(report(held, "a", 45, ""), f.clock.now());
+    t = store.progress(report(held, "a", 45, ""), clock.now());
     REQUIRE(t.accepted());
     CHECK(progress_snapshot(c, id) == "1|45|at 45%|step=3");
     CHECK(testing::event_count(c, id, "checkpoint") == 1);
 
     // The lease is not extended by a report.
     const auto lease_before = testing::job_snapshot(c, id);
-    f.clock.advance(1s);
-    REQUIRE(f.store.progress(report(held, "a", 50, "step=5"), f.clock.now()).accepted());
+    clock.advance(1s);
+    REQUIRE(store.progress(report(held, "a", 50, "step=5"), clock.now()).accepted());
     CHECK(testing::job_snapshot(c, id) == lease_before);
     CHECK(testing::event_count(c, id, "checkpoint") == 2);
 }
 
-TEST_CASE("a stale, expired, foreign or other worker's report is refused and changes nothing",
-          "[store][progress][fencing]") {
-    testing::StoreFixture f;
-    const auto id = f.enqueue_one();
-    const auto old = f.claim("a");
-    auto& c = f.store.connection();
-    REQUIRE(f.store.progress(report(old, "a", 60, "step=6"), f.clock.now()).accepted());
+TEST_CASE_METHOD(
+    testing::HeldByA,
+    "a stale, expired, foreign or other worker's report is refused and changes nothing",
+    "[store][progress][fencing]") {
+    REQUIRE(store.progress(report(held, "a", 60, "step=6"), clock.now()).accepted());
     const auto saved = progress_snapshot(c, id);
 
     SECTION("another worker quoting the holder's generation") {
-        const auto t = f.store.progress(report(old, "b", 90, "step=9"), f.clock.now());
+        const auto t = store.progress(report(held, "b", 90, "step=9"), clock.now());
         REQUIRE_FALSE(t.accepted());
         CHECK(*t.rejection == Rejection::NotAssignee);
     }
     SECTION("another organization") {
-        const auto t = f.store.progress(report(old, "a", 90, "step=9", 2), f.clock.now());
+        const auto t = store.progress(report(held, "a", 90, "step=9", 2), clock.now());
         REQUIRE_FALSE(t.accepted());
         CHECK(*t.rejection == Rejection::OtherOrganization);
     }
     SECTION("an expired lease, not yet reclaimed") {
-        f.clock.advance(kLease);
-        const auto t = f.store.progress(report(old, "a", 90, "step=9"), f.clock.now());
+        clock.advance(kLease);
+        const auto t = store.progress(report(held, "a", 90, "step=9"), clock.now());
         REQUIRE_FALSE(t.accepted());
         CHECK(*t.rejection == Rejection::LeaseExpired);
     }
     SECTION("a stale generation, after the reclaim and the next claim") {
-        f.clock.advance(kLease);
-        REQUIRE(f.store.reclaim_expired(f.clock.now(), 10).size() == 1);
-        const auto fresh = f.claim("b");
-        REQUIRE(fresh.generation > old.generation);
-        const auto t = f.store.progress(report(old, "a", 90, "step=9"), f.clock.now());
+        clock.advance(kLease);
+        REQUIRE(store.reclaim_expired(clock.now(), 10).size() == 1);
+        const auto fresh = claim("b");
+        REQUIRE(fresh.generation > held.generation);
+        const auto t = store.progress(report(held, "a", 90, "step=9"), clock.now());
         REQUIRE_FALSE(t.accepted());
         CHECK(*t.rejection == Rejection::StaleGeneration);
         // The current holder may overwrite it, and its row then belongs to its generation.
-        REQUIRE(f.store.progress(report(fresh, "b", 70, "step=7"), f.clock.now()).accepted());
+        REQUIRE(store.progress(report(fresh, "b", 70, "step=7"), clock.now()).accepted());
         CHECK(progress_snapshot(c, id) == std::to_string(fresh.generation) + "|70|at 70%|step=7");
         return;
     }
     SECTION("a completed job") {
-        REQUIRE(f.store.complete({1, id, old.generation, "a", "done"}, f.clock.now()).accepted());
-        const auto t = f.store.progress(report(old, "a", 90, "step=9"), f.clock.now());
+        REQUIRE(store.complete({1, id, held.generation, "a", "done"}, clock.now()).accepted());
+        const auto t = store.progress(report(held, "a", 90, "step=9"), clock.now());
         REQUIRE_FALSE(t.accepted());
         CHECK(*t.rejection == Rejection::AlreadyTerminal);
     }
@@ -123,15 +118,13 @@ TEST_CASE("a stale, expired, foreign or other worker's report is refused and cha
     CHECK(testing::event_count(c, id, "checkpoint") == 1);
 }
 
-TEST_CASE("a refused report from the job's organization is audited 'rejected'",
-          "[store][progress][fencing]") {
-    testing::StoreFixture f;
-    const auto id = f.enqueue_one();
-    const auto held = f.claim("a");
+TEST_CASE_METHOD(testing::HeldByA,
+                 "a refused report from the job's organization is audited 'rejected'",
+                 "[store][progress][fencing]") {
     auto stale = held;
     stale.generation += 5;
-    REQUIRE_FALSE(f.store.progress(report(stale, "a", 10, "x"), f.clock.now()).accepted());
-    CHECK(testing::event_count(f.store.connection(), id, "rejected") == 1);
+    REQUIRE_FALSE(store.progress(report(stale, "a", 10, "x"), clock.now()).accepted());
+    CHECK(testing::event_count(store.connection(), id, "rejected") == 1);
 }
 
 TEST_CASE("the checkpoint reaches the next holder's claim, alone or coalesced",
@@ -225,12 +218,10 @@ TEST_CASE("a row-security store saves and hands on progress within its organizat
     CHECK(next.resume->checkpoint == "step=4");
 }
 
-TEST_CASE("a removed job takes its progress with it", "[store][progress][retention]") {
-    testing::StoreFixture f;
-    const auto id = f.enqueue_one();
-    const auto held = f.claim("a");
-    REQUIRE(f.store.progress(report(held, "a", 10, "step=1"), f.clock.now()).accepted());
-    auto conn = f.db.connect();
+TEST_CASE_METHOD(testing::HeldByA, "a removed job takes its progress with it",
+                 "[store][progress][retention]") {
+    REQUIRE(store.progress(report(held, "a", 10, "step=1"), clock.now()).accepted());
+    auto conn = db.connect();
     pqxx::work txn(*conn);
     txn.exec_params("DELETE FROM jobs WHERE id = $1", id);
     CHECK(txn.exec1("SELECT count(*) FROM job_progress")[0].as<long>() == 0);

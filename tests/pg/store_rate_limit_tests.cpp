@@ -18,12 +18,8 @@
 #include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
+using namespace aclaim::testing;
 using common::AssignmentStore;
-using common::ClaimRequest;
-using common::Instant;
-using testing::enqueue_on;
-using testing::kLease;
-using testing::kT0;
 
 using namespace std::chrono_literals;
 
@@ -31,12 +27,11 @@ namespace {
 
 /// Sets queue's rate limit (claims a second) and burst, as `aclaimctl queue set` does.
 void limit_rate(const testing::TestDatabase& db, const std::string& queue, double rate, int burst,
-                Instant now) {
-    auto conn = db.connect();
+                common::Instant now) {
     common::QueueSettings q;
     q.rate_per_s = rate;
     q.rate_burst = burst;
-    common::OperatorStore(*conn).configure(1, queue, q, "ops", now, true);
+    testing::configure_queue(db, 1, queue, q, now);
 }
 
 /// The xmin of every job_queues row: unchanged when nothing wrote to the table.
@@ -76,7 +71,7 @@ TEST_CASE("two coordinators together never claim more than the burst plus the ra
     std::barrier first_done(2);
     auto run = [&](int who) {
         for (int s = 0; s < kSteps; ++s) {
-            const Instant now = kT0 + s * kStep;
+            const common::Instant now = kT0 + s * kStep;
             const bool in_turn = s % 2 == 1;
             const int first = s % 4 == 1 ? 0 : 1;
             step_start.arrive_and_wait();
@@ -85,7 +80,8 @@ TEST_CASE("two coordinators together never claim more than the burst plus the ra
             if (who == 0) {
                 n = static_cast<int>(a.claim(1, {"w0", 4, {"slow"}}, kLease, now).leases.size());
             } else {
-                const std::vector<ClaimRequest> rq{{"w1", 2, {"slow"}}, {"w2", 2, {"slow"}}};
+                const std::vector<common::ClaimRequest> rq{{"w1", 2, {"slow"}},
+                                                           {"w2", 2, {"slow"}}};
                 for (const auto& o : b.claim_batch(1, rq, kLease, now)) {
                     n += static_cast<int>(o.leases.size());
                 }
@@ -147,8 +143,8 @@ TEST_CASE("a claim on queues without a rate limit writes nothing to job_queues",
     const std::string before = queue_row_versions(f.store);
     const auto one = f.store.claim(1, {"w", 2, {"free"}}, kLease, f.clock.now());
     CHECK(one.leases.size() == 2);
-    const auto batch = f.store.claim_batch(1, std::vector<ClaimRequest>{{"w", 2, {"free"}}}, kLease,
-                                           f.clock.now());
+    const auto batch = f.store.claim_batch(1, std::vector<common::ClaimRequest>{{"w", 2, {"free"}}},
+                                           kLease, f.clock.now());
     CHECK(batch.at(0).leases.size() == 1);
     // Short, and no rate limit served: no refill instant is looked for.
     CHECK_FALSE(batch.at(0).refill_at.has_value());
@@ -232,12 +228,5 @@ TEST_CASE("aclaimctl queue set --rate sets, lists and removes a rate limit, audi
     REQUIRE(r.code == 0);
     r = testing::run_ctl(db.dsn(), {"queue", "list", "--org", "1"});
     CHECK(r.out.find("/s b") == std::string::npos);
-    auto conn = db.connect();
-    pqxx::read_transaction t(*conn);
-    const auto events =
-        t.exec("SELECT actor, detail FROM queue_events WHERE queue = 'slow' ORDER BY id");
-    REQUIRE(events.size() == 2);
-    CHECK(events[0][0].as<std::string>() == "alice");
-    CHECK(events[0][1].as<std::string>() == "rate=0.5, burst=3");
-    CHECK(events[1][1].as<std::string>() == "rate=0");
+    testing::check_settings_log(db, "slow", "rate=0.5, burst=3", "rate=0");
 }

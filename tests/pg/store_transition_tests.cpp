@@ -151,15 +151,7 @@ TEST_CASE("renewal extends only a live lease of the current generation", "[store
     SECTION("failed") {
         const auto id = f.enqueue_one();
         const auto l = f.claim("a");
-        REQUIRE(f.store
-                    .fail({.org = 1,
-                           .job = id,
-                           .generation = l.generation,
-                           .worker = "a",
-                           .reason = "broken",
-                           .retryable = false},
-                          f.clock.now())
-                    .state == JobState::Failed);
+        REQUIRE(f.fail(id, l.generation, "a", "broken", false).state == JobState::Failed);
         CHECK(*f.store.renew({1, id, l.generation, "a"}, kLease, f.clock.now()).rejection ==
               Rejection::AlreadyTerminal);
     }
@@ -184,26 +176,10 @@ TEST_CASE("fail and release", "[store][lease]") {
     SECTION("a retryable failure with attempts left returns the job to pending") {
         const auto id = f.enqueue_one(1, 2);
         auto l = f.claim("a");
-        CHECK(f.store
-                  .fail({.org = 1,
-                         .job = id,
-                         .generation = l.generation,
-                         .worker = "a",
-                         .reason = "flaky",
-                         .retryable = true},
-                        f.clock.now())
-                  .state == JobState::Pending);
+        CHECK(f.fail(id, l.generation, "a", "flaky", true).state == JobState::Pending);
         l = f.claim("b");
         CHECK(l.generation == 2);
-        CHECK(f.store
-                  .fail({.org = 1,
-                         .job = id,
-                         .generation = l.generation,
-                         .worker = "b",
-                         .reason = "flaky",
-                         .retryable = true},
-                        f.clock.now())
-                  .state == JobState::Discarded);
+        CHECK(f.fail(id, l.generation, "b", "flaky", true).state == JobState::Discarded);
     }
     SECTION("release gives the job back without using an attempt") {
         const auto id = f.enqueue_one(1, 1);

@@ -35,11 +35,10 @@ namespace {
 /// Sets a queue's weight and aging step (0 for none), as `aclaimctl queue set` does.
 void configure(const testing::TestDatabase& db, const std::string& queue, int weight,
                common::Duration aging, Instant now) {
-    auto conn = db.connect();
     common::QueueSettings q;
     q.weight = weight;
     q.aging = aging;
-    common::OperatorStore(*conn).configure(1, queue, q, "ops", now, true);
+    testing::configure_queue(db, 1, queue, q, now);
 }
 
 /// How many times the store's connection ran each claim statement it prepared, by name
@@ -54,6 +53,14 @@ std::map<std::string, long> claim_runs(AssignmentStore& store) {
     }
     return out;
 }
+
+/// For TEST_CASE_METHOD: queues a (weight 3) and b (weight 1), without aging.
+struct ThreeToOne : testing::StoreFixture {
+    ThreeToOne() {
+        configure(db, "a", 3, common::Duration{0}, clock.now());
+        configure(db, "b", 1, common::Duration{0}, clock.now());
+    }
+};
 
 /// Queues a (weight 3) and b (weight 1), both with work: the first claims of one job settle a
 /// queue new to weights in (it starts one unit behind), then every 4 claims give 3 of a and 1 of b.
@@ -126,20 +133,18 @@ TEST_CASE("four claimers on two full queues weighted 3:1 get them within 10% of 
     CHECK(std::abs(light / total - 0.25) <= 0.025);
 }
 
-TEST_CASE("weighted queues take turns in their weights' proportion, single and coalesced",
-          "[store][weights]") {
-    testing::StoreFixture f;
-    configure(f.db, "a", 3, common::Duration{0}, f.clock.now());
-    configure(f.db, "b", 1, common::Duration{0}, f.clock.now());
-    enqueue_on(f.store, "a", 100, f.clock.now());
-    enqueue_on(f.store, "b", 100, f.clock.now());
+TEST_CASE_METHOD(ThreeToOne,
+                 "weighted queues take turns in their weights' proportion, single and coalesced",
+                 "[store][weights]") {
+    enqueue_on(store, "a", 100, clock.now());
+    enqueue_on(store, "b", 100, clock.now());
     const std::vector<std::string> queues{"a", "b"};
-    claims_go_three_to_one(f.store, queues, f.clock.now());
+    claims_go_three_to_one(store, queues, clock.now());
     // A coalesced claim of 8 slots takes 6 and 2, each queue's jobs in claim order.
     const std::vector<ClaimRequest> rq{{"x", 4, queues}, {"y", 4, queues}};
     std::map<std::string, int> n;
     std::map<std::string, common::JobId> last;
-    for (const auto& o : f.store.claim_batch(1, rq, kLease, f.clock.now())) {
+    for (const auto& o : store.claim_batch(1, rq, kLease, clock.now())) {
         for (const auto& l : o.leases) {
             ++n[l.queue];
             CHECK(l.job_id > last[l.queue]);
@@ -148,29 +153,28 @@ TEST_CASE("weighted queues take turns in their weights' proportion, single and c
     }
     CHECK(n["a"] == 6);
     CHECK(n["b"] == 2);
-    CHECK(claim_runs(f.store)[common::ClaimPlan{}.name()] == 0);
+    CHECK(claim_runs(store)[common::ClaimPlan{}.name()] == 0);
 }
 
-TEST_CASE("a weighted queue without work gives its turns away and banks no more than its weight",
-          "[store][weights]") {
-    testing::StoreFixture f;
-    configure(f.db, "a", 3, common::Duration{0}, f.clock.now());
-    configure(f.db, "b", 1, common::Duration{0}, f.clock.now());
-    enqueue_on(f.store, "b", 200, f.clock.now());
+TEST_CASE_METHOD(
+    ThreeToOne,
+    "a weighted queue without work gives its turns away and banks no more than its weight",
+    "[store][weights]") {
+    enqueue_on(store, "b", 200, clock.now());
     const std::vector<std::string> queues{"a", "b"};
     // a is empty: b gets every claim.
     for (int i = 0; i < 50; ++i) {
-        const auto out = f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now());
+        const auto out = store.claim(1, {"w", 1, queues}, kLease, clock.now());
         REQUIRE(out.leases.size() == 1);
         CHECK(out.leases[0].queue == "b");
     }
     // a gets work back: it starts one unit behind b, so it takes its weight, 3 jobs, more than
     // its share before b has a turn again, not the 150 the turns it gave away would be worth;
     // then 3 to 1.
-    enqueue_on(f.store, "a", 100, f.clock.now());
+    enqueue_on(store, "a", 100, clock.now());
     std::string order;
     for (int i = 0; i < 15; ++i) {
-        order += f.store.claim(1, {"w", 1, queues}, kLease, f.clock.now()).leases.at(0).queue;
+        order += store.claim(1, {"w", 1, queues}, kLease, clock.now()).leases.at(0).queue;
     }
     CHECK(order == "aaaaaabaaabaaab");
 }
@@ -427,14 +431,7 @@ TEST_CASE("aclaimctl queue set --weight and --aging set, list and remove them, a
     r = testing::run_ctl(db.dsn(), {"queue", "list", "--org", "1"});
     CHECK(r.out.find("w3") == std::string::npos);
     CHECK(r.out.find("+1/") == std::string::npos);
-    auto conn = db.connect();
-    pqxx::read_transaction t(*conn);
-    const auto events =
-        t.exec("SELECT actor, detail FROM queue_events WHERE queue = 'bulk' ORDER BY id");
-    REQUIRE(events.size() == 2);
-    CHECK(events[0][0].as<std::string>() == "alice");
-    CHECK(events[0][1].as<std::string>() == "weight=3, aging=30000ms");
-    CHECK(events[1][1].as<std::string>() == "weight=0, aging=0ms");
+    testing::check_settings_log(db, "bulk", "weight=3, aging=30000ms", "weight=0, aging=0ms");
 }
 
 TEST_CASE("a weighted queue's rate limit holds, its turns passing to the others",

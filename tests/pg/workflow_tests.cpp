@@ -13,6 +13,7 @@
 #include "common/store/assignment_store.hpp"
 #include "common/store/pg_time.hpp"
 #include "common/store/store_sql.hpp"
+#include "tests/support/new_jobs.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
@@ -30,11 +31,7 @@ namespace {
 
 NewJob job(const std::string& payload, std::vector<JobId> depends_on = {},
            DependencyPolicy policy = DependencyPolicy::Cancel) {
-    NewJob j;
-    j.payload = payload;
-    j.depends_on = std::move(depends_on);
-    j.on_failure = policy;
-    return j;
+    return testing::workflow_job(common::kDefaultQueue, payload, std::move(depends_on), policy);
 }
 
 struct Fixture : testing::StoreFixture {

@@ -10,6 +10,7 @@
 #include "common/ops/workflow.hpp"
 #include "common/store/assignment_store.hpp"
 #include "tests/pg/ctl_run.hpp"
+#include "tests/support/new_jobs.hpp"
 #include "tests/support/rows.hpp"
 #include "tests/support/store_fixture.hpp"
 #include "tests/support/test_database.hpp"
@@ -23,12 +24,7 @@ namespace {
 
 NewJob job(const std::string& queue, std::vector<JobId> depends_on = {},
            common::DependencyPolicy policy = common::DependencyPolicy::Cancel) {
-    NewJob j;
-    j.payload = queue + " review";
-    j.queue = queue;
-    j.depends_on = std::move(depends_on);
-    j.on_failure = policy;
-    return j;
+    return testing::workflow_job(queue, queue + " review", std::move(depends_on), policy);
 }
 
 struct Fixture : testing::StoreFixture {
@@ -195,9 +191,8 @@ TEST_CASE("aclaimctl workflow show: the graph as text and JSON, within an organi
     REQUIRE(l.job_id == ids[0]);
     REQUIRE(f.store.complete(f.done(l, "reviewer-7"), f.clock.now()).accepted());
 
-    auto r = testing::run_ctl(f.db.dsn(), {"workflow", "show", std::to_string(ids[3]), "--json"});
-    INFO(r.err);
-    REQUIRE(r.code == 0);
+    auto r =
+        testing::run_ctl_ok(f.db.dsn(), {"workflow", "show", std::to_string(ids[3]), "--json"});
     const auto j = nlohmann::json::parse(r.out);
     CHECK(j["job"] == ids[3]);
     CHECK(j["org_id"] == 4);

@@ -4,6 +4,7 @@
 // is clean, naming every violation when it is not.
 
 #include <catch2/catch.hpp>
+#include <pqxx/pqxx>
 #include <string>
 
 #include "common/ops/checker.hpp"
@@ -26,6 +27,12 @@ inline std::string violations(const common::CheckReport& r) {
                ": " + v.evidence + "\n";
     }
     return out;
+}
+
+/// The checker's report on the history in the database at `dsn`.
+inline common::CheckReport check_database(const std::string& dsn) {
+    pqxx::connection conn(dsn);
+    return common::check(common::load_history(conn));
 }
 
 /// Checks that the report found nothing, naming what it found when it did.

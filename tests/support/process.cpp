@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
@@ -116,6 +117,14 @@ int free_port() {
     ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
     ::close(s);
     return ntohs(addr.sin_port);
+}
+
+std::string line_with(const std::string& path, const std::string& needle) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        if (line.find(needle) != std::string::npos) return line;
+    }
+    return "";
 }
 
 }  // namespace aclaim::testing

@@ -48,4 +48,7 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
 /// A free TCP port on 127.0.0.1 (bound to 0, read back, released).
 int free_port();
 
+/// The first line of a log that contains `needle`, or "" (also while the file does not exist).
+std::string line_with(const std::string& path, const std::string& needle);
+
 }  // namespace aclaim::testing

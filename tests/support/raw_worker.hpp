@@ -158,6 +158,14 @@ class RawWorker {
         return a.jobs[0];
     }
 
+    /// COMPLETE of `job` at its generation, under the next request id; the answer, which must
+    /// be ACCEPTED.
+    proto::Accepted complete(const proto::AssignedJob& job, const std::string& result_ref) {
+        const auto req = next_req();
+        send(proto::Complete{req, job.job_id, job.generation, result_ref});
+        return expect<proto::Accepted>(req);
+    }
+
     std::vector<proto::Message> others;
 
   private:
@@ -165,5 +173,51 @@ class RawWorker {
     proto::Encoding encoding_;
     std::uint64_t req_ = 0;
 };
+
+/// A RawWorker with a ZeroMQ context of its own, that has said HELLO as `worker_id` of `org`: for
+/// tests that start a coordinator themselves.
+class GreetedWorker : private zmq::context_t, public RawWorker {
+  public:
+    GreetedWorker(const std::string& endpoint, const std::string& worker_id, common::OrgId org)
+        : RawWorker(context(), endpoint) {
+        hello(worker_id, org);
+    }
+
+  private:
+    zmq::context_t& context() { return *this; }
+};
+
+/// A binary CLAIM body of exactly `size` bytes under request id `req`: the request id's eight
+/// bytes after the version byte, then filler.
+inline std::string claim_body_of_size(std::uint64_t req, std::size_t size) {
+    std::string b(1, '\x01');
+    for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>((req >> (8 * i)) & 0xff));
+    b.resize(size, 'x');
+    return b;
+}
+
+/// The transport's limit, at `w`'s coordinator: a CLAIM of exactly proto::kMaxTransportBytes is
+/// answered `oversized` within `answer_within` (the protocol's own limit is lower); one byte more
+/// and the transport drops the connection: ZeroMQ reconnects underneath, and the first answer of
+/// all is no_session to a request sent after the drop.
+inline void check_transport_limit(RawWorker& w, std::chrono::milliseconds answer_within) {
+    const auto limit = static_cast<std::size_t>(proto::kMaxTransportBytes);
+    const auto at_limit = w.next_req();
+    w.send_frames({std::string(proto::kTagBinary), "CLAIM", claim_body_of_size(at_limit, limit)});
+    const auto oversized = w.expect<proto::Error>(at_limit, answer_within);
+    CHECK(oversized.code == "oversized");
+    CHECK(oversized.text == "CLAIM body of 1048576 bytes exceeds the limit of 65536 bytes");
+    const auto over = w.next_req();
+    w.send_frames({std::string(proto::kTagBinary), "CLAIM", claim_body_of_size(over, limit + 1)});
+    std::optional<proto::Message> first;
+    for (int attempt = 0; attempt < 50 && !first; ++attempt) {
+        w.request(proto::Renew{0, 1, 1});
+        first = w.receive(200ms);
+    }
+    REQUIRE(first);
+    INFO("answered with " << proto::type_name(*first));
+    REQUIRE(std::holds_alternative<proto::Error>(*first));
+    CHECK(std::get<proto::Error>(*first).code == "no_session");
+}
 
 }  // namespace aclaim::testing

@@ -4,6 +4,8 @@
 // fixed instant, so that every run computes the same leases and deadlines.
 
 #include <catch2/catch.hpp>
+#include <memory>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,13 @@ inline std::vector<common::JobId> enqueue_on(common::AssignmentStore& store,
     return store.enqueue(org, jobs, now);
 }
 
+/// Gives `queue` of `org` these settings as an operator would, on a connection of its own.
+inline void configure_queue(const TestDatabase& db, common::OrgId org, const std::string& queue,
+                            const common::QueueSettings& settings, common::Instant now) {
+    auto conn = db.connect();
+    common::OperatorStore(*conn).configure(org, queue, settings, "ops", now);
+}
+
 /// A migrated database of the test's own, a store on it and a clock at kT0.
 struct StoreFixture {
     TestDatabase db;
@@ -54,12 +63,39 @@ struct StoreFixture {
     common::Lease claim(const std::string& worker, common::OrgId org = 1) {
         return claim_one(store, clock.now(), worker, org);
     }
+    /// FAIL of `job` at `generation` by `worker`, now.
+    auto fail(common::JobId job, common::Generation generation, const std::string& worker,
+              const std::string& reason, bool retryable) {
+        return store.fail({.org = 1,
+                           .job = job,
+                           .generation = generation,
+                           .worker = worker,
+                           .reason = reason,
+                           .retryable = retryable},
+                          clock.now());
+    }
     /// Gives `queue` these settings as an operator would, on a connection of its own.
     void configure_queue(common::OrgId org, const std::string& queue,
                          const common::QueueSettings& settings) {
-        auto conn = db.connect();
-        common::OperatorStore(*conn).configure(org, queue, settings, "ops", clock.now());
+        testing::configure_queue(db, org, queue, settings, clock.now());
     }
+};
+
+/// For TEST_CASE_METHOD: StoreFixture with a job (`id`) claimed by worker "a" (`held`), and the
+/// store's connection `c`.
+struct HeldByA : StoreFixture {
+    pqxx::connection& c = store.connection();
+    const common::JobId id = enqueue_one();
+    const common::Lease held = claim("a");
+};
+
+/// For TEST_CASE_METHOD: a fresh database, a connection to it, a store on it, and the system
+/// clock's time read once at the start.
+struct StoreAtNow {
+    TestDatabase db;
+    std::unique_ptr<pqxx::connection> conn = db.connect();
+    common::AssignmentStore store{db.dsn()};
+    const common::Instant now = common::SystemClock().now();
 };
 
 }  // namespace aclaim::testing

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <pqxx/pqxx>
 #include <stdexcept>
+#include <thread>
 
 #include "common/store/migrations.hpp"
 
@@ -103,6 +104,37 @@ std::string with_user(const std::string& dsn, const std::string& user) {
         return dsn.substr(0, start) + user + dsn.substr(at);
     }
     return dsn.substr(0, start) + user + "@" + dsn.substr(start);
+}
+
+TestLogin::TestLogin(const TestDatabase& db, const std::string& prefix, const std::string& suffix,
+                     const std::vector<std::string>& member_of)
+    : name(prefix + "_" + std::to_string(::getpid()) + "_" + suffix),
+      dsn(with_user(db.dsn(), name)),
+      db_(db) {
+    auto conn = db.connect();
+    pqxx::nontransaction admin(*conn);
+    admin.exec("CREATE ROLE " + name + " LOGIN");
+    for (const auto& role : member_of) admin.exec("GRANT " + role + " TO " + name);
+}
+
+TestLogin::~TestLogin() {
+    try {
+        auto conn = db_.connect();
+        pqxx::nontransaction admin(*conn);
+        // Its connections may still be closing: DROP ROLE fails while one is open.
+        admin.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = " +
+                   admin.quote(name));
+        for (int i = 0; i < 100; ++i) {
+            try {
+                admin.exec("DROP ROLE IF EXISTS " + name);
+                return;
+            } catch (const pqxx::sql_error&) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+        }
+    } catch (const std::exception&) {
+        // A role left behind carries this process id: no later run reuses its name.
+    }
 }
 
 TestDatabase::TestDatabase() {

@@ -3,6 +3,7 @@
 #include <memory>
 #include <pqxx/pqxx>
 #include <string>
+#include <vector>
 
 namespace aclaim::testing {
 
@@ -32,6 +33,25 @@ class TestDatabase {
   private:
     std::string name_;
     std::string dsn_;
+};
+
+/// A login role of one test's own, with no privilege but PUBLIC's and those of the roles in
+/// `member_of`; dropped afterwards, once its connections are ended. Roles are cluster-wide, so
+/// the name carries the process id: `prefix`_<pid>_`suffix`.
+class TestLogin {
+  public:
+    TestLogin(const TestDatabase& db, const std::string& prefix, const std::string& suffix,
+              const std::vector<std::string>& member_of = {});
+    ~TestLogin();
+    TestLogin(const TestLogin&) = delete;
+    TestLogin& operator=(const TestLogin&) = delete;
+
+    const std::string name;
+    /// The database's DSN logging in as this role.
+    const std::string dsn;
+
+  private:
+    const TestDatabase& db_;
 };
 
 /// A database of its own at the schema of an older release: the embedded migrations before

@@ -62,11 +62,12 @@ class FakeCoordinator {
     std::string endpoint_;
 };
 
-/// The next request of type T that `fake` receives, polling `client` meanwhile (its events go
-/// to `events`); requests of other types are kept in `skipped` and looked at first next time.
-template <class T>
-Request next_request(worker::Client& client, FakeCoordinator& fake,
-                     std::vector<worker::Event>& events, std::vector<Request>& skipped) {
+/// The next request of type T that `fake` receives, calling `poll` (which polls the client)
+/// before each look; requests of other types are kept in `skipped` and looked at first next time.
+/// kLimit bounds the test's real run time.
+template <class T, class Poll>
+Request next_request_polling(FakeCoordinator& fake, std::vector<Request>& skipped,
+                             const Poll& poll) {
     for (auto it = skipped.begin(); it != skipped.end(); ++it) {
         if (std::holds_alternative<T>(it->message)) {
             Request r = *it;
@@ -76,8 +77,7 @@ Request next_request(worker::Client& client, FakeCoordinator& fake,
     }
     const auto deadline = SteadyClock::now() + kLimit;
     while (SteadyClock::now() < deadline) {
-        auto ev = client.poll(Millis(5));
-        events.insert(events.end(), ev.begin(), ev.end());
+        poll();
         while (auto r = fake.receive()) {
             if (std::holds_alternative<T>(r->message)) return *r;
             skipped.push_back(*r);
@@ -87,11 +87,10 @@ Request next_request(worker::Client& client, FakeCoordinator& fake,
     return {};
 }
 
-/// The next client event of type E, from `events` or by polling `client`; what `fake` receives
-/// meanwhile (when given) is kept in `skipped`.
-template <class E>
-E next_event(worker::Client& client, std::vector<worker::Event>& events,
-             FakeCoordinator* fake = nullptr, std::vector<Request>* skipped = nullptr) {
+/// The next client event of type E in `events`, calling `poll` (which adds the client's events
+/// to them) until one is there.
+template <class E, class Poll>
+E next_event_polling(std::vector<worker::Event>& events, const Poll& poll) {
     const auto deadline = SteadyClock::now() + kLimit;
     while (SteadyClock::now() < deadline) {
         for (auto it = events.begin(); it != events.end(); ++it) {
@@ -101,14 +100,42 @@ E next_event(worker::Client& client, std::vector<worker::Event>& events,
                 return out;
             }
         }
+        poll();
+    }
+    FAIL("no " << typeid(E).name() << " event within the deadline");
+    return {};
+}
+
+/// The next request of type T that `fake` receives, polling `client` meanwhile (its events go
+/// to `events`); requests of other types are kept in `skipped` and looked at first next time.
+template <class T>
+Request next_request(worker::Client& client, FakeCoordinator& fake,
+                     std::vector<worker::Event>& events, std::vector<Request>& skipped) {
+    return next_request_polling<T>(fake, skipped, [&] {
+        auto ev = client.poll(Millis(5));
+        events.insert(events.end(), ev.begin(), ev.end());
+    });
+}
+
+/// The next client event of type E, from `events` or by polling `client`; what `fake` receives
+/// meanwhile (when given) is kept in `skipped`.
+template <class E>
+E next_event(worker::Client& client, std::vector<worker::Event>& events,
+             FakeCoordinator* fake = nullptr, std::vector<Request>* skipped = nullptr) {
+    return next_event_polling<E>(events, [&] {
         auto ev = client.poll(Millis(5));
         events.insert(events.end(), ev.begin(), ev.end());
         if (fake && skipped) {
             while (auto r = fake->receive()) skipped->push_back(*r);
         }
-    }
-    FAIL("no " << typeid(E).name() << " event within the deadline");
-    return {};
+    });
+}
+
+/// The answer to `claim` that hands out one job, `job` at `gen`, for `lease_ms`.
+inline proto::Assigned one_job(const Request& claim, std::int64_t job, std::int64_t gen,
+                               std::int32_t lease_ms) {
+    return proto::Assigned{proto::request_id(claim.message),
+                           {{job, gen, 0, lease_ms, 1, 0, "payload"}}};
 }
 
 /// Drives client and fake from one thread: next_request returns the next request of a type
@@ -168,8 +195,7 @@ struct Harness {
     worker::JobRef assign_one(std::int64_t job, std::int64_t gen, std::int32_t lease_ms) {
         client.claim(1, 0);
         const auto claim = next_request<proto::Claim>();
-        fake.reply(claim, proto::Assigned{proto::request_id(claim.message),
-                                          {{job, gen, 0, lease_ms, 1, 0, "payload"}}});
+        fake.reply(claim, one_job(claim, job, gen, lease_ms));
         const auto a = next_event<worker::JobAssigned>();
         return {a.job.job_id, a.job.generation};
     }

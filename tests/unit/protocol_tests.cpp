@@ -125,6 +125,18 @@ std::string hex(std::string_view bytes) {
     return out;
 }
 
+/// `m` (request id 9), encoded either way, is refused invalid by the decoder, naming `field`.
+template <class M>
+void refused_naming(const M& m, const std::string& field) {
+    for (const auto enc : {Encoding::Binary, Encoding::Json}) {
+        const auto f = proto::encode(m, enc);
+        const auto e = expect_error(decode3(f.tag, f.type, f.body));
+        CHECK(e.code == "invalid");
+        CHECK(e.req == 9);
+        CHECK(e.text.find("'" + field + "'") != std::string::npos);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("every message round-trips in both encodings", "[protocol]") {
@@ -958,27 +970,18 @@ TEST_CASE("protocol 1.5: PROGRESS round-trips and is bounded; ASSIGNED's resume 
                             std::string(proto::kMaxCheckpointBytes, 'c')};
     const auto fits = proto::encode(largest, Encoding::Binary);
     CHECK(expect_message(decode3(fits.tag, fits.type, fits.body)) == proto::Message(largest));
-    const auto refused = [](proto::Progress m, const std::string& field) {
-        for (const auto enc : {Encoding::Binary, Encoding::Json}) {
-            const auto f = proto::encode(m, enc);
-            const auto e = expect_error(decode3(f.tag, f.type, f.body));
-            CHECK(e.code == "invalid");
-            CHECK(e.req == 9);
-            CHECK(e.text.find("'" + field + "'") != std::string::npos);
-        }
-    };
     auto big = largest;
     big.checkpoint.push_back('c');
-    refused(big, "checkpoint");
+    refused_naming(big, "checkpoint");
     auto wordy = largest;
     wordy.note.push_back('n');
-    refused(wordy, "note");
+    refused_naming(wordy, "note");
     auto over = report;
     over.percent = 101;
-    refused(over, "percent");
+    refused_naming(over, "percent");
     auto under = report;
     under.percent = -1;
-    refused(under, "percent");
+    refused_naming(under, "percent");
     // Binary strings of a request are held to UTF-8: a checkpoint is text (base64 for bytes).
     auto binary = report;
     binary.checkpoint = std::string("\xff\xfe", 2);
@@ -1016,24 +1019,15 @@ TEST_CASE("protocol 1.6: PARK and PARKED round-trip; PARK's timeout and note are
             CHECK(expect_message(decode3(f.tag, f.type, f.body)) == m);
         }
     }
-    const auto refused = [](proto::Park m, const std::string& field) {
-        for (const auto enc : {Encoding::Binary, Encoding::Json}) {
-            const auto f = proto::encode(m, enc);
-            const auto e = expect_error(decode3(f.tag, f.type, f.body));
-            CHECK(e.code == "invalid");
-            CHECK(e.req == 9);
-            CHECK(e.text.find("'" + field + "'") != std::string::npos);
-        }
-    };
     auto zero = park;
     zero.timeout_ms = 0;
-    refused(zero, "timeout_ms");
+    refused_naming(zero, "timeout_ms");
     auto long_park = park;
     long_park.timeout_ms = proto::kMaxParkTimeoutMs + 1;
-    refused(long_park, "timeout_ms");
+    refused_naming(long_park, "timeout_ms");
     auto wordy = park;
     wordy.note = std::string(proto::kMaxProgressNoteBytes + 1, 'n');
-    refused(wordy, "note");
+    refused_naming(wordy, "note");
     auto longest = park;
     longest.timeout_ms = proto::kMaxParkTimeoutMs;
     const auto fits = proto::encode(longest, Encoding::Binary);

@@ -1,9 +1,29 @@
 // The worker client against a scripted ROUTER standing in for the coordinator: real sockets on an
 // ephemeral port, both driven from this thread, every wait bounded by a deadline.
 
+#include <optional>
+#include <string>
+
 #include "tests/unit/fake_coordinator.hpp"
 
 using namespace aclaim::testing;
+
+namespace {
+
+/// Polls the client until it throws, within kLimit: what it said, or nothing if it did not.
+std::optional<std::string> poll_until_thrown(Harness& h) {
+    const auto deadline = SteadyClock::now() + kLimit;
+    while (SteadyClock::now() < deadline) {
+        try {
+            h.client.poll(Millis(5));
+        } catch (const std::runtime_error& e) {
+            return std::string(e.what());
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace
 
 TEST_CASE("client: session, claim, heartbeat and an accepted completion", "[worker]") {
     for (const auto enc : {proto::Encoding::Binary, proto::Encoding::Json}) {
@@ -123,17 +143,9 @@ TEST_CASE("client: a HELLO refused for good is an exception", "[worker]") {
     h.client.start();
     const auto hello = h.next_request<proto::Hello>();
     h.fake.reply(hello, proto::Error{proto::request_id(hello.message), "invalid", "org_id"});
-    const auto deadline = SteadyClock::now() + kLimit;
-    bool thrown = false;
-    while (!thrown && SteadyClock::now() < deadline) {
-        try {
-            h.client.poll(Millis(5));
-        } catch (const std::runtime_error& e) {
-            thrown = true;
-            CHECK(std::string(e.what()).find("invalid") != std::string::npos);
-        }
-    }
-    CHECK(thrown);
+    const auto thrown = poll_until_thrown(h);
+    CHECK(thrown.has_value());
+    CHECK(thrown.value_or("").find("invalid") != std::string::npos);
 }
 
 TEST_CASE("client: ERROR key_revoked on any request ends the client", "[worker]") {
@@ -144,17 +156,9 @@ TEST_CASE("client: ERROR key_revoked on any request ends the client", "[worker]"
     const auto renew = h.next_request<proto::Renew>();
     h.fake.reply(renew, proto::Error{proto::request_id(renew.message), "key_revoked",
                                      "this connection's key has been revoked"});
-    const auto deadline = SteadyClock::now() + kLimit;
-    bool thrown = false;
-    while (!thrown && SteadyClock::now() < deadline) {
-        try {
-            h.client.poll(Millis(5));
-        } catch (const std::runtime_error& e) {
-            thrown = true;
-            CHECK(std::string(e.what()).find("key_revoked") != std::string::npos);
-        }
-    }
-    CHECK(thrown);
+    const auto thrown = poll_until_thrown(h);
+    CHECK(thrown.has_value());
+    CHECK(thrown.value_or("").find("key_revoked") != std::string::npos);
     CHECK(h.client.stats().reconnects == 0);
 }
 

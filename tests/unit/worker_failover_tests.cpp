@@ -2,14 +2,11 @@
 // connection and never answers, is left for the next one, where the client says HELLO again and
 // renews what it holds at once. Real sockets, every wait bounded by a deadline.
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <map>
 #include <optional>
 #include <set>
 
+#include "tests/support/silent_listener.hpp"
 #include "tests/unit/fake_coordinator.hpp"
 
 using namespace aclaim::testing;
@@ -27,25 +24,16 @@ std::uint64_t seed_starting_at(zmq::context_t& ctx, worker::ClientOptions o,
     return 0;
 }
 
-/// A TCP port that accepts connections (the kernel's backlog does) and never says a word: a
-/// coordinator whose process hangs.
-struct MuteListener {
-    int fd = -1;
-    std::string endpoint;
-    MuteListener() {
-        fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        REQUIRE(fd >= 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-        REQUIRE(::listen(fd, 16) == 0);
-        socklen_t len = sizeof addr;
-        REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-        endpoint = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
-    }
-    ~MuteListener() { ::close(fd); }
-};
+/// The options of a client that tries `endpoints`, starts at `first` and waits `reply_timeout`
+/// for an answer.
+worker::ClientOptions starting_at(zmq::context_t& ctx, std::vector<std::string> endpoints,
+                                  const std::string& first, Millis reply_timeout) {
+    auto o = options();
+    o.endpoints = std::move(endpoints);
+    o.reply_timeout = reply_timeout;
+    o.seed = seed_starting_at(ctx, o, first);
+    return o;
+}
 
 constexpr aclaim::common::Instant kT0 = aclaim::common::instant_from_micros(1'700'000'000'000'000);
 
@@ -54,8 +42,10 @@ constexpr aclaim::common::Instant kT0 = aclaim::common::instant_from_micros(1'70
 /// fake's requests of other types than the one awaited are kept apart, in `skipped`, so that one
 /// coordinator's are never taken for another's and none goes unseen.
 struct Driver {
-    worker::Client& client;
-    aclaim::common::ManualClock& clock;
+    Driver(zmq::context_t& ctx, const worker::ClientOptions& o) : client(ctx, o, clock) {}
+
+    aclaim::common::ManualClock clock{kT0};
+    worker::Client client;
     Millis step{5};
     std::vector<worker::Event> events{};
     std::map<const FakeCoordinator*, std::vector<Request>> skipped{};
@@ -71,42 +61,20 @@ struct Driver {
 
     template <class T>
     Request next_request(FakeCoordinator& fake) {
-        auto& kept = skipped[&fake];
-        for (auto it = kept.begin(); it != kept.end(); ++it) {
-            if (std::holds_alternative<T>(it->message)) {
-                Request r = *it;
-                kept.erase(it);
-                return r;
-            }
-        }
-        // A bound on the test's real run time only.
-        const auto deadline = SteadyClock::now() + kLimit;
-        while (SteadyClock::now() < deadline) {
-            poll_once();
-            while (auto r = fake.receive()) {
-                if (std::holds_alternative<T>(r->message)) return *r;
-                kept.push_back(*r);
-            }
-        }
-        FAIL("no " << typeid(T).name() << " within the deadline");
-        return {};
+        return next_request_polling<T>(fake, skipped[&fake], [this] { poll_once(); });
     }
 
     template <class E>
     E next_event() {
-        const auto deadline = SteadyClock::now() + kLimit;
-        while (SteadyClock::now() < deadline) {
-            for (auto it = events.begin(); it != events.end(); ++it) {
-                if (auto* e = std::get_if<E>(&*it)) {
-                    E out = *e;
-                    events.erase(it);
-                    return out;
-                }
-            }
-            poll_once();
-        }
-        FAIL("no " << typeid(E).name() << " event within the deadline");
-        return {};
+        return next_event_polling<E>(events, [this] { poll_once(); });
+    }
+
+    /// A CLAIM of one job, answered by `fake` with `job` at `gen`, until the client has it.
+    void assign(FakeCoordinator& fake, std::int64_t job, std::int64_t gen) {
+        client.claim(1, 0);
+        const auto claim = next_request<proto::Claim>(fake);
+        fake.reply(claim, one_job(claim, job, gen, 3000));
+        next_event<worker::JobAssigned>();
     }
 
     void welcome(FakeCoordinator& fake, const Request& hello) {
@@ -130,27 +98,17 @@ TEST_CASE("client: a coordinator that dies is left for the next, where held jobs
     zmq::context_t ctx;
     std::optional<FakeCoordinator> a(std::in_place, ctx);
     FakeCoordinator b(ctx);
-    auto o = options();
-    o.endpoints = {b.endpoint(), a->endpoint()};
     // Long enough that only the dropped connection can explain a quick failover.
-    o.reply_timeout = Millis(4000);
-    o.seed = seed_starting_at(ctx, o, a->endpoint());
-    aclaim::common::ManualClock clock(kT0);
-    worker::Client client(ctx, o, clock);
-    Driver d{client, clock};
-    client.start();
-    CHECK(client.endpoint() == a->endpoint());
+    Driver d(ctx, starting_at(ctx, {b.endpoint(), a->endpoint()}, a->endpoint(), Millis(4000)));
+    d.client.start();
+    CHECK(d.client.endpoint() == a->endpoint());
     d.welcome(*a, d.next_request<proto::Hello>(*a));
 
-    client.claim(1, 0);
-    const auto claim = d.next_request<proto::Claim>(*a);
-    a->reply(claim, proto::Assigned{proto::request_id(claim.message),
-                                    {{21, 5, 0, 3000, 1, 0, "payload"}}});
-    d.next_event<worker::JobAssigned>();
-    client.complete({21, 5}, "review:21:5");
+    d.assign(*a, 21, 5);
+    d.client.complete({21, 5}, "review:21:5");
     const auto lost_complete = d.next_request<proto::Complete>(*a);
 
-    client.claim(1, 0);
+    d.client.claim(1, 0);
     d.next_request<proto::Claim>(*a);
 
     const auto died = d.now();
@@ -159,7 +117,7 @@ TEST_CASE("client: a coordinator that dies is left for the next, where held jobs
     const auto hello = d.next_request<proto::Hello>(b);
     // On the client's clock, well before its reply timeout could have noticed anything.
     CHECK(d.now() - died < Millis(2000));
-    CHECK(client.endpoint() == b.endpoint());
+    CHECK(d.client.endpoint() == b.endpoint());
     CHECK(std::get<proto::Hello>(hello.message).worker_id == "unit-worker");
     d.welcome(b, hello);
     // The lost COMPLETE is sent again under its request id; the lost CLAIM is not.
@@ -169,14 +127,14 @@ TEST_CASE("client: a coordinator that dies is left for the next, where held jobs
     const auto v = d.next_event<worker::Verdict>();
     CHECK(v.accepted);
     CHECK(v.replayed);
-    CHECK(client.stats().failovers == 1);
+    CHECK(d.client.stats().failovers == 1);
     const auto lost_claim = d.next_event<worker::ClaimEnded>();
     CHECK(lost_claim.why == worker::ClaimEnded::Why::ConnectionLost);
     for (const auto& r : d.sent_so_far(b)) {
         INFO("request " << proto::request_id(r.message) << " sent to the second coordinator");
         CHECK_FALSE(std::holds_alternative<proto::Claim>(r.message));
     }
-    client.close();
+    d.client.close();
 }
 
 TEST_CASE("client: a held lease is renewed at once through the coordinator it fails over to",
@@ -184,20 +142,10 @@ TEST_CASE("client: a held lease is renewed at once through the coordinator it fa
     zmq::context_t ctx;
     std::optional<FakeCoordinator> a(std::in_place, ctx);
     FakeCoordinator b(ctx);
-    auto o = options();
-    o.endpoints = {a->endpoint(), b.endpoint()};
-    o.reply_timeout = Millis(4000);
-    o.seed = seed_starting_at(ctx, o, a->endpoint());
-    aclaim::common::ManualClock clock(kT0);
-    worker::Client client(ctx, o, clock);
-    Driver d{client, clock};
-    client.start();
+    Driver d(ctx, starting_at(ctx, {a->endpoint(), b.endpoint()}, a->endpoint(), Millis(4000)));
+    d.client.start();
     d.welcome(*a, d.next_request<proto::Hello>(*a));
-    client.claim(1, 0);
-    const auto claim = d.next_request<proto::Claim>(*a);
-    a->reply(claim, proto::Assigned{proto::request_id(claim.message),
-                                    {{31, 2, 0, 3000, 1, 0, "payload"}}});
-    d.next_event<worker::JobAssigned>();
+    d.assign(*a, 31, 2);
     a.reset();
 
     d.welcome(b, d.next_request<proto::Hello>(b));
@@ -210,32 +158,26 @@ TEST_CASE("client: a held lease is renewed at once through the coordinator it fa
     CHECK(std::get<proto::Renew>(renew.message).job_id == 31);
     CHECK(std::get<proto::Renew>(renew.message).generation == 2);
     b.reply(renew, proto::LeaseMsg{proto::request_id(renew.message), 31, 2, 0, 3000});
-    CHECK(client.held().holds({31, 2}));
-    client.close();
+    CHECK(d.client.held().holds({31, 2}));
+    d.client.close();
 }
 
 TEST_CASE("client: a coordinator that accepts the connection and never answers is left",
           "[worker][failover]") {
     zmq::context_t ctx;
-    MuteListener mute;
+    SilentListener mute(SilentListener::Accept::Backlog);
     FakeCoordinator b(ctx);
-    auto o = options();
-    o.endpoints = {mute.endpoint, b.endpoint()};
-    o.reply_timeout = Millis(300);
-    o.seed = seed_starting_at(ctx, o, mute.endpoint);
-    aclaim::common::ManualClock clock(kT0);
-    worker::Client client(ctx, o, clock);
-    Driver d{client, clock};
+    Driver d(ctx, starting_at(ctx, {mute.endpoint(), b.endpoint()}, mute.endpoint(), Millis(300)));
     const auto started = d.now();
-    client.start();
-    CHECK(client.endpoint() == mute.endpoint);
+    d.client.start();
+    CHECK(d.client.endpoint() == mute.endpoint());
     // No WELCOME within the reply timeout: on to the next endpoint, once that time has passed on
     // the client's clock and not before.
     d.welcome(b, d.next_request<proto::Hello>(b));
     CHECK(d.now() - started >= Millis(300));
-    CHECK(client.endpoint() == b.endpoint());
-    CHECK(client.stats().failovers == 1);
-    client.close();
+    CHECK(d.client.endpoint() == b.endpoint());
+    CHECK(d.client.stats().failovers == 1);
+    d.client.close();
 }
 
 TEST_CASE("client: an endpoint that refuses connections is skipped", "[worker][failover]") {
@@ -247,19 +189,13 @@ TEST_CASE("client: an endpoint that refuses connections is skipped", "[worker][f
         FakeCoordinator gone(ctx);
         refused = gone.endpoint();
     }
-    auto o = options();
-    o.endpoints = {refused, b.endpoint()};
-    o.reply_timeout = Millis(4000);
-    o.seed = seed_starting_at(ctx, o, refused);
-    aclaim::common::ManualClock clock(kT0);
-    worker::Client client(ctx, o, clock);
-    Driver d{client, clock};
-    client.start();
+    Driver d(ctx, starting_at(ctx, {refused, b.endpoint()}, refused, Millis(4000)));
+    d.client.start();
     const auto started = d.now();
     d.welcome(b, d.next_request<proto::Hello>(b));
     // On the client's clock: the refusal, not the 4 s reply timeout, moved it on.
     CHECK(d.now() - started < Millis(2000));
-    client.close();
+    d.client.close();
 }
 
 TEST_CASE("client: every worker keeps its own endpoint order", "[worker][failover]") {
