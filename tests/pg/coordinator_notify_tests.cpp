@@ -134,9 +134,9 @@ std::map<std::string, double> scrape(int port) {
     return out;
 }
 
-std::string forged_series(std::size_t channel) {
+std::string forged_series(NotificationCounters::Channel channel) {
     return "aclaim_forged_notifications_total{channel=\"" +
-           std::string(NotificationCounters::kChannels[channel]) + "\"}";
+           std::string(NotificationCounters::kChannels(channel)) + "\"}";
 }
 
 /// Every REVOKED in `messages`.
@@ -287,9 +287,9 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
     CHECK(cancelled.reason == "cancelled");
     CHECK(revokes_in(sentinel.worker->others).empty());
     // Every forgery heard, checked against the rows and dropped; only the genuine one borne out.
-    CHECK(counters.forged[NotificationCounters::kRevoke].load() == revoke_total);
-    CHECK(counters.forged[NotificationCounters::kJobs].load() == jobs_malformed);
-    CHECK(counters.forged[NotificationCounters::kSchedule].load() == schedule_malformed);
+    CHECK(counters.forged[NotificationCounters::Channel::Revoke].load() == revoke_total);
+    CHECK(counters.forged[NotificationCounters::Channel::Jobs].load() == jobs_malformed);
+    CHECK(counters.forged[NotificationCounters::Channel::Schedule].load() == schedule_malformed);
     CHECK(counters.revocations_verified.load() == 1);
 
     // Every other holder keeps its job: its lease renews (and the LEASE answer comes after any
@@ -328,9 +328,11 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
 
     // /metrics shows the forgeries by channel.
     const auto m = scrape(http.port());
-    CHECK(m.at(forged_series(NotificationCounters::kRevoke)) == static_cast<double>(revoke_total));
-    CHECK(m.at(forged_series(NotificationCounters::kJobs)) == static_cast<double>(jobs_malformed));
-    CHECK(m.at(forged_series(NotificationCounters::kSchedule)) ==
+    CHECK(m.at(forged_series(NotificationCounters::Channel::Revoke)) ==
+          static_cast<double>(revoke_total));
+    CHECK(m.at(forged_series(NotificationCounters::Channel::Jobs)) ==
+          static_cast<double>(jobs_malformed));
+    CHECK(m.at(forged_series(NotificationCounters::Channel::Schedule)) ==
           static_cast<double>(schedule_malformed));
     CHECK(m.at("aclaim_revoke_notifications_verified_total") == 1);
     CHECK(m.at("aclaim_revoke_check_duration_seconds_count") >= 1);
@@ -366,8 +368,8 @@ TEST_CASE("a revocation replayed after its job was retried and claimed again is 
                             "1:" + std::to_string(id) + ":" + std::to_string(g) + ":cancelled:w1");
         }
     }
-    CHECK(eventually([&] { return counters.forged[NotificationCounters::kRevoke].load() == 2; },
-                     10s));
+    CHECK(eventually(
+        [&] { return counters.forged[NotificationCounters::Channel::Revoke].load() == 2; }, 10s));
     w->expect<proto::LeaseMsg>(w->request(proto::Renew{0, id, second.generation}));
     CHECK(revokes_in(w->others).empty());
     CHECK(w->expect<proto::Accepted>(
@@ -420,9 +422,9 @@ TEST_CASE("a genuine cancellation reaches its holder promptly through the check 
         CHECK(revoked.reason == "cancelled");
     }
     CHECK(counters.revocations_verified.load() == kRounds);
-    CHECK(counters.forged[NotificationCounters::kRevoke].load() == 0);
+    CHECK(counters.forged[NotificationCounters::Channel::Revoke].load() == 0);
     REQUIRE(eventually([&] { return others.revocations_verified.load() == kRounds; }, 10s));
-    CHECK(others.forged[NotificationCounters::kRevoke].load() == 0);
+    CHECK(others.forged[NotificationCounters::Channel::Revoke].load() == 0);
     other.stop();
 
     std::sort(delays_ms.begin(), delays_ms.end());
@@ -467,7 +469,8 @@ TEST_CASE("a burst of revocations is checked in a few statements, not one per no
         txn.commit();
     }
     REQUIRE(eventually(
-        [&] { return counters.forged[NotificationCounters::kRevoke].load() == kBurst; }, 30s));
+        [&] { return counters.forged[NotificationCounters::Channel::Revoke].load() == kBurst; },
+        30s));
     const auto statements = counters.check_latency.snapshot().count;
     CHECK(statements >= 2);  // kBatch (1,000) a statement at most
     CHECK(statements <= 40);
