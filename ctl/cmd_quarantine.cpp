@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/ops/recovery_store.hpp"
+#include "common/store/event_kinds.hpp"
 #include "ctl/cmd_recover.hpp"
 #include "ctl/ctl.hpp"
 
@@ -111,7 +112,7 @@ int show(const Global& global, common::JobId job, bool json) {
     const common::AuditEvent* quarantined = nullptr;
     for (const auto& e : d->events) {
         std::printf("  %s\n", common::describe(e).c_str());
-        if (e.kind == "quarantined") quarantined = &e;
+        if (is(e.kind, common::EventKind::Quarantined)) quarantined = &e;
     }
     if (quarantined) {
         // The evidence as the recovery tool saw it at the moment it set the job aside.

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/store/event_kinds.hpp"
+
 namespace aclaim::common {
 
 namespace {
@@ -41,7 +43,7 @@ void check_aging(const History& h, const std::unordered_map<JobId, const JobRow*
                  const std::function<void(Invariant, JobId, std::string)>& violate) {
     std::map<QueueKey, std::vector<const QueueEvent*>> changes;
     for (const auto& q : h.queue_events) {
-        if (q.kind == "configured" && aging_of(q.detail))
+        if (is(q.kind, QueueEventKind::Configured) && aging_of(q.detail))
             changes[{q.org_id, q.queue}].push_back(&q);
     }
     if (changes.empty()) return;
@@ -52,12 +54,12 @@ void check_aging(const History& h, const std::unordered_map<JobId, const JobRow*
         if (row == rows.end() || !changes.count({row->second->org_id, row->second->queue}))
             continue;
         auto it = waits.find(e.job_id);
-        if (e.kind == "enqueued" && it == waits.end()) {
+        if (is(e.kind, EventKind::Enqueued) && it == waits.end()) {
             waits[e.job_id] = Wait{e.at, e.id, std::nullopt};
-        } else if (e.kind == "due" && it != waits.end() && !it->second.claimed) {
+        } else if (is(e.kind, EventKind::Due) && it != waits.end() && !it->second.claimed) {
             it->second.start = e.at;
             it->second.from = e.id;
-        } else if (e.kind == "claimed" && it != waits.end() && !it->second.claimed) {
+        } else if (is(e.kind, EventKind::Claimed) && it != waits.end() && !it->second.claimed) {
             it->second.claimed = e.at;
         }
     }
@@ -83,8 +85,8 @@ void check_aging(const History& h, const std::unordered_map<JobId, const JobRow*
             queue[base].insert(self);
             continue;
         }
-        if (e.kind == "due") continue;
-        if (!queue[base].erase(self) || e.kind != "claimed") continue;
+        if (is(e.kind, EventKind::Due)) continue;
+        if (!queue[base].erase(self) || !is(e.kind, EventKind::Claimed)) continue;
         // A first claim of K: the aging step in force then.
         const auto& list = changes.at(key);
         auto& next = applied[key];

@@ -11,6 +11,7 @@
 #include "common/ops/checker_sql.hpp"
 #include "common/ops/rate_check.hpp"
 #include "common/ops/schedule_sql.hpp"
+#include "common/store/event_kinds.hpp"
 #include "common/store/pg_time.hpp"
 
 namespace aclaim::common {
@@ -41,9 +42,9 @@ std::string describe(const AuditEvent& e) {
 
 /// Events that end a lease: after one of them the job may be claimed again.
 bool ends_lease(const AuditEvent& e) {
-    return e.kind == "reclaimed" || e.kind == "released" || e.kind == "completed" ||
-           e.kind == "failed" || e.kind == "quarantined" || e.kind == "unquarantined" ||
-           e.kind == "discarded" || e.kind == "cancelled";
+    using K = EventKind;
+    return is_one_of(e.kind, {K::Reclaimed, K::Released, K::Completed, K::Failed, K::Quarantined,
+                              K::Unquarantined, K::Discarded, K::Cancelled});
 }
 
 /// The worker name aclaim_finish_parked (schema/0023) logs the outside system's outcome under.
@@ -51,21 +52,21 @@ constexpr std::string_view kCallbackWorker = "callback";
 
 /// An event that is the outcome of a parked job's callback (a refused token is 'rejected').
 bool finishes_park(const AuditEvent& e) {
-    return e.worker == kCallbackWorker && e.kind != "rejected";
+    return e.worker == kCallbackWorker && !is(e.kind, EventKind::Rejected);
 }
 
 /// Events after which the job waits for its run_at: an enqueue with a delay, or a retry with a
 /// backoff (schema/0005 and common/store/shared_sql.hpp, kRetryDetail, write these details).
 bool schedules(const AuditEvent& e) {
-    if (e.kind == "enqueued") return e.detail.find("; run at ") != std::string::npos;
-    return (e.kind == "released" || e.kind == "reclaimed") &&
+    if (is(e.kind, EventKind::Enqueued)) return e.detail.find("; run at ") != std::string::npos;
+    return is_one_of(e.kind, {EventKind::Released, EventKind::Reclaimed}) &&
            e.detail.find("; retry ") != std::string::npos &&
            e.detail.find(" now") == std::string::npos;
 }
 
 /// Events that end a job for good, until an operator revives it.
 bool ends_job(const AuditEvent& e) {
-    return e.kind == "cancelled" || e.kind == "discarded" || e.kind == "failed";
+    return is_one_of(e.kind, {EventKind::Cancelled, EventKind::Discarded, EventKind::Failed});
 }
 
 /// The max_assigned a queue_events 'configured' detail sets: nullopt when it does not name it,
@@ -83,15 +84,15 @@ std::optional<int> configured_limit(const std::string& detail) {
 std::optional<std::string> unfinished_at_prune(const std::vector<const AuditEvent*>& events) {
     const AuditEvent* last = nullptr;
     for (const AuditEvent* e : events) {
-        if (e->kind != "rejected" && e->kind != "renewed") last = e;
+        if (!is_one_of(e->kind, {EventKind::Rejected, EventKind::Renewed})) last = e;
     }
     if (!last) return std::nullopt;
     const std::string& k = last->kind;
-    if (k == "completed" || k == "failed" || k == "discarded" || k == "cancelled" ||
-        k == "unquarantined")
+    if (is_one_of(k, {EventKind::Completed, EventKind::Failed, EventKind::Discarded,
+                      EventKind::Cancelled, EventKind::Unquarantined}))
         return std::nullopt;
-    if (k == "claimed") return "assigned";
-    if (k == "quarantined") return "quarantined";
+    if (is(k, EventKind::Claimed)) return "assigned";
+    if (is(k, EventKind::Quarantined)) return "quarantined";
     return "waiting";
 }
 
@@ -111,11 +112,11 @@ void check_queues(const History& h, const std::unordered_map<JobId, const JobRow
         for (const QueueEvent* q : found->second) {
             // A pause covers the claims stamped after it (one stamped the same instant committed
             // before the pause took the queue lock); a resume, those up to the tolerance before.
-            const bool resume = q->kind == "resumed";
+            const bool resume = is(q->kind, QueueEventKind::Resumed);
             if (resume ? q->at > at + resume_tolerance : q->at >= at) break;
-            if (q->kind == "paused") paused = true;
+            if (is(q->kind, QueueEventKind::Paused)) paused = true;
             if (resume) paused = false;
-            if (q->kind == "configured") {
+            if (is(q->kind, QueueEventKind::Configured)) {
                 if (const auto l = configured_limit(q->detail)) limit = *l;
             }
         }
@@ -127,7 +128,7 @@ void check_queues(const History& h, const std::unordered_map<JobId, const JobRow
         const auto row = rows.find(e.job_id);
         if (row == rows.end()) continue;
         const QueueKey key{row->second->org_id, row->second->queue};
-        if (e.kind == "claimed") {
+        if (is(e.kind, EventKind::Claimed)) {
             const auto [paused, limit] = state_at(key, e.at, kResumeTolerance);
             if (paused) {
                 violate(Invariant::PausedQueueIdle, e.job_id,
@@ -140,7 +141,7 @@ void check_queues(const History& h, const std::unordered_map<JobId, const JobRow
                         describe(e) + " made " + std::to_string(now_out) + " leases out of queue " +
                             key.second + ", whose limit is " + std::to_string(limit));
             }
-        } else if (ends_lease(e) || e.kind == "parked") {
+        } else if (ends_lease(e) || is(e.kind, EventKind::Parked)) {
             // A parked job holds no lease: it does not count against max_assigned (the claim's
             // limit counts assigned rows).
             const auto held = holding.find(e.job_id);
@@ -166,9 +167,9 @@ void check_dependencies(const History& h, const PrunedIds& pruned,
     std::set<JobId> logged;
     for (const auto& e : h.events) {
         logged.insert(e.job_id);
-        if (e.kind == "claimed") first_claim.emplace(e.job_id, &e);
-        if (e.kind == "completed") first_completion.emplace(e.job_id, &e);
-        if (e.kind == "completed" || ends_job(e)) first_end.emplace(e.job_id, &e);
+        if (is(e.kind, EventKind::Claimed)) first_claim.emplace(e.job_id, &e);
+        if (is(e.kind, EventKind::Completed)) first_completion.emplace(e.job_id, &e);
+        if (is(e.kind, EventKind::Completed) || ends_job(e)) first_end.emplace(e.job_id, &e);
     }
     for (const auto& d : h.dependencies) {
         const auto claim = first_claim.find(d.job_id);
@@ -195,7 +196,7 @@ void check_exclusions(const History& h,
     if (h.exclusions.empty()) return;
     std::unordered_map<JobId, std::vector<const AuditEvent*>> completions;
     for (const auto& e : h.events) {
-        if (e.kind == "completed") completions[e.job_id].push_back(&e);
+        if (is(e.kind, EventKind::Completed)) completions[e.job_id].push_back(&e);
     }
     for (const auto& x : h.exclusions) {
         const auto done = completions.find(x.job_id);
@@ -247,7 +248,7 @@ CheckReport check(const History& h) {
     for (const auto& [job, events] : by_job) {
         const auto row_it = rows.find(job);
         const JobRow* row = row_it == rows.end() ? nullptr : row_it->second;
-        const bool enqueued = events.front()->kind == "enqueued";
+        const bool enqueued = is(events.front()->kind, EventKind::Enqueued);
         if (!row && pruned.contains(job)) {
             // Removed by retention: absent, not lost. Its history may be partial (older
             // partitions archived), so only how it ended is checked.
@@ -278,22 +279,22 @@ CheckReport check(const History& h) {
                         describe(*e) + " is in organization " + std::to_string(e->org_id) +
                             " but the job belongs to " + std::to_string(row->org_id));
             }
-            if ((e->kind == "claimed" || e->kind == "completed") && ended) {
+            if (is_one_of(e->kind, {EventKind::Claimed, EventKind::Completed}) && ended) {
                 violate(Invariant::EndedStaysEnded, job,
                         describe(*e) + " after " + describe(*ended) + " with no retry between");
             }
-            if (e->kind == "claimed" && waiting) {
+            if (is(e->kind, EventKind::Claimed) && waiting) {
                 violate(Invariant::ClaimAfterRunAt, job,
                         describe(*e) + " but the job was scheduled for later by " +
                             describe(*waiting) + " and never came due");
             }
             if (schedules(*e)) waiting = e;
-            if (e->kind == "due" || e->kind == "retried" || e->kind == "cancelled") {
+            if (is_one_of(e->kind, {EventKind::Due, EventKind::Retried, EventKind::Cancelled})) {
                 waiting = nullptr;
             }
             if (ends_job(*e)) ended = e;
-            if (e->kind == "retried" || e->kind == "unquarantined") ended = nullptr;
-            if (e->kind == "claimed") {
+            if (is_one_of(e->kind, {EventKind::Retried, EventKind::Unquarantined})) ended = nullptr;
+            if (is(e->kind, EventKind::Claimed)) {
                 if (e->generation <= last_claim) {
                     violate(Invariant::GenerationsIncrease, job,
                             describe(*e) + " follows a claim at generation " +
@@ -306,7 +307,7 @@ CheckReport check(const History& h) {
                 }
                 last_claim = std::max(last_claim, e->generation);
                 open_claim = e;
-            } else if (e->kind == "completed") {
+            } else if (is(e->kind, EventKind::Completed)) {
                 ++report.accepted_completions;
                 completions.push_back(e);
                 if (e->generation != last_claim) {
@@ -321,7 +322,7 @@ CheckReport check(const History& h) {
                             describe(*e) + " but the lease of generation " +
                                 std::to_string(last_claim) + " had already ended");
                 }
-            } else if (e->kind == "checkpoint") {
+            } else if (is(e->kind, EventKind::Checkpoint)) {
                 // A checkpoint is fenced as a completion is: only the holder of the latest claim
                 // may save one, while its lease lasts (schema/0020_progress.sql).
                 if (e->generation != last_claim || !open_claim) {
@@ -333,7 +334,7 @@ CheckReport check(const History& h) {
                                  : "the lease of generation " + std::to_string(last_claim) +
                                        " had already ended"));
                 }
-            } else if (e->kind == "parked") {
+            } else if (is(e->kind, EventKind::Parked)) {
                 // Only the holder of the latest claim parks a job, while its lease lasts (a PARK
                 // re-sent before the deadline parks it again: the same park).
                 const bool reparked = open_park && open_park->generation == e->generation;
@@ -344,9 +345,9 @@ CheckReport check(const History& h) {
                                 (open_claim ? "" : ", whose lease had already ended"));
                 }
                 open_park = e;
-            } else if (e->kind == "rejected") {
+            } else if (is(e->kind, EventKind::Rejected)) {
                 ++report.rejections;
-            } else if (e->kind == "reclaimed") {
+            } else if (is(e->kind, EventKind::Reclaimed)) {
                 ++report.reclaims;
             }
             if (finishes_park(*e)) {

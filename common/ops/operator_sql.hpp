@@ -148,7 +148,7 @@ WITH r AS (
      WHERE id = $1::bigint AND state = 'assigned' AND generation = $2::bigint
     RETURNING id, org_id, generation
 ), )SQL" +
-        operator_logged("released", "r") + R"SQL(
+        operator_logged(EventKind::Released, "r") + R"SQL(
 SELECT id, aclaim_wake(org_id) FROM r
 )SQL",
     {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text"}};
@@ -167,7 +167,7 @@ WITH f AS (
 ), recorded AS ()SQL" + record_outcomes("f") +
                                          R"SQL(), settled AS ()SQL" +
                                          settle_dependents("f", "$4::bigint") + R"SQL(), )SQL" +
-                                         operator_logged("failed", "f") + R"SQL(
+                                         operator_logged(EventKind::Failed, "f") + R"SQL(
 SELECT id, )SQL" + kSettledColumn + R"SQL( FROM f
 )SQL",
                                      {"job bigint", "generation bigint", "operator text",

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/ops/recovery.hpp"
+#include "common/store/event_kinds.hpp"
 
 namespace aclaim::common {
 
@@ -69,7 +70,7 @@ void check_rates(const History& h, const std::unordered_map<JobId, const JobRow*
     using QueueKey = std::pair<OrgId, std::string>;
     std::map<QueueKey, std::vector<const QueueEvent*>> changes;
     for (const auto& q : h.queue_events) {
-        if (q.kind == "configured" &&
+        if (is(q.kind, QueueEventKind::Configured) &&
             (configured(q.detail, "rate=") || configured(q.detail, "burst="))) {
             changes[{q.org_id, q.queue}].push_back(&q);
         }
@@ -78,7 +79,7 @@ void check_rates(const History& h, const std::unordered_map<JobId, const JobRow*
     std::map<QueueKey, Bucket> buckets;
     std::map<QueueKey, std::size_t> applied;  // changes applied so far, per queue
     for (const auto& e : h.events) {
-        if (e.kind != "claimed") continue;
+        if (!is(e.kind, EventKind::Claimed)) continue;
         const auto row = rows.find(e.job_id);
         if (row == rows.end()) continue;
         const QueueKey key{row->second->org_id, row->second->queue};

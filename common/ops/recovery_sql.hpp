@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "common/ops/job_record.hpp"
+#include "common/store/event_kinds.hpp"
 #include "common/store/store_sql.hpp"
 
 namespace aclaim::common::sql {
@@ -115,10 +116,10 @@ inline const Statement kReclaimOne{"aclaim_reclaim_one",
 /// The CTE `logged` that audits an operator's transition of each row of the CTE `from` (which
 /// returns id, org_id, generation) as `kind`: $3 operator, $4 now, $5 detail, as every operator
 /// statement here and in operator_sql.hpp takes them.
-inline std::string operator_logged(std::string_view kind, std::string_view from) {
+inline std::string operator_logged(EventKind kind, std::string_view from) {
     return "logged AS (\n    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, "
            "detail)\n    SELECT id, org_id, generation, '" +
-           std::string(kind) + "', $3::text, aclaim_ts($4::bigint), $5::text FROM " +
+           std::string(kEventKinds(kind)) + "', $3::text, aclaim_ts($4::bigint), $5::text FROM " +
            std::string(from) + "\n)";
 }
 
@@ -132,7 +133,7 @@ WITH q AS (
      WHERE id = $1::bigint AND state <> 'quarantined'
     RETURNING id, org_id, generation, quarantined_from
 ), )SQL" +
-        operator_logged("quarantined", "q") + R"SQL(
+        operator_logged(EventKind::Quarantined, "q") + R"SQL(
 SELECT quarantined_from FROM q
 )SQL",
     {"job bigint", "reason text", "operator text", "now_us bigint", "evidence text"}};
@@ -155,7 +156,7 @@ WITH u AS (
      WHERE id = $1::bigint AND state = 'quarantined' AND generation <= $2::bigint
     RETURNING id, org_id, generation, state
 ), )SQL" +
-        operator_logged("unquarantined", "u") + R"SQL(
+        operator_logged(EventKind::Unquarantined, "u") + R"SQL(
 SELECT id, state, aclaim_wake(org_id) FROM u
 )SQL",
     {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text"}};
@@ -175,7 +176,7 @@ WITH u AS (
 ), recorded AS ()SQL" + record_outcomes("u") +
                                             R"SQL(), settled AS ()SQL" +
                                             settle_dependents("u", "$4::bigint") + R"SQL(), )SQL" +
-                                            operator_logged("unquarantined", "u") +
+                                            operator_logged(EventKind::Unquarantined, "u") +
                                             R"SQL(
 SELECT id, )SQL" + kSettledColumn + R"SQL( FROM u
 )SQL",

@@ -94,6 +94,28 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
     return results;
 }
 
+/// The statement_latency series that times a request of kind `k`.
+Metrics::Statement timed_statement(RequestKind k) {
+    using S = Metrics::Statement;
+    switch (k) {
+        case RequestKind::Claim:
+            return S::Claim;
+        case RequestKind::Renew:
+            return S::Renew;
+        case RequestKind::Complete:
+            return S::Complete;
+        case RequestKind::Fail:
+            return S::Fail;
+        case RequestKind::Release:
+            return S::Release;
+        case RequestKind::Progress:
+            return S::Progress;
+        case RequestKind::Park:
+            return S::Park;
+    }
+    return S::Claim;
+}
+
 }  // namespace
 
 DbPool::DbPool(DbPoolOptions options, const Connections& connections,
@@ -236,7 +258,7 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
             auto results = run_statement(*store, kind, out, lease, now);
             for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
             const auto finished = LatencyClock::now();
-            metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(finished - started);
+            metrics_.statement_latency[timed_statement(kind)].observe(finished - started);
             for (auto& o : out) {
                 o.request.timings.finished = finished;
                 o.request.timings.commit = store->last_commit();
@@ -337,7 +359,7 @@ std::vector<RequestOutcome> DbPool::execute_mixed(StoreHandle& handle,
         const auto finished = LatencyClock::now();
         // One statement of each kind as far as the histograms count: the transaction ran both.
         for (const RequestKind kind : {RequestKind::Complete, RequestKind::Claim}) {
-            metrics_.statement_latency[static_cast<std::size_t>(kind)].observe(finished - started);
+            metrics_.statement_latency[timed_statement(kind)].observe(finished - started);
         }
         metrics_.mixed_batches.fetch_add(1, std::memory_order_relaxed);
         for (auto& o : out) {

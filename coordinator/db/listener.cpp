@@ -12,11 +12,12 @@ namespace aclaim::coordinator {
 
 namespace {
 
-static_assert(NotificationCounters::kChannels[NotificationCounters::kJobs] ==
+using Channel = NotificationCounters::Channel;
+static_assert(NotificationCounters::kChannels(Channel::Jobs) ==
               std::string_view(Listener::kChannel));
-static_assert(NotificationCounters::kChannels[NotificationCounters::kSchedule] ==
+static_assert(NotificationCounters::kChannels(Channel::Schedule) ==
               std::string_view(Listener::kScheduleChannel));
-static_assert(NotificationCounters::kChannels[NotificationCounters::kRevoke] ==
+static_assert(NotificationCounters::kChannels(Channel::Revoke) ==
               std::string_view(Listener::kRevokeChannel));
 
 /// How long one wait for a notification lasts: bounds how late a stop is noticed.
@@ -32,7 +33,7 @@ class JobsReceiver final : public pqxx::notification_receiver {
     void operator()(const std::string& payload, int) override {
         auto woken = parse_wake(payload);
         if (!woken) {
-            forgeries_.drop(NotificationCounters::kJobs, payload, "not \"org\" or \"org:queue\"");
+            forgeries_.drop(Channel::Jobs, payload, "not \"org\" or \"org:queue\"");
             return;
         }
         poster_.post(std::move(*woken));
@@ -53,7 +54,7 @@ class ScheduleReceiver final : public pqxx::notification_receiver {
 
     void operator()(const std::string& payload, int) override {
         if (!valid_schedule_payload(payload)) {
-            forgeries_.drop(NotificationCounters::kSchedule, payload, "not a time in microseconds");
+            forgeries_.drop(Channel::Schedule, payload, "not a time in microseconds");
             return;
         }
         if (on_schedule_) on_schedule_();
@@ -76,7 +77,7 @@ class RevokeReceiver final : public pqxx::notification_receiver {
     void operator()(const std::string& payload, int) override {
         auto claim = parse_revoke(payload);
         if (!claim) {
-            forgeries_.drop(NotificationCounters::kRevoke, payload,
+            forgeries_.drop(Channel::Revoke, payload,
                             "not \"org:job:generation:cancelled:worker\"");
             return;
         }

@@ -83,13 +83,14 @@ std::string Forgeries::printable(std::string_view payload) {
     return out;
 }
 
-void Forgeries::drop(std::size_t channel, std::string_view payload, std::string_view why) {
+void Forgeries::drop(NotificationCounters::Channel channel, std::string_view payload,
+                     std::string_view why) {
     const auto n = counters_.forged[channel].fetch_add(1, std::memory_order_relaxed) + 1;
     if (!std::has_single_bit(n)) return;
     spdlog::warn(
         "dropped a notification on {} ({}; {} dropped on this channel so far): '{}' ({} bytes); "
         "any database login can NOTIFY, so nothing a channel says is acted on unchecked",
-        NotificationCounters::kChannels[channel], why, n, printable(payload), payload.size());
+        NotificationCounters::kChannels(channel), why, n, printable(payload), payload.size());
 }
 
 void RevokeChecks::add(RevokeClaim claim, std::string payload) {
@@ -143,7 +144,7 @@ void RevokeChecks::check(pqxx::connection& conn, const Connections& connections,
         for (std::size_t i = 0; i < n; ++i) {
             Pending& p = pending_[i];
             if (borne_out.count(static_cast<std::int64_t>(i) + 1) == 0) {
-                forgeries_.drop(NotificationCounters::kRevoke, p.payload,
+                forgeries_.drop(NotificationCounters::Channel::Revoke, p.payload,
                                 "its job's row does not show that generation cancelled while "
                                 "that worker held it");
                 continue;

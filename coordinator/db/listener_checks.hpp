@@ -49,8 +49,8 @@ class Forgeries {
   public:
     explicit Forgeries(NotificationCounters& counters) : counters_(counters) {}
 
-    /// `channel` indexes NotificationCounters::kChannels.
-    void drop(std::size_t channel, std::string_view payload, std::string_view why);
+    void drop(NotificationCounters::Channel channel, std::string_view payload,
+              std::string_view why);
     /// For logs: at most kShownBytes of `payload`, control characters and bytes past ASCII
     /// written as \xNN.
     static std::string printable(std::string_view payload);

@@ -119,8 +119,8 @@ bool Reaper::reclaim(common::AssignmentStore& store, Poster& poster, const Guard
         std::vector<common::Reclaimed> reclaimed;
         const bool cut =
             guarded([&] { reclaimed = store.reclaim_expired(clock_.now(), options_.reap_batch); });
-        metrics_.statement_latency[Metrics::kReclaimStatement].observe(LatencyClock::now() -
-                                                                       started);
+        metrics_.statement_latency[Metrics::Statement::Reclaim].observe(LatencyClock::now() -
+                                                                        started);
         got = reclaimed.size();
         for (const auto& r : reclaimed) {
             metrics_.reclaims.fetch_add(1, std::memory_order_relaxed);

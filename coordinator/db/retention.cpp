@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 #include "common/ops/retention_store.hpp"
 
 namespace aclaim::coordinator {
@@ -26,10 +28,11 @@ void Retention::stop() {
 }
 
 void Retention::observe(const common::PartitionSummary& s) {
-    metrics_.partitions[0].store(s.attached, std::memory_order_relaxed);
-    metrics_.partitions[1].store(s.detaching, std::memory_order_relaxed);
-    metrics_.partitions[2].store(s.archived, std::memory_order_relaxed);
-    metrics_.partitions[3].store(s.dropped, std::memory_order_relaxed);
+    using State = Metrics::PartitionState;
+    metrics_.partitions[State::Attached].store(s.attached, std::memory_order_relaxed);
+    metrics_.partitions[State::Detaching].store(s.detaching, std::memory_order_relaxed);
+    metrics_.partitions[State::Archived].store(s.archived, std::memory_order_relaxed);
+    metrics_.partitions[State::Dropped].store(s.dropped, std::memory_order_relaxed);
     if (s.covered_until) {
         metrics_.partitions_cover_until_s.store(
             std::chrono::duration_cast<std::chrono::seconds>(s.covered_until->time_since_epoch())
@@ -72,8 +75,8 @@ RetentionPass Retention::pass(common::AssignmentStore& store) {
             const auto started = LatencyClock::now();
             std::vector<common::Pruned> batch;
             guarded([&] { batch = store.prune_finished(clock_.now(), options_.retention_batch); });
-            metrics_.statement_latency[Metrics::kPruneStatement].observe(LatencyClock::now() -
-                                                                         started);
+            metrics_.statement_latency[Metrics::Statement::Prune].observe(LatencyClock::now() -
+                                                                          started);
             ++out.batches;
             got = 0;
             for (const auto& p : batch) {
@@ -83,10 +86,13 @@ RetentionPass Retention::pass(common::AssignmentStore& store) {
                 out.pruned.discarded += p.discarded;
                 out.pruned.cancelled += p.cancelled;
                 out.pruned.results += p.results;
-                const std::int64_t by_state[] = {p.completed, p.failed, p.discarded, p.cancelled};
-                for (std::size_t i = 0; i < metrics_.pruned_jobs.size(); ++i) {
-                    metrics_.pruned_jobs[i].fetch_add(static_cast<std::uint64_t>(by_state[i]),
-                                                      std::memory_order_relaxed);
+                using State = Metrics::PrunedState;
+                for (const auto& [state, n] :
+                     {std::pair{State::Completed, p.completed}, std::pair{State::Failed, p.failed},
+                      std::pair{State::Discarded, p.discarded},
+                      std::pair{State::Cancelled, p.cancelled}}) {
+                    metrics_.pruned_jobs[state].fetch_add(static_cast<std::uint64_t>(n),
+                                                          std::memory_order_relaxed);
                 }
                 metrics_.pruned_results.fetch_add(static_cast<std::uint64_t>(p.results),
                                                   std::memory_order_relaxed);

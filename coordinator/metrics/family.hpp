@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/base/enum_names.hpp"
 #include "coordinator/metrics/histogram.hpp"
 
 namespace aclaim::coordinator::metrics {
@@ -170,6 +171,29 @@ class Labelled : private detail::OwnFamily {
 
   private:
     std::array<V, N> values_{};
+};
+
+/// A Labelled family whose label values are the names of the enumeration E, and whose series are
+/// indexed by E: each label is declared once, in E's names table, and referred to by its name.
+///   Named<Counter, Outcome, 2> passes{registry, {"aclaim_passes_total", "Passes.", "outcome"},
+///                                     kOutcomeNames};   passes[Outcome::Idle].fetch_add(1);
+template <class V, class E, std::size_t N>
+class Named : public Labelled<V, N> {
+  public:
+    Named(Registry& registry, const Info& info, const common::EnumNames<E, N>& names)
+        : Labelled<V, N>(registry, info, labels(names)) {}
+
+    V& operator[](E e) { return Labelled<V, N>::operator[](static_cast<std::size_t>(e)); }
+    const V& operator[](E e) const {
+        return Labelled<V, N>::operator[](static_cast<std::size_t>(e));
+    }
+
+  private:
+    static std::array<std::string_view, N> labels(const common::EnumNames<E, N>& names) {
+        std::array<std::string_view, N> out{};
+        for (std::size_t i = 0; i < N; ++i) out[i] = names(static_cast<E>(i));
+        return out;
+    }
 };
 
 }  // namespace aclaim::coordinator::metrics

@@ -69,7 +69,7 @@ std::array<std::string_view, Metrics::kRejectionKinds> Metrics::rejection_names(
 }
 
 Metrics::Metrics() {
-    for (std::size_t i = 0; i < partitions.size(); ++i) partitions[i] = -1;
+    for (auto& p : partitions) p = -1;
 }
 
 void Metrics::count_rejection(common::Rejection r) {
@@ -120,14 +120,16 @@ std::string Metrics::summary() const {
     add("mixed_transactions", mixed_batches.load());
     add("db_connections_abandoned", db_connections_abandoned.load());
     for (std::size_t i = 0; i < pruned_jobs.size(); ++i) {
-        add("pruned." + std::string(kPrunedStates[i]), pruned_jobs[i].load());
+        const auto state = static_cast<PrunedState>(i);
+        add("pruned." + std::string(kPrunedStates(state)), pruned_jobs[state].load());
     }
     add("partitions_created", partitions_created.load());
     add("notifier.sent", results.sent.load());
     add("notifier.failed_rounds", results.failed_rounds.load());
     for (std::size_t i = 0; i < notifications.forged.size(); ++i) {
-        add("forged." + std::string(NotificationCounters::kChannels[i]),
-            notifications.forged[i].load());
+        const auto channel = static_cast<NotificationCounters::Channel>(i);
+        add("forged." + std::string(NotificationCounters::kChannels(channel)),
+            notifications.forged[channel].load());
     }
     add("revocations_verified", notifications.revocations_verified.load());
     add("auth.accepted", auth.accepted.load());

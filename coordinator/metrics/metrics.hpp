@@ -41,16 +41,15 @@ struct ResultNotifierCounters {
 /// (aclaim_revoke) that its job's row does not bear out, is dropped and counted here. Written by
 /// the listener's thread, read by anyone.
 struct NotificationCounters {
-    /// The channels the coordinator LISTENs on, in the order of `forged`.
-    static constexpr std::array<std::string_view, 3> kChannels{"aclaim_jobs", "aclaim_schedule",
-                                                               "aclaim_revoke"};
-    static constexpr std::size_t kJobs = 0;
-    static constexpr std::size_t kSchedule = 1;
-    static constexpr std::size_t kRevoke = 2;
+    /// The channels the coordinator LISTENs on.
+    enum class Channel { Jobs, Schedule, Revoke };
+    static constexpr common::EnumNames<Channel, 3> kChannels{
+        {"aclaim_jobs", "aclaim_schedule", "aclaim_revoke"}};
+    static_assert(kChannels.covers(Channel::Revoke));
 
     explicit NotificationCounters(Registry& registry);
 
-    Labelled<Counter, kChannels.size()> forged;
+    Named<Counter, Channel, 3> forged;
     /// aclaim_revoke notifications that their rows bore out, pushed on as revocations.
     Single<Counter> revocations_verified;
     /// The one statement that checks a batch of aclaim_revoke notifications against their rows.
@@ -64,29 +63,30 @@ struct NotificationCounters {
 /// the declarations carried their text (docs/performance.md, "Metrics cost").
 struct Metrics {
     static constexpr std::size_t kRejectionKinds = 7;
-    /// Statements timed by statement_latency: the seven request kinds in RequestKind order, then
-    /// the reaper's reclaim.
-    static constexpr std::array<std::string_view, 9> kStatements{
-        "claim", "renew", "complete", "fail", "release", "progress", "park", "reclaim", "prune"};
-    static constexpr std::size_t kReclaimStatement = 7;
-    /// The retention thread's prune batch.
-    static constexpr std::size_t kPruneStatement = 8;
+    /// Statements timed by statement_latency: the seven request kinds, the reaper's reclaim and
+    /// the retention thread's prune batch.
+    enum class Statement { Claim, Renew, Complete, Fail, Release, Progress, Park, Reclaim, Prune };
+    static constexpr common::EnumNames<Statement, 9> kStatements{
+        {"claim", "renew", "complete", "fail", "release", "progress", "park", "reclaim", "prune"}};
+    static_assert(kStatements.covers(Statement::Prune));
     /// Where the time of a claim that was granted jobs went: waiting for a DB thread, its
     /// statements up to the commit, the commit (the WAL flush), and from the DB thread's end
     /// until the ASSIGNED reply left the router thread (the mailbox and the send).
-    static constexpr std::array<std::string_view, 4> kClaimStages{"queue_wait", "statement",
-                                                                  "commit", "reply"};
+    enum class ClaimStage { QueueWait, Statement, Commit, Reply };
+    static constexpr common::EnumNames<ClaimStage, 4> kClaimStages{
+        {"queue_wait", "statement", "commit", "reply"}};
+    static_assert(kClaimStages.covers(ClaimStage::Reply));
     /// Finished jobs removed by retention, by their state.
-    static constexpr std::array<std::string_view, 4> kPrunedStates{"completed", "failed",
-                                                                   "discarded", "cancelled"};
+    enum class PrunedState { Completed, Failed, Discarded, Cancelled };
+    static constexpr common::EnumNames<PrunedState, 4> kPrunedStates{
+        {"completed", "failed", "discarded", "cancelled"}};
+    static_assert(kPrunedStates.covers(PrunedState::Cancelled));
     /// job_events partitions by state.
-    static constexpr std::array<std::string_view, 4> kPartitionStates{"attached", "detaching",
-                                                                      "archived", "dropped"};
-    /// The per-tenant limits (RouterOptions) a request or a handshake was refused at, in
-    /// TenantLimit order.
-    static constexpr std::array<std::string_view, 5> kTenantLimits{
-        "sessions_per_key", "sessions_per_org", "parked_per_session", "parked_per_org",
-        "fd_reserve"};
+    enum class PartitionState { Attached, Detaching, Archived, Dropped };
+    static constexpr common::EnumNames<PartitionState, 4> kPartitionStates{
+        {"attached", "detaching", "archived", "dropped"}};
+    static_assert(kPartitionStates.covers(PartitionState::Dropped));
+    /// The per-tenant limits (RouterOptions) a request or a handshake was refused at.
     enum class TenantLimit {
         SessionsPerKey,
         SessionsPerOrg,
@@ -94,6 +94,10 @@ struct Metrics {
         ParkedPerOrg,
         FdReserve
     };
+    static constexpr common::EnumNames<TenantLimit, 5> kTenantLimits{
+        {"sessions_per_key", "sessions_per_org", "parked_per_session", "parked_per_org",
+         "fd_reserve"}};
+    static_assert(kTenantLimits.covers(TenantLimit::FdReserve));
     /// The label values of `rejections`, in Rejection order.
     static std::array<std::string_view, kRejectionKinds> rejection_names();
 
@@ -166,7 +170,7 @@ struct Metrics {
         {"aclaim_accept_failures_total",
          "Worker connections the ROUTER could not accept (errno from accept(), most often "
          "EMFILE: the process is at its descriptor limit)."}};
-    Labelled<Counter, kTenantLimits.size()> tenant_limit_refusals{
+    Named<Counter, TenantLimit, 5> tenant_limit_refusals{
         registry,
         {"aclaim_tenant_limit_refusals_total",
          "HELLOs and CLAIMs answered overloaded, and handshakes refused, at a per-key or "
@@ -174,8 +178,7 @@ struct Metrics {
          "limit"},
         kTenantLimits};
     void count_limit(TenantLimit limit) {
-        tenant_limit_refusals[static_cast<std::size_t>(limit)].fetch_add(1,
-                                                                         std::memory_order_relaxed);
+        tenant_limit_refusals[limit].fetch_add(1, std::memory_order_relaxed);
     }
     Single<Counter> db_deadline_answers{
         registry,
@@ -224,7 +227,7 @@ struct Metrics {
 
     /// What retention did, as the retention thread of this coordinator saw it (only the holder of
     /// the retention lock prunes).
-    Labelled<Counter, kPrunedStates.size()> pruned_jobs{
+    Named<Counter, PrunedState, 4> pruned_jobs{
         registry,
         {"aclaim_retention_pruned_jobs_total",
          "Finished jobs this coordinator's retention removed (with their results), by "
@@ -254,7 +257,7 @@ struct Metrics {
         {"aclaim_event_partitions_created_total",
          "Monthly job_events partitions this coordinator created ahead of time."}};
     /// As read at the end of the last pass; -1 before the first.
-    Labelled<Gauge, kPartitionStates.size()> partitions{
+    Named<Gauge, PartitionState, 4> partitions{
         registry,
         {"aclaim_event_partitions",
          "job_events partitions by state (archived and dropped ones went through "
@@ -276,7 +279,7 @@ struct Metrics {
          "A CLAIM from its hand-over to a database thread until its outcome is back on "
          "the router thread (queue wait, statement, commit), long-poll parking "
          "excluded."}};
-    Labelled<Histogram, kClaimStages.size()> claim_stages{
+    Named<Histogram, ClaimStage, 4> claim_stages{
         registry,
         {"aclaim_claim_stage_duration_seconds",
          "Where a granted CLAIM's time went: queue_wait (for a database thread), "
@@ -285,8 +288,8 @@ struct Metrics {
          "(until ASSIGNED left).",
          "stage"},
         kClaimStages};
-    /// One store call, by kStatements.
-    Labelled<Histogram, kStatements.size()> statement_latency{
+    /// One store call, by Statement.
+    Named<Histogram, Statement, 9> statement_latency{
         registry,
         {"aclaim_statement_duration_seconds",
          "One store call on a database thread or the reaper, by statement.", "statement"},

@@ -92,11 +92,12 @@ void Outcomes::on_outcome(RequestOutcome& outcome) {
 void Outcomes::observe_stages(const DbRequest& request) {
     const auto& t = request.timings;
     if (t.finished == SteadyClock::time_point{}) return;
+    using Stage = Metrics::ClaimStage;
     auto& stages = p_.metrics.claim_stages;
-    stages[0].observe(t.taken - request.dispatched_at);
-    stages[1].observe(t.finished - t.taken - t.commit);
-    stages[2].observe(t.commit);
-    stages[3].observe(LatencyClock::now() - t.finished);
+    stages[Stage::QueueWait].observe(t.taken - request.dispatched_at);
+    stages[Stage::Statement].observe(t.finished - t.taken - t.commit);
+    stages[Stage::Commit].observe(t.commit);
+    stages[Stage::Reply].observe(LatencyClock::now() - t.finished);
 }
 
 void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& result) {

@@ -4,9 +4,12 @@
 #include <limits>
 #include <unordered_set>
 
+#include "common/store/event_kinds.hpp"
 #include "drills/canary.d/stats.hpp"
 
 namespace aclaim::drills {
+
+using common::EventKind;
 
 namespace {
 
@@ -93,10 +96,10 @@ void AuditFollower::apply(const std::vector<AuditEvent>& events, AuditSlice& out
     // together, before any of them is measured.
     std::unordered_map<common::Micros, std::vector<common::JobId>> by_statement;
     for (const auto& e : events) {
-        if (e.kind == "claimed") by_statement[e.at_us].push_back(e.job_id);
+        if (is(e.kind, EventKind::Claimed)) by_statement[e.at_us].push_back(e.job_id);
     }
     for (const auto& e : events) {
-        if (e.kind == "claimed") {
+        if (is(e.kind, EventKind::Claimed)) {
             const auto group = by_statement.find(e.at_us);
             if (group != by_statement.end()) {
                 for (const auto job : group->second) {
@@ -114,7 +117,7 @@ void AuditFollower::apply(const std::vector<AuditEvent>& events, AuditSlice& out
 
 void AuditFollower::apply_one(const AuditEvent& e, AuditSlice& out) {
     settled_ = std::max(settled_, e.id);
-    if (e.kind == "enqueued") {
+    if (is(e.kind, EventKind::Enqueued)) {
         Track t{Rank{-e.priority, e.enqueued_us, e.job_id}, State::Pending, 0};
         jobs_[e.job_id] = t;
         pending_.insert(t.rank);
@@ -130,7 +133,7 @@ void AuditFollower::apply_one(const AuditEvent& e, AuditSlice& out) {
     const auto leave_pending = [&] {
         if (t.state == State::Pending) pending_.erase(t.rank);
     };
-    if (e.kind == "claimed") {
+    if (is(e.kind, EventKind::Claimed)) {
         out.displacement.push_back(static_cast<std::int64_t>(pending_.order_of_key(t.rank)));
         if (t.state == State::Assigned) {
             ++out.duplicate_claims;
@@ -143,7 +146,7 @@ void AuditFollower::apply_one(const AuditEvent& e, AuditSlice& out) {
         leave_pending();
         t.state = State::Assigned;
         t.generation = e.generation;
-    } else if (e.kind == "completed") {
+    } else if (is(e.kind, EventKind::Completed)) {
         if (t.state != State::Assigned || e.generation != t.generation) {
             ++out.stale_acceptances;
             out.evidence.push_back(
@@ -154,12 +157,12 @@ void AuditFollower::apply_one(const AuditEvent& e, AuditSlice& out) {
         }
         leave_pending();
         t.state = State::Done;
-    } else if (e.kind == "failed" || e.kind == "discarded" || e.kind == "cancelled" ||
-               e.kind == "quarantined") {
+    } else if (common::is_one_of(e.kind, {EventKind::Failed, EventKind::Discarded,
+                                          EventKind::Cancelled, EventKind::Quarantined})) {
         leave_pending();
         t.state = State::Done;
-    } else if (e.kind == "released" || e.kind == "reclaimed" || e.kind == "unquarantined" ||
-               e.kind == "retried") {
+    } else if (common::is_one_of(e.kind, {EventKind::Released, EventKind::Reclaimed,
+                                          EventKind::Unquarantined, EventKind::Retried})) {
         if (t.state != State::Pending) pending_.insert(t.rank);
         t.state = State::Pending;
         ++out.returned;

@@ -85,9 +85,9 @@ struct Held {
     proto::AssignedJob job;
 };
 
-std::string forged_series(std::size_t channel) {
+std::string forged_series(NotificationCounters::Channel channel) {
     return "aclaim_forged_notifications_total{channel=\"" +
-           std::string(NotificationCounters::kChannels[channel]) + "\"}";
+           std::string(NotificationCounters::kChannels(channel)) + "\"}";
 }
 
 /// Every REVOKED in `messages`.
@@ -236,9 +236,9 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
     CHECK(cancelled.reason == "cancelled");
     CHECK(revokes_in(sentinel.worker->others).empty());
     // Every forgery heard, checked against the rows and dropped; only the genuine one borne out.
-    CHECK(counters.forged[NotificationCounters::kRevoke].load() == revoke_total);
-    CHECK(counters.forged[NotificationCounters::kJobs].load() == jobs_malformed);
-    CHECK(counters.forged[NotificationCounters::kSchedule].load() == schedule_malformed);
+    CHECK(counters.forged[NotificationCounters::Channel::Revoke].load() == revoke_total);
+    CHECK(counters.forged[NotificationCounters::Channel::Jobs].load() == jobs_malformed);
+    CHECK(counters.forged[NotificationCounters::Channel::Schedule].load() == schedule_malformed);
     CHECK(counters.revocations_verified.load() == 1);
 
     // Every other holder keeps its job: its lease renews (and the LEASE answer comes after any
@@ -277,9 +277,11 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
 
     // /metrics shows the forgeries by channel.
     const auto m = scrape_metrics(http.port());
-    CHECK(m.at(forged_series(NotificationCounters::kRevoke)) == static_cast<double>(revoke_total));
-    CHECK(m.at(forged_series(NotificationCounters::kJobs)) == static_cast<double>(jobs_malformed));
-    CHECK(m.at(forged_series(NotificationCounters::kSchedule)) ==
+    CHECK(m.at(forged_series(NotificationCounters::Channel::Revoke)) ==
+          static_cast<double>(revoke_total));
+    CHECK(m.at(forged_series(NotificationCounters::Channel::Jobs)) ==
+          static_cast<double>(jobs_malformed));
+    CHECK(m.at(forged_series(NotificationCounters::Channel::Schedule)) ==
           static_cast<double>(schedule_malformed));
     CHECK(m.at("aclaim_revoke_notifications_verified_total") == 1);
     CHECK(m.at("aclaim_revoke_check_duration_seconds_count") >= 1);
@@ -312,8 +314,8 @@ TEST_CASE_METHOD(ManualCoordinator,
                             "1:" + std::to_string(id) + ":" + std::to_string(g) + ":cancelled:w1");
         }
     }
-    CHECK(eventually([&] { return counters.forged[NotificationCounters::kRevoke].load() == 2; },
-                     10s));
+    CHECK(eventually(
+        [&] { return counters.forged[NotificationCounters::Channel::Revoke].load() == 2; }, 10s));
     w->expect<proto::LeaseMsg>(w->request(proto::Renew{0, id, second.generation}));
     CHECK(revokes_in(w->others).empty());
     CHECK(w->expect<proto::Accepted>(
@@ -365,9 +367,9 @@ TEST_CASE("a genuine cancellation reaches its holder promptly through the check 
         CHECK(revoked.reason == "cancelled");
     }
     CHECK(counters.revocations_verified.load() == kRounds);
-    CHECK(counters.forged[NotificationCounters::kRevoke].load() == 0);
+    CHECK(counters.forged[NotificationCounters::Channel::Revoke].load() == 0);
     REQUIRE(eventually([&] { return others.revocations_verified.load() == kRounds; }, 10s));
-    CHECK(others.forged[NotificationCounters::kRevoke].load() == 0);
+    CHECK(others.forged[NotificationCounters::Channel::Revoke].load() == 0);
     other.stop();
 
     std::sort(delays_ms.begin(), delays_ms.end());
@@ -409,7 +411,8 @@ TEST_CASE_METHOD(ManualCoordinator,
         txn.commit();
     }
     REQUIRE(eventually(
-        [&] { return counters.forged[NotificationCounters::kRevoke].load() == kBurst; }, 30s));
+        [&] { return counters.forged[NotificationCounters::Channel::Revoke].load() == kBurst; },
+        30s));
     const auto statements = counters.check_latency.snapshot().count;
     CHECK(statements >= 2);  // kBatch (1,000) a statement at most
     CHECK(statements <= 40);

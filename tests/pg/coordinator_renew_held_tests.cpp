@@ -37,10 +37,7 @@ std::map<std::uint64_t, proto::Message> answers(RawWorker& w, std::size_t n) {
 }
 
 std::uint64_t renew_statements(const coordinator::Coordinator& c) {
-    return c.metrics()
-        .statement_latency[static_cast<std::size_t>(coordinator::RequestKind::Renew)]
-        .snapshot()
-        .count;
+    return c.metrics().statement_latency[coordinator::Metrics::Statement::Renew].snapshot().count;
 }
 
 }  // namespace

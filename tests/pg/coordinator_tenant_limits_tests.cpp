@@ -81,8 +81,12 @@ TEST_CASE("a key at its session limit is refused overloaded; other keys and orgs
     held.front()->send(proto::Bye{held.front()->next_req()});
     REQUIRE(eventually([&] { return sessions(h) == 4; }));
     CHECK(std::holds_alternative<proto::Welcome>(hello(*third, "w", 1)));
-    CHECK(h.coordinator->metrics().tenant_limit_refusals[0].load() == 1);
-    CHECK(h.coordinator->metrics().tenant_limit_refusals[1].load() == 1);
+    CHECK(h.coordinator->metrics()
+              .tenant_limit_refusals[coordinator::Metrics::TenantLimit::SessionsPerKey]
+              .load() == 1);
+    CHECK(h.coordinator->metrics()
+              .tenant_limit_refusals[coordinator::Metrics::TenantLimit::SessionsPerOrg]
+              .load() == 1);
 }
 
 TEST_CASE("parked claims beyond a session's or an organization's limit are refused overloaded",

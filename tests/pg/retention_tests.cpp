@@ -374,7 +374,7 @@ TEST_CASE("one coordinator at a time prunes, and its pass keeps partitions ahead
     CHECK(ran.pruned.completed == 7);
     CHECK(ran.pruned.results == 7);
     CHECK(ran.batches == 3);
-    CHECK(metrics.pruned_jobs[0].load() == 7);
+    CHECK(metrics.pruned_jobs[coordinator::Metrics::PrunedState::Completed].load() == 7);
     CHECK(metrics.pruned_results.load() == 7);
     CHECK(metrics.retention_passes.load() == 1);
     // The lock is given back after the pass.
@@ -389,7 +389,8 @@ TEST_CASE("one coordinator at a time prunes, and its pass keeps partitions ahead
     const auto summary = f.store.partition_summary();
     REQUIRE(summary.covered_until);
     CHECK(*summary.covered_until > f.clock.now() + 59 * kDay);
-    CHECK(metrics.partitions[0].load() == summary.attached);
+    CHECK(metrics.partitions[coordinator::Metrics::PartitionState::Attached].load() ==
+          summary.attached);
     CHECK(retention.pass(f.store).partitions_created.empty());
     // Events stamped then land in their month.
     f.enqueue();

@@ -13,8 +13,7 @@ using namespace aclaim::coordinator;
 
 namespace {
 std::uint64_t refused(const Metrics& m) {
-    return m.tenant_limit_refusals[static_cast<std::size_t>(Metrics::TenantLimit::FdReserve)]
-        .load();
+    return m.tenant_limit_refusals[Metrics::TenantLimit::FdReserve].load();
 }
 }  // namespace
 

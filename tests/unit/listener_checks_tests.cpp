@@ -67,11 +67,11 @@ TEST_CASE("a dropped notification is counted on its channel and logged without f
     aclaim::coordinator::metrics::Registry registry;
     NotificationCounters counters(registry);
     Forgeries forgeries(counters);
-    for (int i = 0; i < 5; ++i) forgeries.drop(NotificationCounters::kRevoke, "x", "test");
-    forgeries.drop(NotificationCounters::kJobs, "x", "test");
-    CHECK(counters.forged[NotificationCounters::kRevoke].load() == 5);
-    CHECK(counters.forged[NotificationCounters::kJobs].load() == 1);
-    CHECK(counters.forged[NotificationCounters::kSchedule].load() == 0);
+    for (int i = 0; i < 5; ++i) forgeries.drop(NotificationCounters::Channel::Revoke, "x", "test");
+    forgeries.drop(NotificationCounters::Channel::Jobs, "x", "test");
+    CHECK(counters.forged[NotificationCounters::Channel::Revoke].load() == 5);
+    CHECK(counters.forged[NotificationCounters::Channel::Jobs].load() == 1);
+    CHECK(counters.forged[NotificationCounters::Channel::Schedule].load() == 0);
 
     CHECK(Forgeries::printable("1:2:3:cancelled:w\nINFO forged\\") ==
           "1:2:3:cancelled:w\\x0aINFO forged\\x5c");

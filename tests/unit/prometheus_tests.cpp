@@ -67,8 +67,8 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
     m.connected_sessions = 3;
     m.claim_latency.observe(2ms);
     m.claim_latency.observe(40ms);
-    m.pruned_jobs[2] = 4;
-    m.partitions[2] = 3;
+    m.pruned_jobs[Metrics::PrunedState::Discarded] = 4;
+    m.partitions[Metrics::PartitionState::Archived] = 3;
     CoordinatorOptions o;
     o.db_pool.db_threads = 5;
     const auto text = render_prometheus(m, o.http_endpoint());
@@ -165,7 +165,7 @@ TEST_CASE("promtool finds nothing to lint in the exposition", "[metrics][promtoo
     m.claims = 2;
     m.count_rejection(common::Rejection::StaleGeneration);
     m.claim_latency.observe(3ms);
-    m.statement_latency[0].observe(700us);
+    m.statement_latency[Metrics::Statement::Claim].observe(700us);
     const std::string path = "/tmp/aclaim-promtool-" + std::to_string(::getpid()) + ".prom";
     {
         std::ofstream out(path);
