@@ -11,7 +11,7 @@ namespace {
 
 /// Waiting lock requests of this database, one row per waiting session. waitstart (PostgreSQL
 /// 14+) times the current lock wait itself, which lock_timeout bounds; a statement may wait more
-/// than once. The claim is recognised by its text (common/store/store_sql.hpp, kClaimTemplate).
+/// than once. The claim is recognised by its text (common/store/claim_plan.cpp).
 constexpr const char* kLockWaits = R"SQL(
 SELECT position('picked AS MATERIALIZED' IN a.query) > 0,
        l.locktype,
@@ -111,8 +111,9 @@ void ClaimProbe::start() {
 
 void ClaimProbe::probe_once() {
     if (!store_ || !store_->is_open()) {
-        store_ = std::make_unique<common::AssignmentStore>(
-            dsn_, common::StoreOptions{strategy_, lock_timeout_ms_, kProbeWorker});
+        common::StoreOptions options;
+        options.application_name = kProbeWorker;
+        store_ = std::make_unique<common::AssignmentStore>(dsn_, options);
     }
     const common::SystemClock clock;
     const auto t0 = std::chrono::steady_clock::now();
@@ -150,8 +151,9 @@ Backlog::Backlog(std::string dsn, common::OrgId org, double jobs_per_poller_s,
 
 void Backlog::fill() {
     if (!store_) {
-        store_ = std::make_unique<common::AssignmentStore>(
-            dsn_, common::StoreOptions{common::LockStrategy::SkipLocked, 2000, "canary-backlog"});
+        common::StoreOptions options;
+        options.application_name = "canary-backlog";
+        store_ = std::make_unique<common::AssignmentStore>(dsn_, options);
     }
     top_up(*store_);
 }
