@@ -14,7 +14,7 @@ namespace pqxx {
 /// What a type that crosses as bigint microseconds shares: never NULL, read and written through
 /// its specialization's of_micros and micros_of.
 template <typename T>
-struct micros_string_traits {
+struct MicrosStringTraits {
     static constexpr bool has_null() noexcept { return false; }
     static bool is_null(T /*unused*/) { return false; }
     [[noreturn]] static T null() { internal::throw_null_conversion(string_traits<T>::name()); }
@@ -29,7 +29,7 @@ struct micros_string_traits {
 };
 
 template <>
-struct string_traits<aclaim::common::Instant> : micros_string_traits<aclaim::common::Instant> {
+struct string_traits<aclaim::common::Instant> : MicrosStringTraits<aclaim::common::Instant> {
     static constexpr const char* name() noexcept { return "aclaim::common::Instant"; }
     static aclaim::common::Instant of_micros(aclaim::common::Micros us) {
         return aclaim::common::instant_from_micros(us);
@@ -40,7 +40,7 @@ struct string_traits<aclaim::common::Instant> : micros_string_traits<aclaim::com
 };
 
 template <>
-struct string_traits<aclaim::common::Duration> : micros_string_traits<aclaim::common::Duration> {
+struct string_traits<aclaim::common::Duration> : MicrosStringTraits<aclaim::common::Duration> {
     static constexpr const char* name() noexcept { return "aclaim::common::Duration"; }
     static aclaim::common::Duration of_micros(aclaim::common::Micros us) {
         return aclaim::common::Duration(us);
