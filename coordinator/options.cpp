@@ -48,14 +48,10 @@ void RouterOptions::validate() const {
     require(drain_timeout_ms >= 0, "--drain-timeout-ms must not be negative");
 }
 
-void DbPoolOptions::validate(std::chrono::milliseconds db_deadline) const {
+void DbPoolOptions::validate() const {
     require(db_threads >= 1 && db_threads <= 64, "--db-threads must be 1..64");
     require(db_spill_ms >= 0 && db_spill_ms <= 60'000, "--db-spill-ms must be 0..60000");
-    require(lock_timeout_ms >= 1, "--lock-timeout-ms must be positive");
     require(in_doubt_budget_ms >= 0, "--in-doubt-budget-ms must not be negative");
-    // A claim that waits out its lock timeout must still finish before its connection is cut.
-    require(lock_strategy != common::LockStrategy::Wait || db_deadline.count() > lock_timeout_ms,
-            "--db-deadline-ms must be longer than --lock-timeout-ms under --lock-strategy wait");
 }
 
 void ReaperOptions::validate() const {
@@ -129,7 +125,7 @@ HttpOptions CoordinatorOptions::http_endpoint() const {
 
 void CoordinatorOptions::validate() const {
     connection.validate();
-    db_pool.validate(connection.db_deadline());
+    db_pool.validate();
     router.validate();
     reaper.validate();
     presence.validate();
@@ -163,14 +159,6 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
     add_on_off(app, "--row-security", c.row_security,
                "Act as the aclaim_coordinator role under row-level security, each transaction "
                "scoped to its organization: on or off");
-    app.add_option_function<std::string>(
-           "--lock-strategy",
-           [&d](const std::string& name) { d.lock_strategy = *common::parse_lock_strategy(name); },
-           "What a claim does on a locked candidate: skip_locked, nowait or wait")
-        ->envname(common::flag_variable("--lock-strategy"))
-        ->check(CLI::IsMember({"skip_locked", "nowait", "wait"}))
-        ->default_str(std::string(common::to_string(d.lock_strategy)));
-    add_setting(app, "--lock-timeout-ms", d.lock_timeout_ms, "Lock wait bound under 'wait'");
     add_setting(app, "--reap-interval-ms", o.reaper.reap_interval_ms,
                 "Pause between reaper passes");
     add_setting(app, "--reap-batch", o.reaper.reap_batch, "Leases reclaimed per reaper statement");

@@ -109,18 +109,12 @@ struct DbPoolOptions {
     /// Run queued claims of one organization, renewals and completions as one statement each
     /// (--coalesce).
     bool coalesce = true;
-    /// What a claim does when a candidate row is locked by another transaction
-    /// (--lock-strategy).
-    common::LockStrategy lock_strategy = common::LockStrategy::SkipLocked;
-    /// Upper bound on a lock wait under the `wait` strategy, in milliseconds (--lock-timeout-ms).
-    int lock_timeout_ms = 2000;
     /// How long to try to reach the database to learn whether an interrupted commit happened, in
     /// milliseconds (--in-doubt-budget-ms).
     int in_doubt_budget_ms = 5000;
 
-    /// Throws std::invalid_argument naming the first flag whose value cannot work; a claim that
-    /// waits out its lock timeout must still finish before `db_deadline` cuts its connection.
-    void validate(std::chrono::milliseconds db_deadline) const;
+    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    void validate() const;
 };
 
 /// The lease reaper, on a connection of its own: Reaper.

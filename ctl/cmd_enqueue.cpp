@@ -165,10 +165,7 @@ void require_known_queues(const Global& global, const EnqueueArgs& a,
         if (txn.exec_params1(common::sql::kOperatorQueueKnown.text, org, queue)[0].as<bool>())
             continue;
         std::set<std::string> known{std::string(common::kDefaultQueue)};
-        for (const auto& row :
-             txn.exec_params("SELECT queue FROM job_queues WHERE org_id = $1 "
-                             "UNION SELECT DISTINCT queue FROM jobs WHERE org_id = $1",
-                             org))
+        for (const auto& row : txn.exec_params(common::sql::kOperatorQueueNames.text, org))
             known.insert(row[0].as<std::string>());
         std::string list;
         for (const auto& q : known) list += (list.empty() ? "" : ", ") + q;

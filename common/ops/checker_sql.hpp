@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "common/ops/job_record.hpp"
+#include "common/ops/job_record_sql.hpp"
 
 namespace aclaim::common::sql {
 

@@ -111,18 +111,18 @@ SELECT d.{FAR} AS job, d.policy, d.resolved, j.state
  LIMIT $2::int
 )SQL";
 inline const std::string kOperatorDependencies =
-    filled(kOperatorDependencyEdges, {{"{NEAR}", "job_id"}, {"{FAR}", "depends_on"}});
+    compose(kOperatorDependencyEdges, {{"NEAR", "job_id"}, {"FAR", "depends_on"}});
 inline const std::string kOperatorDependents =
-    filled(kOperatorDependencyEdges, {{"{NEAR}", "depends_on"}, {"{FAR}", "job_id"}});
+    compose(kOperatorDependencyEdges, {{"NEAR", "depends_on"}, {"FAR", "job_id"}});
 
-/// The two readers below are templates whose {COLUMNS} becomes kJobColumnsWithPayload
-/// (job_record.hpp). $1 job.
-inline constexpr const char* kOperatorJob = "SELECT {COLUMNS} FROM jobs WHERE id = $1::bigint";
+/// The two readers below read the columns of kJobColumnsWithPayload (job_record_sql.hpp). $1 job.
+inline const std::string kOperatorJob = compose("SELECT {COLUMNS} FROM jobs WHERE id = $1::bigint",
+                                                {{"COLUMNS", kJobColumnsWithPayload}});
 
 /// $1 org or NULL, $2 state or NULL, $3 assignee or NULL, $4 enqueued before (us) or NULL,
 /// $5 after this id, $6 limit, $7 queue or NULL. Paging by id keeps every page one range of the
 /// primary key.
-inline constexpr const char* kOperatorList = R"SQL(
+inline const std::string kOperatorList = compose(R"SQL(
 SELECT {COLUMNS}
   FROM jobs
  WHERE ($1::bigint IS NULL OR org_id = $1::bigint)
@@ -133,21 +133,22 @@ SELECT {COLUMNS}
    AND id > $5::bigint
  ORDER BY id
  LIMIT $6::int
-)SQL";
+)SQL",
+                                                 {{"COLUMNS", kJobColumnsWithPayload}});
 
 /// $1 job, $2 generation, $3 operator, $4 now, $5 detail. A stuck assignment back to pending.
 /// Like a worker's own release it gives the attempt back: the job was not at fault (use fail
 /// for a job that should not run again). The next claim gets a higher generation.
 inline const Statement kOperatorRelease{
     "aclaim_operator_release",
-    R"SQL(
+    compose(R"SQL(
 WITH r AS (
     UPDATE jobs
-       SET state = 'pending', assignee = NULL, claimed_at = NULL, lease_expires_at = NULL,
-           attempts = attempts - 1
+       SET {RELEASE}
      WHERE id = $1::bigint AND state = 'assigned' AND generation = $2::bigint
     RETURNING id, org_id, generation
-), )SQL" +
+), )SQL",
+            {{"RELEASE", kReleaseSet}}) +
         operator_logged(EventKind::Released, "r") + R"SQL(
 SELECT id, aclaim_wake(org_id) FROM r
 )SQL",
@@ -243,6 +244,13 @@ SELECT EXISTS (SELECT 1 FROM job_queues WHERE org_id = $1::bigint AND queue = $2
                 WHERE org_id = $1::bigint AND queue = $2::text AND state = 'completed')
 )SQL",
                                            {"org bigint", "queue text"}};
+
+/// $1 org. The queues an organization has: configured, or with jobs in them.
+inline const Statement kOperatorQueueNames{
+    "aclaim_operator_queue_names",
+    "SELECT queue FROM job_queues WHERE org_id = $1::bigint "
+    "UNION SELECT DISTINCT queue FROM jobs WHERE org_id = $1::bigint",
+    {"org bigint"}};
 
 /// $1 org, $2 queue, $3 paused, $4 operator, $5 now, $6 reason. Runs after the organization's
 /// queue lock (kOperatorQueueLock), so claims already running finish first and later ones see it.
@@ -406,9 +414,6 @@ SELECT q.org_id, q.queue,
 /// milliseconds. For the rest of the caller's transaction only.
 inline constexpr const char* kOperatorQueuesNoJit = "SET LOCAL jit = off";
 
-/// Bounds the wait for a row a coordinator is updating, so that the console never hangs.
-inline constexpr const char* kOperatorLockTimeout = "SET LOCAL lock_timeout = '5s'";
-
 /// $1 login, $2 organization, $3 operator, $4 now. Binds a producer login to one organization
 /// (schema/0008_integration.sql: a superuser, a login that bypasses row-level security or one that
 /// can act as the coordinator is refused) and makes it a member of aclaim_producer.
@@ -434,9 +439,9 @@ SELECT p.login, p.org_id, aclaim_us(p.bound_at) AS bound_us, p.bound_by,
 /// The statements above that take parameters, run unprepared on the caller's connection (their
 /// names only identify them); listed for the test that holds each text to its contract.
 inline const std::vector<const Statement*> kOperatorStatements = {
-    &kOperatorStatus,     &kOperatorRelease, &kOperatorFail,      &kOperatorCancel,
-    &kOperatorRetry,      &kOperatorPause,   &kOperatorConfigure, &kOperatorQueues,
-    &kProducerBind,       &kProducerUnbind,  &kProducerList,      &kOperatorQueueKnown,
-    &kOperatorRetryLocks, &kQueueCompletions};
+    &kOperatorStatus,     &kOperatorRelease,   &kOperatorFail,      &kOperatorCancel,
+    &kOperatorRetry,      &kOperatorPause,     &kOperatorConfigure, &kOperatorQueues,
+    &kProducerBind,       &kProducerUnbind,    &kProducerList,      &kOperatorQueueKnown,
+    &kOperatorRetryLocks, &kOperatorQueueNames, &kQueueCompletions};
 
 }  // namespace aclaim::common::sql

@@ -10,6 +10,7 @@
 #include "common/store/job_states.hpp"
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
+#include "common/store/session_sql.hpp"
 
 namespace aclaim::common {
 
@@ -25,15 +26,8 @@ auto& count_in(Q& q, JobState s) {
     return *fields.at(state_index(s));
 }
 
-std::string with_columns(const char* text) {
-    std::string out(text);
-    const std::string key = "{COLUMNS}";
-    out.replace(out.find(key), key.size(), sql::kJobColumnsWithPayload);
-    return out;
-}
-
 std::optional<JobRecord> read_one(pqxx::transaction_base& txn, JobId id) {
-    const auto rows = txn.exec_params(with_columns(sql::kOperatorJob), id);
+    const auto rows = txn.exec_params(sql::kOperatorJob, id);
     if (rows.empty()) return std::nullopt;
     return job_record_of(rows[0]);
 }
@@ -171,9 +165,8 @@ std::vector<AuditEvent> OperatorStore::events(JobId id) {
 std::vector<JobRecord> OperatorStore::list(const JobFilter& f) {
     pqxx::read_transaction txn(conn_);
     std::vector<JobRecord> out;
-    for (const auto& r :
-         txn.exec_params(with_columns(sql::kOperatorList), f.org_id, f.state, f.assignee,
-                         f.enqueued_before, f.after_id, f.limit, f.queue)) {
+    for (const auto& r : txn.exec_params(sql::kOperatorList, f.org_id, f.state, f.assignee,
+                                         f.enqueued_before, f.after_id, f.limit, f.queue)) {
         out.push_back(job_record_of(r));
     }
     return out;
@@ -197,7 +190,7 @@ OperatorOutcome OperatorStore::act(bool release, JobId id, std::optional<Generat
     OperatorOutcome out;
     try {
         pqxx::work txn(conn_, release ? "operator_release" : "operator_fail");
-        txn.exec(sql::kOperatorLockTimeout);
+        txn.exec(sql::kShortLockWait);
         out.job = read_one(txn, id);
         if (!out.job) {
             out.result = OperatorOutcome::Result::NotFound;
@@ -259,7 +252,7 @@ std::vector<Cancelled> OperatorStore::cancel(const std::vector<JobId>& ids,
                                              const std::string& actor, const std::string& reason,
                                              Instant now) {
     pqxx::work txn(conn_, "operator_cancel");
-    txn.exec(sql::kOperatorLockTimeout);
+    txn.exec(sql::kShortLockWait);
     std::vector<Cancelled> out;
     for (const auto& r :
          txn.exec_params(sql::kOperatorCancel.text, pg_array(ids), actor, reason, now)) {
@@ -274,7 +267,7 @@ std::vector<Cancelled> OperatorStore::cancel(const std::vector<JobId>& ids,
 std::vector<JobId> OperatorStore::retry(const std::vector<JobId>& ids, const std::string& actor,
                                         const std::string& reason, Instant now) {
     pqxx::work txn(conn_, "operator_retry");
-    txn.exec(sql::kOperatorLockTimeout);
+    txn.exec(sql::kShortLockWait);
     txn.exec_params(sql::kOperatorRetryLocks.text, pg_array(ids));
     std::vector<JobId> out;
     for (const auto& r :
@@ -311,7 +304,7 @@ void OperatorStore::pause(OrgId org, const std::string& queue, bool paused,
                           const std::string& actor, const std::string& reason, const Clock& clock,
                           bool allow_new) {
     pqxx::work txn(conn_, "operator_pause");
-    txn.exec(sql::kOperatorLockTimeout);
+    txn.exec(sql::kShortLockWait);
     txn.exec_params(sql::kOperatorQueueLock, org);
     require_queue(txn, org, queue, allow_new);
     txn.exec_params(sql::kOperatorPause.text, org, queue, paused, actor, clock.now(), reason);
@@ -341,7 +334,7 @@ void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSe
     std::optional<std::string> rate;
     if (q.rate_per_s) rate = value_text(*q.rate_per_s);
     pqxx::work txn(conn_, "operator_configure");
-    txn.exec(sql::kOperatorLockTimeout);
+    txn.exec(sql::kShortLockWait);
     txn.exec_params(sql::kOperatorQueueLock, org);
     require_queue(txn, org, queue, allow_new);
     txn.exec_params(sql::kOperatorConfigure.text, org, queue, q.max_assigned, q.max_attempts,

@@ -6,35 +6,25 @@
 #include <cstdio>
 #include <utility>
 
+#include "common/base/enum_names.hpp"
+
 namespace aclaim::common {
 
 namespace {
 
-constexpr std::array<std::pair<RecoveryClass, std::string_view>, 7> kClassNames{{
-    {RecoveryClass::Terminal, "terminal"},
-    {RecoveryClass::Live, "live"},
-    {RecoveryClass::Expired, "expired"},
-    {RecoveryClass::Pending, "pending"},
-    {RecoveryClass::Waiting, "waiting"},
-    {RecoveryClass::Inconsistent, "inconsistent"},
-    {RecoveryClass::Parked, "parked"},
-}};
+/// In RecoveryClass's declaration order.
+constexpr EnumNames<RecoveryClass, 7> kClassNames({"terminal", "live", "expired", "pending",
+                                                   "inconsistent", "parked", "waiting"});
+static_assert(kClassNames.covers(RecoveryClass::Waiting));
 
-constexpr std::array<std::pair<Contradiction, std::string_view>, 13> kContradictionNames{{
-    {Contradiction::AlreadyQuarantined, "already_quarantined"},
-    {Contradiction::ForeignOrganizationEvents, "foreign_organization_events"},
-    {Contradiction::GenerationBehindLog, "generation_behind_log"},
-    {Contradiction::ClaimMissingFromLog, "claim_missing_from_log"},
-    {Contradiction::ResultForUnfinishedRow, "result_for_unfinished_row"},
-    {Contradiction::CompletedWithoutResult, "completed_without_result"},
-    {Contradiction::ResultMismatch, "result_mismatch"},
-    {Contradiction::CompletionEventMissing, "completion_event_missing"},
-    {Contradiction::CompletionEventMismatch, "completion_event_mismatch"},
-    {Contradiction::CompletedMoreThanOnce, "completed_more_than_once"},
-    {Contradiction::CompletionLoggedForUnfinishedRow, "completion_logged_for_unfinished_row"},
-    {Contradiction::ProgressOfUngrantedGeneration, "progress_of_ungranted_generation"},
-    {Contradiction::ForeignOrganizationProgress, "foreign_organization_progress"},
-}};
+/// In Contradiction's declaration order.
+constexpr EnumNames<Contradiction, 13> kContradictionNames(
+    {"already_quarantined", "foreign_organization_events", "generation_behind_log",
+     "claim_missing_from_log", "result_for_unfinished_row", "completed_without_result",
+     "result_mismatch", "completion_event_missing", "completion_event_mismatch",
+     "completed_more_than_once", "completion_logged_for_unfinished_row",
+     "progress_of_ungranted_generation", "foreign_organization_progress"});
+static_assert(kContradictionNames.covers(Contradiction::ForeignOrganizationProgress));
 
 std::string num(std::int64_t v) {
     return std::to_string(v);
@@ -104,17 +94,11 @@ bool expect(std::string_view s, std::size_t& pos, char ch) {
 }  // namespace
 
 std::string_view to_string(RecoveryClass c) {
-    for (const auto& [value, name] : kClassNames) {
-        if (value == c) return name;
-    }
-    return "unknown";
+    return kClassNames(c);
 }
 
 std::string_view to_string(Contradiction c) {
-    for (const auto& [value, name] : kContradictionNames) {
-        if (value == c) return name;
-    }
-    return "unknown";
+    return kContradictionNames(c);
 }
 
 std::string Classification::reason() const {

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/ops/job_record.hpp"
+#include "common/ops/job_record_sql.hpp"
 #include "common/store/event_kinds.hpp"
 #include "common/store/store_sql.hpp"
 
@@ -28,6 +28,10 @@ inline constexpr const char* kLinkedOfOrg =
     "WHERE job_id IN (SELECT id FROM jobs WHERE org_id = $1::bigint)"
     " OR (org_id = $1::bigint AND job_id NOT IN (SELECT id FROM jobs))";
 inline constexpr const char* kLinkedOne = "WHERE job_id = $1::bigint";
+
+/// What {LOCK} of kReadJobs becomes: the rows read locked, or not.
+inline constexpr const char* kLockRead = "FOR UPDATE";
+inline constexpr const char* kNoLock = "";
 
 /// The durable fields of jobs rows (JobRecord, without payloads), in id order.
 inline const std::string kReadJobs =
@@ -182,9 +186,6 @@ SELECT id, )SQL" + kSettledColumn + R"SQL( FROM u
 )SQL",
                                         {"job bigint", "generation bigint", "operator text",
                                          "now_us bigint", "detail text", "last_error text"}};
-
-/// Bounds the wait for a row a coordinator holds, so that recovery never hangs behind one.
-inline constexpr const char* kLockTimeout = "SET LOCAL lock_timeout = '5s'";
 
 /// The statements above that take parameters, run unprepared on the caller's connection (their
 /// names only identify them); listed for the test that holds each text to its contract.

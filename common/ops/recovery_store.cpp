@@ -8,6 +8,7 @@
 #include "common/ops/pruned.hpp"
 #include "common/ops/recovery_sql.hpp"
 #include "common/store/pg_field.hpp"
+#include "common/store/session_sql.hpp"
 
 namespace aclaim::common {
 
@@ -15,12 +16,15 @@ namespace {
 
 constexpr const char* kLockNotAvailable = "55P03";
 
-/// A reader template with its row filter and, where it has one, its lock clause filled in.
-std::string fill(const std::string& tmpl, std::string_view filter, const char* lock = "") {
-    std::string text = tmpl;
-    text.replace(text.find("{FILTER}"), 8, filter);
-    if (const auto at = text.find("{LOCK}"); at != std::string::npos) text.replace(at, 6, lock);
-    return text;
+/// A reader template with its row filter filled in.
+std::string fill(std::string_view tmpl, std::string_view filter) {
+    return sql::compose(tmpl, {{"FILTER", filter}});
+}
+
+/// kReadJobs with its row filter, its rows locked or not.
+std::string read_jobs(std::string_view filter, bool lock) {
+    return sql::compose(sql::kReadJobs,
+                        {{"FILTER", filter}, {"LOCK", lock ? sql::kLockRead : sql::kNoLock}});
 }
 
 std::vector<std::int64_t> parse_ids(const std::string& text) {
@@ -72,8 +76,7 @@ std::pair<JobId, ProgressMark> progress_mark_of(const pqxx::row& r) {
 /// Reads one job's row (locked when lock is set), result and event summary.
 std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool lock,
                                     Instant now) {
-    const auto rows =
-        txn.exec_params(fill(sql::kReadJobs, sql::kJobsOne, lock ? "FOR UPDATE" : ""), job);
+    const auto rows = txn.exec_params(read_jobs(sql::kJobsOne, lock), job);
     if (rows.empty()) return std::nullopt;
     JobSnapshot s;
     s.row = job_record_of(rows[0]);
@@ -108,11 +111,13 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
         // One snapshot for the reads, so that a completion committing in between cannot
         // show up as a row without its result.
         pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn_, "recover_survey");
-        auto run = [&](const std::string& tmpl, const char* all, const char* of_org) {
-            const std::string text = fill(tmpl, org ? of_org : all);
+        auto exec = [&](const std::string& text) {
             return org ? txn.exec_params(text, *org) : txn.exec(text);
         };
-        jobs = run(sql::kReadJobs, sql::kJobsAll, sql::kJobsOfOrg);
+        auto run = [&](std::string_view tmpl, const char* all, const char* of_org) {
+            return exec(fill(tmpl, org ? of_org : all));
+        };
+        jobs = exec(read_jobs(org ? sql::kJobsOfOrg : sql::kJobsAll, false));
         results = run(sql::kReadResults, sql::kLinkedAll, sql::kLinkedOfOrg);
         summaries = run(sql::kReadEventSummaries, sql::kLinkedAll, sql::kLinkedOfOrg);
         progress = run(sql::kReadProgress, sql::kLinkedAll, sql::kLinkedOfOrg);
@@ -202,7 +207,7 @@ ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Instant
     out.surveyed = surveyed;
     try {
         pqxx::work txn(conn_, "recover_apply");
-        txn.exec(sql::kLockTimeout);
+        txn.exec(sql::kShortLockWait);
         const auto snap = read_one(txn, job, /*lock=*/true, now);
         if (!snap) {
             txn.commit();
@@ -244,7 +249,7 @@ ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Instant
 
 std::vector<JobRecord> RecoveryStore::quarantined() {
     pqxx::read_transaction txn(conn_, "quarantine_list");
-    const auto rows = txn.exec(fill(sql::kReadJobs, sql::kJobsQuarantined));
+    const auto rows = txn.exec(read_jobs(sql::kJobsQuarantined, false));
     txn.commit();
     std::vector<JobRecord> out;
     out.reserve(rows.size());
@@ -279,7 +284,7 @@ QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::
     const std::string verb = release ? "released" : "failed";
     QuarantineResolution out;
     pqxx::work txn(conn_, release ? "quarantine_release" : "quarantine_fail");
-    txn.exec(sql::kLockTimeout);
+    txn.exec(sql::kShortLockWait);
     const auto snap = read_one(txn, job, /*lock=*/true, now);
     if (!snap) {
         out.refusal = "no job " + std::to_string(job);

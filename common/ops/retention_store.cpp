@@ -7,9 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "common/ops/event_archive.hpp"
 #include "common/ops/retention_sql.hpp"
+#include "common/store/assignment_store.hpp"
 #include "common/store/pg_field.hpp"
 
 namespace aclaim::common {
@@ -18,11 +22,17 @@ namespace {
 
 constexpr int kPageRows = 10000;
 
-std::string with_partition(const char* text, const std::string& quoted) {
-    std::string out = text;
-    const std::string key = "{PARTITION}";
-    out.replace(out.find(key), key.size(), quoted);
+/// Every row `text` returns with `args`, in a read-only transaction of its own, each read by `of`.
+template <typename Of, typename... Args>
+auto read_rows(pqxx::connection& conn, const std::string& text, Of of, Args&&... args) {
+    pqxx::read_transaction txn(conn);
+    std::vector<std::invoke_result_t<Of, const pqxx::row&>> out;
+    for (const auto& r : txn.exec_params(text, std::forward<Args>(args)...)) out.push_back(of(r));
     return out;
+}
+
+std::string with_partition(const char* text, const std::string& quoted) {
+    return sql::compose(text, {{"PARTITION", quoted}});
 }
 
 /// Makes what was written to `path` durable: the file's bytes, then its directory entry.
@@ -63,62 +73,48 @@ int prune_park_refusals(pqxx::connection& conn, Instant now, int batch) {
 }
 
 std::vector<PrunePreview> RetentionStore::preview(Instant now) {
-    pqxx::read_transaction txn(conn_);
-    std::vector<PrunePreview> out;
-    for (const auto& r : txn.exec_params(sql::kRetentionPreview.text, now)) {
-        PrunePreview p;
-        p.org_id = r["org_id"].as<OrgId>();
-        p.queue = r["queue"].as<std::string>();
-        p.state = r["state"].as<std::string>();
-        p.prunable = r["prunable"].as<std::int64_t>();
-        p.oldest = r["oldest_us"].as<Instant>();
-        p.kept = Duration(r["keep_us"].as<std::int64_t>());
-        out.push_back(std::move(p));
-    }
-    return out;
+    return read_rows(
+        conn_, sql::kRetentionPreview.text,
+        [](const pqxx::row& r) {
+            PrunePreview p;
+            p.org_id = r["org_id"].as<OrgId>();
+            p.queue = r["queue"].as<std::string>();
+            p.state = r["state"].as<std::string>();
+            p.prunable = r["prunable"].as<std::int64_t>();
+            p.oldest = r["oldest_us"].as<Instant>();
+            p.kept = Duration(r["keep_us"].as<std::int64_t>());
+            return p;
+        },
+        now);
 }
 
 std::vector<PruneTotals> RetentionStore::ledger() {
-    pqxx::read_transaction txn(conn_);
-    std::vector<PruneTotals> out;
-    for (const auto& r : txn.exec(sql::kRetentionLedger.text)) {
+    return read_rows(conn_, sql::kRetentionLedger.text, [](const pqxx::row& r) {
         PruneTotals t;
-        t.org_id = r["org_id"].as<OrgId>();
+        static_cast<Pruned&>(t) = pruned_of(r);
         t.batches = r["batches"].as<std::int64_t>();
-        t.completed = r["completed"].as<std::int64_t>();
-        t.failed = r["failed"].as<std::int64_t>();
-        t.discarded = r["discarded"].as<std::int64_t>();
-        t.cancelled = r["cancelled"].as<std::int64_t>();
-        t.results = r["results"].as<std::int64_t>();
         t.last = r["last_us"].as<Instant>();
-        out.push_back(t);
-    }
-    return out;
+        return t;
+    });
 }
 
 std::vector<EventPartition> RetentionStore::partitions() {
-    pqxx::read_transaction txn(conn_);
-    std::vector<EventPartition> out;
-    for (const auto& r : txn.exec(sql::kEventPartitions.text)) {
+    return read_rows(conn_, sql::kEventPartitions.text, [](const pqxx::row& r) {
         EventPartition p = partition_of(r);
         p.rows = optional_of<std::int64_t>(r["rows"]);
         const auto estimate = optional_of<std::int64_t>(r["estimated_rows"]);
         p.never_analyzed = estimate && *estimate < 0;
         if (!p.never_analyzed) p.estimated_rows = estimate;
         p.bytes = optional_of<std::int64_t>(r["bytes"]);
-        out.push_back(std::move(p));
-    }
-    return out;
+        return p;
+    });
 }
 
 std::vector<TableSize> RetentionStore::table_sizes() {
-    pqxx::read_transaction txn(conn_);
-    std::vector<TableSize> out;
-    for (const auto& r : txn.exec(sql::kRetentionTableSizes.text)) {
-        out.push_back({r["name"].as<std::string>(), r["table_bytes"].as<std::int64_t>(),
-                       r["index_bytes"].as<std::int64_t>()});
-    }
-    return out;
+    return read_rows(conn_, sql::kRetentionTableSizes.text, [](const pqxx::row& r) {
+        return TableSize{r["name"].as<std::string>(), r["table_bytes"].as<std::int64_t>(),
+                         r["index_bytes"].as<std::int64_t>()};
+    });
 }
 
 std::optional<std::pair<OrgId, Instant>> RetentionStore::pruned(JobId job) {

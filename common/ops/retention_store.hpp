@@ -25,10 +25,8 @@ struct PrunePreview {
 };
 
 /// The prune ledger of one organization.
-struct PruneTotals {
-    OrgId org_id = 0;
-    std::int64_t batches = 0, completed = 0, failed = 0, discarded = 0, cancelled = 0;
-    std::int64_t results = 0;
+struct PruneTotals : Pruned {
+    std::int64_t batches = 0;
     Instant last{};
 };
 

@@ -4,53 +4,23 @@
 #include <array>
 #include <utility>
 
+#include "common/base/enum_names.hpp"
 #include "common/store/job_states.hpp"
 
 namespace aclaim::common {
 
 namespace {
 
-template <typename E, std::size_t N>
-std::optional<E> lookup(const std::array<std::pair<E, std::string_view>, N>& table,
-                        std::string_view s) {
-    for (const auto& [value, name] : table) {
-        if (name == s) return value;
-    }
-    return std::nullopt;
-}
+/// In Rejection's declaration order.
+constexpr EnumNames<Rejection, 9> kRejections({"unknown_job", "other_organization",
+                                               "stale_generation", "lease_expired",
+                                               "already_terminal", "not_assignee", "quarantined",
+                                               "deadline_exceeded", "cancelled"});
+static_assert(kRejections.covers(Rejection::Cancelled));
 
-template <typename E, std::size_t N>
-std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E v) {
-    for (const auto& [value, name] : table) {
-        if (value == v) return name;
-    }
-    return "unknown";
-}
-
-constexpr std::array<std::pair<LockStrategy, std::string_view>, 3> kStrategies{{
-    {LockStrategy::SkipLocked, "skip_locked"},
-    {LockStrategy::NoWait, "nowait"},
-    {LockStrategy::Wait, "wait"},
-}};
-
-constexpr std::array<std::pair<Rejection, std::string_view>, 9> kRejections{{
-    {Rejection::UnknownJob, "unknown_job"},
-    {Rejection::OtherOrganization, "other_organization"},
-    {Rejection::StaleGeneration, "stale_generation"},
-    {Rejection::LeaseExpired, "lease_expired"},
-    {Rejection::AlreadyTerminal, "already_terminal"},
-    {Rejection::NotAssignee, "not_assignee"},
-    {Rejection::Quarantined, "quarantined"},
-    {Rejection::DeadlineExceeded, "deadline_exceeded"},
-    {Rejection::Cancelled, "cancelled"},
-}};
-
-constexpr std::array<std::pair<ClaimOutcome::Status, std::string_view>, 4> kClaimStatuses{{
-    {ClaimOutcome::Status::Claimed, "claimed"},
-    {ClaimOutcome::Status::NoWork, "no_work"},
-    {ClaimOutcome::Status::CandidateLocked, "candidate_locked"},
-    {ClaimOutcome::Status::LockTimeout, "lock_timeout"},
-}};
+/// In ClaimOutcome::Status's declaration order.
+constexpr EnumNames<ClaimOutcome::Status, 2> kClaimStatuses({"claimed", "no_work"});
+static_assert(kClaimStatuses.covers(ClaimOutcome::Status::NoWork));
 
 }  // namespace
 
@@ -67,20 +37,14 @@ std::optional<JobState> parse_job_state(std::string_view s) {
     }
     return std::nullopt;
 }
-std::string_view to_string(LockStrategy s) {
-    return name_of(kStrategies, s);
-}
-std::optional<LockStrategy> parse_lock_strategy(std::string_view s) {
-    return lookup(kStrategies, s);
-}
 std::string_view to_string(Rejection r) {
-    return name_of(kRejections, r);
+    return kRejections(r);
 }
 std::optional<Rejection> parse_rejection(std::string_view s) {
-    return lookup(kRejections, s);
+    return kRejections.parse(s);
 }
 std::string_view to_string(ClaimOutcome::Status s) {
-    return name_of(kClaimStatuses, s);
+    return kClaimStatuses(s);
 }
 
 std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op,

@@ -60,16 +60,6 @@ struct AuditEvent {
     std::string detail;
 };
 
-/// What a claim does when the head candidate row is locked by another transaction.
-enum class LockStrategy {
-    SkipLocked,  ///< pass over locked rows and take the next eligible one (default)
-    NoWait,      ///< fail at once with CandidateLocked
-    Wait,        ///< wait for the lock, bounded by lock_timeout, then LockTimeout
-};
-
-std::string_view to_string(LockStrategy s);
-std::optional<LockStrategy> parse_lock_strategy(std::string_view s);
-
 /// Why a renew, complete, fail or release was refused. Nothing changed in the row.
 enum class Rejection {
     UnknownJob,         ///< no such job
@@ -186,10 +176,8 @@ struct Lease {
 
 struct ClaimOutcome {
     enum class Status {
-        Claimed,          ///< leases holds at least one job
-        NoWork,           ///< nothing eligible (or every candidate was locked, under skip_locked)
-        CandidateLocked,  ///< nowait: a candidate row was locked by another transaction
-        LockTimeout,      ///< wait: lock_timeout elapsed while waiting on a candidate row
+        Claimed,  ///< leases holds at least one job
+        NoWork,   ///< nothing eligible, or every candidate locked by another transaction
     };
     Status status = Status::NoWork;
     std::vector<Lease> leases;

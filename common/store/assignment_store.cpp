@@ -23,13 +23,6 @@ namespace aclaim::common {
 
 namespace store_detail {
 
-std::string prepared_text(const sql::Statement& statement, LockStrategy strategy) {
-    const std::string_view clause = strategy == LockStrategy::SkipLocked ? "SKIP LOCKED"
-                                    : strategy == LockStrategy::NoWait   ? "NOWAIT"
-                                                                         : "";
-    return sql::filled(statement.text, {{"{LOCK}", clause}});
-}
-
 JobState state_of(const pqxx::field& f) {
     auto s = parse_job_state(f.as<std::string>());
     if (!s) throw std::runtime_error("unexpected job state '" + f.as<std::string>() + "'");
@@ -79,8 +72,7 @@ AssignmentStore::AssignmentStore(const std::string& dsn, StoreOptions options)
     if (options_.row_security) act_as_row_security_role(*conn_);
     for (const auto* list : {&sql::kStatements, &sql::kParkStatements}) {
         for (const sql::Statement* statement : *list) {
-            conn_->prepare(statement->name,
-                           store_detail::prepared_text(*statement, options_.lock_strategy));
+            conn_->prepare(statement->name, statement->text);
         }
     }
 }
@@ -196,6 +188,17 @@ bool AssignmentStore::try_retention_lock() {
     return session.exec_prepared1(sql::kRetentionTryLock.name)["held"].as<bool>();
 }
 
+Pruned pruned_of(const pqxx::row& r) {
+    Pruned p;
+    p.org_id = r["org_id"].as<OrgId>();
+    p.completed = r["completed"].as<std::int64_t>();
+    p.failed = r["failed"].as<std::int64_t>();
+    p.discarded = r["discarded"].as<std::int64_t>();
+    p.cancelled = r["cancelled"].as<std::int64_t>();
+    p.results = r["results"].as<std::int64_t>();
+    return p;
+}
+
 void AssignmentStore::release_retention_lock() {
     pqxx::nontransaction session(*conn_);
     session.exec_prepared(sql::kRetentionUnlock.name);
@@ -206,14 +209,7 @@ std::vector<Pruned> AssignmentStore::prune_finished(Instant now, int limit) {
     Scope(txn, options_.row_security).all();
     std::vector<Pruned> out;
     for (const auto& r : txn.exec_prepared(sql::kPruneJobs.name, now, limit)) {
-        Pruned p;
-        p.org_id = r["org_id"].as<OrgId>();
-        p.completed = r["completed"].as<std::int64_t>();
-        p.failed = r["failed"].as<std::int64_t>();
-        p.discarded = r["discarded"].as<std::int64_t>();
-        p.cancelled = r["cancelled"].as<std::int64_t>();
-        p.results = r["results"].as<std::int64_t>();
-        out.push_back(p);
+        out.push_back(pruned_of(r));
     }
     txn.commit();
     return out;

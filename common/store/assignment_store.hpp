@@ -22,10 +22,6 @@ struct Statement;
 
 /// Settings of one store connection.
 struct StoreOptions {
-    /// What a claim does when a candidate row is locked.
-    LockStrategy lock_strategy = LockStrategy::SkipLocked;
-    /// Upper bound on a lock wait under LockStrategy::Wait, in milliseconds.
-    int lock_timeout_ms = 2000;
     /// Name reported in pg_stat_activity.application_name.
     std::string application_name = "aclaim";
     /// Act as the aclaim_coordinator role, under row-level security: each transaction names its
@@ -48,6 +44,10 @@ struct StoreOptions {
 /// naming the role and the remedy when the login cannot act as it; a connection failure
 /// (pqxx::broken_connection) passes through unchanged.
 void act_as_row_security_role(pqxx::connection& conn);
+
+/// A row that counts pruned jobs by outcome (kPruneJobs, the retention ledger): org_id,
+/// completed, failed, discarded, cancelled, results.
+Pruned pruned_of(const pqxx::row& r);
 
 /// What complete_and_claim answers: one outcome per completion and per claim, in order.
 struct CompletedAndClaimed {
@@ -110,8 +110,7 @@ class AssignmentStore {
 
     /// Coalesced claim: one LIMIT (sum of max_jobs) statement for the organization and the queues
     /// the first request serves (the caller batches only requests that serve the same), its leases
-    /// handed out to the requesters in order, best jobs first. One outcome per request, in order;
-    /// a lock failure under nowait/wait is every requester's outcome.
+    /// handed out to the requesters in order, best jobs first. One outcome per request, in order.
     std::vector<ClaimOutcome> claim_batch(OrgId org, std::span<const ClaimRequest> requests,
                                           Duration lease, Instant now);
 
@@ -171,6 +170,11 @@ class AssignmentStore {
     /// The connection, for administrative queries on the same session.
     pqxx::connection& connection();
 
+    /// The name of `plan`'s claim statement (sql::claim_statement), registered on this connection
+    /// the first time a claim needs it (and prepared on the server when it first runs); for
+    /// running a claim's statement in a caller's own transaction, after kClaimLocks.
+    const char* prepare_claim(const ClaimPlan& plan);
+
     /// How long the COMMIT of the last claim, claim_batch, complete or complete_batch took: the
     /// wait for the WAL flush, mostly. Zero after a complete_and_claim sent in one message, whose
     /// COMMIT is not timed apart from its statements.
@@ -198,9 +202,6 @@ class AssignmentStore {
     /// Records the dimensions of a claim plan, forgetting the least recently used half past
     /// kClaimPlansKept.
     void remember_plan(const std::string& key, unsigned bits);
-    /// The name of `plan`'s statement, registered on this connection the first time a claim
-    /// needs it (and prepared on the server when it first runs).
-    const char* prepare_claim(const ClaimPlan& plan);
     /// A coalesced claim's statement in `txn`, which is scoped to org: after the claim's locks,
     /// taken here, or with `known`, the plan the caller's locks found.
     std::vector<ClaimOutcome> claim_in(pqxx::work& txn, OrgId org,

@@ -57,7 +57,7 @@ namespace sql {
 /// for the process. Single: $1 org, $2 worker, $3 limit, $4 now, $5 lease length, $6 text[]
 /// queues served. Coalesced: $1 org, $2 text[] one assignee per slot (a requester asking for k
 /// jobs holds k consecutive slots), $3 now, $4 lease length, $5 text[] the queues every requester
-/// of the batch serves. {LOCK} is the lock strategy's clause. Runs after kClaimLocks.
+/// of the batch serves. Runs after kClaimLocks.
 const Statement& claim_statement(ClaimPlan plan);
 
 }  // namespace sql

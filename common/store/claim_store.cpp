@@ -28,7 +28,6 @@ namespace {
 
 using store_detail::Scope;
 
-constexpr const char* kLockNotAvailable = "55P03";
 /// An EXECUTE of a statement the session has not prepared.
 constexpr const char* kNoSuchStatement = "26000";
 /// The claim's locks found that the served queues call for another claim plan than the one sent
@@ -91,16 +90,11 @@ ClaimPlan plan_of(const pqxx::row& r, std::optional<std::int64_t>& epoch, bool b
             moved || r["excluding"].as<std::int64_t>() > 0, batch};
 }
 
-/// The first statement of a claim transaction (kClaimLocks), then, for the wait strategy, the
-/// bound on the claim's own lock wait. Returns the plan the served queues call for.
+/// The first statement of a claim transaction (kClaimLocks). Returns the plan the served queues
+/// call for.
 ClaimPlan begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
-                      const StoreOptions& options, std::optional<std::int64_t>& epoch, bool batch) {
+                      std::optional<std::int64_t>& epoch, bool batch) {
     const pqxx::result r = txn.exec_prepared(sql::kClaimLocks.name, org, queues);
-    if (options.lock_strategy == LockStrategy::Wait) {
-        // Bound only the claim's wait: a completion queued behind a waiting claimer's row
-        // lock must still go through.
-        txn.exec_params(sql::kSetLocalLockTimeout.text, std::to_string(options.lock_timeout_ms));
-    }
     return plan_of(r[0], epoch, batch);
 }
 
@@ -159,14 +153,12 @@ std::vector<ClaimOutcome> claim_outcomes(const pqxx::result& r, const ClaimSlots
 /// sent together in one message.
 std::string execute_text(const pqxx::transaction_base& txn, const char* name,
                          std::initializer_list<std::string> params) {
-    std::string text = std::string("EXECUTE ") + name + "(";
-    bool first = true;
+    std::string arguments;
     for (const auto& p : params) {
-        if (!first) text += ", ";
-        first = false;
-        text += txn.quote(p);
+        if (!arguments.empty()) arguments += ", ";
+        arguments += txn.quote(p);
     }
-    return text + ")";
+    return sql::compose(sql::kExecute, {{"NAME", name}, {"ARGUMENTS", arguments}});
 }
 
 /// Ends the transaction a session opened with BEGIN, when what it sent cannot be used. A broken
@@ -174,7 +166,7 @@ std::string execute_text(const pqxx::transaction_base& txn, const char* name,
 /// which a failed transaction would refuse, and so to the caller's own error handling.
 void roll_back(pqxx::transaction_base& session) {
     try {
-        session.exec("ROLLBACK");
+        session.exec(sql::kRollback);
     } catch (const pqxx::broken_connection&) {
         throw;
     } catch (const pqxx::failure&) {  // NOLINT(bugprone-empty-catch): see above
@@ -187,8 +179,7 @@ const char* AssignmentStore::prepare_claim(const ClaimPlan& plan) {
     const sql::Statement& statement = sql::claim_statement(plan);
     if (!claim_plans_registered_.test(plan.index())) {
         // Registered only: the connection prepares it on the server when it first runs.
-        conn_->prepare(statement.name,
-                       store_detail::prepared_text(statement, options_.lock_strategy));
+        conn_->prepare(statement.name, statement.text);
         claim_plans_registered_.set(plan.index());
     }
     return statement.name;
@@ -200,9 +191,8 @@ std::vector<ClaimOutcome> AssignmentStore::claim_in(pqxx::work& txn, OrgId org,
                                                     const ClaimPlan* known) {
     const ClaimSlots slots = slots_of(requests);
     const std::string queues = queues_of(requests);
-    const ClaimPlan plan = known != nullptr
-                               ? *known
-                               : begin_claim(txn, org, queues, options_, exclusions_epoch_, true);
+    const ClaimPlan plan =
+        known != nullptr ? *known : begin_claim(txn, org, queues, exclusions_epoch_, true);
     last_claim_statement_ = prepare_claim(plan);
     const pqxx::result r =
         txn.exec_prepared(last_claim_statement_, org, pg_array(slots.workers), now, lease, queues);
@@ -215,25 +205,17 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
                                     Instant now) {
     ClaimOutcome out;
     plan_for(static_cast<std::size_t>(request.max_jobs));
-    try {
-        pqxx::work txn(*conn_, "claim");
-        Scope(txn, options_.row_security).to(org);
-        const std::string queues = served_queues(request.queues);
-        const ClaimPlan plan = begin_claim(txn, org, queues, options_, exclusions_epoch_, false);
-        last_claim_statement_ = prepare_claim(plan);
-        const pqxx::result r = txn.exec_prepared(last_claim_statement_, org, request.worker,
-                                                 request.max_jobs, now, lease, queues);
-        out.refill_at = refill_after(txn, org, queues, plan.rated, r.size(),
-                                     static_cast<std::size_t>(request.max_jobs), now);
-        commit(txn);
-        for (const auto& row : r) out.leases.push_back(lease_of(row));
-    } catch (const pqxx::sql_error& e) {
-        if (e.sqlstate() != kLockNotAvailable) throw;
-        out.status = options_.lock_strategy == LockStrategy::Wait
-                         ? ClaimOutcome::Status::LockTimeout
-                         : ClaimOutcome::Status::CandidateLocked;
-        return out;
-    }
+    pqxx::work txn(*conn_, "claim");
+    Scope(txn, options_.row_security).to(org);
+    const std::string queues = served_queues(request.queues);
+    const ClaimPlan plan = begin_claim(txn, org, queues, exclusions_epoch_, false);
+    last_claim_statement_ = prepare_claim(plan);
+    const pqxx::result r = txn.exec_prepared(last_claim_statement_, org, request.worker,
+                                             request.max_jobs, now, lease, queues);
+    out.refill_at = refill_after(txn, org, queues, plan.rated, r.size(),
+                                 static_cast<std::size_t>(request.max_jobs), now);
+    commit(txn);
+    for (const auto& row : r) out.leases.push_back(lease_of(row));
     out.status = out.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
     return out;
 }
@@ -241,23 +223,11 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
 std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
                                                        std::span<const ClaimRequest> requests,
                                                        Duration lease, Instant now) {
-    std::vector<ClaimOutcome> out;
     plan_for(slots(requests));
-    try {
-        pqxx::work txn(*conn_, "claim_batch");
-        Scope(txn, options_.row_security).to(org);
-        out = claim_in(txn, org, requests, lease, now, nullptr);
-        commit(txn);
-    } catch (const pqxx::sql_error& e) {
-        if (e.sqlstate() != kLockNotAvailable) throw;
-        out.assign(requests.size(), ClaimOutcome{});
-        for (auto& o : out) {
-            o.status = options_.lock_strategy == LockStrategy::Wait
-                           ? ClaimOutcome::Status::LockTimeout
-                           : ClaimOutcome::Status::CandidateLocked;
-        }
-        return out;
-    }
+    pqxx::work txn(*conn_, "claim_batch");
+    Scope(txn, options_.row_security).to(org);
+    std::vector<ClaimOutcome> out = claim_in(txn, org, requests, lease, now, nullptr);
+    commit(txn);
     return out;
 }
 
@@ -284,9 +254,6 @@ void AssignmentStore::remember_plan(const std::string& key, unsigned bits) {
 CompletedAndClaimed AssignmentStore::complete_and_claim(
     std::span<const TransitionRequest> completions, OrgId org, std::span<const ClaimRequest> claims,
     Duration lease, Instant now) {
-    if (options_.lock_strategy != LockStrategy::SkipLocked) {
-        throw std::logic_error("complete_and_claim runs under the skip-locked strategy only");
-    }
     plan_for(completions.size() + slots(claims));
     if (auto together = complete_and_claim_sent_together(completions, org, claims, lease, now)) {
         return std::move(*together);
@@ -299,7 +266,7 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
     // transaction completed while this one waits on the organization's lock.
     scope.to(org);
     const std::string queues = queues_of(claims);
-    const ClaimPlan plan = begin_claim(txn, org, queues, options_, exclusions_epoch_, true);
+    const ClaimPlan plan = begin_claim(txn, org, queues, exclusions_epoch_, true);
     // What the next mixed transaction of this organization's queues sends with its COMMIT.
     remember_plan(plan_key(org, queues), plan.dimension_bits());
     out.completions =
@@ -357,7 +324,7 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
                 scoped = std::to_string(o);
                 batch.insert(execute_text(session, sql::kScope.name, {scoped}));
             };
-            batch.insert("BEGIN");
+            batch.insert(sql::kBegin);
             // In the order complete_and_claim runs them: the claim's locks first.
             scope_to(org);
             const auto locks_id = batch.insert(execute_text(
@@ -380,7 +347,7 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
                 batch.insert(execute_text(session, claim_statement,
                                           {std::to_string(org), pg_array(slots.workers),
                                            pqxx::to_string(now), pqxx::to_string(lease), queues}));
-            batch.insert("COMMIT");
+            batch.insert(sql::kCommit);
             batch.complete();
             locks = batch.retrieve(locks_id);
             for (std::size_t g = 0; g < groups.size(); ++g) {

@@ -37,6 +37,18 @@ inline const Statement kAsyncCommit{"aclaim_async_commit", "SET synchronous_comm
 inline const Statement kActAsRowSecurityRole{
     "aclaim_act_as_row_security_role", std::string("SET ROLE ") + kRowSecurityRole, {}};
 
+/// Bounds the current transaction's lock waits to 5 s: an operator's, the recovery tool's or a
+/// migration's statement on a row a coordinator holds gives up instead of hanging behind it.
+inline constexpr const char* kShortLockWait = "SET LOCAL lock_timeout = '5s'";
+
+/// A transaction sent as one message of statements (pqxx::pipeline on a nontransaction): its
+/// start, its end, its end when what was sent cannot be used, and a prepared statement run by name
+/// with its arguments as quoted literals.
+inline constexpr const char* kBegin = "BEGIN";
+inline constexpr const char* kCommit = "COMMIT";
+inline constexpr const char* kRollback = "ROLLBACK";
+inline constexpr const char* kExecute = "EXECUTE {NAME}({ARGUMENTS})";
+
 /// The schema's ledger: one row per applied migration, under an advisory lock so that two
 /// processes starting at once apply each migration once.
 inline const Statement kMigrationsTableExists{

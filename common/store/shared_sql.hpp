@@ -42,7 +42,7 @@ inline constexpr const char* kOutcomeReturning =
 /// one at a time (docs/performance.md). A group created while a transition is under way is not
 /// seen by it: that one outcome reaches the group's consumer at its next bounded look.
 inline std::string record_outcomes(std::string_view from) {
-    std::string text = R"SQL(
+    return compose(R"SQL(
     INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, result_ref,
                               error, dedupe_key, at)
     SELECT org_id, id, state, queue, generation, attempts,
@@ -51,10 +51,8 @@ inline std::string record_outcomes(std::string_view from) {
       FROM {FROM} WHERE state IN ({FINISHED})
     RETURNING CASE WHEN EXISTS (SELECT 1 FROM result_groups g WHERE g.org_id = job_outcomes.org_id)
                    THEN pg_notify('aclaim_outcomes', org_id::text) END
-)SQL";
-    text.replace(text.find("{FROM}"), 6, from);
-    text.replace(text.find("{FINISHED}"), 10, sql_state_list(kFinishedStates));
-    return text;
+)SQL",
+                   {{"FROM", from}, {"FINISHED", sql_state_list(kFinishedStates)}});
 }
 
 /// The CTE body that settles the dependents (schema/0024_job_dependencies.sql) of the rows of the
@@ -66,26 +64,29 @@ inline std::string record_outcomes(std::string_view from) {
 /// reads and writes nothing more (docs/performance.md). The statement's result must name the CTE
 /// (settled_column) so that it runs; every statement that includes record_outcomes includes this.
 inline std::string settle_dependents(std::string_view from, std::string_view now) {
-    std::string text = R"SQL(
+    return compose(R"SQL(
     SELECT aclaim_dependencies_settled({NOW}, array_agg(id), array_agg(state)) AS changed
       FROM {FROM} WHERE has_dependents AND state IN ({FINISHED})
-)SQL";
-    text.replace(text.find("{NOW}"), 5, now);
-    text.replace(text.find("{FROM}"), 6, from);
-    text.replace(text.find("{FINISHED}"), 10, sql_state_list(kFinishedStates));
-    return text;
+)SQL",
+                   {{"NOW", now}, {"FROM", from}, {"FINISHED", sql_state_list(kFinishedStates)}});
 }
 
 /// The result column that runs the CTE `settled` (settle_dependents): evaluated once, and only
 /// when the statement returns a row.
 inline constexpr const char* kSettledColumn = "(SELECT changed FROM settled) AS settled";
 
+/// The SET clauses of a release, by its holder or an operator: back to pending, unheld, the
+/// attempt given back.
+inline constexpr const char* kReleaseSet =
+    "state = 'pending', assignee = NULL, claimed_at = NULL, lease_expires_at = NULL,\n"
+    "           attempts = attempts - 1";
+
 /// How a job that lost an attempt goes on, as SET clauses over the row `j` being updated (its
 /// values before the update) and the time parameter {NOW}: with attempts left it waits out its
 /// backoff (scheduled, or pending again when the delay is zero), and with none left it is
 /// discarded, keeping its last holder. {RETRY} is the condition that the attempt may be retried.
 inline std::string retry_or_discard(std::string_view retry, std::string_view now) {
-    std::string text = R"SQL(
+    return compose(R"SQL(
            state = CASE WHEN NOT ({RETRY}) THEN 'failed'
                         WHEN j.attempts >= j.max_attempts THEN 'discarded'
                         WHEN aclaim_retry_delay(j.id, j.attempts, j.backoff_base_us,
@@ -102,15 +103,8 @@ inline std::string retry_or_discard(std::string_view retry, std::string_view now
                              ELSE j.claimed_at END,
            completed_at = CASE WHEN ({RETRY}) AND j.attempts < j.max_attempts THEN NULL
                                ELSE aclaim_ts({NOW}) END,
-           lease_expires_at = NULL)SQL";
-    for (auto [key, value] : {std::pair{std::string_view("{RETRY}"), retry},
-                              std::pair{std::string_view("{NOW}"), now}}) {
-        for (auto at = text.find(key); at != std::string::npos; at = text.find(key, at)) {
-            text.replace(at, key.size(), value);
-            at += value.size();
-        }
-    }
-    return text;
+           lease_expires_at = NULL)SQL",
+                   {{"RETRY", retry}, {"NOW", now}});
 }
 
 /// The audit kind and the wake after retry_or_discard, for a CTE `r` returning id, org_id,
@@ -123,9 +117,7 @@ inline constexpr const char* kRetryWake =
     "WHEN 'scheduled' THEN aclaim_scheduled(run_at_us) END";
 
 inline std::string retry_event_kind(std::string_view back) {
-    std::string text = kRetryEventKind;
-    text.replace(text.find("{BACK}"), 6, back);
-    return text;
+    return compose(kRetryEventKind, {{"BACK", back}});
 }
 
 /// What the audit detail says of where the job went: "; retry 2 of 3 at <time>" (scheduled),

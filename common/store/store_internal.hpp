@@ -18,9 +18,6 @@
 
 namespace aclaim::common::store_detail {
 
-/// A statement's text as prepared: its {LOCK} clauses, if any, filled for the strategy.
-std::string prepared_text(const sql::Statement& statement, LockStrategy strategy);
-
 JobState state_of(const pqxx::field& f);
 
 /// What the rest of a transaction may see when the store runs under row-level security: one

@@ -17,6 +17,33 @@
 
 namespace aclaim::common::sql {
 
+/// The parameters of kEnqueue (below).
+inline const std::vector<std::string_view> kEnqueueParams{"org bigint",
+                                                          "now_us bigint",
+                                                          "queues text[]",
+                                                          "payloads text[]",
+                                                          "priorities int[]",
+                                                          "run_at_us bigint[]",
+                                                          "max_attempts int[]",
+                                                          "backoff_base_us bigint[]",
+                                                          "backoff_cap_us bigint[]",
+                                                          "run_timeout_us bigint[]",
+                                                          "dedupe_keys text[]",
+                                                          "dedupe_window_us bigint",
+                                                          "depends_n int[]",
+                                                          "depends_on bigint[]",
+                                                          "on_failure text[]"};
+
+/// The call of aclaim_enqueue_jobs both enqueues make; {EXCLUSIONS} its exclusion arguments, or
+/// nothing.
+inline constexpr const char* kEnqueueCall = R"SQL(
+SELECT id, created, state
+  FROM aclaim_enqueue_jobs($1::bigint, $2::bigint, $3::text[], $4::text[], $5::int[],
+                           $6::bigint[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[],
+                           $11::text[], $12::bigint, $13::int[], $14::bigint[], $15::text[]{EXCLUSIONS})
+ ORDER BY n
+)SQL";
+
 /// $1 org, $2 now, then one array element per job: $3 queues, $4 payloads, $5 priorities,
 /// $6 run_at (NULL: now), $7 max_attempts, $8 backoff bases, $9 backoff caps, $10 run timeouts,
 /// $11 dedupe keys (NULL elements: the queue's setting or the built-in default; no key), and $12
@@ -27,19 +54,8 @@ namespace aclaim::common::sql {
 /// aclaim_max_payload_bytes(), sends each job through aclaim_enqueue_job (schema/0005), which
 /// returns the existing job for a dedupe key that is still held, and takes keys in key order so
 /// that producers never wait on each other in a cycle. Rows come back in the caller's order.
-inline const Statement kEnqueue{
-    "aclaim_enqueue",
-    R"SQL(
-SELECT id, created, state
-  FROM aclaim_enqueue_jobs($1::bigint, $2::bigint, $3::text[], $4::text[], $5::int[],
-                           $6::bigint[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[],
-                           $11::text[], $12::bigint, $13::int[], $14::bigint[], $15::text[])
- ORDER BY n
-)SQL",
-    {"org bigint", "now_us bigint", "queues text[]", "payloads text[]", "priorities int[]",
-     "run_at_us bigint[]", "max_attempts int[]", "backoff_base_us bigint[]",
-     "backoff_cap_us bigint[]", "run_timeout_us bigint[]", "dedupe_keys text[]",
-     "dedupe_window_us bigint", "depends_n int[]", "depends_on bigint[]", "on_failure text[]"}};
+inline const Statement kEnqueue{"aclaim_enqueue", compose(kEnqueueCall, {{"EXCLUSIONS", ""}}),
+                                kEnqueueParams};
 
 /// kEnqueue for a call of which some job has exclusions (schema/0025_job_exclusions.sql), one
 /// array element each: $16 the job's index in the call, $17 the reviewer it excludes, $18 the job
@@ -47,34 +63,33 @@ SELECT id, created, state
 /// A separate statement, so that an enqueue without exclusions passes no exclusion arrays.
 inline const Statement kEnqueueExcluding{
     "aclaim_enqueue_excluding",
-    R"SQL(
-SELECT id, created, state
-  FROM aclaim_enqueue_jobs($1::bigint, $2::bigint, $3::text[], $4::text[], $5::int[],
-                           $6::bigint[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[],
-                           $11::text[], $12::bigint, $13::int[], $14::bigint[], $15::text[],
-                           $16::int[], $17::text[], $18::bigint[])
- ORDER BY n
-)SQL",
-    {"org bigint", "now_us bigint", "queues text[]", "payloads text[]", "priorities int[]",
-     "run_at_us bigint[]", "max_attempts int[]", "backoff_base_us bigint[]",
-     "backoff_cap_us bigint[]", "run_timeout_us bigint[]", "dedupe_keys text[]",
-     "dedupe_window_us bigint", "depends_n int[]", "depends_on bigint[]", "on_failure text[]",
-     "exclude_n int[]", "exclude_keys text[]", "exclude_jobs bigint[]"}};
+    compose(
+        kEnqueueCall,
+        {{"EXCLUSIONS", ",\n                           $16::int[], $17::text[], $18::bigint[]"}}),
+    [] {
+        std::vector<std::string_view> params = kEnqueueParams;
+        params.insert(params.end(),
+                      {"exclude_n int[]", "exclude_keys text[]", "exclude_jobs bigint[]"});
+        return params;
+    }()};
 
-/// that its park's deadline passed. {PICK} must lock its rows with the conditions `state =
+/// Takes back expired leases: {PICK} selects and locks the rows, $1 is now, {DETAIL} is the
+/// events' detail. An expired lease uses up its attempt: the retry policy applies, and past
+/// max_attempts the job is discarded. A lease that ran into the attempt's deadline says so in the
+/// detail, and a parked job (kExpireParks: {PICK} locks `state = 'parked' AND deadline_at <= now`)
+/// says that its park's deadline passed. {PICK} must lock its rows with the conditions `state =
 /// 'assigned' AND lease_expires_at <= now`, or the parked ones: a locking read rechecks them on the
 /// current row version, and the lock keeps them true until the UPDATE, which then finds its rows by
 /// primary key alone (as the claim, and for the reason given at kRenewBatch). Each event carries
 /// its row's own organization. The reaper's kReclaim and the recovery tool's one-job reclaim
 /// (recovery_sql.hpp) are this one text.
 inline std::string reclaim_statement(std::string_view pick, std::string_view detail) {
-    std::string text = R"SQL(
+    const std::string text = R"SQL(
 WITH expired AS MATERIALIZED (
     {PICK}
 ), r AS (
-    UPDATE jobs j SET)SQL" +
-                       retry_or_discard("true", "$1::bigint") +
-                       R"SQL(,
+    UPDATE jobs j SET)SQL" + retry_or_discard("true", "$1::bigint") +
+                             R"SQL(,
            last_error = CASE WHEN j.state = 'parked'
                              THEN 'park deadline passed on attempt ' || j.attempts
                              WHEN j.deadline_at <= aclaim_ts($1::bigint)
@@ -83,18 +98,16 @@ WITH expired AS MATERIALIZED (
       FROM expired
      WHERE j.id = expired.id
     RETURNING )SQL" + retried("expired.assignee, ", "$1::bigint", "'reclaimed'") +
-                       R"SQL(
+                             R"SQL(
            assignee, aclaim_ts($1::bigint), {DETAIL} || ': ' || last_error || )SQL" +
-                       kRetryDetail + R"SQL(
+                             kRetryDetail + R"SQL(
       FROM r
 )
 SELECT id, org_id, generation, assignee, state, )SQL" +
-                       kRetryWake + ", " + kSettledColumn + R"SQL(
+                             kRetryWake + ", " + kSettledColumn + R"SQL(
   FROM r ORDER BY id
 )SQL";
-    text.replace(text.find("{PICK}"), 6, pick);
-    text.replace(text.find("{DETAIL}"), 8, detail);
-    return text;
+    return compose(text, {{"PICK", pick}, {"DETAIL", detail}});
 }
 
 /// $1 now, $2 limit. The reaper: expired leases in the order of jobs_assigned_queue (organization,

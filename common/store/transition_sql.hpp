@@ -123,11 +123,10 @@ SELECT state, )SQL" + kRetryWake +
 /// attempt, and the job keeps its place (its run_at).
 inline const Statement kRelease{
     "aclaim_release",
-    R"SQL(
+    compose(R"SQL(
 WITH r AS (
     UPDATE jobs
-       SET state = 'pending', assignee = NULL, claimed_at = NULL, lease_expires_at = NULL,
-           attempts = attempts - 1
+       SET {RELEASE}
      WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
        AND generation = $3::bigint AND assignee = $4::text
        AND lease_expires_at > aclaim_ts($5::bigint)
@@ -138,12 +137,8 @@ WITH r AS (
 )
 SELECT id, aclaim_wake(org_id, queue) FROM r
 )SQL",
+            {{"RELEASE", kReleaseSet}}),
     {"org bigint", "job bigint", "generation bigint", "worker text", "now_us bigint"}};
-
-/// Takes back expired leases: {PICK} selects and locks the rows, $1 is now, {DETAIL} is the
-/// events' detail. An expired lease uses up its attempt: the retry policy applies, and past
-/// max_attempts the job is discarded. A lease that ran into the attempt's deadline says so in the
-/// detail, and a parked job (kExpireParks: {PICK} locks `state = 'parked' AND deadline_at <= now`)
 
 /// $1 bigint[] jobs. The current authority of each row, id first: read to resolve an
 /// interrupted commit (one job), whose own transaction is over once its connection is gone.

@@ -9,14 +9,6 @@ Ager::Ager(AgingOptions options, const Connections& connections, const common::C
       clock_(clock),
       task_("ager", "aclaim-coordinator-ager", "aging pending jobs again", connections, clock) {}
 
-Ager::~Ager() {
-    stop();
-}
-
-void Ager::stop() {
-    task_.stop();
-}
-
 common::AgingPass Ager::pass(pqxx::connection& conn) {
     const auto out = common::AgingStore(conn).run(clock_.now(), options_.batch);
     if (out.raised > 0) spdlog::debug("ager: {} pending jobs raised in priority", out.raised);

@@ -20,13 +20,10 @@ class Ager {
   public:
     /// `connections` (and its watchdog) and `clock` must outlive it.
     Ager(AgingOptions options, const Connections& connections, const common::Clock& clock);
-    ~Ager();
-    Ager(const Ager&) = delete;
-    Ager& operator=(const Ager&) = delete;
 
     void start();
-    /// Returns after the pass in progress, if any, ends.
-    void stop();
+    /// Returns after the pass in progress, if any, ends (as destroying it does).
+    void stop() { task_.stop(); }
 
     /// One pass on `conn` at the clock's now: what the thread runs every interval. Public for
     /// tests.

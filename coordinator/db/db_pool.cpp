@@ -15,17 +15,41 @@ namespace {
 /// Transactions for fewer jobs than this run on generic plans (StoreOptions).
 constexpr std::size_t kGenericPlansBelow = 128;
 
-common::StoreOptions store_options(const DbPoolOptions& o, int index, const common::Clock& clock) {
+common::StoreOptions store_options(int index, const common::Clock& clock) {
     common::StoreOptions s;
     s.clock = &clock;
-    s.lock_strategy = o.lock_strategy;
-    s.lock_timeout_ms = o.lock_timeout_ms;
     s.application_name = "aclaim-coordinator-db-" + std::to_string(index);
     // Measured on the reviewer shape (64 workers, batches of a few dozen jobs): PostgreSQL spent
     // 146 us a job with its own choice of plans and 107 on generic ones; at the coalesced run's
     // batches of ~140 the custom plans were as fast or faster (docs/performance.md, lever seven).
     s.generic_plans_below = kGenericPlansBelow;
     return s;
+}
+
+/// Every request of `out` answered with `failure`.
+void fail_all(std::vector<RequestOutcome>& out, const DbFailure& failure) {
+    for (auto& o : out) o.result = failure;
+}
+
+/// Every request of `out`, answered, stamped with when its statement finished and how long the
+/// store's last commit took.
+void stamp_finished(std::vector<RequestOutcome>& out, LatencyClock::time_point finished,
+                    const common::AssignmentStore& store) {
+    for (auto& o : out) {
+        o.request.timings.finished = finished;
+        o.request.timings.commit = store.last_commit();
+    }
+}
+
+/// The database did not answer `out` by the deadline: the router has answered (or is about to
+/// answer) at the same deadline, so waiting longer here, to resolve the commit from the row,
+/// would only hold this thread on a server that does not answer. The connection is dropped and
+/// every request answered as at the deadline; a re-send settles it.
+std::vector<RequestOutcome> cut_at_deadline(std::vector<RequestOutcome> out, StoreHandle& handle,
+                                            std::chrono::milliseconds deadline) {
+    handle.drop("no answer within " + std::to_string(deadline.count()) + " ms");
+    for (auto& o : out) o.result = answer_at_deadline(o.request.kind(), true, deadline);
+    return out;
 }
 
 /// The request kinds that have a coalesced statement.
@@ -172,7 +196,7 @@ std::vector<DbRequest> DbPool::start_unanswered(std::vector<DbRequest> batch) {
 }
 
 void DbPool::run(int index) {
-    const auto options = store_options(options_, index, clock_);
+    const auto options = store_options(index, clock_);
     const auto watch = connections_.watch(options.application_name);
     const auto owned = connections_.store(options, clock_);
     StoreHandle& handle = *owned;
@@ -180,10 +204,9 @@ void DbPool::run(int index) {
     handle.get();
     Poster poster(mailbox_);
     const std::size_t max_batch = options_.coalesce ? kMaxBatch : 1;
-    // Completions and claims share a transaction when claims pass over locked rows: under the
-    // other strategies a claim's lock failure would roll back the completions beside it.
-    const bool mixed =
-        options_.coalesce && options_.lock_strategy == common::LockStrategy::SkipLocked;
+    // Completions and claims share a transaction: a claim passes over locked rows, so it never
+    // fails on a lock and rolls back the completions beside it.
+    const bool mixed = options_.coalesce;
     // Coalescing, the first thread takes work as it comes, in batches as large as the work allows;
     // the others join once it falls behind, or waits on a lock or a slow flush
     // (docs/performance.md, "One message for the whole transaction, and the DB threads in
@@ -244,10 +267,8 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
         common::AssignmentStore* store =
             attempt == 0 ? handle.get() : handle.get_within(std::chrono::milliseconds(0));
         if (store == nullptr) {
-            for (auto& o : out) {
-                o.result = DbFailure{DbFailure::Kind::Unavailable,
-                                     "database unavailable: " + handle.last_error()};
-            }
+            fail_all(out, DbFailure{DbFailure::Kind::Unavailable,
+                                    "database unavailable: " + handle.last_error()});
             return out;
         }
         const common::Instant now = clock_.now();
@@ -259,25 +280,14 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
             for (std::size_t i = 0; i < out.size(); ++i) out[i].result = std::move(results[i]);
             const auto finished = LatencyClock::now();
             metrics_.statement_latency[timed_statement(kind)].observe(finished - started);
-            for (auto& o : out) {
-                o.request.timings.finished = finished;
-                o.request.timings.commit = store->last_commit();
-            }
+            stamp_finished(out, finished, *store);
             // Answered just as the deadline cut the connection: the answer stands, the
             // connection is gone.
             if (armed.release()) handle.drop("cut at its deadline just after answering");
             return out;
         } catch (const std::exception& e) {
             if (armed.release()) {
-                // The database hung: the router has answered (or is about to answer) at the same
-                // deadline, so waiting longer here, to resolve the commit from the row, would
-                // only hold this thread on a server that does not answer. A re-send settles it.
-                handle.drop("no answer within " + std::to_string(connections_.deadline().count()) +
-                            " ms");
-                for (auto& o : out) {
-                    o.result = answer_at_deadline(kind, true, connections_.deadline());
-                }
-                return out;
+                return cut_at_deadline(std::move(out), handle, connections_.deadline());
             }
             if (!connection_lost(e, store)) {
                 // The statement failed on a healthy connection, so its transaction rolled back.
@@ -289,9 +299,7 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
                     spdlog::error("coalesced {} of {} requests failed in the database: {}",
                                   kind_name(kind), out.size(), e.what());
                 }
-                for (auto& o : out) {
-                    o.result = DbFailure{DbFailure::Kind::Error, e.what()};
-                }
+                fail_all(out, DbFailure{DbFailure::Kind::Error, e.what()});
                 return out;
             }
             handle.drop(e.what());
@@ -340,10 +348,8 @@ std::vector<RequestOutcome> DbPool::execute_mixed(StoreHandle& handle,
     const common::OrgId org = out[claiming.front()].request.ask.org_id;
     common::AssignmentStore* store = handle.get();
     if (store == nullptr) {
-        for (auto& o : out) {
-            o.result = DbFailure{DbFailure::Kind::Unavailable,
-                                 "database unavailable: " + handle.last_error()};
-        }
+        fail_all(out, DbFailure{DbFailure::Kind::Unavailable,
+                                "database unavailable: " + handle.last_error()});
         return out;
     }
     const auto started = LatencyClock::now();
@@ -362,27 +368,18 @@ std::vector<RequestOutcome> DbPool::execute_mixed(StoreHandle& handle,
             metrics_.statement_latency[timed_statement(kind)].observe(finished - started);
         }
         metrics_.mixed_batches.fetch_add(1, std::memory_order_relaxed);
-        for (auto& o : out) {
-            o.request.timings.finished = finished;
-            o.request.timings.commit = store->last_commit();
-        }
+        stamp_finished(out, finished, *store);
         if (armed.release()) handle.drop("cut at its deadline just after answering");
         return out;
     } catch (const std::exception& e) {
-        if (armed.release()) {
-            handle.drop("no answer within " + std::to_string(connections_.deadline().count()) +
-                        " ms");
-            for (auto& o : out) {
-                o.result = answer_at_deadline(o.request.kind(), true, connections_.deadline());
-            }
-            return out;
-        }
+        if (armed.release())
+            return cut_at_deadline(std::move(out), handle, connections_.deadline());
         if (!connection_lost(e, store)) {
             spdlog::error(
                 "{} completions and {} claims of org {} in one transaction failed in "
                 "the database: {}",
                 completing.size(), claiming.size(), org, e.what());
-            for (auto& o : out) o.result = DbFailure{DbFailure::Kind::Error, e.what()};
+            fail_all(out, DbFailure{DbFailure::Kind::Error, e.what()});
             return out;
         }
         handle.drop(e.what());

@@ -23,71 +23,41 @@ static_assert(NotificationCounters::kChannels(Channel::Revoke) ==
 /// How long one wait for a notification lasts: bounds how late a stop is noticed.
 constexpr long kWaitStepMicros = 100'000;
 
-class JobsReceiver final : public pqxx::notification_receiver {
+/// Hears one channel (`channel` names it in NotificationCounters::kChannels): a payload `parse`
+/// reads goes to `act` with what it read; any other is dropped as forged, `expected` saying what a
+/// payload of the channel looks like.
+template <typename Parse, typename Act>
+class Receiver final : public pqxx::notification_receiver {
   public:
-    JobsReceiver(pqxx::connection_base& conn, Poster& poster, Forgeries& forgeries)
-        : pqxx::notification_receiver(conn, Listener::kChannel),
-          poster_(poster),
-          forgeries_(forgeries) {}
+    Receiver(pqxx::connection_base& conn, Channel channel, const char* expected,
+             Forgeries& forgeries, Parse parse, Act act)
+        : pqxx::notification_receiver(conn, std::string(NotificationCounters::kChannels(channel))),
+          channel_(channel),
+          expected_(expected),
+          forgeries_(forgeries),
+          parse_(std::move(parse)),
+          act_(std::move(act)) {}
 
     void operator()(const std::string& payload, int) override {
-        auto woken = parse_wake(payload);
-        if (!woken) {
-            forgeries_.drop(Channel::Jobs, payload, "not \"org\" or \"org:queue\"");
+        auto heard = parse_(payload);
+        if (!heard) {
+            forgeries_.drop(channel_, payload, expected_);
             return;
         }
-        poster_.post(std::move(*woken));
+        act_(std::move(*heard), payload);
     }
 
   private:
-    Poster& poster_;
+    Channel channel_;
+    const char* expected_;
     Forgeries& forgeries_;
+    Parse parse_;
+    Act act_;
 };
 
-class ScheduleReceiver final : public pqxx::notification_receiver {
-  public:
-    ScheduleReceiver(pqxx::connection_base& conn, const std::function<void()>& on_schedule,
-                     Forgeries& forgeries)
-        : pqxx::notification_receiver(conn, Listener::kScheduleChannel),
-          on_schedule_(on_schedule),
-          forgeries_(forgeries) {}
-
-    void operator()(const std::string& payload, int) override {
-        if (!valid_schedule_payload(payload)) {
-            forgeries_.drop(Channel::Schedule, payload, "not a time in microseconds");
-            return;
-        }
-        if (on_schedule_) on_schedule_();
-    }
-
-  private:
-    const std::function<void()>& on_schedule_;
-    Forgeries& forgeries_;
-};
-
-/// Collects what it hears for one check against the rows after the wait (a statement cannot run
-/// while libpqxx delivers notifications).
-class RevokeReceiver final : public pqxx::notification_receiver {
-  public:
-    RevokeReceiver(pqxx::connection_base& conn, RevokeChecks& checks, Forgeries& forgeries)
-        : pqxx::notification_receiver(conn, Listener::kRevokeChannel),
-          checks_(checks),
-          forgeries_(forgeries) {}
-
-    void operator()(const std::string& payload, int) override {
-        auto claim = parse_revoke(payload);
-        if (!claim) {
-            forgeries_.drop(Channel::Revoke, payload,
-                            "not \"org:job:generation:cancelled:worker\"");
-            return;
-        }
-        checks_.add(std::move(*claim), payload);
-    }
-
-  private:
-    RevokeChecks& checks_;
-    Forgeries& forgeries_;
-};
+template <typename Parse, typename Act>
+Receiver(pqxx::connection_base&, Channel, const char*, Forgeries&, Parse, Act)
+    -> Receiver<Parse, Act>;
 
 }  // namespace
 
@@ -139,9 +109,24 @@ void Listener::listen_once(Poster& poster, common::Backoff& backoff,
         connections_.open("aclaim-coordinator-listener", Connections::Role::RowSecurity);
     pqxx::connection& conn = *owned;
     RevokeChecks::prepare(conn);
-    JobsReceiver receiver(conn, poster, forgeries_);
-    ScheduleReceiver schedule(conn, on_schedule_, forgeries_);
-    RevokeReceiver revoke(conn, revokes_, forgeries_);
+    Receiver jobs(conn, Channel::Jobs, "not \"org\" or \"org:queue\"", forgeries_,
+                  parse_wake,
+                  [&poster](OrgWoken woken, const std::string&) { poster.post(std::move(woken)); });
+    Receiver schedule(
+        conn, Channel::Schedule, "not a time in microseconds", forgeries_,
+        [](const std::string& payload) {
+            return valid_schedule_payload(payload) ? std::optional<bool>(true) : std::nullopt;
+        },
+        [this](bool, const std::string&) {
+            if (on_schedule_) on_schedule_();
+        });
+    // Collected for one check against the rows after the wait (a statement cannot run while
+    // libpqxx delivers notifications).
+    Receiver revoke(conn, Channel::Revoke,
+                    "not \"org:job:generation:cancelled:worker\"", forgeries_, parse_revoke,
+                    [this](RevokeClaim claim, const std::string& payload) {
+                        revokes_.add(std::move(claim), payload);
+                    });
     const int pid = conn.backendpid();
     spdlog::info("listener: listening on {}, {} and {}", Listener::kChannel,
                  Listener::kScheduleChannel, Listener::kRevokeChannel);

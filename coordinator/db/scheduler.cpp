@@ -12,14 +12,6 @@ Scheduler::Scheduler(SchedulerOptions options, const Connections& connections,
       task_("scheduler", "aclaim-coordinator-scheduler", "enqueuing schedule ticks again",
             connections, clock) {}
 
-Scheduler::~Scheduler() {
-    stop();
-}
-
-void Scheduler::stop() {
-    task_.stop();
-}
-
 common::SchedulePass Scheduler::pass(pqxx::connection& conn) {
     auto out = common::ScheduleStore(conn).run_due(clock_.now());
     metrics_.schedule_jobs.fetch_add(static_cast<std::uint64_t>(out.enqueued),

@@ -23,13 +23,10 @@ class Scheduler {
     /// `connections` (and its watchdog) and `clock` must outlive it.
     Scheduler(SchedulerOptions options, const Connections& connections, const common::Clock& clock,
               Metrics& metrics);
-    ~Scheduler();
-    Scheduler(const Scheduler&) = delete;
-    Scheduler& operator=(const Scheduler&) = delete;
 
     void start();
-    /// Returns after the pass in progress, if any, ends.
-    void stop();
+    /// Returns after the pass in progress, if any, ends (as destroying it does).
+    void stop() { task_.stop(); }
 
     /// One pass on `conn` at the clock's now: what the thread runs every interval. Public for
     /// tests.

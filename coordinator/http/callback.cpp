@@ -8,6 +8,7 @@
 #include "common/base/bounded_json.hpp"
 #include "common/store/conninfo.hpp"
 #include "common/store/park_sql.hpp"
+#include "common/store/session_sql.hpp"
 #include "coordinator/http/readiness.hpp"
 
 namespace aclaim::coordinator {
@@ -123,7 +124,8 @@ std::unique_ptr<pqxx::connection> ParkCallback::take() {
     try {
         auto conn = std::make_unique<pqxx::connection>(dsn_);
         pqxx::nontransaction setup(*conn);
-        setup.exec("SET statement_timeout = '" + std::to_string(kTimeoutSeconds) + "s'");
+        setup.exec_params(common::sql::kSetStatementTimeout.text,
+                          std::to_string(kTimeoutSeconds * 1000));
         conn->prepare(common::sql::kFinishParked.name, common::sql::kFinishParked.text);
         return conn;
     } catch (...) {

@@ -212,12 +212,9 @@ void Coordinator::serve() {
             "row security off: store statements run as the login role, and only their "
             "own org_id filters keep organizations apart");
     }
-    spdlog::info(
-        "serving on {}: lease {} ms, heartbeat {} ms, {} DB threads, lock strategy {}, "
-        "row security {}",
-        endpoint_, options_.router.lease_ms, options_.router.effective_heartbeat_ms(),
-        options_.db_pool.db_threads, common::to_string(options_.db_pool.lock_strategy),
-        connections_.row_security() ? "on" : "off");
+    spdlog::info("serving on {}: lease {} ms, heartbeat {} ms, {} DB threads, row security {}",
+                 endpoint_, options_.router.lease_ms, options_.router.effective_heartbeat_ms(),
+                 options_.db_pool.db_threads, connections_.row_security() ? "on" : "off");
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                {mailbox_->doorbell().handle(), 0, ZMQ_POLLIN, 0},
                                {accept_monitor_->socket().handle(), 0, ZMQ_POLLIN, 0}};

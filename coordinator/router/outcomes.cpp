@@ -188,11 +188,6 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
             }
             return;
         }
-        case common::ClaimOutcome::Status::CandidateLocked:
-        case common::ClaimOutcome::Status::LockTimeout:
-            p_.replier.answer_no_work(request,
-                                      Replier::reason_text(common::to_string(outcome.status)));
-            return;
     }
 }
 

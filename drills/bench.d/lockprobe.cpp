@@ -1,10 +1,11 @@
 // aclaim-lockprobe: measures how far SKIP LOCKED (or nowait / wait) claims land from strict claim
-// order when k claimers compete, on a real PostgreSQL. For each k it fills a fresh organization
-// with jobs of equal priority and enqueue time (so strict order is id order), lets k threads
-// released together claim one job at a time until the queue is empty, and reads the order of the
-// claims back from job_events. A claim's displacement is the number of better-ranked jobs still
-// unclaimed when it was taken. It exits 1 when a run did not claim every job exactly once and
-// complete it: its figures would then describe something else.
+// order when k claimers compete, on a real PostgreSQL. The product claims with SKIP LOCKED only;
+// the nowait and wait variants of its claim statement live here, for the comparison. For each k it
+// fills a fresh organization with jobs of equal priority and enqueue time (so strict order is id
+// order), lets k threads released together claim one job at a time until the queue is empty, and
+// reads the order of the claims back from job_events. A claim's displacement is the number of
+// better-ranked jobs still unclaimed when it was taken. It exits 1 when a run did not claim every
+// job exactly once and complete it: its figures would then describe something else.
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -13,21 +14,94 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "common/base/program.hpp"
+#include "common/base/queue_name.hpp"
 #include "common/proto/version.hpp"
 #include "common/store/assignment_store.hpp"
+#include "common/store/claim_plan.hpp"
+#include "common/store/claim_sql.hpp"
 #include "common/store/migrations.hpp"
+#include "common/store/pg_array.hpp"
+#include "common/store/pg_time.hpp"
+#include "common/store/session_sql.hpp"
 
 using namespace aclaim;
 
 namespace {
 
+/// What a claim does when a candidate row is locked by another transaction.
+enum class LockStrategy {
+    SkipLocked,  ///< pass over it and take the next eligible one: the product's claim
+    NoWait,      ///< fail at once (SQLSTATE 55P03)
+    Wait,        ///< wait for it, bounded by kLockTimeoutMs, then fail (55P03)
+};
+
+std::optional<LockStrategy> parse_lock_strategy(std::string_view s) {
+    if (s == "skip_locked") return LockStrategy::SkipLocked;
+    if (s == "nowait") return LockStrategy::NoWait;
+    if (s == "wait") return LockStrategy::Wait;
+    return std::nullopt;
+}
+
+constexpr const char* kLockNotAvailable = "55P03";
+constexpr int kLockTimeoutMs = 2000;
+constexpr const char* kVariantName = "lockprobe_claim";
+constexpr common::Duration kLease = 60 * common::kSeconds;
+
+/// The store's claim of queues without limits, rates, weights or exclusions, its candidates
+/// locked as `strategy` says.
+std::string claim_variant(LockStrategy strategy) {
+    std::string text = common::sql::claim_statement(common::ClaimPlan{}).text;
+    const std::string_view skip = "FOR UPDATE SKIP LOCKED";
+    const std::string_view lock =
+        strategy == LockStrategy::NoWait ? "FOR UPDATE NOWAIT" : "FOR UPDATE";
+    const auto at = text.find(skip);
+    if (at == std::string::npos)
+        throw std::logic_error("the claim no longer locks FOR UPDATE SKIP LOCKED");
+    return text.replace(at, skip.size(), lock);
+}
+
+/// One claim of one job, as the store runs it (its locks, then its statement) but with the
+/// variant; nullopt when a candidate's lock stopped it.
+std::optional<common::ClaimOutcome> claim_with_variant(common::AssignmentStore& store,
+                                                       LockStrategy strategy, common::OrgId org,
+                                                       const std::string& worker) {
+    const std::string queues =
+        common::pg_array(std::vector<std::string>{std::string(common::kDefaultQueue)});
+    try {
+        pqxx::work txn(store.connection(), "lockprobe_claim");
+        txn.exec_prepared(common::sql::kClaimLocks.name, org, queues);
+        if (strategy == LockStrategy::Wait) {
+            txn.exec_params(common::sql::kSetLocalLockTimeout.text, std::to_string(kLockTimeoutMs));
+        }
+        const pqxx::result r = txn.exec_prepared(kVariantName, org, worker, 1,
+                                                 common::instant_from_micros(2), kLease, queues);
+        txn.commit();
+        common::ClaimOutcome out;
+        for (const auto& row : r) {
+            common::Lease lease;
+            lease.job_id = row["id"].as<common::JobId>();
+            lease.org_id = org;
+            lease.generation = row["generation"].as<common::Generation>();
+            out.leases.push_back(std::move(lease));
+        }
+        out.status = out.leases.empty() ? common::ClaimOutcome::Status::NoWork
+                                        : common::ClaimOutcome::Status::Claimed;
+        return out;
+    } catch (const pqxx::sql_error& e) {
+        if (e.sqlstate() != kLockNotAvailable) throw;
+        return std::nullopt;
+    }
+}
+
 struct Result {
     int claimers = 0;
     long claims = 0;
-    long locked_outcomes = 0;  // nowait: CandidateLocked; wait: LockTimeout
+    long locked_outcomes = 0;  // nowait: a candidate locked; wait: the lock timeout passed
     double seconds = 0;
     double mean = 0;
     long p50 = 0, p99 = 0, max = 0;
@@ -44,11 +118,12 @@ struct Run {
     common::OrgId org = 0;
 };
 
-Result probe(const std::string& dsn, common::LockStrategy strategy, const Run& run) {
+Result probe(const std::string& dsn, LockStrategy strategy, const Run& run) {
     const int k = run.claimers;
     const int n_jobs = run.jobs;
     const common::OrgId org = run.org;
-    common::StoreOptions opts{strategy, 2000, "aclaim-lockprobe"};
+    common::StoreOptions opts;
+    opts.application_name = "aclaim-lockprobe";
     {
         common::AssignmentStore seed(dsn);
         std::vector<common::NewJob> jobs(static_cast<std::size_t>(n_jobs), {0, "probe", 3});
@@ -62,21 +137,29 @@ Result probe(const std::string& dsn, common::LockStrategy strategy, const Run& r
     for (int c = 0; c < k; ++c) {
         threads.emplace_back([&, c] {
             common::AssignmentStore s(dsn, opts);
+            if (strategy != LockStrategy::SkipLocked) {
+                s.connection().prepare(kVariantName, claim_variant(strategy));
+            }
             const std::string me = "probe-" + std::to_string(c);
             start.arrive_and_wait();
             int empty_in_a_row = 0;
             while (empty_in_a_row < 3) {
-                auto out =
-                    s.claim(org, {me, 1}, 60 * common::kSeconds, common::instant_from_micros(2));
+                const auto claimed = strategy == LockStrategy::SkipLocked
+                                         ? std::optional(s.claim(org, {me, 1}, kLease,
+                                                                 common::instant_from_micros(2)))
+                                         : claim_with_variant(s, strategy, org, me);
+                if (!claimed) {
+                    ++locked;
+                    continue;
+                }
+                const common::ClaimOutcome& out = *claimed;
                 if (out.status == common::ClaimOutcome::Status::Claimed) {
                     empty_in_a_row = 0;
                     const auto& l = out.leases[0];
                     s.complete({org, l.job_id, l.generation, me, "ok"},
                                common::instant_from_micros(3));
-                } else if (out.status == common::ClaimOutcome::Status::NoWork) {
-                    ++empty_in_a_row;
                 } else {
-                    ++locked;
+                    ++empty_in_a_row;
                 }
             }
         });
@@ -153,7 +236,7 @@ int run_main(int argc, char** argv) {
     app.add_option("--lock-strategy", strategy_name, "skip_locked, nowait or wait");
     app.add_option("--json", json_path, "Also write the results as JSON to this file");
     CLI11_PARSE(app, argc, argv);
-    const auto strategy = common::parse_lock_strategy(strategy_name);
+    const auto strategy = parse_lock_strategy(strategy_name);
     if (!strategy) {
         std::fprintf(stderr, "aclaim-lockprobe: unknown lock strategy '%s'\n",
                      strategy_name.c_str());

@@ -43,15 +43,6 @@ std::string complete_notifying_text() {
     return text;
 }
 
-/// Registers on `conn` the claim of queues without limits, rates, weights or exclusions, as the
-/// store prepares it (a store registers a plan's statement when its first claim needs it, and
-/// this drill claims without the store); returns its name.
-const char* prepare_plain_claim(pqxx::connection& conn) {
-    const common::sql::Statement& claim = common::sql::claim_statement(common::ClaimPlan{});
-    conn.prepare(claim.name, common::sql::filled(claim.text, {{"{LOCK}", "SKIP LOCKED"}}));
-    return claim.name;
-}
-
 /// One claim statement (LIMIT batch) and one completion statement of what it claimed, in one
 /// transaction. Returns the jobs completed.
 int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const std::string& worker,
@@ -61,9 +52,8 @@ int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const s
     // The claim as the store runs it: the queue locks, then the claim statement.
     const std::string queues = "{default}";
     txn.exec_prepared(common::sql::kClaimLocks.name, org, queues);
-    const pqxx::result claimed =
-        txn.exec_prepared(common::sql::claim_statement(common::ClaimPlan{}).name, org, worker,
-                          batch, now, kLease, queues);
+    const pqxx::result claimed = txn.exec_prepared(store.prepare_claim(common::ClaimPlan{}), org,
+                                                   worker, batch, now, kLease, queues);
     if (claimed.empty()) return 0;
     if (batch == 1) {
         const auto job = claimed[0]["id"].as<std::int64_t>();
@@ -109,7 +99,6 @@ nlohmann::json measure(const RawOptions& o, RawLoad load) {
     for (int t = 0; t < threads; ++t) {
         pool.emplace_back([&, t] {
             common::AssignmentStore store(o.dsn);
-            prepare_plain_claim(store.connection());
             if (load.notify)
                 store.connection().prepare(kCompleteNotifying, complete_notifying_text());
             const std::string worker = "raw-" + std::to_string(t);

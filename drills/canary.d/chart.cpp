@@ -135,11 +135,9 @@ class Svg {
         head += "<text x='" + num(kLeft) +
                 "' y='20' font-size='14' font-weight='bold'>aclaim "
                 "canary: " +
-                std::string(to_string(o.shape)) + ", " +
-                std::string(common::to_string(o.lock_strategy)) + ", " +
-                std::to_string(o.start_pollers) + "&#8211;" + std::to_string(o.max_pollers) +
-                " pollers, " + std::to_string(o.seconds) + " s (" + escape(run_.verdict()) +
-                ")</text>\n";
+                std::string(to_string(o.shape)) + ", " + std::to_string(o.start_pollers) +
+                "&#8211;" + std::to_string(o.max_pollers) + " pollers, " +
+                std::to_string(o.seconds) + " s (" + escape(run_.verdict()) + ")</text>\n";
         head += "<text x='" + num(kLeft) + "' y='" + num(height - 12) +
                 "' font-size='11'>seconds since start; red dashed lines: contract violations "
                 "(back-off from the next second). Behaviour only, no throughput "

@@ -7,11 +7,6 @@ namespace aclaim::drills {
 
 namespace {
 
-std::int64_t count_of(const std::map<std::string, std::int64_t>& m, const std::string& key) {
-    const auto it = m.find(key);
-    return it == m.end() ? 0 : it->second;
-}
-
 std::string fmt_ms(double ms) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.0f ms", ms);
@@ -25,21 +20,17 @@ std::string first_evidence(const std::vector<std::string>& lines) {
 }  // namespace
 
 std::int64_t ContractBounds::displacement_bound(int pollers) const {
-    if (strategy != common::LockStrategy::SkipLocked) return 0;
     return static_cast<std::int64_t>(claimers() - 1) * jobs_per_statement(pollers);
 }
 
 ContractBounds contract_for(const CanaryOptions& o) {
     ContractBounds b;
-    b.strategy = o.lock_strategy;
     b.db_threads = o.db_threads;
     b.coalesce = o.coalesce;
-    b.lock_timeout_ms = o.lock_timeout_ms;
     return b;
 }
 
 std::vector<Rule> contract_rules(const ContractBounds& b) {
-    const bool skip = b.strategy == common::LockStrategy::SkipLocked;
     return {
         {"no_duplicate_claim",
          "no (job, generation) is handed out twice and no job is claimed while another lease "
@@ -47,27 +38,19 @@ std::vector<Rule> contract_rules(const ContractBounds& b) {
         {"no_stale_acceptance",
          "every accepted completion is of the job's current lease and generation"},
         {"displacement_within_bound",
-         skip ? "p99 of claim-order displacement <= (k-1)*m, with k=" +
-                    std::to_string(b.claimers()) + " claim connections (" +
-                    std::to_string(b.db_threads) + " coordinator DB threads and the probe) and " +
-                    (b.coalesce ? std::string("m = the pollers in force (coalesced claims)")
-                                : std::string("m=1 (claims not coalesced)"))
-              : "claim-order displacement is 0: strict order under " +
-                    std::string(common::to_string(b.strategy))},
-        {"lock_timeouts_only_under_wait", "lock_timeout outcomes appear only under wait"},
-        {"candidate_locked_only_under_nowait",
-         "candidate_locked outcomes appear only under nowait"},
-        {"claim_lock_waits_only_under_wait",
-         "claim statements are seen waiting on a lock only under wait"},
-        {"claim_lock_wait_within_timeout",
-         "under wait, no single lock wait of a claim is seen longer than lock_timeout (" +
-             std::to_string(b.lock_timeout_ms) + " ms) + " + fmt_ms(b.lock_wait_slack_ms)},
+         "p99 of claim-order displacement <= (k-1)*m, with k=" + std::to_string(b.claimers()) +
+             " claim connections (" + std::to_string(b.db_threads) +
+             " coordinator DB threads and the probe) and " +
+             (b.coalesce ? std::string("m = the pollers in force (coalesced claims)")
+                         : std::string("m=1 (claims not coalesced)"))},
+        {"claims_never_wait_on_a_lock",
+         "claim statements are never seen waiting on a lock: they pass over locked rows"},
         {"invariants_hold",
          "at the end, the invariant checker finds nothing lost, completed twice or accepted stale"},
     };
 }
 
-std::vector<Violation> judge(const Interval& in, const ContractBounds& b) {
+std::vector<Violation> judge(const Interval& in, const ContractBounds& /*bounds*/) {
     std::vector<Violation> out;
     const auto add = [&](const std::string& rule, const std::string& evidence, bool injected) {
         out.push_back(Violation{in.second, rule, evidence, injected, in.pollers, 0});
@@ -104,33 +87,10 @@ std::vector<Violation> judge(const Interval& in, const ContractBounds& b) {
                 std::to_string(in.displacement.max) + ")",
             false);
     }
-    const auto timeouts = count_of(in.seen.no_work_by_reason, kReasonLockTimeout) +
-                          count_of(in.probe.outcomes, "lock_timeout");
-    if (timeouts > 0 && b.strategy != common::LockStrategy::Wait) {
-        add("lock_timeouts_only_under_wait",
-            std::to_string(timeouts) + " lock timeouts under " +
-                std::string(common::to_string(b.strategy)),
-            false);
-    }
-    const auto locked = count_of(in.seen.no_work_by_reason, kReasonCandidateLocked) +
-                        count_of(in.probe.outcomes, "candidate_locked");
-    if (locked > 0 && b.strategy != common::LockStrategy::NoWait) {
-        add("candidate_locked_only_under_nowait",
-            std::to_string(locked) + " candidate_locked outcomes under " +
-                std::string(common::to_string(b.strategy)),
-            false);
-    }
-    if (b.strategy != common::LockStrategy::Wait && in.locks.claim_waits > 0) {
-        add("claim_lock_waits_only_under_wait",
+    if (in.locks.claim_waits > 0) {
+        add("claims_never_wait_on_a_lock",
             std::to_string(in.locks.claim_waits) + " claim statements seen waiting on a lock (" +
-                fmt_ms(in.locks.claim_wait_max_ms) + " longest) under " +
-                std::string(common::to_string(b.strategy)),
-            false);
-    }
-    if (b.strategy == common::LockStrategy::Wait &&
-        in.locks.claim_wait_max_ms > b.lock_timeout_ms + b.lock_wait_slack_ms) {
-        add("claim_lock_wait_within_timeout",
-            "a claim was seen waiting " + fmt_ms(in.locks.claim_wait_max_ms) + " for one lock",
+                fmt_ms(in.locks.claim_wait_max_ms) + " longest)",
             false);
     }
     return out;

@@ -48,18 +48,14 @@ struct Interval {
 };
 
 struct ContractBounds {
-    common::LockStrategy strategy = common::LockStrategy::SkipLocked;
     int db_threads = 2;    ///< the coordinator's claim statements that can run at once
     bool coalesce = true;  ///< the coordinator runs queued claims of one organization as one
-    int lock_timeout_ms = 0;
-    /// Allowance on top of lock_timeout for a sampled wait: timer delivery and a busy machine.
-    double lock_wait_slack_ms = 1000;
 
     /// k: connections that can run a claim statement at once, the canary's probe included.
     int claimers() const { return db_threads + 1; }
     /// m: jobs one claim statement may take while `pollers` pollers claim one job each.
     int jobs_per_statement(int pollers) const { return coalesce ? std::max(1, pollers) : 1; }
-    /// (k-1)*m under skip_locked; strict order (0) under nowait and wait.
+    /// (k-1)*m: each other claimer's statement may hold m better-ranked rows the claim passes over.
     std::int64_t displacement_bound(int pollers) const;
 };
 

@@ -80,11 +80,10 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
     };
 
-    std::printf(
-        "aclaim-canary: %s shape, %d..%d pollers, %d s, lock strategy %s, %s; report in %s\n",
-        std::string(to_string(options.shape)).c_str(), options.start_pollers, options.max_pollers,
-        options.seconds, std::string(aclaim::common::to_string(options.lock_strategy)).c_str(),
-        options.plaintext ? "plaintext" : "CURVE", options.out.c_str());
+    std::printf("aclaim-canary: %s shape, %d..%d pollers, %d s, %s; report in %s\n",
+                std::string(to_string(options.shape)).c_str(), options.start_pollers,
+                options.max_pollers, options.seconds, options.plaintext ? "plaintext" : "CURVE",
+                options.out.c_str());
     std::fflush(stdout);
     RunResult run;
     try {

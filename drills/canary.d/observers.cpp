@@ -112,8 +112,9 @@ void ClaimProbe::start() {
 
 void ClaimProbe::probe_once() {
     if (!store_ || !store_->is_open()) {
-        store_ = std::make_unique<common::AssignmentStore>(
-            dsn_, common::StoreOptions{strategy_, lock_timeout_ms_, kProbeWorker});
+        common::StoreOptions options;
+        options.application_name = kProbeWorker;
+        store_ = std::make_unique<common::AssignmentStore>(dsn_, options);
     }
     const common::SystemClock clock;
     const auto t0 = std::chrono::steady_clock::now();
@@ -151,8 +152,9 @@ Backlog::Backlog(std::string dsn, common::OrgId org, double jobs_per_poller_s,
 
 void Backlog::fill() {
     if (!store_) {
-        store_ = std::make_unique<common::AssignmentStore>(
-            dsn_, common::StoreOptions{common::LockStrategy::SkipLocked, 2000, "canary-backlog"});
+        common::StoreOptions options;
+        options.application_name = "canary-backlog";
+        store_ = std::make_unique<common::AssignmentStore>(dsn_, options);
     }
     top_up(*store_);
 }

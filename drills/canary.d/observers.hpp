@@ -2,7 +2,7 @@
 
 // The canary's own database sessions, each a thread with its own connection:
 //  - LockSampler: snapshots of sessions waiting on a lock (pg_stat_activity + pg_locks);
-//  - ClaimProbe: one direct claim per second with the coordinator's lock strategy, timed without
+//  - ClaimProbe: one direct claim per second, as the coordinator's store runs it, timed without
 //    the coordinator in between, next to the coordinator's own /metrics timing;
 //  - Backlog: keeps the organization's pending queue topped up for the current poller count.
 
@@ -77,7 +77,7 @@ class LockSampler {
 /// Direct claims timed in one interval.
 struct ProbeSlice {
     std::vector<double> claim_ms;                  ///< claim statement + commit, each
-    std::map<std::string, std::int64_t> outcomes;  ///< claimed, no_work, candidate_locked, ...
+    std::map<std::string, std::int64_t> outcomes;  ///< claimed, no_work, ...
 
     void add(const ProbeSlice& other);
 };
@@ -88,13 +88,8 @@ inline constexpr const char* kProbeWorker = "canary-probe";
 class ClaimProbe {
   public:
     /// Claims from `queues`, the ones the pollers serve.
-    ClaimProbe(std::string dsn, common::OrgId org, common::LockStrategy strategy,
-               int lock_timeout_ms, std::vector<std::string> queues)
-        : dsn_(std::move(dsn)),
-          org_(org),
-          strategy_(strategy),
-          lock_timeout_ms_(lock_timeout_ms),
-          queues_(std::move(queues)) {}
+    ClaimProbe(std::string dsn, common::OrgId org, std::vector<std::string> queues)
+        : dsn_(std::move(dsn)), org_(org), queues_(std::move(queues)) {}
     void start();
     void stop() { thread_.stop(); }
     ProbeSlice take();
@@ -105,8 +100,6 @@ class ClaimProbe {
 
     std::string dsn_;
     common::OrgId org_;
-    common::LockStrategy strategy_;
-    int lock_timeout_ms_;
     std::vector<std::string> queues_;
     std::unique_ptr<common::AssignmentStore> store_;
     std::mutex mutex_;

@@ -50,7 +50,6 @@ void CanaryOptions::validate() const {
             "--max-pollers must be --start-pollers..64");
     require(review_ms >= 0 && review_ms <= 60000, "--review-ms must be 0..60000");
     require(claim_wait_ms >= 0 && claim_wait_ms <= 60000, "--claim-wait-ms must be 0..60000");
-    require(lock_timeout_ms >= 1, "--lock-timeout-ms must be positive");
     require(lease_ms >= 100, "--lease-ms must be at least 100");
     require(heartbeat_ms >= 0 && heartbeat_ms < lease_ms,
             "--heartbeat-ms must be shorter than the lease");
@@ -90,15 +89,6 @@ CanaryOptions parse_canary_options(int argc, char** argv) {
     app.add_option("--review-ms", o.review_ms, "How long each job is held before completing")
         ->capture_default_str();
     app.add_option("--claim-wait-ms", o.claim_wait_ms, "Long-poll budget of each CLAIM")
-        ->capture_default_str();
-    app.add_option_function<std::string>(
-           "--lock-strategy",
-           [&o](const std::string& s) { o.lock_strategy = *common::parse_lock_strategy(s); },
-           "The coordinator's lock strategy: skip_locked, nowait or wait")
-        ->envname("ACLAIM_LOCK_STRATEGY")
-        ->check(CLI::IsMember({"skip_locked", "nowait", "wait"}))
-        ->default_str("skip_locked");
-    app.add_option("--lock-timeout-ms", o.lock_timeout_ms, "Lock wait bound under 'wait'")
         ->capture_default_str();
     app.add_option("--lease-ms", o.lease_ms, "Lease granted by the coordinator")
         ->capture_default_str();

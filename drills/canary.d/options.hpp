@@ -44,10 +44,6 @@ struct CanaryOptions {
     int review_ms = 200;
     /// Long-poll budget of each CLAIM, in milliseconds.
     int claim_wait_ms = 200;
-    /// What the coordinator's claim does on a locked candidate row.
-    common::LockStrategy lock_strategy = common::LockStrategy::SkipLocked;
-    /// Lock wait bound under the `wait` strategy, in milliseconds.
-    int lock_timeout_ms = 2000;
     /// Lease granted by the coordinator, in milliseconds.
     int lease_ms = 5000;
     /// Renewal interval the coordinator asks of workers, in milliseconds; 0: a third of the lease.

@@ -12,7 +12,7 @@ using worker::TimePoint;
 
 /// Holds end and stop requests are looked at least this often.
 constexpr Millis kMaxPollWait{20};
-/// After a NO_WORK that came back well before its wait ended (candidate locked, lock timeout):
+/// After a NO_WORK that came back well before its wait ended (a draining coordinator):
 /// the same pause as the aclaim-worker simulator, so pollers press like real reviewers do.
 constexpr Millis kEarlyNoWorkPause{200};
 /// After a CLAIM ended by ERROR or a lost connection, as the simulator does.

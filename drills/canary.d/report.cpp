@@ -103,8 +103,6 @@ json report_json(const RunResult& r) {
                   {"max_pollers", o.max_pollers},
                   {"review_ms", o.review_ms},
                   {"claim_wait_ms", o.claim_wait_ms},
-                  {"lock_strategy", common::to_string(o.lock_strategy)},
-                  {"lock_timeout_ms", o.lock_timeout_ms},
                   {"lease_ms", o.lease_ms},
                   {"heartbeat_ms", o.heartbeat_ms},
                   {"db_threads", o.db_threads},
@@ -125,7 +123,6 @@ json report_json(const RunResult& r) {
                   {"coalesce", r.bounds.coalesce},
                   {"max_pollers_in_force", r.facts.max_pollers},
                   {"displacement_bound_at_max", r.bounds.displacement_bound(r.facts.max_pollers)},
-                  {"lock_timeout_ms", r.bounds.lock_timeout_ms},
                   {"rules", rules}};
 
     json intervals = json::array();

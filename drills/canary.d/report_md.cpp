@@ -38,11 +38,6 @@ std::int64_t sum(const std::map<std::string, std::int64_t>& m) {
     return n;
 }
 
-std::int64_t count_of(const std::map<std::string, std::int64_t>& m, const std::string& key) {
-    const auto it = m.find(key);
-    return it == m.end() ? 0 : it->second;
-}
-
 std::string latency(const LatencySummary& s) {
     return f1(s.p50_ms) + " / " + f1(s.p90_ms) + " / " + f1(s.p99_ms) + " / " + f1(s.max_ms) +
            " ms (" + std::to_string(s.count) + " samples)";
@@ -83,13 +78,11 @@ std::string report_markdown(const RunResult& r) {
     md += "> " + std::string(kNoGuarantee) + "\n\n";
     md += "Shape `" + std::string(to_string(o.shape)) + "` from " +
           std::to_string(o.start_pollers) + " to " + std::to_string(o.max_pollers) +
-          " pollers over " + std::to_string(o.seconds) + " s; lock strategy `" +
-          std::string(common::to_string(o.lock_strategy)) + "` (lock timeout " +
-          std::to_string(o.lock_timeout_ms) + " ms); review " + std::to_string(o.review_ms) +
-          " ms, claim wait " + std::to_string(o.claim_wait_ms) + " ms, lease " +
-          std::to_string(o.lease_ms) + " ms, heartbeat " + std::to_string(o.heartbeat_ms) +
-          " ms; coordinator with " + std::to_string(o.db_threads) + " DB threads; organization " +
-          std::to_string(r.org) + "; " +
+          " pollers over " + std::to_string(o.seconds) + " s; review " +
+          std::to_string(o.review_ms) + " ms, claim wait " + std::to_string(o.claim_wait_ms) +
+          " ms, lease " + std::to_string(o.lease_ms) + " ms, heartbeat " +
+          std::to_string(o.heartbeat_ms) + " ms; coordinator with " + std::to_string(o.db_threads) +
+          " DB threads; organization " + std::to_string(r.org) + "; " +
           (o.plaintext ? "plaintext (`--plaintext`): no encryption, HELLO names the organization"
                        : "CURVE: every connection encrypted, each poller with a key registered "
                          "for the organization") +
@@ -136,13 +129,6 @@ std::string report_markdown(const RunResult& r) {
           " worker side, " + std::to_string(r.facts.audit.duplicate_claims) +
           " in the audit log |\n";
     md += "| stale acceptances | " + std::to_string(r.facts.audit.stale_acceptances) + " |\n";
-    md += "| lock timeouts / candidate_locked | " +
-          std::to_string(count_of(t.no_work_by_reason, kReasonLockTimeout) +
-                         count_of(r.probe_total.outcomes, "lock_timeout")) +
-          " / " +
-          std::to_string(count_of(t.no_work_by_reason, kReasonCandidateLocked) +
-                         count_of(r.probe_total.outcomes, "candidate_locked")) +
-          " |\n";
     md += "| lock waits seen (claim / other), in " + std::to_string(r.locks_total.samples) +
           " snapshots | " + std::to_string(r.locks_total.claim_waits) + " / " +
           std::to_string(r.locks_total.other_waits) + "; longest claim wait " +
@@ -218,7 +204,7 @@ std::string report_markdown(const RunResult& r) {
         "coordinator's `/metrics` (`aclaim_statement_duration_seconds{statement=\"claim\"}`, one "
         "store call on a DB thread; `aclaim_claim_duration_seconds`, a CLAIM from hand-over to a "
         "DB thread until its answer, parking excluded); percentiles are bucket upper bounds.\n"
-        "- **direct claim probe**: the same claim statement with the same lock strategy on a "
+        "- **direct claim probe**: the same claim, as the coordinator's store runs it, on a "
         "connection of the canary's own, once per second, timing statement plus commit without "
         "the coordinator in between. The probe is a claimer too, which is why the bound counts "
         "it.\n"

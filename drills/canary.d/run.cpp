@@ -68,8 +68,6 @@ std::vector<std::string> coordinator_argv(const CanaryOptions& o, const std::str
     flag("--bind", endpoint);
     flag("--http-bind", "127.0.0.1:" + std::to_string(http_port));
     flag("--coalesce", o.coalesce ? "on" : "off");
-    flag("--lock-strategy", std::string(common::to_string(o.lock_strategy)));
-    flag("--lock-timeout-ms", std::to_string(o.lock_timeout_ms));
     flag("--lease-ms", std::to_string(o.lease_ms));
     flag("--heartbeat-ms", std::to_string(o.heartbeat_ms));
     flag("--db-threads", std::to_string(o.db_threads));
@@ -186,7 +184,7 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
     wait_until_serving(context, r.endpoint, r.org, client_keys[0], coordinator, coordinator_log);
 
     LockSampler sampler(o.dsn, kLockSamplePeriod);
-    ClaimProbe probe(o.dsn, r.org, o.lock_strategy, o.lock_timeout_ms, queues);
+    ClaimProbe probe(o.dsn, r.org, queues);
     AuditFollower follower(r.org);
     Recorder recorder;
     std::atomic<bool> pollers_stop{false};

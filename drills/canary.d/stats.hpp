@@ -57,10 +57,6 @@ struct PollerCounts {
     void add(const PollerCounts& other);
 };
 
-/// NO_WORK reasons as the coordinator words them (coordinator/router/outcomes.cpp).
-inline constexpr const char* kReasonCandidateLocked = "candidate locked";
-inline constexpr const char* kReasonLockTimeout = "lock timeout";
-
 class Recorder {
   public:
     void assigned(double round_trip_ms, std::int64_t job, std::int64_t generation, int poller);

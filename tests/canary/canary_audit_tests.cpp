@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "common/store/assignment_store.hpp"
+#include "common/store/claim_plan.hpp"
+#include "common/store/pg_time.hpp"
 #include "drills/canary.d/audit.hpp"
 #include "drills/canary.d/observers.hpp"
 #include "tests/support/process.hpp"
@@ -173,11 +175,21 @@ TEST_CASE("canary lock sampler: a claim waiting on a held row is seen with its l
 
     drills::LockSampler sampler(db.dsn(), std::chrono::milliseconds(20));
     sampler.start();
-    common::ClaimOutcome outcome;
+    std::vector<common::JobId> claimed;
     std::thread waiter([&] {
-        common::AssignmentStore waiting(db.dsn(),
-                                        {common::LockStrategy::Wait, 10000, "canary-test-wait"});
-        outcome = waiting.claim(org, {"waiter", 1}, kLease, kT0 + 1us);
+        // The store's claim statement with its candidates locked FOR UPDATE alone, so that it
+        // waits for the held row instead of passing over it: a claim's lock wait to be seen.
+        std::string text = common::sql::claim_statement(common::ClaimPlan{}).text;
+        const std::string skip = "FOR UPDATE SKIP LOCKED";
+        text.replace(text.find(skip), skip.size(), "FOR UPDATE");
+        pqxx::connection conn(db.dsn());
+        conn.prepare("canary_test_waiting_claim", text);
+        pqxx::work txn(conn);
+        for (const auto& row : txn.exec_prepared("canary_test_waiting_claim", org, "waiter", 1,
+                                                 kT0 + 1us, kLease, "{default}")) {
+            claimed.push_back(row["id"].as<common::JobId>());
+        }
+        txn.commit();
     });
     drills::LockSlice seen;
     const bool waited = testing::eventually(
@@ -214,6 +226,6 @@ TEST_CASE("canary lock sampler: a claim waiting on a held row is seen with its l
     CHECK(seen.claim_wait_max_ms <= held_ms);
     CHECK(seen.by_lock_type.size() >= 1);
     CHECK(sampler.thread().errors() == 0);
-    REQUIRE(outcome.status == common::ClaimOutcome::Status::Claimed);
-    CHECK(outcome.leases.at(0).job_id == ids[0]);  // strict order: it waited for the head job
+    REQUIRE(claimed.size() == 1);
+    CHECK(claimed.at(0) == ids[0]);  // strict order: it waited for the head job
 }

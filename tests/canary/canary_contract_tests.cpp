@@ -13,12 +13,10 @@ using namespace aclaim::drills;
 
 namespace {
 
-ContractBounds bounds(common::LockStrategy strategy, bool coalesce = true) {
+ContractBounds bounds(bool coalesce = true) {
     CanaryOptions o;
-    o.lock_strategy = strategy;
     o.db_threads = 2;
     o.coalesce = coalesce;
-    o.lock_timeout_ms = 2000;
     return contract_for(o);
 }
 
@@ -42,27 +40,21 @@ std::vector<std::string> rules_of(const std::vector<Violation>& vs) {
 
 }  // namespace
 
-TEST_CASE("canary contract: the displacement bound is (k-1)*m under skip_locked, 0 otherwise",
-          "[canary]") {
-    CHECK(bounds(common::LockStrategy::SkipLocked).claimers() == 3);
-    CHECK(bounds(common::LockStrategy::SkipLocked).displacement_bound(16) == 32);
-    CHECK(bounds(common::LockStrategy::SkipLocked, false).displacement_bound(16) == 2);
-    CHECK(bounds(common::LockStrategy::NoWait).displacement_bound(16) == 0);
-    CHECK(bounds(common::LockStrategy::Wait).displacement_bound(16) == 0);
+TEST_CASE("canary contract: the displacement bound is (k-1)*m", "[canary]") {
+    CHECK(bounds().claimers() == 3);
+    CHECK(bounds().displacement_bound(16) == 32);
+    CHECK(bounds(false).displacement_bound(16) == 2);
 }
 
-TEST_CASE("canary contract: a clean interval passes under every strategy", "[canary]") {
-    for (auto s : {common::LockStrategy::SkipLocked, common::LockStrategy::NoWait,
-                   common::LockStrategy::Wait}) {
-        const auto b = bounds(s);
+TEST_CASE("canary contract: a clean interval passes", "[canary]") {
+    for (const bool coalesce : {true, false}) {
+        const auto b = bounds(coalesce);
         CHECK(judge(clean(b), b).empty());
     }
 }
 
 TEST_CASE("canary contract: each rule fires on what it names", "[canary]") {
-    const auto skip = bounds(common::LockStrategy::SkipLocked);
-    const auto nowait = bounds(common::LockStrategy::NoWait);
-    const auto wait = bounds(common::LockStrategy::Wait);
+    const auto skip = bounds();
 
     SECTION("displacement over the bound, and not at it") {
         auto in = clean(skip, 2);  // bound (3-1)*2 = 4
@@ -75,11 +67,6 @@ TEST_CASE("canary contract: each rule fires on what it names", "[canary]") {
         CHECK(rules_of(v) == std::vector<std::string>{"displacement_within_bound"});
         CHECK_FALSE(v[0].injected);
         CHECK(v[0].level == 2);
-        auto strict = clean(nowait);
-        strict.audit.displacement = {0, 0, 1};
-        strict.displacement = summarize_displacement(strict.audit.displacement);
-        CHECK(rules_of(judge(strict, nowait)) ==
-              std::vector<std::string>{"displacement_within_bound"});
     }
     SECTION("duplicates from either side, and stale acceptances") {
         auto in = clean(skip);
@@ -94,38 +81,11 @@ TEST_CASE("canary contract: each rule fires on what it names", "[canary]") {
         CHECK(rules_of(judge(logged, skip)) ==
               std::vector<std::string>{"no_duplicate_claim", "no_stale_acceptance"});
     }
-    SECTION("lock timeouts only under wait") {
+    SECTION("a claim seen waiting on a lock") {
         auto in = clean(skip);
-        in.seen.no_work_by_reason[kReasonLockTimeout] = 2;
-        CHECK(rules_of(judge(in, skip)) ==
-              std::vector<std::string>{"lock_timeouts_only_under_wait"});
-        CHECK(judge(in, wait).empty());
-        auto probed = clean(nowait);
-        probed.probe.outcomes["lock_timeout"] = 1;
-        CHECK(rules_of(judge(probed, nowait)) ==
-              std::vector<std::string>{"lock_timeouts_only_under_wait"});
-    }
-    SECTION("candidate_locked only under nowait") {
-        auto in = clean(wait);
-        in.seen.no_work_by_reason[kReasonCandidateLocked] = 3;
-        CHECK(rules_of(judge(in, wait)) ==
-              std::vector<std::string>{"candidate_locked_only_under_nowait"});
-        CHECK(judge(in, nowait).empty());
-    }
-    SECTION("claim lock waits only under wait, and within lock_timeout plus slack") {
-        auto in = clean(nowait);
         in.locks.claim_waits = 1;
         in.locks.claim_wait_max_ms = 40;
-        CHECK(rules_of(judge(in, nowait)) ==
-              std::vector<std::string>{"claim_lock_waits_only_under_wait"});
-        CHECK(rules_of(judge(in, skip)) ==
-              std::vector<std::string>{"claim_lock_waits_only_under_wait"});
-        CHECK(judge(in, wait).empty());
-        in.locks.claim_wait_max_ms = 2900;
-        CHECK(judge(in, wait).empty());
-        in.locks.claim_wait_max_ms = 3100;
-        CHECK(rules_of(judge(in, wait)) ==
-              std::vector<std::string>{"claim_lock_wait_within_timeout"});
+        CHECK(rules_of(judge(in, skip)) == std::vector<std::string>{"claims_never_wait_on_a_lock"});
     }
     SECTION("lock waits of other statements are measured, not judged") {
         auto in = clean(skip);
@@ -135,7 +95,7 @@ TEST_CASE("canary contract: each rule fires on what it names", "[canary]") {
 }
 
 TEST_CASE("canary contract: an injected violation goes through the same rules", "[canary]") {
-    const auto b = bounds(common::LockStrategy::SkipLocked);
+    const auto b = bounds();
     auto in = clean(b);
     in.injected = InjectedViolation::Kind::Displacement;
     auto v = judge(in, b);
@@ -156,7 +116,7 @@ TEST_CASE("canary contract: an injected violation goes through the same rules", 
 
 TEST_CASE("canary contract: the whole run is judged from the complete log and the checker",
           "[canary]") {
-    const auto b = bounds(common::LockStrategy::SkipLocked);
+    const auto b = bounds();
     RunFacts f;
     f.max_pollers = 2;
     f.audit.displacement.assign(100, 0);

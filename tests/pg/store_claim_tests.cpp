@@ -15,7 +15,6 @@
 using namespace aclaim;
 using common::AssignmentStore;
 using common::ClaimOutcome;
-using common::LockStrategy;
 using common::StoreOptions;
 
 using testing::kT0;
@@ -125,7 +124,7 @@ TEST_CASE("claim order is priority, then enqueue time, then id", "[store][order]
     }
 }
 
-TEST_CASE("lock strategies when the head candidate is locked", "[store][locks]") {
+TEST_CASE("a claim passes over a locked head candidate without waiting", "[store][locks]") {
     testing::TestDatabase db;
     AssignmentStore seed(db.dsn());
     const auto ids = seed.enqueue(1, jobs(2), kT0);
@@ -133,43 +132,9 @@ TEST_CASE("lock strategies when the head candidate is locked", "[store][locks]")
     auto holder = std::make_unique<pqxx::work>(*holder_conn);
     holder->exec_params("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", ids[0]);
 
-    SECTION("skip_locked takes the next job without waiting") {
-        AssignmentStore s(db.dsn(), StoreOptions{LockStrategy::SkipLocked});
-        auto out = bounded([&] { return s.claim(1, {"w", 1}, kLease, kT0); });
-        REQUIRE(out.status == ClaimOutcome::Status::Claimed);
-        CHECK(out.leases.at(0).job_id == ids[1]);
-    }
-    SECTION("nowait reports the locked candidate at once") {
-        AssignmentStore s(db.dsn(), StoreOptions{LockStrategy::NoWait});
-        auto out = bounded([&] { return s.claim(1, {"w", 1}, kLease, kT0); });
-        CHECK(out.status == ClaimOutcome::Status::CandidateLocked);
-        CHECK(testing::job_state(seed.connection(), ids[1]) == "pending");
-    }
-    SECTION("wait gives up after lock_timeout") {
-        AssignmentStore s(db.dsn(), StoreOptions{LockStrategy::Wait, 200});
-        auto out = bounded([&] { return s.claim(1, {"w", 1}, kLease, kT0); });
-        CHECK(out.status == ClaimOutcome::Status::LockTimeout);
-    }
-    SECTION("wait gets the head job once the lock is released") {
-        AssignmentStore s(db.dsn(), StoreOptions{LockStrategy::Wait, 20000, "waiting-claimer"});
-        auto fut = std::async(std::launch::async, [&] {
-            return s.claim(1, {"w", 1}, kLease, kT0);
-        });
-        // Release only once the claimer is observed waiting on the row lock.
-        bool waiting = false;
-        for (int i = 0; i < 1000 && !waiting; ++i) {
-            pqxx::read_transaction t(seed.connection());
-            waiting = t.exec1(
-                           "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                           "'waiting-claimer' AND wait_event_type = 'Lock'")[0]
-                          .as<int>() == 1;
-            if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        REQUIRE(waiting);
-        holder->abort();
-        REQUIRE(fut.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
-        auto out = fut.get();
-        REQUIRE(out.status == ClaimOutcome::Status::Claimed);
-        CHECK(out.leases.at(0).job_id == ids[0]);
-    }
+    AssignmentStore s(db.dsn());
+    auto out = bounded([&] { return s.claim(1, {"w", 1}, kLease, kT0); });
+    REQUIRE(out.status == ClaimOutcome::Status::Claimed);
+    CHECK(out.leases.at(0).job_id == ids[1]);
+    CHECK(testing::job_state(seed.connection(), ids[0]) == "pending");
 }

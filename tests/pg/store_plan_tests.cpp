@@ -30,10 +30,6 @@ constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'00
 constexpr common::Duration kLease = 10 * common::kSeconds;
 constexpr int kBatch = 64;
 
-std::string with_lock(const std::string& text) {
-    return common::sql::filled(text, {{"{LOCK}", "SKIP LOCKED"}});
-}
-
 std::string array_of(const std::vector<std::string>& items) {
     std::string out = "'{";
     for (std::size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + items[i];
@@ -170,11 +166,9 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
         const std::map<std::string, std::string> statements = {
             {"renew_batch", common::sql::kRenewBatch.text},
             {"complete_batch", common::sql::kCompleteBatch.text},
-            {"claim_batch",
-             with_lock(common::sql::claim_statement(common::ClaimPlan{.batch = true}).text)},
-            {"claim", with_lock(common::sql::claim_statement(common::ClaimPlan{}).text)},
-            {"claim_rated",
-             with_lock(common::sql::claim_statement(common::ClaimPlan{.rated = true}).text)},
+            {"claim_batch", common::sql::claim_statement(common::ClaimPlan{.batch = true}).text},
+            {"claim", common::sql::claim_statement(common::ClaimPlan{}).text},
+            {"claim_rated", common::sql::claim_statement(common::ClaimPlan{.rated = true}).text},
             {"reclaim", common::sql::kReclaim.text},
         };
         for (const auto& [name, text] : statements) session.exec("PREPARE " + name + " AS " + text);

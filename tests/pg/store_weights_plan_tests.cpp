@@ -25,11 +25,6 @@ namespace {
 constexpr const char* kNow = "1800000000000000";
 constexpr const char* kLeaseUs = "10000000";
 
-/// The text with every {LOCK} clause SKIP LOCKED, as the coordinator's store prepares it.
-std::string with_lock(const std::string& text) {
-    return common::sql::filled(text, {{"{LOCK}", "SKIP LOCKED"}});
-}
-
 /// Pending jobs of organization 1 on queues a and b, three of a for one of b, interleaved in
 /// run_at order, priorities 0-7; a weighted 3, b 1. The jobs are marked as the enqueue of a
 /// weighted queue's job marks them (schema/0026).
@@ -70,16 +65,14 @@ void unweigh_b(pqxx::connection& conn) {
 void prepare(pqxx::connection& conn) {
     pqxx::nontransaction session(conn);
     session.exec("SET plan_cache_mode = force_generic_plan");
-    session.exec("PREPARE flat AS " +
-                 with_lock(common::sql::claim_statement(common::ClaimPlan{}).text));
+    session.exec("PREPARE flat AS " + common::sql::claim_statement(common::ClaimPlan{}).text);
     session.exec("PREPARE weighted AS " +
-                 with_lock(common::sql::claim_statement(common::ClaimPlan{.weighted = true}).text));
+                 common::sql::claim_statement(common::ClaimPlan{.weighted = true}).text);
     session.exec("PREPARE flat_batch AS " +
-                 with_lock(common::sql::claim_statement(common::ClaimPlan{.batch = true}).text));
+                 common::sql::claim_statement(common::ClaimPlan{.batch = true}).text);
     session.exec(
         "PREPARE weighted_batch AS " +
-        with_lock(
-            common::sql::claim_statement(common::ClaimPlan{.weighted = true, .batch = true}).text));
+        common::sql::claim_statement(common::ClaimPlan{.weighted = true, .batch = true}).text);
 }
 
 std::string single_args(int limit) {

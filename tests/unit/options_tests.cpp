@@ -110,14 +110,6 @@ TEST_CASE("a refused setting is named by its flag, whichever slice holds it", "[
     o = valid();
     o.connection.db_deadline_ms = 50;
     CHECK(refusal(o).find("--db-deadline-ms") != std::string::npos);
-
-    // A claim waiting out its lock timeout must not have its connection cut first.
-    o = valid();
-    o.db_pool.lock_strategy = common::LockStrategy::Wait;
-    o.db_pool.lock_timeout_ms = o.connection.db_deadline_ms;
-    CHECK(refusal(o).find("--db-deadline-ms") != std::string::npos);
-    o.db_pool.lock_timeout_ms = o.connection.db_deadline_ms - 1;
-    CHECK(refusal(o).empty());
 }
 
 TEST_CASE("--io-threads takes 1..16 ZeroMQ I/O threads", "[options]") {

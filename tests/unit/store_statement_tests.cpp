@@ -34,6 +34,8 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
     for (const sql::Statement* s : all) {
         INFO(s->name);
         CHECK(names.insert(s->name).second);
+        // Composed to the end: no {SLOT} of a template is left for the server to choke on.
+        CHECK_FALSE(std::regex_search(s->text, std::regex(R"(\{[A-Z][A-Z0-9_]*\})")));
         std::set<int> used;
         const std::regex param(R"(\$(\d+))");
         for (auto it = std::sregex_iterator(s->text.begin(), s->text.end(), param);
@@ -49,6 +51,25 @@ TEST_CASE("Statements: each declares exactly the parameters its text uses", "[st
         CHECK(static_cast<std::size_t>(*used.rbegin()) == s->params.size());
         CHECK(used.size() == s->params.size());
     }
+}
+
+TEST_CASE("compose: fills every named slot, and refuses a slot left open or one never named",
+          "[store]") {
+    CHECK(sql::compose("SELECT {A} FROM t WHERE x = {A} AND y = {B_2}",
+                       {{"A", "a"}, {"B_2", "b"}}) == "SELECT a FROM t WHERE x = a AND y = b");
+    // A value is taken as it is: slots in it are not filled again.
+    CHECK(sql::compose("{A}{B}", {{"A", "{B}"}, {"B", "x"}}) == "{B}x");
+    // Braces around anything but a slot name are text: array literals, JSON, lower case.
+    CHECK(sql::compose("SELECT '{}'::int[], '{default}', '{\"k\":1}', '{a}', '{A', {A}",
+                       {{"A", "1"}}) ==
+          "SELECT '{}'::int[], '{default}', '{\"k\":1}', '{a}', '{A', 1");
+    CHECK(sql::compose("no slots", {}) == "no slots");
+    // A slot the template names but no argument fills.
+    CHECK_THROWS_WITH(sql::compose("SELECT {A}, {B}", {{"A", "a"}}),
+                      Catch::Contains("{B}") && Catch::Contains("not filled"));
+    // An argument for a slot the template never names.
+    CHECK_THROWS_WITH(sql::compose("SELECT {A}", {{"A", "a"}, {"LOCK", "SKIP LOCKED"}}),
+                      Catch::Contains("{LOCK}"));
 }
 
 TEST_CASE(
@@ -105,11 +126,11 @@ TEST_CASE("Claim plans: each dimension adds its own fragments and nothing else",
               (plan.excluding && plan.batch));
         CHECK((text.find("$2::text[]") != std::string::npos) == plan.batch);
         CHECK((text.find("$6::text[]") != std::string::npos) == !plan.batch);
-        // Every plan claims the same way: one update of the picked rows, audited, locked with the
-        // strategy's clause.
+        // Every plan claims the same way: one update of the picked rows, audited, passing over
+        // rows another transaction holds.
         CHECK(text.find("UPDATE jobs j") != std::string::npos);
         CHECK(text.find("'claimed'") != std::string::npos);
-        CHECK(text.find("FOR UPDATE {LOCK}") != std::string::npos);
+        CHECK(text.find("FOR UPDATE SKIP LOCKED") != std::string::npos);
     }
     CHECK(names.size() == aclaim::common::kClaimPlanCount);
     CHECK(texts.size() == aclaim::common::kClaimPlanCount);
