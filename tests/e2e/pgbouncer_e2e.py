@@ -31,10 +31,8 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 
@@ -47,18 +45,13 @@ import psycopg2  # noqa: E402
 
 from aclaim.consumer import ResultConsumer  # noqa: E402
 from aclaim.producer import NewJob, Producer  # noqa: E402
-from sqlapi_support import admin, with_database, with_user  # noqa: E402
+from integration_e2e import Run, free_port  # noqa: E402
+from sqlapi_support import admin  # noqa: E402
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 DEADLINE_S = 90
 # The role's own bound on every statement, which is what bounds them through PgBouncer.
 ROLE_STATEMENT_TIMEOUT = "7s"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(what: str, done, deadline: float) -> None:
@@ -68,18 +61,14 @@ def wait_until(what: str, done, deadline: float) -> None:
         time.sleep(0.1)
 
 
-class Run:
+class BouncedRun(Run):
+    """The integration test's run (its database, producer login and processes), with PgBouncer
+    in front of its database."""
+
     def __init__(self, bin_dir: str) -> None:
-        self.bin = bin_dir
-        self.server = os.environ["ACLAIM_TEST_DSN"]
-        self.name = f"aclaim_pgbouncer_{os.getpid()}"
-        self.login = f"{self.name}_svc"
-        self.dir = tempfile.mkdtemp(prefix="aclaim-pgbouncer-")
-        self.procs: list[subprocess.Popen] = []
-        self.bouncer: subprocess.Popen | None = None
-        admin(self.server, f"DROP DATABASE IF EXISTS {self.name}", f"CREATE DATABASE {self.name}")
-        self.dsn = with_database(self.server, self.name)
+        super().__init__(bin_dir)
         self.port = free_port()
+        self.bouncer: subprocess.Popen | None = None
 
     def pooled(self, mode: str, user: str = "postgres") -> str:
         """The DSN of the test's database through PgBouncer's pool of this mode."""
@@ -90,10 +79,10 @@ class Run:
         started as the postgres user (-u), with files that user can read."""
         server = urllib.parse.urlsplit(self.server)
         target = f"host={server.hostname} port={server.port} dbname={self.name}"
-        users = os.path.join(self.dir, "userlist.txt")
+        users = os.path.join(self.logs, "userlist.txt")
         with open(users, "w") as f:
             f.write(f'"postgres" ""\n"{self.login}" ""\n')
-        ini = os.path.join(self.dir, "pgbouncer.ini")
+        ini = os.path.join(self.logs, "pgbouncer.ini")
         with open(ini, "w") as f:
             f.write(f"""[databases]
 transaction = {target} pool_mode=transaction
@@ -105,19 +94,18 @@ listen_port = {self.port}
 unix_socket_dir =
 auth_type = trust
 auth_file = {users}
-logfile = {os.path.join(self.dir, "pgbouncer.log")}
+logfile = {os.path.join(self.logs, "pgbouncer.log")}
 max_client_conn = 200
 default_pool_size = 40
 ignore_startup_parameters = extra_float_digits, options
 """)
         argv = [PGBOUNCER, ini]
         if os.geteuid() == 0:
-            shutil.chown(self.dir, "postgres")
-            for name in os.listdir(self.dir):
-                shutil.chown(os.path.join(self.dir, name), "postgres")
+            for path in (self.logs, users, ini):
+                shutil.chown(path, "postgres")
             argv = [PGBOUNCER, "-u", "postgres", ini]
         self.bouncer = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                        stderr=open(os.path.join(self.dir, "stderr.log"), "wb"))
+                                        stderr=subprocess.DEVNULL)
 
         def answers() -> bool:
             try:
@@ -134,45 +122,11 @@ ignore_startup_parameters = extra_float_digits, options
         return subprocess.run([os.path.join(self.bin, "aclaimctl"), "--dsn", dsn, *args],
                               capture_output=True, text=True, timeout=60)
 
-    def ctl(self, dsn: str, *args: str) -> str:
-        out = self.ctl_run(dsn, *args)
-        if out.returncode != 0:
-            raise RuntimeError(f"aclaimctl {' '.join(args)} through {dsn} exited "
-                               f"{out.returncode}: {out.stdout}{out.stderr}")
-        return out.stdout
-
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        log = open(os.path.join(self.dir, name + ".log"), "wb")
-        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        self.procs.append(p)
-        return p
-
     def stop_all(self) -> None:
-        for p in self.procs + ([self.bouncer] if self.bouncer else []):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs + ([self.bouncer] if self.bouncer else []):
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=15)
-
-    def drop(self) -> None:
-        admin(self.server, f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)",
-              f"DROP ROLE IF EXISTS {self.login}")
-        if os.environ.get("ACLAIM_KEEP_LOGS") == "1":
-            print(f"logs kept in {self.dir}", file=sys.stderr)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-    def tail(self) -> str:
-        out = []
-        for f in sorted(os.listdir(self.dir)):
-            if f.endswith(".log"):
-                with open(os.path.join(self.dir, f), errors="replace") as h:
-                    out.append(f"--- {f}\n" + "".join(h.readlines()[-15:]))
-        return "\n".join(out)
+        super().stop_all()
+        if self.bouncer is not None and self.bouncer.poll() is None:
+            self.bouncer.send_signal(signal.SIGTERM)
+            self.bouncer.wait(timeout=15)
 
     def scalar(self, sql: str):
         conn = psycopg2.connect(self.dsn, connect_timeout=10)
@@ -223,13 +177,13 @@ def main() -> int:
     if not os.path.exists(PGBOUNCER):
         print("pgbouncer is not installed (compose/dev deps installs it)", file=sys.stderr)
         return 1
-    run = Run(args.bin_dir)
+    run = BouncedRun(args.bin_dir)
     problems: list[str] = []
     try:
-        run.ctl(run.dsn, "migrate")
+        run.ctl("migrate")
         admin(run.dsn, f"DROP ROLE IF EXISTS {run.login}", f"CREATE ROLE {run.login} LOGIN",
               f"ALTER ROLE {run.login} SET statement_timeout = '{ROLE_STATEMENT_TIMEOUT}'")
-        run.ctl(run.dsn, "producers", "bind", "--login", run.login, "--org", "1")
+        run.ctl("producers", "bind", "--login", run.login, "--org", "1")
         run.start_pgbouncer()
         deadline = time.monotonic() + DEADLINE_S
         txn, session = run.pooled("transaction"), run.pooled("session")
@@ -238,10 +192,10 @@ def main() -> int:
         # prepared statements stay on the pooled server connection after its first run, and the
         # next run's prepare fails there (docs/operations.md).
         for dsn in (txn, session):
-            run.ctl(dsn, "status")
+            run.ctl("status", dsn=dsn)
         for _ in range(2):
-            run.ctl(session, "enqueue", "--org", "1", "--count", "2")
-        run.ctl(txn, "enqueue", "--org", "1", "--count", "1")
+            run.ctl("enqueue", "--org", "1", "--count", "2", dsn=session)
+        run.ctl("enqueue", "--org", "1", "--count", "1", dsn=txn)
         second = run.ctl_run(txn, "enqueue", "--org", "1", "--count", "1")
         if second.returncode == 0 or "prepared statement" not in second.stderr:
             problems.append("aclaimctl enqueue ran twice through transaction pooling: "
@@ -303,7 +257,7 @@ def main() -> int:
         if not set(ids) <= set(seen):
             problems.append("a producer's job has no verdict")
 
-        status_text = run.ctl(session, "status")
+        status_text = run.ctl("status", dsn=session)
         run.stop_all()
         check = subprocess.run([os.path.join(run.bin, "aclaimctl"), "--dsn", run.dsn, "check"],
                                capture_output=True, text=True, timeout=120)
