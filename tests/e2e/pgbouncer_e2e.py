@@ -26,7 +26,6 @@ built binaries (--bin-dir). Ends by itself: every wait has a deadline.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -45,7 +44,7 @@ import psycopg2  # noqa: E402
 
 from aclaim.consumer import ResultConsumer  # noqa: E402
 from aclaim.producer import NewJob, Producer  # noqa: E402
-from integration_e2e import Run, free_port  # noqa: E402
+from integration_e2e import Run, bin_dir_argument, free_port  # noqa: E402
 from sqlapi_support import admin  # noqa: E402
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
@@ -168,16 +167,13 @@ def producer_through_transaction_pooling(run: Run, problems: list[str]) -> list[
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--bin-dir", required=True)
-    args = p.parse_args()
-    if not os.environ.get("ACLAIM_TEST_DSN"):
-        print("ACLAIM_TEST_DSN is not set: run through compose/dev test", file=sys.stderr)
+    bin_dir = bin_dir_argument(__doc__)
+    if bin_dir is None:
         return 1
     if not os.path.exists(PGBOUNCER):
         print("pgbouncer is not installed (compose/dev deps installs it)", file=sys.stderr)
         return 1
-    run = BouncedRun(args.bin_dir)
+    run = BouncedRun(bin_dir)
     problems: list[str] = []
     try:
         run.ctl("migrate")
