@@ -183,7 +183,7 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
                 // waiting for the next one.
                 const auto seq = p_.wakes.seq(from.org_id);
                 request.slot_bound = outcome.slot_bound;
-                const bool slot_freed =
+                const bool freed_meanwhile =
                     request.slot_bound &&
                     p_.wakes.slots(from.org_id, from.queues) != request.slot_seq;
                 // Held back by a rate limit: look again when its bucket has a token, on the
@@ -194,7 +194,7 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
                         p_.clock.monotonic_now() +
                         std::max(common::Duration{0}, *outcome.refill_at - p_.clock.now());
                 }
-                if (seq != request.wake_seq || slot_freed ||
+                if (seq != request.wake_seq || freed_meanwhile ||
                     (request.retry_at && *request.retry_at <= p_.clock.monotonic_now())) {
                     p_.wakes.stamp(request);
                     request.retry_at.reset();
