@@ -439,9 +439,9 @@ SELECT p.login, p.org_id, aclaim_us(p.bound_at) AS bound_us, p.bound_by,
 /// The statements above that take parameters, run unprepared on the caller's connection (their
 /// names only identify them); listed for the test that holds each text to its contract.
 inline const std::vector<const Statement*> kOperatorStatements = {
-    &kOperatorStatus,     &kOperatorRelease,   &kOperatorFail,      &kOperatorCancel,
-    &kOperatorRetry,      &kOperatorPause,     &kOperatorConfigure, &kOperatorQueues,
-    &kProducerBind,       &kProducerUnbind,    &kProducerList,      &kOperatorQueueKnown,
+    &kOperatorStatus,     &kOperatorRelease,    &kOperatorFail,      &kOperatorCancel,
+    &kOperatorRetry,      &kOperatorPause,      &kOperatorConfigure, &kOperatorQueues,
+    &kProducerBind,       &kProducerUnbind,     &kProducerList,      &kOperatorQueueKnown,
     &kOperatorRetryLocks, &kOperatorQueueNames, &kQueueCompletions};
 
 }  // namespace aclaim::common::sql

@@ -185,6 +185,10 @@ struct ClaimOutcome {
     /// limit bucket: the first instant one of those buckets holds a token again, at which a
     /// parked claim is worth trying again. Not computed for queues without a rate.
     std::optional<Instant> refill_at;
+    /// The claim came back short while a served queue has a concurrency limit (max_assigned): a
+    /// slot that frees on one of its queues is worth trying again for. Set whether or not the
+    /// limit is what held it back; never for a claim whose queues have no limit.
+    bool slot_bound = false;
 };
 
 std::string_view to_string(ClaimOutcome::Status s);
@@ -196,6 +200,10 @@ struct Transition {
     std::string detail;          ///< human-readable explanation of a rejection
     Instant lease_expires_at{};  ///< renew: the new deadline; park: the park's deadline
     JobState state = JobState::Pending;  ///< the row's state afterwards, when applied
+    /// Complete, fail, release and park, applied now: the job's queue, where the job no longer
+    /// holds a lease (a slot of its concurrency limit; a park that extends an earlier park freed
+    /// none, and costs a waiting claim one look). Empty for the others, and for a replay.
+    std::string queue;
 
     bool accepted() const { return !rejection.has_value(); }
 };
@@ -206,6 +214,7 @@ struct Reclaimed {
     OrgId org_id = 0;
     Generation generation = 0;           ///< the generation that lost its authority
     std::string assignee;                ///< the worker that held it
+    std::string queue;                   ///< the job's queue (the reaper's reclaims)
     JobState state = JobState::Pending;  ///< pending or scheduled, or discarded past max_attempts
     /// The REVOKED reason pushed to the holder: "reclaimed" (the reaper), or "cancelled".
     std::string reason = "reclaimed";

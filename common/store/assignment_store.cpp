@@ -160,6 +160,7 @@ std::vector<Reclaimed> AssignmentStore::reclaim_with(const sql::Statement& state
         rc.org_id = row["org_id"].as<OrgId>();
         rc.generation = row["generation"].as<Generation>();
         rc.assignee = row["assignee"].is_null() ? "" : row["assignee"].as<std::string>();
+        rc.queue = row["queue"].as<std::string>();
         rc.state = store_detail::state_of(row["state"]);
         out.push_back(std::move(rc));
     }

@@ -227,6 +227,8 @@ class AssignmentStore {
     /// The exclusions epoch the last claim read (kClaimLocks); none before the first, which runs
     /// the exclusion-aware statement unless no queue was ever flagged.
     std::optional<std::int64_t> exclusions_epoch_;
+    /// Whether the last claim's locks found a served queue with a concurrency limit.
+    bool claim_capped_ = false;
     const char* last_claim_statement_ = "";
     /// The claim plan's dimensions (ClaimPlan::dimension_bits) the last claim of each
     /// organization's set of served queues ran (plan_key), which the next mixed transaction of

@@ -30,7 +30,9 @@ namespace aclaim::common::sql {
 /// lock exclusive, until it commits. So a flag that committed after this snapshot was either
 /// committed before the lock was granted, and its epoch step is seen here, or commits after this
 /// claim's transaction; and a flag that committed before the previous claim's lock was granted is
-/// in this snapshot, since this claim began after that one committed.
+/// in this snapshot, since this claim began after that one committed. `capped` counts the served
+/// queues with a concurrency limit: a claim that came back short may be waiting for one of their
+/// slots, and the coordinator looks again when one frees (ClaimOutcome::slot_bound).
 inline const Statement kClaimLocks{"aclaim_claim_locks",
                                    R"SQL(
 SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
@@ -40,12 +42,13 @@ SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
                    AND (max_assigned IS NOT NULL OR rate_per_s IS NOT NULL
                         OR weight IS NOT NULL)
                  ORDER BY queue) AS limited) AS limited,
-       c.rated, c.weighted, c.excluding,
+       c.rated, c.weighted, c.excluding, c.capped,
        coalesce(pg_sequence_last_value('aclaim_exclusions_epoch'::regclass), 0)
            AS exclusions_epoch
   FROM (SELECT count(*) FILTER (WHERE rate_per_s IS NOT NULL) AS rated,
                count(*) FILTER (WHERE weight IS NOT NULL) AS weighted,
-               count(*) FILTER (WHERE has_exclusions) AS excluding
+               count(*) FILTER (WHERE has_exclusions) AS excluding,
+               count(*) FILTER (WHERE max_assigned IS NOT NULL) AS capped
           FROM job_queues
          WHERE org_id = $1::bigint AND queue = ANY($2::text[])) AS c
 )SQL",

@@ -90,11 +90,17 @@ ClaimPlan plan_of(const pqxx::row& r, std::optional<std::int64_t>& epoch, bool b
             moved || r["excluding"].as<std::int64_t>() > 0, batch};
 }
 
+/// Whether a row of kClaimLocks found a served queue with a concurrency limit.
+bool capped_of(const pqxx::row& r) {
+    return r["capped"].as<std::int64_t>() > 0;
+}
+
 /// The first statement of a claim transaction (kClaimLocks). Returns the plan the served queues
-/// call for.
+/// call for; `capped` says whether one of them has a concurrency limit.
 ClaimPlan begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
-                      std::optional<std::int64_t>& epoch, bool batch) {
+                      std::optional<std::int64_t>& epoch, bool& capped, bool batch) {
     const pqxx::result r = txn.exec_prepared(sql::kClaimLocks.name, org, queues);
+    capped = capped_of(r[0]);
     return plan_of(r[0], epoch, batch);
 }
 
@@ -132,10 +138,11 @@ std::string queues_of(std::span<const ClaimRequest> requests) {
 }
 
 /// Each requester's outcome from the rows of a coalesced claim statement `r`, with `refill`, the
-/// instant a rate limit holds a short requester back to (refill_after).
+/// instant a rate limit holds a short requester back to (refill_after), and `capped`, whether a
+/// served queue has a concurrency limit (ClaimOutcome::slot_bound).
 std::vector<ClaimOutcome> claim_outcomes(const pqxx::result& r, const ClaimSlots& slots,
                                          std::span<const ClaimRequest> requests,
-                                         std::optional<Instant> refill) {
+                                         std::optional<Instant> refill, bool capped) {
     std::vector<ClaimOutcome> out(requests.size());
     for (const auto& row : r) {
         const auto slot = row["slot"].as<std::size_t>();
@@ -144,7 +151,10 @@ std::vector<ClaimOutcome> claim_outcomes(const pqxx::result& r, const ClaimSlots
     for (std::size_t i = 0; i < out.size(); ++i) {
         auto& o = out[i];
         o.status = o.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
-        if (std::cmp_less(o.leases.size(), requests[i].max_jobs)) o.refill_at = refill;
+        if (std::cmp_less(o.leases.size(), requests[i].max_jobs)) {
+            o.refill_at = refill;
+            o.slot_bound = capped;
+        }
     }
     return out;
 }
@@ -192,13 +202,15 @@ std::vector<ClaimOutcome> AssignmentStore::claim_in(pqxx::work& txn, OrgId org,
     const ClaimSlots slots = slots_of(requests);
     const std::string queues = queues_of(requests);
     const ClaimPlan plan =
-        known != nullptr ? *known : begin_claim(txn, org, queues, exclusions_epoch_, true);
+        known != nullptr ? *known
+                         : begin_claim(txn, org, queues, exclusions_epoch_, claim_capped_, true);
     last_claim_statement_ = prepare_claim(plan);
     const pqxx::result r =
         txn.exec_prepared(last_claim_statement_, org, pg_array(slots.workers), now, lease, queues);
     return claim_outcomes(
         r, slots, requests,
-        refill_after(txn, org, queues, plan.rated, r.size(), slots.owner.size(), now));
+        refill_after(txn, org, queues, plan.rated, r.size(), slots.owner.size(), now),
+        claim_capped_);
 }
 
 ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Duration lease,
@@ -208,7 +220,7 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
     pqxx::work txn(*conn_, "claim");
     Scope(txn, options_.row_security).to(org);
     const std::string queues = served_queues(request.queues);
-    const ClaimPlan plan = begin_claim(txn, org, queues, exclusions_epoch_, false);
+    const ClaimPlan plan = begin_claim(txn, org, queues, exclusions_epoch_, claim_capped_, false);
     last_claim_statement_ = prepare_claim(plan);
     const pqxx::result r = txn.exec_prepared(last_claim_statement_, org, request.worker,
                                              request.max_jobs, now, lease, queues);
@@ -216,6 +228,7 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
                                  static_cast<std::size_t>(request.max_jobs), now);
     commit(txn);
     for (const auto& row : r) out.leases.push_back(lease_of(row));
+    out.slot_bound = claim_capped_ && std::cmp_less(r.size(), request.max_jobs);
     out.status = out.leases.empty() ? ClaimOutcome::Status::NoWork : ClaimOutcome::Status::Claimed;
     return out;
 }
@@ -266,7 +279,7 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
     // transaction completed while this one waits on the organization's lock.
     scope.to(org);
     const std::string queues = queues_of(claims);
-    const ClaimPlan plan = begin_claim(txn, org, queues, exclusions_epoch_, true);
+    const ClaimPlan plan = begin_claim(txn, org, queues, exclusions_epoch_, claim_capped_, true);
     // What the next mixed transaction of this organization's queues sends with its COMMIT.
     remember_plan(plan_key(org, queues), plan.dimension_bits());
     out.completions =
@@ -377,6 +390,7 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
     ++sent_together_;
     // The guard held, so the locks call for the statement that ran; this reads their epoch.
     plan_of(locks[0], exclusions_epoch_, true);
+    claim_capped_ = capped_of(locks[0]);
     last_claim_statement_ = claim_statement;
     CompletedAndClaimed out;
     out.completions.resize(completions.size());
@@ -409,7 +423,7 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
                 std::string("committed, then settling what it did not apply failed: ") + e.what());
         }
     }
-    out.claims = claim_outcomes(claimed, slots, claims, refill);
+    out.claims = claim_outcomes(claimed, slots, claims, refill, claim_capped_);
     return out;
 }
 

@@ -105,6 +105,7 @@ void mark_completed(const pqxx::result& r, const std::vector<std::size_t>& group
         }
         applied.at(i) = true;
         out[i].state = JobState::Completed;
+        out[i].queue = row["queue"].as<std::string>();
     }
 }
 
@@ -232,6 +233,13 @@ Transition applied_as(JobState state, Instant lease = Instant{}) {
     return t;
 }
 
+/// applied_as for a transition that ends the job's lease, with the queue of the applied row `r`.
+Transition lease_ended(const pqxx::result& r, JobState state, Instant park_deadline = Instant{}) {
+    Transition t = applied_as(state, park_deadline);
+    t.queue = r[0]["queue"].as<std::string>();
+    return t;
+}
+
 }  // namespace
 
 void settle_completions(pqxx::transaction_base& txn, Scope& scope,
@@ -244,7 +252,7 @@ void settle_completions(pqxx::transaction_base& txn, Scope& scope,
             const pqxx::result one = txn.exec_prepared(sql::kComplete.name, q.org, q.job,
                                                        q.generation, q.worker, q.result_ref, now);
             if (one.empty()) return false;
-            t.state = JobState::Completed;
+            t = lease_ended(one, JobState::Completed);
             return true;
         },
         known);
@@ -306,8 +314,8 @@ Transition AssignmentStore::progress(const TransitionRequest& q, Instant now) {
 Transition AssignmentStore::park(const TransitionRequest& q, Instant now) {
     return fenced(
         Operation::Park, q, now,
-        [&q](const pqxx::result&) {
-            return store_detail::applied_as(JobState::Parked, q.park_deadline);
+        [&q](const pqxx::result& r) {
+            return store_detail::lease_ended(r, JobState::Parked, q.park_deadline);
         },
         q.org, q.job, q.generation, q.worker, now, q.park_deadline, q.note, q.token);
 }
@@ -315,15 +323,15 @@ Transition AssignmentStore::park(const TransitionRequest& q, Instant now) {
 Transition AssignmentStore::complete(const TransitionRequest& q, Instant now) {
     return fenced(
         Operation::Complete, q, now,
-        [](const pqxx::result&) { return store_detail::applied_as(JobState::Completed); }, q.org,
-        q.job, q.generation, q.worker, q.result_ref, now);
+        [](const pqxx::result& r) { return store_detail::lease_ended(r, JobState::Completed); },
+        q.org, q.job, q.generation, q.worker, q.result_ref, now);
 }
 
 Transition AssignmentStore::fail(const TransitionRequest& q, Instant now) {
     return fenced(
         Operation::Fail, q, now,
         [](const pqxx::result& r) {
-            return store_detail::applied_as(store_detail::state_of(r[0]["state"]));
+            return store_detail::lease_ended(r, store_detail::state_of(r[0]["state"]));
         },
         q.org, q.job, q.generation, q.worker, q.reason, q.retryable, now);
 }
@@ -331,8 +339,8 @@ Transition AssignmentStore::fail(const TransitionRequest& q, Instant now) {
 Transition AssignmentStore::release(const TransitionRequest& q, Instant now) {
     return fenced(
         Operation::Release, q, now,
-        [](const pqxx::result&) { return store_detail::applied_as(JobState::Pending); }, q.org,
-        q.job, q.generation, q.worker, now);
+        [](const pqxx::result& r) { return store_detail::lease_ended(r, JobState::Pending); },
+        q.org, q.job, q.generation, q.worker, now);
 }
 
 std::optional<RowAuthority> AssignmentStore::authority(JobId job) {

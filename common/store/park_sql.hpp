@@ -26,7 +26,7 @@ WITH parked AS (
        AND assignee = $4::text
        AND ((state = 'assigned' AND lease_expires_at > aclaim_ts($5::bigint))
             OR (state = 'parked' AND deadline_at > aclaim_ts($5::bigint)))
-    RETURNING j.id, j.org_id, j.generation
+    RETURNING j.id, j.org_id, j.queue, j.generation
 ), saved AS (
     INSERT INTO job_parks AS p (token_hash, job_id, org_id, generation, parked_by, parked_at,
                                 deadline_at, note)
@@ -45,7 +45,7 @@ WITH parked AS (
                                                      ELSE ': ' || $7::text END
       FROM parked
 )
-SELECT id FROM parked
+SELECT id, queue FROM parked
 )SQL",
                              {"org bigint", "job bigint", "generation bigint", "worker text",
                               "now_us bigint", "deadline_us bigint", "note text", "token text"}};

@@ -103,8 +103,8 @@ WITH expired AS MATERIALIZED (
                              kRetryDetail + R"SQL(
       FROM r
 )
-SELECT id, org_id, generation, assignee, state, )SQL" +
-                             kRetryWake + ", " + kSettledColumn + R"SQL(
+SELECT id, org_id, queue, generation, assignee, state, )SQL" +
+                       kRetryWake + ", " + kSettledColumn + R"SQL(
   FROM r ORDER BY id
 )SQL";
     return compose(text, {{"PICK", pick}, {"DETAIL", detail}});

@@ -88,7 +88,8 @@ WITH done AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', $4::text, aclaim_ts($6::bigint), $5::text FROM done
 )
-SELECT id, )SQL" + kSettledColumn + R"SQL( FROM done
+SELECT id, queue, )SQL" + kSettledColumn +
+                                     R"SQL( FROM done
 )SQL",
                                  {"org bigint", "job bigint", "generation bigint", "worker text",
                                   "result_ref text", "now_us bigint"}};
@@ -112,7 +113,7 @@ WITH r AS (
                                  R"SQL(
       FROM r
 )
-SELECT state, )SQL" + kRetryWake +
+SELECT state, queue, )SQL" + kRetryWake +
                                  ", " + kSettledColumn +
                                  R"SQL( FROM r
 )SQL",
@@ -135,7 +136,7 @@ WITH r AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at)
     SELECT id, org_id, generation, 'released', $4::text, aclaim_ts($5::bigint) FROM r
 )
-SELECT id, aclaim_wake(org_id, queue) FROM r
+SELECT id, queue, aclaim_wake(org_id, queue) FROM r
 )SQL",
             {{"RELEASE", kReleaseSet}}),
     {"org bigint", "job bigint", "generation bigint", "worker text", "now_us bigint"}};
@@ -221,6 +222,7 @@ RETURNING l.n, aclaim_us(j.lease_expires_at) AS lease_us
 /// change (`applied` false) with that row's authority as kAuthority reads it, so that a refusal
 /// is decided on the row this statement saw: a claim later in the same transaction may take the
 /// job again (a COMPLETE with next), and the refusal must read as if the COMPLETE came alone.
+/// An applied row also names its job's `queue`.
 inline const Statement kCompleteBatch{"aclaim_complete_batch",
                                       R"SQL(
 WITH r AS (
@@ -254,11 +256,12 @@ WITH r AS (
 SELECT n, true AS applied, )SQL" + kSettledColumn +
                                           R"SQL(, NULL::bigint AS org_id,
        NULL::text AS state, NULL::bigint AS generation, NULL::text AS assignee,
-       NULL::bigint AS lease_us, NULL::bigint AS deadline_us, NULL::text AS result_ref
+       NULL::bigint AS lease_us, NULL::bigint AS deadline_us, NULL::text AS result_ref, queue
   FROM done
 UNION ALL
 SELECT l.n, false, NULL, l.org_id, l.state::text, l.generation, coalesce(l.assignee, ''),
-       aclaim_us(l.lease_expires_at), aclaim_us(l.deadline_at), coalesce(l.row_result_ref, '')
+       aclaim_us(l.lease_expires_at), aclaim_us(l.deadline_at), coalesce(l.row_result_ref, ''),
+       NULL
   FROM locked l
  WHERE l.n NOT IN (SELECT n FROM done)
 )SQL",

@@ -109,8 +109,7 @@ void Listener::listen_once(Poster& poster, common::Backoff& backoff,
         connections_.open("aclaim-coordinator-listener", Connections::Role::RowSecurity);
     pqxx::connection& conn = *owned;
     RevokeChecks::prepare(conn);
-    Receiver jobs(conn, Channel::Jobs, "not \"org\" or \"org:queue\"", forgeries_,
-                  parse_wake,
+    Receiver jobs(conn, Channel::Jobs, "not \"org\" or \"org:queue\"", forgeries_, parse_wake,
                   [&poster](OrgWoken woken, const std::string&) { poster.post(std::move(woken)); });
     Receiver schedule(
         conn, Channel::Schedule, "not a time in microseconds", forgeries_,
@@ -122,8 +121,8 @@ void Listener::listen_once(Poster& poster, common::Backoff& backoff,
         });
     // Collected for one check against the rows after the wait (a statement cannot run while
     // libpqxx delivers notifications).
-    Receiver revoke(conn, Channel::Revoke,
-                    "not \"org:job:generation:cancelled:worker\"", forgeries_, parse_revoke,
+    Receiver revoke(conn, Channel::Revoke, "not \"org:job:generation:cancelled:worker\"",
+                    forgeries_, parse_revoke,
                     [this](RevokeClaim claim, const std::string& payload) {
                         revokes_.add(std::move(claim), payload);
                     });

@@ -411,6 +411,16 @@ void Inbound::handle_request(const std::string& routing_id, const Credentials& c
         return;
     }
     if (next == nullptr) {
+        // A completion frees its job's slot: a claim of this connection waiting for a slot of a
+        // limited queue looks again in the completion's own transaction, as a COMPLETE with next
+        // would, instead of one round trip after it.
+        if (request.kind() == RequestKind::Complete && !p_.dispatcher.draining()) {
+            if (auto waiting = p_.parked.take_slot_bound_of(session->org_id, routing_id)) {
+                p_.wakes.stamp(*waiting);
+                p_.dispatcher.dispatch_pair(std::move(request), std::move(*waiting));
+                return;
+            }
+        }
         p_.dispatcher.dispatch(std::move(request));
         return;
     }
@@ -452,7 +462,7 @@ RoutedRequest Inbound::routed(const std::string& routing_id, const Session& sess
         request.wait_ms = claim->wait_ms;
         request.wait_until =
             p_.clock.monotonic_now() + std::chrono::milliseconds(std::max(0, claim->wait_ms));
-        request.wake_seq = p_.wakes.seq(session.org_id);
+        p_.wakes.stamp(request);
     }
     return request;
 }

@@ -69,13 +69,29 @@ void Outcomes::refilled(std::vector<RoutedRequest> claims) {
 
 void Outcomes::wake(std::vector<RoutedRequest> claims) {
     for (auto& claim : claims) {
-        claim.wake_seq = p_.wakes.seq(claim.ask().org_id);
+        p_.wakes.stamp(claim);
         p_.dispatcher.dispatch(std::move(claim));
+    }
+}
+
+void Outcomes::slot_freed(common::OrgId org, const std::string& queue) {
+    p_.wakes.slot_freed(org, queue);
+    if (p_.dispatcher.draining()) return;
+    if (auto claim = p_.parked.take_slot_bound(org, queue)) {
+        std::vector<RoutedRequest> one;
+        one.push_back(std::move(*claim));
+        wake(std::move(one));
     }
 }
 
 void Outcomes::on_outcome(RequestOutcome& outcome) {
     DbRequest& request = outcome.request;
+    // A lease ended here, answered or not: a claim held back by its queue's concurrency limit
+    // may take the slot now.
+    if (const auto* t = std::get_if<common::Transition>(&outcome.result);
+        t != nullptr && t->accepted() && !t->queue.empty()) {
+        slot_freed(request.ask.org_id, t->queue);
+    }
     const bool own = !request.answer;
     auto routed = p_.dispatcher.returned(request);
     if (own) {
@@ -163,8 +179,14 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
                 return;
             } else if (request.wait_until > p_.clock.monotonic_now()) {
                 // A notification that arrived while this claim ran may be for a job the claim's
-                // snapshot could not see: look again instead of waiting for the next one.
+                // snapshot could not see, and a lease that ended meanwhile on a served queue with
+                // a concurrency limit may have freed the slot it waits for: look again instead of
+                // waiting for the next one.
                 const auto seq = p_.wakes.seq(from.org_id);
+                request.slot_bound = outcome.slot_bound;
+                const bool freed_meanwhile =
+                    request.slot_bound &&
+                    p_.wakes.slots(from.org_id, from.queues) != request.slot_seq;
                 // Held back by a rate limit: look again when its bucket has a token, on the
                 // monotonic clock (the store said when on the wall clock, both the injected one's).
                 request.retry_at.reset();
@@ -173,9 +195,9 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
                         p_.clock.monotonic_now() +
                         std::max(common::Duration{0}, *outcome.refill_at - p_.clock.now());
                 }
-                if (seq != request.wake_seq ||
+                if (seq != request.wake_seq || freed_meanwhile ||
                     (request.retry_at && *request.retry_at <= p_.clock.monotonic_now())) {
-                    request.wake_seq = seq;
+                    p_.wakes.stamp(request);
                     request.retry_at.reset();
                     p_.dispatcher.dispatch(std::move(request));
                 } else {
@@ -324,6 +346,7 @@ void Outcomes::release_undelivered(const StoreRequest& claim, const common::Clai
 }
 
 void Outcomes::on_reclaimed(const common::Reclaimed& reclaimed) {
+    if (!reclaimed.queue.empty()) slot_freed(reclaimed.org_id, reclaimed.queue);
     Session* session = p_.sessions.find_worker(reclaimed.org_id, reclaimed.assignee);
     if (session == nullptr) return;
     const std::string detail =

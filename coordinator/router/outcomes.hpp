@@ -56,6 +56,12 @@ class Outcomes {
     /// alone never gets here.
     void on_reclaimed(const common::Reclaimed& reclaimed);
     void wake(std::vector<RoutedRequest> claims);
+    /// A lease of the organization's queue ended (completed, failed, released, parked or
+    /// reclaimed), freeing a slot of the queue's concurrency limit, if it has one: the earliest
+    /// parked claim held back by such a limit on that queue is dispatched again, and a claim of
+    /// it still at the database looks again if it comes back empty. A queue without a limit has
+    /// no such claim and costs a lookup.
+    void slot_freed(common::OrgId org, const std::string& queue);
     /// Gives back leases claimed for `claim` that its worker will not hear of.
     void release_undelivered(const StoreRequest& claim, const common::ClaimOutcome& outcome);
 

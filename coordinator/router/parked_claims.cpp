@@ -4,11 +4,24 @@
 
 namespace aclaim::coordinator {
 
+namespace {
+
+bool serves(const RoutedRequest& claim, std::string_view queue) {
+    const auto& served = claim.ask().queues;
+    return std::find(served.begin(), served.end(), queue) != served.end();
+}
+
+}  // namespace
+
 void ParkedClaims::park(RoutedRequest claim) {
     const auto org = claim.ask().org_id;
     auto until = claim.wait_until;
     if (claim.retry_at && *claim.retry_at < until) until = *claim.retry_at;
     ++per_connection_[claim.reply.routing_id];
+    if (claim.slot_bound) {
+        auto& queues = slot_bound_[org];
+        for (const auto& q : claim.ask().queues) ++queues[q];
+    }
     by_org_[org].emplace(until, std::move(claim));
     ++count_;
 }
@@ -16,6 +29,14 @@ void ParkedClaims::park(RoutedRequest claim) {
 void ParkedClaims::taken(const std::vector<RoutedRequest>& out) {
     count_ -= out.size();
     for (const auto& c : out) {
+        if (c.slot_bound) {
+            const auto org = slot_bound_.find(c.ask().org_id);
+            for (const auto& q : c.ask().queues) {
+                const auto n = org->second.find(q);
+                if (--n->second == 0) org->second.erase(n);
+            }
+            if (org->second.empty()) slot_bound_.erase(org);
+        }
         const auto it = per_connection_.find(c.reply.routing_id);
         if (it == per_connection_.end()) continue;
         if (--it->second == 0) per_connection_.erase(it);
@@ -38,8 +59,7 @@ std::vector<RoutedRequest> ParkedClaims::take_org(common::OrgId org, std::string
     if (it == by_org_.end()) return out;
     auto& claims = it->second;
     for (auto c = claims.begin(); c != claims.end();) {
-        const auto& served = c->second.ask().queues;
-        if (queue.empty() || std::find(served.begin(), served.end(), queue) != served.end()) {
+        if (queue.empty() || serves(c->second, queue)) {
             out.push_back(std::move(c->second));
             c = claims.erase(c);
         } else {
@@ -51,6 +71,37 @@ std::vector<RoutedRequest> ParkedClaims::take_org(common::OrgId org, std::string
     return out;
 }
 
+std::optional<RoutedRequest> ParkedClaims::take_slot_bound(common::OrgId org,
+                                                           std::string_view queue) {
+    const auto waiting = slot_bound_.find(org);
+    if (waiting == slot_bound_.end() || !waiting->second.contains(queue)) return std::nullopt;
+    return take_first_slot_bound(org, [queue](const RoutedRequest& c) { return serves(c, queue); });
+}
+
+std::optional<RoutedRequest> ParkedClaims::take_slot_bound_of(common::OrgId org,
+                                                              const std::string& routing_id) {
+    if (of_connection(routing_id) == 0 || !slot_bound_.contains(org)) return std::nullopt;
+    return take_first_slot_bound(
+        org, [&routing_id](const RoutedRequest& c) { return c.reply.routing_id == routing_id; });
+}
+
+template <class Wanted>
+std::optional<RoutedRequest> ParkedClaims::take_first_slot_bound(common::OrgId org, Wanted wanted) {
+    const auto it = by_org_.find(org);
+    if (it == by_org_.end()) return std::nullopt;
+    auto& claims = it->second;
+    for (auto c = claims.begin(); c != claims.end(); ++c) {
+        if (!c->second.slot_bound || !wanted(c->second)) continue;
+        std::vector<RoutedRequest> out;
+        out.push_back(std::move(c->second));
+        claims.erase(c);
+        taken(out);
+        if (claims.empty()) by_org_.erase(it);
+        return std::move(out.front());
+    }
+    return std::nullopt;
+}
+
 std::vector<RoutedRequest> ParkedClaims::take_all() {
     std::vector<RoutedRequest> out;
     for (auto& [org, claims] : by_org_) {
@@ -58,6 +109,7 @@ std::vector<RoutedRequest> ParkedClaims::take_all() {
     }
     by_org_.clear();
     per_connection_.clear();
+    slot_bound_.clear();
     count_ = 0;
     return out;
 }

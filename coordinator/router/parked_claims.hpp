@@ -12,9 +12,10 @@
 
 namespace aclaim::coordinator {
 
-/// CLAIMs that found no work and wait for a notification, the end of their wait or, held back by
-/// a rate limit, the instant its bucket refills; by organization and the earlier of those two
-/// instants. Router thread only.
+/// CLAIMs that found no work and wait for a notification, the end of their wait, held back by a
+/// rate limit, the instant its bucket refills, or held back by a concurrency limit
+/// (RoutedRequest::slot_bound), a slot freed on one of their queues; by organization and the
+/// earlier of the first two instants. Router thread only.
 class ParkedClaims {
   public:
     /// A claim's wait ends at its wait_until on the clock's monotonic time; the clock must
@@ -26,6 +27,14 @@ class ParkedClaims {
     /// Removes and returns the organization's parked claims that serve `queue` (all of them
     /// when it is empty), oldest deadline first.
     std::vector<RoutedRequest> take_org(common::OrgId org, std::string_view queue = {});
+    /// Removes and returns the organization's slot-bound claim that serves `queue` with the
+    /// earliest deadline, if any: one slot freed there, one claim to take it. A queue without a
+    /// slot-bound claim parked costs one lookup.
+    std::optional<RoutedRequest> take_slot_bound(common::OrgId org, std::string_view queue);
+    /// Removes and returns the slot-bound claim of one connection of the organization with the
+    /// earliest deadline, if any: a completion it sends frees a slot that claim may take.
+    std::optional<RoutedRequest> take_slot_bound_of(common::OrgId org,
+                                                    const std::string& routing_id);
     std::vector<RoutedRequest> take_all();
     /// Removes and returns the claims whose wait has ended by now.
     std::vector<RoutedRequest> take_expired();
@@ -49,7 +58,11 @@ class ParkedClaims {
     /// as taken.
     template <class Goes>
     std::vector<RoutedRequest> take_where(SteadyClock::time_point until, Goes goes);
-    /// Counts the claims of `out` as gone, from count_ and their connections'.
+    /// The organization's slot-bound claim of earliest deadline of which `wanted` says yes,
+    /// removed.
+    template <class Wanted>
+    std::optional<RoutedRequest> take_first_slot_bound(common::OrgId org, Wanted wanted);
+    /// Counts the claims of `out` as gone, from count_, their connections' and slot_bound_.
     void taken(const std::vector<RoutedRequest>& out);
 
     const common::Clock& clock_;
@@ -57,6 +70,8 @@ class ParkedClaims {
     std::unordered_map<common::OrgId, ByDeadline> by_org_;
     std::size_t count_ = 0;
     std::unordered_map<std::string, std::size_t> per_connection_;
+    /// The slot-bound claims parked, per organization and served queue.
+    std::unordered_map<common::OrgId, std::map<std::string, std::size_t, std::less<>>> slot_bound_;
 };
 
 }  // namespace aclaim::coordinator

@@ -38,6 +38,12 @@ struct RoutedRequest {
     /// CLAIM only, parked: when a rate limit's bucket that held it back has a token again, at
     /// which it is dispatched again if its wait has not ended (ClaimOutcome::refill_at).
     std::optional<SteadyClock::time_point> retry_at;
+    /// CLAIM only: the count of leases ended on its queues (WakeCounter::slots) when this attempt
+    /// was dispatched, so that a slot freed while it ran is not lost.
+    std::uint64_t slot_seq = 0;
+    /// CLAIM only, parked: it came back short while a served queue has a concurrency limit
+    /// (ClaimOutcome::slot_bound), so a slot freed on one of its queues dispatches it again.
+    bool slot_bound = false;
 
     const StoreRequest& ask() const { return db.ask; }
     RequestKind kind() const { return db.kind(); }

@@ -172,14 +172,23 @@ def inspection_service(run: Run) -> dict:
     return expected
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+def bin_dir_argument(description: str) -> str | None:
+    """The --bin-dir a suite's test is given; None (said on stderr) without the suite's
+    PostgreSQL."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--bin-dir", required=True)
     args = p.parse_args()
     if not os.environ.get("ACLAIM_TEST_DSN"):
         print("ACLAIM_TEST_DSN is not set: run through compose/dev test", file=sys.stderr)
+        return None
+    return args.bin_dir
+
+
+def main() -> int:
+    bin_dir = bin_dir_argument(__doc__)
+    if bin_dir is None:
         return 1
-    run = Run(args.bin_dir)
+    run = Run(bin_dir)
     try:
         run.ctl("migrate")
         admin(run.dsn, f"DROP ROLE IF EXISTS {run.login}", f"CREATE ROLE {run.login} LOGIN",

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "coordinator/db/listener_checks.hpp"
 #include "coordinator/router/wake_counter.hpp"
@@ -94,7 +95,24 @@ TEST_CASE("a wake counts for its organization's claims, in a table that does not
     CHECK(wakes.seq(2) == two + 1);
     wakes.org_woken(std::numeric_limits<aclaim::common::OrgId>::max());
     wakes.org_woken(std::numeric_limits<aclaim::common::OrgId>::min());
-    CHECK(sizeof(WakeCounter) <= (WakeCounter::kBuckets + 1) * sizeof(std::uint64_t));
+    // Two fixed tables (wakes, and slots freed) and the listener's epoch.
+    CHECK(sizeof(WakeCounter) <= (2 * WakeCounter::kBuckets + 1) * sizeof(std::uint64_t));
     wakes.listener_ready();
     CHECK(wakes.seq(1) == one + 2);
+}
+
+TEST_CASE("a freed slot counts for the claims that serve its queue", "[listener][limits]") {
+    WakeCounter wakes;
+    const std::vector<std::string> electrical{"electrical"};
+    const std::vector<std::string> both{"electrical", "plumbing"};
+    const auto before = wakes.slots(1, electrical);
+    const auto before_both = wakes.slots(1, both);
+    wakes.slot_freed(1, "plumbing");
+    CHECK(wakes.slots(1, both) == before_both + 1);
+    CHECK(wakes.slots(1, electrical) == before);
+    wakes.slot_freed(2, "electrical");
+    CHECK(wakes.slots(1, electrical) == before);
+    wakes.slot_freed(1, "electrical");
+    CHECK(wakes.slots(1, electrical) == before + 1);
+    CHECK(wakes.slots(1, both) == before_both + 2);
 }

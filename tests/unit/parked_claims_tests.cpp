@@ -152,3 +152,71 @@ TEST_CASE("parked claims are counted by connection and by organization",
     CHECK(parked.of_org(2) == 0);
     CHECK(parked.size() == 0);
 }
+
+TEST_CASE("a freed slot takes one slot-bound claim of its queue, earliest deadline first",
+          "[parked_claims][limits]") {
+    common::ManualClock clock(common::instant_from_micros(0));
+    ParkedClaims parked(clock);
+    auto bound = [&](std::uint64_t req, std::chrono::milliseconds wait,
+                     std::vector<std::string> queues, bool slot_bound) {
+        auto c = claim(clock, 1, req, wait);
+        c.db.ask.queues = std::move(queues);
+        c.slot_bound = slot_bound;
+        return c;
+    };
+    parked.park(bound(1, 900ms, {"electrical"}, true));
+    parked.park(bound(2, 300ms, {"electrical", "plumbing"}, true));
+    parked.park(bound(3, 100ms, {"electrical"}, false));  // waits for work, not for a slot
+    parked.park(bound(4, 100ms, {"plumbing"}, true));
+
+    // One slot, one claim: the slot-bound one that serves the queue and waits the shortest.
+    auto first = parked.take_slot_bound(1, "electrical");
+    REQUIRE(first.has_value());
+    CHECK(first->reply.req == 2);
+    auto second = parked.take_slot_bound(1, "electrical");
+    REQUIRE(second.has_value());
+    CHECK(second->reply.req == 1);
+    // The claim without a limit on its queues is not woken by a slot, nor is another
+    // organization's or another queue's.
+    CHECK_FALSE(parked.take_slot_bound(1, "electrical").has_value());
+    CHECK_FALSE(parked.take_slot_bound(2, "plumbing").has_value());
+    CHECK_FALSE(parked.take_slot_bound(1, "roofing").has_value());
+    CHECK(parked.size() == 2);
+    CHECK(parked.of_connection("conn") == 2);
+
+    // Taken by other means, a slot-bound claim is no longer found by a slot.
+    CHECK(reqs(parked.take_org(1, "plumbing")) == std::vector<std::uint64_t>{4});
+    CHECK_FALSE(parked.take_slot_bound(1, "plumbing").has_value());
+    parked.park(bound(5, 200ms, {"plumbing"}, true));
+    clock.advance(200 * common::kMillis);
+    CHECK(sorted_reqs(parked.take_expired()) == std::vector<std::uint64_t>{3, 5});
+    CHECK_FALSE(parked.take_slot_bound(1, "plumbing").has_value());
+    CHECK(parked.size() == 0);
+}
+
+TEST_CASE("a connection's completion takes its own slot-bound claim", "[parked_claims][limits]") {
+    common::ManualClock clock(common::instant_from_micros(0));
+    ParkedClaims parked(clock);
+    auto waiting = [&](std::uint64_t req, std::chrono::milliseconds wait, std::string routing_id,
+                       bool slot_bound) {
+        auto c = claim(clock, 1, req, wait, std::move(routing_id));
+        c.db.ask.queues = {"electrical"};
+        c.slot_bound = slot_bound;
+        return c;
+    };
+    parked.park(waiting(1, 300ms, "a", false));
+    parked.park(waiting(2, 900ms, "a", true));
+    parked.park(waiting(3, 100ms, "b", true));
+    CHECK_FALSE(parked.take_slot_bound_of(1, "c").has_value());
+    CHECK_FALSE(parked.take_slot_bound_of(2, "a").has_value());
+    const auto own = parked.take_slot_bound_of(1, "a");
+    REQUIRE(own.has_value());
+    CHECK(own->reply.req == 2);
+    CHECK_FALSE(parked.take_slot_bound_of(1, "a").has_value());
+    CHECK(parked.of_connection("a") == 1);
+    // The other connection's claim still waits for a slot of its queue.
+    const auto other = parked.take_slot_bound(1, "electrical");
+    REQUIRE(other.has_value());
+    CHECK(other->reply.req == 3);
+    CHECK(parked.size() == 1);
+}
