@@ -288,16 +288,8 @@ std::vector<DbRequest> WorkQueue::take_from(std::deque<DbRequest>& items, std::s
         const auto next = std::next(it);
         return next != items.end() && next->follows;
     };
-    // A claim larger than the bound is granted the bound's jobs in this batch.
-    const auto trim = [max_jobs](DbRequest& r) {
-        if (r.kind() == RequestKind::Claim && static_cast<std::size_t>(r.ask.max_jobs) > max_jobs) {
-            r.ask.max_jobs = static_cast<int>(max_jobs);
-        }
-    };
     const auto take_pair = [&](std::deque<DbRequest>::iterator it) {
         const bool pair = has_follower(it);
-        trim(*it);
-        if (pair) trim(*std::next(it));
         jobs += jobs_of(*it) + (pair ? jobs_of(*std::next(it)) : 0);
         batch.push_back(std::move(*it));
         it = items.erase(it);
