@@ -104,7 +104,7 @@ WITH expired AS MATERIALIZED (
       FROM r
 )
 SELECT id, org_id, queue, generation, assignee, state, )SQL" +
-                       kRetryWake + ", " + kSettledColumn + R"SQL(
+                             kRetryWake + ", " + kSettledColumn + R"SQL(
   FROM r ORDER BY id
 )SQL";
     return compose(text, {{"PICK", pick}, {"DETAIL", detail}});
