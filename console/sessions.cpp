@@ -39,7 +39,7 @@ Sessions::~Sessions() = default;
 
 template <typename F>
 auto Sessions::with_connection(F&& f) -> decltype(f(std::declval<pqxx::connection&>())) {
-    return with_turn(mutex_, turn_wait_, [&]() -> decltype(f(std::declval<pqxx::connection&>())) {
+    return turn_.run(turn_wait_, [&]() -> decltype(f(std::declval<pqxx::connection&>())) {
         try {
             if (!conn_) {
                 conn_ = std::make_unique<pqxx::connection>(dsn_);

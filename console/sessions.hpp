@@ -7,13 +7,13 @@
 // and when its operator is removed, disabled or given a new password.
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
 
 #include "common/base/clock.hpp"
 #include "console/operators.hpp"
+#include "console/turn.hpp"
 
 namespace aclaim::console {
 
@@ -59,7 +59,7 @@ class Sessions {
     const common::Clock& clock_;
     common::Duration idle_;
     std::optional<common::Duration> turn_wait_;
-    std::timed_mutex mutex_;
+    Turn turn_;
     std::unique_ptr<pqxx::connection> conn_;
 };
 

@@ -274,7 +274,7 @@ json Views::drills(const Operator& op) {
                          {"kind", p.extension() == ".svg" ? "svg" : "json"},
                          {"bytes", fs::file_size(reports_dir_ / p, ec)}});
     }
-    return with_turn(mutex_, turn_wait_, [&] {
+    return turn_.run(turn_wait_, [&] {
         return json{{"reports", files}, {"last_check", last_check_}};
     });
 }

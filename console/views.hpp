@@ -147,7 +147,7 @@ class Views {
     std::filesystem::path reports_dir_;
     const common::Clock& clock_;
     std::optional<common::Duration> turn_wait_;
-    std::timed_mutex mutex_;
+    Turn turn_;
     std::unique_ptr<pqxx::connection> data_;
     std::unique_ptr<pqxx::connection> meta_;
     nlohmann::json last_check_;
@@ -164,7 +164,7 @@ inline std::string actor_of(const Operator& op) {
 
 template <typename F>
 auto Views::with_connections(F&& f) -> decltype(f()) {
-    return with_turn(mutex_, turn_wait_, [&]() -> decltype(f()) {
+    return turn_.run(turn_wait_, [&]() -> decltype(f()) {
         try {
             return f();
         } catch (const pqxx::broken_connection&) {
