@@ -339,6 +339,9 @@ TEST_CASE("a genuine cancellation reaches its holder promptly through the check 
     auto admin = h.db.connect();
     common::OperatorStore ops(*admin);
     auto w = h.greeted("w1", 1);
+    // Notifications sent before a listener has issued LISTEN are lost to it: both listen first.
+    REQUIRE(eventually([&] { return h.coordinator->metrics().listener_starts.load() >= 1; }, 15s));
+    REQUIRE(eventually([&] { return other.metrics().listener_starts.load() >= 1; }, 15s));
 
     constexpr int kRounds = 40;
     std::vector<double> delays_ms;
