@@ -118,17 +118,22 @@ SELECT org_id, coordinator, endpoint, workers, aclaim_us(seen_at) AS seen_us
 )SQL";
 
 /// $1 job, $2 now. The reviewers connected to a live coordinator of the job's organization
-/// (coordinator_presence.reviewers, as kConnectedWorkers takes a row as live), each with whether
-/// the job excludes them (aclaim_excluded), then one row without a name whose `unknown` counts the
-/// live rows that name nobody (more workers than their publisher names, or an older coordinator).
+/// (coordinator_presence.reviewers, as kConnectedWorkers takes a row as live) that serve the job's
+/// queue (coordinator_presence.serving, schema/0032), each with whether the job excludes them
+/// (aclaim_excluded), then one row without a name whose `unknown` counts the live rows that name
+/// nobody (more workers than their publisher names, or an older coordinator). A row that names its
+/// reviewers without their queues (serving NULL: a coordinator that predates 0032) counts each of
+/// them for every queue, as the console did before it could tell.
 inline constexpr const char* kConnectedReviewers = R"SQL(
 WITH live AS (
-    SELECT p.reviewers FROM coordinator_presence p JOIN jobs j ON j.org_id = p.org_id
+    SELECT p.reviewers, p.serving, j.queue
+      FROM coordinator_presence p JOIN jobs j ON j.org_id = p.org_id
      WHERE j.id = $1::bigint
        AND p.seen_at > aclaim_ts($2::bigint - 3 * p.interval_ms * 1000::bigint)
 )
 SELECT r.name, aclaim_excluded($1::bigint, r.name) AS excluded, 0::bigint AS unknown
-  FROM (SELECT DISTINCT unnest(reviewers) AS name FROM live) AS r
+  FROM (SELECT DISTINCT name FROM live, unnest(live.reviewers) AS name
+         WHERE live.serving IS NULL OR live.serving -> name @> to_jsonb(live.queue)) AS r
 UNION ALL
 SELECT NULL, NULL, count(*) FROM live WHERE reviewers IS NULL
  ORDER BY 1 NULLS LAST

@@ -155,7 +155,8 @@ json Views::jobs(const Operator& op, const JobQuery& q) {
     });
 }
 
-json Views::exclusions_of(common::JobId id, bool pending, common::Instant now) {
+json Views::exclusions_of(common::JobId id, const std::string& queue, bool pending,
+                          common::Instant now) {
     pqxx::read_transaction txn(data());
     const auto listed = common::exclusions_json(common::read_exclusions(txn, id));
     const auto& reviewers = listed["reviewers"];
@@ -174,14 +175,16 @@ json Views::exclusions_of(common::JobId id, bool pending, common::Instant now) {
         connected.push_back({{"name", name}, {"excluded", out}});
         if (out) excluded.push_back(name);
     }
-    // Why a pending job waits: every reviewer connected now is one it excludes.
+    // Why a pending job waits: every reviewer connected now that serves its queue is one it
+    // excludes (a reviewer of other queues would not take it if it could).
     json waits = nullptr;
     if (pending && unknown == 0 && !connected.empty() && excluded.size() == connected.size()) {
         std::string names;
         for (const auto& n : excluded) names += (names.empty() ? "" : ", ") + n;
-        waits = "every connected reviewer (" + names + ") is excluded from this job";
+        waits = "every connected reviewer of queue " + queue + " (" + names +
+                ") is excluded from this job";
     } else if (pending && unknown == 0 && connected.empty()) {
-        waits = "no reviewer of its organization is connected";
+        waits = "no reviewer of queue " + queue + " is connected";
     }
     return {{"reviewers", reviewers},
             {"completers_of", completers_of},
@@ -213,7 +216,8 @@ std::optional<json> Views::job(const Operator& op, common::JobId id, common::Ins
             }
             const auto progress = store.progress(id);
             const auto park = store.park(id);
-            json exclusions = exclusions_of(id, snap.row.state == common::JobState::Pending, now);
+            json exclusions =
+                exclusions_of(id, snap.row.queue, snap.row.state == common::JobState::Pending, now);
             return json{{"job", row},
                         {"exclusions", exclusions},
                         {"progress", progress ? common::progress_json(*progress) : json(nullptr)},

@@ -129,9 +129,11 @@ class Views {
     template <typename Act>
     ActionResult on_job(const Operator& op, common::JobId id, Act&& act);
     /// A job's exclusions (schema/0025) for its page, or null when it has none: the reviewers and
-    /// jobs it names, the reviewers connected now and which it excludes, and, for a pending job
-    /// that every connected reviewer is excluded from, that this is why it waits.
-    nlohmann::json exclusions_of(common::JobId id, bool pending, common::Instant now);
+    /// jobs it names, the reviewers of its queue connected now and which it excludes, and, for a
+    /// pending job that every connected reviewer of its queue is excluded from, that this is why
+    /// it waits.
+    nlohmann::json exclusions_of(common::JobId id, const std::string& queue, bool pending,
+                                 common::Instant now);
     pqxx::connection& data();
     pqxx::connection& meta();
     void scope(const std::string& org_or_system);

@@ -828,9 +828,11 @@ CREATE TABLE public.coordinator_presence (
     started_at timestamp with time zone NOT NULL,
     seen_at timestamp with time zone NOT NULL,
     reviewers text[],
+    serving jsonb,
     CONSTRAINT coordinator_presence_coordinator_check CHECK (((length(coordinator) >= 1) AND (length(coordinator) <= 300))),
     CONSTRAINT coordinator_presence_interval_ms_check CHECK ((interval_ms > 0)),
     CONSTRAINT coordinator_presence_org_id_check CHECK ((org_id > 0)),
+    CONSTRAINT coordinator_presence_serving_check CHECK (((serving IS NULL) OR (jsonb_typeof(serving) = 'object'::text))),
     CONSTRAINT coordinator_presence_workers_check CHECK ((workers >= 0))
 );
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
 #include <vector>
@@ -18,9 +19,10 @@ namespace {
 /// Rows of a coordinator not seen for this long are removed by whichever publisher runs next.
 constexpr common::Duration kForgetAfter = std::chrono::hours(1);
 
-/// An organization's connected reviewers are published by name (coordinator_presence.reviewers,
-/// which the console reads to say why a job with exclusions waits) up to this many; above, only
-/// their number, and the console says it cannot tell.
+/// An organization's connected reviewers are published by name (coordinator_presence.reviewers)
+/// with the queues each serves (coordinator_presence.serving), which the console reads to say
+/// why a job with exclusions waits, up to this many; above, only their number, and the console
+/// says it cannot tell.
 constexpr std::size_t kReviewersPublished = 1000;
 
 }  // namespace
@@ -97,18 +99,29 @@ void PresencePublisher::pass(bool withdraw) {
             std::vector<common::OrgId> orgs;
             std::vector<int> workers;
             std::vector<std::optional<std::string>> reviewers;
+            std::vector<std::optional<std::string>> serving;
             // Held for the loop: the router thread may set a new list meanwhile.
             const auto board = board_.get();
-            for (const auto& [org, names] : *board) {
+            for (const auto& [org, connected] : *board) {
                 orgs.push_back(org);
-                workers.push_back(static_cast<int>(names.size()));
-                reviewers.push_back(names.size() <= kReviewersPublished
-                                        ? std::optional(common::pg_array(names))
-                                        : std::nullopt);
+                workers.push_back(static_cast<int>(connected.size()));
+                if (connected.size() > kReviewersPublished) {
+                    reviewers.emplace_back();
+                    serving.emplace_back();
+                    continue;
+                }
+                std::vector<std::string> names;
+                auto queues = nlohmann::json::object();
+                for (const auto& w : connected) {
+                    names.push_back(w.name);
+                    queues[w.name] = w.queues;
+                }
+                reviewers.emplace_back(common::pg_array(names));
+                serving.emplace_back(queues.dump());
             }
             txn.exec_params(sql::kPublishPresence.text, name_, endpoint_, started, now,
                             common::pg_array(orgs), common::pg_array(workers), options_.interval_ms,
-                            common::pg_array(reviewers));
+                            common::pg_array(reviewers), common::pg_array(serving));
             txn.exec_params(sql::kForgetGonePresence.text, now, kForgetAfter);
         }
         txn.commit();

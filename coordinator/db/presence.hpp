@@ -14,12 +14,19 @@
 
 namespace aclaim::coordinator {
 
+/// A worker connected to this coordinator: its name and the queues its sessions serve (in name
+/// order, each once).
+struct ConnectedWorker {
+    std::string name;
+    std::vector<std::string> queues;
+};
+
 /// The workers connected to this coordinator, per organization: the router thread writes it
 /// (it owns the sessions), the publisher reads it.
 class PresenceBoard {
   public:
-    using Workers = std::map<common::OrgId, std::vector<std::string>>;
-    /// The connected workers' names, in name order, per organization. Both sides only swap a
+    using Workers = std::map<common::OrgId, std::vector<ConnectedWorker>>;
+    /// The connected workers, in name order, per organization. Both sides only swap a
     /// pointer under the lock: the router thread that sets the list never waits on the
     /// publisher reading the last one, whatever their size.
     void set(Workers workers);

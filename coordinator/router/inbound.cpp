@@ -531,7 +531,7 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
     p_.sessions.set_fd(s, fd);
     s.user_id = user_id;
     s.public_key = credentials.public_key;
-    s.queues = std::move(queues);
+    p_.sessions.serve(s, std::move(queues));
     p_.metrics.connected_sessions.store(static_cast<std::int64_t>(p_.sessions.size()));
     spdlog::info("session org={} worker={} opened, serving {}", s.org_id, s.worker_id,
                  fmt::join(s.queues, ","));

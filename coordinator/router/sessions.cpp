@@ -7,6 +7,12 @@ Session& SessionTable::open(const std::string& routing_id, const std::string& wo
     auto [it, fresh] = by_routing_.try_emplace(routing_id);
     Session& s = it->second;
     if (!fresh) {
+        // A connection that says HELLO as another worker serves nothing of the one it was until
+        // serve() says what it serves now.
+        if (s.org_id != org_id || s.worker_id != worker_id) {
+            count_queues(WorkerKey{s.org_id, s.worker_id}, s.queues, -1);
+            s.queues.clear();
+        }
         forget_worker(s);
         count(s, -1);
     }
@@ -18,10 +24,36 @@ Session& SessionTable::open(const std::string& routing_id, const std::string& wo
     s.last_seen = clock_.monotonic_now();
     // The newest connection of a worker is the one to tell: an older one is most likely a
     // connection the worker abandoned when it reconnected.
-    if (by_worker_.insert_or_assign(WorkerKey{org_id, worker_id}, routing_id).second) {
-        ++membership_;
-    }
+    by_worker_.insert_or_assign(WorkerKey{org_id, worker_id}, routing_id);
     return s;
+}
+
+void SessionTable::serve(Session& s, std::vector<std::string> queues) {
+    if (queues == s.queues) return;
+    const WorkerKey key{s.org_id, s.worker_id};
+    // The new ones counted before the old ones are dropped: a queue served before and after
+    // neither leaves nor joins the worker's, and the membership moves only when those change.
+    count_queues(key, queues, +1);
+    count_queues(key, s.queues, -1);
+    s.queues = std::move(queues);
+}
+
+void SessionTable::count_queues(const WorkerKey& key, const std::vector<std::string>& queues,
+                                int delta) {
+    if (queues.empty()) return;
+    auto& served = serving_[key];
+    for (const auto& q : queues) {
+        if (delta > 0) {
+            if (++served[q] == 1) ++membership_;
+            continue;
+        }
+        const auto it = served.find(q);
+        if (it != served.end() && --it->second == 0) {
+            served.erase(it);
+            ++membership_;
+        }
+    }
+    if (served.empty()) serving_.erase(key);
 }
 
 Session* SessionTable::find(const std::string& routing_id) {
@@ -47,10 +79,7 @@ void SessionTable::forget_fd(const Session& s) {
 
 void SessionTable::forget_worker(const Session& s) {
     const auto it = by_worker_.find(WorkerKey{s.org_id, s.worker_id});
-    if (it != by_worker_.end() && it->second == s.routing_id) {
-        by_worker_.erase(it);
-        ++membership_;
-    }
+    if (it != by_worker_.end() && it->second == s.routing_id) by_worker_.erase(it);
 }
 
 void SessionTable::count(const Session& s, int delta) {
@@ -59,8 +88,11 @@ void SessionTable::count(const Session& s, int delta) {
     step(key->second);
     const bool first = delta > 0 && key->second == 1;
     if (key->second == 0) per_key_.erase(key);
-    if (key_listener_ && (first || (delta < 0 && of_key(s.org_id, s.worker_id) == 0))) {
-        key_listener_(s.org_id, s.worker_id, first);
+    const bool last = delta < 0 && of_key(s.org_id, s.worker_id) == 0;
+    if (first || last) {
+        // A worker came or went: what workers_by_org answers changed.
+        ++membership_;
+        if (key_listener_) key_listener_(s.org_id, s.worker_id, first);
     }
     const auto org = per_org_.try_emplace(s.org_id, 0).first;
     step(org->second);
@@ -72,6 +104,7 @@ std::unordered_map<std::string, Session>::iterator SessionTable::erase(
     Session& s = it->second;
     forget_worker(s);
     count(s, -1);
+    count_queues(WorkerKey{s.org_id, s.worker_id}, s.queues, -1);
     forget_fd(s);
     return by_routing_.erase(it);
 }
@@ -153,9 +186,14 @@ std::size_t SessionTable::expire_idle(SteadyClock::duration idle_limit, std::siz
     return closed;
 }
 
-std::map<common::OrgId, std::vector<std::string>> SessionTable::workers_by_org() const {
-    std::map<common::OrgId, std::vector<std::string>> out;
-    for (const auto& [key, routing_id] : by_worker_) out[key.first].push_back(key.second);
+PresenceBoard::Workers SessionTable::workers_by_org() const {
+    PresenceBoard::Workers out;
+    for (const auto& [key, sessions] : per_key_) {
+        auto& worker = out[key.first].emplace_back(ConnectedWorker{key.second, {}});
+        if (const auto served = serving_.find(key); served != serving_.end()) {
+            for (const auto& [queue, sessions] : served->second) worker.queues.push_back(queue);
+        }
+    }
     return out;
 }
 

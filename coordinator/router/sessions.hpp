@@ -14,6 +14,7 @@
 #include "common/base/clock.hpp"
 #include "common/proto/protocol.hpp"
 #include "coordinator/db/events.hpp"
+#include "coordinator/db/presence.hpp"
 
 namespace aclaim::coordinator {
 
@@ -26,7 +27,7 @@ struct Session {
     common::OrgId org_id = 0;  ///< the organization every request of this session acts for
     std::string user_id;       ///< the CURVE identity it was opened under; empty in plaintext
     std::string public_key;    ///< its connection's CURVE key (Z85); empty in plaintext
-    std::vector<std::string> queues{};  ///< served, sorted, each once; set by every HELLO
+    std::vector<std::string> queues{};  ///< served, sorted, each once; SessionTable::serve
     proto::Encoding encoding = proto::Encoding::Binary;  ///< of its latest request, for pushes
     int outstanding = 0;  ///< requests not answered yet, parked claims included
     /// Granted proto::kFeatureReconnectHints: its `draining` and `overloaded` carry retry_after_ms.
@@ -58,6 +59,9 @@ class SessionTable {
     /// Opens the connection's session, or re-identifies it; outstanding requests carry over.
     Session& open(const std::string& routing_id, const std::string& worker_id, common::OrgId org_id,
                   proto::Encoding encoding);
+
+    /// Sets the queues the session serves (sorted, each once), as every HELLO does.
+    void serve(Session& s, std::vector<std::string> queues);
 
     /// The session was heard from now.
     void touch(Session& s) const { s.last_seen = clock_.monotonic_now(); }
@@ -103,11 +107,12 @@ class SessionTable {
 
     std::size_t size() const { return by_routing_.size(); }
 
-    /// The workers (distinct worker ids, in name order) that have a session, per organization.
-    std::map<common::OrgId, std::vector<std::string>> workers_by_org() const;
+    /// The workers (distinct worker ids, in name order) that have a session, any of theirs, per
+    /// organization, each with the queues its sessions serve.
+    PresenceBoard::Workers workers_by_org() const;
 
-    /// Moves whenever a worker gains or loses its session (what workers_by_org answers), so that
-    /// the list is built again only when it changed.
+    /// Moves whenever a worker gains or loses its session or the queues its sessions serve
+    /// change (what workers_by_org answers), so that the list is built again only when it changed.
     std::uint64_t membership() const { return membership_; }
 
   private:
@@ -120,6 +125,8 @@ class SessionTable {
     std::unordered_map<std::string, Session>::iterator erase(
         std::unordered_map<std::string, Session>::iterator it);
     void count(const Session& s, int delta);
+    /// Adds (+1) or removes (-1) these queues, served by one session, to or from the worker's.
+    void count_queues(const WorkerKey& key, const std::vector<std::string>& queues, int delta);
 
     const common::Clock& clock_;
     std::unordered_map<std::string, Session> by_routing_;
@@ -128,6 +135,8 @@ class SessionTable {
     /// Sessions per worker (the key's name) and per organization, for the limits.
     std::map<WorkerKey, std::size_t> per_key_;
     std::unordered_map<common::OrgId, std::size_t> per_org_;
+    /// Per worker, each queue its sessions serve and by how many of them.
+    std::map<WorkerKey, std::map<std::string, std::size_t>> serving_;
     /// Routing ids by the descriptor of their connection.
     std::unordered_multimap<int, std::string> by_fd_;
     KeyListener key_listener_;

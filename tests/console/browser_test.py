@@ -527,10 +527,11 @@ def run(args, work, dsn):
         errors = browser.errors()
         check(not errors, f"cancelling and retrying raised no console error {errors}")
 
-        # Separation of duties: a job that every connected reviewer is excluded from waits, and
-        # its page says why (reviewer-w of the workflow above is still connected).
+        # Separation of duties: a job that every connected reviewer of its queue is excluded from
+        # waits, and its page says why (reviewer-w of the workflow above, serving "inspect", is
+        # still connected; reviewer-a and reviewer-p serve other queues and do not count).
         out = subprocess.run([os.path.join(args.bin_dir, "aclaimctl"), "--dsn", dsn, "enqueue",
-                              "--org", "1", "--queue", "second-review", "--new-queue", "--ids",
+                              "--org", "1", "--queue", "inspect", "--ids",
                               "--exclude-keys", "reviewer-a,reviewer-p,reviewer-w",
                               "second look"],
                              check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -549,7 +550,7 @@ def run(args, work, dsn):
               == "reviewer-a, reviewer-p, reviewer-w",
               "the job's page lists the reviewers it excludes")
         why = browser.evaluate("document.getElementById('waits-because').textContent")
-        check(why == "every connected reviewer (reviewer-a, reviewer-p, reviewer-w) is excluded "
+        check(why == "every connected reviewer of queue inspect (reviewer-w) is excluded "
                      "from this job",
               f"the job's page says why it waits: {why!r}")
         forged = f"/api/jobs/{ids['done']}/cancel"

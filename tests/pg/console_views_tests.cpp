@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <map>
+#include <optional>
 
 #include "common/base/clock.hpp"
 #include "common/ops/operator_store.hpp"
@@ -411,14 +412,16 @@ TEST_CASE_METHOD(
     common::NewJob excluding{0, "second review", 3};
     excluding.exclude_keys = {"K1", "K2"};
     const auto ids = store.enqueue(1, {{0, "plain", 3}, excluding}, now);
-    auto connected = [&](const std::string& reviewers) {
+    // `serving` NULL: a coordinator that does not publish which queues its reviewers serve.
+    auto connected = [&](const std::string& reviewers,
+                         const std::optional<std::string>& serving = std::nullopt) {
         pqxx::work t(*conn);
         t.exec_params(
             "INSERT INTO coordinator_presence (org_id, coordinator, endpoint, workers, "
-            "interval_ms, started_at, seen_at, reviewers) VALUES (1, 'c1', 'tcp://x', 2, 1000, "
-            "aclaim_ts($1), aclaim_ts($1), $2::text[]) ON CONFLICT (org_id, coordinator) DO "
-            "UPDATE SET reviewers = EXCLUDED.reviewers",
-            common::to_micros(now), reviewers);
+            "interval_ms, started_at, seen_at, reviewers, serving) VALUES (1, 'c1', 'tcp://x', "
+            "2, 1000, aclaim_ts($1), aclaim_ts($1), $2::text[], $3::jsonb) ON CONFLICT (org_id, "
+            "coordinator) DO UPDATE SET reviewers = EXCLUDED.reviewers, serving = EXCLUDED.serving",
+            common::to_micros(now), reviewers, serving);
         t.commit();
     };
     console::Views views(db.dsn(), "");
@@ -434,7 +437,8 @@ TEST_CASE_METHOD(
     const auto& x = (*page)["exclusions"];
     CHECK(x["reviewers"] == nlohmann::json::array({"K1", "K2"}));
     CHECK(x["connected"].size() == 2);
-    CHECK(x["waits_because"] == "every connected reviewer (K1, K2) is excluded from this job");
+    CHECK(x["waits_because"] ==
+          "every connected reviewer of queue default (K1, K2) is excluded from this job");
 
     connected("{K1,K3}");
     page = views.job(all, ids[1], now);
@@ -442,6 +446,21 @@ TEST_CASE_METHOD(
     CHECK((*page)["exclusions"]["waits_because"].is_null());
     CHECK((*page)["exclusions"]["connected"][1]["name"] == "K3");
     CHECK((*page)["exclusions"]["connected"][1]["excluded"] == false);
+
+    // K3 serves another queue only: it would not take the job if allowed, so the job still
+    // waits because of K1 and K2.
+    connected("{K1,K2,K3}", R"({"K1": ["default"], "K2": ["default", "other"], "K3": ["other"]})");
+    page = views.job(all, ids[1], now);
+    REQUIRE(page);
+    CHECK((*page)["exclusions"]["connected"].size() == 2);
+    CHECK((*page)["exclusions"]["waits_because"] ==
+          "every connected reviewer of queue default (K1, K2) is excluded from this job");
+
+    connected("{K3}", R"({"K3": ["other"]})");
+    page = views.job(all, ids[1], now);
+    REQUIRE(page);
+    CHECK((*page)["exclusions"]["connected"].empty());
+    CHECK((*page)["exclusions"]["waits_because"] == "no reviewer of queue default is connected");
 }
 
 TEST_CASE(

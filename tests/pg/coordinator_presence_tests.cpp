@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "tests/pg/coordinator_client.hpp"
 
@@ -30,6 +31,27 @@ std::map<common::OrgId, int> await_presence(pqxx::connection& conn, const std::s
     while (seen != want && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(20ms);
         seen = presence(conn, endpoint);
+    }
+    return seen;
+}
+
+/// The published queues of each reviewer of the organization (coordinator_presence.serving), once
+/// they are `want` or at a deadline; the last read.
+nlohmann::json await_serving(pqxx::connection& conn, const std::string& endpoint, common::OrgId org,
+                             const nlohmann::json& want) {
+    const auto read = [&] {
+        pqxx::read_transaction t(conn);
+        const auto r = t.exec_params(
+            "SELECT serving::text FROM coordinator_presence WHERE endpoint = $1 AND org_id = $2",
+            endpoint, org);
+        return r.empty() || r[0][0].is_null() ? nlohmann::json()
+                                              : nlohmann::json::parse(r[0][0].as<std::string>());
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    auto seen = read();
+    while (seen != want && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(20ms);
+        seen = read();
     }
     return seen;
 }
@@ -66,4 +88,38 @@ TEST_CASE("a coordinator publishes its connected workers per organization and wi
 
     h.coordinator->stop();
     CHECK(presence(*conn, endpoint).empty());
+}
+
+TEST_CASE("a coordinator publishes the queues each connected reviewer serves", "[presence]") {
+    common::SystemClock clock;
+    CoordinatorHarness h(clock, [](auto& o) { o.presence.interval_ms = 100; });
+    auto conn = h.db.connect();
+    const auto endpoint = h.coordinator->endpoint();
+    auto hello = [](RawWorker& w, const std::string& id, std::vector<std::string> queues) {
+        w.expect<proto::Welcome>(w.request(proto::Hello{0, id, 1, std::move(queues)}));
+    };
+    using nlohmann::json;
+
+    auto a = h.worker();
+    auto b = h.worker();
+    hello(*a, "reviewer-a", {"intake"});
+    // None named is the default queue.
+    hello(*b, "reviewer-b", {});
+    const auto first = json{{"reviewer-a", {"intake"}}, {"reviewer-b", {"default"}}};
+    CHECK(await_serving(*conn, endpoint, 1, first) == first);
+    // A reviewer serves what any of its sessions serves: a second connection of reviewer-a adds
+    // "inspect", though no reviewer came or went.
+    auto a_again = h.worker();
+    hello(*a_again, "reviewer-a", {"inspect", "intake"});
+    const auto both = json{{"reviewer-a", {"inspect", "intake"}}, {"reviewer-b", {"default"}}};
+    CHECK(await_serving(*conn, endpoint, 1, both) == both);
+    // A HELLO that changes a session's queues is published.
+    hello(*b, "reviewer-b", {"archive", "intake"});
+    const auto changed =
+        json{{"reviewer-a", {"inspect", "intake"}}, {"reviewer-b", {"archive", "intake"}}};
+    CHECK(await_serving(*conn, endpoint, 1, changed) == changed);
+    // The connection that served "inspect" closing takes it away.
+    a_again.reset();
+    const auto closed = json{{"reviewer-a", {"intake"}}, {"reviewer-b", {"archive", "intake"}}};
+    CHECK(await_serving(*conn, endpoint, 1, closed) == closed);
 }

@@ -130,9 +130,59 @@ TEST_CASE("the membership moves only when a worker gains or loses its session", 
     // Its older connection going away does not take the worker with it.
     table.close("a");
     CHECK(table.membership() == m1);
-    CHECK(table.workers_by_org().at(1) == std::vector<std::string>{"w1"});
+    REQUIRE(table.workers_by_org().at(1).size() == 1);
+    CHECK(table.workers_by_org().at(1)[0].name == "w1");
     table.close("b");
     CHECK(table.membership() != m1);
+    CHECK(table.workers_by_org().empty());
+    // Nor does its newest connection going away while an older one stays.
+    table.open("c", "w1", 1, kBinary);
+    table.open("d", "w1", 1, kBinary);
+    const auto m2 = table.membership();
+    table.close("d");
+    CHECK(table.membership() == m2);
+    REQUIRE(table.workers_by_org().count(1) == 1);
+    CHECK(table.workers_by_org().at(1)[0].name == "w1");
+}
+
+TEST_CASE("a worker serves the union of its sessions' queues; the membership moves with it",
+          "[sessions]") {
+    common::ManualClock clock(common::instant_from_micros(0));
+    SessionTable table(clock);
+    const auto queues_of_w1 = [&] {
+        const auto workers = table.workers_by_org();
+        REQUIRE(workers.at(1).size() == 1);
+        CHECK(workers.at(1)[0].name == "w1");
+        return workers.at(1)[0].queues;
+    };
+    table.serve(table.open("a", "w1", 1, kBinary), {"intake"});
+    CHECK(queues_of_w1() == std::vector<std::string>{"intake"});
+    auto m = table.membership();
+    // A second connection serving what the worker serves already changes nothing to publish.
+    table.serve(table.open("b", "w1", 1, kBinary), {"intake"});
+    CHECK(table.membership() == m);
+    // A HELLO that changes a session's queues does.
+    table.serve(*table.find("b"), {"inspect", "intake"});
+    CHECK(table.membership() != m);
+    CHECK(queues_of_w1() == std::vector<std::string>{"inspect", "intake"});
+    // The same HELLO again keeps what the worker serves.
+    table.serve(table.open("b", "w1", 1, kBinary), {"inspect", "intake"});
+    CHECK(queues_of_w1() == std::vector<std::string>{"inspect", "intake"});
+    m = table.membership();
+    // "intake" is still served by "b" when "a" goes; "inspect" leaves with "b".
+    table.close("a");
+    CHECK(table.membership() == m);
+    CHECK(queues_of_w1() == std::vector<std::string>{"inspect", "intake"});
+    table.serve(*table.find("b"), {"intake"});
+    CHECK(table.membership() != m);
+    CHECK(queues_of_w1() == std::vector<std::string>{"intake"});
+    // A connection that says HELLO as another worker takes none of the first one's queues along.
+    table.serve(table.open("b", "w2", 1, kBinary), {"review"});
+    const auto workers = table.workers_by_org();
+    REQUIRE(workers.at(1).size() == 1);
+    CHECK(workers.at(1)[0].name == "w2");
+    CHECK(workers.at(1)[0].queues == std::vector<std::string>{"review"});
+    table.close("b");
     CHECK(table.workers_by_org().empty());
 }
 
