@@ -204,9 +204,7 @@ std::string instant_text(const pqxx::field& f) {
 }
 
 int list(const Global& global, bool json) {
-    pqxx::connection conn(require_dsn(global));
-    pqxx::read_transaction txn(conn);
-    const auto rows = txn.exec(common::sql::kWorkerKeyList);
+    const auto rows = read_rows(global, "", common::sql::kWorkerKeyList);
     if (json) {
         nlohmann::json out = {{"keys", nlohmann::json::array()}};
         for (const auto& r : rows) {

@@ -42,9 +42,7 @@ int run_unbind(const Global& global, const ProducerArgs& a) {
 }
 
 int run_list(const Global& global, const ProducerArgs& a) {
-    pqxx::connection conn(require_dsn(global));
-    pqxx::read_transaction txn(conn, "producer_list");
-    const auto rows = txn.exec(common::sql::kProducerList.text);
+    const auto rows = read_rows(global, "producer_list", common::sql::kProducerList.text);
     if (a.json) {
         auto out = nlohmann::json::array();
         for (const auto& r : rows) {

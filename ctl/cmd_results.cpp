@@ -188,9 +188,8 @@ int run_group_drop(const Global& global, const GroupArgs& a) {
 }
 
 int run_group_list(const Global& global, const GroupArgs& a) {
-    pqxx::connection conn(require_dsn(global));
-    pqxx::read_transaction txn(conn, "results_group_list");
-    const auto rows = txn.exec_params(clients::sql::kGroups.text, org_option(a.org));
+    const auto rows =
+        read_rows(global, "results_group_list", clients::sql::kGroups.text, org_option(a.org));
     if (a.json) {
         auto out = nlohmann::json::array();
         for (const auto& r : rows) {

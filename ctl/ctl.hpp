@@ -101,4 +101,14 @@ auto in_transaction(const Global& global, const char* name, Change&& change) {
     return result;
 }
 
+/// The rows of one query, `text` with `params`, run in a read-only transaction named `name` on
+/// the command's database: what the list commands print.
+template <typename... Params>
+pqxx::result read_rows(const Global& global, const char* name, const std::string& text,
+                       Params&&... params) {
+    pqxx::connection conn(require_dsn(global));
+    pqxx::read_transaction txn(conn, name);
+    return txn.exec_params(text, std::forward<Params>(params)...);
+}
+
 }  // namespace aclaim::ctl
