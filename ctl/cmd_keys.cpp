@@ -233,8 +233,7 @@ int list(const Global& global, bool json) {
 }  // namespace
 
 void add_keys_command(CLI::App& app, Global& global, Action& action) {
-    auto* cmd = app.add_subcommand("keys", "CURVE keys of workers and the coordinator");
-    cmd->require_subcommand(1);
+    auto* cmd = add_group(app, "keys", "CURVE keys of workers and the coordinator");
 
     auto gen = std::make_shared<GenerateArgs>();
     auto* g = cmd->add_subcommand("generate", "New key pair: prints the public key, writes both");

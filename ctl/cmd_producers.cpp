@@ -68,9 +68,8 @@ int run_list(const Global& global, const ProducerArgs& a) {
 }  // namespace
 
 void add_producers_command(CLI::App& app, Global& global, Action& action) {
-    auto* producers = app.add_subcommand(
-        "producers", "Producer logins: the roles services enqueue and consume verdicts as");
-    producers->require_subcommand(1);
+    auto* producers = add_group(
+        app, "producers", "Producer logins: the roles services enqueue and consume verdicts as");
     auto [b, bind] = add_command<ProducerArgs>(
         *producers, "bind",
         "Bind an existing login role to one organization (and make it a producer)", global, action,

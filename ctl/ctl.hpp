@@ -59,6 +59,14 @@ std::pair<CLI::App*, std::shared_ptr<Args>> add_command(CLI::App& parent, const 
     return {cmd, args};
 }
 
+/// A subcommand `name` of `parent` that groups others, one of which must be given.
+inline CLI::App* add_group(CLI::App& parent, const std::string& name,
+                           const std::string& description) {
+    auto* group = parent.add_subcommand(name, description);
+    group->require_subcommand(1);
+    return group;
+}
+
 /// An operator's mistake (bad argument, unknown job): printed as one line, exit code 2.
 class UsageError : public std::runtime_error {
   public:
