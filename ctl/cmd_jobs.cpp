@@ -105,8 +105,7 @@ int run_list(const Global& global, const ListArgs& a) {
 
 void add_jobs_command(CLI::App& app, Global& global, Action& action) {
     auto args = std::make_shared<ListArgs>();
-    auto* cmd = app.add_subcommand("jobs", "Find jobs");
-    cmd->require_subcommand(1);
+    auto* cmd = add_group(app, "jobs", "Find jobs");
     auto* ls = cmd->add_subcommand(
         "list", "Jobs matching every filter given, in id order, a page at a time");
     common::add_org(*ls, args->org, "Only this organization");

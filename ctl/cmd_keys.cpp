@@ -204,9 +204,7 @@ std::string instant_text(const pqxx::field& f) {
 }
 
 int list(const Global& global, bool json) {
-    pqxx::connection conn(require_dsn(global));
-    pqxx::read_transaction txn(conn);
-    const auto rows = txn.exec(common::sql::kWorkerKeyList);
+    const auto rows = read_rows(global, "", common::sql::kWorkerKeyList);
     if (json) {
         nlohmann::json out = {{"keys", nlohmann::json::array()}};
         for (const auto& r : rows) {
@@ -235,8 +233,7 @@ int list(const Global& global, bool json) {
 }  // namespace
 
 void add_keys_command(CLI::App& app, Global& global, Action& action) {
-    auto* cmd = app.add_subcommand("keys", "CURVE keys of workers and the coordinator");
-    cmd->require_subcommand(1);
+    auto* cmd = add_group(app, "keys", "CURVE keys of workers and the coordinator");
 
     auto gen = std::make_shared<GenerateArgs>();
     auto* g = cmd->add_subcommand("generate", "New key pair: prints the public key, writes both");

@@ -340,8 +340,7 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
     r->add_option("--by", retry->actor, "Who acts, as recorded")->capture_default_str();
 
     auto qa = std::make_shared<QueueArgs>();
-    auto* q = app.add_subcommand("queue", "Pause, resume, configure and list queues");
-    q->require_subcommand(1);
+    auto* q = add_group(app, "queue", "Pause, resume, configure and list queues");
     for (const bool paused : {true, false}) {
         auto* p = q->add_subcommand(paused ? "pause" : "resume",
                                     paused ? "Hand out nothing from the queue (leases already out "

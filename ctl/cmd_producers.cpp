@@ -42,9 +42,7 @@ int run_unbind(const Global& global, const ProducerArgs& a) {
 }
 
 int run_list(const Global& global, const ProducerArgs& a) {
-    pqxx::connection conn(require_dsn(global));
-    pqxx::read_transaction txn(conn, "producer_list");
-    const auto rows = txn.exec(common::sql::kProducerList.text);
+    const auto rows = read_rows(global, "producer_list", common::sql::kProducerList.text);
     if (a.json) {
         auto out = nlohmann::json::array();
         for (const auto& r : rows) {
@@ -70,9 +68,8 @@ int run_list(const Global& global, const ProducerArgs& a) {
 }  // namespace
 
 void add_producers_command(CLI::App& app, Global& global, Action& action) {
-    auto* producers = app.add_subcommand(
-        "producers", "Producer logins: the roles services enqueue and consume verdicts as");
-    producers->require_subcommand(1);
+    auto* producers = add_group(
+        app, "producers", "Producer logins: the roles services enqueue and consume verdicts as");
     auto [b, bind] = add_command<ProducerArgs>(
         *producers, "bind",
         "Bind an existing login role to one organization (and make it a producer)", global, action,

@@ -155,8 +155,7 @@ void add_quarantine_command(CLI::App& app, Global& global, Action& action) {
         std::string actor = default_actor();
     };
     auto args = std::make_shared<Args>();
-    auto* cmd = app.add_subcommand("quarantine", "Review and resolve quarantined jobs");
-    cmd->require_subcommand(1);
+    auto* cmd = add_group(app, "quarantine", "Review and resolve quarantined jobs");
 
     auto* ls = cmd->add_subcommand("list", "Quarantined jobs with their reasons");
     ls->add_flag("--json", args->json, "Print one JSON object");

@@ -188,9 +188,8 @@ int run_group_drop(const Global& global, const GroupArgs& a) {
 }
 
 int run_group_list(const Global& global, const GroupArgs& a) {
-    pqxx::connection conn(require_dsn(global));
-    pqxx::read_transaction txn(conn, "results_group_list");
-    const auto rows = txn.exec_params(clients::sql::kGroups.text, org_option(a.org));
+    const auto rows =
+        read_rows(global, "results_group_list", clients::sql::kGroups.text, org_option(a.org));
     if (a.json) {
         auto out = nlohmann::json::array();
         for (const auto& r : rows) {
@@ -220,9 +219,8 @@ void add_group_options(CLI::App* cmd, GroupArgs& a) {
 }  // namespace
 
 void add_results_command(CLI::App& app, Global& global, Action& action) {
-    auto* results = app.add_subcommand(
-        "results", "Verdicts of jobs to consumer groups: follow a group, manage groups");
-    results->require_subcommand(1);
+    auto* results = add_group(app, "results",
+                              "Verdicts of jobs to consumer groups: follow a group, manage groups");
 
     auto [f, follow] = add_command<FollowArgs>(
         *results, "follow",
@@ -246,8 +244,7 @@ void add_results_command(CLI::App& app, Global& global, Action& action) {
         ->check(CLI::Range(1, 10000))
         ->capture_default_str();
 
-    auto* group = results->add_subcommand("group", "Consumer groups: add, drop, list");
-    group->require_subcommand(1);
+    auto* group = add_group(*results, "group", "Consumer groups: add, drop, list");
     auto [a, add] = add_command<GroupArgs>(*group, "add",
                                            "Create a consumer group (kept as it is if it exists)",
                                            global, action, run_group_add);

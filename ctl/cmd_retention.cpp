@@ -252,11 +252,10 @@ int run_read(const ReadArgs& a) {
 }  // namespace
 
 void add_retention_command(CLI::App& app, Global& global, Action& action) {
-    auto* r = app.add_subcommand(
-        "retention",
-        "What retention removed and would remove, a prune pass by hand, archiving old "
-        "job_events partitions, reading an archive");
-    r->require_subcommand(1);
+    auto* r =
+        add_group(app, "retention",
+                  "What retention removed and would remove, a prune pass by hand, archiving old "
+                  "job_events partitions, reading an archive");
 
     auto [s, status] = add_command<StatusArgs>(
         *r, "status", "The prune ledger per organization, job_events' partitions, the table sizes",

@@ -125,9 +125,8 @@ void add_named(CLI::App* cmd, ScheduleArgs& a) {
 
 void add_schedule_command(CLI::App& app, Global& global, Action& action) {
     auto a = std::make_shared<ScheduleArgs>();
-    auto* sc = app.add_subcommand("schedule",
-                                  "Periodic jobs: add, list, pause, resume and remove schedules");
-    sc->require_subcommand(1);
+    auto* sc =
+        add_group(app, "schedule", "Periodic jobs: add, list, pause, resume and remove schedules");
 
     auto* add = sc->add_subcommand(
         "add", "Add a schedule: a job enqueued at every tick of a cron expression in a time zone");

@@ -60,8 +60,7 @@ void add_workflow_command(CLI::App& app, Global& global, Action& action) {
         bool json = false;
     };
     auto args = std::make_shared<Args>();
-    auto* wf = app.add_subcommand("workflow", "Workflows: jobs that wait for other jobs");
-    wf->require_subcommand(1);
+    auto* wf = add_group(app, "workflow", "Workflows: jobs that wait for other jobs");
     auto* show = wf->add_subcommand(
         "show", "A job's workflow: each connected job's state, reviewer, what it waits for");
     show->add_option("job", args->job, "Any job of the workflow")

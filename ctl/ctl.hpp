@@ -59,6 +59,14 @@ std::pair<CLI::App*, std::shared_ptr<Args>> add_command(CLI::App& parent, const 
     return {cmd, args};
 }
 
+/// A subcommand `name` of `parent` that groups others, one of which must be given.
+inline CLI::App* add_group(CLI::App& parent, const std::string& name,
+                           const std::string& description) {
+    auto* group = parent.add_subcommand(name, description);
+    group->require_subcommand(1);
+    return group;
+}
+
 /// An operator's mistake (bad argument, unknown job): printed as one line, exit code 2.
 class UsageError : public std::runtime_error {
   public:
@@ -99,6 +107,16 @@ auto in_transaction(const Global& global, const char* name, Change&& change) {
     auto result = change(txn);
     txn.commit();
     return result;
+}
+
+/// The rows of one query, `text` with `params`, run in a read-only transaction named `name` on
+/// the command's database: what the list commands print.
+template <typename... Params>
+pqxx::result read_rows(const Global& global, const char* name, const std::string& text,
+                       Params&&... params) {
+    pqxx::connection conn(require_dsn(global));
+    pqxx::read_transaction txn(conn, name);
+    return txn.exec_params(text, std::forward<Params>(params)...);
 }
 
 }  // namespace aclaim::ctl

@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
+#include <stdexcept>
 
 #include "coordinator/db/commit_resolution.hpp"
 #include "coordinator/db/result_notifier.hpp"
@@ -58,6 +61,31 @@ bool coalescible(RequestKind kind) {
            kind == RequestKind::Complete;
 }
 
+/// The store's statement for one request of `kind` other than a claim: a renewal extends the
+/// lease to `lease` from now, a park waits `park_timeout` from now for its callback.
+common::Transition transition_alone(common::AssignmentStore& store, RequestKind kind,
+                                    common::TransitionRequest q, common::Duration lease,
+                                    common::Instant now, std::chrono::milliseconds park_timeout) {
+    switch (kind) {
+        case RequestKind::Renew:
+            return store.renew(q, lease, now);
+        case RequestKind::Park:
+            q.park_deadline = now + park_timeout;
+            return store.park(q, now);
+        case RequestKind::Complete:
+            return store.complete(q, now);
+        case RequestKind::Fail:
+            return store.fail(q, now);
+        case RequestKind::Release:
+            return store.release(q, now);
+        case RequestKind::Progress:
+            return store.progress(q, now);
+        case RequestKind::Claim:
+            break;
+    }
+    throw std::logic_error("a claim is not a transition");
+}
+
 /// Runs one request alone, or several of one kind coalesced into one statement (the queue batches
 /// claims of one organization only, and only kinds that have a coalesced statement). One outcome
 /// per request, in order.
@@ -83,33 +111,10 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
     requests.reserve(batch.size());
     for (const auto& o : batch) requests.push_back(o.request.ask.transition());
     if (requests.size() == 1) {
-        const common::TransitionRequest& q = requests.front();
-        switch (kind) {
-            case RequestKind::Renew:
-                results.emplace_back(store.renew(q, lease, now));
-                break;
-            case RequestKind::Complete:
-                results.emplace_back(store.complete(q, now));
-                break;
-            case RequestKind::Fail:
-                results.emplace_back(store.fail(q, now));
-                break;
-            case RequestKind::Release:
-                results.emplace_back(store.release(q, now));
-                break;
-            case RequestKind::Progress:
-                results.emplace_back(store.progress(q, now));
-                break;
-            case RequestKind::Park: {
-                common::TransitionRequest park = q;
-                park.park_deadline =
-                    now + std::chrono::milliseconds(batch.front().request.ask.park_timeout_ms);
-                results.emplace_back(store.park(park, now));
-                break;
-            }
-            case RequestKind::Claim:
-                break;
-        }
+        const auto park_timeout =
+            std::chrono::milliseconds(batch.front().request.ask.park_timeout_ms);
+        results.emplace_back(
+            transition_alone(store, kind, requests.front(), lease, now, park_timeout));
         return results;
     }
     auto transitions = kind == RequestKind::Renew ? store.renew_batch(requests, lease, now)
@@ -118,26 +123,17 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
     return results;
 }
 
-/// The statement_latency series that times a request of kind `k`.
+/// The statement_latency series that times a request of kind `k`: the series of the kind's own
+/// name, looked up once, at compile time, so that a kind without a series does not compile.
 Metrics::Statement timed_statement(RequestKind k) {
-    using S = Metrics::Statement;
-    switch (k) {
-        case RequestKind::Claim:
-            return S::Claim;
-        case RequestKind::Renew:
-            return S::Renew;
-        case RequestKind::Complete:
-            return S::Complete;
-        case RequestKind::Fail:
-            return S::Fail;
-        case RequestKind::Release:
-            return S::Release;
-        case RequestKind::Progress:
-            return S::Progress;
-        case RequestKind::Park:
-            return S::Park;
-    }
-    return S::Claim;
+    static constexpr auto kByKind = [] {
+        std::array<Metrics::Statement, static_cast<std::size_t>(RequestKind::Park) + 1> out{};
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            out[i] = Metrics::kStatements.parse(kind_name(static_cast<RequestKind>(i))).value();
+        }
+        return out;
+    }();
+    return kByKind[static_cast<std::size_t>(k)];
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 enum class RequestKind { Claim, Renew, Complete, Fail, Release, Progress, Park };
 
-inline std::string_view kind_name(RequestKind k) {
+constexpr std::string_view kind_name(RequestKind k) {
     constexpr std::string_view kNames[] = {"claim",   "renew",    "complete", "fail",
                                            "release", "progress", "park"};
     return kNames[static_cast<int>(k)];
