@@ -200,10 +200,26 @@ HttpGuardCounts GuardedServer::counts() const {
             evicted_.load()};
 }
 
-bool GuardedServer::listen_after_bind() {
+void GuardedServer::raise_backlog() {
     // listen() again on a listening socket only sets its backlog (Linux).
     if (const socket_t sock = svr_sock_; sock != INVALID_SOCKET)
         ::listen(sock, options_.listen_backlog);
+}
+
+bool GuardedServer::bind_to_port(const std::string& host, int port, int socket_flags) {
+    const bool bound = httplib::Server::bind_to_port(host, port, socket_flags);
+    if (bound) raise_backlog();
+    return bound;
+}
+
+int GuardedServer::bind_to_any_port(const std::string& host, int socket_flags) {
+    const int port = httplib::Server::bind_to_any_port(host, socket_flags);
+    if (port > 0) raise_backlog();
+    return port;
+}
+
+bool GuardedServer::listen_after_bind() {
+    raise_backlog();
     listened_.store(true, std::memory_order_release);
     return httplib::Server::listen_after_bind();
 }

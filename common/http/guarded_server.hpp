@@ -75,6 +75,12 @@ class GuardedServer : public httplib::Server {
     GuardedServer(const GuardedServer&) = delete;
     GuardedServer& operator=(const GuardedServer&) = delete;
 
+    /// httplib's, with the listening socket's backlog raised to options.listen_backlog as soon as
+    /// it is bound: clients that connect before the accept loop runs (the server thread not yet
+    /// scheduled on a busy machine) wait in the kernel instead of having their SYNs dropped at
+    /// httplib's backlog of 5, which costs each a second's retransmission.
+    bool bind_to_port(const std::string& host, int port, int socket_flags = 0);
+    int bind_to_any_port(const std::string& host, int socket_flags = 0);
     /// httplib's, with the listening socket's backlog raised to options.listen_backlog first.
     bool listen_after_bind();
     /// Whether listen_after_bind has set the socket's backlog. A thread that reads true is
@@ -91,6 +97,8 @@ class GuardedServer : public httplib::Server {
     std::size_t queued();
 
   private:
+    /// Sets the bound socket's backlog to options.listen_backlog.
+    void raise_backlog();
     /// A connection whose request has fully arrived, waiting for a thread.
     struct Ready {
         int sock = -1;

@@ -8,9 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <string>
 #include <thread>
@@ -191,6 +194,49 @@ common::HttpGuardOptions small_guard() {
 }
 
 }  // namespace
+
+TEST_CASE("http guard: clients that connect before the accept loop runs are not dropped",
+          "[http]") {
+    // Bound, and no thread accepting yet: as between bind and listen_after_bind on a busy
+    // machine. Every handshake must complete in the kernel's queue at once; at httplib's
+    // backlog of 5 the sixth client on had its SYN dropped and waited a second to retry.
+    common::GuardedServer server(small_guard());
+    const int port = server.bind_to_any_port("127.0.0.1");
+    REQUIRE(port > 0);
+    constexpr int kClients = 32;
+    std::vector<pollfd> fds;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < kClients; ++i) {
+        const int sock = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        REQUIRE(sock >= 0);
+        const int rc = ::connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+        REQUIRE((rc == 0 || errno == EINPROGRESS));
+        fds.push_back(pollfd{sock, POLLOUT, 0});
+    }
+    // Well under the one-second SYN retransmission: a dropped SYN cannot be retried in time.
+    const auto until = SteadyClock::now() + 500ms;
+    int connected = 0;
+    for (auto& f : fds) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now());
+        if (::poll(&f, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0))) == 1) {
+            int error = -1;
+            socklen_t len = sizeof error;
+            ::getsockopt(f.fd, SOL_SOCKET, SO_ERROR, &error, &len);
+            if (error == 0) ++connected;
+        }
+    }
+    CHECK(connected == kClients);
+    // The accept loop started late still takes them; then the server stops as usual.
+    std::thread serving([&] { server.listen_after_bind(); });
+    REQUIRE(testing::eventually([&] { return server.is_running(); }, 5000ms));
+    for (const auto& f : fds) ::close(f.fd);
+    server.stop();
+    serving.join();
+}
 
 TEST_CASE("http guard: a request trickling in is cut off at one deadline for the whole of it",
           "[http]") {
