@@ -23,37 +23,42 @@ std::map<common::OrgId, int> presence(pqxx::connection& conn, const std::string&
     return out;
 }
 
+/// Reads with `read` until it returns `want`, up to a deadline; returns the last read, for the
+/// check to print.
+template <typename Read>
+auto await_read(Read read, const decltype(read())& want) {
+    auto seen = read();
+    eventually(
+        [&] {
+            seen = read();
+            return seen == want;
+        },
+        10s);
+    return seen;
+}
+
 /// Waits, up to a deadline, until the published rows are `want`; returns the last read.
 std::map<common::OrgId, int> await_presence(pqxx::connection& conn, const std::string& endpoint,
                                             const std::map<common::OrgId, int>& want) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    auto seen = presence(conn, endpoint);
-    while (seen != want && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(20ms);
-        seen = presence(conn, endpoint);
-    }
-    return seen;
+    return await_read([&] { return presence(conn, endpoint); }, want);
 }
 
 /// The published queues of each reviewer of the organization (coordinator_presence.serving), once
 /// they are `want` or at a deadline; the last read.
 nlohmann::json await_serving(pqxx::connection& conn, const std::string& endpoint, common::OrgId org,
                              const nlohmann::json& want) {
-    const auto read = [&] {
-        pqxx::read_transaction t(conn);
-        const auto r = t.exec_params(
-            "SELECT serving::text FROM coordinator_presence WHERE endpoint = $1 AND org_id = $2",
-            endpoint, org);
-        return r.empty() || r[0][0].is_null() ? nlohmann::json()
-                                              : nlohmann::json::parse(r[0][0].as<std::string>());
-    };
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    auto seen = read();
-    while (seen != want && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(20ms);
-        seen = read();
-    }
-    return seen;
+    return await_read(
+        [&] {
+            pqxx::read_transaction t(conn);
+            const auto r = t.exec_params(
+                "SELECT serving::text FROM coordinator_presence WHERE endpoint = $1 AND org_id = "
+                "$2",
+                endpoint, org);
+            return r.empty() || r[0][0].is_null()
+                       ? nlohmann::json()
+                       : nlohmann::json::parse(r[0][0].as<std::string>());
+        },
+        want);
 }
 
 }  // namespace
