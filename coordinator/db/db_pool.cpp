@@ -64,14 +64,16 @@ bool coalescible(RequestKind kind) {
 /// The store's statement for one request of `kind` other than a claim: a renewal extends the
 /// lease to `lease` from now, a park waits `park_timeout` from now for its callback.
 common::Transition transition_alone(common::AssignmentStore& store, RequestKind kind,
-                                    common::TransitionRequest q, common::Duration lease,
+                                    const common::TransitionRequest& q, common::Duration lease,
                                     common::Instant now, std::chrono::milliseconds park_timeout) {
     switch (kind) {
         case RequestKind::Renew:
             return store.renew(q, lease, now);
-        case RequestKind::Park:
-            q.park_deadline = now + park_timeout;
-            return store.park(q, now);
+        case RequestKind::Park: {
+            common::TransitionRequest park = q;
+            park.park_deadline = now + park_timeout;
+            return store.park(park, now);
+        }
         case RequestKind::Complete:
             return store.complete(q, now);
         case RequestKind::Fail:
