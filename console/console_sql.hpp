@@ -1,7 +1,7 @@
 #pragma once
 
 // The console's own reads: the overview and the live leases. Each is bounded on a big table (see
-// schema/0006 for the indexes they use): no statement here reads every row of jobs or job_events.
+// schema/baseline/tables.sql for the indexes they use): no statement here reads every row of jobs or job_events.
 // Jobs, a job's dossier and the quarantine inbox are the operator store's and the recovery
 // store's statements, shared with aclaimctl. Time comes in as $n microseconds, as in the store.
 
@@ -14,7 +14,7 @@ namespace aclaim::console::sql {
 inline constexpr long long kExactCountCap = 2000;
 
 /// Every organization with jobs: a skip scan, one probe of each organization-led index per
-/// organization (aclaim_next_org, schema/0014).
+/// organization (aclaim_next_org, schema/definitions/functions/aclaim_next_org.sql).
 inline constexpr const char* kOrganizations = R"SQL(
 WITH RECURSIVE o AS (
     SELECT aclaim_next_org(NULL) AS org_id
@@ -25,7 +25,7 @@ SELECT org_id FROM o WHERE org_id IS NOT NULL ORDER BY org_id
 )SQL";
 
 /// $1 bigint[] organizations, $2 text[] states (pairwise), $3 cap. Per pair, the count of rows up
-/// to $3 + 1 (index-only scans of the index that holds the state, aclaim_count_in, schema/0014;
+/// to $3 + 1 (index-only scans of the index that holds the state, aclaim_count_in, schema/definitions/functions/aclaim_count_in.sql;
 /// more than $3 means "take the estimate").
 inline constexpr const char* kCappedCounts = R"SQL(
 SELECT o AS org_id, s AS state, aclaim_count_in(o, s, NULL, $3::bigint) AS n
@@ -38,7 +38,7 @@ SELECT o AS org_id, s AS state, aclaim_count_in(o, s, NULL, $3::bigint) AS n
 inline constexpr long long kSkipCountFactor = 4;
 
 /// The planner's per-(organization, state) estimates in one read: the most common combinations
-/// of the jobs_org_state_mcv statistics (schema/0006) times the table's estimated rows. Readable
+/// of the jobs_org_state_mcv statistics (schema/baseline/tables.sql) times the table's estimated rows. Readable
 /// by the table's owner (the login role that migrated), empty before the first ANALYZE.
 inline constexpr const char* kStateEstimates = R"SQL(
 SELECT s.most_common_vals[i][1]::bigint AS org_id, s.most_common_vals[i][2] AS state,
@@ -108,7 +108,7 @@ SELECT id, org_id, generation, assignee, attempts, max_attempts,
 )SQL";
 
 /// $1 now, $2 bigint[] organizations. The workers connected to each coordinator that has written
-/// its presence within three of its intervals (coordinator_presence, schema/0011).
+/// its presence within three of its intervals (coordinator_presence, schema/baseline/tables.sql).
 inline constexpr const char* kConnectedWorkers = R"SQL(
 SELECT org_id, coordinator, endpoint, workers, aclaim_us(seen_at) AS seen_us
   FROM coordinator_presence
@@ -119,7 +119,7 @@ SELECT org_id, coordinator, endpoint, workers, aclaim_us(seen_at) AS seen_us
 
 /// $1 job, $2 now. The reviewers connected to a live coordinator of the job's organization
 /// (coordinator_presence.reviewers, as kConnectedWorkers takes a row as live) that serve the job's
-/// queue (coordinator_presence.serving, schema/0032), each with whether the job excludes them
+/// queue (coordinator_presence.serving, schema/baseline/tables.sql), each with whether the job excludes them
 /// (aclaim_excluded), then one row without a name whose `unknown` counts the live rows that name
 /// nobody (more workers than their publisher names, or an older coordinator). A row that names its
 /// reviewers without their queues (serving NULL: a coordinator that predates 0032) counts each of
@@ -185,7 +185,7 @@ inline constexpr const char* kEndOperatorSessions = R"SQL(
 DELETE FROM console_sessions WHERE operator = $1
 )SQL";
 
-/// $1 name. Removes the operator; its sessions go with it (schema/0031's foreign key).
+/// $1 name. Removes the operator; its sessions go with it (schema/baseline/tables.sql's foreign key).
 inline constexpr const char* kRemoveOperator = R"SQL(
 DELETE FROM console_operators WHERE name = $1
 )SQL";

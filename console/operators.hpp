@@ -1,6 +1,6 @@
 #pragma once
 
-// Who may use the console: operator accounts in console_operators (schema/0006), passwords kept
+// Who may use the console: operator accounts in console_operators (schema/baseline/tables.sql), passwords kept
 // only as libsodium's crypto_pwhash_str. The signed-in sessions are console/sessions.hpp's.
 
 #include <functional>

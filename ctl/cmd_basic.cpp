@@ -12,7 +12,8 @@ void add_migrate_command(CLI::App& app, Global& global, Action& action) {
     auto* cmd = app.add_subcommand(
         "migrate",
         "Apply the schema migrations and definitions this binary carries; refuse (exit 2) a "
-        "database that applied one of its migrations with another text");
+        "database that applied one of its migrations with another text, or one that stopped "
+        "before the baseline");
     cmd->callback([&global, &action] {
         action = [&global] {
             pqxx::connection conn(require_dsn(global, Statements::kUnbounded));
@@ -25,7 +26,7 @@ void add_migrate_command(CLI::App& app, Global& global, Action& action) {
                 for (const auto& note : report.notes) std::cerr << "aclaimctl: " << note << "\n";
                 std::cout << "schema version " << report.version << "\n";
                 return common::kExitOk;
-            } catch (const common::ChecksumMismatch& e) {
+            } catch (const common::MigrationRefused& e) {
                 std::cerr << "aclaimctl: " << e.what() << "\n";
                 return common::kExitUsage;
             }

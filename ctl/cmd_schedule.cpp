@@ -1,4 +1,4 @@
-// schedule: periodic jobs (schema/0019). add, pause, resume and remove are audited in
+// schedule: periodic jobs (schema/baseline/tables.sql). add, pause, resume and remove are audited in
 // schedule_events with who acted and why, as the queue commands are in queue_events.
 
 #include <cstdio>

@@ -14,10 +14,11 @@ install(TARGETS ${ACLAIM_INSTALLED_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL
 # Installing (and cpack, which installs first) builds only what it installs, not every test suite
 # and drill that `all` holds: `ninja deb` below, or build the four programs before `ninja install`.
 set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
-# Every binary carries the migrations (common/store/embed_schema.cmake); the files are shipped for
-# reading what `aclaimctl migrate` applies.
-file(GLOB ACLAIM_SCHEMA_SQL CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/schema/*.sql)
-install(FILES ${ACLAIM_SCHEMA_SQL} DESTINATION ${CMAKE_INSTALL_DATADIR}/aclaim/schema)
+# Every binary carries the schema (common/store/embed_schema.cmake); the files are shipped for
+# reading what `aclaimctl migrate` applies: current.sql, the baseline, the migrations after it and
+# the definitions.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/schema/ DESTINATION ${CMAKE_INSTALL_DATADIR}/aclaim/schema
+        FILES_MATCHING PATTERN "*.sql")
 
 # A manual page per program, made from its --help when the package is (`ninja deb`), not in every
 # build: a sanitizer build's program may not exit 0 from --help. OPTIONAL: `ninja install` alone

@@ -719,7 +719,7 @@ CREATE FUNCTION public.job_queues_weighed() RETURNS trigger
 
 CREATE FUNCTION public.job_results_insert_of_completion() RETURNS trigger
     LANGUAGE plpgsql
-    AS $$-- 15 lines, sha256 b7d2c5033120eed842e51052406dcc95f1285aff6833667f293f1bb4d7f844e3$$;
+    AS $$-- 15 lines, sha256 a008e5617e27a551bd3fdc8f8b10c0268b0c6743a04ad640c5504c26cdcd345d$$;
 
 --
 -- Name: jobs_default_run_at(); Type: FUNCTION; Schema: public; Owner: -
@@ -2031,8 +2031,8 @@ GRANT ALL ON FUNCTION public.aclaim_ensure_event_partitions(now_us bigint, month
 --
 
 REVOKE ALL ON FUNCTION public.aclaim_finish_parked(token text, outcome text, result text, org bigint, now_us bigint, caller text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.aclaim_finish_parked(token text, outcome text, result text, org bigint, now_us bigint, caller text) TO aclaim_producer;
 GRANT ALL ON FUNCTION public.aclaim_finish_parked(token text, outcome text, result text, org bigint, now_us bigint, caller text) TO aclaim_coordinator;
+GRANT ALL ON FUNCTION public.aclaim_finish_parked(token text, outcome text, result text, org bigint, now_us bigint, caller text) TO aclaim_producer;
 
 --
 -- Name: FUNCTION aclaim_timeline(); Type: ACL; Schema: public; Owner: -
@@ -2050,8 +2050,8 @@ GRANT ALL ON FUNCTION public.aclaim_generation_floor() TO aclaim_coordinator;
 -- Name: TABLE job_outcomes; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.job_outcomes TO aclaim_coordinator;
 GRANT SELECT ON TABLE public.job_outcomes TO aclaim_producer;
+GRANT SELECT,INSERT ON TABLE public.job_outcomes TO aclaim_coordinator;
 
 --
 -- Name: TABLE result_groups; Type: ACL; Schema: public; Owner: -
@@ -2064,15 +2064,15 @@ GRANT SELECT ON TABLE public.result_groups TO aclaim_producer;
 -- Name: TABLE job_queues; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.job_queues TO aclaim_coordinator;
 GRANT SELECT ON TABLE public.job_queues TO aclaim_producer;
+GRANT SELECT,INSERT,UPDATE ON TABLE public.job_queues TO aclaim_coordinator;
 
 --
 -- Name: TABLE jobs; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.jobs TO aclaim_coordinator;
 GRANT SELECT ON TABLE public.jobs TO aclaim_producer;
+GRANT SELECT,INSERT,UPDATE ON TABLE public.jobs TO aclaim_coordinator;
 
 --
 -- Name: FUNCTION aclaim_job_status(job_ids bigint[], dedupe_keys text[], org bigint); Type: ACL; Schema: public; Owner: -
@@ -2184,8 +2184,8 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.coordinator_presence TO aclaim
 -- Name: TABLE job_dependencies; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.job_dependencies TO aclaim_coordinator;
 GRANT SELECT ON TABLE public.job_dependencies TO aclaim_producer;
+GRANT SELECT,INSERT,UPDATE ON TABLE public.job_dependencies TO aclaim_coordinator;
 
 --
 -- Name: TABLE job_event_partitions; Type: ACL; Schema: public; Owner: -
@@ -2197,8 +2197,8 @@ GRANT SELECT ON TABLE public.job_event_partitions TO aclaim_coordinator;
 -- Name: TABLE job_events; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.job_events TO aclaim_coordinator;
 GRANT SELECT ON TABLE public.job_events TO aclaim_producer;
+GRANT SELECT,INSERT ON TABLE public.job_events TO aclaim_coordinator;
 
 --
 -- Name: SEQUENCE job_events_id_seq; Type: ACL; Schema: public; Owner: -
@@ -2210,8 +2210,8 @@ GRANT USAGE ON SEQUENCE public.job_events_id_seq TO aclaim_coordinator;
 -- Name: TABLE job_exclusions; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.job_exclusions TO aclaim_coordinator;
 GRANT SELECT ON TABLE public.job_exclusions TO aclaim_producer;
+GRANT SELECT,INSERT ON TABLE public.job_exclusions TO aclaim_coordinator;
 
 --
 -- Name: TABLE job_parks; Type: ACL; Schema: public; Owner: -
@@ -2235,8 +2235,8 @@ GRANT SELECT ON TABLE public.job_prunes TO aclaim_coordinator;
 -- Name: TABLE job_results; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.job_results TO aclaim_coordinator;
 GRANT SELECT ON TABLE public.job_results TO aclaim_producer;
+GRANT SELECT,INSERT ON TABLE public.job_results TO aclaim_coordinator;
 
 --
 -- Name: TABLE park_refusal_counts; Type: ACL; Schema: public; Owner: -

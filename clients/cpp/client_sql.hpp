@@ -1,7 +1,7 @@
 #pragma once
 
 // The statements of the client library: calls of the producer and consumer API of
-// schema/0008_integration.sql. They run unprepared on the caller's connection (a prepared name
+// schema/baseline/tables.sql. They run unprepared on the caller's connection (a prepared name
 // could collide with the service's own); time arrives as microseconds from the caller's clock.
 // $n org is NULL for a producer login (the database takes the organization from the login) or
 // names it for a trusted login.
@@ -13,8 +13,8 @@ namespace aclaim::clients::sql {
 using common::sql::Statement;
 
 /// One array element per job (new_job_arrays), the dedupe window, the organization and now, then
-/// one element per dependency edge (NULL when no job has any; schema/0024), then one element per
-/// exclusion (NULL when no job has any; schema/0025).
+/// one element per dependency edge (NULL when no job has any; schema/baseline/tables.sql), then one element per
+/// exclusion (NULL when no job has any; schema/baseline/tables.sql).
 inline const Statement kEnqueue{
     "aclaim_client_enqueue",
     R"SQL(

@@ -1,7 +1,7 @@
 #pragma once
 
 // The producer side of the client library: enqueue, cancel and read status inside the service's
-// own transaction, over the SQL API of schema/0008_integration.sql. A job enqueued in a
+// own transaction, over the SQL API (schema/definitions/functions/). A job enqueued in a
 // transaction that rolls back never existed, and the coordinators are woken when it commits.
 
 #include <optional>

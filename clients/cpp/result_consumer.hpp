@@ -1,7 +1,7 @@
 #pragma once
 
 // The consumer side of the client library: the verdicts of one consumer group, at least once until
-// acknowledged and never again after, over the SQL API of schema/0008_integration.sql. Waiting is
+// acknowledged and never again after, over the SQL API (schema/definitions/functions/). Waiting is
 // driven by LISTEN/NOTIFY on aclaim_outcomes; every wait has a deadline.
 
 #include <atomic>

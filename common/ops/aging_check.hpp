@@ -1,6 +1,6 @@
 #pragma once
 
-// The checker's aging_bound_kept invariant (schema/0022_queue_weights.sql): a pending job of an
+// The checker's aging_bound_kept invariant (schema/baseline/tables.sql): a pending job of an
 // aged queue reaches the priority of any job of its queue within (that priority - its own) x the
 // aging step of its wait, and is then ahead of every younger one; so no younger job of the queue
 // is claimed past that while it waits.

@@ -1,6 +1,6 @@
 #pragma once
 
-// The aging pass's statements (schema/0022_queue_weights.sql).
+// The aging pass's statements (schema/baseline/tables.sql).
 
 #include "common/store/statement.hpp"
 

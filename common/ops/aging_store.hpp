@@ -1,6 +1,6 @@
 #pragma once
 
-// Priority aging (schema/0022_queue_weights.sql): the pending jobs of a queue aged every S seconds
+// Priority aging (schema/baseline/tables.sql): the pending jobs of a queue aged every S seconds
 // have their priority raised by one per S waited, up to the highest pending priority of their
 // organization, by a periodic pass (coordinator/db/ager.hpp) rather than in the claim, so that
 // the claim stays one index scan of jobs_claim_order. One coordinator at a time runs the pass.

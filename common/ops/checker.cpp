@@ -47,7 +47,7 @@ bool ends_lease(const AuditEvent& e) {
                               K::Unquarantined, K::Discarded, K::Cancelled});
 }
 
-/// The worker name aclaim_finish_parked (schema/0023) logs the outside system's outcome under.
+/// The worker name aclaim_finish_parked (schema/definitions/functions/aclaim_finish_parked.sql) logs the outside system's outcome under.
 constexpr std::string_view kCallbackWorker = "callback";
 
 /// An event that is the outcome of a parked job's callback (a refused token is 'rejected').
@@ -56,7 +56,7 @@ bool finishes_park(const AuditEvent& e) {
 }
 
 /// Events after which the job waits for its run_at: an enqueue with a delay, or a retry with a
-/// backoff (schema/0005 and common/store/shared_sql.hpp, kRetryDetail, write these details).
+/// backoff (schema/baseline/tables.sql and common/store/shared_sql.hpp, kRetryDetail, write these details).
 bool schedules(const AuditEvent& e) {
     if (is(e.kind, EventKind::Enqueued)) return e.detail.find("; run at ") != std::string::npos;
     return is_one_of(e.kind, {EventKind::Released, EventKind::Reclaimed}) &&
@@ -187,7 +187,7 @@ void check_dependencies(const History& h, const PrunedIds& pruned,
     }
 }
 
-/// No job was completed by a reviewer it excludes (schema/0025): the accepted completions
+/// No job was completed by a reviewer it excludes (schema/baseline/tables.sql): the accepted completions
 /// ('completed' events) of a job are by none of the reviewers it names, and by nobody who has a
 /// 'completed' event on a job it names. A named job whose history is gone proves nothing and is
 /// passed over (pruning wrote its completer as a named reviewer).
@@ -324,7 +324,7 @@ CheckReport check(const History& h) {
                 }
             } else if (is(e->kind, EventKind::Checkpoint)) {
                 // A checkpoint is fenced as a completion is: only the holder of the latest claim
-                // may save one, while its lease lasts (schema/0020_progress.sql).
+                // may save one, while its lease lasts (schema/baseline/tables.sql).
                 if (e->generation != last_claim || !open_claim) {
                     violate(
                         Invariant::CheckpointIsCurrent, job,

@@ -53,14 +53,14 @@ struct ScheduleTick {
     JobId job_id = 0;
 };
 
-/// One row of job_dependencies (schema/0024): job_id waits for depends_on.
+/// One row of job_dependencies (schema/baseline/tables.sql): job_id waits for depends_on.
 struct DependencyEdge {
     JobId job_id = 0;
     JobId depends_on = 0;
     std::string policy;  ///< cancel, run
 };
 
-/// One row of job_exclusions (schema/0025): job_id may not go to excluded_key, or to whoever
+/// One row of job_exclusions (schema/baseline/tables.sql): job_id may not go to excluded_key, or to whoever
 /// completed completer_of (the other one empty / 0).
 struct Exclusion {
     JobId job_id = 0;

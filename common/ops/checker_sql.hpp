@@ -33,11 +33,11 @@ inline constexpr const char* kPrunedRanges =
     "SELECT p.org_id, lower(r) AS first, upper(r) AS last "
     "FROM job_prunes p CROSS JOIN LATERAL unnest(p.jobs) AS r";
 
-/// Every dependency edge (schema/0024_job_dependencies.sql).
+/// Every dependency edge (schema/baseline/tables.sql).
 inline constexpr const char* kCheckDependencies =
     "SELECT job_id, depends_on, policy FROM job_dependencies";
 
-/// Every exclusion (schema/0025_job_exclusions.sql).
+/// Every exclusion (schema/baseline/tables.sql).
 inline constexpr const char* kCheckExclusions =
     "SELECT job_id, coalesce(excluded_key, '') AS excluded_key, "
     "coalesce(completer_of, 0) AS completer_of FROM job_exclusions";

@@ -23,7 +23,7 @@ struct JobRecord {
     JobState state = JobState::Pending;
     Generation generation = 0;
     int priority = 0;
-    /// The priority it was enqueued with, when aging raised it since (schema/0022).
+    /// The priority it was enqueued with, when aging raised it since (schema/baseline/tables.sql).
     std::optional<int> base_priority;
     Instant enqueued_at{};
     std::optional<std::string> assignee;  ///< empty when nobody holds or held it

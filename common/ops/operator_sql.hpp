@@ -24,14 +24,14 @@ inline std::string count_per_state() {
     return out;
 }
 
-/// $1 job. Its saved progress (schema/0020_progress.sql): the checkpoint's size, not its text.
+/// $1 job. Its saved progress (schema/baseline/tables.sql): the checkpoint's size, not its text.
 inline constexpr const char* kOperatorProgress = R"SQL(
 SELECT generation, percent, note, octet_length(checkpoint) AS checkpoint_bytes,
        aclaim_us(updated_at) AS updated_us
   FROM job_progress WHERE job_id = $1
 )SQL";
 
-/// $1 job. Its latest park (schema/0023_parked_jobs.sql): never the token, which is not stored.
+/// $1 job. Its latest park (schema/baseline/tables.sql): never the token, which is not stored.
 inline constexpr const char* kOperatorPark = R"SQL(
 SELECT generation, parked_by, note, aclaim_us(parked_at) AS parked_us,
        aclaim_us(deadline_at) AS deadline_us, aclaim_us(used_at) AS used_us,
@@ -88,7 +88,7 @@ SELECT q.o AS org_id, q.queue, c.n
 )SQL",
                                          {"now_us bigint", "orgs bigint[]"}};
 
-/// $1 job. Its exclusions (schema/0025_job_exclusions.sql): a reviewer named, or a job named with
+/// $1 job. Its exclusions (schema/baseline/tables.sql): a reviewer named, or a job named with
 /// that job's state and, once it completed, its completer.
 inline constexpr const char* kOperatorExclusions = R"SQL(
 SELECT x.excluded_key, x.completer_of, d.state AS named_state,
@@ -98,11 +98,11 @@ SELECT x.excluded_key, x.completer_of, d.state AS named_state,
  ORDER BY x.excluded_key NULLS LAST, x.completer_of
 )SQL";
 
-/// $1 job, $2 at most this many. One side of a job's dependencies (schema/0024): each edge's
+/// $1 job, $2 at most this many. One side of a job's dependencies (schema/baseline/tables.sql): each edge's
 /// other end, its policy, how that dependency ended (resolved NULL: not yet) and the other job's
 /// state now (NULL: pruned by retention), in id order. {NEAR} is the column that names the job,
 /// {FAR} the other end: job_id and depends_on for what it waits for (the primary key), the
-/// reverse for what waits for it (job_dependencies_dependents, schema/0027).
+/// reverse for what waits for it (job_dependencies_dependents, schema/baseline/tables.sql).
 inline constexpr const char* kOperatorDependencyEdges = R"SQL(
 SELECT d.{FAR} AS job, d.policy, d.resolved, j.state
   FROM job_dependencies d LEFT JOIN jobs j ON j.id = d.{FAR}
@@ -179,7 +179,7 @@ SELECT id, )SQL" + kSettledColumn + R"SQL( FROM f
 /// job keeps its holder in the row, and the holder's coordinator is told on aclaim_revoke
 /// (delivered at commit) so that it pushes REVOKED "cancelled" at once; the holder's completion
 /// is refused "cancelled" from then on. The statement is aclaim_cancel_jobs
-/// (schema/0008_integration.sql), which a producer's aclaim_cancel runs too, confined to its
+/// (schema/definitions/functions/aclaim_cancel.sql), which a producer's aclaim_cancel runs too, confined to its
 /// organization.
 inline const Statement kOperatorCancel{
     "aclaim_operator_cancel",
@@ -190,7 +190,7 @@ SELECT id, org_id, generation, was, holder
     {"jobs bigint[]", "operator text", "reason text", "now_us bigint"}};
 
 /// $1 bigint[] jobs. Before kOperatorRetry, in its transaction: the weight lock of each listed
-/// job's queue, shared and in order (schema/0026_weighted_claim_index.sql), so that the retry
+/// job's queue, shared and in order (schema/baseline/tables.sql), so that the retry
 /// reads whether the queue has a weight after any setting of one that is under way committed.
 inline const Statement kOperatorRetryLocks{"aclaim_operator_retry_locks",
                                            R"SQL(
@@ -203,7 +203,7 @@ SELECT count(pg_advisory_xact_lock_shared(aclaim_weight_lock(org_id, queue)))
 /// $1 bigint[] jobs, $2 operator, $3 now, $4 reason. Revives each listed job that failed, was
 /// discarded or was cancelled: pending now, with a fresh attempt budget, audited 'retried'. A
 /// completed job is never run again. A job of a weighted queue is marked for the weighted claim's
-/// index (schema/0026_weighted_claim_index.sql; after kOperatorRetryLocks).
+/// index (schema/baseline/tables.sql; after kOperatorRetryLocks).
 inline const Statement kOperatorRetry{
     "aclaim_operator_retry",
     R"SQL(
@@ -230,7 +230,7 @@ SELECT id, aclaim_wake(org_id, queue) FROM r ORDER BY id
 
 /// $1 org, $2 queue: whether the organization has that queue, i.e. settings or a job in it. Pause,
 /// resume and set refuse any other, so that a misspelt name is not a new queue nobody serves.
-/// One probe per index that together cover every state (schema/0014).
+/// One probe per index that together cover every state (schema/baseline/tables.sql).
 inline const Statement kOperatorQueueKnown{"aclaim_operator_queue_known",
                                            R"SQL(
 SELECT EXISTS (SELECT 1 FROM job_queues WHERE org_id = $1::bigint AND queue = $2::text)
@@ -279,13 +279,13 @@ SELECT CASE WHEN NOT $3::bool THEN aclaim_wake(org_id, queue) END FROM q
 /// the queue's, or, for a new limit, the rate rounded up). A new limit starts with a full bucket;
 /// a changed one keeps the tokens its bucket holds at now (no more than the new burst), so that
 /// a change never hands out the time before it at the new rate. $17 the weight (NULL: keep; 0:
-/// none) and $18 the aging step in microseconds (NULL: keep; 0: no aging), schema/0022: a weight
+/// none) and $18 the aging step in microseconds (NULL: keep; 0: no aging), schema/baseline/tables.sql: a weight
 /// set keeps the queue's pass, so that changing a weight never hands the queue a burst (a queue
 /// new to weights starts level with the others at its first claim). After kOperatorQueueLock, as
 /// kOperatorPause: a claim holds the organization's lock shared, so the bucket changes between
 /// claims, never under one. A queue given a weight it did not have has its jobs marked for the
 /// weighted claim's index in this statement, by the trigger job_queues_weighed
-/// (schema/0026_weighted_claim_index.sql), after the enqueues into it under way commit.
+/// (schema/baseline/tables.sql), after the enqueues into it under way commit.
 inline const Statement kOperatorConfigure{
     "aclaim_operator_configure",
     R"SQL(
@@ -359,7 +359,7 @@ inline constexpr const char* kOperatorQueueLock =
 /// each of $2's count, in $2's order, up to $3 + 1; with the queue's settings, the run_at of its
 /// oldest claimable job and the retention in force per finished state (the queue's setting or the
 /// built-in default, aclaim_retention_us). Each state read from the index that holds it, through
-/// schema/0014's functions: a skip scan over the organizations (aclaim_next_org) and over the
+/// schema/definitions/functions/aclaim_next_org.sql's functions: a skip scan over the organizations (aclaim_next_org) and over the
 /// queues of each (organization, state) (aclaim_next_queue), then per queue index-only counts
 /// (aclaim_count_in) and one probe of jobs_org_state for the oldest pending entry, so that the
 /// rows of states not in $2 are never read.
@@ -415,7 +415,7 @@ SELECT q.org_id, q.queue,
 inline constexpr const char* kOperatorQueuesNoJit = "SET LOCAL jit = off";
 
 /// $1 login, $2 organization, $3 operator, $4 now. Binds a producer login to one organization
-/// (schema/0008_integration.sql: a superuser, a login that bypasses row-level security or one that
+/// (schema/baseline/tables.sql: a superuser, a login that bypasses row-level security or one that
 /// can act as the coordinator is refused) and makes it a member of aclaim_producer.
 inline const Statement kProducerBind{
     "aclaim_producer_bind",

@@ -31,7 +31,7 @@ struct OrgStatus {
     std::optional<Duration> oldest_pending_age;  ///< now minus the oldest pending enqueued_at
 };
 
-/// A job's saved progress as an operator sees it (schema/0020_progress.sql).
+/// A job's saved progress as an operator sees it (schema/baseline/tables.sql).
 struct ProgressRecord {
     Generation generation = 0;  ///< the generation that reported it
     int percent = 0;
@@ -40,7 +40,7 @@ struct ProgressRecord {
     Instant updated_at{};
 };
 
-/// A job's latest park as an operator sees it (protocol 1.6, schema/0023_parked_jobs.sql).
+/// A job's latest park as an operator sees it (protocol 1.6, schema/baseline/tables.sql).
 struct ParkRecord {
     Generation generation = 0;  ///< the generation that parked it
     std::string parked_by;
@@ -52,7 +52,7 @@ struct ParkRecord {
     std::string outcome;  ///< completed, failed or retry; empty while unused
 };
 
-/// One edge of a job's dependencies as an operator sees it (schema/0024_job_dependencies.sql):
+/// One edge of a job's dependencies as an operator sees it (schema/baseline/tables.sql):
 /// the job at its other end, the edge's policy, how that dependency ended and the job's state now.
 struct DependencyRecord {
     JobId job = 0;
@@ -61,7 +61,7 @@ struct DependencyRecord {
     std::optional<std::string> state;     ///< the other job's state; none: pruned by retention
 };
 
-/// One of a job's exclusions (schema/0025_job_exclusions.sql): a reviewer named, or a job whose
+/// One of a job's exclusions (schema/baseline/tables.sql): a reviewer named, or a job whose
 /// completer may not take this one, with that job's state and, once it completed, its completer.
 struct ExclusionRecord {
     std::optional<std::string> reviewer;
@@ -143,7 +143,7 @@ struct QueueSettings {
     std::optional<Duration> aging;
 };
 
-/// A retention that never ends (2^63-1 microseconds, as schema/0007_retention.sql reads it).
+/// A retention that never ends (2^63-1 microseconds, as schema/baseline/tables.sql reads it).
 inline constexpr Duration kRetainForever = Duration::max();
 
 /// One organization's queue as `aclaimctl queue list` shows it.

@@ -1,6 +1,6 @@
 #pragma once
 
-// The prune ledger (job_prunes, schema/0007_retention.sql) as the checker and recovery read it:
+// The prune ledger (job_prunes, schema/baseline/tables.sql) as the checker and recovery read it:
 // which job ids retention removed, so that a pruned job counts as absent and never as lost.
 
 #include <pqxx/pqxx>

@@ -26,7 +26,7 @@ std::optional<double> configured(const std::string& detail, const std::string& k
     return std::nullopt;
 }
 
-/// A queue's token bucket as schema/0021 keeps it; rate 0 is no limit.
+/// A queue's token bucket as schema/baseline/tables.sql keeps it; rate 0 is no limit.
 struct Bucket {
     double rate = 0;
     int burst = 0;

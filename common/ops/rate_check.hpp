@@ -1,6 +1,6 @@
 #pragma once
 
-// The checker's rate_respected invariant (schema/0021_queue_rate_limits.sql), apart from the
+// The checker's rate_respected invariant (schema/baseline/tables.sql), apart from the
 // checker's other queue checks because it replays each rate-limited queue's token bucket.
 
 #include <functional>

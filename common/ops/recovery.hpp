@@ -45,7 +45,7 @@ struct EventSummary {
 /// parked: handed to an outside system (protocol 1.6); its callback or, past the park's deadline,
 /// the reaper decides it, and recovery leaves it to them (a park holds no lease to reclaim).
 /// Waiting: enqueued with dependencies not all ended; nothing holds it and recovery leaves it
-/// exactly as it is (its last dependency's ending unblocks it, schema/0024).
+/// exactly as it is (its last dependency's ending unblocks it, schema/baseline/tables.sql).
 enum class RecoveryClass { Terminal, Live, Expired, Pending, Inconsistent, Parked, Waiting };
 
 inline constexpr RecoveryClass kRecoveryClasses[] = {
@@ -115,7 +115,7 @@ struct Orphan {
     std::string evidence;
 };
 
-/// A queue's rate-limit bucket (schema/0021_queue_rate_limits.sql) as recovery reads it.
+/// A queue's rate-limit bucket (schema/baseline/tables.sql) as recovery reads it.
 struct RateBucket {
     OrgId org_id = 0;
     std::string queue;

@@ -41,7 +41,7 @@ inline const std::string kReadJobs =
 inline const std::string kReadResults =
     std::string("SELECT ") + kResultColumns + " FROM job_results {FILTER} ORDER BY job_id";
 
-/// The rate-limit buckets of the queues that have a rate (schema/0021_queue_rate_limits.sql).
+/// The rate-limit buckets of the queues that have a rate (schema/baseline/tables.sql).
 inline constexpr const char* kReadRateBuckets =
     "SELECT org_id, queue, rate_per_s::float8 AS rate, rate_burst, rate_tokens::float8 AS tokens,"
     " rate_refilled_us FROM job_queues WHERE rate_per_s IS NOT NULL {FILTER} ORDER BY org_id, "
@@ -49,7 +49,7 @@ inline constexpr const char* kReadRateBuckets =
 inline constexpr const char* kRateBucketsAll = "";
 inline constexpr const char* kRateBucketsOfOrg = "AND org_id = $1::bigint";
 
-/// Who wrote each job's saved progress (job_progress, schema/0020_progress.sql): the generation and
+/// Who wrote each job's saved progress (job_progress, schema/baseline/tables.sql): the generation and
 /// organization, not the report itself.
 inline constexpr const char* kReadProgress =
     "SELECT job_id, org_id, generation FROM job_progress {FILTER} ORDER BY job_id";
@@ -143,7 +143,7 @@ SELECT quarantined_from FROM q
     {"job bigint", "reason text", "operator text", "now_us bigint", "evidence text"}};
 
 /// $1 job, $2 generation, $3 operator, $4 now, $5 detail. Back to pending (to waiting while a
-/// dependency of it has not ended, schema/0024: a release never runs a job before them) with the
+/// dependency of it has not ended, schema/baseline/tables.sql: a release never runs a job before them) with the
 /// lease fields cleared as the pending CHECK requires; the generation is raised to the highest
 /// the job ever saw so that the next claim outranks every earlier holder.
 inline const Statement kReleaseQuarantined{

@@ -158,7 +158,7 @@ SELECT org_id, aclaim_us(pruned_at) AS pruned_us FROM job_prunes
                                   {"job bigint"}};
 
 /// $1 now, $2 batch. Removes at most $2 counts of refused park callbacks whose hour ended their
-/// keep (30 days, schema/0029) before now; answers how many.
+/// keep (30 days, schema/baseline/tables.sql) before now; answers how many.
 inline const Statement kPruneParkRefusals{
     "aclaim_prune_park_refusals",
     "SELECT aclaim_prune_park_refusals($1::bigint, $2::int) AS removed",

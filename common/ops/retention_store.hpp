@@ -74,7 +74,7 @@ struct ArchiveOutcome {
 /// Removes at most `batch` counts of refused park callbacks (park_refusal_counts) whose hour
 /// ended their keep, 30 days, before `now`; returns how many, in a transaction of its own on
 /// `conn`. The coordinators' retention pass calls it until a call comes back short, which keeps
-/// the table within its bound (schema/0029) however many callbacks are refused.
+/// the table within its bound (schema/baseline/tables.sql) however many callbacks are refused.
 int prune_park_refusals(pqxx::connection& conn, Instant now, int batch);
 
 class RetentionStore {

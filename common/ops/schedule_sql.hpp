@@ -1,6 +1,6 @@
 #pragma once
 
-// The statements of schedules (schema/0019_schedules.sql): the operator's add, pause, resume,
+// The statements of schedules (schema/baseline/tables.sql): the operator's add, pause, resume,
 // remove and list, and the scheduler's due read and tick. Time comes in and out as microseconds.
 
 #include <vector>

@@ -1,6 +1,6 @@
 #pragma once
 
-// Schedules (schema/0019_schedules.sql): periodic jobs an organization enqueues at every tick of
+// Schedules (schema/baseline/tables.sql): periodic jobs an organization enqueues at every tick of
 // a cron expression in a time zone. The operator adds, pauses, resumes and removes them
 // (aclaimctl schedule, audited in schedule_events); each coordinator's scheduler enqueues the
 // ticks that came due (coordinator/db/scheduler.hpp), each once however many coordinators run.

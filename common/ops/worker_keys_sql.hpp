@@ -1,6 +1,6 @@
 #pragma once
 
-// The statements of the worker keys (schema/0003_worker_keys_rls.sql): registration, the
+// The statements of the worker keys (schema/baseline/tables.sql): registration, the
 // coordinator's batched look-up at handshake, revocation and the operator's list. Time arrives as
 // $n microseconds, as in the store.
 

@@ -1,7 +1,7 @@
 #pragma once
 
 // The statements of the workflow view (the console's and `aclaimctl workflow show`): a job's
-// workflow is every job connected to it by dependencies (schema/0024_job_dependencies.sql), in
+// workflow is every job connected to it by dependencies (schema/baseline/tables.sql), in
 // either direction, within its organization. Bounded: a walk stops at a given number of jobs.
 
 namespace aclaim::common::sql {
@@ -9,7 +9,7 @@ namespace aclaim::common::sql {
 /// $1 job, $2 organization or 0 for any, $3 at most this many jobs. The job's organization,
 /// then the ids of its workflow, the job itself first, in the order the walk reached them: each
 /// step one probe of job_dependencies' primary key (what a job waits for) and one of
-/// job_dependencies_dependents (what waits for it, schema/0027). UNION keeps a job seen once, so
+/// job_dependencies_dependents (what waits for it, schema/baseline/tables.sql). UNION keeps a job seen once, so
 /// the walk ends; the LIMIT stops it early on a large graph (a recursive query runs only as far
 /// as its reader reads). No row: the job does not exist, or not in organization $2.
 inline constexpr const char* kWorkflowJobs = R"SQL(

@@ -35,7 +35,7 @@ enum class JobState {
     Cancelled,
     Quarantined,
     Parked,
-    /// Enqueued with dependencies not all ended (schema/0024): never claimed until the last one
+    /// Enqueued with dependencies not all ended (schema/baseline/tables.sql): never claimed until the last one
     /// ends, in the transaction that ends it.
     Waiting
 };
@@ -95,12 +95,12 @@ struct NewJob {
     std::optional<Duration> run_timeout{};
     /// While a job of the organization holds this key, enqueueing it again returns that job.
     std::optional<std::string> dedupe_key{};
-    /// The jobs this one waits for (schema/0024_job_dependencies.sql), of the same organization:
+    /// The jobs this one waits for (schema/baseline/tables.sql), of the same organization:
     /// a job id, or job_of_this_call(k) for job k of the same enqueue. Empty: claimable at once.
     std::vector<JobId> depends_on{};
     /// What a dependency that ends other than completed does to this job.
     DependencyPolicy on_failure = DependencyPolicy::Cancel;
-    /// Separation of duties (schema/0025_job_exclusions.sql): the reviewers (key names) never to
+    /// Separation of duties (schema/baseline/tables.sql): the reviewers (key names) never to
     /// hand this job to. Empty, with exclude_completers_of: any reviewer.
     std::vector<std::string> exclude_keys{};
     /// The jobs whose completer never gets this job (a job id, or job_of_this_call(k)); while one
@@ -147,7 +147,7 @@ struct TransitionRequest {
     std::string token{};       ///< park only: the callback token, 64 hex digits; stored hashed
 };
 
-/// The last progress reported on a job (schema/0020_progress.sql): what its next holder resumes
+/// The last progress reported on a job (schema/baseline/tables.sql): what its next holder resumes
 /// from.
 struct SavedProgress {
     Generation generation = 0;  ///< the generation that reported it
@@ -220,7 +220,7 @@ struct Reclaimed {
     std::string reason = "reclaimed";
 };
 
-/// What one prune batch removed from one organization (schema/0007_retention.sql): finished jobs
+/// What one prune batch removed from one organization (schema/baseline/tables.sql): finished jobs
 /// by state, and their published results.
 struct Pruned {
     OrgId org_id = 0;

@@ -116,7 +116,7 @@ std::vector<Enqueued> AssignmentStore::enqueue_each(OrgId org, const std::vector
     const NewJobArrays a = new_job_arrays(jobs);
     pqxx::work txn(*conn_, "enqueue");
     Scope(txn, options_.row_security).to(org);
-    // Only a call with exclusions runs the statement that adds them (schema/0025).
+    // Only a call with exclusions runs the statement that adds them (schema/baseline/tables.sql).
     const pqxx::result r =
         a.exclude_n
             ? txn.exec_prepared(sql::kEnqueueExcluding.name, org, now, a.queues, a.payloads,

@@ -140,7 +140,7 @@ class AssignmentStore {
     std::vector<Reclaimed> reclaim_expired(Instant now, int limit);
 
     /// Ends up to limit parks whose deadline passed at now, across organizations, as failed
-    /// attempts: the retry policy applies (schema/0023_parked_jobs.sql). Nobody holds a lease to
+    /// attempts: the retry policy applies (schema/baseline/tables.sql). Nobody holds a lease to
     /// revoke; each is returned for the log and the count.
     std::vector<Reclaimed> expire_parks(Instant now, int limit);
 

@@ -16,13 +16,13 @@ namespace aclaim::common {
 /// Which dimensions a claim statement covers. Each one costs only the claims that need it: a
 /// plan without a dimension composes a text without its fragments.
 struct ClaimPlan {
-    /// A served queue has a rate limit (schema/0021_queue_rate_limits.sql): each queue's room is
+    /// A served queue has a rate limit (schema/baseline/tables.sql): each queue's room is
     /// bounded by the whole tokens of its bucket, and the claim spends them.
     bool rated = false;
-    /// A served queue has a weight (schema/0022_queue_weights.sql): each served queue is scanned
+    /// A served queue has a weight (schema/baseline/tables.sql): each served queue is scanned
     /// on its own and the jobs taken in stride order, the weighted queues' passes moved on.
     bool weighted = false;
-    /// Exclusions may apply (schema/0025_job_exclusions.sql): a candidate the claimer is excluded
+    /// Exclusions may apply (schema/baseline/tables.sql): a candidate the claimer is excluded
     /// from is passed over, and a coalesced claim places each job in a slot it allows.
     bool excluding = false;
     /// The coalesced claim for many requesters, one slot each job ($2 one assignee a slot), or

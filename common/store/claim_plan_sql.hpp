@@ -118,10 +118,10 @@ inline constexpr const char* kClaimCandidates = R"SQL(picked AS MATERIALIZED (
 
 // -- weight: each served queue scanned on its own, in claim order, for as many jobs as the claim
 // may take from it: a weighted queue through jobs_weighted_order
-// (schema/0026_weighted_claim_index.sql), which leads with the queue and holds the pending jobs of
+// (schema/baseline/tables.sql), which leads with the queue and holds the pending jobs of
 // weighted queues only, so that its scan starts at the queue's first job however the other
 // queues' jobs rank. Of those, the claim takes the ones whose finish, pass + k / weight for the
-// queue's k-th, is least (stride scheduling, schema/0022_queue_weights.sql), ties to the heavier
+// queue's k-th, is least (stride scheduling, schema/baseline/tables.sql), ties to the heavier
 // queue, then the queue's name. A served queue without a weight has no finish and gives jobs only
 // when the weighted ones have none left to give, by priority among themselves; so it is scanned
 // (through jobs_claim_order, as a claim serving it alone is) only when the weighted queues gave
@@ -174,7 +174,7 @@ inline constexpr const char* kClaimWeightedCandidates = R"SQL(level AS (
 // subscript: a join with the unnested array, whose row estimate is the planner's default of ten,
 // made a nested loop that compared every slot with every job (123,552 comparisons and 69 of a
 // 93 ms statement at 352 jobs). With exclusions each job goes to a slot whose reviewer it does not
-// exclude (aclaim_exclusion_slots, schema/0025_job_exclusions.sql), the best jobs first.
+// exclude (aclaim_exclusion_slots, schema/definitions/functions/aclaim_exclusion_slots.sql), the best jobs first.
 
 struct ClaimPlacement {
     const char* ctes;    ///< CTEs after `allowed`, each led by ", " ({PLACEMENT})
@@ -211,7 +211,7 @@ inline constexpr ClaimPlacement kPlaceWeightedSlotsExcluding{
 
 /// The claim itself, and its audit events. The generation is the next one, or the first of the
 /// current timeline's range when that is higher (the fencing epoch,
-/// schema/0009_fencing_epoch.sql), so that after a failover that lost commits no claim repeats a
+/// schema/baseline/tables.sql), so that after a failover that lost commits no claim repeats a
 /// generation granted in the lost history. A lease never runs past the attempt's deadline.
 inline constexpr const char* kClaimed = R"SQL(claimed AS (
     UPDATE jobs j

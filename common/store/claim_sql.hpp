@@ -15,14 +15,14 @@ namespace aclaim::common::sql {
 /// already running), and the lock of each served queue that has a concurrency limit exclusive,
 /// in name order: claims on a limited queue take turns, and each counts the leases out after the
 /// previous one committed, so no number of coordinators can exceed the limit together. A queue
-/// with a rate limit (schema/0021_queue_rate_limits.sql) is locked the same way, so that each
+/// with a rate limit (schema/baseline/tables.sql) is locked the same way, so that each
 /// claim reads its bucket after the previous one spent from it. `rated` counts those queues: a
 /// claim's plan has the rate dimension, and a claim that came back short asks when their buckets
 /// refill, only when there are some. A weighted
-/// queue (schema/0022_queue_weights.sql) is locked the same way, so that each claim reads the
+/// queue (schema/baseline/tables.sql) is locked the same way, so that each claim reads the
 /// passes the previous one wrote; `weighted` counts those queues, and a claim's plan has the
 /// weight dimension only when there are some. `excluding` counts the served queues that ever
-/// received a job with exclusions (schema/0025_job_exclusions.sql), and the claim's plan has the
+/// received a job with exclusions (schema/baseline/tables.sql), and the claim's plan has the
 /// exclusion dimension only when there are some, or when `exclusions_epoch` moved since this
 /// connection's previous claim. The epoch closes the gap between this statement's snapshot
 /// and its lock: it is read last, after the organization's lock is granted (the target list is
@@ -60,7 +60,7 @@ SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
 /// transaction sent with its COMMIT in one message (AssignmentStore's
 /// complete_and_claim_sent_together): the same locks and row, and the plan's dimensions they call
 /// for, computed as the store's plan_of computes them, passed through
-/// aclaim_expect_claim_variant (schema/0028_claim_variant_guard.sql), which raises SQLSTATE ACV01
+/// aclaim_expect_claim_variant (schema/definitions/functions/aclaim_expect_claim_variant.sql), which raises SQLSTATE ACV01
 /// when it is not $3, before the claim that follows can run.
 inline const Statement kClaimLocksExpecting{"aclaim_claim_locks_expecting",
                                             R"SQL(
@@ -76,7 +76,7 @@ SELECT l.*,
                                             {"org bigint", "queues text[]", "expected int",
                                              "known_epoch bigint"}};
 
-/// What a claim returns of a job's saved progress (schema/0020_progress.sql): the columns, and the
+/// What a claim returns of a job's saved progress (schema/baseline/tables.sql): the columns, and the
 /// join that finds them for the claimed rows `c` (NULLs for a job nobody reported progress on).
 /// A plain LEFT JOIN, which the planner makes a hash join over an empty or small table and one
 /// primary-key probe per claimed job over a large one. Measured on a 64-job coalesced claim

@@ -31,7 +31,7 @@ using store_detail::Scope;
 /// An EXECUTE of a statement the session has not prepared.
 constexpr const char* kNoSuchStatement = "26000";
 /// The claim's locks found that the served queues call for another claim plan than the one sent
-/// with them (schema/0028_claim_variant_guard.sql).
+/// with them (schema/baseline/tables.sql).
 constexpr const char* kClaimPlanChanged = "ACV01";
 /// Organizations' sets of served queues whose claim plan a store remembers (claim_plans_); past
 /// this, the least recently used half is forgotten, and their next mixed transaction runs
@@ -314,7 +314,7 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
     } catch (const pqxx::broken_connection&) {
         throw;
     } catch (const pqxx::sql_error&) {
-        // A schema older than the guard (schema/0028): statement by statement.
+        // A schema older than the guard (schema/baseline/tables.sql): statement by statement.
         return std::nullopt;
     }
     const ClaimSlots slots = slots_of(claims);

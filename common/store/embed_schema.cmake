@@ -1,8 +1,10 @@
-# Turns schema/ into a C++ table so binaries carry it: the numbered migrations
-# (schema/NNNN_name.sql) in version order, then the repeatable definitions
+# Turns schema/ into a C++ table so binaries carry it: the baseline (schema/baseline/: the version
+# it stands for, its tables and its bindings), the numbered migrations after it
+# (schema/NNNN_name.sql) in version order, the repeatable definitions
 # (schema/definitions/<kind>/<name>.sql) in the order they are applied: functions (a trigger's
-# function among them), then views, then policies, each kind by name. Each carries the sha256 of
-# its file, which the migrator records and compares.
+# function among them), then views, then policies, each kind by name; and the history: the
+# migrations the baseline replaced, as schema/checksums pins them (a line whose file is gone).
+# Each carries the sha256 of its file, which the migrator records and compares.
 function(aclaim_embed_text out_var text)
   set(${out_var} "R\"aclaimsql(${text})aclaimsql\"" PARENT_SCOPE)
 endfunction()
@@ -18,6 +20,30 @@ foreach(f ${files})
   file(SHA256 "${f}" sum)
   aclaim_embed_text(literal "${text}")
   string(APPEND migrations "    {${version}, \"${name}\", ${literal}, \"${sum}\"},\n")
+endforeach()
+
+file(READ "${SCHEMA_DIR}/baseline/tables.sql" baseline_tables)
+file(READ "${SCHEMA_DIR}/baseline/bindings.sql" baseline_bindings)
+file(SHA256 "${SCHEMA_DIR}/baseline/tables.sql" baseline_sum)
+file(SHA256 "${SCHEMA_DIR}/baseline/bindings.sql" baseline_bindings_sum)
+string(REGEX MATCH "^-- aclaim baseline: schema version ([0-9]+)" baseline_head "${baseline_tables}")
+if(NOT baseline_head)
+  message(FATAL_ERROR "schema/baseline/tables.sql must begin with '-- aclaim baseline: schema version N'")
+endif()
+set(baseline_version ${CMAKE_MATCH_1})
+aclaim_embed_text(baseline_tables_literal "${baseline_tables}")
+aclaim_embed_text(baseline_bindings_literal "${baseline_bindings}")
+
+set(history "")
+file(STRINGS "${SCHEMA_DIR}/checksums" pinned REGEX "^[0-9a-f]+  [0-9][0-9][0-9][0-9]_.*\\.sql$")
+foreach(line ${pinned})
+  string(REGEX MATCH "^([0-9a-f]+)  (([0-9][0-9][0-9][0-9])_.*)\\.sql$" ignored "${line}")
+  set(sum ${CMAKE_MATCH_1})
+  set(name ${CMAKE_MATCH_2})
+  math(EXPR version "${CMAKE_MATCH_3}")
+  if(NOT EXISTS "${SCHEMA_DIR}/${name}.sql" AND version LESS_EQUAL baseline_version)
+    string(APPEND history "    {${version}, \"${name}\", {}, \"${sum}\"},\n")
+  endif()
 endforeach()
 
 set(definitions "")
@@ -41,6 +67,19 @@ namespace aclaim::common {
 const std::vector<Migration>& embedded_migrations() {
     static const std::vector<Migration> kAll{
 ${migrations}    };
+    return kAll;
+}
+
+const Baseline& embedded_baseline() {
+    static const Baseline kBaseline{${baseline_version}, ${baseline_tables_literal},
+                                    ${baseline_bindings_literal}, \"${baseline_sum}\",
+                                    \"${baseline_bindings_sum}\"};
+    return kBaseline;
+}
+
+const std::vector<Migration>& embedded_history() {
+    static const std::vector<Migration> kAll{
+${history}    };
     return kAll;
 }
 

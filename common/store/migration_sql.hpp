@@ -1,24 +1,14 @@
 #pragma once
 
 // The migrator's ledger beyond schema_migrations' first shape (session_sql.hpp creates that):
-// the checksum of each numbered migration as applied, and the repeatable definitions with the
-// checksum of the text last applied. Run once per migrate, so texts with parameters.
+// the checksum of each migration as applied (the baseline's among them), and the repeatable
+// definitions with the checksum of the text last applied. Run once per migrate, so texts with
+// parameters.
 
 #include "common/store/statement.hpp"
 
 namespace aclaim::common::sql {
 
-/// Databases migrated before checksums were recorded have schema_migrations without the column;
-/// their rows keep NULL (applied, checksum not known).
-inline const Statement kMigrationsAddChecksum{
-    "aclaim_migrations_add_checksum",
-    "ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text",
-    {}};
-inline const Statement kMigrationsHaveChecksum{
-    "aclaim_migrations_have_checksum",
-    "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'schema_migrations'::regclass"
-    " AND attname = 'checksum' AND NOT attisdropped)",
-    {}};
 inline const Statement kMigrationsRecorded{
     "aclaim_migrations_recorded", "SELECT version, checksum FROM schema_migrations", {}};
 inline const Statement kMigrationRecordChecksum{

@@ -1,6 +1,6 @@
 #pragma once
 
-// The statements of parked jobs (protocol 1.6, schema/0023_parked_jobs.sql): the holder's PARK
+// The statements of parked jobs (protocol 1.6, schema/baseline/tables.sql): the holder's PARK
 // and the reaper's end of a park whose deadline passed. The outside system's callback is the
 // schema's aclaim_finish_parked, which the SQL API and the coordinator's POST /v1/callback both
 // call (kFinishParked), so that both are one fence.
@@ -65,7 +65,7 @@ inline const Statement kExpireParks{"aclaim_expire_parks",
                                     {"now_us bigint", "limit int"}};
 
 /// $1 token, $2 outcome ('completed', 'failed' or 'retry'), $3 result (the result reference, or
-/// the reason), $4 now, $5 the caller named in the audit. The callback of schema/0023, for every
+/// the reason), $4 now, $5 the caller named in the audit. The callback of schema/baseline/tables.sql, for every
 /// organization (the token names the job).
 inline const Statement kFinishParked{
     "aclaim_finish_parked",

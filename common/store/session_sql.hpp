@@ -56,7 +56,8 @@ inline const Statement kMigrationsTableExists{
 inline const Statement kMigrationsCreateTable{"aclaim_migrations_create_table",
                                               "CREATE TABLE IF NOT EXISTS schema_migrations ("
                                               " version integer PRIMARY KEY, name text NOT NULL,"
-                                              " applied_at timestamptz NOT NULL DEFAULT now())",
+                                              " applied_at timestamptz NOT NULL DEFAULT now(),"
+                                              " checksum text)",
                                               {}};
 inline const Statement kMigrationsVersion{
     "aclaim_migrations_version", "SELECT coalesce(max(version), 0) FROM schema_migrations", {}};

@@ -13,7 +13,7 @@
 
 namespace aclaim::common::sql {
 
-/// The role a row-security store acts as (schema/0003_worker_keys_rls.sql): row-level security
+/// The role a row-security store acts as (schema/baseline/tables.sql): row-level security
 /// applies to it, keyed on the transaction's aclaim.org_id.
 inline constexpr const char* kRowSecurityRole = "aclaim_coordinator";
 /// The aclaim.org_id value that sees every organization: the reaper, and the read of a row's
@@ -32,7 +32,7 @@ inline constexpr const char* kOutcomeReturning =
 /// The CTE body that records the outcome of each row of the CTE `from` (which returns
 /// kOutcomeReturning) that ended its job: completed with its result, failed, discarded or
 /// cancelled; rows that went back to a queue record nothing. Every statement that can end a job
-/// includes it, so the outcome commits with the transition (schema/0008_integration.sql, and
+/// includes it, so the outcome commits with the transition (schema/baseline/tables.sql, and
 /// docs/integration.md for how consumer groups read it); a unit test holds every statement that
 /// sets a terminal state to it. Each row of an organization that has a consumer group notifies
 /// aclaim_outcomes with its organization only: PostgreSQL delivers one notification per payload
@@ -55,7 +55,7 @@ inline std::string record_outcomes(std::string_view from) {
                    {{"FROM", from}, {"FINISHED", sql_state_list(kFinishedStates)}});
 }
 
-/// The CTE body that settles the dependents (schema/0024_job_dependencies.sql) of the rows of the
+/// The CTE body that settles the dependents (schema/baseline/tables.sql) of the rows of the
 /// CTE `from` (which returns kOutcomeReturning) that ended their job, {NOW} being the parameter of
 /// now: one call of aclaim_dependencies_settled for the statement, in its transaction, so that
 /// the accepted completion of a job's last dependency makes it claimable when it commits and a

@@ -47,17 +47,17 @@ SELECT id, created, state
 /// $1 org, $2 now, then one array element per job: $3 queues, $4 payloads, $5 priorities,
 /// $6 run_at (NULL: now), $7 max_attempts, $8 backoff bases, $9 backoff caps, $10 run timeouts,
 /// $11 dedupe keys (NULL elements: the queue's setting or the built-in default; no key), and $12
-/// the dedupe window, then one element per dependency edge (NULL: none; schema/0024): $13 the
+/// the dedupe window, then one element per dependency edge (NULL: none; schema/baseline/tables.sql): $13 the
 /// dependent's index in the call, $14 the dependency (a job id, or -k for job k of the call), $15
-/// the policy. aclaim_enqueue_jobs (schema/0008_integration.sql, 0024) holds the statement, so
+/// the policy. aclaim_enqueue_jobs (schema/definitions/functions/aclaim_enqueue_jobs.sql) holds the statement, so
 /// that the producers' SQL API enqueues exactly as the store does: it refuses a payload over
-/// aclaim_max_payload_bytes(), sends each job through aclaim_enqueue_job (schema/0005), which
+/// aclaim_max_payload_bytes(), sends each job through aclaim_enqueue_job (schema/definitions/functions/aclaim_enqueue_job.sql), which
 /// returns the existing job for a dedupe key that is still held, and takes keys in key order so
 /// that producers never wait on each other in a cycle. Rows come back in the caller's order.
 inline const Statement kEnqueue{"aclaim_enqueue", compose(kEnqueueCall, {{"EXCLUSIONS", ""}}),
                                 kEnqueueParams};
 
-/// kEnqueue for a call of which some job has exclusions (schema/0025_job_exclusions.sql), one
+/// kEnqueue for a call of which some job has exclusions (schema/baseline/tables.sql), one
 /// array element each: $16 the job's index in the call, $17 the reviewer it excludes, $18 the job
 /// whose completer it excludes (a job id, or -k for job k of the call); one of the two per element.
 /// A separate statement, so that an enqueue without exclusions passes no exclusion arrays.
@@ -179,7 +179,7 @@ SELECT n.i
 )SQL",
     {"orgs bigint[]", "jobs bigint[]", "generations bigint[]", "workers text[]"}};
 
-// Retention (schema/0007_retention.sql): one coordinator at a time prunes finished jobs and keeps
+// Retention (schema/baseline/tables.sql): one coordinator at a time prunes finished jobs and keeps
 // job_events' partitions ahead of the clock.
 
 /// The session advisory lock that makes one coordinator the pruner while the others pass. Taken

@@ -66,7 +66,7 @@ SELECT job_id FROM saved
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 result_ref, $6 now.
 /// The completion, its outcome (the one verdict row: job_results is the view of the completed
-/// outcomes, schema/0015) and its audit event commit together. It notifies
+/// outcomes, schema/baseline/tables.sql) and its audit event commit together. It notifies
 /// only through record_outcomes, and only organizations with consumer groups: a NOTIFY takes a
 /// cluster-wide lock at commit that every notifying transaction holds through its WAL flush, so
 /// notifying completions commit one at a time. aclaim_results is sent after the commit instead

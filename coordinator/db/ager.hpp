@@ -10,7 +10,7 @@
 
 namespace aclaim::coordinator {
 
-/// Raises the priority of the pending jobs of aged queues (schema/0022) as they wait, on a
+/// Raises the priority of the pending jobs of aged queues (schema/baseline/tables.sql) as they wait, on a
 /// connection of its own. Every coordinator runs one; each pass is taken by whichever gets the
 /// aging lock, the others pass (common::AgingStore::run). Off the claim and completion path: with
 /// no aged queue a pass reads job_queues' aged rows, none. A pass that stopped at its batch is

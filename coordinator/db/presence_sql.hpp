@@ -1,7 +1,8 @@
 #pragma once
 
-// The statements of a coordinator's presence (schema/0011: coordinator_presence; 0025 and 0032
-// add its reviewers' names and queues). Time comes in as microseconds, as everywhere in the store.
+// The statements of a coordinator's presence (coordinator_presence, schema/baseline/tables.sql: its
+// reviewers' names and the queues each serves). Time comes in as microseconds, as everywhere in
+// the store.
 
 #include "common/store/statement.hpp"
 

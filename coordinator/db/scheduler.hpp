@@ -11,7 +11,7 @@
 
 namespace aclaim::coordinator {
 
-/// Enqueues the ticks of schedules (schema/0019) as they come due, on a connection of its own.
+/// Enqueues the ticks of schedules (schema/baseline/tables.sql) as they come due, on a connection of its own.
 /// Every coordinator runs one; each due schedule is ticked by whichever gets its row lock first
 /// (common::ScheduleStore::run_due), the others skip it, so a tick is enqueued once however many
 /// run. Off the claim and completion path: its only read per interval is one probe of the

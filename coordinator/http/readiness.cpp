@@ -47,7 +47,7 @@ Readiness ReadinessProbe::check_now() const {
             }
         }
         const int have = common::schema_version(conn);
-        const int want = common::embedded_migrations().back().version;
+        const int want = common::latest_schema_version();
         if (!common::migrations_current(conn)) {
             return {false, "database reachable but the schema is at version " +
                                std::to_string(have) + " of " + std::to_string(want) +

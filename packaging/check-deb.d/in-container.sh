@@ -76,7 +76,7 @@ for f in /etc/aclaim/coordinator.env /etc/aclaim/console.env; do
   if [ "$mode" = "600 root:root" ]; then pass "$f: $mode"; else fail "$f: $mode, not 600 root:root"; fi
 done
 for f in /lib/systemd/system/aclaim-coordinator.service /lib/systemd/system/aclaim-console.service \
-  /usr/share/aclaim/schema/0001_jobs.sql /usr/share/doc/aclaim/copyright; do
+  /usr/share/aclaim/schema/baseline/tables.sql /usr/share/doc/aclaim/copyright; do
   if [ -f "$f" ]; then pass "$f"; else fail "missing $f"; fi
 done
 done_step "binaries, user, files"

@@ -255,7 +255,7 @@ inline net_to_w(s, t, g) {
 
 /* The claim (common/store/claim_plan.hpp, every plan): a pending job becomes assigned at the
  * next generation, or at the first one of the current timeline's range when that is higher
- * (schema/0009). */
+ * (schema/baseline/tables.sql). */
 inline claim() {
     if
     :: db.st == ST_PENDING ->
@@ -639,7 +639,7 @@ end:
     od
 }
 
-/* aclaim_cancel_jobs (schema/0008_integration.sql), or never. */
+/* aclaim_cancel_jobs (schema/definitions/functions/aclaim_cancel_jobs.sql), or never. */
 proctype Operator() {
     byte w, g;
     if

@@ -8,7 +8,7 @@
 //
 // With a standby cut off before the primary died (the same as asynchronous replication that fell
 // behind), the promotion loses commits: claims and a completion the workers were told about. The
-// fencing epoch (schema/0009_fencing_epoch.sql) makes every claim on the new timeline outrank
+// fencing epoch (schema/baseline/tables.sql) makes every claim on the new timeline outrank
 // every generation of the lost history, so no fencing token is ever held twice and nothing the
 // lost history granted can be completed.
 

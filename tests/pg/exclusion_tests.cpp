@@ -1,4 +1,4 @@
-// Separation of duties (schema/0025_job_exclusions.sql) on the store, with real threads claiming
+// Separation of duties (schema/baseline/tables.sql) on the store, with real threads claiming
 // at once on their own connections: a job is never handed to a reviewer it excludes, by name or as
 // the completer of a job it names, by a single or a coalesced claim, including the claims that
 // race the enqueue that first flags a queue; a coalesced claim places it in a slot it allows; a

@@ -1,4 +1,4 @@
-// Verdicts to consumer groups (schema/0008_integration.sql, clients/cpp/result_consumer.hpp): every
+// Verdicts to consumer groups (schema/baseline/tables.sql, clients/cpp/result_consumer.hpp): every
 // terminal transition records its outcome in its own transaction, and a group receives each
 // outcome at least once until it acknowledges it and never after, whatever order transactions
 // commit in.

@@ -1,4 +1,4 @@
-// The producer side of the integration surface (schema/0008_integration.sql, clients/cpp): enqueue
+// The producer side of the integration surface (schema/baseline/tables.sql, clients/cpp): enqueue
 // inside the caller's own transaction, the payload limit, and producer logins confined to their
 // organization by the database.
 

@@ -1,6 +1,7 @@
-// The schema in one place: a fresh migrate, and a database upgraded from an older release, both
-// print exactly schema/current.sql; definitions are re-applied when their text changes and only
-// then; a database that applied a migration with another text is refused.
+// The schema in one place: a fresh migrate (the baseline, then what follows it), and a database the
+// migrations before the baseline built, both print exactly schema/current.sql; definitions are
+// re-applied when their text changes and only then; a database that applied a migration with
+// another text, or that stopped before the baseline, is refused.
 
 #include <unistd.h>
 
@@ -49,6 +50,17 @@ void check_matches_current(const std::string& dsn) {
     CHECK(diff.empty());
 }
 
+/// Rewrites the ledger as the releases before the baseline left it: each migration the baseline
+/// replaced, recorded with its checksum, in place of the baseline's one row.
+void record_history(pqxx::work& txn) {
+    txn.exec("DELETE FROM schema_migrations");
+    for (const auto& m : common::embedded_history()) {
+        txn.exec_params(
+            "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+            m.version, m.name, m.checksum);
+    }
+}
+
 std::string function_source(pqxx::connection& conn, const std::string& name) {
     pqxx::read_transaction txn(conn);
     return txn.exec_params1("SELECT prosrc FROM pg_proc WHERE oid = $1::regprocedure", name)[0]
@@ -62,18 +74,51 @@ TEST_CASE("a fresh migrate builds exactly schema/current.sql", "[schema]") {
     check_matches_current(db.dsn());
 }
 
-TEST_CASE("a database upgraded from an older release ends at schema/current.sql", "[schema]") {
-    const auto& all = common::embedded_migrations();
-    REQUIRE(!all.empty());
-    // The release before repeatable definitions (every numbered migration, no definitions
-    // ledger, no checksums), and one from before the later functions were redefined.
-    const int from = GENERATE_COPY(all.back().version + 1, 20);
-    const testing::OlderSchemaDatabase older("upgrade", from);
+TEST_CASE("a database the migrations before the baseline built is at the baseline", "[schema]") {
+    const auto& history = common::embedded_history();
+    const auto& baseline = common::embedded_baseline();
+    REQUIRE(!history.empty());
+    CHECK(history.back().version == baseline.version);
+    const testing::TestDatabase db;
+    auto conn = db.connect();
+    {
+        // Its ledger as those releases left it: every migration the baseline replaced, with its
+        // checksum, and a definition whose text an older release applied.
+        pqxx::work txn(*conn);
+        record_history(txn);
+        txn.exec(
+            "UPDATE schema_definitions SET checksum = 'older' WHERE name = "
+            "'functions/aclaim_wake'");
+        txn.commit();
+    }
+    const auto report = common::migrate(*conn);
+    CHECK(report.applied.empty());
+    CHECK(report.definitions == std::vector<std::string>{"functions/aclaim_wake"});
+    CHECK(report.version == baseline.version);
+    check_matches_current(db.dsn());
+}
+
+TEST_CASE("migrate refuses a database that stopped before the baseline and applies nothing",
+          "[schema]") {
+    // Migrations 0001 to 0020 recorded, in the ledger's shape of those releases (no checksums).
+    const testing::OlderSchemaDatabase older("old", 21);
+    {
+        pqxx::connection conn(older.dsn());
+        CHECK_THROWS_AS(common::migrate(conn), common::SchemaTooOld);
+    }
+    const auto r = testing::run_aclaimctl({"--dsn", older.dsn(), "migrate"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("schema version 20") != std::string::npos);
+    CHECK(r.err.find("baseline (version " + std::to_string(common::embedded_baseline().version)) !=
+          std::string::npos);
     pqxx::connection conn(older.dsn());
-    const auto report = common::migrate(conn);
-    CHECK(report.version == all.back().version);
-    CHECK(report.definitions.size() == common::embedded_definitions().size());
-    check_matches_current(older.dsn());
+    pqxx::read_transaction txn(conn);
+    CHECK(txn.exec1("SELECT to_regclass('jobs') IS NULL AND to_regclass('schema_definitions') IS "
+                    "NULL")[0]
+              .as<bool>());
+    long below = 0;
+    for (const auto& m : common::embedded_history()) below += m.version < 21 ? 1 : 0;
+    CHECK(txn.exec1("SELECT count(*) FROM schema_migrations")[0].as<long>() == below);
 }
 
 TEST_CASE("a definition is applied again when its text changes, and only then", "[schema]") {
@@ -121,12 +166,13 @@ TEST_CASE("definitions are left alone on a database a newer release migrated", "
 
 TEST_CASE("migrate refuses a database that applied a migration with another text", "[schema]") {
     const testing::TestDatabase db;
-    const auto& first = common::embedded_migrations().front();
+    const auto& edited = common::embedded_history().at(4);
     {
         auto conn = db.connect();
         pqxx::work txn(*conn);
+        record_history(txn);
         txn.exec_params("UPDATE schema_migrations SET checksum = 'edited' WHERE version = $1",
-                        first.version);
+                        edited.version);
         // A definition due, so that "nothing was applied" can be seen.
         txn.exec("DELETE FROM schema_definitions WHERE name = 'functions/aclaim_wake'");
         txn.commit();
@@ -137,7 +183,7 @@ TEST_CASE("migrate refuses a database that applied a migration with another text
     }
     const auto r = testing::run_aclaimctl({"--dsn", db.dsn(), "migrate"});
     CHECK(r.code == 2);
-    CHECK(r.err.find(first.name) != std::string::npos);
+    CHECK(r.err.find(edited.name) != std::string::npos);
     CHECK(r.err.find("edited") != std::string::npos);
     auto conn = db.connect();
     pqxx::read_transaction txn(*conn);
@@ -145,10 +191,15 @@ TEST_CASE("migrate refuses a database that applied a migration with another text
         txn.exec("SELECT 1 FROM schema_definitions WHERE name = 'functions/aclaim_wake'").empty());
 }
 
-TEST_CASE("migrate records the checksum of every migration it applies", "[schema]") {
+TEST_CASE("migrate records the baseline and every migration it applies with its checksum",
+          "[schema]") {
     const testing::TestDatabase db;
     auto conn = db.connect();
     pqxx::read_transaction txn(*conn);
+    const auto& baseline = common::embedded_baseline();
+    CHECK(txn.exec_params1("SELECT checksum FROM schema_migrations WHERE version = $1",
+                           baseline.version)[0]
+              .as<std::string>() == baseline.checksum);
     for (const auto& m : common::embedded_migrations()) {
         const auto row = txn.exec_params1(
             "SELECT checksum FROM schema_migrations WHERE version = $1", m.version);

@@ -1,4 +1,4 @@
-// Jobs finished outside the fleet (protocol 1.6, schema/0023_parked_jobs.sql): the holder parks its
+// Jobs finished outside the fleet (protocol 1.6, schema/baseline/tables.sql): the holder parks its
 // job under a callback token bound to the job and its generation; the outside system's callback
 // (aclaim_finish_parked, the SQL API the coordinator's POST /v1/callback also calls) is accepted
 // once, only while the job is parked at that generation and before the park's deadline; a
@@ -222,7 +222,7 @@ TEST_CASE_METHOD(
     CHECK(finish(c, std::string(64, 'E'), "completed", "x", clock.now()).reason == "unknown_token");
 
     CHECK(job_snapshot(c, id) == before);
-    // Counted, not logged a row each: one row per source, reason and hour (schema/0029).
+    // Counted, not logged a row each: one row per source, reason and hour (schema/baseline/tables.sql).
     CHECK(count_of(c,
                    "SELECT sum(refusals) FROM park_refusal_counts "
                    "WHERE reason = 'unknown_token'") == 1);

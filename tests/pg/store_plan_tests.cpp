@@ -51,7 +51,7 @@ void per_row_scans_off_key(const json& node, std::vector<std::string>& out) {
     }
 }
 
-/// Scans of job_progress (schema/0020_progress.sql) that ran more than once other than a lookup
+/// Scans of job_progress (schema/baseline/tables.sql) that ran more than once other than a lookup
 /// by its primary key: a claim joins it to every job it hands out.
 void per_row_progress_scans_off_key(const json& node, std::vector<std::string>& out) {
     if (node.value("Relation Name", "") == "job_progress" && node.value("Actual Loops", 0) > 1 &&

@@ -1,4 +1,4 @@
-// Rate limits per queue (schema/0021_queue_rate_limits.sql): a token bucket on the queue's row,
+// Rate limits per queue (schema/baseline/tables.sql): a token bucket on the queue's row,
 // spent by the claim statement under the queue's lock, so that two coordinators together never
 // hand out more than the burst plus the rate times any window; a queue without a rate writes
 // nothing for it.

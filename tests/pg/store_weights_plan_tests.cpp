@@ -1,5 +1,5 @@
 // The weighted claim stays index scans: each weighted queue is read through jobs_weighted_order
-// (schema/0026_weighted_claim_index.sql), which leads with the queue, in claim order, as far as the
+// (schema/baseline/tables.sql), which leads with the queue, in claim order, as far as the
 // jobs it may give, an unweighted one through jobs_claim_order only when the weighted ones cannot
 // fill the claim, and each claimed row is reached by primary key. And its cost against the flat
 // claim on the same jobs, at 1,000,000 pending, interleaved and skewed (hidden: run it with
@@ -27,7 +27,7 @@ constexpr const char* kLeaseUs = "10000000";
 
 /// Pending jobs of organization 1 on queues a and b, three of a for one of b, interleaved in
 /// run_at order, priorities 0-7; a weighted 3, b 1. The jobs are marked as the enqueue of a
-/// weighted queue's job marks them (schema/0026).
+/// weighted queue's job marks them (schema/baseline/tables.sql).
 void load(pqxx::connection& conn, int jobs) {
     pqxx::nontransaction admin(conn);
     admin.exec(

@@ -1,4 +1,4 @@
-// Weighted queues and priority aging (schema/0022_queue_weights.sql). Weights: claims on queues
+// Weighted queues and priority aging (schema/baseline/tables.sql). Weights: claims on queues
 // that all have work hand each out in proportion to its weight, exactly under coalesced claims and
 // whatever the number of claimers, and a claim on queues without a weight runs a claim plan
 // without the weight dimension. Aging: a low-priority job under a flood of higher-priority ones is
@@ -193,7 +193,7 @@ TEST_CASE("a queue without a weight served with weighted ones gives when they ha
 }
 
 /// How many jobs of `queues` in a state that can become pending carry no weighted-claim mark
-/// (schema/0026_weighted_claim_index.sql).
+/// (schema/baseline/tables.sql).
 long unmarked(const testing::TestDatabase& db, const std::string& queues) {
     auto conn = db.connect();
     pqxx::read_transaction t(*conn);

@@ -1,4 +1,4 @@
-// Workflow dependencies (schema/0024_job_dependencies.sql) on the store, under a manual clock: a
+// Workflow dependencies (schema/baseline/tables.sql) on the store, under a manual clock: a
 // job waits until every dependency completed, the accepted completion of the last one unblocks
 // it in its own transaction (a stale one unblocks nothing), failure policies cascade, bad edges
 // are refused, and the checker proves no job ran before its dependencies.

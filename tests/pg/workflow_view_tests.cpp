@@ -1,4 +1,4 @@
-// What operators see of a workflow (schema/0027_workflow_events.sql, common/ops/workflow.hpp):
+// What operators see of a workflow (schema/baseline/tables.sql, common/ops/workflow.hpp):
 // the audit log's 'waiting' event, the workflow view read from any of its jobs and bounded, kept
 // to the job's organization, and `aclaimctl workflow show` as text and JSON.
 

@@ -171,9 +171,8 @@ OlderSchemaDatabase::OlderSchemaDatabase(const std::string& tag, int version)
     txn.exec(
         "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
         " applied_at timestamptz NOT NULL DEFAULT now())");
-    for (const auto& m : common::embedded_migrations()) {
+    for (const auto& m : common::embedded_history()) {
         if (m.version >= version) break;
-        txn.exec(m.sql);
         txn.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version,
                         m.name);
     }

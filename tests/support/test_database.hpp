@@ -54,9 +54,10 @@ class TestLogin {
     const TestDatabase& db_;
 };
 
-/// A database of its own at the schema of an older release: the embedded migrations before
-/// `version` applied and recorded as that release applied them, for testing a migration in place
-/// on a populated database. Dropped afterwards.
+/// A database of its own whose ledger records the migrations the baseline replaced that come
+/// before `version`, in the ledger's shape of the releases that applied them (no checksums), and
+/// that holds nothing else: what this release sees of a database that stopped part way through
+/// them. Dropped afterwards.
 class OlderSchemaDatabase {
   public:
     OlderSchemaDatabase(const std::string& tag, int version);

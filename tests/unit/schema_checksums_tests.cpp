@@ -1,5 +1,6 @@
 // Landed migrations never change: schema/checksums pins the sha256 of each, and the migrations
-// this binary carries must be exactly those files with exactly those checksums.
+// this binary carries (the baseline, the numbered ones after it) must be exactly those files with
+// exactly those checksums; the lines whose file is gone are the migrations the baseline replaced.
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -49,5 +50,28 @@ TEST_CASE("every landed migration keeps the text it landed with", "[schema]") {
                           "function, view or policy in schema/definitions/");
         CHECK(it->second == m.checksum);
     }
-    CHECK(pinned.size() == common::embedded_migrations().size());
+    const auto& baseline = common::embedded_baseline();
+    INFO("schema/baseline/ changed after it landed: add a migration instead");
+    CHECK(pinned.at("baseline/tables.sql") == baseline.checksum);
+    CHECK(pinned.at("baseline/bindings.sql") == baseline.bindings_checksum);
+    CHECK(pinned.size() ==
+          common::embedded_migrations().size() + 2 + common::embedded_history().size());
+}
+
+TEST_CASE("the migrations the baseline replaced are its history, up to its version", "[schema]") {
+    const auto pinned = pinned_checksums();
+    const auto& history = common::embedded_history();
+    REQUIRE(!history.empty());
+    int previous = 0;
+    for (const auto& m : history) {
+        CHECK(m.version > previous);
+        CHECK(m.version <= common::embedded_baseline().version);
+        CHECK(m.sql.empty());
+        CHECK(pinned.at(m.name + ".sql") == m.checksum);
+        previous = m.version;
+    }
+    CHECK(history.back().version == common::embedded_baseline().version);
+    for (const auto& m : common::embedded_migrations()) {
+        CHECK(m.version > common::embedded_baseline().version);
+    }
 }

@@ -13,9 +13,9 @@ only when it commits::
             job = producer.enqueue(cur, "inspect order 77", queue="electrical",
                                    dedupe_key="order-77")
 
-The calls go to the SQL API of schema/0008_integration.sql (``aclaim_enqueue_many``,
+The calls go to the SQL API (schema/definitions/functions/) (``aclaim_enqueue_many``,
 ``aclaim_cancel``, ``aclaim_job_status``); ``dependencies`` reads ``job_dependencies``
-(schema/0024), which a producer login sees for its own organization only. Errors the database raises (a payload over the limit,
+(schema/baseline/tables.sql), which a producer login sees for its own organization only. Errors the database raises (a payload over the limit,
 another organization, bad arguments) arrive as ``psycopg2.Error`` with the server's message and
 leave the transaction aborted, as any failed statement does.
 """

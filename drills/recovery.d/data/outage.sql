@@ -67,7 +67,7 @@ OVERRIDING SYSTEM VALUE VALUES
 
 SELECT setval(pg_get_serial_sequence('jobs', 'id'), (SELECT max(id) FROM jobs)) AS last_id \gset
 
--- Job 112 waits for job 109 (schema/0024_job_dependencies.sql).
+-- Job 112 waits for job 109 (schema/baseline/tables.sql).
 UPDATE jobs SET has_dependents = true WHERE id = 109;
 INSERT INTO job_dependencies (org_id, job_id, depends_on) VALUES (1, 112, 109);
 

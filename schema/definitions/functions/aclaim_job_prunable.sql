@@ -1,4 +1,4 @@
--- Retention (0007) and consumer groups (0008) together. A finished job stays while a consumer
+-- Retention and consumer groups together. A finished job stays while a consumer
 -- group of its organization has not acknowledged its outcome (an outcome not yet given a position
 -- counts as unacknowledged): a verdict is never removed before every group took it. An
 -- organization with no consumer group keeps nothing for one: its jobs follow their queue's

@@ -1,4 +1,4 @@
--- aclaim_finish_parked (0023) ends a parked job (completed, failed, or discarded on its last
+-- aclaim_finish_parked ends a parked job (completed, failed, or discarded on its last
 -- attempt) and then marks its park used, in one transaction. Marking it used settles the job's
 -- dependents as every other ending does, in that transaction: only a park's row fires this, so
 -- nothing else pays for it, and a refused callback (which marks nothing) unblocks nothing.

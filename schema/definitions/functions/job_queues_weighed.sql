@@ -3,7 +3,7 @@
 -- snapshot taken after the lock). The organization's queue lock first, exclusive, as `queue set`
 -- holds it already: no claim moves a pending job to assigned meanwhile, however the weight is
 -- set. One statement per index that holds the states, so that none reads the table:
--- jobs_assigned_queue (0005), jobs_waiting (0024), then jobs_org_state (0023). In that order: a
+-- jobs_assigned_queue, jobs_waiting, then jobs_org_state. In that order: a
 -- job leaves assigned or waiting only for a state a later statement marks, and one that changes
 -- under a statement is skipped by it (its new state fails the condition) and read by the next, with
 -- a later snapshot. A weight changed from one value to another marks nothing: its jobs are marked

@@ -16,7 +16,7 @@ BEGIN
     END IF;
     RAISE EXCEPTION USING
         ERRCODE = 'object_not_in_prerequisite_state',
-        MESSAGE = format('job_results is a view of job_outcomes (schema/0015): job %s is not '
+        MESSAGE = format('job_results is a view of job_outcomes (schema/definitions/views/job_results.sql): job %s is not '
                          'completed at generation %s with result %L, so there is no completion '
                          'whose row this is', NEW.job_id, NEW.generation, NEW.result_ref),
         HINT = 'Results are written by completions, which record the completed outcome.';

@@ -1,4 +1,4 @@
--- A removed job takes its progress with it, as it takes its outcomes (0013): once per statement,
+-- A removed job takes its progress with it, as it takes its outcomes: once per statement,
 -- over the removed rows, so the statements on jobs that remove nothing pay nothing.
 CREATE OR REPLACE FUNCTION jobs_forget_progress() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -1,6 +1,6 @@
 -- A pruned job takes its own exclusions with it; an exclusion that names a pruned job that
 -- completed becomes one that names its completer, so that it still excludes them. Once per
--- statement over the removed rows, as jobs_forget_dependencies (0024).
+-- statement over the removed rows, as jobs_forget_dependencies.
 CREATE OR REPLACE FUNCTION jobs_resolve_exclusions() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO job_exclusions (org_id, job_id, excluded_key)
