@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "common/base/clock.hpp"
+#include "common/ops/job_json.hpp"
 #include "common/ops/operator_store.hpp"
 #include "ctl/cmd_recover.hpp"
 #include "ctl/ctl.hpp"
@@ -265,32 +266,24 @@ int run_list(const Global& global, const QueueArgs& a) {
         };
         nlohmann::json out = {{"queues", nlohmann::json::array()}};
         for (const auto& q : queues) {
-            out["queues"].push_back({{"org_id", q.org_id},
-                                     {"queue", q.queue},
-                                     {"paused", q.paused},
-                                     {"pending", q.pending},
-                                     {"scheduled", q.scheduled},
-                                     {"assigned", q.assigned},
-                                     {"parked", q.parked},
-                                     {"waiting", q.waiting},
-                                     {"completed", q.completed},
-                                     {"discarded", q.discarded},
-                                     {"failed", q.failed},
-                                     {"cancelled", q.cancelled},
-                                     {"quarantined", q.quarantined},
-                                     {"max_assigned", opt(q.max_assigned)},
-                                     {"rate_per_s", opt(q.rate_per_s)},
-                                     {"rate_burst", opt(q.rate_burst)},
-                                     {"weight", opt(q.weight)},
-                                     {"aging_ms", ms(q.aging)},
-                                     {"max_attempts", opt(q.max_attempts)},
-                                     {"backoff_base_ms", ms(q.backoff_base)},
-                                     {"backoff_cap_ms", ms(q.backoff_cap)},
-                                     {"run_timeout_ms", ms(q.run_timeout)},
-                                     {"retain_completed_ms", kept(q.retain_completed)},
-                                     {"retain_failed_ms", kept(q.retain_failed)},
-                                     {"retain_discarded_ms", kept(q.retain_discarded)},
-                                     {"retain_cancelled_ms", kept(q.retain_cancelled)}});
+            auto row = common::state_counts_json(q);
+            row.update({{"org_id", q.org_id},
+                        {"queue", q.queue},
+                        {"paused", q.paused},
+                        {"max_assigned", opt(q.max_assigned)},
+                        {"rate_per_s", opt(q.rate_per_s)},
+                        {"rate_burst", opt(q.rate_burst)},
+                        {"weight", opt(q.weight)},
+                        {"aging_ms", ms(q.aging)},
+                        {"max_attempts", opt(q.max_attempts)},
+                        {"backoff_base_ms", ms(q.backoff_base)},
+                        {"backoff_cap_ms", ms(q.backoff_cap)},
+                        {"run_timeout_ms", ms(q.run_timeout)},
+                        {"retain_completed_ms", kept(q.retain_completed)},
+                        {"retain_failed_ms", kept(q.retain_failed)},
+                        {"retain_discarded_ms", kept(q.retain_discarded)},
+                        {"retain_cancelled_ms", kept(q.retain_cancelled)}});
+            out["queues"].push_back(std::move(row));
         }
         std::cout << out.dump() << "\n";
         return 0;

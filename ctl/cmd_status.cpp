@@ -89,28 +89,19 @@ nlohmann::json to_json(const Snapshot& snap, common::Instant now) {
         for (const auto& q : snap.queues) {
             if (q.org_id == s.org_id) queues[q.queue] = common::drain_json(q.rate);
         }
-        out["organizations"][std::to_string(s.org_id)] = {
-            {"drain", common::drain_json(org_drain(snap, s.org_id))},
-            {"queues", queues},
-            {"pending", s.pending},
-            {"scheduled", s.scheduled},
-            {"assigned", s.assigned},
-            {"completed", s.completed},
-            {"failed", s.failed},
-            {"discarded", s.discarded},
-            {"cancelled", s.cancelled},
-            {"quarantined", s.quarantined},
-            {"parked", s.parked},
-            {"waiting", s.waiting},
-            {"live_leases", s.live_leases},
-            {"expired_leases", s.expired_leases},
-            {"completed_last_minute", s.completed_last_minute},
-            {"oldest_pending_age_ms",
-             s.oldest_pending_age
-                 ? nlohmann::json(
-                       std::chrono::duration_cast<std::chrono::milliseconds>(*s.oldest_pending_age)
-                           .count())
-                 : nlohmann::json(nullptr)}};
+        auto& org = out["organizations"][std::to_string(s.org_id)];
+        org = common::state_counts_json(s);
+        org.update({{"drain", common::drain_json(org_drain(snap, s.org_id))},
+                    {"queues", queues},
+                    {"live_leases", s.live_leases},
+                    {"expired_leases", s.expired_leases},
+                    {"completed_last_minute", s.completed_last_minute},
+                    {"oldest_pending_age_ms",
+                     s.oldest_pending_age
+                         ? nlohmann::json(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              *s.oldest_pending_age)
+                                              .count())
+                         : nlohmann::json(nullptr)}});
     }
     return out;
 }

@@ -15,7 +15,10 @@ namespace aclaim::common {
 /// background thread (reaper, retention, presence, result notifier, statement watchdog,
 /// listener, the canary's samplers). Each step says how long to wait before the next; wake()
 /// ends a wait early, stop() ends it for good. The waits go through the clock it is given, so a
-/// test on a ManualClock drives them by advancing it.
+/// test on a ManualClock drives them by advancing it. Declared as the last member of the class
+/// whose thread it runs, it stops that thread before the other members the steps use are
+/// destroyed, and makes the class neither copyable nor movable: the class declares neither a
+/// destructor nor copy operations of its own for that.
 class PeriodicTask {
   public:
     using Wait = MonotonicTime::duration;

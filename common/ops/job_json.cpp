@@ -1,6 +1,7 @@
 #include "common/ops/job_json.hpp"
 
 #include "common/ops/recovery.hpp"
+#include "common/store/job_states.hpp"
 
 namespace aclaim::common {
 
@@ -110,6 +111,25 @@ nlohmann::json drain_json(const DrainRate& rate) {
         {"time_left_ms",
          left ? nlohmann::json(std::chrono::duration_cast<std::chrono::milliseconds>(*left).count())
               : nlohmann::json(nullptr)}};
+}
+
+namespace {
+
+template <typename Counted>
+nlohmann::json counts_json(const Counted& counted) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [state, name] : kJobStates) out[std::string(name)] = counted.count(state);
+    return out;
+}
+
+}  // namespace
+
+nlohmann::json state_counts_json(const OrgStatus& status) {
+    return counts_json(status);
+}
+
+nlohmann::json state_counts_json(const QueueStatus& status) {
+    return counts_json(status);
 }
 
 nlohmann::json park_json(const ParkRecord& p) {

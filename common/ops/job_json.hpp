@@ -24,6 +24,10 @@ nlohmann::json links_json(const JobLinks& links);
 /// A backlog's drain rate, the same for `aclaimctl status --json` and the console's overview:
 /// pending, completed_last_minute, rate_per_s and time_left_ms (null while the rate is 0).
 nlohmann::json drain_json(const DrainRate& rate);
+/// The count of every job state, under the state's name (kJobStates): the same members in
+/// `aclaimctl status --json` (per organization) and `aclaimctl queue list --json` (per queue).
+nlohmann::json state_counts_json(const OrgStatus& status);
+nlohmann::json state_counts_json(const QueueStatus& status);
 /// The counts and every violation of a check.
 nlohmann::json check_report_json(const CheckReport& report);
 

@@ -365,6 +365,10 @@ std::vector<std::int64_t> bigints_of(const pqxx::field& f) {
 
 }  // namespace
 
+std::int64_t OrgStatus::count(JobState s) const {
+    return count_in(*this, s);
+}
+
 std::int64_t& QueueStatus::count(JobState s) {
     return count_in(*this, s);
 }

@@ -29,6 +29,8 @@ struct OrgStatus {
     std::int64_t expired_leases = 0;  ///< assigned, lease over, not yet reclaimed
     std::int64_t completed_last_minute = 0;
     std::optional<Duration> oldest_pending_age;  ///< now minus the oldest pending enqueued_at
+    /// The count of state `s`.
+    std::int64_t count(JobState s) const;
 };
 
 /// A job's saved progress as an operator sees it (schema/baseline/tables.sql).

@@ -69,10 +69,6 @@ Listener::Listener(const Connections& connections, Mailbox& mailbox, Notificatio
       revokes_(counters, forgeries_),
       on_schedule_(std::move(on_schedule)) {}
 
-Listener::~Listener() {
-    stop();
-}
-
 void Listener::start() {
     struct Session {
         std::optional<Poster> poster;
@@ -95,10 +91,6 @@ void Listener::start() {
         }
         return common::PeriodicTask::Wait{0};
     });
-}
-
-void Listener::stop() {
-    task_.stop();
 }
 
 void Listener::listen_once(Poster& poster, common::Backoff& backoff,

@@ -55,13 +55,10 @@ class Listener {
     /// the listener.
     Listener(const Connections& connections, Mailbox& mailbox, NotificationCounters& counters,
              std::function<void()> on_schedule = {});
-    ~Listener();
-    Listener(const Listener&) = delete;
-    Listener& operator=(const Listener&) = delete;
 
     void start();
     /// Returns within about one wait step (100 ms) plus any connection attempt in progress.
-    void stop();
+    void stop() { task_.stop(); }
 
   private:
     void listen_once(Poster& poster, common::Backoff& backoff, StatementWatchdog::Watch& watch);

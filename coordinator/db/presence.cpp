@@ -58,9 +58,7 @@ PresencePublisher::PresencePublisher(PresenceOptions options, const Connections&
       board_(board),
       connections_(connections) {}
 
-PresencePublisher::~PresencePublisher() {
-    stop();
-}
+PresencePublisher::~PresencePublisher() = default;
 
 void PresencePublisher::start() {
     if (options_.interval_ms <= 0 || task_.running()) return;
@@ -75,10 +73,6 @@ void PresencePublisher::start() {
             return std::chrono::milliseconds(options_.interval_ms);
         },
         [this] { pass(true); });
-}
-
-void PresencePublisher::stop() {
-    task_.stop();
 }
 
 void PresencePublisher::pass(bool withdraw) {

@@ -50,13 +50,12 @@ class PresencePublisher {
     /// `connections` (and its watchdog) must outlive it.
     PresencePublisher(PresenceOptions options, const Connections& connections, std::string name,
                       std::string endpoint, const common::Clock& clock, PresenceBoard& board);
+    /// Out of line, where Session is complete.
     ~PresencePublisher();
-    PresencePublisher(const PresencePublisher&) = delete;
-    PresencePublisher& operator=(const PresencePublisher&) = delete;
 
     void start();
     /// Stops the thread and removes this coordinator's rows (within the deadline).
-    void stop();
+    void stop() { task_.stop(); }
 
   private:
     /// One publication (or, withdrawing, the removal of this coordinator's rows).

@@ -25,9 +25,7 @@ Reaper::Reaper(ReaperOptions options, const Connections& connections, const comm
       connections_(connections),
       session_(std::make_unique<Session>()) {}
 
-Reaper::~Reaper() {
-    stop();
-}
+Reaper::~Reaper() = default;
 
 void Reaper::start() {
     common::StoreOptions store_options;
@@ -44,10 +42,6 @@ void Reaper::start() {
             session_->poster.reset();
             session_->handle.reset();
         });
-}
-
-void Reaper::stop() {
-    task_.stop();
 }
 
 void Reaper::nudge() {

@@ -32,13 +32,12 @@ class Reaper {
     /// `connections` (and its watchdog) must outlive the reaper.
     Reaper(ReaperOptions options, const Connections& connections, const common::Clock& clock,
            Mailbox& mailbox, Metrics& metrics);
+    /// Out of line, where Session is complete.
     ~Reaper();
-    Reaper(const Reaper&) = delete;
-    Reaper& operator=(const Reaper&) = delete;
 
     void start();
     /// Returns after the pass in progress, if any, ends.
-    void stop();
+    void stop() { task_.stop(); }
     /// Makes the promoter read the earliest run_at again. Any thread.
     void nudge();
 

@@ -43,9 +43,7 @@ ResultNotifier::ResultNotifier(const Connections& connections,
       session_(std::make_unique<Session>()),
       task_(clock) {}
 
-ResultNotifier::~ResultNotifier() {
-    stop();
-}
+ResultNotifier::~ResultNotifier() = default;
 
 void ResultNotifier::start() {
     session_->watch = connections_.watch("aclaim-coordinator-notifier");
@@ -63,10 +61,6 @@ void ResultNotifier::start() {
         [this] {
             if (!session_->down_reported) round();
         });
-}
-
-void ResultNotifier::stop() {
-    task_.stop();
 }
 
 void ResultNotifier::committed(common::OrgId org) {

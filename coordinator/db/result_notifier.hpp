@@ -50,13 +50,12 @@ class ResultNotifier {
     /// coordinator, whatever clock its router runs on).
     ResultNotifier(const Connections& connections, metrics::ResultNotifierCounters& counters,
                    const common::Clock& clock = common::real_time());
+    /// Out of line, where Session is complete.
     ~ResultNotifier();
-    ResultNotifier(const ResultNotifier&) = delete;
-    ResultNotifier& operator=(const ResultNotifier&) = delete;
 
     void start();
     /// Sends what is pending when the database answers at once, then returns.
-    void stop();
+    void stop() { task_.stop(); }
 
     /// Any thread, after the commit of completions in `org` returned: queues its notification and
     /// returns at once.

@@ -19,14 +19,6 @@ Retention::Retention(RetentionOptions options, const Connections& connections,
                      const common::Clock& clock, Metrics& metrics)
     : options_(options), clock_(clock), metrics_(metrics), connections_(connections) {}
 
-Retention::~Retention() {
-    stop();
-}
-
-void Retention::stop() {
-    task_.stop();
-}
-
 void Retention::observe(const common::PartitionSummary& s) {
     using State = Metrics::PartitionState;
     metrics_.partitions[State::Attached].store(s.attached, std::memory_order_relaxed);

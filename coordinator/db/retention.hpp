@@ -32,13 +32,10 @@ class Retention {
     /// `connections` (and its watchdog) must outlive it.
     Retention(RetentionOptions options, const Connections& connections, const common::Clock& clock,
               Metrics& metrics);
-    ~Retention();
-    Retention(const Retention&) = delete;
-    Retention& operator=(const Retention&) = delete;
 
     void start();
     /// Returns after the batch in progress, if any, ends.
-    void stop();
+    void stop() { task_.stop(); }
 
     /// One pass on `store`, now: what the thread runs every interval. Public for tests.
     RetentionPass pass(common::AssignmentStore& store);

@@ -32,10 +32,6 @@ bool StatementWatchdog::Watch::cut_if_due(common::MonotonicTime now) {
 StatementWatchdog::StatementWatchdog(const common::Clock& clock, std::chrono::milliseconds step)
     : clock_(clock), step_(step) {}
 
-StatementWatchdog::~StatementWatchdog() {
-    stop();
-}
-
 std::shared_ptr<StatementWatchdog::Watch> StatementWatchdog::watch(std::string name) {
     auto w = std::make_shared<Watch>();
     w->name_ = std::move(name);
@@ -49,10 +45,6 @@ void StatementWatchdog::start() {
         sweep();
         return step_;
     });
-}
-
-void StatementWatchdog::stop() {
-    task_.stop();
 }
 
 int StatementWatchdog::sweep() {

@@ -45,9 +45,6 @@ class StatementWatchdog {
     /// `clock` decides when a deadline has passed; `step` is how often the sweeping thread looks.
     explicit StatementWatchdog(const common::Clock& clock,
                                std::chrono::milliseconds step = std::chrono::milliseconds(50));
-    ~StatementWatchdog();
-    StatementWatchdog(const StatementWatchdog&) = delete;
-    StatementWatchdog& operator=(const StatementWatchdog&) = delete;
 
     /// A new slot, named in the log when it is cut. Thread-safe.
     std::shared_ptr<Watch> watch(std::string name);
@@ -56,7 +53,7 @@ class StatementWatchdog {
     const common::Clock& clock() const { return clock_; }
 
     void start();
-    void stop();
+    void stop() { task_.stop(); }
 
     /// One pass over every slot; returns how many connections it cut. The sweeping thread calls
     /// it every step; tests call it directly.

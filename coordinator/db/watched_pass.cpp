@@ -14,14 +14,6 @@ WatchedPass::WatchedPass(std::string name, std::string application_name, std::st
       connections_(connections),
       clock_(clock) {}
 
-WatchedPass::~WatchedPass() {
-    stop();
-}
-
-void WatchedPass::stop() {
-    task_.stop();
-}
-
 void WatchedPass::start(std::chrono::milliseconds interval, Pass pass) {
     if (interval.count() <= 0 || task_.running()) return;
     watch_ = connections_.watch(application_name_);

@@ -28,14 +28,11 @@ class WatchedPass {
     /// must outlive it.
     WatchedPass(std::string name, std::string application_name, std::string resumed,
                 const Connections& connections, const common::Clock& clock);
-    ~WatchedPass();
-    WatchedPass(const WatchedPass&) = delete;
-    WatchedPass& operator=(const WatchedPass&) = delete;
 
     /// Starts the thread, unless it runs already or `interval` is not positive (off).
     void start(std::chrono::milliseconds interval, Pass pass);
     /// Returns after the pass in progress, if any, ends.
-    void stop();
+    void stop() { task_.stop(); }
 
   private:
     common::PeriodicTask::Wait run_once(std::chrono::milliseconds interval, const Pass& pass);
