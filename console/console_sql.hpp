@@ -1,9 +1,10 @@
 #pragma once
 
 // The console's own reads: the overview and the live leases. Each is bounded on a big table (see
-// schema/baseline/tables.sql for the indexes they use): no statement here reads every row of jobs or job_events.
-// Jobs, a job's dossier and the quarantine inbox are the operator store's and the recovery
-// store's statements, shared with aclaimctl. Time comes in as $n microseconds, as in the store.
+// schema/baseline/tables.sql for the indexes they use): no statement here reads every row of jobs
+// or job_events. Jobs, a job's dossier and the quarantine inbox are the operator store's and the
+// recovery store's statements, shared with aclaimctl. Time comes in as $n microseconds, as in the
+// store.
 
 #include <string>
 
@@ -25,8 +26,8 @@ SELECT org_id FROM o WHERE org_id IS NOT NULL ORDER BY org_id
 )SQL";
 
 /// $1 bigint[] organizations, $2 text[] states (pairwise), $3 cap. Per pair, the count of rows up
-/// to $3 + 1 (index-only scans of the index that holds the state, aclaim_count_in, schema/definitions/functions/aclaim_count_in.sql;
-/// more than $3 means "take the estimate").
+/// to $3 + 1 (index-only scans of the index that holds the state, aclaim_count_in,
+/// schema/definitions/functions/aclaim_count_in.sql; more than $3 means "take the estimate").
 inline constexpr const char* kCappedCounts = R"SQL(
 SELECT o AS org_id, s AS state, aclaim_count_in(o, s, NULL, $3::bigint) AS n
   FROM unnest($1::bigint[], $2::text[]) AS p(o, s)
@@ -38,8 +39,9 @@ SELECT o AS org_id, s AS state, aclaim_count_in(o, s, NULL, $3::bigint) AS n
 inline constexpr long long kSkipCountFactor = 4;
 
 /// The planner's per-(organization, state) estimates in one read: the most common combinations
-/// of the jobs_org_state_mcv statistics (schema/baseline/tables.sql) times the table's estimated rows. Readable
-/// by the table's owner (the login role that migrated), empty before the first ANALYZE.
+/// of the jobs_org_state_mcv statistics (schema/baseline/tables.sql) times the table's estimated
+/// rows. Readable by the table's owner (the login role that migrated), empty before the first
+/// ANALYZE.
 inline constexpr const char* kStateEstimates = R"SQL(
 SELECT s.most_common_vals[i][1]::bigint AS org_id, s.most_common_vals[i][2] AS state,
        round(s.most_common_freqs[i] * greatest(c.reltuples, 0))::bigint AS estimate
@@ -119,11 +121,11 @@ SELECT org_id, coordinator, endpoint, workers, aclaim_us(seen_at) AS seen_us
 
 /// $1 job, $2 now. The reviewers connected to a live coordinator of the job's organization
 /// (coordinator_presence.reviewers, as kConnectedWorkers takes a row as live) that serve the job's
-/// queue (coordinator_presence.serving, schema/baseline/tables.sql), each with whether the job excludes them
-/// (aclaim_excluded), then one row without a name whose `unknown` counts the live rows that name
-/// nobody (more workers than their publisher names, or an older coordinator). A row that names its
-/// reviewers without their queues (serving NULL: a coordinator that predates 0032) counts each of
-/// them for every queue, as the console did before it could tell.
+/// queue (coordinator_presence.serving, schema/baseline/tables.sql), each with whether the job
+/// excludes them (aclaim_excluded), then one row without a name whose `unknown` counts the live
+/// rows that name nobody (more workers than their publisher names, or an older coordinator). A row
+/// that names its reviewers without their queues (serving NULL: a coordinator that predates 0032)
+/// counts each of them for every queue, as the console did before it could tell.
 inline constexpr const char* kConnectedReviewers = R"SQL(
 WITH live AS (
     SELECT p.reviewers, p.serving, j.queue
@@ -185,7 +187,8 @@ inline constexpr const char* kEndOperatorSessions = R"SQL(
 DELETE FROM console_sessions WHERE operator = $1
 )SQL";
 
-/// $1 name. Removes the operator; its sessions go with it (schema/baseline/tables.sql's foreign key).
+/// $1 name. Removes the operator; its sessions go with it (schema/baseline/tables.sql's foreign
+/// key).
 inline constexpr const char* kRemoveOperator = R"SQL(
 DELETE FROM console_operators WHERE name = $1
 )SQL";

@@ -1,7 +1,8 @@
 #pragma once
 
-// Who may use the console: operator accounts in console_operators (schema/baseline/tables.sql), passwords kept
-// only as libsodium's crypto_pwhash_str. The signed-in sessions are console/sessions.hpp's.
+// Who may use the console: operator accounts in console_operators (schema/baseline/tables.sql),
+// passwords kept only as libsodium's crypto_pwhash_str. The signed-in sessions are
+// console/sessions.hpp's.
 
 #include <functional>
 #include <optional>

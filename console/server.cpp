@@ -493,7 +493,8 @@ void ConsoleServer::routes() {
             });
         };
     };
-    // The pattern is the queue name's own rule (schema/baseline/tables.sql), so nothing else reaches the store.
+    // The pattern is the queue name's own rule (schema/baseline/tables.sql), so nothing else
+    // reaches the store.
     s.Post(R"(/api/queues/(\d+)/([A-Za-z0-9][A-Za-z0-9_.:-]{0,63})/pause)", queue_action(true));
     s.Post(R"(/api/queues/(\d+)/([A-Za-z0-9][A-Za-z0-9_.:-]{0,63})/resume)", queue_action(false));
 

@@ -1,10 +1,10 @@
 #pragma once
 
-// The console's signed-in sessions, kept in console_sessions (schema/baseline/tables.sql) so that every console
-// process on the database knows each one: consoles behind a load balancer, or one restarted, keep
-// an operator signed in, and signing out in one ends the session in all. The cookie's token is
-// stored only as its SHA-256; each session ends after an idle time without a request, on sign-out,
-// and when its operator is removed, disabled or given a new password.
+// The console's signed-in sessions, kept in console_sessions (schema/baseline/tables.sql) so that
+// every console process on the database knows each one: consoles behind a load balancer, or one
+// restarted, keep an operator signed in, and signing out in one ends the session in all. The
+// cookie's token is stored only as its SHA-256; each session ends after an idle time without a
+// request, on sign-out, and when its operator is removed, disabled or given a new password.
 
 #include <memory>
 #include <optional>

@@ -128,10 +128,10 @@ class Views {
     /// operator may not see the job (console/actions.cpp).
     template <typename Act>
     ActionResult on_job(const Operator& op, common::JobId id, Act&& act);
-    /// A job's exclusions (schema/baseline/tables.sql) for its page, or null when it has none: the reviewers and
-    /// jobs it names, the reviewers of its queue connected now and which it excludes, and, for a
-    /// pending job that every connected reviewer of its queue is excluded from, that this is why
-    /// it waits.
+    /// A job's exclusions (schema/baseline/tables.sql) for its page, or null when it has none: the
+    /// reviewers and jobs it names, the reviewers of its queue connected now and which it excludes,
+    /// and, for a pending job that every connected reviewer of its queue is excluded from, that
+    /// this is why it waits.
     nlohmann::json exclusions_of(common::JobId id, const std::string& queue, bool pending,
                                  common::Instant now);
     pqxx::connection& data();

@@ -151,8 +151,8 @@ struct SchedulerOptions {
     void validate() const;
 };
 
-/// Priority aging (schema/baseline/tables.sql), on a connection of its own: Ager. One coordinator at a time (the
-/// holder of the aging lock) raises the priority of aged queues' pending jobs.
+/// Priority aging (schema/baseline/tables.sql), on a connection of its own: Ager. One coordinator
+/// at a time (the holder of the aging lock) raises the priority of aged queues' pending jobs.
 struct AgingOptions {
     /// How often pending jobs of aged queues are raised, in milliseconds; 0 turns this
     /// coordinator's ager off (--aging-interval-ms). The aging bound counts one interval

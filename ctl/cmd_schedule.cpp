@@ -1,5 +1,5 @@
-// schedule: periodic jobs (schema/baseline/tables.sql). add, pause, resume and remove are audited in
-// schedule_events with who acted and why, as the queue commands are in queue_events.
+// schedule: periodic jobs (schema/baseline/tables.sql). add, pause, resume and remove are audited
+// in schedule_events with who acted and why, as the queue commands are in queue_events.
 
 #include <cstdio>
 #include <iostream>

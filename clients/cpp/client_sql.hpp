@@ -13,8 +13,8 @@ namespace aclaim::clients::sql {
 using common::sql::Statement;
 
 /// One array element per job (new_job_arrays), the dedupe window, the organization and now, then
-/// one element per dependency edge (NULL when no job has any; schema/baseline/tables.sql), then one element per
-/// exclusion (NULL when no job has any; schema/baseline/tables.sql).
+/// one element per dependency edge (NULL when no job has any; schema/baseline/tables.sql), then one
+/// element per exclusion (NULL when no job has any; schema/baseline/tables.sql).
 inline const Statement kEnqueue{
     "aclaim_client_enqueue",
     R"SQL(

@@ -47,7 +47,8 @@ bool ends_lease(const AuditEvent& e) {
                               K::Unquarantined, K::Discarded, K::Cancelled});
 }
 
-/// The worker name aclaim_finish_parked (schema/definitions/functions/aclaim_finish_parked.sql) logs the outside system's outcome under.
+/// The worker name aclaim_finish_parked (schema/definitions/functions/aclaim_finish_parked.sql)
+/// logs the outside system's outcome under.
 constexpr std::string_view kCallbackWorker = "callback";
 
 /// An event that is the outcome of a parked job's callback (a refused token is 'rejected').
@@ -56,7 +57,8 @@ bool finishes_park(const AuditEvent& e) {
 }
 
 /// Events after which the job waits for its run_at: an enqueue with a delay, or a retry with a
-/// backoff (schema/baseline/tables.sql and common/store/shared_sql.hpp, kRetryDetail, write these details).
+/// backoff (the enqueue functions of schema/definitions/functions/ and kRetryDetail of
+/// common/store/shared_sql.hpp write these details).
 bool schedules(const AuditEvent& e) {
     if (is(e.kind, EventKind::Enqueued)) return e.detail.find("; run at ") != std::string::npos;
     return is_one_of(e.kind, {EventKind::Released, EventKind::Reclaimed}) &&
@@ -187,10 +189,10 @@ void check_dependencies(const History& h, const PrunedIds& pruned,
     }
 }
 
-/// No job was completed by a reviewer it excludes (schema/baseline/tables.sql): the accepted completions
-/// ('completed' events) of a job are by none of the reviewers it names, and by nobody who has a
-/// 'completed' event on a job it names. A named job whose history is gone proves nothing and is
-/// passed over (pruning wrote its completer as a named reviewer).
+/// No job was completed by a reviewer it excludes (job_exclusions, schema/baseline/tables.sql):
+/// the accepted completions ('completed' events) of a job are by none of the reviewers it names,
+/// and by nobody who has a 'completed' event on a job it names. A named job whose history is gone
+/// proves nothing and is passed over (pruning wrote its completer as a named reviewer).
 void check_exclusions(const History& h,
                       const std::function<void(Invariant, JobId, std::string)>& violate) {
     if (h.exclusions.empty()) return;

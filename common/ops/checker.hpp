@@ -60,8 +60,8 @@ struct DependencyEdge {
     std::string policy;  ///< cancel, run
 };
 
-/// One row of job_exclusions (schema/baseline/tables.sql): job_id may not go to excluded_key, or to whoever
-/// completed completer_of (the other one empty / 0).
+/// One row of job_exclusions (schema/baseline/tables.sql): job_id may not go to excluded_key, or to
+/// whoever completed completer_of (the other one empty / 0).
 struct Exclusion {
     JobId job_id = 0;
     std::string excluded_key;

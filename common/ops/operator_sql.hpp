@@ -98,10 +98,10 @@ SELECT x.excluded_key, x.completer_of, d.state AS named_state,
  ORDER BY x.excluded_key NULLS LAST, x.completer_of
 )SQL";
 
-/// $1 job, $2 at most this many. One side of a job's dependencies (schema/baseline/tables.sql): each edge's
-/// other end, its policy, how that dependency ended (resolved NULL: not yet) and the other job's
-/// state now (NULL: pruned by retention), in id order. {NEAR} is the column that names the job,
-/// {FAR} the other end: job_id and depends_on for what it waits for (the primary key), the
+/// $1 job, $2 at most this many. One side of a job's dependencies (schema/baseline/tables.sql):
+/// each edge's other end, its policy, how that dependency ended (resolved NULL: not yet) and the
+/// other job's state now (NULL: pruned by retention), in id order. {NEAR} is the column that names
+/// the job, {FAR} the other end: job_id and depends_on for what it waits for (the primary key), the
 /// reverse for what waits for it (job_dependencies_dependents, schema/baseline/tables.sql).
 inline constexpr const char* kOperatorDependencyEdges = R"SQL(
 SELECT d.{FAR} AS job, d.policy, d.resolved, j.state
@@ -179,8 +179,8 @@ SELECT id, )SQL" + kSettledColumn + R"SQL( FROM f
 /// job keeps its holder in the row, and the holder's coordinator is told on aclaim_revoke
 /// (delivered at commit) so that it pushes REVOKED "cancelled" at once; the holder's completion
 /// is refused "cancelled" from then on. The statement is aclaim_cancel_jobs
-/// (schema/definitions/functions/aclaim_cancel.sql), which a producer's aclaim_cancel runs too, confined to its
-/// organization.
+/// (schema/definitions/functions/aclaim_cancel.sql), which a producer's aclaim_cancel runs too,
+/// confined to its organization.
 inline const Statement kOperatorCancel{
     "aclaim_operator_cancel",
     R"SQL(
@@ -279,13 +279,13 @@ SELECT CASE WHEN NOT $3::bool THEN aclaim_wake(org_id, queue) END FROM q
 /// the queue's, or, for a new limit, the rate rounded up). A new limit starts with a full bucket;
 /// a changed one keeps the tokens its bucket holds at now (no more than the new burst), so that
 /// a change never hands out the time before it at the new rate. $17 the weight (NULL: keep; 0:
-/// none) and $18 the aging step in microseconds (NULL: keep; 0: no aging), schema/baseline/tables.sql: a weight
-/// set keeps the queue's pass, so that changing a weight never hands the queue a burst (a queue
-/// new to weights starts level with the others at its first claim). After kOperatorQueueLock, as
-/// kOperatorPause: a claim holds the organization's lock shared, so the bucket changes between
-/// claims, never under one. A queue given a weight it did not have has its jobs marked for the
-/// weighted claim's index in this statement, by the trigger job_queues_weighed
-/// (schema/baseline/tables.sql), after the enqueues into it under way commit.
+/// none) and $18 the aging step in microseconds (NULL: keep; 0: no aging),
+/// schema/baseline/tables.sql: a weight set keeps the queue's pass, so that changing a weight never
+/// hands the queue a burst (a queue new to weights starts level with the others at its first
+/// claim). After kOperatorQueueLock, as kOperatorPause: a claim holds the organization's lock
+/// shared, so the bucket changes between claims, never under one. A queue given a weight it did not
+/// have has its jobs marked for the weighted claim's index in this statement, by the trigger
+/// job_queues_weighed (schema/baseline/tables.sql), after the enqueues into it under way commit.
 inline const Statement kOperatorConfigure{
     "aclaim_operator_configure",
     R"SQL(
@@ -359,10 +359,10 @@ inline constexpr const char* kOperatorQueueLock =
 /// each of $2's count, in $2's order, up to $3 + 1; with the queue's settings, the run_at of its
 /// oldest claimable job and the retention in force per finished state (the queue's setting or the
 /// built-in default, aclaim_retention_us). Each state read from the index that holds it, through
-/// schema/definitions/functions/aclaim_next_org.sql's functions: a skip scan over the organizations (aclaim_next_org) and over the
-/// queues of each (organization, state) (aclaim_next_queue), then per queue index-only counts
-/// (aclaim_count_in) and one probe of jobs_org_state for the oldest pending entry, so that the
-/// rows of states not in $2 are never read.
+/// schema/definitions/functions/aclaim_next_org.sql's functions: a skip scan over the organizations
+/// (aclaim_next_org) and over the queues of each (organization, state) (aclaim_next_queue), then
+/// per queue index-only counts (aclaim_count_in) and one probe of jobs_org_state for the oldest
+/// pending entry, so that the rows of states not in $2 are never read.
 inline const Statement kOperatorQueues{
     "aclaim_operator_queues",
     R"SQL(

@@ -49,8 +49,8 @@ inline constexpr const char* kReadRateBuckets =
 inline constexpr const char* kRateBucketsAll = "";
 inline constexpr const char* kRateBucketsOfOrg = "AND org_id = $1::bigint";
 
-/// Who wrote each job's saved progress (job_progress, schema/baseline/tables.sql): the generation and
-/// organization, not the report itself.
+/// Who wrote each job's saved progress (job_progress, schema/baseline/tables.sql): the generation
+/// and organization, not the report itself.
 inline constexpr const char* kReadProgress =
     "SELECT job_id, org_id, generation FROM job_progress {FILTER} ORDER BY job_id";
 
@@ -143,9 +143,9 @@ SELECT quarantined_from FROM q
     {"job bigint", "reason text", "operator text", "now_us bigint", "evidence text"}};
 
 /// $1 job, $2 generation, $3 operator, $4 now, $5 detail. Back to pending (to waiting while a
-/// dependency of it has not ended, schema/baseline/tables.sql: a release never runs a job before them) with the
-/// lease fields cleared as the pending CHECK requires; the generation is raised to the highest
-/// the job ever saw so that the next claim outranks every earlier holder.
+/// dependency of it has not ended, schema/baseline/tables.sql: a release never runs a job before
+/// them) with the lease fields cleared as the pending CHECK requires; the generation is raised to
+/// the highest the job ever saw so that the next claim outranks every earlier holder.
 inline const Statement kReleaseQuarantined{
     "aclaim_release_quarantined",
     R"SQL(

@@ -9,9 +9,9 @@ namespace aclaim::common::sql {
 /// $1 job, $2 organization or 0 for any, $3 at most this many jobs. The job's organization,
 /// then the ids of its workflow, the job itself first, in the order the walk reached them: each
 /// step one probe of job_dependencies' primary key (what a job waits for) and one of
-/// job_dependencies_dependents (what waits for it, schema/baseline/tables.sql). UNION keeps a job seen once, so
-/// the walk ends; the LIMIT stops it early on a large graph (a recursive query runs only as far
-/// as its reader reads). No row: the job does not exist, or not in organization $2.
+/// job_dependencies_dependents (what waits for it, schema/baseline/tables.sql). UNION keeps a job
+/// seen once, so the walk ends; the LIMIT stops it early on a large graph (a recursive query runs
+/// only as far as its reader reads). No row: the job does not exist, or not in organization $2.
 inline constexpr const char* kWorkflowJobs = R"SQL(
 WITH RECURSIVE root AS (
     SELECT id, org_id FROM jobs

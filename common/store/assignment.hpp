@@ -35,8 +35,8 @@ enum class JobState {
     Cancelled,
     Quarantined,
     Parked,
-    /// Enqueued with dependencies not all ended (schema/baseline/tables.sql): never claimed until the last one
-    /// ends, in the transaction that ends it.
+    /// Enqueued with dependencies not all ended (schema/baseline/tables.sql): never claimed until
+    /// the last one ends, in the transaction that ends it.
     Waiting
 };
 

@@ -174,7 +174,8 @@ inline constexpr const char* kClaimWeightedCandidates = R"SQL(level AS (
 // subscript: a join with the unnested array, whose row estimate is the planner's default of ten,
 // made a nested loop that compared every slot with every job (123,552 comparisons and 69 of a
 // 93 ms statement at 352 jobs). With exclusions each job goes to a slot whose reviewer it does not
-// exclude (aclaim_exclusion_slots, schema/definitions/functions/aclaim_exclusion_slots.sql), the best jobs first.
+// exclude (aclaim_exclusion_slots, schema/definitions/functions/aclaim_exclusion_slots.sql), the
+// best jobs first.
 
 struct ClaimPlacement {
     const char* ctes;    ///< CTEs after `allowed`, each led by ", " ({PLACEMENT})

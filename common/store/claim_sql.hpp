@@ -60,8 +60,8 @@ SELECT pg_advisory_xact_lock_shared(aclaim_org_lock($1::bigint)),
 /// transaction sent with its COMMIT in one message (AssignmentStore's
 /// complete_and_claim_sent_together): the same locks and row, and the plan's dimensions they call
 /// for, computed as the store's plan_of computes them, passed through
-/// aclaim_expect_claim_variant (schema/definitions/functions/aclaim_expect_claim_variant.sql), which raises SQLSTATE ACV01
-/// when it is not $3, before the claim that follows can run.
+/// aclaim_expect_claim_variant (schema/definitions/functions/aclaim_expect_claim_variant.sql),
+/// which raises SQLSTATE ACV01 when it is not $3, before the claim that follows can run.
 inline const Statement kClaimLocksExpecting{"aclaim_claim_locks_expecting",
                                             R"SQL(
 SELECT l.*,
@@ -76,8 +76,8 @@ SELECT l.*,
                                             {"org bigint", "queues text[]", "expected int",
                                              "known_epoch bigint"}};
 
-/// What a claim returns of a job's saved progress (schema/baseline/tables.sql): the columns, and the
-/// join that finds them for the claimed rows `c` (NULLs for a job nobody reported progress on).
+/// What a claim returns of a job's saved progress (schema/baseline/tables.sql): the columns, and
+/// the join that finds them for the claimed rows `c` (NULLs for a job nobody reported progress on).
 /// A plain LEFT JOIN, which the planner makes a hash join over an empty or small table and one
 /// primary-key probe per claimed job over a large one. Measured on a 64-job coalesced claim
 /// (generic plans, 20,000 pending jobs; docs/performance.md, "Progress and the claim"): with no

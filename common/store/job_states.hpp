@@ -41,7 +41,8 @@ inline constexpr std::array<JobState, 6> kQueueStates = {JobState::Pending,   Jo
                                                          JobState::Assigned,  JobState::Parked,
                                                          JobState::Discarded, JobState::Waiting};
 
-/// The states `cancel` acts on (schema/baseline/tables.sql: a parked job too; its token is refused from then on).
+/// The states `cancel` acts on (schema/baseline/tables.sql: a parked job too; its token is refused
+/// from then on).
 inline constexpr std::array<JobState, 5> kCancellableStates = {
     JobState::Pending, JobState::Scheduled, JobState::Assigned, JobState::Parked,
     JobState::Waiting};

@@ -7,9 +7,10 @@
 
 namespace aclaim::common {
 
-/// NewJobs as the array parameters of aclaim_enqueue_jobs (schema/definitions/functions/aclaim_enqueue_jobs.sql): one
-/// text literal per column, one element per job, NULL where the job leaves the option unset. The
-/// store's enqueue and the client library's Producer bind the same arrays.
+/// NewJobs as the array parameters of aclaim_enqueue_jobs
+/// (schema/definitions/functions/aclaim_enqueue_jobs.sql): one text literal per column, one element
+/// per job, NULL where the job leaves the option unset. The store's enqueue and the client
+/// library's Producer bind the same arrays.
 struct NewJobArrays {
     std::string queues;
     std::string payloads;
@@ -26,9 +27,9 @@ struct NewJobArrays {
     std::optional<std::string> depends_n;
     std::optional<std::string> depends_on;
     std::optional<std::string> on_failure;
-    /// The exclusions (schema/baseline/tables.sql), one element each: job exclude_n[i] of the call excludes
-    /// the reviewer exclude_keys[i] or the completer of exclude_jobs[i] (the other NULL). All
-    /// three unset when no job has any, and the enqueue then runs the statement without them.
+    /// The exclusions (schema/baseline/tables.sql), one element each: job exclude_n[i] of the call
+    /// excludes the reviewer exclude_keys[i] or the completer of exclude_jobs[i] (the other NULL).
+    /// All three unset when no job has any, and the enqueue then runs the statement without them.
     std::optional<std::string> exclude_n;
     std::optional<std::string> exclude_keys;
     std::optional<std::string> exclude_jobs;

@@ -65,8 +65,8 @@ inline const Statement kExpireParks{"aclaim_expire_parks",
                                     {"now_us bigint", "limit int"}};
 
 /// $1 token, $2 outcome ('completed', 'failed' or 'retry'), $3 result (the result reference, or
-/// the reason), $4 now, $5 the caller named in the audit. The callback of schema/baseline/tables.sql, for every
-/// organization (the token names the job).
+/// the reason), $4 now, $5 the caller named in the audit. The callback of
+/// schema/baseline/tables.sql, for every organization (the token names the job).
 inline const Statement kFinishParked{
     "aclaim_finish_parked",
     R"SQL(

@@ -47,13 +47,15 @@ SELECT id, created, state
 /// $1 org, $2 now, then one array element per job: $3 queues, $4 payloads, $5 priorities,
 /// $6 run_at (NULL: now), $7 max_attempts, $8 backoff bases, $9 backoff caps, $10 run timeouts,
 /// $11 dedupe keys (NULL elements: the queue's setting or the built-in default; no key), and $12
-/// the dedupe window, then one element per dependency edge (NULL: none; schema/baseline/tables.sql): $13 the
-/// dependent's index in the call, $14 the dependency (a job id, or -k for job k of the call), $15
-/// the policy. aclaim_enqueue_jobs (schema/definitions/functions/aclaim_enqueue_jobs.sql) holds the statement, so
-/// that the producers' SQL API enqueues exactly as the store does: it refuses a payload over
-/// aclaim_max_payload_bytes(), sends each job through aclaim_enqueue_job (schema/definitions/functions/aclaim_enqueue_job.sql), which
-/// returns the existing job for a dedupe key that is still held, and takes keys in key order so
-/// that producers never wait on each other in a cycle. Rows come back in the caller's order.
+/// the dedupe window, then one element per dependency edge (NULL: none;
+/// schema/baseline/tables.sql): $13 the dependent's index in the call, $14 the dependency (a job
+/// id, or -k for job k of the call), $15 the policy. aclaim_enqueue_jobs
+/// (schema/definitions/functions/aclaim_enqueue_jobs.sql) holds the statement, so that the
+/// producers' SQL API enqueues exactly as the store does: it refuses a payload over
+/// aclaim_max_payload_bytes(), sends each job through aclaim_enqueue_job
+/// (schema/definitions/functions/aclaim_enqueue_job.sql), which returns the existing job for a
+/// dedupe key that is still held, and takes keys in key order so that producers never wait on each
+/// other in a cycle. Rows come back in the caller's order.
 inline const Statement kEnqueue{"aclaim_enqueue", compose(kEnqueueCall, {{"EXCLUSIONS", ""}}),
                                 kEnqueueParams};
 

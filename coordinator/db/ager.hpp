@@ -10,12 +10,12 @@
 
 namespace aclaim::coordinator {
 
-/// Raises the priority of the pending jobs of aged queues (schema/baseline/tables.sql) as they wait, on a
-/// connection of its own. Every coordinator runs one; each pass is taken by whichever gets the
-/// aging lock, the others pass (common::AgingStore::run). Off the claim and completion path: with
-/// no aged queue a pass reads job_queues' aged rows, none. A pass that stopped at its batch is
-/// followed by the next at once (WatchedPass). What is due is decided on the injected clock (a
-/// test moves a ManualClock and calls pass()).
+/// Raises the priority of the pending jobs of aged queues (schema/baseline/tables.sql) as they
+/// wait, on a connection of its own. Every coordinator runs one; each pass is taken by whichever
+/// gets the aging lock, the others pass (common::AgingStore::run). Off the claim and completion
+/// path: with no aged queue a pass reads job_queues' aged rows, none. A pass that stopped at its
+/// batch is followed by the next at once (WatchedPass). What is due is decided on the injected
+/// clock (a test moves a ManualClock and calls pass()).
 class Ager {
   public:
     /// `connections` (and its watchdog) and `clock` must outlive it.

@@ -38,11 +38,11 @@ class PresenceBoard {
 };
 
 /// Tells the database every interval how many workers are connected to this coordinator in each
-/// organization (coordinator_presence, schema/baseline/tables.sql), so that the console can show connected
-/// workers per coordinator although sessions live only in a coordinator's memory. A row not
-/// refreshed for three intervals is a coordinator that is gone or cut off: readers leave it out,
-/// any publisher removes it after an hour, and a coordinator that stops cleanly removes its own.
-/// Nothing depends on these rows for correctness: a failed write is logged and tried again at
+/// organization (coordinator_presence, schema/baseline/tables.sql), so that the console can show
+/// connected workers per coordinator although sessions live only in a coordinator's memory. A row
+/// not refreshed for three intervals is a coordinator that is gone or cut off: readers leave it
+/// out, any publisher removes it after an hour, and a coordinator that stops cleanly removes its
+/// own. Nothing depends on these rows for correctness: a failed write is logged and tried again at
 /// the next interval, on a new connection when the old one broke. Runs under the watchdog.
 class PresencePublisher {
   public:

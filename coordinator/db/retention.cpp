@@ -91,7 +91,8 @@ RetentionPass Retention::pass(common::AssignmentStore& store) {
             }
         } while (got == options_.retention_batch);
         // The counts of refused park callbacks are kept in bounds whether or not finished jobs
-        // are pruned (--retention): their keep is the schema's, not a queue's (schema/baseline/tables.sql).
+        // are pruned (--retention): their keep is the schema's, not a queue's
+        // (schema/baseline/tables.sql).
         for (int removed = options_.retention_batch, calls = 0; removed == options_.retention_batch;
              ++calls) {
             if (calls > 0 && !task_.pause(std::chrono::milliseconds(options_.retention_pause_ms)))

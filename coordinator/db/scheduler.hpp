@@ -11,11 +11,11 @@
 
 namespace aclaim::coordinator {
 
-/// Enqueues the ticks of schedules (schema/baseline/tables.sql) as they come due, on a connection of its own.
-/// Every coordinator runs one; each due schedule is ticked by whichever gets its row lock first
-/// (common::ScheduleStore::run_due), the others skip it, so a tick is enqueued once however many
-/// run. Off the claim and completion path: its only read per interval is one probe of the
-/// schedules_due index, empty when no schedule exists. A pass that leaves ticks due (a catch-up
+/// Enqueues the ticks of schedules (schema/baseline/tables.sql) as they come due, on a connection
+/// of its own. Every coordinator runs one; each due schedule is ticked by whichever gets its row
+/// lock first (common::ScheduleStore::run_due), the others skip it, so a tick is enqueued once
+/// however many run. Off the claim and completion path: its only read per interval is one probe of
+/// the schedules_due index, empty when no schedule exists. A pass that leaves ticks due (a catch-up
 /// after an outage) is followed by the next at once (WatchedPass). What is due is decided on the
 /// injected clock (a test moves a ManualClock and calls pass()).
 class Scheduler {

@@ -30,10 +30,11 @@ struct CallbackReply {
 
 /// The outside system's callback over HTTP (protocol 1.6, docs/integration.md): the token of a
 /// parked job as a bearer credential, the outcome in a small JSON body, decided by the same
-/// fenced SQL function as the SQL API (aclaim_finish_parked, schema/definitions/functions/aclaim_finish_parked.sql), on connections of its
-/// own so that a callback never waits behind a DB thread's work. A refused token is audited by
-/// that function (job_events, or one counted row per source, reason and hour in
-/// park_refusal_counts for one that names no job, schema/baseline/tables.sql).
+/// fenced SQL function as the SQL API (aclaim_finish_parked,
+/// schema/definitions/functions/aclaim_finish_parked.sql), on connections of its own so that a
+/// callback never waits behind a DB thread's work. A refused token is audited by that function
+/// (job_events, or one counted row per source, reason and hour in park_refusal_counts for one that
+/// names no job, schema/baseline/tables.sql).
 ///
 /// What a flood of forged callbacks costs: nothing of the database once its source has spent its
 /// refusals (CallbackLimiter: 429 with Retry-After, before the body is read), at most

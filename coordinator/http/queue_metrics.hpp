@@ -15,8 +15,8 @@ namespace aclaim::coordinator {
 /// discarded and paused, per organization and queue. Read from the database on a connection of
 /// its own, at most once per kRefresh however often Prometheus scrapes, through the count every
 /// per-queue view shares (common::count_queues over common::kQueueStates): index probes of the
-/// index that holds each of those states (schema/baseline/tables.sql), never the finished rows. Label cardinality
-/// is bounded: the kMaxSeries deepest queues are exported, the rest counted in
+/// index that holds each of those states (schema/baseline/tables.sql), never the finished rows.
+/// Label cardinality is bounded: the kMaxSeries deepest queues are exported, the rest counted in
 /// aclaim_queue_series_dropped. The consumer groups' lag (GroupMetrics) is read in the same
 /// transaction.
 class QueueMetrics {

@@ -1,5 +1,5 @@
-// The browser console's sessions in PostgreSQL (console/sessions.hpp, schema/baseline/tables.sql): what the
-// cookie and the CSRF token rest on, shared by every console process on the database.
+// The browser console's sessions in PostgreSQL (console/sessions.hpp, schema/baseline/tables.sql):
+// what the cookie and the CSRF token rest on, shared by every console process on the database.
 
 #include <catch2/catch.hpp>
 #include <set>

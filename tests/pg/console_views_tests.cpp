@@ -328,8 +328,8 @@ TEST_CASE(
     "console overview and queue list: organizations whose jobs are all assigned or all completed "
     "are found and counted through the indexes the claim and the completion write",
     "[console]") {
-    // jobs_org_state holds the resting states only (schema/baseline/tables.sql): assigned rows are read through
-    // jobs_assigned_queue, completed ones through jobs_finished.
+    // jobs_org_state holds the resting states only (schema/baseline/tables.sql): assigned rows are
+    // read through jobs_assigned_queue, completed ones through jobs_finished.
     TestDatabase db;
     auto conn = db.connect();
     common::AssignmentStore store(db.dsn());

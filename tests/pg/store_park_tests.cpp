@@ -222,7 +222,8 @@ TEST_CASE_METHOD(
     CHECK(finish(c, std::string(64, 'E'), "completed", "x", clock.now()).reason == "unknown_token");
 
     CHECK(job_snapshot(c, id) == before);
-    // Counted, not logged a row each: one row per source, reason and hour (schema/baseline/tables.sql).
+    // Counted, not logged a row each: one row per source, reason and hour
+    // (schema/baseline/tables.sql).
     CHECK(count_of(c,
                    "SELECT sum(refusals) FROM park_refusal_counts "
                    "WHERE reason = 'unknown_token'") == 1);

@@ -1,9 +1,9 @@
-// Progress and checkpoints (protocol 1.5, schema/baseline/tables.sql): a report is stored only while
-// its generation holds a live lease, refused like a completion otherwise and changing nothing;
-// the checkpoint outlives the generation that wrote it and reaches the next holder's claim; a
-// checkpoint is audited, a bare percentage is not. At a real coordinator: PROGRESS is answered
-// ACCEPTED or REJECTED, an oversized one ERROR invalid, and ASSIGNED carries `resume` only to a
-// worker granted the feature.
+// Progress and checkpoints (protocol 1.5, schema/baseline/tables.sql): a report is stored only
+// while its generation holds a live lease, refused like a completion otherwise and changing
+// nothing; the checkpoint outlives the generation that wrote it and reaches the next holder's
+// claim; a checkpoint is audited, a bare percentage is not. At a real coordinator: PROGRESS is
+// answered ACCEPTED or REJECTED, an oversized one ERROR invalid, and ASSIGNED carries `resume` only
+// to a worker granted the feature.
 
 #include <barrier>
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
-// The queue name's pattern, checked where a name is written (schema/baseline/tables.sql): an insert or an
-// update of the queue with a bad name is refused with a constraint's SQLSTATE, and claims and
+// The queue name's pattern, checked where a name is written (schema/baseline/tables.sql): an insert
+// or an update of the queue with a bad name is refused with a constraint's SQLSTATE, and claims and
 // completions, which never write the queue, never evaluate the check.
 
 #include <catch2/catch.hpp>

@@ -92,7 +92,8 @@ TEST_CASE(
         ++ending;
         CHECK(s->text.find("INSERT INTO job_outcomes") != std::string::npos);
         CHECK(s->text.find("pg_notify('aclaim_outcomes'") != std::string::npos);
-        // ... and settles the dependents of what it ended (schema/baseline/tables.sql), in a CTE its result runs.
+        // ... and settles the dependents of what it ended (schema/baseline/tables.sql), in a CTE
+        // its result runs.
         CHECK(s->text.find("aclaim_dependencies_settled(") != std::string::npos);
         CHECK(s->text.find(sql::kSettledColumn) != std::string::npos);
     }
