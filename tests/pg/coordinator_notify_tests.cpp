@@ -222,6 +222,14 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
         if (f) std::rethrow_exception(f);
     }
 
+    // Every forgery is heard and checked before the genuine cancellation commits: one that names
+    // the sentinel's job, generation and holder, checked after it, would be borne out by the row.
+    REQUIRE(eventually(
+        [&] {
+            return counters.forged[NotificationCounters::Channel::Revoke].load() == revoke_total;
+        },
+        30s));
+
     // A genuine cancellation, committed after the spray, still reaches its holder. Notifications
     // are delivered in commit order and the listener counts and posts them in that order, so once
     // it is pushed, every forgery has been heard and acted on.
