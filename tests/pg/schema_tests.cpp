@@ -61,6 +61,12 @@ void record_history(pqxx::work& txn) {
     }
 }
 
+/// Records aclaim_wake's definition as applied with an older text, as after an older binary.
+void record_older_wake(pqxx::work& txn) {
+    txn.exec(
+        "UPDATE schema_definitions SET checksum = 'older' WHERE name = 'functions/aclaim_wake'");
+}
+
 std::string function_source(pqxx::connection& conn, const std::string& name) {
     pqxx::read_transaction txn(conn);
     return txn.exec_params1("SELECT prosrc FROM pg_proc WHERE oid = $1::regprocedure", name)[0]
@@ -86,9 +92,7 @@ TEST_CASE("a database the migrations before the baseline built is at the baselin
         // checksum, and a definition whose text an older release applied.
         pqxx::work txn(*conn);
         record_history(txn);
-        txn.exec(
-            "UPDATE schema_definitions SET checksum = 'older' WHERE name = "
-            "'functions/aclaim_wake'");
+        record_older_wake(txn);
         txn.commit();
     }
     const auto report = common::migrate(*conn);
@@ -134,9 +138,7 @@ TEST_CASE("a definition is applied again when its text changes, and only then", 
         txn.exec(
             "CREATE OR REPLACE FUNCTION aclaim_wake(org bigint, queue_name text) RETURNS boolean "
             "LANGUAGE sql AS $$ SELECT false $$");
-        txn.exec(
-            "UPDATE schema_definitions SET checksum = 'older' WHERE name = "
-            "'functions/aclaim_wake'");
+        record_older_wake(txn);
         txn.commit();
     }
     const auto report = common::migrate(*conn);
