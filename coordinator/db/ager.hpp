@@ -14,25 +14,18 @@ namespace aclaim::coordinator {
 /// wait, on a connection of its own. Every coordinator runs one; each pass is taken by whichever
 /// gets the aging lock, the others pass (common::AgingStore::run). Off the claim and completion
 /// path: with no aged queue a pass reads job_queues' aged rows, none. A pass that stopped at its
-/// batch is followed by the next at once (WatchedPass). What is due is decided on the injected
-/// clock (a test moves a ManualClock and calls pass()).
-class Ager {
+/// batch is followed by the next at once (WatchedPass). A pass not run is run at the next
+/// interval, from the jobs' run_at: nothing is lost by waiting but the time waited, which the
+/// aging bound counts (docs/guarantees.md).
+class Ager final : public WatchedService<Ager, AgingOptions> {
   public:
     /// `connections` (and its watchdog) and `clock` must outlive it.
     Ager(AgingOptions options, const Connections& connections, const common::Clock& clock);
-
-    void start();
-    /// Returns after the pass in progress, if any, ends (as destroying it does).
-    void stop() { task_.stop(); }
+    ~Ager() { stop(); }
 
     /// One pass on `conn` at the clock's now: what the thread runs every interval. Public for
     /// tests.
     common::AgingPass pass(pqxx::connection& conn);
-
-  private:
-    const AgingOptions options_;
-    const common::Clock& clock_;
-    WatchedPass task_;
 };
 
 }  // namespace aclaim::coordinator

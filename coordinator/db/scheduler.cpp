@@ -6,11 +6,9 @@ namespace aclaim::coordinator {
 
 Scheduler::Scheduler(SchedulerOptions options, const Connections& connections,
                      const common::Clock& clock, Metrics& metrics)
-    : options_(options),
-      clock_(clock),
-      metrics_(metrics),
-      task_("scheduler", "aclaim-coordinator-scheduler", "enqueuing schedule ticks again",
-            connections, clock) {}
+    : WatchedService(options, "scheduler", "aclaim-coordinator-scheduler",
+                     "enqueuing schedule ticks again", connections, clock),
+      metrics_(metrics) {}
 
 common::SchedulePass Scheduler::pass(pqxx::connection& conn) {
     auto out = common::ScheduleStore(conn).run_due(clock_.now());
@@ -24,12 +22,6 @@ common::SchedulePass Scheduler::pass(pqxx::connection& conn) {
         spdlog::debug("scheduler: {} jobs enqueued for {} schedules", out.enqueued, out.schedules);
     }
     return out;
-}
-
-void Scheduler::start() {
-    // A tick not enqueued is still due at the next interval: nothing is lost by waiting.
-    task_.start(std::chrono::milliseconds(options_.interval_ms),
-                [this](pqxx::connection& conn) { return pass(conn).more; });
 }
 
 }  // namespace aclaim::coordinator

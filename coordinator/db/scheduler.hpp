@@ -16,27 +16,21 @@ namespace aclaim::coordinator {
 /// lock first (common::ScheduleStore::run_due), the others skip it, so a tick is enqueued once
 /// however many run. Off the claim and completion path: its only read per interval is one probe of
 /// the schedules_due index, empty when no schedule exists. A pass that leaves ticks due (a catch-up
-/// after an outage) is followed by the next at once (WatchedPass). What is due is decided on the
-/// injected clock (a test moves a ManualClock and calls pass()).
-class Scheduler {
+/// after an outage) is followed by the next at once (WatchedPass). A tick not enqueued is still
+/// due at the next interval: nothing is lost by waiting.
+class Scheduler final : public WatchedService<Scheduler, SchedulerOptions> {
   public:
     /// `connections` (and its watchdog) and `clock` must outlive it.
     Scheduler(SchedulerOptions options, const Connections& connections, const common::Clock& clock,
               Metrics& metrics);
-
-    void start();
-    /// Returns after the pass in progress, if any, ends (as destroying it does).
-    void stop() { task_.stop(); }
+    ~Scheduler() { stop(); }
 
     /// One pass on `conn` at the clock's now: what the thread runs every interval. Public for
     /// tests.
     common::SchedulePass pass(pqxx::connection& conn);
 
   private:
-    const SchedulerOptions options_;
-    const common::Clock& clock_;
     Metrics& metrics_;
-    WatchedPass task_;
 };
 
 }  // namespace aclaim::coordinator

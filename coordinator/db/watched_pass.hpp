@@ -5,6 +5,7 @@
 #include <memory>
 #include <pqxx/pqxx>
 #include <string>
+#include <utility>
 
 #include "common/base/clock.hpp"
 #include "common/base/periodic_task.hpp"
@@ -46,6 +47,44 @@ class WatchedPass {
     std::unique_ptr<pqxx::connection> conn_;
     bool failing_ = false;
     common::PeriodicTask task_{common::real_time()};
+};
+
+/// A background service built on a WatchedPass: `Self` (which derives from it) has
+/// `pass(pqxx::connection&)`, returning what the pass did with `more` true when it stopped with
+/// work left, and `Options` has `interval_ms`, the pause between passes (0: off). The scheduler
+/// and the ager are such services; each reads its options and decides what is due on the
+/// injected clock (a test moves a ManualClock and calls pass()).
+template <class Self, class Options>
+class WatchedService {
+  public:
+    void start() {
+        task_.start(std::chrono::milliseconds(options_.interval_ms),
+                    [this](pqxx::connection& conn) { return self().pass(conn).more; });
+    }
+    /// Returns after the pass in progress, if any, ends. `Self`'s destructor calls it, so that no
+    /// pass runs on a service partly destroyed.
+    void stop() { task_.stop(); }
+
+  protected:
+    /// `name`, `application_name` and `resumed` as WatchedPass takes them. `connections` (and its
+    /// watchdog) and `clock` must outlive it.
+    WatchedService(Options options, std::string name, std::string application_name,
+                   std::string resumed, const Connections& connections, const common::Clock& clock)
+        : options_(options),
+          clock_(clock),
+          task_(std::move(name), std::move(application_name), std::move(resumed), connections,
+                clock) {}
+    ~WatchedService() = default;
+    WatchedService(const WatchedService&) = delete;
+    WatchedService& operator=(const WatchedService&) = delete;
+
+    const Options options_;
+    const common::Clock& clock_;
+
+  private:
+    Self& self() { return static_cast<Self&>(*this); }
+
+    WatchedPass task_;
 };
 
 }  // namespace aclaim::coordinator
