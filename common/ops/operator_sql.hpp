@@ -272,6 +272,34 @@ SELECT CASE WHEN NOT $3::bool THEN aclaim_wake(org_id, queue) END FROM q
 )SQL",
     {"org bigint", "queue text", "paused bool", "operator text", "now_us bigint", "reason text"}};
 
+/// The settings kOperatorConfigure sets plainly, each a column of job_queues and the parameter
+/// that sets it: NULL keeps the queue's value, 0 goes back to none or the built-in default, and a
+/// queue new to job_queues takes the parameter, 0 as NULL. The rate limit, whose burst and bucket
+/// follow from more than one parameter, is not among them.
+struct PlainQueueSetting {
+    std::string_view column;
+    std::string_view param;
+};
+inline constexpr PlainQueueSetting kPlainQueueSettings[] = {{"max_assigned", "$3::int"},
+                                                            {"max_attempts", "$4::int"},
+                                                            {"backoff_base_us", "$5::bigint"},
+                                                            {"backoff_cap_us", "$6::bigint"},
+                                                            {"run_timeout_us", "$7::bigint"},
+                                                            {"retain_completed_us", "$11::bigint"},
+                                                            {"retain_failed_us", "$12::bigint"},
+                                                            {"retain_discarded_us", "$13::bigint"},
+                                                            {"retain_cancelled_us", "$14::bigint"},
+                                                            {"weight", "$17::int"},
+                                                            {"aging_us", "$18::bigint"}};
+
+/// `each` of every plain setting, in kPlainQueueSettings' order, each followed by a comma.
+template <class Each>
+std::string plain_queue_settings(Each each) {
+    std::string out;
+    for (const auto& s : kPlainQueueSettings) out += each(s) + ",";
+    return out;
+}
+
 /// $1 org, $2 queue, $3 max_assigned, $4 max_attempts, $5 backoff base, $6 backoff cap,
 /// $7 run timeout, $11..$14 the retention of completed, failed, discarded and cancelled jobs
 /// (each NULL: keep; 0: back to none or the built-in default), $8 operator, $9 now, $10 detail,
@@ -288,19 +316,14 @@ SELECT CASE WHEN NOT $3::bool THEN aclaim_wake(org_id, queue) END FROM q
 /// job_queues_weighed (schema/baseline/tables.sql), after the enqueues into it under way commit.
 inline const Statement kOperatorConfigure{
     "aclaim_operator_configure",
-    R"SQL(
+    compose(R"SQL(
 WITH q AS (
-    INSERT INTO job_queues AS jq (org_id, queue, max_assigned, max_attempts, backoff_base_us,
-                                  backoff_cap_us, run_timeout_us, retain_completed_us,
-                                  retain_failed_us, retain_discarded_us, retain_cancelled_us,
-                                  rate_per_s, rate_burst, weight, aging_us, updated_at)
-    VALUES ($1::bigint, $2::text, nullif($3::int, 0), nullif($4::int, 0), nullif($5::bigint, 0),
-            nullif($6::bigint, 0), nullif($7::bigint, 0), nullif($11::bigint, 0),
-            nullif($12::bigint, 0), nullif($13::bigint, 0), nullif($14::bigint, 0),
+    INSERT INTO job_queues AS jq (org_id, queue,{COLUMNS} rate_per_s, rate_burst, updated_at)
+    VALUES ($1::bigint, $2::text,{VALUES}
             nullif($15::numeric, 0),
             CASE WHEN nullif($15::numeric, 0) IS NOT NULL
                  THEN coalesce($16::int, greatest(1, ceil($15::numeric))::int) END,
-            nullif($17::int, 0), nullif($18::bigint, 0), aclaim_ts($9::bigint))
+            aclaim_ts($9::bigint))
     ON CONFLICT (org_id, queue) DO UPDATE SET
         rate_per_s = CASE WHEN $15::numeric IS NULL THEN jq.rate_per_s
                           ELSE nullif($15::numeric, 0) END,
@@ -315,25 +338,7 @@ WITH q AS (
                                                          $9::bigint)) END,
         rate_refilled_us = CASE WHEN jq.rate_per_s IS NULL OR $15::numeric = 0 THEN NULL
                                 ELSE greatest(jq.rate_refilled_us, $9::bigint) END,
-        weight = CASE WHEN $17::int IS NULL THEN jq.weight ELSE nullif($17::int, 0) END,
-        aging_us = CASE WHEN $18::bigint IS NULL THEN jq.aging_us ELSE nullif($18::bigint, 0) END,
-        aging_done_us = CASE WHEN $18::bigint IS NULL THEN jq.aging_done_us END,
-        max_assigned = CASE WHEN $3::int IS NULL THEN jq.max_assigned ELSE nullif($3::int, 0) END,
-        max_attempts = CASE WHEN $4::int IS NULL THEN jq.max_attempts ELSE nullif($4::int, 0) END,
-        backoff_base_us = CASE WHEN $5::bigint IS NULL THEN jq.backoff_base_us
-                               ELSE nullif($5::bigint, 0) END,
-        backoff_cap_us = CASE WHEN $6::bigint IS NULL THEN jq.backoff_cap_us
-                              ELSE nullif($6::bigint, 0) END,
-        run_timeout_us = CASE WHEN $7::bigint IS NULL THEN jq.run_timeout_us
-                              ELSE nullif($7::bigint, 0) END,
-        retain_completed_us = CASE WHEN $11::bigint IS NULL THEN jq.retain_completed_us
-                                   ELSE nullif($11::bigint, 0) END,
-        retain_failed_us = CASE WHEN $12::bigint IS NULL THEN jq.retain_failed_us
-                                ELSE nullif($12::bigint, 0) END,
-        retain_discarded_us = CASE WHEN $13::bigint IS NULL THEN jq.retain_discarded_us
-                                   ELSE nullif($13::bigint, 0) END,
-        retain_cancelled_us = CASE WHEN $14::bigint IS NULL THEN jq.retain_cancelled_us
-                                   ELSE nullif($14::bigint, 0) END,
+        aging_done_us = CASE WHEN $18::bigint IS NULL THEN jq.aging_done_us END,{UPDATES}
         updated_at = EXCLUDED.updated_at
     RETURNING jq.org_id, jq.queue
 ), logged AS (
@@ -342,6 +347,16 @@ WITH q AS (
 )
 SELECT aclaim_wake(org_id, queue) FROM q
 )SQL",
+            {{"COLUMNS",
+              plain_queue_settings([](const auto& s) { return " " + std::string(s.column); })},
+             {"VALUES", plain_queue_settings([](const auto& s) {
+                  return " nullif(" + std::string(s.param) + ", 0)";
+              })},
+             {"UPDATES", plain_queue_settings([](const auto& s) {
+                  const std::string column(s.column), param(s.param);
+                  return "\n        " + column + " = CASE WHEN " + param + " IS NULL THEN jq." +
+                         column + " ELSE nullif(" + param + ", 0) END";
+              })}}),
     {"org bigint", "queue text", "max_assigned int", "max_attempts int", "backoff_base_us bigint",
      "backoff_cap_us bigint", "run_timeout_us bigint", "operator text", "now_us bigint",
      "detail text", "retain_completed_us bigint", "retain_failed_us bigint",

@@ -3,7 +3,9 @@
 #include <array>
 #include <iomanip>
 #include <sstream>
+#include <string>
 #include <string_view>
+#include <tuple>
 
 #include "common/ops/operator_sql.hpp"
 #include "common/ops/recovery_sql.hpp"
@@ -318,19 +320,25 @@ void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSe
         if (value)
             detail += (detail.empty() ? "" : ", ") + std::string(name) + "=" + value_text(*value);
     };
-    say("max_assigned", q.max_assigned);
-    say("max_attempts", q.max_attempts);
-    say("backoff_base", q.backoff_base);
-    say("backoff_cap", q.backoff_cap);
-    say("run_timeout", q.run_timeout);
-    say("retain_completed", q.retain_completed);
-    say("retain_failed", q.retain_failed);
-    say("retain_discarded", q.retain_discarded);
-    say("retain_cancelled", q.retain_cancelled);
-    say("rate", q.rate_per_s);
-    say("burst", q.rate_burst);
-    say("weight", q.weight);
-    say("aging", q.aging);
+    // Every setting given, by the name the event records it under, in the parameters' order.
+    constexpr std::array kNames{"max_assigned",
+                                "max_attempts",
+                                "backoff_base",
+                                "backoff_cap",
+                                "run_timeout",
+                                "retain_completed",
+                                "retain_failed",
+                                "retain_discarded",
+                                "retain_cancelled",
+                                "rate",
+                                "burst",
+                                "weight",
+                                "aging"};
+    std::size_t named = 0;
+    std::apply([&](const auto&... value) { (say(kNames[named++], value), ...); },
+               std::tie(q.max_assigned, q.max_attempts, q.backoff_base, q.backoff_cap,
+                        q.run_timeout, q.retain_completed, q.retain_failed, q.retain_discarded,
+                        q.retain_cancelled, q.rate_per_s, q.rate_burst, q.weight, q.aging));
     std::optional<std::string> rate;
     if (q.rate_per_s) rate = value_text(*q.rate_per_s);
     pqxx::work txn(conn_, "operator_configure");
