@@ -16,8 +16,10 @@ namespace aclaim::coordinator {
 // Each option is declared once, with its default, in the slice of the component that reads it;
 // CoordinatorOptions is the slices side by side, and each component takes only its own, so
 // that, for instance, the HTTP server never holds key material. Its flag and ACLAIM_* variable
-// are declared once too (add_cli_options), next to the help text docs/operations.md's table is
-// checked against. A field keeps the name of its flag so that errors and code read alike.
+// are declared once too, in options.cpp's table of options, next to the help text
+// docs/operations.md's table is checked against and the values that can work: add_cli_options
+// and CoordinatorOptions::validate both read that table. A field keeps the name of its flag so
+// that errors and code read alike.
 
 /// How every coordinator thread reaches the database: handed to the connection factory
 /// (db/connections.hpp), never copied into another slice.
@@ -41,7 +43,8 @@ struct ConnectionOptions {
     /// The connection string the serving connections use: dsn with libpq's connect timeout,
     /// keepalives and read-write target (common::guarded_dsn) for this deadline.
     std::string guarded_dsn() const;
-    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    /// Throws std::invalid_argument when no --dsn was given (the bounds of the whole numbers
+    /// are CoordinatorOptions::validate's).
     void validate() const;
 };
 
@@ -93,7 +96,8 @@ struct RouterOptions {
     /// The heartbeat interval in effect (heartbeat_ms, or a third of the lease).
     int effective_heartbeat_ms() const { return heartbeat_ms > 0 ? heartbeat_ms : lease_ms / 3; }
     std::chrono::milliseconds lease() const { return std::chrono::milliseconds(lease_ms); }
-    /// Throws std::invalid_argument naming the first flag whose value cannot work.
+    /// Throws std::invalid_argument naming the first flag whose value cannot work that its
+    /// bounds alone do not refuse (--bind, --heartbeat-ms against the lease, --max-body-bytes).
     void validate() const;
 };
 
@@ -112,9 +116,6 @@ struct DbPoolOptions {
     /// How long to try to reach the database to learn whether an interrupted commit happened, in
     /// milliseconds (--in-doubt-budget-ms).
     int in_doubt_budget_ms = 5000;
-
-    /// Throws std::invalid_argument naming the first flag whose value cannot work.
-    void validate() const;
 };
 
 /// The lease reaper, on a connection of its own: Reaper.
@@ -124,9 +125,6 @@ struct ReaperOptions {
     /// Leases reclaimed per reaper statement; a pass repeats until a statement returns fewer
     /// (--reap-batch).
     int reap_batch = 100;
-
-    /// Throws std::invalid_argument naming the first flag whose value cannot work.
-    void validate() const;
 };
 
 /// The presence publisher, on a connection of its own: PresencePublisher.
@@ -135,9 +133,6 @@ struct PresenceOptions {
     /// (the browser console shows them), in milliseconds; 0 turns it off
     /// (--presence-interval-ms).
     int interval_ms = 5000;
-
-    /// Throws std::invalid_argument naming the first flag whose value cannot work.
-    void validate() const;
 };
 
 /// The scheduler, on a connection of its own: Scheduler.
@@ -146,9 +141,6 @@ struct SchedulerOptions {
     /// scheduler off (--schedule-interval-ms). A tick is enqueued within about this long of its
     /// time while any coordinator runs one.
     int interval_ms = 1000;
-
-    /// Throws std::invalid_argument naming the first flag whose value cannot work.
-    void validate() const;
 };
 
 /// Priority aging (schema/baseline/tables.sql), on a connection of its own: Ager. One coordinator
@@ -160,9 +152,6 @@ struct AgingOptions {
     int interval_ms = 1000;
     /// Jobs raised per statement; a pass that raised this many is followed by the next at once.
     int batch = 1000;
-
-    /// Throws std::invalid_argument naming the first flag whose value cannot work.
-    void validate() const;
 };
 
 /// Retention, on a connection of its own: Retention. One coordinator at a time (the holder of the
@@ -180,9 +169,6 @@ struct RetentionOptions {
     int retention_pause_ms = 50;
     /// Months of job_events partitions kept ahead of the current one (--partitions-ahead).
     int partitions_ahead = 3;
-
-    /// Throws std::invalid_argument naming the first flag whose value cannot work.
-    void validate() const;
 };
 
 /// The ROUTER's CURVE server side: the one slice that holds the secret key, read by the
@@ -212,8 +198,6 @@ struct ZapOptions {
     int key_cache_ms = 2000;
 
     std::chrono::milliseconds key_cache() const { return std::chrono::milliseconds(key_cache_ms); }
-    /// Throws std::invalid_argument naming the first flag whose value cannot work.
-    void validate() const;
 };
 
 /// The operator's HTTP endpoint: HttpServer and the Prometheus text. No key material. Only
@@ -261,7 +245,8 @@ struct CoordinatorOptions {
     /// The HTTP slice with what it reports filled in from their declarations.
     HttpOptions http_endpoint() const;
 
-    /// Validates every slice; throws std::invalid_argument naming the first flag that cannot work.
+    /// Validates every option and slice; throws std::invalid_argument naming the first flag that
+    /// cannot work.
     void validate() const;
 };
 
