@@ -210,6 +210,12 @@ void require_utf8(const std::string& s, std::string_view field) {
 void check_text(const std::string& s, std::string_view field) {
     require_length(s, 0, kMaxTextBytes, field, "at most 1024 bytes");
 }
+/// A request string the database stores as text: within its length bounds, and UTF-8.
+void require_stored_text(const std::string& s, std::size_t low, std::size_t high,
+                         std::string_view field, std::string_view rule) {
+    require_length(s, low, high, field, rule);
+    require_utf8(s, field);
+}
 
 /// HELLO's and WELCOME's feature names: a few short printable words.
 void check_features(const std::vector<std::string>& features) {
@@ -278,8 +284,7 @@ void validate(const Renew& m) {
 }
 void validate(const Complete& m) {
     check_id(m);
-    require_length(m.result_ref, 1, kMaxResultRefBytes, "result_ref", "1..1024 bytes");
-    require_utf8(m.result_ref, "result_ref");
+    require_stored_text(m.result_ref, 1, kMaxResultRefBytes, "result_ref", "1..1024 bytes");
     if (m.next.size() > 1)
         out_of_range("next", "an array of " + std::to_string(m.next.size()) + " claims",
                      "at most 1 claim");
@@ -292,8 +297,7 @@ void validate(const Complete& m) {
 }
 void validate(const Fail& m) {
     check_id(m);
-    check_text(m.reason, "reason");
-    require_utf8(m.reason, "reason");
+    require_stored_text(m.reason, 0, kMaxTextBytes, "reason", "at most 1024 bytes");
 }
 void validate(const Release& m) {
     check_id(m);
@@ -302,17 +306,14 @@ void validate(const Bye&) {}
 void validate(const Progress& m) {
     check_id(m);
     require_range(m.percent, 0, 100, "percent", "0..100");
-    require_length(m.note, 0, kMaxProgressNoteBytes, "note", "at most 200 bytes");
-    require_utf8(m.note, "note");
-    require_length(m.checkpoint, 0, kMaxCheckpointBytes, "checkpoint", "at most 4096 bytes");
-    require_utf8(m.checkpoint, "checkpoint");
+    require_stored_text(m.note, 0, kMaxProgressNoteBytes, "note", "at most 200 bytes");
+    require_stored_text(m.checkpoint, 0, kMaxCheckpointBytes, "checkpoint", "at most 4096 bytes");
 }
 void validate(const Park& m) {
     check_id(m);
     require_range(m.timeout_ms, std::int64_t{1}, kMaxParkTimeoutMs, "timeout_ms",
                   "1..2592000000 (30 days)");
-    require_length(m.note, 0, kMaxProgressNoteBytes, "note", "at most 200 bytes");
-    require_utf8(m.note, "note");
+    require_stored_text(m.note, 0, kMaxProgressNoteBytes, "note", "at most 200 bytes");
 }
 void validate(const Parked& m) {
     check_id(m);
