@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <variant>
 
 #include "common/base/reconnect_spread.hpp"
 #include "common/ops/worker_keys.hpp"
@@ -37,48 +41,67 @@ std::string new_park_token() {
     return {hex.data(), proto::kParkTokenChars};
 }
 
+/// The wire requests that name a job, fenced by its generation, in RequestKind's order after
+/// Claim; fenced_kind<M>() is the store's kind of M, or none for the others.
+using Fenced = std::tuple<proto::Renew, proto::Complete, proto::Fail, proto::Release,
+                          proto::Progress, proto::Park>;
+template <class M, std::size_t I = 0>
+constexpr std::optional<RequestKind> fenced_kind() {
+    if constexpr (I == std::tuple_size_v<Fenced>) {
+        return std::nullopt;
+    } else if constexpr (std::is_same_v<M, std::tuple_element_t<I, Fenced>>) {
+        return static_cast<RequestKind>(I + 1);
+    } else {
+        return fenced_kind<M, I + 1>();
+    }
+}
+static_assert(fenced_kind<proto::Park>() == RequestKind::Park && !fenced_kind<proto::Claim>());
+
+/// What a fenced request carries beyond its job and generation (RENEW and RELEASE: nothing).
+template <class M>
+void carry(StoreRequest&, const M&) {}
+void carry(StoreRequest& r, const proto::Complete& m) {
+    r.result_ref = m.result_ref;
+}
+void carry(StoreRequest& r, const proto::Fail& m) {
+    r.reason = m.reason;
+    r.retryable = m.retryable;
+}
+void carry(StoreRequest& r, const proto::Progress& m) {
+    r.percent = m.percent;
+    r.note = m.note;
+    r.checkpoint = m.checkpoint;
+}
+void carry(StoreRequest& r, const proto::Park& m) {
+    r.park_timeout_ms = m.timeout_ms;
+    r.note = m.note;
+    // Drawn here, once per PARK: a re-send of this request after a lost connection parks the job
+    // again under the same token.
+    r.token = new_park_token();
+}
+
 /// The store's request for a wire request that goes to the database, on behalf of the session
 /// it came on: the organization, the worker and the queues are the session's, never the body's.
 std::optional<StoreRequest> store_request(const proto::Message& m, const Session& session) {
-    StoreRequest r;
-    r.org_id = session.org_id;
-    r.worker_id = session.worker_id;
-    const auto fenced = [&r](RequestKind kind, const auto& body) {
-        r.kind = kind;
-        r.job_id = body.job_id;
-        r.generation = body.generation;
-    };
-    if (const auto* claim = std::get_if<proto::Claim>(&m)) {
-        r.kind = RequestKind::Claim;
-        r.queues = session.queues;
-        r.max_jobs = claim->max_jobs;
-    } else if (const auto* renew = std::get_if<proto::Renew>(&m)) {
-        fenced(RequestKind::Renew, *renew);
-    } else if (const auto* complete = std::get_if<proto::Complete>(&m)) {
-        fenced(RequestKind::Complete, *complete);
-        r.result_ref = complete->result_ref;
-    } else if (const auto* fail = std::get_if<proto::Fail>(&m)) {
-        fenced(RequestKind::Fail, *fail);
-        r.reason = fail->reason;
-        r.retryable = fail->retryable;
-    } else if (const auto* release = std::get_if<proto::Release>(&m)) {
-        fenced(RequestKind::Release, *release);
-    } else if (const auto* progress = std::get_if<proto::Progress>(&m)) {
-        fenced(RequestKind::Progress, *progress);
-        r.percent = progress->percent;
-        r.note = progress->note;
-        r.checkpoint = progress->checkpoint;
-    } else if (const auto* park = std::get_if<proto::Park>(&m)) {
-        fenced(RequestKind::Park, *park);
-        r.park_timeout_ms = park->timeout_ms;
-        r.note = park->note;
-        // Drawn here, once per PARK: a re-send of this request after a lost connection parks
-        // the job again under the same token.
-        r.token = new_park_token();
-    } else {
-        return std::nullopt;
-    }
-    return r;
+    return std::visit(
+        [&session](const auto& body) -> std::optional<StoreRequest> {
+            using M = std::decay_t<decltype(body)>;
+            StoreRequest r{.org_id = session.org_id, .worker_id = session.worker_id};
+            if constexpr (std::is_same_v<M, proto::Claim>) {
+                r.kind = RequestKind::Claim;
+                r.queues = session.queues;
+                r.max_jobs = body.max_jobs;
+            } else if constexpr (fenced_kind<M>().has_value()) {
+                r.kind = *fenced_kind<M>();
+                r.job_id = body.job_id;
+                r.generation = body.generation;
+                carry(r, body);
+            } else {
+                return std::nullopt;
+            }
+            return r;
+        },
+        m);
 }
 
 }  // namespace
