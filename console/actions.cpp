@@ -16,8 +16,8 @@ ActionResult refused(std::string why) {
     return ActionResult{ActionResult::Kind::Refused, {{"error", std::move(why)}}};
 }
 
-std::string state_of(const std::optional<common::JobRecord>& j) {
-    return j ? std::string(common::to_string(j->state)) : std::string("gone");
+std::string state_of(const std::optional<ops::JobRecord>& j) {
+    return j ? std::string(store::to_string(j->state)) : std::string("gone");
 }
 
 ActionResult not_found() {
@@ -26,26 +26,26 @@ ActionResult not_found() {
 
 }  // namespace
 
-std::optional<common::OrgId> Views::find_job(const Operator& op, common::JobId id) {
+std::optional<store::OrgId> Views::find_job(const Operator& op, store::JobId id) {
     for (const auto& s : scopes_of(op)) {
         scope(s);
-        if (const auto j = common::OperatorStore(data()).job(id)) return j->org_id;
+        if (const auto j = ops::OperatorStore(data()).job(id)) return j->org_id;
     }
     return std::nullopt;
 }
 
 template <typename Act>
-ActionResult Views::on_job(const Operator& op, common::JobId id, Act&& act) {
+ActionResult Views::on_job(const Operator& op, store::JobId id, Act&& act) {
     return with_connections([&] {
         if (!find_job(op, id)) return not_found();
         return act();
     });
 }
 
-ActionResult Views::cancel(const Operator& op, common::JobId id, const std::string& reason,
-                           common::Instant now) {
+ActionResult Views::cancel(const Operator& op, store::JobId id, const std::string& reason,
+                           base::Instant now) {
     return on_job(op, id, [&] {
-        common::OperatorStore store(data());
+        ops::OperatorStore store(data());
         const auto done = store.cancel({id}, actor_of(op), reason, now);
         if (done.empty()) {
             const auto j = store.job(id);
@@ -63,10 +63,10 @@ ActionResult Views::cancel(const Operator& op, common::JobId id, const std::stri
     });
 }
 
-ActionResult Views::retry(const Operator& op, common::JobId id, const std::string& reason,
-                          common::Instant now) {
+ActionResult Views::retry(const Operator& op, store::JobId id, const std::string& reason,
+                          base::Instant now) {
     return on_job(op, id, [&] {
-        common::OperatorStore store(data());
+        ops::OperatorStore store(data());
         const auto done = store.retry({id}, actor_of(op), reason, now);
         const auto j = store.job(id);
         if (done.empty()) {
@@ -78,16 +78,16 @@ ActionResult Views::retry(const Operator& op, common::JobId id, const std::strin
     });
 }
 
-ActionResult Views::pause(const Operator& op, common::OrgId org, const std::string& queue,
+ActionResult Views::pause(const Operator& op, store::OrgId org, const std::string& queue,
                           bool paused, const std::string& reason) {
     return with_connections([&] {
         if (op.orgs && std::find(op.orgs->begin(), op.orgs->end(), org) == op.orgs->end())
             return ActionResult{ActionResult::Kind::NotFound, {{"error", "no such organization"}}};
         scope(std::to_string(org));
         try {
-            common::OperatorStore(data()).pause(org, queue, paused, actor_of(op), reason, clock_,
-                                                /*allow_new=*/false);
-        } catch (const common::UnknownQueue& e) {
+            ops::OperatorStore(data()).pause(org, queue, paused, actor_of(op), reason, clock_,
+                                             /*allow_new=*/false);
+        } catch (const ops::UnknownQueue& e) {
             // As aclaimctl: a misspelt queue is refused, never made into a new one.
             return ActionResult{ActionResult::Kind::NotFound, {{"error", e.what()}}};
         }
@@ -97,28 +97,28 @@ ActionResult Views::pause(const Operator& op, common::OrgId org, const std::stri
     });
 }
 
-ActionResult Views::resolve_quarantined(const Operator& op, common::JobId id, bool release,
-                                        const std::string& reason, common::Instant now) {
+ActionResult Views::resolve_quarantined(const Operator& op, store::JobId id, bool release,
+                                        const std::string& reason, base::Instant now) {
     return on_job(op, id, [&] {
-        common::RecoveryStore store(data());
+        ops::RecoveryStore store(data());
         const auto r = release ? store.release(id, reason, actor_of(op), now)
                                : store.fail(id, reason, actor_of(op), now);
         if (r.refusal) return ActionResult{ActionResult::Kind::Refused, {{"error", *r.refusal}}};
         return ActionResult{ActionResult::Kind::Done,
                             {{"job_id", id},
-                             {"state", common::to_string(r.state)},
+                             {"state", store::to_string(r.state)},
                              {"generation", r.generation},
                              {"by", actor_of(op)}}};
     });
 }
 
-ActionResult Views::resolve_lease(const Operator& op, common::JobId id, common::Generation seen,
-                                  bool release, const std::string& reason, common::Instant now) {
+ActionResult Views::resolve_lease(const Operator& op, store::JobId id, store::Generation seen,
+                                  bool release, const std::string& reason, base::Instant now) {
     return with_connections([&] {
-        using Result = common::OperatorOutcome::Result;
+        using Result = ops::OperatorOutcome::Result;
         for (const auto& s : scopes_of(op)) {
             scope(s);
-            common::OperatorStore store(data());
+            ops::OperatorStore store(data());
             const auto r = release ? store.release(id, seen, actor_of(op), reason, now)
                                    : store.fail(id, seen, actor_of(op), reason, now);
             switch (r.result) {
@@ -127,7 +127,7 @@ ActionResult Views::resolve_lease(const Operator& op, common::JobId id, common::
                 case Result::Done:
                     return ActionResult{ActionResult::Kind::Done,
                                         {{"job_id", id},
-                                         {"state", common::to_string(r.job->state)},
+                                         {"state", store::to_string(r.job->state)},
                                          {"generation", r.generation},
                                          {"taken_from", r.held_by},
                                          {"by", actor_of(op)}}};

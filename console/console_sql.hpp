@@ -33,7 +33,7 @@ SELECT o AS org_id, s AS state, aclaim_count_in(o, s, NULL, $3::bigint) AS n
   FROM unnest($1::bigint[], $2::text[]) AS p(o, s)
 )SQL";
 
-/// The finished states' counts only grow (common::kFinishedStates), so an estimate from the last
+/// The finished states' counts only grow (store::kFinishedStates), so an estimate from the last
 /// ANALYZE errs low, never showing work that is gone. Above kSkipCountFactor times the cap by the
 /// estimate, the overview does not count them at all.
 inline constexpr long long kSkipCountFactor = 4;
@@ -61,7 +61,7 @@ SELECT org_id,
  GROUP BY org_id
 )SQL";
 
-/// The queue table (common::count_queues, of common::kQueueStates) lists at most this many queues
+/// The queue table (ops::count_queues, of store::kQueueStates) lists at most this many queues
 /// per organization and state.
 inline constexpr int kQueuesShown = 100;
 

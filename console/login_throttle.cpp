@@ -17,11 +17,11 @@ std::string key_of(const std::string& s) {
 
 }  // namespace
 
-LoginThrottle::LoginThrottle(const common::Clock& clock, LoginLimits limits)
+LoginThrottle::LoginThrottle(const base::Clock& clock, LoginLimits limits)
     : clock_(clock), names_(limits.names), addresses_(limits.addresses) {}
 
-std::optional<common::Duration> LoginThrottle::admit(const std::string& name,
-                                                     const std::string& address) {
+std::optional<base::Duration> LoginThrottle::admit(const std::string& name,
+                                                   const std::string& address) {
     const auto now = clock_.monotonic_now();
     const auto n = key_of(name);
     const auto a = key_of(address);
@@ -29,8 +29,7 @@ std::optional<common::Duration> LoginThrottle::admit(const std::string& name,
     const auto by_name = names_.wait(n, now);
     const auto by_address = addresses_.wait(a, now);
     if (by_name || by_address) {
-        return std::max(by_name.value_or(common::Duration{}),
-                        by_address.value_or(common::Duration{}));
+        return std::max(by_name.value_or(base::Duration{}), by_address.value_or(base::Duration{}));
     }
     names_.fail(n, now);
     addresses_.fail(a, now);
@@ -48,8 +47,8 @@ std::size_t LoginThrottle::records() const {
     return names_.size() + addresses_.size();
 }
 
-std::optional<common::Duration> LoginThrottle::Table::wait(const std::string& key,
-                                                           common::MonotonicTime now) {
+std::optional<base::Duration> LoginThrottle::Table::wait(const std::string& key,
+                                                         base::MonotonicTime now) {
     const auto it = by_key_.find(key);
     if (it == by_key_.end()) return std::nullopt;
     if (now - it->second.last >= limits_.forget_after) {
@@ -57,11 +56,11 @@ std::optional<common::Duration> LoginThrottle::Table::wait(const std::string& ke
         return std::nullopt;
     }
     if (it->second.open_at > now)
-        return std::chrono::ceil<common::Duration>(it->second.open_at - now);
+        return std::chrono::ceil<base::Duration>(it->second.open_at - now);
     return std::nullopt;
 }
 
-void LoginThrottle::Table::fail(const std::string& key, common::MonotonicTime now) {
+void LoginThrottle::Table::fail(const std::string& key, base::MonotonicTime now) {
     auto it = by_key_.find(key);
     if (it == by_key_.end()) {
         make_room(now);
@@ -74,7 +73,7 @@ void LoginThrottle::Table::fail(const std::string& key, common::MonotonicTime no
     if (past < 0) return;
     // Doubling from first_wait, capped; the shift is bounded so that it cannot overflow.
     auto wait = limits_.first_wait * (std::int64_t{1} << std::min(past, 30));
-    r.open_at = now + std::min<common::Duration>(wait, limits_.max_wait);
+    r.open_at = now + std::min<base::Duration>(wait, limits_.max_wait);
 }
 
 void LoginThrottle::Table::take_back(const std::string& key) {
@@ -82,7 +81,7 @@ void LoginThrottle::Table::take_back(const std::string& key) {
     if (it != by_key_.end() && it->second.failures > 0) --it->second.failures;
 }
 
-void LoginThrottle::Table::make_room(common::MonotonicTime now) {
+void LoginThrottle::Table::make_room(base::MonotonicTime now) {
     if (by_key_.size() < limits_.max_records) return;
     std::erase_if(by_key_,
                   [&](const auto& kv) { return now - kv.second.last >= limits_.forget_after; });

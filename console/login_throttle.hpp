@@ -19,10 +19,10 @@ struct ThrottleLimits {
     /// Failures allowed before attempts must wait.
     int free_failures = 5;
     /// The wait after the first failure past the free ones; it doubles with each further one.
-    common::Duration first_wait = std::chrono::seconds(1);
-    common::Duration max_wait = std::chrono::minutes(15);
+    base::Duration first_wait = std::chrono::seconds(1);
+    base::Duration max_wait = std::chrono::minutes(15);
     /// A record without a failure for this long is forgotten.
-    common::Duration forget_after = std::chrono::hours(1);
+    base::Duration forget_after = std::chrono::hours(1);
     /// Records kept; past it the one failed least recently is dropped.
     std::size_t max_records = 10'000;
 };
@@ -38,12 +38,12 @@ struct LoginLimits {
 /// Thread-safe.
 class LoginThrottle {
   public:
-    explicit LoginThrottle(const common::Clock& clock, LoginLimits limits = {});
+    explicit LoginThrottle(const base::Clock& clock, LoginLimits limits = {});
 
     /// Admits one attempt as `name` from `address`, or says how long until one may come. An
     /// admitted attempt counts as a failure at once (so that guesses sent together count
     /// together) until succeeded() takes it back.
-    std::optional<common::Duration> admit(const std::string& name, const std::string& address);
+    std::optional<base::Duration> admit(const std::string& name, const std::string& address);
     /// The admitted attempt was right: the name starts afresh, the address is not charged.
     void succeeded(const std::string& name, const std::string& address);
 
@@ -53,26 +53,26 @@ class LoginThrottle {
   private:
     struct Record {
         int failures = 0;
-        common::MonotonicTime last{};
-        common::MonotonicTime open_at{};
+        base::MonotonicTime last{};
+        base::MonotonicTime open_at{};
     };
     class Table {
       public:
         explicit Table(ThrottleLimits limits) : limits_(limits) {}
         /// How long `key` must still wait, or nothing.
-        std::optional<common::Duration> wait(const std::string& key, common::MonotonicTime now);
-        void fail(const std::string& key, common::MonotonicTime now);
+        std::optional<base::Duration> wait(const std::string& key, base::MonotonicTime now);
+        void fail(const std::string& key, base::MonotonicTime now);
         void forget(const std::string& key) { by_key_.erase(key); }
         void take_back(const std::string& key);
         std::size_t size() const { return by_key_.size(); }
 
       private:
-        void make_room(common::MonotonicTime now);
+        void make_room(base::MonotonicTime now);
         ThrottleLimits limits_;
         std::unordered_map<std::string, Record> by_key_;
     };
 
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     mutable std::mutex mutex_;
     Table names_;
     Table addresses_;

@@ -11,7 +11,7 @@
 
 namespace aclaim::console {
 
-bool Operator::sees(common::OrgId org) const {
+bool Operator::sees(store::OrgId org) const {
     return !orgs || std::binary_search(orgs->begin(), orgs->end(), org);
 }
 
@@ -48,7 +48,7 @@ void put_operator(pqxx::connection& conn, const Operator& op, const std::string&
     if (password.empty()) throw std::invalid_argument("the password must not be empty");
     const auto hash = hash_password(password);
     std::optional<std::string> orgs;
-    if (op.orgs) orgs = common::pg_array(*op.orgs);
+    if (op.orgs) orgs = store::pg_array(*op.orgs);
     pqxx::work txn(conn, "console_put_operator");
     txn.exec_params(sql::kPutOperator, op.name, hash, orgs);
     txn.exec_params(sql::kEndOperatorSessions, op.name);
@@ -65,7 +65,7 @@ bool remove_operator(pqxx::connection& conn, const std::string& name) {
 Operator operator_of(const std::string& name, const pqxx::field& orgs) {
     Operator op{name, std::nullopt};
     if (orgs.is_null()) return op;
-    std::vector<common::OrgId> ids;
+    std::vector<store::OrgId> ids;
     std::stringstream in(orgs.as<std::string>());
     std::string item;
     while (std::getline(in, item, ',')) ids.push_back(std::stoll(item));

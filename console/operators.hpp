@@ -18,8 +18,8 @@ namespace aclaim::console {
 struct Operator {
     std::string name;
     /// nullopt: every organization. Otherwise only these, in ascending order.
-    std::optional<std::vector<common::OrgId>> orgs;
-    bool sees(common::OrgId org) const;
+    std::optional<std::vector<store::OrgId>> orgs;
+    bool sees(store::OrgId org) const;
 };
 
 /// Throws std::runtime_error when libsodium cannot be initialised.

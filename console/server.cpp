@@ -48,8 +48,8 @@ constexpr std::size_t kMaxBodyBytes = std::size_t{64} * 1024;
 constexpr std::size_t kApiThreads = 6;
 constexpr std::size_t kPageThreads = 2;
 
-common::HttpGuardOptions guard_options() {
-    common::HttpGuardOptions o;
+http::HttpGuardOptions guard_options() {
+    http::HttpGuardOptions o;
     o.request_deadline = kRequestDeadline;
     o.write_deadline = kWriteDeadline;
     o.max_body_bytes = kMaxBodyBytes;
@@ -122,7 +122,7 @@ std::optional<std::string> text_param(const httplib::Request& req, const char* n
 /// An action's reason from its JSON body; answers 400 itself (and returns nothing) when there is
 /// none, since every action is recorded with why.
 std::optional<std::string> reason_of(const httplib::Request& req, httplib::Response& res) {
-    const auto body = common::parse_bounded_json_or_discarded(req.body);
+    const auto body = base::parse_bounded_json_or_discarded(req.body);
     const std::string reason =
         body.is_object() && body.contains("reason") && body["reason"].is_string()
             ? body["reason"].get<std::string>()
@@ -146,8 +146,8 @@ void send_action(httplib::Response& res, const ActionResult& r) {
 /// An unexpected failure of the request: 500 with a fixed message. The detail (a statement, a
 /// table, a server's wording) goes to the log, escaped, and never to the client.
 void send_failure(const httplib::Request& req, httplib::Response& res, const std::exception& e) {
-    spdlog::error("console: {} {}: {}", common::printable(req.method), common::printable(req.path),
-                  common::printable(e.what()));
+    spdlog::error("console: {} {}: {}", base::printable(req.method), base::printable(req.path),
+                  base::printable(e.what()));
     send_json(res, 500, {{"error", kInternalError}});
 }
 
@@ -155,11 +155,11 @@ void send_failure(const httplib::Request& req, httplib::Response& res, const std
 /// display order, the per-queue table's columns, and those cancel and retry act on.
 json states_json() {
     json all = json::array();
-    for (const auto& s : common::kJobStates) all.push_back(s.name);
+    for (const auto& s : store::kJobStates) all.push_back(s.name);
     return {{"all", all},
-            {"queue", common::state_names(common::kQueueStates)},
-            {"cancellable", common::state_names(common::kCancellableStates)},
-            {"retryable", common::state_names(common::kRetryableStates)}};
+            {"queue", store::state_names(store::kQueueStates)},
+            {"cancellable", store::state_names(store::kCancellableStates)},
+            {"retryable", store::state_names(store::kRetryableStates)}};
 }
 
 /// Why `host`:`port` cannot be bound, in the system's words (one bind of our own, with the
@@ -196,10 +196,10 @@ std::string why_not_bindable(const std::string& host, int port) {
 
 ConsoleServer::ConsoleServer(Views& views) : ConsoleServer(views, views.clock()) {}
 
-ConsoleServer::ConsoleServer(Views& views, const common::Clock& clock)
+ConsoleServer::ConsoleServer(Views& views, const base::Clock& clock)
     : views_(views),
       clock_(clock),
-      server_(std::make_unique<common::GuardedServer>(guard_options())) {
+      server_(std::make_unique<http::GuardedServer>(guard_options())) {
     routes();
 }
 
@@ -268,8 +268,8 @@ void ConsoleServer::routes() {
             const auto csrf = req.get_header_value("X-CSRF-Token");
             if (csrf.empty() || csrf != session->csrf) {
                 spdlog::warn("console: refused {} {} by {} without a valid CSRF token",
-                             common::printable(req.method), common::printable(req.path),
-                             common::printable(session->op.name));
+                             base::printable(req.method), base::printable(req.path),
+                             base::printable(session->op.name));
                 send_json(res, 403, {{"error", "missing or wrong CSRF token"}});
                 return httplib::Server::HandlerResponse::Handled;
             }
@@ -293,22 +293,22 @@ void ConsoleServer::routes() {
                 // Unreachable, or no answer within --connect-timeout: the database's outage, not
                 // the request's fault; the next request connects again.
                 spdlog::error("console: {} {}: cannot reach the database: {}",
-                              common::printable(req.method), common::printable(req.path),
-                              common::printable(e.what()));
+                              base::printable(req.method), base::printable(req.path),
+                              base::printable(e.what()));
                 send_json(res, 503, {{"error", "the database cannot be reached"}});
             } catch (const DatabaseBusy& e) {
                 spdlog::error("console: {} {}: the database did not answer in time: {}",
-                              common::printable(req.method), common::printable(req.path), e.what());
+                              base::printable(req.method), base::printable(req.path), e.what());
                 send_json(res, 503,
                           {{"error", "the database did not answer within --statement-timeout"}});
             } catch (const pqxx::sql_error& e) {
-                if (e.sqlstate() != common::kStatementTimeoutState) {
+                if (e.sqlstate() != store::kStatementTimeoutState) {
                     send_failure(req, res, e);
                     return;
                 }
                 spdlog::error("console: {} {}: the database did not answer in time: {}",
-                              common::printable(req.method), common::printable(req.path),
-                              common::printable(e.what()));
+                              base::printable(req.method), base::printable(req.path),
+                              base::printable(e.what()));
                 send_json(res, 503,
                           {{"error", "the database did not answer within --statement-timeout"}});
             } catch (const std::exception& e) {
@@ -346,7 +346,7 @@ void ConsoleServer::routes() {
             send_json(res, 415, {{"error", "sign in with a JSON body"}});
             return;
         }
-        const auto body = common::parse_bounded_json_or_discarded(req.body);
+        const auto body = base::parse_bounded_json_or_discarded(req.body);
         if (!body.is_object() || !body.contains("name") || !body.contains("password") ||
             !body["name"].is_string() || !body["password"].is_string()) {
             send_json(res, 400, {{"error", "name and password are required"}});
@@ -358,7 +358,7 @@ void ConsoleServer::routes() {
             const auto seconds =
                 std::max<long long>(1, std::chrono::ceil<std::chrono::seconds>(*wait).count());
             spdlog::debug("console: sign-in as '{}' from {} throttled for {} s",
-                          common::printable(name), req.remote_addr, seconds);
+                          base::printable(name), req.remote_addr, seconds);
             res.set_header("Retry-After", std::to_string(seconds));
             send_json(res, 429,
                       {{"error",
@@ -368,7 +368,7 @@ void ConsoleServer::routes() {
         }
         const auto op = views_.authenticate({name, body["password"].get<std::string>()});
         if (!op) {
-            spdlog::warn("console: failed sign-in as '{}' from {}", common::printable(name),
+            spdlog::warn("console: failed sign-in as '{}' from {}", base::printable(name),
                          req.remote_addr);
             send_json(res, 401, {{"error", "wrong name or password"}});
             return;
@@ -377,7 +377,7 @@ void ConsoleServer::routes() {
         const auto token = sessions_.open(*op);
         res.set_header("Set-Cookie",
                        std::string(kCookie) + "=" + token + "; Path=/; HttpOnly; SameSite=Strict");
-        spdlog::info("console: {} signed in", common::printable(op->name));
+        spdlog::info("console: {} signed in", base::printable(op->name));
         send_json(res, 200, {{"operator", op->name}});
     });
 
@@ -415,7 +415,7 @@ void ConsoleServer::routes() {
         q.state = text_param(req, "state");
         q.holder = text_param(req, "holder");
         if (const auto before = text_param(req, "before")) {
-            q.enqueued_before = common::parse_instant(*before);
+            q.enqueued_before = ops::parse_instant(*before);
             if (!q.enqueued_before) throw std::invalid_argument("before is not an ISO 8601 time");
         }
         q.after_id = int_param(req, "after").value_or(0);
@@ -450,8 +450,7 @@ void ConsoleServer::routes() {
         if (!reason) return;
         const auto op = session_of(req).op;
         const ActionResult r = take(op, *reason);
-        spdlog::info("console: {} asked to {}: {}", common::printable(op.name), what,
-                     r.body.dump());
+        spdlog::info("console: {} asked to {}: {}", base::printable(op.name), what, r.body.dump());
         send_action(res, r);
     };
 
@@ -501,7 +500,7 @@ void ConsoleServer::routes() {
     auto resolve_lease = [this, act](bool release) {
         return [this, act, release](const httplib::Request& req, httplib::Response& res) {
             const auto id = path_id(req.matches[1].str());
-            const auto body = common::parse_bounded_json_or_discarded(req.body);
+            const auto body = base::parse_bounded_json_or_discarded(req.body);
             if (!body.is_object() || !body.contains("generation") ||
                 !body["generation"].is_number_integer()) {
                 send_json(res, 400, {{"error", "the generation the page shows is required"}});

@@ -14,7 +14,7 @@
 #include "console/sessions.hpp"
 #include "console/views.hpp"
 
-namespace aclaim::common {
+namespace aclaim::http {
 class GuardedServer;
 }
 
@@ -33,7 +33,7 @@ class ConsoleServer {
     /// `clock` (which must outlive the server) times sessions, sign-in throttling and the
     /// instants the pages and actions are read and taken at. Sessions are kept in the views'
     /// database (console/sessions.hpp).
-    ConsoleServer(Views& views, const common::Clock& clock);
+    ConsoleServer(Views& views, const base::Clock& clock);
     ~ConsoleServer();
     ConsoleServer(const ConsoleServer&) = delete;
     ConsoleServer& operator=(const ConsoleServer&) = delete;
@@ -50,10 +50,10 @@ class ConsoleServer {
     void routes();
 
     Views& views_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     Sessions sessions_{views_.dsn(), clock_, Sessions::kIdle, views_.turn_wait()};
     LoginThrottle throttle_{clock_};
-    std::unique_ptr<common::GuardedServer> server_;
+    std::unique_ptr<http::GuardedServer> server_;
     std::atomic<bool> stopping_{false};
     std::atomic<bool> finished_{false};
 };

@@ -31,8 +31,8 @@ std::string token_hash(const std::string& token) {
     return hex;
 }
 
-Sessions::Sessions(std::string dsn, const common::Clock& clock, common::Duration idle,
-                   std::optional<common::Duration> turn_wait)
+Sessions::Sessions(std::string dsn, const base::Clock& clock, base::Duration idle,
+                   std::optional<base::Duration> turn_wait)
     : dsn_(std::move(dsn)), clock_(clock), idle_(idle), turn_wait_(turn_wait) {}
 
 Sessions::~Sessions() = default;
@@ -58,12 +58,12 @@ auto Sessions::with_connection(F&& f) -> decltype(f(std::declval<pqxx::connectio
 std::string Sessions::open(const Operator& op) {
     auto token = random_token();
     const auto csrf = random_token();
-    const auto now = common::to_micros(clock_.now());
+    const auto now = base::to_micros(clock_.now());
     with_connection([&](pqxx::connection& conn) {
         pqxx::work txn(conn, "console_open_session");
         txn.exec_params(sql::kPruneSessions, now, kPruneBatch);
         txn.exec_params(sql::kOpenSession, token_hash(token), op.name, csrf, now,
-                        common::to_micros(idle_));
+                        base::to_micros(idle_));
         txn.commit();
     });
     return token;
@@ -71,11 +71,11 @@ std::string Sessions::open(const Operator& op) {
 
 std::optional<Session> Sessions::find(const std::string& token) {
     if (!is_token(token)) return std::nullopt;
-    const auto now = common::to_micros(clock_.now());
+    const auto now = base::to_micros(clock_.now());
     return with_connection([&](pqxx::connection& conn) -> std::optional<Session> {
         pqxx::work txn(conn, "console_find_session");
         const auto rows = txn.exec_params(sql::kFindSession, token_hash(token), now,
-                                          common::to_micros(idle_), common::to_micros(kTouchStep));
+                                          base::to_micros(idle_), base::to_micros(kTouchStep));
         txn.commit();
         if (rows.empty()) return std::nullopt;
         return Session{operator_of(rows[0]["name"].as<std::string>(), rows[0]["orgs"]),

@@ -30,16 +30,16 @@ std::string token_hash(const std::string& token);
 /// a page's slow read never holds up another request's session check. Thread-safe.
 class Sessions {
   public:
-    static constexpr common::Duration kIdle = std::chrono::hours(8);
+    static constexpr base::Duration kIdle = std::chrono::hours(8);
     /// How far a session's idle deadline may fall behind before a request writes it forward.
-    static constexpr common::Duration kTouchStep = std::chrono::minutes(1);
+    static constexpr base::Duration kTouchStep = std::chrono::minutes(1);
     /// Expired sessions removed at most per sign-in.
     static constexpr int kPruneBatch = 100;
 
     /// `clock` (which must outlive this) is what the idle time is counted on; `turn_wait` how
     /// long a request waits for its turn on the connection (console/turn.hpp; none: no bound).
-    Sessions(std::string dsn, const common::Clock& clock, common::Duration idle = kIdle,
-             std::optional<common::Duration> turn_wait = std::nullopt);
+    Sessions(std::string dsn, const base::Clock& clock, base::Duration idle = kIdle,
+             std::optional<base::Duration> turn_wait = std::nullopt);
     ~Sessions();
     Sessions(const Sessions&) = delete;
     Sessions& operator=(const Sessions&) = delete;
@@ -56,9 +56,9 @@ class Sessions {
     auto with_connection(F&& f) -> decltype(f(std::declval<pqxx::connection&>()));
 
     std::string dsn_;
-    const common::Clock& clock_;
-    common::Duration idle_;
-    std::optional<common::Duration> turn_wait_;
+    const base::Clock& clock_;
+    base::Duration idle_;
+    std::optional<base::Duration> turn_wait_;
     Turn turn_;
     std::unique_ptr<pqxx::connection> conn_;
 };

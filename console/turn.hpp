@@ -30,7 +30,7 @@ class Turn {
   public:
     /// Runs `f` holding the turn, waiting for it at most `wait` (none: as long as it takes).
     template <typename F>
-    auto run(std::optional<common::Duration> wait, F&& f) -> decltype(f()) {
+    auto run(std::optional<base::Duration> wait, F&& f) -> decltype(f()) {
         take(wait);
         struct Release {
             Turn& turn;
@@ -40,7 +40,7 @@ class Turn {
     }
 
   private:
-    void take(std::optional<common::Duration> wait) {
+    void take(std::optional<base::Duration> wait) {
         std::unique_lock lock(mutex_);
         const auto free = [&] { return !taken_; };
         if (!wait) {

@@ -25,16 +25,16 @@ using nlohmann::json;
 namespace {
 
 constexpr int kLeasesShown = 500;
-const common::SystemClock kSystemClock;
+const base::SystemClock kSystemClock;
 
 json micros_or_null(const pqxx::field& f) {
-    return f.is_null() ? json(nullptr) : json(f.as<common::Micros>());
+    return f.is_null() ? json(nullptr) : json(f.as<base::Micros>());
 }
 
 }  // namespace
 
-Views::Views(std::string dsn, fs::path reports_dir, const common::Clock& clock,
-             std::optional<common::Duration> turn_wait)
+Views::Views(std::string dsn, fs::path reports_dir, const base::Clock& clock,
+             std::optional<base::Duration> turn_wait)
     : dsn_(std::move(dsn)),
       reports_dir_(std::move(reports_dir)),
       clock_(clock),
@@ -58,7 +58,7 @@ pqxx::connection& Views::data() {
         data_ = std::make_unique<pqxx::connection>(dsn_);
         console_session(*data_);
         pqxx::nontransaction session(*data_);
-        session.exec(common::sql::kActAsRowSecurityRole.text);
+        session.exec(store::sql::kActAsRowSecurityRole.text);
     }
     return *data_;
 }
@@ -79,7 +79,7 @@ void Views::scope(const std::string& org_or_system) {
 }
 
 std::vector<std::string> Views::scopes_of(const Operator& op) {
-    if (!op.orgs) return {common::sql::kAllOrganizations};
+    if (!op.orgs) return {store::sql::kAllOrganizations};
     std::vector<std::string> out;
     for (const auto org : *op.orgs) out.push_back(std::to_string(org));
     return out;
@@ -97,40 +97,40 @@ std::optional<Operator> Views::authenticate(const Credentials& who) {
     return check_login(login, who.password, password_check_);
 }
 
-json Views::leases(const Operator& op, common::Instant now) {
+json Views::leases(const Operator& op, base::Instant now) {
     return with_connections([&] {
         json rows = json::array();
         for (const auto& s : scopes_of(op)) {
             scope(s);
             pqxx::read_transaction txn(data());
             for (const auto& r : txn.exec_params(sql::kLeases, kLeasesShown)) {
-                const auto lease = r["lease_us"].as<common::Micros>();
-                rows.push_back({{"id", r["id"].as<common::JobId>()},
-                                {"org_id", r["org_id"].as<common::OrgId>()},
-                                {"generation", r["generation"].as<common::Generation>()},
+                const auto lease = r["lease_us"].as<base::Micros>();
+                rows.push_back({{"id", r["id"].as<store::JobId>()},
+                                {"org_id", r["org_id"].as<store::OrgId>()},
+                                {"generation", r["generation"].as<store::Generation>()},
                                 {"holder", r["assignee"].as<std::string>()},
                                 {"attempts", r["attempts"].as<int>()},
                                 {"max_attempts", r["max_attempts"].as<int>()},
                                 {"claimed_us", micros_or_null(r["claimed_us"])},
                                 {"lease_us", lease},
                                 {"renewed_us", micros_or_null(r["renewed_us"])},
-                                {"time_left_ms", (lease - common::to_micros(now)) / 1000}});
+                                {"time_left_ms", (lease - base::to_micros(now)) / 1000}});
             }
         }
         std::sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
-            return a["lease_us"].get<common::Micros>() < b["lease_us"].get<common::Micros>();
+            return a["lease_us"].get<base::Micros>() < b["lease_us"].get<base::Micros>();
         });
-        return json{{"now_us", common::to_micros(now)}, {"leases", rows}};
+        return json{{"now_us", base::to_micros(now)}, {"leases", rows}};
     });
 }
 
 json Views::jobs(const Operator& op, const JobQuery& q) {
     return with_connections([&] {
-        std::vector<common::JobRecord> found;
+        std::vector<ops::JobRecord> found;
         for (const auto& s : scopes_of(op)) {
             if (q.org && op.orgs && std::to_string(*q.org) != s) continue;
             scope(s);
-            common::JobFilter f;
+            ops::JobFilter f;
             f.org_id = q.org;
             f.queue = q.queue;
             f.state = q.state;
@@ -138,7 +138,7 @@ json Views::jobs(const Operator& op, const JobQuery& q) {
             f.enqueued_before = q.enqueued_before;
             f.after_id = q.after_id;
             f.limit = q.limit + 1;
-            auto page = common::OperatorStore(data()).list(f);
+            auto page = ops::OperatorStore(data()).list(f);
             found.insert(found.end(), page.begin(), page.end());
         }
         // Several scopes each return their first page; the merged page is their first ids.
@@ -149,23 +149,23 @@ json Views::jobs(const Operator& op, const JobQuery& q) {
         json rows = json::array();
         for (auto& j : found) {
             j.payload.reset();
-            rows.push_back(common::job_json(j));
+            rows.push_back(ops::job_json(j));
         }
         return json{{"jobs", rows}, {"next_after", more ? json(found.back().id) : json(nullptr)}};
     });
 }
 
-json Views::exclusions_of(common::JobId id, const std::string& queue, bool pending,
-                          common::Instant now) {
+json Views::exclusions_of(store::JobId id, const std::string& queue, bool pending,
+                          base::Instant now) {
     pqxx::read_transaction txn(data());
-    const auto listed = common::exclusions_json(common::read_exclusions(txn, id));
+    const auto listed = ops::exclusions_json(ops::read_exclusions(txn, id));
     const auto& reviewers = listed["reviewers"];
     const auto& completers_of = listed["completers_of"];
     if (reviewers.empty() && completers_of.empty()) return nullptr;
     json connected = json::array();
     std::vector<std::string> excluded;
     long long unknown = 0;
-    for (const auto& r : txn.exec_params(sql::kConnectedReviewers, id, common::to_micros(now))) {
+    for (const auto& r : txn.exec_params(sql::kConnectedReviewers, id, base::to_micros(now))) {
         if (r["name"].is_null()) {
             unknown = r["unknown"].as<long long>();
             continue;
@@ -193,23 +193,23 @@ json Views::exclusions_of(common::JobId id, const std::string& queue, bool pendi
             {"waits_because", waits}};
 }
 
-std::optional<json> Views::job(const Operator& op, common::JobId id, common::Instant now) {
+std::optional<json> Views::job(const Operator& op, store::JobId id, base::Instant now) {
     return with_connections([&]() -> std::optional<json> {
         for (const auto& s : scopes_of(op)) {
             scope(s);
-            const auto d = common::RecoveryStore(data()).dossier(id, now);
+            const auto d = ops::RecoveryStore(data()).dossier(id, now);
             if (!d) continue;
             const auto& snap = d->snapshot;
             json events = json::array();
-            for (const auto& e : d->events) events.push_back(common::event_json(e));
+            for (const auto& e : d->events) events.push_back(ops::event_json(e));
             json result = nullptr;
             if (snap.result) {
                 result = {{"generation", snap.result->generation},
                           {"result_ref", snap.result->result_ref},
-                          {"published_at", common::format_instant(snap.result->published_at)}};
+                          {"published_at", ops::format_instant(snap.result->published_at)}};
             }
-            auto row = common::job_json(snap.row);
-            common::OperatorStore store(data());
+            auto row = ops::job_json(snap.row);
+            ops::OperatorStore store(data());
             // The dossier leaves payloads in the table; one job's page shows its own.
             if (const auto full = store.job(id)) {
                 row["payload"] = full->payload ? json(*full->payload) : json(nullptr);
@@ -217,12 +217,12 @@ std::optional<json> Views::job(const Operator& op, common::JobId id, common::Ins
             const auto progress = store.progress(id);
             const auto park = store.park(id);
             json exclusions =
-                exclusions_of(id, snap.row.queue, snap.row.state == common::JobState::Pending, now);
+                exclusions_of(id, snap.row.queue, snap.row.state == store::JobState::Pending, now);
             return json{{"job", row},
                         {"exclusions", exclusions},
-                        {"progress", progress ? common::progress_json(*progress) : json(nullptr)},
-                        {"park", park ? common::park_json(*park) : json(nullptr)},
-                        {"class", common::to_string(snap.classification.cls)},
+                        {"progress", progress ? ops::progress_json(*progress) : json(nullptr)},
+                        {"park", park ? ops::park_json(*park) : json(nullptr)},
+                        {"class", ops::to_string(snap.classification.cls)},
                         {"findings", snap.classification.explanation()},
                         {"result", result},
                         {"events", events}};
@@ -236,9 +236,9 @@ json Views::quarantine(const Operator& op) {
         json rows = json::array();
         for (const auto& s : scopes_of(op)) {
             scope(s);
-            for (auto& j : common::RecoveryStore(data()).quarantined()) {
+            for (auto& j : ops::RecoveryStore(data()).quarantined()) {
                 j.payload.reset();
-                rows.push_back(common::job_json(j));
+                rows.push_back(ops::job_json(j));
             }
         }
         return json{{"quarantined", rows}};
@@ -286,23 +286,23 @@ json Views::drills(const Operator& op) {
 json Views::scoped_check(const Operator& op) {
     return with_connections([&]() -> json {
         if (last_check_.is_null()) return nullptr;
-        std::vector<common::JobId> ids;
+        std::vector<store::JobId> ids;
         for (const auto& v : last_check_["violations"])
-            ids.push_back(v["job_id"].get<common::JobId>());
+            ids.push_back(v["job_id"].get<store::JobId>());
         // The violations' jobs this operator may read, asked under row-level security in each of
         // its organizations: a job gone since (pruned) or of another organization is not shown.
-        std::set<common::JobId> visible;
+        std::set<store::JobId> visible;
         if (!ids.empty()) {
             for (const auto& s : scopes_of(op)) {
                 scope(s);
                 pqxx::read_transaction txn(data());
-                for (const auto& r : txn.exec_params(sql::kVisibleJobs, common::pg_array(ids)))
-                    visible.insert(r[0].as<common::JobId>());
+                for (const auto& r : txn.exec_params(sql::kVisibleJobs, store::pg_array(ids)))
+                    visible.insert(r[0].as<store::JobId>());
             }
         }
         json violations = json::array();
         for (const auto& v : last_check_["violations"]) {
-            if (visible.count(v["job_id"].get<common::JobId>())) violations.push_back(v);
+            if (visible.count(v["job_id"].get<store::JobId>())) violations.push_back(v);
         }
         return json{{"scoped", true},
                     {"ok", violations.empty()},
@@ -323,13 +323,13 @@ std::optional<std::string> Views::report(const Operator& op, const std::string& 
     return std::nullopt;
 }
 
-std::optional<json> Views::run_check(const Operator& op, common::Instant now) {
+std::optional<json> Views::run_check(const Operator& op, base::Instant now) {
     if (op.orgs) return std::nullopt;
     return with_connections([&] {
-        scope(common::sql::kAllOrganizations);
-        const auto report = common::check(common::load_history(data()));
-        last_check_ = common::check_report_json(report);
-        last_check_["at"] = common::format_instant(now);
+        scope(store::sql::kAllOrganizations);
+        const auto report = ops::check(ops::load_history(data()));
+        last_check_ = ops::check_report_json(report);
+        last_check_["at"] = ops::format_instant(now);
         last_check_["by"] = actor_of(op);
         return std::optional<json>(last_check_);
     });

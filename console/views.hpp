@@ -29,12 +29,12 @@ namespace aclaim::console {
 
 /// The jobs page's filters; every one optional. Pages go by id (keyset), newest last.
 struct JobQuery {
-    std::optional<common::OrgId> org;
+    std::optional<store::OrgId> org;
     std::optional<std::string> queue;
     std::optional<std::string> state;
     std::optional<std::string> holder;
-    std::optional<common::Instant> enqueued_before;
-    common::JobId after_id = 0;
+    std::optional<base::Instant> enqueued_before;
+    store::JobId after_id = 0;
     int limit = 50;
 };
 
@@ -52,16 +52,16 @@ class Views {
     /// `clock` (which must outlive the views) is the program's: actions that need a clock rather
     /// than an instant (pause) read it. `turn_wait`: how long a request waits for its turn on the
     /// connections (console/turn.hpp); none: as long as it takes.
-    Views(std::string dsn, std::filesystem::path reports_dir, const common::Clock& clock,
-          std::optional<common::Duration> turn_wait = std::nullopt);
+    Views(std::string dsn, std::filesystem::path reports_dir, const base::Clock& clock,
+          std::optional<base::Duration> turn_wait = std::nullopt);
     /// On the system clock.
     Views(std::string dsn, std::filesystem::path reports_dir);
 
-    const common::Clock& clock() const { return clock_; }
+    const base::Clock& clock() const { return clock_; }
 
     /// The database the views read, with the deadlines it was given.
     const std::string& dsn() const { return dsn_; }
-    std::optional<common::Duration> turn_wait() const { return turn_wait_; }
+    std::optional<base::Duration> turn_wait() const { return turn_wait_; }
 
     /// Reads the account under the connections' lock; checks the password (the slow part, tens
     /// of milliseconds of memory-hard hashing) outside it, so that sign-ins, right or wrong,
@@ -70,37 +70,37 @@ class Views {
     /// How passwords are checked (libsodium's crypto_pwhash_str_verify); tests substitute one.
     void set_password_check(PasswordCheck check) { password_check_ = std::move(check); }
 
-    nlohmann::json overview(const Operator& op, common::Instant now);
-    nlohmann::json leases(const Operator& op, common::Instant now);
+    nlohmann::json overview(const Operator& op, base::Instant now);
+    nlohmann::json leases(const Operator& op, base::Instant now);
     nlohmann::json jobs(const Operator& op, const JobQuery& q);
-    std::optional<nlohmann::json> job(const Operator& op, common::JobId id, common::Instant now);
+    std::optional<nlohmann::json> job(const Operator& op, store::JobId id, base::Instant now);
     nlohmann::json quarantine(const Operator& op);
-    /// The workflow of a job the operator may see (common::read_workflow,
+    /// The workflow of a job the operator may see (ops::read_workflow,
     /// console/workflow_view.cpp): read in the job's organization's scope, so it never shows
     /// another organization's job.
-    std::optional<nlohmann::json> workflow(const Operator& op, common::JobId id);
+    std::optional<nlohmann::json> workflow(const Operator& op, store::JobId id);
     /// Releases or fails a quarantined job through the recovery store, as aclaimctl quarantine
     /// does; the event's worker is "console:<operator>".
-    ActionResult resolve_quarantined(const Operator& op, common::JobId id, bool release,
-                                     const std::string& reason, common::Instant now);
+    ActionResult resolve_quarantined(const Operator& op, store::JobId id, bool release,
+                                     const std::string& reason, base::Instant now);
 
     /// Takes a stuck assignment back (release: pending again, the attempt given back) or fails it
     /// for good, through the operator store as aclaimctl release/fail do, fenced on the
     /// generation the operator saw: a job claimed again since is refused, not touched.
-    ActionResult resolve_lease(const Operator& op, common::JobId id, common::Generation seen,
-                               bool release, const std::string& reason, common::Instant now);
+    ActionResult resolve_lease(const Operator& op, store::JobId id, store::Generation seen,
+                               bool release, const std::string& reason, base::Instant now);
 
     /// Cancels a pending, scheduled or assigned job as aclaimctl cancel does (its holder is told
     /// at once); refused for a job in any other state.
-    ActionResult cancel(const Operator& op, common::JobId id, const std::string& reason,
-                        common::Instant now);
+    ActionResult cancel(const Operator& op, store::JobId id, const std::string& reason,
+                        base::Instant now);
     /// Gives a failed, discarded or cancelled job a fresh attempt budget, as aclaimctl retry
     /// does; refused for a job in any other state.
-    ActionResult retry(const Operator& op, common::JobId id, const std::string& reason,
-                       common::Instant now);
+    ActionResult retry(const Operator& op, store::JobId id, const std::string& reason,
+                       base::Instant now);
     /// Pauses or resumes one queue of an organization the operator may act in, audited in
     /// queue_events; leases already out continue.
-    ActionResult pause(const Operator& op, common::OrgId org, const std::string& queue, bool paused,
+    ActionResult pause(const Operator& op, store::OrgId org, const std::string& queue, bool paused,
                        const std::string& reason);
 
     /// The report files (JSON and SVG) under the reports directory, newest first, and the last
@@ -113,27 +113,26 @@ class Views {
     std::optional<std::string> report(const Operator& op, const std::string& relative);
     /// Runs the invariant checker over the whole history; only for an operator of every
     /// organization (the checker proves properties across organizations).
-    std::optional<nlohmann::json> run_check(const Operator& op, common::Instant now);
+    std::optional<nlohmann::json> run_check(const Operator& op, base::Instant now);
 
   private:
     /// The per-queue rows of the overview for `orgs`, read on `txn`, with each organization's
     /// oldest claimable job (the oldest over its queues) folded into `by_org`.
-    static void queue_overview(pqxx::transaction_base& txn, const std::vector<common::OrgId>& orgs,
-                               common::Instant now,
-                               std::map<common::OrgId, nlohmann::json>& by_org);
+    static void queue_overview(pqxx::transaction_base& txn, const std::vector<store::OrgId>& orgs,
+                               base::Instant now, std::map<store::OrgId, nlohmann::json>& by_org);
     /// The job's organization when the operator may see it, trying each scope in turn; leaves
     /// the data connection scoped to it.
-    std::optional<common::OrgId> find_job(const Operator& op, common::JobId id);
+    std::optional<store::OrgId> find_job(const Operator& op, store::JobId id);
     /// `act()` with the data connection scoped to job `id`'s organization; NotFound when the
     /// operator may not see the job (console/actions.cpp).
     template <typename Act>
-    ActionResult on_job(const Operator& op, common::JobId id, Act&& act);
+    ActionResult on_job(const Operator& op, store::JobId id, Act&& act);
     /// A job's exclusions (schema/baseline/tables.sql) for its page, or null when it has none: the
     /// reviewers and jobs it names, the reviewers of its queue connected now and which it excludes,
     /// and, for a pending job that every connected reviewer of its queue is excluded from, that
     /// this is why it waits.
-    nlohmann::json exclusions_of(common::JobId id, const std::string& queue, bool pending,
-                                 common::Instant now);
+    nlohmann::json exclusions_of(store::JobId id, const std::string& queue, bool pending,
+                                 base::Instant now);
     pqxx::connection& data();
     pqxx::connection& meta();
     void scope(const std::string& org_or_system);
@@ -147,8 +146,8 @@ class Views {
 
     std::string dsn_;
     std::filesystem::path reports_dir_;
-    const common::Clock& clock_;
-    std::optional<common::Duration> turn_wait_;
+    const base::Clock& clock_;
+    std::optional<base::Duration> turn_wait_;
     Turn turn_;
     std::unique_ptr<pqxx::connection> data_;
     std::unique_ptr<pqxx::connection> meta_;

@@ -46,13 +46,13 @@ int run(int argc, char** argv) {
     CLI::App app{
         "aclaim coordinator: hands review jobs from PostgreSQL to reviewer workers over "
         "ZeroMQ, under leases and fencing generations"};
-    app.set_version_flag("--version", aclaim::common::proto::version_line("aclaim-coordinator"));
+    app.set_version_flag("--version", aclaim::proto::version_line("aclaim-coordinator"));
     aclaim::coordinator::add_cli_options(app, options);
-    if (const auto code = aclaim::common::parse_command_line(app, "aclaim-coordinator", argc, argv))
+    if (const auto code = aclaim::base::parse_command_line(app, "aclaim-coordinator", argc, argv))
         return *code;
 
     try {
-        aclaim::common::setup_logging("coordinator", options.log_level);
+        aclaim::base::setup_logging("coordinator", options.log_level);
         options.validate();
         raise_fd_limit();
     } catch (const std::exception& e) {
@@ -62,15 +62,15 @@ int run(int argc, char** argv) {
 
     // Blocked before any thread starts, so every thread inherits the mask and only the waiter
     // ever sees these signals.
-    const sigset_t set = aclaim::common::block_stop_signals();
+    const sigset_t set = aclaim::base::block_stop_signals();
 
-    std::unique_ptr<aclaim::common::Clock> clock;
+    std::unique_ptr<aclaim::base::Clock> clock;
     if (options.clock_skew_ms != 0) {
         spdlog::warn("clock skewed by {} ms", options.clock_skew_ms);
-        clock = std::make_unique<aclaim::common::SkewedClock>(
+        clock = std::make_unique<aclaim::base::SkewedClock>(
             std::chrono::milliseconds(options.clock_skew_ms));
     } else {
-        clock = std::make_unique<aclaim::common::SystemClock>();
+        clock = std::make_unique<aclaim::base::SystemClock>();
     }
 
     try {
@@ -89,7 +89,7 @@ int run(int argc, char** argv) {
             }
         }
         // The first signal drains the coordinator, a second one ends the process at once.
-        aclaim::common::StopSignalWaiter signals(set, [&coordinator](int sig) {
+        aclaim::base::StopSignalWaiter signals(set, [&coordinator](int sig) {
             spdlog::info("{}: draining", strsignal(sig));
             coordinator.request_stop();
         });
@@ -104,5 +104,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    return aclaim::common::run_program("aclaim-coordinator", run, argc, argv);
+    return aclaim::base::run_program("aclaim-coordinator", run, argc, argv);
 }

@@ -176,7 +176,7 @@ std::vector<Option> declared(CoordinatorOptions& o) {
 }  // namespace
 
 std::string ConnectionOptions::guarded_dsn() const {
-    return common::guarded_dsn(dsn, db_deadline());
+    return store::guarded_dsn(dsn, db_deadline());
 }
 
 void ConnectionOptions::validate() const {
@@ -184,12 +184,12 @@ void ConnectionOptions::validate() const {
 }
 
 void RouterOptions::validate() const {
-    require(common::is_zmq_endpoint(bind),
+    require(base::is_zmq_endpoint(bind),
             "--bind must be an endpoint such as tcp://*:5555, not '" + bind + "'");
     require(heartbeat_ms >= 0 && heartbeat_ms < lease_ms,
             "--heartbeat-ms must be shorter than the lease");
-    require(max_body_bytes >= 64 && max_body_bytes <= common::proto::kMaxBodyBytes,
-            "--max-body-bytes must be 64.." + std::to_string(common::proto::kMaxBodyBytes));
+    require(max_body_bytes >= 64 && max_body_bytes <= proto::kMaxBodyBytes,
+            "--max-body-bytes must be 64.." + std::to_string(proto::kMaxBodyBytes));
 }
 
 void CurveOptions::validate(bool plaintext) const {
@@ -217,7 +217,7 @@ std::string CurveOptions::load_secret() const {
 }
 
 void HttpOptions::validate() const {
-    require(http_bind.empty() || common::parse_host_port(http_bind).has_value(),
+    require(http_bind.empty() || base::parse_host_port(http_bind).has_value(),
             "--http-bind must be host:port (port 0..65535) or empty, not '" + http_bind + "'");
 }
 
@@ -247,11 +247,11 @@ void add_cli_options(CLI::App& app, CoordinatorOptions& o) {
             [&](auto field) {
                 using Field = decltype(field);
                 if constexpr (std::is_same_v<Field, OnOff>) {
-                    common::add_on_off(app, option.flag, *field.field, option.help);
+                    base::add_on_off(app, option.flag, *field.field, option.help);
                 } else if constexpr (std::is_same_v<Field, Switch>) {
-                    common::add_switch(app, option.flag, *field.field, option.help);
+                    base::add_switch(app, option.flag, *field.field, option.help);
                 } else {
-                    common::add_setting(app, option.flag, *field, option.help);
+                    base::add_setting(app, option.flag, *field, option.help);
                 }
             },
             option.field);

@@ -41,7 +41,7 @@ struct ConnectionOptions {
         return std::chrono::milliseconds(db_deadline_ms);
     }
     /// The connection string the serving connections use: dsn with libpq's connect timeout,
-    /// keepalives and read-write target (common::guarded_dsn) for this deadline.
+    /// keepalives and read-write target (store::guarded_dsn) for this deadline.
     std::string guarded_dsn() const;
     /// Throws std::invalid_argument when no --dsn was given (the bounds of the whole numbers
     /// are CoordinatorOptions::validate's).
@@ -58,7 +58,7 @@ struct RouterOptions {
     /// (--heartbeat-ms).
     int heartbeat_ms = 0;
     /// Largest request body accepted; never above the protocol's own limit (--max-body-bytes).
-    std::size_t max_body_bytes = common::proto::kMaxBodyBytes;
+    std::size_t max_body_bytes = proto::kMaxBodyBytes;
     /// Requests one session may have outstanding (parked claims included) before ERROR
     /// (--max-inflight-per-session).
     int max_inflight_per_session = 64;

@@ -21,7 +21,7 @@ constexpr const char* kConnectTimeoutSeconds = "10";
 
 enum class Verdict { Ok, Findings, Down };
 
-constexpr common::EnumNames<Verdict, 3> kVerdictNames{{"ok", "findings", "down"}};
+constexpr base::EnumNames<Verdict, 3> kVerdictNames{{"ok", "findings", "down"}};
 static_assert(kVerdictNames.covers(Verdict::Down));
 
 std::string_view to_string(Verdict v) {
@@ -38,7 +38,7 @@ struct Slot {
     std::string error;
 };
 
-void run_one(const common::Cell& cell, const CellCommand& command, Slot& slot) {
+void run_one(const base::Cell& cell, const CellCommand& command, Slot& slot) {
     CellReport report;
     std::string error;
     Verdict verdict = Verdict::Down;
@@ -73,28 +73,26 @@ void run_one(const common::Cell& cell, const CellCommand& command, Slot& slot) {
 
 }  // namespace
 
-std::optional<common::CellMap> load_cells(const Global& global) {
+std::optional<base::CellMap> load_cells(const Global& global) {
     if (global.cells.empty()) return std::nullopt;
     try {
-        return common::CellMap::load(global.cells);
-    } catch (const common::CellMapError& e) {
+        return base::CellMap::load(global.cells);
+    } catch (const base::CellMapError& e) {
         throw UsageError(e.what());
     }
 }
 
-std::vector<common::Cell> target_cells(const common::CellMap& map,
-                                       std::optional<common::OrgId> org) {
+std::vector<base::Cell> target_cells(const base::CellMap& map, std::optional<store::OrgId> org) {
     if (!org) return map.cells();
     try {
         return {map.require_cell_of(*org)};
-    } catch (const common::CellMapError& e) {
+    } catch (const base::CellMapError& e) {
         throw UsageError(e.what());
     }
 }
 
-std::vector<std::string> misplaced_organizations(const common::CellMap& map,
-                                                 const common::Cell& cell,
-                                                 const std::set<common::OrgId>& seen) {
+std::vector<std::string> misplaced_organizations(const base::CellMap& map, const base::Cell& cell,
+                                                 const std::set<store::OrgId>& seen) {
     std::vector<std::string> out;
     for (const auto org : seen) {
         if (cell.holds(org)) continue;
@@ -106,9 +104,8 @@ std::vector<std::string> misplaced_organizations(const common::CellMap& map,
     return out;
 }
 
-int run_across_cells(const Global& global, const common::CellMap& map,
-                     const std::vector<common::Cell>& cells, const CellCommand& command,
-                     bool json) {
+int run_across_cells(const Global& global, const base::CellMap& map,
+                     const std::vector<base::Cell>& cells, const CellCommand& command, bool json) {
     const auto timeout = parse_duration(global.cell_timeout);
     if (!timeout || *timeout < std::chrono::seconds(1))
         throw UsageError("--cell-timeout '" + global.cell_timeout +

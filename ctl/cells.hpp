@@ -26,24 +26,22 @@ struct CellReport {
     std::string text;       ///< the command's report, as it prints it for one database
     std::string json;       ///< the same as one JSON object, serialized
     /// The organizations whose rows the command saw, to hold against the map.
-    std::set<common::OrgId> organizations;
+    std::set<store::OrgId> organizations;
 };
 
 /// The command's work in one cell, on a connection to the cell's database.
-using CellCommand = std::function<CellReport(const common::Cell&, pqxx::connection&)>;
+using CellCommand = std::function<CellReport(const base::Cell&, pqxx::connection&)>;
 
 /// The map --cells names, or nullopt when none was given; a UsageError when it cannot be used.
-std::optional<common::CellMap> load_cells(const Global& global);
+std::optional<base::CellMap> load_cells(const Global& global);
 
 /// The cells a command runs in: every cell, or with an organization only the one that holds it.
-std::vector<common::Cell> target_cells(const common::CellMap& map,
-                                       std::optional<common::OrgId> org);
+std::vector<base::Cell> target_cells(const base::CellMap& map, std::optional<store::OrgId> org);
 
 /// Findings for organizations whose rows are in `cell` but that the map places elsewhere or
 /// nowhere: their work is invisible to their cell's coordinators.
-std::vector<std::string> misplaced_organizations(const common::CellMap& map,
-                                                 const common::Cell& cell,
-                                                 const std::set<common::OrgId>& seen);
+std::vector<std::string> misplaced_organizations(const base::CellMap& map, const base::Cell& cell,
+                                                 const std::set<store::OrgId>& seen);
 
 /// Runs `command` in each of `cells` (of `map`) at once, waits at most --cell-timeout for each,
 /// prints each cell's report, with a finding for each misplaced organization, and the verdict
@@ -51,8 +49,8 @@ std::vector<std::string> misplaced_organizations(const common::CellMap& map,
 /// findings, 1 when a cell had findings, 3 when a cell is down. A cell still not answering at
 /// the deadline is abandoned: the process then ends as soon as the verdict is printed, without
 /// waiting for its connection.
-int run_across_cells(const Global& global, const common::CellMap& map,
-                     const std::vector<common::Cell>& cells, const CellCommand& command, bool json);
+int run_across_cells(const Global& global, const base::CellMap& map,
+                     const std::vector<base::Cell>& cells, const CellCommand& command, bool json);
 
 /// A FILE* that writes into memory, for the report printers that take one.
 class TextBuffer {

@@ -14,8 +14,8 @@ namespace aclaim::ctl {
 namespace {
 
 struct AssignmentArgs {
-    common::JobId job = 0;
-    common::Generation generation = 0;
+    store::JobId job = 0;
+    store::Generation generation = 0;
     std::string reason;
     std::string actor = default_actor();
 };
@@ -28,23 +28,23 @@ int run(const Global& global, const AssignmentArgs& a, bool release) {
     }
     const std::string reason = a.reason.empty() ? "no reason given" : a.reason;
     const auto expected =
-        a.generation > 0 ? std::optional<common::Generation>(a.generation) : std::nullopt;
+        a.generation > 0 ? std::optional<store::Generation>(a.generation) : std::nullopt;
     pqxx::connection conn(require_dsn(global));
-    common::OperatorStore store(conn);
+    ops::OperatorStore store(conn);
     const auto now = global.clock.now();
     const auto out = release ? store.release(a.job, expected, a.actor, reason, now)
                              : store.fail(a.job, expected, a.actor, reason, now);
     const std::string job = "job " + std::to_string(a.job);
-    using Result = common::OperatorOutcome::Result;
+    using Result = ops::OperatorOutcome::Result;
     switch (out.result) {
         case Result::NotFound:
             throw UsageError(job + " does not exist");
         case Result::NotAssigned:
-            throw UsageError(job + " is " + std::string(common::to_string(out.job->state)) +
+            throw UsageError(job + " is " + std::string(store::to_string(out.job->state)) +
                              ", not assigned: there is no assignment to " +
                              (release ? "release" : "fail"));
         case Result::Moved:
-            throw UsageError(job + " is " + std::string(common::to_string(out.job->state)) +
+            throw UsageError(job + " is " + std::string(store::to_string(out.job->state)) +
                              " at generation " + std::to_string(out.job->generation) +
                              (expected ? ", not the generation " + std::to_string(*expected) +
                                              " given: look again with aclaimctl inspect"
@@ -81,14 +81,14 @@ void add_assignment_commands(CLI::App& app, Global& global, Action& action) {
             release ? "Take a stuck assignment back: the job is pending again and the attempt "
                       "is given back"
                     : "Fail a stuck assignment for good");
-        cmd->add_option("job", args->job, "Job id")->required()->check(common::whole_number(1));
+        cmd->add_option("job", args->job, "Job id")->required()->check(base::whole_number(1));
         auto* reason = cmd->add_option(
             "--reason", args->reason,
             "Why, recorded in job_events" + std::string(release ? "" : " and as the last error"));
         if (!release) reason->required();
         cmd->add_option("--generation", args->generation,
                         "Act only if the job is still held at this generation (from inspect)")
-            ->check(common::whole_number(1));
+            ->check(base::whole_number(1));
         cmd->add_option("--by", args->actor, "Who acts, as recorded in job_events")
             ->capture_default_str();
         cmd->callback([&global, &action, args, release] {

@@ -18,17 +18,17 @@ void add_migrate_command(CLI::App& app, Global& global, Action& action) {
         action = [&global] {
             pqxx::connection conn(require_dsn(global, Statements::kUnbounded));
             try {
-                const auto report = common::migrate(conn);
+                const auto report = store::migrate(conn);
                 for (const auto& name : report.applied) std::cout << "applied " << name << "\n";
                 for (const auto& name : report.definitions) {
                     std::cout << "defined " << name << "\n";
                 }
                 for (const auto& note : report.notes) std::cerr << "aclaimctl: " << note << "\n";
                 std::cout << "schema version " << report.version << "\n";
-                return common::kExitOk;
-            } catch (const common::MigrationRefused& e) {
+                return base::kExitOk;
+            } catch (const store::MigrationRefused& e) {
                 std::cerr << "aclaimctl: " << e.what() << "\n";
-                return common::kExitUsage;
+                return base::kExitUsage;
             }
         };
     });

@@ -13,7 +13,7 @@ namespace aclaim::ctl {
 
 namespace {
 
-std::string report_text(const common::CheckReport& report) {
+std::string report_text(const ops::CheckReport& report) {
     std::ostringstream out;
     out << "jobs " << report.jobs << ", events " << report.events << ", accepted completions "
         << report.accepted_completions << ", rejections " << report.rejections << ", reclaims "
@@ -24,7 +24,7 @@ std::string report_text(const common::CheckReport& report) {
     }
     for (const auto& [state, n] : report.states) out << "  " << state << ": " << n << "\n";
     for (const auto& v : report.violations) {
-        out << "VIOLATION " << common::to_string(v.invariant) << " job " << v.job_id << ": "
+        out << "VIOLATION " << ops::to_string(v.invariant) << " job " << v.job_id << ": "
             << v.evidence << "\n";
     }
     out << (report.ok() ? "OK: every invariant holds\n"
@@ -35,19 +35,19 @@ std::string report_text(const common::CheckReport& report) {
 int check_one(const Global& global, bool json) {
     // The whole history is read in a few statements, as long as the history is large.
     pqxx::connection conn(require_dsn(global, Statements::kUnbounded));
-    const auto report = common::check(common::load_history(conn));
-    std::cout << (json ? common::check_report_json(report).dump(2) + "\n" : report_text(report));
+    const auto report = ops::check(ops::load_history(conn));
+    std::cout << (json ? ops::check_report_json(report).dump(2) + "\n" : report_text(report));
     return report.ok() ? 0 : 1;
 }
 
-int check_cells(const Global& global, const common::CellMap& map, bool json) {
-    const auto command = [](const common::Cell&, pqxx::connection& conn) {
-        const auto history = common::load_history(conn);
-        const auto report = common::check(history);
+int check_cells(const Global& global, const base::CellMap& map, bool json) {
+    const auto command = [](const base::Cell&, pqxx::connection& conn) {
+        const auto history = ops::load_history(conn);
+        const auto report = ops::check(history);
         CellReport out;
         for (const auto& job : history.jobs) out.organizations.insert(job.org_id);
         out.findings = !report.ok();
-        out.json = common::check_report_json(report).dump();
+        out.json = ops::check_report_json(report).dump();
         out.text = report_text(report);
         return out;
     };

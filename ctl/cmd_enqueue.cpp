@@ -29,7 +29,7 @@ struct EnqueueArgs {
     int count = 0;
     int priority = 0;
     std::optional<int> max_attempts;
-    std::string queue{common::kDefaultQueue};
+    std::string queue{base::kDefaultQueue};
     std::string delay;
     std::string run_at;
     std::string backoff_base;
@@ -55,7 +55,7 @@ struct EnqueueArgs {
 /// `date -u +%FT%TZ` loses the fraction of a second, and clocks differ by a little.
 constexpr auto kRunAtSlack = std::chrono::seconds(60);
 
-std::optional<common::Duration> duration_option(const std::string& text, const char* flag) {
+std::optional<base::Duration> duration_option(const std::string& text, const char* flag) {
     if (text.empty()) return std::nullopt;
     const auto d = parse_duration(text);
     if (!d)
@@ -79,8 +79,8 @@ std::vector<std::string> comma_items(const std::string& text, const char* flag) 
 }
 
 /// The job ids of a comma-separated list.
-std::vector<common::JobId> job_ids(const std::string& text, const char* flag) {
-    std::vector<common::JobId> out;
+std::vector<store::JobId> job_ids(const std::string& text, const char* flag) {
+    std::vector<store::JobId> out;
     for (const auto& item : comma_items(text, flag)) {
         char* end = nullptr;
         const long long id = std::strtoll(item.c_str(), &end, 10);
@@ -94,19 +94,18 @@ std::vector<common::JobId> job_ids(const std::string& text, const char* flag) {
 
 /// The lifecycle options (queue, schedule, retry policy, deadline, dedupe key) applied to every
 /// record, checked before anything is written.
-void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records,
-                     common::Instant now) {
-    if (!common::valid_queue_name(a.queue))
+void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records, base::Instant now) {
+    if (!base::valid_queue_name(a.queue))
         throw UsageError("--queue '" + a.queue +
                          "' is not a queue name: 1..64 of A-Z a-z 0-9 _ . : -, starting with a "
                          "letter or digit");
-    std::optional<common::Instant> run_at;
+    std::optional<base::Instant> run_at;
     if (!a.run_at.empty()) {
-        run_at = common::parse_instant(a.run_at);
+        run_at = ops::parse_instant(a.run_at);
         if (!run_at) throw UsageError("--run-at '" + a.run_at + "' is not an ISO 8601 instant");
         if (*run_at < now - kRunAtSlack && !a.allow_past) {
             throw UsageError("--run-at " + a.run_at + " is in the past (it is " +
-                             common::format_instant(now) +
+                             ops::format_instant(now) +
                              "): the job would be claimable at once; pass --allow-past if that "
                              "is meant, or --delay for a time from now");
         }
@@ -131,15 +130,15 @@ void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records,
         if (!r.has_exclude_keys) r.job.exclude_keys = exclude_keys;
         if (!r.has_exclude_completers_of) r.job.exclude_completers_of = exclude_completers_of;
         if (!r.has_on_failure)
-            r.job.on_failure = a.on_failure == "run" ? common::DependencyPolicy::Run
-                                                     : common::DependencyPolicy::Cancel;
+            r.job.on_failure = a.on_failure == "run" ? store::DependencyPolicy::Run
+                                                     : store::DependencyPolicy::Cancel;
         if (!r.has_queue) r.job.queue = a.queue;
         if (!r.has_run_at) {
             r.job.run_at = run_at;
         } else if (*r.job.run_at < now - kRunAtSlack && !a.allow_past) {
             throw UsageError("record at line " + std::to_string(r.line) + ": run_at " +
-                             common::format_instant(*r.job.run_at) + " is in the past (it is " +
-                             common::format_instant(now) + "); pass --allow-past if that is meant");
+                             ops::format_instant(*r.job.run_at) + " is in the past (it is " +
+                             ops::format_instant(now) + "); pass --allow-past if that is meant");
         }
         r.job.backoff_base = base;
         r.job.backoff_cap = cap;
@@ -154,22 +153,22 @@ void apply_lifecycle(const EnqueueArgs& a, std::vector<EnqueueRecord>& records,
 void require_known_queues(const Global& global, const EnqueueArgs& a,
                           const std::vector<EnqueueRecord>& records) {
     if (a.new_queue) return;
-    std::set<std::pair<common::OrgId, std::string>> asked;
+    std::set<std::pair<store::OrgId, std::string>> asked;
     for (const auto& r : records) {
-        if (r.job.queue != common::kDefaultQueue) asked.emplace(r.org_id, r.job.queue);
+        if (r.job.queue != base::kDefaultQueue) asked.emplace(r.org_id, r.job.queue);
     }
     if (asked.empty()) return;
     pqxx::connection conn(require_dsn(global));
     pqxx::read_transaction txn(conn);
     for (const auto& [org, queue] : asked) {
-        if (txn.exec_params1(common::sql::kOperatorQueueKnown.text, org, queue)[0].as<bool>())
+        if (txn.exec_params1(ops::sql::kOperatorQueueKnown.text, org, queue)[0].as<bool>())
             continue;
-        std::set<std::string> known{std::string(common::kDefaultQueue)};
-        for (const auto& row : txn.exec_params(common::sql::kOperatorQueueNames.text, org))
+        std::set<std::string> known{std::string(base::kDefaultQueue)};
+        for (const auto& row : txn.exec_params(ops::sql::kOperatorQueueNames.text, org))
             known.insert(row[0].as<std::string>());
         std::string list;
         for (const auto& q : known) list += (list.empty() ? "" : ", ") + q;
-        throw UsageError(std::string(common::UnknownQueue(org, queue).what()) + "; its queues: " +
+        throw UsageError(std::string(ops::UnknownQueue(org, queue).what()) + "; its queues: " +
                          list + ". Add --new-queue if jobs in a new queue are meant");
     }
 }
@@ -240,7 +239,7 @@ bool refused_by_enqueue(const pqxx::sql_error& e) {
 
 /// ": job 17", ": jobs 17, 18, 19" or ": jobs 17 to 1016 (1000 ids)": what was made, so that the
 /// next command can name it without a `jobs list` first.
-std::string id_summary(std::vector<common::JobId> ids) {
+std::string id_summary(std::vector<store::JobId> ids) {
     constexpr std::size_t kListed = 10;
     if (ids.empty()) return "";
     if (ids.size() == 1) return ": job " + std::to_string(ids.front());
@@ -267,7 +266,7 @@ void analyze_jobs(const std::string& dsn) {
     try {
         pqxx::connection conn(dsn);
         pqxx::nontransaction session(conn);
-        session.exec(common::sql::kAnalyzeJobs.text);
+        session.exec(ops::sql::kAnalyzeJobs.text);
     } catch (const pqxx::sql_error& e) {
         std::cerr << "aclaimctl: the jobs are enqueued; their statistics were not refreshed ("
                   << e.what() << "): run ANALYZE jobs as the table's owner\n";
@@ -275,22 +274,22 @@ void analyze_jobs(const std::string& dsn) {
 }
 
 int run_enqueue(const Global& global, const EnqueueArgs& a) {
-    const common::Clock& clock = global.clock;
+    const base::Clock& clock = global.clock;
     auto records = gather(a);
     apply_lifecycle(a, records, clock.now());
     const auto window = duration_option(a.dedupe_window, "--dedupe-window");
     require_known_queues(global, a, records);
-    common::AssignmentStore store(require_dsn(global));
+    store::AssignmentStore store(require_dsn(global));
     const auto total = static_cast<std::int64_t>(records.size());
     // A bar for a person watching a long load; a short one, or a script, gets the summary only.
     ProgressBar progress(clock, "enqueue", total,
                          is_terminal(2) && total > static_cast<std::int64_t>(a.batch));
-    std::map<common::OrgId, std::int64_t> per_org;
-    std::vector<common::Enqueued> existing;
-    std::vector<common::JobId> created_ids;
+    std::map<store::OrgId, std::int64_t> per_org;
+    std::vector<store::Enqueued> existing;
+    std::vector<store::JobId> created_ids;
     std::int64_t waiting = 0;
     // Every record's job, new or holding its dedupe key, as written: what --ids prints.
-    std::vector<common::JobId> record_ids;
+    std::vector<store::JobId> record_ids;
     std::int64_t done = 0;
     int transactions = 0;
     try {
@@ -298,17 +297,17 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
             const std::size_t end =
                 std::min(records.size(), begin + static_cast<std::size_t>(a.batch));
             // One statement per organization in the batch; each keeps the file's order.
-            std::map<common::OrgId, std::vector<common::NewJob>> by_org;
+            std::map<store::OrgId, std::vector<store::NewJob>> by_org;
             for (std::size_t i = begin; i < end; ++i)
                 by_org[records[i].org_id].push_back(records[i].job);
             for (const auto& [org, jobs] : by_org) {
                 std::int64_t created = 0;
                 for (const auto& e : store.enqueue_each(org, jobs, clock.now(),
-                                                        window.value_or(common::Duration{0}))) {
+                                                        window.value_or(base::Duration{0}))) {
                     record_ids.push_back(e.id);
                     if (e.created) {
                         ++created;
-                        if (e.state == common::JobState::Waiting) ++waiting;
+                        if (e.state == store::JobState::Waiting) ++waiting;
                         created_ids.push_back(e.id);
                     } else {
                         existing.push_back(e);
@@ -339,7 +338,7 @@ int run_enqueue(const Global& global, const EnqueueArgs& a) {
         for (const auto id : record_ids) std::cout << id << "\n";
     }
     for (const auto& e : existing) {
-        say << "job " << e.id << " (" << common::to_string(e.state)
+        say << "job " << e.id << " (" << store::to_string(e.state)
             << ") already holds the dedupe key; nothing new enqueued for it\n";
     }
     done -= static_cast<std::int64_t>(existing.size());
@@ -371,8 +370,8 @@ void add_enqueue_command(CLI::App& app, Global& global, Action& action) {
         "or --jsonl (a file, or - for standard input)",
         global, action, run_enqueue);
     cmd->add_option("payloads", args->payloads, "Payloads, one job each (with --org)");
-    common::add_org(*cmd, args->org,
-                    "Organization id; with --csv/--jsonl, the default for records without one");
+    base::add_org(*cmd, args->org,
+                  "Organization id; with --csv/--jsonl, the default for records without one");
     cmd->add_option("--count", args->count, "How many synthetic jobs, payloads '<prefix>-<n>'")
         ->check(CLI::Range(1, 10000000));
     cmd->add_option("--payload", args->payload, "Payload prefix of the synthetic jobs")

@@ -17,11 +17,11 @@ namespace aclaim::ctl {
 namespace {
 
 /// "2026-03-01T12:00:00.250000Z (3m05s ago)".
-std::string when(common::Instant t, common::Instant now) {
+std::string when(base::Instant t, base::Instant now) {
     const auto d = now - t;
-    return common::format_instant(t) + " (" +
-           (d >= common::Duration::zero() ? format_duration(d) + " ago"
-                                          : "in " + format_duration(-d)) +
+    return ops::format_instant(t) + " (" +
+           (d >= base::Duration::zero() ? format_duration(d) + " ago"
+                                        : "in " + format_duration(-d)) +
            ")";
 }
 
@@ -29,9 +29,9 @@ void field(const char* name, const std::string& value) {
     std::printf("  %-17s %s\n", name, value.c_str());
 }
 
-void print_job(const common::JobRecord& j, common::Instant now) {
+void print_job(const ops::JobRecord& j, base::Instant now) {
     std::printf("job %lld  organization %lld  %s\n", static_cast<long long>(j.id),
-                static_cast<long long>(j.org_id), std::string(common::to_string(j.state)).c_str());
+                static_cast<long long>(j.org_id), std::string(store::to_string(j.state)).c_str());
     field("queue", j.queue);
     field("priority",
           std::to_string(j.priority) +
@@ -48,7 +48,7 @@ void print_job(const common::JobRecord& j, common::Instant now) {
     if (j.deadline) field("run deadline", when(*j.deadline, now));
     if (j.dedupe_key) field("dedupe key", *j.dedupe_key);
     if (j.assignee) {
-        field(j.state == common::JobState::Assigned ? "held by" : "last held by", *j.assignee);
+        field(j.state == store::JobState::Assigned ? "held by" : "last held by", *j.assignee);
     }
     if (j.claimed_at) field("claimed", when(*j.claimed_at, now));
     if (j.lease_expires_at) {
@@ -68,7 +68,7 @@ void print_job(const common::JobRecord& j, common::Instant now) {
                                                          : ""));
 }
 
-void print_progress(const common::ProgressRecord& p, common::Instant now) {
+void print_progress(const ops::ProgressRecord& p, base::Instant now) {
     field("progress", std::to_string(p.percent) + "% reported by generation " +
                           std::to_string(p.generation) + " " + when(p.updated_at, now));
     if (!p.note.empty()) field("progress note", one_line(p.note, 200));
@@ -78,7 +78,7 @@ void print_progress(const common::ProgressRecord& p, common::Instant now) {
                                   " bytes (the job's next holder resumes from it)");
 }
 
-void print_park(const common::ParkRecord& p, common::Instant now) {
+void print_park(const ops::ParkRecord& p, base::Instant now) {
     field("parked", "by " + p.parked_by + " at generation " + std::to_string(p.generation) + " " +
                         when(p.parked_at, now));
     field("park deadline", when(p.deadline, now));
@@ -89,12 +89,12 @@ void print_park(const common::ParkRecord& p, common::Instant now) {
 
 /// "#12 completed (run: completed)": the job at the edge's other end, its state now, and the
 /// edge's policy with how the dependency ended.
-std::string edge_text(const common::DependencyRecord& d) {
+std::string edge_text(const ops::DependencyRecord& d) {
     return "#" + std::to_string(d.job) + " " + d.state.value_or("pruned") + " (" + d.policy +
            (d.resolved ? ": " + *d.resolved : std::string(", not ended")) + ")";
 }
 
-void print_links(const common::JobLinks& links) {
+void print_links(const ops::JobLinks& links) {
     const std::string more = "... more (aclaimctl workflow show lists them all)";
     for (const auto& d : links.depends_on) field("depends on", edge_text(d));
     if (links.more_depends_on) field("depends on", more);
@@ -111,15 +111,14 @@ void print_links(const common::JobLinks& links) {
     }
 }
 
-void print_events(const std::vector<common::AuditEvent>& events, common::Instant enqueued_at) {
+void print_events(const std::vector<store::AuditEvent>& events, base::Instant enqueued_at) {
     std::printf("\nhistory (%zu events)\n", events.size());
     std::printf("  %-8s %-28s %9s  %-13s %5s  %-20s %s\n", "event", "at", "+since", "kind", "gen",
                 "by", "detail");
     for (const auto& e : events) {
         std::printf("  #%-7lld %-28s %9s  %-13s %5lld  %-20s %s\n", static_cast<long long>(e.id),
-                    common::format_instant(e.at).c_str(),
-                    format_duration(e.at - enqueued_at).c_str(), e.kind.c_str(),
-                    static_cast<long long>(e.generation),
+                    ops::format_instant(e.at).c_str(), format_duration(e.at - enqueued_at).c_str(),
+                    e.kind.c_str(), static_cast<long long>(e.generation),
                     one_line(e.worker.empty() ? "-" : e.worker, 20).c_str(),
                     one_line(e.detail, 120).c_str());
     }
@@ -129,25 +128,25 @@ void print_events(const std::vector<common::AuditEvent>& events, common::Instant
 
 void add_inspect_command(CLI::App& app, Global& global, Action& action) {
     struct Args {
-        common::JobId job = 0;
+        store::JobId job = 0;
         bool json = false;
     };
     auto args = std::make_shared<Args>();
     auto* cmd =
         app.add_subcommand("inspect", "One job: its row and its whole history from job_events");
-    cmd->add_option("job", args->job, "Job id")->required()->check(common::whole_number(1));
+    cmd->add_option("job", args->job, "Job id")->required()->check(base::whole_number(1));
     cmd->add_flag("--json", args->json, "Print one JSON object");
     cmd->callback([&global, &action, args] {
         action = [&global, args] {
             pqxx::connection conn(require_dsn(global));
-            common::OperatorStore store(conn);
+            ops::OperatorStore store(conn);
             const auto job = store.job(args->job);
             if (!job) {
-                if (const auto pruned = common::RetentionStore(conn).pruned(args->job)) {
+                if (const auto pruned = ops::RetentionStore(conn).pruned(args->job)) {
                     throw UsageError("job " + std::to_string(args->job) + " of organization " +
                                      std::to_string(pruned->first) +
                                      " was removed by retention at " +
-                                     common::format_instant(pruned->second) +
+                                     ops::format_instant(pruned->second) +
                                      " (recorded in job_prunes); its events stay in job_events "
                                      "until their month is archived");
                 }
@@ -159,12 +158,12 @@ void add_inspect_command(CLI::App& app, Global& global, Action& action) {
             const auto links = store.links(args->job);
             const auto now = global.clock.now();
             if (args->json) {
-                nlohmann::json out{{"job", common::job_json(*job)},
+                nlohmann::json out{{"job", ops::job_json(*job)},
                                    {"events", nlohmann::json::array()}};
-                for (const auto& e : events) out["events"].push_back(common::event_json(e));
-                if (progress) out["progress"] = common::progress_json(*progress);
-                if (park) out["park"] = common::park_json(*park);
-                out.update(common::links_json(links));
+                for (const auto& e : events) out["events"].push_back(ops::event_json(e));
+                if (progress) out["progress"] = ops::progress_json(*progress);
+                if (park) out["park"] = ops::park_json(*park);
+                out.update(ops::links_json(links));
                 std::cout << out.dump(2) << "\n";
             } else {
                 print_job(*job, now);

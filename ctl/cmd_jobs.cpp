@@ -17,7 +17,7 @@ namespace {
 /// Every state's name, comma-separated, for the help and the usage error.
 std::string state_names() {
     std::string out;
-    for (const auto name : common::all_state_names()) {
+    for (const auto name : store::all_state_names()) {
         out += (out.empty() ? "" : ", ") + std::string(name);
     }
     return out;
@@ -34,8 +34,8 @@ struct ListArgs {
     bool json = false;
 };
 
-common::JobFilter filter_of(const ListArgs& a, common::Instant now) {
-    common::JobFilter f;
+ops::JobFilter filter_of(const ListArgs& a, base::Instant now) {
+    ops::JobFilter f;
     if (a.org > 0) f.org_id = a.org;
     if (!a.state.empty()) {
         if (!is_job_state(a.state)) {
@@ -59,18 +59,18 @@ common::JobFilter filter_of(const ListArgs& a, common::Instant now) {
 }
 
 /// The lease column: time left, or how long ago it ran out.
-std::string lease_text(const common::JobRecord& j, common::Instant now) {
+std::string lease_text(const ops::JobRecord& j, base::Instant now) {
     if (!j.lease_expires_at) return "-";
     const auto left = *j.lease_expires_at - now;
-    return left > common::Duration::zero() ? format_duration(left)
-                                           : "expired " + format_duration(-left);
+    return left > base::Duration::zero() ? format_duration(left)
+                                         : "expired " + format_duration(-left);
 }
 
 int run_list(const Global& global, const ListArgs& a) {
     const auto now = global.clock.now();
     const auto filter = filter_of(a, now);
     pqxx::connection conn(require_dsn(global));
-    const auto jobs = common::OperatorStore(conn).list(filter);
+    const auto jobs = ops::OperatorStore(conn).list(filter);
     // A full page may have a successor; the last id is where it starts.
     const bool more = static_cast<int>(jobs.size()) == a.limit;
     const auto next = jobs.empty() ? a.after_id : jobs.back().id;
@@ -78,7 +78,7 @@ int run_list(const Global& global, const ListArgs& a) {
         nlohmann::json out{
             {"jobs", nlohmann::json::array()},
             {"next_after_id", more ? nlohmann::json(next) : nlohmann::json(nullptr)}};
-        for (const auto& j : jobs) out["jobs"].push_back(common::job_json(j));
+        for (const auto& j : jobs) out["jobs"].push_back(ops::job_json(j));
         std::cout << out.dump(2) << "\n";
         return 0;
     }
@@ -89,7 +89,7 @@ int run_list(const Global& global, const ListArgs& a) {
             std::to_string(j.attempts) + "/" + std::to_string(j.max_attempts);
         std::printf("%-10lld %-6lld %-11s %5d %5lld %8s %-20s %8s %-14s %s\n",
                     static_cast<long long>(j.id), static_cast<long long>(j.org_id),
-                    std::string(common::to_string(j.state)).c_str(), j.priority,
+                    std::string(store::to_string(j.state)).c_str(), j.priority,
                     static_cast<long long>(j.generation), attempts.c_str(),
                     one_line(j.assignee.value_or("-"), 20).c_str(),
                     format_duration(now - j.enqueued_at).c_str(), lease_text(j, now).c_str(),
@@ -108,7 +108,7 @@ void add_jobs_command(CLI::App& app, Global& global, Action& action) {
     auto* cmd = add_group(app, "jobs", "Find jobs");
     auto* ls = cmd->add_subcommand(
         "list", "Jobs matching every filter given, in id order, a page at a time");
-    common::add_org(*ls, args->org, "Only this organization");
+    base::add_org(*ls, args->org, "Only this organization");
     ls->add_option("--queue", args->queue, "Only this queue");
     ls->add_option("--state", args->state, "Only this state: " + state_names());
     ls->add_option("--assignee", args->assignee, "Only jobs this worker holds or last held");
@@ -118,7 +118,7 @@ void add_jobs_command(CLI::App& app, Global& global, Action& action) {
         ->check(CLI::Range(1, 10000))
         ->capture_default_str();
     ls->add_option("--after-id", args->after_id, "Start after this job id (the next page)")
-        ->check(common::whole_number(0));
+        ->check(base::whole_number(0));
     ls->add_flag("--json", args->json, "Print one JSON object");
     bind_action(ls, global, action, args, run_list);
 }

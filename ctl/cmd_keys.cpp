@@ -115,10 +115,10 @@ int generate(const GenerateArgs& args) {
             if (remove) ::unlinkat(dir_fd, f.name.c_str(), 0);
         }
     };
-    common::CurveKeyPair pair;
+    ops::CurveKeyPair pair;
     try {
         for (auto& f : files) create_exclusive(dir_fd, dir.string(), f);
-        pair = common::make_curve_key_pair();
+        pair = ops::make_curve_key_pair();
         write_all((dir / files[0].name).string(), files[0].fd, pair.secret_key + "\n");
         write_all((dir / files[1].name).string(), files[1].fd, pair.public_key + "\n");
     } catch (...) {
@@ -136,7 +136,7 @@ int generate(const GenerateArgs& args) {
 
 int register_key(const Global& global, const RegisterArgs& args) {
     try {
-        common::check_worker_key(args.org, args.name, args.public_key);
+        ops::check_worker_key(args.org, args.name, args.public_key);
     } catch (const std::invalid_argument& e) {
         throw UsageError(e.what());
     }
@@ -146,7 +146,7 @@ int register_key(const Global& global, const RegisterArgs& args) {
         args.queues.empty() ? std::nullopt : std::optional<std::vector<std::string>>(args.queues);
     bool registered = false;
     try {
-        registered = common::register_worker_key(txn, args.org, args.name, args.public_key, queues);
+        registered = ops::register_worker_key(txn, args.org, args.name, args.public_key, queues);
     } catch (const std::invalid_argument& e) {
         throw UsageError(e.what());
     }
@@ -174,8 +174,8 @@ int revoke(const Global& global, const RevokeArgs& args) {
     pqxx::work txn(conn, "keys_revoke");
     const auto now = global.clock.now();
     const std::vector<std::string> revoked =
-        !args.public_key.empty() ? common::revoke_worker_key(txn, args.public_key, now)
-                                 : common::revoke_worker_keys_named(txn, args.name, args.org, now);
+        !args.public_key.empty() ? ops::revoke_worker_key(txn, args.public_key, now)
+                                 : ops::revoke_worker_keys_named(txn, args.name, args.org, now);
     if (revoked.empty()) throw UsageError("no live key matches");
     txn.commit();
     for (const auto& key : revoked) std::cout << "revoked " << key << "\n";
@@ -200,11 +200,11 @@ nlohmann::json queue_list(const std::string& joined) {
 
 /// A timestamp column read as aclaim_us(): ISO 8601 in UTC with Z, as everything else prints.
 std::string instant_text(const pqxx::field& f) {
-    return common::format_instant(common::instant_from_micros(f.as<common::Micros>()));
+    return ops::format_instant(base::instant_from_micros(f.as<base::Micros>()));
 }
 
 int list(const Global& global, bool json) {
-    const auto rows = read_rows(global, "", common::sql::kWorkerKeyList);
+    const auto rows = read_rows(global, "", ops::sql::kWorkerKeyList);
     if (json) {
         nlohmann::json out = {{"keys", nlohmann::json::array()}};
         for (const auto& r : rows) {
@@ -248,7 +248,7 @@ void add_keys_command(CLI::App& app, Global& global, Action& action) {
     auto [r, reg] =
         add_command<RegisterArgs>(*cmd, "register", "Bind a worker public key to an organization",
                                   global, action, register_key);
-    common::add_org(*r, reg->org, "Organization id")->required();
+    base::add_org(*r, reg->org, "Organization id")->required();
     r->add_option("--name", reg->name, "Worker name; the worker must say HELLO with it")
         ->required()
         ->check([](const std::string& n) {
@@ -263,7 +263,7 @@ void add_keys_command(CLI::App& app, Global& global, Action& action) {
         *cmd, "revoke", "Refuse a key (or every live key of a worker)", global, action, revoke);
     v->add_option("--public-key", rev->public_key, "Z85 public key");
     v->add_option("--name", rev->name, "Worker name: revokes all its live keys");
-    common::add_org(*v, rev->org, "With --name: only in this organization");
+    base::add_org(*v, rev->org, "With --name: only in this organization");
 
     auto json = std::make_shared<bool>(false);
     auto* l = cmd->add_subcommand("list", "Every key, live and revoked");

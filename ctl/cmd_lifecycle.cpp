@@ -20,7 +20,7 @@ namespace {
 
 /// Jobs named by id, or by a filter (organization, queue, state); never both, never neither.
 struct Selection {
-    std::vector<common::JobId> ids;
+    std::vector<store::JobId> ids;
     std::int64_t org = 0;
     std::string queue;
     std::string state;
@@ -28,19 +28,19 @@ struct Selection {
 
 void add_selection(CLI::App* cmd, Selection& s, const char* what) {
     cmd->add_option("jobs", s.ids, std::string("Job ids to ") + what);
-    common::add_org(*cmd, s.org, "Filter: organization");
+    base::add_org(*cmd, s.org, "Filter: organization");
     cmd->add_option("--queue", s.queue, "Filter: queue");
     cmd->add_option("--state", s.state, "Filter: state");
 }
 
-std::vector<common::JobId> select(common::OperatorStore& store, const Selection& s) {
+std::vector<store::JobId> select(ops::OperatorStore& store, const Selection& s) {
     const bool filtered = s.org > 0 || !s.queue.empty() || !s.state.empty();
     if (!s.ids.empty() && filtered) throw UsageError("give job ids or a filter, not both");
     if (!s.ids.empty()) return s.ids;
     if (s.org <= 0) throw UsageError("give job ids, or a filter with --org (and --queue, --state)");
     if (!s.state.empty() && !is_job_state(s.state))
         throw UsageError("--state '" + s.state + "' is not a job state");
-    common::JobFilter f;
+    ops::JobFilter f;
     f.org_id = s.org;
     if (!s.queue.empty()) f.queue = s.queue;
     if (!s.state.empty()) f.state = s.state;
@@ -50,24 +50,24 @@ std::vector<common::JobId> select(common::OperatorStore& store, const Selection&
 /// The exit code of a command on a selection (exit_codes.hpp). Jobs named by id are what was
 /// asked: one left untouched is said on standard error and the exit code is kExitUsage, never a
 /// silent 0. A filter asks for whatever matches; matching nothing is said, and is no mistake.
-int outcome(const Selection& s, const std::vector<common::JobId>& selected,
-            const std::set<common::JobId>& acted, const char* why_not) {
+int outcome(const Selection& s, const std::vector<store::JobId>& selected,
+            const std::set<store::JobId>& acted, const char* why_not) {
     if (selected.empty()) {
         std::fprintf(stderr, "aclaimctl: no job of organization %lld matches the filter\n",
                      static_cast<long long>(s.org));
-        return common::kExitOk;
+        return base::kExitOk;
     }
-    if (s.ids.empty()) return common::kExitOk;
+    if (s.ids.empty()) return base::kExitOk;
     std::string untouched;
     for (const auto id : selected) {
         if (acted.count(id) > 0) continue;
         if (!untouched.empty()) untouched += ' ';
         untouched += std::to_string(id);
     }
-    if (untouched.empty()) return common::kExitOk;
+    if (untouched.empty()) return base::kExitOk;
     std::fprintf(stderr, "aclaimctl: nothing done to job%s %s: %s\n",
                  untouched.find(' ') == std::string::npos ? "" : "s", untouched.c_str(), why_not);
-    return common::kExitUsage;
+    return base::kExitUsage;
 }
 
 struct CancelArgs {
@@ -80,7 +80,7 @@ int run_cancel(const Global& global, const CancelArgs& a) {
     if (a.reason.find_first_not_of(" \t\n") == std::string::npos)
         throw UsageError("--reason must say why; it is recorded in job_events");
     pqxx::connection conn(require_dsn(global));
-    common::OperatorStore store(conn);
+    ops::OperatorStore store(conn);
     const auto ids = select(store, a.selection);
     const auto done = store.cancel(ids, a.actor, a.reason, global.clock.now());
     for (const auto& c : done) {
@@ -92,7 +92,7 @@ int run_cancel(const Global& global, const CancelArgs& a) {
                                            .c_str());
     }
     std::printf("cancelled %zu of %zu jobs\n", done.size(), ids.size());
-    std::set<common::JobId> acted;
+    std::set<store::JobId> acted;
     for (const auto& c : done) acted.insert(c.job_id);
     return outcome(a.selection, ids, acted, "already finished, quarantined or unknown");
 }
@@ -105,7 +105,7 @@ struct RetryArgs {
 
 int run_retry(const Global& global, const RetryArgs& a) {
     pqxx::connection conn(require_dsn(global));
-    common::OperatorStore store(conn);
+    ops::OperatorStore store(conn);
     const auto ids = select(store, a.selection);
     const auto done = store.retry(ids, a.actor, a.reason, global.clock.now());
     for (const auto id : done) {
@@ -113,7 +113,7 @@ int run_retry(const Global& global, const RetryArgs& a) {
                     static_cast<long long>(id));
     }
     std::printf("revived %zu of %zu jobs\n", done.size(), ids.size());
-    return outcome(a.selection, ids, std::set<common::JobId>(done.begin(), done.end()),
+    return outcome(a.selection, ids, std::set<store::JobId>(done.begin(), done.end()),
                    "not failed, discarded or cancelled, or unknown");
 }
 
@@ -135,16 +135,14 @@ struct QueueArgs {
 };
 
 void check_queue(const QueueArgs& a) {
-    if (!common::valid_queue_name(a.queue))
-        throw UsageError("'" + a.queue + "' is not a queue name");
+    if (!base::valid_queue_name(a.queue)) throw UsageError("'" + a.queue + "' is not a queue name");
 }
 
 /// The refusal of a queue the organization does not have, with the ones it has: most often the
 /// name was misspelt.
-std::string unknown_queue(pqxx::connection& conn, const QueueArgs& a,
-                          const common::UnknownQueue& e) {
+std::string unknown_queue(pqxx::connection& conn, const QueueArgs& a, const ops::UnknownQueue& e) {
     std::string known;
-    for (const auto& q : common::OperatorStore(conn).queues(a.org)) {
+    for (const auto& q : ops::OperatorStore(conn).queues(a.org)) {
         if (!known.empty()) known += ", ";
         known += q.queue;
     }
@@ -156,10 +154,10 @@ int run_pause(const Global& global, const QueueArgs& a, bool paused) {
     check_queue(a);
     pqxx::connection conn(require_dsn(global));
     try {
-        common::OperatorStore(conn).pause(a.org, a.queue, paused, a.actor,
-                                          a.reason.empty() ? "no reason given" : a.reason,
-                                          global.clock, a.create);
-    } catch (const common::UnknownQueue& e) {
+        ops::OperatorStore(conn).pause(a.org, a.queue, paused, a.actor,
+                                       a.reason.empty() ? "no reason given" : a.reason,
+                                       global.clock, a.create);
+    } catch (const ops::UnknownQueue& e) {
         throw UsageError(unknown_queue(conn, a, e));
     }
     std::printf("queue %s of organization %lld %s\n", a.queue.c_str(),
@@ -170,30 +168,30 @@ int run_pause(const Global& global, const QueueArgs& a, bool paused) {
 }
 
 /// "" for unset, or the duration for people; "0" sets a setting back.
-std::optional<common::Duration> setting(const std::string& text, const char* flag) {
+std::optional<base::Duration> setting(const std::string& text, const char* flag) {
     if (text.empty()) return std::nullopt;
-    if (text == "0") return common::Duration{0};
+    if (text == "0") return base::Duration{0};
     const auto d = parse_duration(text);
     if (!d) throw UsageError(std::string(flag) + " '" + text + "' is not a duration like 30s");
     return d;
 }
 
 /// A retention: a duration, "forever", or "0" for the built-in default.
-std::optional<common::Duration> retention(const std::string& text, const char* flag) {
-    if (text == "forever") return common::kRetainForever;
+std::optional<base::Duration> retention(const std::string& text, const char* flag) {
+    if (text == "forever") return ops::kRetainForever;
     const auto d = setting(text, flag);
-    if (d && *d != common::Duration{0} && *d < std::chrono::seconds(1))
+    if (d && *d != base::Duration{0} && *d < std::chrono::seconds(1))
         throw UsageError(std::string(flag) + " '" + text + "' is shorter than a second");
     return d;
 }
 
-std::string retention_text(common::Duration d) {
-    return d == common::kRetainForever ? "forever" : format_duration(d);
+std::string retention_text(base::Duration d) {
+    return d == ops::kRetainForever ? "forever" : format_duration(d);
 }
 
 int run_set(const Global& global, const QueueArgs& a) {
     check_queue(a);
-    common::QueueSettings q;
+    ops::QueueSettings q;
     q.max_assigned = a.max_assigned;
     q.max_attempts = a.max_attempts;
     q.backoff_base = setting(a.backoff_base, "--backoff-base");
@@ -207,15 +205,15 @@ int run_set(const Global& global, const QueueArgs& a) {
     q.rate_burst = a.burst;
     q.weight = a.weight;
     q.aging = setting(a.aging, "--aging");
-    if (q.aging && *q.aging != common::Duration{0} && *q.aging < std::chrono::seconds(1))
+    if (q.aging && *q.aging != base::Duration{0} && *q.aging < std::chrono::seconds(1))
         throw UsageError("--aging '" + a.aging + "' is shorter than a second");
     if (a.burst && a.rate && *a.rate == 0)
         throw UsageError("--burst has no meaning with --rate 0, which removes the limit");
     pqxx::connection conn(require_dsn(global));
     try {
-        common::OperatorStore(conn).configure(a.org, a.queue, q, a.actor, global.clock.now(),
-                                              a.create);
-    } catch (const common::UnknownQueue& e) {
+        ops::OperatorStore(conn).configure(a.org, a.queue, q, a.actor, global.clock.now(),
+                                           a.create);
+    } catch (const ops::UnknownQueue& e) {
         throw UsageError(unknown_queue(conn, a, e));
     }
     std::printf(
@@ -228,18 +226,18 @@ int run_set(const Global& global, const QueueArgs& a) {
 std::string opt_text(const std::optional<int>& v) {
     return v ? std::to_string(*v) : "-";
 }
-std::string opt_text(const std::optional<common::Duration>& d) {
+std::string opt_text(const std::optional<base::Duration>& d) {
     return d ? format_duration(*d) : "-";
 }
 
 /// "-" for no rate limit, else "R/s" with its burst and the whole tokens its bucket holds now.
-std::string rate_text(const common::QueueStatus& q) {
+std::string rate_text(const ops::QueueStatus& q) {
     if (!q.rate_per_s) return "-";
     return *q.rate_per_s + "/s b" + opt_text(q.rate_burst) + " t" + opt_text(q.rate_tokens);
 }
 
 /// "-" for neither, else "wW" for a weight and "+1/S" for aging one priority per S waited.
-std::string share_text(const common::QueueStatus& q) {
+std::string share_text(const ops::QueueStatus& q) {
     std::string out;
     if (q.weight) out = "w" + std::to_string(*q.weight);
     if (q.aging) out += (out.empty() ? "" : " ") + std::string("+1/") + format_duration(*q.aging);
@@ -248,25 +246,25 @@ std::string share_text(const common::QueueStatus& q) {
 
 int run_list(const Global& global, const QueueArgs& a) {
     pqxx::connection conn(require_dsn(global));
-    const auto queues = common::OperatorStore(conn).queues(
-        a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt);
+    const auto queues = ops::OperatorStore(conn).queues(
+        a.org > 0 ? std::optional<store::OrgId>(a.org) : std::nullopt);
     if (a.json) {
         // Durations in milliseconds, a setting left unset as null (the built-in default holds).
-        const auto ms = [](const std::optional<common::Duration>& d) {
+        const auto ms = [](const std::optional<base::Duration>& d) {
             return d ? nlohmann::json(
                            std::chrono::duration_cast<std::chrono::milliseconds>(*d).count())
                      : nlohmann::json();
         };
         const auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-        const auto kept = [](common::Duration d) {
-            return d == common::kRetainForever
+        const auto kept = [](base::Duration d) {
+            return d == ops::kRetainForever
                        ? nlohmann::json("forever")
                        : nlohmann::json(
                              std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
         };
         nlohmann::json out = {{"queues", nlohmann::json::array()}};
         for (const auto& q : queues) {
-            auto row = common::state_counts_json(q);
+            auto row = ops::state_counts_json(q);
             row.update({{"org_id", q.org_id},
                         {"queue", q.queue},
                         {"paused", q.paused},
@@ -340,7 +338,7 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
                                              "continue)"
                                            : "Hand out work from the queue again");
         p->add_option("queue", qa->queue, "Queue name")->required();
-        common::add_org(*p, qa->org, "Organization id")->required();
+        base::add_org(*p, qa->org, "Organization id")->required();
         p->add_option("--reason", qa->reason, "Why, recorded in queue_events");
         p->add_option("--by", qa->actor, "Who acts, as recorded")->capture_default_str();
         p->add_flag("--create", qa->create,
@@ -352,7 +350,7 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
     auto* s =
         q->add_subcommand("set", "Set a queue's limit, retry policy, run deadline and retention");
     s->add_option("queue", qa->queue, "Queue name")->required();
-    common::add_org(*s, qa->org, "Organization id")->required();
+    base::add_org(*s, qa->org, "Organization id")->required();
     s->add_option("--max-assigned", qa->max_assigned,
                   "Most jobs of the queue assigned at once (0: no limit)")
         ->check(CLI::Range(0, 1000000));
@@ -393,7 +391,7 @@ void add_lifecycle_commands(CLI::App& app, Global& global, Action& action) {
                 "Accept a queue the organization has no job or settings in yet");
     bind_action(s, global, action, qa, run_set);
     auto* l = q->add_subcommand("list", "Each queue's counts by state and its settings");
-    common::add_org(*l, qa->org, "Only this organization");
+    base::add_org(*l, qa->org, "Only this organization");
     l->add_flag("--json", qa->json, "One JSON document, for scripts");
     bind_action(l, global, action, qa, run_list);
 }

@@ -24,7 +24,7 @@ struct ProducerArgs {
 
 int run_bind(const Global& global, const ProducerArgs& a) {
     in_transaction(global, "producer_bind", [&](pqxx::work& txn) {
-        return txn.exec_params(common::sql::kProducerBind.text, a.login, a.org, default_actor(),
+        return txn.exec_params(ops::sql::kProducerBind.text, a.login, a.org, default_actor(),
                                global.clock.now());
     });
     std::printf("login %s now acts for organization %lld only\n", a.login.c_str(),
@@ -34,7 +34,7 @@ int run_bind(const Global& global, const ProducerArgs& a) {
 
 int run_unbind(const Global& global, const ProducerArgs& a) {
     const bool unbound = in_transaction(global, "producer_unbind", [&](pqxx::work& txn) {
-        return txn.exec_params1(common::sql::kProducerUnbind.text, a.login)[0].as<bool>();
+        return txn.exec_params1(ops::sql::kProducerUnbind.text, a.login)[0].as<bool>();
     });
     if (!unbound) throw UsageError("login " + a.login + " is not bound to an organization");
     std::printf("login %s is no longer a producer\n", a.login.c_str());
@@ -42,16 +42,15 @@ int run_unbind(const Global& global, const ProducerArgs& a) {
 }
 
 int run_list(const Global& global, const ProducerArgs& a) {
-    const auto rows = read_rows(global, "producer_list", common::sql::kProducerList.text);
+    const auto rows = read_rows(global, "producer_list", ops::sql::kProducerList.text);
     if (a.json) {
         auto out = nlohmann::json::array();
         for (const auto& r : rows) {
-            out.push_back(
-                {{"login", r["login"].as<std::string>()},
-                 {"org", r["org_id"].as<long long>()},
-                 {"bound_at", common::format_instant(r["bound_us"].as<common::Instant>())},
-                 {"bound_by", r["bound_by"].as<std::string>()},
-                 {"can_login", r["can_login"].as<bool>()}});
+            out.push_back({{"login", r["login"].as<std::string>()},
+                           {"org", r["org_id"].as<long long>()},
+                           {"bound_at", ops::format_instant(r["bound_us"].as<base::Instant>())},
+                           {"bound_by", r["bound_by"].as<std::string>()},
+                           {"can_login", r["can_login"].as<bool>()}});
         }
         std::printf("%s\n", out.dump().c_str());
         return 0;
@@ -59,7 +58,7 @@ int run_list(const Global& global, const ProducerArgs& a) {
     std::printf("%-24s %-6s %-28s %s\n", "login", "org", "bound at", "by");
     for (const auto& r : rows) {
         std::printf("%-24s %-6lld %-28s %s%s\n", r["login"].c_str(), r["org_id"].as<long long>(),
-                    common::format_instant(r["bound_us"].as<common::Instant>()).c_str(),
+                    ops::format_instant(r["bound_us"].as<base::Instant>()).c_str(),
                     r["bound_by"].c_str(), r["can_login"].as<bool>() ? "" : "  (cannot log in)");
     }
     return 0;
@@ -75,7 +74,7 @@ void add_producers_command(CLI::App& app, Global& global, Action& action) {
         "Bind an existing login role to one organization (and make it a producer)", global, action,
         run_bind);
     b->add_option("--login", bind->login, "The login role")->required();
-    common::add_org(*b, bind->org, "Its organization")->required();
+    base::add_org(*b, bind->org, "Its organization")->required();
     auto [u, unbind] = add_command<ProducerArgs>(
         *producers, "unbind", "Take a login's producer rights away", global, action, run_unbind);
     u->add_option("--login", unbind->login, "The login role")->required();

@@ -20,14 +20,14 @@ nlohmann::json opt_json(const std::optional<std::string>& v) {
     return v ? nlohmann::json(*v) : nlohmann::json();
 }
 
-nlohmann::json opt_json(const std::optional<common::Instant>& v) {
-    return v ? nlohmann::json(common::format_instant(*v)) : nlohmann::json();
+nlohmann::json opt_json(const std::optional<base::Instant>& v) {
+    return v ? nlohmann::json(ops::format_instant(*v)) : nlohmann::json();
 }
 
-nlohmann::json row_json(const common::JobRecord& r) {
+nlohmann::json row_json(const ops::JobRecord& r) {
     return {{"job_id", r.id},
             {"org_id", r.org_id},
-            {"state", common::to_string(r.state)},
+            {"state", store::to_string(r.state)},
             {"generation", r.generation},
             {"assignee", opt_json(r.assignee)},
             {"claimed_at", opt_json(r.claimed_at)},
@@ -48,7 +48,7 @@ std::string first_line(const std::optional<std::string>& text) {
 
 int list(const Global& global, bool json) {
     pqxx::connection conn(require_dsn(global));
-    const auto rows = common::RecoveryStore(conn).quarantined();
+    const auto rows = ops::RecoveryStore(conn).quarantined();
     if (json) {
         nlohmann::json out = {{"quarantined", nlohmann::json::array()}};
         for (const auto& r : rows) out["quarantined"].push_back(row_json(r));
@@ -65,9 +65,9 @@ int list(const Global& global, bool json) {
     return 0;
 }
 
-int show(const Global& global, common::JobId job, bool json) {
+int show(const Global& global, store::JobId job, bool json) {
     pqxx::connection conn(require_dsn(global));
-    const auto d = common::RecoveryStore(conn).dossier(job, global.clock.now());
+    const auto d = ops::RecoveryStore(conn).dossier(job, global.clock.now());
     if (!d) throw UsageError("no job " + std::to_string(job));
     const auto& s = d->snapshot;
     if (json) {
@@ -78,7 +78,7 @@ int show(const Global& global, common::JobId job, bool json) {
                               {"generation", e.generation},
                               {"kind", e.kind},
                               {"worker", e.worker},
-                              {"at", common::format_instant(e.at)},
+                              {"at", ops::format_instant(e.at)},
                               {"detail", e.detail}});
         }
         nlohmann::json result;
@@ -86,10 +86,10 @@ int show(const Global& global, common::JobId job, bool json) {
             result = {{"org_id", s.result->org_id},
                       {"generation", s.result->generation},
                       {"result_ref", s.result->result_ref},
-                      {"published_at", common::format_instant(s.result->published_at)}};
+                      {"published_at", ops::format_instant(s.result->published_at)}};
         }
         std::cout << nlohmann::json{{"job", row_json(s.row)},
-                                    {"class", common::to_string(s.classification.cls)},
+                                    {"class", ops::to_string(s.classification.cls)},
                                     {"result", result},
                                     {"events", events}}
                          .dump()
@@ -98,21 +98,21 @@ int show(const Global& global, common::JobId job, bool json) {
     }
     std::printf("job %lld (org %lld): %s\n", static_cast<long long>(s.row.id),
                 static_cast<long long>(s.row.org_id),
-                std::string(common::to_string(s.row.state)).c_str());
-    if (s.row.state == common::JobState::Quarantined) {
+                std::string(store::to_string(s.row.state)).c_str());
+    if (s.row.state == store::JobState::Quarantined) {
         std::printf("quarantined from: %s\nreason:\n  %s\n", s.row.quarantined_from->c_str(),
                     s.row.quarantine_reason->c_str());
     } else {
         std::printf("not quarantined; classified now as %s\n",
-                    std::string(common::to_string(s.classification.cls)).c_str());
+                    std::string(ops::to_string(s.classification.cls)).c_str());
     }
-    std::printf("row:    %s\n", common::describe(s.row).c_str());
-    std::printf("result: %s\n", s.result ? common::describe(*s.result).c_str() : "none");
+    std::printf("row:    %s\n", ops::describe(s.row).c_str());
+    std::printf("result: %s\n", s.result ? ops::describe(*s.result).c_str() : "none");
     std::printf("events (%zu):\n", d->events.size());
-    const common::AuditEvent* quarantined = nullptr;
+    const store::AuditEvent* quarantined = nullptr;
     for (const auto& e : d->events) {
-        std::printf("  %s\n", common::describe(e).c_str());
-        if (is(e.kind, common::EventKind::Quarantined)) quarantined = &e;
+        std::printf("  %s\n", ops::describe(e).c_str());
+        if (is(e.kind, store::EventKind::Quarantined)) quarantined = &e;
     }
     if (quarantined) {
         // The evidence as the recovery tool saw it at the moment it set the job aside.
@@ -127,19 +127,19 @@ int show(const Global& global, common::JobId job, bool json) {
     return 0;
 }
 
-int resolve(const Global& global, common::JobId job, bool release, const std::string& reason,
+int resolve(const Global& global, store::JobId job, bool release, const std::string& reason,
             const std::string& actor) {
     if (reason.find_first_not_of(" \t\n") == std::string::npos) {
         throw UsageError("--reason must say why; it is recorded in job_events");
     }
     pqxx::connection conn(require_dsn(global));
-    common::RecoveryStore store(conn);
+    ops::RecoveryStore store(conn);
     const auto now = global.clock.now();
     const auto r =
         release ? store.release(job, reason, actor, now) : store.fail(job, reason, actor, now);
     if (r.refusal) throw UsageError(*r.refusal);
     std::printf("job %lld is %s at generation %lld (%s)\n", static_cast<long long>(job),
-                std::string(common::to_string(r.state)).c_str(),
+                std::string(store::to_string(r.state)).c_str(),
                 static_cast<long long>(r.generation),
                 release ? "the next claim gets a higher generation" : "final");
     return 0;
@@ -150,7 +150,7 @@ int resolve(const Global& global, common::JobId job, bool release, const std::st
 void add_quarantine_command(CLI::App& app, Global& global, Action& action) {
     struct Args {
         bool json = false;
-        common::JobId job = 0;
+        store::JobId job = 0;
         std::string reason;
         std::string actor = default_actor();
     };
@@ -164,7 +164,7 @@ void add_quarantine_command(CLI::App& app, Global& global, Action& action) {
     });
 
     auto* sh = cmd->add_subcommand("show", "One job: row, reason, result and every event");
-    sh->add_option("job", args->job, "Job id")->required()->check(common::whole_number(1));
+    sh->add_option("job", args->job, "Job id")->required()->check(base::whole_number(1));
     sh->add_flag("--json", args->json, "Print one JSON object");
     sh->callback([&global, &action, args] {
         action = [&global, args] { return show(global, args->job, args->json); };
@@ -175,7 +175,7 @@ void add_quarantine_command(CLI::App& app, Global& global, Action& action) {
             release ? "release" : "fail",
             release ? "Return a quarantined job to pending; the next claim gets a higher generation"
                     : "Fail a quarantined job for good; a published result stays as it is");
-        sub->add_option("job", args->job, "Job id")->required()->check(common::whole_number(1));
+        sub->add_option("job", args->job, "Job id")->required()->check(base::whole_number(1));
         sub->add_option("--reason", args->reason, "Why, recorded in job_events")->required();
         sub->add_option("--by", args->actor, "Who acts, as recorded in job_events");
         sub->callback([&global, &action, args, release] {

@@ -24,10 +24,10 @@ namespace aclaim::ctl {
 
 namespace {
 
-using common::ApplyAction;
-using common::ApplyOutcome;
-using common::RecoveryClass;
-using common::RecoveryReport;
+using ops::ApplyAction;
+using ops::ApplyOutcome;
+using ops::RecoveryClass;
+using ops::RecoveryReport;
 
 struct RecoverArgs {
     std::string now;
@@ -40,7 +40,7 @@ struct RecoverArgs {
 
 /// How far --apply's clock may run ahead of this machine's: further, and it would take leases
 /// that the coordinators still honour.
-constexpr common::Duration kApplyClockSlack = common::kSeconds;
+constexpr base::Duration kApplyClockSlack = base::kSeconds;
 
 /// Continuation lines line up under the first: each line break is followed by the report's
 /// twelve-column indent.
@@ -54,10 +54,10 @@ std::string indent(const std::string& text) {
     return out;
 }
 
-nlohmann::json counts_json(const common::ClassCounts& counts) {
+nlohmann::json counts_json(const ops::ClassCounts& counts) {
     nlohmann::json o = nlohmann::json::object();
-    for (const auto cls : common::kRecoveryClasses) {
-        o[std::string(common::to_string(cls))] = counts[static_cast<std::size_t>(cls)];
+    for (const auto cls : ops::kRecoveryClasses) {
+        o[std::string(ops::to_string(cls))] = counts[static_cast<std::size_t>(cls)];
     }
     return o;
 }
@@ -65,8 +65,8 @@ nlohmann::json counts_json(const common::ClassCounts& counts) {
 nlohmann::json report_json(const RecoveryReport& report, bool apply,
                            const std::vector<ApplyOutcome>& outcomes) {
     nlohmann::json out;
-    out["now"] = common::format_instant(report.now);
-    out["now_us"] = common::to_micros(report.now);
+    out["now"] = ops::format_instant(report.now);
+    out["now_us"] = base::to_micros(report.now);
     out["mode"] = apply ? "apply" : "dry-run";
     out["org"] = report.org ? nlohmann::json(*report.org) : nlohmann::json();
     out["counts"] = counts_json(report.totals);
@@ -77,11 +77,11 @@ nlohmann::json report_json(const RecoveryReport& report, bool apply,
     for (const auto& s : report.inconsistent) {
         nlohmann::json findings = nlohmann::json::array();
         for (const auto& f : s.classification.findings) {
-            findings.push_back({{"code", common::to_string(f.code)}, {"what", f.what}});
+            findings.push_back({{"code", ops::to_string(f.code)}, {"what", f.what}});
         }
         out["inconsistent"].push_back({{"job_id", s.row.id},
                                        {"org_id", s.row.org_id},
-                                       {"state", common::to_string(s.row.state)},
+                                       {"state", store::to_string(s.row.state)},
                                        {"reason", s.classification.reason()},
                                        {"findings", findings},
                                        {"evidence", s.classification.evidence}});
@@ -104,17 +104,17 @@ nlohmann::json report_json(const RecoveryReport& report, bool apply,
     for (const auto& a : outcomes) {
         out["actions"].push_back({{"job_id", a.job_id},
                                   {"org_id", a.org_id},
-                                  {"surveyed", common::to_string(a.surveyed)},
-                                  {"locked", common::to_string(a.locked)},
-                                  {"action", common::to_string(a.action)},
+                                  {"surveyed", ops::to_string(a.surveyed)},
+                                  {"locked", ops::to_string(a.locked)},
+                                  {"action", ops::to_string(a.action)},
                                   {"detail", a.detail}});
     }
     return out;
 }
 
-void print_counts_row(std::FILE* out, const std::string& label, const common::ClassCounts& counts) {
+void print_counts_row(std::FILE* out, const std::string& label, const ops::ClassCounts& counts) {
     std::fprintf(out, "%-8s", label.c_str());
-    for (const auto cls : common::kRecoveryClasses) {
+    for (const auto cls : ops::kRecoveryClasses) {
         std::fprintf(out, " %12lld", static_cast<long long>(counts[static_cast<std::size_t>(cls)]));
     }
     std::fprintf(out, "\n");
@@ -122,13 +122,13 @@ void print_counts_row(std::FILE* out, const std::string& label, const common::Cl
 
 void print_report(std::FILE* out, const RecoveryReport& report, bool apply) {
     std::fprintf(out, "recovery survey as of %s%s (%s)\n\n",
-                 common::format_instant(report.now).c_str(),
+                 ops::format_instant(report.now).c_str(),
                  report.org ? (" for organization " + std::to_string(*report.org)).c_str() : "",
                  apply ? "apply: acting on expired and inconsistent jobs below"
                        : "dry run: nothing was changed");
     std::fprintf(out, "%-8s", "org");
-    for (const auto cls : common::kRecoveryClasses) {
-        std::fprintf(out, " %12s", std::string(common::to_string(cls)).c_str());
+    for (const auto cls : ops::kRecoveryClasses) {
+        std::fprintf(out, " %12s", std::string(ops::to_string(cls)).c_str());
     }
     std::fprintf(out, "\n");
     for (const auto& [org, counts] : report.by_org)
@@ -139,7 +139,7 @@ void print_report(std::FILE* out, const RecoveryReport& report, bool apply) {
     for (const auto& s : report.inconsistent) {
         std::fprintf(out, "job %lld (org %lld, %s): %s\n", static_cast<long long>(s.row.id),
                      static_cast<long long>(s.row.org_id),
-                     std::string(common::to_string(s.row.state)).c_str(),
+                     std::string(store::to_string(s.row.state)).c_str(),
                      s.classification.reason().c_str());
         std::fprintf(out, "  what:     %s\n", indent(s.classification.explanation()).c_str());
         std::fprintf(out, "  evidence: %s\n", indent(s.classification.evidence).c_str());
@@ -180,8 +180,8 @@ void print_outcomes(std::FILE* out, const std::vector<ApplyOutcome>& outcomes) {
         ++tally[a.action];
         std::fprintf(out, "  job %lld (org %lld): %s -> %s: %s\n", static_cast<long long>(a.job_id),
                      static_cast<long long>(a.org_id),
-                     std::string(common::to_string(a.surveyed)).c_str(),
-                     std::string(common::to_string(a.action)).c_str(), a.detail.c_str());
+                     std::string(ops::to_string(a.surveyed)).c_str(),
+                     std::string(ops::to_string(a.action)).c_str(), a.detail.c_str());
     }
     if (outcomes.empty()) std::fprintf(out, "  none: nothing to reclaim or quarantine\n");
     std::fprintf(out,
@@ -193,9 +193,9 @@ void print_outcomes(std::FILE* out, const std::vector<ApplyOutcome>& outcomes) {
 }
 
 /// The survey (and with --apply the actions) in one database, as the command reports it.
-CellReport recover_one(pqxx::connection& conn, common::Instant now,
-                       std::optional<common::OrgId> org, const RecoverArgs& args) {
-    common::RecoveryStore store(conn);
+CellReport recover_one(pqxx::connection& conn, base::Instant now, std::optional<store::OrgId> org,
+                       const RecoverArgs& args) {
+    ops::RecoveryStore store(conn);
     const auto report = store.survey(now, org);
     std::vector<ApplyOutcome> outcomes;
     if (args.apply) outcomes = store.apply(report, args.actor);
@@ -223,9 +223,9 @@ std::string default_actor() {
     return std::string("aclaimctl:") + (user && *user ? user : "operator");
 }
 
-common::Instant parse_now_option(const std::string& text, const common::Clock& clock) {
+base::Instant parse_now_option(const std::string& text, const base::Clock& clock) {
     if (text.empty()) return clock.now();
-    const auto t = common::parse_instant(text);
+    const auto t = ops::parse_instant(text);
     if (!t) {
         throw UsageError("--now '" + text +
                          "' is neither ISO 8601 with a zone (2026-03-01T12:00:00Z) nor "
@@ -246,17 +246,17 @@ void add_recover_command(CLI::App& app, Global& global, Action& action) {
     cmd->add_flag("--apply", args->apply, "Reclaim expired leases and quarantine inconsistent jobs")
         ->excludes(dry);
     cmd->add_flag("--json", args->json, "Print one JSON object");
-    common::add_org(*cmd, args->org, "Only this organization");
+    base::add_org(*cmd, args->org, "Only this organization");
     cmd->add_option("--by", args->actor, "Who acts, as recorded in job_events");
     cmd->callback([&global, &action, args] {
         action = [&global, args] {
             const auto now = parse_now_option(args->now, global.clock);
             if (args->apply && now > global.clock.now() + kApplyClockSlack) {
-                throw UsageError("--apply with --now " + common::format_instant(now) +
+                throw UsageError("--apply with --now " + ops::format_instant(now) +
                                  " ahead of this machine's clock would take leases that are still "
                                  "live; apply at the real time or earlier");
             }
-            const auto org = args->org > 0 ? std::optional<common::OrgId>(args->org) : std::nullopt;
+            const auto org = args->org > 0 ? std::optional<store::OrgId>(args->org) : std::nullopt;
             const auto map = load_cells(global);
             if (!map) {
                 pqxx::connection conn(require_dsn(global));
@@ -264,7 +264,7 @@ void add_recover_command(CLI::App& app, Global& global, Action& action) {
                 std::cout << (args->json ? result.json + "\n" : result.text);
                 return result.findings ? 1 : 0;
             }
-            const auto command = [now, org, args](const common::Cell&, pqxx::connection& conn) {
+            const auto command = [now, org, args](const base::Cell&, pqxx::connection& conn) {
                 return recover_one(conn, now, org, *args);
             };
             return run_across_cells(global, *map, target_cells(*map, org), command, args->json);

@@ -12,6 +12,6 @@ namespace aclaim::ctl {
 std::string default_actor();
 
 /// --now: empty means `clock`'s now; otherwise ISO 8601 with a zone or @unix_us.
-common::Instant parse_now_option(const std::string& text, const common::Clock& clock);
+base::Instant parse_now_option(const std::string& text, const base::Clock& clock);
 
 }  // namespace aclaim::ctl

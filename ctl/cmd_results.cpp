@@ -39,12 +39,12 @@ struct FollowArgs {
     int batch = 100;
 };
 
-std::optional<common::OrgId> org_option(std::int64_t org) {
+std::optional<store::OrgId> org_option(std::int64_t org) {
     if (org <= 0) return std::nullopt;
     return org;
 }
 
-nlohmann::json verdict_json(const clients::Verdict& v, common::OrgId org, const std::string& g) {
+nlohmann::json verdict_json(const clients::Verdict& v, store::OrgId org, const std::string& g) {
     auto nullable = [](const std::optional<std::string>& s) -> nlohmann::json {
         if (!s) return nullptr;
         return *s;
@@ -60,7 +60,7 @@ nlohmann::json verdict_json(const clients::Verdict& v, common::OrgId org, const 
             {"result_ref", nullable(v.result_ref)},
             {"error", nullable(v.error)},
             {"dedupe_key", nullable(v.dedupe_key)},
-            {"at_us", common::to_micros(v.at)}};
+            {"at_us", base::to_micros(v.at)}};
 }
 
 std::string verdict_line(const clients::Verdict& v) {
@@ -70,10 +70,10 @@ std::string verdict_line(const clients::Verdict& v) {
     if (v.result_ref) line += "  result " + one_line(*v.result_ref, 80);
     if (v.error) line += "  error " + one_line(*v.error, 80);
     if (v.dedupe_key) line += "  key " + *v.dedupe_key;
-    return line + "  at " + common::format_instant(v.at);
+    return line + "  at " + ops::format_instant(v.at);
 }
 
-std::optional<common::Duration> duration_flag(const std::string& text, const char* flag) {
+std::optional<base::Duration> duration_flag(const std::string& text, const char* flag) {
     if (text.empty()) return std::nullopt;
     const auto d = parse_duration(text);
     if (!d || d->count() <= 0)
@@ -135,8 +135,8 @@ int run_follow(const Global& global, const FollowArgs& a) {
     const auto idle_exit = duration_flag(a.idle_exit, "--idle-exit");
     const auto options = consumer_options(a);
     if (!a.no_create) create_group(global, a);
-    const common::Clock& clock = global.clock;
-    common::Backoff backoff;
+    const base::Clock& clock = global.clock;
+    base::Backoff backoff;
     std::int64_t written = 0;
     auto idle_since = clock.monotonic_now();
     while (a.max == 0 || written < a.max) {
@@ -148,7 +148,7 @@ int run_follow(const Global& global, const FollowArgs& a) {
                 if (idle_exit) {
                     const auto left = *idle_exit - (clock.monotonic_now() - idle_since);
                     if (left.count() <= 0) return 0;
-                    step = std::min(step, std::chrono::duration_cast<common::Duration>(left));
+                    step = std::min(step, std::chrono::duration_cast<base::Duration>(left));
                 }
                 auto verdicts = consumer.next(step);
                 if (verdicts.empty()) continue;
@@ -212,8 +212,8 @@ int run_group_list(const Global& global, const GroupArgs& a) {
 }
 
 void add_group_options(CLI::App* cmd, GroupArgs& a) {
-    common::add_org(*cmd, a.org,
-                    "Organization (leave out when connecting as a producer login bound to one)");
+    base::add_org(*cmd, a.org,
+                  "Organization (leave out when connecting as a producer login bound to one)");
 }
 
 }  // namespace
@@ -235,7 +235,7 @@ void add_results_command(CLI::App& app, Global& global, Action& action) {
     f->add_flag("--no-ack", follow->no_ack, "Print without acknowledging (a peek)");
     f->add_flag("--no-create", follow->no_create, "Refuse a group that does not exist");
     f->add_option("--max", follow->max, "Stop after this many verdicts")
-        ->check(common::whole_number(1));
+        ->check(base::whole_number(1));
     f->add_option("--idle-exit", follow->idle_exit,
                   "Stop when nothing arrived for this long, e.g. 10s (default: never)");
     f->add_option("--wait", follow->wait, "Longest wait for a notification before looking again")

@@ -34,8 +34,8 @@ std::string bytes_text(std::optional<std::int64_t> b) {
     return buf;
 }
 
-std::string kept_text(common::Duration d) {
-    return d == common::Duration::max() ? "forever" : format_duration(d);
+std::string kept_text(base::Duration d) {
+    return d == base::Duration::max() ? "forever" : format_duration(d);
 }
 
 struct StatusArgs {
@@ -44,7 +44,7 @@ struct StatusArgs {
 
 int run_status(const Global& global, const StatusArgs& a) {
     pqxx::connection conn(require_dsn(global));
-    common::RetentionStore store(conn);
+    ops::RetentionStore store(conn);
     const auto ledger = store.ledger();
     const auto parts = store.partitions();
     const auto sizes = store.table_sizes();
@@ -60,13 +60,13 @@ int run_status(const Global& global, const StatusArgs& a) {
                                      {"discarded", t.discarded},
                                      {"cancelled", t.cancelled},
                                      {"results", t.results},
-                                     {"last", common::format_instant(t.last)}});
+                                     {"last", ops::format_instant(t.last)}});
         }
         for (const auto& p : parts) {
             out["partitions"].push_back(
                 {{"name", p.name},
-                 {"from", p.from ? nlohmann::json(common::format_instant(*p.from)) : nullptr},
-                 {"to", common::format_instant(p.to)},
+                 {"from", p.from ? nlohmann::json(ops::format_instant(*p.from)) : nullptr},
+                 {"to", ops::format_instant(p.to)},
                  {"state", p.state},
                  {"rows", p.rows ? nlohmann::json(*p.rows) : nullptr},
                  {"estimated_rows", p.estimated_rows ? nlohmann::json(*p.estimated_rows) : nullptr},
@@ -91,15 +91,15 @@ int run_status(const Global& global, const StatusArgs& a) {
             static_cast<long long>(t.org_id), static_cast<long long>(t.completed),
             static_cast<long long>(t.failed), static_cast<long long>(t.discarded),
             static_cast<long long>(t.cancelled), static_cast<long long>(t.results),
-            static_cast<long long>(t.batches), common::format_instant(t.last).c_str());
+            static_cast<long long>(t.batches), ops::format_instant(t.last).c_str());
     }
     std::printf("\njob_events partitions:\n  %-22s %-22s %-22s %-9s %12s %10s  %s\n", "name",
                 "from", "to", "state", "rows", "size", "archive");
     for (const auto& p : parts) {
         const auto rows = p.rows ? p.rows : p.estimated_rows;
         std::printf("  %-22s %-22s %-22s %-9s %12s %10s  %s\n", p.name.c_str(),
-                    p.from ? common::format_instant(*p.from).c_str() : "(open)",
-                    common::format_instant(p.to).c_str(), p.state.c_str(),
+                    p.from ? ops::format_instant(*p.from).c_str() : "(open)",
+                    ops::format_instant(p.to).c_str(), p.state.c_str(),
                     p.never_analyzed && !p.rows ? "not analyzed"
                     : rows ? ((p.rows ? "" : "~") + std::to_string(*rows)).c_str()
                            : "-",
@@ -124,7 +124,7 @@ int run_prune(const Global& global, const RunArgs& a) {
     const auto now = global.clock.now();
     if (a.dry_run) {
         pqxx::connection conn(require_dsn(global));
-        const auto preview = common::RetentionStore(conn).preview(now);
+        const auto preview = ops::RetentionStore(conn).preview(now);
         if (a.json) {
             nlohmann::json out = {{"prunable", nlohmann::json::array()}};
             for (const auto& p : preview) {
@@ -133,7 +133,7 @@ int run_prune(const Global& global, const RunArgs& a) {
                                            {"state", p.state},
                                            {"prunable", p.prunable},
                                            {"kept", kept_text(p.kept)},
-                                           {"oldest_finished", common::format_instant(p.oldest)}});
+                                           {"oldest_finished", ops::format_instant(p.oldest)}});
             }
             std::cout << out.dump() << "\n";
             return 0;
@@ -144,17 +144,17 @@ int run_prune(const Global& global, const RunArgs& a) {
         for (const auto& p : preview) {
             std::printf("%6lld %-20s %-10s %10lld %10s  %s\n", static_cast<long long>(p.org_id),
                         p.queue.c_str(), p.state.c_str(), static_cast<long long>(p.prunable),
-                        kept_text(p.kept).c_str(), common::format_instant(p.oldest).c_str());
+                        kept_text(p.kept).c_str(), ops::format_instant(p.oldest).c_str());
             total += p.prunable;
         }
         std::printf("a prune pass now would remove %lld finished jobs with their results\n",
                     static_cast<long long>(total));
         return 0;
     }
-    common::StoreOptions options;
+    store::StoreOptions options;
     options.application_name = "aclaimctl-retention";
     options.row_security = false;
-    common::AssignmentStore store(require_dsn(global), options);
+    store::AssignmentStore store(require_dsn(global), options);
     if (!store.try_retention_lock()) {
         std::printf(
             "another session holds the retention lock (a coordinator's pass, or another "
@@ -164,7 +164,7 @@ int run_prune(const Global& global, const RunArgs& a) {
     for (const auto& name : store.ensure_event_partitions(now, a.partitions_ahead)) {
         std::printf("created partition %s\n", name.c_str());
     }
-    common::Pruned total;
+    store::Pruned total;
     int batches = 0;
     std::int64_t got = 0;
     do {
@@ -190,7 +190,7 @@ int run_prune(const Global& global, const RunArgs& a) {
 }
 
 struct ArchiveArgs {
-    common::ArchiveOptions options;
+    ops::ArchiveOptions options;
     std::string older_than = "90d";
 };
 
@@ -202,7 +202,7 @@ int run_archive(const Global& global, ArchiveArgs a) {
         throw UsageError("--dir must name where archives are written");
     // A month of events is read in one statement: no statement bound.
     pqxx::connection conn(require_dsn(global, Statements::kUnbounded));
-    const auto outcomes = common::RetentionStore(conn).archive(a.options, global.clock.now());
+    const auto outcomes = ops::RetentionStore(conn).archive(a.options, global.clock.now());
     bool failed = false;
     for (const auto& o : outcomes) {
         std::printf("%-22s %-13s %s%s%s\n", o.partition.c_str(), o.action.c_str(), o.detail.c_str(),
@@ -230,18 +230,18 @@ int run_read(const ReadArgs& a) {
                          "archive --dir DIR` wrote; `retention status` names each partition's)");
     }
     std::int64_t shown = 0;
-    const auto contents = common::read_archive(in, [&](const common::AuditEvent& e) {
+    const auto contents = ops::read_archive(in, [&](const store::AuditEvent& e) {
         if (a.verify_only) return;
         if (a.job > 0 && e.job_id != a.job) return;
         if (a.org > 0 && e.org_id != a.org) return;
-        std::cout << common::archive_line(e) << "\n";
+        std::cout << ops::archive_line(e) << "\n";
         ++shown;
     });
     std::fprintf(
         stderr, "%s: partition %s [%s, %s), %lld events (ids %lld..%lld), SHA-256 %s verified%s\n",
         a.file.c_str(), contents.header.partition.c_str(),
-        contents.header.from ? common::format_instant(*contents.header.from).c_str() : "(open)",
-        common::format_instant(contents.header.to).c_str(),
+        contents.header.from ? ops::format_instant(*contents.header.from).c_str() : "(open)",
+        ops::format_instant(contents.header.to).c_str(),
         static_cast<long long>(contents.summary.rows),
         static_cast<long long>(contents.summary.min_id),
         static_cast<long long>(contents.summary.max_id), contents.summary.sha256.c_str(),
@@ -294,7 +294,7 @@ void add_retention_command(CLI::App& app, Global& global, Action& action) {
         "read", "Verify an archive and print its events as JSON Lines (all, or one job's)");
     rd->add_option("file", read->file, "An archive written by retention archive")->required();
     rd->add_option("--job", read->job, "Only this job's events");
-    common::add_org(*rd, read->org, "Only this organization's events");
+    base::add_org(*rd, read->org, "Only this organization's events");
     rd->add_flag("--verify", read->verify_only, "Verify only; print nothing but the summary");
     rd->callback([&action, read] { action = [read] { return run_read(*read); }; });
 }

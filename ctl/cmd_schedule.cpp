@@ -16,42 +16,42 @@ namespace aclaim::ctl {
 namespace {
 
 struct ScheduleArgs {
-    common::ScheduleSpec spec;
+    ops::ScheduleSpec spec;
     std::string missed = "skip";
     std::string reason;
     std::string actor = default_actor();
     bool json = false;
 };
 
-std::string tick_text(const std::optional<common::Instant>& t) {
-    return t ? common::iso_utc(*t) : "-";
+std::string tick_text(const std::optional<base::Instant>& t) {
+    return t ? ops::iso_utc(*t) : "-";
 }
 
 int run_add(const Global& global, ScheduleArgs a) {
-    const auto missed = common::missed_ticks_from(a.missed);
+    const auto missed = ops::missed_ticks_from(a.missed);
     if (!missed) throw UsageError("--missed '" + a.missed + "' is neither skip nor catch_up");
     a.spec.missed = *missed;
     pqxx::connection conn(require_dsn(global));
-    common::Schedule s;
+    ops::Schedule s;
     try {
-        s = common::ScheduleStore(conn).add(a.spec, a.actor, global.clock.now());
+        s = ops::ScheduleStore(conn).add(a.spec, a.actor, global.clock.now());
     } catch (const std::invalid_argument& e) {  // CronError, ScheduleExists, zone, names
         throw UsageError(e.what());
     }
     std::printf("schedule %s of organization %lld added%s: first tick %s, jobs to queue %s\n",
                 s.name.c_str(), static_cast<long long>(s.org_id), s.paused ? " paused" : "",
-                common::iso_utc(s.next_tick).c_str(), s.queue.c_str());
+                ops::iso_utc(s.next_tick).c_str(), s.queue.c_str());
     return 0;
 }
 
 int run_pause(const Global& global, const ScheduleArgs& a, bool paused) {
     pqxx::connection conn(require_dsn(global));
-    common::Schedule s;
+    ops::Schedule s;
     try {
-        s = common::ScheduleStore(conn).set_paused(a.spec.org_id, a.spec.name, paused, a.actor,
-                                                   a.reason.empty() ? "no reason given" : a.reason,
-                                                   global.clock.now());
-    } catch (const common::UnknownSchedule& e) {
+        s = ops::ScheduleStore(conn).set_paused(a.spec.org_id, a.spec.name, paused, a.actor,
+                                                a.reason.empty() ? "no reason given" : a.reason,
+                                                global.clock.now());
+    } catch (const ops::UnknownSchedule& e) {
         throw UsageError(e.what());
     }
     if (paused) {
@@ -61,7 +61,7 @@ int run_pause(const Global& global, const ScheduleArgs& a, bool paused) {
         std::printf(
             "schedule %s of organization %lld resumed: next tick %s (ticks due while paused "
             "are not enqueued)\n",
-            s.name.c_str(), static_cast<long long>(s.org_id), common::iso_utc(s.next_tick).c_str());
+            s.name.c_str(), static_cast<long long>(s.org_id), ops::iso_utc(s.next_tick).c_str());
     }
     return 0;
 }
@@ -69,9 +69,9 @@ int run_pause(const Global& global, const ScheduleArgs& a, bool paused) {
 int run_remove(const Global& global, const ScheduleArgs& a) {
     pqxx::connection conn(require_dsn(global));
     try {
-        common::ScheduleStore(conn).remove(a.spec.org_id, a.spec.name, global.clock.now(), a.actor,
-                                           a.reason.empty() ? "no reason given" : a.reason);
-    } catch (const common::UnknownSchedule& e) {
+        ops::ScheduleStore(conn).remove(a.spec.org_id, a.spec.name, global.clock.now(), a.actor,
+                                        a.reason.empty() ? "no reason given" : a.reason);
+    } catch (const ops::UnknownSchedule& e) {
         throw UsageError(e.what());
     }
     std::printf("schedule %s of organization %lld removed; the jobs it enqueued stay\n",
@@ -81,8 +81,8 @@ int run_remove(const Global& global, const ScheduleArgs& a) {
 
 int run_list(const Global& global, const ScheduleArgs& a) {
     pqxx::connection conn(require_dsn(global));
-    const auto all = common::ScheduleStore(conn).list(
-        a.spec.org_id > 0 ? std::optional<common::OrgId>(a.spec.org_id) : std::nullopt);
+    const auto all = ops::ScheduleStore(conn).list(
+        a.spec.org_id > 0 ? std::optional<store::OrgId>(a.spec.org_id) : std::nullopt);
     if (a.json) {
         nlohmann::json out = {{"schedules", nlohmann::json::array()}};
         for (const auto& s : all) {
@@ -93,11 +93,11 @@ int run_list(const Global& global, const ScheduleArgs& a) {
                  {"cron", s.cron},
                  {"time_zone", s.time_zone},
                  {"queue", s.queue},
-                 {"missed", std::string(common::to_string(s.missed))},
+                 {"missed", std::string(ops::to_string(s.missed))},
                  {"last_tick",
-                  s.last_tick ? nlohmann::json(common::format_instant(*s.last_tick)) : nullptr},
-                 {"next_tick", s.paused ? nlohmann::json()
-                                        : nlohmann::json(common::format_instant(s.next_tick))}});
+                  s.last_tick ? nlohmann::json(ops::format_instant(*s.last_tick)) : nullptr},
+                 {"next_tick",
+                  s.paused ? nlohmann::json() : nlohmann::json(ops::format_instant(s.next_tick))}});
         }
         std::cout << out.dump() << "\n";
         return 0;
@@ -108,16 +108,16 @@ int run_list(const Global& global, const ScheduleArgs& a) {
         std::printf("%6lld %-20s %-7s %-20s %-18s %-16s %-8s %-20s %-20s\n",
                     static_cast<long long>(s.org_id), s.name.c_str(),
                     s.paused ? "paused" : "running", s.cron.c_str(), s.time_zone.c_str(),
-                    s.queue.c_str(), std::string(common::to_string(s.missed)).c_str(),
+                    s.queue.c_str(), std::string(ops::to_string(s.missed)).c_str(),
                     tick_text(s.last_tick).c_str(),
-                    s.paused ? "-" : common::iso_utc(s.next_tick).c_str());
+                    s.paused ? "-" : ops::iso_utc(s.next_tick).c_str());
     }
     return 0;
 }
 
 void add_named(CLI::App* cmd, ScheduleArgs& a) {
     cmd->add_option("name", a.spec.name, "Schedule name")->required();
-    common::add_org(*cmd, a.spec.org_id, "Organization id")->required();
+    base::add_org(*cmd, a.spec.org_id, "Organization id")->required();
     cmd->add_option("--by", a.actor, "Who acts, as recorded")->capture_default_str();
 }
 
@@ -167,7 +167,7 @@ void add_schedule_command(CLI::App& app, Global& global, Action& action) {
     bind_action(rm, global, action, a, run_remove);
 
     auto* ls = sc->add_subcommand("list", "Each schedule with its last and next tick (UTC)");
-    common::add_org(*ls, a->spec.org_id, "Only this organization");
+    base::add_org(*ls, a->spec.org_id, "Only this organization");
     ls->add_flag("--json", a->json, "One JSON document, for scripts");
     bind_action(ls, global, action, a, run_list);
 }

@@ -35,34 +35,33 @@ struct StatusArgs {
 
 /// One queue's backlog and how fast it drains.
 struct QueueDrain {
-    common::OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string queue;
-    common::DrainRate rate;
+    ops::DrainRate rate;
 };
 
 /// What one round shows: the organizations' counts, then per queue the completion rate over the
 /// last minute and the time left at it.
 struct Snapshot {
-    std::vector<common::OrgStatus> orgs;
+    std::vector<ops::OrgStatus> orgs;
     std::vector<QueueDrain> queues;  ///< in organization and queue order
 };
 
-Snapshot read_snapshot(pqxx::connection& conn, common::Instant now,
-                       std::optional<common::OrgId> org) {
+Snapshot read_snapshot(pqxx::connection& conn, base::Instant now, std::optional<store::OrgId> org) {
     Snapshot out;
-    out.orgs = common::OperatorStore(conn).status(now, org);
-    std::vector<common::OrgId> ids;
+    out.orgs = ops::OperatorStore(conn).status(now, org);
+    std::vector<store::OrgId> ids;
     for (const auto& s : out.orgs) ids.push_back(s.org_id);
     if (ids.empty()) return out;
     pqxx::read_transaction txn(conn);
-    common::QueueQuery query;
+    ops::QueueQuery query;
     query.orgs = ids;
-    query.states = {common::JobState::Pending};
-    std::map<std::pair<common::OrgId, std::string>, common::DrainRate> by_queue;
-    for (const auto& q : common::count_queues(txn, query)) {
+    query.states = {store::JobState::Pending};
+    std::map<std::pair<store::OrgId, std::string>, ops::DrainRate> by_queue;
+    for (const auto& q : ops::count_queues(txn, query)) {
         if (q.pending > 0) by_queue[{q.org_id, q.queue}].pending = q.pending;
     }
-    for (const auto& [key, n] : common::completions_last_minute(txn, ids, now)) {
+    for (const auto& [key, n] : ops::completions_last_minute(txn, ids, now)) {
         by_queue[key].completed_last_minute = n;
     }
     for (const auto& [key, rate] : by_queue) out.queues.push_back({key.first, key.second, rate});
@@ -70,28 +69,28 @@ Snapshot read_snapshot(pqxx::connection& conn, common::Instant now,
 }
 
 /// The organization's queues added up.
-common::DrainRate org_drain(const Snapshot& snap, common::OrgId org) {
-    common::DrainRate sum;
+ops::DrainRate org_drain(const Snapshot& snap, store::OrgId org) {
+    ops::DrainRate sum;
     for (const auto& q : snap.queues) {
         if (q.org_id == org) sum += q.rate;
     }
     return sum;
 }
 
-nlohmann::json to_json(const Snapshot& snap, common::Instant now) {
-    nlohmann::json out{{"at", common::format_instant(now)},
+nlohmann::json to_json(const Snapshot& snap, base::Instant now) {
+    nlohmann::json out{{"at", ops::format_instant(now)},
                        {"organizations", nlohmann::json::object()}};
-    common::DrainRate total;
+    ops::DrainRate total;
     for (const auto& q : snap.queues) total += q.rate;
-    out["drain"] = common::drain_json(total);
+    out["drain"] = ops::drain_json(total);
     for (const auto& s : snap.orgs) {
         nlohmann::json queues = nlohmann::json::object();
         for (const auto& q : snap.queues) {
-            if (q.org_id == s.org_id) queues[q.queue] = common::drain_json(q.rate);
+            if (q.org_id == s.org_id) queues[q.queue] = ops::drain_json(q.rate);
         }
         auto& org = out["organizations"][std::to_string(s.org_id)];
-        org = common::state_counts_json(s);
-        org.update({{"drain", common::drain_json(org_drain(snap, s.org_id))},
+        org = ops::state_counts_json(s);
+        org.update({{"drain", ops::drain_json(org_drain(snap, s.org_id))},
                     {"queues", queues},
                     {"live_leases", s.live_leases},
                     {"expired_leases", s.expired_leases},
@@ -107,7 +106,7 @@ nlohmann::json to_json(const Snapshot& snap, common::Instant now) {
 }
 
 /// "—" while nothing completed in the last minute: at a rate of 0 no time is left to tell.
-std::string time_left_text(const common::DrainRate& rate) {
+std::string time_left_text(const ops::DrainRate& rate) {
     const auto left = rate.time_left();
     return left ? format_duration(*left) : "\u2014";
 }
@@ -116,8 +115,7 @@ void print_drains(std::FILE* out, const Snapshot& snap) {
     if (snap.queues.empty()) return;
     std::fprintf(out, "\n%-8s %-24s %9s %9s %8s %10s\n", "org", "queue", "pending", "last-min",
                  "rate/s", "time-left");
-    auto line = [out](const std::string& org, const std::string& queue,
-                      const common::DrainRate& r) {
+    auto line = [out](const std::string& org, const std::string& queue, const ops::DrainRate& r) {
         const auto left = time_left_text(r);
         // The dash is one column wide in three bytes: printf pads by bytes.
         const int width = r.time_left() ? 10 : 12;
@@ -126,7 +124,7 @@ void print_drains(std::FILE* out, const Snapshot& snap) {
                      static_cast<long long>(r.completed_last_minute), r.per_second(), width,
                      left.c_str());
     };
-    common::DrainRate total;
+    ops::DrainRate total;
     for (const auto& q : snap.queues) {
         line(std::to_string(q.org_id), q.queue, q.rate);
         total += q.rate;
@@ -140,8 +138,8 @@ void print_table(std::FILE* out, const Snapshot& snap) {
                  "pending", "oldest", "scheduled", "assigned", "live", "expired", "completed",
                  "last-min", "failed", "discarded", "cancelled", "quarantined", "parked",
                  "waiting");
-    common::OrgStatus total;
-    auto line = [out](const char* org, const common::OrgStatus& s) {
+    ops::OrgStatus total;
+    auto line = [out](const char* org, const ops::OrgStatus& s) {
         const std::string oldest =
             s.oldest_pending_age ? format_duration(*s.oldest_pending_age) : "-";
         std::fprintf(
@@ -158,13 +156,12 @@ void print_table(std::FILE* out, const Snapshot& snap) {
     };
     for (const auto& s : rows) {
         line(std::to_string(s.org_id).c_str(), s);
-        for (const auto count : {&common::OrgStatus::pending, &common::OrgStatus::scheduled,
-                                 &common::OrgStatus::discarded, &common::OrgStatus::cancelled,
-                                 &common::OrgStatus::assigned, &common::OrgStatus::live_leases,
-                                 &common::OrgStatus::expired_leases, &common::OrgStatus::completed,
-                                 &common::OrgStatus::completed_last_minute,
-                                 &common::OrgStatus::failed, &common::OrgStatus::quarantined,
-                                 &common::OrgStatus::parked, &common::OrgStatus::waiting}) {
+        for (const auto count :
+             {&ops::OrgStatus::pending, &ops::OrgStatus::scheduled, &ops::OrgStatus::discarded,
+              &ops::OrgStatus::cancelled, &ops::OrgStatus::assigned, &ops::OrgStatus::live_leases,
+              &ops::OrgStatus::expired_leases, &ops::OrgStatus::completed,
+              &ops::OrgStatus::completed_last_minute, &ops::OrgStatus::failed,
+              &ops::OrgStatus::quarantined, &ops::OrgStatus::parked, &ops::OrgStatus::waiting}) {
             total.*count += s.*count;
         }
         if (s.oldest_pending_age &&
@@ -178,7 +175,7 @@ void print_table(std::FILE* out, const Snapshot& snap) {
 }
 
 /// Sleeps up to `d`, returning early when Ctrl-C arrives.
-void pause(const common::Clock& clock, common::Duration d) {
+void pause(const base::Clock& clock, base::Duration d) {
     const auto until = clock.monotonic_now() + d;
     while (!g_interrupted && clock.monotonic_now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -187,14 +184,14 @@ void pause(const common::Clock& clock, common::Duration d) {
 
 /// One round in every cell (or in the organization's cell): no --watch, which follows one
 /// database.
-int status_cells(const Global& global, const common::CellMap& map, const StatusArgs& a,
-                 std::optional<common::OrgId> org) {
+int status_cells(const Global& global, const base::CellMap& map, const StatusArgs& a,
+                 std::optional<store::OrgId> org) {
     if (a.watch)
         throw UsageError(
             "--watch follows one database: pass --dsn with the cell's DSN instead of "
             "--cells");
     // The program's clock outlives every cell's thread, as it does the program's other threads.
-    const auto command = [org, json = a.json, clock = &global.clock](const common::Cell&,
+    const auto command = [org, json = a.json, clock = &global.clock](const base::Cell&,
                                                                      pqxx::connection& conn) {
         const auto now = clock->now();
         const auto snap = read_snapshot(conn, now, org);
@@ -217,13 +214,13 @@ int run_status(const Global& global, const StatusArgs& a) {
         throw UsageError("--interval '" + a.interval + "' must be a duration of at least 100ms");
     }
     if (a.count > 0 && !a.watch) throw UsageError("--count bounds --watch; add --watch");
-    const auto org = a.org > 0 ? std::optional<common::OrgId>(a.org) : std::nullopt;
+    const auto org = a.org > 0 ? std::optional<store::OrgId>(a.org) : std::nullopt;
     if (const auto map = load_cells(global)) return status_cells(global, *map, a, org);
     const std::string& dsn = require_dsn(global);
     const bool tty = is_terminal(1);
     if (a.watch) std::signal(SIGINT, on_interrupt);
     std::unique_ptr<pqxx::connection> conn;
-    const common::Clock& clock = global.clock;
+    const base::Clock& clock = global.clock;
     for (int round = 1; !g_interrupted; ++round) {
         const auto now = clock.now();
         Snapshot snap;
@@ -245,7 +242,7 @@ int run_status(const Global& global, const StatusArgs& a) {
             if (a.watch && tty) std::printf("\033[H\033[2J");
             if (a.watch) {
                 const std::string hint = tty ? "   (every " + a.interval + "; Ctrl-C to stop)" : "";
-                std::printf("aclaim status at %s%s\n", common::format_instant(now).c_str(),
+                std::printf("aclaim status at %s%s\n", ops::format_instant(now).c_str(),
                             hint.c_str());
             }
             if (trouble.empty()) {
@@ -271,11 +268,11 @@ void add_status_command(CLI::App& app, Global& global, Action& action) {
         "quarantined, completions in the last minute; per queue and in total: the completion "
         "rate over the last minute and the time the pending jobs take at it",
         global, action, run_status);
-    common::add_org(*cmd, args->org, "Only this organization");
+    base::add_org(*cmd, args->org, "Only this organization");
     cmd->add_flag("--json", args->json, "Print JSON (with --watch: one object per line)");
     cmd->add_flag("--watch", args->watch, "Redraw every --interval until Ctrl-C");
     cmd->add_option("--count", args->count, "With --watch: stop after this many rounds")
-        ->check(common::whole_number(1));
+        ->check(base::whole_number(1));
     cmd->add_option("--interval", args->interval, "With --watch: pause between rounds")
         ->capture_default_str();
 }

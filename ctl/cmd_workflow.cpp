@@ -15,20 +15,20 @@ namespace aclaim::ctl {
 
 namespace {
 
-std::string ids_text(const std::vector<common::JobId>& ids) {
+std::string ids_text(const std::vector<store::JobId>& ids) {
     std::string out;
     for (const auto id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
     return out.empty() ? "-" : out;
 }
 
 /// "101 (cancel: completed)", "102 (run)": a dependency, its policy, and how it ended.
-std::string dependency_text(const common::WorkflowEdge& e) {
+std::string dependency_text(const ops::WorkflowEdge& e) {
     return std::to_string(e.depends_on) + " (" + e.policy + (e.resolved ? ": " + *e.resolved : "") +
            ")";
 }
 
-void print_workflow(const common::Workflow& w) {
-    std::map<common::JobId, std::string> depends;
+void print_workflow(const ops::Workflow& w) {
+    std::map<store::JobId, std::string> depends;
     for (const auto& e : w.edges) {
         auto& text = depends[e.job];
         text += (text.empty() ? "" : ", ") + dependency_text(e);
@@ -54,9 +54,9 @@ void print_workflow(const common::Workflow& w) {
 
 void add_workflow_command(CLI::App& app, Global& global, Action& action) {
     struct Args {
-        common::JobId job = 0;
+        store::JobId job = 0;
         std::int64_t org = 0;
-        int max_jobs = common::kWorkflowMaxStages;
+        int max_jobs = ops::kWorkflowMaxStages;
         bool json = false;
     };
     auto args = std::make_shared<Args>();
@@ -65,8 +65,8 @@ void add_workflow_command(CLI::App& app, Global& global, Action& action) {
         "show", "A job's workflow: each connected job's state, reviewer, what it waits for");
     show->add_option("job", args->job, "Any job of the workflow")
         ->required()
-        ->check(common::whole_number(1));
-    common::add_org(*show, args->org, "Only when the job is of this organization");
+        ->check(base::whole_number(1));
+    base::add_org(*show, args->org, "Only when the job is of this organization");
     show->add_option("--max-jobs", args->max_jobs, "Show at most this many jobs, nearest first")
         ->check(CLI::Range(1, 100000))
         ->capture_default_str();
@@ -74,9 +74,9 @@ void add_workflow_command(CLI::App& app, Global& global, Action& action) {
     show->callback([&global, &action, args] {
         action = [&global, args] {
             pqxx::connection conn(require_dsn(global));
-            const auto w = common::read_workflow(
+            const auto w = ops::read_workflow(
                 conn, args->job,
-                args->org > 0 ? std::optional<common::OrgId>(args->org) : std::nullopt,
+                args->org > 0 ? std::optional<store::OrgId>(args->org) : std::nullopt,
                 args->max_jobs);
             if (!w) {
                 throw UsageError("job " + std::to_string(args->job) + " does not exist" +
@@ -84,7 +84,7 @@ void add_workflow_command(CLI::App& app, Global& global, Action& action) {
                                                 : std::string()));
             }
             if (args->json) {
-                std::cout << common::workflow_json(*w).dump(2) << "\n";
+                std::cout << ops::workflow_json(*w).dump(2) << "\n";
             } else {
                 print_workflow(*w);
             }

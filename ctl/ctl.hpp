@@ -18,10 +18,10 @@ namespace aclaim::ctl {
 /// What every command is given: the program's clock and the options every command shares.
 struct Global {
     /// `clock` must outlive every command: main's.
-    explicit Global(const common::Clock& program_clock) : clock(program_clock) {}
+    explicit Global(const base::Clock& program_clock) : clock(program_clock) {}
 
     /// The one clock of aclaimctl: every instant a command takes or passes on is read from it.
-    const common::Clock& clock;
+    const base::Clock& clock;
     /// libpq conninfo or URI (--dsn, ACLAIM_DSN).
     std::string dsn;
     /// A cell map (--cells, ACLAIM_CELLS): status, check and recover then run in every cell.
@@ -31,7 +31,7 @@ struct Global {
     /// How long each call may wait on the database (--connect-timeout, --statement-timeout): a
     /// server that accepts TCP and never answers fails the command with exit 3 instead of holding
     /// it forever.
-    common::DatabaseDeadlines deadlines;
+    base::DatabaseDeadlines deadlines;
 };
 
 /// What a parsed command will do; returns the process exit code.
@@ -95,7 +95,7 @@ void add_workflow_command(CLI::App& app, Global& global, Action& action);
 /// a conninfo or URI at all (a mistake in what was asked, not an unreachable database).
 /// A command whose statements may rightly run long (migrate: an ALTER of a big table) passes
 /// Statements::kUnbounded and gets the connect deadline only.
-using common::Statements;
+using base::Statements;
 std::string require_dsn(const Global& global, Statements statements = Statements::kBounded);
 
 /// Runs `change(txn)` in one transaction named `name` on the command's database and commits it;

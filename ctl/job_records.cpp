@@ -33,8 +33,8 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
 /// Checks one record's values against the schema's constraints, so that the database never has
 /// to refuse a batch for a reason a line number could have explained.
 void check_record(const EnqueueRecord& r, const std::string& source) {
-    if (!common::parse_org(std::to_string(r.org_id)))
-        bad(source, r.line, "org " + common::org_refusal(std::to_string(r.org_id)));
+    if (!base::parse_org(std::to_string(r.org_id)))
+        bad(source, r.line, "org " + base::org_refusal(std::to_string(r.org_id)));
     if (r.job.max_attempts &&
         (*r.job.max_attempts < 1 || *r.job.max_attempts > kMaxAttemptsLimit)) {
         bad(source, r.line, "max_attempts must be 1.." + std::to_string(kMaxAttemptsLimit));
@@ -66,14 +66,14 @@ class Fields {
     Fields(EnqueueRecord& r, const std::string& source) : r_(r), source_(source) {}
 
     void queue(const std::string& queue) {
-        if (!common::valid_queue_name(queue))
+        if (!base::valid_queue_name(queue))
             bad(source_, r_.line, "queue '" + queue + "' is not a queue name");
         r_.job.queue = queue;
         r_.has_queue = true;
     }
 
     void run_at(const std::string& text) {
-        const auto at = common::parse_instant(text);
+        const auto at = ops::parse_instant(text);
         if (!at) bad(source_, r_.line, "run_at '" + text + "' is not an ISO 8601 instant");
         r_.job.run_at = at;
         r_.has_run_at = true;
@@ -83,7 +83,7 @@ class Fields {
         if (text != "cancel" && text != "run")
             bad(source_, r_.line, "on_failure '" + text + "' is neither cancel nor run");
         r_.job.on_failure =
-            text == "run" ? common::DependencyPolicy::Run : common::DependencyPolicy::Cancel;
+            text == "run" ? store::DependencyPolicy::Run : store::DependencyPolicy::Cancel;
         r_.has_on_failure = true;
     }
 
@@ -93,8 +93,8 @@ class Fields {
     }
 
     /// A job id of a list field (`field` names it), one of the list `text` holds.
-    std::vector<common::JobId> job_ids(const std::string& text, const char* field) {
-        std::vector<common::JobId> out;
+    std::vector<store::JobId> job_ids(const std::string& text, const char* field) {
+        std::vector<store::JobId> out;
         for (const auto& item : list_items(text)) {
             const auto v = parse_int(item);
             if (!v || *v <= 0)
@@ -246,8 +246,8 @@ std::vector<EnqueueRecord> read_csv(std::istream& in, const std::string& source,
             // The same parser, and the same words, as --org.
             const auto first = org_text.find_first_not_of(' ');
             const auto trimmed = org_text.substr(first, org_text.find_last_not_of(' ') + 1 - first);
-            const auto org = common::parse_org(trimmed);
-            if (!org) bad(source, start, "org " + common::org_refusal(trimmed));
+            const auto org = base::parse_org(trimmed);
+            if (!org) bad(source, start, "org " + base::org_refusal(trimmed));
             r.org_id = *org;
         } else if (defaults.org_id <= 0) {
             bad(source, start, "no organization: fill the org column or pass --org");
@@ -299,7 +299,7 @@ std::vector<EnqueueRecord> read_jsonl(std::istream& in, const std::string& sourc
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         nlohmann::json j;
         try {
-            j = common::parse_bounded_json(line);
+            j = base::parse_bounded_json(line);
         } catch (const nlohmann::json::parse_error& e) {
             bad(source, n, std::string("not JSON: ") + e.what());
         }
@@ -343,7 +343,7 @@ std::vector<EnqueueRecord> read_jsonl(std::istream& in, const std::string& sourc
                 Fields(r, source).on_failure(text_of(key.c_str()));
             } else if (key == "depends_on" || key == "exclude_completers_of") {
                 if (!value.is_array()) bad(source, n, key + " must be an array of job ids");
-                std::vector<common::JobId> ids;
+                std::vector<store::JobId> ids;
                 for (const auto& id : value) {
                     if (!id.is_number_integer() || id.get<std::int64_t>() <= 0)
                         bad(source, n, key + " must be an array of job ids");

@@ -15,8 +15,8 @@ namespace aclaim::ctl {
 
 /// One job to enqueue with where it came from; not a jobs row (see common/ops/job_record.hpp).
 struct EnqueueRecord {
-    common::OrgId org_id = 0;
-    common::NewJob job;
+    store::OrgId org_id = 0;
+    store::NewJob job;
     std::size_t line = 0;  ///< where the record starts in its source, from 1
     /// Which of the lifecycle fields the record set itself: the flags (--queue, --run-at, ...)
     /// fill only the others.
@@ -30,7 +30,7 @@ struct EnqueueRecord {
 
 /// What a record that leaves a field out gets (from --org, --priority, --max-attempts).
 struct RecordDefaults {
-    common::OrgId org_id = 0;  ///< 0: every record must name its organization
+    store::OrgId org_id = 0;  ///< 0: every record must name its organization
     int priority = 0;
     std::optional<int> max_attempts;  ///< unset: the queue's setting, then 3
 };

@@ -11,16 +11,18 @@ namespace {
 
 int run(int argc, char** argv) {
     using namespace aclaim::ctl;
-    namespace common = aclaim::common;
+    namespace base = aclaim::base;
+    namespace proto = aclaim::proto;
+    namespace store = aclaim::store;
     CLI::App app{"aclaimctl: the aclaim operator's console"};
     app.require_subcommand(1);
     // Before any subcommand is added, so that every one inherits it: the global options are
     // accepted after the command too (`aclaimctl status --dsn X`), as operators write them.
     app.fallthrough();
-    app.set_version_flag("--version", common::proto::version_line("aclaimctl"));
-    const common::SystemClock clock;
+    app.set_version_flag("--version", proto::version_line("aclaimctl"));
+    const base::SystemClock clock;
     Global global(clock);
-    common::add_dsn(app, global.dsn);
+    base::add_dsn(app, global.dsn);
     app.add_option("--cells", global.cells,
                    "Cell map (JSON): status, check and recover run in every cell it names "
                    "(docs/scaling.md)")
@@ -29,21 +31,21 @@ int run(int argc, char** argv) {
                    "With --cells: a cell that has not answered in this long is reported down")
         ->envname("ACLAIM_CELL_TIMEOUT")
         ->capture_default_str();
-    common::add_database_deadlines(app, global.deadlines);
+    base::add_database_deadlines(app, global.deadlines);
     Action action;
     register_all_commands(app, global, action);
-    if (const auto code = common::parse_command_line(app, "aclaimctl", argc, argv)) return *code;
+    if (const auto code = base::parse_command_line(app, "aclaimctl", argc, argv)) return *code;
     try {
-        return common::exit_on_outage("aclaimctl", global.deadlines.statement_timeout_s,
-                                      [&] { return action ? action() : common::kExitOk; });
+        return store::exit_on_outage("aclaimctl", global.deadlines.statement_timeout_s,
+                                     [&] { return action ? action() : base::kExitOk; });
     } catch (const UsageError& e) {
         std::cerr << "aclaimctl: " << e.what() << "\n";
-        return common::kExitUsage;
+        return base::kExitUsage;
     }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    return aclaim::common::run_program("aclaimctl", run, argc, argv);
+    return aclaim::base::run_program("aclaimctl", run, argc, argv);
 }

@@ -22,7 +22,7 @@ std::string rate_text(double per_second) {
 
 }  // namespace
 
-ProgressBar::ProgressBar(const common::Clock& clock, std::string label, std::int64_t total,
+ProgressBar::ProgressBar(const base::Clock& clock, std::string label, std::int64_t total,
                          bool enabled)
     : clock_(clock),
       label_(std::move(label)),

@@ -13,7 +13,7 @@ namespace aclaim::ctl {
 /// Disabled, it prints nothing, so that scripts and logs see only the final summary line.
 class ProgressBar {
   public:
-    ProgressBar(const common::Clock& clock, std::string label, std::int64_t total, bool enabled);
+    ProgressBar(const base::Clock& clock, std::string label, std::int64_t total, bool enabled);
     ~ProgressBar();
     ProgressBar(const ProgressBar&) = delete;
     ProgressBar& operator=(const ProgressBar&) = delete;
@@ -30,14 +30,14 @@ class ProgressBar {
   private:
     void draw();
 
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     std::string label_;
     std::int64_t total_;
     std::int64_t done_ = 0;
     bool enabled_;
     bool finished_ = false;
-    common::MonotonicTime started_;
-    common::MonotonicTime drawn_{};
+    base::MonotonicTime started_;
+    base::MonotonicTime drawn_{};
 };
 
 }  // namespace aclaim::ctl

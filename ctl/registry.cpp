@@ -8,10 +8,10 @@
 namespace aclaim::ctl {
 
 std::string require_dsn(const Global& global, Statements statements) {
-    if (global.dsn.empty()) throw UsageError(common::missing_dsn_message());
-    if (const auto why = common::conninfo_refusal(global.dsn))
+    if (global.dsn.empty()) throw UsageError(base::missing_dsn_message());
+    if (const auto why = store::conninfo_refusal(global.dsn))
         throw UsageError("--dsn (ACLAIM_DSN) is not a libpq conninfo or URI: " + *why);
-    return common::bounded_dsn(global.dsn, global.deadlines, statements);
+    return store::bounded_dsn(global.dsn, global.deadlines, statements);
 }
 
 void register_all_commands(CLI::App& app, Global& global, Action& action) {

@@ -10,13 +10,13 @@
 
 namespace aclaim::ctl {
 
-std::optional<common::Duration> parse_duration(std::string_view text) {
+std::optional<base::Duration> parse_duration(std::string_view text) {
     using std::chrono::hours;
     using std::chrono::milliseconds;
     using std::chrono::minutes;
     using std::chrono::seconds;
     if (text.empty()) return std::nullopt;
-    common::Duration total{0};
+    base::Duration total{0};
     std::size_t i = 0;
     while (i < text.size()) {
         std::int64_t n = 0;
@@ -28,7 +28,7 @@ std::optional<common::Duration> parse_duration(std::string_view text) {
             ++unit_end;
         }
         const std::string_view unit = text.substr(i, unit_end - i);
-        common::Duration scale{0};
+        base::Duration scale{0};
         if (unit == "ms")
             scale = milliseconds(1);
         else if (unit == "s")
@@ -47,8 +47,8 @@ std::optional<common::Duration> parse_duration(std::string_view text) {
     return total;
 }
 
-std::string format_duration(common::Duration d) {
-    const bool negative = d < common::Duration::zero();
+std::string format_duration(base::Duration d) {
+    const bool negative = d < base::Duration::zero();
     if (negative) d = -d;
     char buf[48];
     const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
@@ -84,7 +84,7 @@ std::string one_line(std::string_view text, std::size_t width) {
 }
 
 bool is_job_state(std::string_view s) {
-    return common::parse_job_state(s).has_value();
+    return store::parse_job_state(s).has_value();
 }
 
 }  // namespace aclaim::ctl

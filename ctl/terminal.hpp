@@ -13,10 +13,10 @@ namespace aclaim::ctl {
 
 /// "500ms", "30s", "10m", "2h", "1d", or combinations such as "1h30m". Nothing else: a bare
 /// number is refused, since seconds and minutes are both plausible readings of it.
-std::optional<common::Duration> parse_duration(std::string_view text);
+std::optional<base::Duration> parse_duration(std::string_view text);
 
 /// A duration for people: "850ms", "42s", "3m05s", "2h07m", "3d04h".
-std::string format_duration(common::Duration d);
+std::string format_duration(base::Duration d);
 
 /// Whether the stream's file descriptor is a terminal.
 bool is_terminal(int fd);

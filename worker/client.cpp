@@ -38,7 +38,7 @@ std::string_view to_string(Verdict::Op op) {
 }
 
 namespace {
-const common::SystemClock kSystemClock;
+const base::SystemClock kSystemClock;
 
 std::minstd_rand make_jitter(std::uint64_t seed) {
     if (seed == 0) return std::minstd_rand(std::random_device{}());
@@ -51,7 +51,7 @@ std::minstd_rand make_jitter(std::uint64_t seed) {
 Client::Client(zmq::context_t& context, ClientOptions options)
     : Client(context, std::move(options), kSystemClock) {}
 
-Client::Client(zmq::context_t& context, ClientOptions options, const common::Clock& clock)
+Client::Client(zmq::context_t& context, ClientOptions options, const base::Clock& clock)
     : context_(context),
       options_(std::move(options)),
       clock_(clock),
@@ -348,11 +348,11 @@ Millis Client::reconnect_wait(TimePoint now, std::optional<Millis> retry_after) 
     // Spread over a window the size of the fleet the coordinator reported; a worker with work at
     // stake (a job held, or one assigned within a lease) comes back within a heartbeat, so that
     // its leases outlive the move and its work resumes first.
-    auto window = common::ReconnectSpread::window(fleet_, options_.backoff_first);
+    auto window = base::ReconnectSpread::window(fleet_, options_.backoff_first);
     const Millis lease(welcome_ ? welcome_->lease_ms : 0);
     const bool busy = held_.size() > 0 || (last_assigned_ && now - *last_assigned_ < lease);
     if (busy) window = std::min(window, held_.heartbeat());
-    const auto wait = common::ReconnectSpread::next_wait(backoff_, window, retry_after, jitter_);
+    const auto wait = base::ReconnectSpread::next_wait(backoff_, window, retry_after, jitter_);
     // Whatever it was told: a longer wait would outlast its leases.
     return busy ? std::min(wait, held_.heartbeat()) : wait;
 }

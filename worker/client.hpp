@@ -25,8 +25,6 @@
 
 namespace aclaim::worker {
 
-namespace proto = common::proto;
-
 /// CURVE keys in Z85 text; all empty means plaintext.
 struct CurveKeys {
     std::string server_public;
@@ -168,7 +166,7 @@ class Client {
     Client(zmq::context_t& context, ClientOptions options);
     /// The clock's monotonic time drives every deadline, renewal and back-off; it must outlive
     /// the client.
-    Client(zmq::context_t& context, ClientOptions options, const common::Clock& clock);
+    Client(zmq::context_t& context, ClientOptions options, const base::Clock& clock);
 
     /// Opens the socket and sends HELLO; the session is ready when poll() reports SessionReady.
     void start();
@@ -221,7 +219,7 @@ class Client {
     const ClientOptions& options() const { return options_; }
     /// The coordinator endpoint in use (or being connected to next).
     const std::string& endpoint() const { return endpoint_order_[endpoint_at_]; }
-    const common::Clock& clock() const { return clock_; }
+    const base::Clock& clock() const { return clock_; }
 
   private:
     enum class State { Closed, BackingOff, Greeting, Ready };
@@ -267,14 +265,14 @@ class Client {
 
     zmq::context_t& context_;
     ClientOptions options_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     std::vector<std::string> endpoint_order_;
     std::size_t endpoint_at_ = 0;
     std::optional<zmq::socket_t> socket_;
     std::optional<SocketMonitor> monitor_;  ///< watches socket_; destroyed before it
     std::uint64_t socket_epoch_ = 0;        ///< changes whenever the socket is replaced
     State state_ = State::Closed;
-    common::Backoff backoff_;
+    base::Backoff backoff_;
     std::minstd_rand jitter_;
     TimePoint reconnect_at_{};
     /// The coordinator's sessions, from the last WELCOME that said (reconnect hints).

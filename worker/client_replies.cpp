@@ -72,7 +72,7 @@ void Client::handle(const proto::Message& message, TimePoint now, std::vector<Ev
         v.accepted = accepted;
         return v;
     };
-    std::visit(common::Overloaded{
+    std::visit(base::Overloaded{
                    [&](const proto::Welcome& w) {
                        if (state_ == State::Greeting && w.req == hello_req_)
                            on_welcome(w, now, out);

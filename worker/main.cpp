@@ -36,7 +36,7 @@ void install_stop_handlers() {
 int main(int argc, char** argv) {
     auto options = aclaim::worker::parse_options(argc, argv);
     try {
-        aclaim::common::setup_logging("aclaim-worker", options.log_level);
+        aclaim::base::setup_logging("aclaim-worker", options.log_level);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "aclaim-worker: %s\n", e.what());
         return 2;

@@ -42,7 +42,7 @@ struct Parser {
 
 Parser::Parser() {
     o.client.worker_id = "worker-" + std::to_string(::getpid());
-    app.set_version_flag("--version", common::proto::version_line("aclaim-worker"));
+    app.set_version_flag("--version", proto::version_line("aclaim-worker"));
     connect_opt = app.add_option("--connect", connect,
                                  "Coordinator endpoints, comma-separated: the worker fails over "
                                  "between them")
@@ -53,7 +53,7 @@ Parser::Parser() {
                    "Cell map (JSON): connect to the coordinators of --org's cell instead of "
                    "--connect")
         ->envname("ACLAIM_CELLS");
-    common::add_org(app, o.client.org_id, "Organization (used by a plaintext coordinator)")
+    base::add_org(app, o.client.org_id, "Organization (used by a plaintext coordinator)")
         ->envname("ACLAIM_ORG");
     app.add_option("--queues", o.client.queues,
                    "Queues served, comma-separated (the worker's skills); default: 'default'")
@@ -75,11 +75,11 @@ Parser::Parser() {
         ->check(CLI::NonNegativeNumber);
     app.add_option("--concurrency", o.concurrency, "Jobs held at once")
         ->envname("ACLAIM_CONCURRENCY")
-        ->check(CLI::Range(1, common::proto::kMaxClaimJobs))
+        ->check(CLI::Range(1, proto::kMaxClaimJobs))
         ->capture_default_str();
     app.add_option("--claim-wait-ms", o.claim_wait_ms, "Long-poll budget of each claim")
         ->envname("ACLAIM_CLAIM_WAIT_MS")
-        ->check(CLI::Range(0, common::proto::kMaxClaimWaitMs))
+        ->check(CLI::Range(0, proto::kMaxClaimWaitMs))
         ->capture_default_str();
     app.add_option("--idle-exit-ms", idle_exit_ms,
                    "With --jobs 0: exit 0 after this long without work (0: never)")
@@ -113,7 +113,7 @@ Parser::Parser() {
     app.add_option("--park-timeout-ms", o.park_timeout_ms,
                    "With --park-every: how long a parked job waits for its callback")
         ->envname("ACLAIM_PARK_TIMEOUT_MS")
-        ->check(CLI::Range(std::int64_t{1}, common::proto::kMaxParkTimeoutMs))
+        ->check(CLI::Range(std::int64_t{1}, proto::kMaxParkTimeoutMs))
         ->capture_default_str();
     app.add_option("--encoding", encoding, "Body encoding on the wire")
         ->envname("ACLAIM_ENCODING")
@@ -211,7 +211,7 @@ WorkerOptions Parser::finish() {
                                        "is not the public key of the secret in " + secret_key_file);
         }
     }
-    if (o.client.worker_id.empty() || o.client.worker_id.size() > common::proto::kMaxWorkerIdBytes)
+    if (o.client.worker_id.empty() || o.client.worker_id.size() > proto::kMaxWorkerIdBytes)
         throw CLI::ValidationError("--id", "must be 1..128 bytes");
     if (o.client.curve.enabled() &&
         (o.client.curve.client_public.empty() || o.client.curve.client_secret.empty()))
@@ -226,9 +226,9 @@ WorkerOptions Parser::finish() {
         if (o.client.org_id < 1)
             throw CLI::ValidationError("--cells", "needs --org, to find the organization's cell");
         try {
-            const auto map = common::CellMap::load(cells);
+            const auto map = base::CellMap::load(cells);
             o.client.endpoints = map.require_cell_of(o.client.org_id).coordinators;
-        } catch (const common::CellMapError& e) {
+        } catch (const base::CellMapError& e) {
             throw CLI::ValidationError("--cells", e.what());
         }
     } else {
@@ -255,8 +255,7 @@ WorkerOptions Parser::finish() {
     o.stall = Millis(stall_ms);
     o.idle_exit = Millis(idle_exit_ms);
     o.client.reply_timeout = Millis(reply_timeout_ms);
-    o.client.encoding =
-        encoding == "json" ? common::proto::Encoding::Json : common::proto::Encoding::Binary;
+    o.client.encoding = encoding == "json" ? proto::Encoding::Json : proto::Encoding::Binary;
     return o;
 }
 
@@ -274,7 +273,7 @@ WorkerOptions parse_options(int argc, char** argv) {
         p.app.parse(argc, argv);
         return p.finish();
     } catch (const CLI::ParseError& e) {
-        std::exit(common::parse_error_exit(p.app, "aclaim-worker", e, argc, argv));
+        std::exit(base::parse_error_exit(p.app, "aclaim-worker", e, argc, argv));
     }
 }
 

@@ -21,7 +21,7 @@ std::string json_string(std::string_view s) {
                 out += "\\\\";
                 break;
             default:
-                if (const char* escape = common::short_escape(c)) {
+                if (const char* escape = base::short_escape(c)) {
                     out += escape;
                 } else if (static_cast<unsigned char>(c) < 0x20) {
                     char buf[8];

@@ -10,7 +10,7 @@
 
 namespace aclaim::clients::sql {
 
-using common::sql::Statement;
+using store::sql::Statement;
 
 /// One array element per job (new_job_arrays), the dedupe window, the organization and now, then
 /// one element per dependency edge (NULL when no job has any; schema/baseline/tables.sql), then one

@@ -17,29 +17,29 @@ namespace aclaim::clients {
 struct ProducerOptions {
     /// The organization to act in, for a trusted login (the schema's owner). Leave it unset for a
     /// producer login: the database takes the organization from the login and refuses any other.
-    std::optional<common::OrgId> org;
+    std::optional<store::OrgId> org;
     /// How long a finished job still holds its dedupe key (default: not at all).
-    common::Duration dedupe_window{0};
+    base::Duration dedupe_window{0};
 };
 
 /// One job cancelled by Producer::cancel and the state it was in.
 struct CancelledJob {
-    common::JobId id = 0;
-    common::JobState was = common::JobState::Pending;
+    store::JobId id = 0;
+    store::JobState was = store::JobState::Pending;
 };
 
 /// A job's status as its producer sees it.
 struct JobStatus {
-    common::JobId id = 0;
+    store::JobId id = 0;
     std::string queue;
-    common::JobState state = common::JobState::Pending;
+    store::JobState state = store::JobState::Pending;
     int priority = 0;
     int attempts = 0;
     int max_attempts = 0;
     std::optional<std::string> dedupe_key;
-    common::Instant enqueued_at{};
-    common::Instant run_at{};
-    std::optional<common::Instant> finished_at;
+    base::Instant enqueued_at{};
+    base::Instant run_at{};
+    std::optional<base::Instant> finished_at;
     std::optional<std::string> result_ref;  ///< completed jobs
     std::optional<std::string> last_error;  ///< failed, discarded and cancelled jobs, or a retry's
 };
@@ -50,26 +50,25 @@ struct JobStatus {
 /// leave the caller's transaction aborted, as any failed statement does.
 class Producer {
   public:
-    explicit Producer(const common::Clock& clock, ProducerOptions options = {})
+    explicit Producer(const base::Clock& clock, ProducerOptions options = {})
         : clock_(&clock), options_(options) {}
 
     /// One job. For a dedupe key still held, the holder's id with created = false.
-    common::Enqueued enqueue(pqxx::transaction_base& txn, const common::NewJob& job) const;
+    store::Enqueued enqueue(pqxx::transaction_base& txn, const store::NewJob& job) const;
     /// Many jobs in one statement, results in the same order.
-    std::vector<common::Enqueued> enqueue_many(pqxx::transaction_base& txn,
-                                               const std::vector<common::NewJob>& jobs) const;
+    std::vector<store::Enqueued> enqueue_many(pqxx::transaction_base& txn,
+                                              const std::vector<store::NewJob>& jobs) const;
     /// Cancels the listed jobs that are pending, scheduled or assigned; a holder is told at once.
     /// Jobs already finished, unknown or of another organization are not returned.
     std::vector<CancelledJob> cancel(pqxx::transaction_base& txn,
-                                     const std::vector<common::JobId>& ids,
+                                     const std::vector<store::JobId>& ids,
                                      const std::string& reason) const;
     /// The jobs named by id or by dedupe key, of the producer's organization only, in id order.
-    std::vector<JobStatus> status(pqxx::transaction_base& txn,
-                                  const std::vector<common::JobId>& ids,
+    std::vector<JobStatus> status(pqxx::transaction_base& txn, const std::vector<store::JobId>& ids,
                                   const std::vector<std::string>& dedupe_keys = {}) const;
 
   private:
-    const common::Clock* clock_;
+    const base::Clock* clock_;
     ProducerOptions options_;
 };
 

@@ -11,7 +11,7 @@
 
 namespace aclaim::clients {
 
-constexpr common::EnumNames<Outcome, 4> kOutcomeNames{
+constexpr base::EnumNames<Outcome, 4> kOutcomeNames{
     {"completed", "failed", "discarded", "cancelled"}};
 static_assert(kOutcomeNames.covers(Outcome::Cancelled));
 
@@ -31,18 +31,18 @@ constexpr const char* kChannel = "aclaim_outcomes";
 Verdict verdict_of(const pqxx::row& r) {
     Verdict v;
     v.seq = r["seq"].as<std::int64_t>();
-    v.job_id = r["job_id"].as<common::JobId>();
+    v.job_id = r["job_id"].as<store::JobId>();
     const auto outcome = parse_outcome(r["outcome"].c_str());
     if (!outcome)
         throw std::runtime_error(std::string("unknown outcome '") + r["outcome"].c_str() + "'");
     v.outcome = *outcome;
     v.queue = r["queue"].as<std::string>();
-    v.generation = r["generation"].as<common::Generation>();
+    v.generation = r["generation"].as<store::Generation>();
     v.attempts = r["attempts"].as<int>();
-    v.result_ref = common::optional_of<std::string>(r["result_ref"]);
-    v.error = common::optional_of<std::string>(r["error"]);
-    v.dedupe_key = common::optional_of<std::string>(r["dedupe_key"]);
-    v.at = r["at_us"].as<common::Instant>();
+    v.result_ref = store::optional_of<std::string>(r["result_ref"]);
+    v.error = store::optional_of<std::string>(r["error"]);
+    v.dedupe_key = store::optional_of<std::string>(r["dedupe_key"]);
+    v.at = r["at_us"].as<base::Instant>();
     return v;
 }
 
@@ -52,7 +52,7 @@ Verdict verdict_of(const pqxx::row& r) {
 /// is a hint to fetch, never the outcome itself: merged or lost ones cost latency, not outcomes.
 class ResultConsumer::Receiver final : public pqxx::notification_receiver {
   public:
-    Receiver(pqxx::connection_base& conn, common::OrgId org)
+    Receiver(pqxx::connection_base& conn, store::OrgId org)
         : pqxx::notification_receiver(conn, kChannel), org_(std::to_string(org)) {}
 
     void operator()(const std::string& payload, int /*backend_pid*/) override {
@@ -66,17 +66,16 @@ class ResultConsumer::Receiver final : public pqxx::notification_receiver {
     bool woken_ = false;
 };
 
-ResultConsumer::ResultConsumer(const std::string& dsn, const common::Clock& clock,
-                               std::string group, ConsumerOptions options)
+ResultConsumer::ResultConsumer(const std::string& dsn, const base::Clock& clock, std::string group,
+                               ConsumerOptions options)
     : group_(std::move(group)), clock_(clock), options_(std::move(options)) {
     if (options_.batch < 1 || options_.batch > 10000)
         throw std::invalid_argument("ResultConsumer: batch is 1 to 10000");
-    conn_ =
-        std::make_unique<pqxx::connection>(common::guarded_dsn(dsn, options_.statement_timeout));
+    conn_ = std::make_unique<pqxx::connection>(store::guarded_dsn(dsn, options_.statement_timeout));
     {
         pqxx::nontransaction session(*conn_);
-        session.exec_params(common::sql::kSetApplicationName.text, options_.application_name);
-        session.exec_params(common::sql::kSetStatementTimeout.text,
+        session.exec_params(store::sql::kSetApplicationName.text, options_.application_name);
+        session.exec_params(store::sql::kSetStatementTimeout.text,
                             std::to_string(options_.statement_timeout.count()));
     }
     pqxx::work txn(*conn_, "consumer_group");
@@ -85,12 +84,12 @@ ResultConsumer::ResultConsumer(const std::string& dsn, const common::Clock& cloc
             txn.exec_params1(sql::kGroupCreate.text, group_,
                              options_.start == GroupStart::Latest ? "latest" : "earliest",
                              options_.org, clock_.now());
-        org_ = r["org_id"].as<common::OrgId>();
+        org_ = r["org_id"].as<store::OrgId>();
     } else {
         int found = 0;
         for (const auto& r : txn.exec_params(sql::kGroups.text, options_.org)) {
             if (r["name"].as<std::string>() == group_) {
-                org_ = r["org_id"].as<common::OrgId>();
+                org_ = r["org_id"].as<store::OrgId>();
                 ++found;
             }
         }
@@ -123,7 +122,7 @@ std::vector<Verdict> ResultConsumer::fetch() {
     return out;
 }
 
-std::vector<Verdict> ResultConsumer::next(common::Duration wait) {
+std::vector<Verdict> ResultConsumer::next(base::Duration wait) {
     // The wait is counted from the call, not from after the first fetch: a deadline read after
     // the fetch would move with any time that passed during it (and on a clock that moved then,
     // never come).
@@ -160,14 +159,14 @@ GroupStatus ResultConsumer::status() {
     pqxx::read_transaction txn(*conn_, "consumer_status");
     for (const auto& r : txn.exec_params(sql::kGroups.text, org_)) {
         if (r["name"].as<std::string>() != group_) continue;
-        return {r["org_id"].as<common::OrgId>(), group_, r["acked"].as<std::int64_t>(),
+        return {r["org_id"].as<store::OrgId>(), group_, r["acked"].as<std::int64_t>(),
                 r["head"].as<std::int64_t>(), r["lag"].as<std::int64_t>()};
     }
     throw std::runtime_error("consumer group '" + group_ + "' no longer exists");
 }
 
 bool ResultConsumer::drop_group(pqxx::transaction_base& txn, const std::string& group,
-                                std::optional<common::OrgId> org) {
+                                std::optional<store::OrgId> org) {
     return txn.exec_params1(sql::kGroupDrop.text, group, org)[0].as<bool>();
 }
 

@@ -28,15 +28,15 @@ std::optional<Outcome> parse_outcome(std::string_view s);
 struct Verdict {
     /// Position in the organization's delivery order: dense, increasing, what ack() takes.
     std::int64_t seq = 0;
-    common::JobId job_id = 0;
+    store::JobId job_id = 0;
     Outcome outcome = Outcome::Completed;
     std::string queue;
-    common::Generation generation = 0;
+    store::Generation generation = 0;
     int attempts = 0;
     std::optional<std::string> result_ref;  ///< completed
     std::optional<std::string> error;       ///< failed, discarded, cancelled: why
     std::optional<std::string> dedupe_key;  ///< the key it was enqueued with, to find the order
-    common::Instant at{};                   ///< when the job ended
+    base::Instant at{};                     ///< when the job ended
 };
 
 /// Where a group this consumer creates begins.
@@ -47,7 +47,7 @@ enum class GroupStart {
 
 struct ConsumerOptions {
     /// The organization, for a trusted login; unset for a producer login (bound to one).
-    std::optional<common::OrgId> org;
+    std::optional<store::OrgId> org;
     /// Create the group when it does not exist (otherwise the constructor throws).
     bool create_group = true;
     GroupStart start = GroupStart::Latest;
@@ -60,7 +60,7 @@ struct ConsumerOptions {
 
 /// A consumer group's progress.
 struct GroupStatus {
-    common::OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string name;
     std::int64_t acked = 0;  ///< every position up to this one is acknowledged
     std::int64_t head = 0;   ///< the last position given in the organization
@@ -73,21 +73,21 @@ struct GroupStatus {
 class ResultConsumer {
   public:
     /// Connects, LISTENs on aclaim_outcomes and creates the group if asked to.
-    ResultConsumer(const std::string& dsn, const common::Clock& clock, std::string group,
+    ResultConsumer(const std::string& dsn, const base::Clock& clock, std::string group,
                    ConsumerOptions options = {});
     ~ResultConsumer();
     ResultConsumer(const ResultConsumer&) = delete;
     ResultConsumer& operator=(const ResultConsumer&) = delete;
 
     const std::string& group() const { return group_; }
-    common::OrgId org() const { return org_; }
+    store::OrgId org() const { return org_; }
 
     /// The oldest outcomes the group has not acknowledged (up to options.batch), in position
     /// order. The same ones again on the next call until they are acknowledged.
     std::vector<Verdict> fetch();
     /// As fetch(), but when there is nothing yet, waits until an outcome of the organization is
     /// committed or `wait` has passed (then returns what a last fetch finds, maybe nothing).
-    std::vector<Verdict> next(common::Duration wait);
+    std::vector<Verdict> next(base::Duration wait);
     /// Acknowledges every outcome up to and including position `seq`: none of them is returned
     /// again, to any consumer of the group. Returns the group's cursor.
     std::int64_t ack(std::int64_t seq);
@@ -99,15 +99,15 @@ class ResultConsumer {
 
     /// Removes a group of the organization (nullopt: the login's); true when it existed.
     static bool drop_group(pqxx::transaction_base& txn, const std::string& group,
-                           std::optional<common::OrgId> org = std::nullopt);
+                           std::optional<store::OrgId> org = std::nullopt);
 
   private:
     class Receiver;
 
     std::string group_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     ConsumerOptions options_;
-    common::OrgId org_ = 0;
+    store::OrgId org_ = 0;
     std::unique_ptr<pqxx::connection> conn_;
     std::unique_ptr<Receiver> receiver_;
     std::atomic<std::int64_t> fetches_{0};

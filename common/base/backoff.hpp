@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// Reconnection delay, for the coordinator's database connections and the worker's sessions:
 /// starts at `first`, doubles per failed attempt up to `cap`, and starts over once a connection
@@ -38,4 +38,4 @@ class Backoff {
     int attempts_ = 0;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// The deepest nesting of objects and arrays accepted in JSON input (docs/security.md): far
 /// beyond any document aclaim reads or any payload a person writes, far below what recursion on
@@ -50,4 +50,4 @@ inline nlohmann::json parse_bounded_json_or_discarded(std::string_view text,
     }
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

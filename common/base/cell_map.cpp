@@ -9,7 +9,7 @@
 
 #include "common/base/bounded_json.hpp"
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 namespace {
 
@@ -171,4 +171,4 @@ const Cell& CellMap::require_cell_of(std::int64_t org) const {
     return *cell;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

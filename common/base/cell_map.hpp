@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// One cell: a database (one multi-host DSN naming its HA cluster) and its coordinators.
 struct Cell {
@@ -48,4 +48,4 @@ class CellMap {
     std::string source_;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -21,7 +21,7 @@
 #include "common/base/host_port.hpp"
 #include "common/base/org_id.hpp"
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// The variable a flag falls back to: --lease-ms reads ACLAIM_LEASE_MS.
 inline std::string flag_variable(std::string_view flag) {
@@ -276,4 +276,4 @@ inline std::optional<int> parse_command_line(CLI::App& app, const std::string& p
     }
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

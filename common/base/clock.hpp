@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <mutex>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// A length of time, wall or monotonic.
 using Duration = std::chrono::microseconds;
@@ -121,4 +121,4 @@ class SkewedClock final : public Clock {
     Duration skew_;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

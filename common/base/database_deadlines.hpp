@@ -1,11 +1,11 @@
 #pragma once
 
 // How long an operator's program (aclaimctl, aclaim-console) waits on its database: the flags of
-// add_database_deadlines() (cli_flags.hpp) fill it, common::bounded_dsn() (store/conninfo.hpp)
+// add_database_deadlines() (cli_flags.hpp) fill it, store::bounded_dsn() (store/conninfo.hpp)
 // writes it into the connection string. A database that accepts TCP and never answers then fails
 // the call within the bound instead of holding it for good.
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 struct DatabaseDeadlines {
     /// Seconds libpq may spend connecting to each host address (--connect-timeout).
@@ -18,4 +18,4 @@ struct DatabaseDeadlines {
 /// table) may rightly run long and gets the connect deadline only.
 enum class Statements { kBounded, kUnbounded };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

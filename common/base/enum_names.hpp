@@ -9,7 +9,7 @@
 #include <optional>
 #include <string_view>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// The names of an enumeration whose values run 0, 1, 2, ... in declaration order, one each.
 /// Pair it with `static_assert(kNames.covers(E::Last))` so that a value added at the end without
@@ -38,4 +38,4 @@ class EnumNames {
     std::array<std::string_view, N> names_;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -5,7 +5,7 @@
 // outage without reading the text. kExitUsage for a refused setting holds for every program
 // (parse_command_line, run_program): a systemd unit stops on it instead of restarting.
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// Everything asked was done (or the check found nothing).
 inline constexpr int kExitOk = 0;
@@ -17,4 +17,4 @@ inline constexpr int kExitUsage = 2;
 /// The database (or a cell of a cell map) could not be reached.
 inline constexpr int kExitUnreachable = 3;
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

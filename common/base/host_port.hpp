@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// A TCP listening address as operators write it: "127.0.0.1:9464", "0.0.0.0:9464",
 /// "[::1]:9464" or "localhost:0" (port 0 picks a free port).
@@ -36,4 +36,4 @@ inline std::optional<HostPort> parse_host_port(std::string_view text) {
     return HostPort{std::string(host), port};
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

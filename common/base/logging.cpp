@@ -8,7 +8,7 @@
 
 #include "common/base/short_escape.hpp"
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 namespace {
 
@@ -90,4 +90,4 @@ void setup_logging(const std::string& process_name, std::string_view level_name)
     spdlog::set_default_logger(logger);
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// Sets up the process-wide spdlog logger on stderr with the given level name
 /// (trace, debug, info, warn, error, critical, off). Throws on an unknown level. Every message
@@ -24,4 +24,4 @@ std::string printable(std::string_view text, std::size_t max_bytes = 256);
 /// printable, without a length bound).
 std::shared_ptr<spdlog::sinks::sink> escaping_sink(std::shared_ptr<spdlog::sinks::sink> inner);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// An organization id: a whole number from 1 up. 0 is no organization (the coordinator refuses
 /// it), so it is refused here too.
@@ -28,4 +28,4 @@ inline std::string org_refusal(std::string_view text) {
     return "'" + std::string(text) + "' is not an organization id (a whole number from 1 up)";
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

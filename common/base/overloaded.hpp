@@ -1,6 +1,6 @@
 #pragma once
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// Builds a std::visit visitor from lambdas.
 template <class... F>
@@ -10,4 +10,4 @@ struct Overloaded : F... {
 template <class... F>
 Overloaded(F...) -> Overloaded<F...>;
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -1,6 +1,6 @@
 #include "common/base/periodic_task.hpp"
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 namespace {
 
@@ -60,4 +60,4 @@ bool PeriodicTask::pause(Wait d) {
     return wait(clock_.monotonic_now() + d, false);
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

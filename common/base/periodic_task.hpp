@@ -9,7 +9,7 @@
 
 #include "common/base/clock.hpp"
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// A thread that runs a step, waits, and runs it again until stopped: the one loop of every
 /// background thread (reaper, retention, presence, result notifier, statement watchdog,
@@ -60,4 +60,4 @@ class PeriodicTask {
     std::thread thread_;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -4,7 +4,7 @@
 #include <exception>
 #include <stdexcept>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 int run_program(const char* name, ProgramBody body, int argc, char** argv) {
     try {
@@ -20,4 +20,4 @@ int run_program(const char* name, ProgramBody body, int argc, char** argv) {
     }
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -1,6 +1,6 @@
 #pragma once
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// The body of a program's main(): what it returns is the exit code.
 using ProgramBody = int (*)(int argc, char** argv);
@@ -12,4 +12,4 @@ using ProgramBody = int (*)(int argc, char** argv);
 /// malformed option declaration).
 int run_program(const char* name, ProgramBody body, int argc, char** argv);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

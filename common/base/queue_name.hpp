@@ -2,7 +2,7 @@
 
 #include <string_view>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// The queue of a job enqueued without one, and the only queue a worker that names none serves.
 inline constexpr std::string_view kDefaultQueue = "default";
@@ -23,4 +23,4 @@ constexpr bool valid_queue_name(std::string_view name) {
     return true;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

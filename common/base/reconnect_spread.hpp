@@ -14,7 +14,7 @@
 
 #include "common/base/backoff.hpp"
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 struct ReconnectSpread {
     using Millis = std::chrono::milliseconds;
@@ -76,4 +76,4 @@ struct ReconnectSpread {
     }
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -1,9 +1,9 @@
 #pragma once
 
-// The escapes of control characters that a log line (common::printable) and a JSON string write
+// The escapes of control characters that a log line (base::printable) and a JSON string write
 // alike.
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// The two-character escape of a newline, carriage return or tab (\n, \r, \t); nullptr for any
 /// other character.
@@ -20,4 +20,4 @@ inline const char* short_escape(char c) {
     }
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -15,7 +15,7 @@
 #include <thread>
 #include <utility>
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 /// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts afterwards.
 inline sigset_t block_stop_signals() {
@@ -62,4 +62,4 @@ class StopSignalWaiter {
     std::thread thread_;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

@@ -6,10 +6,10 @@
 #error "ACLAIM_PROJECT_VERSION must be defined by the build (from the top-level VERSION file)"
 #endif
 
-namespace aclaim::common {
+namespace aclaim::base {
 
 std::string_view project_version() {
     return ACLAIM_PROJECT_VERSION;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::base

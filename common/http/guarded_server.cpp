@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace aclaim::common {
+namespace aclaim::http {
 
 namespace {
 
@@ -472,4 +472,4 @@ void GuardedServer::drain() {
     });
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::http

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-namespace aclaim::common {
+namespace aclaim::http {
 
 struct HttpGuardOptions {
     /// The whole request, head and body, must arrive within this of the connection's accept;
@@ -159,4 +159,4 @@ class GuardedServer : public httplib::Server {
     std::atomic<bool> listened_{false};
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::http

@@ -10,18 +10,18 @@
 
 #include "common/store/event_kinds.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 namespace {
 
 /// The aging step a 'configured' detail sets ("aging=30000ms"; 0: removed); nullopt when it does
 /// not name it.
-std::optional<Duration> aging_of(const std::string& detail) {
+std::optional<base::Duration> aging_of(const std::string& detail) {
     for (std::size_t at = detail.find("aging="); at != std::string::npos;
          at = detail.find("aging=", at + 1)) {
         if (at == 0 || detail[at - 1] == ' ') {
             const double ms = std::strtod(detail.c_str() + at + 6, nullptr);
-            return std::chrono::duration_cast<Duration>(
+            return std::chrono::duration_cast<base::Duration>(
                 std::chrono::duration<double, std::milli>(ms));
         }
     }
@@ -30,45 +30,47 @@ std::optional<Duration> aging_of(const std::string& detail) {
 
 /// One job's first wait in its queue.
 struct Wait {
-    Instant start{};                 ///< its enqueue, or its coming due when it was scheduled
-    std::int64_t from = 0;           ///< the event that began it
-    std::optional<Instant> claimed;  ///< its first claim
+    base::Instant start{};                 ///< its enqueue, or its coming due when it was scheduled
+    std::int64_t from = 0;                 ///< the event that began it
+    std::optional<base::Instant> claimed;  ///< its first claim
 };
 
-using QueueKey = std::pair<OrgId, std::string>;
+using QueueKey = std::pair<store::OrgId, std::string>;
 
 }  // namespace
 
-void check_aging(const History& h, const std::unordered_map<JobId, const JobRow*>& rows,
-                 const std::function<void(Invariant, JobId, std::string)>& violate) {
+void check_aging(const History& h, const std::unordered_map<store::JobId, const JobRow*>& rows,
+                 const std::function<void(Invariant, store::JobId, std::string)>& violate) {
     std::map<QueueKey, std::vector<const QueueEvent*>> changes;
     for (const auto& q : h.queue_events) {
-        if (is(q.kind, QueueEventKind::Configured) && aging_of(q.detail))
+        if (store::is(q.kind, store::QueueEventKind::Configured) && aging_of(q.detail))
             changes[{q.org_id, q.queue}].push_back(&q);
     }
     if (changes.empty()) return;
     // Each job's first wait: from its enqueue (or its coming due) to its first claim.
-    std::unordered_map<JobId, Wait> waits;
+    std::unordered_map<store::JobId, Wait> waits;
     for (const auto& e : h.events) {
         const auto row = rows.find(e.job_id);
         if (row == rows.end() || !changes.count({row->second->org_id, row->second->queue}))
             continue;
         auto it = waits.find(e.job_id);
-        if (is(e.kind, EventKind::Enqueued) && it == waits.end()) {
+        if (store::is(e.kind, store::EventKind::Enqueued) && it == waits.end()) {
             waits[e.job_id] = Wait{e.at, e.id, std::nullopt};
-        } else if (is(e.kind, EventKind::Due) && it != waits.end() && !it->second.claimed) {
+        } else if (store::is(e.kind, store::EventKind::Due) && it != waits.end() &&
+                   !it->second.claimed) {
             it->second.start = e.at;
             it->second.from = e.id;
-        } else if (is(e.kind, EventKind::Claimed) && it != waits.end() && !it->second.claimed) {
+        } else if (store::is(e.kind, store::EventKind::Claimed) && it != waits.end() &&
+                   !it->second.claimed) {
             it->second.claimed = e.at;
         }
     }
     // Per queue and enqueued priority, the jobs waiting, oldest first.
-    using Waiting = std::map<int, std::set<std::pair<Instant, JobId>>>;
+    using Waiting = std::map<int, std::set<std::pair<base::Instant, store::JobId>>>;
     std::map<QueueKey, Waiting> waiting;
-    std::map<QueueKey, std::optional<Duration>> step;
+    std::map<QueueKey, std::optional<base::Duration>> step;
     std::map<QueueKey, std::size_t> applied;
-    auto priority_of = [&h](JobId id) {
+    auto priority_of = [&h](store::JobId id) {
         const auto it = h.priorities.find(id);
         return it == h.priorities.end() ? JobPriority{} : it->second;
     };
@@ -80,13 +82,13 @@ void check_aging(const History& h, const std::unordered_map<JobId, const JobRow*
         auto& queue = waiting[key];
         const JobPriority priority = priority_of(e.job_id);
         const int base = priority.base_priority.value_or(priority.priority);
-        const std::pair<Instant, JobId> self{w->second.start, e.job_id};
+        const std::pair<base::Instant, store::JobId> self{w->second.start, e.job_id};
         if (e.id == w->second.from) {
             queue[base].insert(self);
             continue;
         }
-        if (is(e.kind, EventKind::Due)) continue;
-        if (!queue[base].erase(self) || !is(e.kind, EventKind::Claimed)) continue;
+        if (store::is(e.kind, store::EventKind::Due)) continue;
+        if (!queue[base].erase(self) || !store::is(e.kind, store::EventKind::Claimed)) continue;
         // A first claim of K: the aging step in force then.
         const auto& list = changes.at(key);
         auto& next = applied[key];
@@ -105,14 +107,14 @@ void check_aging(const History& h, const std::unordered_map<JobId, const JobRow*
             const auto bound = std::max(0, k_priority - j_base) * *step[key] + kAgingTolerance;
             if (e.at - j_start > bound) {
                 violate(Invariant::AgingBoundKept, j_id,
-                        "waiting since " + std::to_string(to_micros(j_start)) + " at priority " +
-                            std::to_string(j_base) + " in aged queue " + key.second +
-                            " when younger job " + std::to_string(e.job_id) + " (priority " +
-                            std::to_string(k_priority) + ") was claimed at " +
-                            std::to_string(to_micros(e.at)));
+                        "waiting since " + std::to_string(base::to_micros(j_start)) +
+                            " at priority " + std::to_string(j_base) + " in aged queue " +
+                            key.second + " when younger job " + std::to_string(e.job_id) +
+                            " (priority " + std::to_string(k_priority) + ") was claimed at " +
+                            std::to_string(base::to_micros(e.at)));
             }
         }
     }
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

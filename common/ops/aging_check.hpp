@@ -11,11 +11,11 @@
 
 #include "common/ops/checker.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// What the aging bound allows beyond (p_K - p_J) x S: the ager's pass interval (1 s by default)
 /// and the time a claim takes to commit.
-inline constexpr Duration kAgingTolerance = std::chrono::seconds(10);
+inline constexpr base::Duration kAgingTolerance = std::chrono::seconds(10);
 
 /// Replays each aged queue's first claims in event order (a 'configured' queue event with
 /// "aging=" sets the step, in force from its time) and reports a job J that was waiting, in the
@@ -24,7 +24,7 @@ inline constexpr Duration kAgingTolerance = std::chrono::seconds(10);
 /// kAgingTolerance of K (the two claims ran together, and SKIP LOCKED passed J over). Only each
 /// job's first wait is replayed; K's priority is read from its row (aging never lowers it, so the
 /// bound read is never tighter than the one that held).
-void check_aging(const History& h, const std::unordered_map<JobId, const JobRow*>& rows,
-                 const std::function<void(Invariant, JobId, std::string)>& violate);
+void check_aging(const History& h, const std::unordered_map<store::JobId, const JobRow*>& rows,
+                 const std::function<void(Invariant, store::JobId, std::string)>& violate);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

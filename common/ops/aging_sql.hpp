@@ -4,7 +4,9 @@
 
 #include "common/store/statement.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::ops::sql {
+
+using store::sql::Statement;
 
 /// The transaction lock that makes one coordinator the ager while the others pass: taken with a
 /// try, never waited for, and apart from every lock a claim takes (kClaimLocks).
@@ -19,4 +21,4 @@ inline const Statement kAgeJobs{"aclaim_age_jobs",
                                 "SELECT raised, more FROM aclaim_age_jobs($1::bigint, $2::int)",
                                 {"now_us bigint", "batch int"}};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::ops::sql

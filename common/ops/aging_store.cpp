@@ -2,14 +2,14 @@
 
 #include "common/ops/aging_sql.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
-AgingPass AgingStore::run(Instant now, int batch) {
+AgingPass AgingStore::run(base::Instant now, int batch) {
     AgingPass out;
     pqxx::work txn(conn_, "aging");
     out.held = txn.exec(sql::kAgingTryLock.text)[0][0].as<bool>();
     if (out.held) {
-        const auto r = txn.exec_params1(sql::kAgeJobs.text, to_micros(now), batch);
+        const auto r = txn.exec_params1(sql::kAgeJobs.text, base::to_micros(now), batch);
         out.raised = r["raised"].as<std::int64_t>();
         out.more = r["more"].as<bool>();
     }
@@ -17,4 +17,4 @@ AgingPass AgingStore::run(Instant now, int batch) {
     return out;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

@@ -10,7 +10,7 @@
 
 #include "common/base/clock.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// What one aging pass did.
 struct AgingPass {
@@ -27,10 +27,10 @@ class AgingStore {
     /// One transaction at `now`: under the aging lock, taken with a try so that one coordinator
     /// ages while the others pass. A queue catching up raises at most `batch` jobs a pass; one
     /// caught up raises the jobs that crossed a step since the last pass, at most 60 s of them.
-    AgingPass run(Instant now, int batch);
+    AgingPass run(base::Instant now, int batch);
 
   private:
     pqxx::connection& conn_;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

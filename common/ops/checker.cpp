@@ -14,9 +14,9 @@
 #include "common/store/event_kinds.hpp"
 #include "common/store/pg_time.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
-constexpr EnumNames<Invariant, 20> kInvariantNames{
+constexpr base::EnumNames<Invariant, 20> kInvariantNames{
     {"single_completion",     "completion_is_current",
      "generations_increase",  "leases_disjoint",
      "nothing_lost",          "result_matches_row",
@@ -35,16 +35,17 @@ std::string_view to_string(Invariant i) {
 
 namespace {
 
-std::string describe(const AuditEvent& e) {
+std::string describe(const store::AuditEvent& e) {
     return "event " + std::to_string(e.id) + " " + e.kind + " gen " + std::to_string(e.generation) +
-           (e.worker.empty() ? "" : " by " + e.worker) + " at " + std::to_string(to_micros(e.at));
+           (e.worker.empty() ? "" : " by " + e.worker) + " at " +
+           std::to_string(base::to_micros(e.at));
 }
 
 /// Events that end a lease: after one of them the job may be claimed again.
-bool ends_lease(const AuditEvent& e) {
-    using K = EventKind;
-    return is_one_of(e.kind, {K::Reclaimed, K::Released, K::Completed, K::Failed, K::Quarantined,
-                              K::Unquarantined, K::Discarded, K::Cancelled});
+bool ends_lease(const store::AuditEvent& e) {
+    using K = store::EventKind;
+    return store::is_one_of(e.kind, {K::Reclaimed, K::Released, K::Completed, K::Failed,
+                                     K::Quarantined, K::Unquarantined, K::Discarded, K::Cancelled});
 }
 
 /// The worker name aclaim_finish_parked (schema/definitions/functions/aclaim_finish_parked.sql)
@@ -52,23 +53,25 @@ bool ends_lease(const AuditEvent& e) {
 constexpr std::string_view kCallbackWorker = "callback";
 
 /// An event that is the outcome of a parked job's callback (a refused token is 'rejected').
-bool finishes_park(const AuditEvent& e) {
-    return e.worker == kCallbackWorker && !is(e.kind, EventKind::Rejected);
+bool finishes_park(const store::AuditEvent& e) {
+    return e.worker == kCallbackWorker && !store::is(e.kind, store::EventKind::Rejected);
 }
 
 /// Events after which the job waits for its run_at: an enqueue with a delay, or a retry with a
 /// backoff (the enqueue functions of schema/definitions/functions/ and kRetryDetail of
 /// common/store/shared_sql.hpp write these details).
-bool schedules(const AuditEvent& e) {
-    if (is(e.kind, EventKind::Enqueued)) return e.detail.find("; run at ") != std::string::npos;
-    return is_one_of(e.kind, {EventKind::Released, EventKind::Reclaimed}) &&
+bool schedules(const store::AuditEvent& e) {
+    if (store::is(e.kind, store::EventKind::Enqueued))
+        return e.detail.find("; run at ") != std::string::npos;
+    return store::is_one_of(e.kind, {store::EventKind::Released, store::EventKind::Reclaimed}) &&
            e.detail.find("; retry ") != std::string::npos &&
            e.detail.find(" now") == std::string::npos;
 }
 
 /// Events that end a job for good, until an operator revives it.
-bool ends_job(const AuditEvent& e) {
-    return is_one_of(e.kind, {EventKind::Cancelled, EventKind::Discarded, EventKind::Failed});
+bool ends_job(const store::AuditEvent& e) {
+    return store::is_one_of(e.kind, {store::EventKind::Cancelled, store::EventKind::Discarded,
+                                     store::EventKind::Failed});
 }
 
 /// The max_assigned a queue_events 'configured' detail sets: nullopt when it does not name it,
@@ -83,30 +86,33 @@ std::optional<int> configured_limit(const std::string& detail) {
 /// Where the remaining history of a pruned job left it: "finished" unless its last event that
 /// moves the job says it was pending, assigned or quarantined. An operator's resolution of a
 /// quarantine ('unquarantined') may have failed it, so it counts as finished.
-std::optional<std::string> unfinished_at_prune(const std::vector<const AuditEvent*>& events) {
-    const AuditEvent* last = nullptr;
-    for (const AuditEvent* e : events) {
-        if (!is_one_of(e->kind, {EventKind::Rejected, EventKind::Renewed})) last = e;
+std::optional<std::string> unfinished_at_prune(
+    const std::vector<const store::AuditEvent*>& events) {
+    const store::AuditEvent* last = nullptr;
+    for (const store::AuditEvent* e : events) {
+        if (!store::is_one_of(e->kind, {store::EventKind::Rejected, store::EventKind::Renewed}))
+            last = e;
     }
     if (!last) return std::nullopt;
     const std::string& k = last->kind;
-    if (is_one_of(k, {EventKind::Completed, EventKind::Failed, EventKind::Discarded,
-                      EventKind::Cancelled, EventKind::Unquarantined}))
+    if (store::is_one_of(
+            k, {store::EventKind::Completed, store::EventKind::Failed, store::EventKind::Discarded,
+                store::EventKind::Cancelled, store::EventKind::Unquarantined}))
         return std::nullopt;
-    if (is(k, EventKind::Claimed)) return "assigned";
-    if (is(k, EventKind::Quarantined)) return "quarantined";
+    if (store::is(k, store::EventKind::Claimed)) return "assigned";
+    if (store::is(k, store::EventKind::Quarantined)) return "quarantined";
     return "waiting";
 }
 
 /// The queue checks that need the whole history in time order: no claim while the queue is
 /// paused, and no more leases out than its limit at any claim.
-void check_queues(const History& h, const std::unordered_map<JobId, const JobRow*>& rows,
-                  const std::function<void(Invariant, JobId, std::string)>& violate) {
-    using QueueKey = std::pair<OrgId, std::string>;
+void check_queues(const History& h, const std::unordered_map<store::JobId, const JobRow*>& rows,
+                  const std::function<void(Invariant, store::JobId, std::string)>& violate) {
+    using QueueKey = std::pair<store::OrgId, std::string>;
     std::map<QueueKey, std::vector<const QueueEvent*>> changes;
     for (const auto& q : h.queue_events) changes[{q.org_id, q.queue}].push_back(&q);
     // The queue's pause state and limit in force at `at`.
-    auto state_at = [&](const QueueKey& key, Instant at, Duration resume_tolerance) {
+    auto state_at = [&](const QueueKey& key, base::Instant at, base::Duration resume_tolerance) {
         bool paused = false;
         int limit = 0;
         const auto found = changes.find(key);
@@ -114,23 +120,24 @@ void check_queues(const History& h, const std::unordered_map<JobId, const JobRow
         for (const QueueEvent* q : found->second) {
             // A pause covers the claims stamped after it (one stamped the same instant committed
             // before the pause took the queue lock); a resume, those up to the tolerance before.
-            const bool resume = is(q->kind, QueueEventKind::Resumed);
+            const bool resume = store::is(q->kind, store::QueueEventKind::Resumed);
             if (resume ? q->at > at + resume_tolerance : q->at >= at) break;
-            if (is(q->kind, QueueEventKind::Paused)) paused = true;
+            if (store::is(q->kind, store::QueueEventKind::Paused)) paused = true;
             if (resume) paused = false;
-            if (is(q->kind, QueueEventKind::Configured)) {
+            if (store::is(q->kind, store::QueueEventKind::Configured)) {
                 if (const auto l = configured_limit(q->detail)) limit = *l;
             }
         }
         return std::pair{paused, limit};
     };
-    std::map<QueueKey, int> out;                    // leases out per queue, by event order
-    std::unordered_map<JobId, Generation> holding;  // job -> generation of its open claim
+    std::map<QueueKey, int> out;  // leases out per queue, by event order
+    std::unordered_map<store::JobId, store::Generation>
+        holding;  // job -> generation of its open claim
     for (const auto& e : h.events) {
         const auto row = rows.find(e.job_id);
         if (row == rows.end()) continue;
         const QueueKey key{row->second->org_id, row->second->queue};
-        if (is(e.kind, EventKind::Claimed)) {
+        if (store::is(e.kind, store::EventKind::Claimed)) {
             const auto [paused, limit] = state_at(key, e.at, kResumeTolerance);
             if (paused) {
                 violate(Invariant::PausedQueueIdle, e.job_id,
@@ -143,7 +150,7 @@ void check_queues(const History& h, const std::unordered_map<JobId, const JobRow
                         describe(e) + " made " + std::to_string(now_out) + " leases out of queue " +
                             key.second + ", whose limit is " + std::to_string(limit));
             }
-        } else if (ends_lease(e) || is(e.kind, EventKind::Parked)) {
+        } else if (ends_lease(e) || store::is(e.kind, store::EventKind::Parked)) {
             // A parked job holds no lease: it does not count against max_assigned (the claim's
             // limit counts assigned rows).
             const auto held = holding.find(e.job_id);
@@ -161,17 +168,18 @@ void check_queues(const History& h, const std::unordered_map<JobId, const JobRow
 /// has the higher id) the first such ending of the dependency. A dependency whose whole history
 /// is gone (pruned, or its partition archived) proves nothing either way and is passed over.
 void check_dependencies(const History& h, const PrunedIds& pruned,
-                        const std::function<void(Invariant, JobId, std::string)>& violate) {
+                        const std::function<void(Invariant, store::JobId, std::string)>& violate) {
     if (h.dependencies.empty()) return;
-    std::unordered_map<JobId, const AuditEvent*> first_claim;
-    std::unordered_map<JobId, const AuditEvent*> first_completion;
-    std::unordered_map<JobId, const AuditEvent*> first_end;
-    std::set<JobId> logged;
+    std::unordered_map<store::JobId, const store::AuditEvent*> first_claim;
+    std::unordered_map<store::JobId, const store::AuditEvent*> first_completion;
+    std::unordered_map<store::JobId, const store::AuditEvent*> first_end;
+    std::set<store::JobId> logged;
     for (const auto& e : h.events) {
         logged.insert(e.job_id);
-        if (is(e.kind, EventKind::Claimed)) first_claim.emplace(e.job_id, &e);
-        if (is(e.kind, EventKind::Completed)) first_completion.emplace(e.job_id, &e);
-        if (is(e.kind, EventKind::Completed) || ends_job(e)) first_end.emplace(e.job_id, &e);
+        if (store::is(e.kind, store::EventKind::Claimed)) first_claim.emplace(e.job_id, &e);
+        if (store::is(e.kind, store::EventKind::Completed)) first_completion.emplace(e.job_id, &e);
+        if (store::is(e.kind, store::EventKind::Completed) || ends_job(e))
+            first_end.emplace(e.job_id, &e);
     }
     for (const auto& d : h.dependencies) {
         const auto claim = first_claim.find(d.job_id);
@@ -194,11 +202,11 @@ void check_dependencies(const History& h, const PrunedIds& pruned,
 /// and by nobody who has a 'completed' event on a job it names. A named job whose history is gone
 /// proves nothing and is passed over (pruning wrote its completer as a named reviewer).
 void check_exclusions(const History& h,
-                      const std::function<void(Invariant, JobId, std::string)>& violate) {
+                      const std::function<void(Invariant, store::JobId, std::string)>& violate) {
     if (h.exclusions.empty()) return;
-    std::unordered_map<JobId, std::vector<const AuditEvent*>> completions;
+    std::unordered_map<store::JobId, std::vector<const store::AuditEvent*>> completions;
     for (const auto& e : h.events) {
-        if (is(e.kind, EventKind::Completed)) completions[e.job_id].push_back(&e);
+        if (store::is(e.kind, store::EventKind::Completed)) completions[e.job_id].push_back(&e);
     }
     for (const auto& x : h.exclusions) {
         const auto done = completions.find(x.job_id);
@@ -208,13 +216,13 @@ void check_exclusions(const History& h,
             banned.emplace_back(x.excluded_key, "it excludes reviewer " + x.excluded_key);
         } else if (const auto named = completions.find(x.completer_of);
                    named != completions.end()) {
-            for (const AuditEvent* c : named->second) {
+            for (const store::AuditEvent* c : named->second) {
                 banned.emplace_back(c->worker, "it excludes whoever completed job " +
                                                    std::to_string(x.completer_of) + ", and " +
                                                    describe(*c) + " there");
             }
         }
-        for (const AuditEvent* c : done->second) {
+        for (const store::AuditEvent* c : done->second) {
             for (const auto& [reviewer, why] : banned) {
                 if (c->worker == reviewer) {
                     violate(Invariant::ExcludedNeverCompleted, x.job_id,
@@ -231,18 +239,18 @@ CheckReport check(const History& h) {
     CheckReport report;
     report.jobs = h.jobs.size();
     report.events = h.events.size();
-    auto violate = [&](Invariant inv, JobId job, std::string evidence) {
+    auto violate = [&](Invariant inv, store::JobId job, std::string evidence) {
         report.violations.push_back({inv, job, std::move(evidence)});
     };
 
-    std::unordered_map<JobId, const JobRow*> rows;
+    std::unordered_map<store::JobId, const JobRow*> rows;
     for (const auto& j : h.jobs) {
         rows[j.id] = &j;
         ++report.states[j.state];
     }
-    std::unordered_map<JobId, std::vector<const AuditEvent*>> by_job;
+    std::unordered_map<store::JobId, std::vector<const store::AuditEvent*>> by_job;
     for (const auto& e : h.events) by_job[e.job_id].push_back(&e);
-    std::unordered_map<JobId, std::vector<const ResultRecord*>> results;
+    std::unordered_map<store::JobId, std::vector<const ResultRecord*>> results;
     for (const auto& r : h.results) results[r.job_id].push_back(&r);
     const PrunedIds pruned(h.pruned);
     report.pruned = pruned.count();
@@ -250,7 +258,7 @@ CheckReport check(const History& h) {
     for (const auto& [job, events] : by_job) {
         const auto row_it = rows.find(job);
         const JobRow* row = row_it == rows.end() ? nullptr : row_it->second;
-        const bool enqueued = is(events.front()->kind, EventKind::Enqueued);
+        const bool enqueued = store::is(events.front()->kind, store::EventKind::Enqueued);
         if (!row && pruned.contains(job)) {
             // Removed by retention: absent, not lost. Its history may be partial (older
             // partitions archived), so only how it ended is checked.
@@ -269,34 +277,39 @@ CheckReport check(const History& h) {
                     "the log has " + describe(*events.front()) + " but the job row is missing");
             continue;
         }
-        Generation last_claim = 0;
-        const AuditEvent* open_claim = nullptr;  // the claim whose lease has not ended yet
-        const AuditEvent* waiting = nullptr;     // the event that scheduled the job for later
-        const AuditEvent* ended = nullptr;       // the event that ended the job
-        const AuditEvent* open_park = nullptr;   // the park whose callback has not come yet
-        std::vector<const AuditEvent*> completions;
-        for (const AuditEvent* e : events) {
+        store::Generation last_claim = 0;
+        const store::AuditEvent* open_claim = nullptr;  // the claim whose lease has not ended yet
+        const store::AuditEvent* waiting = nullptr;    // the event that scheduled the job for later
+        const store::AuditEvent* ended = nullptr;      // the event that ended the job
+        const store::AuditEvent* open_park = nullptr;  // the park whose callback has not come yet
+        std::vector<const store::AuditEvent*> completions;
+        for (const store::AuditEvent* e : events) {
             if (e->org_id != row->org_id) {
                 violate(Invariant::SameOrganization, job,
                         describe(*e) + " is in organization " + std::to_string(e->org_id) +
                             " but the job belongs to " + std::to_string(row->org_id));
             }
-            if (is_one_of(e->kind, {EventKind::Claimed, EventKind::Completed}) && ended) {
+            if (store::is_one_of(e->kind,
+                                 {store::EventKind::Claimed, store::EventKind::Completed}) &&
+                ended) {
                 violate(Invariant::EndedStaysEnded, job,
                         describe(*e) + " after " + describe(*ended) + " with no retry between");
             }
-            if (is(e->kind, EventKind::Claimed) && waiting) {
+            if (store::is(e->kind, store::EventKind::Claimed) && waiting) {
                 violate(Invariant::ClaimAfterRunAt, job,
                         describe(*e) + " but the job was scheduled for later by " +
                             describe(*waiting) + " and never came due");
             }
             if (schedules(*e)) waiting = e;
-            if (is_one_of(e->kind, {EventKind::Due, EventKind::Retried, EventKind::Cancelled})) {
+            if (store::is_one_of(e->kind, {store::EventKind::Due, store::EventKind::Retried,
+                                           store::EventKind::Cancelled})) {
                 waiting = nullptr;
             }
             if (ends_job(*e)) ended = e;
-            if (is_one_of(e->kind, {EventKind::Retried, EventKind::Unquarantined})) ended = nullptr;
-            if (is(e->kind, EventKind::Claimed)) {
+            if (store::is_one_of(e->kind,
+                                 {store::EventKind::Retried, store::EventKind::Unquarantined}))
+                ended = nullptr;
+            if (store::is(e->kind, store::EventKind::Claimed)) {
                 if (e->generation <= last_claim) {
                     violate(Invariant::GenerationsIncrease, job,
                             describe(*e) + " follows a claim at generation " +
@@ -309,7 +322,7 @@ CheckReport check(const History& h) {
                 }
                 last_claim = std::max(last_claim, e->generation);
                 open_claim = e;
-            } else if (is(e->kind, EventKind::Completed)) {
+            } else if (store::is(e->kind, store::EventKind::Completed)) {
                 ++report.accepted_completions;
                 completions.push_back(e);
                 if (e->generation != last_claim) {
@@ -324,7 +337,7 @@ CheckReport check(const History& h) {
                             describe(*e) + " but the lease of generation " +
                                 std::to_string(last_claim) + " had already ended");
                 }
-            } else if (is(e->kind, EventKind::Checkpoint)) {
+            } else if (store::is(e->kind, store::EventKind::Checkpoint)) {
                 // A checkpoint is fenced as a completion is: only the holder of the latest claim
                 // may save one, while its lease lasts (schema/baseline/tables.sql).
                 if (e->generation != last_claim || !open_claim) {
@@ -336,7 +349,7 @@ CheckReport check(const History& h) {
                                  : "the lease of generation " + std::to_string(last_claim) +
                                        " had already ended"));
                 }
-            } else if (is(e->kind, EventKind::Parked)) {
+            } else if (store::is(e->kind, store::EventKind::Parked)) {
                 // Only the holder of the latest claim parks a job, while its lease lasts (a PARK
                 // re-sent before the deadline parks it again: the same park).
                 const bool reparked = open_park && open_park->generation == e->generation;
@@ -347,9 +360,9 @@ CheckReport check(const History& h) {
                                 (open_claim ? "" : ", whose lease had already ended"));
                 }
                 open_park = e;
-            } else if (is(e->kind, EventKind::Rejected)) {
+            } else if (store::is(e->kind, store::EventKind::Rejected)) {
                 ++report.rejections;
-            } else if (is(e->kind, EventKind::Reclaimed)) {
+            } else if (store::is(e->kind, store::EventKind::Reclaimed)) {
                 ++report.reclaims;
             }
             if (finishes_park(*e)) {
@@ -428,12 +441,12 @@ CheckReport check(const History& h) {
     check_dependencies(h, pruned, violate);
     check_exclusions(h, violate);
     // Each scheduler records the ticks it enqueued; two rows for one tick are two jobs for it.
-    std::map<std::pair<std::int64_t, Instant>, JobId> ticks;
+    std::map<std::pair<std::int64_t, base::Instant>, store::JobId> ticks;
     for (const auto& t : h.schedule_ticks) {
         const auto [at, first] = ticks.emplace(std::pair{t.schedule_id, t.tick}, t.job_id);
         if (!first) {
             violate(Invariant::ScheduleTickOnce, t.job_id,
-                    "tick " + std::to_string(to_micros(t.tick)) + " of schedule " +
+                    "tick " + std::to_string(base::to_micros(t.tick)) + " of schedule " +
                         std::to_string(t.schedule_id) + " was enqueued as job " +
                         std::to_string(at->second) + " already");
         }
@@ -447,10 +460,10 @@ History load_history(pqxx::connection& conn) {
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn, "check");
     for (const auto& r : txn.exec(sql::kCheckJobs)) {
         JobRow j;
-        j.id = r["id"].as<JobId>();
-        j.org_id = r["org_id"].as<OrgId>();
+        j.id = r["id"].as<store::JobId>();
+        j.org_id = r["org_id"].as<store::OrgId>();
         j.state = r["state"].as<std::string>();
-        j.generation = r["generation"].as<Generation>();
+        j.generation = r["generation"].as<store::Generation>();
         if (!r["result_ref"].is_null()) j.result_ref = r["result_ref"].as<std::string>();
         if (!r["quarantine_reason"].is_null())
             j.quarantine_reason = r["quarantine_reason"].as<std::string>();
@@ -461,33 +474,35 @@ History load_history(pqxx::connection& conn) {
         h.jobs.push_back(std::move(j));
     }
     for (const auto& r : txn.exec(sql::kCheckEvents)) {
-        h.events.push_back({r["id"].as<std::int64_t>(), r["job_id"].as<JobId>(),
-                            r["org_id"].as<OrgId>(), r["generation"].as<Generation>(),
+        h.events.push_back({r["id"].as<std::int64_t>(), r["job_id"].as<store::JobId>(),
+                            r["org_id"].as<store::OrgId>(), r["generation"].as<store::Generation>(),
                             r["kind"].as<std::string>(), r["worker"].as<std::string>(),
-                            r["at_us"].as<Instant>(), r["detail"].as<std::string>()});
+                            r["at_us"].as<base::Instant>(), r["detail"].as<std::string>()});
     }
     for (const auto& r : txn.exec(sql::kCheckResults)) {
         h.results.push_back(result_record_of(r));
     }
     for (const auto& r : txn.exec(sql::kCheckQueueEvents)) {
-        h.queue_events.push_back({r["org_id"].as<OrgId>(), r["queue"].as<std::string>(),
-                                  r["kind"].as<std::string>(), r["at_us"].as<Instant>(),
+        h.queue_events.push_back({r["org_id"].as<store::OrgId>(), r["queue"].as<std::string>(),
+                                  r["kind"].as<std::string>(), r["at_us"].as<base::Instant>(),
                                   r["detail"].as<std::string>()});
     }
     h.pruned = load_pruned(txn);
     for (const auto& r : txn.exec(sql::kCheckScheduleTicks)) {
-        h.schedule_ticks.push_back({r["org_id"].as<OrgId>(), r["schedule_id"].as<std::int64_t>(),
-                                    r["tick_us"].as<Instant>(), r["job_id"].as<JobId>()});
+        h.schedule_ticks.push_back(
+            {r["org_id"].as<store::OrgId>(), r["schedule_id"].as<std::int64_t>(),
+             r["tick_us"].as<base::Instant>(), r["job_id"].as<store::JobId>()});
     }
     for (const auto& r : txn.exec(sql::kCheckDependencies)) {
-        h.dependencies.push_back(
-            {r["job_id"].as<JobId>(), r["depends_on"].as<JobId>(), r["policy"].as<std::string>()});
+        h.dependencies.push_back({r["job_id"].as<store::JobId>(),
+                                  r["depends_on"].as<store::JobId>(),
+                                  r["policy"].as<std::string>()});
     }
     for (const auto& r : txn.exec(sql::kCheckExclusions)) {
-        h.exclusions.push_back({r["job_id"].as<JobId>(), r["excluded_key"].as<std::string>(),
-                                r["completer_of"].as<JobId>()});
+        h.exclusions.push_back({r["job_id"].as<store::JobId>(), r["excluded_key"].as<std::string>(),
+                                r["completer_of"].as<store::JobId>()});
     }
     return h;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

@@ -15,18 +15,18 @@
 #include "common/ops/pruned.hpp"
 #include "common/store/assignment.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// The columns of a jobs row the invariants read. Narrower than JobRecord on purpose: the checker
 /// reads every row of the table in one snapshot.
 struct JobRow {
-    JobId id = 0;
-    OrgId org_id = 0;
+    store::JobId id = 0;
+    store::OrgId org_id = 0;
     std::string state;
-    Generation generation = 0;
+    store::Generation generation = 0;
     std::optional<std::string> result_ref;
     std::optional<std::string> quarantine_reason;
-    std::string queue{kDefaultQueue};
+    std::string queue{base::kDefaultQueue};
 };
 
 /// A job's priority now and, when aging raised it, the one it was enqueued with: read by the
@@ -38,45 +38,45 @@ struct JobPriority {
 
 /// One row of queue_events: a pause, resume or settings change of an organization's queue.
 struct QueueEvent {
-    OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string queue;
     std::string kind;  ///< paused, resumed, configured
-    Instant at{};
+    base::Instant at{};
     std::string detail;  ///< configured: "max_assigned=3, ..." as aclaimctl queue set wrote it
 };
 
 /// One row of schedule_ticks: a tick of a schedule a scheduler enqueued, with the job it made.
 struct ScheduleTick {
-    OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::int64_t schedule_id = 0;
-    Instant tick{};
-    JobId job_id = 0;
+    base::Instant tick{};
+    store::JobId job_id = 0;
 };
 
 /// One row of job_dependencies (schema/baseline/tables.sql): job_id waits for depends_on.
 struct DependencyEdge {
-    JobId job_id = 0;
-    JobId depends_on = 0;
+    store::JobId job_id = 0;
+    store::JobId depends_on = 0;
     std::string policy;  ///< cancel, run
 };
 
 /// One row of job_exclusions (schema/baseline/tables.sql): job_id may not go to excluded_key, or to
 /// whoever completed completer_of (the other one empty / 0).
 struct Exclusion {
-    JobId job_id = 0;
+    store::JobId job_id = 0;
     std::string excluded_key;
-    JobId completer_of = 0;
+    store::JobId completer_of = 0;
 };
 
 struct History {
     std::vector<JobRow> jobs;
-    std::vector<AuditEvent> events;  ///< in id order
+    std::vector<store::AuditEvent> events;  ///< in id order
     std::vector<ResultRecord> results;
     std::vector<QueueEvent> queue_events;  ///< in id order
     std::vector<PrunedRange> pruned;       ///< the prune ledger: jobs absent by design, any order
     std::vector<ScheduleTick> schedule_ticks;  ///< in id order
     /// The priority of each job whose row names one (jobs of aged queues are the ones read).
-    std::unordered_map<JobId, JobPriority> priorities;
+    std::unordered_map<store::JobId, JobPriority> priorities;
     std::vector<DependencyEdge> dependencies;  ///< any order
     std::vector<Exclusion> exclusions;         ///< any order
 };
@@ -118,13 +118,13 @@ enum class Invariant {
 
 /// How long before a resume a claim may be stamped and still be legitimate: a claim carries the
 /// time it was dispatched, and one dispatched just before a resume may run just after it.
-inline constexpr Duration kResumeTolerance = std::chrono::seconds(1);
+inline constexpr base::Duration kResumeTolerance = std::chrono::seconds(1);
 
 std::string_view to_string(Invariant i);
 
 struct Violation {
     Invariant invariant;
-    JobId job_id = 0;
+    store::JobId job_id = 0;
     std::string evidence;
 };
 
@@ -149,4 +149,4 @@ CheckReport check(const History& history);
 /// ticks, dependency edges) in one snapshot.
 History load_history(pqxx::connection& conn);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

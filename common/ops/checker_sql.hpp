@@ -7,7 +7,7 @@
 
 #include "common/ops/job_record_sql.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::ops::sql {
 
 /// Every job's authority columns, in id order.
 inline constexpr const char* kCheckJobs =
@@ -42,4 +42,4 @@ inline constexpr const char* kCheckExclusions =
     "SELECT job_id, coalesce(excluded_key, '') AS excluded_key, "
     "coalesce(completer_of, 0) AS completer_of FROM job_exclusions";
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::ops::sql

@@ -6,7 +6,7 @@
 #include <charconv>
 #include <vector>
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 namespace {
 
@@ -112,21 +112,21 @@ std::string_view macro(std::string_view text) {
     return text;
 }
 
-Instant as_instant(Wall w) {
-    return Instant(w.at.time_since_epoch());
+base::Instant as_instant(Wall w) {
+    return base::Instant(w.at.time_since_epoch());
 }
 
 /// The wall reading `w` as an instant at `offset`.
-Instant at_offset(Wall w, Duration offset) {
+base::Instant at_offset(Wall w, base::Duration offset) {
     return as_instant(w) - offset;
 }
 
 /// The first minute t in (lo, hi] at which the offset is the one at `hi`: the instant of the
 /// zone's shift between them. Both are whole minutes and their offsets differ.
-Instant shift_between(ZoneOffsets& zone, Instant lo, Instant hi) {
+base::Instant shift_between(ZoneOffsets& zone, base::Instant lo, base::Instant hi) {
     const auto after = zone.at(hi);
     while (hi - lo > minutes(1)) {
-        const Instant mid = lo + std::chrono::floor<minutes>((hi - lo) / 2);
+        const base::Instant mid = lo + std::chrono::floor<minutes>((hi - lo) / 2);
         if (zone.at(mid) == after) {
             hi = mid;
         } else {
@@ -139,8 +139,8 @@ Instant shift_between(ZoneOffsets& zone, Instant lo, Instant hi) {
 /// The instants a wall minute stands for: one, two (repeated by a fall-back shift) or none
 /// (skipped by a spring-forward shift: then `skipped_until` is the shift's instant).
 struct Resolved {
-    std::vector<Instant> instants;
-    Instant skipped_until{};
+    std::vector<base::Instant> instants;
+    base::Instant skipped_until{};
 };
 
 Resolved resolve(ZoneOffsets& zone, Wall w) {
@@ -241,7 +241,7 @@ std::optional<Wall> Cron::next_after(Wall after) const {
     return std::nullopt;
 }
 
-Duration ZoneOffsets::at(Instant t) {
+base::Duration ZoneOffsets::at(base::Instant t) {
     constexpr auto kTrusted = days(3);
     auto hi = seen_.lower_bound(t);
     if (hi != seen_.end() && hi->first == t) return hi->second;
@@ -255,11 +255,11 @@ Duration ZoneOffsets::at(Instant t) {
     return offset;
 }
 
-Wall ZoneOffsets::wall(Instant t) {
+Wall ZoneOffsets::wall(base::Instant t) {
     return Wall{std::chrono::floor<minutes>(t + at(t))};
 }
 
-std::optional<Instant> next_tick(const Cron& cron, ZoneOffsets& zone, Instant after) {
+std::optional<base::Instant> next_tick(const Cron& cron, ZoneOffsets& zone, base::Instant after) {
     // Bounds the walk through wall minutes whose instants are all at or before `after`: a
     // schedule with named hours steps through the second pass of a repeated hour (60 at most).
     constexpr int kMaxSteps = 1000;
@@ -269,7 +269,7 @@ std::optional<Instant> next_tick(const Cron& cron, ZoneOffsets& zone, Instant af
         if (!next) return std::nullopt;
         w = *next;
         const auto r = resolve(zone, w);
-        std::optional<Instant> pick;
+        std::optional<base::Instant> pick;
         if (r.instants.empty()) {
             if (r.skipped_until > after) pick = r.skipped_until;
         } else if (r.instants.size() == 2 && !cron.every_hour()) {
@@ -298,13 +298,14 @@ std::optional<Instant> next_tick(const Cron& cron, ZoneOffsets& zone, Instant af
     return std::nullopt;
 }
 
-std::optional<Instant> last_tick_until(const Cron& cron, ZoneOffsets& zone, Instant after,
-                                       Instant now) {
+std::optional<base::Instant> last_tick_until(const Cron& cron, ZoneOffsets& zone,
+                                             base::Instant after, base::Instant now) {
     // Looks back a growing window from `now`, so that an every-minute schedule after a week's
     // outage walks an hour of ticks, not a week of them.
     constexpr int kMaxWalk = 100000;
-    for (const Duration window : {Duration(hours(1)), Duration(days(1)), Duration(days(32)),
-                                  Duration(days(366)), Duration(days(3653))}) {
+    for (const base::Duration window :
+         {base::Duration(hours(1)), base::Duration(days(1)), base::Duration(days(32)),
+          base::Duration(days(366)), base::Duration(days(3653))}) {
         const auto from = std::max(after, now - window);
         auto t = next_tick(cron, zone, from);
         if (!t || *t > now) {
@@ -321,4 +322,4 @@ std::optional<Instant> last_tick_until(const Cron& cron, ZoneOffsets& zone, Inst
     return std::nullopt;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

@@ -15,7 +15,7 @@
 
 #include "common/base/clock.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// A wall-clock reading in some zone, to the minute, written as if it were UTC: 02:30 local is
 /// the sys_time of 02:30. A type of its own so that a wall reading and an Instant never mix.
@@ -67,18 +67,18 @@ class Cron {
 /// database's rules of today).
 class ZoneOffsets {
   public:
-    using Source = std::function<Duration(Instant)>;
+    using Source = std::function<base::Duration(base::Instant)>;
     explicit ZoneOffsets(Source source) : source_(std::move(source)) {}
 
-    Duration at(Instant t);
+    base::Duration at(base::Instant t);
     /// The wall minute at `t` (its seconds dropped).
-    Wall wall(Instant t);
+    Wall wall(base::Instant t);
     /// How many times `source` was asked: a test holds the cache to its promise.
     int lookups() const { return lookups_; }
 
   private:
     Source source_;
-    std::map<Instant, Duration> seen_;
+    std::map<base::Instant, base::Duration> seen_;
     int lookups_ = 0;
 };
 
@@ -87,11 +87,11 @@ class ZoneOffsets {
 /// instant after the shift (once, however many skipped minutes match); a wall minute repeated by
 /// a fall-back shift ticks in its first pass, and in its second too when the hour field is `*`
 /// (every_hour), so that `*/5 * * * *` keeps ticking every five real minutes.
-std::optional<Instant> next_tick(const Cron& cron, ZoneOffsets& zone, Instant after);
+std::optional<base::Instant> next_tick(const Cron& cron, ZoneOffsets& zone, base::Instant after);
 
 /// The latest tick t with after < t <= now, or nothing: what a schedule that skips missed ticks
 /// enqueues after an outage. Costs a few next_tick calls however long the outage was.
-std::optional<Instant> last_tick_until(const Cron& cron, ZoneOffsets& zone, Instant after,
-                                       Instant now);
+std::optional<base::Instant> last_tick_until(const Cron& cron, ZoneOffsets& zone,
+                                             base::Instant after, base::Instant now);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

@@ -8,7 +8,7 @@
 #include "common/base/bounded_json.hpp"
 #include "common/ops/recovery.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 struct ArchiveHash {
     crypto_hash_sha256_state state{};
@@ -28,12 +28,12 @@ struct ArchiveHash {
 
 namespace {
 
-nlohmann::json instant_json(const std::optional<Instant>& t) {
+nlohmann::json instant_json(const std::optional<base::Instant>& t) {
     if (!t) return nullptr;
     return format_instant(*t);
 }
 
-Instant instant_of(const nlohmann::json& j, const char* what) {
+base::Instant instant_of(const nlohmann::json& j, const char* what) {
     const auto t = j.is_string() ? parse_instant(j.get<std::string>()) : std::nullopt;
     if (!t) throw std::runtime_error(std::string("archive: ") + what + " is not an instant");
     return *t;
@@ -41,7 +41,7 @@ Instant instant_of(const nlohmann::json& j, const char* what) {
 
 }  // namespace
 
-std::string archive_line(const AuditEvent& e) {
+std::string archive_line(const store::AuditEvent& e) {
     nlohmann::json j{
         {"id", e.id},
         {"job_id", e.job_id},
@@ -73,7 +73,7 @@ void ArchiveWriter::line(const std::string& text) {
     if (!out_) throw std::runtime_error("archive: write failed");
 }
 
-void ArchiveWriter::add(const AuditEvent& e) {
+void ArchiveWriter::add(const store::AuditEvent& e) {
     if (summary_.rows > 0 && e.id <= summary_.max_id)
         throw std::logic_error("archive: events must come in increasing id order");
     if (summary_.rows == 0) summary_.min_id = e.id;
@@ -95,7 +95,8 @@ ArchiveSummary ArchiveWriter::finish() {
     return summary_;
 }
 
-ArchiveContents read_archive(std::istream& in, const std::function<void(const AuditEvent&)>& each) {
+ArchiveContents read_archive(std::istream& in,
+                             const std::function<void(const store::AuditEvent&)>& each) {
     if (sodium_init() < 0) throw std::runtime_error("libsodium failed to initialise");
     ArchiveHash hash;
     ArchiveContents out;
@@ -109,7 +110,7 @@ ArchiveContents read_archive(std::istream& in, const std::function<void(const Au
         ++line_no;
         nlohmann::json j;
         try {
-            j = parse_bounded_json(text);
+            j = base::parse_bounded_json(text);
         } catch (const nlohmann::json::exception& e) {
             fail(std::string("not JSON: ") + e.what());
         }
@@ -139,12 +140,12 @@ ArchiveContents read_archive(std::istream& in, const std::function<void(const Au
             if (std::getline(in, text)) fail("content after the trailer");
             return out;
         }
-        AuditEvent e;
+        store::AuditEvent e;
         try {
             e.id = j.at("id").get<std::int64_t>();
-            e.job_id = j.at("job_id").get<JobId>();
-            e.org_id = j.at("org_id").get<OrgId>();
-            e.generation = j.at("generation").get<Generation>();
+            e.job_id = j.at("job_id").get<store::JobId>();
+            e.org_id = j.at("org_id").get<store::OrgId>();
+            e.generation = j.at("generation").get<store::Generation>();
             e.kind = j.at("kind").get<std::string>();
             e.worker = j.at("worker").is_null() ? "" : j.at("worker").get<std::string>();
             e.detail = j.at("detail").get<std::string>();
@@ -166,4 +167,4 @@ ArchiveContents read_archive(std::istream& in, const std::function<void(const Au
                              " events: the file is truncated");
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

@@ -15,7 +15,7 @@
 #include "common/base/clock.hpp"
 #include "common/ops/job_record.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 inline constexpr const char* kArchiveFormat = "aclaim-job-events";
 inline constexpr int kArchiveVersion = 1;
@@ -23,9 +23,9 @@ inline constexpr int kArchiveVersion = 1;
 /// The partition an archive holds.
 struct ArchiveHeader {
     std::string partition;
-    std::optional<Instant> from;  ///< none: the open lower bound of the legacy partition
-    Instant to{};
-    Instant archived_at{};
+    std::optional<base::Instant> from;  ///< none: the open lower bound of the legacy partition
+    base::Instant to{};
+    base::Instant archived_at{};
 };
 
 /// What the trailer says, and what a writer or a verifying reader counted.
@@ -48,7 +48,7 @@ class ArchiveWriter {
     ArchiveWriter(const ArchiveWriter&) = delete;
     ArchiveWriter& operator=(const ArchiveWriter&) = delete;
 
-    void add(const AuditEvent& event);
+    void add(const store::AuditEvent& event);
     ArchiveSummary finish();
 
   private:
@@ -66,9 +66,10 @@ struct ArchiveContents {
     ArchiveHeader header;
     ArchiveSummary summary;
 };
-ArchiveContents read_archive(std::istream& in, const std::function<void(const AuditEvent&)>& each);
+ArchiveContents read_archive(std::istream& in,
+                             const std::function<void(const store::AuditEvent&)>& each);
 
 /// The event as one JSON object, as the archive holds it (also what `retention read` prints).
-std::string archive_line(const AuditEvent& event);
+std::string archive_line(const store::AuditEvent& event);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

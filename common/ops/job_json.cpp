@@ -3,12 +3,12 @@
 #include "common/ops/recovery.hpp"
 #include "common/store/job_states.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 namespace {
 
-nlohmann::json instant(const std::optional<common::Instant>& t) {
-    return t ? nlohmann::json(common::format_instant(*t)) : nlohmann::json(nullptr);
+nlohmann::json instant(const std::optional<base::Instant>& t) {
+    return t ? nlohmann::json(ops::format_instant(*t)) : nlohmann::json(nullptr);
 }
 
 }  // namespace
@@ -19,9 +19,9 @@ nlohmann::json job_json(const JobRecord& j) {
     };
     return {{"id", j.id},
             {"org_id", j.org_id},
-            {"state", common::to_string(j.state)},
+            {"state", store::to_string(j.state)},
             {"queue", j.queue},
-            {"run_at", common::format_instant(j.run_at)},
+            {"run_at", ops::format_instant(j.run_at)},
             {"deadline", instant(j.deadline)},
             {"dedupe_key", opt_text(j.dedupe_key)},
             {"priority", j.priority},
@@ -31,7 +31,7 @@ nlohmann::json job_json(const JobRecord& j) {
             {"attempts", j.attempts},
             {"max_attempts", j.max_attempts},
             {"assignee", opt_text(j.assignee)},
-            {"enqueued_at", common::format_instant(j.enqueued_at)},
+            {"enqueued_at", ops::format_instant(j.enqueued_at)},
             {"claimed_at", instant(j.claimed_at)},
             {"lease_expires_at", instant(j.lease_expires_at)},
             {"completed_at", instant(j.completed_at)},
@@ -42,13 +42,13 @@ nlohmann::json job_json(const JobRecord& j) {
             {"payload", opt_text(j.payload)}};
 }
 
-nlohmann::json event_json(const AuditEvent& e) {
+nlohmann::json event_json(const store::AuditEvent& e) {
     return {{"id", e.id},
             {"org_id", e.org_id},
             {"generation", e.generation},
             {"kind", e.kind},
             {"worker", e.worker.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.worker)},
-            {"at", common::format_instant(e.at)},
+            {"at", ops::format_instant(e.at)},
             {"detail", e.detail}};
 }
 
@@ -57,7 +57,7 @@ nlohmann::json progress_json(const ProgressRecord& p) {
             {"percent", p.percent},
             {"note", p.note},
             {"checkpoint_bytes", p.checkpoint_bytes},
-            {"updated_at", common::format_instant(p.updated_at)}};
+            {"updated_at", ops::format_instant(p.updated_at)}};
 }
 
 namespace {
@@ -118,7 +118,8 @@ namespace {
 template <typename Counted>
 nlohmann::json counts_json(const Counted& counted) {
     nlohmann::json out = nlohmann::json::object();
-    for (const auto& [state, name] : kJobStates) out[std::string(name)] = counted.count(state);
+    for (const auto& [state, name] : store::kJobStates)
+        out[std::string(name)] = counted.count(state);
     return out;
 }
 
@@ -136,10 +137,10 @@ nlohmann::json park_json(const ParkRecord& p) {
     return {{"generation", p.generation},
             {"parked_by", p.parked_by},
             {"note", p.note},
-            {"parked_at", common::format_instant(p.parked_at)},
-            {"deadline", common::format_instant(p.deadline)},
-            {"used_at", p.used_at ? nlohmann::json(common::format_instant(*p.used_at))
-                                  : nlohmann::json(nullptr)},
+            {"parked_at", ops::format_instant(p.parked_at)},
+            {"deadline", ops::format_instant(p.deadline)},
+            {"used_at",
+             p.used_at ? nlohmann::json(ops::format_instant(*p.used_at)) : nlohmann::json(nullptr)},
             {"used_by", p.used_by},
             {"outcome", p.outcome}};
 }
@@ -163,4 +164,4 @@ nlohmann::json check_report_json(const CheckReport& report) {
     return out;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

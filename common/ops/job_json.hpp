@@ -8,10 +8,10 @@
 #include "common/ops/checker.hpp"
 #include "common/ops/operator_store.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 nlohmann::json job_json(const JobRecord& job);
-nlohmann::json event_json(const AuditEvent& event);
+nlohmann::json event_json(const store::AuditEvent& event);
 /// A job's saved progress (protocol 1.5), the same for inspect and the console's job view.
 nlohmann::json progress_json(const ProgressRecord& progress);
 /// A job's latest park (protocol 1.6), the same for inspect and the console's job view.
@@ -31,4 +31,4 @@ nlohmann::json state_counts_json(const QueueStatus& status);
 /// The counts and every violation of a check.
 nlohmann::json check_report_json(const CheckReport& report);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

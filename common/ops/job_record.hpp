@@ -11,34 +11,34 @@
 #include "common/base/clock.hpp"
 #include "common/store/assignment.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// The durable fields of one jobs row. Two smaller shapes of the same row exist on purpose:
 /// RowAuthority (common/store/assignment.hpp) holds only what decides a refusal on the claim
 /// path, read inside the fenced transaction, and the checker's JobRow (checker.hpp) holds only
 /// what its invariants need, since it reads every row of the table at once.
 struct JobRecord {
-    JobId id = 0;
-    OrgId org_id = 0;
-    JobState state = JobState::Pending;
-    Generation generation = 0;
+    store::JobId id = 0;
+    store::OrgId org_id = 0;
+    store::JobState state = store::JobState::Pending;
+    store::Generation generation = 0;
     int priority = 0;
     /// The priority it was enqueued with, when aging raised it since (schema/baseline/tables.sql).
     std::optional<int> base_priority;
-    Instant enqueued_at{};
+    base::Instant enqueued_at{};
     std::optional<std::string> assignee;  ///< empty when nobody holds or held it
-    std::optional<Instant> claimed_at;
-    std::optional<Instant> lease_expires_at;
+    std::optional<base::Instant> claimed_at;
+    std::optional<base::Instant> lease_expires_at;
     int attempts = 0;
     int max_attempts = 0;
-    std::optional<Instant> completed_at;
+    std::optional<base::Instant> completed_at;
     std::optional<std::string> result_ref;
     std::optional<std::string> last_error;
     std::optional<std::string> quarantined_from;
     std::optional<std::string> quarantine_reason;
-    std::string queue{kDefaultQueue};
-    Instant run_at{};                 ///< not claimable before
-    std::optional<Instant> deadline;  ///< the current or last attempt's run deadline
+    std::string queue{base::kDefaultQueue};
+    base::Instant run_at{};                 ///< not claimable before
+    std::optional<base::Instant> deadline;  ///< the current or last attempt's run deadline
     std::optional<std::string> dedupe_key;
     /// Read only for one job or a page of them (kJobColumnsWithPayload): a survey of every row
     /// leaves payloads, which may be large, in the table.
@@ -47,11 +47,11 @@ struct JobRecord {
 
 /// The job_results (outbox) row of a job.
 struct ResultRecord {
-    JobId job_id = 0;
-    OrgId org_id = 0;
-    Generation generation = 0;
+    store::JobId job_id = 0;
+    store::OrgId org_id = 0;
+    store::Generation generation = 0;
     std::string result_ref;
-    Instant published_at{};
+    base::Instant published_at{};
 };
 
 /// A row selected with sql::kJobColumns (payload read when the row has the column).
@@ -59,4 +59,4 @@ JobRecord job_record_of(const pqxx::row& row);
 /// A row selected with sql::kResultColumns.
 ResultRecord result_record_of(const pqxx::row& row);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

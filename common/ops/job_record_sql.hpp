@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace aclaim::common::sql {
+namespace aclaim::ops::sql {
 
 /// The columns job_record_of reads, under the names it reads them by.
 inline constexpr const char* kJobColumns = R"SQL(
@@ -21,4 +21,4 @@ inline const std::string kJobColumnsWithPayload = std::string(kJobColumns) + ", 
 inline constexpr const char* kResultColumns =
     "job_id, org_id, generation, result_ref, aclaim_us(published_at) AS published_us";
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::ops::sql

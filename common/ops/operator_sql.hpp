@@ -8,13 +8,15 @@
 #include "common/store/job_states.hpp"
 #include "common/store/shared_sql.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::ops::sql {
 
-/// One column per job state (common::kJobStates), named after it: "count(*) FILTER (WHERE
+using store::sql::Statement;
+
+/// One column per job state (store::kJobStates), named after it: "count(*) FILTER (WHERE
 /// state = 'pending') AS pending," and so on.
 inline std::string count_per_state() {
     std::string out;
-    for (const auto& s : kJobStates) {
+    for (const auto& s : store::kJobStates) {
         out += "\n       count(*) FILTER (WHERE state = '";
         out += s.name;
         out += "') AS ";
@@ -111,18 +113,18 @@ SELECT d.{FAR} AS job, d.policy, d.resolved, j.state
  LIMIT $2::int
 )SQL";
 inline const std::string kOperatorDependencies =
-    compose(kOperatorDependencyEdges, {{"NEAR", "job_id"}, {"FAR", "depends_on"}});
+    store::sql::compose(kOperatorDependencyEdges, {{"NEAR", "job_id"}, {"FAR", "depends_on"}});
 inline const std::string kOperatorDependents =
-    compose(kOperatorDependencyEdges, {{"NEAR", "depends_on"}, {"FAR", "job_id"}});
+    store::sql::compose(kOperatorDependencyEdges, {{"NEAR", "depends_on"}, {"FAR", "job_id"}});
 
 /// The two readers below read the columns of kJobColumnsWithPayload (job_record_sql.hpp). $1 job.
-inline const std::string kOperatorJob = compose("SELECT {COLUMNS} FROM jobs WHERE id = $1::bigint",
-                                                {{"COLUMNS", kJobColumnsWithPayload}});
+inline const std::string kOperatorJob = store::sql::compose(
+    "SELECT {COLUMNS} FROM jobs WHERE id = $1::bigint", {{"COLUMNS", kJobColumnsWithPayload}});
 
 /// $1 org or NULL, $2 state or NULL, $3 assignee or NULL, $4 enqueued before (us) or NULL,
 /// $5 after this id, $6 limit, $7 queue or NULL. Paging by id keeps every page one range of the
 /// primary key.
-inline const std::string kOperatorList = compose(R"SQL(
+inline const std::string kOperatorList = store::sql::compose(R"SQL(
 SELECT {COLUMNS}
   FROM jobs
  WHERE ($1::bigint IS NULL OR org_id = $1::bigint)
@@ -134,22 +136,22 @@ SELECT {COLUMNS}
  ORDER BY id
  LIMIT $6::int
 )SQL",
-                                                 {{"COLUMNS", kJobColumnsWithPayload}});
+                                                             {{"COLUMNS", kJobColumnsWithPayload}});
 
 /// $1 job, $2 generation, $3 operator, $4 now, $5 detail. A stuck assignment back to pending.
 /// Like a worker's own release it gives the attempt back: the job was not at fault (use fail
 /// for a job that should not run again). The next claim gets a higher generation.
 inline const Statement kOperatorRelease{
     "aclaim_operator_release",
-    compose(R"SQL(
+    store::sql::compose(R"SQL(
 WITH r AS (
     UPDATE jobs
        SET {RELEASE}
      WHERE id = $1::bigint AND state = 'assigned' AND generation = $2::bigint
     RETURNING id, org_id, generation
 ), )SQL",
-            {{"RELEASE", kReleaseSet}}) +
-        operator_logged(EventKind::Released, "r") + R"SQL(
+                        {{"RELEASE", store::sql::kReleaseSet}}) +
+        operator_logged(store::EventKind::Released, "r") + R"SQL(
 SELECT id, aclaim_wake(org_id) FROM r
 )SQL",
     {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text"}};
@@ -163,13 +165,15 @@ WITH f AS (
        SET state = 'failed', completed_at = aclaim_ts($4::bigint), lease_expires_at = NULL,
            last_error = $6::text
      WHERE id = $1::bigint AND state = 'assigned' AND generation = $2::bigint
-    RETURNING )SQL" + std::string(kOutcomeReturning) +
+    RETURNING )SQL" + std::string(store::sql::kOutcomeReturning) +
                                          R"SQL(
-), recorded AS ()SQL" + record_outcomes("f") +
+), recorded AS ()SQL" + store::sql::record_outcomes("f") +
                                          R"SQL(), settled AS ()SQL" +
-                                         settle_dependents("f", "$4::bigint") + R"SQL(), )SQL" +
-                                         operator_logged(EventKind::Failed, "f") + R"SQL(
-SELECT id, )SQL" + kSettledColumn + R"SQL( FROM f
+                                         store::sql::settle_dependents("f", "$4::bigint") +
+                                         R"SQL(), )SQL" +
+                                         operator_logged(store::EventKind::Failed, "f") + R"SQL(
+SELECT id, )SQL" + store::sql::kSettledColumn +
+                                         R"SQL( FROM f
 )SQL",
                                      {"job bigint", "generation bigint", "operator text",
                                       "now_us bigint", "detail text", "last_error text"}};
@@ -216,7 +220,7 @@ WITH r AS (
                                           WHERE q.org_id = jobs.org_id AND q.queue = jobs.queue
                                             AND q.weight IS NOT NULL))
      WHERE id = ANY($1::bigint[]) AND state IN ()SQL" +
-        sql_state_list(kRetryableStates) + R"SQL()
+        store::sql_state_list(store::kRetryableStates) + R"SQL()
     RETURNING id, org_id, queue, generation, max_attempts
 ), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
@@ -316,7 +320,7 @@ std::string plain_queue_settings(Each each) {
 /// job_queues_weighed (schema/baseline/tables.sql), after the enqueues into it under way commit.
 inline const Statement kOperatorConfigure{
     "aclaim_operator_configure",
-    compose(R"SQL(
+    store::sql::compose(R"SQL(
 WITH q AS (
     INSERT INTO job_queues AS jq (org_id, queue,{COLUMNS} rate_per_s, rate_burst, updated_at)
     VALUES ($1::bigint, $2::text,{VALUES}
@@ -347,16 +351,18 @@ WITH q AS (
 )
 SELECT aclaim_wake(org_id, queue) FROM q
 )SQL",
-            {{"COLUMNS",
-              plain_queue_settings([](const auto& s) { return " " + std::string(s.column); })},
-             {"VALUES", plain_queue_settings([](const auto& s) {
-                  return " nullif(" + std::string(s.param) + ", 0)";
-              })},
-             {"UPDATES", plain_queue_settings([](const auto& s) {
-                  const std::string column(s.column), param(s.param);
-                  return "\n        " + column + " = CASE WHEN " + param + " IS NULL THEN jq." +
-                         column + " ELSE nullif(" + param + ", 0) END";
-              })}}),
+                        {{"COLUMNS", plain_queue_settings([](const auto& s) {
+                              return " " + std::string(s.column);
+                          })},
+                         {"VALUES", plain_queue_settings([](const auto& s) {
+                              return " nullif(" + std::string(s.param) + ", 0)";
+                          })},
+                         {"UPDATES", plain_queue_settings([](const auto& s) {
+                              const std::string column(s.column), param(s.param);
+                              return "\n        " + column + " = CASE WHEN " + param +
+                                     " IS NULL THEN jq." + column + " ELSE nullif(" + param +
+                                     ", 0) END";
+                          })}}),
     {"org bigint", "queue text", "max_assigned int", "max_attempts int", "backoff_base_us bigint",
      "backoff_cap_us bigint", "run_timeout_us bigint", "operator text", "now_us bigint",
      "detail text", "retain_completed_us bigint", "retain_failed_us bigint",
@@ -459,4 +465,4 @@ inline const std::vector<const Statement*> kOperatorStatements = {
     &kProducerBind,       &kProducerUnbind,     &kProducerList,      &kOperatorQueueKnown,
     &kOperatorRetryLocks, &kOperatorQueueNames, &kQueueCompletions};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::ops::sql

@@ -14,21 +14,21 @@
 #include "common/store/pg_time.hpp"
 #include "common/store/session_sql.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 namespace {
 
 /// The field of `q` (an OrgStatus or a QueueStatus, const or not) that counts state `s`.
 template <typename Q>
-auto& count_in(Q& q, JobState s) {
+auto& count_in(Q& q, store::JobState s) {
     // In kJobStates' order, which is the enum's (job_states.hpp holds them to it).
-    const std::array<decltype(&q.pending), kJobStates.size()> fields = {
+    const std::array<decltype(&q.pending), store::kJobStates.size()> fields = {
         &q.pending,   &q.scheduled, &q.assigned,    &q.completed, &q.failed,
         &q.discarded, &q.cancelled, &q.quarantined, &q.parked,    &q.waiting};
-    return *fields.at(state_index(s));
+    return *fields.at(store::state_index(s));
 }
 
-std::optional<JobRecord> read_one(pqxx::transaction_base& txn, JobId id) {
+std::optional<JobRecord> read_one(pqxx::transaction_base& txn, store::JobId id) {
     const auto rows = txn.exec_params(sql::kOperatorJob, id);
     if (rows.empty()) return std::nullopt;
     return job_record_of(rows[0]);
@@ -44,7 +44,7 @@ std::string value_text(double v) {
     out << std::setprecision(6) << v;
     return out.str();
 }
-std::string value_text(Duration d) {
+std::string value_text(base::Duration d) {
     if (d == kRetainForever) return "forever";
     return std::to_string(d.count() / 1000) + "ms";
 }
@@ -55,38 +55,38 @@ bool is_lock_timeout(const pqxx::sql_error& e) {
 
 }  // namespace
 
-std::vector<OrgStatus> OperatorStore::status(Instant now, std::optional<OrgId> org) {
+std::vector<OrgStatus> OperatorStore::status(base::Instant now, std::optional<store::OrgId> org) {
     pqxx::read_transaction txn(conn_);
     std::vector<OrgStatus> out;
     for (const auto& r : txn.exec_params(sql::kOperatorStatus.text, now, org.value_or(0))) {
         OrgStatus s;
-        s.org_id = r["org_id"].as<OrgId>();
-        for (const auto& state : kJobStates) {
+        s.org_id = r["org_id"].as<store::OrgId>();
+        for (const auto& state : store::kJobStates) {
             count_in(s, state.state) = r[std::string(state.name)].as<std::int64_t>();
         }
         s.live_leases = r["live_leases"].as<std::int64_t>();
         s.expired_leases = r["expired_leases"].as<std::int64_t>();
         s.completed_last_minute = r["completed_last_minute"].as<std::int64_t>();
         if (!r["oldest_pending_us"].is_null())
-            s.oldest_pending_age = now - r["oldest_pending_us"].as<Instant>();
+            s.oldest_pending_age = now - r["oldest_pending_us"].as<base::Instant>();
         out.push_back(s);
     }
     return out;
 }
 
-std::optional<JobRecord> OperatorStore::job(JobId id) {
+std::optional<JobRecord> OperatorStore::job(store::JobId id) {
     pqxx::read_transaction txn(conn_);
     return read_one(txn, id);
 }
 
-std::optional<ProgressRecord> OperatorStore::progress(JobId id) {
+std::optional<ProgressRecord> OperatorStore::progress(store::JobId id) {
     pqxx::read_transaction txn(conn_);
     const auto r = txn.exec_params(sql::kOperatorProgress, id);
     if (r.empty()) return std::nullopt;
-    return ProgressRecord{r[0]["generation"].as<Generation>(), r[0]["percent"].as<int>(),
+    return ProgressRecord{r[0]["generation"].as<store::Generation>(), r[0]["percent"].as<int>(),
                           r[0]["note"].as<std::string>(),
                           r[0]["checkpoint_bytes"].as<std::size_t>(),
-                          r[0]["updated_us"].as<Instant>()};
+                          r[0]["updated_us"].as<base::Instant>()};
 }
 
 namespace {
@@ -98,20 +98,20 @@ std::optional<std::string> text_of(const pqxx::field& f) {
 std::vector<DependencyRecord> dependencies_of(const pqxx::result& rows) {
     std::vector<DependencyRecord> out;
     for (const auto& r : rows) {
-        out.push_back({r["job"].as<JobId>(), r["policy"].as<std::string>(), text_of(r["resolved"]),
-                       text_of(r["state"])});
+        out.push_back({r["job"].as<store::JobId>(), r["policy"].as<std::string>(),
+                       text_of(r["resolved"]), text_of(r["state"])});
     }
     return out;
 }
 
 }  // namespace
 
-std::vector<ExclusionRecord> read_exclusions(pqxx::transaction_base& txn, JobId id) {
+std::vector<ExclusionRecord> read_exclusions(pqxx::transaction_base& txn, store::JobId id) {
     std::vector<ExclusionRecord> out;
     for (const auto& r : txn.exec_params(sql::kOperatorExclusions, id)) {
         ExclusionRecord x;
         x.reviewer = text_of(r["excluded_key"]);
-        if (!r["completer_of"].is_null()) x.completer_of = r["completer_of"].as<JobId>();
+        if (!r["completer_of"].is_null()) x.completer_of = r["completer_of"].as<store::JobId>();
         x.named_state = text_of(r["named_state"]);
         x.completer = text_of(r["completer"]);
         out.push_back(std::move(x));
@@ -119,7 +119,7 @@ std::vector<ExclusionRecord> read_exclusions(pqxx::transaction_base& txn, JobId 
     return out;
 }
 
-JobLinks OperatorStore::links(JobId id) {
+JobLinks OperatorStore::links(store::JobId id) {
     pqxx::read_transaction txn(conn_);
     JobLinks out;
     // One more than shown: whether there are more.
@@ -136,29 +136,29 @@ JobLinks OperatorStore::links(JobId id) {
     return out;
 }
 
-std::optional<ParkRecord> OperatorStore::park(JobId id) {
+std::optional<ParkRecord> OperatorStore::park(store::JobId id) {
     pqxx::read_transaction txn(conn_);
     const auto r = txn.exec_params(sql::kOperatorPark, id);
     if (r.empty()) return std::nullopt;
     ParkRecord p;
-    p.generation = r[0]["generation"].as<Generation>();
+    p.generation = r[0]["generation"].as<store::Generation>();
     p.parked_by = r[0]["parked_by"].as<std::string>();
     p.note = r[0]["note"].as<std::string>();
-    p.parked_at = r[0]["parked_us"].as<Instant>();
-    p.deadline = r[0]["deadline_us"].as<Instant>();
-    if (!r[0]["used_us"].is_null()) p.used_at = r[0]["used_us"].as<Instant>();
+    p.parked_at = r[0]["parked_us"].as<base::Instant>();
+    p.deadline = r[0]["deadline_us"].as<base::Instant>();
+    if (!r[0]["used_us"].is_null()) p.used_at = r[0]["used_us"].as<base::Instant>();
     p.used_by = r[0]["used_by"].as<std::string>();
     p.outcome = r[0]["outcome"].as<std::string>();
     return p;
 }
 
-std::vector<AuditEvent> OperatorStore::events(JobId id) {
+std::vector<store::AuditEvent> OperatorStore::events(store::JobId id) {
     pqxx::read_transaction txn(conn_);
-    std::vector<AuditEvent> out;
+    std::vector<store::AuditEvent> out;
     for (const auto& r : txn.exec_params(sql::kReadEventsOfJob, id)) {
-        out.push_back({r["id"].as<std::int64_t>(), id, r["org_id"].as<OrgId>(),
-                       r["generation"].as<Generation>(), r["kind"].as<std::string>(),
-                       r["worker"].as<std::string>(), r["at_us"].as<Instant>(),
+        out.push_back({r["id"].as<std::int64_t>(), id, r["org_id"].as<store::OrgId>(),
+                       r["generation"].as<store::Generation>(), r["kind"].as<std::string>(),
+                       r["worker"].as<std::string>(), r["at_us"].as<base::Instant>(),
                        r["detail"].as<std::string>()});
     }
     return out;
@@ -174,35 +174,36 @@ std::vector<JobRecord> OperatorStore::list(const JobFilter& f) {
     return out;
 }
 
-OperatorOutcome OperatorStore::release(JobId id, std::optional<Generation> expected,
+OperatorOutcome OperatorStore::release(store::JobId id, std::optional<store::Generation> expected,
                                        const std::string& actor, const std::string& reason,
-                                       Instant now) {
+                                       base::Instant now) {
     return act(true, id, expected, actor, reason, now);
 }
 
-OperatorOutcome OperatorStore::fail(JobId id, std::optional<Generation> expected,
+OperatorOutcome OperatorStore::fail(store::JobId id, std::optional<store::Generation> expected,
                                     const std::string& actor, const std::string& reason,
-                                    Instant now) {
+                                    base::Instant now) {
     return act(false, id, expected, actor, reason, now);
 }
 
-OperatorOutcome OperatorStore::act(bool release, JobId id, std::optional<Generation> expected,
+OperatorOutcome OperatorStore::act(bool release, store::JobId id,
+                                   std::optional<store::Generation> expected,
                                    const std::string& actor, const std::string& reason,
-                                   Instant now) {
+                                   base::Instant now) {
     OperatorOutcome out;
     try {
         pqxx::work txn(conn_, release ? "operator_release" : "operator_fail");
-        txn.exec(sql::kShortLockWait);
+        txn.exec(store::sql::kShortLockWait);
         out.job = read_one(txn, id);
         if (!out.job) {
             out.result = OperatorOutcome::Result::NotFound;
             return out;
         }
-        if (out.job->state != JobState::Assigned) {
+        if (out.job->state != store::JobState::Assigned) {
             out.result = OperatorOutcome::Result::NotAssigned;
             return out;
         }
-        const Generation g = out.job->generation;
+        const store::Generation g = out.job->generation;
         if (expected && *expected != g) {
             out.result = OperatorOutcome::Result::Moved;
             return out;
@@ -233,9 +234,9 @@ OperatorOutcome OperatorStore::act(bool release, JobId id, std::optional<Generat
 
 namespace {
 
-std::optional<Duration> duration_of(const pqxx::field& f) {
+std::optional<base::Duration> duration_of(const pqxx::field& f) {
     if (f.is_null()) return std::nullopt;
-    return f.as<Duration>();
+    return f.as<base::Duration>();
 }
 
 std::optional<int> int_of(const pqxx::field& f) {
@@ -243,45 +244,46 @@ std::optional<int> int_of(const pqxx::field& f) {
     return f.as<int>();
 }
 
-std::optional<std::int64_t> micros_of(const std::optional<Duration>& d) {
+std::optional<std::int64_t> micros_of(const std::optional<base::Duration>& d) {
     if (!d) return std::nullopt;
     return d->count();
 }
 
 }  // namespace
 
-std::vector<Cancelled> OperatorStore::cancel(const std::vector<JobId>& ids,
+std::vector<Cancelled> OperatorStore::cancel(const std::vector<store::JobId>& ids,
                                              const std::string& actor, const std::string& reason,
-                                             Instant now) {
+                                             base::Instant now) {
     pqxx::work txn(conn_, "operator_cancel");
-    txn.exec(sql::kShortLockWait);
+    txn.exec(store::sql::kShortLockWait);
     std::vector<Cancelled> out;
     for (const auto& r :
-         txn.exec_params(sql::kOperatorCancel.text, pg_array(ids), actor, reason, now)) {
-        out.push_back({r["id"].as<JobId>(), r["org_id"].as<OrgId>(),
-                       r["generation"].as<Generation>(), r["was"].as<std::string>(),
+         txn.exec_params(sql::kOperatorCancel.text, store::pg_array(ids), actor, reason, now)) {
+        out.push_back({r["id"].as<store::JobId>(), r["org_id"].as<store::OrgId>(),
+                       r["generation"].as<store::Generation>(), r["was"].as<std::string>(),
                        r["holder"].as<std::string>()});
     }
     txn.commit();
     return out;
 }
 
-std::vector<JobId> OperatorStore::retry(const std::vector<JobId>& ids, const std::string& actor,
-                                        const std::string& reason, Instant now) {
+std::vector<store::JobId> OperatorStore::retry(const std::vector<store::JobId>& ids,
+                                               const std::string& actor, const std::string& reason,
+                                               base::Instant now) {
     pqxx::work txn(conn_, "operator_retry");
-    txn.exec(sql::kShortLockWait);
-    txn.exec_params(sql::kOperatorRetryLocks.text, pg_array(ids));
-    std::vector<JobId> out;
+    txn.exec(store::sql::kShortLockWait);
+    txn.exec_params(sql::kOperatorRetryLocks.text, store::pg_array(ids));
+    std::vector<store::JobId> out;
     for (const auto& r :
-         txn.exec_params(sql::kOperatorRetry.text, pg_array(ids), actor, now, reason)) {
-        out.push_back(r["id"].as<JobId>());
+         txn.exec_params(sql::kOperatorRetry.text, store::pg_array(ids), actor, now, reason)) {
+        out.push_back(r["id"].as<store::JobId>());
     }
     txn.commit();
     return out;
 }
 
-std::vector<JobId> OperatorStore::matching(JobFilter filter) {
-    std::vector<JobId> out;
+std::vector<store::JobId> OperatorStore::matching(JobFilter filter) {
+    std::vector<store::JobId> out;
     filter.limit = 1000;
     while (true) {
         const auto page = list(filter);
@@ -294,7 +296,7 @@ std::vector<JobId> OperatorStore::matching(JobFilter filter) {
 namespace {
 
 /// Under the organization's queue lock, so that the answer holds until the commit.
-void require_queue(pqxx::work& txn, OrgId org, const std::string& queue, bool allow_new) {
+void require_queue(pqxx::work& txn, store::OrgId org, const std::string& queue, bool allow_new) {
     if (allow_new) return;
     if (!txn.exec_params1(sql::kOperatorQueueKnown.text, org, queue)[0].as<bool>())
         throw UnknownQueue(org, queue);
@@ -302,19 +304,19 @@ void require_queue(pqxx::work& txn, OrgId org, const std::string& queue, bool al
 
 }  // namespace
 
-void OperatorStore::pause(OrgId org, const std::string& queue, bool paused,
-                          const std::string& actor, const std::string& reason, const Clock& clock,
-                          bool allow_new) {
+void OperatorStore::pause(store::OrgId org, const std::string& queue, bool paused,
+                          const std::string& actor, const std::string& reason,
+                          const base::Clock& clock, bool allow_new) {
     pqxx::work txn(conn_, "operator_pause");
-    txn.exec(sql::kShortLockWait);
+    txn.exec(store::sql::kShortLockWait);
     txn.exec_params(sql::kOperatorQueueLock, org);
     require_queue(txn, org, queue, allow_new);
     txn.exec_params(sql::kOperatorPause.text, org, queue, paused, actor, clock.now(), reason);
     txn.commit();
 }
 
-void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSettings& q,
-                              const std::string& actor, Instant now, bool allow_new) {
+void OperatorStore::configure(store::OrgId org, const std::string& queue, const QueueSettings& q,
+                              const std::string& actor, base::Instant now, bool allow_new) {
     std::string detail;
     auto say = [&](const char* name, const auto& value) {
         if (value)
@@ -342,7 +344,7 @@ void OperatorStore::configure(OrgId org, const std::string& queue, const QueueSe
     std::optional<std::string> rate;
     if (q.rate_per_s) rate = value_text(*q.rate_per_s);
     pqxx::work txn(conn_, "operator_configure");
-    txn.exec(sql::kShortLockWait);
+    txn.exec(store::sql::kShortLockWait);
     txn.exec_params(sql::kOperatorQueueLock, org);
     require_queue(txn, org, queue, allow_new);
     txn.exec_params(sql::kOperatorConfigure.text, org, queue, q.max_assigned, q.max_attempts,
@@ -373,35 +375,35 @@ std::vector<std::int64_t> bigints_of(const pqxx::field& f) {
 
 }  // namespace
 
-std::int64_t OrgStatus::count(JobState s) const {
+std::int64_t OrgStatus::count(store::JobState s) const {
     return count_in(*this, s);
 }
 
-std::int64_t& QueueStatus::count(JobState s) {
+std::int64_t& QueueStatus::count(store::JobState s) {
     return count_in(*this, s);
 }
-std::int64_t QueueStatus::count(JobState s) const {
+std::int64_t QueueStatus::count(store::JobState s) const {
     return count_in(*this, s);
 }
 
 std::vector<QueueStatus> count_queues(pqxx::transaction_base& txn, const QueueQuery& query) {
     std::vector<std::string> states;
-    for (const auto s : query.states) states.emplace_back(state_name(s));
+    for (const auto s : query.states) states.emplace_back(store::state_name(s));
     std::optional<std::string> orgs;
-    if (query.orgs) orgs = pg_array(*query.orgs);
+    if (query.orgs) orgs = store::pg_array(*query.orgs);
     std::vector<QueueStatus> out;
     txn.exec(sql::kOperatorQueuesNoJit);
-    for (const auto& r : txn.exec_params(sql::kOperatorQueues.text, orgs, pg_array(states),
+    for (const auto& r : txn.exec_params(sql::kOperatorQueues.text, orgs, store::pg_array(states),
                                          query.cap, query.queues_per_state, query.now)) {
         QueueStatus q;
-        q.org_id = r["org_id"].as<OrgId>();
+        q.org_id = r["org_id"].as<store::OrgId>();
         q.queue = r["queue"].as<std::string>();
         const auto counts = bigints_of(r["counts"]);
         for (std::size_t i = 0; i < counts.size() && i < query.states.size(); ++i) {
             q.count(query.states[i]) = counts[i];
         }
         if (!r["oldest_pending_us"].is_null()) {
-            q.oldest_pending_us = r["oldest_pending_us"].as<Micros>();
+            q.oldest_pending_us = r["oldest_pending_us"].as<base::Micros>();
         }
         q.paused = r["paused"].as<bool>();
         q.max_assigned = int_of(r["max_assigned"]);
@@ -414,18 +416,18 @@ std::vector<QueueStatus> count_queues(pqxx::transaction_base& txn, const QueueQu
         q.backoff_base = duration_of(r["backoff_base_us"]);
         q.backoff_cap = duration_of(r["backoff_cap_us"]);
         q.run_timeout = duration_of(r["run_timeout_us"]);
-        q.retain_completed = Duration(r["retain_completed_us"].as<std::int64_t>());
-        q.retain_failed = Duration(r["retain_failed_us"].as<std::int64_t>());
-        q.retain_discarded = Duration(r["retain_discarded_us"].as<std::int64_t>());
-        q.retain_cancelled = Duration(r["retain_cancelled_us"].as<std::int64_t>());
+        q.retain_completed = base::Duration(r["retain_completed_us"].as<std::int64_t>());
+        q.retain_failed = base::Duration(r["retain_failed_us"].as<std::int64_t>());
+        q.retain_discarded = base::Duration(r["retain_discarded_us"].as<std::int64_t>());
+        q.retain_cancelled = base::Duration(r["retain_cancelled_us"].as<std::int64_t>());
         out.push_back(std::move(q));
     }
     return out;
 }
 
-std::optional<Duration> DrainRate::time_left() const {
+std::optional<base::Duration> DrainRate::time_left() const {
     if (completed_last_minute <= 0) return std::nullopt;
-    return std::chrono::duration_cast<Duration>(std::chrono::minutes(1)) * pending /
+    return std::chrono::duration_cast<base::Duration>(std::chrono::minutes(1)) * pending /
            completed_last_minute;
 }
 
@@ -435,22 +437,23 @@ DrainRate& DrainRate::operator+=(const DrainRate& other) {
     return *this;
 }
 
-std::map<std::pair<OrgId, std::string>, std::int64_t> completions_last_minute(
-    pqxx::transaction_base& txn, const std::vector<OrgId>& orgs, Instant now) {
-    std::map<std::pair<OrgId, std::string>, std::int64_t> out;
-    for (const auto& r : txn.exec_params(sql::kQueueCompletions.text, now, pg_array(orgs))) {
-        out[{r["org_id"].as<OrgId>(), r["queue"].as<std::string>()}] = r["n"].as<std::int64_t>();
+std::map<std::pair<store::OrgId, std::string>, std::int64_t> completions_last_minute(
+    pqxx::transaction_base& txn, const std::vector<store::OrgId>& orgs, base::Instant now) {
+    std::map<std::pair<store::OrgId, std::string>, std::int64_t> out;
+    for (const auto& r : txn.exec_params(sql::kQueueCompletions.text, now, store::pg_array(orgs))) {
+        out[{r["org_id"].as<store::OrgId>(), r["queue"].as<std::string>()}] =
+            r["n"].as<std::int64_t>();
     }
     return out;
 }
 
-std::vector<QueueStatus> OperatorStore::queues(std::optional<OrgId> org) {
+std::vector<QueueStatus> OperatorStore::queues(std::optional<store::OrgId> org) {
     pqxx::read_transaction txn(conn_);
     QueueQuery query;
-    if (org) query.orgs = std::vector<OrgId>{*org};
-    for (const auto& s : kJobStates) query.states.push_back(s.state);
-    query.now = SystemClock().now();
+    if (org) query.orgs = std::vector<store::OrgId>{*org};
+    for (const auto& s : store::kJobStates) query.states.push_back(s.state);
+    query.now = base::SystemClock().now();
     return count_queues(txn, query);
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

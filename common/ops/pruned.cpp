@@ -4,7 +4,7 @@
 
 #include "common/ops/checker_sql.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 PrunedIds::PrunedIds(std::vector<PrunedRange> ranges) : ranges_(std::move(ranges)) {
     std::sort(ranges_.begin(), ranges_.end(),
@@ -12,9 +12,9 @@ PrunedIds::PrunedIds(std::vector<PrunedRange> ranges) : ranges_(std::move(ranges
     for (const auto& r : ranges_) count_ += static_cast<std::size_t>(r.last - r.first);
 }
 
-bool PrunedIds::contains(JobId id) const {
+bool PrunedIds::contains(store::JobId id) const {
     auto it = std::upper_bound(ranges_.begin(), ranges_.end(), id,
-                               [](JobId v, const PrunedRange& r) { return v < r.first; });
+                               [](store::JobId v, const PrunedRange& r) { return v < r.first; });
     if (it == ranges_.begin()) return false;
     --it;
     return id < it->last;
@@ -23,9 +23,10 @@ bool PrunedIds::contains(JobId id) const {
 std::vector<PrunedRange> load_pruned(pqxx::transaction_base& txn) {
     std::vector<PrunedRange> out;
     for (const auto& r : txn.exec(sql::kPrunedRanges)) {
-        out.push_back({r["org_id"].as<OrgId>(), r["first"].as<JobId>(), r["last"].as<JobId>()});
+        out.push_back({r["org_id"].as<store::OrgId>(), r["first"].as<store::JobId>(),
+                       r["last"].as<store::JobId>()});
     }
     return out;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

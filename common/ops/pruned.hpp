@@ -8,13 +8,13 @@
 
 #include "common/store/assignment.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// Job ids [first, last) of one organization that retention removed.
 struct PrunedRange {
-    OrgId org_id = 0;
-    JobId first = 0;
-    JobId last = 0;  ///< exclusive
+    store::OrgId org_id = 0;
+    store::JobId first = 0;
+    store::JobId last = 0;  ///< exclusive
 };
 
 /// The ledger's ranges, for "was this id pruned". Ranges never overlap: an id is deleted once.
@@ -22,7 +22,7 @@ class PrunedIds {
   public:
     PrunedIds() = default;
     explicit PrunedIds(std::vector<PrunedRange> ranges);
-    bool contains(JobId id) const;
+    bool contains(store::JobId id) const;
     /// Jobs the ledger records as removed.
     std::size_t count() const { return count_; }
 
@@ -34,4 +34,4 @@ class PrunedIds {
 /// Every range of the ledger, read in the caller's transaction (so in its snapshot).
 std::vector<PrunedRange> load_pruned(pqxx::transaction_base& txn);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

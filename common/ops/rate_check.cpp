@@ -11,7 +11,7 @@
 #include "common/ops/recovery.hpp"
 #include "common/store/event_kinds.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 namespace {
 
@@ -31,15 +31,15 @@ struct Bucket {
     double rate = 0;
     int burst = 0;
     std::optional<double> tokens;  ///< none: full
-    Instant refilled{};
+    base::Instant refilled{};
 
-    double at(Instant t) const {
+    double at(base::Instant t) const {
         if (!tokens) return burst;
         const double elapsed = std::max<double>(0, static_cast<double>((t - refilled).count()));
         return std::min<double>(burst, *tokens + rate * elapsed / 1e6);
     }
     /// The change a 'configured' event makes, at `t`, as kOperatorConfigure makes it.
-    void configure(const std::string& detail, Instant t) {
+    void configure(const std::string& detail, base::Instant t) {
         const auto new_rate = configured(detail, "rate=");
         const auto new_burst = configured(detail, "burst=");
         if (!new_rate && !new_burst) return;
@@ -65,12 +65,12 @@ struct Bucket {
 
 }  // namespace
 
-void check_rates(const History& h, const std::unordered_map<JobId, const JobRow*>& rows,
-                 const std::function<void(Invariant, JobId, std::string)>& violate) {
-    using QueueKey = std::pair<OrgId, std::string>;
+void check_rates(const History& h, const std::unordered_map<store::JobId, const JobRow*>& rows,
+                 const std::function<void(Invariant, store::JobId, std::string)>& violate) {
+    using QueueKey = std::pair<store::OrgId, std::string>;
     std::map<QueueKey, std::vector<const QueueEvent*>> changes;
     for (const auto& q : h.queue_events) {
-        if (is(q.kind, QueueEventKind::Configured) &&
+        if (store::is(q.kind, store::QueueEventKind::Configured) &&
             (configured(q.detail, "rate=") || configured(q.detail, "burst="))) {
             changes[{q.org_id, q.queue}].push_back(&q);
         }
@@ -79,7 +79,7 @@ void check_rates(const History& h, const std::unordered_map<JobId, const JobRow*
     std::map<QueueKey, Bucket> buckets;
     std::map<QueueKey, std::size_t> applied;  // changes applied so far, per queue
     for (const auto& e : h.events) {
-        if (!is(e.kind, EventKind::Claimed)) continue;
+        if (!store::is(e.kind, store::EventKind::Claimed)) continue;
         const auto row = rows.find(e.job_id);
         if (row == rows.end()) continue;
         const QueueKey key{row->second->org_id, row->second->queue};
@@ -104,4 +104,4 @@ void check_rates(const History& h, const std::unordered_map<JobId, const JobRow*
     }
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

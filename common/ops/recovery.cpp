@@ -8,17 +8,17 @@
 
 #include "common/base/enum_names.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 namespace {
 
 /// In RecoveryClass's declaration order.
-constexpr EnumNames<RecoveryClass, 7> kClassNames({"terminal", "live", "expired", "pending",
-                                                   "inconsistent", "parked", "waiting"});
+constexpr base::EnumNames<RecoveryClass, 7> kClassNames({"terminal", "live", "expired", "pending",
+                                                         "inconsistent", "parked", "waiting"});
 static_assert(kClassNames.covers(RecoveryClass::Waiting));
 
 /// In Contradiction's declaration order.
-constexpr EnumNames<Contradiction, 13> kContradictionNames(
+constexpr base::EnumNames<Contradiction, 13> kContradictionNames(
     {"already_quarantined", "foreign_organization_events", "generation_behind_log",
      "claim_missing_from_log", "result_for_unfinished_row", "completed_without_result",
      "result_mismatch", "completion_event_missing", "completion_event_mismatch",
@@ -34,7 +34,7 @@ std::string opt_text(const std::optional<std::string>& s) {
     return s ? "'" + *s + "'" : "null";
 }
 
-std::string opt_time(const std::optional<Instant>& t) {
+std::string opt_time(const std::optional<base::Instant>& t) {
     return t ? format_instant(*t) : "null";
 }
 
@@ -114,7 +114,7 @@ std::string Classification::explanation() const {
 }
 
 Classification classify(const JobRecord& row, const std::optional<ResultRecord>& result,
-                        const EventSummary& events, Instant now,
+                        const EventSummary& events, base::Instant now,
                         const std::optional<ProgressMark>& progress) {
     Classification c;
     auto add = [&c](Contradiction code, std::string what) {
@@ -124,13 +124,13 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
     const std::string row_state =
         "the row is " + std::string(to_string(row.state)) + " at generation " + num(row.generation);
 
-    if (row.state == JobState::Quarantined) {
+    if (row.state == store::JobState::Quarantined) {
         // Set aside earlier: its own reason stands, and nothing about it is decided again here.
         add(Contradiction::AlreadyQuarantined,
             "quarantined from " + row.quarantined_from.value_or("?") + ": " +
                 row.quarantine_reason.value_or("(no reason recorded)"));
     } else {
-        std::vector<OrgId> foreign;
+        std::vector<store::OrgId> foreign;
         for (const auto org : events.orgs) {
             if (org != row.org_id) foreign.push_back(org);
         }
@@ -144,7 +144,7 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
                 "the log reached generation " + num(events.max_generation) +
                     (events.top ? " (" + describe(*events.top) + ")" : "") + " but " + row_state);
         }
-        Generation vouched = events.latest_claim ? events.latest_claim->generation : 0;
+        store::Generation vouched = events.latest_claim ? events.latest_claim->generation : 0;
         if (events.resolution) vouched = std::max(vouched, events.resolution->generation);
         if (row.generation > vouched) {
             add(Contradiction::ClaimMissingFromLog,
@@ -152,7 +152,7 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
                     (vouched > 0 ? "generation " + num(vouched) : "none"));
         }
 
-        const bool completed = row.state == JobState::Completed;
+        const bool completed = row.state == store::JobState::Completed;
         // A result the operator already decided on (published at or below the generation of the
         // latest resolution) is history, not a new contradiction.
         const bool acknowledged =
@@ -231,47 +231,47 @@ Classification classify(const JobRecord& row, const std::optional<ResultRecord>&
         return c;
     }
     switch (row.state) {
-        case JobState::Completed:
-        case JobState::Failed:
-        case JobState::Discarded:
-        case JobState::Cancelled:
+        case store::JobState::Completed:
+        case store::JobState::Failed:
+        case store::JobState::Discarded:
+        case store::JobState::Cancelled:
             c.cls = RecoveryClass::Terminal;
             break;
-        case JobState::Pending:
-        case JobState::Scheduled:
+        case store::JobState::Pending:
+        case store::JobState::Scheduled:
             // A scheduled job waits for its run_at as a pending one waits for a worker: nothing
             // holds it, so there is nothing to recover.
             c.cls = RecoveryClass::Pending;
             break;
-        case JobState::Waiting:
+        case store::JobState::Waiting:
             // Waits for its dependencies: nothing holds it, and it is not normalised to pending
             // (that would run it before them); the ending of its last dependency unblocks it.
             c.cls = RecoveryClass::Waiting;
             break;
-        case JobState::Assigned:
+        case store::JobState::Assigned:
             // The same boundary as the reaper and the fenced updates: a lease ending at or before
             // now no longer grants anything.
             c.cls = row.lease_expires_at && *row.lease_expires_at > now ? RecoveryClass::Live
                                                                         : RecoveryClass::Expired;
             break;
-        case JobState::Parked:
+        case store::JobState::Parked:
             // Handed to an outside system: its callback, or the reaper at the park's deadline,
             // decides it; there is no lease to take back, and the row is not normalized here.
             c.cls = RecoveryClass::Parked;
             break;
-        case JobState::Quarantined:
+        case store::JobState::Quarantined:
             break;  // handled above
     }
     return c;
 }
 
-std::optional<QueueFinding> check_rate_bucket(const RateBucket& bucket, Instant now) {
+std::optional<QueueFinding> check_rate_bucket(const RateBucket& bucket, base::Instant now) {
     QueueFinding f{bucket.org_id, bucket.queue, "", ""};
-    const std::int64_t now_us = to_micros(now);
-    if (bucket.refilled_us && *bucket.refilled_us - now_us > to_micros(kRateClockTolerance)) {
+    const std::int64_t now_us = base::to_micros(now);
+    if (bucket.refilled_us && *bucket.refilled_us - now_us > base::to_micros(kRateClockTolerance)) {
         f.reason = "rate_bucket_ahead_of_clock";
         f.what = "the bucket of queue '" + bucket.queue + "' was last refilled at " +
-                 format_instant(instant_from_micros(*bucket.refilled_us)) + ", " +
+                 format_instant(base::instant_from_micros(*bucket.refilled_us)) + ", " +
                  num((*bucket.refilled_us - now_us) / 1'000'000) +
                  " s after now: the queue earns no token until the clock passes it";
         return f;
@@ -287,7 +287,7 @@ std::optional<QueueFinding> check_rate_bucket(const RateBucket& bucket, Instant 
     return std::nullopt;
 }
 
-std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& result,
+std::optional<Orphan> orphan_of(store::JobId job, const std::optional<ResultRecord>& result,
                                 const std::optional<EventSummary>& events, bool pruned) {
     if (!result && !events) return std::nullopt;
     if (pruned && !result) return std::nullopt;
@@ -306,12 +306,12 @@ std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& re
 }
 
 /// Microseconds in a second, for the calendar arithmetic below.
-constexpr Micros kSecond = 1'000'000;
+constexpr base::Micros kSecond = 1'000'000;
 
-std::string format_instant(Instant t) {
-    constexpr Micros kDay = 86400 * kSecond;
-    std::int64_t days = to_micros(t) / kDay;
-    Micros rest = to_micros(t) % kDay;
+std::string format_instant(base::Instant t) {
+    constexpr base::Micros kDay = 86400 * kSecond;
+    std::int64_t days = base::to_micros(t) / kDay;
+    base::Micros rest = base::to_micros(t) % kDay;
     if (rest < 0) {
         rest += kDay;
         --days;
@@ -331,13 +331,13 @@ std::string format_instant(Instant t) {
     return out + "Z";
 }
 
-std::optional<Instant> parse_instant(std::string_view s) {
+std::optional<base::Instant> parse_instant(std::string_view s) {
     if (!s.empty() && s.front() == '@') {
-        Micros v = 0;
+        base::Micros v = 0;
         const auto* end = s.data() + s.size();
         const auto [p, ec] = std::from_chars(s.data() + 1, end, v);
         if (ec != std::errc() || p != end || s.size() == 1) return std::nullopt;
-        return instant_from_micros(v);
+        return base::instant_from_micros(v);
     }
     std::size_t pos = 0;
     std::int64_t y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
@@ -351,11 +351,11 @@ std::optional<Instant> parse_instant(std::string_view s) {
         !expect(s, pos, ':') || !read_digits(s, pos, 2, sec)) {
         return std::nullopt;
     }
-    Micros fraction = 0;
+    base::Micros fraction = 0;
     if (pos < s.size() && s[pos] == '.') {
         ++pos;
         std::size_t digits = 0;
-        Micros scale = 100000;
+        base::Micros scale = 100000;
         while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
             if (digits < 6) fraction += (s[pos] - '0') * scale;  // finer digits are truncated
             scale /= 10;
@@ -364,7 +364,7 @@ std::optional<Instant> parse_instant(std::string_view s) {
         }
         if (digits == 0) return std::nullopt;
     }
-    Micros offset = 0;
+    base::Micros offset = 0;
     if (pos < s.size() && s[pos] == 'Z') {
         ++pos;
     } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
@@ -384,8 +384,8 @@ std::optional<Instant> parse_instant(std::string_view s) {
     }
     const std::int64_t days =
         days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
-    return instant_from_micros((days * 86400 + h * 3600 + mi * 60 + sec) * kSecond + fraction -
-                               offset);
+    return base::instant_from_micros((days * 86400 + h * 3600 + mi * 60 + sec) * kSecond +
+                                     fraction - offset);
 }
 
 std::string describe(const JobRecord& r) {
@@ -403,7 +403,7 @@ std::string describe(const ResultRecord& r) {
            "' published_at=" + format_instant(r.published_at);
 }
 
-std::string describe(const AuditEvent& e) {
+std::string describe(const store::AuditEvent& e) {
     std::string out = "#" + num(e.id) + " " + e.kind + " generation " + num(e.generation);
     if (!e.worker.empty()) out += " by " + e.worker;
     out += " at " + format_instant(e.at);
@@ -432,4 +432,4 @@ std::string describe(const EventSummary& s) {
     return out + "; organizations " + join(s.orgs);
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

@@ -15,7 +15,7 @@
 #include "common/ops/job_record.hpp"
 #include "common/store/assignment.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// What the audit log of one job says, condensed so that it can be read in bulk.
 ///
@@ -27,19 +27,19 @@ struct EventSummary {
     std::int64_t total = 0;
     /// Highest generation on any event except 'rejected' (which quotes what a caller claimed,
     /// not what the coordinator granted).
-    Generation max_generation = 0;
+    store::Generation max_generation = 0;
     /// The event carrying max_generation (latest by id on ties).
-    std::optional<AuditEvent> top;
+    std::optional<store::AuditEvent> top;
     /// The claim with the highest generation.
-    std::optional<AuditEvent> latest_claim;
+    std::optional<store::AuditEvent> latest_claim;
     /// The latest operator resolution ('unquarantined').
-    std::optional<AuditEvent> resolution;
+    std::optional<store::AuditEvent> resolution;
     /// 'completed' events after the resolution: how many, their generations in log order, the last.
     std::int64_t completions = 0;
-    std::vector<Generation> completion_generations;
-    std::optional<AuditEvent> latest_completion;
+    std::vector<store::Generation> completion_generations;
+    std::optional<store::AuditEvent> latest_completion;
     /// Distinct organizations of the events after the resolution, ascending.
-    std::vector<OrgId> orgs;
+    std::vector<store::OrgId> orgs;
 };
 
 /// parked: handed to an outside system (protocol 1.6); its callback or, past the park's deadline,
@@ -96,28 +96,28 @@ struct Classification {
 /// a generation the row never reached, or of another organization, was written outside the
 /// contract.
 struct ProgressMark {
-    Generation generation = 0;
-    OrgId org_id = 0;
+    store::Generation generation = 0;
+    store::OrgId org_id = 0;
 };
 
 /// Classifies one job as of now. A row is inconsistent if any contradiction holds; otherwise
 /// completed and failed rows are terminal, pending rows pending, and assigned rows live while
 /// lease_expires_at > now and expired from the instant it is reached, as the reaper decides.
 Classification classify(const JobRecord& row, const std::optional<ResultRecord>& result,
-                        const EventSummary& events, Instant now,
+                        const EventSummary& events, base::Instant now,
                         const std::optional<ProgressMark>& progress = std::nullopt);
 
 /// Published results or events whose job row does not exist: reported, never acted on.
 struct Orphan {
-    JobId job_id = 0;
-    OrgId org_id = 0;
+    store::JobId job_id = 0;
+    store::OrgId org_id = 0;
     std::string reason;  ///< "orphan_result" or "orphan_events"
     std::string evidence;
 };
 
 /// A queue's rate-limit bucket (schema/baseline/tables.sql) as recovery reads it.
 struct RateBucket {
-    OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string queue;
     double rate_per_s = 0;
     std::int64_t burst = 0;
@@ -128,7 +128,7 @@ struct RateBucket {
 /// A queue whose state will not do what its settings say: reported, never acted on (the operator
 /// decides, e.g. `aclaimctl queue set --rate` re-bases the bucket).
 struct QueueFinding {
-    OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string queue;
     std::string reason;  ///< "rate_bucket_ahead_of_clock" or "rate_tokens_above_burst"
     std::string what;
@@ -136,28 +136,28 @@ struct QueueFinding {
 
 /// How far a bucket's last refill may lie ahead of now before it is a finding: the clocks of
 /// several coordinators and the tool disagree by that much at most in a healthy deployment.
-inline constexpr Duration kRateClockTolerance = std::chrono::seconds(1);
+inline constexpr base::Duration kRateClockTolerance = std::chrono::seconds(1);
 
 /// A bucket whose last refill lies ahead of now by more than kRateClockTolerance (a clock set
 /// back, a restore onto a host whose clock is behind: the queue earns no token until the clock
 /// passes it), or that holds more tokens than its burst. nullopt for a sound bucket.
-std::optional<QueueFinding> check_rate_bucket(const RateBucket& bucket, Instant now);
+std::optional<QueueFinding> check_rate_bucket(const RateBucket& bucket, base::Instant now);
 
 /// `pruned`: the prune ledger names the job. Its remaining events are then no orphan (the job is
 /// absent by design); a result left behind still is, since retention removes both together.
-std::optional<Orphan> orphan_of(JobId job, const std::optional<ResultRecord>& result,
+std::optional<Orphan> orphan_of(store::JobId job, const std::optional<ResultRecord>& result,
                                 const std::optional<EventSummary>& events, bool pruned = false);
 
 /// "2026-03-01T12:00:00Z", with ".ffffff" only when the microseconds are not zero.
-std::string format_instant(Instant t);
+std::string format_instant(base::Instant t);
 /// Accepts "@<microseconds since the epoch>" or ISO 8601 "YYYY-MM-DDTHH:MM:SS[.f...](Z|±HH:MM)"
 /// (a space may stand for the T).
-std::optional<Instant> parse_instant(std::string_view text);
+std::optional<base::Instant> parse_instant(std::string_view text);
 
 /// One-line renderings used in evidence and reports.
 std::string describe(const JobRecord& row);
 std::string describe(const ResultRecord& result);
-std::string describe(const AuditEvent& event);
+std::string describe(const store::AuditEvent& event);
 std::string describe(const EventSummary& events);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

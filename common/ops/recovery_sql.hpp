@@ -14,7 +14,9 @@
 #include "common/store/event_kinds.hpp"
 #include "common/store/store_sql.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::ops::sql {
+
+using store::sql::Statement;
 
 /// Filters for the readers. The organization filter keeps a job's events and result even when
 /// they carry another organization, since that is exactly what the report must see, plus the
@@ -111,20 +113,20 @@ SELECT id, org_id, generation, kind, coalesce(worker, '') AS worker, aclaim_us(a
 /// $1 now, $2 job, $3 detail. The reaper's reclaim (store_sql.hpp) narrowed to one job that the
 /// caller has locked.
 inline const Statement kReclaimOne{"aclaim_reclaim_one",
-                                   reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
+                                   store::sql::reclaim_statement(R"SQL(SELECT id, assignee FROM jobs
      WHERE id = $2::bigint AND state = 'assigned' AND lease_expires_at <= aclaim_ts($1::bigint)
      FOR UPDATE)SQL",
-                                                     "$3::text"),
+                                                                 "$3::text"),
                                    {"now_us bigint", "job bigint", "detail text"}};
 
 /// The CTE `logged` that audits an operator's transition of each row of the CTE `from` (which
 /// returns id, org_id, generation) as `kind`: $3 operator, $4 now, $5 detail, as every operator
 /// statement here and in operator_sql.hpp takes them.
-inline std::string operator_logged(EventKind kind, std::string_view from) {
+inline std::string operator_logged(store::EventKind kind, std::string_view from) {
     return "logged AS (\n    INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, "
            "detail)\n    SELECT id, org_id, generation, '" +
-           std::string(kEventKinds(kind)) + "', $3::text, aclaim_ts($4::bigint), $5::text FROM " +
-           std::string(from) + "\n)";
+           std::string(store::kEventKinds(kind)) +
+           "', $3::text, aclaim_ts($4::bigint), $5::text FROM " + std::string(from) + "\n)";
 }
 
 /// $1 job, $2 reason, $3 operator, $4 now, $5 evidence. Only state and the two quarantine columns
@@ -137,7 +139,7 @@ WITH q AS (
      WHERE id = $1::bigint AND state <> 'quarantined'
     RETURNING id, org_id, generation, quarantined_from
 ), )SQL" +
-        operator_logged(EventKind::Quarantined, "q") + R"SQL(
+        operator_logged(store::EventKind::Quarantined, "q") + R"SQL(
 SELECT quarantined_from FROM q
 )SQL",
     {"job bigint", "reason text", "operator text", "now_us bigint", "evidence text"}};
@@ -160,7 +162,7 @@ WITH u AS (
      WHERE id = $1::bigint AND state = 'quarantined' AND generation <= $2::bigint
     RETURNING id, org_id, generation, state
 ), )SQL" +
-        operator_logged(EventKind::Unquarantined, "u") + R"SQL(
+        operator_logged(store::EventKind::Unquarantined, "u") + R"SQL(
 SELECT id, state, aclaim_wake(org_id) FROM u
 )SQL",
     {"job bigint", "generation bigint", "operator text", "now_us bigint", "detail text"}};
@@ -175,14 +177,16 @@ WITH u AS (
            lease_expires_at = NULL, result_ref = NULL, last_error = $6::text,
            quarantined_from = NULL, quarantine_reason = NULL
      WHERE id = $1::bigint AND state = 'quarantined' AND generation <= $2::bigint
-    RETURNING )SQL" + std::string(kOutcomeReturning) +
+    RETURNING )SQL" + std::string(store::sql::kOutcomeReturning) +
                                             R"SQL(
-), recorded AS ()SQL" + record_outcomes("u") +
+), recorded AS ()SQL" + store::sql::record_outcomes("u") +
                                             R"SQL(), settled AS ()SQL" +
-                                            settle_dependents("u", "$4::bigint") + R"SQL(), )SQL" +
-                                            operator_logged(EventKind::Unquarantined, "u") +
+                                            store::sql::settle_dependents("u", "$4::bigint") +
+                                            R"SQL(), )SQL" +
+                                            operator_logged(store::EventKind::Unquarantined, "u") +
                                             R"SQL(
-SELECT id, )SQL" + kSettledColumn + R"SQL( FROM u
+SELECT id, )SQL" + store::sql::kSettledColumn +
+                                            R"SQL( FROM u
 )SQL",
                                         {"job bigint", "generation bigint", "operator text",
                                          "now_us bigint", "detail text", "last_error text"}};
@@ -192,4 +196,4 @@ SELECT id, )SQL" + kSettledColumn + R"SQL( FROM u
 inline const std::vector<const Statement*> kRecoveryStatements = {
     &kReclaimOne, &kQuarantine, &kReleaseQuarantined, &kFailQuarantined};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::ops::sql

@@ -10,7 +10,7 @@
 #include "common/store/pg_field.hpp"
 #include "common/store/session_sql.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 namespace {
 
@@ -18,13 +18,13 @@ constexpr const char* kLockNotAvailable = "55P03";
 
 /// A reader template with its row filter filled in.
 std::string fill(std::string_view tmpl, std::string_view filter) {
-    return sql::compose(tmpl, {{"FILTER", filter}});
+    return store::sql::compose(tmpl, {{"FILTER", filter}});
 }
 
 /// kReadJobs with its row filter, its rows locked or not.
 std::string read_jobs(std::string_view filter, bool lock) {
-    return sql::compose(sql::kReadJobs,
-                        {{"FILTER", filter}, {"LOCK", lock ? sql::kLockRead : sql::kNoLock}});
+    return store::sql::compose(
+        sql::kReadJobs, {{"FILTER", filter}, {"LOCK", lock ? sql::kLockRead : sql::kNoLock}});
 }
 
 std::vector<std::int64_t> parse_ids(const std::string& text) {
@@ -43,24 +43,26 @@ std::vector<std::int64_t> parse_ids(const std::string& text) {
 
 /// The event whose columns are named `prefix` + id, org_id, generation, kind, worker, at_us and
 /// detail (see kReadEventSummaries and kReadEventsOfJob), of `job`; none when its id is NULL.
-std::optional<AuditEvent> read_event(const pqxx::row& r, const std::string& prefix, JobId job) {
+std::optional<store::AuditEvent> read_event(const pqxx::row& r, const std::string& prefix,
+                                            store::JobId job) {
     const auto column = [&](const char* name) { return r[prefix + name]; };
     if (column("id").is_null()) return std::nullopt;
-    return AuditEvent{column("id").as<std::int64_t>(),  job,
-                      column("org_id").as<OrgId>(),     column("generation").as<Generation>(),
-                      column("kind").as<std::string>(), column("worker").as<std::string>(),
-                      column("at_us").as<Instant>(),    column("detail").as<std::string>()};
+    return store::AuditEvent{
+        column("id").as<std::int64_t>(),     job,
+        column("org_id").as<store::OrgId>(), column("generation").as<store::Generation>(),
+        column("kind").as<std::string>(),    column("worker").as<std::string>(),
+        column("at_us").as<base::Instant>(), column("detail").as<std::string>()};
 }
 
-std::pair<JobId, EventSummary> read_summary(const pqxx::row& r) {
+std::pair<store::JobId, EventSummary> read_summary(const pqxx::row& r) {
     EventSummary s;
     s.total = r["total"].as<std::int64_t>();
-    s.max_generation = r["max_generation"].as<Generation>();
+    s.max_generation = r["max_generation"].as<store::Generation>();
     s.completions = r["completions"].as<std::int64_t>();
     s.completion_generations = parse_ids(r["completed_at_gens"].as<std::string>());
     s.orgs = parse_ids(r["orgs"].as<std::string>());
     std::sort(s.orgs.begin(), s.orgs.end());
-    const auto job = r["job_id"].as<JobId>();
+    const auto job = r["job_id"].as<store::JobId>();
     s.top = read_event(r, "top_", job);
     s.latest_claim = read_event(r, "claim_", job);
     s.resolution = read_event(r, "resolution_", job);
@@ -68,14 +70,14 @@ std::pair<JobId, EventSummary> read_summary(const pqxx::row& r) {
     return {job, std::move(s)};
 }
 
-std::pair<JobId, ProgressMark> progress_mark_of(const pqxx::row& r) {
-    return {r["job_id"].as<JobId>(),
-            ProgressMark{r["generation"].as<Generation>(), r["org_id"].as<OrgId>()}};
+std::pair<store::JobId, ProgressMark> progress_mark_of(const pqxx::row& r) {
+    return {r["job_id"].as<store::JobId>(),
+            ProgressMark{r["generation"].as<store::Generation>(), r["org_id"].as<store::OrgId>()}};
 }
 
 /// Reads one job's row (locked when lock is set), result and event summary.
-std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool lock,
-                                    Instant now) {
+std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, store::JobId job, bool lock,
+                                    base::Instant now) {
     const auto rows = txn.exec_params(read_jobs(sql::kJobsOne, lock), job);
     if (rows.empty()) return std::nullopt;
     JobSnapshot s;
@@ -95,13 +97,13 @@ std::optional<JobSnapshot> read_one(pqxx::transaction_base& txn, JobId job, bool
 }  // namespace
 
 std::string_view to_string(ApplyAction a) {
-    static constexpr EnumNames<ApplyAction, 6> kNames{
+    static constexpr base::EnumNames<ApplyAction, 6> kNames{
         {"reclaimed", "discarded", "quarantined", "unchanged", "busy", "vanished"}};
     static_assert(kNames.covers(ApplyAction::Vanished));
     return kNames(a);
 }
 
-RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
+RecoveryReport RecoveryStore::survey(base::Instant now, std::optional<store::OrgId> org) {
     RecoveryReport report;
     report.now = now;
     report.org = org;
@@ -125,15 +127,15 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
         pruned = PrunedIds(load_pruned(txn));
         txn.commit();
     }
-    std::map<JobId, ResultRecord> result_of;
+    std::map<store::JobId, ResultRecord> result_of;
     for (const auto& r : results) {
         auto rec = result_record_of(r);
         result_of.emplace(rec.job_id, std::move(rec));
     }
-    std::map<JobId, EventSummary> events_of;
+    std::map<store::JobId, EventSummary> events_of;
     for (const auto& r : summaries) events_of.insert(read_summary(r));
     for (const auto& r : buckets) {
-        RateBucket b{r["org_id"].as<OrgId>(),
+        RateBucket b{r["org_id"].as<store::OrgId>(),
                      r["queue"].as<std::string>(),
                      r["rate"].as<double>(),
                      r["rate_burst"].as<std::int64_t>(),
@@ -144,7 +146,7 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
             b.refilled_us = r["rate_refilled_us"].as<std::int64_t>();
         if (auto f = check_rate_bucket(b, now)) report.queues.push_back(std::move(*f));
     }
-    std::map<JobId, ProgressMark> progress_of;
+    std::map<store::JobId, ProgressMark> progress_of;
     for (const auto& r : progress) progress_of.insert(progress_mark_of(r));
 
     for (const auto& r : jobs) {
@@ -169,7 +171,7 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
         }
     }
     // What is left has no job row.
-    std::map<JobId, bool> orphan_ids;
+    std::map<store::JobId, bool> orphan_ids;
     for (const auto& [id, _] : result_of) orphan_ids[id] = true;
     for (const auto& [id, _] : events_of) orphan_ids[id] = true;
     for (const auto& [id, _] : orphan_ids) {
@@ -188,11 +190,12 @@ RecoveryReport RecoveryStore::survey(Instant now, std::optional<OrgId> org) {
 
 std::vector<ApplyOutcome> RecoveryStore::apply(const RecoveryReport& report,
                                                const std::string& actor) {
-    std::map<JobId, RecoveryClass> todo;
+    std::map<store::JobId, RecoveryClass> todo;
     for (const auto id : report.expired) todo[id] = RecoveryClass::Expired;
     for (const auto& s : report.inconsistent) {
         // An already quarantined row waits for its operator; apply never touches it again.
-        if (s.row.state != JobState::Quarantined) todo[s.row.id] = RecoveryClass::Inconsistent;
+        if (s.row.state != store::JobState::Quarantined)
+            todo[s.row.id] = RecoveryClass::Inconsistent;
     }
     std::vector<ApplyOutcome> out;
     out.reserve(todo.size());
@@ -200,14 +203,14 @@ std::vector<ApplyOutcome> RecoveryStore::apply(const RecoveryReport& report,
     return out;
 }
 
-ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Instant now,
+ApplyOutcome RecoveryStore::apply_one(store::JobId job, RecoveryClass surveyed, base::Instant now,
                                       const std::string& actor) {
     ApplyOutcome out;
     out.job_id = job;
     out.surveyed = surveyed;
     try {
         pqxx::work txn(conn_, "recover_apply");
-        txn.exec(sql::kShortLockWait);
+        txn.exec(store::sql::kShortLockWait);
         const auto snap = read_one(txn, job, /*lock=*/true, now);
         if (!snap) {
             txn.commit();
@@ -221,14 +224,14 @@ ApplyOutcome RecoveryStore::apply_one(JobId job, RecoveryClass surveyed, Instant
         if (c.cls == RecoveryClass::Expired) {
             const auto r = txn.exec_params(sql::kReclaimOne.text, now, job,
                                            "lease expired; reclaimed by recovery (" + actor + ")");
-            const auto state = job_state_of(r.at(0)["state"]);
-            out.action =
-                state == JobState::Discarded ? ApplyAction::Discarded : ApplyAction::Reclaimed;
+            const auto state = store::job_state_of(r.at(0)["state"]);
+            out.action = state == store::JobState::Discarded ? ApplyAction::Discarded
+                                                             : ApplyAction::Reclaimed;
             out.detail = "generation " + std::to_string(snap->row.generation) + " of " +
                          snap->row.assignee.value_or("?") + " lost its lease; now " +
                          std::string(to_string(state));
         } else if (c.cls == RecoveryClass::Inconsistent &&
-                   snap->row.state != JobState::Quarantined) {
+                   snap->row.state != store::JobState::Quarantined) {
             txn.exec_params(sql::kQuarantine.text, job, c.explanation(), actor, now,
                             c.explanation() + "\n" + c.evidence);
             out.action = ApplyAction::Quarantined;
@@ -257,7 +260,7 @@ std::vector<JobRecord> RecoveryStore::quarantined() {
     return out;
 }
 
-std::optional<JobDossier> RecoveryStore::dossier(JobId job, Instant now) {
+std::optional<JobDossier> RecoveryStore::dossier(store::JobId job, base::Instant now) {
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn_, "quarantine_show");
     auto snap = read_one(txn, job, /*lock=*/false, now);
     if (!snap) return std::nullopt;
@@ -269,22 +272,23 @@ std::optional<JobDossier> RecoveryStore::dossier(JobId job, Instant now) {
     return d;
 }
 
-QuarantineResolution RecoveryStore::release(JobId job, const std::string& reason,
-                                            const std::string& actor, Instant now) {
+QuarantineResolution RecoveryStore::release(store::JobId job, const std::string& reason,
+                                            const std::string& actor, base::Instant now) {
     return resolve(job, true, reason, actor, now);
 }
 
-QuarantineResolution RecoveryStore::fail(JobId job, const std::string& reason,
-                                         const std::string& actor, Instant now) {
+QuarantineResolution RecoveryStore::fail(store::JobId job, const std::string& reason,
+                                         const std::string& actor, base::Instant now) {
     return resolve(job, false, reason, actor, now);
 }
 
-QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::string& reason,
-                                            const std::string& actor, Instant now) {
+QuarantineResolution RecoveryStore::resolve(store::JobId job, bool release,
+                                            const std::string& reason, const std::string& actor,
+                                            base::Instant now) {
     const std::string verb = release ? "released" : "failed";
     QuarantineResolution out;
     pqxx::work txn(conn_, release ? "quarantine_release" : "quarantine_fail");
-    txn.exec(sql::kShortLockWait);
+    txn.exec(store::sql::kShortLockWait);
     const auto snap = read_one(txn, job, /*lock=*/true, now);
     if (!snap) {
         out.refusal = "no job " + std::to_string(job);
@@ -293,7 +297,7 @@ QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::
     const auto& row = snap->row;
     out.state = row.state;
     out.generation = row.generation;
-    if (row.state != JobState::Quarantined) {
+    if (row.state != store::JobState::Quarantined) {
         out.refusal = "job " + std::to_string(job) + " is " + std::string(to_string(row.state)) +
                       ", not quarantined: only a job the recovery tool quarantined can be " + verb;
         return out;
@@ -308,7 +312,7 @@ QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::
     }
     // The highest generation the job ever reached, in the row, its log or its result: the
     // resolution is recorded at it, so that the next claim outranks every earlier holder.
-    Generation g = std::max(row.generation, snap->events.max_generation);
+    store::Generation g = std::max(row.generation, snap->events.max_generation);
     if (snap->result) g = std::max(g, snap->result->generation);
     const std::string detail = verb + " by operator: " + reason + " (was quarantined from " +
                                row.quarantined_from.value_or("?") + ": " +
@@ -316,16 +320,17 @@ QuarantineResolution RecoveryStore::resolve(JobId job, bool release, const std::
     if (release) {
         const pqxx::result r =
             txn.exec_params(sql::kReleaseQuarantined.text, job, g, actor, now, detail);
-        out.state = !r.empty() && r[0]["state"].as<std::string>() == "waiting" ? JobState::Waiting
-                                                                               : JobState::Pending;
+        out.state = !r.empty() && r[0]["state"].as<std::string>() == "waiting"
+                        ? store::JobState::Waiting
+                        : store::JobState::Pending;
     } else {
         txn.exec_params(sql::kFailQuarantined.text, job, g, actor, now, detail,
                         "failed by operator: " + reason);
-        out.state = JobState::Failed;
+        out.state = store::JobState::Failed;
     }
     txn.commit();
     out.generation = g;
     return out;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

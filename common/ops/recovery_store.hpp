@@ -13,7 +13,7 @@
 
 #include "common/ops/recovery.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// One job as the survey saw it.
 struct JobSnapshot {
@@ -29,12 +29,12 @@ using ClassCounts = std::array<std::int64_t, std::size(kRecoveryClasses)>;
 
 /// Everything one survey found, read from one consistent snapshot.
 struct RecoveryReport {
-    Instant now{};
-    std::optional<OrgId> org;  ///< the organization filter, if any
-    std::map<OrgId, ClassCounts> by_org;
+    base::Instant now{};
+    std::optional<store::OrgId> org;  ///< the organization filter, if any
+    std::map<store::OrgId, ClassCounts> by_org;
     ClassCounts totals{};
     std::vector<JobSnapshot> inconsistent;  ///< in job id order
-    std::vector<JobId> expired;             ///< in job id order
+    std::vector<store::JobId> expired;      ///< in job id order
     std::vector<Orphan> orphans;            ///< results or events without a job row
     std::vector<QueueFinding> queues;       ///< queues whose rate buckets will not do as set
     /// Jobs retention removed (the prune ledger) whose events are still attached: absent, not
@@ -54,8 +54,8 @@ enum class ApplyAction {
 std::string_view to_string(ApplyAction a);
 
 struct ApplyOutcome {
-    JobId job_id = 0;
-    OrgId org_id = 0;
+    store::JobId job_id = 0;
+    store::OrgId org_id = 0;
     RecoveryClass surveyed = RecoveryClass::Pending;  ///< the class in the survey
     RecoveryClass locked = RecoveryClass::Pending;    ///< the class on the locked current row
     ApplyAction action = ApplyAction::Unchanged;
@@ -65,15 +65,15 @@ struct ApplyOutcome {
 /// Everything `quarantine show` prints about one job.
 struct JobDossier {
     JobSnapshot snapshot;
-    std::vector<AuditEvent> events;  ///< every event of the job, in log order
+    std::vector<store::AuditEvent> events;  ///< every event of the job, in log order
 };
 
 /// An operator's release or fail of a quarantined job: done, or refused with the reason (nothing
 /// changed).
 struct QuarantineResolution {
     std::optional<std::string> refusal;
-    JobState state = JobState::Quarantined;  ///< the state afterwards
-    Generation generation = 0;               ///< the generation afterwards
+    store::JobState state = store::JobState::Quarantined;  ///< the state afterwards
+    store::Generation generation = 0;                      ///< the generation afterwards
 };
 
 /// Not thread-safe: it works on the caller's connection.
@@ -83,7 +83,7 @@ class RecoveryStore {
 
     /// Reads jobs, job_results, job_events and job_progress (one statement each, in one
     /// repeatable-read snapshot) and classifies every job as of now.
-    RecoveryReport survey(Instant now, std::optional<OrgId> org = std::nullopt);
+    RecoveryReport survey(base::Instant now, std::optional<store::OrgId> org = std::nullopt);
 
     /// Acts on every expired and inconsistent job of the report, each in its own transaction.
     std::vector<ApplyOutcome> apply(const RecoveryReport& report, const std::string& actor);
@@ -91,29 +91,29 @@ class RecoveryStore {
     /// Locks the job's current row, re-reads its result and events, classifies it again as of now
     /// and acts on that decision: reclaims an expired lease, quarantines an inconsistent row that
     /// is not yet quarantined, and leaves everything else alone.
-    ApplyOutcome apply_one(JobId job, RecoveryClass surveyed, Instant now,
+    ApplyOutcome apply_one(store::JobId job, RecoveryClass surveyed, base::Instant now,
                            const std::string& actor);
 
     /// The quarantined jobs, in id order.
     std::vector<JobRecord> quarantined();
 
     /// One job with all of its events; nullopt when it does not exist.
-    std::optional<JobDossier> dossier(JobId job, Instant now);
+    std::optional<JobDossier> dossier(store::JobId job, base::Instant now);
 
     /// Returns a quarantined job to pending. Refused when the job is not quarantined or already
     /// has a published result (a second completion could not be published beside it).
-    QuarantineResolution release(JobId job, const std::string& reason, const std::string& actor,
-                                 Instant now);
+    QuarantineResolution release(store::JobId job, const std::string& reason,
+                                 const std::string& actor, base::Instant now);
 
     /// Fails a quarantined job for good. Its published result, if any, stays as it is.
-    QuarantineResolution fail(JobId job, const std::string& reason, const std::string& actor,
-                              Instant now);
+    QuarantineResolution fail(store::JobId job, const std::string& reason, const std::string& actor,
+                              base::Instant now);
 
   private:
-    QuarantineResolution resolve(JobId job, bool release, const std::string& reason,
-                                 const std::string& actor, Instant now);
+    QuarantineResolution resolve(store::JobId job, bool release, const std::string& reason,
+                                 const std::string& actor, base::Instant now);
 
     pqxx::connection& conn_;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

@@ -8,7 +8,9 @@
 
 #include "common/store/statement.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::ops::sql {
+
+using store::sql::Statement;
 
 /// $1 now. What a prune pass at now would remove, per organization, queue and state, decided by
 /// the one predicate aclaim_job_prunable. Reads every finished row: an operator's preview.
@@ -171,4 +173,4 @@ inline const std::vector<const Statement*> kRetentionStatements = {
     &kPartitionsDue,    &kMarkDetaching,    &kMarkArchived,    &kMarkDropped,
     &kPrunedJob,        &kPruneParkRefusals};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::ops::sql

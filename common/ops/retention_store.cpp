@@ -16,7 +16,7 @@
 #include "common/store/assignment_store.hpp"
 #include "common/store/pg_field.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 namespace {
 
@@ -32,7 +32,7 @@ auto read_rows(pqxx::connection& conn, const std::string& text, Of of, Args&&...
 }
 
 std::string with_partition(const char* text, const std::string& quoted) {
-    return sql::compose(text, {{"PARTITION", quoted}});
+    return store::sql::compose(text, {{"PARTITION", quoted}});
 }
 
 /// Makes what was written to `path` durable: the file's bytes, then its directory entry.
@@ -47,8 +47,8 @@ void sync_path(const std::filesystem::path& path) {
 EventPartition partition_of(const pqxx::row& r) {
     EventPartition p;
     p.name = r["name"].as<std::string>();
-    if (!r["from_us"].is_null()) p.from = r["from_us"].as<Instant>();
-    p.to = r["to_us"].as<Instant>();
+    if (!r["from_us"].is_null()) p.from = r["from_us"].as<base::Instant>();
+    p.to = r["to_us"].as<base::Instant>();
     p.state = r["state"].as<std::string>();
     p.archive_file = r["archive_file"].as<std::string>();
     p.sha256 = r["sha256"].as<std::string>();
@@ -59,30 +59,30 @@ EventPartition partition_of(const pqxx::row& r) {
 ArchiveSummary verify_file(const std::string& file) {
     std::ifstream in(file);
     if (!in) throw std::runtime_error("cannot read archive " + file);
-    return read_archive(in, [](const AuditEvent&) {}).summary;
+    return read_archive(in, [](const store::AuditEvent&) {}).summary;
 }
 
 }  // namespace
 
-int prune_park_refusals(pqxx::connection& conn, Instant now, int batch) {
+int prune_park_refusals(pqxx::connection& conn, base::Instant now, int batch) {
     pqxx::work txn(conn, "prune_park_refusals");
     const auto removed =
-        txn.exec_params1(sql::kPruneParkRefusals.text, to_micros(now), batch)[0].as<int>();
+        txn.exec_params1(sql::kPruneParkRefusals.text, base::to_micros(now), batch)[0].as<int>();
     txn.commit();
     return removed;
 }
 
-std::vector<PrunePreview> RetentionStore::preview(Instant now) {
+std::vector<PrunePreview> RetentionStore::preview(base::Instant now) {
     return read_rows(
         conn_, sql::kRetentionPreview.text,
         [](const pqxx::row& r) {
             PrunePreview p;
-            p.org_id = r["org_id"].as<OrgId>();
+            p.org_id = r["org_id"].as<store::OrgId>();
             p.queue = r["queue"].as<std::string>();
             p.state = r["state"].as<std::string>();
             p.prunable = r["prunable"].as<std::int64_t>();
-            p.oldest = r["oldest_us"].as<Instant>();
-            p.kept = Duration(r["keep_us"].as<std::int64_t>());
+            p.oldest = r["oldest_us"].as<base::Instant>();
+            p.kept = base::Duration(r["keep_us"].as<std::int64_t>());
             return p;
         },
         now);
@@ -91,9 +91,9 @@ std::vector<PrunePreview> RetentionStore::preview(Instant now) {
 std::vector<PruneTotals> RetentionStore::ledger() {
     return read_rows(conn_, sql::kRetentionLedger.text, [](const pqxx::row& r) {
         PruneTotals t;
-        static_cast<Pruned&>(t) = pruned_of(r);
+        static_cast<store::Pruned&>(t) = store::pruned_of(r);
         t.batches = r["batches"].as<std::int64_t>();
-        t.last = r["last_us"].as<Instant>();
+        t.last = r["last_us"].as<base::Instant>();
         return t;
     });
 }
@@ -101,11 +101,11 @@ std::vector<PruneTotals> RetentionStore::ledger() {
 std::vector<EventPartition> RetentionStore::partitions() {
     return read_rows(conn_, sql::kEventPartitions.text, [](const pqxx::row& r) {
         EventPartition p = partition_of(r);
-        p.rows = optional_of<std::int64_t>(r["rows"]);
-        const auto estimate = optional_of<std::int64_t>(r["estimated_rows"]);
+        p.rows = store::optional_of<std::int64_t>(r["rows"]);
+        const auto estimate = store::optional_of<std::int64_t>(r["estimated_rows"]);
         p.never_analyzed = estimate && *estimate < 0;
         if (!p.never_analyzed) p.estimated_rows = estimate;
-        p.bytes = optional_of<std::int64_t>(r["bytes"]);
+        p.bytes = store::optional_of<std::int64_t>(r["bytes"]);
         return p;
     });
 }
@@ -117,14 +117,16 @@ std::vector<TableSize> RetentionStore::table_sizes() {
     });
 }
 
-std::optional<std::pair<OrgId, Instant>> RetentionStore::pruned(JobId job) {
+std::optional<std::pair<store::OrgId, base::Instant>> RetentionStore::pruned(store::JobId job) {
     pqxx::read_transaction txn(conn_);
     const auto rows = txn.exec_params(sql::kPrunedJob.text, job);
     if (rows.empty()) return std::nullopt;
-    return std::pair{rows[0]["org_id"].as<OrgId>(), rows[0]["pruned_us"].as<Instant>()};
+    return std::pair{rows[0]["org_id"].as<store::OrgId>(),
+                     rows[0]["pruned_us"].as<base::Instant>()};
 }
 
-std::vector<ArchiveOutcome> RetentionStore::archive(const ArchiveOptions& options, Instant now) {
+std::vector<ArchiveOutcome> RetentionStore::archive(const ArchiveOptions& options,
+                                                    base::Instant now) {
     std::vector<EventPartition> due;
     {
         pqxx::read_transaction txn(conn_);
@@ -147,7 +149,7 @@ std::vector<ArchiveOutcome> RetentionStore::archive(const ArchiveOptions& option
 }
 
 ArchiveOutcome RetentionStore::archive_one(const EventPartition& p, const ArchiveOptions& options,
-                                           Instant now) {
+                                           base::Instant now) {
     ArchiveOutcome out;
     out.partition = p.name;
     std::string quoted;
@@ -221,10 +223,11 @@ ArchiveOutcome RetentionStore::archive_one(const EventPartition& p, const Archiv
                 pqxx::read_transaction txn(conn_);
                 const auto rows = txn.exec_params(page, after, kPageRows);
                 for (const auto& r : rows) {
-                    writer.add({r["id"].as<std::int64_t>(), r["job_id"].as<JobId>(),
-                                r["org_id"].as<OrgId>(), r["generation"].as<Generation>(),
+                    writer.add({r["id"].as<std::int64_t>(), r["job_id"].as<store::JobId>(),
+                                r["org_id"].as<store::OrgId>(),
+                                r["generation"].as<store::Generation>(),
                                 r["kind"].as<std::string>(), r["worker"].as<std::string>(),
-                                r["at_us"].as<Instant>(), r["detail"].as<std::string>()});
+                                r["at_us"].as<base::Instant>(), r["detail"].as<std::string>()});
                     after = r["id"].as<std::int64_t>();
                 }
                 if (rows.size() < static_cast<std::size_t>(kPageRows)) break;
@@ -271,4 +274,4 @@ ArchiveOutcome RetentionStore::archive_one(const EventPartition& p, const Archiv
     return out;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

@@ -12,29 +12,29 @@
 #include "common/base/clock.hpp"
 #include "common/store/assignment.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// What a prune pass at some instant would remove from one queue, in one state.
 struct PrunePreview {
-    OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string queue;
     std::string state;
     std::int64_t prunable = 0;
-    Instant oldest{};  ///< the earliest completed_at among them
-    Duration kept{};   ///< the retention in force
+    base::Instant oldest{};  ///< the earliest completed_at among them
+    base::Duration kept{};   ///< the retention in force
 };
 
 /// The prune ledger of one organization.
-struct PruneTotals : Pruned {
+struct PruneTotals : store::Pruned {
     std::int64_t batches = 0;
-    Instant last{};
+    base::Instant last{};
 };
 
 /// One partition of job_events, from the registry (job_event_partitions).
 struct EventPartition {
     std::string name;
-    std::optional<Instant> from;  ///< none: open lower bound
-    Instant to{};
+    std::optional<base::Instant> from;  ///< none: open lower bound
+    base::Instant to{};
     std::string state;                           ///< attached, detaching, archived, dropped
     std::optional<std::int64_t> rows;            ///< counted when archived
     std::optional<std::int64_t> estimated_rows;  ///< the planner's, while the table exists
@@ -54,7 +54,7 @@ struct ArchiveOptions {
     /// Where archives are written (created if missing); one file per partition.
     std::string dir;
     /// A partition is archived once it ended this long ago.
-    Duration older_than = std::chrono::hours(24 * 90);
+    base::Duration older_than = std::chrono::hours(24 * 90);
     /// Say what would be done, change nothing.
     bool dry_run = false;
 };
@@ -75,7 +75,7 @@ struct ArchiveOutcome {
 /// ended their keep, 30 days, before `now`; returns how many, in a transaction of its own on
 /// `conn`. The coordinators' retention pass calls it until a call comes back short, which keeps
 /// the table within its bound (schema/baseline/tables.sql) however many callbacks are refused.
-int prune_park_refusals(pqxx::connection& conn, Instant now, int batch);
+int prune_park_refusals(pqxx::connection& conn, base::Instant now, int batch);
 
 class RetentionStore {
   public:
@@ -83,12 +83,12 @@ class RetentionStore {
     /// reads need no more than SELECT.
     explicit RetentionStore(pqxx::connection& conn) : conn_(conn) {}
 
-    std::vector<PrunePreview> preview(Instant now);
+    std::vector<PrunePreview> preview(base::Instant now);
     std::vector<PruneTotals> ledger();
     std::vector<EventPartition> partitions();
     std::vector<TableSize> table_sizes();
     /// When retention removed the job, and from which organization; none if it never did.
-    std::optional<std::pair<OrgId, Instant>> pruned(JobId job);
+    std::optional<std::pair<store::OrgId, base::Instant>> pruned(store::JobId job);
 
     /// Archives every partition that ended options.older_than before now, oldest first:
     /// refuses one that a still existing job has events in, or whose events name a job that is
@@ -96,12 +96,13 @@ class RetentionStore {
     /// <dir>/<partition>.events.jsonl (written to a temporary name, synced, renamed), reads it
     /// back and verifies it, records it in job_event_partitions, and drops the table. Resumes a
     /// run that stopped after any step. A failure stops the run at that partition.
-    std::vector<ArchiveOutcome> archive(const ArchiveOptions& options, Instant now);
+    std::vector<ArchiveOutcome> archive(const ArchiveOptions& options, base::Instant now);
 
   private:
-    ArchiveOutcome archive_one(const EventPartition& p, const ArchiveOptions& options, Instant now);
+    ArchiveOutcome archive_one(const EventPartition& p, const ArchiveOptions& options,
+                               base::Instant now);
 
     pqxx::connection& conn_;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

@@ -7,7 +7,9 @@
 
 #include "common/store/shared_sql.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::ops::sql {
+
+using store::sql::Statement;
 
 /// The columns ScheduleStore reads a schedule from.
 inline constexpr const char* kScheduleColumns =
@@ -156,4 +158,4 @@ inline const std::vector<const Statement*> kScheduleStatements = {
     &kSchedulePause,     &kScheduleRemove,      &kScheduleList,    &kScheduleDue,
     &kScheduleClaimDue,  &kScheduleEnqueueTick, &kScheduleAdvance, &kScheduleForgetTicks};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::ops::sql

@@ -4,7 +4,7 @@
 
 #include "common/ops/schedule_sql.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 namespace {
 
@@ -12,16 +12,17 @@ using std::chrono::days;
 
 /// A zone's offsets read in `txn`.
 ZoneOffsets zone_in(pqxx::transaction_base& txn, const std::string& zone) {
-    return ZoneOffsets([&txn, zone](Instant t) {
-        return Duration(
-            txn.exec_params1(sql::kScheduleZoneOffset.text, to_micros(t), zone)[0].as<Micros>());
+    return ZoneOffsets([&txn, zone](base::Instant t) {
+        return base::Duration(
+            txn.exec_params1(sql::kScheduleZoneOffset.text, base::to_micros(t), zone)[0]
+                .as<base::Micros>());
     });
 }
 
 Schedule schedule_of(const pqxx::row& r) {
     Schedule s;
     s.id = r["id"].as<std::int64_t>();
-    s.org_id = r["org_id"].as<OrgId>();
+    s.org_id = r["org_id"].as<store::OrgId>();
     s.name = r["name"].as<std::string>();
     s.cron = r["cron"].as<std::string>();
     s.time_zone = r["time_zone"].as<std::string>();
@@ -31,14 +32,14 @@ Schedule schedule_of(const pqxx::row& r) {
     s.paused = r["paused"].as<bool>();
     s.missed = missed_ticks_from(r["missed"].as<std::string>()).value_or(MissedTicks::Skip);
     if (!r["last_tick_us"].is_null())
-        s.last_tick = instant_from_micros(r["last_tick_us"].as<Micros>());
-    s.next_tick = instant_from_micros(r["next_tick_us"].as<Micros>());
+        s.last_tick = base::instant_from_micros(r["last_tick_us"].as<base::Micros>());
+    s.next_tick = base::instant_from_micros(r["next_tick_us"].as<base::Micros>());
     return s;
 }
 
 /// The first tick after `now`; a schedule that has none within ten years is refused when added,
 /// so this is the far bound only for one whose zone's rules changed since.
-Instant first_tick_after(const Cron& cron, ZoneOffsets& zone, Instant now) {
+base::Instant first_tick_after(const Cron& cron, ZoneOffsets& zone, base::Instant now) {
     return next_tick(cron, zone, now).value_or(now + days(3653));
 }
 
@@ -49,7 +50,7 @@ std::string replace_all(std::string text, const std::string& key, const std::str
 }
 
 void scope_all(pqxx::transaction_base& txn) {
-    txn.exec_params(sql::kScope.text, sql::kAllOrganizations);
+    txn.exec_params(store::sql::kScope.text, store::sql::kAllOrganizations);
 }
 
 }  // namespace
@@ -64,7 +65,7 @@ std::optional<MissedTicks> missed_ticks_from(std::string_view text) {
     return std::nullopt;
 }
 
-std::string iso_utc(Instant t) {
+std::string iso_utc(base::Instant t) {
     const auto secs = std::chrono::floor<std::chrono::seconds>(t);
     const auto day = std::chrono::floor<days>(secs);
     const std::chrono::year_month_day ymd(day);
@@ -77,18 +78,20 @@ std::string iso_utc(Instant t) {
     return out;
 }
 
-std::string render_payload(const std::string& payload, const std::string& name, Instant tick) {
+std::string render_payload(const std::string& payload, const std::string& name,
+                           base::Instant tick) {
     auto out = replace_all(payload, "{schedule}", name);
-    out = replace_all(out, "{tick_us}", std::to_string(to_micros(tick)));
+    out = replace_all(out, "{tick_us}", std::to_string(base::to_micros(tick)));
     return replace_all(out, "{tick}", iso_utc(tick));
 }
 
-TickPlan plan_ticks(const Cron& cron, ZoneOffsets& zone, MissedTicks missed, Instant due,
-                    Instant now) {
+TickPlan plan_ticks(const Cron& cron, ZoneOffsets& zone, MissedTicks missed, base::Instant due,
+                    base::Instant now) {
     TickPlan plan;
     if (missed == MissedTicks::Skip) {
         // `due` is a tick at or before now, so there is a latest one.
-        plan.ticks.push_back(last_tick_until(cron, zone, due - Duration(1), now).value_or(due));
+        plan.ticks.push_back(
+            last_tick_until(cron, zone, due - base::Duration(1), now).value_or(due));
         plan.next = first_tick_after(cron, zone, now);
         return plan;
     }
@@ -101,11 +104,11 @@ TickPlan plan_ticks(const Cron& cron, ZoneOffsets& zone, MissedTicks missed, Ins
     return plan;
 }
 
-Schedule ScheduleStore::add(const ScheduleSpec& spec, const std::string& actor, Instant now) {
+Schedule ScheduleStore::add(const ScheduleSpec& spec, const std::string& actor, base::Instant now) {
     const auto cron = Cron::parse(spec.cron);
-    if (!valid_queue_name(spec.queue))
+    if (!base::valid_queue_name(spec.queue))
         throw std::invalid_argument("'" + spec.queue + "' is not a queue name");
-    if (!valid_queue_name(spec.name))
+    if (!base::valid_queue_name(spec.name))
         throw std::invalid_argument(
             "'" + spec.name +
             "' is not a schedule name: 1..64 of A-Z a-z 0-9 _ . : -, starting with a letter or "
@@ -124,7 +127,7 @@ Schedule ScheduleStore::add(const ScheduleSpec& spec, const std::string& actor, 
     const auto r = txn.exec_params(sql::kScheduleAdd.text, spec.org_id, spec.name, spec.cron,
                                    spec.time_zone, spec.queue, spec.payload, spec.priority,
                                    spec.paused, std::string(to_string(spec.missed)),
-                                   to_micros(*next), to_micros(now), actor, detail);
+                                   base::to_micros(*next), base::to_micros(now), actor, detail);
     if (r.empty())
         throw ScheduleExists("organization " + std::to_string(spec.org_id) +
                              " already has a schedule '" + spec.name + "'");
@@ -136,36 +139,37 @@ Schedule ScheduleStore::add(const ScheduleSpec& spec, const std::string& actor, 
     return s;
 }
 
-Schedule ScheduleStore::set_paused(OrgId org, const std::string& name, bool paused,
+Schedule ScheduleStore::set_paused(store::OrgId org, const std::string& name, bool paused,
                                    const std::string& actor, const std::string& reason,
-                                   Instant now) {
+                                   base::Instant now) {
     pqxx::work txn(conn_, "schedule_pause");
     const auto r = txn.exec_params(sql::kScheduleLock.text, org, name);
     if (r.empty()) throw UnknownSchedule(org, name);
     auto s = schedule_of(r[0]);
-    std::optional<Micros> next;
+    std::optional<base::Micros> next;
     if (!paused) {
         auto zone = zone_in(txn, s.time_zone);
         s.next_tick = first_tick_after(Cron::parse(s.cron), zone, now);
-        next = to_micros(s.next_tick);
+        next = base::to_micros(s.next_tick);
     }
-    txn.exec_params(sql::kSchedulePause.text, s.id, paused, next, to_micros(now), actor, reason);
+    txn.exec_params(sql::kSchedulePause.text, s.id, paused, next, base::to_micros(now), actor,
+                    reason);
     txn.commit();
     s.paused = paused;
     return s;
 }
 
-void ScheduleStore::remove(OrgId org, const std::string& name, Instant now,
+void ScheduleStore::remove(store::OrgId org, const std::string& name, base::Instant now,
                            const std::string& actor, const std::string& reason) {
     pqxx::work txn(conn_, "schedule_remove");
     const auto r = txn.exec_params(sql::kScheduleLock.text, org, name);
     if (r.empty()) throw UnknownSchedule(org, name);
-    txn.exec_params(sql::kScheduleRemove.text, r[0]["id"].as<std::int64_t>(), to_micros(now), actor,
-                    reason);
+    txn.exec_params(sql::kScheduleRemove.text, r[0]["id"].as<std::int64_t>(), base::to_micros(now),
+                    actor, reason);
     txn.commit();
 }
 
-std::vector<Schedule> ScheduleStore::list(std::optional<OrgId> org) {
+std::vector<Schedule> ScheduleStore::list(std::optional<store::OrgId> org) {
     pqxx::read_transaction txn(conn_, "schedule_list");
     std::vector<Schedule> out;
     for (const auto& r : txn.exec_params(sql::kScheduleList.text, org))
@@ -173,12 +177,12 @@ std::vector<Schedule> ScheduleStore::list(std::optional<OrgId> org) {
     return out;
 }
 
-SchedulePass ScheduleStore::run_due(Instant now) {
+SchedulePass ScheduleStore::run_due(base::Instant now) {
     std::vector<std::int64_t> due;
     {
         pqxx::nontransaction read(conn_, "schedule_due");
         for (const auto& r :
-             read.exec_params(sql::kScheduleDue.text, to_micros(now), kSchedulesPerPass)) {
+             read.exec_params(sql::kScheduleDue.text, base::to_micros(now), kSchedulesPerPass)) {
             due.push_back(r[0].as<std::int64_t>());
         }
     }
@@ -203,10 +207,10 @@ SchedulePass ScheduleStore::run_due(Instant now) {
     return pass;
 }
 
-int ScheduleStore::tick(std::int64_t id, Instant now, bool& more) {
+int ScheduleStore::tick(std::int64_t id, base::Instant now, bool& more) {
     pqxx::work txn(conn_, "schedule_tick");
     scope_all(txn);
-    const auto r = txn.exec_params(sql::kScheduleClaimDue.text, id, to_micros(now));
+    const auto r = txn.exec_params(sql::kScheduleClaimDue.text, id, base::to_micros(now));
     if (r.empty()) return -1;  // another scheduler holds it or ticked it already
     const auto s = schedule_of(r[0]);
     auto zone = zone_in(txn, s.time_zone);
@@ -214,18 +218,20 @@ int ScheduleStore::tick(std::int64_t id, Instant now, bool& more) {
     int made = 0;
     for (const auto t : plan.ticks) {
         const std::string key =
-            "schedule:" + std::to_string(s.id) + ":" + std::to_string(to_micros(t));
-        const auto e = txn.exec_params1(sql::kScheduleEnqueueTick.text, s.org_id, to_micros(now),
-                                        s.queue, render_payload(s.payload, s.name, t), s.priority,
-                                        key, s.id, to_micros(t));
+            "schedule:" + std::to_string(s.id) + ":" + std::to_string(base::to_micros(t));
+        const auto e = txn.exec_params1(
+            sql::kScheduleEnqueueTick.text, s.org_id, base::to_micros(now), s.queue,
+            render_payload(s.payload, s.name, t), s.priority, key, s.id, base::to_micros(t));
         if (e["created"].as<bool>()) ++made;
     }
     if (made > 0)
-        txn.exec_params(sql::kScheduleForgetTicks.text, s.id, to_micros(now - kTicksKept));
-    const std::optional<Micros> last =
-        plan.ticks.empty() ? std::nullopt : std::optional<Micros>(to_micros(plan.ticks.back()));
-    const auto moved = txn.exec_params(sql::kScheduleAdvance.text, s.id, to_micros(s.next_tick),
-                                       last, to_micros(plan.next));
+        txn.exec_params(sql::kScheduleForgetTicks.text, s.id, base::to_micros(now - kTicksKept));
+    const std::optional<base::Micros> last =
+        plan.ticks.empty() ? std::nullopt
+                           : std::optional<base::Micros>(base::to_micros(plan.ticks.back()));
+    const auto moved =
+        txn.exec_params(sql::kScheduleAdvance.text, s.id, base::to_micros(s.next_tick), last,
+                        base::to_micros(plan.next));
     // The row is locked, so the fence holds unless the lock was lost: then nothing commits.
     if (moved.affected_rows() != 1)
         throw std::logic_error("schedule " + std::to_string(s.id) + " moved under its lock");
@@ -234,4 +240,4 @@ int ScheduleStore::tick(std::int64_t id, Instant now, bool& more) {
     return made;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

@@ -17,7 +17,7 @@
 #include "common/ops/cron.hpp"
 #include "common/store/assignment.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// What a scheduler does with the ticks missed while no coordinator ran.
 enum class MissedTicks {
@@ -34,15 +34,15 @@ inline constexpr int kCatchUpPerPass = 100;
 
 /// How long a tick's record (schedule_ticks) is kept: what `aclaimctl check` can prove was
 /// enqueued once.
-inline constexpr Duration kTicksKept = std::chrono::days(31);
+inline constexpr base::Duration kTicksKept = std::chrono::days(31);
 
 /// A schedule as the operator writes it.
 struct ScheduleSpec {
-    OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string name;
     std::string cron;       ///< five fields (Cron)
     std::string time_zone;  ///< IANA name
-    std::string queue{kDefaultQueue};
+    std::string queue{base::kDefaultQueue};
     std::string payload;  ///< {schedule}, {tick} and {tick_us} filled per tick (render_payload)
     int priority = 0;
     bool paused = false;
@@ -52,26 +52,26 @@ struct ScheduleSpec {
 /// A schedule as stored.
 struct Schedule : ScheduleSpec {
     std::int64_t id = 0;
-    std::optional<Instant> last_tick;
-    Instant next_tick{};
+    std::optional<base::Instant> last_tick;
+    base::Instant next_tick{};
 };
 
 /// A schedule's job payload for one tick: {schedule} is its name, {tick} the tick in ISO 8601
 /// (UTC, to the second), {tick_us} the tick in microseconds since the epoch.
-std::string render_payload(const std::string& payload, const std::string& name, Instant tick);
+std::string render_payload(const std::string& payload, const std::string& name, base::Instant tick);
 
 /// "2026-03-29T01:00:00Z".
-std::string iso_utc(Instant t);
+std::string iso_utc(base::Instant t);
 
 /// The ticks one pass enqueues for a schedule whose next tick `due` came (due <= now), and the
 /// next tick it leaves: skip takes the latest tick up to now, catch_up every tick from `due` up
 /// to now (at most kCatchUpPerPass; `next` is then still due).
 struct TickPlan {
-    std::vector<Instant> ticks;
-    Instant next{};
+    std::vector<base::Instant> ticks;
+    base::Instant next{};
 };
-TickPlan plan_ticks(const Cron& cron, ZoneOffsets& zone, MissedTicks missed, Instant due,
-                    Instant now);
+TickPlan plan_ticks(const Cron& cron, ZoneOffsets& zone, MissedTicks missed, base::Instant due,
+                    base::Instant now);
 
 /// A schedule name already taken in its organization.
 class ScheduleExists : public std::invalid_argument {
@@ -81,7 +81,7 @@ class ScheduleExists : public std::invalid_argument {
 /// A schedule the organization does not have.
 class UnknownSchedule : public std::invalid_argument {
   public:
-    UnknownSchedule(OrgId org, const std::string& name)
+    UnknownSchedule(store::OrgId org, const std::string& name)
         : std::invalid_argument("organization " + std::to_string(org) + " has no schedule '" +
                                 name + "'") {}
 };
@@ -110,29 +110,29 @@ class ScheduleStore {
 
     /// Adds a schedule; its first tick is the first after `now`. Throws CronError,
     /// ScheduleExists, or std::invalid_argument for an unknown zone or queue name.
-    Schedule add(const ScheduleSpec& spec, const std::string& actor, Instant now);
+    Schedule add(const ScheduleSpec& spec, const std::string& actor, base::Instant now);
     /// Pauses (no tick is enqueued while paused) or resumes a schedule, audited. A resumed
     /// schedule ticks next at its first tick after `now`: what fell due while paused is dropped.
     /// Throws UnknownSchedule.
-    Schedule set_paused(OrgId org, const std::string& name, bool paused, const std::string& actor,
-                        const std::string& reason, Instant now);
+    Schedule set_paused(store::OrgId org, const std::string& name, bool paused,
+                        const std::string& actor, const std::string& reason, base::Instant now);
     /// Removes a schedule at `now`, audited with who and why; jobs it enqueued stay. Throws
     /// UnknownSchedule.
-    void remove(OrgId org, const std::string& name, Instant now, const std::string& actor,
-                const std::string& reason);
+    void remove(store::OrgId org, const std::string& name, base::Instant now,
+                const std::string& actor, const std::string& reason);
     /// The schedules of one organization, or of all, by organization and name.
-    std::vector<Schedule> list(std::optional<OrgId> org);
+    std::vector<Schedule> list(std::optional<store::OrgId> org);
 
     /// One scheduler pass: enqueues the ticks due at `now`, one transaction per schedule, each
     /// tick's job through aclaim_enqueue_job. Sees every organization (row security's "system"
     /// scope). Safe to run at once on any number of connections.
-    SchedulePass run_due(Instant now);
+    SchedulePass run_due(base::Instant now);
 
   private:
     /// Ticks one due schedule; 0 when another scheduler took it.
-    int tick(std::int64_t id, Instant now, bool& more);
+    int tick(std::int64_t id, base::Instant now, bool& more);
 
     pqxx::connection& conn_;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

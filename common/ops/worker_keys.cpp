@@ -10,7 +10,7 @@
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 CurveKeyPair make_curve_key_pair() {
     std::array<char, 41> pub{};
@@ -21,7 +21,7 @@ CurveKeyPair make_curve_key_pair() {
     return {pub.data(), sec.data()};
 }
 
-void check_worker_key(OrgId org, const std::string& name, const std::string& public_key) {
+void check_worker_key(store::OrgId org, const std::string& name, const std::string& public_key) {
     if (org <= 0) throw std::invalid_argument("the organization must be a positive id");
     if (name.empty() || name.size() > 128) {
         throw std::invalid_argument("the worker name '" + name + "' must be 1..128 bytes");
@@ -32,7 +32,7 @@ void check_worker_key(OrgId org, const std::string& name, const std::string& pub
     }
 }
 
-bool register_worker_key(pqxx::work& txn, OrgId org, const std::string& name,
+bool register_worker_key(pqxx::work& txn, store::OrgId org, const std::string& name,
                          const std::string& public_key,
                          const std::optional<std::vector<std::string>>& queues) {
     check_worker_key(org, name, public_key);
@@ -40,11 +40,11 @@ bool register_worker_key(pqxx::work& txn, OrgId org, const std::string& name,
         if (queues->empty() || queues->size() > 32)
             throw std::invalid_argument("a key may be limited to 1..32 queues");
         for (const auto& q : *queues) {
-            if (!valid_queue_name(q))
+            if (!base::valid_queue_name(q))
                 throw std::invalid_argument("'" + q + "' is not a valid queue name");
         }
     }
-    const std::string limited = queues ? pg_array(*queues) : "";
+    const std::string limited = queues ? store::pg_array(*queues) : "";
     return !txn.exec_params(sql::kWorkerKeyRegister, public_key, org, name, limited).empty();
 }
 
@@ -71,10 +71,10 @@ std::vector<std::string> keys_of(const pqxx::result& rows) {
 
 std::unordered_map<std::string, WorkerKeyOwner> live_worker_key_owners(
     pqxx::transaction_base& txn, const std::vector<std::string>& public_keys) {
-    const auto rows = txn.exec_params(sql::kWorkerKeyOwners, pg_array(public_keys));
+    const auto rows = txn.exec_params(sql::kWorkerKeyOwners, store::pg_array(public_keys));
     std::unordered_map<std::string, WorkerKeyOwner> owners;
     for (const auto& row : rows) {
-        WorkerKeyOwner owner{row["org_id"].as<OrgId>(), row["name"].as<std::string>(), {}};
+        WorkerKeyOwner owner{row["org_id"].as<store::OrgId>(), row["name"].as<std::string>(), {}};
         if (!row["queues"].is_null()) owner.queues = split_queues(row["queues"].c_str());
         owners.emplace(row["public_key"].as<std::string>(), std::move(owner));
     }
@@ -83,19 +83,19 @@ std::unordered_map<std::string, WorkerKeyOwner> live_worker_key_owners(
 
 std::unordered_set<std::string> live_worker_keys(pqxx::transaction_base& txn,
                                                  const std::vector<std::string>& public_keys) {
-    const auto rows = txn.exec_params(sql::kWorkerKeysLive, pg_array(public_keys));
+    const auto rows = txn.exec_params(sql::kWorkerKeysLive, store::pg_array(public_keys));
     const auto keys = keys_of(rows);
     return {keys.begin(), keys.end()};
 }
 
 std::vector<std::string> revoke_worker_key(pqxx::work& txn, const std::string& public_key,
-                                           Instant now) {
+                                           base::Instant now) {
     return keys_of(txn.exec_params(sql::kWorkerKeyRevoke, public_key, now));
 }
 
 std::vector<std::string> revoke_worker_keys_named(pqxx::work& txn, const std::string& name,
-                                                  OrgId org, Instant now) {
+                                                  store::OrgId org, base::Instant now) {
     return keys_of(txn.exec_params(sql::kWorkerKeysRevokeNamed, name, org, now));
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

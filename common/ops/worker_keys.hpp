@@ -13,7 +13,7 @@
 
 #include "common/store/assignment.hpp"
 
-namespace aclaim::common {
+namespace aclaim::ops {
 
 /// One CURVE key pair, Z85 text (40 characters each).
 struct CurveKeyPair {
@@ -27,19 +27,19 @@ CurveKeyPair make_curve_key_pair();
 
 /// Throws std::invalid_argument, saying what is wrong, unless `org` is positive, `name` is 1..128
 /// bytes and `public_key` is 40 characters of valid Z85.
-void check_worker_key(OrgId org, const std::string& name, const std::string& public_key);
+void check_worker_key(store::OrgId org, const std::string& name, const std::string& public_key);
 
 /// Binds `public_key` to the worker `name` of `org`, after check_worker_key. A name may hold
 /// several live keys (rotation); a public key is registered once, ever: false, and nothing
 /// written, when it already was (revoked or not).
 /// `queues`, when given, are the only queues the key's worker may serve.
-bool register_worker_key(pqxx::work& txn, OrgId org, const std::string& name,
+bool register_worker_key(pqxx::work& txn, store::OrgId org, const std::string& name,
                          const std::string& public_key,
                          const std::optional<std::vector<std::string>>& queues = std::nullopt);
 
 /// Whom a live (registered, not revoked) key speaks for.
 struct WorkerKeyOwner {
-    OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string name;
     /// The only queues its worker may serve; nullopt: any.
     std::optional<std::vector<std::string>> queues;
@@ -60,11 +60,11 @@ std::unordered_set<std::string> live_worker_keys(pqxx::transaction_base& txn,
 /// Revokes `public_key` at `now` (microseconds since the epoch) if it is live. Returns the keys
 /// revoked: it, or nothing.
 std::vector<std::string> revoke_worker_key(pqxx::work& txn, const std::string& public_key,
-                                           Instant now);
+                                           base::Instant now);
 
 /// Revokes every live key of the worker `name` (of `org`, or of every organization when org is
 /// 0) at `now`. Returns the keys revoked.
 std::vector<std::string> revoke_worker_keys_named(pqxx::work& txn, const std::string& name,
-                                                  OrgId org, Instant now);
+                                                  store::OrgId org, base::Instant now);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::ops

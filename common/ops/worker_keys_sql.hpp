@@ -4,7 +4,7 @@
 // coordinator's batched look-up at handshake, revocation and the operator's list. Time arrives as
 // $n microseconds, as in the store.
 
-namespace aclaim::common::sql {
+namespace aclaim::ops::sql {
 
 /// $1 public key, $2 organization, $3 name, $4 queues as a text[] literal or '' for every queue.
 /// A row only when the key was new.
@@ -43,4 +43,4 @@ SELECT public_key, org_id, name, aclaim_us(created_at), aclaim_us(revoked_at),
   FROM worker_keys ORDER BY org_id, name, created_at
 )SQL";
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::ops::sql

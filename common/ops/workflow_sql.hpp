@@ -4,7 +4,7 @@
 // workflow is every job connected to it by dependencies (schema/baseline/tables.sql), in
 // either direction, within its organization. Bounded: a walk stops at a given number of jobs.
 
-namespace aclaim::common::sql {
+namespace aclaim::ops::sql {
 
 /// $1 job, $2 organization or 0 for any, $3 at most this many jobs. The job's organization,
 /// then the ids of its workflow, the job itself first, in the order the walk reached them: each
@@ -49,4 +49,4 @@ SELECT job_id, depends_on, policy, resolved, aclaim_us(resolved_at) AS resolved_
  ORDER BY job_id, depends_on
 )SQL";
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::ops::sql

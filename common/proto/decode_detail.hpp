@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace aclaim::common::proto::detail {
+namespace aclaim::proto::detail {
 
 /// A body that cannot be read; becomes "undecodable".
 struct Unreadable : std::runtime_error {
@@ -36,4 +36,4 @@ T read_json(std::string_view body);
 /// The top-level "req" of a JSON body, read as far as the body parses; 0 if it cannot be found.
 std::uint64_t json_req(std::string_view body) noexcept;
 
-}  // namespace aclaim::common::proto::detail
+}  // namespace aclaim::proto::detail

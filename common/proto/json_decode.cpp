@@ -23,7 +23,7 @@
 #include "common/proto/protocol.hpp"
 #include "common/proto/protocol_serialize.hpp"
 
-namespace aclaim::common::proto::detail {
+namespace aclaim::proto::detail {
 
 namespace {
 
@@ -445,4 +445,4 @@ std::uint64_t json_req(std::string_view body) noexcept {
     }
 }
 
-}  // namespace aclaim::common::proto::detail
+}  // namespace aclaim::proto::detail

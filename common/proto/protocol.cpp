@@ -22,7 +22,7 @@
 #include "common/proto/protocol_serialize.hpp"
 #include "common/proto/wire_errors.hpp"
 
-namespace aclaim::common::proto {
+namespace aclaim::proto {
 
 namespace {
 
@@ -245,7 +245,7 @@ void validate(const Hello& m) {
         out_of_range("queues", std::to_string(m.queues.size()) + " queues",
                      "at most " + std::to_string(kMaxQueues));
     for (std::size_t i = 0; i < m.queues.size(); ++i) {
-        if (!valid_queue_name(m.queues[i]))
+        if (!base::valid_queue_name(m.queues[i]))
             out_of_range("queues[" + std::to_string(i) + "]",
                          "'" + quote_peer_bytes(m.queues[i], 80) + "'",
                          "a queue name: 1..64 of A-Z a-z 0-9 _ . : -, starting with a letter or "
@@ -516,4 +516,4 @@ std::variant<Decoded, DecodeError> decode(const std::vector<std::string_view>& f
     }
 }
 
-}  // namespace aclaim::common::proto
+}  // namespace aclaim::proto

@@ -17,7 +17,7 @@
 #include <variant>
 #include <vector>
 
-namespace aclaim::common::proto {
+namespace aclaim::proto {
 
 /// The protocol versions this build speaks, 1.0 to 1.6 (docs/protocol.md, "Version history"). The
 /// tag names the major version only: what a minor version added is optional (1.1) or given only to
@@ -421,4 +421,4 @@ std::string quote_peer_bytes(std::string_view bytes, std::size_t max_bytes = 64)
 /// one of its own constants.
 std::string valid_utf8_text(std::string_view text, std::size_t max_bytes = kMaxTextBytes);
 
-}  // namespace aclaim::common::proto
+}  // namespace aclaim::proto

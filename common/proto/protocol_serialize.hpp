@@ -11,7 +11,7 @@
 
 #include "common/proto/protocol.hpp"
 
-namespace aclaim::common::proto {
+namespace aclaim::proto {
 
 /// A member added to a message after protocol 1.0, which a peer may leave out: always last, and
 /// written only when it is not empty, so that a message that does not use it is byte for byte
@@ -135,4 +135,4 @@ void Error::serialize(A& ar) {
     optional_member(ar, CEREAL_NVP(retry_after_ms));  // protocol 1.4
 }
 
-}  // namespace aclaim::common::proto
+}  // namespace aclaim::proto

@@ -7,7 +7,7 @@
 #include "common/proto/decode_detail.hpp"
 #include "common/proto/protocol.hpp"
 
-namespace aclaim::common::proto {
+namespace aclaim::proto {
 
 namespace {
 
@@ -133,4 +133,4 @@ std::string valid_utf8_text(std::string_view text, std::size_t max_bytes) {
     return sanitize(text, max_bytes, false, "");
 }
 
-}  // namespace aclaim::common::proto
+}  // namespace aclaim::proto

@@ -3,16 +3,16 @@
 #include "common/base/version.hpp"
 #include "common/proto/protocol.hpp"
 
-namespace aclaim::common::proto {
+namespace aclaim::proto {
 
 std::string version_line(std::string_view program) {
     std::string line{program};
     line += ' ';
-    line += project_version();
+    line += base::project_version();
     line += " (protocol " + std::to_string(kProtocolMajor) + '.' +
             std::to_string(kProtocolOldestMinor) + '-' + std::to_string(kProtocolMajor) + '.' +
             std::to_string(kProtocolNewestMinor) + ')';
     return line;
 }
 
-}  // namespace aclaim::common::proto
+}  // namespace aclaim::proto

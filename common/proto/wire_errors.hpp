@@ -11,7 +11,7 @@
 
 #include "common/proto/protocol.hpp"
 
-namespace aclaim::common::proto::errors {
+namespace aclaim::proto::errors {
 
 // ---- from the codec: the message could not be taken as a request ----
 
@@ -83,4 +83,4 @@ inline std::string clip_text(const std::string& text) {
     return valid_utf8_text(text, kMaxTextBytes);
 }
 
-}  // namespace aclaim::common::proto::errors
+}  // namespace aclaim::proto::errors

@@ -7,19 +7,18 @@
 #include "common/base/enum_names.hpp"
 #include "common/store/job_states.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 namespace {
 
 /// In Rejection's declaration order.
-constexpr EnumNames<Rejection, 9> kRejections({"unknown_job", "other_organization",
-                                               "stale_generation", "lease_expired",
-                                               "already_terminal", "not_assignee", "quarantined",
-                                               "deadline_exceeded", "cancelled"});
+constexpr base::EnumNames<Rejection, 9> kRejections(
+    {"unknown_job", "other_organization", "stale_generation", "lease_expired", "already_terminal",
+     "not_assignee", "quarantined", "deadline_exceeded", "cancelled"});
 static_assert(kRejections.covers(Rejection::Cancelled));
 
 /// In ClaimOutcome::Status's declaration order.
-constexpr EnumNames<ClaimOutcome::Status, 2> kClaimStatuses({"claimed", "no_work"});
+constexpr base::EnumNames<ClaimOutcome::Status, 2> kClaimStatuses({"claimed", "no_work"});
 static_assert(kClaimStatuses.covers(ClaimOutcome::Status::NoWork));
 
 }  // namespace
@@ -48,7 +47,7 @@ std::string_view to_string(ClaimOutcome::Status s) {
 }
 
 std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op,
-                                  const TransitionRequest& request, Instant now,
+                                  const TransitionRequest& request, base::Instant now,
                                   std::string* detail) {
     const OrgId org = request.org;
     const Generation generation = request.generation;
@@ -160,4 +159,4 @@ std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operat
     return say(Rejection::UnknownJob, "unrecognised job state");
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -13,7 +13,7 @@
 #include "common/base/clock.hpp"
 #include "common/base/queue_name.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 using JobId = std::int64_t;
 using OrgId = std::int64_t;
@@ -56,7 +56,7 @@ struct AuditEvent {
     Generation generation = 0;
     std::string kind;
     std::string worker;
-    Instant at{};
+    base::Instant at{};
     std::string detail;
 };
 
@@ -86,13 +86,13 @@ struct NewJob {
     int priority = 0;
     std::string payload;
     std::optional<int> max_attempts{};
-    std::string queue{kDefaultQueue};
+    std::string queue{base::kDefaultQueue};
     /// Not claimable before this instant (the job is scheduled until then).
-    std::optional<Instant> run_at{};
-    std::optional<Duration> backoff_base{};
-    std::optional<Duration> backoff_cap{};
+    std::optional<base::Instant> run_at{};
+    std::optional<base::Duration> backoff_base{};
+    std::optional<base::Duration> backoff_cap{};
     /// How long one attempt may run, renewals included.
-    std::optional<Duration> run_timeout{};
+    std::optional<base::Duration> run_timeout{};
     /// While a job of the organization holds this key, enqueueing it again returns that job.
     std::optional<std::string> dedupe_key{};
     /// The jobs this one waits for (schema/baseline/tables.sql), of the same organization:
@@ -137,14 +137,14 @@ struct TransitionRequest {
     JobId job = 0;
     Generation generation = 0;
     std::string worker{};
-    std::string result_ref{};  ///< complete only
-    std::string reason{};      ///< fail only
-    bool retryable = false;    ///< fail only
-    int percent = 0;           ///< progress only: 0..100
-    std::string note{};        ///< progress only
-    std::string checkpoint{};  ///< progress only; empty keeps the stored checkpoint
-    Instant park_deadline{};   ///< park only: when the park ends (the retry policy applies)
-    std::string token{};       ///< park only: the callback token, 64 hex digits; stored hashed
+    std::string result_ref{};       ///< complete only
+    std::string reason{};           ///< fail only
+    bool retryable = false;         ///< fail only
+    int percent = 0;                ///< progress only: 0..100
+    std::string note{};             ///< progress only
+    std::string checkpoint{};       ///< progress only; empty keeps the stored checkpoint
+    base::Instant park_deadline{};  ///< park only: when the park ends (the retry policy applies)
+    std::string token{};            ///< park only: the callback token, 64 hex digits; stored hashed
 };
 
 /// The last progress reported on a job (schema/baseline/tables.sql): what its next holder resumes
@@ -162,14 +162,14 @@ struct Lease {
     OrgId org_id = 0;
     Generation generation = 0;
     int priority = 0;
-    Instant enqueued_at{};
-    Instant lease_expires_at{};
+    base::Instant enqueued_at{};
+    base::Instant lease_expires_at{};
     int attempts = 0;
     int max_attempts = 0;
     std::string payload;
     std::string queue;
     /// The attempt's run deadline, when the job has one: the lease never runs past it.
-    std::optional<Instant> deadline{};
+    std::optional<base::Instant> deadline{};
     /// The progress an earlier holder reported, when one did.
     std::optional<SavedProgress> resume{};
 };
@@ -184,7 +184,7 @@ struct ClaimOutcome {
     /// When the claim came back short while a served queue with pending jobs had an empty rate
     /// limit bucket: the first instant one of those buckets holds a token again, at which a
     /// parked claim is worth trying again. Not computed for queues without a rate.
-    std::optional<Instant> refill_at;
+    std::optional<base::Instant> refill_at;
     /// The claim came back short while a served queue has a concurrency limit (max_assigned): a
     /// slot that frees on one of its queues is worth trying again for. Set whether or not the
     /// limit is what held it back; never for a claim whose queues have no limit.
@@ -196,9 +196,9 @@ std::string_view to_string(ClaimOutcome::Status s);
 /// The outcome of renew, complete, fail and release.
 struct Transition {
     std::optional<Rejection> rejection;  ///< empty when the transition was applied
-    bool replayed = false;       ///< the same request had already been applied; nothing changed now
-    std::string detail;          ///< human-readable explanation of a rejection
-    Instant lease_expires_at{};  ///< renew: the new deadline; park: the park's deadline
+    bool replayed = false;  ///< the same request had already been applied; nothing changed now
+    std::string detail;     ///< human-readable explanation of a rejection
+    base::Instant lease_expires_at{};    ///< renew: the new deadline; park: the park's deadline
     JobState state = JobState::Pending;  ///< the row's state afterwards, when applied
     /// Complete, fail, release and park, applied now: the job's queue, where the job no longer
     /// holds a lease (a slot of its concurrency limit; a park that extends an earlier park freed
@@ -232,7 +232,7 @@ struct Pruned {
 /// job_events' partitions by what became of them, and how far ahead the attached ones reach.
 struct PartitionSummary {
     std::int64_t attached = 0, detaching = 0, archived = 0, dropped = 0;
-    std::optional<Instant> covered_until;
+    std::optional<base::Instant> covered_until;
 };
 
 /// The fields of the current row that decide why a request was refused.
@@ -241,8 +241,8 @@ struct RowAuthority {
     JobState state = JobState::Pending;
     Generation generation = 0;
     std::string assignee;
-    std::optional<Instant> lease_expires_at;
-    std::optional<Instant> deadline;
+    std::optional<base::Instant> lease_expires_at;
+    std::optional<base::Instant> deadline;
     std::string result_ref;
 };
 
@@ -252,7 +252,7 @@ enum class Operation { Renew, Complete, Fail, Release, Progress, Park };
 /// (or its absence). Returns nullopt when the row shows the request was already applied, so that
 /// a worker re-sending after a lost reply gets the truth instead of a spurious rejection.
 std::optional<Rejection> diagnose(const std::optional<RowAuthority>& row, Operation op,
-                                  const TransitionRequest& request, Instant now,
+                                  const TransitionRequest& request, base::Instant now,
                                   std::string* detail);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -19,9 +19,9 @@
 // park expiry, promotion) and retention. The claim is in claim_store.cpp, the fenced transitions
 // in fenced_transitions.cpp.
 
-namespace aclaim::common {
+namespace aclaim::store {
 
-namespace store_detail {
+namespace detail {
 
 JobState state_of(const pqxx::field& f) {
     auto s = parse_job_state(f.as<std::string>());
@@ -39,9 +39,9 @@ void Scope::set(const std::string& value) {
     current_ = value;
 }
 
-}  // namespace store_detail
+}  // namespace detail
 
-using store_detail::Scope;
+using detail::Scope;
 
 void act_as_row_security_role(pqxx::connection& conn) {
     try {
@@ -96,15 +96,15 @@ pqxx::connection& AssignmentStore::connection() {
 }
 
 void AssignmentStore::commit(pqxx::work& txn) {
-    static const SystemClock system_clock;
-    const Clock& clock = options_.clock != nullptr ? *options_.clock : system_clock;
+    static const base::SystemClock system_clock;
+    const base::Clock& clock = options_.clock != nullptr ? *options_.clock : system_clock;
     const auto began = clock.monotonic_now();
     txn.commit();
     last_commit_ = clock.monotonic_now() - began;
 }
 
 std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>& jobs,
-                                            Instant now) {
+                                            base::Instant now) {
     std::vector<JobId> ids;
     ids.reserve(jobs.size());
     for (const auto& e : enqueue_each(org, jobs, now)) ids.push_back(e.id);
@@ -112,7 +112,8 @@ std::vector<JobId> AssignmentStore::enqueue(OrgId org, const std::vector<NewJob>
 }
 
 std::vector<Enqueued> AssignmentStore::enqueue_each(OrgId org, const std::vector<NewJob>& jobs,
-                                                    Instant now, Duration dedupe_window) {
+                                                    base::Instant now,
+                                                    base::Duration dedupe_window) {
     const NewJobArrays a = new_job_arrays(jobs);
     pqxx::work txn(*conn_, "enqueue");
     Scope(txn, options_.row_security).to(org);
@@ -132,22 +133,23 @@ std::vector<Enqueued> AssignmentStore::enqueue_each(OrgId org, const std::vector
     std::vector<Enqueued> out;
     out.reserve(r.size());
     for (const auto& row : r) {
-        out.push_back({row["id"].as<JobId>(), row["created"].as<bool>(),
-                       store_detail::state_of(row["state"])});
+        out.push_back(
+            {row["id"].as<JobId>(), row["created"].as<bool>(), detail::state_of(row["state"])});
     }
     return out;
 }
 
-std::vector<Reclaimed> AssignmentStore::reclaim_expired(Instant now, int limit) {
+std::vector<Reclaimed> AssignmentStore::reclaim_expired(base::Instant now, int limit) {
     return reclaim_with(sql::kReclaim, "reclaim", now, limit);
 }
 
-std::vector<Reclaimed> AssignmentStore::expire_parks(Instant now, int limit) {
+std::vector<Reclaimed> AssignmentStore::expire_parks(base::Instant now, int limit) {
     return reclaim_with(sql::kExpireParks, "expire_parks", now, limit);
 }
 
 std::vector<Reclaimed> AssignmentStore::reclaim_with(const sql::Statement& statement,
-                                                     const char* name, Instant now, int limit) {
+                                                     const char* name, base::Instant now,
+                                                     int limit) {
     pqxx::work txn(*conn_, name);
     Scope(txn, options_.row_security).all();
     const pqxx::result r = txn.exec_prepared(statement.name, now, limit);
@@ -161,13 +163,13 @@ std::vector<Reclaimed> AssignmentStore::reclaim_with(const sql::Statement& state
         rc.generation = row["generation"].as<Generation>();
         rc.assignee = row["assignee"].is_null() ? "" : row["assignee"].as<std::string>();
         rc.queue = row["queue"].as<std::string>();
-        rc.state = store_detail::state_of(row["state"]);
+        rc.state = detail::state_of(row["state"]);
         out.push_back(std::move(rc));
     }
     return out;
 }
 
-int AssignmentStore::promote_due(Instant now, int limit) {
+int AssignmentStore::promote_due(base::Instant now, int limit) {
     pqxx::work txn(*conn_, "promote_due");
     Scope(txn, options_.row_security).all();
     const pqxx::row r = txn.exec_prepared1(sql::kPromoteDue.name, now, limit);
@@ -175,13 +177,13 @@ int AssignmentStore::promote_due(Instant now, int limit) {
     return r["promoted"].as<int>();
 }
 
-std::optional<Instant> AssignmentStore::next_due() {
+std::optional<base::Instant> AssignmentStore::next_due() {
     pqxx::work txn(*conn_, "next_due");
     Scope(txn, options_.row_security).all();
     const pqxx::row r = txn.exec_prepared1(sql::kNextDue.name);
     txn.commit();
     if (r["run_at_us"].is_null()) return std::nullopt;
-    return r["run_at_us"].as<Instant>();
+    return r["run_at_us"].as<base::Instant>();
 }
 
 bool AssignmentStore::try_retention_lock() {
@@ -205,7 +207,7 @@ void AssignmentStore::release_retention_lock() {
     session.exec_prepared(sql::kRetentionUnlock.name);
 }
 
-std::vector<Pruned> AssignmentStore::prune_finished(Instant now, int limit) {
+std::vector<Pruned> AssignmentStore::prune_finished(base::Instant now, int limit) {
     pqxx::work txn(*conn_, "prune_finished");
     Scope(txn, options_.row_security).all();
     std::vector<Pruned> out;
@@ -216,7 +218,8 @@ std::vector<Pruned> AssignmentStore::prune_finished(Instant now, int limit) {
     return out;
 }
 
-std::vector<std::string> AssignmentStore::ensure_event_partitions(Instant now, int months_ahead) {
+std::vector<std::string> AssignmentStore::ensure_event_partitions(base::Instant now,
+                                                                  int months_ahead) {
     pqxx::work txn(*conn_, "ensure_event_partitions");
     Scope(txn, options_.row_security).all();
     std::vector<std::string> out;
@@ -237,8 +240,9 @@ PartitionSummary AssignmentStore::partition_summary() {
     s.detaching = r["detaching"].as<std::int64_t>();
     s.archived = r["archived"].as<std::int64_t>();
     s.dropped = r["dropped"].as<std::int64_t>();
-    if (!r["covered_until_us"].is_null()) s.covered_until = r["covered_until_us"].as<Instant>();
+    if (!r["covered_until_us"].is_null())
+        s.covered_until = r["covered_until_us"].as<base::Instant>();
     return s;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

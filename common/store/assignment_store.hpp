@@ -14,7 +14,7 @@
 #include "common/store/assignment.hpp"
 #include "common/store/claim_plan.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 namespace sql {
 struct Statement;
@@ -32,7 +32,7 @@ struct StoreOptions {
     bool row_security = false;
     /// Times the commits that last_commit() reports; the system clock when not given. It must
     /// outlive the store.
-    const Clock* clock = nullptr;
+    const base::Clock* clock = nullptr;
     /// A transaction for fewer jobs than this runs its statements on their generic plans
     /// (plan_cache_mode): planning a claim or a completion for its parameters costs more than
     /// a few jobs' worth of work, while a large batch earns the plan made for its arrays. 0:
@@ -71,59 +71,61 @@ class AssignmentStore {
 
     /// Adds jobs, all with enqueued_at = now: pending, or scheduled when run_at is later. Returns
     /// their ids in order (for a held dedupe key, the id of the job that holds it).
-    std::vector<JobId> enqueue(OrgId org, const std::vector<NewJob>& jobs, Instant now);
+    std::vector<JobId> enqueue(OrgId org, const std::vector<NewJob>& jobs, base::Instant now);
     /// As enqueue, saying for each job whether it was created or an existing holder of its
     /// dedupe key; a key held by a job that finished less than dedupe_window ago is still held.
-    std::vector<Enqueued> enqueue_each(OrgId org, const std::vector<NewJob>& jobs, Instant now,
-                                       Duration dedupe_window = Duration{0});
+    std::vector<Enqueued> enqueue_each(OrgId org, const std::vector<NewJob>& jobs,
+                                       base::Instant now,
+                                       base::Duration dedupe_window = base::Duration{0});
 
     /// Moves up to max_jobs of the organization's best pending jobs, from the queues the request
     /// serves that are not paused and within their concurrency limits, to assigned, in one
     /// statement after the queue locks (kClaimLocks).
-    ClaimOutcome claim(OrgId org, const ClaimRequest& request, Duration lease, Instant now);
+    ClaimOutcome claim(OrgId org, const ClaimRequest& request, base::Duration lease,
+                       base::Instant now);
 
     /// Extends a live lease of the current generation to now + lease.
-    Transition renew(const TransitionRequest& request, Duration lease, Instant now);
+    Transition renew(const TransitionRequest& request, base::Duration lease, base::Instant now);
 
     /// Records how far the holder of a live lease of the current generation is (its percent,
     /// note and, when not empty, checkpoint) in job_progress, audited 'checkpoint' when it
     /// carries one. Refused and audited as a completion of the same generation would be. The
     /// lease is not extended.
-    Transition progress(const TransitionRequest& request, Instant now);
+    Transition progress(const TransitionRequest& request, base::Instant now);
 
     /// Parks a job held under a live lease of the current generation (protocol 1.6): it waits,
     /// parked, for an outside system's callback with request.token (stored hashed) until
     /// request.park_deadline, audited 'parked'. A re-sent PARK of the same generation and holder
     /// before the deadline parks it again under the re-sent token. Refused and audited as a
     /// completion of the same generation would be.
-    Transition park(const TransitionRequest& request, Instant now);
+    Transition park(const TransitionRequest& request, base::Instant now);
 
     /// Completes a job held under a live lease of the current generation and publishes its result
     /// in the same transaction.
-    Transition complete(const TransitionRequest& request, Instant now);
+    Transition complete(const TransitionRequest& request, base::Instant now);
 
     /// Fails a job; a retryable failure with attempts left returns it to pending instead.
-    Transition fail(const TransitionRequest& request, Instant now);
+    Transition fail(const TransitionRequest& request, base::Instant now);
 
     /// Returns a held job to pending without counting the attempt.
-    Transition release(const TransitionRequest& request, Instant now);
+    Transition release(const TransitionRequest& request, base::Instant now);
 
     /// Coalesced claim: one LIMIT (sum of max_jobs) statement for the organization and the queues
     /// the first request serves (the caller batches only requests that serve the same), its leases
     /// handed out to the requesters in order, best jobs first. One outcome per request, in order.
     std::vector<ClaimOutcome> claim_batch(OrgId org, std::span<const ClaimRequest> requests,
-                                          Duration lease, Instant now);
+                                          base::Duration lease, base::Instant now);
 
     /// Coalesced renew: one statement over arrays in one transaction. Requests it did not apply
     /// take the single statement and its diagnosis in the same transaction, so each outcome is
     /// exactly what renew() would have answered. One outcome per request, in order.
-    std::vector<Transition> renew_batch(std::span<const TransitionRequest> requests, Duration lease,
-                                        Instant now);
+    std::vector<Transition> renew_batch(std::span<const TransitionRequest> requests,
+                                        base::Duration lease, base::Instant now);
 
     /// Coalesced complete, as renew_batch: outbox rows, events and notifications in the same
     /// statement, rejections diagnosed and audited as complete() does.
     std::vector<Transition> complete_batch(std::span<const TransitionRequest> requests,
-                                           Instant now);
+                                           base::Instant now);
 
     /// A DB thread's mixed batch: completions (any organizations, as complete_batch) and one
     /// organization's claims (as claim_batch: one set of queues), in one transaction with one
@@ -133,22 +135,22 @@ class AssignmentStore {
     /// claim under the others would roll the completions back with it.
     CompletedAndClaimed complete_and_claim(std::span<const TransitionRequest> completions,
                                            OrgId org, std::span<const ClaimRequest> claims,
-                                           Duration lease, Instant now);
+                                           base::Duration lease, base::Instant now);
 
     /// Takes back up to limit leases that expired at now, across organizations, each decided on
     /// the current locked row. Past max_attempts the job fails instead.
-    std::vector<Reclaimed> reclaim_expired(Instant now, int limit);
+    std::vector<Reclaimed> reclaim_expired(base::Instant now, int limit);
 
     /// Ends up to limit parks whose deadline passed at now, across organizations, as failed
     /// attempts: the retry policy applies (schema/baseline/tables.sql). Nobody holds a lease to
     /// revoke; each is returned for the log and the count.
-    std::vector<Reclaimed> expire_parks(Instant now, int limit);
+    std::vector<Reclaimed> expire_parks(base::Instant now, int limit);
 
     /// Makes up to limit scheduled jobs whose run_at has arrived pending, across organizations,
     /// and wakes their queues. Returns how many.
-    int promote_due(Instant now, int limit);
+    int promote_due(base::Instant now, int limit);
     /// The earliest run_at of any scheduled job.
-    std::optional<Instant> next_due();
+    std::optional<base::Instant> next_due();
 
     /// Takes the retention lock (a session advisory lock) if no other session holds it; true when
     /// this session holds it now. Released by release_retention_lock or when the session ends.
@@ -157,10 +159,10 @@ class AssignmentStore {
     /// One prune batch: removes up to limit finished jobs whose retention has passed at now (the
     /// predicate aclaim_job_prunable decides), with their results, recorded in job_prunes. One
     /// entry per organization touched.
-    std::vector<Pruned> prune_finished(Instant now, int limit);
+    std::vector<Pruned> prune_finished(base::Instant now, int limit);
     /// Creates the monthly partitions of job_events from now's month through months_ahead months
     /// after it that do not exist yet; returns their names.
-    std::vector<std::string> ensure_event_partitions(Instant now, int months_ahead);
+    std::vector<std::string> ensure_event_partitions(base::Instant now, int months_ahead);
     PartitionSummary partition_summary();
 
     /// The row's current authority (organization, state, generation, assignee, lease), read
@@ -197,7 +199,7 @@ class AssignmentStore {
     /// the caller runs the transaction statement by statement).
     std::optional<CompletedAndClaimed> complete_and_claim_sent_together(
         std::span<const TransitionRequest> completions, OrgId org,
-        std::span<const ClaimRequest> claims, Duration lease, Instant now);
+        std::span<const ClaimRequest> claims, base::Duration lease, base::Instant now);
     static std::string plan_key(OrgId org, const std::string& queues);
     /// Records the dimensions of a claim plan, forgetting the least recently used half past
     /// kClaimPlansKept.
@@ -205,18 +207,18 @@ class AssignmentStore {
     /// A coalesced claim's statement in `txn`, which is scoped to org: after the claim's locks,
     /// taken here, or with `known`, the plan the caller's locks found.
     std::vector<ClaimOutcome> claim_in(pqxx::work& txn, OrgId org,
-                                       std::span<const ClaimRequest> requests, Duration lease,
-                                       Instant now, const ClaimPlan* known);
+                                       std::span<const ClaimRequest> requests, base::Duration lease,
+                                       base::Instant now, const ClaimPlan* known);
     /// The one runner of renew, progress, park, complete, fail and release: in one transaction
     /// scoped to the request's organization, the fenced statement of `op` with `args` (which
     /// fences on the row, applies and audits); a refusal diagnosed on the row and audited
     /// (settle_unapplied); the commit; and the answer `applied` reads from the applied row.
     template <class Applied, class... Args>
-    Transition fenced(Operation op, const TransitionRequest& request, Instant now, Applied applied,
-                      const Args&... args);
+    Transition fenced(Operation op, const TransitionRequest& request, base::Instant now,
+                      Applied applied, const Args&... args);
     /// reclaim_expired and expire_parks: one reclaim_statement, across organizations.
     std::vector<Reclaimed> reclaim_with(const sql::Statement& statement, const char* name,
-                                        Instant now, int limit);
+                                        base::Instant now, int limit);
     /// Before a transaction for `jobs` jobs: generic plans or the planner's choice, as
     /// StoreOptions::generic_plans_below says; a round trip only when the choice changes.
     void plan_for(std::size_t jobs);
@@ -249,4 +251,4 @@ class AssignmentStore {
     std::unique_ptr<pqxx::connection> conn_;
 };
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -18,7 +18,7 @@
 //   SELECT ...                      the leases, with any progress saved for the job
 // Each dimension of the plan picks its fragments and fills their slots; nothing else varies.
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 namespace {
 
@@ -157,4 +157,4 @@ const sql::Statement& sql::claim_statement(ClaimPlan plan) {
     return composed.statements.at(plan.index());
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -11,7 +11,7 @@
 
 #include "common/store/statement.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 /// Which dimensions a claim statement covers. Each one costs only the claims that need it: a
 /// plan without a dimension composes a text without its fragments.
@@ -62,4 +62,4 @@ const Statement& claim_statement(ClaimPlan plan);
 
 }  // namespace sql
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -13,7 +13,7 @@
 // update finds it by primary key alone: a condition on jobs.state there would make the partial
 // index jobs_claim_order a candidate for a full scan per job (see kRenewBatch).
 
-namespace aclaim::common::sql {
+namespace aclaim::store::sql {
 
 /// The parameters of a plan's shape as the fragments refer to them: how many jobs the claim takes
 /// at most, now in microseconds, the lease length, the queues served.
@@ -274,4 +274,4 @@ inline constexpr const char* kClaimWeighedRateSet = R"SQL(,
                                    ELSE {REFILLED} END)SQL";
 inline constexpr const char* kClaimWeighedRateKept = " OR r.tokens IS NOT NULL";
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::store::sql

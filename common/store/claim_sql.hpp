@@ -6,7 +6,7 @@
 
 #include "common/store/statement.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::store::sql {
 
 /// $1 org, $2 text[] queues. The first statement of every claim transaction; the claim itself
 /// runs in the next statement, whose snapshot is taken after these locks are granted. It takes
@@ -108,4 +108,4 @@ SELECT min(aclaim_rate_refill_us(q.rate_per_s, q.rate_burst, q.rate_tokens, q.ra
 )SQL",
                                    {"org bigint", "queues text[]", "now_us bigint"}};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::store::sql

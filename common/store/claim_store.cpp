@@ -22,11 +22,11 @@
 // statement by statement or sent together with its COMMIT. Each runs kClaimLocks, reads from it
 // the plan the served queues need, and runs that plan's statement (claim_plan.hpp).
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 namespace {
 
-using store_detail::Scope;
+using detail::Scope;
 
 /// An EXECUTE of a statement the session has not prepared.
 constexpr const char* kNoSuchStatement = "26000";
@@ -55,13 +55,13 @@ Lease lease_of(const pqxx::row& row) {
     l.org_id = row["org_id"].as<OrgId>();
     l.generation = row["generation"].as<Generation>();
     l.priority = row["priority"].as<int>();
-    l.enqueued_at = row["enqueued_us"].as<Instant>();
-    l.lease_expires_at = row["lease_us"].as<Instant>();
+    l.enqueued_at = row["enqueued_us"].as<base::Instant>();
+    l.lease_expires_at = row["lease_us"].as<base::Instant>();
     l.attempts = row["attempts"].as<int>();
     l.max_attempts = row["max_attempts"].as<int>();
     l.payload = row["payload"].as<std::string>();
     l.queue = row["queue"].as<std::string>();
-    if (!row["deadline_us"].is_null()) l.deadline = row["deadline_us"].as<Instant>();
+    if (!row["deadline_us"].is_null()) l.deadline = row["deadline_us"].as<base::Instant>();
     if (!row["resume_generation"].is_null()) {
         l.resume = SavedProgress{
             row["resume_generation"].as<Generation>(), row["resume_percent"].as<int>(),
@@ -72,7 +72,7 @@ Lease lease_of(const pqxx::row& row) {
 
 /// The queues a claim serves, as the text array its statements take.
 std::string served_queues(const std::vector<std::string>& queues) {
-    return queues.empty() ? pg_array(std::vector<std::string>{std::string(kDefaultQueue)})
+    return queues.empty() ? pg_array(std::vector<std::string>{std::string(base::kDefaultQueue)})
                           : pg_array(queues);
 }
 
@@ -106,13 +106,13 @@ ClaimPlan begin_claim(pqxx::work& txn, OrgId org, const std::string& queues,
 
 /// After a claim that handed out `got` of `wanted` jobs: when a rate limit may have held it back,
 /// the instant a served bucket that holds back pending jobs refills (kRateRefill).
-std::optional<Instant> refill_after(pqxx::transaction_base& txn, OrgId org,
-                                    const std::string& queues, bool rated, std::size_t got,
-                                    std::size_t wanted, Instant now) {
+std::optional<base::Instant> refill_after(pqxx::transaction_base& txn, OrgId org,
+                                          const std::string& queues, bool rated, std::size_t got,
+                                          std::size_t wanted, base::Instant now) {
     if (!rated || got >= wanted) return std::nullopt;
     const pqxx::result r = txn.exec_prepared(sql::kRateRefill.name, org, queues, now);
     if (r.empty() || r[0]["refill_us"].is_null()) return std::nullopt;
-    return r[0]["refill_us"].as<Instant>();
+    return r[0]["refill_us"].as<base::Instant>();
 }
 
 /// The slots of a coalesced claim: slot s belongs to owner[s], each requester holding max_jobs
@@ -142,7 +142,7 @@ std::string queues_of(std::span<const ClaimRequest> requests) {
 /// served queue has a concurrency limit (ClaimOutcome::slot_bound).
 std::vector<ClaimOutcome> claim_outcomes(const pqxx::result& r, const ClaimSlots& slots,
                                          std::span<const ClaimRequest> requests,
-                                         std::optional<Instant> refill, bool capped) {
+                                         std::optional<base::Instant> refill, bool capped) {
     std::vector<ClaimOutcome> out(requests.size());
     for (const auto& row : r) {
         const auto slot = row["slot"].as<std::size_t>();
@@ -197,7 +197,7 @@ const char* AssignmentStore::prepare_claim(const ClaimPlan& plan) {
 
 std::vector<ClaimOutcome> AssignmentStore::claim_in(pqxx::work& txn, OrgId org,
                                                     std::span<const ClaimRequest> requests,
-                                                    Duration lease, Instant now,
+                                                    base::Duration lease, base::Instant now,
                                                     const ClaimPlan* known) {
     const ClaimSlots slots = slots_of(requests);
     const std::string queues = queues_of(requests);
@@ -213,8 +213,8 @@ std::vector<ClaimOutcome> AssignmentStore::claim_in(pqxx::work& txn, OrgId org,
         claim_capped_);
 }
 
-ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Duration lease,
-                                    Instant now) {
+ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, base::Duration lease,
+                                    base::Instant now) {
     ClaimOutcome out;
     plan_for(static_cast<std::size_t>(request.max_jobs));
     pqxx::work txn(*conn_, "claim");
@@ -235,7 +235,7 @@ ClaimOutcome AssignmentStore::claim(OrgId org, const ClaimRequest& request, Dura
 
 std::vector<ClaimOutcome> AssignmentStore::claim_batch(OrgId org,
                                                        std::span<const ClaimRequest> requests,
-                                                       Duration lease, Instant now) {
+                                                       base::Duration lease, base::Instant now) {
     plan_for(slots(requests));
     pqxx::work txn(*conn_, "claim_batch");
     Scope(txn, options_.row_security).to(org);
@@ -266,7 +266,7 @@ void AssignmentStore::remember_plan(const std::string& key, unsigned bits) {
 
 CompletedAndClaimed AssignmentStore::complete_and_claim(
     std::span<const TransitionRequest> completions, OrgId org, std::span<const ClaimRequest> claims,
-    Duration lease, Instant now) {
+    base::Duration lease, base::Instant now) {
     plan_for(completions.size() + slots(claims));
     if (auto together = complete_and_claim_sent_together(completions, org, claims, lease, now)) {
         return std::move(*together);
@@ -282,8 +282,7 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
     const ClaimPlan plan = begin_claim(txn, org, queues, exclusions_epoch_, claim_capped_, true);
     // What the next mixed transaction of this organization's queues sends with its COMMIT.
     remember_plan(plan_key(org, queues), plan.dimension_bits());
-    out.completions =
-        store_detail::complete_in(txn, scope, options_.row_security, completions, now);
+    out.completions = detail::complete_in(txn, scope, options_.row_security, completions, now);
     // The completions' scope may have moved to another organization, or to all of them.
     scope.to(org);
     out.claims = claim_in(txn, org, claims, lease, now, &plan);
@@ -293,7 +292,7 @@ CompletedAndClaimed AssignmentStore::complete_and_claim(
 
 std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_together(
     std::span<const TransitionRequest> completions, OrgId org, std::span<const ClaimRequest> claims,
-    Duration lease, Instant now) {
+    base::Duration lease, base::Instant now) {
     const std::string queues = queues_of(claims);
     const std::string key = plan_key(org, queues);
     const auto known = claim_plans_.find(key);
@@ -318,7 +317,7 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
         return std::nullopt;
     }
     const ClaimSlots slots = slots_of(claims);
-    const auto groups = store_detail::statement_groups(completions, options_.row_security);
+    const auto groups = detail::statement_groups(completions, options_.row_security);
     pqxx::result locks;
     pqxx::result claimed;
     std::vector<pqxx::result> completed(groups.size());
@@ -348,8 +347,7 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
             std::vector<pqxx::pipeline::query_id> completed_ids;
             for (const auto& group : groups) {
                 scope_to(completions[group.front()].org);
-                const store_detail::TransitionArrays a =
-                    store_detail::arrays_of(completions, group);
+                const detail::TransitionArrays a = detail::arrays_of(completions, group);
                 completed_ids.push_back(
                     batch.insert(execute_text(session, sql::kCompleteBatch.name,
                                               {a.orgs, a.jobs, a.generations, a.workers,
@@ -399,16 +397,16 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
     // decided on the row its statement locked, not on the row as the claim left it.
     std::vector<std::optional<RowAuthority>> seen(completions.size());
     for (std::size_t g = 0; g < groups.size(); ++g) {
-        store_detail::mark_completed(completed[g], groups[g], applied, out.completions, &seen);
+        detail::mark_completed(completed[g], groups[g], applied, out.completions, &seen);
     }
     const bool short_of_rate = expected.rated && claimed.size() < slots.owner.size();
-    std::optional<Instant> refill;
+    std::optional<base::Instant> refill;
     if (short_of_rate || std::find(applied.begin(), applied.end(), false) != applied.end()) {
         try {
             pqxx::work txn(*conn_, "complete_and_claim_settle");
             Scope scope(txn, options_.row_security);
-            store_detail::settle_completions(txn, scope, completions, applied, now, out.completions,
-                                             seen);
+            detail::settle_completions(txn, scope, completions, applied, now, out.completions,
+                                       seen);
             scope.to(org);
             refill = refill_after(txn, org, queues, expected.rated, claimed.size(),
                                   slots.owner.size(), now);
@@ -427,4 +425,4 @@ std::optional<CompletedAndClaimed> AssignmentStore::complete_and_claim_sent_toge
     return out;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

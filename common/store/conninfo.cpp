@@ -6,7 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 namespace {
 
@@ -82,12 +82,12 @@ std::optional<std::string> conninfo_refusal(const std::string& dsn) {
     return why;
 }
 
-std::string bounded_dsn(const std::string& dsn, const DatabaseDeadlines& deadlines,
-                        Statements statements) {
+std::string bounded_dsn(const std::string& dsn, const base::DatabaseDeadlines& deadlines,
+                        base::Statements statements) {
     std::string out = dsn;
     if (!environment_sets("PGCONNECT_TIMEOUT"))
         out = with_setting(out, "connect_timeout", std::to_string(deadlines.connect_timeout_s));
-    if (statements == Statements::kBounded && deadlines.statement_timeout_s > 0 &&
+    if (statements == base::Statements::kBounded && deadlines.statement_timeout_s > 0 &&
         !environment_sets("PGOPTIONS")) {
         const std::string ms = std::to_string(deadlines.statement_timeout_s * 1000);
         out = with_setting(
@@ -100,4 +100,4 @@ std::string bounded_dsn(const std::string& dsn, const DatabaseDeadlines& deadlin
     return with_setting(out, "keepalives_count", std::to_string(kKeepaliveCount));
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

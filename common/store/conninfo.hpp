@@ -7,7 +7,7 @@
 
 #include "common/base/database_deadlines.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 /// Whether a connection string (URI or key=value form) sets `key` itself.
 bool names_setting(const std::string& dsn, std::string_view key);
@@ -33,7 +33,7 @@ std::optional<std::string> conninfo_refusal(const std::string& dsn);
 /// connect_timeout (unless PGCONNECT_TIMEOUT is set) and, for Statements::kBounded,
 /// statement_timeout (unless PGOPTIONS is set), and TCP keepalives, each unless the connection
 /// string names it itself: what the operator wrote wins.
-std::string bounded_dsn(const std::string& dsn, const DatabaseDeadlines& deadlines,
-                        Statements statements);
+std::string bounded_dsn(const std::string& dsn, const base::DatabaseDeadlines& deadlines,
+                        base::Statements statements);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

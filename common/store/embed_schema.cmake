@@ -62,7 +62,7 @@ endforeach()
 file(WRITE "${OUT}.tmp" "// Generated from schema/ at build time.
 #include \"common/store/migrations.hpp\"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 const std::vector<Migration>& embedded_migrations() {
     static const std::vector<Migration> kAll{
@@ -89,6 +89,6 @@ ${definitions}    };
     return kAll;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store
 ")
 execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUT}.tmp" "${OUT}")

@@ -9,7 +9,7 @@
 
 #include "common/base/enum_names.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 /// What a job_events row records.
 enum class EventKind {
@@ -33,7 +33,7 @@ enum class EventKind {
     Waiting,    ///< enqueued behind dependencies that had not all ended
 };
 
-inline constexpr EnumNames<EventKind, 18> kEventKinds{
+inline constexpr base::EnumNames<EventKind, 18> kEventKinds{
     {"enqueued", "claimed", "renewed", "completed", "failed", "released", "reclaimed", "rejected",
      "quarantined", "unquarantined", "due", "discarded", "cancelled", "retried", "checkpoint",
      "parked", "unblocked", "waiting"}};
@@ -55,11 +55,12 @@ constexpr bool is_one_of(std::string_view stored, std::initializer_list<EventKin
 /// What a queue_events row records: an operator's pause, resume or settings change of a queue.
 enum class QueueEventKind { Paused, Resumed, Configured };
 
-inline constexpr EnumNames<QueueEventKind, 3> kQueueEventKinds{{"paused", "resumed", "configured"}};
+inline constexpr base::EnumNames<QueueEventKind, 3> kQueueEventKinds{
+    {"paused", "resumed", "configured"}};
 static_assert(kQueueEventKinds.covers(QueueEventKind::Configured));
 
 constexpr bool is(std::string_view stored, QueueEventKind kind) {
     return stored == kQueueEventKinds(kind);
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -18,9 +18,9 @@
 // The fenced transitions of a held job: renew, progress, park, complete, fail and release, single
 // (one runner, AssignmentStore::fenced) and coalesced, with the diagnosis of what they refused.
 
-namespace aclaim::common {
+namespace aclaim::store {
 
-namespace store_detail {
+namespace detail {
 
 /// A row of kAuthority.
 RowAuthority authority_of(const pqxx::row& r) {
@@ -29,8 +29,8 @@ RowAuthority authority_of(const pqxx::row& r) {
     a.state = state_of(r["state"]);
     a.generation = r["generation"].as<Generation>();
     a.assignee = r["assignee"].as<std::string>();
-    if (!r["lease_us"].is_null()) a.lease_expires_at = r["lease_us"].as<Instant>();
-    if (!r["deadline_us"].is_null()) a.deadline = r["deadline_us"].as<Instant>();
+    if (!r["lease_us"].is_null()) a.lease_expires_at = r["lease_us"].as<base::Instant>();
+    if (!r["deadline_us"].is_null()) a.deadline = r["deadline_us"].as<base::Instant>();
     a.result_ref = r["result_ref"].as<std::string>();
     return a;
 }
@@ -120,7 +120,7 @@ bool audited(Operation op, Rejection r) {
 
 /// The answer for a transition that matched nothing, decided on the current row.
 Transition decide(const std::optional<RowAuthority>& row, Operation op, const TransitionRequest& q,
-                  Instant now) {
+                  base::Instant now) {
     Transition t;
     t.rejection = diagnose(row, op, q, now, &t.detail);
     if (!t.rejection) {
@@ -143,7 +143,7 @@ Transition decide(const std::optional<RowAuthority>& row, Operation op, const Tr
 template <class ApplyOne>
 void settle_unapplied(pqxx::transaction_base& txn, Scope& scope, Operation op,
                       std::span<const TransitionRequest> requests, const std::vector<bool>& applied,
-                      Instant now, std::vector<Transition>& out, ApplyOne apply_one,
+                      base::Instant now, std::vector<Transition>& out, ApplyOne apply_one,
                       std::span<const std::optional<RowAuthority>> known = {}) {
     std::unordered_map<JobId, int> seen;
     for (const auto& q : requests) ++seen[q.job];
@@ -192,7 +192,7 @@ void settle_unapplied(pqxx::transaction_base& txn, Scope& scope, Operation op,
 /// a coalesced batch is, and committed (untimed: last_commit() reports applied claims and
 /// completions only).
 Transition reject(pqxx::work& txn, Scope& scope, Operation op, const TransitionRequest& request,
-                  Instant now) {
+                  base::Instant now) {
     std::vector<Transition> out(1);
     settle_unapplied(txn, scope, op, std::span(&request, 1), std::vector<bool>{false}, now, out,
                      [](const TransitionRequest&, Transition&) { return false; });
@@ -226,7 +226,7 @@ FencedStep step_of(Operation op) {
 }
 
 /// A transition the fence let through, in the state it leaves the job.
-Transition applied_as(JobState state, Instant lease = Instant{}) {
+Transition applied_as(JobState state, base::Instant lease = base::Instant{}) {
     Transition t;
     t.state = state;
     t.lease_expires_at = lease;
@@ -234,7 +234,8 @@ Transition applied_as(JobState state, Instant lease = Instant{}) {
 }
 
 /// applied_as for a transition that ends the job's lease, with the queue of the applied row `r`.
-Transition lease_ended(const pqxx::result& r, JobState state, Instant park_deadline = Instant{}) {
+Transition lease_ended(const pqxx::result& r, JobState state,
+                       base::Instant park_deadline = base::Instant{}) {
     Transition t = applied_as(state, park_deadline);
     t.queue = r[0]["queue"].as<std::string>();
     return t;
@@ -244,7 +245,8 @@ Transition lease_ended(const pqxx::result& r, JobState state, Instant park_deadl
 
 void settle_completions(pqxx::transaction_base& txn, Scope& scope,
                         std::span<const TransitionRequest> requests,
-                        const std::vector<bool>& applied, Instant now, std::vector<Transition>& out,
+                        const std::vector<bool>& applied, base::Instant now,
+                        std::vector<Transition>& out,
                         std::span<const std::optional<RowAuthority>> known) {
     settle_unapplied(
         txn, scope, Operation::Complete, requests, applied, now, out,
@@ -259,7 +261,8 @@ void settle_completions(pqxx::transaction_base& txn, Scope& scope,
 }
 
 std::vector<Transition> complete_in(pqxx::work& txn, Scope& scope, bool row_security,
-                                    std::span<const TransitionRequest> requests, Instant now) {
+                                    std::span<const TransitionRequest> requests,
+                                    base::Instant now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
     for (const auto& group : statement_groups(requests, row_security)) {
@@ -273,20 +276,20 @@ std::vector<Transition> complete_in(pqxx::work& txn, Scope& scope, bool row_secu
     return out;
 }
 
-}  // namespace store_detail
+}  // namespace detail
 
-using store_detail::Scope;
+using detail::Scope;
 
 template <class Applied, class... Args>
-Transition AssignmentStore::fenced(Operation op, const TransitionRequest& q, Instant now,
+Transition AssignmentStore::fenced(Operation op, const TransitionRequest& q, base::Instant now,
                                    Applied applied, const Args&... args) {
-    const store_detail::FencedStep step = store_detail::step_of(op);
+    const detail::FencedStep step = detail::step_of(op);
     plan_for(1);
     pqxx::work txn(*conn_, step.transaction);
     Scope scope(txn, options_.row_security);
     scope.to(q.org);
     const pqxx::result r = txn.exec_prepared(step.statement, args...);
-    if (r.empty()) return store_detail::reject(txn, scope, op, q, now);
+    if (r.empty()) return detail::reject(txn, scope, op, q, now);
     if (step.timed_commit) {
         commit(txn);
     } else {
@@ -295,104 +298,105 @@ Transition AssignmentStore::fenced(Operation op, const TransitionRequest& q, Ins
     return applied(r);
 }
 
-Transition AssignmentStore::renew(const TransitionRequest& q, Duration lease, Instant now) {
+Transition AssignmentStore::renew(const TransitionRequest& q, base::Duration lease,
+                                  base::Instant now) {
     return fenced(
         Operation::Renew, q, now,
         [](const pqxx::result& r) {
-            return store_detail::applied_as(JobState::Assigned, r[0]["lease_us"].as<Instant>());
+            return detail::applied_as(JobState::Assigned, r[0]["lease_us"].as<base::Instant>());
         },
         q.org, q.job, q.generation, q.worker, now, lease);
 }
 
-Transition AssignmentStore::progress(const TransitionRequest& q, Instant now) {
+Transition AssignmentStore::progress(const TransitionRequest& q, base::Instant now) {
     return fenced(
         Operation::Progress, q, now,
-        [](const pqxx::result&) { return store_detail::applied_as(JobState::Assigned); }, q.org,
-        q.job, q.generation, q.worker, now, q.percent, q.note, q.checkpoint);
+        [](const pqxx::result&) { return detail::applied_as(JobState::Assigned); }, q.org, q.job,
+        q.generation, q.worker, now, q.percent, q.note, q.checkpoint);
 }
 
-Transition AssignmentStore::park(const TransitionRequest& q, Instant now) {
+Transition AssignmentStore::park(const TransitionRequest& q, base::Instant now) {
     return fenced(
         Operation::Park, q, now,
         [&q](const pqxx::result& r) {
-            return store_detail::lease_ended(r, JobState::Parked, q.park_deadline);
+            return detail::lease_ended(r, JobState::Parked, q.park_deadline);
         },
         q.org, q.job, q.generation, q.worker, now, q.park_deadline, q.note, q.token);
 }
 
-Transition AssignmentStore::complete(const TransitionRequest& q, Instant now) {
+Transition AssignmentStore::complete(const TransitionRequest& q, base::Instant now) {
     return fenced(
         Operation::Complete, q, now,
-        [](const pqxx::result& r) { return store_detail::lease_ended(r, JobState::Completed); },
-        q.org, q.job, q.generation, q.worker, q.result_ref, now);
+        [](const pqxx::result& r) { return detail::lease_ended(r, JobState::Completed); }, q.org,
+        q.job, q.generation, q.worker, q.result_ref, now);
 }
 
-Transition AssignmentStore::fail(const TransitionRequest& q, Instant now) {
+Transition AssignmentStore::fail(const TransitionRequest& q, base::Instant now) {
     return fenced(
         Operation::Fail, q, now,
         [](const pqxx::result& r) {
-            return store_detail::lease_ended(r, store_detail::state_of(r[0]["state"]));
+            return detail::lease_ended(r, detail::state_of(r[0]["state"]));
         },
         q.org, q.job, q.generation, q.worker, q.reason, q.retryable, now);
 }
 
-Transition AssignmentStore::release(const TransitionRequest& q, Instant now) {
+Transition AssignmentStore::release(const TransitionRequest& q, base::Instant now) {
     return fenced(
         Operation::Release, q, now,
-        [](const pqxx::result& r) { return store_detail::lease_ended(r, JobState::Pending); },
-        q.org, q.job, q.generation, q.worker, now);
+        [](const pqxx::result& r) { return detail::lease_ended(r, JobState::Pending); }, q.org,
+        q.job, q.generation, q.worker, now);
 }
 
 std::optional<RowAuthority> AssignmentStore::authority(JobId job) {
     pqxx::work txn(*conn_, "authority");
     Scope(txn, options_.row_security).all();
-    const auto rows = store_detail::read_authorities(txn, {job}, false);
+    const auto rows = detail::read_authorities(txn, {job}, false);
     txn.commit();
-    return store_detail::row_of(rows, job);
+    return detail::row_of(rows, job);
 }
 
 std::vector<Transition> AssignmentStore::renew_batch(std::span<const TransitionRequest> requests,
-                                                     Duration lease, Instant now) {
+                                                     base::Duration lease, base::Instant now) {
     std::vector<Transition> out(requests.size());
     std::vector<bool> applied(requests.size(), false);
     plan_for(requests.size());
     pqxx::work txn(*conn_, "renew_batch");
     Scope scope(txn, options_.row_security);
-    for (const auto& group : store_detail::statement_groups(requests, options_.row_security)) {
+    for (const auto& group : detail::statement_groups(requests, options_.row_security)) {
         scope.to(requests[group.front()].org);
-        const store_detail::TransitionArrays a = store_detail::arrays_of(requests, group);
+        const detail::TransitionArrays a = detail::arrays_of(requests, group);
         const pqxx::result r = txn.exec_prepared(sql::kRenewBatch.name, a.orgs, a.jobs,
                                                  a.generations, a.workers, now, lease);
         for (const auto& row : r) {
             const auto i = group.at(row["n"].as<std::size_t>() - 1);
             applied.at(i) = true;
             out[i].state = JobState::Assigned;
-            out[i].lease_expires_at = row["lease_us"].as<Instant>();
+            out[i].lease_expires_at = row["lease_us"].as<base::Instant>();
         }
     }
     // A duplicate of an applied request is applied again, as renew() would.
-    store_detail::settle_unapplied(txn, scope, Operation::Renew, requests, applied, now, out,
-                                   [&](const TransitionRequest& q, Transition& t) {
-                                       const pqxx::result one =
-                                           txn.exec_prepared(sql::kRenew.name, q.org, q.job,
-                                                             q.generation, q.worker, now, lease);
-                                       if (one.empty()) return false;
-                                       t.state = JobState::Assigned;
-                                       t.lease_expires_at = one[0]["lease_us"].as<Instant>();
-                                       return true;
-                                   });
+    detail::settle_unapplied(txn, scope, Operation::Renew, requests, applied, now, out,
+                             [&](const TransitionRequest& q, Transition& t) {
+                                 const pqxx::result one =
+                                     txn.exec_prepared(sql::kRenew.name, q.org, q.job, q.generation,
+                                                       q.worker, now, lease);
+                                 if (one.empty()) return false;
+                                 t.state = JobState::Assigned;
+                                 t.lease_expires_at = one[0]["lease_us"].as<base::Instant>();
+                                 return true;
+                             });
     txn.commit();
     return out;
 }
 
 std::vector<Transition> AssignmentStore::complete_batch(std::span<const TransitionRequest> requests,
-                                                        Instant now) {
+                                                        base::Instant now) {
     plan_for(requests.size());
     pqxx::work txn(*conn_, "complete_batch");
     Scope scope(txn, options_.row_security);
-    auto out = store_detail::complete_in(txn, scope, options_.row_security, requests, now);
+    auto out = detail::complete_in(txn, scope, options_.row_security, requests, now);
     commit(txn);
     return out;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

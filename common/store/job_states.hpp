@@ -10,7 +10,7 @@
 
 #include "common/store/assignment.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 struct JobStateName {
     JobState state;
@@ -95,4 +95,4 @@ std::string sql_state_list(const std::array<JobState, N>& states) {
     return out;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -7,7 +7,7 @@
 
 #include "common/store/statement.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::store::sql {
 
 inline const Statement kMigrationsRecorded{
     "aclaim_migrations_recorded", "SELECT version, checksum FROM schema_migrations", {}};
@@ -44,4 +44,4 @@ inline const Statement kDefinitionBodiesUnchecked{
 inline const Statement kMigrationLockTimeout{
     "aclaim_migration_lock_timeout", "SET LOCAL lock_timeout = '5s'", {}};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::store::sql

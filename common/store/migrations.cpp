@@ -13,7 +13,7 @@
 #include "common/store/pg_field.hpp"
 #include "common/store/session_sql.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 namespace {
 // An arbitrary constant that names "aclaim schema migration" among advisory locks.
@@ -281,4 +281,4 @@ MigrationReport migrate(pqxx::connection& conn) {
     return report;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 /// A numbered migration (schema/NNNN_name.sql): tables, indexes, data. Never edited once landed.
 struct Migration {
@@ -97,4 +97,4 @@ int schema_version(pqxx::connection& conn);
 /// True when the database has every migration this binary knows.
 bool migrations_current(pqxx::connection& conn);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -4,11 +4,11 @@
 
 #include "common/store/pg_array.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 namespace {
 
-std::optional<std::int64_t> micros(const std::optional<Duration>& d) {
+std::optional<std::int64_t> micros(const std::optional<base::Duration>& d) {
     if (!d) return std::nullopt;
     return d->count();
 }
@@ -26,7 +26,7 @@ NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs) {
         payloads.push_back(j.payload);
         priorities.push_back(j.priority);
         attempts.push_back(j.max_attempts);
-        run_at.push_back(j.run_at ? std::optional(to_micros(*j.run_at)) : std::nullopt);
+        run_at.push_back(j.run_at ? std::optional(base::to_micros(*j.run_at)) : std::nullopt);
         base.push_back(micros(j.backoff_base));
         cap.push_back(micros(j.backoff_cap));
         timeout.push_back(micros(j.run_timeout));
@@ -76,4 +76,4 @@ NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs) {
     return out;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

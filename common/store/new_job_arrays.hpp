@@ -5,7 +5,7 @@
 
 #include "common/store/assignment.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 /// NewJobs as the array parameters of aclaim_enqueue_jobs
 /// (schema/definitions/functions/aclaim_enqueue_jobs.sql): one text literal per column, one element
@@ -37,4 +37,4 @@ struct NewJobArrays {
 
 NewJobArrays new_job_arrays(const std::vector<NewJob>& jobs);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

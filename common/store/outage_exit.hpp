@@ -10,7 +10,7 @@
 
 #include "common/base/exit_codes.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 /// SQLSTATE query_canceled: a statement ran past the connection's statement_timeout.
 inline constexpr const char* kStatementTimeoutState = "57014";
@@ -24,15 +24,15 @@ int exit_on_outage(const std::string& program, int statement_timeout_s, Body&& b
         return body();
     } catch (const pqxx::broken_connection& e) {
         std::cerr << program << ": cannot reach the database: " << e.what() << "\n";
-        return kExitUnreachable;
+        return base::kExitUnreachable;
     } catch (const pqxx::sql_error& e) {
         // The database is there but does not answer in time: an outage to a script, not a
         // failure of the command.
         if (e.sqlstate() != kStatementTimeoutState) throw;
         std::cerr << program << ": the database did not answer within --statement-timeout ("
                   << statement_timeout_s << " s): " << e.what();
-        return kExitUnreachable;
+        return base::kExitUnreachable;
     }
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -7,7 +7,7 @@
 
 #include "common/store/store_sql.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::store::sql {
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 now, $6 the park's deadline, $7 note, $8 the
 /// token (64 hex digits; only its hash is stored). The holder of a live lease of the current
@@ -78,4 +78,4 @@ SELECT accepted, job_id, reason, coalesce(state, '') AS state, detail
 /// The statements a store prepares for parked jobs.
 inline const std::vector<const Statement*> kParkStatements = {&kPark, &kExpireParks};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::store::sql

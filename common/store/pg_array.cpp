@@ -1,6 +1,6 @@
 #include "common/store/pg_array.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 namespace {
 template <typename T>
@@ -64,4 +64,4 @@ std::string pg_array(const std::vector<std::optional<std::string>>& values) {
     return nullable_array(values, quoted);
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

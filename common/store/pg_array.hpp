@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 // libpqxx 6.4 passes arrays as text literals; these build them safely.
 std::string pg_array(const std::vector<std::int64_t>& values);
@@ -16,4 +16,4 @@ std::string pg_array(const std::vector<std::optional<std::int64_t>>& values);
 std::string pg_array(const std::vector<std::optional<int>>& values);
 std::string pg_array(const std::vector<std::optional<std::string>>& values);
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -11,7 +11,7 @@
 #include "common/store/assignment.hpp"
 #include "common/store/pg_time.hpp"
 
-namespace aclaim::common {
+namespace aclaim::store {
 
 /// The field's value, or nullopt when it is NULL.
 template <typename T>
@@ -27,4 +27,4 @@ inline JobState job_state_of(const pqxx::field& f) {
     return *state;
 }
 
-}  // namespace aclaim::common
+}  // namespace aclaim::store

@@ -19,8 +19,8 @@ struct MicrosStringTraits {
     static bool is_null(T /*unused*/) { return false; }
     [[noreturn]] static T null() { internal::throw_null_conversion(string_traits<T>::name()); }
     static void from_string(const char text[], T& out) {
-        aclaim::common::Micros us = 0;
-        string_traits<aclaim::common::Micros>::from_string(text, us);
+        aclaim::base::Micros us = 0;
+        string_traits<aclaim::base::Micros>::from_string(text, us);
         out = string_traits<T>::of_micros(us);
     }
     static std::string to_string(T value) {
@@ -29,23 +29,23 @@ struct MicrosStringTraits {
 };
 
 template <>
-struct string_traits<aclaim::common::Instant> : MicrosStringTraits<aclaim::common::Instant> {
-    static constexpr const char* name() noexcept { return "aclaim::common::Instant"; }
-    static aclaim::common::Instant of_micros(aclaim::common::Micros us) {
-        return aclaim::common::instant_from_micros(us);
+struct string_traits<aclaim::base::Instant> : MicrosStringTraits<aclaim::base::Instant> {
+    static constexpr const char* name() noexcept { return "aclaim::base::Instant"; }
+    static aclaim::base::Instant of_micros(aclaim::base::Micros us) {
+        return aclaim::base::instant_from_micros(us);
     }
-    static aclaim::common::Micros micros_of(aclaim::common::Instant t) {
-        return aclaim::common::to_micros(t);
+    static aclaim::base::Micros micros_of(aclaim::base::Instant t) {
+        return aclaim::base::to_micros(t);
     }
 };
 
 template <>
-struct string_traits<aclaim::common::Duration> : MicrosStringTraits<aclaim::common::Duration> {
-    static constexpr const char* name() noexcept { return "aclaim::common::Duration"; }
-    static aclaim::common::Duration of_micros(aclaim::common::Micros us) {
-        return aclaim::common::Duration(us);
+struct string_traits<aclaim::base::Duration> : MicrosStringTraits<aclaim::base::Duration> {
+    static constexpr const char* name() noexcept { return "aclaim::base::Duration"; }
+    static aclaim::base::Duration of_micros(aclaim::base::Micros us) {
+        return aclaim::base::Duration(us);
     }
-    static aclaim::common::Micros micros_of(aclaim::common::Duration d) { return d.count(); }
+    static aclaim::base::Micros micros_of(aclaim::base::Duration d) { return d.count(); }
 };
 
 }  // namespace pqxx

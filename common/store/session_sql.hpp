@@ -6,7 +6,7 @@
 
 #include "common/store/shared_sql.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::store::sql {
 
 /// The name the server shows for this session (pg_stat_activity.application_name).
 inline const Statement kSetApplicationName{"aclaim_set_application_name",
@@ -73,4 +73,4 @@ inline const Statement kAdvisoryLock{
 inline const Statement kAdvisoryUnlock{
     "aclaim_advisory_unlock", "SELECT pg_advisory_unlock($1)", {"key bigint"}};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::store::sql

@@ -11,7 +11,7 @@
 #include "common/store/job_states.hpp"
 #include "common/store/statement.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::store::sql {
 
 /// The role a row-security store acts as (schema/baseline/tables.sql): row-level security
 /// applies to it, keyed on the transaction's aclaim.org_id.
@@ -145,4 +145,4 @@ inline std::string retried(std::string_view extra, std::string_view now, std::st
            retry_event_kind(back) + ",";
 }
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::store::sql

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace aclaim::common::sql {
+namespace aclaim::store::sql {
 
 /// One prepared statement: the name it is prepared under, its text and its parameter contract.
 struct Statement {
@@ -74,4 +74,4 @@ inline std::string compose(std::string_view tmpl, std::initializer_list<Slot> sl
     return out;
 }
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::store::sql

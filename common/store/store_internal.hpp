@@ -16,7 +16,7 @@
 #include "common/store/assignment.hpp"
 #include "common/store/statement.hpp"
 
-namespace aclaim::common::store_detail {
+namespace aclaim::store::detail {
 
 JobState state_of(const pqxx::field& f);
 
@@ -75,11 +75,12 @@ void mark_completed(const pqxx::result& r, const std::vector<std::size_t>& group
 /// them (a duplicate tried once more on its own). `known`: as settle_unapplied's.
 void settle_completions(pqxx::transaction_base& txn, Scope& scope,
                         std::span<const TransitionRequest> requests,
-                        const std::vector<bool>& applied, Instant now, std::vector<Transition>& out,
+                        const std::vector<bool>& applied, base::Instant now,
+                        std::vector<Transition>& out,
                         std::span<const std::optional<RowAuthority>> known = {});
 
 /// complete_batch's statements in `txn`, without the commit.
 std::vector<Transition> complete_in(pqxx::work& txn, Scope& scope, bool row_security,
-                                    std::span<const TransitionRequest> requests, Instant now);
+                                    std::span<const TransitionRequest> requests, base::Instant now);
 
-}  // namespace aclaim::common::store_detail
+}  // namespace aclaim::store::detail

@@ -15,7 +15,7 @@
 #include "common/store/statement.hpp"
 #include "common/store/transition_sql.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::store::sql {
 
 /// The parameters of kEnqueue (below).
 inline const std::vector<std::string_view> kEnqueueParams{"org bigint",
@@ -252,4 +252,4 @@ inline const std::vector<const Statement*> kStatements = {&kScope,
                                                           &kPartitionSummary,
                                                           &kEnqueueExcluding};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::store::sql

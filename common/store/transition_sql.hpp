@@ -8,7 +8,7 @@
 
 #include "common/store/shared_sql.hpp"
 
-namespace aclaim::common::sql {
+namespace aclaim::store::sql {
 
 /// $1 org, $2 job, $3 generation, $4 worker, $5 now, $6 lease length.
 /// Only lease_expires_at changes, and it is not indexed, so a renewal can be a HOT update. The
@@ -268,4 +268,4 @@ SELECT l.n, false, NULL, l.org_id, l.state::text, l.generation, coalesce(l.assig
                                       {"orgs bigint[]", "jobs bigint[]", "generations bigint[]",
                                        "workers text[]", "result_refs text[]", "now_us bigint"}};
 
-}  // namespace aclaim::common::sql
+}  // namespace aclaim::store::sql

@@ -81,7 +81,7 @@ std::string curve_public_of(const std::string& secret_z85) {
 
 ZapHandler::ZapHandler(zmq::context_t& context, const ZapOptions& options,
                        const Connections& connections, AuthCounters& counters,
-                       const common::Clock& clock)
+                       const base::Clock& clock)
     : connections_(connections),
       cache_ttl_(options.key_cache()),
       socket_(context, zmq::socket_type::router),
@@ -252,7 +252,7 @@ void ZapHandler::answer_batch() {
 
 ZapHandler::Verdict ZapHandler::check(const std::string& key,
                                       const std::unordered_map<std::string, KeyIdentity>& found,
-                                      bool lookup_failed, common::MonotonicTime now,
+                                      bool lookup_failed, base::MonotonicTime now,
                                       KeyIdentity& identity) {
     if (const auto it = cache_.find(key); it != cache_.end()) {
         if (now - it->second.fetched_at < cache_ttl_) {
@@ -288,7 +288,7 @@ std::unordered_map<std::string, KeyIdentity> ZapHandler::look_up(
     counters_.lookups.fetch_add(1, std::memory_order_relaxed);
     pqxx::read_transaction txn(connection());
     std::unordered_map<std::string, KeyIdentity> out;
-    for (auto& [key, owner] : common::live_worker_key_owners(txn, keys)) {
+    for (auto& [key, owner] : ops::live_worker_key_owners(txn, keys)) {
         std::string queues;
         for (const auto& q : owner.queues.value_or(std::vector<std::string>{})) {
             queues += (queues.empty() ? "" : ",") + q;
@@ -307,7 +307,7 @@ void ZapHandler::recheck(Poster& poster) {
     counters_.lookups.fetch_add(1, std::memory_order_relaxed);
     try {
         pqxx::read_transaction txn(connection());
-        live = common::live_worker_keys(txn, keys);
+        live = ops::live_worker_keys(txn, keys);
     } catch (const std::exception& e) {
         // Nothing is known: keep the last verdict and ask again next time.
         conn_.reset();

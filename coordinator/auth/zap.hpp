@@ -26,7 +26,7 @@ class Poster;
 
 /// Who a CURVE public key belongs to, as registered in worker_keys.
 struct KeyIdentity {
-    common::OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string name;
     /// The only queues the key's worker may serve, comma-separated; empty: any. Travels with
     /// every message as the ZAP metadata property ZapHandler::kQueuesProperty.
@@ -63,7 +63,7 @@ class ZapHandler {
     /// Worker keys are looked up on a connection from `connections` (which must outlive the
     /// handler too), as the login: the lookups span every organization.
     ZapHandler(zmq::context_t& context, const ZapOptions& options, const Connections& connections,
-               AuthCounters& counters, const common::Clock& clock);
+               AuthCounters& counters, const base::Clock& clock);
     ~ZapHandler();
     ZapHandler(const ZapHandler&) = delete;
     ZapHandler& operator=(const ZapHandler&) = delete;
@@ -93,7 +93,7 @@ class ZapHandler {
     /// batch's uncached keys; `lookup_failed` when that lookup could not be made).
     Verdict check(const std::string& public_key_z85,
                   const std::unordered_map<std::string, KeyIdentity>& found, bool lookup_failed,
-                  common::MonotonicTime now, KeyIdentity& identity);
+                  base::MonotonicTime now, KeyIdentity& identity);
     /// The live owners among `keys`, Z85, in one query.
     std::unordered_map<std::string, KeyIdentity> look_up(const std::vector<std::string>& keys);
     /// Asks worker_keys which watched keys are still live; posts the others when they changed.
@@ -111,7 +111,7 @@ class ZapHandler {
     std::vector<std::string> revoked_;
     AuthCounters& counters_;
     ConnectionBudget* budget_ = nullptr;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     std::atomic<bool> stop_{false};
     std::thread thread_;
 };

@@ -4,12 +4,12 @@
 
 namespace aclaim::coordinator {
 
-Ager::Ager(AgingOptions options, const Connections& connections, const common::Clock& clock)
+Ager::Ager(AgingOptions options, const Connections& connections, const base::Clock& clock)
     : WatchedService(options, "ager", "aclaim-coordinator-ager", "aging pending jobs again",
                      connections, clock) {}
 
-common::AgingPass Ager::pass(pqxx::connection& conn) {
-    const auto out = common::AgingStore(conn).run(clock_.now(), options_.batch);
+ops::AgingPass Ager::pass(pqxx::connection& conn) {
+    const auto out = ops::AgingStore(conn).run(clock_.now(), options_.batch);
     if (out.raised > 0) spdlog::debug("ager: {} pending jobs raised in priority", out.raised);
     return out;
 }

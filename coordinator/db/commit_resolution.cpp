@@ -4,7 +4,7 @@ namespace aclaim::coordinator {
 
 namespace {
 
-using common::JobState;
+using store::JobState;
 using Verdict = CommitResolution::Verdict;
 
 CommitResolution verdict(Verdict v, std::string detail) {
@@ -17,10 +17,10 @@ CommitResolution verdict(Verdict v, std::string detail) {
 }  // namespace
 
 CommitResolution resolve_interrupted(const InterruptedTransition& t,
-                                     const std::optional<common::RowAuthority>& row,
-                                     common::Instant now) {
+                                     const std::optional<store::RowAuthority>& row,
+                                     base::Instant now) {
     std::string why;
-    if (!common::diagnose(row, t.op, t.request, now, &why)) {
+    if (!store::diagnose(row, t.op, t.request, now, &why)) {
         CommitResolution r = verdict(Verdict::Applied, "the row shows the transition committed");
         r.state = row->state;
         return r;
@@ -32,8 +32,8 @@ CommitResolution resolve_interrupted(const InterruptedTransition& t,
         row->assignee == t.request.worker) {
         why = "the job is still held at generation " + std::to_string(t.request.generation);
     }
-    const bool ends_terminal = t.op == common::Operation::Complete ||
-                               (t.op == common::Operation::Fail && !t.request.retryable);
+    const bool ends_terminal = t.op == store::Operation::Complete ||
+                               (t.op == store::Operation::Fail && !t.request.retryable);
     if (ends_terminal) {
         // Had it committed, the row would be terminal at this generation for good; only the
         // recovery tool moves a terminal row, and only to quarantined.

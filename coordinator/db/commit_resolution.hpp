@@ -17,19 +17,19 @@ struct CommitResolution {
         Unknown,     ///< the row looks the same either way: say so rather than guess
     };
     Verdict verdict = Verdict::Unknown;
-    common::JobState state = common::JobState::Pending;  ///< the row's state, when Applied
+    store::JobState state = store::JobState::Pending;  ///< the row's state, when Applied
     std::string detail;
 };
 
 /// The interrupted request: the same TransitionRequest the store was given, and its operation.
 struct InterruptedTransition {
-    common::Operation op = common::Operation::Complete;
-    common::TransitionRequest request;
+    store::Operation op = store::Operation::Complete;
+    store::TransitionRequest request;
 };
 
 /// Decides from the row read after reconnecting (nullopt: no such job).
 CommitResolution resolve_interrupted(const InterruptedTransition& t,
-                                     const std::optional<common::RowAuthority>& row,
-                                     common::Instant now);
+                                     const std::optional<store::RowAuthority>& row,
+                                     base::Instant now);
 
 }  // namespace aclaim::coordinator

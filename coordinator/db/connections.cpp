@@ -15,19 +15,19 @@ std::unique_ptr<pqxx::connection> Connections::open(const std::string& applicati
     auto conn = std::make_unique<pqxx::connection>(dsn_);
     {
         pqxx::nontransaction session(*conn);
-        session.exec_params(common::sql::kSetApplicationName.text, application_name);
+        session.exec_params(store::sql::kSetApplicationName.text, application_name);
     }
     if (role == Role::RowSecurity && options_.row_security) {
-        common::act_as_row_security_role(*conn);
+        store::act_as_row_security_role(*conn);
         // A raw connection has no per-transaction scope: every organization, for the session.
         pqxx::nontransaction session(*conn);
-        session.exec_params(common::sql::kSetSessionOrg.text, common::sql::kAllOrganizations);
+        session.exec_params(store::sql::kSetSessionOrg.text, store::sql::kAllOrganizations);
     }
     return conn;
 }
 
-std::unique_ptr<StoreHandle> Connections::store(common::StoreOptions options,
-                                                const common::Clock& clock) const {
+std::unique_ptr<StoreHandle> Connections::store(store::StoreOptions options,
+                                                const base::Clock& clock) const {
     options.row_security = options_.row_security;
     return std::make_unique<StoreHandle>(dsn_, std::move(options), clock);
 }
@@ -36,7 +36,7 @@ std::shared_ptr<StatementWatchdog::Watch> Connections::watch(std::string name) c
     return watchdog_.watch(std::move(name));
 }
 
-common::MonotonicTime Connections::deadline_from_now() const {
+base::MonotonicTime Connections::deadline_from_now() const {
     return watchdog_.clock().monotonic_now() + deadline();
 }
 

@@ -14,7 +14,7 @@ namespace aclaim::coordinator {
 
 /// The one way a coordinator thread opens a database connection: the guarded DSN (computed once,
 /// with its connect timeout and keepalives), the thread's application_name, row security switched
-/// on the one way (common::act_as_row_security_role) when the options say so, and the thread's
+/// on the one way (store::act_as_row_security_role) when the options say so, and the thread's
 /// slot on the statement watchdog. The DB threads, the reaper, retention, the presence publisher,
 /// the result notifier, the listener and the ZAP handler all come here.
 class Connections {
@@ -32,15 +32,14 @@ class Connections {
     std::unique_ptr<pqxx::connection> open(const std::string& application_name, Role role) const;
     /// A reconnecting store connection with `options`' application name, under row security when
     /// it is on.
-    std::unique_ptr<StoreHandle> store(common::StoreOptions options,
-                                       const common::Clock& clock) const;
+    std::unique_ptr<StoreHandle> store(store::StoreOptions options, const base::Clock& clock) const;
     /// The thread's slot on the watchdog, named as its connection.
     std::shared_ptr<StatementWatchdog::Watch> watch(std::string name) const;
 
     /// How long a statement may run before its connection is cut.
     std::chrono::milliseconds deadline() const { return options_.db_deadline(); }
     /// The deadline's end for a call starting now, on the watchdog's clock.
-    common::MonotonicTime deadline_from_now() const;
+    base::MonotonicTime deadline_from_now() const;
     bool row_security() const { return options_.row_security; }
     const std::string& dsn() const { return dsn_; }
     StatementWatchdog& watchdog() const { return watchdog_; }

@@ -18,8 +18,8 @@ namespace {
 /// Transactions for fewer jobs than this run on generic plans (StoreOptions).
 constexpr std::size_t kGenericPlansBelow = 128;
 
-common::StoreOptions store_options(int index, const common::Clock& clock) {
-    common::StoreOptions s;
+store::StoreOptions store_options(int index, const base::Clock& clock) {
+    store::StoreOptions s;
     s.clock = &clock;
     s.application_name = "aclaim-coordinator-db-" + std::to_string(index);
     // Measured on the reviewer shape (64 workers, batches of a few dozen jobs): PostgreSQL spent
@@ -37,7 +37,7 @@ void fail_all(std::vector<RequestOutcome>& out, const DbFailure& failure) {
 /// Every request of `out`, answered, stamped with when its statement finished and how long the
 /// store's last commit took.
 void stamp_finished(std::vector<RequestOutcome>& out, LatencyClock::time_point finished,
-                    const common::AssignmentStore& store) {
+                    const store::AssignmentStore& store) {
     for (auto& o : out) {
         o.request.timings.finished = finished;
         o.request.timings.commit = store.last_commit();
@@ -63,14 +63,14 @@ bool coalescible(RequestKind kind) {
 
 /// The store's statement for one request of `kind` other than a claim: a renewal extends the
 /// lease to `lease` from now, a park waits `park_timeout` from now for its callback.
-common::Transition transition_alone(common::AssignmentStore& store, RequestKind kind,
-                                    const common::TransitionRequest& q, common::Duration lease,
-                                    common::Instant now, std::chrono::milliseconds park_timeout) {
+store::Transition transition_alone(store::AssignmentStore& store, RequestKind kind,
+                                   const store::TransitionRequest& q, base::Duration lease,
+                                   base::Instant now, std::chrono::milliseconds park_timeout) {
     switch (kind) {
         case RequestKind::Renew:
             return store.renew(q, lease, now);
         case RequestKind::Park: {
-            common::TransitionRequest park = q;
+            store::TransitionRequest park = q;
             park.park_deadline = now + park_timeout;
             return store.park(park, now);
         }
@@ -91,15 +91,15 @@ common::Transition transition_alone(common::AssignmentStore& store, RequestKind 
 /// Runs one request alone, or several of one kind coalesced into one statement (the queue batches
 /// claims of one organization only, and only kinds that have a coalesced statement). One outcome
 /// per request, in order.
-std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store, RequestKind kind,
+std::vector<RequestOutcome::Result> run_statement(store::AssignmentStore& store, RequestKind kind,
                                                   const std::vector<RequestOutcome>& batch,
-                                                  common::Duration lease, common::Instant now) {
+                                                  base::Duration lease, base::Instant now) {
     std::vector<RequestOutcome::Result> results;
     if (kind == RequestKind::Claim) {
-        std::vector<common::ClaimRequest> claims;
+        std::vector<store::ClaimRequest> claims;
         claims.reserve(batch.size());
         for (const auto& o : batch) claims.push_back(o.request.ask.claim());
-        const common::OrgId org = batch.front().request.ask.org_id;
+        const store::OrgId org = batch.front().request.ask.org_id;
         if (claims.size() == 1) {
             results.emplace_back(store.claim(org, claims.front(), lease, now));
         } else {
@@ -109,7 +109,7 @@ std::vector<RequestOutcome::Result> run_statement(common::AssignmentStore& store
         }
         return results;
     }
-    std::vector<common::TransitionRequest> requests;
+    std::vector<store::TransitionRequest> requests;
     requests.reserve(batch.size());
     for (const auto& o : batch) requests.push_back(o.request.ask.transition());
     if (requests.size() == 1) {
@@ -141,7 +141,7 @@ Metrics::Statement timed_statement(RequestKind k) {
 }  // namespace
 
 DbPool::DbPool(DbPoolOptions options, const Connections& connections,
-               std::chrono::milliseconds lease, const common::Clock& clock, WorkQueue& queue,
+               std::chrono::milliseconds lease, const base::Clock& clock, WorkQueue& queue,
                Mailbox& mailbox, Metrics& metrics, ResultNotifier* results)
     : options_(options),
       connections_(connections),
@@ -168,7 +168,7 @@ void DbPool::join() {
     threads_.clear();
 }
 
-common::MonotonicTime DbPool::deadline() const {
+base::MonotonicTime DbPool::deadline() const {
     return clock_.monotonic_now() + connections_.deadline();
 }
 
@@ -176,7 +176,7 @@ void DbPool::announce(const RequestOutcome& outcome) const {
     if (results_ == nullptr || outcome.request.kind() != RequestKind::Complete) return;
     // A replay is announced again: the notification of its first commit may have been lost with
     // the coordinator that made it.
-    const auto* t = std::get_if<common::Transition>(&outcome.result);
+    const auto* t = std::get_if<store::Transition>(&outcome.result);
     if (t != nullptr && t->accepted()) results_->committed(outcome.request.ask.org_id);
 }
 
@@ -262,15 +262,15 @@ std::vector<RequestOutcome> DbPool::execute(StoreHandle& handle, StatementWatchd
     for (int attempt = 0;; ++attempt) {
         // A retry connects at once rather than after the backoff: it follows a connection that
         // was found gone, not a database that refused to connect.
-        common::AssignmentStore* store =
+        store::AssignmentStore* store =
             attempt == 0 ? handle.get() : handle.get_within(std::chrono::milliseconds(0));
         if (store == nullptr) {
             fail_all(out, DbFailure{DbFailure::Kind::Unavailable,
                                     "database unavailable: " + handle.last_error()});
             return out;
         }
-        const common::Instant now = clock_.now();
-        const common::Duration lease = lease_;
+        const base::Instant now = clock_.now();
+        const base::Duration lease = lease_;
         const auto started = LatencyClock::now();
         ArmedWatch armed(watch, store->connection().sock(), deadline());
         try {
@@ -331,8 +331,8 @@ std::vector<RequestOutcome> DbPool::execute_mixed(StoreHandle& handle,
     out.reserve(batch.size());
     for (auto& r : batch) out.push_back(RequestOutcome{std::move(r), DbFailure{}});
     std::vector<std::size_t> completing, claiming;
-    std::vector<common::TransitionRequest> completions;
-    std::vector<common::ClaimRequest> claims;
+    std::vector<store::TransitionRequest> completions;
+    std::vector<store::ClaimRequest> claims;
     for (std::size_t i = 0; i < out.size(); ++i) {
         const DbRequest& r = out[i].request;
         if (r.kind() == RequestKind::Claim) {
@@ -343,8 +343,8 @@ std::vector<RequestOutcome> DbPool::execute_mixed(StoreHandle& handle,
             completions.push_back(r.ask.transition());
         }
     }
-    const common::OrgId org = out[claiming.front()].request.ask.org_id;
-    common::AssignmentStore* store = handle.get();
+    const store::OrgId org = out[claiming.front()].request.ask.org_id;
+    store::AssignmentStore* store = handle.get();
     if (store == nullptr) {
         fail_all(out, DbFailure{DbFailure::Kind::Unavailable,
                                 "database unavailable: " + handle.last_error()});
@@ -396,8 +396,8 @@ std::vector<RequestOutcome> DbPool::execute_mixed(StoreHandle& handle,
 
 RequestOutcome::Result DbPool::resolve(StoreHandle& handle, StatementWatchdog::Watch& watch,
                                        const StoreRequest& r) {
-    const common::JobId job = r.job_id;
-    common::AssignmentStore* store =
+    const store::JobId job = r.job_id;
+    store::AssignmentStore* store =
         handle.get_within(std::chrono::milliseconds(options_.in_doubt_budget_ms));
     if (store == nullptr) {
         return DbFailure{DbFailure::Kind::OutcomeUnknown,
@@ -406,7 +406,7 @@ RequestOutcome::Result DbPool::resolve(StoreHandle& handle, StatementWatchdog::W
                              std::to_string(options_.in_doubt_budget_ms) +
                              " ms to read the job's row"};
     }
-    std::optional<common::RowAuthority> row;
+    std::optional<store::RowAuthority> row;
     ArmedWatch armed(watch, store->connection().sock(), deadline());
     try {
         row = store->authority(job);
@@ -430,7 +430,7 @@ RequestOutcome::Result DbPool::resolve(StoreHandle& handle, StatementWatchdog::W
         res.detail);
     switch (res.verdict) {
         case CommitResolution::Verdict::Applied: {
-            common::Transition t;
+            store::Transition t;
             t.replayed = true;
             t.state = res.state;
             t.detail = res.detail;

@@ -36,7 +36,7 @@ class DbPool {
     /// outlive the pool, as must
     /// `results` (when given), which hears of every organization whose completions committed.
     DbPool(DbPoolOptions options, const Connections& connections, std::chrono::milliseconds lease,
-           const common::Clock& clock, WorkQueue& queue, Mailbox& mailbox, Metrics& metrics,
+           const base::Clock& clock, WorkQueue& queue, Mailbox& mailbox, Metrics& metrics,
            ResultNotifier* results = nullptr);
     ~DbPool();
     DbPool(const DbPool&) = delete;
@@ -64,12 +64,12 @@ class DbPool {
                                    const StoreRequest& request);
     /// Tells the result notifier of an accepted completion, once its commit has returned.
     void announce(const RequestOutcome& outcome) const;
-    common::MonotonicTime deadline() const;
+    base::MonotonicTime deadline() const;
 
     const DbPoolOptions options_;
     const Connections& connections_;  ///< connections, their deadline and watchdog slots
     const std::chrono::milliseconds lease_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     WorkQueue& queue_;
     Mailbox& mailbox_;
     Metrics& metrics_;

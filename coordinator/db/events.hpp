@@ -32,14 +32,14 @@ constexpr std::string_view kind_name(RequestKind k) {
 /// nothing else of a request.
 struct StoreRequest {
     RequestKind kind = RequestKind::Claim;
-    common::OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string worker_id{};
     std::vector<std::string> queues{};  ///< the queues the session serves (sorted, each once)
     int max_jobs = 1;                   ///< claim only
     /// Renew, complete, fail and release: the job and the generation that fences it; 0 for a
     /// claim, which names no job.
-    common::JobId job_id = 0;
-    common::Generation generation = 0;
+    store::JobId job_id = 0;
+    store::Generation generation = 0;
     std::string result_ref{};          ///< complete only
     std::string reason{};              ///< fail only
     bool retryable = false;            ///< fail only
@@ -50,8 +50,8 @@ struct StoreRequest {
     std::string token{};               ///< park only: the callback token the worker is given
 
     /// The coordinator's own release of a lease it could not deliver to `worker`.
-    static StoreRequest release_of(common::OrgId org, std::string worker,
-                                   const common::Lease& lease) {
+    static StoreRequest release_of(store::OrgId org, std::string worker,
+                                   const store::Lease& lease) {
         StoreRequest r;
         r.kind = RequestKind::Release;
         r.org_id = org;
@@ -61,31 +61,31 @@ struct StoreRequest {
         return r;
     }
 
-    common::ClaimRequest claim() const { return {worker_id, max_jobs, queues}; }
+    store::ClaimRequest claim() const { return {worker_id, max_jobs, queues}; }
     /// Renew, complete, fail, release or progress: the fence and the fields the operation
     /// carries.
-    common::TransitionRequest transition() const {
-        return {org_id,    job_id,  generation, worker_id,  result_ref,        reason,
-                retryable, percent, note,       checkpoint, common::Instant{}, token};
+    store::TransitionRequest transition() const {
+        return {org_id,    job_id,  generation, worker_id,  result_ref,      reason,
+                retryable, percent, note,       checkpoint, base::Instant{}, token};
     }
     /// Renew, complete, fail, release or progress.
-    common::Operation operation() const {
+    store::Operation operation() const {
         switch (kind) {
             case RequestKind::Complete:
-                return common::Operation::Complete;
+                return store::Operation::Complete;
             case RequestKind::Fail:
-                return common::Operation::Fail;
+                return store::Operation::Fail;
             case RequestKind::Release:
-                return common::Operation::Release;
+                return store::Operation::Release;
             case RequestKind::Progress:
-                return common::Operation::Progress;
+                return store::Operation::Progress;
             case RequestKind::Park:
-                return common::Operation::Park;
+                return store::Operation::Park;
             case RequestKind::Claim:
             case RequestKind::Renew:
                 break;
         }
-        return common::Operation::Renew;
+        return store::Operation::Renew;
     }
 };
 
@@ -170,14 +170,14 @@ inline DbFailure answer_at_deadline(RequestKind kind, bool attempted,
 }
 
 struct RequestOutcome {
-    using Result = std::variant<common::ClaimOutcome, common::Transition, DbFailure>;
+    using Result = std::variant<store::ClaimOutcome, store::Transition, DbFailure>;
     DbRequest request;
     Result result;
 };
 
 /// A committed job notification for an organization's queue arrived (all queues when empty).
 struct OrgWoken {
-    common::OrgId org_id = 0;
+    store::OrgId org_id = 0;
     std::string queue;
 };
 
@@ -190,6 +190,6 @@ struct KeysRevoked {
     std::vector<std::string> keys;
 };
 
-using Event = std::variant<RequestOutcome, common::Reclaimed, OrgWoken, ListenerReady, KeysRevoked>;
+using Event = std::variant<RequestOutcome, store::Reclaimed, OrgWoken, ListenerReady, KeysRevoked>;
 
 }  // namespace aclaim::coordinator

@@ -72,12 +72,12 @@ Listener::Listener(const Connections& connections, Mailbox& mailbox, Notificatio
 void Listener::start() {
     struct Session {
         std::optional<Poster> poster;
-        common::Backoff backoff;
+        base::Backoff backoff;
         std::shared_ptr<StatementWatchdog::Watch> watch;
     };
     auto session = std::make_shared<Session>();
     session->watch = connections_.watch("aclaim-coordinator-listener");
-    task_.start(common::PeriodicTask::Wait{0}, [this, session]() -> common::PeriodicTask::Wait {
+    task_.start(base::PeriodicTask::Wait{0}, [this, session]() -> base::PeriodicTask::Wait {
         if (!session->poster) session->poster.emplace(mailbox_);
         try {
             listen_once(*session->poster, session->backoff, *session->watch);
@@ -89,11 +89,11 @@ void Listener::start() {
             down_reported_ = true;
             return session->backoff.next();
         }
-        return common::PeriodicTask::Wait{0};
+        return base::PeriodicTask::Wait{0};
     });
 }
 
-void Listener::listen_once(Poster& poster, common::Backoff& backoff,
+void Listener::listen_once(Poster& poster, base::Backoff& backoff,
                            StatementWatchdog::Watch& watch) {
     // Acting as the row-security role (every organization in scope) when row security is on: the
     // revoke check reads jobs, each row by its organization and id.
@@ -125,7 +125,7 @@ void Listener::listen_once(Poster& poster, common::Backoff& backoff,
     down_reported_ = false;
     poster.post(ListenerReady{});
     if (on_schedule_) on_schedule_();
-    const common::Clock& clock = connections_.watchdog().clock();
+    const base::Clock& clock = connections_.watchdog().clock();
     auto next_ping = clock.monotonic_now() + kPingEvery;
     // Heard on the connection before this one and not checked when it was lost.
     if (!revokes_.empty()) revokes_.check(conn, connections_, watch, poster);

@@ -61,7 +61,7 @@ class Listener {
     void stop() { task_.stop(); }
 
   private:
-    void listen_once(Poster& poster, common::Backoff& backoff, StatementWatchdog::Watch& watch);
+    void listen_once(Poster& poster, base::Backoff& backoff, StatementWatchdog::Watch& watch);
 
     const Connections& connections_;
     Mailbox& mailbox_;
@@ -71,7 +71,7 @@ class Listener {
     bool down_reported_ = false;  ///< listener thread only
     /// One step listens until the connection fails or a stop is asked; the next comes after the
     /// reconnection backoff, in real time.
-    common::PeriodicTask task_{common::real_time()};
+    base::PeriodicTask task_{base::real_time()};
 };
 
 }  // namespace aclaim::coordinator

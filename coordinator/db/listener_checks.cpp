@@ -37,7 +37,7 @@ std::optional<OrgWoken> parse_wake(std::string_view payload) {
     if (!org) return std::nullopt;
     if (colon == std::string_view::npos) return OrgWoken{*org, ""};
     const std::string_view queue = payload.substr(colon + 1);
-    if (!common::valid_queue_name(queue)) return std::nullopt;
+    if (!base::valid_queue_name(queue)) return std::nullopt;
     return OrgWoken{*org, std::string(queue)};
 }
 
@@ -105,7 +105,7 @@ void RevokeChecks::add(RevokeClaim claim, std::string payload) {
 }
 
 void RevokeChecks::prepare(pqxx::connection& conn) {
-    conn.prepare(common::sql::kCancelledHolders.name, common::sql::kCancelledHolders.text);
+    conn.prepare(store::sql::kCancelledHolders.name, store::sql::kCancelledHolders.text);
 }
 
 void RevokeChecks::check(pqxx::connection& conn, const Connections& connections,
@@ -131,8 +131,8 @@ void RevokeChecks::check(pqxx::connection& conn, const Connections& connections,
             ArmedWatch armed(watch, conn.sock(), connections.deadline_from_now());
             pqxx::read_transaction txn(conn);
             const pqxx::result rows = txn.exec_prepared(
-                common::sql::kCancelledHolders.name, common::pg_array(orgs), common::pg_array(jobs),
-                common::pg_array(generations), common::pg_array(workers));
+                store::sql::kCancelledHolders.name, store::pg_array(orgs), store::pg_array(jobs),
+                store::pg_array(generations), store::pg_array(workers));
             txn.commit();
             if (armed.release()) {
                 throw pqxx::broken_connection("the revoke check passed its deadline");
@@ -150,12 +150,12 @@ void RevokeChecks::check(pqxx::connection& conn, const Connections& connections,
                 continue;
             }
             counters_.revocations_verified.fetch_add(1, std::memory_order_relaxed);
-            common::Reclaimed r;
+            store::Reclaimed r;
             r.org_id = p.claim.org;
             r.job_id = p.claim.job;
             r.generation = p.claim.generation;
             r.assignee = std::move(p.claim.worker);
-            r.state = common::JobState::Cancelled;
+            r.state = store::JobState::Cancelled;
             r.reason = std::string(kCancelled);
             verified.emplace_back(std::move(r));
         }

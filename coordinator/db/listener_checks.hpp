@@ -31,9 +31,9 @@ bool valid_schedule_payload(std::string_view payload);
 /// What an aclaim_revoke notification claims: that `generation` of `job`, of `org`, held by
 /// `worker`, was cancelled.
 struct RevokeClaim {
-    common::OrgId org = 0;
-    common::JobId job = 0;
-    common::Generation generation = 0;
+    store::OrgId org = 0;
+    store::JobId job = 0;
+    store::Generation generation = 0;
     std::string worker;
 };
 
@@ -62,7 +62,7 @@ class Forgeries {
 };
 
 /// aclaim_revoke notifications heard and not yet checked. check() reads their jobs' rows in one
-/// statement per kBatch (common::sql::kCancelledHolders) and posts those the rows bear out as
+/// statement per kBatch (store::sql::kCancelledHolders) and posts those the rows bear out as
 /// Reclaimed, in the order heard; the others are dropped as forgeries. Listener thread only.
 class RevokeChecks {
   public:

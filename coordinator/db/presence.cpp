@@ -17,7 +17,7 @@ namespace aclaim::coordinator {
 namespace {
 
 /// Rows of a coordinator not seen for this long are removed by whichever publisher runs next.
-constexpr common::Duration kForgetAfter = std::chrono::hours(1);
+constexpr base::Duration kForgetAfter = std::chrono::hours(1);
 
 /// An organization's connected reviewers are published by name (coordinator_presence.reviewers)
 /// with the queues each serves (coordinator_presence.serving), which the console reads to say
@@ -43,14 +43,14 @@ std::shared_ptr<const PresenceBoard::Workers> PresenceBoard::get() const {
 
 struct PresencePublisher::Session {
     std::shared_ptr<StatementWatchdog::Watch> watch;
-    common::Instant started;
+    base::Instant started;
     std::unique_ptr<pqxx::connection> conn;
     bool failing = false;
 };
 
 PresencePublisher::PresencePublisher(PresenceOptions options, const Connections& connections,
                                      std::string name, std::string endpoint,
-                                     const common::Clock& clock, PresenceBoard& board)
+                                     const base::Clock& clock, PresenceBoard& board)
     : options_(options),
       name_(std::move(name)),
       endpoint_(std::move(endpoint)),
@@ -67,7 +67,7 @@ void PresencePublisher::start() {
     session_->started = clock_.now();
     // Publishes at once, then every interval; once stopped, withdraws this coordinator's rows.
     task_.start(
-        common::PeriodicTask::Wait{0},
+        base::PeriodicTask::Wait{0},
         [this] {
             pass(false);
             return std::chrono::milliseconds(options_.interval_ms);
@@ -90,7 +90,7 @@ void PresencePublisher::pass(bool withdraw) {
         if (withdraw) {
             txn.exec_params(sql::kWithdrawPresence.text, name_);
         } else {
-            std::vector<common::OrgId> orgs;
+            std::vector<store::OrgId> orgs;
             std::vector<int> workers;
             std::vector<std::optional<std::string>> reviewers;
             std::vector<std::optional<std::string>> serving;
@@ -110,12 +110,12 @@ void PresencePublisher::pass(bool withdraw) {
                     names.push_back(w.name);
                     queues[w.name] = w.queues;
                 }
-                reviewers.emplace_back(common::pg_array(names));
+                reviewers.emplace_back(store::pg_array(names));
                 serving.emplace_back(queues.dump());
             }
             txn.exec_params(sql::kPublishPresence.text, name_, endpoint_, started, now,
-                            common::pg_array(orgs), common::pg_array(workers), options_.interval_ms,
-                            common::pg_array(reviewers), common::pg_array(serving));
+                            store::pg_array(orgs), store::pg_array(workers), options_.interval_ms,
+                            store::pg_array(reviewers), store::pg_array(serving));
             txn.exec_params(sql::kForgetGonePresence.text, now, kForgetAfter);
         }
         txn.commit();

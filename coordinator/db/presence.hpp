@@ -25,7 +25,7 @@ struct ConnectedWorker {
 /// (it owns the sessions), the publisher reads it.
 class PresenceBoard {
   public:
-    using Workers = std::map<common::OrgId, std::vector<ConnectedWorker>>;
+    using Workers = std::map<store::OrgId, std::vector<ConnectedWorker>>;
     /// The connected workers, in name order, per organization. Both sides only swap a
     /// pointer under the lock: the router thread that sets the list never waits on the
     /// publisher reading the last one, whatever their size.
@@ -49,7 +49,7 @@ class PresencePublisher {
     /// `name` tells coordinators apart (host and process); `endpoint` is where workers reach it.
     /// `connections` (and its watchdog) must outlive it.
     PresencePublisher(PresenceOptions options, const Connections& connections, std::string name,
-                      std::string endpoint, const common::Clock& clock, PresenceBoard& board);
+                      std::string endpoint, const base::Clock& clock, PresenceBoard& board);
     /// Out of line, where Session is complete.
     ~PresencePublisher();
 
@@ -64,14 +64,14 @@ class PresencePublisher {
     const PresenceOptions options_;
     const std::string name_;
     const std::string endpoint_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     PresenceBoard& board_;
     const Connections& connections_;
     /// The publisher thread's connection, opened at its first pass.
     struct Session;
     std::unique_ptr<Session> session_;
     /// The pace is real time, as the reaper's: a simulated clock never stops the thread.
-    common::PeriodicTask task_{common::real_time()};
+    base::PeriodicTask task_{base::real_time()};
 };
 
 }  // namespace aclaim::coordinator

@@ -8,7 +8,7 @@
 
 namespace aclaim::coordinator::sql {
 
-using common::sql::Statement;
+using store::sql::Statement;
 
 /// $1 coordinator, $2 endpoint, $3 started, $4 now, $5 bigint[] organizations, $6 int[] workers
 /// (pairwise), $7 the publishing interval in ms, $8 text[] the workers' names (pairwise, each a

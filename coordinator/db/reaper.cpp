@@ -11,12 +11,12 @@ struct Reaper::Session {
     std::shared_ptr<StatementWatchdog::Watch> watch;
     std::unique_ptr<StoreHandle> handle;
     std::optional<Poster> poster;
-    std::optional<common::Instant> next_due;
+    std::optional<base::Instant> next_due;
     bool read_due = true;
-    common::MonotonicTime next_reap{};
+    base::MonotonicTime next_reap{};
 };
 
-Reaper::Reaper(ReaperOptions options, const Connections& connections, const common::Clock& clock,
+Reaper::Reaper(ReaperOptions options, const Connections& connections, const base::Clock& clock,
                Mailbox& mailbox, Metrics& metrics)
     : options_(options),
       clock_(clock),
@@ -28,7 +28,7 @@ Reaper::Reaper(ReaperOptions options, const Connections& connections, const comm
 Reaper::~Reaper() = default;
 
 void Reaper::start() {
-    common::StoreOptions store_options;
+    store::StoreOptions store_options;
     store_options.application_name = "aclaim-coordinator-reaper";
     session_->watch = connections_.watch(store_options.application_name);
     session_->handle = connections_.store(store_options, clock_);
@@ -37,7 +37,7 @@ void Reaper::start() {
     // Nudged from the start: the first round reads the earliest run_at at once.
     // The connection and the socket to the router end with the thread, as its own objects.
     task_.start(
-        common::PeriodicTask::Wait{0}, [this] { return step(); },
+        base::PeriodicTask::Wait{0}, [this] { return step(); },
         [this] {
             session_->poster.reset();
             session_->handle.reset();
@@ -49,7 +49,7 @@ void Reaper::nudge() {
     task_.wake();
 }
 
-common::PeriodicTask::Wait Reaper::step() {
+base::PeriodicTask::Wait Reaper::step() {
     Session& s = *session_;
     const auto interval = std::chrono::milliseconds(options_.reap_interval_ms);
     const auto deadline = connections_.deadline();
@@ -58,17 +58,17 @@ common::PeriodicTask::Wait Reaper::step() {
         const auto now = pace_.monotonic_now();
         auto until = s.next_reap;
         if (s.next_due) {
-            const auto due_in = std::max(*s.next_due - clock_.now(), common::Duration{0});
+            const auto due_in = std::max(*s.next_due - clock_.now(), base::Duration{0});
             until = std::min(until, now + due_in);
         }
-        return std::max<common::PeriodicTask::Wait>(until - now, common::PeriodicTask::Wait{0});
+        return std::max<base::PeriodicTask::Wait>(until - now, base::PeriodicTask::Wait{0});
     };
     s.read_due = nudged_.exchange(false) || s.read_due;
     const auto now = pace_.monotonic_now();
     const bool reap = now >= s.next_reap;
     if (reap) s.next_reap = now + interval;
     if (!s.poster) s.poster.emplace(mailbox_);
-    common::AssignmentStore* store = s.handle->get();
+    store::AssignmentStore* store = s.handle->get();
     if (store == nullptr) {
         s.read_due = true;
         return next_wait();
@@ -104,13 +104,13 @@ common::PeriodicTask::Wait Reaper::step() {
     return next_wait();
 }
 
-bool Reaper::reclaim(common::AssignmentStore& store, Poster& poster, const Guarded& guarded) {
+bool Reaper::reclaim(store::AssignmentStore& store, Poster& poster, const Guarded& guarded) {
     // Repeat while a statement comes back full: a backlog after an outage drains in one pass
     // rather than one batch per interval.
     std::size_t got = 0;
     do {
         const auto started = LatencyClock::now();
-        std::vector<common::Reclaimed> reclaimed;
+        std::vector<store::Reclaimed> reclaimed;
         const bool cut =
             guarded([&] { reclaimed = store.reclaim_expired(clock_.now(), options_.reap_batch); });
         metrics_.statement_latency[Metrics::Statement::Reclaim].observe(LatencyClock::now() -
@@ -119,7 +119,7 @@ bool Reaper::reclaim(common::AssignmentStore& store, Poster& poster, const Guard
         for (const auto& r : reclaimed) {
             metrics_.reclaims.fetch_add(1, std::memory_order_relaxed);
             spdlog::info("reclaim org={} job={} generation={} worker={} outcome={}", r.org_id,
-                         r.job_id, r.generation, r.assignee, common::to_string(r.state));
+                         r.job_id, r.generation, r.assignee, store::to_string(r.state));
             poster.post(r);
         }
         if (cut) return true;
@@ -127,25 +127,25 @@ bool Reaper::reclaim(common::AssignmentStore& store, Poster& poster, const Guard
     return expire_parks(store, guarded);
 }
 
-bool Reaper::expire_parks(common::AssignmentStore& store, const Guarded& guarded) {
+bool Reaper::expire_parks(store::AssignmentStore& store, const Guarded& guarded) {
     // A parked job has no lease, so no holder to tell: each is logged and counted only.
     std::size_t got = 0;
     do {
-        std::vector<common::Reclaimed> expired;
+        std::vector<store::Reclaimed> expired;
         const bool cut =
             guarded([&] { expired = store.expire_parks(clock_.now(), options_.reap_batch); });
         got = expired.size();
         for (const auto& r : expired) {
             metrics_.parks_expired.fetch_add(1, std::memory_order_relaxed);
             spdlog::info("park expired org={} job={} generation={} worker={} outcome={}", r.org_id,
-                         r.job_id, r.generation, r.assignee, common::to_string(r.state));
+                         r.job_id, r.generation, r.assignee, store::to_string(r.state));
         }
         if (cut) return true;
     } while (got == static_cast<std::size_t>(options_.reap_batch));
     return false;
 }
 
-bool Reaper::promote(common::AssignmentStore& store, const Guarded& guarded) {
+bool Reaper::promote(store::AssignmentStore& store, const Guarded& guarded) {
     int got = 0;
     do {
         if (guarded([&] { got = store.promote_due(clock_.now(), options_.reap_batch); })) {

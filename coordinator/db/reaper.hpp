@@ -30,7 +30,7 @@ namespace aclaim::coordinator {
 class Reaper {
   public:
     /// `connections` (and its watchdog) must outlive the reaper.
-    Reaper(ReaperOptions options, const Connections& connections, const common::Clock& clock,
+    Reaper(ReaperOptions options, const Connections& connections, const base::Clock& clock,
            Mailbox& mailbox, Metrics& metrics);
     /// Out of line, where Session is complete.
     ~Reaper();
@@ -44,29 +44,29 @@ class Reaper {
   private:
     /// One round of the thread: reclaims when the interval is up, promotes what is due, reads the
     /// earliest run_at when asked to; returns how long to wait before the next.
-    common::PeriodicTask::Wait step();
+    base::PeriodicTask::Wait step();
     /// Runs one store call under the watchdog; true when the watchdog cut it at its deadline.
     using Guarded = std::function<bool(const std::function<void()>&)>;
     /// Each returns true when a statement was cut at its deadline.
-    bool reclaim(common::AssignmentStore& store, Poster& poster, const Guarded& guarded);
-    bool promote(common::AssignmentStore& store, const Guarded& guarded);
+    bool reclaim(store::AssignmentStore& store, Poster& poster, const Guarded& guarded);
+    bool promote(store::AssignmentStore& store, const Guarded& guarded);
     /// Ends the parks whose deadline passed (protocol 1.6): the retry policy applies.
-    bool expire_parks(common::AssignmentStore& store, const Guarded& guarded);
+    bool expire_parks(store::AssignmentStore& store, const Guarded& guarded);
 
     const ReaperOptions options_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     Mailbox& mailbox_;
     Metrics& metrics_;
     const Connections& connections_;
     /// The reaper's pace is the interval in real time, so that a simulated clock never stops
     /// it; the promoter's timer ends a wait early when the
     /// earliest run_at, on the injected clock, comes sooner.
-    const common::Clock& pace_ = common::real_time();
+    const base::Clock& pace_ = base::real_time();
     std::atomic<bool> nudged_{true};
     // The reaper thread's own.
     struct Session;
     std::unique_ptr<Session> session_;
-    common::PeriodicTask task_{pace_};
+    base::PeriodicTask task_{pace_};
 };
 
 }  // namespace aclaim::coordinator

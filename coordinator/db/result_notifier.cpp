@@ -21,8 +21,8 @@ std::unique_ptr<pqxx::connection> connect(const Connections& connections) {
     // The notification's own commit need not reach the disk before it is delivered: it announces
     // commits that already did, and a crash of the server ends every listener's session anyway.
     // Without waiting for its flush, the cluster-wide notify lock is held for microseconds.
-    session.exec(common::sql::kAsyncCommit.text);
-    conn->prepare(common::sql::kNotifyResults.name, common::sql::kNotifyResults.text);
+    session.exec(store::sql::kAsyncCommit.text);
+    conn->prepare(store::sql::kNotifyResults.name, store::sql::kNotifyResults.text);
     return conn;
 }
 
@@ -31,13 +31,12 @@ std::unique_ptr<pqxx::connection> connect(const Connections& connections) {
 struct ResultNotifier::Session {
     std::shared_ptr<StatementWatchdog::Watch> watch;
     std::unique_ptr<pqxx::connection> conn;
-    common::Backoff backoff;
+    base::Backoff backoff;
     bool down_reported = false;
 };
 
 ResultNotifier::ResultNotifier(const Connections& connections,
-                               metrics::ResultNotifierCounters& counters,
-                               const common::Clock& clock)
+                               metrics::ResultNotifierCounters& counters, const base::Clock& clock)
     : connections_(connections),
       counters_(counters),
       session_(std::make_unique<Session>()),
@@ -52,18 +51,18 @@ void ResultNotifier::start() {
     // backoff, with whatever came meanwhile. Once stopped, what is pending is sent once more
     // unless the database was already failing: stopping does not wait for one that is down.
     task_.start(
-        common::PeriodicTask::kUntilWoken,
-        [this]() -> common::PeriodicTask::Wait {
+        base::PeriodicTask::kUntilWoken,
+        [this]() -> base::PeriodicTask::Wait {
             if (!round()) return session_->backoff.next();
             task_.pause(kPace);
-            return common::PeriodicTask::kUntilWoken;
+            return base::PeriodicTask::kUntilWoken;
         },
         [this] {
             if (!session_->down_reported) round();
         });
 }
 
-void ResultNotifier::committed(common::OrgId org) {
+void ResultNotifier::committed(store::OrgId org) {
     {
         std::lock_guard lock(mutex_);
         if (!pending_.insert(org).second) return;
@@ -84,7 +83,7 @@ bool ResultNotifier::round() {
         if (!s.conn) s.conn = connect(connections_);
         ArmedWatch armed(*s.watch, s.conn->sock(), connections_.deadline_from_now());
         pqxx::nontransaction txn(*s.conn);
-        txn.exec_prepared(common::sql::kNotifyResults.name, kChannel, common::pg_array(orgs));
+        txn.exec_prepared(store::sql::kNotifyResults.name, kChannel, store::pg_array(orgs));
         // Sent just as the deadline cut the connection: the notifications stand.
         if (armed.release()) s.conn.reset();
         s.backoff.reset();

@@ -49,7 +49,7 @@ class ResultNotifier {
     /// `clock`, which paces the rounds and the backoff after a failed one (real time in the
     /// coordinator, whatever clock its router runs on).
     ResultNotifier(const Connections& connections, metrics::ResultNotifierCounters& counters,
-                   const common::Clock& clock = common::real_time());
+                   const base::Clock& clock = base::real_time());
     /// Out of line, where Session is complete.
     ~ResultNotifier();
 
@@ -59,7 +59,7 @@ class ResultNotifier {
 
     /// Any thread, after the commit of completions in `org` returned: queues its notification and
     /// returns at once.
-    void committed(common::OrgId org);
+    void committed(store::OrgId org);
 
   private:
     /// One round: sends what is pending; false when it failed (the organizations stay pending).
@@ -67,13 +67,13 @@ class ResultNotifier {
 
     const Connections& connections_;
     std::mutex mutex_;
-    std::set<common::OrgId> pending_;
+    std::set<store::OrgId> pending_;
     metrics::ResultNotifierCounters& counters_;
     /// The notifier thread's connection and its retry state.
     struct Session;
     std::unique_ptr<Session> session_;
     /// Woken by committed(); waits kPace after a round and the backoff after a failed one.
-    common::PeriodicTask task_;
+    base::PeriodicTask task_;
 };
 
 }  // namespace aclaim::coordinator

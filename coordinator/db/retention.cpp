@@ -16,10 +16,10 @@ struct CutAtDeadline : std::runtime_error {
 }  // namespace
 
 Retention::Retention(RetentionOptions options, const Connections& connections,
-                     const common::Clock& clock, Metrics& metrics)
+                     const base::Clock& clock, Metrics& metrics)
     : options_(options), clock_(clock), metrics_(metrics), connections_(connections) {}
 
-void Retention::observe(const common::PartitionSummary& s) {
+void Retention::observe(const store::PartitionSummary& s) {
     using State = Metrics::PartitionState;
     metrics_.partitions[State::Attached].store(s.attached, std::memory_order_relaxed);
     metrics_.partitions[State::Detaching].store(s.detaching, std::memory_order_relaxed);
@@ -33,7 +33,7 @@ void Retention::observe(const common::PartitionSummary& s) {
     }
 }
 
-RetentionPass Retention::pass(common::AssignmentStore& store) {
+RetentionPass Retention::pass(store::AssignmentStore& store) {
     RetentionPass out;
     const auto deadline = connections_.deadline();
     // Every call runs under the watchdog when the thread runs it; a test calling pass() directly
@@ -65,7 +65,7 @@ RetentionPass Retention::pass(common::AssignmentStore& store) {
                 break;
             if (!options_.retention) break;
             const auto started = LatencyClock::now();
-            std::vector<common::Pruned> batch;
+            std::vector<store::Pruned> batch;
             guarded([&] { batch = store.prune_finished(clock_.now(), options_.retention_batch); });
             metrics_.statement_latency[Metrics::Statement::Prune].observe(LatencyClock::now() -
                                                                           started);
@@ -98,8 +98,8 @@ RetentionPass Retention::pass(common::AssignmentStore& store) {
             if (calls > 0 && !task_.pause(std::chrono::milliseconds(options_.retention_pause_ms)))
                 break;
             guarded([&] {
-                removed = common::prune_park_refusals(store.connection(), clock_.now(),
-                                                      options_.retention_batch);
+                removed = ops::prune_park_refusals(store.connection(), clock_.now(),
+                                                   options_.retention_batch);
             });
             out.park_refusals_pruned += removed;
         }
@@ -114,7 +114,7 @@ RetentionPass Retention::pass(common::AssignmentStore& store) {
                 out.pruned.jobs(), out.pruned.completed, out.pruned.failed, out.pruned.discarded,
                 out.pruned.cancelled, out.pruned.results, out.batches);
         }
-        common::PartitionSummary summary;
+        store::PartitionSummary summary;
         guarded([&] { summary = store.partition_summary(); });
         observe(summary);
     } catch (...) {
@@ -132,15 +132,15 @@ RetentionPass Retention::pass(common::AssignmentStore& store) {
 }
 
 void Retention::start() {
-    common::StoreOptions store_options;
+    store::StoreOptions store_options;
     store_options.application_name = "aclaim-coordinator-retention";
     watch_ = connections_.watch(store_options.application_name);
     std::shared_ptr<StoreHandle> handle = connections_.store(store_options, clock_);
     // The first pass right away: a coordinator started after a long outage creates the
     // partitions the clock has reached before anything else needs them.
-    task_.start(common::PeriodicTask::Wait{0}, [this, handle] {
+    task_.start(base::PeriodicTask::Wait{0}, [this, handle] {
         const auto next = std::chrono::milliseconds(options_.retention_interval_ms);
-        common::AssignmentStore* store = handle->get();
+        store::AssignmentStore* store = handle->get();
         if (store == nullptr) return next;
         try {
             pass(*store);

@@ -13,7 +13,7 @@ namespace aclaim::coordinator {
 struct RetentionPass {
     bool held_lock = false;  ///< false: another coordinator holds the retention lock
     int batches = 0;
-    common::Pruned pruned;         ///< over every organization (org_id 0)
+    store::Pruned pruned;          ///< over every organization (org_id 0)
     int park_refusals_pruned = 0;  ///< counts of refused park callbacks past their keep
     std::vector<std::string> partitions_created;
 };
@@ -30,7 +30,7 @@ struct RetentionPass {
 class Retention {
   public:
     /// `connections` (and its watchdog) must outlive it.
-    Retention(RetentionOptions options, const Connections& connections, const common::Clock& clock,
+    Retention(RetentionOptions options, const Connections& connections, const base::Clock& clock,
               Metrics& metrics);
 
     void start();
@@ -38,18 +38,18 @@ class Retention {
     void stop() { task_.stop(); }
 
     /// One pass on `store`, now: what the thread runs every interval. Public for tests.
-    RetentionPass pass(common::AssignmentStore& store);
+    RetentionPass pass(store::AssignmentStore& store);
 
   private:
-    void observe(const common::PartitionSummary& s);
+    void observe(const store::PartitionSummary& s);
 
     const RetentionOptions options_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     Metrics& metrics_;
     const Connections& connections_;
     std::shared_ptr<StatementWatchdog::Watch> watch_;
     /// Paces passes and the pauses between batches in real time, as the reaper's.
-    common::PeriodicTask task_{common::real_time()};
+    base::PeriodicTask task_{base::real_time()};
 };
 
 }  // namespace aclaim::coordinator

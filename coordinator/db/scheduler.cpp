@@ -5,13 +5,13 @@
 namespace aclaim::coordinator {
 
 Scheduler::Scheduler(SchedulerOptions options, const Connections& connections,
-                     const common::Clock& clock, Metrics& metrics)
+                     const base::Clock& clock, Metrics& metrics)
     : WatchedService(options, "scheduler", "aclaim-coordinator-scheduler",
                      "enqueuing schedule ticks again", connections, clock),
       metrics_(metrics) {}
 
-common::SchedulePass Scheduler::pass(pqxx::connection& conn) {
-    auto out = common::ScheduleStore(conn).run_due(clock_.now());
+ops::SchedulePass Scheduler::pass(pqxx::connection& conn) {
+    auto out = ops::ScheduleStore(conn).run_due(clock_.now());
     metrics_.schedule_jobs.fetch_add(static_cast<std::uint64_t>(out.enqueued),
                                      std::memory_order_relaxed);
     if (out.failed > 0) {

@@ -5,7 +5,7 @@
 
 namespace aclaim::coordinator {
 
-void StatementWatchdog::Watch::arm(int socket, common::MonotonicTime deadline) {
+void StatementWatchdog::Watch::arm(int socket, base::MonotonicTime deadline) {
     std::lock_guard lock(mutex_);
     socket_ = socket;
     deadline_ = deadline;
@@ -20,7 +20,7 @@ bool StatementWatchdog::Watch::disarm() {
     return cut;
 }
 
-bool StatementWatchdog::Watch::cut_if_due(common::MonotonicTime now) {
+bool StatementWatchdog::Watch::cut_if_due(base::MonotonicTime now) {
     std::lock_guard lock(mutex_);
     if (socket_ < 0 || cut_ || now < deadline_) return false;
     // The owner cannot close the connection while this lock is held: it disarms first.
@@ -29,7 +29,7 @@ bool StatementWatchdog::Watch::cut_if_due(common::MonotonicTime now) {
     return true;
 }
 
-StatementWatchdog::StatementWatchdog(const common::Clock& clock, std::chrono::milliseconds step)
+StatementWatchdog::StatementWatchdog(const base::Clock& clock, std::chrono::milliseconds step)
     : clock_(clock), step_(step) {}
 
 std::shared_ptr<StatementWatchdog::Watch> StatementWatchdog::watch(std::string name) {

@@ -25,7 +25,7 @@ class StatementWatchdog {
     class Watch {
       public:
         /// Makes the watchdog cut `socket` once the clock's monotonic time reaches `deadline`.
-        void arm(int socket, common::MonotonicTime deadline);
+        void arm(int socket, base::MonotonicTime deadline);
         /// Ends the watch. True when the watchdog cut the connection while armed: the call's
         /// failure is the deadline's doing.
         bool disarm();
@@ -33,24 +33,24 @@ class StatementWatchdog {
       private:
         friend class StatementWatchdog;
         /// Cuts the connection when armed and past the deadline; true when it did.
-        bool cut_if_due(common::MonotonicTime now);
+        bool cut_if_due(base::MonotonicTime now);
 
         std::mutex mutex_;
         int socket_ = -1;
-        common::MonotonicTime deadline_{};
+        base::MonotonicTime deadline_{};
         bool cut_ = false;
         std::string name_;
     };
 
     /// `clock` decides when a deadline has passed; `step` is how often the sweeping thread looks.
-    explicit StatementWatchdog(const common::Clock& clock,
+    explicit StatementWatchdog(const base::Clock& clock,
                                std::chrono::milliseconds step = std::chrono::milliseconds(50));
 
     /// A new slot, named in the log when it is cut. Thread-safe.
     std::shared_ptr<Watch> watch(std::string name);
 
     /// The clock the deadlines are on.
-    const common::Clock& clock() const { return clock_; }
+    const base::Clock& clock() const { return clock_; }
 
     void start();
     void stop() { task_.stop(); }
@@ -63,20 +63,20 @@ class StatementWatchdog {
     std::uint64_t cuts() const;
 
   private:
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     const std::chrono::milliseconds step_;
     mutable std::mutex mutex_;
     std::vector<std::shared_ptr<Watch>> watches_;
     std::uint64_t cuts_ = 0;
     /// Sweeps in real time: under a simulated clock the deadlines move only when it is advanced,
     /// and a sweep finds them then.
-    common::PeriodicTask task_{common::real_time()};
+    base::PeriodicTask task_{base::real_time()};
 };
 
 /// Arms a watch for one scope.
 class ArmedWatch {
   public:
-    ArmedWatch(StatementWatchdog::Watch& watch, int socket, common::MonotonicTime deadline)
+    ArmedWatch(StatementWatchdog::Watch& watch, int socket, base::MonotonicTime deadline)
         : watch_(watch) {
         watch_.arm(socket, deadline);
     }

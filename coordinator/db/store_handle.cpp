@@ -7,12 +7,12 @@
 
 namespace aclaim::coordinator {
 
-StoreHandle::StoreHandle(std::string dsn, common::StoreOptions options, const common::Clock& clock)
+StoreHandle::StoreHandle(std::string dsn, store::StoreOptions options, const base::Clock& clock)
     : dsn_(std::move(dsn)), clock_(clock), options_(std::move(options)) {}
 
 bool StoreHandle::try_connect() {
     try {
-        store_ = std::make_unique<common::AssignmentStore>(dsn_, options_);
+        store_ = std::make_unique<store::AssignmentStore>(dsn_, options_);
         backoff_.reset();
         if (reported_down_) {
             spdlog::info("{}: database connection restored", options_.application_name);
@@ -33,25 +33,25 @@ bool StoreHandle::try_connect() {
     }
 }
 
-common::AssignmentStore* StoreHandle::get() {
+store::AssignmentStore* StoreHandle::get() {
     if (store_) return store_.get();
     if (clock_.monotonic_now() < next_attempt_) return nullptr;
     return try_connect() ? store_.get() : nullptr;
 }
 
-common::AssignmentStore* StoreHandle::get_within(std::chrono::milliseconds budget) {
+store::AssignmentStore* StoreHandle::get_within(std::chrono::milliseconds budget) {
     if (store_) return store_.get();
     // Its own schedule, starting at once: the handle's backoff may have grown to seconds while
     // the database was down, and the answer to a worker is waiting on this.
     // The time slept counts against the budget too, so that the wait stays bounded under a
     // clock that tests move by hand.
     const auto deadline = clock_.monotonic_now() + budget;
-    common::MonotonicTime::duration slept{0};
-    common::Backoff backoff;
+    base::MonotonicTime::duration slept{0};
+    base::Backoff backoff;
     while (!try_connect()) {
         const auto now = clock_.monotonic_now();
         if (now >= deadline || slept >= budget) return nullptr;
-        const auto pause = std::min<common::MonotonicTime::duration>(
+        const auto pause = std::min<base::MonotonicTime::duration>(
             {deadline - now, budget - slept, backoff.next()});
         std::this_thread::sleep_for(pause);
         slept += pause;
@@ -70,7 +70,7 @@ void StoreHandle::drop(const std::string& why) {
     reported_down_ = true;
 }
 
-bool connection_lost(const std::exception& e, const common::AssignmentStore* store) {
+bool connection_lost(const std::exception& e, const store::AssignmentStore* store) {
     if (dynamic_cast<const pqxx::broken_connection*>(&e)) return true;
     if (dynamic_cast<const pqxx::in_doubt_error*>(&e)) return true;
     if (const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e)) {

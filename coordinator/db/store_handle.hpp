@@ -15,15 +15,15 @@ namespace aclaim::coordinator {
 /// backoff, while requests in between are answered at once instead of waiting.
 class StoreHandle {
   public:
-    StoreHandle(std::string dsn, common::StoreOptions options, const common::Clock& clock);
+    StoreHandle(std::string dsn, store::StoreOptions options, const base::Clock& clock);
 
     /// The store, connecting first when a reconnection attempt is due; nullptr while the
     /// database is unreachable.
-    common::AssignmentStore* get();
+    store::AssignmentStore* get();
 
     /// Keeps trying to connect, sleeping between attempts, until connected or `budget` has
     /// passed. For learning the outcome of an interrupted commit.
-    common::AssignmentStore* get_within(std::chrono::milliseconds budget);
+    store::AssignmentStore* get_within(std::chrono::milliseconds budget);
 
     /// Forgets a connection found broken; the next attempt comes after the backoff delay.
     void drop(const std::string& why);
@@ -35,17 +35,17 @@ class StoreHandle {
     bool try_connect();
 
     std::string dsn_;
-    const common::Clock& clock_;
-    common::StoreOptions options_;
-    std::unique_ptr<common::AssignmentStore> store_;
-    common::Backoff backoff_;
-    common::MonotonicTime next_attempt_{};
+    const base::Clock& clock_;
+    store::StoreOptions options_;
+    std::unique_ptr<store::AssignmentStore> store_;
+    base::Backoff backoff_;
+    base::MonotonicTime next_attempt_{};
     std::string last_error_;
     bool reported_down_ = false;
 };
 
 /// True when an exception from a store call means the connection is gone, as opposed to the
 /// database refusing one statement on a healthy connection.
-bool connection_lost(const std::exception& e, const common::AssignmentStore* store);
+bool connection_lost(const std::exception& e, const store::AssignmentStore* store);
 
 }  // namespace aclaim::coordinator

@@ -7,7 +7,7 @@
 namespace aclaim::coordinator {
 
 WatchedPass::WatchedPass(std::string name, std::string application_name, std::string resumed,
-                         const Connections& connections, const common::Clock& clock)
+                         const Connections& connections, const base::Clock& clock)
     : name_(std::move(name)),
       application_name_(std::move(application_name)),
       resumed_(std::move(resumed)),
@@ -17,12 +17,12 @@ WatchedPass::WatchedPass(std::string name, std::string application_name, std::st
 void WatchedPass::start(std::chrono::milliseconds interval, Pass pass) {
     if (interval.count() <= 0 || task_.running()) return;
     watch_ = connections_.watch(application_name_);
-    task_.start(common::PeriodicTask::Wait{0},
+    task_.start(base::PeriodicTask::Wait{0},
                 [this, interval, pass = std::move(pass)] { return run_once(interval, pass); });
 }
 
-common::PeriodicTask::Wait WatchedPass::run_once(std::chrono::milliseconds interval,
-                                                 const Pass& pass) {
+base::PeriodicTask::Wait WatchedPass::run_once(std::chrono::milliseconds interval,
+                                               const Pass& pass) {
     try {
         if (!conn_) conn_ = connections_.open(application_name_, Connections::Role::RowSecurity);
         watch_->arm(conn_->sock(), clock_.monotonic_now() + connections_.deadline());
@@ -30,7 +30,7 @@ common::PeriodicTask::Wait WatchedPass::run_once(std::chrono::milliseconds inter
         watch_->disarm();
         if (failing_) spdlog::info("{}: {}", name_, resumed_);
         failing_ = false;
-        if (more) return common::PeriodicTask::Wait{0};
+        if (more) return base::PeriodicTask::Wait{0};
     } catch (const std::exception& e) {
         const bool cut = watch_->disarm();
         if (!failing_) {

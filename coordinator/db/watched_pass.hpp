@@ -28,7 +28,7 @@ class WatchedPass {
     /// logged when a pass succeeds after failures. `connections` (and its watchdog) and `clock`
     /// must outlive it.
     WatchedPass(std::string name, std::string application_name, std::string resumed,
-                const Connections& connections, const common::Clock& clock);
+                const Connections& connections, const base::Clock& clock);
 
     /// Starts the thread, unless it runs already or `interval` is not positive (off).
     void start(std::chrono::milliseconds interval, Pass pass);
@@ -36,17 +36,17 @@ class WatchedPass {
     void stop() { task_.stop(); }
 
   private:
-    common::PeriodicTask::Wait run_once(std::chrono::milliseconds interval, const Pass& pass);
+    base::PeriodicTask::Wait run_once(std::chrono::milliseconds interval, const Pass& pass);
 
     const std::string name_;
     const std::string application_name_;
     const std::string resumed_;
     const Connections& connections_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     std::shared_ptr<StatementWatchdog::Watch> watch_;
     std::unique_ptr<pqxx::connection> conn_;
     bool failing_ = false;
-    common::PeriodicTask task_{common::real_time()};
+    base::PeriodicTask task_{base::real_time()};
 };
 
 /// A background service built on a WatchedPass: `Self` (which derives from it) has
@@ -69,7 +69,7 @@ class WatchedService {
     /// `name`, `application_name` and `resumed` as WatchedPass takes them. `connections` (and its
     /// watchdog) and `clock` must outlive it.
     WatchedService(Options options, std::string name, std::string application_name,
-                   std::string resumed, const Connections& connections, const common::Clock& clock)
+                   std::string resumed, const Connections& connections, const base::Clock& clock)
         : options_(options),
           clock_(clock),
           task_(std::move(name), std::move(application_name), std::move(resumed), connections,
@@ -79,7 +79,7 @@ class WatchedService {
     WatchedService& operator=(const WatchedService&) = delete;
 
     const Options options_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
 
   private:
     Self& self() { return static_cast<Self&>(*this); }

@@ -7,7 +7,7 @@
 
 namespace aclaim::coordinator {
 
-std::deque<DbRequest>& WorkQueue::line_of(common::OrgId org) {
+std::deque<DbRequest>& WorkQueue::line_of(store::OrgId org) {
     auto& line = others_[org];
     if (line.empty()) turns_.push_back(org);
     const auto now = SteadyClock::now();
@@ -178,14 +178,14 @@ std::vector<DbRequest> WorkQueue::take(std::size_t max_batch, bool mixed,
     return batch;
 }
 
-bool WorkQueue::others_active(common::OrgId org, SteadyClock::time_point now) const {
+bool WorkQueue::others_active(store::OrgId org, SteadyClock::time_point now) const {
     for (const auto& [other, at] : last_push_) {
         if (other != org && now - at < kShareWindow) return true;
     }
     return false;
 }
 
-bool WorkQueue::allowed(common::OrgId org, SteadyClock::time_point now) const {
+bool WorkQueue::allowed(store::OrgId org, SteadyClock::time_point now) const {
     if (takers_ <= 1) return true;
     const auto it = busy_.find(org);
     if (it == busy_.end() || it->second < takers_ - 1) return true;
@@ -194,14 +194,14 @@ bool WorkQueue::allowed(common::OrgId org, SteadyClock::time_point now) const {
 
 bool WorkQueue::any_allowed(SteadyClock::time_point now) const {
     return std::any_of(turns_.begin(), turns_.end(),
-                       [&](common::OrgId org) { return allowed(org, now); });
+                       [&](store::OrgId org) { return allowed(org, now); });
 }
 
 std::vector<DbRequest> WorkQueue::take_others(std::size_t max_batch, bool mixed,
                                               std::optional<SteadyClock::time_point> due_by,
                                               bool share, SteadyClock::time_point now) {
     if (turns_.empty()) return {};
-    const auto due = [&](common::OrgId org) {
+    const auto due = [&](store::OrgId org) {
         return (!due_by || others_.at(org).front().dispatched_at <= *due_by) &&
                (!share || allowed(org, now));
     };
@@ -212,15 +212,15 @@ std::vector<DbRequest> WorkQueue::take_others(std::size_t max_batch, bool mixed,
     auto turn = turns_.end();
     if (!busy_.empty() && turns_.size() > 1) {
         turn = std::find_if(turns_.begin(), turns_.end(),
-                            [this](common::OrgId org) { return busy_.count(org) == 0; });
+                            [this](store::OrgId org) { return busy_.count(org) == 0; });
     }
     if (turn == turns_.end()) turn = std::find_if(turns_.begin(), turns_.end(), due);
     if (turn == turns_.end() && share) {
         turn = std::find_if(turns_.begin(), turns_.end(),
-                            [&](common::OrgId org) { return allowed(org, now); });
+                            [&](store::OrgId org) { return allowed(org, now); });
     }
     if (turn == turns_.end()) turn = turns_.begin();
-    const common::OrgId org = *turn;
+    const store::OrgId org = *turn;
     // Others wait, or have pushed work within kShareWindow: this organization's batch is kept
     // short, so that theirs never waits long behind it. Alone, it is not bounded by jobs.
     const std::size_t max_jobs = turns_.size() > 1 || others_active(org, now)
@@ -359,7 +359,7 @@ std::size_t WorkQueue::size() const {
     return renewals_.size() + others_count_;
 }
 
-std::size_t WorkQueue::queued_of(common::OrgId org) const {
+std::size_t WorkQueue::queued_of(store::OrgId org) const {
     std::lock_guard lock(mutex_);
     const auto it = others_.find(org);
     return it == others_.end() ? 0 : it->second.size();

@@ -49,7 +49,7 @@ class WorkQueue {
     /// while another organization is active, one organization's batches take at most all of them
     /// but one, so that the other's claims find a taker free instead of waiting for a batch.
     struct Taker {
-        std::optional<common::OrgId> busy_with;
+        std::optional<store::OrgId> busy_with;
         bool counted = false;
     };
 
@@ -89,7 +89,7 @@ class WorkQueue {
 
     std::size_t size() const;
     /// Requests of one organization waiting, renewals aside.
-    std::size_t queued_of(common::OrgId org) const;
+    std::size_t queued_of(store::OrgId org) const;
 
   private:
     static bool batchable(const DbRequest& head, const DbRequest& other);
@@ -104,17 +104,17 @@ class WorkQueue {
                                        std::optional<SteadyClock::time_point> due_by, bool share,
                                        SteadyClock::time_point now);
     /// Whether another organization than `org` pushed work within kShareWindow.
-    bool others_active(common::OrgId org, SteadyClock::time_point now) const;
+    bool others_active(store::OrgId org, SteadyClock::time_point now) const;
     /// The share rule: a taker may take `org`'s batch unless every other taker is busy with it
     /// while another organization is active.
-    bool allowed(common::OrgId org, SteadyClock::time_point now) const;
+    bool allowed(store::OrgId org, SteadyClock::time_point now) const;
     bool any_allowed(SteadyClock::time_point now) const;
     /// At most max_batch requests (a pair may take one more), and claims for at most `max_jobs`
     /// jobs beyond the first request's.
     static std::vector<DbRequest> take_from(std::deque<DbRequest>& items, std::size_t max_batch,
                                             bool mixed, std::size_t max_jobs);
     /// Queues requests other than renewals on their organization's line.
-    std::deque<DbRequest>& line_of(common::OrgId org);
+    std::deque<DbRequest>& line_of(store::OrgId org);
     bool others_empty() const { return others_count_ == 0; }
 
     /// After requests were added (the lock held): wakes the takers that should look, or
@@ -141,18 +141,18 @@ class WorkQueue {
     SteadyClock::time_point timing_from_{};
     std::deque<DbRequest> renewals_;
     /// Claims, completions, failures and releases, each organization's in arrival order.
-    std::unordered_map<common::OrgId, std::deque<DbRequest>> others_;
+    std::unordered_map<store::OrgId, std::deque<DbRequest>> others_;
     /// The organizations with requests in others_, in the order of their turns.
-    std::deque<common::OrgId> turns_;
+    std::deque<store::OrgId> turns_;
     std::size_t others_count_ = 0;
     /// Takers busy with a batch, by organization.
-    std::unordered_map<common::OrgId, int> busy_;
+    std::unordered_map<store::OrgId, int> busy_;
     /// Takers that passed a Taker, and those of them waiting under the share rule.
     int takers_ = 0;
     int share_waiting_ = 0;
     std::condition_variable share_;
     /// When each organization last pushed work other than renewals (kShareWindow).
-    std::unordered_map<common::OrgId, SteadyClock::time_point> last_push_;
+    std::unordered_map<store::OrgId, SteadyClock::time_point> last_push_;
     bool closed_ = false;
     bool held_ = false;
     bool pushed_while_held_ = false;

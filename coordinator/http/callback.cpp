@@ -63,7 +63,7 @@ std::variant<Outcome, std::string> outcome_of(const std::string& body) {
     Outcome o;
     json doc;
     try {
-        doc = common::parse_bounded_json(body);
+        doc = base::parse_bounded_json(body);
     } catch (const json::parse_error&) {
         return kShape;
     }
@@ -89,10 +89,9 @@ std::variant<Outcome, std::string> outcome_of(const std::string& body) {
 
 }  // namespace
 
-ParkCallback::ParkCallback(const std::string& dsn, const common::Clock& clock,
-                           CallbackLimits limits)
-    : dsn_(common::with_setting(with_connect_timeout(dsn, kTimeoutSeconds), "application_name",
-                                kApplicationName)),
+ParkCallback::ParkCallback(const std::string& dsn, const base::Clock& clock, CallbackLimits limits)
+    : dsn_(store::with_setting(with_connect_timeout(dsn, kTimeoutSeconds), "application_name",
+                               kApplicationName)),
       clock_(clock),
       limiter_(limits, clock) {}
 
@@ -105,7 +104,7 @@ std::int64_t ParkCallback::connections_opened() const {
 
 std::unique_ptr<pqxx::connection> ParkCallback::take() {
     // Real time: how long a caller waits for a connection is not the callbacks' clock's business.
-    const common::Clock& real = common::real_time();
+    const base::Clock& real = base::real_time();
     std::unique_lock lock(mutex_);
     const auto deadline = real.monotonic_now() + std::chrono::seconds(kTimeoutSeconds);
     while (idle_.empty() && open_ >= kMaxConnections) {
@@ -124,9 +123,9 @@ std::unique_ptr<pqxx::connection> ParkCallback::take() {
     try {
         auto conn = std::make_unique<pqxx::connection>(dsn_);
         pqxx::nontransaction setup(*conn);
-        setup.exec_params(common::sql::kSetStatementTimeout.text,
+        setup.exec_params(store::sql::kSetStatementTimeout.text,
                           std::to_string(kTimeoutSeconds * 1000));
-        conn->prepare(common::sql::kFinishParked.name, common::sql::kFinishParked.text);
+        conn->prepare(store::sql::kFinishParked.name, store::sql::kFinishParked.text);
         return conn;
     } catch (...) {
         give_back(nullptr);
@@ -151,8 +150,8 @@ CallbackReply ParkCallback::decide(pqxx::connection& conn, const std::string& to
                                    const std::string& peer) {
     pqxx::work txn(conn, "park_callback");
     const pqxx::row row =
-        txn.exec_prepared1(common::sql::kFinishParked.name, token, outcome, result,
-                           common::to_micros(clock_.now()), "http " + callback_source(peer));
+        txn.exec_prepared1(store::sql::kFinishParked.name, token, outcome, result,
+                           base::to_micros(clock_.now()), "http " + callback_source(peer));
     txn.commit();
     const bool accepted = row["accepted"].as<bool>();
     const std::string reason = row["reason"].as<std::string>();

@@ -52,7 +52,7 @@ class ParkCallback {
     static constexpr int kMaxConnections = 2;
 
     /// `clock` gives the callback's time and must outlive this object.
-    ParkCallback(const std::string& dsn, const common::Clock& clock, CallbackLimits limits = {});
+    ParkCallback(const std::string& dsn, const base::Clock& clock, CallbackLimits limits = {});
     ~ParkCallback();
     ParkCallback(const ParkCallback&) = delete;
     ParkCallback& operator=(const ParkCallback&) = delete;
@@ -74,7 +74,7 @@ class ParkCallback {
                          const std::string& peer);
 
     std::string dsn_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     CallbackLimiter limiter_;
 
     mutable std::mutex mutex_;

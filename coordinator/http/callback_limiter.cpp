@@ -5,11 +5,11 @@
 
 namespace aclaim::coordinator {
 
-CallbackLimiter::CallbackLimiter(CallbackLimits limits, const common::Clock& clock)
+CallbackLimiter::CallbackLimiter(CallbackLimits limits, const base::Clock& clock)
     : limits_(limits), clock_(clock) {}
 
 CallbackLimiter::Bucket& CallbackLimiter::bucket(const std::string& source,
-                                                 common::MonotonicTime now) {
+                                                 base::MonotonicTime now) {
     auto it = buckets_.find(source);
     if (it == buckets_.end()) {
         if (buckets_.size() >= limits_.max_sources) forget_full(now);
@@ -26,7 +26,7 @@ CallbackLimiter::Bucket& CallbackLimiter::bucket(const std::string& source,
     return b;
 }
 
-void CallbackLimiter::forget_full(common::MonotonicTime now) {
+void CallbackLimiter::forget_full(base::MonotonicTime now) {
     for (auto it = buckets_.begin(); it != buckets_.end();) {
         const double elapsed = std::chrono::duration<double>(now - it->second.at).count();
         const bool full =

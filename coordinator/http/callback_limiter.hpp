@@ -34,7 +34,7 @@ class CallbackLimiter {
     static constexpr const char* kOverflowSource = "(other sources)";
 
     /// `clock` must outlive this object.
-    CallbackLimiter(CallbackLimits limits, const common::Clock& clock);
+    CallbackLimiter(CallbackLimits limits, const base::Clock& clock);
 
     /// None when `source` may be served now; otherwise how long it must wait (at least 1 s, as
     /// Retry-After counts whole seconds).
@@ -49,16 +49,16 @@ class CallbackLimiter {
   private:
     struct Bucket {
         double tokens = 0;
-        common::MonotonicTime at{};
+        base::MonotonicTime at{};
     };
 
     /// The bucket of `source`, refilled up to now; made (full) when there is room. Needs mutex_.
-    Bucket& bucket(const std::string& source, common::MonotonicTime now);
+    Bucket& bucket(const std::string& source, base::MonotonicTime now);
     /// Forgets buckets that have refilled: they say nothing a fresh one would not. Needs mutex_.
-    void forget_full(common::MonotonicTime now);
+    void forget_full(base::MonotonicTime now);
 
     const CallbackLimits limits_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     mutable std::mutex mutex_;
     std::unordered_map<std::string, Bucket> buckets_;
 };

@@ -5,7 +5,7 @@
 
 namespace aclaim::coordinator {
 
-void GroupMetrics::read(pqxx::transaction_base& txn, common::Instant now, std::ostream& out) {
+void GroupMetrics::read(pqxx::transaction_base& txn, base::Instant now, std::ostream& out) {
     const auto rows = txn.exec_params(sql::kGroupLag, now, kMaxSeries);
     const long total = rows.empty() ? 0 : rows[0]["total"].as<long>();
     out << "# HELP aclaim_result_group_series_dropped Consumer groups not exported (beyond the "

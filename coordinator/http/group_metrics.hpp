@@ -17,7 +17,7 @@ class GroupMetrics {
   public:
     static constexpr int kMaxSeries = 50;
 
-    static void read(pqxx::transaction_base& txn, common::Instant now, std::ostream& out);
+    static void read(pqxx::transaction_base& txn, base::Instant now, std::ostream& out);
 };
 
 }  // namespace aclaim::coordinator

@@ -25,7 +25,7 @@ constexpr auto kRequestDeadline = std::chrono::seconds(5);
 constexpr auto kWriteDeadline = std::chrono::seconds(5);
 
 /// What the guard refused before any handler ran: slow or hostile HTTP clients at work.
-std::string render_refusals(const common::HttpGuardCounts& c) {
+std::string render_refusals(const http::HttpGuardCounts& c) {
     std::string out =
         "# HELP aclaim_http_refused_total HTTP requests refused before a handler: not complete "
         "by the deadline, a head too large, unframed, no thread free, or closed to make room.\n"
@@ -41,8 +41,8 @@ std::string render_refusals(const common::HttpGuardCounts& c) {
     return out;
 }
 
-common::HttpGuardOptions guard_options() {
-    common::HttpGuardOptions o;
+http::HttpGuardOptions guard_options() {
+    http::HttpGuardOptions o;
     o.request_deadline = kRequestDeadline;
     o.write_deadline = kWriteDeadline;
     // The only body read is a callback's; a larger one is answered 413 unread.
@@ -60,14 +60,14 @@ common::HttpGuardOptions guard_options() {
 constexpr auto kStartStep = std::chrono::milliseconds(1);
 constexpr int kStartSteps = 5000;
 
-const common::SystemClock kSystemClock;
+const base::SystemClock kSystemClock;
 
 }  // namespace
 
 HttpServer::HttpServer(HttpOptions options, const Metrics& metrics)
     : HttpServer(std::move(options), metrics, kSystemClock) {}
 
-HttpServer::HttpServer(HttpOptions options, const Metrics& metrics, const common::Clock& clock)
+HttpServer::HttpServer(HttpOptions options, const Metrics& metrics, const base::Clock& clock)
     : options_(std::move(options)),
       metrics_(metrics),
       queue_metrics_(options_.dsn.empty() ? nullptr
@@ -75,7 +75,7 @@ HttpServer::HttpServer(HttpOptions options, const Metrics& metrics, const common
       readiness_(options_.dsn, clock),
       callback_(options_.dsn.empty() ? nullptr
                                      : std::make_unique<ParkCallback>(options_.dsn, clock)),
-      server_(std::make_unique<common::GuardedServer>(guard_options())) {}
+      server_(std::make_unique<http::GuardedServer>(guard_options())) {}
 
 HttpServer::~HttpServer() {
     stop();
@@ -92,7 +92,7 @@ void HttpServer::routes() {
         const std::int64_t tick = metrics_.router_tick_ns.load();
         // The router stamps its tick with the system's monotonic time (see housekeeping()):
         // whether a thread still runs is a question about real time, whatever clock it is given.
-        const auto now = common::SystemClock().monotonic_now().time_since_epoch();
+        const auto now = base::SystemClock().monotonic_now().time_since_epoch();
         const auto age = now - std::chrono::steady_clock::duration(tick);
         if (tick != 0 && age > kStallLimit) {
             res.status = 503;
@@ -138,7 +138,7 @@ void HttpServer::routes() {
 }
 
 void HttpServer::start() {
-    const auto where = common::parse_host_port(options_.http_bind);
+    const auto where = base::parse_host_port(options_.http_bind);
     if (!where)
         throw std::runtime_error("--http-bind '" + options_.http_bind + "' is not host:port");
     routes();

@@ -13,7 +13,7 @@
 #include "coordinator/metrics/metrics.hpp"
 #include "coordinator/options.hpp"
 
-namespace aclaim::common {
+namespace aclaim::http {
 class GuardedServer;
 }
 
@@ -26,7 +26,7 @@ namespace aclaim::coordinator {
 ///   POST /v1/callback  an outside system finishes a parked job with its callback token
 ///             (protocol 1.6, ParkCallback).
 /// It only reads atomics and opens its own short-lived database connection, so a slow scrape or
-/// probe never delays a worker's request. Its connections pass common::GuardedServer: a request
+/// probe never delays a worker's request. Its connections pass http::GuardedServer: a request
 /// must arrive whole within a deadline before it takes a thread, and /healthz has threads of its
 /// own, so slow or hostile clients cannot keep a liveness probe unanswered.
 class HttpServer {
@@ -37,7 +37,7 @@ class HttpServer {
     /// Serves options.http_bind; `metrics` must outlive the server, and so must `clock`, whose
     /// monotonic time decides how long a readiness answer is reused.
     HttpServer(HttpOptions options, const Metrics& metrics);
-    HttpServer(HttpOptions options, const Metrics& metrics, const common::Clock& clock);
+    HttpServer(HttpOptions options, const Metrics& metrics, const base::Clock& clock);
     ~HttpServer();
     HttpServer(const HttpServer&) = delete;
     HttpServer& operator=(const HttpServer&) = delete;
@@ -62,7 +62,7 @@ class HttpServer {
     ReadinessProbe readiness_;
     /// POST /v1/callback (none without a database).
     std::unique_ptr<ParkCallback> callback_;
-    std::unique_ptr<common::GuardedServer> server_;
+    std::unique_ptr<http::GuardedServer> server_;
     std::thread thread_;
     std::atomic<bool> listening_done_{false};
     std::string address_;

@@ -1,7 +1,7 @@
 #pragma once
 
 // The statements of the coordinator's HTTP side: the readiness probe and the consumer groups'
-// gauges of /metrics (the per-queue gauges read common::count_queues). Time comes in as $n
+// gauges of /metrics (the per-queue gauges read ops::count_queues). Time comes in as $n
 // microseconds, as in the store.
 
 #include <string>

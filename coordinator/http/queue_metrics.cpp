@@ -21,36 +21,36 @@ namespace {
 struct Gauge {
     const char* name;
     const char* help;
-    double (*value)(const common::QueueStatus& q, common::Micros now);
+    double (*value)(const ops::QueueStatus& q, base::Micros now);
 };
 
 constexpr Gauge kGauges[] = {
     {"aclaim_queue_depth", "Pending (claimable) jobs.",
-     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.pending); }},
+     [](const ops::QueueStatus& q, base::Micros) { return static_cast<double>(q.pending); }},
     {"aclaim_queue_oldest_pending_seconds", "How long the oldest pending job has been claimable.",
-     [](const common::QueueStatus& q, common::Micros now) {
-         const common::Micros age =
-             q.oldest_pending_us ? std::max<common::Micros>(0, now - *q.oldest_pending_us) : 0;
+     [](const ops::QueueStatus& q, base::Micros now) {
+         const base::Micros age =
+             q.oldest_pending_us ? std::max<base::Micros>(0, now - *q.oldest_pending_us) : 0;
          return static_cast<double>(age) * 1e-6;
      }},
     {"aclaim_queue_scheduled", "Jobs waiting for their run_at (delays and retry backoffs).",
-     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.scheduled); }},
+     [](const ops::QueueStatus& q, base::Micros) { return static_cast<double>(q.scheduled); }},
     {"aclaim_queue_assigned", "Jobs leased out.",
-     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.assigned); }},
+     [](const ops::QueueStatus& q, base::Micros) { return static_cast<double>(q.assigned); }},
     {"aclaim_queue_parked", "Jobs handed to an outside system, waiting for its callback.",
-     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.parked); }},
+     [](const ops::QueueStatus& q, base::Micros) { return static_cast<double>(q.parked); }},
     {"aclaim_queue_discarded", "Jobs whose every attempt was used up, waiting for a person.",
-     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.discarded); }},
+     [](const ops::QueueStatus& q, base::Micros) { return static_cast<double>(q.discarded); }},
     {"aclaim_queue_waiting", "Jobs waiting for their dependencies (workflows).",
-     [](const common::QueueStatus& q, common::Micros) { return static_cast<double>(q.waiting); }},
+     [](const ops::QueueStatus& q, base::Micros) { return static_cast<double>(q.waiting); }},
     {"aclaim_queue_paused", "1 while an operator has paused the queue.",
-     [](const common::QueueStatus& q, common::Micros) { return q.paused ? 1.0 : 0.0; }},
+     [](const ops::QueueStatus& q, base::Micros) { return q.paused ? 1.0 : 0.0; }},
 };
 
 /// One gauge of a setting some queues have: a series for each queue `value` gives one for.
 template <typename Value>
-void optional_gauge(std::span<const common::QueueStatus> queues, std::ostream& out,
-                    const char* name, const char* help, Value value) {
+void optional_gauge(std::span<const ops::QueueStatus> queues, std::ostream& out, const char* name,
+                    const char* help, Value value) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
     for (const auto& q : queues) {
         const auto v = value(q);
@@ -61,35 +61,34 @@ void optional_gauge(std::span<const common::QueueStatus> queues, std::ostream& o
 
 /// The rate limit gauges, for the queues that have a rate limit only: a queue without one
 /// exports no series here, as it has no limit to show.
-void rate_gauges(std::span<const common::QueueStatus> queues, std::ostream& out) {
+void rate_gauges(std::span<const ops::QueueStatus> queues, std::ostream& out) {
     optional_gauge(queues, out, "aclaim_queue_rate_limit",
                    "Claims a second the queue's rate limit allows, across every coordinator.",
-                   [](const common::QueueStatus& q) { return q.rate_per_s; });
+                   [](const ops::QueueStatus& q) { return q.rate_per_s; });
     optional_gauge(queues, out, "aclaim_queue_rate_burst",
                    "Claims the queue's rate limit allows at once.",
-                   [](const common::QueueStatus& q) { return q.rate_burst; });
+                   [](const ops::QueueStatus& q) { return q.rate_burst; });
     optional_gauge(queues, out, "aclaim_queue_rate_tokens",
                    "Whole claims the queue's rate limit bucket holds now.",
-                   [](const common::QueueStatus& q) { return q.rate_tokens; });
+                   [](const ops::QueueStatus& q) { return q.rate_tokens; });
 }
 
 /// Every queue with work to do, waiting work or settings, deepest first (ties in organization and
 /// queue order, as count_queues lists them).
-std::vector<common::QueueStatus> deepest_first(pqxx::transaction_base& txn, common::Instant now) {
-    common::QueueQuery query;
+std::vector<ops::QueueStatus> deepest_first(pqxx::transaction_base& txn, base::Instant now) {
+    ops::QueueQuery query;
     query.now = now;
-    query.states.assign(common::kQueueStates.begin(), common::kQueueStates.end());
-    auto queues = common::count_queues(txn, query);
-    std::stable_sort(queues.begin(), queues.end(),
-                     [](const common::QueueStatus& a, const common::QueueStatus& b) {
-                         return a.pending > b.pending;
-                     });
+    query.states.assign(store::kQueueStates.begin(), store::kQueueStates.end());
+    auto queues = ops::count_queues(txn, query);
+    std::stable_sort(
+        queues.begin(), queues.end(),
+        [](const ops::QueueStatus& a, const ops::QueueStatus& b) { return a.pending > b.pending; });
     return queues;
 }
 
 }  // namespace
 
-QueueMetrics::QueueMetrics(std::string dsn, const common::Clock& clock)
+QueueMetrics::QueueMetrics(std::string dsn, const base::Clock& clock)
     : dsn_(std::move(dsn)), clock_(clock) {}
 
 QueueMetrics::~QueueMetrics() = default;
@@ -128,7 +127,7 @@ std::string QueueMetrics::read() {
                 const auto& q = all[i];
                 // Queue names are [A-Za-z0-9_.:-]: nothing in them needs escaping in a label.
                 out << g.name << "{org=\"" << q.org_id << "\",queue=\"" << q.queue << "\"} "
-                    << g.value(q, common::to_micros(now)) << "\n";
+                    << g.value(q, base::to_micros(now)) << "\n";
             }
         }
         rate_gauges(std::span(all).first(shown), out);

@@ -9,10 +9,10 @@
 namespace aclaim::coordinator {
 
 std::string with_connect_timeout(const std::string& dsn, int seconds) {
-    return common::with_setting(dsn, "connect_timeout", std::to_string(seconds));
+    return store::with_setting(dsn, "connect_timeout", std::to_string(seconds));
 }
 
-ReadinessProbe::ReadinessProbe(const std::string& dsn, const common::Clock& clock,
+ReadinessProbe::ReadinessProbe(const std::string& dsn, const base::Clock& clock,
                                std::chrono::milliseconds cache_for)
     : dsn_(with_connect_timeout(dsn, kTimeoutSeconds)), clock_(clock), cache_for_(cache_for) {}
 
@@ -46,9 +46,9 @@ Readiness ReadinessProbe::check_now() const {
                 return {false, "database reachable but read-only: no writable primary"};
             }
         }
-        const int have = common::schema_version(conn);
-        const int want = common::latest_schema_version();
-        if (!common::migrations_current(conn)) {
+        const int have = store::schema_version(conn);
+        const int want = store::latest_schema_version();
+        if (!store::migrations_current(conn)) {
             return {false, "database reachable but the schema is at version " +
                                std::to_string(have) + " of " + std::to_string(want) +
                                ": run aclaimctl migrate"};

@@ -23,7 +23,7 @@ class ReadinessProbe {
     static constexpr int kTimeoutSeconds = 2;
 
     /// `clock` (whose monotonic time ages a result) must outlive the probe.
-    ReadinessProbe(const std::string& dsn, const common::Clock& clock,
+    ReadinessProbe(const std::string& dsn, const base::Clock& clock,
                    std::chrono::milliseconds cache_for = std::chrono::seconds(1));
 
     /// Thread-safe; concurrent callers wait for one check instead of each opening a connection.
@@ -33,7 +33,7 @@ class ReadinessProbe {
     Readiness check_now() const;
 
     std::string dsn_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     std::chrono::milliseconds cache_for_;
     std::mutex mutex_;
     Readiness last_;

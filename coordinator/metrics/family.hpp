@@ -180,7 +180,7 @@ class Labelled : private detail::OwnFamily {
 template <class V, class E, std::size_t N>
 class Named : public Labelled<V, N> {
   public:
-    Named(Registry& registry, const Info& info, const common::EnumNames<E, N>& names)
+    Named(Registry& registry, const Info& info, const base::EnumNames<E, N>& names)
         : Labelled<V, N>(registry, info, labels(names)) {}
 
     V& operator[](E e) { return Labelled<V, N>::operator[](static_cast<std::size_t>(e)); }
@@ -189,7 +189,7 @@ class Named : public Labelled<V, N> {
     }
 
   private:
-    static std::array<std::string_view, N> labels(const common::EnumNames<E, N>& names) {
+    static std::array<std::string_view, N> labels(const base::EnumNames<E, N>& names) {
         std::array<std::string_view, N> out{};
         for (std::size_t i = 0; i < N; ++i) out[i] = names(static_cast<E>(i));
         return out;

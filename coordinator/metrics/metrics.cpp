@@ -4,18 +4,17 @@
 
 namespace aclaim::coordinator::metrics {
 
-static_assert(static_cast<std::size_t>(common::Rejection::Quarantined) + 1 ==
+static_assert(static_cast<std::size_t>(store::Rejection::Quarantined) + 1 ==
                   Metrics::kRejectionKinds,
               "one rejection counter per Rejection value");
 
 namespace {
 
 std::size_t error_index(std::string_view code) {
-    const auto it = std::find(common::proto::errors::kCounted.begin(),
-                              common::proto::errors::kCounted.end(), code);
-    return it == common::proto::errors::kCounted.end()
-               ? common::proto::errors::kCounted.size() - 1
-               : static_cast<std::size_t>(it - common::proto::errors::kCounted.begin());
+    const auto it = std::find(proto::errors::kCounted.begin(), proto::errors::kCounted.end(), code);
+    return it == proto::errors::kCounted.end()
+               ? proto::errors::kCounted.size() - 1
+               : static_cast<std::size_t>(it - proto::errors::kCounted.begin());
 }
 
 }  // namespace
@@ -63,7 +62,7 @@ NotificationCounters::NotificationCounters(Registry& registry)
 std::array<std::string_view, Metrics::kRejectionKinds> Metrics::rejection_names() {
     std::array<std::string_view, kRejectionKinds> names{};
     for (std::size_t i = 0; i < names.size(); ++i) {
-        names[i] = common::to_string(static_cast<common::Rejection>(i));
+        names[i] = store::to_string(static_cast<store::Rejection>(i));
     }
     return names;
 }
@@ -72,7 +71,7 @@ Metrics::Metrics() {
     for (auto& p : partitions) p = -1;
 }
 
-void Metrics::count_rejection(common::Rejection r) {
+void Metrics::count_rejection(store::Rejection r) {
     const auto i = static_cast<std::size_t>(r);
     if (i < rejections.size()) rejections[i].fetch_add(1, std::memory_order_relaxed);
 }
@@ -81,7 +80,7 @@ void Metrics::count_error(std::string_view code) {
     errors[error_index(code)].fetch_add(1, std::memory_order_relaxed);
 }
 
-std::uint64_t Metrics::rejections_of(common::Rejection r) const {
+std::uint64_t Metrics::rejections_of(store::Rejection r) const {
     const auto i = static_cast<std::size_t>(r);
     return i < rejections.size() ? rejections[i].load() : 0;
 }
@@ -138,11 +137,11 @@ std::string Metrics::summary() const {
     add("auth.lookups", auth.lookups.load());
     add("auth.sessions_revoked", auth.sessions_revoked.load());
     for (std::size_t i = 0; i < rejections.size(); ++i) {
-        add("rejected." + std::string(common::to_string(static_cast<common::Rejection>(i))),
+        add("rejected." + std::string(store::to_string(static_cast<store::Rejection>(i))),
             rejections[i].load());
     }
     for (std::size_t i = 0; i < errors.size(); ++i) {
-        add("error." + std::string(common::proto::errors::kCounted[i]), errors[i].load());
+        add("error." + std::string(proto::errors::kCounted[i]), errors[i].load());
     }
     return out.empty() ? "nothing happened" : out;
 }

@@ -43,7 +43,7 @@ struct ResultNotifierCounters {
 struct NotificationCounters {
     /// The channels the coordinator LISTENs on.
     enum class Channel { Jobs, Schedule, Revoke };
-    static constexpr common::EnumNames<Channel, 3> kChannels{
+    static constexpr base::EnumNames<Channel, 3> kChannels{
         {"aclaim_jobs", "aclaim_schedule", "aclaim_revoke"}};
     static_assert(kChannels.covers(Channel::Revoke));
 
@@ -66,24 +66,24 @@ struct Metrics {
     /// Statements timed by statement_latency: the seven request kinds, the reaper's reclaim and
     /// the retention thread's prune batch.
     enum class Statement { Claim, Renew, Complete, Fail, Release, Progress, Park, Reclaim, Prune };
-    static constexpr common::EnumNames<Statement, 9> kStatements{
+    static constexpr base::EnumNames<Statement, 9> kStatements{
         {"claim", "renew", "complete", "fail", "release", "progress", "park", "reclaim", "prune"}};
     static_assert(kStatements.covers(Statement::Prune));
     /// Where the time of a claim that was granted jobs went: waiting for a DB thread, its
     /// statements up to the commit, the commit (the WAL flush), and from the DB thread's end
     /// until the ASSIGNED reply left the router thread (the mailbox and the send).
     enum class ClaimStage { QueueWait, Statement, Commit, Reply };
-    static constexpr common::EnumNames<ClaimStage, 4> kClaimStages{
+    static constexpr base::EnumNames<ClaimStage, 4> kClaimStages{
         {"queue_wait", "statement", "commit", "reply"}};
     static_assert(kClaimStages.covers(ClaimStage::Reply));
     /// Finished jobs removed by retention, by their state.
     enum class PrunedState { Completed, Failed, Discarded, Cancelled };
-    static constexpr common::EnumNames<PrunedState, 4> kPrunedStates{
+    static constexpr base::EnumNames<PrunedState, 4> kPrunedStates{
         {"completed", "failed", "discarded", "cancelled"}};
     static_assert(kPrunedStates.covers(PrunedState::Cancelled));
     /// job_events partitions by state.
     enum class PartitionState { Attached, Detaching, Archived, Dropped };
-    static constexpr common::EnumNames<PartitionState, 4> kPartitionStates{
+    static constexpr base::EnumNames<PartitionState, 4> kPartitionStates{
         {"attached", "detaching", "archived", "dropped"}};
     static_assert(kPartitionStates.covers(PartitionState::Dropped));
     /// The per-tenant limits (RouterOptions) a request or a handshake was refused at.
@@ -94,7 +94,7 @@ struct Metrics {
         ParkedPerOrg,
         FdReserve
     };
-    static constexpr common::EnumNames<TenantLimit, 5> kTenantLimits{
+    static constexpr base::EnumNames<TenantLimit, 5> kTenantLimits{
         {"sessions_per_key", "sessions_per_org", "parked_per_session", "parked_per_org",
          "fd_reserve"}};
     static_assert(kTenantLimits.covers(TenantLimit::FdReserve));
@@ -199,10 +199,10 @@ struct Metrics {
         {"aclaim_rejections_total", "RENEW, COMPLETE, FAIL and RELEASE refused, by reason.",
          "reason"},
         rejection_names()};
-    Labelled<Counter, common::proto::errors::kCounted.size()> errors{
+    Labelled<Counter, proto::errors::kCounted.size()> errors{
         registry,
         {"aclaim_errors_total", "ERROR replies, by code.", "code"},
-        common::proto::errors::kCounted};
+        proto::errors::kCounted};
     /// The ZAP handler's counters; kept here so that /metrics can serve them from the start.
     AuthCounters auth{registry};
 
@@ -302,9 +302,9 @@ struct Metrics {
     /// Not exported: /healthz reads it.
     std::atomic<std::int64_t> router_tick_ns{0};
 
-    void count_rejection(common::Rejection r);
+    void count_rejection(store::Rejection r);
     void count_error(std::string_view code);
-    std::uint64_t rejections_of(common::Rejection r) const;
+    std::uint64_t rejections_of(store::Rejection r) const;
     std::uint64_t errors_of(std::string_view code) const;
 
     /// One line with every non-zero counter, for the log at exit.

@@ -33,7 +33,7 @@ std::uint64_t ConnectionBudget::descriptor_limit() {
     return static_cast<std::uint64_t>(limit.rlim_cur);
 }
 
-void ConnectionBudget::set_has_sessions(common::OrgId org, const std::string& name, bool any) {
+void ConnectionBudget::set_has_sessions(store::OrgId org, const std::string& name, bool any) {
     std::lock_guard lock(mutex_);
     if (any) {
         with_sessions_.emplace(org, name);
@@ -42,7 +42,7 @@ void ConnectionBudget::set_has_sessions(common::OrgId org, const std::string& na
     }
 }
 
-bool ConnectionBudget::admits(common::OrgId org, const std::string& name) {
+bool ConnectionBudget::admits(store::OrgId org, const std::string& name) {
     if (!crowded()) return true;
     {
         std::lock_guard lock(mutex_);
@@ -53,7 +53,7 @@ bool ConnectionBudget::admits(common::OrgId org, const std::string& name) {
 }
 
 AcceptMonitor::AcceptMonitor(zmq::context_t& context, zmq::socket_t& router, Metrics& metrics,
-                             const common::Clock& clock, ConnectionBudget* budget)
+                             const base::Clock& clock, ConnectionBudget* budget)
     : router_(router),
       metrics_(metrics),
       clock_(clock),

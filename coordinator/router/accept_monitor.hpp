@@ -60,10 +60,10 @@ class ConnectionBudget {
     bool crowded() const { return open() + reserve_ >= capacity_; }
 
     /// The router thread: the key (a worker name of an organization) has a session now, or none.
-    void set_has_sessions(common::OrgId org, const std::string& name, bool any);
+    void set_has_sessions(store::OrgId org, const std::string& name, bool any);
     /// The ZAP handler: whether a handshake of this key may go on. Refused (and counted) only
     /// while crowded, and only when the key has a session already.
-    bool admits(common::OrgId org, const std::string& name);
+    bool admits(store::OrgId org, const std::string& name);
 
   private:
     const std::size_t capacity_;
@@ -71,7 +71,7 @@ class ConnectionBudget {
     Metrics* metrics_;
     std::atomic<std::size_t> open_{0};
     mutable std::mutex mutex_;
-    std::set<std::pair<common::OrgId, std::string>> with_sessions_;  ///< under mutex_
+    std::set<std::pair<store::OrgId, std::string>> with_sessions_;  ///< under mutex_
 };
 
 class AcceptMonitor {
@@ -81,7 +81,7 @@ class AcceptMonitor {
     /// Starts monitoring `router` (bound or not) over an inproc pair in `context`; `budget`
     /// (optional) is told of every connection opened and closed. All must outlive it.
     AcceptMonitor(zmq::context_t& context, zmq::socket_t& router, Metrics& metrics,
-                  const common::Clock& clock, ConnectionBudget* budget = nullptr);
+                  const base::Clock& clock, ConnectionBudget* budget = nullptr);
     ~AcceptMonitor();
     AcceptMonitor(const AcceptMonitor&) = delete;
     AcceptMonitor& operator=(const AcceptMonitor&) = delete;
@@ -102,13 +102,13 @@ class AcceptMonitor {
   private:
     zmq::socket_t& router_;
     Metrics& metrics_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     ConnectionBudget* budget_;
     zmq::socket_t events_;
     bool monitoring_ = false;
     std::uint64_t unreported_ = 0;
     int last_errno_ = 0;
-    common::MonotonicTime next_report_{};
+    base::MonotonicTime next_report_{};
     std::vector<int> closed_;
 };
 

@@ -50,13 +50,13 @@ SteadyClock::duration idle_limit(const RouterOptions& o) {
     return std::max<SteadyClock::duration>(5 * o.lease(), std::chrono::seconds(120));
 }
 
-void apply_migrations(const std::string& dsn, const common::Clock& clock) {
+void apply_migrations(const std::string& dsn, const base::Clock& clock) {
     const auto deadline = clock.monotonic_now() + kMigrationBudget;
-    common::Backoff backoff;
+    base::Backoff backoff;
     while (true) {
         try {
             pqxx::connection conn(dsn);
-            const auto report = common::migrate(conn);
+            const auto report = store::migrate(conn);
             spdlog::info("schema at version {} ({} migrations applied now)", report.version,
                          report.applied.size());
             return;
@@ -89,7 +89,7 @@ std::string presence_name() {
 
 }  // namespace
 
-Coordinator::Coordinator(CoordinatorOptions options, const common::Clock& clock)
+Coordinator::Coordinator(CoordinatorOptions options, const base::Clock& clock)
     : options_(std::move(options)),
       clock_(clock),
       watchdog_(clock),
@@ -131,7 +131,7 @@ void Coordinator::bind() {
         ConnectionBudget::capacity_for(ConnectionBudget::descriptor_limit()),
         static_cast<std::size_t>(router.fd_reserve), &metrics_);
     sessions_.set_key_listener(
-        [budget = connection_budget_.get()](common::OrgId org, const std::string& name, bool any) {
+        [budget = connection_budget_.get()](store::OrgId org, const std::string& name, bool any) {
             budget->set_has_sessions(org, name, any);
         });
     const CurveOptions& curve = options_.curve;
@@ -285,7 +285,7 @@ void Coordinator::housekeeping(SteadyClock::time_point now) {
     metrics_.db_queued.store(static_cast<std::int64_t>(dispatcher_.queued()));
     metrics_.db_in_flight.store(static_cast<std::int64_t>(dispatcher_.at_db()));
     metrics_.db_connections_abandoned.store(watchdog_.cuts());
-    metrics_.router_tick_ns.store(common::SystemClock().monotonic_now().time_since_epoch().count());
+    metrics_.router_tick_ns.store(base::SystemClock().monotonic_now().time_since_epoch().count());
     if (now < next_housekeeping_) return;
     next_housekeeping_ = now + kHousekeepingEvery;
     // A slice of the table each round, the whole of it within kSweepRounds rounds: a full sweep

@@ -44,7 +44,7 @@ class ZapHandler;
 class Coordinator {
   public:
     /// The clock decides lease times; it must outlive the coordinator.
-    Coordinator(CoordinatorOptions options, const common::Clock& clock);
+    Coordinator(CoordinatorOptions options, const base::Clock& clock);
     ~Coordinator();
     Coordinator(const Coordinator&) = delete;
     Coordinator& operator=(const Coordinator&) = delete;
@@ -80,7 +80,7 @@ class Coordinator {
 
     /// Before inbound_ and outcomes_, which keep a reference to its router slice.
     CoordinatorOptions options_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     Metrics metrics_;
     /// Before the DB threads, the reaper and the listener, whose statements it watches.
     StatementWatchdog watchdog_;
@@ -120,7 +120,7 @@ class Coordinator {
     Outcomes outcomes_;
     SteadyClock::time_point drain_until_{};
     /// The drain may end once nothing is at the database and this has passed.
-    common::MonotonicTime drain_quiet_until_{};
+    base::MonotonicTime drain_quiet_until_{};
     SteadyClock::time_point next_housekeeping_{};
     /// SessionTable::membership() when the presence board was last set.
     std::uint64_t published_membership_ = 0;

@@ -109,12 +109,12 @@ void Dispatcher::skip_returned() {
     }
 }
 
-std::optional<common::MonotonicTime> Dispatcher::next_deadline() const {
+std::optional<base::MonotonicTime> Dispatcher::next_deadline() const {
     if (deadlines_.empty()) return std::nullopt;
     return deadlines_.front().first;
 }
 
-std::size_t Dispatcher::expire(common::MonotonicTime now) {
+std::size_t Dispatcher::expire(base::MonotonicTime now) {
     std::size_t answered = 0;
     skip_returned();
     while (!deadlines_.empty() && deadlines_.front().first <= now) {

@@ -26,7 +26,7 @@ namespace aclaim::coordinator {
 /// fails never leaves a worker without an answer. Router thread only.
 class Dispatcher {
   public:
-    Dispatcher(WorkQueue& queue, Replier& replier, Metrics& metrics, const common::Clock& clock,
+    Dispatcher(WorkQueue& queue, Replier& replier, Metrics& metrics, const base::Clock& clock,
                std::chrono::milliseconds answer_within)
         : queue_(queue),
           replier_(replier),
@@ -60,17 +60,17 @@ class Dispatcher {
     /// completion, failure or release with ERROR database_unavailable when no DB thread took it
     /// (it will not be run) or outcome_unknown when one did (the row decides a re-send). Returns
     /// how many it answered.
-    std::size_t expire(common::MonotonicTime now);
+    std::size_t expire(base::MonotonicTime now);
     /// The earliest deadline not yet passed to expire(), if any; it may belong to a request that
     /// has come back since, which costs one early wake-up.
-    std::optional<common::MonotonicTime> next_deadline() const;
+    std::optional<base::MonotonicTime> next_deadline() const;
 
     /// Requests handed to DB threads, neither come back nor answered at their deadline.
     std::size_t at_db() const { return at_db_; }
     /// Requests waiting for a DB thread.
     std::size_t queued() const { return queue_.size(); }
     /// Requests of one organization waiting for a DB thread, renewals aside.
-    std::size_t queued_of(common::OrgId org) const { return queue_.queued_of(org); }
+    std::size_t queued_of(store::OrgId org) const { return queue_.queued_of(org); }
     /// Requests handed to the DB threads so far.
     std::uint64_t dispatched() const { return dispatched_; }
 
@@ -91,12 +91,12 @@ class Dispatcher {
     WorkQueue& queue_;
     Replier& replier_;
     Metrics& metrics_;
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     const std::chrono::milliseconds answer_within_;
     /// Requests to answer by a deadline and not yet come back, by ticket.
     std::unordered_map<std::uint64_t, RoutedRequest> pending_;
     /// Their deadlines in dispatch order, which is deadline order as the bound is fixed.
-    std::deque<std::pair<common::MonotonicTime, std::uint64_t>> deadlines_;
+    std::deque<std::pair<base::MonotonicTime, std::uint64_t>> deadlines_;
     std::uint64_t last_ticket_ = 0;
     std::uint64_t dispatched_ = 0;
     std::size_t at_db_ = 0;

@@ -212,7 +212,7 @@ void Inbound::refuse_at_limit(const std::string& routing_id, proto::Encoding enc
 }
 
 std::optional<Metrics::TenantLimit> Inbound::parked_limit(const std::string& routing_id,
-                                                          common::OrgId org) const {
+                                                          store::OrgId org) const {
     if (p_.parked.of_connection(routing_id) >=
         static_cast<std::size_t>(options_.max_parked_per_session))
         return Metrics::TenantLimit::ParkedPerSession;
@@ -224,9 +224,9 @@ std::optional<Metrics::TenantLimit> Inbound::parked_limit(const std::string& rou
 std::optional<std::int32_t> Inbound::retry_after(std::string_view code, bool whole_window) {
     using std::chrono::milliseconds;
     if (code == proto::errors::kDraining) {
-        const auto window = whole_window ? common::ReconnectSpread::window(
+        const auto window = whole_window ? base::ReconnectSpread::window(
                                                static_cast<std::int64_t>(p_.sessions.size()),
-                                               common::ReconnectSpread::kMinWindow)
+                                               base::ReconnectSpread::kMinWindow)
                                          : kDrainRetryFloor;
         std::uniform_int_distribution<milliseconds::rep> share(0, window.count());
         return static_cast<std::int32_t>(std::min<milliseconds::rep>(
@@ -493,7 +493,7 @@ RoutedRequest Inbound::routed(const std::string& routing_id, const Session& sess
 void Inbound::handle_hello(const std::string& routing_id, const Credentials& credentials,
                            const proto::Hello& hello, proto::Encoding encoding, int fd) {
     const std::string& user_id = credentials.user_id;
-    common::OrgId org = hello.org_id;
+    store::OrgId org = hello.org_id;
     if (!options_.plaintext) {
         // The organization is the authenticated key's; HELLO's org_id is ignored. The worker id
         // must be the key's name, or one key could act as (and fence out) any worker of its
@@ -519,11 +519,11 @@ void Inbound::handle_hello(const std::string& routing_id, const Credentials& cre
     // The queues served: those named, each once, in name order (requests that serve the same set
     // are coalesced together); none named means the default queue only.
     std::vector<std::string> queues = hello.queues;
-    if (queues.empty()) queues.emplace_back(common::kDefaultQueue);
+    if (queues.empty()) queues.emplace_back(base::kDefaultQueue);
     std::sort(queues.begin(), queues.end());
     queues.erase(std::unique(queues.begin(), queues.end()), queues.end());
     if (!credentials.queues.empty()) {
-        const auto allowed = common::split_queues(credentials.queues);
+        const auto allowed = ops::split_queues(credentials.queues);
         for (const auto& q : queues) {
             if (std::find(allowed.begin(), allowed.end(), q) == allowed.end()) {
                 p_.replier.send_error(routing_id, encoding, hello.req,

@@ -30,7 +30,7 @@ class Inbound {
     /// Everything it is handed must outlive it.
     struct Parts {
         zmq::socket_t& router;
-        const common::Clock& clock;
+        const base::Clock& clock;
         SessionTable& sessions;
         ParkedClaims& parked;
         Revocations& revocations;
@@ -56,7 +56,7 @@ class Inbound {
     void admit_hellos() { admit_hellos(kHellosPerRound); }
     /// The drain's bound: a `draining` refusal tells a worker granted reconnect hints to come back
     /// once it has passed.
-    void draining_until(common::MonotonicTime until) { drain_until_ = until; }
+    void draining_until(base::MonotonicTime until) { drain_until_ = until; }
     /// What a worker granted reconnect hints is told to wait after an ERROR `code`, if anything.
     /// For `draining`: a second (the drain and a successor's start), then, for the claim of a
     /// session it turns out (`whole_window`), a uniformly random share of the window of this
@@ -97,7 +97,7 @@ class Inbound {
                          bool hinted, Metrics::TenantLimit limit, const std::string& text);
     /// Which parked-claim limit a CLAIM that may wait would pass, if any.
     std::optional<Metrics::TenantLimit> parked_limit(const std::string& routing_id,
-                                                     common::OrgId org) const;
+                                                     store::OrgId org) const;
     void handle_message(const std::string& routing_id, const Credentials& credentials,
                         const std::vector<std::string_view>& frames, std::size_t frame_count);
     void handle_request(const std::string& routing_id, const Credentials& credentials,
@@ -128,7 +128,7 @@ class Inbound {
     std::deque<WaitingHello> hellos_;
     /// The connections of hellos_: a request on one of them first admits what waits.
     std::unordered_set<std::string> waiting_ids_;
-    common::MonotonicTime drain_until_{};
+    base::MonotonicTime drain_until_{};
     std::minstd_rand spread_{std::random_device{}()};
 };
 

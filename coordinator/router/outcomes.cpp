@@ -16,14 +16,14 @@ namespace {
 /// only as rejection reasons, so a job waiting out its backoff is `pending` and one whose last
 /// attempt was used is `failed`: it will not come back, which is all its reviewer can act on.
 /// `aclaimctl inspect` and the SQL API tell the two apart.
-std::string_view wire_state(common::JobState state) {
+std::string_view wire_state(store::JobState state) {
     switch (state) {
-        case common::JobState::Scheduled:
-            return common::to_string(common::JobState::Pending);
-        case common::JobState::Discarded:
-            return common::to_string(common::JobState::Failed);
+        case store::JobState::Scheduled:
+            return store::to_string(store::JobState::Pending);
+        case store::JobState::Discarded:
+            return store::to_string(store::JobState::Failed);
         default:
-            return common::to_string(state);
+            return store::to_string(state);
     }
 }
 
@@ -32,9 +32,9 @@ std::string_view wire_state(common::JobState state) {
 void Outcomes::process(std::deque<Event> events) {
     for (Event& event : events) {
         try {
-            std::visit(common::Overloaded{
+            std::visit(base::Overloaded{
                            [this](RequestOutcome& o) { on_outcome(o); },
-                           [this](common::Reclaimed& r) { on_reclaimed(r); },
+                           [this](store::Reclaimed& r) { on_reclaimed(r); },
                            [this](OrgWoken& w) {
                                p_.wakes.org_woken(w.org_id);
                                if (!p_.dispatcher.draining()) {
@@ -74,7 +74,7 @@ void Outcomes::wake(std::vector<RoutedRequest> claims) {
     }
 }
 
-void Outcomes::slot_freed(common::OrgId org, const std::string& queue) {
+void Outcomes::slot_freed(store::OrgId org, const std::string& queue) {
     p_.wakes.slot_freed(org, queue);
     if (p_.dispatcher.draining()) return;
     if (auto claim = p_.parked.take_slot_bound(org, queue)) {
@@ -88,7 +88,7 @@ void Outcomes::on_outcome(RequestOutcome& outcome) {
     DbRequest& request = outcome.request;
     // A lease ended here, answered or not: a claim held back by its queue's concurrency limit
     // may take the slot now.
-    if (const auto* t = std::get_if<common::Transition>(&outcome.result);
+    if (const auto* t = std::get_if<store::Transition>(&outcome.result);
         t != nullptr && t->accepted() && !t->queue.empty()) {
         slot_freed(request.ask.org_id, t->queue);
     }
@@ -126,11 +126,11 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
         p_.replier.answer_failure(request, *failure);
         return;
     }
-    const auto& outcome = std::get<common::ClaimOutcome>(result);
+    const auto& outcome = std::get<store::ClaimOutcome>(result);
     if (p_.revocations.revoked(to.public_key)) {
         // The key was revoked while this claim ran: its jobs go back rather than to a worker
         // that may no longer complete them.
-        if (outcome.status == common::ClaimOutcome::Status::Claimed) {
+        if (outcome.status == store::ClaimOutcome::Status::Claimed) {
             release_undelivered(from, outcome);
         }
         p_.replier.send_error(
@@ -140,14 +140,14 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
         return;
     }
     switch (outcome.status) {
-        case common::ClaimOutcome::Status::Claimed: {
+        case store::ClaimOutcome::Status::Claimed: {
             proto::Assigned assigned;
             assigned.req = to.req;
             const Session* session = p_.sessions.find(to.routing_id);
             const bool resumable = session != nullptr && session->progress;
             for (const auto& lease : outcome.leases) {
                 assigned.jobs.push_back(proto::AssignedJob{
-                    lease.job_id, lease.generation, common::to_micros(lease.lease_expires_at),
+                    lease.job_id, lease.generation, base::to_micros(lease.lease_expires_at),
                     options_.lease_ms, lease.attempts, lease.priority, lease.payload});
                 if (resumable && lease.resume) {
                     const auto& r = *lease.resume;
@@ -168,7 +168,7 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
             observe_stages(request.db);
             return;
         }
-        case common::ClaimOutcome::Status::NoWork: {
+        case store::ClaimOutcome::Status::NoWork: {
             if (p_.dispatcher.draining()) {
                 p_.replier.answer_no_work(request, std::string(proto::errors::kDraining));
             } else if (request.wait_until > p_.clock.monotonic_now() &&
@@ -193,7 +193,7 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
                 if (outcome.refill_at) {
                     request.retry_at =
                         p_.clock.monotonic_now() +
-                        std::max(common::Duration{0}, *outcome.refill_at - p_.clock.now());
+                        std::max(base::Duration{0}, *outcome.refill_at - p_.clock.now());
                 }
                 if (seq != request.wake_seq || freed_meanwhile ||
                     (request.retry_at && *request.retry_at <= p_.clock.monotonic_now())) {
@@ -216,8 +216,8 @@ void Outcomes::on_claim(RoutedRequest& request, const RequestOutcome::Result& re
 void Outcomes::on_transition(const RoutedRequest& request, const RequestOutcome::Result& result) {
     const ReplyTo& to = request.reply;
     const StoreRequest& from = request.ask();
-    const common::JobId job = from.job_id;
-    const common::Generation generation = from.generation;
+    const store::JobId job = from.job_id;
+    const store::Generation generation = from.generation;
     const auto op = kind_name(request.kind());
     if (const auto* failure = std::get_if<DbFailure>(&result)) {
         spdlog::warn("{} org={} job={} generation={} worker={} outcome=error:{} ({})", op,
@@ -226,9 +226,9 @@ void Outcomes::on_transition(const RoutedRequest& request, const RequestOutcome:
         p_.replier.answer_failure(request, *failure);
         return;
     }
-    const auto& t = std::get<common::Transition>(result);
+    const auto& t = std::get<store::Transition>(result);
     if (!t.accepted()) {
-        const std::string reason(common::to_string(*t.rejection));
+        const std::string reason(store::to_string(*t.rejection));
         p_.metrics.count_rejection(*t.rejection);
         spdlog::info("{} org={} job={} generation={} worker={} outcome=rejected:{} ({})", op,
                      from.org_id, job, generation, from.worker_id, reason, t.detail);
@@ -251,11 +251,11 @@ void Outcomes::on_transition(const RoutedRequest& request, const RequestOutcome:
         p_.metrics.jobs_parked.fetch_add(1, std::memory_order_relaxed);
         spdlog::info("park org={} job={} generation={} worker={} outcome=parked deadline={}",
                      from.org_id, job, generation, from.worker_id,
-                     common::to_micros(t.lease_expires_at));
-        p_.replier.send(to.routing_id,
-                        proto::Parked{to.req, job, generation, from.token,
-                                      common::to_micros(t.lease_expires_at)},
-                        to.encoding);
+                     base::to_micros(t.lease_expires_at));
+        p_.replier.send(
+            to.routing_id,
+            proto::Parked{to.req, job, generation, from.token, base::to_micros(t.lease_expires_at)},
+            to.encoding);
         p_.replier.finish(to);
         return;
     }
@@ -265,7 +265,7 @@ void Outcomes::on_transition(const RoutedRequest& request, const RequestOutcome:
                       job, generation, from.worker_id);
         p_.replier.send(to.routing_id,
                         proto::LeaseMsg{to.req, job, generation,
-                                        common::to_micros(t.lease_expires_at), options_.lease_ms},
+                                        base::to_micros(t.lease_expires_at), options_.lease_ms},
                         to.encoding);
         p_.replier.finish(to);
         return;
@@ -286,7 +286,7 @@ void Outcomes::on_transition(const RoutedRequest& request, const RequestOutcome:
     }
     if (t.replayed) p_.metrics.replayed.fetch_add(1, std::memory_order_relaxed);
     spdlog::info("{} org={} job={} generation={} worker={} outcome=accepted state={}{}", op,
-                 from.org_id, job, generation, from.worker_id, common::to_string(t.state),
+                 from.org_id, job, generation, from.worker_id, store::to_string(t.state),
                  t.replayed ? " replayed" : "");
     const std::string state(wire_state(t.state));
     p_.replier.send(to.routing_id, proto::Accepted{to.req, job, generation, state, t.replayed},
@@ -299,11 +299,11 @@ void Outcomes::on_internal(const StoreRequest& request, const RequestOutcome::Re
     if (const auto* failure = std::get_if<DbFailure>(&result)) {
         outcome =
             "error:" + std::string(Replier::wire_code(failure->kind)) + "; left to the reaper";
-    } else if (const auto& t = std::get<common::Transition>(result); t.accepted()) {
+    } else if (const auto& t = std::get<store::Transition>(result); t.accepted()) {
         p_.metrics.releases.fetch_add(1, std::memory_order_relaxed);
         outcome = "released";
     } else {
-        outcome = "rejected:" + std::string(common::to_string(*t.rejection));
+        outcome = "rejected:" + std::string(store::to_string(*t.rejection));
     }
     spdlog::info(
         "release org={} job={} generation={} worker={} outcome={} (ASSIGNED could not "
@@ -312,9 +312,9 @@ void Outcomes::on_internal(const StoreRequest& request, const RequestOutcome::Re
 }
 
 void Outcomes::on_late(const StoreRequest& request, const RequestOutcome::Result& result) {
-    if (const auto* claim = std::get_if<common::ClaimOutcome>(&result)) {
+    if (const auto* claim = std::get_if<store::ClaimOutcome>(&result)) {
         // The worker was told NO_WORK: these jobs must not wait a whole lease for the reaper.
-        if (claim->status == common::ClaimOutcome::Status::Claimed) {
+        if (claim->status == store::ClaimOutcome::Status::Claimed) {
             spdlog::info(
                 "claim org={} worker={}: {} jobs claimed after the deadline answer; "
                 "releasing them",
@@ -326,10 +326,10 @@ void Outcomes::on_late(const StoreRequest& request, const RequestOutcome::Result
     std::string outcome;
     if (const auto* failure = std::get_if<DbFailure>(&result)) {
         outcome = "error:" + std::string(Replier::wire_code(failure->kind));
-    } else if (const auto& t = std::get<common::Transition>(result); t.accepted()) {
+    } else if (const auto& t = std::get<store::Transition>(result); t.accepted()) {
         outcome = "accepted";
     } else {
-        outcome = "rejected:" + std::string(common::to_string(*t.rejection));
+        outcome = "rejected:" + std::string(store::to_string(*t.rejection));
     }
     // Already answered at the deadline; the worker's re-send is judged against the row.
     spdlog::info("{} org={} job={} generation={} worker={} outcome={} (after the deadline answer)",
@@ -337,7 +337,7 @@ void Outcomes::on_late(const StoreRequest& request, const RequestOutcome::Result
                  request.worker_id, outcome);
 }
 
-void Outcomes::release_undelivered(const StoreRequest& claim, const common::ClaimOutcome& outcome) {
+void Outcomes::release_undelivered(const StoreRequest& claim, const store::ClaimOutcome& outcome) {
     // The worker will never hear of these jobs; giving them back now spares the queue a whole
     // lease of waiting for the reaper.
     for (const auto& lease : outcome.leases) {
@@ -345,15 +345,15 @@ void Outcomes::release_undelivered(const StoreRequest& claim, const common::Clai
     }
 }
 
-void Outcomes::on_reclaimed(const common::Reclaimed& reclaimed) {
+void Outcomes::on_reclaimed(const store::Reclaimed& reclaimed) {
     if (!reclaimed.queue.empty()) slot_freed(reclaimed.org_id, reclaimed.queue);
     Session* session = p_.sessions.find_worker(reclaimed.org_id, reclaimed.assignee);
     if (session == nullptr) return;
     const std::string detail =
         reclaimed.reason == "cancelled" ? "the job was cancelled"
-        : reclaimed.state == common::JobState::Discarded
+        : reclaimed.state == store::JobState::Discarded
             ? "lease expired on the job's last attempt; the job was discarded"
-            : "lease expired; the job is " + std::string(common::to_string(reclaimed.state)) +
+            : "lease expired; the job is " + std::string(store::to_string(reclaimed.state)) +
                   " again";
     const bool pushed = p_.replier.send(
         session->routing_id,

@@ -24,7 +24,7 @@ class Outcomes {
   public:
     /// Everything it is handed must outlive it.
     struct Parts {
-        const common::Clock& clock;
+        const base::Clock& clock;
         SessionTable& sessions;
         ParkedClaims& parked;
         Revocations& revocations;
@@ -54,16 +54,16 @@ class Outcomes {
     /// row: the reaper's reclaim statement returned it, or the listener's check bore out an
     /// aclaim_revoke notification against the job's row (listener_checks.hpp); a notification
     /// alone never gets here.
-    void on_reclaimed(const common::Reclaimed& reclaimed);
+    void on_reclaimed(const store::Reclaimed& reclaimed);
     void wake(std::vector<RoutedRequest> claims);
     /// A lease of the organization's queue ended (completed, failed, released, parked or
     /// reclaimed), freeing a slot of the queue's concurrency limit, if it has one: the earliest
     /// parked claim held back by such a limit on that queue is dispatched again, and a claim of
     /// it still at the database looks again if it comes back empty. A queue without a limit has
     /// no such claim and costs a lookup.
-    void slot_freed(common::OrgId org, const std::string& queue);
+    void slot_freed(store::OrgId org, const std::string& queue);
     /// Gives back leases claimed for `claim` that its worker will not hear of.
-    void release_undelivered(const StoreRequest& claim, const common::ClaimOutcome& outcome);
+    void release_undelivered(const StoreRequest& claim, const store::ClaimOutcome& outcome);
 
     const RouterOptions& options_;
     Parts p_;

@@ -48,12 +48,12 @@ std::size_t ParkedClaims::of_connection(const std::string& routing_id) const {
     return it == per_connection_.end() ? 0 : it->second;
 }
 
-std::size_t ParkedClaims::of_org(common::OrgId org) const {
+std::size_t ParkedClaims::of_org(store::OrgId org) const {
     const auto it = by_org_.find(org);
     return it == by_org_.end() ? 0 : it->second.size();
 }
 
-std::vector<RoutedRequest> ParkedClaims::take_org(common::OrgId org, std::string_view queue) {
+std::vector<RoutedRequest> ParkedClaims::take_org(store::OrgId org, std::string_view queue) {
     std::vector<RoutedRequest> out;
     const auto it = by_org_.find(org);
     if (it == by_org_.end()) return out;
@@ -71,14 +71,14 @@ std::vector<RoutedRequest> ParkedClaims::take_org(common::OrgId org, std::string
     return out;
 }
 
-std::optional<RoutedRequest> ParkedClaims::take_slot_bound(common::OrgId org,
+std::optional<RoutedRequest> ParkedClaims::take_slot_bound(store::OrgId org,
                                                            std::string_view queue) {
     const auto waiting = slot_bound_.find(org);
     if (waiting == slot_bound_.end() || !waiting->second.contains(queue)) return std::nullopt;
     return take_first_slot_bound(org, [queue](const RoutedRequest& c) { return serves(c, queue); });
 }
 
-std::optional<RoutedRequest> ParkedClaims::take_slot_bound_of(common::OrgId org,
+std::optional<RoutedRequest> ParkedClaims::take_slot_bound_of(store::OrgId org,
                                                               const std::string& routing_id) {
     if (of_connection(routing_id) == 0 || !slot_bound_.contains(org)) return std::nullopt;
     return take_first_slot_bound(
@@ -86,7 +86,7 @@ std::optional<RoutedRequest> ParkedClaims::take_slot_bound_of(common::OrgId org,
 }
 
 template <class Wanted>
-std::optional<RoutedRequest> ParkedClaims::take_first_slot_bound(common::OrgId org, Wanted wanted) {
+std::optional<RoutedRequest> ParkedClaims::take_first_slot_bound(store::OrgId org, Wanted wanted) {
     const auto it = by_org_.find(org);
     if (it == by_org_.end()) return std::nullopt;
     auto& claims = it->second;

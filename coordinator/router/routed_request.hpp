@@ -9,8 +9,6 @@
 
 namespace aclaim::coordinator {
 
-namespace proto = common::proto;
-
 /// Whom to answer and how: the connection a request came on, the `req` to echo and the encoding
 /// it used. The router's alone; the DB threads never see it.
 struct ReplyTo {

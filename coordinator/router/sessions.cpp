@@ -3,7 +3,7 @@
 namespace aclaim::coordinator {
 
 Session& SessionTable::open(const std::string& routing_id, const std::string& worker_id,
-                            common::OrgId org_id, proto::Encoding encoding) {
+                            store::OrgId org_id, proto::Encoding encoding) {
     auto [it, fresh] = by_routing_.try_emplace(routing_id);
     Session& s = it->second;
     if (!fresh) {
@@ -61,7 +61,7 @@ Session* SessionTable::find(const std::string& routing_id) {
     return it == by_routing_.end() ? nullptr : &it->second;
 }
 
-Session* SessionTable::find_worker(common::OrgId org_id, const std::string& worker_id) {
+Session* SessionTable::find_worker(store::OrgId org_id, const std::string& worker_id) {
     const auto it = by_worker_.find(WorkerKey{org_id, worker_id});
     return it == by_worker_.end() ? nullptr : find(it->second);
 }
@@ -130,12 +130,12 @@ std::vector<std::string> SessionTable::close_fd(int fd) {
     return out;
 }
 
-std::size_t SessionTable::of_key(common::OrgId org_id, const std::string& worker_id) const {
+std::size_t SessionTable::of_key(store::OrgId org_id, const std::string& worker_id) const {
     const auto it = per_key_.find(WorkerKey{org_id, worker_id});
     return it == per_key_.end() ? 0 : it->second;
 }
 
-std::size_t SessionTable::of_org(common::OrgId org_id) const {
+std::size_t SessionTable::of_org(store::OrgId org_id) const {
     const auto it = per_org_.find(org_id);
     return it == per_org_.end() ? 0 : it->second;
 }
@@ -143,7 +143,7 @@ std::size_t SessionTable::of_org(common::OrgId org_id) const {
 // The two limits, as the options name them.
 // NOLINTBEGIN(bugprone-easily-swappable-parameters)
 std::optional<SessionLimit> SessionTable::over_limit(const std::string& routing_id,
-                                                     common::OrgId org_id,
+                                                     store::OrgId org_id,
                                                      const std::string& worker_id,
                                                      std::size_t per_key,
                                                      std::size_t per_org) const {

@@ -18,15 +18,13 @@
 
 namespace aclaim::coordinator {
 
-namespace proto = common::proto;
-
 /// One connected worker, known by the routing id its connection got from the ROUTER socket.
 struct Session {
     std::string routing_id;
     std::string worker_id;
-    common::OrgId org_id = 0;  ///< the organization every request of this session acts for
-    std::string user_id;       ///< the CURVE identity it was opened under; empty in plaintext
-    std::string public_key;    ///< its connection's CURVE key (Z85); empty in plaintext
+    store::OrgId org_id = 0;  ///< the organization every request of this session acts for
+    std::string user_id;      ///< the CURVE identity it was opened under; empty in plaintext
+    std::string public_key;   ///< its connection's CURVE key (Z85); empty in plaintext
     std::vector<std::string> queues{};  ///< served, sorted, each once; SessionTable::serve
     proto::Encoding encoding = proto::Encoding::Binary;  ///< of its latest request, for pushes
     int outstanding = 0;  ///< requests not answered yet, parked claims included
@@ -49,15 +47,15 @@ class SessionTable {
   public:
     /// The clock's monotonic time stamps when each session was last heard from; it must outlive
     /// the table.
-    explicit SessionTable(const common::Clock& clock) : clock_(clock) {}
+    explicit SessionTable(const base::Clock& clock) : clock_(clock) {}
 
     /// Told whenever a key (a worker of an organization) gains its first session or loses its
     /// last: the ZAP handler's view of which keys are connected (ConnectionBudget).
-    using KeyListener = std::function<void(common::OrgId, const std::string&, bool has_sessions)>;
+    using KeyListener = std::function<void(store::OrgId, const std::string&, bool has_sessions)>;
     void set_key_listener(KeyListener listener) { key_listener_ = std::move(listener); }
 
     /// Opens the connection's session, or re-identifies it; outstanding requests carry over.
-    Session& open(const std::string& routing_id, const std::string& worker_id, common::OrgId org_id,
+    Session& open(const std::string& routing_id, const std::string& worker_id, store::OrgId org_id,
                   proto::Encoding encoding);
 
     /// Sets the queues the session serves (sorted, each once), as every HELLO does.
@@ -69,7 +67,7 @@ class SessionTable {
     Session* find(const std::string& routing_id);
 
     /// The session through which the worker of this organization last said HELLO, if open.
-    Session* find_worker(common::OrgId org_id, const std::string& worker_id);
+    Session* find_worker(store::OrgId org_id, const std::string& worker_id);
 
     void close(const std::string& routing_id);
 
@@ -83,13 +81,13 @@ class SessionTable {
     /// an organization: under CURVE the worker id is its key's name) holding `per_key` sessions
     /// already, or an organization `per_org`. A HELLO that re-identifies its own session as the
     /// same worker takes no new place.
-    std::optional<SessionLimit> over_limit(const std::string& routing_id, common::OrgId org_id,
+    std::optional<SessionLimit> over_limit(const std::string& routing_id, store::OrgId org_id,
                                            const std::string& worker_id, std::size_t per_key,
                                            std::size_t per_org) const;
-    std::size_t of_key(common::OrgId org_id, const std::string& worker_id) const;
-    std::size_t of_org(common::OrgId org_id) const;
+    std::size_t of_key(store::OrgId org_id, const std::string& worker_id) const;
+    std::size_t of_org(store::OrgId org_id) const;
     /// Whether this worker of this organization has any session here.
-    bool has_session(common::OrgId org_id, const std::string& worker_id) const {
+    bool has_session(store::OrgId org_id, const std::string& worker_id) const {
         return of_key(org_id, worker_id) > 0;
     }
 
@@ -116,7 +114,7 @@ class SessionTable {
     std::uint64_t membership() const { return membership_; }
 
   private:
-    using WorkerKey = std::pair<common::OrgId, std::string>;
+    using WorkerKey = std::pair<store::OrgId, std::string>;
 
     void forget_worker(const Session& s);
     /// Drops the session's entry from the fd index, if it has one.
@@ -128,13 +126,13 @@ class SessionTable {
     /// Adds (+1) or removes (-1) these queues, served by one session, to or from the worker's.
     void count_queues(const WorkerKey& key, const std::vector<std::string>& queues, int delta);
 
-    const common::Clock& clock_;
+    const base::Clock& clock_;
     std::unordered_map<std::string, Session> by_routing_;
     std::map<WorkerKey, std::string> by_worker_;
     std::uint64_t membership_ = 0;
     /// Sessions per worker (the key's name) and per organization, for the limits.
     std::map<WorkerKey, std::size_t> per_key_;
-    std::unordered_map<common::OrgId, std::size_t> per_org_;
+    std::unordered_map<store::OrgId, std::size_t> per_org_;
     /// Per worker, each queue its sessions serve and by how many of them.
     std::map<WorkerKey, std::map<std::string, std::size_t>> serving_;
     /// Routing ids by the descriptor of their connection.

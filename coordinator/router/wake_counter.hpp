@@ -29,18 +29,18 @@ class WakeCounter {
   public:
     static constexpr std::size_t kBuckets = 4096;
 
-    std::uint64_t seq(common::OrgId org) const { return listen_epoch_ + wakes_[bucket(org)]; }
-    void org_woken(common::OrgId org) { ++wakes_[bucket(org)]; }
+    std::uint64_t seq(store::OrgId org) const { return listen_epoch_ + wakes_[bucket(org)]; }
+    void org_woken(store::OrgId org) { ++wakes_[bucket(org)]; }
     void listener_ready() { ++listen_epoch_; }
 
     /// The leases ended on any of these queues of the organization, summed: it moves whenever one
     /// of their counts does.
-    std::uint64_t slots(common::OrgId org, const std::vector<std::string>& queues) const {
+    std::uint64_t slots(store::OrgId org, const std::vector<std::string>& queues) const {
         std::uint64_t sum = 0;
         for (const auto& q : queues) sum += slots_[bucket(org, q)];
         return sum;
     }
-    void slot_freed(common::OrgId org, std::string_view queue) { ++slots_[bucket(org, queue)]; }
+    void slot_freed(store::OrgId org, std::string_view queue) { ++slots_[bucket(org, queue)]; }
 
     /// Stamps a claim about to be dispatched with the counts it is judged by when it comes back
     /// empty (Outcomes::on_claim).
@@ -50,10 +50,10 @@ class WakeCounter {
     }
 
   private:
-    static std::size_t bucket(common::OrgId org) {
+    static std::size_t bucket(store::OrgId org) {
         return static_cast<std::size_t>(static_cast<std::uint64_t>(org) % kBuckets);
     }
-    static std::size_t bucket(common::OrgId org, std::string_view queue) {
+    static std::size_t bucket(store::OrgId org, std::string_view queue) {
         return (std::hash<std::string_view>{}(queue) ^ bucket(org)) % kBuckets;
     }
 

@@ -33,7 +33,7 @@ extern char** environ;
 
 namespace aclaim::drills {
 
-namespace proto = common::proto;
+namespace proto = aclaim::proto;
 
 void raise_fd_limit() {
     rlimit limit{};
@@ -73,7 +73,7 @@ struct IdleWorker {
     std::unique_ptr<zmq::socket_t> socket;
     State state = State::BackingOff;
     BenchClock::time_point due{};  ///< reply deadline, or when to reconnect
-    common::Backoff backoff{std::chrono::milliseconds(100), std::chrono::milliseconds(5000)};
+    base::Backoff backoff{std::chrono::milliseconds(100), std::chrono::milliseconds(5000)};
     /// The sessions the last WELCOME reported.
     std::optional<std::int64_t> fleet;
     bool welcomed_once = false;
@@ -238,8 +238,8 @@ int run_crowd_idle(const CrowdIdleOptions& o) {
         sockets_changed = true;
     };
     const auto wait_for = [&](IdleWorker& w, std::optional<std::chrono::milliseconds> after) {
-        return common::ReconnectSpread::next_wait(
-            w.backoff, common::ReconnectSpread::window(w.fleet), after, jitter);
+        return base::ReconnectSpread::next_wait(w.backoff, base::ReconnectSpread::window(w.fleet),
+                                                after, jitter);
     };
     const auto back_off = [&](std::size_t i, BenchClock::time_point now,
                               std::optional<std::chrono::milliseconds> after = std::nullopt) {

@@ -116,8 +116,8 @@ long complete_and_claim(pqxx::connection& c, const std::string& worker, int batc
     pqxx::work txn(c, "floor");
     long completed = 0;
     if (!held.ids.empty()) {
-        completed = txn.exec_prepared1("floor_complete", 1, common::pg_array(held.ids),
-                                       common::pg_array(held.generations), worker)[0]
+        completed = txn.exec_prepared1("floor_complete", 1, store::pg_array(held.ids),
+                                       store::pg_array(held.generations), worker)[0]
                         .as<long>();
         if (completed != static_cast<long>(held.ids.size())) {
             throw std::runtime_error("floor: a fenced completion did not apply");

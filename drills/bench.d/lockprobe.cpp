@@ -50,12 +50,12 @@ std::optional<LockStrategy> parse_lock_strategy(std::string_view s) {
 constexpr const char* kLockNotAvailable = "55P03";
 constexpr int kLockTimeoutMs = 2000;
 constexpr const char* kVariantName = "lockprobe_claim";
-constexpr common::Duration kLease = 60 * common::kSeconds;
+constexpr base::Duration kLease = 60 * base::kSeconds;
 
 /// The store's claim of queues without limits, rates, weights or exclusions, its candidates
 /// locked as `strategy` says.
 std::string claim_variant(LockStrategy strategy) {
-    std::string text = common::sql::claim_statement(common::ClaimPlan{}).text;
+    std::string text = store::sql::claim_statement(store::ClaimPlan{}).text;
     const std::string_view skip = "FOR UPDATE SKIP LOCKED";
     const std::string_view lock =
         strategy == LockStrategy::NoWait ? "FOR UPDATE NOWAIT" : "FOR UPDATE";
@@ -67,30 +67,30 @@ std::string claim_variant(LockStrategy strategy) {
 
 /// One claim of one job, as the store runs it (its locks, then its statement) but with the
 /// variant; nullopt when a candidate's lock stopped it.
-std::optional<common::ClaimOutcome> claim_with_variant(common::AssignmentStore& store,
-                                                       LockStrategy strategy, common::OrgId org,
-                                                       const std::string& worker) {
+std::optional<store::ClaimOutcome> claim_with_variant(store::AssignmentStore& store,
+                                                      LockStrategy strategy, store::OrgId org,
+                                                      const std::string& worker) {
     const std::string queues =
-        common::pg_array(std::vector<std::string>{std::string(common::kDefaultQueue)});
+        store::pg_array(std::vector<std::string>{std::string(base::kDefaultQueue)});
     try {
         pqxx::work txn(store.connection(), "lockprobe_claim");
-        txn.exec_prepared(common::sql::kClaimLocks.name, org, queues);
+        txn.exec_prepared(store::sql::kClaimLocks.name, org, queues);
         if (strategy == LockStrategy::Wait) {
-            txn.exec_params(common::sql::kSetLocalLockTimeout.text, std::to_string(kLockTimeoutMs));
+            txn.exec_params(store::sql::kSetLocalLockTimeout.text, std::to_string(kLockTimeoutMs));
         }
         const pqxx::result r = txn.exec_prepared(kVariantName, org, worker, 1,
-                                                 common::instant_from_micros(2), kLease, queues);
+                                                 base::instant_from_micros(2), kLease, queues);
         txn.commit();
-        common::ClaimOutcome out;
+        store::ClaimOutcome out;
         for (const auto& row : r) {
-            common::Lease lease;
-            lease.job_id = row["id"].as<common::JobId>();
+            store::Lease lease;
+            lease.job_id = row["id"].as<store::JobId>();
             lease.org_id = org;
-            lease.generation = row["generation"].as<common::Generation>();
+            lease.generation = row["generation"].as<store::Generation>();
             out.leases.push_back(std::move(lease));
         }
-        out.status = out.leases.empty() ? common::ClaimOutcome::Status::NoWork
-                                        : common::ClaimOutcome::Status::Claimed;
+        out.status = out.leases.empty() ? store::ClaimOutcome::Status::NoWork
+                                        : store::ClaimOutcome::Status::Claimed;
         return out;
     } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kLockNotAvailable) throw;
@@ -115,19 +115,19 @@ struct Result {
 struct Run {
     int claimers = 0;
     int jobs = 0;
-    common::OrgId org = 0;
+    store::OrgId org = 0;
 };
 
 Result probe(const std::string& dsn, LockStrategy strategy, const Run& run) {
     const int k = run.claimers;
     const int n_jobs = run.jobs;
-    const common::OrgId org = run.org;
-    common::StoreOptions opts;
+    const store::OrgId org = run.org;
+    store::StoreOptions opts;
     opts.application_name = "aclaim-lockprobe";
     {
-        common::AssignmentStore seed(dsn);
-        std::vector<common::NewJob> jobs(static_cast<std::size_t>(n_jobs), {0, "probe", 3});
-        seed.enqueue(org, jobs, common::instant_from_micros(1));
+        store::AssignmentStore seed(dsn);
+        std::vector<store::NewJob> jobs(static_cast<std::size_t>(n_jobs), {0, "probe", 3});
+        seed.enqueue(org, jobs, base::instant_from_micros(1));
     }
     std::barrier start(k);
     std::atomic<long> locked{0};
@@ -136,7 +136,7 @@ Result probe(const std::string& dsn, LockStrategy strategy, const Run& run) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int c = 0; c < k; ++c) {
         threads.emplace_back([&, c] {
-            common::AssignmentStore s(dsn, opts);
+            store::AssignmentStore s(dsn, opts);
             if (strategy != LockStrategy::SkipLocked) {
                 s.connection().prepare(kVariantName, claim_variant(strategy));
             }
@@ -144,20 +144,20 @@ Result probe(const std::string& dsn, LockStrategy strategy, const Run& run) {
             start.arrive_and_wait();
             int empty_in_a_row = 0;
             while (empty_in_a_row < 3) {
-                const auto claimed = strategy == LockStrategy::SkipLocked
-                                         ? std::optional(s.claim(org, {me, 1}, kLease,
-                                                                 common::instant_from_micros(2)))
-                                         : claim_with_variant(s, strategy, org, me);
+                const auto claimed =
+                    strategy == LockStrategy::SkipLocked
+                        ? std::optional(s.claim(org, {me, 1}, kLease, base::instant_from_micros(2)))
+                        : claim_with_variant(s, strategy, org, me);
                 if (!claimed) {
                     ++locked;
                     continue;
                 }
-                const common::ClaimOutcome& out = *claimed;
-                if (out.status == common::ClaimOutcome::Status::Claimed) {
+                const store::ClaimOutcome& out = *claimed;
+                if (out.status == store::ClaimOutcome::Status::Claimed) {
                     empty_in_a_row = 0;
                     const auto& l = out.leases[0];
                     s.complete({org, l.job_id, l.generation, me, "ok"},
-                               common::instant_from_micros(3));
+                               base::instant_from_micros(3));
                 } else {
                     ++empty_in_a_row;
                 }
@@ -226,7 +226,7 @@ Result probe(const std::string& dsn, LockStrategy strategy, const Run& run) {
 
 int run_main(int argc, char** argv) {
     CLI::App app{"aclaim-lockprobe: claim-order displacement under concurrent claimers"};
-    app.set_version_flag("--version", common::proto::version_line("aclaim-lockprobe"));
+    app.set_version_flag("--version", proto::version_line("aclaim-lockprobe"));
     std::string dsn, strategy_name = "skip_locked", json_path;
     std::vector<int> claimers{2, 4, 16};
     int jobs = 2000;
@@ -244,14 +244,14 @@ int run_main(int argc, char** argv) {
     }
     {
         pqxx::connection conn(dsn);
-        common::migrate(conn);
+        store::migrate(conn);
     }
     nlohmann::json out = nlohmann::json::array();
     std::printf("strategy %s, %d jobs per run, one job per claim, claim+complete per loop\n",
                 strategy_name.c_str(), jobs);
     std::printf("%9s %8s %9s %8s %6s %6s %6s %10s %10s\n", "claimers", "claims", "jobs/s", "mean",
                 "p50", "p99", "max", "displaced", "locked");
-    common::OrgId org = 100000 + static_cast<common::OrgId>(::getpid()) * 100;
+    store::OrgId org = 100000 + static_cast<store::OrgId>(::getpid()) * 100;
     int failures = 0;
     for (int k : claimers) {
         const auto r = probe(dsn, *strategy, {k, jobs, ++org});
@@ -291,5 +291,5 @@ int run_main(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-    return aclaim::common::run_program("aclaim-lockprobe", run_main, argc, argv);
+    return aclaim::base::run_program("aclaim-lockprobe", run_main, argc, argv);
 }

@@ -36,7 +36,7 @@ void add_cpu_options(CLI::App* cmd, CpuPids& pids) {
 int run(int argc, char** argv) {
     CLI::App app{"aclaim throughput, latency, scale and memory measurements (see drills/bench)"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", aclaim::common::proto::version_line("aclaim-bench"));
+    app.set_version_flag("--version", aclaim::proto::version_line("aclaim-bench"));
 
     RawOptions raw;
     auto* raw_cmd = app.add_subcommand("raw", "raw SQL limits with the store's statements");
@@ -217,5 +217,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    return aclaim::common::run_program("aclaim-bench", run, argc, argv);
+    return aclaim::base::run_program("aclaim-bench", run, argc, argv);
 }

@@ -46,7 +46,7 @@ double measure(int threads, long ops, int rounds, const std::function<void(long)
 
 int run(int argc, char** argv) {
     CLI::App app{"aclaim-metrics-cost: counter and histogram cost, own atomics vs prometheus-cpp"};
-    app.set_version_flag("--version", aclaim::common::proto::version_line("aclaim-metrics-cost"));
+    app.set_version_flag("--version", aclaim::proto::version_line("aclaim-metrics-cost"));
     long ops = 20'000'000;
     int rounds = 5;
     app.add_option("--ops", ops, "operations per thread and round");
@@ -91,5 +91,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    return aclaim::common::run_program("aclaim-metrics-cost", run, argc, argv);
+    return aclaim::base::run_program("aclaim-metrics-cost", run, argc, argv);
 }

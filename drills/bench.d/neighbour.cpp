@@ -17,7 +17,7 @@
 
 namespace aclaim::drills {
 
-namespace proto = common::proto;
+namespace proto = aclaim::proto;
 
 namespace {
 

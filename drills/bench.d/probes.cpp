@@ -18,7 +18,7 @@
 
 namespace aclaim::drills {
 
-namespace proto = common::proto;
+namespace proto = aclaim::proto;
 
 namespace {
 

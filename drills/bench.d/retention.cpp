@@ -19,10 +19,10 @@ namespace aclaim::drills {
 namespace {
 
 constexpr std::int64_t kOrg = 950;
-constexpr common::Duration kLease = 60 * common::kSeconds;
+constexpr base::Duration kLease = 60 * base::kSeconds;
 
 /// One chunk of finished jobs completed over [from, from + span), evenly spread.
-void push_chunk(pqxx::connection& conn, int n, common::Instant from, common::Duration span) {
+void push_chunk(pqxx::connection& conn, int n, base::Instant from, base::Duration span) {
     pqxx::work txn(conn, "bench_retention_chunk");
     txn.exec_params(R"SQL(
 WITH j AS (
@@ -57,17 +57,17 @@ std::pair<double, double> mean_p99(std::vector<double> ms) {
 
 nlohmann::json run_retention(const RetentionBenchOptions& o) {
     auto conn = std::make_unique<pqxx::connection>(o.dsn);
-    common::AssignmentStore store(o.dsn);
-    const common::Duration day = std::chrono::hours(24);
-    const common::Duration span = o.days * day;
+    store::AssignmentStore store(o.dsn);
+    const base::Duration day = std::chrono::hours(24);
+    const base::Duration span = o.days * day;
     const int chunks = std::max(1, static_cast<int>(o.jobs / o.chunk));
-    const common::Duration per_chunk = span / chunks;
+    const base::Duration per_chunk = span / chunks;
     // Simulated time starts now, so that every event lands in a monthly partition (the legacy
     // one holds everything before this month) and the claims at the end run at its end.
-    const common::Instant start = common::SystemClock().now();
-    common::Instant now = start;
-    common::RetentionStore retention(*conn);
-    common::ArchiveOptions archive;
+    const base::Instant start = base::SystemClock().now();
+    base::Instant now = start;
+    ops::RetentionStore retention(*conn);
+    ops::ArchiveOptions archive;
     archive.dir = o.archive_dir;
     archive.older_than = o.archive_after_days * day;
     nlohmann::json out{{"jobs", o.jobs},           {"chunk", o.chunk},

@@ -20,10 +20,10 @@ namespace aclaim::drills {
 
 namespace {
 
-constexpr common::Duration kLease = 60 * common::kSeconds;
+constexpr base::Duration kLease = 60 * base::kSeconds;
 
-common::Instant wall_now() {
-    return common::SystemClock().now();
+base::Instant wall_now() {
+    return base::SystemClock().now();
 }
 
 /// A single completion that notifies in its own transaction: kComplete with a pg_notify per
@@ -31,7 +31,7 @@ common::Instant wall_now() {
 constexpr const char* kCompleteNotifying = "bench_complete_notifying";
 
 std::string complete_notifying_text() {
-    std::string text = common::sql::kComplete.text;
+    std::string text = store::sql::kComplete.text;
     // The statement's last line selects from `done`: one more column there.
     const auto at = text.rfind("FROM done");
     if (at == std::string::npos) throw std::logic_error("kComplete no longer ends as expected");
@@ -41,20 +41,20 @@ std::string complete_notifying_text() {
 
 /// One claim statement (LIMIT batch) and one completion statement of what it claimed, in one
 /// transaction. Returns the jobs completed.
-int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const std::string& worker,
+int claim_and_complete(store::AssignmentStore& store, std::int64_t org, const std::string& worker,
                        int batch, bool notify) {
     const auto now = wall_now();
     pqxx::work txn(store.connection(), "raw");
     // The claim as the store runs it: the queue locks, then the claim statement.
     const std::string queues = "{default}";
-    txn.exec_prepared(common::sql::kClaimLocks.name, org, queues);
-    const pqxx::result claimed = txn.exec_prepared(store.prepare_claim(common::ClaimPlan{}), org,
+    txn.exec_prepared(store::sql::kClaimLocks.name, org, queues);
+    const pqxx::result claimed = txn.exec_prepared(store.prepare_claim(store::ClaimPlan{}), org,
                                                    worker, batch, now, kLease, queues);
     if (claimed.empty()) return 0;
     if (batch == 1) {
         const auto job = claimed[0]["id"].as<std::int64_t>();
         const auto gen = claimed[0]["generation"].as<std::int64_t>();
-        txn.exec_prepared(notify ? kCompleteNotifying : common::sql::kComplete.name, org, job, gen,
+        txn.exec_prepared(notify ? kCompleteNotifying : store::sql::kComplete.name, org, job, gen,
                           worker, "r", now);
     } else {
         std::vector<std::int64_t> orgs, jobs, gens;
@@ -66,9 +66,9 @@ int claim_and_complete(common::AssignmentStore& store, std::int64_t org, const s
             workers.push_back(worker);
             refs.push_back("r");
         }
-        txn.exec_prepared(common::sql::kCompleteBatch.name, common::pg_array(orgs),
-                          common::pg_array(jobs), common::pg_array(gens), common::pg_array(workers),
-                          common::pg_array(refs), now);
+        txn.exec_prepared(store::sql::kCompleteBatch.name, store::pg_array(orgs),
+                          store::pg_array(jobs), store::pg_array(gens), store::pg_array(workers),
+                          store::pg_array(refs), now);
     }
     txn.commit();
     return static_cast<int>(claimed.size());
@@ -94,7 +94,7 @@ nlohmann::json measure(const RawOptions& o, RawLoad load) {
     std::atomic<bool> stop{false};
     for (int t = 0; t < threads; ++t) {
         pool.emplace_back([&, t] {
-            common::AssignmentStore store(o.dsn);
+            store::AssignmentStore store(o.dsn);
             if (load.notify)
                 store.connection().prepare(kCompleteNotifying, complete_notifying_text());
             const std::string worker = "raw-" + std::to_string(t);
@@ -136,7 +136,7 @@ void load_pending(pqxx::connection& c, std::int64_t org, int count) {
 /// milliseconds.
 std::pair<double, double> time_claims(const std::string& dsn, std::int64_t org, int claims,
                                       const std::vector<std::string>& queues = {}) {
-    common::AssignmentStore store(dsn);
+    store::AssignmentStore store(dsn);
     std::vector<double> ms;
     for (int i = 0; i < claims; ++i) {
         const auto now = wall_now();
@@ -204,8 +204,7 @@ nlohmann::json run_scale(const ScaleOptions& o) {
             "SELECT $1, 'completed', aclaim_ts($2::bigint + g), 'done', 1, 'old', "
             "aclaim_ts($2::bigint + g), 1, "
             "aclaim_ts($2::bigint + g + 1), 'ref' FROM generate_series(1, $3) g",
-            kLargeOrg, common::to_micros(wall_now() - 86'400 * common::kSeconds),
-            o.large_completed);
+            kLargeOrg, base::to_micros(wall_now() - 86'400 * base::kSeconds), o.large_completed);
         txn.commit();
     }
     load_pending(*conn, kLargeOrg, o.large_pending);

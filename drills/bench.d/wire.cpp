@@ -12,7 +12,7 @@
 
 namespace aclaim::drills {
 
-namespace proto = common::proto;
+namespace proto = aclaim::proto;
 
 void send(zmq::socket_t& s, const proto::Message& m) {
     const proto::Frames f = proto::encode(m, proto::Encoding::Binary);

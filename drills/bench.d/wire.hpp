@@ -16,10 +16,10 @@
 namespace aclaim::drills {
 
 /// Sends one message in the binary encoding.
-void send(zmq::socket_t& s, const common::proto::Message& m);
+void send(zmq::socket_t& s, const proto::Message& m);
 
 /// One reply, or nullopt when nothing is waiting (or it did not decode).
-std::optional<common::proto::Message> receive(zmq::socket_t& s);
+std::optional<proto::Message> receive(zmq::socket_t& s);
 
 /// A DEALER connected to `endpoint`, under CURVE when `curve` is enabled.
 std::unique_ptr<zmq::socket_t> connect(zmq::context_t& ctx, const std::string& endpoint,

@@ -9,7 +9,7 @@
 
 namespace aclaim::drills {
 
-using common::EventKind;
+using store::EventKind;
 
 namespace {
 
@@ -61,12 +61,12 @@ std::vector<AuditEvent> AuditFollower::read_after(pqxx::connection& conn, std::i
     for (const auto& row : txn.exec_params(kEventsAfter, org_, after)) {
         AuditEvent e;
         e.id = row[0].as<std::int64_t>();
-        e.job_id = row[1].as<common::JobId>();
-        e.generation = row[2].as<common::Generation>();
+        e.job_id = row[1].as<store::JobId>();
+        e.generation = row[2].as<store::Generation>();
         e.kind = row[3].as<std::string>();
-        e.at_us = row[4].as<common::Micros>();
+        e.at_us = row[4].as<base::Micros>();
         e.priority = row[5].as<int>();
-        e.enqueued_us = row[6].as<common::Micros>();
+        e.enqueued_us = row[6].as<base::Micros>();
         events.push_back(std::move(e));
     }
     return events;
@@ -94,7 +94,7 @@ AuditSlice AuditFollower::drain(pqxx::connection& conn) {
 void AuditFollower::apply(const std::vector<AuditEvent>& events, AuditSlice& out) {
     // The jobs each statement time claimed, so that a statement's claims leave the pending set
     // together, before any of them is measured.
-    std::unordered_map<common::Micros, std::vector<common::JobId>> by_statement;
+    std::unordered_map<base::Micros, std::vector<store::JobId>> by_statement;
     for (const auto& e : events) {
         if (is(e.kind, EventKind::Claimed)) by_statement[e.at_us].push_back(e.job_id);
     }
@@ -157,22 +157,22 @@ void AuditFollower::apply_one(const AuditEvent& e, AuditSlice& out) {
         }
         leave_pending();
         t.state = State::Done;
-    } else if (common::is_one_of(e.kind, {EventKind::Failed, EventKind::Discarded,
-                                          EventKind::Cancelled, EventKind::Quarantined})) {
+    } else if (store::is_one_of(e.kind, {EventKind::Failed, EventKind::Discarded,
+                                         EventKind::Cancelled, EventKind::Quarantined})) {
         leave_pending();
         t.state = State::Done;
-    } else if (common::is_one_of(e.kind, {EventKind::Released, EventKind::Reclaimed,
-                                          EventKind::Unquarantined, EventKind::Retried})) {
+    } else if (store::is_one_of(e.kind, {EventKind::Released, EventKind::Reclaimed,
+                                         EventKind::Unquarantined, EventKind::Retried})) {
         if (t.state != State::Pending) pending_.insert(t.rank);
         t.state = State::Pending;
         ++out.returned;
     }
 }
 
-common::CheckReport check_organization(pqxx::connection& conn, common::OrgId org) {
-    common::History all = common::load_history(conn);
-    common::History mine;
-    std::unordered_set<common::JobId> ours;
+ops::CheckReport check_organization(pqxx::connection& conn, store::OrgId org) {
+    ops::History all = ops::load_history(conn);
+    ops::History mine;
+    std::unordered_set<store::JobId> ours;
     for (auto& j : all.jobs) {
         if (j.org_id != org) continue;
         ours.insert(j.id);
@@ -186,7 +186,7 @@ common::CheckReport check_organization(pqxx::connection& conn, common::OrgId org
     for (auto& r : all.results) {
         if (r.org_id == org || ours.count(r.job_id)) mine.results.push_back(std::move(r));
     }
-    return common::check(mine);
+    return ops::check(mine);
 }
 
 }  // namespace aclaim::drills

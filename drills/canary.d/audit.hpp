@@ -28,12 +28,12 @@ namespace aclaim::drills {
 /// One audit event with the rank fields of its job.
 struct AuditEvent {
     std::int64_t id = 0;
-    common::JobId job_id = 0;
-    common::Generation generation = 0;
+    store::JobId job_id = 0;
+    store::Generation generation = 0;
     std::string kind;
-    common::Micros at_us = 0;  ///< the statement's time: shared by the claims of one statement
+    base::Micros at_us = 0;  ///< the statement's time: shared by the claims of one statement
     int priority = 0;
-    common::Micros enqueued_us = 0;
+    base::Micros enqueued_us = 0;
 };
 
 /// What one pass over newly settled events found.
@@ -61,7 +61,7 @@ DisplacementSummary summarize_displacement(std::vector<std::int64_t> displacemen
 
 class AuditFollower {
   public:
-    explicit AuditFollower(common::OrgId org) : org_(org) {}
+    explicit AuditFollower(store::OrgId org) : org_(org) {}
 
     /// Reads the events added since the last pass and settles those the previous pass had
     /// already seen the id range of.
@@ -77,7 +77,7 @@ class AuditFollower {
 
   private:
     /// Claim order: priority DESC, enqueued_at, id.
-    using Rank = std::tuple<int, common::Micros, common::JobId>;
+    using Rank = std::tuple<int, base::Micros, store::JobId>;
     using RankSet =
         __gnu_pbds::tree<Rank, __gnu_pbds::null_type, std::less<Rank>, __gnu_pbds::rb_tree_tag,
                          __gnu_pbds::tree_order_statistics_node_update>;
@@ -85,21 +85,21 @@ class AuditFollower {
     struct Track {
         Rank rank;
         State state = State::Pending;
-        common::Generation generation = 0;
+        store::Generation generation = 0;
     };
 
     std::vector<AuditEvent> read_after(pqxx::connection& conn, std::int64_t after);
     void apply_one(const AuditEvent& event, AuditSlice& out);
 
-    common::OrgId org_;
+    store::OrgId org_;
     std::int64_t settled_ = 0;  ///< highest event id applied
     std::int64_t horizon_ = 0;  ///< highest event id seen by the previous pass
     RankSet pending_;
-    std::unordered_map<common::JobId, Track> jobs_;
+    std::unordered_map<store::JobId, Track> jobs_;
 };
 
 /// The invariant checker over the organization's part of the database only, so that a canary
 /// run against a shared server judges nothing but its own jobs.
-common::CheckReport check_organization(pqxx::connection& conn, common::OrgId org);
+ops::CheckReport check_organization(pqxx::connection& conn, store::OrgId org);
 
 }  // namespace aclaim::drills

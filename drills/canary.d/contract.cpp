@@ -118,7 +118,7 @@ std::vector<Violation> judge_run(const RunFacts& f, const ContractBounds& b) {
                 std::to_string(f.displacement.claims) + " claims");
     }
     for (const auto& v : f.check.violations) {
-        add("invariants_hold", std::string(common::to_string(v.invariant)) + " job " +
+        add("invariants_hold", std::string(ops::to_string(v.invariant)) + " job " +
                                    std::to_string(v.job_id) + ": " + v.evidence);
     }
     return out;

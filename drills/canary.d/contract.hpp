@@ -76,7 +76,7 @@ struct RunFacts {
     AuditSlice audit;
     DisplacementSummary displacement;
     std::int64_t duplicate_assignments = 0;  ///< worker side, the whole run
-    common::CheckReport check;
+    ops::CheckReport check;
     int max_pollers = 0;  ///< the highest level in force, for the whole-run bound
 };
 std::vector<Violation> judge_run(const RunFacts& facts, const ContractBounds& bounds);

@@ -41,7 +41,7 @@ void add_all(std::map<std::string, std::int64_t>& to,
 }  // namespace
 
 void Periodic::start(std::chrono::milliseconds period, std::function<void()> tick) {
-    task_.start(common::PeriodicTask::Wait{0}, [this, period, tick = std::move(tick)] {
+    task_.start(base::PeriodicTask::Wait{0}, [this, period, tick = std::move(tick)] {
         try {
             tick();
         } catch (const std::exception& e) {
@@ -112,20 +112,20 @@ void ClaimProbe::start() {
 
 void ClaimProbe::probe_once() {
     if (!store_ || !store_->is_open()) {
-        common::StoreOptions options;
+        store::StoreOptions options;
         options.application_name = kProbeWorker;
-        store_ = std::make_unique<common::AssignmentStore>(dsn_, options);
+        store_ = std::make_unique<store::AssignmentStore>(dsn_, options);
     }
-    const common::SystemClock clock;
+    const base::SystemClock clock;
     const auto t0 = std::chrono::steady_clock::now();
     const auto outcome =
-        store_->claim(org_, {kProbeWorker, 1, queues_}, 60 * common::kSeconds, clock.now());
+        store_->claim(org_, {kProbeWorker, 1, queues_}, 60 * base::kSeconds, clock.now());
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     {
         std::lock_guard lock(mutex_);
         current_.claim_ms.push_back(ms);
-        ++current_.outcomes[std::string(common::to_string(outcome.status))];
+        ++current_.outcomes[std::string(store::to_string(outcome.status))];
     }
     // The probe's job is finished at once so that it holds nothing the pollers could want.
     for (const auto& lease : outcome.leases) {
@@ -142,7 +142,7 @@ ProbeSlice ClaimProbe::take() {
     return out;
 }
 
-Backlog::Backlog(std::string dsn, common::OrgId org, double jobs_per_poller_s,
+Backlog::Backlog(std::string dsn, store::OrgId org, double jobs_per_poller_s,
                  const std::atomic<int>& level, std::vector<std::string> queues)
     : dsn_(std::move(dsn)),
       org_(org),
@@ -152,9 +152,9 @@ Backlog::Backlog(std::string dsn, common::OrgId org, double jobs_per_poller_s,
 
 void Backlog::fill() {
     if (!store_) {
-        common::StoreOptions options;
+        store::StoreOptions options;
         options.application_name = "canary-backlog";
-        store_ = std::make_unique<common::AssignmentStore>(dsn_, options);
+        store_ = std::make_unique<store::AssignmentStore>(dsn_, options);
     }
     top_up(*store_);
 }
@@ -168,7 +168,7 @@ void Backlog::start() {
     });
 }
 
-void Backlog::top_up(common::AssignmentStore& store) {
+void Backlog::top_up(store::AssignmentStore& store) {
     std::int64_t pending = 0;
     {
         pqxx::read_transaction txn(store.connection());
@@ -180,12 +180,12 @@ void Backlog::top_up(common::AssignmentStore& store) {
     std::int64_t added = 0;
     if (pending < low) {
         // Refill to twice the low-water mark so that top-ups come in batches, not a trickle.
-        const common::SystemClock clock;
+        const base::SystemClock clock;
         for (std::int64_t want = 2 * low - pending; want > 0;) {
             const auto n = std::min(want, kEnqueueBatch);
             // One priority for every job: a later enqueue then never outranks a claim's snapshot,
             // which keeps log order a sound clock for the displacement measure.
-            std::vector<common::NewJob> jobs(static_cast<std::size_t>(n), {0, "canary", 3});
+            std::vector<store::NewJob> jobs(static_cast<std::size_t>(n), {0, "canary", 3});
             for (auto& j : jobs) {
                 if (!queues_.empty()) j.queue = queues_[next_queue_++ % queues_.size()];
             }

@@ -41,7 +41,7 @@ class Periodic {
     mutable std::mutex mutex_;
     std::string last_error_;
     std::atomic<std::int64_t> errors_{0};
-    common::PeriodicTask task_{common::real_time()};
+    base::PeriodicTask task_{base::real_time()};
 };
 
 /// Lock waits seen in one interval.
@@ -88,7 +88,7 @@ inline constexpr const char* kProbeWorker = "canary-probe";
 class ClaimProbe {
   public:
     /// Claims from `queues`, the ones the pollers serve.
-    ClaimProbe(std::string dsn, common::OrgId org, std::vector<std::string> queues)
+    ClaimProbe(std::string dsn, store::OrgId org, std::vector<std::string> queues)
         : dsn_(std::move(dsn)), org_(org), queues_(std::move(queues)) {}
     void start();
     void stop() { thread_.stop(); }
@@ -99,9 +99,9 @@ class ClaimProbe {
     void probe_once();
 
     std::string dsn_;
-    common::OrgId org_;
+    store::OrgId org_;
     std::vector<std::string> queues_;
-    std::unique_ptr<common::AssignmentStore> store_;
+    std::unique_ptr<store::AssignmentStore> store_;
     std::mutex mutex_;
     ProbeSlice current_;
     Periodic thread_;
@@ -117,7 +117,7 @@ class Backlog {
   public:
     /// Keeps at least `level * jobs_per_poller_s * 2 s + 50` jobs pending, dealt round robin
     /// over `queues` (every poller serves them all).
-    Backlog(std::string dsn, common::OrgId org, double jobs_per_poller_s,
+    Backlog(std::string dsn, store::OrgId org, double jobs_per_poller_s,
             const std::atomic<int>& level, std::vector<std::string> queues);
     /// Tops the queue up once, from the calling thread, before the pollers start.
     void fill();
@@ -127,15 +127,15 @@ class Backlog {
     const Periodic& thread() const { return thread_; }
 
   private:
-    void top_up(common::AssignmentStore& store);
+    void top_up(store::AssignmentStore& store);
 
     std::string dsn_;
-    common::OrgId org_;
+    store::OrgId org_;
     std::vector<std::string> queues_;
     std::size_t next_queue_ = 0;
     double jobs_per_poller_s_;
     const std::atomic<int>& level_;
-    std::unique_ptr<common::AssignmentStore> store_;
+    std::unique_ptr<store::AssignmentStore> store_;
     std::mutex mutex_;
     BacklogSlice current_;
     Periodic thread_;

@@ -66,7 +66,7 @@ CanaryOptions parse_canary_options(int argc, char** argv) {
         "PostgreSQL with a declared load shape, checks the assignment contract every second, "
         "backs off when it is violated and writes a report. It measures behaviour; it makes no "
         "throughput guarantee."};
-    app.set_version_flag("--version", common::proto::version_line("aclaim-canary"));
+    app.set_version_flag("--version", proto::version_line("aclaim-canary"));
     app.add_option("--dsn", o.dsn, "PostgreSQL connection string")->envname("ACLAIM_CANARY_DSN");
     app.add_option("--coordinator", o.coordinator,
                    "aclaim-coordinator binary (default: next to this one)");

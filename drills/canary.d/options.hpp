@@ -53,7 +53,7 @@ struct CanaryOptions {
     /// Whether the coordinator runs queued claims of one organization as one statement.
     bool coalesce = true;
     /// The organization to work in; 0 picks a fresh one. It must hold no jobs yet.
-    common::OrgId org = 0;
+    store::OrgId org = 0;
     /// Run the coordinator and the pollers without CURVE (to measure without encryption). By
     /// default the coordinator gets a key pair and every poller a key registered for the
     /// canary's organization, as deployed workers have.

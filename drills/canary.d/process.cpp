@@ -97,8 +97,8 @@ std::optional<int> ChildProcess::exited() {
 int ChildProcess::stop(std::chrono::milliseconds grace) {
     if (exited()) return *status_;
     ::kill(pid_, SIGTERM);
-    const auto until = common::SystemClock().monotonic_now() + grace;
-    while (common::SystemClock().monotonic_now() < until) {
+    const auto until = base::SystemClock().monotonic_now() + grace;
+    while (base::SystemClock().monotonic_now() < until) {
         if (exited()) return *status_;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -78,7 +78,7 @@ void put_seen(json& j, const PollerCounts& c, double seconds) {
     j["revocations_by_reason"] = c.revocations_by_reason;
 }
 
-std::string iso_time(common::Micros us) {
+std::string iso_time(base::Micros us) {
     const std::time_t t = static_cast<std::time_t>(us / 1'000'000);
     std::tm tm{};
     gmtime_r(&t, &tm);
@@ -171,7 +171,7 @@ json report_json(const RunResult& r) {
                {"reclaims", c.reclaims},
                {"violations", json::array()}};
     for (const auto& v : c.violations) {
-        check["violations"].push_back({{"invariant", common::to_string(v.invariant)},
+        check["violations"].push_back({{"invariant", ops::to_string(v.invariant)},
                                        {"job_id", v.job_id},
                                        {"evidence", v.evidence}});
     }

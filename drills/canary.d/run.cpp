@@ -24,19 +24,19 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 /// Fresh organizations start here, clear of the small numbers people type by hand.
-constexpr common::OrgId kFirstCanaryOrg = 900000;
+constexpr store::OrgId kFirstCanaryOrg = 900000;
 constexpr auto kReadyTimeout = std::chrono::seconds(20);
 constexpr auto kCoordinatorGrace = std::chrono::seconds(15);
 constexpr auto kLockSamplePeriod = std::chrono::milliseconds(100);
 constexpr auto kBoundaryCheck = std::chrono::milliseconds(20);
 
-common::OrgId pick_org(pqxx::connection& conn, common::OrgId wanted) {
+store::OrgId pick_org(pqxx::connection& conn, store::OrgId wanted) {
     pqxx::read_transaction txn(conn);
     if (wanted == 0) {
         return txn
             .exec_params1("SELECT greatest(coalesce(max(org_id), 0) + 1, $1) FROM jobs",
                           kFirstCanaryOrg)[0]
-            .as<common::OrgId>();
+            .as<store::OrgId>();
     }
     const auto jobs =
         txn.exec_params1("SELECT count(*) FROM jobs WHERE org_id = $1", wanted)[0].as<long>();
@@ -88,12 +88,12 @@ std::map<std::string, std::string> coordinator_env(const CanaryOptions& o,
 
 constexpr const char* kReadyCheckName = "canary-ready-check";
 
-std::string poller_name(common::OrgId org, int index) {
+std::string poller_name(store::OrgId org, int index) {
     return "canary-" + std::to_string(org) + "-" + std::to_string(index);
 }
 
 /// Waits until the coordinator answers a HELLO: it is then bound and has its database threads.
-void wait_until_serving(zmq::context_t& context, const std::string& endpoint, common::OrgId org,
+void wait_until_serving(zmq::context_t& context, const std::string& endpoint, store::OrgId org,
                         const worker::CurveKeys& curve, ChildProcess& coordinator,
                         const std::string& log_path) {
     worker::ClientOptions opts;
@@ -145,7 +145,7 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
     r.options = o;
     r.bounds = contract_for(o);
     pqxx::connection conn(o.dsn);
-    common::migrate(conn);
+    store::migrate(conn);
     r.org = pick_org(conn, o.org);
     const std::string binary =
         o.coordinator.empty() ? own_directory() + "/aclaim-coordinator" : o.coordinator;
@@ -168,10 +168,10 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
 
     // CURVE: a key pair for the coordinator, and one registered for the organization for the
     // ready check and every poller the shape can ask for, all before the first measured second.
-    common::CurveKeyPair server;
+    ops::CurveKeyPair server;
     std::vector<worker::CurveKeys> client_keys(static_cast<std::size_t>(o.max_pollers) + 1);
     if (!o.plaintext) {
-        server = common::make_curve_key_pair();
+        server = ops::make_curve_key_pair();
         std::vector<std::string> names{kReadyCheckName};
         for (int i = 0; i < o.max_pollers; ++i) names.push_back(poller_name(r.org, i));
         client_keys = make_registered_workers(o.dsn, r.org, names, server.public_key);
@@ -216,7 +216,7 @@ RunResult run_canary(const CanaryOptions& o, const std::atomic<bool>& stop,
     if (const auto text = fetch_metrics(http_port)) scraped = parse_histograms(*text);
     const Scrape first_scrape = scraped;
     int timing_missing = 0;
-    r.started_at_us = common::to_micros(common::SystemClock{}.now());
+    r.started_at_us = base::to_micros(base::SystemClock{}.now());
     const auto t0 = SteadyClock::now();
     try {
         for (int s = 0; s < o.seconds; ++s) {

@@ -17,10 +17,10 @@ namespace aclaim::drills {
 
 struct RunResult {
     CanaryOptions options;
-    common::OrgId org = 0;
+    store::OrgId org = 0;
     std::string endpoint;
-    common::Micros started_at_us = 0;  ///< wall clock at the start of interval 0
-    double seconds_run = 0;            ///< measured length, shorter when interrupted
+    base::Micros started_at_us = 0;  ///< wall clock at the start of interval 0
+    double seconds_run = 0;          ///< measured length, shorter when interrupted
     ContractBounds bounds;
     std::vector<Interval> intervals;
 

@@ -7,7 +7,7 @@
 
 namespace aclaim::drills {
 
-constexpr common::EnumNames<Shape, 4> kShapeNames{{"constant", "ramp", "step", "spike"}};
+constexpr base::EnumNames<Shape, 4> kShapeNames{{"constant", "ramp", "step", "spike"}};
 static_assert(kShapeNames.covers(Shape::Spike));
 
 std::string_view to_string(Shape shape) {

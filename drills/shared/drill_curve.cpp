@@ -16,7 +16,7 @@ void register_worker_keys(const std::string& dsn, std::int64_t org,
     pqxx::connection conn(dsn);
     pqxx::work txn(conn, "drill_keys_register");
     for (std::size_t i = 0; i < names.size(); ++i) {
-        if (!common::register_worker_key(txn, org, names[i], public_keys[i])) {
+        if (!ops::register_worker_key(txn, org, names[i], public_keys[i])) {
             throw std::runtime_error("public key of '" + names[i] +
                                      "' is already registered (keys are never reused)");
         }
@@ -32,7 +32,7 @@ std::vector<worker::CurveKeys> make_registered_workers(const std::string& dsn, s
     keys.reserve(names.size());
     publics.reserve(names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
-        auto pair = common::make_curve_key_pair();
+        auto pair = ops::make_curve_key_pair();
         publics.push_back(pair.public_key);
         keys.push_back({server_public, std::move(pair.public_key), std::move(pair.secret_key)});
     }

@@ -26,21 +26,21 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr common::Duration kLease = 60 * common::kSeconds;
+constexpr base::Duration kLease = 60 * base::kSeconds;
 
-std::vector<common::JobId> enqueue(common::AssignmentStore& store, common::OrgId org, int n) {
-    std::vector<common::NewJob> jobs(static_cast<std::size_t>(n), {0, "canary-test", 3});
+std::vector<store::JobId> enqueue(store::AssignmentStore& store, store::OrgId org, int n) {
+    std::vector<store::NewJob> jobs(static_cast<std::size_t>(n), {0, "canary-test", 3});
     return store.enqueue(org, jobs, kT0);
 }
 
 /// An audit event the way a broken coordinator would have written it.
-void append_event(pqxx::connection& conn, common::JobId job, common::OrgId org,
-                  common::Generation generation, const std::string& kind, common::Instant at) {
+void append_event(pqxx::connection& conn, store::JobId job, store::OrgId org,
+                  store::Generation generation, const std::string& kind, base::Instant at) {
     pqxx::work txn(conn);
     txn.exec_params(
         "INSERT INTO job_events (job_id, org_id, generation, kind, worker, at) "
         "VALUES ($1, $2, $3, $4, 'forged', aclaim_ts($5))",
-        job, org, generation, kind, common::to_micros(at));
+        job, org, generation, kind, base::to_micros(at));
     txn.commit();
 }
 
@@ -55,8 +55,8 @@ AuditSlice settle(AuditFollower& follower, pqxx::connection& conn) {
 
 TEST_CASE("canary audit: a claim past a locked better job is displaced by one", "[canary]") {
     testing::TestDatabase db;
-    common::AssignmentStore store(db.dsn());
-    const common::OrgId org = 11;
+    store::AssignmentStore store(db.dsn());
+    const store::OrgId org = 11;
     const auto ids = enqueue(store, org, 3);
 
     // Another transaction holds the head job's row lock, as a concurrent claimer would.
@@ -64,7 +64,7 @@ TEST_CASE("canary audit: a claim past a locked better job is displaced by one", 
     pqxx::work hold(*holder);
     hold.exec_params("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", ids[0]);
     const auto first = store.claim(org, {"w1", 1}, kLease, kT0 + 1us);
-    REQUIRE(first.status == common::ClaimOutcome::Status::Claimed);
+    REQUIRE(first.status == store::ClaimOutcome::Status::Claimed);
     REQUIRE(first.leases[0].job_id == ids[1]);
     hold.abort();
     const auto second = store.claim(org, {"w2", 1}, kLease, kT0 + 2us);
@@ -114,8 +114,8 @@ TEST_CASE("canary audit: claims of one statement do not displace each other", "[
 TEST_CASE("canary audit: a duplicate claim and a stale completion in the log are found",
           "[canary]") {
     testing::TestDatabase db;
-    common::AssignmentStore store(db.dsn());
-    const common::OrgId org = 12;
+    store::AssignmentStore store(db.dsn());
+    const store::OrgId org = 12;
     const auto ids = enqueue(store, org, 2);
     const auto claimed = store.claim(org, {"w1", 1}, kLease, kT0 + 1us);
     REQUIRE(claimed.leases.at(0).job_id == ids[0]);
@@ -136,9 +136,9 @@ TEST_CASE("canary audit: a duplicate claim and a stale completion in the log are
 
 TEST_CASE("canary check: the invariant checker judges the canary's organization only", "[canary]") {
     testing::TestDatabase db;
-    common::AssignmentStore store(db.dsn());
-    const common::OrgId mine = 13, other = 14;
-    for (const common::OrgId org : {mine, other}) {
+    store::AssignmentStore store(db.dsn());
+    const store::OrgId mine = 13, other = 14;
+    for (const store::OrgId org : {mine, other}) {
         enqueue(store, org, 1);
         const auto c = store.claim(org, {"w", 1}, kLease, kT0 + 1us);
         REQUIRE(
@@ -149,14 +149,14 @@ TEST_CASE("canary check: the invariant checker judges the canary's organization 
     auto conn = db.connect();
     const auto other_job = pqxx::read_transaction(*conn)
                                .exec_params1("SELECT id FROM jobs WHERE org_id = $1", other)[0]
-                               .as<common::JobId>();
+                               .as<store::JobId>();
     append_event(*conn, other_job, other, 1, "completed", kT0 + 3us);
 
     CHECK(drills::check_organization(*conn, mine).ok());
     const auto report = drills::check_organization(*conn, other);
     REQUIRE_FALSE(report.ok());
     CHECK(std::any_of(report.violations.begin(), report.violations.end(), [](const auto& v) {
-        return v.invariant == common::Invariant::SingleCompletion;
+        return v.invariant == ops::Invariant::SingleCompletion;
     }));
     CHECK(report.jobs == 1);
 }
@@ -164,8 +164,8 @@ TEST_CASE("canary check: the invariant checker judges the canary's organization 
 TEST_CASE("canary lock sampler: a claim waiting on a held row is seen with its lock wait",
           "[canary]") {
     testing::TestDatabase db;
-    common::AssignmentStore store(db.dsn());
-    const common::OrgId org = 15;
+    store::AssignmentStore store(db.dsn());
+    const store::OrgId org = 15;
     const auto ids = enqueue(store, org, 2);
 
     auto holder = db.connect();
@@ -175,11 +175,11 @@ TEST_CASE("canary lock sampler: a claim waiting on a held row is seen with its l
 
     drills::LockSampler sampler(db.dsn(), std::chrono::milliseconds(20));
     sampler.start();
-    std::vector<common::JobId> claimed;
+    std::vector<store::JobId> claimed;
     std::thread waiter([&] {
         // The store's claim statement with its candidates locked FOR UPDATE alone, so that it
         // waits for the held row instead of passing over it: a claim's lock wait to be seen.
-        std::string text = common::sql::claim_statement(common::ClaimPlan{}).text;
+        std::string text = store::sql::claim_statement(store::ClaimPlan{}).text;
         const std::string skip = "FOR UPDATE SKIP LOCKED";
         text.replace(text.find(skip), skip.size(), "FOR UPDATE");
         pqxx::connection conn(db.dsn());
@@ -187,7 +187,7 @@ TEST_CASE("canary lock sampler: a claim waiting on a held row is seen with its l
         pqxx::work txn(conn);
         for (const auto& row : txn.exec_prepared("canary_test_waiting_claim", org, "waiter", 1,
                                                  kT0 + 1us, kLease, "{default}")) {
-            claimed.push_back(row["id"].as<common::JobId>());
+            claimed.push_back(row["id"].as<store::JobId>());
         }
         txn.commit();
     });

@@ -124,7 +124,7 @@ TEST_CASE("canary contract: the whole run is judged from the complete log and th
     CHECK(judge_run(f, b).empty());
     f.audit.displacement.assign(100, 5);
     f.displacement = summarize_displacement(f.audit.displacement);
-    f.check.violations.push_back({common::Invariant::SingleCompletion, 9, "completed twice"});
+    f.check.violations.push_back({ops::Invariant::SingleCompletion, 9, "completed twice"});
     const auto v = judge_run(f, b);
     CHECK(rules_of(v) == std::vector<std::string>{"displacement_within_bound", "invariants_hold"});
     CHECK(v[0].second == -1);

@@ -63,10 +63,10 @@ TEST_CASE("two cells: workers find their cell, aclaimctl sees both and reports a
     constexpr int kJobs = 40;
     east.enqueue(1, kJobs);
     {
-        common::AssignmentStore store(west_db.dsn());
-        std::vector<common::NewJob> jobs;
+        store::AssignmentStore store(west_db.dsn());
+        std::vector<store::NewJob> jobs;
         for (int i = 0; i < kJobs; ++i) jobs.push_back({0, "west-" + std::to_string(i), 3});
-        store.enqueue(2, jobs, common::SystemClock().now());
+        store.enqueue(2, jobs, base::SystemClock().now());
     }
     east.start_coordinator();
     Process west_coordinator({bin("aclaim-coordinator"), "--dsn", west_db.dsn(), "--bind", west,
@@ -140,9 +140,9 @@ TEST_CASE("two cells: workers find their cell, aclaimctl sees both and reports a
     // A frozen cell (every PostgreSQL process stopped; TCP stays up) is reported at the deadline.
     const auto frozen = west_db.processes();
     for (const auto pid : frozen) ::kill(pid, SIGSTOP);
-    const auto started = common::SystemClock().monotonic_now();
+    const auto started = base::SystemClock().monotonic_now();
     check = run_aclaimctl({"--cells", map_path, "--cell-timeout", "2s", "check", "--json"});
-    const auto took = common::SystemClock().monotonic_now() - started;
+    const auto took = base::SystemClock().monotonic_now() - started;
     for (const auto pid : frozen) ::kill(pid, SIGCONT);
     out = parse_out(check);
     CHECK(check.code == 3);

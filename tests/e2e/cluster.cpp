@@ -22,11 +22,11 @@ Cluster::~Cluster() {
     if (!keep || std::string(keep) != "1") std::filesystem::remove_all(log_dir_);
 }
 
-std::vector<common::JobId> Cluster::enqueue(common::OrgId org, int count) {
-    common::AssignmentStore store(db_.dsn());
-    std::vector<common::NewJob> jobs;
+std::vector<store::JobId> Cluster::enqueue(store::OrgId org, int count) {
+    store::AssignmentStore store(db_.dsn());
+    std::vector<store::NewJob> jobs;
     for (int i = 0; i < count; ++i) jobs.push_back({0, "e2e-" + std::to_string(i), 3});
-    return store.enqueue(org, jobs, common::SystemClock().now());
+    return store.enqueue(org, jobs, base::SystemClock().now());
 }
 
 Process& Cluster::start_coordinator(std::vector<std::string> extra) {
@@ -49,8 +49,8 @@ Process& Cluster::start_coordinator_at(const std::string& endpoint,
     return *processes_.back();
 }
 
-common::CurveKeyPair Cluster::use_new_curve_keys() {
-    auto server = common::make_curve_key_pair();
+ops::CurveKeyPair Cluster::use_new_curve_keys() {
+    auto server = ops::make_curve_key_pair();
     const auto key_file = log_dir_ + "/coordinator.key";
     {
         std::ofstream out(key_file);
@@ -62,7 +62,7 @@ common::CurveKeyPair Cluster::use_new_curve_keys() {
     return server;
 }
 
-void Cluster::register_key(common::OrgId org, const std::string& name,
+void Cluster::register_key(store::OrgId org, const std::string& name,
                            const std::string& public_key) {
     Process ctl({bin("aclaimctl"), "keys", "register", "--org", std::to_string(org), "--name", name,
                  "--public-key=" + public_key},
@@ -73,13 +73,13 @@ void Cluster::register_key(common::OrgId org, const std::string& name,
     }
 }
 
-Process& Cluster::start_worker(const std::string& id, common::OrgId org,
+Process& Cluster::start_worker(const std::string& id, store::OrgId org,
                                std::vector<std::string> extra) {
     return start_worker_at(endpoint_, id, org, std::move(extra));
 }
 
 Process& Cluster::start_worker_at(const std::string& connect, const std::string& id,
-                                  common::OrgId org, std::vector<std::string> extra) {
+                                  store::OrgId org, std::vector<std::string> extra) {
     std::vector<std::string> argv{
         bin("aclaim-worker"), "--connect", connect, "--org", std::to_string(org), "--id", id,
         "--log-level",        "info"};
@@ -101,8 +101,8 @@ std::string Cluster::text(const std::string& sql) {
     return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
 }
 
-common::CheckReport Cluster::check() {
-    return common::check(common::load_history(*conn_));
+ops::CheckReport Cluster::check() {
+    return ops::check(ops::load_history(*conn_));
 }
 
 std::string Cluster::tail_logs() const {

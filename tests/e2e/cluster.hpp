@@ -31,7 +31,7 @@ class Cluster {
     const std::string& log_dir() const { return log_dir_; }
 
     /// Enqueues `count` jobs for an organization now.
-    std::vector<common::JobId> enqueue(common::OrgId org, int count);
+    std::vector<store::JobId> enqueue(store::OrgId org, int count);
 
     /// Starts (or restarts, on the same endpoint) the coordinator with extra flags. It runs in
     /// plaintext mode unless use_curve() was called.
@@ -41,7 +41,7 @@ class Cluster {
     Process& start_coordinator_at(const std::string& endpoint, std::vector<std::string> extra = {});
     /// Starts a worker that knows these coordinator endpoints (comma-separated) instead of the
     /// cluster's one.
-    Process& start_worker_at(const std::string& connect, const std::string& id, common::OrgId org,
+    Process& start_worker_at(const std::string& connect, const std::string& id, store::OrgId org,
                              std::vector<std::string> extra = {});
     /// Coordinators started from now on authenticate workers with CURVE, with the secret key in
     /// this file, instead of running with --plaintext.
@@ -50,11 +50,11 @@ class Cluster {
     }
     /// A new coordinator key pair, the secret written to a 0600 file in the log folder the way an
     /// operator keeps it, and use_curve() with that file. Returns the pair.
-    common::CurveKeyPair use_new_curve_keys();
+    ops::CurveKeyPair use_new_curve_keys();
     /// Registers a worker key the way an operator does: `aclaimctl keys register`.
-    void register_key(common::OrgId org, const std::string& name, const std::string& public_key);
+    void register_key(store::OrgId org, const std::string& name, const std::string& public_key);
     /// Starts a worker with the given id and organization, plus extra flags.
-    Process& start_worker(const std::string& id, common::OrgId org,
+    Process& start_worker(const std::string& id, store::OrgId org,
                           std::vector<std::string> extra = {});
 
     /// One scalar from a query on this test's database.
@@ -62,7 +62,7 @@ class Cluster {
     std::string text(const std::string& sql);
 
     /// Runs the invariant checker over this test's database.
-    common::CheckReport check();
+    ops::CheckReport check();
 
     /// The last lines of every log, for a failure message.
     std::string tail_logs() const;

@@ -120,10 +120,10 @@ struct Rig {
         char tmpl[] = "/tmp/aclaim-hang-e2e.XXXXXX";
         log_dir = ::mkdtemp(tmpl);
         endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
-        common::AssignmentStore store(server.dsn());
-        std::vector<common::NewJob> jobs;
+        store::AssignmentStore store(server.dsn());
+        std::vector<store::NewJob> jobs;
         for (int i = 0; i < kJobs; ++i) jobs.push_back({0, "hang-" + std::to_string(i), 5});
-        store.enqueue(1, jobs, common::SystemClock().now());
+        store.enqueue(1, jobs, base::SystemClock().now());
         // The lease outlasts the hang, so that the holders keep their jobs through it.
         processes.push_back(std::make_unique<Process>(
             std::vector<std::string>{bin("aclaim-coordinator"), "--dsn", coordinator_dsn, "--bind",
@@ -161,16 +161,16 @@ struct Rig {
 /// How long the answer to `req` took, failing the test when none came within `limit`.
 template <class T>
 std::pair<T, std::chrono::milliseconds> timed(RawWorker& w, std::uint64_t req,
-                                              common::MonotonicTime sent,
+                                              base::MonotonicTime sent,
                                               std::chrono::milliseconds limit = 10s) {
     T answer = w.expect<T>(req, limit);
     return {answer, std::chrono::duration_cast<std::chrono::milliseconds>(
-                        common::SystemClock().monotonic_now() - sent)};
+                        base::SystemClock().monotonic_now() - sent)};
 }
 
 /// Re-sends a COMPLETE until it is accepted, as a worker does after a retryable ERROR.
 proto::Accepted complete_until_accepted(RawWorker& w, const proto::AssignedJob& job) {
-    const auto deadline = common::SystemClock().monotonic_now() + 20s;
+    const auto deadline = base::SystemClock().monotonic_now() + 20s;
     while (true) {
         const auto req = w.next_req();
         w.send(proto::Complete{req, job.job_id, job.generation, "review:fresh"});
@@ -180,7 +180,7 @@ proto::Accepted complete_until_accepted(RawWorker& w, const proto::AssignedJob& 
         INFO("COMPLETE answered " << proto::type_name(*m));
         REQUIRE(std::holds_alternative<proto::Error>(*m));
         REQUIRE(proto::errors::retryable(std::get<proto::Error>(*m).code));
-        REQUIRE(common::SystemClock().monotonic_now() < deadline);
+        REQUIRE(base::SystemClock().monotonic_now() < deadline);
         std::this_thread::sleep_for(100ms);
     }
 }
@@ -201,14 +201,14 @@ void answers_within_the_bound(Rig& rig, Hang hang, Release release) {
     auto frozen = hang();
     RawWorker fresh(context, rig.endpoint);
     fresh.hello("fresh", 1);
-    auto sent = common::SystemClock().monotonic_now();
+    auto sent = base::SystemClock().monotonic_now();
     const auto [no_work, claim_ms] = timed<proto::NoWork>(fresh, fresh.claim(1, 0), sent);
     // Jobs are pending, so NO_WORK can only be the deadline's answer.
     CHECK(no_work.reason == "database unavailable");
     CHECK(claim_ms < kDeadline + kSlack);
 
     const auto req = holder.next_req();
-    sent = common::SystemClock().monotonic_now();
+    sent = base::SystemClock().monotonic_now();
     holder.send(proto::Complete{req, job.job_id, job.generation, "review:fresh"});
     const auto [error, complete_ms] = timed<proto::Error>(holder, req, sent);
     CHECK((error.code == "database_unavailable" || error.code == "outcome_unknown"));

@@ -13,7 +13,7 @@
 
 using namespace aclaim::testing;
 using namespace std::chrono_literals;
-namespace proto = aclaim::common::proto;
+namespace proto = aclaim::proto;
 
 TEST_CASE("eight workers drain 2,000 jobs of two organizations exactly once", "[e2e]") {
     Cluster c;

@@ -31,7 +31,7 @@ struct OneJob {
     OneJob() { c.start_coordinator(kFastLeases); }
 
     Cluster c;
-    const aclaim::common::JobId job = c.enqueue(1, 1).at(0);
+    const aclaim::store::JobId job = c.enqueue(1, 1).at(0);
     const std::string id = std::to_string(job);
 };
 

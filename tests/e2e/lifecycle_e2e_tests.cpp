@@ -15,8 +15,8 @@ using namespace aclaim::testing;
 using namespace std::chrono_literals;
 
 namespace {
-common::NewJob job(const std::string& queue, const std::string& payload, int max_attempts = 3) {
-    common::NewJob j;
+store::NewJob job(const std::string& queue, const std::string& payload, int max_attempts = 3) {
+    store::NewJob j;
     j.queue = queue;
     j.payload = payload;
     j.max_attempts = max_attempts;
@@ -39,11 +39,11 @@ TEST_CASE(
     Cluster c;
     INFO("logs in " << c.log_dir());
     {
-        common::AssignmentStore store(c.db().dsn());
-        const auto now = common::SystemClock().now();
-        store.enqueue(1, std::vector<common::NewJob>(15, job("electrical", "wiring")), now);
-        store.enqueue(1, std::vector<common::NewJob>(15, job("plumbing", "pipes")), now);
-        store.enqueue(1, std::vector<common::NewJob>(10, job("default", "general")), now);
+        store::AssignmentStore store(c.db().dsn());
+        const auto now = base::SystemClock().now();
+        store.enqueue(1, std::vector<store::NewJob>(15, job("electrical", "wiring")), now);
+        store.enqueue(1, std::vector<store::NewJob>(15, job("plumbing", "pipes")), now);
+        store.enqueue(1, std::vector<store::NewJob>(10, job("default", "general")), now);
         store.enqueue(1, {job("electrical", "POISON", 2)}, now);
         store.enqueue(1, {job("slow", "long review")}, now);
     }

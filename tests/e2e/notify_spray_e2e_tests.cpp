@@ -51,10 +51,10 @@ TEST_CASE("a spray of forged notifications from a login with no grants discards 
     Cluster c;
     INFO("logs in " << c.log_dir());
     {
-        common::AssignmentStore store(c.db().dsn());
-        const auto now = common::SystemClock().now();
-        for (common::OrgId org : {1, 2}) {
-            std::vector<common::NewJob> jobs;
+        store::AssignmentStore store(c.db().dsn());
+        const auto now = base::SystemClock().now();
+        for (store::OrgId org : {1, 2}) {
+            std::vector<store::NewJob> jobs;
             for (int i = 0; i < kJobsPerOrg; ++i)
                 jobs.push_back({0, "review-" + std::to_string(i), 1});
             store.enqueue(org, jobs, now);

@@ -26,7 +26,7 @@
 
 using namespace aclaim::testing;
 using namespace std::chrono_literals;
-namespace proto = aclaim::common::proto;
+namespace proto = aclaim::proto;
 
 namespace {
 
@@ -38,11 +38,11 @@ constexpr int kMaxInflight = 8;
 /// (nothing grows with the garbage), far above what it needs.
 constexpr long kRssLimitKb = 200L * 1024;
 
-using KeyPair = aclaim::common::CurveKeyPair;
+using KeyPair = aclaim::ops::CurveKeyPair;
 
 /// Throws rather than failing a Catch assertion, so that client threads may call it too.
 KeyPair new_pair() {
-    return aclaim::common::make_curve_key_pair();
+    return aclaim::ops::make_curve_key_pair();
 }
 
 /// VmRSS of a process in kB, or -1 when it cannot be read.

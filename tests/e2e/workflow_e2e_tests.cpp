@@ -17,8 +17,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-common::NewJob job(const std::string& queue, const std::string& payload,
-                   std::vector<common::JobId> depends_on = {}) {
+store::NewJob job(const std::string& queue, const std::string& payload,
+                  std::vector<store::JobId> depends_on = {}) {
     return workflow_job(queue, payload, std::move(depends_on));
 }
 
@@ -29,10 +29,10 @@ TEST_CASE("site visits fan out into three inspections and fan in to an approval"
     constexpr long kVisits = 20;
     Cluster c;
     INFO("logs in " << c.log_dir());
-    common::JobId last_structural = 0;
+    store::JobId last_structural = 0;
     {
-        common::AssignmentStore store(c.db().dsn());
-        const auto now = common::SystemClock().now();
+        store::AssignmentStore store(c.db().dsn());
+        const auto now = base::SystemClock().now();
         for (int v = 0; v < kVisits; ++v) {
             const std::string visit = "visit-" + std::to_string(v);
             const auto ids = store.enqueue(
@@ -40,8 +40,8 @@ TEST_CASE("site visits fan out into three inspections and fan in to an approval"
                 {job("inspection", visit + " electrical"), job("inspection", visit + " plumbing"),
                  job("inspection", visit + " structural"),
                  job("approval", visit + " approval",
-                     {common::job_of_this_call(1), common::job_of_this_call(2),
-                      common::job_of_this_call(3)})},
+                     {store::job_of_this_call(1), store::job_of_this_call(2),
+                      store::job_of_this_call(3)})},
                 now);
             last_structural = ids[2];
         }
@@ -95,19 +95,18 @@ TEST_CASE("200 visits, 8 reviewer keys, 2 coordinators: no approval by one of it
     INFO("logs in " << c.log_dir());
     // Identities are the CURVE keys' registered names, as deployed.
     const auto server = c.use_new_curve_keys();
-    std::vector<common::CurveKeyPair> keys;
+    std::vector<ops::CurveKeyPair> keys;
     for (int i = 0; i < kReviewers; ++i) {
-        keys.push_back(common::make_curve_key_pair());
+        keys.push_back(ops::make_curve_key_pair());
         c.register_key(1, "reviewer-" + std::to_string(i), keys.back().public_key);
     }
     {
-        common::AssignmentStore store(c.db().dsn());
-        const auto now = common::SystemClock().now();
+        store::AssignmentStore store(c.db().dsn());
+        const auto now = base::SystemClock().now();
         for (int v = 0; v < kVisits; ++v) {
             const std::string visit = "visit-" + std::to_string(v);
-            const std::vector<common::JobId> inspections{common::job_of_this_call(1),
-                                                         common::job_of_this_call(2),
-                                                         common::job_of_this_call(3)};
+            const std::vector<store::JobId> inspections{
+                store::job_of_this_call(1), store::job_of_this_call(2), store::job_of_this_call(3)};
             // Four eyes: the approval waits for the three and goes to none of their reviewers.
             auto approval = job("approval", visit + " approval", inspections);
             approval.exclude_completers_of = inspections;

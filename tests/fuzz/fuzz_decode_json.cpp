@@ -3,6 +3,6 @@
 #include "tests/fuzz/fuzz_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    aclaim::fuzz::fuzz_body(aclaim::common::proto::kTagJson, data, size);
+    aclaim::fuzz::fuzz_body(aclaim::proto::kTagJson, data, size);
     return 0;
 }

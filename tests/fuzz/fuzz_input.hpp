@@ -17,7 +17,7 @@
 
 namespace aclaim::fuzz {
 
-namespace proto = common::proto;
+namespace proto = aclaim::proto;
 
 /// Most frames a message is split into; decode must refuse every count but three.
 inline constexpr std::size_t kMaxFrames = 5;

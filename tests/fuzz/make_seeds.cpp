@@ -14,7 +14,7 @@
 
 namespace {
 
-namespace proto = aclaim::common::proto;
+namespace proto = aclaim::proto;
 
 std::vector<proto::Message> samples() {
     proto::AssignedJob job{41, 7, 1'700'000'000'000'000, 10000, 2, 5, "{\"pr\":17}"};

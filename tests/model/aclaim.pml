@@ -186,7 +186,7 @@ byte holder[GMAX + 1];   /* to which session */
  * 1 its holder's COMPLETE; 2 its holder's FAIL or RELEASE, or the reaper's discard once its
  * attempts were used up (which the product answers a FAIL of that claim ACCEPTED for: the row
  * shows the job ended, discarded, at that generation and assignee, as the FAIL would have left
- * it; common::diagnose). */
+ * it; store::diagnose). */
 byte settled[GMAX + 1];
 
 byte sess[NW];           /* each worker's current session (its process) */
@@ -304,7 +304,7 @@ inline renew() {
 }
 
 /* sql::kComplete / kCompleteBatch; a refused one is answered from the row (kAuthority,
- * common::diagnose): the same completion already committed is ACCEPTED, replayed. Two guards make
+ * store::diagnose): the same completion already committed is ACCEPTED, replayed. Two guards make
  * a completed row refuse another completion: the fence's state = 'assigned' and the lease the
  * completion clears (lease_expires_at = NULL); NO_STATE_FENCE drops both. */
 inline complete() {

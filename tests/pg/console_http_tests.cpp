@@ -32,18 +32,17 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr const char* kPassword = "correct horse battery staple";
-const common::SystemClock kSystem;
+const base::SystemClock kSystem;
 
-std::vector<common::NewJob> some_jobs(int n) {
-    std::vector<common::NewJob> out;
+std::vector<store::NewJob> some_jobs(int n) {
+    std::vector<store::NewJob> out;
     for (int i = 0; i < n; ++i) out.push_back({0, "review-" + std::to_string(i), 3});
     return out;
 }
 
 /// The console served in this process on 127.0.0.1:<any port>.
 struct Console {
-    Console(const std::string& dsn, const std::string& reports,
-            const common::Clock& clock = kSystem)
+    Console(const std::string& dsn, const std::string& reports, const base::Clock& clock = kSystem)
         : views(dsn, reports), server(views, clock) {
         port = server.bind("127.0.0.1", 0);
         thread = std::thread([this] { server.run(); });
@@ -92,7 +91,7 @@ TEST_CASE_METHOD(ConsoleDatabase,
     console::put_operator(*conn, {"alice", std::nullopt}, kPassword);
     console::put_operator(*conn, {"bob", std::nullopt}, kPassword);
     // Time stands still: every wait is still running when the next attempt comes.
-    common::ManualClock clock(common::SystemClock().now());
+    base::ManualClock clock(base::SystemClock().now());
     Console c(db.dsn(), "", clock);
     Browser guesser(c.port);
 
@@ -156,7 +155,7 @@ TEST_CASE("console sign-in: the password hash holds no lock another operator's p
     hashing.get_future().wait();
     const console::Operator all{"all", std::nullopt};
     auto page = std::async(std::launch::async,
-                           [&] { return views.overview(all, common::SystemClock().now()); });
+                           [&] { return views.overview(all, base::SystemClock().now()); });
     const bool answered = page.wait_for(20s) == std::future_status::ready;
     finish.set_value();
     CHECK(answered);
@@ -184,7 +183,7 @@ TEST_CASE_METHOD(ConsoleStore,
         t.commit();
     }
     console::put_operator(*conn, {"all", std::nullopt}, kPassword);
-    console::put_operator(*conn, {"two", std::vector<common::OrgId>{2}}, kPassword);
+    console::put_operator(*conn, {"two", std::vector<store::OrgId>{2}}, kPassword);
     const auto reports = std::filesystem::temp_directory_path() /
                          ("aclaim-console-reports-" + std::to_string(::getpid()));
     std::filesystem::create_directories(reports / "bench");
@@ -196,9 +195,9 @@ TEST_CASE_METHOD(ConsoleStore,
     const auto ran = all.post("/api/check");
     REQUIRE(ran);
     REQUIRE(ran->status == 200);
-    std::set<common::JobId> everywhere;
+    std::set<store::JobId> everywhere;
     const auto checked = Json::parse(ran->body);
-    for (const auto& v : checked["violations"]) everywhere.insert(v["job_id"].get<common::JobId>());
+    for (const auto& v : checked["violations"]) everywhere.insert(v["job_id"].get<store::JobId>());
     // The setup holds: the system-wide check names both organizations' jobs.
     REQUIRE(everywhere.count(org1[0]) == 1);
     REQUIRE(everywhere.count(org2[0]) == 1);

@@ -33,7 +33,7 @@ struct WithAlice : ConsoleDatabase {
 
 /// Sessions of ten minutes on a manual clock, alice's among them.
 struct AliceSessions : WithAlice {
-    common::ManualClock clock{common::Instant{} + std::chrono::hours(24 * 365 * 50)};
+    base::ManualClock clock{base::Instant{} + std::chrono::hours(24 * 365 * 50)};
     console::Sessions sessions{db.dsn(), clock, std::chrono::minutes(10)};
 };
 
@@ -74,7 +74,7 @@ TEST_CASE_METHOD(AliceSessions,
         CHECK(sessions.find(b));  // used: the idle time starts again
         clock.advance(std::chrono::minutes(9));
         CHECK(sessions.find(b));
-        clock.advance(std::chrono::minutes(10) + common::kMillis);
+        clock.advance(std::chrono::minutes(10) + base::kMillis);
         CHECK_FALSE(sessions.find(b));
     }
 
@@ -90,7 +90,7 @@ TEST_CASE_METHOD(AliceSessions,
         CHECK(expiry() == before);
         clock.advance(console::Sessions::kTouchStep);
         REQUIRE(sessions.find(b));
-        CHECK(expiry() == common::to_micros(clock.now() + std::chrono::minutes(10)));
+        CHECK(expiry() == base::to_micros(clock.now() + std::chrono::minutes(10)));
     }
 
     SECTION("a second set of sessions on the database (another console) knows every session") {
@@ -107,14 +107,14 @@ TEST_CASE_METHOD(ConsoleDatabase,
                  "console sessions: removing, disabling or resetting an operator ends its sessions",
                  "[console]") {
     console::put_operator(*conn, {"alice", std::nullopt}, "s3cret words");
-    console::put_operator(*conn, {"bob", std::vector<common::OrgId>{3, 7}}, "other words");
-    const common::SystemClock clock;
+    console::put_operator(*conn, {"bob", std::vector<store::OrgId>{3, 7}}, "other words");
+    const base::SystemClock clock;
     console::Sessions sessions(db.dsn(), clock);
     const auto alice = sessions.open({"alice", std::nullopt});
-    const auto bob = sessions.open({"bob", std::vector<common::OrgId>{3, 7}});
+    const auto bob = sessions.open({"bob", std::vector<store::OrgId>{3, 7}});
     REQUIRE(sessions.find(alice));
     REQUIRE(sessions.find(bob));
-    CHECK(sessions.find(bob)->op.orgs == std::vector<common::OrgId>{3, 7});
+    CHECK(sessions.find(bob)->op.orgs == std::vector<store::OrgId>{3, 7});
 
     SECTION("removed: its sessions are deleted with it, another's stay") {
         CHECK(console::remove_operator(*conn, "alice"));
@@ -129,15 +129,15 @@ TEST_CASE_METHOD(ConsoleDatabase,
         CHECK(sessions.find(bob));
     }
     SECTION("a new password or scope: signed out everywhere, and a new session has the scope") {
-        console::put_operator(*conn, {"bob", std::vector<common::OrgId>{7}}, "new words");
+        console::put_operator(*conn, {"bob", std::vector<store::OrgId>{7}}, "new words");
         CHECK_FALSE(sessions.find(bob));
         CHECK(sessions.find(alice));
-        const auto again = sessions.open({"bob", std::vector<common::OrgId>{7}});
-        CHECK(sessions.find(again)->op.orgs == std::vector<common::OrgId>{7});
+        const auto again = sessions.open({"bob", std::vector<store::OrgId>{7}});
+        CHECK(sessions.find(again)->op.orgs == std::vector<store::OrgId>{7});
     }
     SECTION("a scope changed in the table applies to the live session at once") {
         exec(*conn, "UPDATE console_operators SET org_ids = '{7}' WHERE name = 'bob'");
-        CHECK(sessions.find(bob)->op.orgs == std::vector<common::OrgId>{7});
+        CHECK(sessions.find(bob)->op.orgs == std::vector<store::OrgId>{7});
     }
 }
 
@@ -162,7 +162,7 @@ TEST_CASE_METHOD(ConsoleDatabase,
                  "console sessions: the row-security role and producers cannot read them",
                  "[console]") {
     console::put_operator(*conn, {"alice", std::nullopt}, "s3cret words");
-    const common::SystemClock clock;
+    const base::SystemClock clock;
     console::Sessions sessions(db.dsn(), clock);
     sessions.open({"alice", std::nullopt});
     for (const std::string role : {"aclaim_coordinator", "aclaim_producer"}) {

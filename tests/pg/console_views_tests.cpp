@@ -21,13 +21,13 @@ using namespace aclaim::testing;
 
 namespace {
 
-std::vector<common::NewJob> some_jobs(int n) {
-    std::vector<common::NewJob> out;
+std::vector<store::NewJob> some_jobs(int n) {
+    std::vector<store::NewJob> out;
     for (int i = 0; i < n; ++i) out.push_back({0, "review-" + std::to_string(i), 3});
     return out;
 }
 
-void quarantine(pqxx::connection& conn, common::JobId id) {
+void quarantine(pqxx::connection& conn, store::JobId id) {
     pqxx::work t(conn);
     t.exec_params(
         "UPDATE jobs SET state = 'quarantined', quarantined_from = 'pending', "
@@ -36,8 +36,8 @@ void quarantine(pqxx::connection& conn, common::JobId id) {
     t.commit();
 }
 
-std::vector<common::OrgId> orgs_of(const nlohmann::json& overview) {
-    std::vector<common::OrgId> out;
+std::vector<store::OrgId> orgs_of(const nlohmann::json& overview) {
+    std::vector<store::OrgId> out;
     for (const auto& o : overview["organizations"]) out.push_back(o["org_id"]);
     return out;
 }
@@ -49,7 +49,7 @@ TEST_CASE_METHOD(
     "console operators: passwords are kept hashed and checked, scopes read back sorted",
     "[console]") {
     console::put_operator(*conn, {"alice", std::nullopt}, "s3cret words");
-    console::put_operator(*conn, {"bob", std::vector<common::OrgId>{7, 3}}, "other words");
+    console::put_operator(*conn, {"bob", std::vector<store::OrgId>{7, 3}}, "other words");
     {
         pqxx::read_transaction t(*conn);
         const auto hash =
@@ -66,7 +66,7 @@ TEST_CASE_METHOD(
     const auto bob = console::authenticate(*conn, {"bob", "other words"});
     REQUIRE(bob);
     REQUIRE(bob->orgs);
-    CHECK(*bob->orgs == std::vector<common::OrgId>{3, 7});
+    CHECK(*bob->orgs == std::vector<store::OrgId>{3, 7});
     CHECK(bob->sees(7));
     CHECK_FALSE(bob->sees(5));
 
@@ -93,12 +93,12 @@ TEST_CASE_METHOD(StoreAtNow,
 
     console::Views views(db.dsn(), "");
     const console::Operator all{"all", std::nullopt};
-    const console::Operator two{"two", std::vector<common::OrgId>{2}};
+    const console::Operator two{"two", std::vector<store::OrgId>{2}};
 
     const auto everything = views.overview(all, now);
-    CHECK(orgs_of(everything) == std::vector<common::OrgId>{1, 2});
+    CHECK(orgs_of(everything) == std::vector<store::OrgId>{1, 2});
     const auto scoped = views.overview(two, now);
-    REQUIRE(orgs_of(scoped) == std::vector<common::OrgId>{2});
+    REQUIRE(orgs_of(scoped) == std::vector<store::OrgId>{2});
     CHECK(scoped["organizations"][0]["counts"]["pending"] == 1);
     CHECK(scoped["organizations"][0]["counts"]["quarantined"] == 1);
     CHECK(scoped["organizations"][0]["estimated"]["pending"] == false);
@@ -113,7 +113,7 @@ TEST_CASE_METHOD(StoreAtNow,
     // The job's saved progress (protocol 1.5) is on its page, percent and note.
     {
         const auto held = testing::claim_one(store, now, "w2", 2);
-        common::TransitionRequest report{2, held.job_id, held.generation, "w2"};
+        store::TransitionRequest report{2, held.job_id, held.generation, "w2"};
         report.percent = 40;
         report.note = "half the wiring";
         report.checkpoint = "step=4";
@@ -159,15 +159,15 @@ TEST_CASE_METHOD(StoreAtNow,
                  "[console]") {
     store.enqueue(1, some_jobs(1), now);
     store.enqueue(2, some_jobs(2), now);
-    const auto held1 = store.claim(1, {"w1", 1}, 60 * common::kSeconds, now);
-    const auto held2 = store.claim(2, {"w2", 2}, 60 * common::kSeconds, now);
+    const auto held1 = store.claim(1, {"w1", 1}, 60 * base::kSeconds, now);
+    const auto held2 = store.claim(2, {"w2", 2}, 60 * base::kSeconds, now);
     REQUIRE(held1.leases.size() == 1);
     REQUIRE(held2.leases.size() == 2);
     const auto a = held2.leases[0];
     const auto b = held2.leases[1];
 
     console::Views views(db.dsn(), "");
-    const console::Operator two{"two", std::vector<common::OrgId>{2}};
+    const console::Operator two{"two", std::vector<store::OrgId>{2}};
     const auto leases = views.leases(two, now);
     REQUIRE(leases["leases"].size() == 2);
     for (const auto& l : leases["leases"]) CHECK(l["holder"] == "w2");
@@ -208,7 +208,7 @@ TEST_CASE_METHOD(StoreAtNow,
     }
     console::Views views(db.dsn(), "");
     const auto o = views.overview({"all", std::nullopt}, now);
-    REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1, 2});
+    REQUIRE(orgs_of(o) == std::vector<store::OrgId>{1, 2});
     const auto& big = o["organizations"][0];
     CHECK(big["estimated"]["pending"] == true);
     // The (org_id, state) statistics make the estimate close to the truth.
@@ -226,11 +226,11 @@ TEST_CASE("console overview: per queue, the work still to do and the oldest clai
           "[console]") {
     TestDatabase db;
     auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    common::ManualClock clock(common::SystemClock().now());
+    store::AssignmentStore store(db.dsn());
+    base::ManualClock clock(base::SystemClock().now());
     const auto start = clock.now();
-    auto job_in = [](std::string queue, std::optional<common::Instant> run_at = std::nullopt) {
-        common::NewJob j{0, "review", 3};
+    auto job_in = [](std::string queue, std::optional<base::Instant> run_at = std::nullopt) {
+        store::NewJob j{0, "review", 3};
         j.queue = std::move(queue);
         j.run_at = run_at;
         return j;
@@ -240,12 +240,12 @@ TEST_CASE("console overview: per queue, the work still to do and the oldest clai
     store.enqueue(1, {job_in("electrical"), job_in("electrical", start + std::chrono::hours(1))},
                   clock.now());
     store.enqueue(2, {job_in("plumbing")}, clock.now());
-    common::OperatorStore(*conn).pause(1, "idle", true, "tester", "no work today", clock);
+    ops::OperatorStore(*conn).pause(1, "idle", true, "tester", "no work today", clock);
     clock.advance(std::chrono::seconds(30));
 
     console::Views views(db.dsn(), "");
     const auto o = views.overview({"all", std::nullopt}, clock.now());
-    REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1, 2});
+    REQUIRE(orgs_of(o) == std::vector<store::OrgId>{1, 2});
     const auto& queues = o["organizations"][0]["queues"];
     REQUIRE(queues.size() == 3);
     CHECK(queues[0]["queue"] == "default");
@@ -263,7 +263,7 @@ TEST_CASE("console overview: per queue, the work still to do and the oldest clai
     // The organization's oldest claimable job is the oldest over its queues.
     CHECK(o["organizations"][0]["oldest_pending_age_ms"] == 60'000);
 
-    const auto scoped = views.overview({"two", std::vector<common::OrgId>{2}}, clock.now());
+    const auto scoped = views.overview({"two", std::vector<store::OrgId>{2}}, clock.now());
     REQUIRE(scoped["organizations"].size() == 1);
     REQUIRE(scoped["organizations"][0]["queues"].size() == 1);
     CHECK(scoped["organizations"][0]["queues"][0]["queue"] == "plumbing");
@@ -275,13 +275,13 @@ TEST_CASE_METHOD(StoreAtNow,
                  "[console]") {
     const auto org1 = store.enqueue(1, some_jobs(1), now);
     const auto org2 = store.enqueue(2, some_jobs(2), now);
-    const auto held = store.claim(2, {"w2", 1}, 60 * common::kSeconds, now);
+    const auto held = store.claim(2, {"w2", 1}, 60 * base::kSeconds, now);
     REQUIRE(held.leases.size() == 1);
     const auto assigned = held.leases[0].job_id;
     const auto pending = assigned == org2[0] ? org2[1] : org2[0];
 
     console::Views views(db.dsn(), "");
-    const console::Operator two{"two", std::vector<common::OrgId>{2}};
+    const console::Operator two{"two", std::vector<store::OrgId>{2}};
     using Kind = console::ActionResult::Kind;
 
     const auto before = job_snapshot(*conn, org1[0]);
@@ -314,9 +314,9 @@ TEST_CASE_METHOD(StoreAtNow,
     CHECK(event_count(*conn, assigned, "retried") == 1);
 
     REQUIRE(views.pause(two, 2, "default", true, "training").kind == Kind::Done);
-    CHECK(store.claim(2, {"w2", 1}, 60 * common::kSeconds, now).leases.empty());
+    CHECK(store.claim(2, {"w2", 1}, 60 * base::kSeconds, now).leases.empty());
     REQUIRE(views.pause(two, 2, "default", false, "training over").kind == Kind::Done);
-    CHECK(store.claim(2, {"w2", 1}, 60 * common::kSeconds, now).leases.size() == 1);
+    CHECK(store.claim(2, {"w2", 1}, 60 * base::kSeconds, now).leases.size() == 1);
     pqxx::read_transaction t(*conn);
     CHECK(t.exec("SELECT kind || ' ' || actor FROM queue_events WHERE org_id = 2 ORDER BY id")
               .size() == 2);
@@ -332,10 +332,10 @@ TEST_CASE(
     // read through jobs_assigned_queue, completed ones through jobs_finished.
     TestDatabase db;
     auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    common::ManualClock clock(common::SystemClock().now());
-    const auto lease = std::chrono::duration_cast<common::Duration>(std::chrono::minutes(5));
-    common::NewJob electrical{0, "review", 3};
+    store::AssignmentStore store(db.dsn());
+    base::ManualClock clock(base::SystemClock().now());
+    const auto lease = std::chrono::duration_cast<base::Duration>(std::chrono::minutes(5));
+    store::NewJob electrical{0, "review", 3};
     electrical.queue = "electrical";
     store.enqueue(1, {electrical}, clock.now());
     store.enqueue(2, {electrical, electrical}, clock.now());
@@ -351,7 +351,7 @@ TEST_CASE(
 
     console::Views views(db.dsn(), "");
     const auto o = views.overview({"all", std::nullopt}, clock.now());
-    REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1, 2, 3});
+    REQUIRE(orgs_of(o) == std::vector<store::OrgId>{1, 2, 3});
     const auto& assigned_only = o["organizations"][0];
     CHECK(assigned_only["counts"]["assigned"] == 1);
     CHECK(assigned_only["counts"]["pending"] == 0);
@@ -366,35 +366,35 @@ TEST_CASE(
     CHECK(charted == 2);
     CHECK(o["organizations"][2]["counts"]["pending"] == 1);
 
-    const auto queues = common::OperatorStore(*conn).queues(std::nullopt);
+    const auto queues = ops::OperatorStore(*conn).queues(std::nullopt);
     REQUIRE(queues.size() == 3);
     CHECK(queues[0].org_id == 1);
-    CHECK(queues[0].count(common::JobState::Assigned) == 1);
+    CHECK(queues[0].count(store::JobState::Assigned) == 1);
     CHECK(queues[1].org_id == 2);
     CHECK(queues[1].queue == "electrical");
-    CHECK(queues[1].count(common::JobState::Completed) == 2);
-    CHECK(queues[1].count(common::JobState::Assigned) == 0);
+    CHECK(queues[1].count(store::JobState::Completed) == 2);
+    CHECK(queues[1].count(store::JobState::Assigned) == 0);
     CHECK(queues[2].org_id == 3);
-    CHECK(queues[2].count(common::JobState::Pending) == 1);
+    CHECK(queues[2].count(store::JobState::Pending) == 1);
 }
 
 TEST_CASE("console overview: each queue's weight and aging, none for the others",
           "[console][weights][aging]") {
     TestDatabase db;
     auto conn = db.connect();
-    common::QueueSettings weighted;
+    ops::QueueSettings weighted;
     weighted.weight = 3;
     weighted.aging = std::chrono::seconds(30);
-    const common::Instant now = common::SystemClock().now();
-    common::OperatorStore(*conn).configure(1, "bulk", weighted, "tester", now, true);
-    common::QueueSettings plain;
+    const base::Instant now = base::SystemClock().now();
+    ops::OperatorStore(*conn).configure(1, "bulk", weighted, "tester", now, true);
+    ops::QueueSettings plain;
     plain.max_attempts = 4;
-    common::OperatorStore(*conn).configure(1, "plain", plain, "tester", now, true);
-    common::AssignmentStore store(db.dsn());
+    ops::OperatorStore(*conn).configure(1, "plain", plain, "tester", now, true);
+    store::AssignmentStore store(db.dsn());
     store.enqueue(1, some_jobs(1), now);  // the organization is listed by its jobs
     console::Views views(db.dsn(), "");
     const auto o = views.overview({"all", std::nullopt}, now);
-    REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1});
+    REQUIRE(orgs_of(o) == std::vector<store::OrgId>{1});
     const auto& queues = o["organizations"][0]["queues"];
     REQUIRE(queues.size() == 3);
     CHECK(queues[0]["queue"] == "bulk");
@@ -409,7 +409,7 @@ TEST_CASE_METHOD(
     StoreAtNow,
     "console views: a job's exclusions, and why it waits when every reviewer is excluded",
     "[console][exclusions]") {
-    common::NewJob excluding{0, "second review", 3};
+    store::NewJob excluding{0, "second review", 3};
     excluding.exclude_keys = {"K1", "K2"};
     const auto ids = store.enqueue(1, {{0, "plain", 3}, excluding}, now);
     // `serving` NULL: a coordinator that does not publish which queues its reviewers serve.
@@ -421,7 +421,7 @@ TEST_CASE_METHOD(
             "interval_ms, started_at, seen_at, reviewers, serving) VALUES (1, 'c1', 'tcp://x', "
             "2, 1000, aclaim_ts($1), aclaim_ts($1), $2::text[], $3::jsonb) ON CONFLICT (org_id, "
             "coordinator) DO UPDATE SET reviewers = EXCLUDED.reviewers, serving = EXCLUDED.serving",
-            common::to_micros(now), reviewers, serving);
+            base::to_micros(now), reviewers, serving);
         t.commit();
     };
     console::Views views(db.dsn(), "");
@@ -468,8 +468,8 @@ TEST_CASE(
     "the time left at it",
     "[console]") {
     TestDatabase db;
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+    store::AssignmentStore store(db.dsn());
+    const auto now = base::SystemClock().now();
     auto in_queue = [](int n, const std::string& queue) {
         auto out = some_jobs(n);
         for (auto& j : out) j.queue = queue;
@@ -477,23 +477,23 @@ TEST_CASE(
     };
     // Organization 1: "intake" 10 jobs, 4 completed 10 s ago (6 left), "archive" 3, none done.
     // Organization 2: 2 jobs, one completed ten minutes ago: no rate.
-    store.enqueue(1, in_queue(10, "intake"), now - 600 * common::kSeconds);
-    store.enqueue(1, in_queue(3, "archive"), now - 600 * common::kSeconds);
-    store.enqueue(2, some_jobs(2), now - 900 * common::kSeconds);
-    auto complete = [&](common::OrgId org, int n, const std::string& queue, common::Instant at) {
-        for (const auto& l : store.claim(org, {"w", n, {queue}}, common::kSeconds, at).leases) {
+    store.enqueue(1, in_queue(10, "intake"), now - 600 * base::kSeconds);
+    store.enqueue(1, in_queue(3, "archive"), now - 600 * base::kSeconds);
+    store.enqueue(2, some_jobs(2), now - 900 * base::kSeconds);
+    auto complete = [&](store::OrgId org, int n, const std::string& queue, base::Instant at) {
+        for (const auto& l : store.claim(org, {"w", n, {queue}}, base::kSeconds, at).leases) {
             REQUIRE(store.complete({org, l.job_id, l.generation, "w", "r"}, at).accepted());
         }
     };
-    complete(1, 4, "intake", now - 10 * common::kSeconds);
-    complete(2, 1, "default", now - 600 * common::kSeconds);
+    complete(1, 4, "intake", now - 10 * base::kSeconds);
+    complete(2, 1, "default", now - 600 * base::kSeconds);
 
     console::Views views(db.dsn(), "");
     for (const auto& op : {console::Operator{"all", std::nullopt},
-                           console::Operator{"scoped", std::vector<common::OrgId>{1, 2}}}) {
+                           console::Operator{"scoped", std::vector<store::OrgId>{1, 2}}}) {
         INFO(op.name);
         const auto o = views.overview(op, now);
-        REQUIRE(orgs_of(o) == std::vector<common::OrgId>{1, 2});
+        REQUIRE(orgs_of(o) == std::vector<store::OrgId>{1, 2});
         const auto& one = o["organizations"][0];
         std::map<std::string, nlohmann::json> queues;
         for (const auto& q : one["queues"]) queues[q["queue"]] = q["drain"];

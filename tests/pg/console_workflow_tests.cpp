@@ -14,8 +14,8 @@ using namespace aclaim::testing;
 
 namespace {
 
-common::NewJob job(const std::string& payload, std::vector<common::JobId> depends_on = {}) {
-    return workflow_job(common::kDefaultQueue, payload, std::move(depends_on));
+store::NewJob job(const std::string& payload, std::vector<store::JobId> depends_on = {}) {
+    return workflow_job(base::kDefaultQueue, payload, std::move(depends_on));
 }
 
 }  // namespace
@@ -24,16 +24,16 @@ TEST_CASE("console workflow view: the workflow of a visible job, none of another
           "[console][workflow]") {
     StoreFixture f;
     const auto two = f.store.enqueue(
-        2, {job("intake"), job("inspect", {common::job_of_this_call(1)})}, f.clock.now());
+        2, {job("intake"), job("inspect", {store::job_of_this_call(1)})}, f.clock.now());
     const auto three = f.store.enqueue(
-        3, {job("intake"), job("inspect", {common::job_of_this_call(1)})}, f.clock.now());
+        3, {job("intake"), job("inspect", {store::job_of_this_call(1)})}, f.clock.now());
     const auto held = claim_one(f.store, f.clock.now(), "reviewer-2", 2);
     REQUIRE(held.job_id == two[0]);
 
     console::Views views(f.db.dsn(), "");
     const console::Operator all{"all", std::nullopt};
-    const console::Operator of_two{"two", std::vector<common::OrgId>{2}};
-    const console::Operator of_one_and_three{"one-three", std::vector<common::OrgId>{1, 3}};
+    const console::Operator of_two{"two", std::vector<store::OrgId>{2}};
+    const console::Operator of_one_and_three{"one-three", std::vector<store::OrgId>{1, 3}};
 
     const auto w = views.workflow(of_two, two[1]);
     REQUIRE(w);

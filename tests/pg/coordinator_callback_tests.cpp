@@ -27,7 +27,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
 
 const std::string kForged = "Bearer " + std::string(64, 'f');
 const std::string kBody = R"({"outcome": "completed", "result": "lab:forged"})";
@@ -49,7 +49,7 @@ coordinator::CallbackLimits unlimited() {
 TEST_CASE("forged callbacks share one reused connection and are counted in one row",
           "[callback][http]") {
     TestDatabase db;
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     coordinator::ParkCallback callback(db.dsn(), clock, unlimited());
     constexpr int kCalls = 60;
     for (int i = 0; i < kCalls; ++i) {
@@ -75,7 +75,7 @@ TEST_CASE("forged callbacks share one reused connection and are counted in one r
 
 TEST_CASE("concurrent callbacks never hold more connections than the bound", "[callback][http]") {
     TestDatabase db;
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     coordinator::ParkCallback callback(db.dsn(), clock, unlimited());
     constexpr int kThreads = 6;
     constexpr int kPerThread = 20;
@@ -104,7 +104,7 @@ TEST_CASE("concurrent callbacks never hold more connections than the bound", "[c
 TEST_CASE("a source that keeps guessing is made to wait; other sources are not",
           "[callback][http]") {
     TestDatabase db;
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     coordinator::ParkCallback callback(db.dsn(), clock, {.burst = 5, .per_second = 1});
     for (int i = 0; i < 5; ++i) {
         CHECK(callback.handle({kForged, kBody, "10.0.0.7:1"}).status == 401);
@@ -128,7 +128,7 @@ TEST_CASE("a source that keeps guessing is made to wait; other sources are not",
 
 TEST_CASE("429 reaches the HTTP caller with Retry-After", "[callback][http]") {
     TestDatabase db;
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     coordinator::CoordinatorOptions o;
     o.http.http_bind = "127.0.0.1:0";
     o.connection.dsn = db.dsn();
@@ -155,7 +155,7 @@ TEST_CASE("429 reaches the HTTP caller with Retry-After", "[callback][http]") {
 
 TEST_CASE("a callback's refusal never carries the database's own words", "[callback][http]") {
     TestDatabase db;
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     coordinator::ParkCallback callback(db.dsn(), clock, unlimited());
     auto no_internals = [](const coordinator::CallbackReply& r) {
         for (const char* word : {"CONTEXT", "PL/pgSQL", "finish_parked", "ERROR:", "line "}) {
@@ -192,12 +192,12 @@ TEST_CASE("refusal counts are bounded per hour and pruned by retention in batche
           "[callback][retention]") {
     TestDatabase db;
     auto conn = db.connect();
-    auto refuse = [&](const std::string& caller, common::Instant at) {
+    auto refuse = [&](const std::string& caller, base::Instant at) {
         pqxx::work txn(*conn);
         txn.exec_params(
             "SELECT * FROM aclaim_finish_parked($1, 'completed', 'x', "
             "now_us => $2, caller => $3)",
-            std::string(64, 'e'), common::to_micros(at), caller);
+            std::string(64, 'e'), base::to_micros(at), caller);
         txn.commit();
     };
     // 305 sources in one hour: 300 rows of their own, the rest counted together.
@@ -209,12 +209,12 @@ TEST_CASE("refusal counts are bounded per hour and pruned by retention in batche
     CHECK(scalar(db, "SELECT sum(refusals) FROM park_refusal_counts") == 305);
 
     // 30 days later nothing is old enough yet; past the keep, batches of 100 remove them all.
-    CHECK(common::prune_park_refusals(*conn, kT0 + std::chrono::hours(24 * 30), 100) == 0);
+    CHECK(ops::prune_park_refusals(*conn, kT0 + std::chrono::hours(24 * 30), 100) == 0);
     const auto later = kT0 + std::chrono::hours(24 * 30 + 2);
     refuse("recent", later);
-    CHECK(common::prune_park_refusals(*conn, later, 100) == 100);
+    CHECK(ops::prune_park_refusals(*conn, later, 100) == 100);
     CHECK(scalar(db, "SELECT count(*) FROM park_refusal_counts") == 202);
-    CHECK(common::prune_park_refusals(*conn, later, 1000) == 201);
+    CHECK(ops::prune_park_refusals(*conn, later, 1000) == 201);
     CHECK(scalar(db, "SELECT count(*) FROM park_refusal_counts") == 1);
     CHECK(scalar(db, "SELECT count(*) FROM park_refusal_counts WHERE source LIKE 'recent as %'") ==
           1);
@@ -227,7 +227,7 @@ TEST_CASE("the coordinator's role prunes refusal counts only through the functio
     {
         pqxx::work txn(*conn);
         txn.exec_params("SELECT * FROM aclaim_finish_parked($1, 'completed', 'x', now_us => $2)",
-                        std::string(64, 'e'), common::to_micros(kT0));
+                        std::string(64, 'e'), base::to_micros(kT0));
         txn.commit();
     }
     {
@@ -238,7 +238,7 @@ TEST_CASE("the coordinator's role prunes refusal counts only through the functio
     pqxx::work txn(*conn);
     txn.exec("SET LOCAL ROLE aclaim_coordinator");
     CHECK(txn.exec_params1("SELECT aclaim_prune_park_refusals($1, 10)",
-                           common::to_micros(kT0 + std::chrono::hours(24 * 40)))[0]
+                           base::to_micros(kT0 + std::chrono::hours(24 * 40)))[0]
               .as<int>() == 1);
 }
 

@@ -26,7 +26,7 @@
 
 namespace aclaim::testing {
 
-namespace proto = common::proto;
+namespace proto = aclaim::proto;
 using namespace std::chrono_literals;
 
 /// The answer bound of coordinators on a ManualClock: beyond any jump a test makes.
@@ -44,14 +44,14 @@ inline coordinator::CoordinatorOptions plaintext_options(const std::string& dsn)
 /// A fresh database, a coordinator on a free port serving it, and a store to enqueue with.
 struct CoordinatorHarness {
     explicit CoordinatorHarness(
-        const common::Clock& clock,
+        const base::Clock& clock,
         const std::function<void(coordinator::CoordinatorOptions&)>& adjust = {}) {
         spdlog::set_level(spdlog::level::err);
         auto o = plaintext_options(db.dsn());
         o.router.lease_ms = 10000;
         o.reaper.reap_interval_ms = 20;
         o.db_pool.in_doubt_budget_ms = 1000;
-        if (dynamic_cast<const common::ManualClock*>(&clock) != nullptr) {
+        if (dynamic_cast<const base::ManualClock*>(&clock) != nullptr) {
             // The drain's quiet window is measured on the coordinator's clock; one that moves
             // only when told would hold stop() for good, so under it stopping ends the drain at
             // once. Its jumps (a lease's worth at a time) would also pass every database deadline
@@ -71,7 +71,7 @@ struct CoordinatorHarness {
     }
 
     /// A worker that has said HELLO as `worker_id` of `org`.
-    std::unique_ptr<RawWorker> greeted(const std::string& worker_id, common::OrgId org,
+    std::unique_ptr<RawWorker> greeted(const std::string& worker_id, store::OrgId org,
                                        proto::Encoding enc = proto::Encoding::Binary) {
         auto w = worker(enc);
         w->hello(worker_id, org);
@@ -84,23 +84,23 @@ struct CoordinatorHarness {
 };
 
 /// Where the manual clock of ManualCoordinator starts.
-inline constexpr common::Instant kHarnessStart = common::instant_from_micros(1'700'000'000'000'000);
+inline constexpr base::Instant kHarnessStart = base::instant_from_micros(1'700'000'000'000'000);
 
 /// For TEST_CASE_METHOD: a coordinator on a manual clock, and a store to enqueue with.
 struct ManualCoordinator {
-    common::ManualClock clock{kHarnessStart};
+    base::ManualClock clock{kHarnessStart};
     CoordinatorHarness h{clock};
-    common::AssignmentStore store{h.db.dsn()};
+    store::AssignmentStore store{h.db.dsn()};
 };
 
 /// For TEST_CASE_METHOD: a coordinator on the system clock.
 struct SystemCoordinator {
-    common::SystemClock clock;
+    base::SystemClock clock;
     CoordinatorHarness h{clock};
 };
 
-inline std::vector<common::NewJob> some_jobs(int n) {
-    std::vector<common::NewJob> out;
+inline std::vector<store::NewJob> some_jobs(int n) {
+    std::vector<store::NewJob> out;
     for (int i = 0; i < n; ++i) out.push_back({0, "payload-" + std::to_string(i), 3});
     return out;
 }

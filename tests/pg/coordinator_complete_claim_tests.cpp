@@ -15,7 +15,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
 
 /// The next message on the socket (those kept aside first), whatever its request id.
 proto::Message next_message(RawWorker& w) {
@@ -32,9 +32,8 @@ proto::Message next_message(RawWorker& w) {
 /// The two answers to a COMPLETE of `job` at `generation` that carries a one-job CLAIM, in the
 /// order they arrived: the completion's must come first, each with its own request id.
 template <class First, class Second>
-std::pair<First, Second> complete_then_claim(RawWorker& w, common::JobId job,
-                                             common::Generation generation,
-                                             const std::string& ref) {
+std::pair<First, Second> complete_then_claim(RawWorker& w, store::JobId job,
+                                             store::Generation generation, const std::string& ref) {
     const auto done = w.next_req();
     const auto next = w.next_req();
     proto::Complete complete{done, job, generation, ref};
@@ -101,7 +100,7 @@ TEST_CASE_METHOD(ManualCoordinator,
 
 TEST_CASE("a COMPLETE refused before the database answers its carried CLAIM too",
           "[coordinator][complete_claim]") {
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     CoordinatorHarness h(clock);
     auto w = h.worker();
     // No session yet: both requests are answered no_session.

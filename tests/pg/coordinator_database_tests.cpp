@@ -23,7 +23,7 @@ namespace {
 /// (--db-deadline-ms) ends the wait for the row's verdict, and the re-send settles it.
 proto::Accepted complete_until_accepted(RawWorker& w, const proto::AssignedJob& job,
                                         const std::string& ref) {
-    const auto deadline = common::SystemClock().monotonic_now() + 20s;
+    const auto deadline = base::SystemClock().monotonic_now() + 20s;
     while (true) {
         const auto req = w.next_req();
         w.send(proto::Complete{req, job.job_id, job.generation, ref});
@@ -37,7 +37,7 @@ proto::Accepted complete_until_accepted(RawWorker& w, const proto::AssignedJob& 
         INFO("COMPLETE answered ERROR " << code);
         REQUIRE((code == "database_unavailable" || code == "not_committed" ||
                  code == "outcome_unknown"));
-        REQUIRE(common::SystemClock().monotonic_now() < deadline);
+        REQUIRE(base::SystemClock().monotonic_now() < deadline);
         std::this_thread::sleep_for(50ms);
     }
 }
@@ -47,7 +47,7 @@ proto::Accepted complete_until_accepted(RawWorker& w, const proto::AssignedJob& 
 TEST_CASE("without a database, claims get NO_WORK and transitions ERROR, and stop still works",
           "[coordinator]") {
     spdlog::set_level(spdlog::level::critical);
-    common::SystemClock clock;
+    base::SystemClock clock;
     coordinator::Coordinator c(
         plaintext_options("postgresql://postgres@127.0.0.1:1/aclaim?connect_timeout=2"), clock);
     c.start();
@@ -63,14 +63,14 @@ TEST_CASE("without a database, claims get NO_WORK and transitions ERROR, and sto
 TEST_CASE("a completion whose connection dies before the commit is not_committed, then accepted",
           "[coordinator]") {
     spdlog::set_level(spdlog::level::critical);
-    common::SystemClock clock;
+    base::SystemClock clock;
     // The verdict is read from the row after reconnecting; on a slow (sanitized) build that may
     // take longer than the default answer bound, which would answer outcome_unknown first.
     CoordinatorHarness h(clock, [](coordinator::CoordinatorOptions& o) {
         o.db_pool.db_threads = 1;
         o.connection.db_deadline_ms = 10000;
     });
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(1), clock.now());
     auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
@@ -110,9 +110,9 @@ TEST_CASE("after PostgreSQL restarts the coordinator reconnects, completes and w
     ThrowawayServer server({.durable = true, .migrate = false});
     {
         pqxx::connection conn(server.dsn());
-        common::migrate(conn);
+        store::migrate(conn);
     }
-    common::SystemClock clock;
+    base::SystemClock clock;
     auto o = plaintext_options(server.dsn());
     // A restart of a durable server on a busy machine can take seconds: the lease must outlast
     // it, or the completion is rightly refused as expired.
@@ -121,7 +121,7 @@ TEST_CASE("after PostgreSQL restarts the coordinator reconnects, completes and w
     c.start();
     GreetedWorker w(c.endpoint(), "w1", 1);
     {
-        common::AssignmentStore store(server.dsn());
+        store::AssignmentStore store(server.dsn());
         store.enqueue(1, some_jobs(1), clock.now());
     }
     const auto job = w.claim_one();
@@ -134,7 +134,7 @@ TEST_CASE("after PostgreSQL restarts the coordinator reconnects, completes and w
     const auto parked = c.metrics().parked.load();
     const auto req = w.claim(1, 15000);
     REQUIRE(eventually([&] { return c.metrics().parked.load() > parked; }, 10s));
-    common::AssignmentStore store(server.dsn());
+    store::AssignmentStore store(server.dsn());
     const auto ids = store.enqueue(1, some_jobs(1), clock.now());
     const auto assigned = w.expect<proto::Assigned>(req, 10s);
     CHECK(assigned.jobs.at(0).job_id == ids[0]);

@@ -33,11 +33,11 @@ struct TwoMembers {
         return req;
     }
 
-    common::SystemClock clock;
+    base::SystemClock clock;
     PgMember a;
     PgMember b;
-    const common::JobId on_a =
-        common::AssignmentStore(a.dsn).enqueue(1, some_jobs(1), clock.now()).at(0);
+    const store::JobId on_a =
+        store::AssignmentStore(a.dsn).enqueue(1, some_jobs(1), clock.now()).at(0);
     const std::string dsn = multi_host_dsn(a, b);
     coordinator::CoordinatorOptions options = plaintext_options(dsn);
 };

@@ -12,7 +12,7 @@ using namespace aclaim::testing;
 using namespace std::chrono_literals;
 
 namespace {
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
 }
 
 TEST_CASE_METHOD(ManualCoordinator,
@@ -36,7 +36,7 @@ TEST_CASE_METHOD(ManualCoordinator,
     for (const auto& stage : stages) {
         CHECK(stage.snapshot().count == 1);
     }
-    CHECK(job.lease_expires_at_us == common::to_micros(kT0 + 10 * common::kSeconds));
+    CHECK(job.lease_expires_at_us == base::to_micros(kT0 + 10 * base::kSeconds));
     CHECK(job.payload == "payload-0");
 
     const auto complete = [&] {
@@ -67,7 +67,7 @@ TEST_CASE_METHOD(
     auto w2 = h.greeted("w2", 1);
 
     const auto first = w1->claim_one();
-    clock.advance(11 * common::kSeconds);
+    clock.advance(11 * base::kSeconds);
     const auto revoked = w1->expect_push<proto::Revoked>();
     CHECK(revoked.job_id == first.job_id);
     CHECK(revoked.generation == first.generation);
@@ -86,7 +86,7 @@ TEST_CASE_METHOD(
     auto conn = h.db.connect();
     CHECK(results_snapshot(*conn, first.job_id).find("review:w2") != std::string::npos);
     CHECK(h.coordinator->metrics().reclaims.load() == 1);
-    CHECK(h.coordinator->metrics().rejections_of(common::Rejection::StaleGeneration) == 1);
+    CHECK(h.coordinator->metrics().rejections_of(store::Rejection::StaleGeneration) == 1);
 }
 
 TEST_CASE_METHOD(ManualCoordinator, "a renewal extends a live lease and revokes an expired one",
@@ -95,15 +95,15 @@ TEST_CASE_METHOD(ManualCoordinator, "a renewal extends a live lease and revokes 
     auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
 
-    clock.advance(2 * common::kSeconds);
+    clock.advance(2 * base::kSeconds);
     const auto req = w->next_req();
     w->send(proto::Renew{req, job.job_id, job.generation});
     const auto lease = w->expect<proto::LeaseMsg>(req);
     CHECK(lease.job_id == job.job_id);
-    CHECK(lease.lease_expires_at_us == common::to_micros(kT0 + 12 * common::kSeconds));
+    CHECK(lease.lease_expires_at_us == base::to_micros(kT0 + 12 * base::kSeconds));
     CHECK(lease.lease_expires_at_us > job.lease_expires_at_us);
 
-    clock.advance(20 * common::kSeconds);
+    clock.advance(20 * base::kSeconds);
     const auto late = w->next_req();
     w->send(proto::Renew{late, job.job_id, job.generation});
     const auto revoked = w->expect<proto::Revoked>(late);

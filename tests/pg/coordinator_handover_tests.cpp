@@ -14,11 +14,11 @@ using namespace aclaim::testing;
 
 namespace {
 
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
 
 /// A second coordinator on the harness's database, configured as the harness configures its own.
 std::unique_ptr<coordinator::Coordinator> second_coordinator(const CoordinatorHarness& h,
-                                                             const common::Clock& clock) {
+                                                             const base::Clock& clock) {
     coordinator::CoordinatorOptions o;
     o.connection.dsn = h.db.dsn();
     o.router.bind = "tcp://127.0.0.1:*";
@@ -44,10 +44,10 @@ std::string scalar_text(const TestDatabase& db, const std::string& sql) {
 
 TEST_CASE("a lease granted through one coordinator is renewed and completed through another",
           "[coordinator][handover]") {
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     CoordinatorHarness a(clock);
     auto b = second_coordinator(a, clock);
-    common::AssignmentStore store(a.db.dsn());
+    store::AssignmentStore store(a.db.dsn());
     store.enqueue(1, some_jobs(1), clock.now());
 
     RawWorker on_a(a.context, a.coordinator->endpoint());
@@ -57,13 +57,13 @@ TEST_CASE("a lease granted through one coordinator is renewed and completed thro
     // The worker fails over: a new connection, a new session, another coordinator.
     RawWorker on_b(a.context, b->endpoint());
     on_b.hello("w1", 1);
-    clock.advance(5 * common::kSeconds);
+    clock.advance(5 * base::kSeconds);
     auto req = on_b.request(proto::Renew{0, job.job_id, job.generation});
     const auto lease = on_b.expect<proto::LeaseMsg>(req);
-    CHECK(lease.lease_expires_at_us == common::to_micros(kT0 + 15 * common::kSeconds));
+    CHECK(lease.lease_expires_at_us == base::to_micros(kT0 + 15 * base::kSeconds));
 
     // Past the lease as first granted: only the renewal through the second coordinator keeps it.
-    clock.advance(7 * common::kSeconds);
+    clock.advance(7 * base::kSeconds);
 
     // Fencing holds on the new coordinator as on the old: another worker, a stale generation.
     RawWorker intruder(a.context, b->endpoint());

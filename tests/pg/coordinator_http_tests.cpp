@@ -80,7 +80,7 @@ TEST_CASE_METHOD(HttpCoordinator,
     CHECK(before.at("aclaim_claim_duration_seconds_count") == 0);
     CHECK(before.at("aclaim_result_notifier_sent_total") == 0);
 
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(2), clock.now());
     auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
@@ -161,7 +161,7 @@ TEST_CASE_METHOD(HttpCoordinator, "/healthz follows the router thread and /ready
     // A router whose last tick is older than the stall limit: the tick is what a stuck loop
     // would leave behind, written into metrics no running router thread touches.
     coordinator::Metrics stuck;
-    const auto real_now = common::SystemClock().monotonic_now().time_since_epoch();
+    const auto real_now = base::SystemClock().monotonic_now().time_since_epoch();
     stuck.router_tick_ns.store(
         (real_now - coordinator::HttpServer::kStallLimit - std::chrono::seconds(5)).count());
     coordinator::HttpServer stalled(http_options(h.coordinator->options(), h.db.dsn()), stuck);
@@ -171,7 +171,7 @@ TEST_CASE_METHOD(HttpCoordinator, "/healthz follows the router thread and /ready
     CHECK(stalled_health->status == 503);
     CHECK(stalled_health->body.rfind("router thread stalled: last ran ", 0) == 0);
     // The same metrics ticked just now are healthy again: the answer follows the tick.
-    stuck.router_tick_ns.store(common::SystemClock().monotonic_now().time_since_epoch().count());
+    stuck.router_tick_ns.store(base::SystemClock().monotonic_now().time_since_epoch().count());
     CHECK(stalled_scrape.get("/healthz")->status == 200);
 
     // A database without the schema: reachable, not ready, and the answer says what to do.

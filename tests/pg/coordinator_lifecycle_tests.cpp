@@ -15,10 +15,10 @@ using namespace aclaim::testing;
 using namespace std::chrono_literals;
 
 namespace {
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
 
-common::NewJob in_queue(const std::string& queue, const std::string& payload) {
-    common::NewJob j;
+store::NewJob in_queue(const std::string& queue, const std::string& payload) {
+    store::NewJob j;
     j.queue = queue;
     j.payload = payload;
     return j;
@@ -66,11 +66,11 @@ TEST_CASE_METHOD(
     const auto id = store.enqueue(1, {slow}, clock.now()).at(0);
     auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
-    CHECK(job.lease_expires_at_us == common::to_micros(kT0 + 10s));
+    CHECK(job.lease_expires_at_us == base::to_micros(kT0 + 10s));
     clock.advance(8s);
     const auto renewed =
         w->expect<proto::LeaseMsg>(w->request(proto::Renew{0, job.job_id, job.generation}));
-    CHECK(renewed.lease_expires_at_us == common::to_micros(kT0 + 15s));
+    CHECK(renewed.lease_expires_at_us == base::to_micros(kT0 + 15s));
     clock.advance(7s);
     const auto refused =
         w->expect<proto::Revoked>(w->request(proto::Renew{0, job.job_id, job.generation}));
@@ -90,7 +90,7 @@ TEST_CASE_METHOD(ManualCoordinator,
     const auto id = store.enqueue(1, some_jobs(1), clock.now()).at(0);
     auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
-    REQUIRE(common::OperatorStore(*conn).cancel({id}, "ops", "withdrawn", clock.now()).size() == 1);
+    REQUIRE(ops::OperatorStore(*conn).cancel({id}, "ops", "withdrawn", clock.now()).size() == 1);
     const auto pushed = w->expect_push<proto::Revoked>(10s);
     CHECK(pushed.job_id == id);
     CHECK(pushed.generation == job.generation);

@@ -31,7 +31,7 @@ using coordinator::NotificationCounters;
 
 namespace {
 
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
 
 /// What one sprayer sends: per channel, transactions of payloads. PostgreSQL delivers a payload
 /// sent twice on one channel in one transaction once, so each transaction's are distinct.
@@ -81,7 +81,7 @@ void spray_as(const std::string& dsn, const Spray& spray, std::latch& start,
 struct Held {
     std::unique_ptr<RawWorker> worker;
     std::string name;
-    common::OrgId org = 0;
+    store::OrgId org = 0;
     proto::AssignedJob job;
 };
 
@@ -103,7 +103,7 @@ std::vector<proto::Revoked> revokes_in(const std::vector<proto::Message>& messag
 
 TEST_CASE("notifications forged by a login with no grants tell no worker anything",
           "[coordinator][notify][security]") {
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     CoordinatorHarness h(clock);
     coordinator::HttpOptions http_options = h.coordinator->options().http_endpoint();
     http_options.http_bind = "127.0.0.1:0";
@@ -113,11 +113,11 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
 
     // Org 1: two reviewers and the sentinel, whose job is cancelled for real at the end; org 2:
     // two reviewers. One job each, nothing left pending.
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(3), clock.now());
     store.enqueue(2, some_jobs(2), clock.now());
     std::vector<Held> held;
-    for (const auto& [name, org] : std::vector<std::pair<std::string, common::OrgId>>{
+    for (const auto& [name, org] : std::vector<std::pair<std::string, store::OrgId>>{
              {"w1a", 1}, {"w1b", 1}, {"sentinel", 1}, {"w2a", 2}, {"w2b", 2}}) {
         Held x{h.worker(), name, org, {}};
         x.worker->hello(name, org);
@@ -236,7 +236,7 @@ TEST_CASE("notifications forged by a login with no grants tell no worker anythin
     Held& sentinel = held[2];
     REQUIRE(sentinel.name == "sentinel");
     auto admin = h.db.connect();
-    common::OperatorStore ops(*admin);
+    ops::OperatorStore ops(*admin);
     REQUIRE(ops.cancel({sentinel.job.job_id}, "ops", "withdrawn", clock.now()).size() == 1);
     const auto cancelled = sentinel.worker->expect_push<proto::Revoked>(10s);
     CHECK(cancelled.job_id == sentinel.job.job_id);
@@ -303,7 +303,7 @@ TEST_CASE_METHOD(ManualCoordinator,
     auto w = h.greeted("w1", 1);
     const auto first = w->claim_one();
     auto admin = h.db.connect();
-    common::OperatorStore ops(*admin);
+    ops::OperatorStore ops(*admin);
     REQUIRE(ops.cancel({id}, "ops", "by mistake", clock.now()).size() == 1);
     CHECK(w->expect_push<proto::Revoked>(10s).generation == first.generation);
     REQUIRE(ops.retry({id}, "ops", "undo", clock.now()).size() == 1);
@@ -334,7 +334,7 @@ TEST_CASE_METHOD(ManualCoordinator,
 
 TEST_CASE("a genuine cancellation reaches its holder promptly through the check against the row",
           "[coordinator][notify]") {
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     CoordinatorHarness h(clock);
     // A second coordinator on the same database hears every revocation too, holds none of the
     // workers, and must not take a genuine one for a forgery.
@@ -343,9 +343,9 @@ TEST_CASE("a genuine cancellation reaches its holder promptly through the check 
     other.start();
     const auto& counters = h.coordinator->metrics().notifications;
     const auto& others = other.metrics().notifications;
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     auto admin = h.db.connect();
-    common::OperatorStore ops(*admin);
+    ops::OperatorStore ops(*admin);
     auto w = h.greeted("w1", 1);
     // Notifications sent before a listener has issued LISTEN are lost to it: both listen first.
     REQUIRE(eventually([&] { return h.coordinator->metrics().listener_starts.load() >= 1; }, 15s));
@@ -366,7 +366,7 @@ TEST_CASE("a genuine cancellation reaches its holder promptly through the check 
             txn.exec_params(
                 "SELECT * FROM aclaim_cancel_jobs(1, ARRAY[$1::bigint], 'producer', "
                 "'withdrawn', $2::bigint)",
-                id, common::to_micros(clock.now()));
+                id, base::to_micros(clock.now()));
             txn.commit();
         }
         const auto revoked = w->expect_push<proto::Revoked>(10s);

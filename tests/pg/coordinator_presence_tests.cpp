@@ -13,12 +13,12 @@ using namespace aclaim::testing;
 
 namespace {
 
-std::map<common::OrgId, int> presence(pqxx::connection& conn, const std::string& endpoint) {
+std::map<store::OrgId, int> presence(pqxx::connection& conn, const std::string& endpoint) {
     pqxx::read_transaction t(conn);
-    std::map<common::OrgId, int> out;
+    std::map<store::OrgId, int> out;
     for (const auto& r : t.exec_params(
              "SELECT org_id, workers FROM coordinator_presence WHERE endpoint = $1", endpoint)) {
-        out[r[0].as<common::OrgId>()] = r[1].as<int>();
+        out[r[0].as<store::OrgId>()] = r[1].as<int>();
     }
     return out;
 }
@@ -38,14 +38,14 @@ auto await_read(Read read, const decltype(read())& want) {
 }
 
 /// Waits, up to a deadline, until the published rows are `want`; returns the last read.
-std::map<common::OrgId, int> await_presence(pqxx::connection& conn, const std::string& endpoint,
-                                            const std::map<common::OrgId, int>& want) {
+std::map<store::OrgId, int> await_presence(pqxx::connection& conn, const std::string& endpoint,
+                                           const std::map<store::OrgId, int>& want) {
     return await_read([&] { return presence(conn, endpoint); }, want);
 }
 
 /// The published queues of each reviewer of the organization (coordinator_presence.serving), once
 /// they are `want` or at a deadline; the last read.
-nlohmann::json await_serving(pqxx::connection& conn, const std::string& endpoint, common::OrgId org,
+nlohmann::json await_serving(pqxx::connection& conn, const std::string& endpoint, store::OrgId org,
                              const nlohmann::json& want) {
     return await_read(
         [&] {
@@ -65,7 +65,7 @@ nlohmann::json await_serving(pqxx::connection& conn, const std::string& endpoint
 
 TEST_CASE("a coordinator publishes its connected workers per organization and withdraws them",
           "[presence]") {
-    common::SystemClock clock;
+    base::SystemClock clock;
     CoordinatorHarness h(clock, [](auto& o) { o.presence.interval_ms = 100; });
     auto conn = h.db.connect();
     const auto endpoint = h.coordinator->endpoint();
@@ -79,7 +79,7 @@ TEST_CASE("a coordinator publishes its connected workers per organization and wi
     // A second connection of the same worker id is still one worker.
     auto a_again = h.greeted("reviewer-a", 1);
     CHECK(await_presence(*conn, endpoint, {{1, 2}, {2, 1}}) ==
-          std::map<common::OrgId, int>{{1, 2}, {2, 1}});
+          std::map<store::OrgId, int>{{1, 2}, {2, 1}});
     {
         pqxx::read_transaction t(*conn);
         const auto row = t.exec_params1(
@@ -96,7 +96,7 @@ TEST_CASE("a coordinator publishes its connected workers per organization and wi
 }
 
 TEST_CASE("a coordinator publishes the queues each connected reviewer serves", "[presence]") {
-    common::SystemClock clock;
+    base::SystemClock clock;
     CoordinatorHarness h(clock, [](auto& o) { o.presence.interval_ms = 100; });
     auto conn = h.db.connect();
     const auto endpoint = h.coordinator->endpoint();

@@ -42,10 +42,10 @@ coordinator::CoordinatorOptions options_for(const std::string& dsn) {
     return o;
 }
 
-using Token = std::pair<common::JobId, std::int64_t>;
+using Token = std::pair<store::JobId, std::int64_t>;
 
 /// COMPLETE of a job held at `generation`; the answer, whichever it is.
-proto::Message complete(RawWorker& w, common::JobId job, std::int64_t generation) {
+proto::Message complete(RawWorker& w, store::JobId job, std::int64_t generation) {
     const auto req = w.next_req();
     w.send(proto::Complete{req, job, generation, "review:" + std::to_string(job)});
     auto m = w.answer(req, 20s);
@@ -64,10 +64,10 @@ void require_check_passes(const std::string& dsn) {
 TEST_CASE("a synchronous standby promoted after its primary died: nothing acknowledged is lost",
           "[coordinator][failover]") {
     spdlog::set_level(spdlog::level::critical);
-    common::SystemClock clock;
+    base::SystemClock clock;
     PgMember primary;
     PgMember standby(primary, /*synchronous=*/true);
-    const auto jobs = common::AssignmentStore(primary.dsn).enqueue(1, some_jobs(2), clock.now());
+    const auto jobs = store::AssignmentStore(primary.dsn).enqueue(1, some_jobs(2), clock.now());
 
     const std::string dsn = multi_host_dsn(primary, standby);
     coordinator::ReadinessProbe probe(dsn, clock, std::chrono::milliseconds(0));
@@ -121,7 +121,7 @@ TEST_CASE("a synchronous standby promoted after its primary died: nothing acknow
     // its generation is the first of the new timeline.
     REQUIRE(eventually(
         [&] { return standby.coordinator_sessions("aclaim-coordinator-listener") == 1; }, 20s));
-    const auto fresh = common::AssignmentStore(standby.dsn).enqueue(1, some_jobs(1), clock.now());
+    const auto fresh = store::AssignmentStore(standby.dsn).enqueue(1, some_jobs(1), clock.now());
     const auto assigned = w.expect<proto::Assigned>(parked, 15s);
     REQUIRE(assigned.jobs.size() == 1);
     CHECK(assigned.jobs[0].job_id == fresh.at(0));
@@ -135,10 +135,10 @@ TEST_CASE("a synchronous standby promoted after its primary died: nothing acknow
 
 TEST_CASE("a lossy failover never hands out a fencing token twice", "[coordinator][failover]") {
     spdlog::set_level(spdlog::level::critical);
-    common::SystemClock clock;
+    base::SystemClock clock;
     PgMember primary;
     PgMember standby(primary, /*synchronous=*/false);
-    const auto ids = common::AssignmentStore(primary.dsn).enqueue(1, some_jobs(6), clock.now());
+    const auto ids = store::AssignmentStore(primary.dsn).enqueue(1, some_jobs(6), clock.now());
 
     coordinator::Coordinator c(options_for(multi_host_dsn(primary, standby)), clock);
     c.start();

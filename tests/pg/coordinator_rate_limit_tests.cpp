@@ -14,24 +14,24 @@ using namespace aclaim::testing;
 using namespace std::chrono_literals;
 
 namespace {
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
 
 /// Limits the default queue of organization 1 to `rate` claims a second, one at a time.
-void limit_default(const TestDatabase& db, double rate, common::Instant now) {
+void limit_default(const TestDatabase& db, double rate, base::Instant now) {
     auto conn = db.connect();
-    common::QueueSettings q;
+    ops::QueueSettings q;
     q.rate_per_s = rate;
     q.rate_burst = 1;
-    common::OperatorStore(*conn).configure(1, "default", q, "ops", now, true);
+    ops::OperatorStore(*conn).configure(1, "default", q, "ops", now, true);
 }
 }  // namespace
 
 TEST_CASE("a claim parked on an empty bucket is assigned when the bucket refills",
           "[coordinator][rate]") {
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     CoordinatorHarness h(clock);
     limit_default(h.db, 1, clock.now());
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(3), clock.now());
     auto w = h.greeted("w1", 1);
     w->claim_one();  // the burst of one
@@ -50,10 +50,10 @@ TEST_CASE("a claim parked on an empty bucket is assigned when the bucket refills
 
 TEST_CASE("a claim parked on an empty bucket gets NO_WORK when its wait ends before the refill",
           "[coordinator][rate]") {
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     CoordinatorHarness h(clock);
     limit_default(h.db, 0.1, clock.now());  // one token every 10 s
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(2), clock.now());
     auto w = h.greeted("w1", 1);
     w->claim_one();
@@ -69,19 +69,19 @@ TEST_CASE("a claim parked on an empty bucket gets NO_WORK when its wait ends bef
 TEST_CASE("/metrics shows a rate-limited queue's rate, burst and tokens, and nothing for others",
           "[coordinator][rate][http]") {
     TestDatabase db;
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     {
         auto conn = db.connect();
-        common::QueueSettings q;
+        ops::QueueSettings q;
         q.rate_per_s = 2.5;
         q.rate_burst = 4;
-        common::OperatorStore(*conn).configure(1, "slow", q, "ops", clock.now(), true);
-        common::QueueSettings plain;
+        ops::OperatorStore(*conn).configure(1, "slow", q, "ops", clock.now(), true);
+        ops::QueueSettings plain;
         plain.max_attempts = 5;
-        common::OperatorStore(*conn).configure(1, "plain", plain, "ops", clock.now(), true);
+        ops::OperatorStore(*conn).configure(1, "plain", plain, "ops", clock.now(), true);
     }
-    common::AssignmentStore store(db.dsn());
-    common::NewJob job{0, "p", 3};
+    store::AssignmentStore store(db.dsn());
+    store::NewJob job{0, "p", 3};
     job.queue = "slow";
     store.enqueue(1, {job, job, job}, clock.now());
     REQUIRE(store.claim(1, {"w", 3, {"slow"}}, 10s, clock.now()).leases.size() == 3);

@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
 
 /// `n` answers, whatever their order, by request id; fails on a second answer to one id.
 std::map<std::uint64_t, proto::Message> answers(RawWorker& w, std::size_t n) {
@@ -63,7 +63,7 @@ TEST_CASE_METHOD(
         const auto statements = renew_statements(*h.coordinator);
         const auto messages = h.coordinator->metrics().renew_messages.load();
         proto::Renew renew{w->next_req(), held[0].job_id, held[0].generation};
-        std::map<std::uint64_t, common::JobId> job_of{{renew.req, held[0].job_id}};
+        std::map<std::uint64_t, store::JobId> job_of{{renew.req, held[0].job_id}};
         for (std::size_t i = 1; i < held.size(); ++i) {
             // Job 5 quoted at a generation it never had.
             const auto generation = held[i].generation + (i == 5 ? 7 : 0);
@@ -93,7 +93,7 @@ TEST_CASE_METHOD(
             const auto& lease = std::get<proto::LeaseMsg>(m);
             CHECK(lease.job_id == job_of[req]);
             CHECK(lease.lease_expires_at_us ==
-                  common::to_micros(clock.now()) + std::int64_t{10000} * 1000);
+                  base::to_micros(clock.now()) + std::int64_t{10000} * 1000);
             ++leases;
         }
         CHECK(leases == 15);
@@ -134,10 +134,10 @@ TEST_CASE_METHOD(
 
 TEST_CASE("a RENEW naming several jobs takes one of the session's places; refusals answer each",
           "[coordinator][renew_held]") {
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     CoordinatorHarness h(
         clock, [](coordinator::CoordinatorOptions& o) { o.router.max_inflight_per_session = 2; });
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(8), clock.now());
     auto w = h.worker();
     w->hello("w1", 1, {std::string(proto::kFeatureRenewHeld)});
@@ -164,10 +164,10 @@ TEST_CASE(
     "renew_held",
     "[coordinator][renew_held][measure]") {
     // A real clock: the worker library renews on its own schedule. Lease 1.2 s, heartbeat 400 ms.
-    common::SystemClock clock;
+    base::SystemClock clock;
     CoordinatorHarness h(clock,
                          [](coordinator::CoordinatorOptions& o) { o.router.lease_ms = 1200; });
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(32), clock.now());
     zmq::context_t ctx;
     constexpr int kHeld = 16;

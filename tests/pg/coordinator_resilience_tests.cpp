@@ -31,7 +31,7 @@ std::string binary_body(const proto::Message& m) {
 TEST_CASE_METHOD(SystemCoordinator,
                  "garbage is answered with ERROR and never stops others being served",
                  "[coordinator]") {
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(1), clock.now());
     auto bad = h.worker();
     const std::string tag(proto::kTagBinary);
@@ -74,27 +74,27 @@ TEST_CASE_METHOD(SystemCoordinator,
                  "[coordinator]") {
     auto w = h.greeted("w1", 1);
 
-    const auto started = common::SystemClock().monotonic_now();
+    const auto started = base::SystemClock().monotonic_now();
     const auto short_wait = w->claim(1, 200);
     CHECK(w->expect<proto::NoWork>(short_wait, 5s).reason == "wait ended");
-    CHECK(common::SystemClock().monotonic_now() - started >= 200ms);
+    CHECK(base::SystemClock().monotonic_now() - started >= 200ms);
 
     const auto parked_before = h.coordinator->metrics().parked.load();
     const auto long_wait = w->claim(1, 5000);
     REQUIRE(eventually([&] { return h.coordinator->metrics().parked.load() > parked_before; }));
-    common::AssignmentStore store(h.db.dsn());
-    const auto enqueued = common::SystemClock().monotonic_now();
+    store::AssignmentStore store(h.db.dsn());
+    const auto enqueued = base::SystemClock().monotonic_now();
     const auto ids = store.enqueue(1, some_jobs(1), clock.now());
     const auto assigned = w->expect<proto::Assigned>(long_wait, 6s);
     REQUIRE(assigned.jobs.size() == 1);
     CHECK(assigned.jobs[0].job_id == ids[0]);
-    CHECK(common::SystemClock().monotonic_now() - enqueued < 2500ms);
+    CHECK(base::SystemClock().monotonic_now() - enqueued < 2500ms);
 }
 
 TEST_CASE_METHOD(SystemCoordinator,
                  "a claim waiting in one organization is not woken by another's jobs",
                  "[coordinator]") {
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     const auto& parked = h.coordinator->metrics().parked;
     auto near = h.greeted("near", 1);
     // First an org-1 claim woken by an org-1 enqueue: the listener is up, so no "listener
@@ -133,7 +133,7 @@ TEST_CASE_METHOD(SystemCoordinator, "stop answers a parked claim with draining a
 TEST_CASE_METHOD(SystemCoordinator,
                  "a COMPLETE sent during the drain is served and the job completed",
                  "[coordinator]") {
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     store.enqueue(1, some_jobs(1), clock.now());
     auto w = h.greeted("w1", 1);
     const auto job = w->claim_one();
@@ -213,55 +213,54 @@ TEST_CASE("an interrupted commit is resolved from the row, never guessed", "[coo
     using coordinator::InterruptedTransition;
     using coordinator::resolve_interrupted;
     using Verdict = coordinator::CommitResolution::Verdict;
-    using common::JobState;
-    common::RowAuthority row;
+    using store::JobState;
+    store::RowAuthority row;
     row.org_id = 1;
     row.generation = 4;
     row.assignee = "w1";
     InterruptedTransition complete{
-        common::Operation::Complete,
+        store::Operation::Complete,
         {.org = 1, .generation = 4, .worker = "w1", .result_ref = "ref"}};
 
     row.state = JobState::Completed;
     row.result_ref = "ref";
-    const auto applied = resolve_interrupted(complete, row, common::Instant{});
+    const auto applied = resolve_interrupted(complete, row, base::Instant{});
     CHECK(applied.verdict == Verdict::Applied);
     CHECK(applied.state == JobState::Completed);
     row.result_ref = "other";
-    CHECK(resolve_interrupted(complete, row, common::Instant{}).verdict == Verdict::NotApplied);
+    CHECK(resolve_interrupted(complete, row, base::Instant{}).verdict == Verdict::NotApplied);
     row.state = JobState::Assigned;
-    row.lease_expires_at = common::instant_from_micros(100);
-    CHECK(resolve_interrupted(complete, row, common::Instant{}).verdict == Verdict::NotApplied);
-    CHECK(resolve_interrupted(complete, std::nullopt, common::Instant{}).verdict ==
+    row.lease_expires_at = base::instant_from_micros(100);
+    CHECK(resolve_interrupted(complete, row, base::Instant{}).verdict == Verdict::NotApplied);
+    CHECK(resolve_interrupted(complete, std::nullopt, base::Instant{}).verdict ==
           Verdict::NotApplied);
     row.state = JobState::Quarantined;
-    CHECK(resolve_interrupted(complete, row, common::Instant{}).verdict == Verdict::Unknown);
+    CHECK(resolve_interrupted(complete, row, base::Instant{}).verdict == Verdict::Unknown);
 
-    InterruptedTransition release{common::Operation::Release,
+    InterruptedTransition release{store::Operation::Release,
                                   {.org = 1, .generation = 4, .worker = "w1"}};
     row.state = JobState::Assigned;
-    CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::NotApplied);
+    CHECK(resolve_interrupted(release, row, base::Instant{}).verdict == Verdict::NotApplied);
     row.state = JobState::Pending;
     row.assignee.clear();
-    CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::Unknown);
+    CHECK(resolve_interrupted(release, row, base::Instant{}).verdict == Verdict::Unknown);
     // A committed release or retryable fail may have left the row scheduled (a backoff) or
     // discarded (the last attempt), and a cancel may have followed: not a proof either way.
     for (const auto state : {JobState::Scheduled, JobState::Discarded, JobState::Cancelled}) {
         row.state = state;
-        CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::Unknown);
+        CHECK(resolve_interrupted(release, row, base::Instant{}).verdict == Verdict::Unknown);
     }
     row.state = JobState::Completed;
-    CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::NotApplied);
+    CHECK(resolve_interrupted(release, row, base::Instant{}).verdict == Verdict::NotApplied);
     row.generation = 5;
     row.state = JobState::Assigned;
-    CHECK(resolve_interrupted(release, row, common::Instant{}).verdict == Verdict::Unknown);
+    CHECK(resolve_interrupted(release, row, base::Instant{}).verdict == Verdict::Unknown);
 
-    InterruptedTransition fail{common::Operation::Fail,
-                               {.org = 1, .generation = 4, .worker = "w1"}};
+    InterruptedTransition fail{store::Operation::Fail, {.org = 1, .generation = 4, .worker = "w1"}};
     row.generation = 4;
     row.state = JobState::Failed;
     row.assignee = "w1";
-    CHECK(resolve_interrupted(fail, row, common::Instant{}).verdict == Verdict::Applied);
+    CHECK(resolve_interrupted(fail, row, base::Instant{}).verdict == Verdict::Applied);
     row.org_id = 2;
-    CHECK(resolve_interrupted(fail, row, common::Instant{}).verdict == Verdict::NotApplied);
+    CHECK(resolve_interrupted(fail, row, base::Instant{}).verdict == Verdict::NotApplied);
 }

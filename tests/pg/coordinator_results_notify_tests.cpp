@@ -18,7 +18,7 @@ using namespace aclaim::testing;
 
 namespace {
 
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
 
 /// LISTENs on the results channel and keeps every payload.
 class ResultsListener final : public pqxx::notification_receiver {
@@ -38,7 +38,7 @@ bool await_more(pqxx::connection& conn, const ResultsListener& l, std::size_t se
     return l.payloads.size() > seen;
 }
 
-long results_of(pqxx::connection& conn, const std::vector<common::JobId>& jobs) {
+long results_of(pqxx::connection& conn, const std::vector<store::JobId>& jobs) {
     pqxx::work txn(conn);
     std::string list;
     for (const auto j : jobs) list += (list.empty() ? "" : ",") + std::to_string(j);
@@ -75,7 +75,7 @@ TEST_CASE_METHOD(
         const auto assigned = w->expect<proto::Assigned>(claim);
         REQUIRE(assigned.jobs.size() == 5);
         std::vector<std::uint64_t> reqs;
-        std::vector<common::JobId> jobs;
+        std::vector<store::JobId> jobs;
         // All five before any answer, so that the DB threads may coalesce them.
         for (const auto& j : assigned.jobs) {
             reqs.push_back(w->next_req());
@@ -132,16 +132,16 @@ TEST_CASE("the completion statements themselves never notify", "[store][results]
     // A NOTIFY in a completion's transaction would take the cluster-wide notify lock at its
     // commit and hold it through the WAL flush, serializing every completion.
     TestDatabase db;
-    common::ManualClock clock(kT0);
-    common::AssignmentStore store(db.dsn());
+    base::ManualClock clock(kT0);
+    store::AssignmentStore store(db.dsn());
     const auto ids = store.enqueue(1, some_jobs(3), clock.now());
     auto listen_conn = db.connect();
     ResultsListener listener(*listen_conn);
-    const auto claimed = store.claim(1, {"w", 3, {}}, 10 * common::kSeconds, clock.now());
+    const auto claimed = store.claim(1, {"w", 3, {}}, 10 * base::kSeconds, clock.now());
     REQUIRE(claimed.leases.size() == 3);
     const auto& one = claimed.leases[0];
     CHECK(store.complete({1, one.job_id, one.generation, "w", "r"}, clock.now()).accepted());
-    std::vector<common::TransitionRequest> rest;
+    std::vector<store::TransitionRequest> rest;
     for (std::size_t i = 1; i < 3; ++i) {
         rest.push_back({1, claimed.leases[i].job_id, claimed.leases[i].generation, "w", "r"});
     }
@@ -159,8 +159,8 @@ TEST_CASE("the result notifier paces its rounds: what commits meanwhile waits, t
     // few percent of the claim path's throughput (docs/performance.md).
     TestDatabase db;
     // The notifier's clock, and nothing else's: its waits show where the notifier thread is.
-    common::ManualClock clock(kT0);
-    common::ManualClock watchdog_clock(kT0);
+    base::ManualClock clock(kT0);
+    base::ManualClock watchdog_clock(kT0);
     coordinator::ConnectionOptions options;
     options.dsn = db.dsn();
     options.db_deadline_ms = 10000;
@@ -191,7 +191,7 @@ TEST_CASE("the result notifier paces its rounds: what commits meanwhile waits, t
     listen_conn->get_notifs();
     CHECK(listener.payloads.size() == 1);
 
-    clock.advance(std::chrono::duration_cast<common::Duration>(coordinator::ResultNotifier::kPace));
+    clock.advance(std::chrono::duration_cast<base::Duration>(coordinator::ResultNotifier::kPace));
     REQUIRE(await_more(*listen_conn, listener, 2));
     CHECK(std::set<std::string>(listener.payloads.begin(), listener.payloads.end()) ==
           std::set<std::string>{"1", "2", "3"});

@@ -16,7 +16,7 @@ namespace {
 const std::vector<std::string> kHints{std::string(proto::kFeatureReconnectHints)};
 
 /// HELLO asking for reconnect hints; its answer, whatever it is.
-proto::Message hello(RawWorker& w, const std::string& worker_id, common::OrgId org) {
+proto::Message hello(RawWorker& w, const std::string& worker_id, store::OrgId org) {
     proto::Hello h{w.next_req(), worker_id, org};
     h.features = kHints;
     w.send(h);
@@ -40,13 +40,13 @@ std::int64_t sessions(const CoordinatorHarness& h) {
 }
 
 /// One job more for `org`.
-void enqueue_one(const CoordinatorHarness& h, const common::Clock& clock, common::OrgId org) {
-    common::AssignmentStore(h.db.dsn()).enqueue(org, some_jobs(1), clock.now());
+void enqueue_one(const CoordinatorHarness& h, const base::Clock& clock, store::OrgId org) {
+    store::AssignmentStore(h.db.dsn()).enqueue(org, some_jobs(1), clock.now());
 }
 
 /// A coordinator on the system clock that parks one claim per organization at most.
 struct OneParkedClaimPerOrg {
-    common::SystemClock clock;
+    base::SystemClock clock;
     CoordinatorHarness h{
         clock, [](coordinator::CoordinatorOptions& o) { o.router.max_parked_per_org = 1; }};
 };
@@ -55,7 +55,7 @@ struct OneParkedClaimPerOrg {
 
 TEST_CASE("a key at its session limit is refused overloaded; other keys and orgs are served",
           "[coordinator][limits]") {
-    common::SystemClock clock;
+    base::SystemClock clock;
     CoordinatorHarness h(clock, [](coordinator::CoordinatorOptions& o) {
         o.router.max_sessions_per_key = 2;
         o.router.max_sessions_per_org = 4;
@@ -91,7 +91,7 @@ TEST_CASE("a key at its session limit is refused overloaded; other keys and orgs
 
 TEST_CASE("parked claims beyond a session's or an organization's limit are refused overloaded",
           "[coordinator][limits]") {
-    common::SystemClock clock;
+    base::SystemClock clock;
     CoordinatorHarness h(clock, [](coordinator::CoordinatorOptions& o) {
         o.router.max_parked_per_session = 2;
         o.router.max_parked_per_org = 3;

@@ -21,7 +21,7 @@ using Json = nlohmann::json;
 
 namespace {
 
-constexpr common::Duration kHour = 3600 * common::kSeconds;
+constexpr base::Duration kHour = 3600 * base::kSeconds;
 
 long count(pqxx::connection& c, const std::string& sql) {
     pqxx::read_transaction t(c);
@@ -35,7 +35,7 @@ std::string ids_of(pqxx::connection& c, const std::string& where) {
         .as<std::string>();
 }
 
-std::vector<std::string> payloads_of(pqxx::connection& c, common::OrgId org) {
+std::vector<std::string> payloads_of(pqxx::connection& c, store::OrgId org) {
     pqxx::read_transaction t(c);
     std::vector<std::string> out;
     for (const auto& r :
@@ -45,8 +45,8 @@ std::vector<std::string> payloads_of(pqxx::connection& c, common::OrgId org) {
     return out;
 }
 
-std::vector<common::NewJob> jobs(int n, const std::string& prefix = "job") {
-    std::vector<common::NewJob> out;
+std::vector<store::NewJob> jobs(int n, const std::string& prefix = "job") {
+    std::vector<store::NewJob> out;
     for (int i = 0; i < n; ++i) out.push_back({0, prefix + "-" + std::to_string(i), 3});
     return out;
 }
@@ -190,11 +190,11 @@ TEST_CASE_METHOD(StoreAtNow, "aclaimctl status: states, leases, oldest pending a
                  "[ctl]") {
     // Organization 1: four jobs enqueued ten minutes ago and two now. The claims below take the
     // oldest first, so one old job stays pending.
-    store.enqueue(1, jobs(4, "old"), now - 600 * common::kSeconds);
+    store.enqueue(1, jobs(4, "old"), now - 600 * base::kSeconds);
     store.enqueue(1, jobs(2, "new"), now);
     // One live lease, one that ran out five seconds ago, one completed just now.
     REQUIRE(store.claim(1, {"w-live", 1}, kHour, now).leases.size() == 1);
-    REQUIRE(store.claim(1, {"w-expired", 1}, 5 * common::kSeconds, now - 10 * common::kSeconds)
+    REQUIRE(store.claim(1, {"w-expired", 1}, 5 * base::kSeconds, now - 10 * base::kSeconds)
                 .leases.size() == 1);
     const auto done = store.claim(1, {"w-done", 1}, kHour, now).leases.at(0);
     REQUIRE(store.complete({1, done.job_id, done.generation, "w-done", "r"}, now).accepted());
@@ -278,8 +278,8 @@ TEST_CASE_METHOD(StoreAtNow, "aclaimctl status: states, leases, oldest pending a
 TEST_CASE("aclaimctl status: per queue and in total, the last minute's rate and the time left",
           "[ctl]") {
     TestDatabase db;
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+    store::AssignmentStore store(db.dsn());
+    const auto now = base::SystemClock().now();
     auto in_queue = [](int n, const std::string& queue) {
         auto out = jobs(n, queue);
         for (auto& j : out) j.queue = queue;
@@ -287,17 +287,17 @@ TEST_CASE("aclaimctl status: per queue and in total, the last minute's rate and 
     };
     // Queue "intake": 11 jobs, 3 completed within the last minute and 2 five minutes ago (those
     // are no part of the rate), 6 left. Queue "archive": 4 pending, nothing completed.
-    store.enqueue(1, in_queue(11, "intake"), now - 600 * common::kSeconds);
-    store.enqueue(1, in_queue(4, "archive"), now - 600 * common::kSeconds);
-    auto complete = [&](int n, common::Instant at) {
+    store.enqueue(1, in_queue(11, "intake"), now - 600 * base::kSeconds);
+    store.enqueue(1, in_queue(4, "archive"), now - 600 * base::kSeconds);
+    auto complete = [&](int n, base::Instant at) {
         const auto leases = store.claim(1, {"w", n, {"intake"}}, kHour, at).leases;
         REQUIRE(leases.size() == static_cast<std::size_t>(n));
         for (const auto& l : leases) {
             REQUIRE(store.complete({1, l.job_id, l.generation, "w", "r"}, at).accepted());
         }
     };
-    complete(2, now - 300 * common::kSeconds);
-    complete(3, now - 5 * common::kSeconds);
+    complete(2, now - 300 * base::kSeconds);
+    complete(3, now - 5 * base::kSeconds);
 
     auto r = run_ctl(db.dsn(), {"status", "--json"});
     INFO(r.err);
@@ -344,7 +344,7 @@ TEST_CASE("aclaimctl status: the rate's statement reads an index, not the table"
         t.commit();
     }
     pqxx::nontransaction t(*conn);
-    t.exec("PREPARE rates(bigint, bigint[]) AS " + common::sql::kQueueCompletions.text);
+    t.exec("PREPARE rates(bigint, bigint[]) AS " + ops::sql::kQueueCompletions.text);
     std::string plan;
     for (const auto& row : t.exec("EXPLAIN EXECUTE rates(aclaim_us(now()), '{1,2,3}')")) {
         plan += row[0].as<std::string>() + "\n";
@@ -367,12 +367,12 @@ TEST_CASE("aclaimctl status: an unreachable database is named and exits 3", "[ct
 
 TEST_CASE("aclaimctl inspect: the row and its whole history", "[ctl]") {
     TestDatabase db;
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
-    const auto id = store.enqueue(7, jobs(1), now - 30 * common::kSeconds).at(0);
+    store::AssignmentStore store(db.dsn());
+    const auto now = base::SystemClock().now();
+    const auto id = store.enqueue(7, jobs(1), now - 30 * base::kSeconds).at(0);
     const auto first =
-        store.claim(7, {"w1", 1}, common::kSeconds, now - 20 * common::kSeconds).leases.at(0);
-    REQUIRE(store.reclaim_expired(now - 10 * common::kSeconds, 10).size() == 1);
+        store.claim(7, {"w1", 1}, base::kSeconds, now - 20 * base::kSeconds).leases.at(0);
+    REQUIRE(store.reclaim_expired(now - 10 * base::kSeconds, 10).size() == 1);
     const auto second = store.claim(7, {"w2", 1}, kHour, now).leases.at(0);
     REQUIRE(store.complete({7, id, second.generation, "w2", "review:w2"}, now).accepted());
     CHECK_FALSE(store.complete({7, id, first.generation, "w1", "review:w1"}, now).accepted());
@@ -403,8 +403,8 @@ TEST_CASE("aclaimctl inspect: the row and its whole history", "[ctl]") {
 TEST_CASE("aclaimctl inspect: what a job depends on, what depends on it, whom it excludes",
           "[ctl]") {
     TestDatabase db;
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+    store::AssignmentStore store(db.dsn());
+    const auto now = base::SystemClock().now();
     const auto a = store.enqueue(4, jobs(1, "intake"), now).at(0);
     auto second = jobs(1, "inspection");
     second[0].depends_on = {a};
@@ -413,7 +413,7 @@ TEST_CASE("aclaimctl inspect: what a job depends on, what depends on it, whom it
     const auto b = store.enqueue(4, second, now).at(0);
     auto third = jobs(1, "approval");
     third[0].depends_on = {b};
-    third[0].on_failure = common::DependencyPolicy::Run;
+    third[0].on_failure = store::DependencyPolicy::Run;
     const auto c = store.enqueue(4, third, now).at(0);
 
     auto r = run_ctl(db.dsn(), {"inspect", std::to_string(b), "--json"});
@@ -451,8 +451,8 @@ TEST_CASE("aclaimctl inspect: what a job depends on, what depends on it, whom it
 
 TEST_CASE("aclaimctl jobs list: filters and pages that add up to the whole", "[ctl]") {
     TestDatabase db;
-    common::AssignmentStore store(db.dsn());
-    const auto now = common::SystemClock().now();
+    store::AssignmentStore store(db.dsn());
+    const auto now = base::SystemClock().now();
     store.enqueue(1, jobs(3, "old"), now - 2 * kHour);
     store.enqueue(1, jobs(4, "new"), now);
     store.enqueue(2, jobs(2, "other"), now);
@@ -564,7 +564,7 @@ TEST_CASE_METHOD(StoreAtNow,
     CHECK(run_ctl(db.dsn(), {"release", "424242"}).err.find("does not exist") != std::string::npos);
 
     // The history still proves every invariant.
-    const auto report = common::check(common::load_history(*conn));
+    const auto report = ops::check(ops::load_history(*conn));
     for (const auto& v : report.violations) FAIL_CHECK(v.evidence);
     CHECK(report.ok());
 }

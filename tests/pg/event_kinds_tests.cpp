@@ -37,7 +37,7 @@ SELECT pg_get_constraintdef(c.oid)
 }
 
 template <typename E, std::size_t N>
-std::set<std::string> declared(const common::EnumNames<E, N>& names) {
+std::set<std::string> declared(const base::EnumNames<E, N>& names) {
     std::set<std::string> out;
     for (std::size_t i = 0; i < N; ++i) out.emplace(names(static_cast<E>(i)));
     return out;
@@ -48,8 +48,8 @@ std::set<std::string> declared(const common::EnumNames<E, N>& names) {
 TEST_CASE("the declared audit kinds are the kinds the schema allows", "[pg][event_kinds]") {
     TestDatabase db;
     auto conn = db.connect();
-    CHECK(allowed_kinds(*conn, "job_events") == declared(common::kEventKinds));
-    CHECK(allowed_kinds(*conn, "queue_events") == declared(common::kQueueEventKinds));
+    CHECK(allowed_kinds(*conn, "job_events") == declared(store::kEventKinds));
+    CHECK(allowed_kinds(*conn, "queue_events") == declared(store::kQueueEventKinds));
 }
 
 }  // namespace aclaim::testing

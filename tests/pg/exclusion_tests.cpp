@@ -23,10 +23,10 @@
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
-using common::ClaimRequest;
-using common::job_of_this_call;
-using common::JobId;
-using common::NewJob;
+using store::ClaimRequest;
+using store::job_of_this_call;
+using store::JobId;
+using store::NewJob;
 
 using testing::kLease;
 
@@ -46,8 +46,8 @@ struct Fixture : testing::StoreFixture {
     std::vector<JobId> enqueue(const std::vector<NewJob>& jobs) {
         return store.enqueue(1, jobs, clock.now());
     }
-    std::vector<common::Lease> claim_as(const std::string& worker, int n = 10,
-                                        std::vector<std::string> queues = {}) {
+    std::vector<store::Lease> claim_as(const std::string& worker, int n = 10,
+                                       std::vector<std::string> queues = {}) {
         return store.claim(1, {worker, n, std::move(queues)}, kLease, clock.now()).leases;
     }
     std::string state(JobId id) { return testing::job_state(store.connection(), id); }
@@ -69,14 +69,14 @@ SELECT count(*) FROM jobs j JOIN job_exclusions x ON x.job_id = j.id
 )SQL")[0]
             .as<long>();
     }
-    common::TransitionRequest done(const common::Lease& l, const std::string& worker) const {
-        common::TransitionRequest q{l.org_id, l.job_id, l.generation, worker};
+    store::TransitionRequest done(const store::Lease& l, const std::string& worker) const {
+        store::TransitionRequest q{l.org_id, l.job_id, l.generation, worker};
         q.result_ref = "ref-" + std::to_string(l.job_id);
         return q;
     }
-    common::CheckReport check() {
+    ops::CheckReport check() {
         auto conn = db.connect();
-        return common::check(common::load_history(*conn));
+        return ops::check(ops::load_history(*conn));
     }
 };
 
@@ -88,9 +88,9 @@ TEST_CASE("a job excluding reviewers is never handed to them by concurrent singl
           "[exclusions][claim]") {
     Fixture f;
     constexpr int kRounds = 25;
-    std::vector<std::unique_ptr<common::AssignmentStore>> stores;
+    std::vector<std::unique_ptr<store::AssignmentStore>> stores;
     for (std::size_t i = 0; i < kKeys.size(); ++i) {
-        stores.push_back(std::make_unique<common::AssignmentStore>(f.db.dsn()));
+        stores.push_back(std::make_unique<store::AssignmentStore>(f.db.dsn()));
     }
     std::vector<JobId> excluded;
     long taken_by_allowed = 0;
@@ -131,7 +131,7 @@ TEST_CASE("a job excluding reviewers is never handed to them by concurrent singl
     }
     CHECK(f.violations() == 0);
     CHECK(std::string(stores[0]->last_claim_statement()) ==
-          common::ClaimPlan{.excluding = true}.name());
+          store::ClaimPlan{.excluding = true}.name());
     INFO("rounds in which K3 or K4 won the race: " << taken_by_allowed);
     CHECK(taken_by_allowed > 0);
 }
@@ -140,9 +140,9 @@ TEST_CASE("a job excluding reviewers is never handed to them by concurrent coale
           "[exclusions][claim]") {
     Fixture f;
     constexpr int kRounds = 25;
-    std::vector<std::unique_ptr<common::AssignmentStore>> stores;
+    std::vector<std::unique_ptr<store::AssignmentStore>> stores;
     for (int i = 0; i < 2; ++i) {
-        stores.push_back(std::make_unique<common::AssignmentStore>(f.db.dsn()));
+        stores.push_back(std::make_unique<store::AssignmentStore>(f.db.dsn()));
     }
     // Two batches at once, each holding an excluded and an allowed slot, in both orders.
     const std::vector<std::vector<ClaimRequest>> batches{{{"K1", 1}, {"K3", 1}},
@@ -152,7 +152,7 @@ TEST_CASE("a job excluding reviewers is never handed to them by concurrent coale
         x.priority = 5;
         const auto ids = f.enqueue({x, job("a"), job("b"), job("c")});
         std::barrier start(2);
-        std::vector<std::vector<common::ClaimOutcome>> got(2);
+        std::vector<std::vector<store::ClaimOutcome>> got(2);
         std::vector<std::thread> threads;
         for (std::size_t i = 0; i < 2; ++i) {
             threads.emplace_back([&, i] {
@@ -177,7 +177,7 @@ TEST_CASE("a job excluding reviewers is never handed to them by concurrent coale
     }
     CHECK(f.violations() == 0);
     CHECK(std::string(stores[0]->last_claim_statement()) ==
-          common::ClaimPlan{.excluding = true, .batch = true}.name());
+          store::ClaimPlan{.excluding = true, .batch = true}.name());
 }
 
 TEST_CASE("a coalesced claim places an excluded job in a slot it allows", "[exclusions][claim]") {
@@ -255,10 +255,10 @@ TEST_CASE("claims racing the enqueue that first flags a queue never take an excl
     // claimed before: its epoch is known, and nothing it read says the queue has exclusions.
     constexpr int kClaimers = 3;
     const std::string queue = "review";
-    std::vector<std::unique_ptr<common::AssignmentStore>> stores;
+    std::vector<std::unique_ptr<store::AssignmentStore>> stores;
     std::vector<int> pids;
     for (int i = 0; i < kClaimers; ++i) {
-        stores.push_back(std::make_unique<common::AssignmentStore>(f.db.dsn()));
+        stores.push_back(std::make_unique<store::AssignmentStore>(f.db.dsn()));
         pids.push_back(stores.back()->connection().backendpid());
         (void)stores.back()->claim(1, {"K1", 1, {queue}}, kLease, f.clock.now());
     }
@@ -270,13 +270,13 @@ TEST_CASE("claims racing the enqueue that first flags a queue never take an excl
     auto enqueuer = f.db.connect();
     const int enqueuer_pid = enqueuer->backendpid();
     pqxx::work enqueue(*enqueuer);
-    const auto a = common::new_job_arrays({job("x", {"K1"}, {}, queue)});
+    const auto a = store::new_job_arrays({job("x", {"K1"}, {}, queue)});
     REQUIRE(a.exclude_n);
     const JobId excluded =
         enqueue
-            .exec_params(common::sql::kEnqueueExcluding.text, 1, f.clock.now(), a.queues,
-                         a.payloads, a.priorities, a.run_at_us, a.max_attempts, a.backoff_base_us,
-                         a.backoff_cap_us, a.run_timeout_us, a.dedupe_keys, common::Duration{0},
+            .exec_params(store::sql::kEnqueueExcluding.text, 1, f.clock.now(), a.queues, a.payloads,
+                         a.priorities, a.run_at_us, a.max_attempts, a.backoff_base_us,
+                         a.backoff_cap_us, a.run_timeout_us, a.dedupe_keys, base::Duration{0},
                          a.depends_n, a.depends_on, a.on_failure, a.exclude_n, a.exclude_keys,
                          a.exclude_jobs)[0]["id"]
             .as<JobId>();
@@ -328,8 +328,8 @@ TEST_CASE("claims racing the enqueue that first flags a queue never take an excl
         CHECK(taken[n] == 0);
         // The epoch they read after the lock moved: each ran the exclusion-aware statement, though
         // its own snapshot of the queue's flag predates the commit.
-        CHECK(statement[n] == (batch[n] ? common::ClaimPlan{.excluding = true, .batch = true}.name()
-                                        : common::ClaimPlan{.excluding = true}.name()));
+        CHECK(statement[n] == (batch[n] ? store::ClaimPlan{.excluding = true, .batch = true}.name()
+                                        : store::ClaimPlan{.excluding = true}.name()));
     }
     CHECK(f.state(excluded) == "pending");
     CHECK(f.violations() == 0);
@@ -348,24 +348,24 @@ TEST_CASE("a queue without exclusions runs the claim statements that ran before 
     // The first claim of a connection does not know the epoch yet and runs the aware variant.
     (void)f.claim_as("K1", 1, {"plain"});
     CHECK(std::string(f.store.last_claim_statement()) ==
-          common::ClaimPlan{.excluding = true}.name());
+          store::ClaimPlan{.excluding = true}.name());
     REQUIRE(f.claim_as("K1", 1, {"plain"}).size() == 1);
-    CHECK(std::string(f.store.last_claim_statement()) == common::ClaimPlan{}.name());
+    CHECK(std::string(f.store.last_claim_statement()) == store::ClaimPlan{}.name());
     const auto batch = f.store.claim_batch(1, std::vector<ClaimRequest>{{"K1", 1, {"plain"}}},
                                            kLease, f.clock.now());
     REQUIRE(batch.at(0).leases.size() == 1);
-    CHECK(std::string(f.store.last_claim_statement()) == common::ClaimPlan{.batch = true}.name());
+    CHECK(std::string(f.store.last_claim_statement()) == store::ClaimPlan{.batch = true}.name());
 
     // The flagged queue runs the aware ones; so does the next claim after any queue is flagged.
     (void)f.claim_as("K2", 1, {"reviews"});
     CHECK(std::string(f.store.last_claim_statement()) ==
-          common::ClaimPlan{.excluding = true}.name());
+          store::ClaimPlan{.excluding = true}.name());
     f.enqueue({job("y", {"K1"}, {}, "more-reviews"), job("d", {}, {}, "plain")});
     (void)f.claim_as("K1", 1, {"plain"});
     CHECK(std::string(f.store.last_claim_statement()) ==
-          common::ClaimPlan{.excluding = true}.name());
+          store::ClaimPlan{.excluding = true}.name());
     (void)f.claim_as("K1", 1, {"plain"});
-    CHECK(std::string(f.store.last_claim_statement()) == common::ClaimPlan{}.name());
+    CHECK(std::string(f.store.last_claim_statement()) == store::ClaimPlan{}.name());
     pqxx::read_transaction t(f.store.connection());
     CHECK(t.exec1("SELECT string_agg(queue, ',' ORDER BY queue) FROM job_queues "
                   "WHERE has_exclusions")[0]
@@ -397,14 +397,14 @@ TEST_CASE("weighted and rate-limited queues with exclusions run the aware varian
     }
     CHECK(f.claim_as("K1", 5, {"w"}).empty());
     CHECK(std::string(f.store.last_claim_statement()) ==
-          common::ClaimPlan{.weighted = true, .excluding = true}.name());
+          store::ClaimPlan{.weighted = true, .excluding = true}.name());
     CHECK(f.claim_as("K1", 5, {"r"}).empty());
     CHECK(std::string(f.store.last_claim_statement()) ==
-          common::ClaimPlan{.rated = true, .excluding = true}.name());
+          store::ClaimPlan{.rated = true, .excluding = true}.name());
     const auto weighted = f.store.claim_batch(
         1, std::vector<ClaimRequest>{{"K1", 1, {"w"}}, {"K3", 1, {"w"}}}, kLease, f.clock.now());
     CHECK(std::string(f.store.last_claim_statement()) ==
-          common::ClaimPlan{.weighted = true, .excluding = true, .batch = true}.name());
+          store::ClaimPlan{.weighted = true, .excluding = true, .batch = true}.name());
     REQUIRE(weighted.size() == 2);
     CHECK(weighted[0].leases.empty());
     REQUIRE(weighted[1].leases.size() == 1);
@@ -412,7 +412,7 @@ TEST_CASE("weighted and rate-limited queues with exclusions run the aware varian
     const auto rated = f.store.claim_batch(
         1, std::vector<ClaimRequest>{{"K1", 1, {"r"}}, {"K3", 1, {"r"}}}, kLease, f.clock.now());
     CHECK(std::string(f.store.last_claim_statement()) ==
-          common::ClaimPlan{.rated = true, .excluding = true, .batch = true}.name());
+          store::ClaimPlan{.rated = true, .excluding = true, .batch = true}.name());
     REQUIRE(rated.size() == 2);
     CHECK(rated[0].leases.empty());
     REQUIRE(rated[1].leases.size() == 1);
@@ -434,7 +434,7 @@ TEST_CASE(
     REQUIRE(f.store.sent_together() == 0);
 
     // The first job with exclusions in that queue, enqueued on another connection, ranked first.
-    common::AssignmentStore other(f.db.dsn());
+    store::AssignmentStore other(f.db.dsn());
     NewJob x = job("x", {"K1"});
     x.priority = 9;
     const JobId excluded = other.enqueue(1, {x}, f.clock.now()).at(0);
@@ -442,7 +442,7 @@ TEST_CASE(
     // The store sends the statement it knows, which would hand x to K1; the claim's locks refuse
     // it, nothing sent stays, and the transaction runs again with the exclusion-aware statement.
     const auto held = first.claims[0].leases[0];
-    const std::vector<common::TransitionRequest> done(1, f.done(held, "K3"));
+    const std::vector<store::TransitionRequest> done(1, f.done(held, "K3"));
     const auto second = f.store.complete_and_claim(done, 1, k1, kLease, f.clock.now());
     CHECK(f.store.sent_together() == 0);
     CHECK(second.completions.at(0).accepted());

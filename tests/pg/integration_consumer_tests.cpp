@@ -31,25 +31,25 @@ using namespace std::chrono_literals;
 
 namespace {
 
-clients::ConsumerOptions for_org(common::OrgId org, int batch = 100) {
+clients::ConsumerOptions for_org(store::OrgId org, int batch = 100) {
     clients::ConsumerOptions o;
     o.org = org;
     o.batch = batch;
     return o;
 }
 
-std::vector<common::JobId> job_ids(const std::vector<Verdict>& verdicts) {
-    std::vector<common::JobId> out;
+std::vector<store::JobId> job_ids(const std::vector<Verdict>& verdicts) {
+    std::vector<store::JobId> out;
     for (const auto& v : verdicts) out.push_back(v.job_id);
     return out;
 }
 
 /// job id -> outcome, from the outcomes table directly.
-std::map<common::JobId, std::string> recorded(pqxx::connection& c) {
+std::map<store::JobId, std::string> recorded(pqxx::connection& c) {
     pqxx::read_transaction t(c);
-    std::map<common::JobId, std::string> out;
+    std::map<store::JobId, std::string> out;
     for (const auto& r : t.exec("SELECT job_id, outcome FROM job_outcomes ORDER BY id")) {
-        out[r[0].as<common::JobId>()] = r[1].as<std::string>();
+        out[r[0].as<store::JobId>()] = r[1].as<std::string>();
     }
     return out;
 }
@@ -58,8 +58,8 @@ std::map<common::JobId, std::string> recorded(pqxx::connection& c) {
 /// time.
 struct ConsumerDatabase {
     TestDatabase db;
-    common::SystemClock clock;
-    common::AssignmentStore store{db.dsn()};
+    base::SystemClock clock;
+    store::AssignmentStore store{db.dsn()};
 };
 
 }  // namespace
@@ -67,12 +67,12 @@ struct ConsumerDatabase {
 TEST_CASE("Outcomes: every transition that ends a job records its outcome, in its transaction",
           "[integration][outcomes]") {
     TestDatabase db;
-    common::AssignmentStore store(db.dsn());
+    store::AssignmentStore store(db.dsn());
     auto ops_conn = db.connect();
-    common::OperatorStore ops(*ops_conn);
-    common::RecoveryStore recovery(*ops_conn);
+    ops::OperatorStore ops(*ops_conn);
+    ops::RecoveryStore recovery(*ops_conn);
     // Nine jobs, claimed in id order; the fourth and fifth have a single attempt.
-    std::vector<common::NewJob> jobs(9);
+    std::vector<store::NewJob> jobs(9);
     jobs[3].max_attempts = 1;
     jobs[4].max_attempts = 1;
     store.enqueue(1, jobs, kT0);
@@ -88,10 +88,10 @@ TEST_CASE("Outcomes: every transition that ends a job records its outcome, in it
     auto retryable = completion(l[3], "");
     retryable.reason = "scanner busy";
     retryable.retryable = true;
-    CHECK(store.fail(retryable, at).state == common::JobState::Discarded);
+    CHECK(store.fail(retryable, at).state == store::JobState::Discarded);
     CHECK(ops.cancel({l[5].job_id}, "op", "withdrawn", at).size() == 1);
     CHECK(ops.fail(l[6].job_id, l[6].generation, "op", "stuck", at).result ==
-          common::OperatorOutcome::Result::Done);
+          ops::OperatorOutcome::Result::Done);
     {
         pqxx::work txn(*ops_conn);
         txn.exec_params(
@@ -104,7 +104,7 @@ TEST_CASE("Outcomes: every transition that ends a job records its outcome, in it
     // A completion whose transaction rolls back records nothing.
     {
         pqxx::work txn(*ops_conn);
-        REQUIRE(txn.exec_params(common::sql::kComplete.text, 1, l[8].job_id, l[8].generation, "w",
+        REQUIRE(txn.exec_params(store::sql::kComplete.text, 1, l[8].job_id, l[8].generation, "w",
                                 "never", at)
                     .size() == 1);
         txn.abort();
@@ -113,14 +113,14 @@ TEST_CASE("Outcomes: every transition that ends a job records its outcome, in it
     CHECK(store.reclaim_expired(kT0 + std::chrono::minutes(5), 100).size() == 2);
 
     const auto outcomes = recorded(*ops_conn);
-    CHECK(outcomes == std::map<common::JobId, std::string>{{l[0].job_id, "completed"},
-                                                           {l[1].job_id, "completed"},
-                                                           {l[2].job_id, "failed"},
-                                                           {l[3].job_id, "discarded"},
-                                                           {l[4].job_id, "discarded"},
-                                                           {l[5].job_id, "cancelled"},
-                                                           {l[6].job_id, "failed"},
-                                                           {l[7].job_id, "failed"}});
+    CHECK(outcomes == std::map<store::JobId, std::string>{{l[0].job_id, "completed"},
+                                                          {l[1].job_id, "completed"},
+                                                          {l[2].job_id, "failed"},
+                                                          {l[3].job_id, "discarded"},
+                                                          {l[4].job_id, "discarded"},
+                                                          {l[5].job_id, "cancelled"},
+                                                          {l[6].job_id, "failed"},
+                                                          {l[7].job_id, "failed"}});
     pqxx::read_transaction t(*ops_conn);
     CHECK(t.exec1("SELECT count(*) FROM jobs j WHERE state IN ('completed', 'failed', "
                   "'discarded', 'cancelled') AND (SELECT count(*) FROM job_outcomes o "
@@ -142,7 +142,7 @@ TEST_CASE_METHOD(ConsumerDatabase,
     // while the three after it commit.
     auto held_conn = db.connect();
     pqxx::work held(*held_conn);
-    REQUIRE(held.exec_params(common::sql::kComplete.text, 1, leases[0].job_id, leases[0].generation,
+    REQUIRE(held.exec_params(store::sql::kComplete.text, 1, leases[0].job_id, leases[0].generation,
                              "w", "late", kT0)
                 .size() == 1);
     for (int i = 1; i < 4; ++i) {
@@ -185,7 +185,7 @@ TEST_CASE_METHOD(
     { ResultConsumer setup(db.dsn(), clock, "g", for_org(1)); }
     for (const auto& l : leases) REQUIRE(store.complete(completion(l, "r"), kT0).accepted());
 
-    std::vector<common::JobId> unacked;
+    std::vector<store::JobId> unacked;
     {
         // A consumer that dies between fetch and acknowledgement: its connection simply goes.
         ResultConsumer crashed(db.dsn(), clock, "g", for_org(1, 3));
@@ -259,13 +259,13 @@ TEST_CASE_METHOD(ConsumerDatabase,
     auto watcher_conn = db.connect();
     Notifications notified(*watcher_conn, "aclaim_outcomes");
 
-    std::vector<common::TransitionRequest> batch;
+    std::vector<store::TransitionRequest> batch;
     for (const auto& l : leases) batch.push_back(completion(l, "r"));
     for (const auto& t : store.complete_batch(batch, kT0)) REQUIRE(t.accepted());
     // One transaction, one organization: PostgreSQL delivers one notification for seven rows.
     CHECK(notified.wait_for(std::chrono::seconds(10)) == std::vector<std::string>{"1"});
 
-    std::set<common::JobId> seen;
+    std::set<store::JobId> seen;
     for (int round = 0; round < 3; ++round) {
         const auto got = round == 0 ? consumer.next(std::chrono::seconds(10)) : consumer.fetch();
         for (const auto& v : got) CHECK(seen.insert(v.job_id).second);
@@ -280,8 +280,8 @@ TEST_CASE("Consumer: next() is woken by a commit, and returns empty at its deadl
     TestDatabase db;
     // The consumer's deadlines run on a manual clock that the test never advances before the
     // commit: a next() that returns did so for the notification, never for its deadline.
-    common::ManualClock clock{kT0};
-    common::AssignmentStore store(db.dsn());
+    base::ManualClock clock{kT0};
+    store::AssignmentStore store(db.dsn());
     const auto leases = claimed_jobs(store, 1, 1);
     ResultConsumer consumer(db.dsn(), clock, "g", for_org(1));
     CHECK(consumer.next(std::chrono::milliseconds(0)).empty());
@@ -330,14 +330,14 @@ TEST_CASE("Consumer: next() is woken by a commit, and returns empty at its deadl
 TEST_CASE("Consumer: concurrent completions and two groups, every verdict once per group",
           "[integration][consumer]") {
     TestDatabase db;
-    common::SystemClock clock;
+    base::SystemClock clock;
     constexpr int kProducers = 4;
     constexpr int kPerProducer = 40;
     constexpr auto kJobs = static_cast<std::size_t>(kProducers) * kPerProducer;
-    std::vector<std::unique_ptr<common::AssignmentStore>> stores;
-    std::vector<std::vector<common::Lease>> leases;
+    std::vector<std::unique_ptr<store::AssignmentStore>> stores;
+    std::vector<std::vector<store::Lease>> leases;
     for (int p = 0; p < kProducers; ++p) {
-        stores.push_back(std::make_unique<common::AssignmentStore>(db.dsn()));
+        stores.push_back(std::make_unique<store::AssignmentStore>(db.dsn()));
         leases.push_back(claimed_jobs(*stores.back(), 1, kPerProducer, "w" + std::to_string(p)));
     }
     ResultConsumer a(db.dsn(), clock, "a", for_org(1, 7));
@@ -355,7 +355,7 @@ TEST_CASE("Consumer: concurrent completions and two groups, every verdict once p
         });
     }
     // No assertions on these threads (Catch2 is not thread-safe): they record, the test checks.
-    auto follow = [&](ResultConsumer& c, std::vector<common::JobId>& out,
+    auto follow = [&](ResultConsumer& c, std::vector<store::JobId>& out,
                       std::vector<std::int64_t>& seqs) {
         start.arrive_and_wait();
         while (out.size() < kJobs) {
@@ -368,7 +368,7 @@ TEST_CASE("Consumer: concurrent completions and two groups, every verdict once p
             c.ack(got.back());
         }
     };
-    std::vector<common::JobId> seen_a, seen_b;
+    std::vector<store::JobId> seen_a, seen_b;
     std::vector<std::int64_t> seqs_a, seqs_b;
     threads.emplace_back([&] { follow(a, seen_a, seqs_a); });
     threads.emplace_back([&] { follow(b, seen_b, seqs_b); });
@@ -416,7 +416,7 @@ TEST_CASE_METHOD(ConsumerDatabase, "Consumer: each group's lag on /metrics",
     for (const auto& l : leases) REQUIRE(store.complete(completion(l, "r"), kT0).accepted());
     current.ack(current.fetch().back());
 
-    common::ManualClock scrape_clock(kT0 + std::chrono::seconds(90));
+    base::ManualClock scrape_clock(kT0 + std::chrono::seconds(90));
     coordinator::QueueMetrics metrics(db.dsn(), scrape_clock);
     const auto text = metrics.render();
     CHECK_THAT(text, Catch::Contains("aclaim_result_group_lag{org=\"1\",group=\"behind\"} 3\n"));

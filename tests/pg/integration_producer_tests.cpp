@@ -14,7 +14,7 @@
 
 using namespace aclaim;
 using namespace aclaim::testing;
-using common::NewJob;
+using store::NewJob;
 
 namespace {
 
@@ -34,7 +34,7 @@ long count_jobs(pqxx::connection& c) {
 /// on a manual clock.
 struct ProducerOfOrg1 {
     TestDatabase db;
-    common::ManualClock clock{kT0};
+    base::ManualClock clock{kT0};
     const clients::Producer producer{clock, {.org = 1}};
     std::unique_ptr<pqxx::connection> conn = db.connect();
 };
@@ -60,7 +60,7 @@ TEST_CASE_METHOD(
     CHECK(count_jobs(*conn) == 0);
     CHECK(woken.wait_for(std::chrono::milliseconds(100)).empty());
 
-    common::JobId kept = 0;
+    store::JobId kept = 0;
     {
         pqxx::work txn(*conn);
         txn.exec("CREATE TABLE orders (id int PRIMARY KEY)");
@@ -86,14 +86,14 @@ TEST_CASE_METHOD(ProducerOfOrg1,
     keyed.dedupe_key = "order-5";
     keyed.priority = 4;
     keyed.max_attempts = 7;
-    keyed.run_timeout = common::Duration(std::chrono::minutes(3));
+    keyed.run_timeout = base::Duration(std::chrono::minutes(3));
     NewJob later = job("follow-up");
     later.run_at = kT0 + std::chrono::minutes(10);
     const auto first = producer.enqueue_many(txn, {job("a"), keyed, later, keyed});
     REQUIRE(first.size() == 4);
     CHECK(first[0].created);
     CHECK(first[1].created);
-    CHECK(first[2].state == common::JobState::Scheduled);
+    CHECK(first[2].state == store::JobState::Scheduled);
     CHECK_FALSE(first[3].created);
     CHECK(first[3].id == first[1].id);
     txn.commit();
@@ -110,7 +110,7 @@ TEST_CASE_METHOD(ProducerOfOrg1,
     CHECK(status[1].enqueued_at == kT0);
     const auto cancelled = producer.cancel(again, {first[2].id, 999'999}, "not needed");
     REQUIRE(cancelled.size() == 1);
-    CHECK(cancelled[0].was == common::JobState::Scheduled);
+    CHECK(cancelled[0].was == store::JobState::Scheduled);
     again.commit();
 }
 
@@ -133,7 +133,7 @@ TEST_CASE_METHOD(
     }
     CHECK(count_jobs(*conn) == 0);
     // The store's own enqueue (aclaimctl enqueue) goes through the same check.
-    common::AssignmentStore store(db.dsn());
+    store::AssignmentStore store(db.dsn());
     CHECK_THROWS_WITH(store.enqueue(1, {job(std::string(200'000, 'y'))}, kT0),
                       Catch::Contains("over the limit"));
     // Exactly the limit is fine.
@@ -159,10 +159,10 @@ TEST_CASE("Producer login: confined to its own organization by the database",
     TestDatabase db;
     ProducerLogin one(db, "p1", 1);
     ProducerLogin two(db, "p2", 2);
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     const clients::Producer as_login(clock);  // no organization: the login's is taken
 
-    common::AssignmentStore store(db.dsn());
+    store::AssignmentStore store(db.dsn());
     const auto foreign = store.enqueue(2, {job("org 2's")}, kT0).at(0);
     {
         pqxx::work admin(store.connection());
@@ -270,7 +270,7 @@ TEST_CASE("Producer login: unbound members, superusers and the coordinator role 
 
 TEST_CASE("Producer: a trusted login must name the organization", "[integration][producer]") {
     TestDatabase db;
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     const clients::Producer unnamed(clock);
     auto conn = db.connect();
     pqxx::work txn(*conn);
@@ -282,26 +282,26 @@ TEST_CASE("Producer login: a fan-in in the caller's transaction, and no edge to 
           "[integration][producer][workflow]") {
     TestDatabase db;
     ProducerLogin one(db, "p1", 1);
-    common::ManualClock clock(kT0);
+    base::ManualClock clock(kT0);
     const clients::Producer as_login(clock);
-    common::AssignmentStore store(db.dsn());
+    store::AssignmentStore store(db.dsn());
     const auto foreign = store.enqueue(2, {job("org 2's")}, kT0).at(0);
 
     pqxx::connection p1(one.dsn());
-    std::vector<common::Enqueued> flow;
+    std::vector<store::Enqueued> flow;
     {
         pqxx::work txn(p1);
         NewJob approval = job("approval");
-        approval.depends_on = {common::job_of_this_call(1), common::job_of_this_call(2)};
+        approval.depends_on = {store::job_of_this_call(1), store::job_of_this_call(2)};
         NewJob notify = job("notify");
-        notify.depends_on = {common::job_of_this_call(3)};
-        notify.on_failure = common::DependencyPolicy::Run;
+        notify.depends_on = {store::job_of_this_call(3)};
+        notify.on_failure = store::DependencyPolicy::Run;
         flow = as_login.enqueue_many(txn, {job("electrical"), job("plumbing"), approval, notify});
         txn.commit();
     }
     REQUIRE(flow.size() == 4);
-    CHECK(flow[2].state == common::JobState::Waiting);
-    CHECK(flow[3].state == common::JobState::Waiting);
+    CHECK(flow[2].state == store::JobState::Waiting);
+    CHECK(flow[3].state == store::JobState::Waiting);
     {
         pqxx::read_transaction t(p1);  // a producer reads its own organization's edges
         CHECK(t.exec1("SELECT count(*) FROM job_dependencies")[0].as<long>() == 3);

@@ -18,7 +18,7 @@ namespace aclaim::testing {
 /// database so that concurrent suites on one server never share one.
 class ProducerLogin {
   public:
-    ProducerLogin(const TestDatabase& db, const std::string& suffix, common::OrgId org)
+    ProducerLogin(const TestDatabase& db, const std::string& suffix, store::OrgId org)
         : db_(db), login_(db.name() + "_" + suffix) {
         auto admin = db_.connect();
         pqxx::work txn(*admin);
@@ -74,18 +74,18 @@ class Notifications final : public pqxx::notification_receiver {
 };
 
 /// Enqueues `count` jobs of the organization and claims them for `worker`.
-inline std::vector<common::Lease> claimed_jobs(common::AssignmentStore& store, common::OrgId org,
-                                               int count, const std::string& worker = "w") {
-    std::vector<common::NewJob> jobs(static_cast<std::size_t>(count));
+inline std::vector<store::Lease> claimed_jobs(store::AssignmentStore& store, store::OrgId org,
+                                              int count, const std::string& worker = "w") {
+    std::vector<store::NewJob> jobs(static_cast<std::size_t>(count));
     for (int i = 0; i < count; ++i)
         jobs[static_cast<std::size_t>(i)].payload = "p" + std::to_string(i);
     store.enqueue(org, jobs, kT0);
     return store.claim(org, {worker, count, {}}, std::chrono::seconds(60), kT0).leases;
 }
 
-inline common::TransitionRequest completion(const common::Lease& l, const std::string& ref,
-                                            const std::string& worker = "w") {
-    common::TransitionRequest r{l.org_id, l.job_id, l.generation, worker};
+inline store::TransitionRequest completion(const store::Lease& l, const std::string& ref,
+                                           const std::string& worker = "w") {
+    store::TransitionRequest r{l.org_id, l.job_id, l.generation, worker};
     r.result_ref = ref;
     return r;
 }

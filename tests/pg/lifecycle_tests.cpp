@@ -18,13 +18,13 @@
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
-using common::AssignmentStore;
-using common::Duration;
-using common::Instant;
-using common::JobState;
-using common::ManualClock;
-using common::NewJob;
-using common::Rejection;
+using base::Duration;
+using base::Instant;
+using base::ManualClock;
+using store::AssignmentStore;
+using store::JobState;
+using store::NewJob;
+using store::Rejection;
 
 using testing::kLease;
 using testing::kT0;
@@ -53,32 +53,32 @@ NewJob flaky(int max_attempts) {
 /// The store fixture with the operator's store beside it.
 struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> ops_conn = db.connect();
-    common::OperatorStore ops{*ops_conn};
+    ops::OperatorStore ops{*ops_conn};
 
-    common::JobId enqueue(const NewJob& j, common::OrgId org = 1) {
+    store::JobId enqueue(const NewJob& j, store::OrgId org = 1) {
         return store.enqueue(org, {j}, clock.now()).at(0);
     }
-    common::ClaimOutcome claim(const std::string& worker, std::vector<std::string> queues,
-                               int max_jobs = 1, common::OrgId org = 1) {
+    store::ClaimOutcome claim(const std::string& worker, std::vector<std::string> queues,
+                              int max_jobs = 1, store::OrgId org = 1) {
         return store.claim(org, {worker, max_jobs, std::move(queues)}, kLease, clock.now());
     }
-    common::TransitionRequest fence(const common::Lease& l, const std::string& worker) const {
+    store::TransitionRequest fence(const store::Lease& l, const std::string& worker) const {
         return {l.org_id, l.job_id, l.generation, worker};
     }
-    std::string state(common::JobId id) { return testing::job_state(store.connection(), id); }
-    Instant run_at(common::JobId id) {
+    std::string state(store::JobId id) { return testing::job_state(store.connection(), id); }
+    Instant run_at(store::JobId id) {
         pqxx::work txn(store.connection());
         return txn.exec_params1("SELECT aclaim_us(run_at) FROM jobs WHERE id = $1", id)[0]
             .as<Instant>();
     }
     /// aclaim_retry_delay for this job and attempt, as the schema computes it.
-    Duration retry_delay(common::JobId id, int attempt, Duration base, Duration cap) {
+    Duration retry_delay(store::JobId id, int attempt, Duration base, Duration cap) {
         pqxx::work txn(store.connection());
         return txn
             .exec_params1("SELECT aclaim_retry_delay($1, $2, $3, $4)", id, attempt, base, cap)[0]
             .as<Duration>();
     }
-    common::CheckReport check() const { return testing::check_database(db.dsn()); }
+    ops::CheckReport check() const { return testing::check_database(db.dsn()); }
 };
 
 }  // namespace
@@ -104,7 +104,7 @@ TEST_CASE("a claim takes only from the queues it serves, in claim order across t
         CHECK(f.state(plain) == "pending");
     }
     SECTION("a queue nobody enqueued into yields no work") {
-        CHECK(f.claim("roofer", {"roofing"}).status == common::ClaimOutcome::Status::NoWork);
+        CHECK(f.claim("roofer", {"roofing"}).status == store::ClaimOutcome::Status::NoWork);
     }
 }
 
@@ -124,7 +124,7 @@ TEST_CASE("a scheduled job is not claimable before its run_at, then comes due an
 
     f.clock.advance(59s);
     CHECK(f.store.promote_due(f.clock.now(), 100) == 0);
-    CHECK(f.claim("w", {}).status == common::ClaimOutcome::Status::NoWork);
+    CHECK(f.claim("w", {}).status == store::ClaimOutcome::Status::NoWork);
 
     f.clock.advance(1s);
     CHECK(f.store.promote_due(f.clock.now(), 100) == 1);
@@ -167,7 +167,7 @@ TEST_CASE(
         CHECK(delay >= full / 2);
         CHECK(delay <= full);
         // Not claimable until it comes due.
-        CHECK(f.claim("w", {}).status == common::ClaimOutcome::Status::NoWork);
+        CHECK(f.claim("w", {}).status == store::ClaimOutcome::Status::NoWork);
         f.clock.advance(delay - 1us);
         CHECK(f.store.promote_due(f.clock.now(), 100) == 0);
         f.clock.advance(1us);
@@ -184,9 +184,9 @@ TEST_CASE(
     // A discarded job is never retried silently; an operator revives it with a fresh budget.
     f.clock.advance(1h);
     CHECK(f.store.promote_due(f.clock.now(), 100) == 0);
-    CHECK(f.claim("w", {}).status == common::ClaimOutcome::Status::NoWork);
+    CHECK(f.claim("w", {}).status == store::ClaimOutcome::Status::NoWork);
     CHECK(f.ops.retry({id}, "operator", "scanner fixed", f.clock.now()) ==
-          std::vector<common::JobId>{id});
+          std::vector<store::JobId>{id});
     auto revived = f.claim("w", {});
     REQUIRE(revived.leases.size() == 1);
     CHECK(revived.leases[0].attempts == 1);
@@ -233,7 +233,7 @@ TEST_CASE("an expired lease uses up an attempt: past the last one the job is dis
         CHECK(r[0].state == (attempt == 2 ? JobState::Discarded : JobState::Pending));
     }
     CHECK(f.state(id) == "discarded");
-    CHECK(f.claim("w3", {}).status == common::ClaimOutcome::Status::NoWork);
+    CHECK(f.claim("w3", {}).status == store::ClaimOutcome::Status::NoWork);
 }
 
 TEST_CASE("a run deadline caps the lease: renewals past it are refused and the attempt fails",
@@ -352,7 +352,7 @@ TEST_CASE("idempotent enqueue is race-free: 16 producers enqueue the same keys a
     constexpr int kProducers = 16;
     constexpr int kKeys = 40;
     std::barrier start(kProducers);
-    std::vector<std::vector<common::Enqueued>> got(kProducers);
+    std::vector<std::vector<store::Enqueued>> got(kProducers);
     std::vector<std::thread> threads;
     for (int p = 0; p < kProducers; ++p) {
         threads.emplace_back([&, p] {
@@ -369,7 +369,7 @@ TEST_CASE("idempotent enqueue is race-free: 16 producers enqueue the same keys a
         });
     }
     for (auto& t : threads) t.join();
-    std::map<std::string, std::set<common::JobId>> ids_by_key;
+    std::map<std::string, std::set<store::JobId>> ids_by_key;
     int created = 0;
     for (int p = 0; p < kProducers; ++p) {
         REQUIRE(got[p].size() == kKeys);
@@ -390,7 +390,7 @@ TEST_CASE("idempotent enqueue is race-free: 16 producers enqueue the same keys a
 TEST_CASE("a queue's concurrency limit holds with three stores claiming at once",
           "[store][lifecycle][limit][concurrency]") {
     Fixture f;
-    common::QueueSettings limit;
+    ops::QueueSettings limit;
     limit.max_assigned = 3;
     f.ops.configure(1, "scarce", limit, "ops", f.clock.now());
     std::vector<NewJob> jobs(30, job_in("scarce", "s"));
@@ -427,7 +427,7 @@ TEST_CASE("a paused queue hands out nothing, leases already out continue, resume
     const auto held = f.claim("w", {"night"}).leases.at(0);
     f.ops.pause(1, "night", true, "ops", "maintenance", f.clock);
     f.clock.advance(1s);
-    CHECK(f.claim("w2", {"night"}, 5).status == common::ClaimOutcome::Status::NoWork);
+    CHECK(f.claim("w2", {"night"}, 5).status == store::ClaimOutcome::Status::NoWork);
     CHECK(f.store.renew(f.fence(held, "w"), kLease, f.clock.now()).accepted());
     const auto queues = f.ops.queues(1);
     REQUIRE(queues.size() == 1);

@@ -24,20 +24,20 @@ long queue_rows(pqxx::connection& conn) {
 TEST_CASE("pause, resume and set refuse a queue the organization has never had", "[console][ctl]") {
     TestDatabase db;
     auto conn = db.connect();
-    common::AssignmentStore store(db.dsn());
-    const common::SystemClock clock;
-    common::NewJob job{0, "panel 12", 3};
+    store::AssignmentStore store(db.dsn());
+    const base::SystemClock clock;
+    store::NewJob job{0, "panel 12", 3};
     job.queue = "electrical";
     store.enqueue(1, {job}, clock.now());
-    common::OperatorStore ops(*conn);
+    ops::OperatorStore ops(*conn);
 
     CHECK_THROWS_AS(ops.pause(1, "electrcal", true, "ops", "typo", clock, false),
-                    common::UnknownQueue);
+                    ops::UnknownQueue);
     CHECK_THROWS_AS(ops.configure(1, "electrcal", {}, "ops", clock.now(), false),
-                    common::UnknownQueue);
+                    ops::UnknownQueue);
     // Another organization's queue is not this one's.
     CHECK_THROWS_AS(ops.pause(2, "electrical", true, "ops", "elsewhere", clock, false),
-                    common::UnknownQueue);
+                    ops::UnknownQueue);
     CHECK(queue_rows(*conn) == 0);
     ops.pause(1, "electrical", true, "ops", "known", clock, false);
     // Asked for on purpose, a new queue is made; and one with settings is known from then on.

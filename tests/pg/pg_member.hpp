@@ -43,7 +43,7 @@ class PgMember {
         dsn = pgtmp("start " + dir + " --fast");
         read_port();
         pqxx::connection conn(dsn);
-        common::migrate(conn);
+        store::migrate(conn);
     }
 
     /// A streaming standby of `primary`, caught up. With `synchronous`, the primary waits for it
@@ -114,7 +114,7 @@ class PgMember {
                                     name + "'"));
     }
 
-    std::string job_state(common::JobId id) {
+    std::string job_state(store::JobId id) {
         return scalar(dsn, "SELECT state FROM jobs WHERE id = " + std::to_string(id));
     }
 

@@ -13,9 +13,9 @@
 #include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
-using common::ApplyAction;
-using common::JobState;
-using common::RecoveryClass;
+using ops::ApplyAction;
+using ops::RecoveryClass;
+using store::JobState;
 using testing::kLease;
 using testing::kT0;
 using testing::read_one;
@@ -28,7 +28,7 @@ constexpr const char* kActor = "aclaimctl:test";
 
 struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> conn = db.connect();
-    common::RecoveryStore recovery{*conn};
+    ops::RecoveryStore recovery{*conn};
 
     void sql(const std::string& text) {
         pqxx::work t(*conn);
@@ -36,16 +36,16 @@ struct Fixture : testing::StoreFixture {
         t.commit();
     }
     /// Publishes a result the row never completed: the contradiction no CHECK can see.
-    void forge_result(common::JobId id, common::Generation g) {
+    void forge_result(store::JobId id, store::Generation g) {
         sql("INSERT INTO job_outcomes (org_id, job_id, outcome, queue, generation, attempts, "
             "result_ref, at) VALUES (1, " +
             std::to_string(id) + ", 'completed', 'default', " + std::to_string(g) +
-            ", 1, 'forged', aclaim_ts(" + std::to_string(common::to_micros(clock.now())) + "))");
+            ", 1, 'forged', aclaim_ts(" + std::to_string(base::to_micros(clock.now())) + "))");
     }
 };
 
-common::ClassCounts counts(long terminal, long live, long expired, long pending, long inconsistent,
-                           long parked = 0) {
+ops::ClassCounts counts(long terminal, long live, long expired, long pending, long inconsistent,
+                        long parked = 0) {
     return {terminal, live, expired, pending, inconsistent, parked, 0};  // no waiting job here
 }
 
@@ -62,7 +62,7 @@ std::string everything(pqxx::connection& c) {
 }
 
 /// The row without the three columns a quarantine may change.
-std::string row_except_quarantine(pqxx::connection& c, common::JobId id) {
+std::string row_except_quarantine(pqxx::connection& c, store::JobId id) {
     return read_one<std::string>(
         c,
         "SELECT (to_jsonb(j) - 'state' - 'quarantined_from' - 'quarantine_reason')::text "
@@ -103,7 +103,7 @@ TEST_CASE("the survey classifies every job and changes nothing", "[recovery]") {
     CHECK(report.totals == counts(2, 1, 1, 2, 1));
     CHECK(report.by_org.at(1) == counts(2, 0, 1, 1, 1));
     CHECK(report.by_org.at(2) == counts(0, 1, 0, 1, 0));
-    CHECK(report.expired == std::vector<common::JobId>{expired});
+    CHECK(report.expired == std::vector<store::JobId>{expired});
     REQUIRE(report.inconsistent.size() == 1);
     CHECK(report.inconsistent[0].row.id == forged);
     CHECK(report.inconsistent[0].classification.reason() == "result_for_unfinished_row");
@@ -141,7 +141,7 @@ TEST_CASE("apply quarantines a contradiction and touches nothing else of it", "[
     // The holder's late completion meets the quarantine.
     const auto t = f.store.complete({1, id, lease.generation, "rev-a", "late"}, f.clock.now());
     REQUIRE_FALSE(t.accepted());
-    CHECK(*t.rejection == common::Rejection::Quarantined);
+    CHECK(*t.rejection == store::Rejection::Quarantined);
 }
 
 TEST_CASE("apply reclaims an expired lease; the next claim outranks the old holder", "[recovery]") {
@@ -159,7 +159,7 @@ TEST_CASE("apply reclaims an expired lease; the next claim outranks the old hold
     CHECK(fresh.job_id == id);
     CHECK(fresh.generation == old.generation + 1);
     const auto stale = f.store.complete({1, id, old.generation, "rev-a", "late"}, f.clock.now());
-    CHECK(*stale.rejection == common::Rejection::StaleGeneration);
+    CHECK(*stale.rejection == store::Rejection::StaleGeneration);
     CHECK(f.store.complete({1, id, fresh.generation, "rev-b", "good"}, f.clock.now()).accepted());
 }
 
@@ -216,7 +216,7 @@ TEST_CASE("apply decides on the current row, not on the survey", "[recovery]") {
     f.claim("rev-a");
     f.clock.advance(kLease);
     const auto report = f.recovery.survey(f.clock.now());
-    REQUIRE(report.expired == std::vector<common::JobId>{id});
+    REQUIRE(report.expired == std::vector<store::JobId>{id});
 
     SECTION("the reaper reclaimed it and another worker claimed it meanwhile") {
         f.store.reclaim_expired(f.clock.now(), 100);
@@ -245,7 +245,7 @@ TEST_CASE("apply decides on the current row, not on the survey", "[recovery]") {
         pqxx::work holder(*holder_conn);
         holder.exec_params("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", id);
         // Catch's assertions are not thread-safe: the thread only records, the test checks.
-        common::ApplyOutcome outcome;
+        ops::ApplyOutcome outcome;
         std::thread apply([&] {
             outcome = f.recovery.apply_one(id, RecoveryClass::Expired, f.clock.now(), kActor);
         });
@@ -312,7 +312,7 @@ TEST_CASE("operators resolve quarantined jobs on the record", "[recovery]") {
         // The row fell behind its log: a claim at generation 3 that the row never shows.
         f.sql("INSERT INTO job_events (job_id, org_id, generation, kind, worker, at) VALUES (" +
               std::to_string(id) + ", 1, 3, 'claimed', 'rev-x', aclaim_ts(" +
-              std::to_string(common::to_micros(f.clock.now())) + "))");
+              std::to_string(base::to_micros(f.clock.now())) + "))");
         f.recovery.apply(f.recovery.survey(f.clock.now()), kActor);
         REQUIRE(testing::job_state(*f.conn, id) == "quarantined");
         const auto released =
@@ -325,7 +325,7 @@ TEST_CASE("operators resolve quarantined jobs on the record", "[recovery]") {
         CHECK(testing::job_generation(*f.conn, id) == 4);
         const auto stale =
             f.store.complete({1, id, lease.generation, "rev-a", "late"}, f.clock.now());
-        CHECK(*stale.rejection == common::Rejection::StaleGeneration);
+        CHECK(*stale.rejection == store::Rejection::StaleGeneration);
     }
 }
 
@@ -354,7 +354,7 @@ TEST_CASE("recovery reads saved progress: its own holder's is history, a forged 
     const auto forged = f.enqueue_one();
     const auto a = f.claim("rev-a");
     REQUIRE(a.job_id == honest);
-    common::TransitionRequest report{1, honest, a.generation, "rev-a"};
+    store::TransitionRequest report{1, honest, a.generation, "rev-a"};
     report.percent = 60;
     report.checkpoint = "page=12";
     REQUIRE(f.store.progress(report, f.clock.now()).accepted());
@@ -364,7 +364,7 @@ TEST_CASE("recovery reads saved progress: its own holder's is history, a forged 
     // or a manual repair could.
     f.sql("INSERT INTO job_progress (job_id, org_id, generation, percent, updated_at) VALUES (" +
           std::to_string(forged) + ", 1, " + std::to_string(b.generation + 1) + ", 90, aclaim_ts(" +
-          std::to_string(common::to_micros(f.clock.now())) + "))");
+          std::to_string(base::to_micros(f.clock.now())) + "))");
 
     const auto survey = f.recovery.survey(f.clock.now());
     CHECK(survey.totals == counts(0, 1, 0, 0, 1));
@@ -393,7 +393,7 @@ TEST_CASE("recovery reads saved progress: its own holder's is history, a forged 
 TEST_CASE("the survey reports a rate bucket ahead of the clock and leaves it as it is",
           "[recovery][rate]") {
     Fixture f;
-    const auto now_us = common::to_micros(f.clock.now());
+    const auto now_us = base::to_micros(f.clock.now());
     f.sql(
         "INSERT INTO job_queues (org_id, queue, rate_per_s, rate_burst, rate_tokens, "
         "rate_refilled_us, updated_at) VALUES "

@@ -26,12 +26,12 @@
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
-using common::AssignmentStore;
-using common::Duration;
-using common::Instant;
-using common::JobId;
-using common::ManualClock;
-using common::NewJob;
+using base::Duration;
+using base::Instant;
+using base::ManualClock;
+using store::AssignmentStore;
+using store::JobId;
+using store::NewJob;
 
 using testing::kLease;
 using testing::kT0;
@@ -44,7 +44,7 @@ constexpr Duration kDay = std::chrono::hours(24);
 /// The store fixture with the operator's store beside it.
 struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> ops_conn = db.connect();
-    common::OperatorStore ops{*ops_conn};
+    ops::OperatorStore ops{*ops_conn};
 
     JobId enqueue(const std::string& queue = "default", int max_attempts = 3) {
         NewJob j;
@@ -64,11 +64,11 @@ struct Fixture : testing::StoreFixture {
         const auto out = store.claim(1, {"w", 1, {queue}}, kLease, clock.now());
         REQUIRE(out.leases.size() == 1);
         REQUIRE(out.leases[0].job_id == id);
-        const common::TransitionRequest t{1, id, out.leases[0].generation, "w", "ref"};
+        const store::TransitionRequest t{1, id, out.leases[0].generation, "w", "ref"};
         if (how == "completed") {
             store.complete(t, clock.now());
         } else {
-            common::TransitionRequest f = t;
+            store::TransitionRequest f = t;
             f.reason = "broken";
             f.retryable = how == "discarded";
             store.fail(f, clock.now());
@@ -85,9 +85,9 @@ struct Fixture : testing::StoreFixture {
         for (const auto& p : store.prune_finished(clock.now(), batch)) n += p.jobs();
         return n;
     }
-    common::CheckReport check() {
+    ops::CheckReport check() {
         auto conn = db.connect();
-        return common::check(common::load_history(*conn));
+        return ops::check(ops::load_history(*conn));
     }
     std::int64_t scalar(const std::string& sql) {
         pqxx::work txn(*ops_conn);
@@ -116,7 +116,7 @@ TEST_CASE(
     "their results",
     "[retention]") {
     Fixture f;
-    common::QueueSettings quick;
+    ops::QueueSettings quick;
     quick.retain_completed = std::chrono::hours(1);
     f.ops.configure(1, "quick", quick, "ops", f.clock.now());
 
@@ -195,7 +195,7 @@ TEST_CASE(
     CHECK(report.pruned == 5);
     CHECK(report.pruned_with_history == 5);
     auto conn = f.db.connect();
-    const auto survey = common::RecoveryStore(*conn).survey(f.clock.now());
+    const auto survey = ops::RecoveryStore(*conn).survey(f.clock.now());
     CHECK(survey.orphans.empty());
     CHECK(survey.pruned_with_events == 5);
 }
@@ -220,7 +220,7 @@ TEST_CASE("a prune removes at most its batch, and a later retention change appli
     REQUIRE(by_completion.front() != ids.front());
     f.clock.advance(2 * kDay);
     CHECK(f.prune() == 0);
-    common::QueueSettings shorter;
+    ops::QueueSettings shorter;
     shorter.retain_completed = kDay;
     f.ops.configure(1, "default", shorter, "ops", f.clock.now());
     // Oldest first: after each batch exactly the jobs completed latest are left.
@@ -240,8 +240,8 @@ TEST_CASE("a prune removes at most its batch, and a later retention change appli
     CHECK(f.scalar("SELECT count(*) FROM jobs") == 0);
     CHECK(f.scalar("SELECT count(*) FROM job_prunes") == 3);
     // Forever keeps them however old they are.
-    common::QueueSettings forever;
-    forever.retain_completed = common::kRetainForever;
+    ops::QueueSettings forever;
+    forever.retain_completed = ops::kRetainForever;
     f.ops.configure(1, "default", forever, "ops", f.clock.now());
     const JobId kept = f.finished("completed");
     f.clock.advance(100000 * kDay);
@@ -249,7 +249,7 @@ TEST_CASE("a prune removes at most its batch, and a later retention change appli
     CHECK(f.exists(kept));
     const auto queues = f.ops.queues(1);
     REQUIRE(queues.size() == 1);
-    CHECK(queues[0].retain_completed == common::kRetainForever);
+    CHECK(queues[0].retain_completed == ops::kRetainForever);
     CHECK(queues[0].retain_failed == 30 * kDay);
 }
 
@@ -261,7 +261,7 @@ TEST_CASE("a claim is not blocked while a prune batch holds its locks", "[retent
         f.finish(finished.back(), "completed", "old");
     }
     // A limited queue makes the claim take its advisory locks (kClaimLocks) exclusive.
-    common::QueueSettings limited;
+    ops::QueueSettings limited;
     limited.max_assigned = 5;
     f.ops.configure(1, "default", limited, "ops", f.clock.now());
     f.clock.advance(8 * kDay);
@@ -317,7 +317,7 @@ TEST_CASE("a claim is not blocked while a prune batch holds its locks", "[retent
         if (claimed == 2) {
             CHECK(out.leases[0].job_id == pending);
             CHECK(out.leases[1].job_id == other);
-            const common::TransitionRequest t{1, pending, out.leases[0].generation, "w2", "ref"};
+            const store::TransitionRequest t{1, pending, out.leases[0].generation, "w2", "ref"};
             CHECK(f.store.renew(t, kLease, f.clock.now()).accepted());
             CHECK(f.store.complete(t, f.clock.now()).accepted());
         }
@@ -364,7 +364,7 @@ TEST_CASE("one coordinator at a time prunes, and its pass keeps partitions ahead
     for (const auto at : {f.clock.now() - 40 * kDay, f.clock.now()}) {
         pqxx::work txn(f.store.connection());
         txn.exec_params("SELECT * FROM aclaim_finish_parked($1, 'completed', 'x', now_us => $2)",
-                        std::string(64, 'e'), common::to_micros(at));
+                        std::string(64, 'e'), base::to_micros(at));
         txn.commit();
     }
     const auto ran = retention.pass(f.store);
@@ -382,7 +382,7 @@ TEST_CASE("one coordinator at a time prunes, and its pass keeps partitions ahead
     other.release_retention_lock();
 
     // A clock two years on: the pass creates that month's partition and two more.
-    f.clock.set(common::SystemClock().now() + 730 * kDay);
+    f.clock.set(base::SystemClock().now() + 730 * kDay);
     const auto later = retention.pass(f.store);
     CHECK(later.partitions_created.size() == 3);
     CHECK(metrics.partitions_created.load() == 3);
@@ -408,7 +408,7 @@ TEST_CASE(
     const JobId live = f.enqueue();
     // kT0 lies before every monthly partition: these events are in the legacy partition, whose
     // upper bound is the month the template database was migrated in.
-    common::RetentionStore retention(*f.ops_conn);
+    ops::RetentionStore retention(*f.ops_conn);
     const auto before = retention.partitions();
     REQUIRE_FALSE(before.empty());
     REQUIRE(before[0].name == "job_events_legacy");
@@ -416,7 +416,7 @@ TEST_CASE(
     const auto dir =
         std::filesystem::temp_directory_path() / ("aclaim_archive_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
-    common::ArchiveOptions options;
+    ops::ArchiveOptions options;
     options.dir = dir.string();
     options.older_than = kDay;
     const Instant archive_at = legacy_end + 2 * kDay;
@@ -451,8 +451,8 @@ TEST_CASE(
 
     // The archive reads back, every event, verified.
     std::ifstream in(out[0].file);
-    std::vector<common::AuditEvent> read;
-    const auto contents = common::read_archive(in, [&](const auto& e) { read.push_back(e); });
+    std::vector<store::AuditEvent> read;
+    const auto contents = ops::read_archive(in, [&](const auto& e) { read.push_back(e); });
     CHECK(contents.summary.rows == events);
     CHECK(contents.header.partition == "job_events_legacy");
     CHECK_FALSE(contents.header.from);
@@ -464,7 +464,7 @@ TEST_CASE(
     CHECK(f.store.ensure_event_partitions(kT0, 1).empty());
 
     // Nothing lost: the pruned jobs are absent; a job enqueued now is whole.
-    f.clock.set(common::SystemClock().now());
+    f.clock.set(base::SystemClock().now());
     const JobId fresh = f.enqueue();
     CHECK(f.state(fresh) == "pending");
     const auto report = f.check();
@@ -487,8 +487,8 @@ TEST_CASE(
         txn.exec_params("DELETE FROM jobs WHERE id = $1", a);
         txn.commit();
     }
-    common::RetentionStore retention(*f.ops_conn);
-    common::ArchiveOptions options;
+    ops::RetentionStore retention(*f.ops_conn);
+    ops::ArchiveOptions options;
     options.dir = (std::filesystem::temp_directory_path() / "aclaim_never_written").string();
     options.older_than = kDay;
     const auto out = retention.archive(options, retention.partitions().at(0).to + 2 * kDay);
@@ -505,7 +505,7 @@ TEST_CASE("aclaimctl sets a queue's retention, previews, prunes, reports and nam
           "[retention][ctl]") {
     Fixture f;
     // Finished a month ago by the system clock, which aclaimctl reads.
-    f.clock.set(common::SystemClock().now() - 30 * kDay);
+    f.clock.set(base::SystemClock().now() - 30 * kDay);
     const JobId old = f.finished("completed");
     const JobId kept = f.enqueue("keep");
     f.finish(kept, "completed", "keep");

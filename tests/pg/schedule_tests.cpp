@@ -15,19 +15,19 @@
 
 using namespace aclaim;
 using namespace std::chrono_literals;
-using common::Instant;
-using common::MissedTicks;
+using base::Instant;
+using ops::MissedTicks;
 
 namespace {
 
 /// 2026-06-01T10:00:00Z, a whole minute.
-constexpr Instant kStart = common::instant_from_micros(1'780'308'000'000'000);
+constexpr Instant kStart = base::instant_from_micros(1'780'308'000'000'000);
 
 struct Fixture {
     testing::TestDatabase db;
-    common::ManualClock clock{kStart + 30s};
+    base::ManualClock clock{kStart + 30s};
     std::unique_ptr<pqxx::connection> ops_conn = db.connect();
-    common::ScheduleStore ops{*ops_conn};
+    ops::ScheduleStore ops{*ops_conn};
     coordinator::ConnectionOptions options = [this] {
         coordinator::ConnectionOptions o;
         o.dsn = db.dsn();
@@ -38,9 +38,9 @@ struct Fixture {
     coordinator::StatementWatchdog watchdog{clock};
     coordinator::Connections connections{options, watchdog};
 
-    common::Schedule add(const std::string& name, const std::string& cron,
-                         MissedTicks missed = MissedTicks::Skip, const std::string& zone = "UTC") {
-        common::ScheduleSpec s;
+    ops::Schedule add(const std::string& name, const std::string& cron,
+                      MissedTicks missed = MissedTicks::Skip, const std::string& zone = "UTC") {
+        ops::ScheduleSpec s;
         s.org_id = 1;
         s.name = name;
         s.cron = cron;
@@ -55,7 +55,7 @@ struct Fixture {
         pqxx::read_transaction txn(*ops_conn);
         return txn.exec1(sql)[0].as<std::int64_t>();
     }
-    common::CheckReport check() const { return testing::check_database(db.dsn()); }
+    ops::CheckReport check() const { return testing::check_database(db.dsn()); }
 };
 
 }  // namespace
@@ -100,7 +100,7 @@ TEST_CASE("two schedulers on one clock enqueue each tick of an every-minute sche
     // The ticks are the ten minutes, each once.
     CHECK(f.scalar("SELECT count(DISTINCT tick_at) FROM schedule_ticks WHERE extract(second FROM "
                    "tick_at) = 0 AND tick_at > aclaim_ts(" +
-                   std::to_string(common::to_micros(kStart)) + ")") == kMinutes);
+                   std::to_string(base::to_micros(kStart)) + ")") == kMinutes);
     const auto s = f.ops.list(1).at(0);
     CHECK(s.last_tick == kStart + 10min);
     CHECK(s.next_tick == kStart + 11min);
@@ -113,12 +113,12 @@ TEST_CASE("after an outage, skip enqueues the latest missed tick and catch_up ev
     f.add("skipper", "*/5 * * * *", MissedTicks::Skip);
     f.add("catcher", "*/5 * * * *", MissedTicks::CatchUp);
     auto conn = f.db.connect();
-    common::ScheduleStore store(*conn);
+    ops::ScheduleStore store(*conn);
     // No scheduler ran for 11 hours and 5 minutes: 133 ticks came due (10:05 .. 21:05).
     f.clock.advance(11h + 5min);
     const auto first = store.run_due(f.clock.now());
     CHECK(first.more);  // the catch-up has 33 ticks left
-    CHECK(first.enqueued == 1 + common::kCatchUpPerPass);
+    CHECK(first.enqueued == 1 + ops::kCatchUpPerPass);
     const auto second = store.run_due(f.clock.now());
     CHECK_FALSE(second.more);
     CHECK(second.enqueued == 33);
@@ -141,7 +141,7 @@ TEST_CASE("a paused schedule enqueues nothing, and resumes from the next tick af
     Fixture f;
     f.add("hourly", "0 * * * *");
     auto conn = f.db.connect();
-    common::ScheduleStore store(*conn);
+    ops::ScheduleStore store(*conn);
     f.ops.set_paused(1, "hourly", true, "tester", "maintenance", f.clock.now());
     f.clock.advance(3h);
     CHECK(store.run_due(f.clock.now()).enqueued == 0);
@@ -155,7 +155,7 @@ TEST_CASE("a paused schedule enqueues nothing, and resumes from the next tick af
     f.clock.advance(2h);
     CHECK(store.run_due(f.clock.now()).enqueued == 0);
     CHECK_THROWS_AS(f.ops.remove(1, "hourly", f.clock.now(), "tester", "again"),
-                    common::UnknownSchedule);
+                    ops::UnknownSchedule);
     // Every change is in the audit log, with who and why.
     CHECK(f.scalar("SELECT count(*) FROM schedule_events WHERE actor = 'tester'") == 4);
     CHECK(f.scalar("SELECT count(*) FROM schedule_events WHERE kind = 'paused' AND detail = "
@@ -166,11 +166,11 @@ TEST_CASE("a paused schedule enqueues nothing, and resumes from the next tick af
 TEST_CASE("schedules refuse bad input and duplicate names", "[schedule]") {
     Fixture f;
     f.add("one", "0 3 * * *");
-    CHECK_THROWS_AS(f.add("one", "0 4 * * *"), common::ScheduleExists);
-    CHECK_THROWS_AS(f.add("two", "0 25 * * *"), common::CronError);
+    CHECK_THROWS_AS(f.add("one", "0 4 * * *"), ops::ScheduleExists);
+    CHECK_THROWS_AS(f.add("two", "0 25 * * *"), ops::CronError);
     CHECK_THROWS_AS(f.add("two", "0 3 * * *", MissedTicks::Skip, "Mars/Olympus"),
                     std::invalid_argument);
-    CHECK_THROWS_AS(f.add("two", "0 0 30 2 *"), common::CronError);
+    CHECK_THROWS_AS(f.add("two", "0 0 30 2 *"), ops::CronError);
     CHECK(f.scalar("SELECT count(*) FROM schedules") == 1);
 }
 
@@ -178,16 +178,16 @@ TEST_CASE("a schedule in Europe/Berlin ticks at its wall time across the shifts"
           "[schedule][dst]") {
     Fixture f;
     // 2026-03-28T12:00Z; the spring-forward shift is the next night, at 01:00 UTC.
-    f.clock.set(common::instant_from_micros(1'774'699'200'000'000));
+    f.clock.set(base::instant_from_micros(1'774'699'200'000'000));
     f.add("berlin", "30 2 * * *", MissedTicks::Skip, "Europe/Berlin");
     f.add("nine", "0 9 * * *", MissedTicks::Skip, "Europe/Berlin");
     auto next = [&](const char* name) {
         for (const auto& s : f.ops.list(1))
-            if (s.name == name) return common::iso_utc(s.next_tick);
+            if (s.name == name) return ops::iso_utc(s.next_tick);
         return std::string();
     };
     auto conn = f.db.connect();
-    common::ScheduleStore store(*conn);
+    ops::ScheduleStore store(*conn);
     CHECK(next("berlin") == "2026-03-29T01:00:00Z");  // 02:30 does not exist: at the shift
     CHECK(next("nine") == "2026-03-29T07:00:00Z");    // 09:00 CEST
     f.clock.advance(14h);
@@ -195,7 +195,7 @@ TEST_CASE("a schedule in Europe/Berlin ticks at its wall time across the shifts"
     CHECK(next("berlin") == "2026-03-30T00:30:00Z");  // 02:30 CEST
 
     // 2026-10-25T00:10Z, 02:10 CEST; at 01:00 UTC the clock goes back to 02:00 CET.
-    f.clock.set(common::instant_from_micros(1'792'887'000'000'000));
+    f.clock.set(base::instant_from_micros(1'792'887'000'000'000));
     f.add("half-hourly", "*/30 * * * *", MissedTicks::Skip, "Europe/Berlin");
     std::vector<std::string> ticks{next("half-hourly")};
     for (int i = 0; i < 3; ++i) {
@@ -215,7 +215,7 @@ TEST_CASE("schedules and their ticks are scoped to the organization under row se
     f.add("mine", "* * * * *");
     f.clock.advance(1min);
     auto conn = f.connections.open("test-rls", coordinator::Connections::Role::RowSecurity);
-    REQUIRE(common::ScheduleStore(*conn).run_due(f.clock.now()).enqueued == 1);
+    REQUIRE(ops::ScheduleStore(*conn).run_due(f.clock.now()).enqueued == 1);
     auto visible = [&](const std::string& org, const char* table) {
         pqxx::work txn(*conn);
         txn.exec_params("SELECT set_config('aclaim.org_id', $1, true)", org);
@@ -243,7 +243,7 @@ TEST_CASE("a schedule the database refuses does not hold up the others", "[sched
     }
     f.clock.advance(1min);
     auto conn = f.connections.open("test-scheduler", coordinator::Connections::Role::RowSecurity);
-    common::ScheduleStore store(*conn);
+    ops::ScheduleStore store(*conn);
     const auto pass = store.run_due(f.clock.now());
     CHECK(pass.enqueued == 1);
     CHECK(pass.failed == 1);

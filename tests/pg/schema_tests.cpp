@@ -54,7 +54,7 @@ void check_matches_current(const std::string& dsn) {
 /// replaced, recorded with its checksum, in place of the baseline's one row.
 void record_history(pqxx::work& txn) {
     txn.exec("DELETE FROM schema_migrations");
-    for (const auto& m : common::embedded_history()) {
+    for (const auto& m : store::embedded_history()) {
         txn.exec_params(
             "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
             m.version, m.name, m.checksum);
@@ -81,8 +81,8 @@ TEST_CASE("a fresh migrate builds exactly schema/current.sql", "[schema]") {
 }
 
 TEST_CASE("a database the migrations before the baseline built is at the baseline", "[schema]") {
-    const auto& history = common::embedded_history();
-    const auto& baseline = common::embedded_baseline();
+    const auto& history = store::embedded_history();
+    const auto& baseline = store::embedded_baseline();
     REQUIRE(!history.empty());
     CHECK(history.back().version == baseline.version);
     const testing::TestDatabase db;
@@ -95,7 +95,7 @@ TEST_CASE("a database the migrations before the baseline built is at the baselin
         record_older_wake(txn);
         txn.commit();
     }
-    const auto report = common::migrate(*conn);
+    const auto report = store::migrate(*conn);
     CHECK(report.applied.empty());
     CHECK(report.definitions == std::vector<std::string>{"functions/aclaim_wake"});
     CHECK(report.version == baseline.version);
@@ -108,12 +108,12 @@ TEST_CASE("migrate refuses a database that stopped before the baseline and appli
     const testing::OlderSchemaDatabase older("old", 21);
     {
         pqxx::connection conn(older.dsn());
-        CHECK_THROWS_AS(common::migrate(conn), common::SchemaTooOld);
+        CHECK_THROWS_AS(store::migrate(conn), store::SchemaTooOld);
     }
     const auto r = testing::run_aclaimctl({"--dsn", older.dsn(), "migrate"});
     CHECK(r.code == 2);
     CHECK(r.err.find("schema version 20") != std::string::npos);
-    CHECK(r.err.find("baseline (version " + std::to_string(common::embedded_baseline().version)) !=
+    CHECK(r.err.find("baseline (version " + std::to_string(store::embedded_baseline().version)) !=
           std::string::npos);
     pqxx::connection conn(older.dsn());
     pqxx::read_transaction txn(conn);
@@ -121,7 +121,7 @@ TEST_CASE("migrate refuses a database that stopped before the baseline and appli
                     "NULL")[0]
               .as<bool>());
     long below = 0;
-    for (const auto& m : common::embedded_history()) below += m.version < 21 ? 1 : 0;
+    for (const auto& m : store::embedded_history()) below += m.version < 21 ? 1 : 0;
     CHECK(txn.exec1("SELECT count(*) FROM schema_migrations")[0].as<long>() == below);
 }
 
@@ -131,7 +131,7 @@ TEST_CASE("a definition is applied again when its text changes, and only then", 
     const std::string wake = "aclaim_wake(bigint,text)";
     const std::string defined = function_source(*conn, wake);
     {
-        CHECK(common::migrate(*conn).definitions.empty());
+        CHECK(store::migrate(*conn).definitions.empty());
         // The database's definition differs from the binary's: replaced by hand here, recorded
         // with another checksum, as after an older binary applied its text.
         pqxx::work txn(*conn);
@@ -141,11 +141,11 @@ TEST_CASE("a definition is applied again when its text changes, and only then", 
         record_older_wake(txn);
         txn.commit();
     }
-    const auto report = common::migrate(*conn);
+    const auto report = store::migrate(*conn);
     CHECK(report.applied.empty());
     CHECK(report.definitions == std::vector<std::string>{"functions/aclaim_wake"});
     CHECK(function_source(*conn, wake) == defined);
-    CHECK(common::migrate(*conn).definitions.empty());
+    CHECK(store::migrate(*conn).definitions.empty());
 }
 
 TEST_CASE("definitions are left alone on a database a newer release migrated", "[schema]") {
@@ -159,7 +159,7 @@ TEST_CASE("definitions are left alone on a database a newer release migrated", "
         txn.exec("UPDATE schema_definitions SET checksum = 'newer'");
         txn.commit();
     }
-    const auto report = common::migrate(*conn);
+    const auto report = store::migrate(*conn);
     CHECK(report.applied.empty());
     CHECK(report.definitions.empty());
     REQUIRE(report.notes.size() == 1);
@@ -168,7 +168,7 @@ TEST_CASE("definitions are left alone on a database a newer release migrated", "
 
 TEST_CASE("migrate refuses a database that applied a migration with another text", "[schema]") {
     const testing::TestDatabase db;
-    const auto& edited = common::embedded_history().at(4);
+    const auto& edited = store::embedded_history().at(4);
     {
         auto conn = db.connect();
         pqxx::work txn(*conn);
@@ -181,7 +181,7 @@ TEST_CASE("migrate refuses a database that applied a migration with another text
     }
     {
         auto conn = db.connect();
-        CHECK_THROWS_AS(common::migrate(*conn), common::ChecksumMismatch);
+        CHECK_THROWS_AS(store::migrate(*conn), store::ChecksumMismatch);
     }
     const auto r = testing::run_aclaimctl({"--dsn", db.dsn(), "migrate"});
     CHECK(r.code == 2);
@@ -198,11 +198,11 @@ TEST_CASE("migrate records the baseline and every migration it applies with its 
     const testing::TestDatabase db;
     auto conn = db.connect();
     pqxx::read_transaction txn(*conn);
-    const auto& baseline = common::embedded_baseline();
+    const auto& baseline = store::embedded_baseline();
     CHECK(txn.exec_params1("SELECT checksum FROM schema_migrations WHERE version = $1",
                            baseline.version)[0]
               .as<std::string>() == baseline.checksum);
-    for (const auto& m : common::embedded_migrations()) {
+    for (const auto& m : store::embedded_migrations()) {
         const auto row = txn.exec_params1(
             "SELECT checksum FROM schema_migrations WHERE version = $1", m.version);
         CHECK(row[0].as<std::string>() == m.checksum);

@@ -23,11 +23,11 @@ namespace aclaim::testing {
 
 namespace {
 
-using KeyPair = aclaim::common::CurveKeyPair;
+using KeyPair = aclaim::ops::CurveKeyPair;
 
 /// Throws rather than failing a Catch assertion, so that client threads may call it too.
 KeyPair new_pair() {
-    return aclaim::common::make_curve_key_pair();
+    return aclaim::ops::make_curve_key_pair();
 }
 
 /// A CURVE coordinator on a fresh database, with a short key cache so revocation is quick.
@@ -36,7 +36,7 @@ struct CurveHarness {
     /// the system clock.
     explicit CurveHarness(int lease_ms = 10000, bool manual_time = false)
         : server(new_pair()),
-          clock(manual_time ? static_cast<const common::Clock&>(manual) : system),
+          clock(manual_time ? static_cast<const base::Clock&>(manual) : system),
           harness(clock, [this, lease_ms](coordinator::CoordinatorOptions& o) {
               o.router.plaintext = false;
               o.curve.curve_secret_key = server.secret_key;
@@ -45,7 +45,7 @@ struct CurveHarness {
               o.router.lease_ms = lease_ms;
           }) {}
 
-    KeyPair add_key(common::OrgId org, const std::string& name) {
+    KeyPair add_key(store::OrgId org, const std::string& name) {
         auto pair = new_pair();
         auto conn = harness.db.connect();
         pqxx::work txn(*conn);
@@ -80,9 +80,9 @@ struct CurveHarness {
     }
 
     KeyPair server;
-    common::SystemClock system;
-    common::ManualClock manual{common::instant_from_micros(1'700'000'000'000'000)};
-    const common::Clock& clock;
+    base::SystemClock system;
+    base::ManualClock manual{base::instant_from_micros(1'700'000'000'000'000)};
+    const base::Clock& clock;
     CoordinatorHarness harness;
 };
 
@@ -128,15 +128,15 @@ TEST_CASE("CURVE: a key limited to some queues may serve only those", "[security
     {
         auto conn = h.harness.db.connect();
         pqxx::work txn(*conn);
-        REQUIRE(common::register_worker_key(txn, 7, "sparky", pair.public_key,
-                                            std::vector<std::string>{"electrical", "lighting"}));
+        REQUIRE(ops::register_worker_key(txn, 7, "sparky", pair.public_key,
+                                         std::vector<std::string>{"electrical", "lighting"}));
         txn.commit();
     }
     {
-        common::AssignmentStore store(h.harness.db.dsn());
-        common::NewJob wiring;
+        store::AssignmentStore store(h.harness.db.dsn());
+        store::NewJob wiring;
         wiring.queue = "electrical";
-        store.enqueue(7, {wiring, common::NewJob{}}, h.clock.now());
+        store.enqueue(7, {wiring, store::NewJob{}}, h.clock.now());
     }
     CurveWorker w(h, pair);
     SECTION("naming no queue means default, which the key may not serve") {
@@ -181,7 +181,7 @@ TEST_CASE("CURVE: a revoked key cannot open a new connection", "[security][curve
         cached.expect<proto::Welcome>(cached.request(proto::Hello{0, "rev-a", 3}));
     }
     CHECK(h.auth().refused.load() == refused_before);
-    h.manual.advance(51 * common::kMillis);
+    h.manual.advance(51 * base::kMillis);
     CurveWorker after(h, key);
     CHECK_FALSE(after.answer(after.request(proto::Hello{0, "rev-a", 3}), 1500ms).has_value());
     CHECK(h.auth().refused.load() > refused_before);
@@ -225,7 +225,7 @@ TEST_CASE("CURVE: a key revoked while connected is cut off; its job is left to t
           "[security][curve]") {
     // A short lease so that the revoked worker's job comes back within the test.
     CurveHarness h(1000);
-    common::AssignmentStore store(h.harness.db.dsn());
+    store::AssignmentStore store(h.harness.db.dsn());
     const auto job_id = store.enqueue(4, some_jobs(1), h.clock.now()).at(0);
     const std::string id = std::to_string(job_id);
     const auto revoked_key = h.add_key(4, "rev-r");
@@ -294,7 +294,7 @@ TEST_CASE(
     "released",
     "[security][curve]") {
     CurveHarness h;
-    common::AssignmentStore store(h.harness.db.dsn());
+    store::AssignmentStore store(h.harness.db.dsn());
     store.enqueue(1, some_jobs(2), h.clock.now());
     CurveWorker owner(h, h.add_key(1, "owner"));
     CurveWorker intruder(h, h.add_key(2, "intruder"));

@@ -16,7 +16,7 @@ namespace aclaim::testing {
 
 namespace {
 
-constexpr common::Instant kNow = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kNow = base::instant_from_micros(1'700'000'000'000'000);
 
 /// What is wrong with one definer function, or "" when nothing is.
 std::vector<std::string> definer_findings(pqxx::connection& conn) {
@@ -120,7 +120,7 @@ TEST_CASE("a login with no grants cannot run the scheduler's definer function",
 TEST_CASE("a producer is told the same of another organization's job as of a missing one",
           "[security][definer][integration]") {
     TestDatabase db;
-    common::AssignmentStore store(db.dsn());
+    store::AssignmentStore store(db.dsn());
     const auto theirs = store.enqueue(2, {{0, "theirs", 3}}, kNow).at(0);
     const long long missing = theirs + 1000;
     ProducerLogin producer(db, "oracle", 1);

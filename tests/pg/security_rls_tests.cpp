@@ -20,11 +20,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr common::Instant kNow = common::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Instant kNow = base::instant_from_micros(1'700'000'000'000'000);
 
 /// Jobs in organizations 1 (three), 2 (two); one org-2 job completed so job_results has a row.
 void seed(const TestDatabase& db) {
-    common::AssignmentStore store(db.dsn());
+    store::AssignmentStore store(db.dsn());
     store.enqueue(1, {{0, "a", 3}, {0, "b", 3}, {0, "c", 3}}, kNow);
     store.enqueue(2, {{0, "x", 3}, {0, "y", 3}}, kNow);
     const auto claimed = store.claim(2, {"w2", 1}, 10'000'000us, kNow);
@@ -56,8 +56,8 @@ void act_for(pqxx::work& txn, const std::string& org) {
     txn.exec_params("SELECT set_config('aclaim.org_id', $1, true)", org);
 }
 
-common::StoreOptions row_secure() {
-    common::StoreOptions o;
+store::StoreOptions row_secure() {
+    store::StoreOptions o;
     o.row_security = true;
     o.application_name = "aclaim-rls-test";
     return o;
@@ -157,17 +157,17 @@ TEST_CASE_METHOD(Seeded, "RLS: the setting is per transaction and does not leak 
 TEST_CASE("RLS: a row-security store answers every transition as the plain store does",
           "[security][rls]") {
     TestDatabase db;
-    common::AssignmentStore owner(db.dsn());
-    common::AssignmentStore store(db.dsn(), row_secure());
+    store::AssignmentStore owner(db.dsn());
+    store::AssignmentStore store(db.dsn(), row_secure());
     const auto one = store.enqueue(1, {{0, "a", 3}, {0, "b", 3}, {0, "c", 3}}, kNow);
     const auto two = store.enqueue(2, {{0, "x", 3}, {0, "y", 3}}, kNow);
     REQUIRE(one.size() == 3);
     REQUIRE(two.size() == 2);
 
     const auto a = store.claim(1, {"w1", 1}, 10'000'000us, kNow);
-    REQUIRE(a.status == common::ClaimOutcome::Status::Claimed);
+    REQUIRE(a.status == store::ClaimOutcome::Status::Claimed);
     CHECK(a.leases.at(0).job_id == one[0]);
-    const auto x = store.claim_batch(2, std::vector<common::ClaimRequest>{{"w2", 1}, {"w3", 1}},
+    const auto x = store.claim_batch(2, std::vector<store::ClaimRequest>{{"w2", 1}, {"w3", 1}},
                                      10'000'000us, kNow);
     REQUIRE(x.size() == 2);
     REQUIRE(x[0].leases.size() == 1);
@@ -178,33 +178,33 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
     // Another organization's job: refused as such, and nothing is written.
     const auto foreign = store.complete({2, a.leases[0].job_id, 1, "w1", "r"}, kNow + 1us);
     REQUIRE(foreign.rejection);
-    CHECK(*foreign.rejection == common::Rejection::OtherOrganization);
+    CHECK(*foreign.rejection == store::Rejection::OtherOrganization);
     CHECK_FALSE(store.complete({1, 999'999, 1, "w1", "r"}, kNow + 1us).accepted());
     CHECK(*store.complete({1, 999'999, 1, "w1", "r"}, kNow + 1us).rejection ==
-          common::Rejection::UnknownJob);
+          store::Rejection::UnknownJob);
     // A stale generation in its own organization: refused, and the refusal is audited there.
     const auto stale = store.complete({1, a.leases[0].job_id, 7, "w1", "r"}, kNow + 1us);
     REQUIRE(stale.rejection);
-    CHECK(*stale.rejection == common::Rejection::StaleGeneration);
+    CHECK(*stale.rejection == store::Rejection::StaleGeneration);
     CHECK(event_count(owner.connection(), a.leases[0].job_id, "rejected") == 1);
 
     // Coalesced renewals and completions across two organizations, one foreign request among them.
     const auto renewed = store.renew_batch(
-        std::vector<common::TransitionRequest>{{1, a.leases[0].job_id, 1, "w1", ""},
-                                               {2, lx.job_id, lx.generation, "w2", ""},
-                                               {1, ly.job_id, ly.generation, "w3", ""}},
+        std::vector<store::TransitionRequest>{{1, a.leases[0].job_id, 1, "w1", ""},
+                                              {2, lx.job_id, lx.generation, "w2", ""},
+                                              {1, ly.job_id, ly.generation, "w3", ""}},
         20'000'000us, kNow + 2us);
     REQUIRE(renewed.size() == 3);
     CHECK(renewed[0].accepted());
     CHECK(renewed[1].accepted());
     CHECK(renewed[1].lease_expires_at == kNow + 2us + 20'000'000us);
     REQUIRE(renewed[2].rejection);
-    CHECK(*renewed[2].rejection == common::Rejection::OtherOrganization);
+    CHECK(*renewed[2].rejection == store::Rejection::OtherOrganization);
     const auto done = store.complete_batch(
-        std::vector<common::TransitionRequest>{{2, ly.job_id, ly.generation, "w3", "ry"},
-                                               {1, a.leases[0].job_id, 1, "w1", "ra"},
-                                               {2, lx.job_id, lx.generation, "w2", "rx"},
-                                               {2, lx.job_id, lx.generation, "w2", "rx"}},
+        std::vector<store::TransitionRequest>{{2, ly.job_id, ly.generation, "w3", "ry"},
+                                              {1, a.leases[0].job_id, 1, "w1", "ra"},
+                                              {2, lx.job_id, lx.generation, "w2", "rx"},
+                                              {2, lx.job_id, lx.generation, "w2", "rx"}},
         kNow + 3us);
     REQUIRE(done.size() == 4);
     for (const auto& t : done) CHECK(t.accepted());
@@ -236,7 +236,7 @@ TEST_CASE("RLS: a row-security store answers every transition as the plain store
                      .reason = "bad",
                      .retryable = false},
                     kNow + 5'000'001us)
-              .state == common::JobState::Failed);
+              .state == store::JobState::Failed);
 }
 
 TEST_CASE(
@@ -245,18 +245,18 @@ TEST_CASE(
     "[security][rls]") {
     TestDatabase db;
     seed(db);
-    common::AssignmentStore store(db.dsn(), row_secure());
+    store::AssignmentStore store(db.dsn(), row_secure());
     auto& conn = store.connection();
     CHECK(read_one<long long>(conn, "SELECT count(*) FROM jobs") == 0);
     {
         pqxx::work txn(conn);
         CHECK(txn.exec1("SELECT current_user")[0].as<std::string>() ==
-              common::sql::kRowSecurityRole);
-        txn.exec_prepared(common::sql::kScope.name, "1");
+              store::sql::kRowSecurityRole);
+        txn.exec_prepared(store::sql::kScope.name, "1");
         CHECK(txn.exec1("SELECT count(*) FROM jobs")[0].as<int>() == 3);
         CHECK(txn.exec1("SELECT count(*) FROM job_results")[0].as<int>() == 0);
         CHECK(txn.exec("UPDATE jobs SET priority = 5").affected_rows() == 3);
-        txn.exec_prepared(common::sql::kScope.name, "2");
+        txn.exec_prepared(store::sql::kScope.name, "2");
         CHECK(txn.exec1("SELECT count(*) FROM job_results")[0].as<int>() == 1);
     }
     // The store's own transactions leave no scope behind them.
@@ -266,10 +266,10 @@ TEST_CASE(
 
 TEST_CASE("RLS: a coordinator whose login holds no table privilege serves through the role",
           "[security][rls]") {
-    common::ManualClock clock(kNow);
+    base::ManualClock clock(kNow);
     TestDatabase db;
-    TestLogin login(db, "aclaim_login", "member", {common::sql::kRowSecurityRole});
-    common::AssignmentStore owner(db.dsn());
+    TestLogin login(db, "aclaim_login", "member", {store::sql::kRowSecurityRole});
+    store::AssignmentStore owner(db.dsn());
     const auto ids = owner.enqueue(1, some_jobs(2), kNow);
     owner.enqueue(2, some_jobs(1), kNow);
 
@@ -314,7 +314,7 @@ TEST_CASE("RLS: a coordinator whose login holds no table privilege serves throug
 
 TEST_CASE("RLS: a coordinator whose login cannot act as the role refuses to start",
           "[security][rls]") {
-    common::ManualClock clock(kNow);
+    base::ManualClock clock(kNow);
     TestDatabase db;
     TestLogin login(db, "aclaim_login", "stranger");
     auto o = options_for(login.dsn);

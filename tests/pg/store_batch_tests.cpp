@@ -16,23 +16,23 @@
 #include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
-using common::AssignmentStore;
-using common::JobState;
-using common::ManualClock;
-using common::Rejection;
-using common::TransitionRequest;
+using base::ManualClock;
+using store::AssignmentStore;
+using store::JobState;
+using store::Rejection;
+using store::TransitionRequest;
 using testing::kLease;
 using testing::kT0;
 
 using namespace std::chrono_literals;
 
 namespace {
-constexpr common::JobId kUnknownJob = 999'999;
+constexpr store::JobId kUnknownJob = 999'999;
 
 /// One database prepared with a job in each situation a coalesced statement must tell apart.
 struct MixedScene : testing::StoreFixture {
     std::vector<TransitionRequest> requests;
-    std::vector<common::JobId> jobs;  ///< every job the requests name, unknown one included
+    std::vector<store::JobId> jobs;  ///< every job the requests name, unknown one included
 
     MixedScene() {
         // B: claimed by a, reclaimed, claimed again by b; a still holds generation 1.
@@ -44,7 +44,7 @@ struct MixedScene : testing::StoreFixture {
         // C: its lease will have run out (and not been reclaimed) when the requests arrive.
         const auto c = store.enqueue(1, {{0, "c", 3}}, clock.now()).at(0);
         const auto c1 = claim("a");
-        clock.advance(5 * common::kSeconds);
+        clock.advance(5 * base::kSeconds);
         // A and D: live leases of a. E: another organization's job.
         const auto a = store.enqueue(1, {{0, "a", 3}}, clock.now()).at(0);
         const auto a1 = claim("a");
@@ -52,7 +52,7 @@ struct MixedScene : testing::StoreFixture {
         const auto d1 = claim("a");
         const auto e = store.enqueue(2, {{0, "e", 3}}, clock.now()).at(0);
         const auto e1 = claim("a", 2);
-        clock.advance(5 * common::kSeconds);
+        clock.advance(5 * base::kSeconds);
         REQUIRE(c1.job_id == c);
         requests = {
             {1, a1.job_id, a1.generation, "a", "ref-a"}, {1, b, b1.generation, "a", "ref-b"},
@@ -63,8 +63,8 @@ struct MixedScene : testing::StoreFixture {
         jobs = {a, b, c, d, e, kUnknownJob};
     }
 
-    std::map<common::JobId, std::string> snapshots() {
-        std::map<common::JobId, std::string> out;
+    std::map<store::JobId, std::string> snapshots() {
+        std::map<store::JobId, std::string> out;
         for (auto id : jobs) {
             out[id] = testing::job_snapshot(store.connection(), id) + "|" +
                       testing::results_snapshot(store.connection(), id) + "|" +
@@ -76,10 +76,10 @@ struct MixedScene : testing::StoreFixture {
     }
 };
 
-std::string describe(const common::Transition& t) {
-    return (t.rejection ? std::string(common::to_string(*t.rejection)) : "applied") + "/" +
-           std::string(common::to_string(t.state)) + "/" + (t.replayed ? "replayed" : "fresh") +
-           "/" + std::to_string(common::to_micros(t.lease_expires_at)) + "/" + t.detail;
+std::string describe(const store::Transition& t) {
+    return (t.rejection ? std::string(store::to_string(*t.rejection)) : "applied") + "/" +
+           std::string(store::to_string(t.state)) + "/" + (t.replayed ? "replayed" : "fresh") +
+           "/" + std::to_string(base::to_micros(t.lease_expires_at)) + "/" + t.detail;
 }
 }  // namespace
 
@@ -92,7 +92,7 @@ TEST_CASE("coalesced complete of a mixed batch answers each request as the singl
             {q.org, q.job, q.generation, q.worker, q.result_ref}, single.clock.now())));
     }
     const auto& q = batch.requests;
-    const std::vector<common::JobId> rejected{q[1].job, q[2].job, q[3].job, q[4].job};
+    const std::vector<store::JobId> rejected{q[1].job, q[2].job, q[3].job, q[4].job};
     auto& conn = batch.store.connection();
     std::vector<std::string> before;
     for (auto id : rejected) {
@@ -146,7 +146,7 @@ TEST_CASE("completions and claims in one transaction answer each as the two batc
         scene->store.enqueue(1, {{5, "next-1", 3}, {4, "next-2", 3}, {3, "next-3", 3}},
                              scene->clock.now());
     }
-    const std::vector<common::ClaimRequest> claims{{"w1", 1}, {"w2", 2}, {"w3", 1}};
+    const std::vector<store::ClaimRequest> claims{{"w1", 1}, {"w2", 2}, {"w3", 1}};
     std::uint64_t sent_together = 0;
     SECTION("the first mixed transaction of its queues, statement by statement") {
         CHECK(together.store.sent_together() == 0);
@@ -171,7 +171,7 @@ TEST_CASE("completions and claims in one transaction answer each as the two batc
     CHECK(both.completions[2].rejection == Rejection::LeaseExpired);
     CHECK(both.completions[3].rejection == Rejection::OtherOrganization);
     CHECK(both.completions[4].rejection == Rejection::UnknownJob);
-    const auto payloads = [](const std::vector<common::ClaimOutcome>& out) {
+    const auto payloads = [](const std::vector<store::ClaimOutcome>& out) {
         std::vector<std::string> p;
         for (const auto& o : out) {
             std::string s = std::to_string(static_cast<int>(o.status)) + ":";
@@ -185,7 +185,7 @@ TEST_CASE("completions and claims in one transaction answer each as the two batc
     CHECK(together.snapshots() == apart.snapshots());
 
     // One transaction: the completed rows and the claimed ones are versions of the same xid.
-    std::vector<common::JobId> written{together.requests[0].job, together.requests[5].job};
+    std::vector<store::JobId> written{together.requests[0].job, together.requests[5].job};
     for (const auto& o : both.claims) {
         for (const auto& l : o.leases) written.push_back(l.job_id);
     }
@@ -218,7 +218,7 @@ TEST_CASE("a refused completion whose job the claim beside it takes again reads 
     REQUIRE(first.job_id == job);
     REQUIRE(f.store.release({1, job, first.generation, "a", ""}, f.clock.now()).accepted());
     const std::vector<TransitionRequest> late{{1, job, first.generation, "a", "ref-late"}};
-    const std::vector<common::ClaimRequest> next{{"a", 1}};
+    const std::vector<store::ClaimRequest> next{{"a", 1}};
     const auto both = f.store.complete_and_claim(late, 1, next, kLease, f.clock.now());
     CHECK(f.store.sent_together() == sent_together);
     REQUIRE(both.claims.at(0).leases.size() == 1);
@@ -232,10 +232,10 @@ TEST_CASE("a refused completion whose job the claim beside it takes again reads 
 TEST_CASE("the room a completion frees in a limited queue goes to the claims beside it",
           "[store][batch][mixed][limit]") {
     testing::StoreFixture f;
-    common::QueueSettings limit;
+    ops::QueueSettings limit;
     limit.max_assigned = 1;
     f.configure_queue(1, "scarce", limit);
-    common::NewJob job{0, "first", 3};
+    store::NewJob job{0, "first", 3};
     job.queue = "scarce";
     f.store.enqueue(1, {job}, f.clock.now());
     job.payload = "second";
@@ -246,7 +246,7 @@ TEST_CASE("the room a completion frees in a limited queue goes to the claims bes
     // Apart, a claim run first finds no room; in the transaction the completion goes first.
     CHECK(f.store.claim(1, {"b", 1, {"scarce"}}, kLease, f.clock.now()).leases.empty());
     const std::vector<TransitionRequest> done{{1, l.job_id, l.generation, "a", "ref"}};
-    const std::vector<common::ClaimRequest> next{{"b", 1, {"scarce"}}};
+    const std::vector<store::ClaimRequest> next{{"b", 1, {"scarce"}}};
     const auto both = f.store.complete_and_claim(done, 1, next, kLease, f.clock.now());
     CHECK(both.completions.at(0).accepted());
     REQUIRE(both.claims.at(0).leases.size() == 1);
@@ -257,24 +257,24 @@ TEST_CASE("a mixed transaction sent together whose queues gained a rate runs as 
           "[store][batch][mixed][rate]") {
     testing::StoreFixture f;
     for (const char* payload : {"j1", "j2", "j3", "j4", "j5"}) {
-        common::NewJob job{0, payload, 3};
+        store::NewJob job{0, payload, 3};
         job.queue = "metered";
         f.store.enqueue(1, {job}, f.clock.now());
     }
-    const std::vector<common::ClaimRequest> one{{"a", 1, {"metered"}}};
+    const std::vector<store::ClaimRequest> one{{"a", 1, {"metered"}}};
     const auto first = f.store.complete_and_claim({}, 1, one, kLease, f.clock.now());
     REQUIRE(first.claims.at(0).leases.size() == 1);
     CHECK(f.store.sent_together() == 0);
 
     // The store last saw the queue without a rate, and sends the statement for that; the locks
     // answer that it has one now, so nothing sent stays and the transaction runs again.
-    common::QueueSettings metered;
+    ops::QueueSettings metered;
     metered.rate_per_s = 1.0;
     metered.rate_burst = 1;
     f.configure_queue(1, "metered", metered);
     const auto& held = first.claims[0].leases[0];
     const std::vector<TransitionRequest> done{{1, held.job_id, held.generation, "a", "ref"}};
-    const std::vector<common::ClaimRequest> three{
+    const std::vector<store::ClaimRequest> three{
         {"b", 1, {"metered"}}, {"c", 1, {"metered"}}, {"d", 1, {"metered"}}};
     const auto second = f.store.complete_and_claim(done, 1, three, kLease, f.clock.now());
     CHECK(f.store.sent_together() == 0);
@@ -286,7 +286,7 @@ TEST_CASE("a mixed transaction sent together whose queues gained a rate runs as 
     CHECK(testing::event_count(f.store.connection(), held.job_id, "completed") == 1);
 
     // Now the store knows the rate, and the next one goes together under it.
-    f.clock.advance(1 * common::kSeconds);
+    f.clock.advance(1 * base::kSeconds);
     const auto third = f.store.complete_and_claim({}, 1, three, kLease, f.clock.now());
     CHECK(f.store.sent_together() == 1);
     granted = 0;
@@ -302,19 +302,19 @@ TEST_CASE("each organization's queue of a name keeps its own claim statement in 
           "[store][batch][mixed][rate]") {
     testing::StoreFixture f;
     // Organization 1's "shared" queue has a rate; organization 2's queue of the same name has not.
-    common::QueueSettings metered;
+    ops::QueueSettings metered;
     metered.rate_per_s = 1.0;
     metered.rate_burst = 1;
     f.configure_queue(1, "shared", metered);
-    for (const common::OrgId org : {1, 2}) {
+    for (const store::OrgId org : {1, 2}) {
         for (const char* payload : {"j1", "j2", "j3", "j4"}) {
-            common::NewJob job{0, payload, 3};
+            store::NewJob job{0, payload, 3};
             job.queue = "shared";
             f.store.enqueue(org, {job}, f.clock.now());
         }
     }
-    const std::vector<common::ClaimRequest> two{{"a", 1, {"shared"}}, {"b", 1, {"shared"}}};
-    const auto granted = [](const common::CompletedAndClaimed& out) {
+    const std::vector<store::ClaimRequest> two{{"a", 1, {"shared"}}, {"b", 1, {"shared"}}};
+    const auto granted = [](const store::CompletedAndClaimed& out) {
         std::size_t n = 0;
         for (const auto& c : out.claims) n += c.leases.size();
         return n;
@@ -324,23 +324,23 @@ TEST_CASE("each organization's queue of a name keeps its own claim statement in 
     CHECK(granted(f.store.complete_and_claim({}, 1, two, kLease, f.clock.now())) == 1);
     CHECK(granted(f.store.complete_and_claim({}, 2, two, kLease, f.clock.now())) == 2);
     REQUIRE(f.store.sent_together() == 0);
-    f.clock.advance(1 * common::kSeconds);
+    f.clock.advance(1 * base::kSeconds);
     CHECK(granted(f.store.complete_and_claim({}, 1, two, kLease, f.clock.now())) == 1);
     CHECK(granted(f.store.complete_and_claim({}, 2, two, kLease, f.clock.now())) == 2);
     CHECK(f.store.sent_together() == 2);
-    CHECK(f.store.last_claim_statement() == (common::ClaimPlan{.batch = true}.name()));
+    CHECK(f.store.last_claim_statement() == (store::ClaimPlan{.batch = true}.name()));
 }
 
 TEST_CASE("past the claim variants it keeps, a store forgets the least recently used ones",
           "[store][batch][mixed]") {
     testing::StoreFixture f;
-    const std::vector<common::ClaimRequest> one{{"a", 1}};
-    const auto mixed = [&](common::OrgId org) {
+    const std::vector<store::ClaimRequest> one{{"a", 1}};
+    const auto mixed = [&](store::OrgId org) {
         f.store.complete_and_claim({}, org, one, kLease, f.clock.now());
     };
     // 1,024 organizations' queues known (the bound), the first used again since.
-    constexpr common::OrgId kKept = 1024;
-    for (common::OrgId org = 1; org <= kKept; ++org) mixed(org);
+    constexpr store::OrgId kKept = 1024;
+    for (store::OrgId org = 1; org <= kKept; ++org) mixed(org);
     REQUIRE(f.store.sent_together() == 0);
     mixed(1);
     REQUIRE(f.store.sent_together() == 1);
@@ -361,7 +361,7 @@ TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order"
     ManualClock clock(kT0);
     store.enqueue(1, {{1, "low", 3}, {5, "high", 3}, {3, "mid", 3}}, clock.now());
     const auto out = store.claim_batch(
-        1, std::vector<common::ClaimRequest>{{"w1", 1}, {"w2", 1}, {"w3", 2}}, kLease, clock.now());
+        1, std::vector<store::ClaimRequest>{{"w1", 1}, {"w2", 1}, {"w3", 2}}, kLease, clock.now());
     REQUIRE(out.size() == 3);
     REQUIRE(out[0].leases.size() == 1);
     REQUIRE(out[1].leases.size() == 1);
@@ -369,15 +369,15 @@ TEST_CASE("a coalesced claim hands out the best jobs to its requesters in order"
     CHECK(out[0].leases[0].payload == "high");
     CHECK(out[1].leases[0].payload == "mid");
     CHECK(out[2].leases[0].payload == "low");
-    CHECK(out[2].status == common::ClaimOutcome::Status::Claimed);
+    CHECK(out[2].status == store::ClaimOutcome::Status::Claimed);
     {
         pqxx::read_transaction t(store.connection());
         CHECK(t.exec_params1("SELECT assignee FROM jobs WHERE id = $1", out[1].leases[0].job_id)[0]
                   .as<std::string>() == "w2");
     }
     const auto none =
-        store.claim_batch(1, std::vector<common::ClaimRequest>{{"w4", 2}}, kLease, clock.now());
-    CHECK(none.at(0).status == common::ClaimOutcome::Status::NoWork);
+        store.claim_batch(1, std::vector<store::ClaimRequest>{{"w4", 2}}, kLease, clock.now());
+    CHECK(none.at(0).status == store::ClaimOutcome::Status::NoWork);
 }
 
 TEST_CASE("coalesced claims from many concurrent requesters never hand out a job twice",
@@ -387,11 +387,11 @@ TEST_CASE("coalesced claims from many concurrent requesters never hand out a job
     testing::TestDatabase db;
     {
         AssignmentStore store(db.dsn());
-        std::vector<common::NewJob> jobs(kJobs, common::NewJob{0, "j", 3});
+        std::vector<store::NewJob> jobs(kJobs, store::NewJob{0, "j", 3});
         store.enqueue(1, jobs, kT0);
     }
     std::mutex mutex;
-    std::vector<std::pair<common::JobId, std::string>> granted;  // job, requester
+    std::vector<std::pair<store::JobId, std::string>> granted;  // job, requester
     std::barrier start(kThreads);
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
@@ -400,7 +400,7 @@ TEST_CASE("coalesced claims from many concurrent requesters never hand out a job
             const ManualClock clock(kT0);
             start.arrive_and_wait();
             while (true) {
-                std::vector<common::ClaimRequest> requests;
+                std::vector<store::ClaimRequest> requests;
                 for (int r = 0; r < 5; ++r) {
                     requests.push_back(
                         {"t" + std::to_string(t) + "r" + std::to_string(r), r % 3 + 1});
@@ -418,7 +418,7 @@ TEST_CASE("coalesced claims from many concurrent requesters never hand out a job
         });
     }
     for (auto& th : threads) th.join();
-    std::set<common::JobId> distinct;
+    std::set<store::JobId> distinct;
     for (const auto& g : granted) distinct.insert(g.first);
     CHECK(granted.size() == static_cast<std::size_t>(kJobs));
     CHECK(distinct.size() == granted.size());

@@ -18,9 +18,9 @@
 #include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
-using common::ClaimPlan;
-using common::ClaimRequest;
-using common::JobId;
+using store::ClaimPlan;
+using store::ClaimRequest;
+using store::JobId;
 using testing::enqueue_on;
 using testing::kLease;
 
@@ -44,15 +44,15 @@ struct PlanFixture : testing::StoreFixture {
 
     explicit PlanFixture(const ClaimPlan& plan) {
         if (plan.weighted) {
-            common::QueueSettings a;
+            ops::QueueSettings a;
             a.weight = 4;
             configure_queue(1, "a", a);
-            common::QueueSettings b;
+            ops::QueueSettings b;
             b.weight = 1;
             configure_queue(1, "b", b);
         }
         if (plan.rated) {
-            common::QueueSettings a;
+            ops::QueueSettings a;
             a.rate_per_s = 1.0 / 3600;
             a.rate_burst = 1;
             configure_queue(1, "a", a);
@@ -60,16 +60,16 @@ struct PlanFixture : testing::StoreFixture {
         const auto b = enqueue_on(store, "b", kPerQueue, clock.now(), 1);
         const auto a = enqueue_on(store, "a", kPerQueue, clock.now(), 0);
         if (plan.excluding) {
-            std::vector<common::NewJob> jobs;
+            std::vector<store::NewJob> jobs;
             for (const auto& [queue, priority] : {std::pair{"b", 1}, {"b", 1}, {"a", 0}}) {
-                common::NewJob job{priority, "excludes " + kExcluded, 3};
+                store::NewJob job{priority, "excludes " + kExcluded, 3};
                 job.queue = queue;
                 job.exclude_keys = {kExcluded};
                 jobs.push_back(job);
             }
             // Due a second before the others, so that each is the best job of its queue: a claim
             // that ignored the exclusion would hand it to kExcluded first.
-            excluded = store.enqueue(1, jobs, clock.now() - 1 * common::kSeconds);
+            excluded = store.enqueue(1, jobs, clock.now() - 1 * base::kSeconds);
         }
         enqueue_on(store, "a", 3, clock.now(), 5, 2);
         enqueue_on(store, "b", 3, clock.now(), 5, 2);
@@ -93,7 +93,7 @@ struct PlanFixture : testing::StoreFixture {
 
 /// One claim of kWanted jobs under `plan`: one worker (kExcluded) asking for all of them, or a
 /// coalesced claim of kExcluded and kAllowed asking for half each. One outcome per worker.
-std::vector<common::ClaimOutcome> claim(PlanFixture& f, const ClaimPlan& plan) {
+std::vector<store::ClaimOutcome> claim(PlanFixture& f, const ClaimPlan& plan) {
     const std::vector<std::string> queues{"a", "b"};
     if (!plan.batch) {
         return {f.store.claim(1, {kExcluded, kWanted, queues}, kLease, f.clock.now())};
@@ -110,7 +110,7 @@ TEST_CASE(
     "the claim under every plan: every combination of rate, weight and exclusion, single "
     "and coalesced",
     "[store][claim][plans]") {
-    for (const ClaimPlan& plan : common::all_claim_plans()) {
+    for (const ClaimPlan& plan : store::all_claim_plans()) {
         INFO("plan " << plan.name());
         PlanFixture f(plan);
         const auto before = f.generations();

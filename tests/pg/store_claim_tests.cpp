@@ -13,19 +13,19 @@
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
-using common::AssignmentStore;
-using common::ClaimOutcome;
-using common::StoreOptions;
+using store::AssignmentStore;
+using store::ClaimOutcome;
+using store::StoreOptions;
 
 using testing::kT0;
 
 using namespace std::chrono_literals;
 
 namespace {
-constexpr common::Duration kLease = 30 * common::kSeconds;
+constexpr base::Duration kLease = 30 * base::kSeconds;
 
-std::vector<common::NewJob> jobs(int n, int priority = 0) {
-    std::vector<common::NewJob> out;
+std::vector<store::NewJob> jobs(int n, int priority = 0) {
+    std::vector<store::NewJob> out;
     for (int i = 0; i < n; ++i) out.push_back({priority, "p" + std::to_string(i), 3});
     return out;
 }
@@ -46,8 +46,8 @@ TEST_CASE("two clients released together never claim the same job", "[store][con
     AssignmentStore a(db.dsn()), b(db.dsn());
     constexpr int kRounds = 200;
     std::barrier sync(2);
-    std::vector<common::JobId> got_a(kRounds), got_b(kRounds);
-    auto client = [&](AssignmentStore& s, std::vector<common::JobId>& got, const char* name) {
+    std::vector<store::JobId> got_a(kRounds), got_b(kRounds);
+    auto client = [&](AssignmentStore& s, std::vector<store::JobId>& got, const char* name) {
         for (int r = 0; r < kRounds; ++r) {
             sync.arrive_and_wait();  // both see the round's two new jobs
             auto out = s.claim(1, {name, 1}, kLease, kT0);
@@ -76,7 +76,7 @@ TEST_CASE("sixteen clients drain 2000 jobs, each claimed exactly once", "[store]
     constexpr int kClients = 16;
     std::barrier start(kClients);
     std::mutex mu;
-    std::multiset<common::JobId> claimed;
+    std::multiset<store::JobId> claimed;
     std::vector<std::thread> threads;
     for (int c = 0; c < kClients; ++c) {
         threads.emplace_back([&, c] {
@@ -96,7 +96,7 @@ TEST_CASE("sixteen clients drain 2000 jobs, each claimed exactly once", "[store]
     // to prove nothing was left pending.
     CHECK(seed.claim(1, {"late", 10}, kLease, kT0).status == ClaimOutcome::Status::NoWork);
     CHECK(claimed.size() == 2000);
-    CHECK(std::set<common::JobId>(claimed.begin(), claimed.end()).size() == 2000);
+    CHECK(std::set<store::JobId>(claimed.begin(), claimed.end()).size() == 2000);
     pqxx::read_transaction t(seed.connection());
     CHECK(t.exec1("SELECT count(*) FROM jobs WHERE state = 'assigned' AND generation = 1")[0]
               .as<int>() == 2000);
@@ -109,10 +109,10 @@ TEST_CASE("claim order is priority, then enqueue time, then id", "[store][order]
     const auto low = s.enqueue(1, jobs(3, 0), kT0);           // same time: id decides
     const auto high = s.enqueue(1, jobs(1, 5), kT0 + 10us);   // higher priority, later
     const auto early = s.enqueue(1, jobs(1, 0), kT0 - 10us);  // earlier than `low`
-    std::vector<common::JobId> order;
+    std::vector<store::JobId> order;
     for (int i = 0; i < 5; ++i)
         order.push_back(s.claim(1, {"w", 1}, kLease, kT0).leases.at(0).job_id);
-    CHECK(order == std::vector<common::JobId>{high[0], early[0], low[0], low[1], low[2]});
+    CHECK(order == std::vector<store::JobId>{high[0], early[0], low[0], low[1], low[2]});
 
     SECTION("a batch claim returns the same order") {
         testing::TestDatabase db2;

@@ -18,9 +18,9 @@
 
 using namespace aclaim;
 using namespace aclaim::testing;
-using common::JobState;
-using common::Rejection;
-using common::TransitionRequest;
+using store::JobState;
+using store::Rejection;
+using store::TransitionRequest;
 
 using namespace std::chrono_literals;
 
@@ -31,9 +31,8 @@ std::string token_of(char digit) {
     return std::string(64, digit);
 }
 
-TransitionRequest park_of(const common::Lease& l, const std::string& worker,
-                          common::Instant deadline, const std::string& token,
-                          std::string note = "sent to the lab") {
+TransitionRequest park_of(const store::Lease& l, const std::string& worker, base::Instant deadline,
+                          const std::string& token, std::string note = "sent to the lab") {
     TransitionRequest q{1, l.job_id, l.generation, worker};
     q.park_deadline = deadline;
     q.token = token;
@@ -50,12 +49,12 @@ struct Finish {
 };
 
 Finish finish(pqxx::connection& c, const std::string& token, const std::string& outcome,
-              const std::string& result, common::Instant now) {
+              const std::string& result, base::Instant now) {
     pqxx::work t(c);
     const auto r = t.exec_params1(
         "SELECT accepted, reason, coalesce(state, '') AS state, detail "
         "FROM aclaim_finish_parked($1, $2, $3, now_us => $4, caller => 'test')",
-        token, outcome, result, common::to_micros(now));
+        token, outcome, result, base::to_micros(now));
     t.commit();
     return {r["accepted"].as<bool>(), r["reason"].as<std::string>(), r["state"].as<std::string>(),
             r["detail"].as<std::string>()};
@@ -67,7 +66,7 @@ long count_of(pqxx::connection& c, const std::string& query) {
 }
 
 /// The job's published results as "generation|result_ref", one per line.
-std::string result_of(pqxx::connection& c, common::JobId id) {
+std::string result_of(pqxx::connection& c, store::JobId id) {
     return read_one<std::string>(
         c,
         "SELECT coalesce(string_agg(generation || '|' || result_ref, E'\\n'), '') "
@@ -76,7 +75,7 @@ std::string result_of(pqxx::connection& c, common::JobId id) {
 }
 
 void check_history_clean(pqxx::connection& c) {
-    check_clean(common::check(common::load_history(c)));
+    check_clean(ops::check(ops::load_history(c)));
 }
 
 }  // namespace
@@ -250,7 +249,7 @@ TEST_CASE_METHOD(HeldByA, "a parked job is cancellable, and its token is stale f
         const auto r = t.exec_params(
             "SELECT was FROM aclaim_cancel_jobs(1, ARRAY[$1::bigint], 'operator x', 'not needed', "
             "$2)",
-            id, common::to_micros(clock.now()));
+            id, base::to_micros(clock.now()));
         t.commit();
         REQUIRE(r.size() == 1);
         CHECK(r[0][0].as<std::string>() == "parked");

@@ -8,8 +8,8 @@
 #include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
-using common::AssignmentStore;
-using common::ClaimRequest;
+using store::AssignmentStore;
+using store::ClaimRequest;
 using testing::kLease;
 using testing::kT0;
 
@@ -25,11 +25,11 @@ std::string plan_mode(AssignmentStore& store) {
 TEST_CASE("small transactions run on generic plans, large batches on the planner's choice",
           "[store][plans]") {
     testing::TestDatabase db;
-    common::StoreOptions options;
+    store::StoreOptions options;
     options.generic_plans_below = 8;
     AssignmentStore store(db.dsn(), options);
-    common::ManualClock clock(kT0);
-    std::vector<common::NewJob> jobs(20, common::NewJob{0, "p", 3});
+    base::ManualClock clock(kT0);
+    std::vector<store::NewJob> jobs(20, store::NewJob{0, "p", 3});
     store.enqueue(1, jobs, clock.now());
     CHECK(plan_mode(store) == "auto");
 

@@ -26,8 +26,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
-constexpr common::Duration kLease = 10 * common::kSeconds;
+constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
+constexpr base::Duration kLease = 10 * base::kSeconds;
 constexpr int kBatch = 64;
 
 std::string array_of(const std::vector<std::string>& items) {
@@ -140,14 +140,14 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
     }
     // Then the queue gets busy, unknown to the statistics: 3,000 leases out and 1,000 of them
     // finished, which leaves dead entries in the partial index of assigned rows.
-    common::AssignmentStore store(db.dsn());
-    std::vector<common::Lease> leases;
+    store::AssignmentStore store(db.dsn());
+    std::vector<store::Lease> leases;
     for (int i = 0; i < 3; ++i) {
         auto out = store.claim(1, {"w", 1000}, kLease, kT0);
         REQUIRE(out.leases.size() == 1000);
         leases.insert(leases.end(), out.leases.begin(), out.leases.end());
     }
-    std::vector<common::TransitionRequest> done;
+    std::vector<store::TransitionRequest> done;
     for (int i = 0; i < 1000; ++i) {
         done.push_back({1, leases[i].job_id, leases[i].generation, "w", "r"});
     }
@@ -158,18 +158,18 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
     // The coordinator's connection, under row-level security, on generic plans (as a prepared
     // statement runs from its sixth execution on).
     auto coordinator = db.connect();
-    common::act_as_row_security_role(*coordinator);
+    store::act_as_row_security_role(*coordinator);
     {
         pqxx::nontransaction session(*coordinator);
         session.exec("SELECT set_config('aclaim.org_id', '1', false)");
         session.exec("SET plan_cache_mode = force_generic_plan");
         const std::map<std::string, std::string> statements = {
-            {"renew_batch", common::sql::kRenewBatch.text},
-            {"complete_batch", common::sql::kCompleteBatch.text},
-            {"claim_batch", common::sql::claim_statement(common::ClaimPlan{.batch = true}).text},
-            {"claim", common::sql::claim_statement(common::ClaimPlan{}).text},
-            {"claim_rated", common::sql::claim_statement(common::ClaimPlan{.rated = true}).text},
-            {"reclaim", common::sql::kReclaim.text},
+            {"renew_batch", store::sql::kRenewBatch.text},
+            {"complete_batch", store::sql::kCompleteBatch.text},
+            {"claim_batch", store::sql::claim_statement(store::ClaimPlan{.batch = true}).text},
+            {"claim", store::sql::claim_statement(store::ClaimPlan{}).text},
+            {"claim_rated", store::sql::claim_statement(store::ClaimPlan{.rated = true}).text},
+            {"reclaim", store::sql::kReclaim.text},
         };
         for (const auto& [name, text] : statements) session.exec("PREPARE " + name + " AS " + text);
     }
@@ -181,7 +181,7 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
         workers.push_back("w");
         refs.push_back("r");
     }
-    const std::string now = std::to_string(common::to_micros(kT0 + 2us));
+    const std::string now = std::to_string(base::to_micros(kT0 + 2us));
     const std::string lease = std::to_string(kLease.count());
     const std::string transition = array_of(orgs) + "," + array_of(jobs) + "," +
                                    array_of(generations) + "," + array_of(workers);
@@ -193,8 +193,7 @@ TEST_CASE("multi-row statements reach each row by primary key under stale statis
         {"claim",
          {"1, 'w', " + std::to_string(kBatch) + "," + now + "," + lease + ", '{default}'", kBatch}},
         // An hour later every lease has run out.
-        {"reclaim",
-         {std::to_string(common::to_micros(kT0 + 3600 * common::kSeconds)) + ", 500", 500}},
+        {"reclaim", {std::to_string(base::to_micros(kT0 + 3600 * base::kSeconds)) + ", 500", 500}},
     };
     for (const auto& [name, call] : busy) {
         INFO(name);

@@ -17,9 +17,9 @@
 
 using namespace aclaim;
 using namespace aclaim::testing;
-using common::JobState;
-using common::Rejection;
-using common::TransitionRequest;
+using store::JobState;
+using store::Rejection;
+using store::TransitionRequest;
 using testing::kLease;
 
 using namespace std::chrono_literals;
@@ -27,7 +27,7 @@ using namespace std::chrono_literals;
 namespace {
 
 /// The job's progress row as text; empty when it has none.
-std::string progress_snapshot(pqxx::connection& c, common::JobId id) {
+std::string progress_snapshot(pqxx::connection& c, store::JobId id) {
     pqxx::read_transaction t(c);
     const auto r = t.exec_params(
         "SELECT concat_ws('|', generation, percent, note, checkpoint) FROM job_progress "
@@ -36,8 +36,8 @@ std::string progress_snapshot(pqxx::connection& c, common::JobId id) {
     return r.empty() ? "" : r[0][0].as<std::string>();
 }
 
-TransitionRequest report(const common::Lease& l, const std::string& worker, int percent,
-                         std::string checkpoint, common::OrgId org = 1) {
+TransitionRequest report(const store::Lease& l, const std::string& worker, int percent,
+                         std::string checkpoint, store::OrgId org = 1) {
     TransitionRequest q{org, l.job_id, l.generation, worker};
     q.percent = percent;
     q.note = "at " + std::to_string(percent) + "%";
@@ -140,9 +140,9 @@ TEST_CASE("the checkpoint reaches the next holder's claim, alone or coalesced",
     f.clock.advance(kLease);
     REQUIRE(f.store.reclaim_expired(f.clock.now(), 10).size() == 2);
 
-    std::vector<common::Lease> leases;
+    std::vector<store::Lease> leases;
     if (GENERATE(false, true)) {
-        const common::ClaimRequest requests[] = {{"b", 1}, {"c", 1}};
+        const store::ClaimRequest requests[] = {{"b", 1}, {"c", 1}};
         for (auto& o : f.store.claim_batch(1, requests, kLease, f.clock.now())) {
             for (auto& l : o.leases) leases.push_back(l);
         }
@@ -167,13 +167,13 @@ TEST_CASE("the checkpoint reaches the next holder's claim, alone or coalesced",
 TEST_CASE("a report racing the reaper is stored by a generation that held the job, or refused",
           "[store][progress][fencing]") {
     testing::StoreFixture f;
-    common::AssignmentStore other(f.db.dsn());
+    store::AssignmentStore other(f.db.dsn());
     const auto id = f.enqueue_one();
     const auto held = f.claim("a");
     // The report is sent at the last instant of the lease, the reaper runs at its end.
     const auto last = held.lease_expires_at - 1us;
     std::barrier start(2);
-    common::Transition t;
+    store::Transition t;
     std::thread reporter([&] {
         start.arrive_and_wait();
         t = other.progress(report(held, "a", 60, "step=6"), last);
@@ -200,10 +200,10 @@ TEST_CASE("a report racing the reaper is stored by a generation that held the jo
 TEST_CASE("a row-security store saves and hands on progress within its organization only",
           "[store][progress][security]") {
     TestDatabase db;
-    common::StoreOptions o;
+    store::StoreOptions o;
     o.row_security = true;
-    common::AssignmentStore store(db.dsn(), o);
-    common::ManualClock clock(testing::kT0);
+    store::AssignmentStore store(db.dsn(), o);
+    base::ManualClock clock(testing::kT0);
     const auto id = store.enqueue(1, {{0, "a", 3}}, clock.now()).at(0);
     const auto held = testing::claim_one(store, clock.now(), "a");
     REQUIRE(store.progress(report(held, "a", 40, "step=4"), clock.now()).accepted());
@@ -229,9 +229,9 @@ TEST_CASE_METHOD(testing::HeldByA, "a removed job takes its progress with it",
 
 TEST_CASE("PROGRESS at a coordinator: answered, fenced, bounded; ASSIGNED resumes only if asked",
           "[coordinator][progress]") {
-    common::ManualClock clock(testing::kT0);
+    base::ManualClock clock(testing::kT0);
     testing::CoordinatorHarness h(clock);
-    common::AssignmentStore store(h.db.dsn());
+    store::AssignmentStore store(h.db.dsn());
     const auto id = store.enqueue(1, testing::some_jobs(1), clock.now()).at(0);
     const auto enc = GENERATE(proto::Encoding::Binary, proto::Encoding::Json);
     auto w = h.worker(enc);

@@ -19,7 +19,7 @@
 
 using namespace aclaim;
 using namespace aclaim::testing;
-using common::AssignmentStore;
+using store::AssignmentStore;
 
 using namespace std::chrono_literals;
 
@@ -27,8 +27,8 @@ namespace {
 
 /// Sets queue's rate limit (claims a second) and burst, as `aclaimctl queue set` does.
 void limit_rate(const testing::TestDatabase& db, const std::string& queue, double rate, int burst,
-                common::Instant now) {
-    common::QueueSettings q;
+                base::Instant now) {
+    ops::QueueSettings q;
     q.rate_per_s = rate;
     q.rate_burst = burst;
     testing::configure_queue(db, 1, queue, q, now);
@@ -71,7 +71,7 @@ TEST_CASE("two coordinators together never claim more than the burst plus the ra
     std::barrier first_done(2);
     auto run = [&](int who) {
         for (int s = 0; s < kSteps; ++s) {
-            const common::Instant now = kT0 + s * kStep;
+            const base::Instant now = kT0 + s * kStep;
             const bool in_turn = s % 2 == 1;
             const int first = s % 4 == 1 ? 0 : 1;
             step_start.arrive_and_wait();
@@ -80,8 +80,7 @@ TEST_CASE("two coordinators together never claim more than the burst plus the ra
             if (who == 0) {
                 n = static_cast<int>(a.claim(1, {"w0", 4, {"slow"}}, kLease, now).leases.size());
             } else {
-                const std::vector<common::ClaimRequest> rq{{"w1", 2, {"slow"}},
-                                                           {"w2", 2, {"slow"}}};
+                const std::vector<store::ClaimRequest> rq{{"w1", 2, {"slow"}}, {"w2", 2, {"slow"}}};
                 for (const auto& o : b.claim_batch(1, rq, kLease, now)) {
                     n += static_cast<int>(o.leases.size());
                 }
@@ -120,13 +119,13 @@ TEST_CASE("two coordinators together never claim more than the burst plus the ra
     }
     // The checker proves the same from the audit alone: every claim found a whole token.
     auto conn = db.connect();
-    auto history = common::load_history(*conn);
-    testing::check_clean(common::check(history));
+    auto history = ops::load_history(*conn);
+    testing::check_clean(ops::check(history));
     // And it would see one claim too many: the last claim moved 1 ms before the token it took.
     auto& last = history.events.back();
     REQUIRE(last.kind == "claimed");
     last.at -= 1ms;
-    CHECK(testing::caught(history, common::Invariant::RateRespected));
+    CHECK(testing::caught(history, ops::Invariant::RateRespected));
 }
 
 TEST_CASE("a claim on queues without a rate limit writes nothing to job_queues",
@@ -135,15 +134,15 @@ TEST_CASE("a claim on queues without a rate limit writes nothing to job_queues",
     limit_rate(f.db, "slow", 1, 1, f.clock.now());
     {
         auto conn = f.db.connect();
-        common::QueueSettings q;
+        ops::QueueSettings q;
         q.max_attempts = 5;
-        common::OperatorStore(*conn).configure(1, "free", q, "ops", f.clock.now(), true);
+        ops::OperatorStore(*conn).configure(1, "free", q, "ops", f.clock.now(), true);
     }
     enqueue_on(f.store, "free", 3, f.clock.now());
     const std::string before = queue_row_versions(f.store);
     const auto one = f.store.claim(1, {"w", 2, {"free"}}, kLease, f.clock.now());
     CHECK(one.leases.size() == 2);
-    const auto batch = f.store.claim_batch(1, std::vector<common::ClaimRequest>{{"w", 2, {"free"}}},
+    const auto batch = f.store.claim_batch(1, std::vector<store::ClaimRequest>{{"w", 2, {"free"}}},
                                            kLease, f.clock.now());
     CHECK(batch.at(0).leases.size() == 1);
     // Short, and no rate limit served: no refill instant is looked for.
@@ -170,7 +169,7 @@ TEST_CASE("a claim short of tokens says when the bucket has one again", "[store]
     // A paused queue is held back by its pause, not its bucket: no refill instant.
     {
         auto conn = f.db.connect();
-        common::OperatorStore(*conn).pause(1, "slow", true, "ops", "test", f.clock, false);
+        ops::OperatorStore(*conn).pause(1, "slow", true, "ops", "test", f.clock, false);
     }
     CHECK_FALSE(f.store.claim(1, {"w", 1, {"slow"}}, kLease, f.clock.now()).refill_at.has_value());
 }
@@ -179,8 +178,8 @@ TEST_CASE("a rate limit is set, changed and removed by an audited operator actio
           "[store][rate][ops]") {
     testing::StoreFixture f;
     auto conn = f.db.connect();
-    common::OperatorStore ops(*conn);
-    common::QueueSettings q;
+    ops::OperatorStore ops(*conn);
+    ops::QueueSettings q;
     q.rate_per_s = 0.5;
     ops.configure(1, "slow", q, "alice", f.clock.now(), true);
     auto listed = ops.queues(1);

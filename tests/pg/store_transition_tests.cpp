@@ -11,10 +11,10 @@
 #include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
-using common::AssignmentStore;
-using common::JobState;
-using common::ManualClock;
-using common::Rejection;
+using base::ManualClock;
+using store::AssignmentStore;
+using store::JobState;
+using store::Rejection;
 using testing::kLease;
 using testing::kT0;
 
@@ -73,7 +73,7 @@ TEST_CASE("rejection reasons", "[store][fencing]") {
     Fixture f;
     const auto id = f.enqueue_one();
     const auto l = f.claim("a");
-    auto reason = [&](const common::Transition& t) {
+    auto reason = [&](const store::Transition& t) {
         REQUIRE_FALSE(t.accepted());
         return *t.rejection;
     };
@@ -221,19 +221,19 @@ TEST_CASE("completion and its result commit together or not at all", "[store][at
 
 TEST_CASE("reclaim takes exactly the expired leases", "[store][reclaim]") {
     Fixture f;
-    std::vector<common::JobId> ids;
+    std::vector<store::JobId> ids;
     for (int i = 0; i < 4; ++i) ids.push_back(f.enqueue_one(1, i == 3 ? 1 : 3));
     // Claimed one second apart: leases end at T+10s, T+11s, T+12s, T+13s.
-    std::map<common::JobId, common::Lease> leases;
+    std::map<store::JobId, store::Lease> leases;
     for (int i = 0; i < 4; ++i) {
         auto l = f.claim("w" + std::to_string(i));
         leases[l.job_id] = l;
-        f.clock.advance(common::kSeconds);
+        f.clock.advance(base::kSeconds);
     }
     const auto done = leases.begin()->second;
     REQUIRE(
         f.store.complete({1, done.job_id, done.generation, "w0", "r"}, f.clock.now()).accepted());
-    f.clock.set(kT0 + kLease + 2 * common::kSeconds);  // second and third leases end now or before
+    f.clock.set(kT0 + kLease + 2 * base::kSeconds);  // second and third leases end now or before
     auto r = f.store.reclaim_expired(f.clock.now(), 100);
     REQUIRE(r.size() == 2);
     CHECK(r[0].job_id == ids[1]);
@@ -241,7 +241,7 @@ TEST_CASE("reclaim takes exactly the expired leases", "[store][reclaim]") {
     CHECK(testing::job_state(f.store.connection(), ids[0]) == "completed");
     CHECK(testing::job_state(f.store.connection(), ids[3]) == "assigned");
     CHECK(f.store.reclaim_expired(f.clock.now(), 100).empty());
-    f.clock.advance(common::kSeconds);
+    f.clock.advance(base::kSeconds);
     r = f.store.reclaim_expired(f.clock.now(), 100);
     REQUIRE(r.size() == 1);
     CHECK(r[0].state == JobState::Discarded);  // its single attempt is used up
@@ -257,7 +257,7 @@ TEST_CASE("a completion racing a reclaim on the same row: exactly one wins",
     for (int round = 0; round < kRounds; ++round) {
         const auto id = seed.enqueue(1, {{0, "x", 3}}, kT0).at(0);
         const auto l = seed.claim(1, {"w", 1}, kLease, kT0).leases.at(0);
-        const common::Instant deadline = l.lease_expires_at;
+        const base::Instant deadline = l.lease_expires_at;
         bool completed = false;
         std::size_t reclaimed = 0;
         // The worker's clock says the lease is still live; the reaper's says it just expired.
@@ -311,7 +311,7 @@ TEST_CASE("a refused completion is judged after the commit in flight on its row"
         id, l.generation);
 
     std::atomic<bool> answered{false};
-    common::Transition resent;
+    store::Transition resent;
     std::thread worker([&] {
         resent = f.store.complete({1, id, l.generation, "a", "r1"}, f.clock.now());
         answered = true;

@@ -65,14 +65,14 @@ void unweigh_b(pqxx::connection& conn) {
 void prepare(pqxx::connection& conn) {
     pqxx::nontransaction session(conn);
     session.exec("SET plan_cache_mode = force_generic_plan");
-    session.exec("PREPARE flat AS " + common::sql::claim_statement(common::ClaimPlan{}).text);
+    session.exec("PREPARE flat AS " + store::sql::claim_statement(store::ClaimPlan{}).text);
     session.exec("PREPARE weighted AS " +
-                 common::sql::claim_statement(common::ClaimPlan{.weighted = true}).text);
+                 store::sql::claim_statement(store::ClaimPlan{.weighted = true}).text);
     session.exec("PREPARE flat_batch AS " +
-                 common::sql::claim_statement(common::ClaimPlan{.batch = true}).text);
+                 store::sql::claim_statement(store::ClaimPlan{.batch = true}).text);
     session.exec(
         "PREPARE weighted_batch AS " +
-        common::sql::claim_statement(common::ClaimPlan{.weighted = true, .batch = true}).text);
+        store::sql::claim_statement(store::ClaimPlan{.weighted = true, .batch = true}).text);
 }
 
 std::string single_args(int limit) {

@@ -21,9 +21,9 @@
 #include "tests/support/store_fixture.hpp"
 
 using namespace aclaim;
-using common::AssignmentStore;
-using common::ClaimRequest;
-using common::Instant;
+using base::Instant;
+using store::AssignmentStore;
+using store::ClaimRequest;
 using testing::enqueue_on;
 using testing::kLease;
 using testing::kT0;
@@ -34,8 +34,8 @@ namespace {
 
 /// Sets a queue's weight and aging step (0 for none), as `aclaimctl queue set` does.
 void configure(const testing::TestDatabase& db, const std::string& queue, int weight,
-               common::Duration aging, Instant now) {
-    common::QueueSettings q;
+               base::Duration aging, Instant now) {
+    ops::QueueSettings q;
     q.weight = weight;
     q.aging = aging;
     testing::configure_queue(db, 1, queue, q, now);
@@ -57,8 +57,8 @@ std::map<std::string, long> claim_runs(AssignmentStore& store) {
 /// For TEST_CASE_METHOD: queues a (weight 3) and b (weight 1), without aging.
 struct ThreeToOne : testing::StoreFixture {
     ThreeToOne() {
-        configure(db, "a", 3, common::Duration{0}, clock.now());
-        configure(db, "b", 1, common::Duration{0}, clock.now());
+        configure(db, "a", 3, base::Duration{0}, clock.now());
+        configure(db, "b", 1, base::Duration{0}, clock.now());
     }
 };
 
@@ -86,8 +86,8 @@ TEST_CASE("four claimers on two full queues weighted 3:1 get them within 10% of 
     constexpr int kClaimers = 4;
     constexpr int kRounds = 40;  // each claimer's claims, of 1 or a coalesced 2 x 1
     testing::TestDatabase db;
-    configure(db, "heavy", 3, common::Duration{0}, kT0);
-    configure(db, "light", 1, common::Duration{0}, kT0);
+    configure(db, "heavy", 3, base::Duration{0}, kT0);
+    configure(db, "light", 1, base::Duration{0}, kT0);
     {
         AssignmentStore store(db.dsn());
         // Far more than is claimed: both queues have work from the first claim to the last.
@@ -143,7 +143,7 @@ TEST_CASE_METHOD(ThreeToOne,
     // A coalesced claim of 8 slots takes 6 and 2, each queue's jobs in claim order.
     const std::vector<ClaimRequest> rq{{"x", 4, queues}, {"y", 4, queues}};
     std::map<std::string, int> n;
-    std::map<std::string, common::JobId> last;
+    std::map<std::string, store::JobId> last;
     for (const auto& o : store.claim_batch(1, rq, kLease, clock.now())) {
         for (const auto& l : o.leases) {
             ++n[l.queue];
@@ -153,7 +153,7 @@ TEST_CASE_METHOD(ThreeToOne,
     }
     CHECK(n["a"] == 6);
     CHECK(n["b"] == 2);
-    CHECK(claim_runs(store)[common::ClaimPlan{}.name()] == 0);
+    CHECK(claim_runs(store)[store::ClaimPlan{}.name()] == 0);
 }
 
 TEST_CASE_METHOD(
@@ -182,7 +182,7 @@ TEST_CASE_METHOD(
 TEST_CASE("a queue without a weight served with weighted ones gives when they have nothing",
           "[store][weights]") {
     testing::StoreFixture f;
-    configure(f.db, "a", 2, common::Duration{0}, f.clock.now());
+    configure(f.db, "a", 2, base::Duration{0}, f.clock.now());
     enqueue_on(f.store, "a", 2, f.clock.now());
     enqueue_on(f.store, "plain", 3, f.clock.now(), 9);
     const auto out = f.store.claim(1, {"w", 5, {"a", "plain"}}, kLease, f.clock.now());
@@ -216,23 +216,23 @@ TEST_CASE("jobs enqueued before their queues had weights are served in proportio
     // A job of a that failed for good before the weight, retried after it.
     const auto early = f.store.claim(1, {"early", 1, {"a"}}, kLease, f.clock.now());
     REQUIRE(early.leases.size() == 1);
-    const common::Lease held = early.leases[0];
+    const store::Lease held = early.leases[0];
     {
         auto conn = f.db.connect();
-        common::OperatorStore ops(*conn);
+        ops::OperatorStore ops(*conn);
         CHECK(
             ops.fail(held.job_id, held.generation, "ops", "early failure", f.clock.now()).result ==
-            common::OperatorOutcome::Result::Done);
+            ops::OperatorOutcome::Result::Done);
     }
     CHECK(unmarked(f.db, "{a,b}") == 199);
 
-    configure(f.db, "a", 3, common::Duration{0}, f.clock.now());
-    configure(f.db, "b", 1, common::Duration{0}, f.clock.now());
+    configure(f.db, "a", 3, base::Duration{0}, f.clock.now());
+    configure(f.db, "b", 1, base::Duration{0}, f.clock.now());
     CHECK(unmarked(f.db, "{a,b}") == 0);
     {
         auto conn = f.db.connect();
-        CHECK(common::OperatorStore(*conn).retry({held.job_id}, "ops", "again", f.clock.now()) ==
-              std::vector<common::JobId>{held.job_id});
+        CHECK(ops::OperatorStore(*conn).retry({held.job_id}, "ops", "again", f.clock.now()) ==
+              std::vector<store::JobId>{held.job_id});
     }
     CHECK(unmarked(f.db, "{a,b}") == 0);
 
@@ -272,7 +272,7 @@ TEST_CASE("a weight set while producers enqueue into the queue leaves none of it
     for (int who = 0; who < kProducers; ++who) threads.emplace_back(produce);
     start.arrive_and_wait();
     mid.arrive_and_wait();
-    configure(db, "c", 2, common::Duration{0}, kT0);
+    configure(db, "c", 2, base::Duration{0}, kT0);
     for (auto& t : threads) t.join();
     CHECK(unmarked(db, "{c}") == 0);
     // And the weighted claim finds every one of them.
@@ -288,18 +288,18 @@ TEST_CASE("a weight set while producers enqueue into the queue leaves none of it
 TEST_CASE("a claim on queues without a weight runs the claim statement of before weights",
           "[store][weights][hot]") {
     testing::StoreFixture f;
-    configure(f.db, "weighted", 3, common::Duration{0}, f.clock.now());
-    configure(f.db, "aged", 0, 30 * common::kSeconds, f.clock.now());
+    configure(f.db, "weighted", 3, base::Duration{0}, f.clock.now());
+    configure(f.db, "aged", 0, 30 * base::kSeconds, f.clock.now());
     enqueue_on(f.store, "free", 3, f.clock.now());
     enqueue_on(f.store, "aged", 3, f.clock.now());
     f.store.claim(1, {"w", 1, {"free"}}, kLease, f.clock.now());
     f.store.claim(1, {"w", 1, {"aged", "free"}}, kLease, f.clock.now());
     f.store.claim_batch(1, std::vector<ClaimRequest>{{"w", 1, {"free"}}}, kLease, f.clock.now());
     auto runs = claim_runs(f.store);
-    CHECK(runs[common::ClaimPlan{}.name()] == 2);
-    CHECK(runs[common::ClaimPlan{.batch = true}.name()] == 1);
-    CHECK(runs[common::ClaimPlan{.weighted = true}.name()] == 0);
-    CHECK(runs[common::ClaimPlan{.weighted = true, .batch = true}.name()] == 0);
+    CHECK(runs[store::ClaimPlan{}.name()] == 2);
+    CHECK(runs[store::ClaimPlan{.batch = true}.name()] == 1);
+    CHECK(runs[store::ClaimPlan{.weighted = true}.name()] == 0);
+    CHECK(runs[store::ClaimPlan{.weighted = true, .batch = true}.name()] == 0);
     // Aging adds nothing to a job that was never aged.
     pqxx::read_transaction t(f.store.connection());
     CHECK(t.exec1("SELECT count(*) FROM jobs WHERE base_priority IS NOT NULL")[0].as<int>() == 0);
@@ -307,8 +307,8 @@ TEST_CASE("a claim on queues without a weight runs the claim statement of before
 
 TEST_CASE("under a flood of high-priority jobs a low-priority one is claimed within its bound",
           "[store][aging]") {
-    constexpr auto kStep = 10 * common::kSeconds;     // the aging step S
-    constexpr auto kInterval = 1 * common::kSeconds;  // the pass interval I
+    constexpr auto kStep = 10 * base::kSeconds;     // the aging step S
+    constexpr auto kInterval = 1 * base::kSeconds;  // the pass interval I
     constexpr int kHigh = 5;
     testing::StoreFixture f;
     configure(f.db, "aged", 0, kStep, f.clock.now());
@@ -316,12 +316,12 @@ TEST_CASE("under a flood of high-priority jobs a low-priority one is claimed wit
     const auto low = enqueue_on(f.store, "aged", 1, t0, 0).at(0);
     // The same scene on a queue without aging: its low job waits as long as the flood lasts.
     const auto control = enqueue_on(f.store, "plain", 1, t0, 0).at(0);
-    common::AgingStore ager(f.store.connection());
+    ops::AgingStore ager(f.store.connection());
     std::optional<Instant> claimed;
     std::optional<Instant> control_claimed;
     // 120 s of flood: each second 6 new high-priority jobs on each queue, and claims for 5 of
     // each, so the high-priority backlog only grows; the aging pass runs every interval.
-    for (Instant now = t0; now < t0 + 120 * common::kSeconds; now += kInterval) {
+    for (Instant now = t0; now < t0 + 120 * base::kSeconds; now += kInterval) {
         f.clock.set(now);
         enqueue_on(f.store, "aged", 6, now, kHigh);
         enqueue_on(f.store, "plain", 6, now, kHigh);
@@ -354,59 +354,59 @@ TEST_CASE("under a flood of high-priority jobs a low-priority one is claimed wit
     // aclaimctl check proves the bound from the history alone; and it would catch the low job
     // still waiting while younger ones were claimed past its bound: its claim moved to the end.
     auto conn = f.db.connect();
-    auto history = common::load_history(*conn);
-    testing::check_clean(common::check(history));
+    auto history = ops::load_history(*conn);
+    testing::check_clean(ops::check(history));
     const auto claim = std::find_if(history.events.begin(), history.events.end(), [&](auto& e) {
         return e.job_id == low && e.kind == "claimed";
     });
     REQUIRE(claim != history.events.end());
     auto late = *claim;
     history.events.erase(claim);
-    late.at = t0 + 120 * common::kSeconds;
+    late.at = t0 + 120 * base::kSeconds;
     history.events.push_back(late);
-    CHECK(testing::caught(history, common::Invariant::AgingBoundKept));
+    CHECK(testing::caught(history, ops::Invariant::AgingBoundKept));
 }
 
 TEST_CASE("aging raises one step per interval waited, no higher than the highest pending",
           "[store][aging]") {
     testing::StoreFixture f;
-    configure(f.db, "aged", 0, 30 * common::kSeconds, f.clock.now());
+    configure(f.db, "aged", 0, 30 * base::kSeconds, f.clock.now());
     const Instant t0 = f.clock.now();
     const auto low = enqueue_on(f.store, "aged", 1, t0, -2).at(0);
     enqueue_on(f.store, "other", 1, t0, 3);
-    common::AgingStore ager(f.store.connection());
+    ops::AgingStore ager(f.store.connection());
     auto priority = [&] {
         pqxx::read_transaction t(f.store.connection());
         return t.exec_params1("SELECT priority FROM jobs WHERE id = $1", low)[0].as<int>();
     };
-    CHECK(ager.run(t0 + 29 * common::kSeconds, 100).raised == 0);
+    CHECK(ager.run(t0 + 29 * base::kSeconds, 100).raised == 0);
     CHECK(priority() == -2);
-    CHECK(ager.run(t0 + 30 * common::kSeconds, 100).raised == 1);
+    CHECK(ager.run(t0 + 30 * base::kSeconds, 100).raised == 1);
     CHECK(priority() == -1);
-    CHECK(ager.run(t0 + 30 * common::kSeconds, 100).raised == 0);  // nothing twice
-    CHECK(ager.run(t0 + 121 * common::kSeconds, 100).raised == 1);
+    CHECK(ager.run(t0 + 30 * base::kSeconds, 100).raised == 0);  // nothing twice
+    CHECK(ager.run(t0 + 121 * base::kSeconds, 100).raised == 1);
     CHECK(priority() == 2);
-    CHECK(ager.run(t0 + 3600 * common::kSeconds, 100).raised == 1);
+    CHECK(ager.run(t0 + 3600 * base::kSeconds, 100).raised == 1);
     CHECK(priority() == 3);  // the highest pending priority of the organization, not above
-    CHECK(ager.run(t0 + 7200 * common::kSeconds, 100).raised == 0);
+    CHECK(ager.run(t0 + 7200 * base::kSeconds, 100).raised == 0);
 }
 
 TEST_CASE("one aging pass at a time: a second ager passes while the first holds the lock",
           "[store][aging]") {
     testing::StoreFixture f;
-    configure(f.db, "aged", 0, 10 * common::kSeconds, f.clock.now());
+    configure(f.db, "aged", 0, 10 * base::kSeconds, f.clock.now());
     enqueue_on(f.store, "aged", 3, f.clock.now());
     enqueue_on(f.store, "urgent", 1, f.clock.now(), 9);
     auto holder = f.db.connect();
     pqxx::work held(*holder);
     REQUIRE(held.exec1("SELECT pg_try_advisory_xact_lock(hashtextextended('aclaim aging', 0))")[0]
                 .as<bool>());
-    common::AgingStore ager(f.store.connection());
-    const auto passed = ager.run(f.clock.now() + 60 * common::kSeconds, 100);
+    ops::AgingStore ager(f.store.connection());
+    const auto passed = ager.run(f.clock.now() + 60 * base::kSeconds, 100);
     CHECK_FALSE(passed.held);
     CHECK(passed.raised == 0);
     held.abort();
-    const auto ran = ager.run(f.clock.now() + 60 * common::kSeconds, 2);
+    const auto ran = ager.run(f.clock.now() + 60 * base::kSeconds, 2);
     CHECK(ran.held);
     CHECK(ran.raised == 2);
     CHECK(ran.more);  // stopped at its batch
@@ -439,13 +439,13 @@ TEST_CASE("a weighted queue's rate limit holds, its turns passing to the others"
     testing::StoreFixture f;
     {
         auto conn = f.db.connect();
-        common::QueueSettings q;
+        ops::QueueSettings q;
         q.weight = 3;
         q.rate_per_s = 1;
         q.rate_burst = 2;
-        common::OperatorStore(*conn).configure(1, "a", q, "ops", f.clock.now(), true);
+        ops::OperatorStore(*conn).configure(1, "a", q, "ops", f.clock.now(), true);
     }
-    configure(f.db, "b", 1, common::Duration{0}, f.clock.now());
+    configure(f.db, "b", 1, base::Duration{0}, f.clock.now());
     enqueue_on(f.store, "a", 20, f.clock.now());
     enqueue_on(f.store, "b", 20, f.clock.now());
     std::map<std::string, int> n;

@@ -19,11 +19,11 @@
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
-using common::DependencyPolicy;
-using common::job_of_this_call;
-using common::JobId;
-using common::JobState;
-using common::NewJob;
+using store::DependencyPolicy;
+using store::job_of_this_call;
+using store::JobId;
+using store::JobState;
+using store::NewJob;
 
 using testing::kLease;
 
@@ -31,25 +31,25 @@ namespace {
 
 NewJob job(const std::string& payload, std::vector<JobId> depends_on = {},
            DependencyPolicy policy = DependencyPolicy::Cancel) {
-    return testing::workflow_job(common::kDefaultQueue, payload, std::move(depends_on), policy);
+    return testing::workflow_job(base::kDefaultQueue, payload, std::move(depends_on), policy);
 }
 
 struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> ops_conn = db.connect();
-    common::OperatorStore ops{*ops_conn};
+    ops::OperatorStore ops{*ops_conn};
 
-    std::vector<JobId> enqueue(const std::vector<NewJob>& jobs, common::OrgId org = 1) {
+    std::vector<JobId> enqueue(const std::vector<NewJob>& jobs, store::OrgId org = 1) {
         return store.enqueue(org, jobs, clock.now());
     }
     std::string state(JobId id) { return testing::job_state(store.connection(), id); }
     long events(JobId id, const std::string& kind) {
         return testing::event_count(store.connection(), id, kind);
     }
-    std::vector<common::Lease> claim_all(const std::string& worker, common::OrgId org = 1) {
+    std::vector<store::Lease> claim_all(const std::string& worker, store::OrgId org = 1) {
         return store.claim(org, {worker, 50}, kLease, clock.now()).leases;
     }
-    common::TransitionRequest done(const common::Lease& l, const std::string& worker) const {
-        common::TransitionRequest q{l.org_id, l.job_id, l.generation, worker};
+    store::TransitionRequest done(const store::Lease& l, const std::string& worker) const {
+        store::TransitionRequest q{l.org_id, l.job_id, l.generation, worker};
         q.result_ref = "ref-" + std::to_string(l.job_id);
         return q;
     }
@@ -57,12 +57,12 @@ struct Fixture : testing::StoreFixture {
         pqxx::read_transaction t(store.connection());
         return t.exec1(query)[0].as<long>();
     }
-    common::CheckReport check() {
+    ops::CheckReport check() {
         auto conn = db.connect();
-        return common::check(common::load_history(*conn));
+        return ops::check(ops::load_history(*conn));
     }
     /// The enqueue's error message, or "" when it was accepted.
-    std::string refusal(const std::vector<NewJob>& jobs, common::OrgId org = 1) {
+    std::string refusal(const std::vector<NewJob>& jobs, store::OrgId org = 1) {
         try {
             enqueue(jobs, org);
         } catch (const pqxx::sql_error& e) {
@@ -72,7 +72,7 @@ struct Fixture : testing::StoreFixture {
     }
 };
 
-std::vector<JobId> ids_of(const std::vector<common::Lease>& leases) {
+std::vector<JobId> ids_of(const std::vector<store::Lease>& leases) {
     std::vector<JobId> out;
     for (const auto& l : leases) out.push_back(l.job_id);
     std::sort(out.begin(), out.end());
@@ -94,14 +94,14 @@ TEST_CASE("a fan-in job waits until all three of its dependencies completed, the
     const auto leases = f.claim_all("w1");
     CHECK(ids_of(leases) == std::vector<JobId>{ids[0], ids[1], ids[2]});
 
-    f.clock.advance(common::kSeconds);
+    f.clock.advance(base::kSeconds);
     REQUIRE(f.store.complete(f.done(leases[0], "w1"), f.clock.now()).accepted());
     REQUIRE(f.store.complete(f.done(leases[1], "w1"), f.clock.now()).accepted());
     CHECK(f.state(approval) == "waiting");
     CHECK(f.claim_all("w2").empty());
 
     // The third completion, in a coalesced batch, unblocks it.
-    const std::vector<common::TransitionRequest> last{f.done(leases[2], "w1")};
+    const std::vector<store::TransitionRequest> last{f.done(leases[2], "w1")};
     REQUIRE(f.store.complete_batch(last, f.clock.now()).at(0).accepted());
     CHECK(f.state(approval) == "pending");
     CHECK(f.events(approval, "unblocked") == 1);
@@ -122,7 +122,7 @@ TEST_CASE("a stale completion of the last dependency unblocks nothing; the curre
     const auto first = f.claim_all("w1");
     REQUIRE(first.size() == 1);
     // The lease runs out and the reaper takes it back: the next claim holds a newer generation.
-    f.clock.advance(kLease + common::kSeconds);
+    f.clock.advance(kLease + base::kSeconds);
     REQUIRE(f.store.reclaim_expired(f.clock.now(), 10).size() == 1);
     const auto second = f.claim_all("w2");
     REQUIRE(second.size() == 1);
@@ -146,9 +146,8 @@ TEST_CASE("no claimer sees the dependent before the unblocking completion commit
     // The completion runs in a transaction of its own that stays open.
     auto conn = f.db.connect();
     pqxx::work completing(*conn);
-    const auto done =
-        completing.exec_params(common::sql::kComplete.text, lease.org_id, lease.job_id,
-                               lease.generation, "w1", "ref", f.clock.now());
+    const auto done = completing.exec_params(store::sql::kComplete.text, lease.org_id, lease.job_id,
+                                             lease.generation, "w1", "ref", f.clock.now());
     REQUIRE(done.size() == 1);
     CHECK(done[0]["settled"].as<int>() == 1);
     CHECK(f.claim_all("w2").empty());
@@ -163,7 +162,7 @@ TEST_CASE("no claimer sees the dependent before the unblocking completion commit
 TEST_CASE("dependencies completed concurrently unblock their dependent exactly once",
           "[pg][workflow]") {
     Fixture f;
-    common::AssignmentStore other{f.db.dsn()};
+    store::AssignmentStore other{f.db.dsn()};
     for (int round = 0; round < 10; ++round) {
         const auto ids = f.enqueue(
             {job("a"), job("b"), job("fan-in", {job_of_this_call(1), job_of_this_call(2)})});
@@ -171,7 +170,7 @@ TEST_CASE("dependencies completed concurrently unblock their dependent exactly o
         REQUIRE(leases.size() == 2);
         std::barrier start(2);
         std::array<bool, 2> accepted{};
-        std::array<common::AssignmentStore*, 2> stores{&f.store, &other};
+        std::array<store::AssignmentStore*, 2> stores{&f.store, &other};
         std::vector<std::thread> threads;
         for (int i = 0; i < 2; ++i) {
             threads.emplace_back([&, i] {
@@ -200,7 +199,7 @@ TEST_CASE("a failed dependency cancels its dependents in cascade, or runs those 
                                 job("archive", {job_of_this_call(2)}),
                                 job("notify", {job_of_this_call(1)}, DependencyPolicy::Run)});
     const auto lease = f.claim_all("w1").at(0);
-    common::TransitionRequest q{lease.org_id, lease.job_id, lease.generation, "w1"};
+    store::TransitionRequest q{lease.org_id, lease.job_id, lease.generation, "w1"};
     q.reason = "site closed";
     q.retryable = false;
     REQUIRE(f.store.fail(q, f.clock.now()).accepted());
@@ -229,7 +228,7 @@ TEST_CASE("the reaper's discard and an operator's cancel apply the dependents' p
                                 job("after-manual", {job_of_this_call(3)})});
     const auto leases = f.claim_all("w1");
     REQUIRE(leases.size() == 2);
-    f.clock.advance(kLease + common::kSeconds);
+    f.clock.advance(kLease + base::kSeconds);
     f.store.reclaim_expired(f.clock.now(), 10);
     CHECK(f.state(ids[0]) == "discarded");
     CHECK(f.state(ids[1]) == "cancelled");
@@ -287,10 +286,10 @@ TEST_CASE("a job nothing depends on is completed without touching job_dependenci
     REQUIRE(leases.size() == 2);
     // The completion statement in a transaction of its own, and the reads and writes of
     // job_dependencies that transaction made so far (pg_stat_xact_user_tables).
-    auto touched = [&](const common::Lease& l) {
+    auto touched = [&](const store::Lease& l) {
         auto conn = f.db.connect();
         pqxx::work t(*conn);
-        REQUIRE(t.exec_params(common::sql::kComplete.text, l.org_id, l.job_id, l.generation, "w1",
+        REQUIRE(t.exec_params(store::sql::kComplete.text, l.org_id, l.job_id, l.generation, "w1",
                               "ref", f.clock.now())
                     .size() == 1);
         const long n = t.exec1(
@@ -322,7 +321,7 @@ TEST_CASE("the checker flags a job claimed before its dependency completed", "[p
     }
     const auto report = f.check();
     REQUIRE(report.violations.size() == 1);
-    CHECK(report.violations[0].invariant == common::Invariant::DependenciesFirst);
+    CHECK(report.violations[0].invariant == ops::Invariant::DependenciesFirst);
     CHECK(report.violations[0].job_id == ids[1]);
 }
 
@@ -332,7 +331,7 @@ TEST_CASE("a parked dependency finished by its callback unblocks its dependent; 
     const auto ids = f.enqueue({job("lab test"), job("approval", {job_of_this_call(1)})});
     const auto held = f.claim_all("w1");
     REQUIRE(held.size() == 1);
-    common::TransitionRequest park{1, held[0].job_id, held[0].generation, "w1"};
+    store::TransitionRequest park{1, held[0].job_id, held[0].generation, "w1"};
     park.park_deadline = f.clock.now() + std::chrono::minutes(10);
     park.token = std::string(64, 'c');
     park.note = "sent to the lab";
@@ -342,7 +341,7 @@ TEST_CASE("a parked dependency finished by its callback unblocks its dependent; 
         const auto accepted = t.exec_params1(
                                    "SELECT accepted FROM aclaim_finish_parked($1, "
                                    "'completed', 'ref-lab', now_us => $2)",
-                                   token, common::to_micros(f.clock.now()))[0]
+                                   token, base::to_micros(f.clock.now()))[0]
                                   .as<bool>();
         t.commit();
         return accepted;

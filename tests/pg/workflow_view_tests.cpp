@@ -16,21 +16,21 @@
 #include "tests/support/test_database.hpp"
 
 using namespace aclaim;
-using common::job_of_this_call;
-using common::JobId;
-using common::NewJob;
+using store::job_of_this_call;
+using store::JobId;
+using store::NewJob;
 
 namespace {
 
 NewJob job(const std::string& queue, std::vector<JobId> depends_on = {},
-           common::DependencyPolicy policy = common::DependencyPolicy::Cancel) {
+           store::DependencyPolicy policy = store::DependencyPolicy::Cancel) {
     return testing::workflow_job(queue, queue + " review", std::move(depends_on), policy);
 }
 
 struct Fixture : testing::StoreFixture {
     std::unique_ptr<pqxx::connection> ops = db.connect();
 
-    std::vector<JobId> enqueue(const std::vector<NewJob>& jobs, common::OrgId org = 1) {
+    std::vector<JobId> enqueue(const std::vector<NewJob>& jobs, store::OrgId org = 1) {
         return store.enqueue(org, jobs, clock.now());
     }
     /// kind: detail of the job's events, oldest first.
@@ -44,26 +44,26 @@ struct Fixture : testing::StoreFixture {
         }
         return out;
     }
-    std::vector<JobId> ids(const common::Workflow& w) {
+    std::vector<JobId> ids(const ops::Workflow& w) {
         std::vector<JobId> out;
         for (const auto& s : w.stages) out.push_back(s.id);
         return out;
     }
-    const common::WorkflowStage& stage(const common::Workflow& w, JobId id) {
+    const ops::WorkflowStage& stage(const ops::Workflow& w, JobId id) {
         const auto it = std::find_if(w.stages.begin(), w.stages.end(),
                                      [&](const auto& s) { return s.id == id; });
         REQUIRE(it != w.stages.end());
         return *it;
     }
     /// One job of the workflows' queues for `worker`; requires one.
-    common::Lease claim(const std::string& worker, common::OrgId org = 1) {
+    store::Lease claim(const std::string& worker, store::OrgId org = 1) {
         auto out = store.claim(org, {worker, 1, {"intake", "inspect", "approval"}}, testing::kLease,
                                clock.now());
         REQUIRE(out.leases.size() == 1);
         return out.leases[0];
     }
-    common::TransitionRequest done(const common::Lease& l, const std::string& worker) const {
-        common::TransitionRequest q{l.org_id, l.job_id, l.generation, worker};
+    store::TransitionRequest done(const store::Lease& l, const std::string& worker) const {
+        store::TransitionRequest q{l.org_id, l.job_id, l.generation, worker};
         q.result_ref = "ref-" + std::to_string(l.job_id);
         return q;
     }
@@ -75,10 +75,9 @@ TEST_CASE("a fan-out/fan-in workflow: its view from any job, and what the audit 
           "[pg][workflow]") {
     Fixture f;
     // intake -> (electrical, plumbing) -> approval; plumbing's edge runs it even if intake fails.
-    const auto ids =
-        f.enqueue({job("intake"), job("inspect", {job_of_this_call(1)}),
-                   job("inspect", {job_of_this_call(1)}, common::DependencyPolicy::Run),
-                   job("approval", {job_of_this_call(2), job_of_this_call(3)})});
+    const auto ids = f.enqueue({job("intake"), job("inspect", {job_of_this_call(1)}),
+                                job("inspect", {job_of_this_call(1)}, store::DependencyPolicy::Run),
+                                job("approval", {job_of_this_call(2), job_of_this_call(3)})});
     const JobId intake = ids[0], electrical = ids[1], plumbing = ids[2], approval = ids[3];
     // A job of another workflow of the same organization and one of another organization.
     const auto other = f.enqueue({job("intake"), job("approval", {job_of_this_call(1)})});
@@ -104,7 +103,7 @@ TEST_CASE("a fan-out/fan-in workflow: its view from any job, and what the audit 
     REQUIRE(p.job_id == plumbing);
 
     for (const JobId from : ids) {
-        const auto w = common::read_workflow(*f.ops, from);
+        const auto w = ops::read_workflow(*f.ops, from);
         REQUIRE(w);
         CHECK(w->job == from);
         CHECK(w->org_id == 1);
@@ -112,7 +111,7 @@ TEST_CASE("a fan-out/fan-in workflow: its view from any job, and what the audit 
         CHECK(f.ids(*w) == ids);  // the other workflow is not connected to it
         CHECK(w->edges.size() == 4);
     }
-    const auto w = *common::read_workflow(*f.ops, approval);
+    const auto w = *ops::read_workflow(*f.ops, approval);
     CHECK(f.stage(w, intake).state == "completed");
     CHECK(f.stage(w, intake).reviewer == "w1");
     CHECK(f.stage(w, electrical).reviewer == "w1");
@@ -127,18 +126,18 @@ TEST_CASE("a fan-out/fan-in workflow: its view from any job, and what the audit 
     CHECK(edge.depends_on == intake);
     CHECK(edge.policy == "run");
     CHECK(edge.resolved == std::optional<std::string>("completed"));
-    const auto j = common::workflow_json(w);
+    const auto j = ops::workflow_json(w);
     CHECK(j["stages"].size() == 4);
     CHECK(j["edges"][3]["resolved"].is_null());
 
     // Kept to the organization: another organization does not find it, its own does.
-    CHECK_FALSE(common::read_workflow(*f.ops, approval, 2));
-    CHECK(common::read_workflow(*f.ops, approval, 1));
-    CHECK_FALSE(common::read_workflow(*f.ops, 999999));
-    CHECK(f.ids(*common::read_workflow(*f.ops, other[1])) == other);
+    CHECK_FALSE(ops::read_workflow(*f.ops, approval, 2));
+    CHECK(ops::read_workflow(*f.ops, approval, 1));
+    CHECK_FALSE(ops::read_workflow(*f.ops, 999999));
+    CHECK(f.ids(*ops::read_workflow(*f.ops, other[1])) == other);
 
     // Bounded: the nearest jobs first, the job itself among them, and said to be cut short.
-    const auto cut = *common::read_workflow(*f.ops, approval, std::nullopt, 3);
+    const auto cut = *ops::read_workflow(*f.ops, approval, std::nullopt, 3);
     CHECK(cut.truncated);
     CHECK(cut.stages.size() == 3);
     CHECK(f.ids(cut) == std::vector<JobId>{electrical, plumbing, approval});
@@ -148,17 +147,17 @@ TEST_CASE("a fan-out/fan-in workflow: its view from any job, and what the audit 
     }
 
     // The plumbing fails for good: the approval's edge says cancel, so it is cancelled, audited.
-    common::TransitionRequest fail{1, plumbing, p.generation, "w2"};
+    store::TransitionRequest fail{1, plumbing, p.generation, "w2"};
     fail.reason = "leak";
     REQUIRE(f.store.fail(fail, f.clock.now()).accepted());
-    const auto after = *common::read_workflow(*f.ops, intake);
+    const auto after = *ops::read_workflow(*f.ops, intake);
     CHECK(f.stage(after, approval).state == "cancelled");
     CHECK(f.stage(after, approval).waits_for.empty());
     CHECK(f.stage(after, plumbing).reviewer.empty());  // failed: nobody's review was accepted
     CHECK(f.events(approval).back() == "cancelled: was waiting: dependency " +
                                            std::to_string(plumbing) +
                                            " ended failed and the edge's policy is cancel");
-    const auto report = common::check(common::load_history(*f.ops));
+    const auto report = ops::check(ops::load_history(*f.ops));
     INFO((report.violations.empty() ? "" : report.violations[0].evidence));
     CHECK(report.ok());
 }
@@ -174,7 +173,7 @@ TEST_CASE("a job without dependencies gets no waiting event; one enqueued unbloc
     const auto late = f.enqueue({job("approval", {plain})}).at(0);
     CHECK(f.events(late) ==
           std::vector<std::string>{"enqueued: queue approval", "unblocked: pending"});
-    const auto w = *common::read_workflow(*f.ops, plain);
+    const auto w = *ops::read_workflow(*f.ops, plain);
     CHECK(f.ids(w) == std::vector<JobId>{plain, late});
     CHECK(w.edges.at(0).resolved == std::optional<std::string>("completed"));
 }
@@ -182,11 +181,10 @@ TEST_CASE("a job without dependencies gets no waiting event; one enqueued unbloc
 TEST_CASE("aclaimctl workflow show: the graph as text and JSON, within an organization",
           "[pg][workflow][ctl]") {
     Fixture f;
-    const auto ids =
-        f.enqueue({job("intake"), job("inspect", {job_of_this_call(1)}),
-                   job("inspect", {job_of_this_call(1)}, common::DependencyPolicy::Run),
-                   job("approval", {job_of_this_call(2), job_of_this_call(3)})},
-                  4);
+    const auto ids = f.enqueue({job("intake"), job("inspect", {job_of_this_call(1)}),
+                                job("inspect", {job_of_this_call(1)}, store::DependencyPolicy::Run),
+                                job("approval", {job_of_this_call(2), job_of_this_call(3)})},
+                               4);
     const auto l = f.claim("reviewer-7", 4);
     REQUIRE(l.job_id == ids[0]);
     REQUIRE(f.store.complete(f.done(l, "reviewer-7"), f.clock.now()).accepted());

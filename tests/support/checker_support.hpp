@@ -12,31 +12,31 @@
 namespace aclaim::testing {
 
 /// Whether checking `history` reports a violation of `invariant` (among any others).
-inline bool caught(const common::History& history, common::Invariant invariant) {
-    for (const auto& v : common::check(history).violations) {
+inline bool caught(const ops::History& history, ops::Invariant invariant) {
+    for (const auto& v : ops::check(history).violations) {
         if (v.invariant == invariant) return true;
     }
     return false;
 }
 
 /// The report's violations, one line each.
-inline std::string violations(const common::CheckReport& r) {
+inline std::string violations(const ops::CheckReport& r) {
     std::string out;
     for (const auto& v : r.violations) {
-        out += std::string(common::to_string(v.invariant)) + " job " + std::to_string(v.job_id) +
+        out += std::string(ops::to_string(v.invariant)) + " job " + std::to_string(v.job_id) +
                ": " + v.evidence + "\n";
     }
     return out;
 }
 
 /// The checker's report on the history in the database at `dsn`.
-inline common::CheckReport check_database(const std::string& dsn) {
+inline ops::CheckReport check_database(const std::string& dsn) {
     pqxx::connection conn(dsn);
-    return common::check(common::load_history(conn));
+    return ops::check(ops::load_history(conn));
 }
 
 /// Checks that the report found nothing, naming what it found when it did.
-inline void check_clean(const common::CheckReport& report) {
+inline void check_clean(const ops::CheckReport& report) {
     INFO(violations(report));
     CHECK(report.ok());
 }

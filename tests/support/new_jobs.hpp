@@ -13,10 +13,10 @@ namespace aclaim::testing {
 
 /// A job of `queue` carrying `payload` that waits for `depends_on`, and follows `policy` when
 /// one of them fails.
-inline common::NewJob workflow_job(
-    std::string_view queue, const std::string& payload, std::vector<common::JobId> depends_on = {},
-    common::DependencyPolicy policy = common::DependencyPolicy::Cancel) {
-    common::NewJob j;
+inline store::NewJob workflow_job(
+    std::string_view queue, const std::string& payload, std::vector<store::JobId> depends_on = {},
+    store::DependencyPolicy policy = store::DependencyPolicy::Cancel) {
+    store::NewJob j;
     j.queue = queue;
     j.payload = payload;
     j.depends_on = std::move(depends_on);

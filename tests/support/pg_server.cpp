@@ -35,7 +35,7 @@ ThrowawayServer::ThrowawayServer(ServerOptions options) {
     REQUIRE(port_ > 0);
     if (options.migrate) {
         pqxx::connection conn(dsn_);
-        common::migrate(conn);
+        store::migrate(conn);
     }
 }
 

@@ -76,7 +76,7 @@ void Process::signal(int sig) const {
 }
 
 std::optional<int> Process::wait_for(std::chrono::milliseconds limit) {
-    const auto until = common::SystemClock().monotonic_now() + limit;
+    const auto until = base::SystemClock().monotonic_now() + limit;
     while (!status_) {
         int st = 0;
         const pid_t r = ::waitpid(pid_, &st, WNOHANG);
@@ -84,7 +84,7 @@ std::optional<int> Process::wait_for(std::chrono::milliseconds limit) {
             status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             break;
         }
-        if (common::SystemClock().monotonic_now() >= until) break;
+        if (base::SystemClock().monotonic_now() >= until) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return status_;
@@ -95,10 +95,10 @@ bool Process::running() {
 }
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
-    const auto until = common::SystemClock().monotonic_now() + limit;
+    const auto until = base::SystemClock().monotonic_now() + limit;
     while (true) {
         if (condition()) return true;
-        if (common::SystemClock().monotonic_now() >= until) return false;
+        if (base::SystemClock().monotonic_now() >= until) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
 }

@@ -20,7 +20,7 @@
 
 namespace aclaim::testing {
 
-namespace proto = common::proto;
+namespace proto = aclaim::proto;
 using namespace std::chrono_literals;
 
 /// The keys a RawWorker authenticates with under CURVE (Z85 text, as libzmq takes them).
@@ -32,9 +32,9 @@ struct CurveClient {
 
 /// Polls `done` until it holds or `limit` passes; for state that has no message to wait on.
 inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s) {
-    const auto deadline = common::SystemClock().monotonic_now() + limit;
+    const auto deadline = base::SystemClock().monotonic_now() + limit;
     while (!done()) {
-        if (common::SystemClock().monotonic_now() >= deadline) return false;
+        if (base::SystemClock().monotonic_now() >= deadline) return false;
         std::this_thread::sleep_for(2ms);
     }
     return true;
@@ -96,10 +96,10 @@ class RawWorker {
 
     /// The answer to `req` within `limit`, or nothing; anything else is kept in `others`.
     std::optional<proto::Message> answer(std::uint64_t req, std::chrono::milliseconds limit) {
-        const auto deadline = common::SystemClock().monotonic_now() + limit;
+        const auto deadline = base::SystemClock().monotonic_now() + limit;
         while (true) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - common::SystemClock().monotonic_now());
+                deadline - base::SystemClock().monotonic_now());
             auto m = receive(std::max(left, 0ms));
             if (!m) return std::nullopt;
             if (proto::request_id(*m) == req) return m;
@@ -136,7 +136,7 @@ class RawWorker {
     }
 
     /// HELLO, asking for `features` (protocol 1.2 and later) when there are any.
-    proto::Welcome hello(const std::string& worker_id, common::OrgId org,
+    proto::Welcome hello(const std::string& worker_id, store::OrgId org,
                          std::vector<std::string> features = {}) {
         const auto req = next_req();
         proto::Hello hello{req, worker_id, org};
@@ -178,7 +178,7 @@ class RawWorker {
 /// tests that start a coordinator themselves.
 class GreetedWorker : private zmq::context_t, public RawWorker {
   public:
-    GreetedWorker(const std::string& endpoint, const std::string& worker_id, common::OrgId org)
+    GreetedWorker(const std::string& endpoint, const std::string& worker_id, store::OrgId org)
         : RawWorker(context(), endpoint) {
         hello(worker_id, org);
     }

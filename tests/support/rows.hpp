@@ -18,14 +18,14 @@ T read_one(pqxx::connection& c, const std::string& sql, const Params&... params)
 }
 
 /// Every column of the job row, as one text value; empty when there is no such job.
-inline std::string job_snapshot(pqxx::connection& c, common::JobId id) {
+inline std::string job_snapshot(pqxx::connection& c, store::JobId id) {
     pqxx::read_transaction t(c);
     auto r = t.exec_params("SELECT j::text FROM jobs j WHERE id = $1", id);
     return r.empty() ? "" : r[0][0].as<std::string>();
 }
 
 /// The job's published result rows, as text.
-inline std::string results_snapshot(pqxx::connection& c, common::JobId id) {
+inline std::string results_snapshot(pqxx::connection& c, store::JobId id) {
     return read_one<std::string>(c,
                                  "SELECT coalesce(string_agg(r::text, ';' ORDER BY generation), "
                                  "'') FROM job_results r WHERE job_id = $1",
@@ -33,16 +33,16 @@ inline std::string results_snapshot(pqxx::connection& c, common::JobId id) {
 }
 
 /// How many events of a kind the job has.
-inline long event_count(pqxx::connection& c, common::JobId id, const std::string& kind) {
+inline long event_count(pqxx::connection& c, store::JobId id, const std::string& kind) {
     return read_one<long>(c, "SELECT count(*) FROM job_events WHERE job_id = $1 AND kind = $2", id,
                           kind);
 }
 
-inline std::string job_state(pqxx::connection& c, common::JobId id) {
+inline std::string job_state(pqxx::connection& c, store::JobId id) {
     return read_one<std::string>(c, "SELECT state FROM jobs WHERE id = $1", id);
 }
 
-inline common::Generation job_generation(pqxx::connection& c, common::JobId id) {
+inline store::Generation job_generation(pqxx::connection& c, store::JobId id) {
     return read_one<long>(c, "SELECT generation FROM jobs WHERE id = $1", id);
 }
 

@@ -17,14 +17,14 @@
 namespace aclaim::testing {
 
 /// The instant the store tests' clocks start at.
-inline constexpr common::Instant kT0 = common::instant_from_micros(1'700'000'000'000'000);
+inline constexpr base::Instant kT0 = base::instant_from_micros(1'700'000'000'000'000);
 
 /// The lease StoreFixture claims with.
-inline constexpr common::Duration kLease = 10 * common::kSeconds;
+inline constexpr base::Duration kLease = 10 * base::kSeconds;
 
 /// Claims one job for `worker` with a kLease lease and requires that exactly one was handed out.
-inline common::Lease claim_one(common::AssignmentStore& store, common::Instant now,
-                               const std::string& worker, common::OrgId org = 1) {
+inline store::Lease claim_one(store::AssignmentStore& store, base::Instant now,
+                              const std::string& worker, store::OrgId org = 1) {
     auto out = store.claim(org, {worker, 1}, kLease, now);
     REQUIRE(out.leases.size() == 1);
     return out.leases[0];
@@ -32,12 +32,12 @@ inline common::Lease claim_one(common::AssignmentStore& store, common::Instant n
 
 /// Enqueues n jobs of `priority` on `queue` of organization `org`, payloads "job 0", "job 1", ...;
 /// returns their ids in order.
-inline std::vector<common::JobId> enqueue_on(common::AssignmentStore& store,
-                                             const std::string& queue, int n, common::Instant now,
-                                             int priority = 0, common::OrgId org = 1) {
-    std::vector<common::NewJob> jobs;
+inline std::vector<store::JobId> enqueue_on(store::AssignmentStore& store, const std::string& queue,
+                                            int n, base::Instant now, int priority = 0,
+                                            store::OrgId org = 1) {
+    std::vector<store::NewJob> jobs;
     for (int i = 0; i < n; ++i) {
-        common::NewJob job{priority, "job " + std::to_string(i), 3};
+        store::NewJob job{priority, "job " + std::to_string(i), 3};
         job.queue = queue;
         jobs.push_back(job);
     }
@@ -45,26 +45,26 @@ inline std::vector<common::JobId> enqueue_on(common::AssignmentStore& store,
 }
 
 /// Gives `queue` of `org` these settings as an operator would, on a connection of its own.
-inline void configure_queue(const TestDatabase& db, common::OrgId org, const std::string& queue,
-                            const common::QueueSettings& settings, common::Instant now) {
+inline void configure_queue(const TestDatabase& db, store::OrgId org, const std::string& queue,
+                            const ops::QueueSettings& settings, base::Instant now) {
     auto conn = db.connect();
-    common::OperatorStore(*conn).configure(org, queue, settings, "ops", now);
+    ops::OperatorStore(*conn).configure(org, queue, settings, "ops", now);
 }
 
 /// A migrated database of the test's own, a store on it and a clock at kT0.
 struct StoreFixture {
     TestDatabase db;
-    common::AssignmentStore store{db.dsn()};
-    common::ManualClock clock{kT0};
+    store::AssignmentStore store{db.dsn()};
+    base::ManualClock clock{kT0};
 
-    common::JobId enqueue_one(common::OrgId org = 1, int max_attempts = 3) {
+    store::JobId enqueue_one(store::OrgId org = 1, int max_attempts = 3) {
         return store.enqueue(org, {{0, "review me", max_attempts}}, clock.now()).at(0);
     }
-    common::Lease claim(const std::string& worker, common::OrgId org = 1) {
+    store::Lease claim(const std::string& worker, store::OrgId org = 1) {
         return claim_one(store, clock.now(), worker, org);
     }
     /// FAIL of `job` at `generation` by `worker`, now.
-    auto fail(common::JobId job, common::Generation generation, const std::string& worker,
+    auto fail(store::JobId job, store::Generation generation, const std::string& worker,
               const std::string& reason, bool retryable) {
         return store.fail({.org = 1,
                            .job = job,
@@ -75,8 +75,8 @@ struct StoreFixture {
                           clock.now());
     }
     /// Gives `queue` these settings as an operator would, on a connection of its own.
-    void configure_queue(common::OrgId org, const std::string& queue,
-                         const common::QueueSettings& settings) {
+    void configure_queue(store::OrgId org, const std::string& queue,
+                         const ops::QueueSettings& settings) {
         testing::configure_queue(db, org, queue, settings, clock.now());
     }
 };
@@ -85,8 +85,8 @@ struct StoreFixture {
 /// store's connection `c`.
 struct HeldByA : StoreFixture {
     pqxx::connection& c = store.connection();
-    const common::JobId id = enqueue_one();
-    const common::Lease held = claim("a");
+    const store::JobId id = enqueue_one();
+    const store::Lease held = claim("a");
 };
 
 /// For TEST_CASE_METHOD: a fresh database, a connection to it, a store on it, and the system
@@ -94,8 +94,8 @@ struct HeldByA : StoreFixture {
 struct StoreAtNow {
     TestDatabase db;
     std::unique_ptr<pqxx::connection> conn = db.connect();
-    common::AssignmentStore store{db.dsn()};
-    const common::Instant now = common::SystemClock().now();
+    store::AssignmentStore store{db.dsn()};
+    const base::Instant now = base::SystemClock().now();
 };
 
 }  // namespace aclaim::testing

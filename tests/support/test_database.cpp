@@ -56,7 +56,7 @@ void ensure_template() {
             tx.exec("CREATE DATABASE " + template_name());
         }
         pqxx::connection conn(with_database(server_dsn(), template_name()));
-        common::migrate(conn);
+        store::migrate(conn);
     });
 }
 
@@ -171,7 +171,7 @@ OlderSchemaDatabase::OlderSchemaDatabase(const std::string& tag, int version)
     txn.exec(
         "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
         " applied_at timestamptz NOT NULL DEFAULT now())");
-    for (const auto& m : common::embedded_history()) {
+    for (const auto& m : store::embedded_history()) {
         if (m.version >= version) break;
         txn.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version,
                         m.name);

@@ -8,9 +8,9 @@
 #include "common/base/bounded_json.hpp"
 #include "common/base/cell_map.hpp"
 
-using aclaim::common::kMaxInputJsonDepth;
-using aclaim::common::parse_bounded_json;
-using aclaim::common::parse_bounded_json_or_discarded;
+using aclaim::base::kMaxInputJsonDepth;
+using aclaim::base::parse_bounded_json;
+using aclaim::base::parse_bounded_json_or_discarded;
 
 namespace {
 std::string nested(int depth, char open = '[', char close = ']') {
@@ -41,6 +41,6 @@ TEST_CASE("bounded JSON: 100,000 levels are refused without exhausting the stack
 }
 
 TEST_CASE("bounded JSON: a cell map nested too deep is refused with its source", "[json]") {
-    CHECK_THROWS_WITH(aclaim::common::CellMap::parse(nested(100'000), "cells.json"),
+    CHECK_THROWS_WITH(aclaim::base::CellMap::parse(nested(100'000), "cells.json"),
                       Catch::Contains("cells.json") && Catch::Contains("nested deeper than"));
 }

@@ -5,14 +5,14 @@
 
 #include "coordinator/http/callback_limiter.hpp"
 
-using aclaim::common::ManualClock;
+using aclaim::base::ManualClock;
 using aclaim::coordinator::callback_source;
 using aclaim::coordinator::CallbackLimiter;
 using aclaim::coordinator::CallbackLimits;
 using namespace std::chrono_literals;
 
 namespace {
-constexpr auto kT0 = aclaim::common::instant_from_micros(1'700'000'000'000'000);
+constexpr auto kT0 = aclaim::base::instant_from_micros(1'700'000'000'000'000);
 }  // namespace
 
 TEST_CASE("callback limiter: a burst of refusals, then one per refill", "[callback][limiter]") {

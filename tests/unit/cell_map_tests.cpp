@@ -6,8 +6,8 @@
 
 #include "common/base/cell_map.hpp"
 
-using aclaim::common::CellMap;
-using aclaim::common::CellMapError;
+using aclaim::base::CellMap;
+using aclaim::base::CellMapError;
 
 namespace {
 

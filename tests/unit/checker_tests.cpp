@@ -5,7 +5,9 @@
 #include "common/ops/checker.hpp"
 #include "tests/support/checker_support.hpp"
 
-using namespace aclaim::common;
+using namespace aclaim::base;
+using namespace aclaim::ops;
+using namespace aclaim::store;
 using aclaim::testing::caught;
 
 namespace {

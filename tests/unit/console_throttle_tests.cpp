@@ -10,21 +10,21 @@ using namespace aclaim;
 using namespace std::chrono_literals;
 
 TEST_CASE("login throttle: five free failures per name, then waits that double", "[console]") {
-    common::ManualClock clock(common::Instant{});
+    base::ManualClock clock(base::Instant{});
     console::LoginThrottle throttle(clock);
     for (int i = 0; i < 5; ++i) CHECK_FALSE(throttle.admit("alice", "10.0.0.1"));
     // The fifth failure opened a wait of one second, for every address.
-    CHECK(throttle.admit("alice", "10.0.0.1") == common::Duration(1s));
-    CHECK(throttle.admit("alice", "10.0.0.2") == common::Duration(1s));
+    CHECK(throttle.admit("alice", "10.0.0.1") == base::Duration(1s));
+    CHECK(throttle.admit("alice", "10.0.0.2") == base::Duration(1s));
     CHECK_FALSE(throttle.admit("bob", "10.0.0.1"));
     clock.advance(400ms);
-    CHECK(throttle.admit("alice", "10.0.0.1") == common::Duration(600ms));
+    CHECK(throttle.admit("alice", "10.0.0.1") == base::Duration(600ms));
     clock.advance(600ms);
     CHECK_FALSE(throttle.admit("alice", "10.0.0.1"));  // the sixth failure: two seconds
-    CHECK(throttle.admit("alice", "10.0.0.1") == common::Duration(2s));
+    CHECK(throttle.admit("alice", "10.0.0.1") == base::Duration(2s));
     clock.advance(2s);
     CHECK_FALSE(throttle.admit("alice", "10.0.0.1"));  // the seventh: four
-    CHECK(throttle.admit("alice", "10.0.0.1") == common::Duration(4s));
+    CHECK(throttle.admit("alice", "10.0.0.1") == base::Duration(4s));
 
     SECTION("a right password starts the name afresh") {
         clock.advance(4s);
@@ -38,7 +38,7 @@ TEST_CASE("login throttle: five free failures per name, then waits that double",
             clock.advance(*throttle.admit("alice", "10.0.0.3"));
             CHECK_FALSE(throttle.admit("alice", "10.0.0.3"));
         }
-        CHECK(throttle.admit("alice", "10.0.0.3") == common::Duration(15min));
+        CHECK(throttle.admit("alice", "10.0.0.3") == base::Duration(15min));
     }
     SECTION("an hour without a failure is forgotten") {
         clock.advance(1h);
@@ -48,11 +48,11 @@ TEST_CASE("login throttle: five free failures per name, then waits that double",
 
 TEST_CASE("login throttle: an address spraying names is stopped after twenty failures",
           "[console]") {
-    common::ManualClock clock(common::Instant{});
+    base::ManualClock clock(base::Instant{});
     console::LoginThrottle throttle(clock);
     for (int i = 0; i < 20; ++i)
         CHECK_FALSE(throttle.admit("name-" + std::to_string(i), "10.0.0.9"));
-    CHECK(throttle.admit("name-20", "10.0.0.9") == common::Duration(1s));
+    CHECK(throttle.admit("name-20", "10.0.0.9") == base::Duration(1s));
     CHECK_FALSE(throttle.admit("name-20", "10.0.0.10"));
     // Signing in right is not charged to the address.
     console::LoginThrottle fresh(clock);
@@ -63,7 +63,7 @@ TEST_CASE("login throttle: an address spraying names is stopped after twenty fai
 }
 
 TEST_CASE("login throttle: records are bounded, the stalest dropped first", "[console]") {
-    common::ManualClock clock(common::Instant{});
+    base::ManualClock clock(base::Instant{});
     console::LoginLimits limits;
     limits.names.max_records = 100;
     limits.addresses.max_records = 100;

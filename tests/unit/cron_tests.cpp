@@ -5,7 +5,9 @@
 #include "common/ops/cron.hpp"
 #include "common/ops/schedule_store.hpp"
 
-using namespace aclaim::common;
+using namespace aclaim::base;
+using namespace aclaim::ops;
+using namespace aclaim::store;
 using namespace std::chrono;
 using namespace std::chrono_literals;
 

@@ -104,19 +104,19 @@ TEST_CASE("JSON lines records", "[ctl]") {
 }
 
 TEST_CASE("durations as operators write and read them", "[ctl]") {
-    CHECK(parse_duration("500ms") == 500 * common::kMillis);
-    CHECK(parse_duration("10m") == 600 * common::kSeconds);
-    CHECK(parse_duration("1h30m") == 5400 * common::kSeconds);
-    CHECK(parse_duration("2d") == 2 * 86400L * common::kSeconds);
+    CHECK(parse_duration("500ms") == 500 * base::kMillis);
+    CHECK(parse_duration("10m") == 600 * base::kSeconds);
+    CHECK(parse_duration("1h30m") == 5400 * base::kSeconds);
+    CHECK(parse_duration("2d") == 2 * 86400L * base::kSeconds);
     CHECK_FALSE(parse_duration("10"));
     CHECK_FALSE(parse_duration("m"));
     CHECK_FALSE(parse_duration("5 minutes"));
     CHECK_FALSE(parse_duration(""));
-    CHECK(format_duration(850 * common::kMillis) == "850ms");
-    CHECK(format_duration(42 * common::kSeconds) == "42s");
-    CHECK(format_duration(185 * common::kSeconds) == "3m05s");
-    CHECK(format_duration(7620 * common::kSeconds) == "2h07m");
-    CHECK(format_duration(-3 * common::kSeconds) == "-3s");
+    CHECK(format_duration(850 * base::kMillis) == "850ms");
+    CHECK(format_duration(42 * base::kSeconds) == "42s");
+    CHECK(format_duration(185 * base::kSeconds) == "3m05s");
+    CHECK(format_duration(7620 * base::kSeconds) == "2h07m");
+    CHECK(format_duration(-3 * base::kSeconds) == "-3s");
     CHECK(one_line("a\nb\tc", 10) == "a b c");
     CHECK(one_line("abcdefghijkl", 8) == "abcde...");
 }
@@ -143,10 +143,10 @@ TEST_CASE("records carry what the flags offer: queue, dedupe key, run time, list
     CHECK(c[0].job.dedupe_key == "order-7");
     REQUIRE(c[0].job.run_at.has_value());
     CHECK(c[0].has_run_at);
-    CHECK(c[0].job.depends_on == std::vector<common::JobId>{101, 102});
-    CHECK(c[0].job.on_failure == common::DependencyPolicy::Run);
+    CHECK(c[0].job.depends_on == std::vector<store::JobId>{101, 102});
+    CHECK(c[0].job.on_failure == store::DependencyPolicy::Run);
     CHECK(c[0].job.exclude_keys == std::vector<std::string>{"sparky", "rover"});
-    CHECK(c[0].job.exclude_completers_of == std::vector<common::JobId>{101});
+    CHECK(c[0].job.exclude_completers_of == std::vector<store::JobId>{101});
     // A blank field sets nothing: the flags fill it.
     CHECK_FALSE(c[1].has_queue);
     CHECK_FALSE(c[1].has_run_at);
@@ -161,10 +161,10 @@ TEST_CASE("records carry what the flags offer: queue, dedupe key, run time, list
     CHECK(j[0].job.queue == "welding");
     CHECK(j[0].job.dedupe_key == "k");
     CHECK(j[0].has_run_at);
-    CHECK(j[0].job.depends_on == std::vector<common::JobId>{5, 6});
+    CHECK(j[0].job.depends_on == std::vector<store::JobId>{5, 6});
     CHECK(j[0].has_on_failure);
     CHECK(j[0].job.exclude_keys == std::vector<std::string>{"sparky"});
-    CHECK(j[0].job.exclude_completers_of == std::vector<common::JobId>{5});
+    CHECK(j[0].job.exclude_completers_of == std::vector<store::JobId>{5});
 
     CHECK(error_of([] { csv("org,payload,queue\n1,a,no space\n"); }) ==
           "jobs.csv:2: queue 'no space' is not a queue name");
@@ -179,15 +179,15 @@ TEST_CASE("records carry what the flags offer: queue, dedupe key, run time, list
 }
 
 TEST_CASE("ZeroMQ endpoints as --bind takes them", "[ctl]") {
-    CHECK(common::is_zmq_endpoint("tcp://*:5555"));
-    CHECK(common::is_zmq_endpoint("tcp://127.0.0.1:*"));
-    CHECK(common::is_zmq_endpoint("tcp://[::1]:5555"));
-    CHECK(common::is_zmq_endpoint("ipc:///run/aclaim.sock"));
-    CHECK(common::is_zmq_endpoint("inproc://router"));
-    CHECK_FALSE(common::is_zmq_endpoint("nonsense"));
-    CHECK_FALSE(common::is_zmq_endpoint("tcp://host"));
-    CHECK_FALSE(common::is_zmq_endpoint("tcp://host:port"));
-    CHECK_FALSE(common::is_zmq_endpoint("tcp://host:70000"));
-    CHECK_FALSE(common::is_zmq_endpoint("udp://host:5555"));
-    CHECK_FALSE(common::is_zmq_endpoint("tcp://"));
+    CHECK(base::is_zmq_endpoint("tcp://*:5555"));
+    CHECK(base::is_zmq_endpoint("tcp://127.0.0.1:*"));
+    CHECK(base::is_zmq_endpoint("tcp://[::1]:5555"));
+    CHECK(base::is_zmq_endpoint("ipc:///run/aclaim.sock"));
+    CHECK(base::is_zmq_endpoint("inproc://router"));
+    CHECK_FALSE(base::is_zmq_endpoint("nonsense"));
+    CHECK_FALSE(base::is_zmq_endpoint("tcp://host"));
+    CHECK_FALSE(base::is_zmq_endpoint("tcp://host:port"));
+    CHECK_FALSE(base::is_zmq_endpoint("tcp://host:70000"));
+    CHECK_FALSE(base::is_zmq_endpoint("udp://host:5555"));
+    CHECK_FALSE(base::is_zmq_endpoint("tcp://"));
 }

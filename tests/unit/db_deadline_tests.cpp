@@ -13,7 +13,8 @@
 
 using namespace aclaim;
 using namespace aclaim::coordinator;
-using namespace aclaim::common;
+using namespace aclaim::base;
+using namespace aclaim::store;
 using namespace std::chrono_literals;
 
 TEST_CASE("a connection setting is added in either DSN form unless the DSN names it",
@@ -75,7 +76,7 @@ struct SocketPair {
 
 TEST_CASE("the watchdog cuts an armed connection once its deadline passes, and only then",
           "[deadline]") {
-    common::ManualClock clock(common::instant_from_micros(1'000'000));
+    base::ManualClock clock(base::instant_from_micros(1'000'000));
     StatementWatchdog watchdog(clock);
     auto watch = watchdog.watch("db-0");
     auto idle = watchdog.watch("db-1");
@@ -84,10 +85,10 @@ TEST_CASE("the watchdog cuts an armed connection once its deadline passes, and o
 
     watch->arm(conn.fds[0], clock.monotonic_now() + 2s);
     CHECK(watchdog.sweep() == 0);
-    clock.advance(common::Duration(1999ms));
+    clock.advance(base::Duration(1999ms));
     CHECK(watchdog.sweep() == 0);
     CHECK_FALSE(conn.peer_sees_eof());
-    clock.advance(common::Duration(1ms));
+    clock.advance(base::Duration(1ms));
     CHECK(watchdog.sweep() == 1);
     CHECK(conn.peer_sees_eof());
     // Cut once, reported once: to the owner when it disarms.
@@ -101,7 +102,7 @@ TEST_CASE("the watchdog cuts an armed connection once its deadline passes, and o
         ArmedWatch armed(*watch, other.fds[0], clock.monotonic_now() + 2s);
         CHECK_FALSE(armed.release());
     }
-    clock.advance(common::Duration(10s));
+    clock.advance(base::Duration(10s));
     CHECK(watchdog.sweep() == 0);
     CHECK_FALSE(other.peer_sees_eof());
     CHECK(watchdog.cuts() == 1);

@@ -38,7 +38,7 @@ std::vector<std::string> kind_literals(const std::string& text) {
 }
 
 bool declared(const std::string& kind) {
-    return common::kEventKinds.parse(kind) || common::kQueueEventKinds.parse(kind);
+    return store::kEventKinds.parse(kind) || store::kQueueEventKinds.parse(kind);
 }
 
 }  // namespace

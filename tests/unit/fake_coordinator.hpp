@@ -13,7 +13,7 @@
 
 namespace aclaim::testing {
 
-namespace proto = common::proto;
+namespace proto = aclaim::proto;
 namespace worker = aclaim::worker;
 using worker::Millis;
 using worker::SteadyClock;
@@ -153,7 +153,7 @@ struct Harness {
               return o;
           }()) {}
     /// A client on `clock` (a ManualClock in the tests of its timers), which must outlive it.
-    Harness(worker::ClientOptions o, const aclaim::common::Clock& clock)
+    Harness(worker::ClientOptions o, const aclaim::base::Clock& clock)
         : client(
               ctx,
               [&] {

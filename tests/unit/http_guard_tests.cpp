@@ -76,7 +76,7 @@ bool answered_or_closed(int s) {
 
 /// A server on 127.0.0.1:<any port> served from a thread until the object goes.
 struct Serving {
-    explicit Serving(common::HttpGuardOptions o) : server(std::move(o)) {
+    explicit Serving(http::HttpGuardOptions o) : server(std::move(o)) {
         port = server.bind_to_any_port("127.0.0.1");
         REQUIRE(port > 0);
         thread = std::thread([this] { server.listen_after_bind(); });
@@ -87,7 +87,7 @@ struct Serving {
         thread.join();
         server.drain();
     }
-    common::GuardedServer server;
+    http::GuardedServer server;
     int port = 0;
     std::thread thread;
 };
@@ -178,8 +178,8 @@ std::string get_body(int port, const std::string& path) {
     return res && res->status == 200 ? res->body : std::string();
 }
 
-common::HttpGuardOptions small_guard() {
-    common::HttpGuardOptions o;
+http::HttpGuardOptions small_guard() {
+    http::HttpGuardOptions o;
     o.request_deadline = 600ms;
     o.write_deadline = 600ms;
     o.max_head_bytes = 1024;
@@ -200,7 +200,7 @@ TEST_CASE("http guard: clients that connect before the accept loop runs are not 
     // Bound, and no thread accepting yet: as between bind and listen_after_bind on a busy
     // machine. Every handshake must complete in the kernel's queue at once; at httplib's
     // backlog of 5 the sixth client on had its SYN dropped and waited a second to retry.
-    common::GuardedServer server(small_guard());
+    http::GuardedServer server(small_guard());
     const int port = server.bind_to_any_port("127.0.0.1");
     REQUIRE(port > 0);
     constexpr int kClients = 32;

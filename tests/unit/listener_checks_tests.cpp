@@ -91,10 +91,10 @@ TEST_CASE("a wake counts for its organization's claims, in a table that does not
     CHECK(wakes.seq(2) == two);
     // Any id a notification names, however large or negative, lands in the fixed table; one that
     // shares organization 2's bucket makes its claims look once more, and no more than that.
-    wakes.org_woken(2 + static_cast<aclaim::common::OrgId>(WakeCounter::kBuckets));
+    wakes.org_woken(2 + static_cast<aclaim::store::OrgId>(WakeCounter::kBuckets));
     CHECK(wakes.seq(2) == two + 1);
-    wakes.org_woken(std::numeric_limits<aclaim::common::OrgId>::max());
-    wakes.org_woken(std::numeric_limits<aclaim::common::OrgId>::min());
+    wakes.org_woken(std::numeric_limits<aclaim::store::OrgId>::max());
+    wakes.org_woken(std::numeric_limits<aclaim::store::OrgId>::min());
     // Two fixed tables (wakes, and slots freed) and the listener's epoch.
     CHECK(sizeof(WakeCounter) <= (2 * WakeCounter::kBuckets + 1) * sizeof(std::uint64_t));
     wakes.listener_ready();

@@ -13,7 +13,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-RoutedRequest claim(const common::Clock& clock, common::OrgId org, std::uint64_t req,
+RoutedRequest claim(const base::Clock& clock, store::OrgId org, std::uint64_t req,
                     std::chrono::milliseconds wait, std::string routing_id = "conn") {
     RoutedRequest r;
     r.reply.routing_id = std::move(routing_id);
@@ -40,43 +40,43 @@ std::vector<std::uint64_t> sorted_reqs(const std::vector<RoutedRequest>& claims)
 }  // namespace
 
 TEST_CASE("a parked claim's wait ends at its deadline, not before", "[parked_claims]") {
-    common::ManualClock clock(common::instant_from_micros(1'000'000));
+    base::ManualClock clock(base::instant_from_micros(1'000'000));
     ParkedClaims parked(clock);
     parked.park(claim(clock, 1, 1, 500ms));
     parked.park(claim(clock, 1, 2, 200ms));
     REQUIRE(parked.size() == 2);
     CHECK(parked.next_deadline() == clock.monotonic_now() + 200ms);
 
-    clock.advance(199 * common::kMillis);
+    clock.advance(199 * base::kMillis);
     CHECK(parked.take_expired().empty());
 
-    clock.advance(1 * common::kMillis);
+    clock.advance(1 * base::kMillis);
     CHECK(reqs(parked.take_expired()) == std::vector<std::uint64_t>{2});
     CHECK(parked.size() == 1);
     CHECK(parked.next_deadline() == clock.monotonic_now() + 300ms);
 
-    clock.advance(300 * common::kMillis);
+    clock.advance(300 * base::kMillis);
     CHECK(reqs(parked.take_expired()) == std::vector<std::uint64_t>{1});
     CHECK(parked.size() == 0);
     CHECK_FALSE(parked.next_deadline().has_value());
 }
 
 TEST_CASE("the next deadline is the earliest over every organization", "[parked_claims]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     ParkedClaims parked(clock);
     CHECK_FALSE(parked.next_deadline().has_value());
     parked.park(claim(clock, 1, 1, 900ms));
     parked.park(claim(clock, 2, 2, 300ms));
     parked.park(claim(clock, 3, 3, 600ms));
     CHECK(parked.next_deadline() == clock.monotonic_now() + 300ms);
-    clock.advance(650 * common::kMillis);
+    clock.advance(650 * base::kMillis);
     CHECK(sorted_reqs(parked.take_expired()) == std::vector<std::uint64_t>{2, 3});
     CHECK(parked.next_deadline() == clock.monotonic_now() + 250ms);
 }
 
 TEST_CASE("a notification wakes its organization's claims only, earliest deadline first",
           "[parked_claims]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     ParkedClaims parked(clock);
     parked.park(claim(clock, 1, 1, 900ms));
     parked.park(claim(clock, 2, 2, 500ms));
@@ -90,7 +90,7 @@ TEST_CASE("a notification wakes its organization's claims only, earliest deadlin
 }
 
 TEST_CASE("a connection's claims are taken out across organizations", "[parked_claims]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     ParkedClaims parked(clock);
     parked.park(claim(clock, 1, 1, 500ms, "a"));
     parked.park(claim(clock, 2, 2, 500ms, "b"));
@@ -98,19 +98,19 @@ TEST_CASE("a connection's claims are taken out across organizations", "[parked_c
     CHECK(sorted_reqs(parked.take_connection("a")) == std::vector<std::uint64_t>{1, 3});
     CHECK(parked.size() == 1);
     CHECK(parked.take_connection("a").empty());
-    clock.advance(500 * common::kMillis);
+    clock.advance(500 * base::kMillis);
     CHECK(reqs(parked.take_expired()) == std::vector<std::uint64_t>{2});
 }
 
 TEST_CASE("a claim with no wait has already expired", "[parked_claims]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     ParkedClaims parked(clock);
     parked.park(claim(clock, 1, 1, 0ms));
     CHECK(reqs(parked.take_expired()) == std::vector<std::uint64_t>{1});
 }
 
 TEST_CASE("work in a queue wakes only the parked claims that serve it", "[parked_claims][queues]") {
-    common::ManualClock clock(common::instant_from_micros(1'000'000));
+    base::ManualClock clock(base::instant_from_micros(1'000'000));
     ParkedClaims parked(clock);
     auto serving = [&](std::uint64_t req, std::vector<std::string> queues) {
         auto c = claim(clock, 1, req, 500ms);
@@ -132,7 +132,7 @@ TEST_CASE("work in a queue wakes only the parked claims that serve it", "[parked
 
 TEST_CASE("parked claims are counted by connection and by organization",
           "[parked_claims][limits]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     ParkedClaims parked(clock);
     parked.park(claim(clock, 1, 1, 10s, "a"));
     parked.park(claim(clock, 1, 2, 20s, "a"));
@@ -155,7 +155,7 @@ TEST_CASE("parked claims are counted by connection and by organization",
 
 TEST_CASE("a freed slot takes one slot-bound claim of its queue, earliest deadline first",
           "[parked_claims][limits]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     ParkedClaims parked(clock);
     auto bound = [&](std::uint64_t req, std::chrono::milliseconds wait,
                      std::vector<std::string> queues, bool slot_bound) {
@@ -188,14 +188,14 @@ TEST_CASE("a freed slot takes one slot-bound claim of its queue, earliest deadli
     CHECK(reqs(parked.take_org(1, "plumbing")) == std::vector<std::uint64_t>{4});
     CHECK_FALSE(parked.take_slot_bound(1, "plumbing").has_value());
     parked.park(bound(5, 200ms, {"plumbing"}, true));
-    clock.advance(200 * common::kMillis);
+    clock.advance(200 * base::kMillis);
     CHECK(sorted_reqs(parked.take_expired()) == std::vector<std::uint64_t>{3, 5});
     CHECK_FALSE(parked.take_slot_bound(1, "plumbing").has_value());
     CHECK(parked.size() == 0);
 }
 
 TEST_CASE("a connection's completion takes its own slot-bound claim", "[parked_claims][limits]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     ParkedClaims parked(clock);
     auto waiting = [&](std::uint64_t req, std::chrono::milliseconds wait, std::string routing_id,
                        bool slot_bound) {

@@ -20,12 +20,12 @@ namespace {
 
 /// A ManualClock that lets the test know when the task's thread is waiting on it: an advance made
 /// before the thread computed its next deadline would be counted into it.
-class WatchedClock final : public common::Clock {
+class WatchedClock final : public base::Clock {
   public:
-    common::Instant now() const override { return base.now(); }
-    common::MonotonicTime monotonic_now() const override { return base.monotonic_now(); }
+    base::Instant now() const override { return base.now(); }
+    base::MonotonicTime monotonic_now() const override { return base.monotonic_now(); }
     void wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                    common::MonotonicTime deadline) const override {
+                    base::MonotonicTime deadline) const override {
         waits.fetch_add(1);
         base.wait_until(cv, lock, deadline);
     }
@@ -38,14 +38,14 @@ class WatchedClock final : public common::Clock {
         return waits.load() > before + 1;
     }
 
-    common::ManualClock base{common::instant_from_micros(1'000'000)};
+    base::ManualClock base{base::instant_from_micros(1'000'000)};
     mutable std::atomic<int> waits{0};
 };
 
 /// What the task's thread saw, and a handshake to wait for it. The real-time bound only turns a
 /// step that never comes into a failure instead of a hang.
 struct Steps {
-    explicit Steps(const common::Clock& clock) : clock(clock) {}
+    explicit Steps(const base::Clock& clock) : clock(clock) {}
 
     void record() {
         {
@@ -58,19 +58,19 @@ struct Steps {
         std::unique_lock lock(mutex);
         return cv.wait_for(lock, 10s, [&] { return at.size() >= n; });
     }
-    std::vector<common::MonotonicTime> seen() {
+    std::vector<base::MonotonicTime> seen() {
         std::lock_guard lock(mutex);
         return at;
     }
 
-    const common::Clock& clock;
+    const base::Clock& clock;
     std::mutex mutex;
     std::condition_variable cv;
-    std::vector<common::MonotonicTime> at;
+    std::vector<base::MonotonicTime> at;
 };
 
 /// stop() run aside, so that a stop that does not end the wait fails the test.
-bool stops_promptly(common::PeriodicTask& task) {
+bool stops_promptly(base::PeriodicTask& task) {
     auto stopped = std::async(std::launch::async, [&] { task.stop(); });
     return stopped.wait_for(10s) == std::future_status::ready;
 }
@@ -83,27 +83,27 @@ TEST_CASE("a periodic task runs its step when the clock reaches each interval, a
     const auto t0 = clock.monotonic_now();
     Steps steps(clock);
     bool last_ran = false;
-    common::PeriodicTask task(clock);
+    base::PeriodicTask task(clock);
     task.start(
         10s,
         [&] {
             steps.record();
-            return common::PeriodicTask::Wait{10s};
+            return base::PeriodicTask::Wait{10s};
         },
         [&] { last_ran = true; });
 
     // The first run waits out the whole first interval on the clock: run at 9 s, it would have
     // read 9 s.
     REQUIRE(clock.wait_for_a_wait());
-    clock.base.advance(common::Duration(9s));
-    clock.base.advance(common::Duration(1s));
+    clock.base.advance(base::Duration(9s));
+    clock.base.advance(base::Duration(1s));
     REQUIRE(steps.wait_for_count(1));
     CHECK(steps.seen()[0] == t0 + 10s);
 
     // The next run waits a full interval from the first: again, a run before it would read less.
     REQUIRE(clock.wait_for_a_wait());
-    clock.base.advance(common::Duration(9s));
-    clock.base.advance(common::Duration(1s));
+    clock.base.advance(base::Duration(9s));
+    clock.base.advance(base::Duration(1s));
     REQUIRE(steps.wait_for_count(2));
     CHECK(steps.seen()[1] == t0 + 20s);
 
@@ -120,23 +120,23 @@ TEST_CASE("a periodic task runs its step when the clock reaches each interval, a
 }
 
 TEST_CASE("a step waiting until woken runs only when woken; pause ends with a stop", "[periodic]") {
-    common::ManualClock clock(common::instant_from_micros(1'000'000));
+    base::ManualClock clock(base::instant_from_micros(1'000'000));
     Steps steps(clock);
-    common::PeriodicTask task(clock);
+    base::PeriodicTask task(clock);
     bool paused_to_the_end = true;
-    task.start(common::PeriodicTask::kUntilWoken, [&] {
+    task.start(base::PeriodicTask::kUntilWoken, [&] {
         steps.record();
         if (steps.seen().size() == 2) {
             // A pause inside a step is not ended by a wake, only by the clock or a stop.
             paused_to_the_end = task.pause(std::chrono::hours(1));
         }
-        return common::PeriodicTask::kUntilWoken;
+        return base::PeriodicTask::kUntilWoken;
     });
     task.wake();
     REQUIRE(steps.wait_for_count(1));
     const auto first = steps.seen()[0];
     // A day passes: nothing runs until the next wake, which runs at once.
-    clock.advance(common::Duration(std::chrono::hours(24)));
+    clock.advance(base::Duration(std::chrono::hours(24)));
     task.wake();
     REQUIRE(steps.wait_for_count(2));
     CHECK(steps.seen()[1] == first + std::chrono::hours(24));
@@ -147,8 +147,8 @@ TEST_CASE("a step waiting until woken runs only when woken; pause ends with a st
 }
 
 TEST_CASE("a task never started stops at once", "[periodic]") {
-    common::ManualClock clock(common::instant_from_micros(0));
-    common::PeriodicTask task(clock);
+    base::ManualClock clock(base::instant_from_micros(0));
+    base::PeriodicTask task(clock);
     CHECK_FALSE(task.running());
     CHECK(stops_promptly(task));
 }

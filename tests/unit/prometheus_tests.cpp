@@ -62,7 +62,7 @@ TEST_CASE("the Prometheus text has one HELP and TYPE per family and cumulative b
           "[metrics]") {
     Metrics m;
     m.claims = 7;
-    m.count_rejection(common::Rejection::LeaseExpired);
+    m.count_rejection(store::Rejection::LeaseExpired);
     m.count_error("overloaded");
     m.connected_sessions = 3;
     m.claim_latency.observe(2ms);
@@ -163,7 +163,7 @@ TEST_CASE("promtool finds nothing to lint in the exposition", "[metrics][promtoo
     REQUIRE(std::system("command -v promtool >/dev/null 2>&1") == 0);
     Metrics m;
     m.claims = 2;
-    m.count_rejection(common::Rejection::StaleGeneration);
+    m.count_rejection(store::Rejection::StaleGeneration);
     m.claim_latency.observe(3ms);
     m.statement_latency[Metrics::Statement::Claim].observe(700us);
     const std::string path = "/tmp/aclaim-promtool-" + std::to_string(::getpid()) + ".prom";
@@ -185,19 +185,19 @@ TEST_CASE("promtool finds nothing to lint in the exposition", "[metrics][promtoo
 }
 
 TEST_CASE("listening addresses as operators write them", "[metrics]") {
-    const auto a = common::parse_host_port("127.0.0.1:9464");
+    const auto a = base::parse_host_port("127.0.0.1:9464");
     REQUIRE(a);
     CHECK(a->host == "127.0.0.1");
     CHECK(a->port == 9464);
-    const auto v6 = common::parse_host_port("[::1]:0");
+    const auto v6 = base::parse_host_port("[::1]:0");
     REQUIRE(v6);
     CHECK(v6->host == "::1");
     CHECK(v6->port == 0);
-    CHECK_FALSE(common::parse_host_port("9464"));
-    CHECK_FALSE(common::parse_host_port(":9464"));
-    CHECK_FALSE(common::parse_host_port("localhost:"));
-    CHECK_FALSE(common::parse_host_port("localhost:70000"));
-    CHECK_FALSE(common::parse_host_port("localhost:http"));
+    CHECK_FALSE(base::parse_host_port("9464"));
+    CHECK_FALSE(base::parse_host_port(":9464"));
+    CHECK_FALSE(base::parse_host_port("localhost:"));
+    CHECK_FALSE(base::parse_host_port("localhost:70000"));
+    CHECK_FALSE(base::parse_host_port("localhost:http"));
 }
 
 TEST_CASE("the readiness probe bounds its connection attempt in either DSN form", "[metrics]") {

@@ -64,7 +64,7 @@ void operator delete[](void* p, std::size_t) noexcept {
 }
 #endif
 
-namespace proto = aclaim::common::proto;
+namespace proto = aclaim::proto;
 using proto::Encoding;
 
 namespace {

@@ -12,8 +12,8 @@
 
 #include "common/base/reconnect_spread.hpp"
 
-using aclaim::common::Backoff;
-using aclaim::common::ReconnectSpread;
+using aclaim::base::Backoff;
+using aclaim::base::ReconnectSpread;
 using Millis = std::chrono::milliseconds;
 
 namespace {

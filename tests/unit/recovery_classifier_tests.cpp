@@ -5,7 +5,9 @@
 
 #include "common/ops/recovery.hpp"
 
-using namespace aclaim::common;
+using namespace aclaim::base;
+using namespace aclaim::ops;
+using namespace aclaim::store;
 
 namespace {
 

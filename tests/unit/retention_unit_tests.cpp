@@ -9,7 +9,9 @@
 #include "common/ops/recovery.hpp"
 #include "tests/support/checker_support.hpp"
 
-using namespace aclaim::common;
+using namespace aclaim::base;
+using namespace aclaim::ops;
+using namespace aclaim::store;
 using aclaim::testing::caught;
 
 namespace {

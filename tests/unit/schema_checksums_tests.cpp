@@ -34,7 +34,7 @@ std::map<std::string, std::string> pinned_checksums() {
 
 TEST_CASE("every landed migration keeps the text it landed with", "[schema]") {
     const auto pinned = pinned_checksums();
-    for (const auto& m : common::embedded_migrations()) {
+    for (const auto& m : store::embedded_migrations()) {
         const std::string file = m.name + ".sql";
         const auto it = pinned.find(file);
         if (it == pinned.end()) {
@@ -50,28 +50,28 @@ TEST_CASE("every landed migration keeps the text it landed with", "[schema]") {
                           "function, view or policy in schema/definitions/");
         CHECK(it->second == m.checksum);
     }
-    const auto& baseline = common::embedded_baseline();
+    const auto& baseline = store::embedded_baseline();
     INFO("schema/baseline/ changed after it landed: add a migration instead");
     CHECK(pinned.at("baseline/tables.sql") == baseline.checksum);
     CHECK(pinned.at("baseline/bindings.sql") == baseline.bindings_checksum);
     CHECK(pinned.size() ==
-          common::embedded_migrations().size() + 2 + common::embedded_history().size());
+          store::embedded_migrations().size() + 2 + store::embedded_history().size());
 }
 
 TEST_CASE("the migrations the baseline replaced are its history, up to its version", "[schema]") {
     const auto pinned = pinned_checksums();
-    const auto& history = common::embedded_history();
+    const auto& history = store::embedded_history();
     REQUIRE(!history.empty());
     int previous = 0;
     for (const auto& m : history) {
         CHECK(m.version > previous);
-        CHECK(m.version <= common::embedded_baseline().version);
+        CHECK(m.version <= store::embedded_baseline().version);
         CHECK(m.sql.empty());
         CHECK(pinned.at(m.name + ".sql") == m.checksum);
         previous = m.version;
     }
-    CHECK(history.back().version == common::embedded_baseline().version);
-    for (const auto& m : common::embedded_migrations()) {
-        CHECK(m.version > common::embedded_baseline().version);
+    CHECK(history.back().version == store::embedded_baseline().version);
+    for (const auto& m : store::embedded_migrations()) {
+        CHECK(m.version > store::embedded_baseline().version);
     }
 }

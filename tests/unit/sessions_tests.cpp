@@ -11,12 +11,12 @@ using namespace aclaim::coordinator;
 using namespace std::chrono_literals;
 
 namespace {
-constexpr auto kBinary = common::proto::Encoding::Binary;
-constexpr auto kJson = common::proto::Encoding::Json;
+constexpr auto kBinary = proto::Encoding::Binary;
+constexpr auto kJson = proto::Encoding::Json;
 }  // namespace
 
 TEST_CASE("a session is found by its connection and by its worker", "[sessions]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     SessionTable table(clock);
     Session& s = table.open("conn-a", "w1", 7, kJson);
     CHECK(s.routing_id == "conn-a");
@@ -34,7 +34,7 @@ TEST_CASE("a session is found by its connection and by its worker", "[sessions]"
 }
 
 TEST_CASE("a worker's newest connection is the one told of reclaims", "[sessions]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     SessionTable table(clock);
     table.open("old", "w1", 1, kBinary);
     table.open("new", "w1", 1, kBinary);
@@ -49,10 +49,10 @@ TEST_CASE("a worker's newest connection is the one told of reclaims", "[sessions
 
 TEST_CASE("HELLO again re-identifies a connection and keeps what it has outstanding",
           "[sessions]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     SessionTable table(clock);
     table.open("conn", "w1", 1, kBinary).outstanding = 3;
-    clock.advance(5 * common::kSeconds);
+    clock.advance(5 * base::kSeconds);
     Session& s = table.open("conn", "w2", 1, kJson);
     CHECK(table.size() == 1);
     CHECK(s.outstanding == 3);
@@ -64,19 +64,19 @@ TEST_CASE("HELLO again re-identifies a connection and keeps what it has outstand
 
 TEST_CASE("only sessions silent past the limit with nothing outstanding are forgotten",
           "[sessions]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     SessionTable table(clock);
     table.open("quiet", "w1", 1, kBinary);
     table.open("busy", "w2", 1, kBinary).outstanding = 1;
     table.open("talking", "w3", 1, kBinary);
 
-    clock.advance(90 * common::kSeconds);
+    clock.advance(90 * base::kSeconds);
     table.touch(*table.find("talking"));
-    clock.advance(30 * common::kSeconds);
+    clock.advance(30 * base::kSeconds);
     // Exactly at the limit is not past it.
     CHECK(table.expire_idle(120s) == 0);
 
-    clock.advance(1 * common::kMillis);
+    clock.advance(1 * base::kMillis);
     CHECK(table.expire_idle(120s) == 1);
     CHECK(table.find("quiet") == nullptr);
     CHECK(table.find_worker(1, "w1") == nullptr);
@@ -86,20 +86,20 @@ TEST_CASE("only sessions silent past the limit with nothing outstanding are forg
     table.find("busy")->outstanding = 0;
     CHECK(table.expire_idle(120s) == 1);
     CHECK(table.find("busy") == nullptr);
-    clock.advance(90 * common::kSeconds);
+    clock.advance(90 * base::kSeconds);
     CHECK(table.expire_idle(120s) == 1);
     CHECK(table.size() == 0);
 }
 
 TEST_CASE("a sweep with a budget covers the table in slices, going on where it stopped",
           "[sessions]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     SessionTable table(clock);
     for (int i = 0; i < 5; ++i) {
         table.open("r" + std::to_string(i), "w" + std::to_string(i), 1, kBinary);
     }
     table.find("r2")->outstanding = 1;
-    clock.advance(121 * common::kSeconds);
+    clock.advance(121 * base::kSeconds);
     table.touch(*table.find("r4"));
     // Five sessions, two at a time: two slices look at four, the third at the last one.
     std::size_t closed = 0;
@@ -118,7 +118,7 @@ TEST_CASE("a sweep with a budget covers the table in slices, going on where it s
 }
 
 TEST_CASE("the membership moves only when a worker gains or loses its session", "[sessions]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     SessionTable table(clock);
     const auto m0 = table.membership();
     table.open("a", "w1", 1, kBinary);
@@ -147,7 +147,7 @@ TEST_CASE("the membership moves only when a worker gains or loses its session", 
 
 TEST_CASE("a worker serves the union of its sessions' queues; the membership moves with it",
           "[sessions]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     SessionTable table(clock);
     const auto queues_of_w1 = [&] {
         const auto workers = table.workers_by_org();
@@ -187,7 +187,7 @@ TEST_CASE("a worker serves the union of its sessions' queues; the membership mov
 }
 
 TEST_CASE("sessions opened under revoked keys are named", "[sessions]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     SessionTable table(clock);
     table.open("a", "w1", 1, kBinary).public_key = "key-1";
     table.open("b", "w2", 1, kBinary).public_key = "key-2";
@@ -198,7 +198,7 @@ TEST_CASE("sessions opened under revoked keys are named", "[sessions]") {
 
 TEST_CASE("sessions are counted per key and per organization for their limits",
           "[sessions][limits]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     SessionTable table(clock);
     table.open("a1", "w", 1, kBinary);
     table.open("a2", "w", 1, kBinary);
@@ -229,11 +229,11 @@ TEST_CASE("sessions are counted per key and per organization for their limits",
 
 TEST_CASE("a closed connection's descriptor closes its sessions, and only theirs",
           "[sessions][limits]") {
-    common::ManualClock clock(common::instant_from_micros(0));
+    base::ManualClock clock(base::instant_from_micros(0));
     SessionTable table(clock);
     std::vector<std::pair<std::string, bool>> told;
     table.set_key_listener(
-        [&](common::OrgId, const std::string& name, bool any) { told.emplace_back(name, any); });
+        [&](store::OrgId, const std::string& name, bool any) { told.emplace_back(name, any); });
     table.set_fd(table.open("a", "w", 1, kBinary), 11);
     table.set_fd(table.open("b", "w", 1, kBinary), 12);
     table.set_fd(table.open("c", "v", 1, kBinary), 13);

@@ -32,7 +32,7 @@ Status distinct_counts() {
 template <typename Status>
 void check_state_counts() {
     const auto s = distinct_counts<Status>();
-    const nlohmann::json json = common::state_counts_json(s);
+    const nlohmann::json json = ops::state_counts_json(s);
     REQUIRE(json.is_object());
     CHECK(json.size() == state_members<Status>().size());
     for (const auto& [name, field] : state_members<Status>()) {
@@ -45,9 +45,9 @@ void check_state_counts() {
 }  // namespace
 
 TEST_CASE("state_counts_json names every state's count of an organization", "[ops][json]") {
-    check_state_counts<common::OrgStatus>();
+    check_state_counts<ops::OrgStatus>();
 }
 
 TEST_CASE("state_counts_json names every state's count of a queue", "[ops][json]") {
-    check_state_counts<common::QueueStatus>();
+    check_state_counts<ops::QueueStatus>();
 }

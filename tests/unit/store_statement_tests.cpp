@@ -13,21 +13,25 @@
 #include "common/store/park_sql.hpp"
 #include "common/store/store_sql.hpp"
 
-namespace sql = aclaim::common::sql;
+namespace sql = aclaim::store::sql;
 
 TEST_CASE("Statements: each declares exactly the parameters its text uses", "[store]") {
     std::vector<const sql::Statement*> all = sql::kStatements;
-    all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
-    all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
+    all.insert(all.end(), aclaim::ops::sql::kOperatorStatements.begin(),
+               aclaim::ops::sql::kOperatorStatements.end());
+    all.insert(all.end(), aclaim::ops::sql::kRecoveryStatements.begin(),
+               aclaim::ops::sql::kRecoveryStatements.end());
     all.insert(all.end(), aclaim::clients::sql::kStatements.begin(),
                aclaim::clients::sql::kStatements.end());
-    all.insert(all.end(), sql::kRetentionStatements.begin(), sql::kRetentionStatements.end());
-    all.insert(all.end(), sql::kScheduleStatements.begin(), sql::kScheduleStatements.end());
+    all.insert(all.end(), aclaim::ops::sql::kRetentionStatements.begin(),
+               aclaim::ops::sql::kRetentionStatements.end());
+    all.insert(all.end(), aclaim::ops::sql::kScheduleStatements.begin(),
+               aclaim::ops::sql::kScheduleStatements.end());
     all.insert(all.end(), sql::kParkStatements.begin(), sql::kParkStatements.end());
     all.push_back(&sql::kFinishParked);
     all.push_back(&sql::kNotifyResults);
     all.push_back(&sql::kCancelledHolders);
-    for (const auto& plan : aclaim::common::all_claim_plans()) {
+    for (const auto& plan : aclaim::store::all_claim_plans()) {
         all.push_back(&sql::claim_statement(plan));
     }
     std::set<std::string> names;
@@ -77,8 +81,10 @@ TEST_CASE(
     "dependents in the same statement",
     "[store][outcomes]") {
     std::vector<const sql::Statement*> all = sql::kStatements;
-    all.insert(all.end(), sql::kOperatorStatements.begin(), sql::kOperatorStatements.end());
-    all.insert(all.end(), sql::kRecoveryStatements.begin(), sql::kRecoveryStatements.end());
+    all.insert(all.end(), aclaim::ops::sql::kOperatorStatements.begin(),
+               aclaim::ops::sql::kOperatorStatements.end());
+    all.insert(all.end(), aclaim::ops::sql::kRecoveryStatements.begin(),
+               aclaim::ops::sql::kRecoveryStatements.end());
     all.insert(all.end(), sql::kParkStatements.begin(), sql::kParkStatements.end());
     // A SET of state to a terminal value, or to a CASE that may pick one (retry_or_discard).
     const std::regex ends_jobs(
@@ -105,10 +111,10 @@ TEST_CASE(
 
 TEST_CASE("Claim plans: each dimension adds its own fragments and nothing else",
           "[store][claim][plans]") {
-    using aclaim::common::ClaimPlan;
+    using aclaim::store::ClaimPlan;
     std::set<std::string> names;
     std::set<std::string> texts;
-    for (const ClaimPlan& plan : aclaim::common::all_claim_plans()) {
+    for (const ClaimPlan& plan : aclaim::store::all_claim_plans()) {
         const sql::Statement& statement = sql::claim_statement(plan);
         const std::string& text = statement.text;
         INFO(plan.name());
@@ -133,6 +139,6 @@ TEST_CASE("Claim plans: each dimension adds its own fragments and nothing else",
         CHECK(text.find("'claimed'") != std::string::npos);
         CHECK(text.find("FOR UPDATE SKIP LOCKED") != std::string::npos);
     }
-    CHECK(names.size() == aclaim::common::kClaimPlanCount);
-    CHECK(texts.size() == aclaim::common::kClaimPlanCount);
+    CHECK(names.size() == aclaim::store::kClaimPlanCount);
+    CHECK(texts.size() == aclaim::store::kClaimPlanCount);
 }

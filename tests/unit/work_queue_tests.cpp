@@ -13,7 +13,7 @@ using namespace aclaim::coordinator;
 namespace {
 
 /// Requests are told apart by their ticket.
-DbRequest request(RequestKind kind, common::OrgId org, std::uint64_t ticket) {
+DbRequest request(RequestKind kind, store::OrgId org, std::uint64_t ticket) {
     DbRequest r;
     r.ask.kind = kind;
     r.ask.org_id = org;
@@ -25,7 +25,7 @@ DbRequest request(RequestKind kind, common::OrgId org, std::uint64_t ticket) {
     return r;
 }
 
-DbRequest claim(common::OrgId org, std::uint64_t req) {
+DbRequest claim(store::OrgId org, std::uint64_t req) {
     return request(RequestKind::Claim, org, req);
 }
 
@@ -120,7 +120,7 @@ TEST_CASE("work queue: a mixed take joins completions to one organization's clai
 
 TEST_CASE("work queue: a completion and the claim it carries are never taken apart",
           "[work_queue][complete_claim]") {
-    const auto follower = [](common::OrgId org, std::uint64_t ticket) {
+    const auto follower = [](store::OrgId org, std::uint64_t ticket) {
         auto r = claim(org, ticket);
         r.follows = true;
         return r;
@@ -277,7 +277,7 @@ TEST_CASE("work queue: a spill taker waiting for work takes what waited too long
 
 namespace {
 
-DbRequest big_claim(common::OrgId org, std::uint64_t ticket, int max_jobs) {
+DbRequest big_claim(store::OrgId org, std::uint64_t ticket, int max_jobs) {
     auto r = claim(org, ticket);
     r.ask.max_jobs = max_jobs;
     return r;

@@ -166,7 +166,7 @@ TEST_CASE("client: no more than max_in_flight requests await replies at once", "
     auto o = options();
     o.max_in_flight = 2;
     o.reply_timeout = Millis(3000);
-    aclaim::common::ManualClock clock(aclaim::common::instant_from_micros(1'700'000'000'000'000));
+    aclaim::base::ManualClock clock(aclaim::base::instant_from_micros(1'700'000'000'000'000));
     Harness h(o, clock);
     h.client.start();
     h.open_session();

@@ -35,7 +35,7 @@ worker::ClientOptions starting_at(zmq::context_t& ctx, std::vector<std::string> 
     return o;
 }
 
-constexpr aclaim::common::Instant kT0 = aclaim::common::instant_from_micros(1'700'000'000'000'000);
+constexpr aclaim::base::Instant kT0 = aclaim::base::instant_from_micros(1'700'000'000'000'000);
 
 /// Drives a client whose clock is a ManualClock: every poll moves it by `step` (zero freezes it),
 /// so the times checked below are the client's own and a slow machine cannot fail them. Each
@@ -44,7 +44,7 @@ constexpr aclaim::common::Instant kT0 = aclaim::common::instant_from_micros(1'70
 struct Driver {
     Driver(zmq::context_t& ctx, const worker::ClientOptions& o) : client(ctx, o, clock) {}
 
-    aclaim::common::ManualClock clock{kT0};
+    aclaim::base::ManualClock clock{kT0};
     worker::Client client;
     Millis step{5};
     std::vector<worker::Event> events{};
@@ -57,7 +57,7 @@ struct Driver {
     }
 
     /// The client's clock now; a deadline never depends on anything else.
-    aclaim::common::MonotonicTime now() const { return clock.monotonic_now(); }
+    aclaim::base::MonotonicTime now() const { return clock.monotonic_now(); }
 
     template <class T>
     Request next_request(FakeCoordinator& fake) {

@@ -3,7 +3,7 @@
 #include "common/base/backoff.hpp"
 #include "worker/held_jobs.hpp"
 
-using aclaim::common::Backoff;
+using aclaim::base::Backoff;
 using aclaim::worker::HeldJobs;
 using aclaim::worker::JobRef;
 using aclaim::worker::Millis;

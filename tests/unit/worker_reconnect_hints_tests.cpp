@@ -12,7 +12,7 @@ using namespace aclaim::testing;
 
 namespace {
 
-constexpr aclaim::common::Instant kT0 = aclaim::common::instant_from_micros(1'700'000'000'000'000);
+constexpr aclaim::base::Instant kT0 = aclaim::base::instant_from_micros(1'700'000'000'000'000);
 
 /// HELLO (which must ask for reconnect_hints) answered with a WELCOME that grants them and
 /// reports `sessions`.
@@ -40,7 +40,7 @@ void take_errors(Harness& h, std::int64_t errors) {
 }
 
 /// Moves the client's clock `total` in steps, polling it, and fails if the fake hears a HELLO.
-void no_hello_for(Harness& h, aclaim::common::ManualClock& clock, Millis total) {
+void no_hello_for(Harness& h, aclaim::base::ManualClock& clock, Millis total) {
     for (Millis done{0}; done < total; done += Millis(100)) {
         clock.advance(Millis(100));
         auto ev = h.client.poll(Millis(0));
@@ -57,7 +57,7 @@ void no_hello_for(Harness& h, aclaim::common::ManualClock& clock, Millis total) 
 
 TEST_CASE("client: a draining coordinator's retry_after_ms is waited out before reconnecting",
           "[worker][reconnect]") {
-    aclaim::common::ManualClock clock(kT0);
+    aclaim::base::ManualClock clock(kT0);
     Harness h(options(), clock);
     h.client.start();
     open_hinted(h, 10000);
@@ -78,7 +78,7 @@ TEST_CASE(
     "client: a HELLO turned away overloaded is said again on the same connection after "
     "retry_after_ms",
     "[worker][reconnect]") {
-    aclaim::common::ManualClock clock(kT0);
+    aclaim::base::ManualClock clock(kT0);
     Harness h(options(), clock);
     h.client.start();
     const auto first = h.next_request<proto::Hello>();
@@ -95,7 +95,7 @@ TEST_CASE(
 
 TEST_CASE("client: a worker holding a job comes back within a heartbeat whatever it was told",
           "[worker][reconnect]") {
-    aclaim::common::ManualClock clock(kT0);
+    aclaim::base::ManualClock clock(kT0);
     Harness h(options(), clock);
     h.client.start();
     open_hinted(h, 10000);  // heartbeat 1000 ms, lease 3000 ms

@@ -11,7 +11,7 @@ using namespace aclaim::testing;
 
 namespace {
 
-constexpr aclaim::common::Instant kT0 = aclaim::common::instant_from_micros(1'700'000'000'000'000);
+constexpr aclaim::base::Instant kT0 = aclaim::base::instant_from_micros(1'700'000'000'000'000);
 constexpr Millis kHeartbeat{100};
 
 /// HELLO answered with a WELCOME (heartbeat kHeartbeat) granting `features`.
@@ -38,7 +38,7 @@ void assign(Harness& h, const std::vector<std::int64_t>& jobs) {
 
 /// Moves the client's clock by `by` and lets it act on it. The client issues a renewal inside
 /// poll(), as a pending request, so pending() tells whether it decided to renew by then.
-void advance(Harness& h, aclaim::common::ManualClock& clock, Millis by) {
+void advance(Harness& h, aclaim::base::ManualClock& clock, Millis by) {
     clock.advance(by);
     auto ev = h.client.poll(Millis(0));
     h.events.insert(h.events.end(), ev.begin(), ev.end());
@@ -55,7 +55,7 @@ std::vector<std::pair<std::uint64_t, std::int64_t>> named(const proto::Renew& r)
 
 TEST_CASE("client: a granted session renews every held job with one RENEW", "[worker]") {
     const auto enc = GENERATE(proto::Encoding::Binary, proto::Encoding::Json);
-    aclaim::common::ManualClock clock(kT0);
+    aclaim::base::ManualClock clock(kT0);
     Harness h(options(enc), clock);
     h.client.start();
     open_granting(h, {std::string(proto::kFeatureRenewHeld)});
@@ -109,7 +109,7 @@ TEST_CASE("client: a granted session renews every held job with one RENEW", "[wo
 }
 
 TEST_CASE("client: without the grant, each held job has its own RENEW", "[worker]") {
-    aclaim::common::ManualClock clock(kT0);
+    aclaim::base::ManualClock clock(kT0);
     Harness h(options(), clock);
     h.client.start();
     open_granting(h, {});
@@ -130,7 +130,7 @@ TEST_CASE("client: without the grant, each held job has its own RENEW", "[worker
 }
 
 TEST_CASE("client: a RENEW of several jobs refused as a message is not sent again", "[worker]") {
-    aclaim::common::ManualClock clock(kT0);
+    aclaim::base::ManualClock clock(kT0);
     Harness h(options(), clock);
     h.client.start();
     open_granting(h, {std::string(proto::kFeatureRenewHeld)});
