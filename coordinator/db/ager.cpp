@@ -8,8 +8,8 @@ Ager::Ager(AgingOptions options, const Connections& connections, const base::Clo
     : WatchedService(options, "ager", "aclaim-coordinator-ager", "aging pending jobs again",
                      connections, clock) {}
 
-ops::AgingPass Ager::pass(pqxx::connection& conn) {
-    const auto out = ops::AgingStore(conn).run(clock_.now(), options_.batch);
+AgingPass Ager::pass(pqxx::connection& conn) {
+    const auto out = AgingStore(conn).run(clock_.now(), options_.batch);
     if (out.raised > 0) spdlog::debug("ager: {} pending jobs raised in priority", out.raised);
     return out;
 }

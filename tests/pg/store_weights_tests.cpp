@@ -11,11 +11,11 @@
 #include <map>
 #include <thread>
 
-#include "common/ops/aging_store.hpp"
 #include "common/ops/checker.hpp"
 #include "common/ops/operator_store.hpp"
 #include "common/store/assignment_store.hpp"
 #include "common/store/claim_plan.hpp"
+#include "coordinator/db/aging_store.hpp"
 #include "tests/pg/ctl_run.hpp"
 #include "tests/support/checker_support.hpp"
 #include "tests/support/store_fixture.hpp"
@@ -316,7 +316,7 @@ TEST_CASE("under a flood of high-priority jobs a low-priority one is claimed wit
     const auto low = enqueue_on(f.store, "aged", 1, t0, 0).at(0);
     // The same scene on a queue without aging: its low job waits as long as the flood lasts.
     const auto control = enqueue_on(f.store, "plain", 1, t0, 0).at(0);
-    ops::AgingStore ager(f.store.connection());
+    coordinator::AgingStore ager(f.store.connection());
     std::optional<Instant> claimed;
     std::optional<Instant> control_claimed;
     // 120 s of flood: each second 6 new high-priority jobs on each queue, and claims for 5 of
@@ -374,7 +374,7 @@ TEST_CASE("aging raises one step per interval waited, no higher than the highest
     const Instant t0 = f.clock.now();
     const auto low = enqueue_on(f.store, "aged", 1, t0, -2).at(0);
     enqueue_on(f.store, "other", 1, t0, 3);
-    ops::AgingStore ager(f.store.connection());
+    coordinator::AgingStore ager(f.store.connection());
     auto priority = [&] {
         pqxx::read_transaction t(f.store.connection());
         return t.exec_params1("SELECT priority FROM jobs WHERE id = $1", low)[0].as<int>();
@@ -401,7 +401,7 @@ TEST_CASE("one aging pass at a time: a second ager passes while the first holds 
     pqxx::work held(*holder);
     REQUIRE(held.exec1("SELECT pg_try_advisory_xact_lock(hashtextextended('aclaim aging', 0))")[0]
                 .as<bool>());
-    ops::AgingStore ager(f.store.connection());
+    coordinator::AgingStore ager(f.store.connection());
     const auto passed = ager.run(f.clock.now() + 60 * base::kSeconds, 100);
     CHECK_FALSE(passed.held);
     CHECK(passed.raised == 0);

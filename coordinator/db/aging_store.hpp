@@ -10,7 +10,7 @@
 
 #include "common/base/clock.hpp"
 
-namespace aclaim::ops {
+namespace aclaim::coordinator {
 
 /// What one aging pass did.
 struct AgingPass {
@@ -33,4 +33,4 @@ class AgingStore {
     pqxx::connection& conn_;
 };
 
-}  // namespace aclaim::ops
+}  // namespace aclaim::coordinator

@@ -1,8 +1,8 @@
-#include "common/ops/aging_store.hpp"
+#include "coordinator/db/aging_store.hpp"
 
-#include "common/ops/aging_sql.hpp"
+#include "coordinator/db/aging_sql.hpp"
 
-namespace aclaim::ops {
+namespace aclaim::coordinator {
 
 AgingPass AgingStore::run(base::Instant now, int batch) {
     AgingPass out;
@@ -17,4 +17,4 @@ AgingPass AgingStore::run(base::Instant now, int batch) {
     return out;
 }
 
-}  // namespace aclaim::ops
+}  // namespace aclaim::coordinator

@@ -4,7 +4,7 @@
 
 #include "common/store/statement.hpp"
 
-namespace aclaim::ops::sql {
+namespace aclaim::coordinator::sql {
 
 using store::sql::Statement;
 
@@ -21,4 +21,4 @@ inline const Statement kAgeJobs{"aclaim_age_jobs",
                                 "SELECT raised, more FROM aclaim_age_jobs($1::bigint, $2::int)",
                                 {"now_us bigint", "batch int"}};
 
-}  // namespace aclaim::ops::sql
+}  // namespace aclaim::coordinator::sql
