@@ -409,11 +409,11 @@ void ConsoleServer::routes() {
     });
 
     s.Get("/api/jobs", [this, session_of](const httplib::Request& req, httplib::Response& res) {
-        JobQuery q;
-        q.org = int_param(req, "org");
+        ops::JobFilter q;
+        q.org_id = int_param(req, "org");
         q.queue = text_param(req, "queue");
         q.state = text_param(req, "state");
-        q.holder = text_param(req, "holder");
+        q.assignee = text_param(req, "holder");
         if (const auto before = text_param(req, "before")) {
             q.enqueued_before = ops::parse_instant(*before);
             if (!q.enqueued_before) throw std::invalid_argument("before is not an ISO 8601 time");

@@ -124,19 +124,14 @@ json Views::leases(const Operator& op, base::Instant now) {
     });
 }
 
-json Views::jobs(const Operator& op, const JobQuery& q) {
+json Views::jobs(const Operator& op, const ops::JobFilter& q) {
     return with_connections([&] {
         std::vector<ops::JobRecord> found;
         for (const auto& s : scopes_of(op)) {
-            if (q.org && op.orgs && std::to_string(*q.org) != s) continue;
+            if (q.org_id && op.orgs && std::to_string(*q.org_id) != s) continue;
             scope(s);
-            ops::JobFilter f;
-            f.org_id = q.org;
-            f.queue = q.queue;
-            f.state = q.state;
-            f.assignee = q.holder;
-            f.enqueued_before = q.enqueued_before;
-            f.after_id = q.after_id;
+            // One row past the page says whether there is a next one.
+            ops::JobFilter f = q;
             f.limit = q.limit + 1;
             auto page = ops::OperatorStore(data()).list(f);
             found.insert(found.end(), page.begin(), page.end());

@@ -22,21 +22,11 @@
 #include <vector>
 
 #include "common/base/clock.hpp"
+#include "common/ops/operator_store.hpp"
 #include "console/operators.hpp"
 #include "console/turn.hpp"
 
 namespace aclaim::console {
-
-/// The jobs page's filters; every one optional. Pages go by id (keyset), newest last.
-struct JobQuery {
-    std::optional<store::OrgId> org;
-    std::optional<std::string> queue;
-    std::optional<std::string> state;
-    std::optional<std::string> holder;
-    std::optional<base::Instant> enqueued_before;
-    store::JobId after_id = 0;
-    int limit = 50;
-};
 
 /// What an action did: done, refused with a reason, or not found (or not visible).
 struct ActionResult {
@@ -72,7 +62,7 @@ class Views {
 
     nlohmann::json overview(const Operator& op, base::Instant now);
     nlohmann::json leases(const Operator& op, base::Instant now);
-    nlohmann::json jobs(const Operator& op, const JobQuery& q);
+    nlohmann::json jobs(const Operator& op, const ops::JobFilter& q);
     std::optional<nlohmann::json> job(const Operator& op, store::JobId id, base::Instant now);
     nlohmann::json quarantine(const Operator& op);
     /// The workflow of a job the operator may see (ops::read_workflow,

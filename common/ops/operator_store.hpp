@@ -85,7 +85,8 @@ struct JobLinks {
 /// The job's exclusions, on the caller's transaction (the console reads them under its scope).
 std::vector<ExclusionRecord> read_exclusions(pqxx::transaction_base& txn, store::JobId id);
 
-/// Which jobs `jobs list` shows; every filter is optional. Pages go by id.
+/// Which jobs `jobs list` and the console's jobs page show; every filter is optional. Pages go by
+/// id.
 struct JobFilter {
     std::optional<store::OrgId> org_id;
     std::optional<std::string> queue;
