@@ -165,12 +165,7 @@ WITH f AS (
        SET state = 'failed', completed_at = aclaim_ts($4::bigint), lease_expires_at = NULL,
            last_error = $6::text
      WHERE id = $1::bigint AND state = 'assigned' AND generation = $2::bigint
-    RETURNING )SQL" + std::string(store::sql::kOutcomeReturning) +
-                                         R"SQL(
-), recorded AS ()SQL" + store::sql::record_outcomes("f") +
-                                         R"SQL(), settled AS ()SQL" +
-                                         store::sql::settle_dependents("f", "$4::bigint") +
-                                         R"SQL(), )SQL" +
+    RETURNING )SQL" + store::sql::outcome_settled("f", "$4::bigint") +
                                          operator_logged(store::EventKind::Failed, "f") + R"SQL(
 SELECT id, )SQL" + store::sql::kSettledColumn +
                                          R"SQL( FROM f

@@ -177,12 +177,7 @@ WITH u AS (
            lease_expires_at = NULL, result_ref = NULL, last_error = $6::text,
            quarantined_from = NULL, quarantine_reason = NULL
      WHERE id = $1::bigint AND state = 'quarantined' AND generation <= $2::bigint
-    RETURNING )SQL" + std::string(store::sql::kOutcomeReturning) +
-                                            R"SQL(
-), recorded AS ()SQL" + store::sql::record_outcomes("u") +
-                                            R"SQL(), settled AS ()SQL" +
-                                            store::sql::settle_dependents("u", "$4::bigint") +
-                                            R"SQL(), )SQL" +
+    RETURNING )SQL" + store::sql::outcome_settled("u", "$4::bigint") +
                                             operator_logged(store::EventKind::Unquarantined, "u") +
                                             R"SQL(
 SELECT id, )SQL" + store::sql::kSettledColumn +

@@ -75,6 +75,15 @@ inline std::string settle_dependents(std::string_view from, std::string_view now
 /// when the statement returns a row.
 inline constexpr const char* kSettledColumn = "(SELECT changed FROM settled) AS settled";
 
+/// What follows `RETURNING ` in a CTE `from` that updates `jobs j` and may end its job: the
+/// outcome columns (kOutcomeReturning), then the CTEs `recorded` (record_outcomes) and `settled`
+/// (settle_dependents at `now`), up to the ", " before the statement's next CTE. The statement's
+/// result names kSettledColumn.
+inline std::string outcome_settled(std::string_view from, std::string_view now) {
+    return std::string(kOutcomeReturning) + "\n), recorded AS (" + record_outcomes(from) +
+           "), settled AS (" + settle_dependents(from, now) + "), ";
+}
+
 /// The SET clauses of a release, by its holder or an operator: back to pending, unheld, the
 /// attempt given back.
 inline constexpr const char* kReleaseSet =
@@ -138,7 +147,7 @@ inline std::string retried(std::string_view extra, std::string_view now, std::st
     return std::string(kOutcomeReturning) + ", " + std::string(extra) +
            R"SQL(aclaim_us(j.run_at) AS run_at_us, j.max_attempts
 ), recorded AS ()SQL" +
-           record_outcomes("r") + R"SQL(), settled AS ()SQL" + settle_dependents("r", now) +
+           record_outcomes("r") + "), settled AS (" + settle_dependents("r", now) +
            R"SQL(), logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, )SQL" +

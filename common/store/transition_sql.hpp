@@ -80,11 +80,8 @@ WITH done AS (
      WHERE id = $2::bigint AND org_id = $1::bigint AND state = 'assigned'
        AND generation = $3::bigint AND assignee = $4::text
        AND lease_expires_at > aclaim_ts($6::bigint)
-    RETURNING )SQL" + std::string(kOutcomeReturning) +
-                                     R"SQL(
-), recorded AS ()SQL" + record_outcomes("done") +
-                                     R"SQL(), settled AS ()SQL" +
-                                     settle_dependents("done", "$6::bigint") + R"SQL(), logged AS (
+    RETURNING )SQL" + outcome_settled("done", "$6::bigint") +
+                                     R"SQL(logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', $4::text, aclaim_ts($6::bigint), $5::text FROM done
 )
@@ -244,12 +241,8 @@ WITH r AS (
      WHERE j.id = l.id AND l.org_id = l.asked_org AND l.state = 'assigned'
        AND l.generation = l.asked_generation AND l.assignee = l.worker
        AND l.lease_expires_at > aclaim_ts($6::bigint)
-    RETURNING l.n, l.worker, )SQL" + std::string(kOutcomeReturning) +
-                                          R"SQL(
-), recorded AS ()SQL" + record_outcomes("done") +
-                                          R"SQL(), settled AS ()SQL" +
-                                          settle_dependents("done", "$6::bigint") +
-                                          R"SQL(), logged AS (
+    RETURNING l.n, l.worker, )SQL" + outcome_settled("done", "$6::bigint") +
+                                          R"SQL(logged AS (
     INSERT INTO job_events (job_id, org_id, generation, kind, worker, at, detail)
     SELECT id, org_id, generation, 'completed', worker, aclaim_ts($6::bigint), result_ref FROM done
 )
