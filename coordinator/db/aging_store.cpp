@@ -1,6 +1,6 @@
 #include "coordinator/db/aging_store.hpp"
 
-#include "coordinator/db/aging_sql.hpp"
+#include "coordinator/db/db_sql.hpp"
 
 namespace aclaim::coordinator {
 

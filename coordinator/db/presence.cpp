@@ -10,7 +10,7 @@
 
 #include "common/store/pg_array.hpp"
 #include "common/store/pg_time.hpp"
-#include "coordinator/db/presence_sql.hpp"
+#include "coordinator/db/db_sql.hpp"
 
 namespace aclaim::coordinator {
 
