@@ -198,6 +198,10 @@ struct NeighbourOptions {
     int flood_claims = 1;
     int flood_max_jobs = 100;
     int idle_sessions = 2000;
+    /// Where the flood and the idle sessions connect; empty: the quiet organization's coordinator.
+    /// Another coordinator on the same database and machine separates what the flood costs
+    /// through the machine (cores, PostgreSQL) from what it costs through the shared coordinator.
+    std::string flood_endpoint;
     /// Each window: the quiet one, then the one with the flood.
     double seconds = 8;
 };

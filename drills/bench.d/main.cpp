@@ -138,6 +138,8 @@ int run(int argc, char** argv) {
         ->check(CLI::Range(1, 64));
     neighbour_cmd->add_option("--flood-max-jobs", neighbour.flood_max_jobs)
         ->check(CLI::Range(1, 100));
+    neighbour_cmd->add_option("--flood-endpoint", neighbour.flood_endpoint,
+                              "Another coordinator for the flood (default: the same one)");
     neighbour_cmd->add_option("--idle", neighbour.idle_sessions, "Sessions on one key")
         ->check(CLI::Range(0, 20000));
     neighbour_cmd->add_option("--seconds", neighbour.seconds, "Each window's length")

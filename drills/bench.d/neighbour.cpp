@@ -218,14 +218,17 @@ nlohmann::json run_neighbour(const NeighbourOptions& o) {
     Tally flood_tally;
     Tally idle_tally;
     Flood::Shape flood;
-    flood.endpoint = o.active.target.endpoint;
+    const std::string flood_endpoint =
+        o.flood_endpoint.empty() ? o.active.target.endpoint : o.flood_endpoint;
+    out["flood_endpoint_shared"] = o.flood_endpoint.empty();
+    flood.endpoint = flood_endpoint;
     flood.org = o.flood_org;
     flood.names = session_names("flood", o.flood_sessions);
     flood.keys = o.active.target.auth.keys_for(o.flood_org, flood.names);
     flood.claims = o.flood_claims;
     flood.max_jobs = o.flood_max_jobs;
     Flood::Shape idle;
-    idle.endpoint = o.active.target.endpoint;
+    idle.endpoint = flood_endpoint;
     idle.org = o.flood_org;
     // Every idle session says HELLO as the one worker its one key is registered for.
     idle.names.assign(static_cast<std::size_t>(o.idle_sessions), "crowd-one-key");

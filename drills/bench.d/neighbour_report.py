@@ -23,6 +23,9 @@ def neighbour_lines(n, line):
           f"{_g(q, 'claim_p50_ms'):.2f}/{_g(q, 'claim_p99_ms'):.2f} ms alone ({_g(q, 'claims_per_s'):.0f} claims/s), "
           f"{_g(f, 'claim_p50_ms'):.2f}/{_g(f, 'claim_p99_ms'):.2f} ms beside org 2's flood "
           f"({_g(f, 'claims_per_s'):.0f} claims/s)")
+    if n.get("flood_endpoint_shared") is False:
+        print("    the flood on a second coordinator (--neighbour-split): same database and cores, "
+              "no coordinator shared")
     print(f"    flood: {n.get('flood_welcomed', 0)} of {n.get('flood_sessions', 0)} sessions of max_jobs "
           f"{n.get('flood_max_jobs', 0)} claims, replies {n.get('flood_replies', {})}")
     print(f"    one key's {n.get('idle_sessions_one_key', 0)} sessions: {n.get('idle_welcomed', 0)} welcomed, "
