@@ -94,15 +94,6 @@ bool Process::running() {
     return !wait_for(std::chrono::milliseconds(0)).has_value();
 }
 
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
-    const auto until = base::SystemClock().monotonic_now() + limit;
-    while (true) {
-        if (condition()) return true;
-        if (base::SystemClock().monotonic_now() >= until) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-}
-
 int free_port() {
     const int s = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/eventually.hpp"
+
 namespace aclaim::testing {
 
 /// The path of a binary built into <build>/bin.
@@ -40,10 +42,6 @@ class Process {
     std::optional<int> status_;
     std::string log_path_;
 };
-
-/// Polls `condition` every 20 ms until it holds or `limit` passes. Used to wait for an observable
-/// state (a row changed, a process exited), never as a timed guess.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit);
 
 /// A free TCP port on 127.0.0.1 (bound to 0, read back, released).
 int free_port();

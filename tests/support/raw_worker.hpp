@@ -17,6 +17,7 @@
 
 #include "common/base/clock.hpp"
 #include "common/proto/protocol.hpp"
+#include "tests/support/eventually.hpp"
 
 namespace aclaim::testing {
 
@@ -29,16 +30,6 @@ struct CurveClient {
     std::string public_key;
     std::string secret_key;
 };
-
-/// Polls `done` until it holds or `limit` passes; for state that has no message to wait on.
-inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s) {
-    const auto deadline = base::SystemClock().monotonic_now() + limit;
-    while (!done()) {
-        if (base::SystemClock().monotonic_now() >= deadline) return false;
-        std::this_thread::sleep_for(2ms);
-    }
-    return true;
-}
 
 /// A worker without a worker library: frames in, frames out.
 class RawWorker {
